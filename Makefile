@@ -1,0 +1,35 @@
+# Two commands a researcher needs: `make demo` and `make test`. Both set everything up themselves.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export HF_HUB_OFFLINE := 1
+export HF_DATASETS_OFFLINE := 1
+export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
+
+.PHONY: demo test venv system-deps clean bench
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# apt packages the test suite drives for real: a PostgreSQL server and Debian's Chromium.
+system-deps:
+	@bash scripts/install_system_deps.sh
+
+demo: venv
+	$(BIN)/ptmlab demo
+
+test: venv system-deps
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: venv
+	for f in bench/*.py; do $(BIN)/python $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) .ptmlab

@@ -1,0 +1,48 @@
+"""What every backbone returns, and the conventions every backbone follows.
+
+Attention-mask convention (stated once, used everywhere): `attention_mask` is a B×T tensor with
+1 (or True) for real tokens and 0 (False) for padding, as in Hugging Face. Causal (left-to-right)
+masking is a property of the architecture (`is_causal`), never encoded in `attention_mask`.
+
+Hidden states: a tuple of L+1 tensors of shape B×T×H, the embedding layer's output first, then
+one per layer. Attentions (when `output_attentions=True`): a tuple of L tensors B×heads×T×T.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+@dataclass
+class BackboneOutput:
+    hidden_states: tuple[torch.Tensor, ...]  # L+1 × (B, T, H), embeddings first
+    attentions: tuple[torch.Tensor, ...] | None = None  # L × (B, heads, T, T)
+
+    @property
+    def last_hidden_state(self) -> torch.Tensor:
+        return self.hidden_states[-1]
+
+
+class Backbone(nn.Module):
+    """Base class: subclasses set these attributes and implement forward()."""
+
+    family: str = "encoder"  # encoder | decoder | encoder_decoder | lstm | hf
+    is_causal: bool = False
+    hidden_size: int
+    num_layers: int
+    vocab_size: int
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        output_attentions: bool = False,
+    ) -> BackboneOutput:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def get_input_embeddings(self) -> nn.Embedding:  # pragma: no cover - abstract
+        raise NotImplementedError

@@ -1,0 +1,238 @@
+"""What every stage does around its own computation: seeding, the run folder, the MLflow
+logger, provenance (resolved config, git SHA and dirty diff, package versions, data hashes),
+checkpoints that resume after preemption, and `summary.json`.
+
+A stage function looks like:
+
+    def run_pretrain(cfg):
+        with StageRun(cfg) as run:            # seeds, opens/resumes the MLflow run
+            run.log_data_files(paths)         # sha256 of every input file
+            trainer = run.build_trainer()     # Lightning Trainer wired to MLflow + checkpoints
+            trainer.fit(module, datamodule=dm, ckpt_path=run.resume_checkpoint)
+            run.write_summary({...})          # headline numbers for the platform
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from ptmlab.config import CONF_DIR
+from ptmlab.settings import get_settings
+
+RUN_ID_FILE = "mlflow_run_id.txt"
+SUMMARY_FILE = "summary.json"
+TRACKED_PACKAGES = (
+    "torch", "lightning", "transformers", "tokenizers", "datasets", "hydra-core",
+    "omegaconf", "mlflow", "torchmetrics", "scikit-learn", "numpy", "ptmlab",
+)
+
+
+def tracking_uri(cfg: DictConfig) -> str:
+    return OmegaConf.select(cfg, "tracking.uri", default=None) or get_settings().resolved_tracking_uri
+
+
+def run_dir_of(cfg: DictConfig) -> Path:
+    """The run's own folder (Hydra's output dir); the worker sets it per job so a requeued job
+    finds its checkpoints again."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if HydraConfig.initialized():
+        return Path(HydraConfig.get().runtime.output_dir)
+    explicit = OmegaConf.select(cfg, "run_dir", default=None)
+    if explicit:
+        return Path(explicit)
+    raise RuntimeError("run_dir_of() needs Hydra's runtime or cfg.run_dir")
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def git_state() -> tuple[str | None, str]:
+    """(HEAD sha, `git diff HEAD` text) of the repository that holds conf/, or (None, "")."""
+    repo = CONF_DIR.parent
+    try:
+        sha = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        ).stdout.strip() or None
+        diff = subprocess.run(
+            ["git", "-C", str(repo), "diff", "HEAD"], capture_output=True, text=True, timeout=30
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None, ""
+    return sha, diff
+
+
+def package_versions() -> dict[str, str]:
+    versions = {}
+    for name in TRACKED_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if isinstance(d, dict):
+        for k, v in d.items():
+            out.update(flatten(v, f"{prefix}{k}."))
+    elif isinstance(d, list):
+        out[prefix[:-1]] = json.dumps(d)[:500]
+    else:
+        out[prefix[:-1]] = d
+    return out
+
+
+class StageRun:
+    """Context manager around one stage execution (see module docstring)."""
+
+    def __init__(self, cfg: DictConfig):
+        self.cfg = cfg
+        self.run_dir = run_dir_of(cfg)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.checkpoint_dir = self.run_dir / "checkpoints"
+        self.logger = None
+        self.started = time.time()
+        self._data_hashes: dict[str, str] = {}
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def __enter__(self) -> "StageRun":
+        import lightning.pytorch as pl
+
+        pl.seed_everything(int(self.cfg.seed), workers=True, verbose=False)
+        self.logger = self._make_logger()
+        self._log_provenance()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self.logger is not None:
+            status = "FINISHED" if exc_type is None else "FAILED"
+            # KeyboardInterrupt/SIGTERM (preemption) leaves the run open to be resumed.
+            if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+                status = "KILLED"
+            self.logger.finalize(status="success" if status == "FINISHED" else "failed")
+            if status != "FINISHED":
+                try:
+                    self.logger.experiment.set_terminated(self.logger.run_id, status)
+                except Exception:  # noqa: BLE001 - never mask the stage's own error
+                    pass
+
+    # -- MLflow ----------------------------------------------------------------------------
+    @property
+    def resume_checkpoint(self) -> str | None:
+        last = self.checkpoint_dir / "last.ckpt"
+        if bool(OmegaConf.select(self.cfg, "resume", default=False)) and last.exists():
+            return str(last)
+        return None
+
+    def _make_logger(self):
+        from lightning.pytorch.loggers import MLFlowLogger
+
+        settings = get_settings()
+        settings.home.mkdir(parents=True, exist_ok=True)
+        run_id_path = self.run_dir / RUN_ID_FILE
+        run_id = None
+        if bool(OmegaConf.select(self.cfg, "resume", default=False)) and run_id_path.exists():
+            run_id = run_id_path.read_text().strip() or None
+        tags = {str(k): str(v) for k, v in (OmegaConf.select(self.cfg, "tags", default={}) or {}).items()}
+        tags.update({"ptmlab.stage": str(self.cfg.stage.name), "ptmlab.run_dir": str(self.run_dir)})
+        if os.environ.get("PTMLAB_JOB_ID"):
+            tags["ptmlab.job_id"] = os.environ["PTMLAB_JOB_ID"]
+        logger = MLFlowLogger(
+            experiment_name=str(self.cfg.tracking.experiment),
+            run_name=str(OmegaConf.select(self.cfg, "run_name", default=self.cfg.stage.name)),
+            tracking_uri=tracking_uri(self.cfg),
+            tags=tags,
+            run_id=run_id,
+            artifact_location=(settings.artifact_root.as_uri() if tracking_uri(self.cfg).startswith("sqlite") else None),
+        )
+        _ = logger.experiment  # create the run now so its id is known (and resumable)
+        run_id_path.write_text(logger.run_id)
+        return logger
+
+    @property
+    def run_id(self) -> str:
+        return self.logger.run_id
+
+    def _log_provenance(self) -> None:
+        client, run_id = self.logger.experiment, self.logger.run_id
+        resolved = OmegaConf.to_container(self.cfg, resolve=True)
+        (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg, resolve=True))
+        client.log_artifact(run_id, str(self.run_dir / "config.yaml"))
+        if self.resume_checkpoint is None:  # params are immutable in MLflow: log them once
+            params = {k: str(v)[:500] for k, v in flatten(resolved).items()}
+            self.logger.log_hyperparams(params)
+        sha, diff = git_state()
+        client.set_tag(run_id, "mlflow.source.git.commit", sha or "unknown")
+        client.set_tag(run_id, "ptmlab.git_dirty", str(bool(diff)))
+        if diff:
+            client.log_text(run_id, diff, "provenance/git_diff.patch")
+        client.log_dict(run_id, package_versions(), "provenance/packages.json")
+
+    def log_data_files(self, paths: list[Path]) -> dict[str, str]:
+        """Hash every input file; logged as provenance/data_hashes.json and returned."""
+        for p in paths:
+            self._data_hashes[str(p)] = sha256_file(Path(p))
+        self.logger.experiment.log_dict(self.run_id, self._data_hashes, "provenance/data_hashes.json")
+        return dict(self._data_hashes)
+
+    # -- training --------------------------------------------------------------------------
+    def build_trainer(self, callbacks: list | None = None, **overrides):
+        """A Lightning Trainer from cfg.trainer, logging to MLflow and checkpointing to the
+        run folder (`last.ckpt` is what `resume=true` continues from)."""
+        import lightning.pytorch as pl
+        from hydra.utils import instantiate
+        from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
+
+        checkpoint = ModelCheckpoint(
+            dirpath=str(self.checkpoint_dir),
+            filename="step{step}",
+            save_last=True,
+            save_top_k=1,
+            monitor=None,
+            every_n_train_steps=int(OmegaConf.select(self.cfg, "checkpoint_every_n_steps", default=0) or 0) or None,
+            auto_insert_metric_name=False,
+        )
+        all_callbacks = [checkpoint, LearningRateMonitor(logging_interval="step"), *(callbacks or [])]
+        trainer_cfg = OmegaConf.to_container(self.cfg.trainer, resolve=True)
+        trainer_cfg.update(overrides)
+        trainer: pl.Trainer = instantiate(
+            trainer_cfg, logger=self.logger, callbacks=all_callbacks, default_root_dir=str(self.run_dir)
+        )
+        return trainer
+
+    def log_artifacts(self, local_dir: Path, artifact_path: str) -> None:
+        self.logger.experiment.log_artifacts(self.run_id, str(local_dir), artifact_path)
+
+    def write_summary(self, numbers: dict[str, Any]) -> Path:
+        """Write summary.json (headline numbers the worker copies into the `results` table)
+        and log it to MLflow. Written atomically: a killed job never leaves half a file."""
+        summary = {
+            "stage": str(self.cfg.stage.name),
+            "mlflow_run_id": self.run_id,
+            "run_dir": str(self.run_dir),
+            "seed": int(self.cfg.seed),
+            "wall_time_s": round(time.time() - self.started, 3),
+            **numbers,
+        }
+        path = self.run_dir / SUMMARY_FILE
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(summary, indent=2, default=str))
+        tmp.replace(path)
+        self.logger.experiment.log_artifact(self.run_id, str(path))
+        return path

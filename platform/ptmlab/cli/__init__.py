@@ -1,0 +1,39 @@
+"""`ptmlab` command line.
+
+Each sub-command family lives in its own module under ptmlab/cli/ with a
+`register(subparsers)` function; COMMAND_MODULES lists them. Modules import their heavy
+dependencies inside the command functions so `ptmlab --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from ptmlab.errors import PtmlabError
+
+COMMAND_MODULES = [
+    "ptmlab.cli.run_cmd",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ptmlab", description="Experiments on pre-trained LMs.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code = args.func(args)
+    except PtmlabError as exc:
+        print(f"error[{exc.code}]: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    sys.exit(code or 0)

@@ -1,0 +1,3 @@
+from ptmlab.cli import main
+
+main()

@@ -1,0 +1,121 @@
+"""Composing and checking experiment configs without torch.
+
+Used by `ptmlab.run` before any work starts and by the API to validate a submission, so an
+unknown group/option/key or an impossible combination fails with one line naming the key.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from ptmlab.errors import ConfigError
+
+# platform/ptmlab/config.py -> parents[2] is the repository root that holds conf/.
+CONF_DIR = Path(os.environ.get("PTMLAB_CONF_DIR", Path(__file__).resolve().parents[2] / "conf"))
+
+
+def compose_config(overrides: Sequence[str] = (), *, return_hydra_config: bool = False) -> DictConfig:
+    """Compose conf/config.yaml with `overrides`; Hydra's errors become one-line ConfigErrors."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    if not CONF_DIR.is_dir():
+        raise ConfigError(f"config folder not found: {CONF_DIR}")
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="ptmlab"):
+            cfg = compose(
+                config_name="config",
+                overrides=list(overrides),
+                return_hydra_config=return_hydra_config,
+            )
+    except (HydraException, OmegaConfBaseException, ValueError) as exc:
+        raise ConfigError(_one_line(exc)) from None
+    finally:
+        GlobalHydra.instance().clear()
+    check_config(cfg)
+    return cfg
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    head = lines[0]
+    # Hydra lists the available options on the following lines; keep them, compactly.
+    if "Available options" in str(exc):
+        options = []
+        for ln in lines[1:]:
+            if ln.startswith("Config search path"):
+                break
+            if not ln.startswith("Available options"):
+                options.append(ln)
+        head = f"{head} (available: {', '.join(options)})"
+    elif len(lines) > 1 and lines[0].startswith("Could not override"):
+        # Hydra's second line suggests `+key=...`; the reason ("Key 'x' is not in struct") follows.
+        reason = next((ln for ln in lines[1:] if ln.startswith("Key ")), "")
+        head = f"{head} {reason}".strip()
+    return head
+
+
+# --------------------------------------------------------------------------------------------
+# Compose-time compatibility checks. Configs declare what they work with; this reads it.
+#
+#   model.family                  one of encoder | decoder | encoder_decoder | lstm | hf ...
+#   <node>.compatible_families    list of model families the node works with (objective,
+#                                 adaptation, task, compression, probe ... any top-level node)
+# --------------------------------------------------------------------------------------------
+
+
+def check_config(cfg: DictConfig) -> None:
+    family = OmegaConf.select(cfg, "model.family", default=None)
+    for key in list(cfg.keys()):
+        node = cfg.get(key)
+        if not isinstance(node, DictConfig):
+            continue
+        _check_families(key, node, family)
+        for sub_key in ("objectives",):  # combined objectives list their parts
+            parts = node.get(sub_key) if sub_key in node else None
+            if isinstance(parts, DictConfig):
+                for part_name, part in parts.items():
+                    if isinstance(part, DictConfig):
+                        _check_families(f"{key}.{sub_key}.{part_name}", part, family)
+    for check in EXTRA_CHECKS:
+        check(cfg)
+
+
+def _check_families(key: str, node: DictConfig, family: str | None) -> None:
+    allowed = node.get("compatible_families") if "compatible_families" in node else None
+    if allowed is None or family is None:
+        return
+    if family not in list(allowed):
+        name = node.get("name", key) if "name" in node else key
+        raise ConfigError(
+            f"{key}={name} does not work with model family '{family}' "
+            f"(model.family); valid families for {key}={name}: {', '.join(allowed)}"
+        )
+
+
+# Further checks (a regression task with a classification head, ...) append a function
+# `check(cfg) -> None` that raises ConfigError naming the keys.
+EXTRA_CHECKS: list = []
+
+
+def list_config_groups() -> dict[str, list[str]]:
+    """Every config group (subfolders as `a/b`) and its options, for the catalogue endpoint."""
+    groups: dict[str, list[str]] = {}
+    for path in sorted(CONF_DIR.rglob("*.yaml")):
+        rel = path.relative_to(CONF_DIR)
+        if len(rel.parts) == 1:
+            continue  # primary config files (config.yaml)
+        group, option = rel.parts[0], "/".join(rel.parts[1:])[: -len(".yaml")]
+        if option.startswith("_") or "/_" in option:
+            continue  # private base files included by others
+        groups.setdefault(group, []).append(option)
+    return groups

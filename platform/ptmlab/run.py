@@ -1,0 +1,56 @@
+"""The single Hydra entry point: `python -m ptmlab.run stage=pretrain model=bert_tiny ...`.
+
+Composes conf/config.yaml with the overrides, checks it (one-line error, exit 2, before any work
+starts), then calls the stage function named by `stage.entry`. lightning_modules is imported
+lazily, inside the stage, so `--help`, validation and the sweep launcher stay light.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import hydra
+from omegaconf import DictConfig
+
+from ptmlab.config import CONF_DIR, check_config, compose_config
+from ptmlab.errors import PtmlabError
+
+EXIT_USER_ERROR = 2
+
+
+def _fail(exc: PtmlabError) -> None:
+    print(f"error[{exc.code}]: {exc}", file=sys.stderr, flush=True)
+    sys.exit(EXIT_USER_ERROR)
+
+
+@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
+def _hydra_main(cfg: DictConfig):
+    from hydra.utils import get_method
+
+    try:
+        check_config(cfg)
+        stage_fn = get_method(cfg.stage.entry)
+        return stage_fn(cfg)
+    except PtmlabError as exc:
+        _fail(exc)
+
+
+def _is_multirun(argv: list[str]) -> bool:
+    return any(a in ("-m", "--multirun") for a in argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Validate a single run up front so a bad override gives one clear line instead of Hydra's
+    # multi-line report (a sweep is validated per job by the launcher).
+    if not _is_multirun(argv) and not any(a.startswith("-") for a in argv):
+        try:
+            compose_config(argv)
+        except PtmlabError as exc:
+            _fail(exc)
+    sys.argv = [sys.argv[0], *argv]
+    _hydra_main()
+
+
+if __name__ == "__main__":
+    main()

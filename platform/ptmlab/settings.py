@@ -1,0 +1,51 @@
+"""Process settings, validated at start-up (pydantic-settings, `PTMLAB_` environment prefix)."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PTMLAB_", extra="ignore")
+
+    home: Path = Field(default=Path(".ptmlab"), description="Everything embedded lives here.")
+    database_url: str | None = Field(default=None, description="Default: SQLite in PTMLAB_HOME.")
+    mlflow_tracking_uri: str | None = Field(
+        default=None, description="Default: $MLFLOW_TRACKING_URI, else SQLite in PTMLAB_HOME."
+    )
+    data_dir: Path | None = Field(default=None, description="Folder with glue/ senteval/ ud/ corpus/.")
+    api_token: str | None = Field(default=None, description="Bearer token for mutating API routes.")
+    bind_host: str = "127.0.0.1"
+    bind_port: int = 8765
+    mlflow_ui_port: int = 5000
+
+    @field_validator("home")
+    @classmethod
+    def _absolute_home(cls, home: Path) -> Path:
+        return home.expanduser().resolve()
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.home / 'ptmlab.db'}"
+
+    @property
+    def resolved_tracking_uri(self) -> str:
+        return (
+            self.mlflow_tracking_uri
+            or os.environ.get("MLFLOW_TRACKING_URI")
+            or f"sqlite:///{self.home / 'mlflow.db'}"
+        )
+
+    @property
+    def artifact_root(self) -> Path:
+        return self.home / "artifacts"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()
