@@ -197,7 +197,7 @@ class StageRun:
         run folder (`last.ckpt` is what `resume=true` continues from)."""
         import lightning.pytorch as pl
         from hydra.utils import instantiate
-        from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
+        from lightning.pytorch.callbacks import ModelCheckpoint
 
         checkpoint = ModelCheckpoint(
             dirpath=str(self.checkpoint_dir),
@@ -208,7 +208,7 @@ class StageRun:
             every_n_train_steps=int(OmegaConf.select(self.cfg, "checkpoint_every_n_steps", default=0) or 0) or None,
             auto_insert_metric_name=False,
         )
-        all_callbacks = [checkpoint, LearningRateMonitor(logging_interval="step"), *(callbacks or [])]
+        all_callbacks = [checkpoint, *(callbacks or [])]
         trainer_cfg = OmegaConf.to_container(self.cfg.trainer, resolve=True)
         trainer_cfg.update(overrides)
         trainer: pl.Trainer = instantiate(

@@ -1,0 +1,158 @@
+"""The pre-training datamodule: corpus → tokenizer (cached) → examples (cached) → batches.
+
+Batches are dicts of B×T tensors: input_ids, attention_mask (1 = token, 0 = pad) and, for
+pair construction, token_type_ids and pair_label. Objectives corrupt them in the step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import tempfile
+from pathlib import Path
+
+import lightning.pytorch as pl
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+from torch.utils.data import DataLoader, Dataset
+
+from lightning_modules.data.blocks import line_blocks, packed_blocks, segment_pairs
+from lightning_modules.data.corpus import Corpus
+from lightning_modules.data.tokenizer import build_tokenizer
+from ptmlab.errors import ConfigError, DataError
+
+CONSTRUCTIONS = ("packed", "line_by_line", "segment_pairs")
+VAL_SPLIT_SEED = 1234  # fixed, so every run of a corpus validates on the same examples
+
+
+class ExampleDataset(Dataset):
+    def __init__(self, examples):
+        self.examples = examples
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, i):
+        return self.examples[i]
+
+
+def pad_collate(pad_id: int):
+    def collate(items) -> dict[str, torch.Tensor]:
+        if isinstance(items[0], torch.Tensor):  # packed blocks: all the same length
+            ids = torch.stack(items)
+            return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+        if isinstance(items[0], list):
+            items = [{"input_ids": x} for x in items]
+        length = max(len(x["input_ids"]) for x in items)
+        ids = torch.full((len(items), length), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(items), length), dtype=torch.long)
+        types = torch.zeros((len(items), length), dtype=torch.long)
+        for row, x in enumerate(items):
+            n = len(x["input_ids"])
+            ids[row, :n] = torch.tensor(x["input_ids"])
+            mask[row, :n] = 1
+            if "token_type_ids" in x:
+                types[row, :n] = torch.tensor(x["token_type_ids"])
+        batch = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in items[0]:
+            batch["token_type_ids"] = types
+            batch["pair_label"] = torch.tensor([x["label"] for x in items], dtype=torch.long)
+        return batch
+
+    return collate
+
+
+class PretrainDataModule(pl.LightningDataModule):
+    def __init__(self, data_cfg: DictConfig, tokenizer_cfg: DictConfig, cache_dir: str | Path, seed: int = 0):
+        super().__init__()
+        self.data_cfg, self.tokenizer_cfg = data_cfg, tokenizer_cfg
+        self.cache_dir = Path(cache_dir)
+        self.seed = seed
+        construction = str(data_cfg.get("construction", "packed"))
+        if construction not in CONSTRUCTIONS:
+            raise ConfigError(f"data.construction={construction} is unknown; valid: {', '.join(CONSTRUCTIONS)}")
+        self.construction = construction
+        self.corpus: Corpus = instantiate(data_cfg.corpus)
+        self.fingerprint = self.corpus.fingerprint()
+        self.tokenizer = build_tokenizer(tokenizer_cfg, self.corpus, self.cache_dir, self.fingerprint)
+        self.train_set: ExampleDataset | None = None
+        self.val_set: ExampleDataset | None = None
+        self.num_tokens = 0
+
+    def files(self) -> list[Path]:
+        return self.corpus.files()
+
+    # -- building ---------------------------------------------------------------------------
+    def _cache_path(self) -> Path:
+        key = hashlib.sha256(
+            f"{self.fingerprint}|{self.tokenizer.name_or_path}|{len(self.tokenizer)}|{self.construction}|"
+            f"{self.data_cfg.block_size}".encode()
+        ).hexdigest()[:16]
+        return self.cache_dir / "examples" / f"{key}.pt"
+
+    def _tokenized_documents(self) -> list[list[list[int]]]:
+        docs = list(self.corpus.documents())
+        flat_lines = [line for doc in docs for line in doc]
+        encoded = self.tokenizer(flat_lines, add_special_tokens=False)["input_ids"]
+        out, pos = [], 0
+        for doc in docs:
+            out.append(encoded[pos: pos + len(doc)])
+            pos += len(doc)
+        return out
+
+    def _build_examples(self):
+        cls_id, sep_id = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
+        block_size = int(self.data_cfg.block_size)
+        docs = self._tokenized_documents()
+        if self.construction == "packed":
+            return packed_blocks([[t for line in d for t in line] for d in docs], block_size, cls_id, sep_id)
+        if self.construction == "line_by_line":
+            return line_blocks([line for d in docs for line in d], block_size, cls_id, sep_id)
+        negative = str(self.data_cfg.get("pair_negative", "random_document"))
+        return segment_pairs(docs, block_size, cls_id, sep_id, random.Random(VAL_SPLIT_SEED), negative)
+
+    def prepare_data(self) -> None:
+        path = self._cache_path()
+        if path.exists():
+            return
+        examples = self._build_examples()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        os.close(fd)
+        torch.save(examples, tmp)
+        os.replace(tmp, path)
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        self.prepare_data()
+        examples = torch.load(self._cache_path(), weights_only=False)
+        n = len(examples)
+        if n < 2:
+            raise DataError(f"corpus gives {n} example(s) at data.block_size={self.data_cfg.block_size}; need at least 2 (train + val)")
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(VAL_SPLIT_SEED)).tolist()
+        n_val = max(1, int(round(n * float(self.data_cfg.val_fraction))))
+        val_idx, train_idx = order[:n_val], order[n_val:]
+        if isinstance(examples, torch.Tensor):  # packed: N×T
+            train, val = list(examples[train_idx]), list(examples[val_idx])
+            self.num_tokens = int(examples.numel())
+        else:
+            train, val = [examples[i] for i in train_idx], [examples[i] for i in val_idx]
+            self.num_tokens = sum(len(x["input_ids"] if isinstance(x, dict) else x) for x in examples)
+        self.train_set, self.val_set = ExampleDataset(train), ExampleDataset(val)
+
+    def _loader(self, dataset, shuffle: bool) -> DataLoader:
+        gen = torch.Generator().manual_seed(self.seed)
+        return DataLoader(dataset, batch_size=int(self.data_cfg.batch_size), shuffle=shuffle,
+                          collate_fn=pad_collate(self.tokenizer.pad_token_id), generator=gen,
+                          num_workers=int(self.data_cfg.get("num_workers", 0)), drop_last=shuffle and len(dataset) > int(self.data_cfg.batch_size))
+
+    def train_dataloader(self) -> DataLoader:
+        self.setup()
+        return self._loader(self.train_set, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        self.setup()
+        return self._loader(self.val_set, shuffle=False)

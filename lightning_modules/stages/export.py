@@ -1,0 +1,52 @@
+"""Exporting a trained backbone so later stages (finetune, compress, probe) can load it.
+
+Layout of `<run dir>/export/` (also logged to MLflow as the `export` artifact):
+    ptmlab_model.yaml   the `model` config node (name, family, backbone `_target_` + args)
+    backbone.pt         the backbone's state_dict
+    tokenizer files     `PreTrainedTokenizerFast.save_pretrained`
+    hf/                 the same weights as a Hugging Face model, where a counterpart exists
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from ptmlab.errors import BackboneError
+
+MODEL_FILE = "ptmlab_model.yaml"
+WEIGHTS_FILE = "backbone.pt"
+
+
+def export_backbone(backbone: torch.nn.Module, model_cfg: DictConfig, tokenizer, out_dir: Path,
+                    vocab_size: int) -> Path:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cfg = OmegaConf.to_container(model_cfg, resolve=True)
+    cfg["backbone"]["vocab_size"] = vocab_size
+    OmegaConf.save(OmegaConf.create(cfg), out_dir / MODEL_FILE)
+    torch.save(backbone.state_dict(), out_dir / WEIGHTS_FILE)
+    tokenizer.save_pretrained(str(out_dir))
+    to_hf = getattr(backbone, "to_hf", None)
+    if callable(to_hf):
+        to_hf().save_pretrained(str(out_dir / "hf"))
+        tokenizer.save_pretrained(str(out_dir / "hf"))
+    return out_dir
+
+
+def load_exported_backbone(export_dir: Path):
+    """(backbone, model_cfg, tokenizer) from an export folder."""
+    from transformers import AutoTokenizer
+
+    export_dir = Path(export_dir)
+    if not (export_dir / MODEL_FILE).exists():
+        raise BackboneError(f"no exported backbone in {export_dir} (missing {MODEL_FILE})")
+    model_cfg = OmegaConf.load(export_dir / MODEL_FILE)
+    backbone = instantiate(model_cfg.backbone)
+    state = torch.load(export_dir / WEIGHTS_FILE, map_location="cpu", weights_only=True)
+    backbone.load_state_dict(state)
+    tokenizer = AutoTokenizer.from_pretrained(str(export_dir), use_fast=True)
+    return backbone, model_cfg, tokenizer

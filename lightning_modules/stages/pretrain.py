@@ -1,0 +1,79 @@
+"""stage=pretrain: model (architecture) + objective(s) + corpus → checkpoint + tokenizer, exported
+in Hugging Face format too (see lightning_modules.stages.export)."""
+
+from __future__ import annotations
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from lightning_modules.data.pretrain_datamodule import PretrainDataModule
+from lightning_modules.stages.common import StageRun
+from lightning_modules.stages.export import export_backbone
+from lightning_modules.stages.pretrain_module import PretrainModule, count_parameters
+from ptmlab.errors import ConfigError
+
+
+def objective_parts(objective_cfg: DictConfig) -> dict[str, tuple[float, DictConfig]]:
+    """{part name: (loss weight, module config)} for a single or a combined objective."""
+    if "objectives" in objective_cfg and objective_cfg.objectives:
+        return {str(name): (float(part.get("weight", 1.0)), part.module)
+                for name, part in objective_cfg.objectives.items()}
+    if "module" not in objective_cfg:
+        raise ConfigError(f"objective={objective_cfg.get('name')} has neither `module` nor `objectives`")
+    return {str(objective_cfg.name): (1.0, objective_cfg.module)}
+
+
+def build_backbone(model_cfg: DictConfig, vocab_size: int):
+    kwargs = {"vocab_size": vocab_size} if "vocab_size" in model_cfg.backbone else {}
+    return instantiate(model_cfg.backbone, **kwargs)
+
+
+def build_pretrain_module(cfg: DictConfig, datamodule: PretrainDataModule) -> PretrainModule:
+    tokenizer = datamodule.tokenizer
+    backbone = build_backbone(cfg.model, len(tokenizer))
+    objectives, weights = {}, {}
+    for name, (weight, module_cfg) in objective_parts(cfg.objective).items():
+        objectives[name] = instantiate(module_cfg, backbone=backbone, tokenizer=tokenizer)
+        weights[name] = weight
+    max_pos = OmegaConf.select(cfg, "model.backbone.max_position_embeddings", default=None)
+    if max_pos is not None and int(cfg.data.block_size) > int(max_pos):
+        raise ConfigError(
+            f"data.block_size={cfg.data.block_size} exceeds model.backbone.max_position_embeddings={max_pos}"
+        )
+    return PretrainModule(backbone, objectives, weights, cfg.optimizer, cfg.get("scheduler"),
+                          total_steps=int(cfg.trainer.max_steps), seq_len=int(cfg.data.block_size))
+
+
+def run_pretrain(cfg: DictConfig) -> dict:
+    # Everything that can fail on bad input (paths, corpus size, vocabulary) runs before the
+    # MLflow run is opened and before training starts.
+    datamodule = PretrainDataModule(cfg.data, cfg.tokenizer, cfg.paths.cache_dir, seed=int(cfg.seed))
+    datamodule.setup()
+    module = build_pretrain_module(cfg, datamodule)
+
+    with StageRun(cfg) as run:
+        run.log_data_files(datamodule.files())
+        trainer = run.build_trainer()
+        trainer.fit(module, datamodule=datamodule, ckpt_path=run.resume_checkpoint)
+        metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+        export_dir = export_backbone(module.backbone, cfg.model, datamodule.tokenizer,
+                                     run.run_dir / "export", vocab_size=len(datamodule.tokenizer))
+        run.log_artifacts(export_dir, "export")
+        summary = {
+            "model": str(cfg.model.name),
+            "family": str(cfg.model.family),
+            "objective": str(cfg.objective.name),
+            "data": str(cfg.data.name),
+            "steps": int(trainer.global_step),
+            "train_loss": module.last_train_loss,
+            "val_loss": metrics.get("val/loss"),
+            "val_perplexity": metrics.get("val/perplexity"),
+            "tokens_seen": module.tokens_seen,
+            "train_flops": module.tokens_seen * module.flops_per_token,
+            "params": count_parameters(module.backbone),
+            "vocab_size": len(datamodule.tokenizer),
+            "checkpoint": str(run.checkpoint_dir / "last.ckpt"),
+            "export_dir": str(export_dir),
+        }
+        run.write_summary(summary)
+    return summary

@@ -1,0 +1,124 @@
+"""The pre-training LightningModule: a backbone and one or more weighted objectives."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import lightning.pytorch as pl
+import torch
+from omegaconf import DictConfig
+from torch import nn
+
+from lightning_modules.stages.optim import build_optimizer, build_scheduler, decay_param_groups
+
+
+def count_parameters(module: nn.Module, trainable_only: bool = False) -> int:
+    return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)
+
+
+def training_flops_per_token(backbone: nn.Module, seq_len: int) -> float:
+    """Kaplan et al. (2020) estimate: forward ≈ 2·N + 2·L·T·H FLOPs per token (N non-embedding
+    parameters, L layers, T context, H width; the second term is attention's QK^T and AV), and
+    a training step ≈ 3× forward, so 6·N + 6·L·T·H per token."""
+    emb = backbone.get_input_embeddings()
+    n_embedding = sum(p.numel() for p in emb.parameters()) if emb is not None else 0
+    n = count_parameters(backbone) - n_embedding
+    layers = int(getattr(backbone, "num_layers", 0))
+    hidden = int(getattr(backbone, "hidden_size", 0))
+    return 6.0 * n + 6.0 * layers * seq_len * hidden
+
+
+class PretrainModule(pl.LightningModule):
+    def __init__(self, backbone: nn.Module, objectives: dict[str, nn.Module], weights: dict[str, float],
+                 optimizer_cfg: DictConfig, scheduler_cfg: DictConfig | None, total_steps: int,
+                 seq_len: int):
+        super().__init__()
+        self.backbone = backbone
+        self.objectives = nn.ModuleDict(objectives)
+        self.weights = dict(weights)
+        self.optimizer_cfg, self.scheduler_cfg = optimizer_cfg, scheduler_cfg
+        self.total_steps = total_steps
+        self.flops_per_token = training_flops_per_token(backbone, seq_len)
+        self.tokens_seen = 0
+        self.last_train_loss = float("nan")
+        self._last_batch_end: float | None = None
+        self._val_sums: dict[str, list[float]] = {}
+
+    # -- one step ---------------------------------------------------------------------------
+    def _compute(self, batch: dict[str, torch.Tensor]):
+        total = 0.0
+        parts = {}
+        for name, objective in self.objectives.items():
+            out = objective(batch, self.backbone)
+            total = total + self.weights.get(name, 1.0) * out.loss
+            parts[name] = out
+        return total, parts
+
+    def training_step(self, batch, batch_idx):
+        loss, parts = self._compute(batch)
+        batch_size = batch["input_ids"].shape[0]
+        self.log("train/loss", loss, prog_bar=True, batch_size=batch_size)
+        for name, out in parts.items():
+            if len(parts) > 1:
+                self.log(f"train/{name}/loss", out.loss.detach(), batch_size=batch_size)
+            for key, value in out.metrics.items():
+                self.log(f"train/{name}/{key}", value, batch_size=batch_size)
+        self.tokens_seen += int(batch["attention_mask"].sum())
+        self.last_train_loss = float(loss.detach())
+        return loss
+
+    def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
+        now = time.perf_counter()
+        if self._last_batch_end is not None:
+            tokens = int(batch["attention_mask"].sum())
+            self.log("train/tokens_per_s", tokens / max(now - self._last_batch_end, 1e-9))
+        self._last_batch_end = now
+        self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"])
+        self.log("train/tokens_seen", float(self.tokens_seen))
+        self.log("train/flops", self.tokens_seen * self.flops_per_token)
+
+    # -- validation ---------------------------------------------------------------------------
+    def on_validation_epoch_start(self) -> None:
+        self._val_sums = {}
+
+    def validation_step(self, batch, batch_idx):
+        loss, parts = self._compute(batch)
+        self._accumulate("__total__", float(loss), 1)
+        for name, out in parts.items():
+            n = out.num_predicted_tokens
+            self._accumulate(name, float(out.loss), n if n else 1)
+            for key, value in out.metrics.items():
+                self._accumulate(f"{name}/{key}", float(value), 1)
+
+    def _accumulate(self, key: str, value: float, weight: int) -> None:
+        acc = self._val_sums.setdefault(key, [0.0, 0])
+        acc[0] += value * weight
+        acc[1] += weight
+
+    def on_validation_epoch_end(self) -> None:
+        means = {k: s / max(n, 1) for k, (s, n) in self._val_sums.items()}
+        if "__total__" not in means:
+            return
+        self.log("val/loss", means.pop("__total__"), prog_bar=True)
+        perplexity_logged = False
+        for key, value in means.items():
+            self.log(f"val/{key}" if "/" in key else f"val/{key}/loss", value)
+            if "/" not in key and self._predicts_tokens(key):
+                ppl = math.exp(min(value, 50.0))  # token-weighted mean NLL -> perplexity
+                self.log(f"val/{key}/perplexity", ppl)
+                if not perplexity_logged:
+                    self.log("val/perplexity", ppl, prog_bar=True)
+                    perplexity_logged = True
+
+    def _predicts_tokens(self, name: str) -> bool:
+        return bool(getattr(self.objectives[name], "predicts_tokens", True))
+
+    # -- optimisation ---------------------------------------------------------------------------
+    def configure_optimizers(self):
+        weight_decay = float(self.optimizer_cfg.get("weight_decay", 0.0))
+        optimizer = build_optimizer(decay_param_groups(self.named_parameters(), weight_decay), self.optimizer_cfg)
+        scheduler = build_scheduler(optimizer, self.scheduler_cfg, self.total_steps)
+        if scheduler is None:
+            return optimizer
+        return {"optimizer": optimizer, "lr_scheduler": scheduler}
