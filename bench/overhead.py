@@ -1,0 +1,113 @@
+"""Training-step overhead of ptmlab's pre-training LightningModule (run through a Lightning
+Trainer as `ptmlab.run` builds it, MLflow logging included) ÷ a plain PyTorch loop, on the same
+tiny MLM model, data, optimizer and schedule. Blocks alternate A/B so machine noise hits both;
+prints the median step time of each and the median of the per-pair ratios (goal ≤ 1.05).
+
+    .venv/bin/python bench/overhead.py [--steps 60] [--pairs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import lightning.pytorch as pl
+import torch
+from omegaconf import OmegaConf
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from lightning_modules.data.pretrain_datamodule import PretrainDataModule  # noqa: E402
+from lightning_modules.stages.pretrain import build_pretrain_module  # noqa: E402
+from ptmlab.config import compose_config  # noqa: E402
+
+WARMUP_STEPS = 5  # first steps include allocator/JIT warm-up in both arms
+
+
+class StepTimer(pl.Callback):
+    def __init__(self):
+        self.times: list[float] = []
+        self._last = None
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        now = time.perf_counter()
+        if self._last is not None:
+            self.times.append(now - self._last)
+        self._last = now
+
+
+def ptmlab_arm(cfg, datamodule, steps: int, tracking_uri: str) -> list[float]:
+    from lightning.pytorch.loggers import MLFlowLogger
+
+    pl.seed_everything(0, verbose=False)
+    module = build_pretrain_module(cfg, datamodule)
+    timer = StepTimer()
+    trainer_cfg = OmegaConf.to_container(cfg.trainer, resolve=True)
+    trainer_cfg.pop("_target_")
+    trainer_cfg.update(max_steps=steps, enable_progress_bar=False, val_check_interval=None,
+                       limit_val_batches=0, enable_checkpointing=False)
+    trainer = pl.Trainer(**trainer_cfg, callbacks=[timer],
+                         logger=MLFlowLogger(experiment_name="bench-overhead", tracking_uri=tracking_uri))
+    trainer.fit(module, train_dataloaders=datamodule.train_dataloader())
+    return timer.times[WARMUP_STEPS:]
+
+
+def plain_arm(cfg, datamodule, steps: int) -> list[float]:
+    pl.seed_everything(0, verbose=False)
+    module = build_pretrain_module(cfg, datamodule)
+    opt_cfg = module.configure_optimizers()
+    optimizer, scheduler = opt_cfg["optimizer"], opt_cfg["lr_scheduler"]["scheduler"]
+    module.train()
+    times, last, done = [], None, 0
+    clip = float(cfg.trainer.gradient_clip_val or 0)
+    while done < steps:
+        for batch in datamodule.train_dataloader():
+            loss, _ = module._compute(batch)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if clip:
+                torch.nn.utils.clip_grad_norm_(module.parameters(), clip)
+            optimizer.step()
+            scheduler.step()
+            float(loss)  # the Lightning arm logs the loss, which syncs it too
+            now = time.perf_counter()
+            if last is not None:
+                times.append(now - last)
+            last = now
+            done += 1
+            if done >= steps:
+                break
+    return times[WARMUP_STEPS:]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--data", default="offline")
+    args = parser.parse_args()
+    cfg = compose_config(["model=bert_tiny", "objective=mlm", f"data={args.data}", "tokenizer=wordpiece"])
+    tmp = Path(tempfile.mkdtemp(prefix="ptmlab-bench-"))
+    datamodule = PretrainDataModule(cfg.data, cfg.tokenizer, cfg.paths.cache_dir, seed=0)
+    datamodule.setup()
+    tracking_uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    ratios, a_medians, b_medians = [], [], []
+    for pair in range(args.pairs):
+        a = statistics.median(ptmlab_arm(cfg, datamodule, args.steps, tracking_uri))
+        b = statistics.median(plain_arm(cfg, datamodule, args.steps))
+        a_medians.append(a)
+        b_medians.append(b)
+        ratios.append(a / b)
+        print(f"pair {pair}: ptmlab {a * 1e3:.1f} ms/step, plain {b * 1e3:.1f} ms/step, ratio {a / b:.3f}", flush=True)
+    print(f"\nbert_tiny MLM, batch {cfg.data.batch_size}×{cfg.data.block_size}, {args.steps} steps × {args.pairs} pairs, "
+          f"torch threads {torch.get_num_threads()}")
+    print(f"median step time: ptmlab {statistics.median(a_medians) * 1e3:.1f} ms, plain loop {statistics.median(b_medians) * 1e3:.1f} ms")
+    print(f"overhead ratio (ptmlab / plain PyTorch loop), median of pairs: {statistics.median(ratios):.3f}  (goal <= 1.05)")
+
+
+if __name__ == "__main__":
+    main()
