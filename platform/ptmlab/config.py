@@ -106,6 +106,10 @@ def _check_families(key: str, node: DictConfig, family: str | None) -> None:
 # `check(cfg) -> None` that raises ConfigError naming the keys.
 EXTRA_CHECKS: list = []
 
+from ptmlab.task_checks import check_task  # noqa: E402 - the task node: kind, labels, metrics, heads
+
+EXTRA_CHECKS.append(check_task)
+
 
 def list_config_groups() -> dict[str, list[str]]:
     """Every config group (subfolders as `a/b`) and its options, for the catalogue endpoint."""

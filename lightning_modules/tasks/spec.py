@@ -1,0 +1,165 @@
+"""A downstream task as the finetune stage sees it: its spec (from `conf/task/...`) and its
+splits read, label-checked and subset (`max_train_samples` / `max_eval_samples`, the first N rows,
+as in Hugging Face's run_glue.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass, field
+
+from omegaconf import DictConfig, OmegaConf
+
+from lightning_modules.data.task_data import Split, TaskData, TextExample
+from ptmlab.errors import ConfigError, DataError
+
+log = logging.getLogger(__name__)
+
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str
+    kind: str  # classification | regression
+    labels: tuple[str, ...] | None  # raw file values in class-index order; None: regression/inferred
+    metrics: tuple[str, ...]
+    main_metric: str
+    glue_metrics: tuple[str, ...] = ()  # what the task contributes to the GLUE score (mean of these)
+    label_names: tuple[str, ...] | None = None  # human names (CoLA: unacceptable, acceptable)
+    eval_metric_suffix: dict[str, str] = field(default_factory=dict)  # split -> suffix (mnli: _mm)
+    submission_files: dict[str, str] = field(default_factory=dict)  # test split -> GLUE file name
+    max_train_samples: int | None = None
+    max_eval_samples: int | None = None
+    max_length: int = 128
+
+    @property
+    def is_regression(self) -> bool:
+        return self.kind == "regression"
+
+    @property
+    def num_labels(self) -> int:
+        """Output size of the head: 1 for regression, else the size of the label set."""
+        if self.is_regression:
+            return 1
+        if self.labels is None:
+            raise ConfigError(f"task {self.name}: labels not known yet (inferred by load_task)")
+        return len(self.labels)
+
+    def metric_key(self, metric: str, split: str) -> str:
+        """Name a metric on an eval split gets in `metrics` (accuracy on dev_mismatched -> accuracy_mm)."""
+        return metric + self.eval_metric_suffix.get(split, "")
+
+    @classmethod
+    def from_config(cls, cfg: DictConfig) -> TaskSpec:
+        check_task_node(cfg)
+        c = OmegaConf.to_container(cfg, resolve=False)
+
+        def tup(key):
+            value = c.get(key)
+            return None if value is None else tuple(str(v) for v in value)
+
+        return cls(
+            name=str(c["name"]), kind=str(c["kind"]), labels=tup("labels"), metrics=tup("metrics"),
+            main_metric=str(c["main_metric"]), glue_metrics=tup("glue_metrics") or (),
+            label_names=tup("label_names"), eval_metric_suffix=dict(c.get("eval_metric_suffix") or {}),
+            submission_files=dict(c.get("submission_files") or {}),
+            max_train_samples=c.get("max_train_samples"), max_eval_samples=c.get("max_eval_samples"),
+            max_length=int(c.get("max_length") or 128),
+        )
+
+
+def check_task_node(cfg: DictConfig, key: str = "task") -> None:
+    """The torch-free checks on a task node (also run at compose time by ptmlab.task_checks)."""
+    from ptmlab.task_checks import check_task_node as check
+
+    check(cfg, key)
+
+
+@dataclass
+class LoadedTask:
+    """The spec plus every split with labels mapped: class index (int) or score (float)."""
+
+    spec: TaskSpec
+    data: TaskData
+
+    @property
+    def num_labels(self) -> int:
+        return self.spec.num_labels
+
+    @property
+    def train(self) -> Split:
+        return self.data.train
+
+    @property
+    def eval_splits(self) -> list[Split]:
+        return [self.data.splits[s] for s in self.data.eval_splits]
+
+    @property
+    def test_splits(self) -> list[Split]:
+        return [self.data.splits[s] for s in self.data.test_splits]
+
+
+def load_task(task_cfg: DictConfig) -> LoadedTask:
+    """Read the task's data (`task.data` is a reader `_target_` node) and check every label.
+
+    Raises DataError naming the file and row for a label outside the label set, an empty split
+    or a missing file; ConfigError naming the key for a bad spec."""
+    from hydra.utils import instantiate
+
+    if task_cfg is None:
+        raise ConfigError("no task selected: add task=<group/name>, e.g. task=glue/sst2")
+    spec = TaskSpec.from_config(task_cfg)
+    reader = instantiate(task_cfg.data)
+    data: TaskData = reader.read()
+    for note in data.notes:
+        log.warning(note)
+    if spec.kind == "classification" and spec.labels is None:
+        spec = dataclasses.replace(spec, labels=infer_labels(data.train))
+        declared = task_cfg.get("num_labels")
+        if declared is not None and int(declared) != len(spec.labels):
+            raise ConfigError(f"task.num_labels={declared} but the train split {data.train.source} has "
+                              f"{len(spec.labels)} labels: {', '.join(spec.labels)}")
+    limits = {data.train_split: spec.max_train_samples, **{s: spec.max_eval_samples for s in data.eval_splits}}
+    splits = {}
+    for name, split in data.splits.items():
+        limit = limits.get(name)
+        examples = split.examples if limit is None else split.examples[: int(limit)]
+        if not examples:
+            why = f" after task.max_{'train' if name == data.train_split else 'eval'}_samples={limit}" \
+                if limit is not None and split.examples else ""
+            raise DataError(f"{split.source}: split '{name}' of task {spec.name} is empty{why}")
+        if split.has_labels:
+            examples = [_map_label(spec, split, ex) for ex in examples]
+        splits[name] = dataclasses.replace(split, examples=examples)
+    return LoadedTask(spec=spec, data=dataclasses.replace(data, splits=splits))
+
+
+def infer_labels(split: Split) -> tuple[str, ...]:
+    """Label set of a classification task without `task.labels`: the train split's values,
+    sorted numerically when they are all integers, else alphabetically."""
+    values = {str(ex.label) for ex in split.examples if ex.label is not None}
+    if not values:
+        raise DataError(f"{split.source}: no labels to infer the label set from (set task.labels)")
+    try:
+        return tuple(sorted(values, key=int))
+    except ValueError:
+        return tuple(sorted(values))
+
+
+def _map_label(spec: TaskSpec, split: Split, ex: TextExample) -> TextExample:
+    raw = ex.label
+    where = f"{split.source}: line {ex.row}" if not split.source.startswith("hf:") else f"{split.source}: row {ex.row}"
+    if spec.is_regression:
+        try:
+            return dataclasses.replace(ex, label=float(raw))
+        except (TypeError, ValueError):
+            raise DataError(f"{where}: score '{raw}' is not a number (task {spec.name} is a regression task)") from None
+    if isinstance(raw, int) and not isinstance(raw, bool):  # already a class index (HF datasets)
+        if 0 <= raw < len(spec.labels):
+            return dataclasses.replace(ex, label=raw)
+        raise DataError(f"{where}: class index {raw} outside 0..{len(spec.labels) - 1} of task {spec.name}")
+    try:
+        return dataclasses.replace(ex, label=spec.labels.index(str(raw)))
+    except ValueError:
+        raise DataError(f"{where}: label '{raw}' is not in the label set of task {spec.name} "
+                        f"(task.labels: {', '.join(spec.labels)})") from None

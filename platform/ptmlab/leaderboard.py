@@ -1,0 +1,362 @@
+"""The GLUE leaderboard: finetune results grouped by configuration, mean ± std over seeds.
+
+Torch-free (the API and the dashboard use it). Input is any iterable of summary dicts (the
+`summary.json` of finetune runs, as stored in the platform's `results` table); `load_summaries`
+reads them from the database.
+
+Per run, a GLUE task's score is the mean of its GLUE metrics (MRPC/QQP: F1 and accuracy; STS-B:
+Pearson and Spearman; MNLI: matched and mismatched accuracy), then per configuration the mean
+over seeds; the GLUE average is the unweighted mean of those task scores over the GLUE tasks the
+configuration has (the count is shown: averages over different task sets do not compare). Numbers
+are shown on GLUE's 0-100 scale. Non-GLUE tasks (SentEval, tabular) get a column, scored by the
+run's main metric, and stay out of the GLUE average.
+
+Degenerate runs are flagged, not hidden: a CoLA Matthews correlation of exactly 0 (what a
+constant predictor gets), constant predictions recorded in `prediction_stats` (accuracy then
+equals the majority-class rate), or a NaN metric.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from ptmlab.errors import ConfigError, NotFoundError
+
+# task -> (display name, the metrics it contributes to the GLUE score). Kept in step with
+# conf/task/glue/*.yaml `glue_metrics` (tests/platform/test_leaderboard.py checks it).
+GLUE_TASKS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "cola": ("CoLA", ("matthews_correlation",)),
+    "sst2": ("SST-2", ("accuracy",)),
+    "mrpc": ("MRPC", ("f1", "accuracy")),
+    "stsb": ("STS-B", ("pearson", "spearmanr")),
+    "qqp": ("QQP", ("f1", "accuracy")),
+    "mnli": ("MNLI", ("accuracy", "accuracy_mm")),
+    "qnli": ("QNLI", ("accuracy",)),
+    "rte": ("RTE", ("accuracy",)),
+    "wnli": ("WNLI", ("accuracy",)),
+}
+METRIC_ABBREV = {"matthews_correlation": "mcc", "accuracy": "acc", "accuracy_mm": "acc_mm", "f1": "f1",
+                 "pearson": "pearson", "spearmanr": "spearman", "macro_f1": "macro_f1"}
+DEFAULT_GROUP_BY = ("model", "objective", "adaptation")
+FORMATS = ("table", "csv", "latex")
+
+
+def glue_task_score(task: str, metrics: dict[str, float]) -> float | None:
+    """Mean of the task's GLUE metrics that are present (MNLI on a layout without a mismatched
+    dev file has matched accuracy only); None when none is."""
+    names = GLUE_TASKS[task][1] if task in GLUE_TASKS else ()
+    values = [float(metrics[m]) for m in names if metrics.get(m) is not None]
+    return sum(values) / len(values) if values else None
+
+
+def glue_average(task_scores: dict[str, float | None]) -> float | None:
+    """Unweighted mean of the GLUE task scores present (non-GLUE tasks are ignored)."""
+    values = [float(v) for t, v in task_scores.items() if t in GLUE_TASKS and v is not None]
+    return sum(values) / len(values) if values else None
+
+
+@dataclass
+class Stat:
+    mean: float | None
+    std: float | None  # sample standard deviation; None with fewer than two seeds
+    n: int
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Stat:
+        values = [v for v in values if v is not None and not math.isnan(v)]
+        if not values:
+            return cls(None, None, 0)
+        return cls(statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None, len(values))
+
+
+@dataclass
+class TaskCell:
+    task: str
+    metrics: dict[str, Stat]  # the task's GLUE metrics (or its main metric), over seeds
+    score: Stat  # the task score (mean of its GLUE metrics), over seeds
+    seeds: list
+    flags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LeaderboardRow:
+    config: dict[str, str]
+    cells: dict[str, TaskCell]
+    glue_average: float | None
+    glue_tasks: int
+
+    @property
+    def flags(self) -> list[str]:
+        return [f for cell in self.cells.values() for f in cell.flags]
+
+
+@dataclass
+class Leaderboard:
+    group_by: tuple[str, ...]
+    tasks: list[str]  # column order: GLUE tasks in GLUE order, then the others alphabetically
+    rows: list[LeaderboardRow]
+
+    def display_name(self, task: str) -> str:
+        return GLUE_TASKS[task][0] if task in GLUE_TASKS else task
+
+    def column_metrics(self, task: str) -> list[str]:
+        if task in GLUE_TASKS:
+            return list(GLUE_TASKS[task][1])
+        names = {m for r in self.rows if task in r.cells for m in r.cells[task].metrics}
+        return sorted(names)
+
+
+def _runs(summaries: Iterable[dict], kind: str):
+    """(task, metrics, summary) for every finetune task result; a multi-task run's summary may
+    carry `task_metrics: {task: {metric: value}}`."""
+    for s in summaries:
+        if not isinstance(s, dict) or s.get("stage", kind) != kind:
+            continue
+        per_task = s.get("task_metrics")
+        if isinstance(per_task, dict) and per_task:
+            for task, metrics in per_task.items():
+                yield str(task), dict(metrics or {}), s
+        elif s.get("task") and isinstance(s.get("metrics"), dict):
+            yield str(s["task"]), dict(s["metrics"]), s
+
+
+def _run_score(task: str, metrics: dict, summary: dict) -> tuple[float | None, dict[str, float]]:
+    if task in GLUE_TASKS:
+        shown = {m: float(metrics[m]) for m in GLUE_TASKS[task][1] if metrics.get(m) is not None}
+        return glue_task_score(task, metrics), shown
+    main = summary.get("main_metric") or (next(iter(metrics)) if len(metrics) == 1 else None)
+    if main and metrics.get(main) is not None:
+        return float(metrics[main]), {main: float(metrics[main])}
+    score = summary.get("main_score")
+    return (float(score) if score is not None else None), ({"main_score": float(score)} if score is not None else {})
+
+
+def _degenerate(task: str, metrics: dict, summary: dict) -> list[str]:
+    """Why this run looks degenerate (empty: it does not)."""
+    reasons = []
+    if task == "cola" and metrics.get("matthews_correlation") is not None \
+            and float(metrics["matthews_correlation"]) == 0.0:
+        reasons.append("CoLA MCC = 0 (constant predictor?)")
+    stats = summary.get("prediction_stats") or {}
+    if isinstance(stats, dict) and stats.get("constant_prediction"):
+        rate = stats.get("majority_rate")
+        acc = metrics.get("accuracy")
+        if rate is not None and acc is not None and abs(float(acc) - float(rate)) < 1e-9:
+            reasons.append(f"constant predictions (accuracy = majority rate {100 * float(rate):.1f})")
+        else:
+            reasons.append("constant predictions")
+    nan = [m for m, v in metrics.items() if isinstance(v, float) and math.isnan(v)]
+    if nan:
+        reasons.append(f"NaN {', '.join(sorted(nan))}")
+    return reasons
+
+
+def build_leaderboard(summaries: Iterable[dict], *, group_by: Sequence[str] = DEFAULT_GROUP_BY,
+                      kind: str = "finetune", tasks: Sequence[str] | None = None) -> Leaderboard:
+    """Group runs by the `group_by` summary keys, one cell per task, mean ± std over seeds.
+
+    A later summary for the same configuration, task and seed replaces an earlier one (a re-run),
+    so pass summaries oldest first (as `load_summaries` returns them)."""
+    group_by = tuple(group_by)
+    latest: dict[tuple, dict] = {}
+    for task, metrics, s in _runs(summaries, kind):
+        if tasks and task not in tasks:
+            continue
+        config = tuple(str(s.get(k, "-")) for k in group_by)
+        seed = s.get("seed")
+        key = (config, task, seed if seed is not None else f"run:{s.get('mlflow_run_id') or len(latest)}")
+        latest[key] = {"task": task, "metrics": metrics, "summary": s, "seed": seed}
+    grouped: dict[tuple, dict[str, list[dict]]] = {}
+    for (config, task, _), run in latest.items():
+        grouped.setdefault(config, {}).setdefault(task, []).append(run)
+
+    rows = []
+    for config, by_task in grouped.items():
+        cells = {}
+        for task, runs in by_task.items():
+            runs.sort(key=lambda r: (r["seed"] is None, str(r["seed"])))
+            scored = [(r, *_run_score(task, r["metrics"], r["summary"])) for r in runs]
+            names = sorted({m for _, _, shown in scored for m in shown},
+                           key=lambda m: (GLUE_TASKS.get(task, ("", ()))[1] + (m,)).index(m))
+            flags = [f"{GLUE_TASKS.get(task, (task,))[0]} seed {r['seed']}: {why}"
+                     for r in runs for why in _degenerate(task, r["metrics"], r["summary"])]
+            cells[task] = TaskCell(
+                task=task,
+                metrics={m: Stat.of([shown.get(m) for _, _, shown in scored]) for m in names},
+                score=Stat.of([score for _, score, _ in scored]),
+                seeds=[r["seed"] for r in runs], flags=flags,
+            )
+        task_means = {t: c.score.mean for t, c in cells.items()}
+        rows.append(LeaderboardRow(
+            config=dict(zip(group_by, config, strict=True)), cells=cells,
+            glue_average=glue_average(task_means),
+            glue_tasks=sum(1 for t, v in task_means.items() if t in GLUE_TASKS and v is not None),
+        ))
+    rows.sort(key=lambda r: (-(r.glue_tasks), -(r.glue_average if r.glue_average is not None else -1e9),
+                             tuple(r.config.values())))
+    present = {t for r in rows for t in r.cells}
+    columns = [t for t in GLUE_TASKS if t in present] + sorted(present - set(GLUE_TASKS))
+    return Leaderboard(group_by=group_by, tasks=columns, rows=rows)
+
+
+# -- rendering ---------------------------------------------------------------------------------
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.1f}"
+
+
+def _stat_text(s: Stat) -> str:
+    if s.mean is None:
+        return "-"
+    return _pct(s.mean) + (f"±{100 * s.std:.1f}" if s.std is not None else "")
+
+
+def _cell_text(cell: TaskCell | None) -> str:
+    if cell is None:
+        return ""
+    text = "/".join(_stat_text(s) for s in cell.metrics.values()) or "-"
+    return f"{text} (n={cell.score.n})" + (" !" if cell.flags else "")
+
+
+def render_table(board: Leaderboard) -> str:
+    """A plain-text table: mean±std over seeds (n = seeds), `!` marks a flagged cell."""
+    header = [*board.group_by]
+    for t in board.tasks:
+        metrics = "/".join(METRIC_ABBREV.get(m, m) for m in board.column_metrics(t))
+        header.append(f"{board.display_name(t)} {metrics}".strip())
+    header.append("GLUE avg")
+    lines = [header]
+    for r in board.rows:
+        avg = "-" if r.glue_average is None else f"{_pct(r.glue_average)} ({r.glue_tasks} tasks)"
+        lines.append([*r.config.values(), *(_cell_text(r.cells.get(t)) for t in board.tasks), avg])
+    widths = [max(len(row[i]) for row in lines) for i in range(len(header))]
+    out = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in lines]
+    out.insert(1, "  ".join("-" * w for w in widths))
+    flags = [f"! {r_label(r)}: {f}" for r in board.rows for f in r.flags]
+    return "\n".join(out + ([""] + flags if flags else [])) + "\n"
+
+
+def r_label(row: LeaderboardRow) -> str:
+    return " / ".join(row.config.values())
+
+
+def render_csv(board: Leaderboard) -> str:
+    """One row per configuration; per task and metric the mean and std (0-100 scale) and n."""
+    header = [*board.group_by]
+    for t in board.tasks:
+        for m in board.column_metrics(t):
+            header += [f"{t}/{m}/mean", f"{t}/{m}/std"]
+        header += [f"{t}/score/mean", f"{t}/score/std", f"{t}/n", f"{t}/flags"]
+    header += ["glue/average", "glue/tasks"]
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+
+    def num(v):
+        return "" if v is None else f"{100 * v:.4f}"
+
+    for r in board.rows:
+        row = [*r.config.values()]
+        for t in board.tasks:
+            cell = r.cells.get(t)
+            for m in board.column_metrics(t):
+                s = cell.metrics.get(m) if cell else None
+                row += [num(s.mean), num(s.std)] if s else ["", ""]
+            row += ([num(cell.score.mean), num(cell.score.std), cell.score.n, "; ".join(cell.flags)]
+                    if cell else ["", "", 0, ""])
+        row += [num(r.glue_average), r.glue_tasks]
+        w.writerow(row)
+    return buf.getvalue()
+
+
+_LATEX_ESCAPES = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
+                  "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}"}
+
+
+def _tex(text: str) -> str:
+    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in str(text))
+
+
+def _tex_stat(s: Stat | None) -> str:
+    if s is None or s.mean is None:
+        return "--"
+    return f"${_pct(s.mean)}" + (f"_{{\\pm {100 * s.std:.1f}}}$" if s.std is not None else "$")
+
+
+def render_latex(board: Leaderboard) -> str:
+    """A booktabs table; subscripts are std over seeds, \\dagger marks a flagged cell."""
+    cols = "l" * len(board.group_by) + "r" * (len(board.tasks) + 1)
+    head = [_tex(k.capitalize()) for k in board.group_by]
+    for t in board.tasks:
+        metrics = "/".join(METRIC_ABBREV.get(m, m) for m in board.column_metrics(t))
+        head.append(f"{_tex(board.display_name(t))} \\tiny{{{_tex(metrics)}}}" if metrics else _tex(board.display_name(t)))
+    head.append("GLUE")
+    lines = [f"\\begin{{tabular}}{{{cols}}}", "\\toprule", " & ".join(head) + " \\\\", "\\midrule"]
+    for r in board.rows:
+        cells = [_tex(v) for v in r.config.values()]
+        for t in board.tasks:
+            cell = r.cells.get(t)
+            if cell is None:
+                cells.append("")
+                continue
+            text = "/".join(_tex_stat(s) for s in cell.metrics.values()) or "--"
+            cells.append(text + ("$^\\dagger$" if cell.flags else ""))
+        cells.append("--" if r.glue_average is None else f"{_pct(r.glue_average)}")
+        lines.append(" & ".join(cells) + " \\\\")
+    lines += ["\\bottomrule", "\\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
+def render(board: Leaderboard, fmt: str = "table") -> str:
+    if fmt == "table":
+        return render_table(board)
+    if fmt == "csv":
+        return render_csv(board)
+    if fmt == "latex":
+        return render_latex(board)
+    raise ConfigError(f"format={fmt} is unknown; valid: {', '.join(FORMATS)}")
+
+
+# -- reading the results table -----------------------------------------------------------------
+
+def load_summaries(database_url: str | None = None, *, kind: str = "finetune",
+                   sweep_id: str | None = None) -> list[dict]:
+    """Summaries of the `results` rows of `kind` (oldest first), optionally of one sweep.
+
+    Reads the table by reflection through SQLAlchemy, so it depends only on the contract
+    (results: kind, sweep_id, summary JSON, created_at), not on the ORM module's classes."""
+    import sqlalchemy as sa
+
+    if database_url is None:
+        from ptmlab.settings import get_settings
+
+        database_url = get_settings().resolved_database_url
+    engine = sa.create_engine(database_url)
+    try:
+        try:
+            table = sa.Table("results", sa.MetaData(), autoload_with=engine)
+        except sa.exc.NoSuchTableError:
+            raise NotFoundError(f"no results table in {engine.url.render_as_string(hide_password=True)} "
+                                f"(has the platform database been created?)") from None
+        query = sa.select(table.c.summary, table.c.sweep_id).where(table.c.kind == kind)
+        if sweep_id is not None:
+            query = query.where(table.c.sweep_id == sweep_id)
+        if "created_at" in table.c:
+            query = query.order_by(table.c.created_at, table.c.id)
+        with engine.connect() as conn:
+            rows = conn.execute(query).all()
+    finally:
+        engine.dispose()
+    out = []
+    for summary, sweep in rows:
+        if isinstance(summary, str | bytes):
+            summary = json.loads(summary)
+        if isinstance(summary, dict):
+            out.append({**summary, "sweep_id": summary.get("sweep_id", sweep)})
+    return out

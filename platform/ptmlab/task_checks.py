@@ -1,0 +1,103 @@
+"""Compose-time checks of the `task` node (torch-free: the API validates submissions with it).
+
+Appended to `ptmlab.config.EXTRA_CHECKS`. Each message names the offending keys, e.g. a
+regression task with a classification head: `task.kind=regression needs a 1-unit regression
+head but adaptation.head.num_labels=3`.
+"""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from ptmlab.errors import ConfigError
+
+TASK_KINDS = ("classification", "regression")
+# Metric names (Hugging Face `evaluate` glue names) -> the task kind they apply to.
+METRIC_KINDS = {
+    "accuracy": "classification", "f1": "classification", "macro_f1": "classification",
+    "matthews_correlation": "classification",
+    "pearson": "regression", "spearmanr": "regression", "mse": "regression", "mae": "regression",
+}
+REQUIRED_KEYS = ("name", "kind", "metrics", "main_metric", "data")
+
+
+def check_task_node(task: DictConfig, key: str = "task") -> None:
+    for k in REQUIRED_KEYS:
+        if k not in task or OmegaConf.is_missing(task, k) or task.get(k) is None:
+            raise ConfigError(f"{key}.{k} is required (task {task.get('name', '?')})")
+    kind = str(task.kind)
+    if kind not in TASK_KINDS:
+        raise ConfigError(f"{key}.kind={kind} is unknown; valid: {', '.join(TASK_KINDS)}")
+    metrics = [str(m) for m in task.metrics] if isinstance(task.metrics, ListConfig) else [str(task.metrics)]
+    if not metrics:
+        raise ConfigError(f"{key}.metrics is empty")
+    for m in metrics:
+        if m not in METRIC_KINDS:
+            raise ConfigError(f"{key}.metrics: unknown metric '{m}'; valid: {', '.join(METRIC_KINDS)}")
+        if METRIC_KINDS[m] != kind:
+            raise ConfigError(f"{key}.metrics={m} is a {METRIC_KINDS[m]} metric but {key}.kind={kind}")
+    if str(task.main_metric) not in metrics:
+        raise ConfigError(f"{key}.main_metric={task.main_metric} is not one of {key}.metrics ({', '.join(metrics)})")
+    suffixes = [""] + [str(s) for s in (task.get("eval_metric_suffix") or {}).values()]
+    for g in task.get("glue_metrics") or []:
+        if not any(str(g) == m + s for m in metrics for s in suffixes):
+            raise ConfigError(f"{key}.glue_metrics={g} is not produced by {key}.metrics/{key}.eval_metric_suffix")
+    labels = task.get("labels")
+    num_labels = task.get("num_labels")
+    if kind == "regression":
+        if labels is not None:
+            raise ConfigError(f"{key}.kind=regression takes no {key}.labels (got {list(labels)})")
+        if num_labels is not None and int(num_labels) != 1:
+            raise ConfigError(f"{key}.kind=regression needs {key}.num_labels=1 (a 1-unit head), got {num_labels}")
+    else:
+        if labels is not None and len(set(map(str, labels))) != len(labels):
+            raise ConfigError(f"{key}.labels has duplicates: {list(labels)}")
+        if num_labels is not None and int(num_labels) < 2:
+            raise ConfigError(f"{key}.kind=classification needs {key}.num_labels >= 2, got {num_labels}")
+        if labels is not None and num_labels is not None and int(num_labels) != len(labels):
+            raise ConfigError(f"{key}.num_labels={num_labels} but {key}.labels has {len(labels)} values")
+    for k in ("max_train_samples", "max_eval_samples"):
+        v = task.get(k)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+            raise ConfigError(f"{key}.{k}={v} must be null or a positive integer")
+    max_length = task.get("max_length")
+    if max_length is not None and (not isinstance(max_length, int) or max_length < 4):
+        raise ConfigError(f"{key}.max_length={max_length} must be an integer >= 4")
+
+
+def check_task(cfg: DictConfig) -> None:
+    """EXTRA_CHECKS entry: the task node itself, then heads elsewhere that must agree with it."""
+    task = cfg.get("task") if "task" in cfg else None
+    if not isinstance(task, DictConfig):
+        return
+    check_task_node(task)
+    kind = str(task.kind)
+    expected = 1 if kind == "regression" else task.get("num_labels")
+    if kind == "classification" and expected is None and task.get("labels") is not None:
+        expected = len(task.labels)
+    # Any top-level node may carry a `head` (adaptation, model, ...): it must fit the task.
+    for node_key in cfg:
+        node = cfg.get(node_key)
+        if node_key == "task" or not isinstance(node, DictConfig) or "head" not in node:
+            continue
+        head = node.get("head")
+        if not isinstance(head, DictConfig):
+            continue
+        head_kind = OmegaConf.select(head, "kind", default=None)
+        if head_kind is not None and str(head_kind) != kind:
+            raise ConfigError(f"task.kind={kind} (task={task.name}) does not fit {node_key}.head.kind={head_kind}")
+        head_n = _literal(head, "num_labels")
+        if head_n is not None and expected is not None and int(head_n) != int(expected):
+            what = "a 1-unit regression head" if kind == "regression" else f"{expected} classes"
+            raise ConfigError(f"task={task.name} needs {what} (task.num_labels) but "
+                              f"{node_key}.head.num_labels={head_n}")
+
+
+def _literal(node: DictConfig, key: str):
+    """The value unless it is missing or an interpolation of the task's own value."""
+    if key not in node or OmegaConf.is_missing(node, key):
+        return None
+    raw = node._get_node(key)._value()  # noqa: SLF001 - unresolved, to skip `${task.num_labels}`
+    if isinstance(raw, str) and raw.startswith("${"):
+        return None
+    return node.get(key)
