@@ -15,6 +15,7 @@ from ptmlab.errors import PtmlabError
 
 COMMAND_MODULES = [
     "ptmlab.cli.run_cmd",
+    "ptmlab.cli.results_cmds",
 ]
 
 

@@ -1,0 +1,38 @@
+"""`ptmlab results glue`: the GLUE leaderboard of finetune results (table, CSV or LaTeX)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _cmd_glue(args: argparse.Namespace) -> int:
+    from ptmlab.leaderboard import build_leaderboard, load_summaries, render
+
+    summaries = load_summaries(args.database_url, kind="finetune", sweep_id=args.sweep)
+    board = build_leaderboard(summaries, group_by=args.group_by)
+    if not board.rows:
+        where = f" in sweep {args.sweep}" if args.sweep else ""
+        print(f"no finetune results{where}", file=sys.stderr)
+        return 0
+    text = render(board, args.format)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+        print(f"wrote {args.output} ({len(board.rows)} configurations, {len(board.tasks)} tasks)", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("results", help="result tables: ptmlab results glue [--format table|csv|latex]")
+    results_sub = p.add_subparsers(dest="results_command", required=True)
+    g = results_sub.add_parser("glue", help="GLUE leaderboard: mean ± std over seeds per configuration")
+    g.add_argument("--format", choices=("table", "csv", "latex"), default="table")
+    g.add_argument("--sweep", default=None, help="only results of this sweep id")
+    g.add_argument("--group-by", nargs="+", default=["model", "objective", "adaptation"],
+                   help="summary keys that make a configuration (default: model objective adaptation)")
+    g.add_argument("--output", "-o", default=None, help="write to this file instead of stdout")
+    g.add_argument("--database-url", default=None, help="default: the platform database (PTMLAB_DATABASE_URL)")
+    g.set_defaults(func=_cmd_glue)
