@@ -1,4 +1,5 @@
-"""Task metrics exactly as GLUE defines them, computed with torchmetrics.
+"""Task metrics exactly as GLUE defines them, computed with torchmetrics (Matthews correlation
+with scikit-learn, see below).
 
   CoLA                          matthews_correlation
   SST-2, QNLI, RTE, WNLI, MNLI  accuracy (MNLI: on dev_matched `accuracy`, dev_mismatched `accuracy_mm`)
@@ -16,8 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
+from sklearn.metrics import matthews_corrcoef
 from torchmetrics.functional import (
-    matthews_corrcoef,
     mean_absolute_error,
     mean_squared_error,
     pearson_corrcoef,
@@ -69,11 +70,16 @@ def compute_metrics(names: Sequence[str], predictions, labels, *, num_labels: in
         elif name == "macro_f1":
             value = multiclass_f1_score(preds, target, num_classes=num_labels, average="macro")
         elif name == "matthews_correlation":
-            value = matthews_corrcoef(preds, target, task="multiclass", num_classes=num_labels)
+            # scikit-learn, as GLUE's own scorer: 0 for a constant predictor. torchmetrics (1.9)
+            # returns a non-zero limit value there (0.18 on 5:3 labels), which would hide the
+            # degenerate runs the leaderboard flags.
+            value = matthews_corrcoef(target.numpy(), preds.numpy())
         elif name == "pearson":
             value = pearson_corrcoef(preds, target)
         elif name == "spearmanr":
-            value = spearman_corrcoef(preds, target)
+            # Undefined on a constant input: NaN, as scipy (torchmetrics would say 0.0).
+            constant = preds.unique().numel() == 1 or target.unique().numel() == 1
+            value = float("nan") if constant else spearman_corrcoef(preds, target)
         elif name == "mse":
             value = mean_squared_error(preds, target)
         elif name == "mae":
