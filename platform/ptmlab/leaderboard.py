@@ -217,10 +217,11 @@ def _stat_text(s: Stat) -> str:
     return _pct(s.mean) + (f"±{100 * s.std:.1f}" if s.std is not None else "")
 
 
-def _cell_text(cell: TaskCell | None) -> str:
+def _cell_text(cell: TaskCell | None, metrics: list[str]) -> str:
     if cell is None:
         return ""
-    text = "/".join(_stat_text(s) for s in cell.metrics.values()) or "-"
+    # One slot per column metric, "-" where a run set lacks it (MNLI without a mismatched dev).
+    text = "/".join(_stat_text(cell.metrics.get(m, Stat(None, None, 0))) for m in metrics) or "-"
     return f"{text} (n={cell.score.n})" + (" !" if cell.flags else "")
 
 
@@ -234,7 +235,7 @@ def render_table(board: Leaderboard) -> str:
     lines = [header]
     for r in board.rows:
         avg = "-" if r.glue_average is None else f"{_pct(r.glue_average)} ({r.glue_tasks} tasks)"
-        lines.append([*r.config.values(), *(_cell_text(r.cells.get(t)) for t in board.tasks), avg])
+        lines.append([*r.config.values(), *(_cell_text(r.cells.get(t), board.column_metrics(t)) for t in board.tasks), avg])
     widths = [max(len(row[i]) for row in lines) for i in range(len(header))]
     out = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in lines]
     out.insert(1, "  ".join("-" * w for w in widths))
@@ -305,7 +306,7 @@ def render_latex(board: Leaderboard) -> str:
             if cell is None:
                 cells.append("")
                 continue
-            text = "/".join(_tex_stat(s) for s in cell.metrics.values()) or "--"
+            text = "/".join(_tex_stat(cell.metrics.get(m)) for m in board.column_metrics(t)) or "--"
             cells.append(text + ("$^\\dagger$" if cell.flags else ""))
         cells.append("--" if r.glue_average is None else f"{_pct(r.glue_average)}")
         lines.append(" & ".join(cells) + " \\\\")
