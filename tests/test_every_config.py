@@ -178,7 +178,30 @@ def build_experiment(cfg, ctx):
     assert cfg.stage.name  # composing (with its compatibility checks) is the check; runs below
 
 
+def build_task(cfg, ctx):
+    from lightning_modules.tasks.encoding import PairEncoder
+    from lightning_modules.tasks.spec import load_task
+
+    task_cfg = OmegaConf.merge(cfg.task, {"max_train_samples": 8, "max_eval_samples": 8})
+    if cfg.task.name == "tabular":  # no default files: a tiny CSV pair
+        for split in ("train", "dev"):
+            (ctx["tmp"] / f"{split}.csv").write_text("text,label\nthe cat sat,a\na dog ran,b\n")
+        task_cfg = OmegaConf.merge(task_cfg, {"data": {"train": str(ctx["tmp"] / "train.csv"),
+                                                       "dev": str(ctx["tmp"] / "dev.csv")}})
+    elif "glue" in str(cfg.task.data.get("data_dir", "")):
+        from lightning_modules.data.glue import glue_layout
+
+        # QQP, STS-B and WNLI are not in the shared data: use the original-format fixtures.
+        if not (Path(cfg.task.data.data_dir) / glue_layout(cfg.task.data.task).folder).is_dir():
+            task_cfg.data.data_dir = str(Path(__file__).parent / "fixtures" / "glue")
+    task = load_task(task_cfg)
+    encoder = PairEncoder(ctx["tokenizer"], causal=False, max_length=task.spec.max_length)
+    batch = encoder.collate(encoder.encode_split(task.train)[:4])
+    assert batch["labels"].shape[0] == batch["input_ids"].shape[0] > 0
+
+
 BUILDERS = {
+    "task": build_task,
     "model": build_model,
     "objective": build_objective,
     "data": build_data,
