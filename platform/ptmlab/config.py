@@ -7,6 +7,7 @@ unknown group/option/key or an impossible combination fails with one line naming
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -48,15 +49,11 @@ def _one_line(exc: BaseException) -> str:
     if not lines:
         return type(exc).__name__
     head = lines[0]
-    # Hydra lists the available options on the following lines; keep them, compactly.
-    if "Available options" in str(exc):
-        options = []
-        for ln in lines[1:]:
-            if ln.startswith("Config search path"):
-                break
-            if not ln.startswith("Available options"):
-                options.append(ln)
-        head = f"{head} (available: {', '.join(options)})"
+    # Hydra lists only the top level of a nested group; list every option of the group.
+    missing = re.search(r"Could not find '([^']+)/[^']+'", head)
+    if missing and "Available options" in str(exc):
+        group = missing.group(1).split("/")[0]
+        head = f"{head} (available: {', '.join(list_config_groups().get(group, []))})"
     elif len(lines) > 1 and lines[0].startswith("Could not override"):
         # Hydra's second line suggests `+key=...`; the reason ("Key 'x' is not in struct") follows.
         reason = next((ln for ln in lines[1:] if ln.startswith("Key ")), "")
