@@ -1,0 +1,537 @@
+"""Transformer backbones: a BERT-style bidirectional encoder and a GPT-2-style causal decoder.
+
+The file reads top to bottom as building blocks, then the backbones made of them:
+
+    TransformerEmbeddings   token + learned absolute position (+ token type) embeddings
+    MultiHeadAttention      scaled dot-product attention; self-attention, or cross-attention
+                            when given `key_value_states`; takes an additive mask
+    FeedForward             dense -> activation -> dense
+    PostLNLayer/PreLNLayer  one block: attention and feed-forward sub-layers with residuals
+    TransformerLayerStack   runs a list of layers, collecting every hidden state (and attentions)
+    TransformerBackbone     embeddings + stack (+ final LayerNorm), mask construction, init
+    TransformerEncoder      BERT: bidirectional, post-LN by default, token types
+    TransformerDecoder      GPT-2: causal, pre-LN by default, final LayerNorm
+
+Variants subclass rather than branch on flags: a factorised-embedding model overrides
+`build_embeddings`, cross-layer sharing overrides `build_layers` (returning the same module more
+than once), a seq2seq decoder layer subclasses a layer and adds a cross-attention
+`MultiHeadAttention`, and UniLM-style mixed masks pass `self_attention_mask` to `forward`.
+
+Layer-norm placement follows one rule for both backbones: a post-LN stack normalises the
+embedding output (BERT), a pre-LN stack normalises the last layer's output instead (GPT-2).
+
+Weights convert to and from Hugging Face `BertModel` / `GPT2Model` (`to_hf`, `from_hf`), which the
+parity tests and the pretrain stage's export use.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lightning_modules.models.base import Backbone, BackboneOutput
+from ptmlab.errors import BackboneError, ConfigError
+
+ACTIVATIONS = {
+    "gelu": lambda: nn.GELU(),  # exact (erf) GELU, as BERT
+    "gelu_new": lambda: nn.GELU(approximate="tanh"),  # GPT-2's tanh approximation
+    "gelu_pytorch_tanh": lambda: nn.GELU(approximate="tanh"),
+    "relu": lambda: nn.ReLU(),
+    "silu": lambda: nn.SiLU(),
+    "swish": lambda: nn.SiLU(),
+}
+
+
+def build_activation(name: str) -> nn.Module:
+    if name not in ACTIVATIONS:
+        raise ConfigError(f"model.backbone.activation={name!r} is not one of {sorted(ACTIVATIONS)}")
+    return ACTIVATIONS[name]()
+
+
+# -- building blocks ------------------------------------------------------------------------------
+
+class TransformerEmbeddings(nn.Module):
+    """Sum of token, learned absolute position and (when type_vocab_size > 0) token-type
+    embeddings, then LayerNorm (post-LN stacks only) and dropout."""
+
+    def __init__(self, vocab_size: int, hidden_size: int, max_position_embeddings: int,
+                 type_vocab_size: int = 0, dropout: float = 0.1, layer_norm_eps: float = 1e-12,
+                 layer_norm: bool = True):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(vocab_size, hidden_size)
+        self.position_embeddings = nn.Embedding(max_position_embeddings, hidden_size)
+        self.token_type_embeddings = nn.Embedding(type_vocab_size, hidden_size) if type_vocab_size > 0 else None
+        self.layer_norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps) if layer_norm else None
+        self.dropout = nn.Dropout(dropout)
+        self.max_position_embeddings = max_position_embeddings
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        seq_len = input_ids.shape[1]
+        if seq_len > self.max_position_embeddings:
+            raise ConfigError(f"sequence length {seq_len} exceeds "
+                              f"model.backbone.max_position_embeddings={self.max_position_embeddings}")
+        if position_ids is None:
+            position_ids = torch.arange(seq_len, device=input_ids.device).unsqueeze(0)  # 1×T
+        x = self.word_embeddings(input_ids) + self.position_embeddings(position_ids)
+        if self.token_type_embeddings is not None:
+            if token_type_ids is None:
+                token_type_ids = torch.zeros_like(input_ids)
+            x = x + self.token_type_embeddings(token_type_ids)
+        if self.layer_norm is not None:
+            x = self.layer_norm(x)
+        return self.dropout(x)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head scaled dot-product attention.
+
+    `attention_bias` is additive (0 where attention is allowed, a large negative number where it
+    is not), broadcastable to B×heads×T_q×T_k. `is_causal=True` with no bias lets
+    `scaled_dot_product_attention` use its fused causal kernels.
+    Self-attention by default; pass `key_value_states` (B×S×H) for cross-attention.
+    """
+
+    def __init__(self, hidden_size: int, num_heads: int, attention_dropout: float = 0.1,
+                 dropout: float = 0.1):
+        super().__init__()
+        if hidden_size % num_heads != 0:
+            raise ConfigError(f"model.backbone.hidden_size={hidden_size} is not divisible by "
+                              f"model.backbone.num_heads={num_heads}")
+        self.num_heads = num_heads
+        self.head_dim = hidden_size // num_heads
+        self.query = nn.Linear(hidden_size, hidden_size)
+        self.key = nn.Linear(hidden_size, hidden_size)
+        self.value = nn.Linear(hidden_size, hidden_size)
+        self.output = nn.Linear(hidden_size, hidden_size)
+        self.attention_dropout = attention_dropout
+        self.output_dropout = nn.Dropout(dropout)
+
+    def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        return x.view(b, t, self.num_heads, self.head_dim).transpose(1, 2)  # B×T×H -> B×heads×T×d
+
+    def forward(self, hidden_states: torch.Tensor, attention_bias: torch.Tensor | None = None,
+                is_causal: bool = False, output_attentions: bool = False,
+                key_value_states: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        kv = hidden_states if key_value_states is None else key_value_states
+        q = self._split_heads(self.query(hidden_states))
+        k = self._split_heads(self.key(kv))
+        v = self._split_heads(self.value(kv))
+        dropout_p = self.attention_dropout if self.training else 0.0
+        probs = None
+        if output_attentions:
+            # SDPA does not return the weights, so compute them explicitly on request.
+            if is_causal:
+                attention_bias = _combine_bias(attention_bias, causal_bias(q.shape[2], k.shape[2], q))
+            scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)  # B×heads×T_q×T_k
+            if attention_bias is not None:
+                scores = scores + attention_bias
+            probs = scores.softmax(dim=-1)
+            context = F.dropout(probs, dropout_p, self.training) @ v  # B×heads×T_q×d
+        else:
+            context = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=attention_bias, dropout_p=dropout_p,
+                is_causal=is_causal and attention_bias is None)
+        b, _, t, _ = context.shape
+        context = context.transpose(1, 2).reshape(b, t, self.num_heads * self.head_dim)  # B×heads×T×d -> B×T×H
+        return self.output_dropout(self.output(context)), probs
+
+
+class FeedForward(nn.Module):
+    """Position-wise feed-forward: H -> intermediate -> H."""
+
+    def __init__(self, hidden_size: int, intermediate_size: int, activation: str = "gelu",
+                 dropout: float = 0.1):
+        super().__init__()
+        self.dense_in = nn.Linear(hidden_size, intermediate_size)
+        self.activation = build_activation(activation)
+        self.dense_out = nn.Linear(intermediate_size, hidden_size)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.dense_out(self.activation(self.dense_in(x))))
+
+
+class PostLNLayer(nn.Module):
+    """BERT's block: x = LN(x + Attn(x)); x = LN(x + FFN(x))."""
+
+    def __init__(self, hidden_size: int, num_heads: int, intermediate_size: int, dropout: float = 0.1,
+                 attention_dropout: float = 0.1, layer_norm_eps: float = 1e-12, activation: str = "gelu"):
+        super().__init__()
+        self.attention = MultiHeadAttention(hidden_size, num_heads, attention_dropout, dropout)
+        self.attention_norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
+        self.feed_forward = FeedForward(hidden_size, intermediate_size, activation, dropout)
+        self.feed_forward_norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
+
+    def forward(self, x: torch.Tensor, attention_bias: torch.Tensor | None = None, is_causal: bool = False,
+                output_attentions: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        attended, probs = self.attention(x, attention_bias, is_causal, output_attentions)
+        x = self.attention_norm(x + attended)
+        x = self.feed_forward_norm(x + self.feed_forward(x))
+        return x, probs
+
+
+class PreLNLayer(PostLNLayer):
+    """GPT-2's block: x = x + Attn(LN(x)); x = x + FFN(LN(x)). Same parameters as PostLNLayer."""
+
+    def forward(self, x: torch.Tensor, attention_bias: torch.Tensor | None = None, is_causal: bool = False,
+                output_attentions: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        attended, probs = self.attention(self.attention_norm(x), attention_bias, is_causal, output_attentions)
+        x = x + attended
+        x = x + self.feed_forward(self.feed_forward_norm(x))
+        return x, probs
+
+
+class TransformerLayerStack(nn.Module):
+    """Runs layers in order. The list may hold the same module more than once (cross-layer
+    parameter sharing); every application still contributes its own hidden state."""
+
+    def __init__(self, layers: list[nn.Module]):
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+
+    def forward(self, x: torch.Tensor, attention_bias: torch.Tensor | None = None, is_causal: bool = False,
+                output_attentions: bool = False):
+        hidden_states = [x]
+        attentions = [] if output_attentions else None
+        for layer in self.layers:
+            x, probs = layer(x, attention_bias, is_causal, output_attentions)
+            hidden_states.append(x)
+            if attentions is not None:
+                attentions.append(probs)
+        return hidden_states, attentions
+
+
+# -- masks ----------------------------------------------------------------------------------------
+
+def causal_bias(q_len: int, k_len: int, like: torch.Tensor) -> torch.Tensor:
+    """Additive 1×1×T_q×T_k bias forbidding attention to later positions."""
+    allowed = torch.ones(q_len, k_len, dtype=torch.bool, device=like.device).tril(diagonal=k_len - q_len)
+    return allowed_to_bias(allowed[None, None], like.dtype)
+
+
+def allowed_to_bias(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Boolean "may attend" mask -> additive bias. A finite minimum (not -inf) keeps a fully
+    masked row (a padding query under left padding) from turning into NaN, as in Hugging Face."""
+    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(
+        ~allowed, torch.finfo(dtype).min)
+
+
+def _combine_bias(a: torch.Tensor | None, b: torch.Tensor) -> torch.Tensor:
+    if a is None:
+        return b
+    # Clamp so two minima added together do not overflow to -inf.
+    return (a + b).clamp(min=torch.finfo(b.dtype).min)
+
+
+# -- backbones ------------------------------------------------------------------------------------
+
+class TransformerBackbone(Backbone):
+    """Embeddings + a stack of layers (+ a final LayerNorm for pre-LN stacks).
+
+    forward(input_ids B×T, attention_mask B×T (1 = token, 0 = pad), token_type_ids B×T,
+            output_attentions, self_attention_mask B×T×T or B×1×T×T boolean (True = may attend),
+            position_ids B×T)
+    `self_attention_mask` is combined (AND) with padding and, for causal backbones, the causal mask;
+    variants with per-batch masks (UniLM's bidirectional / left-to-right / seq2seq) pass it.
+    """
+
+    default_pre_layer_norm = False
+
+    def __init__(self, vocab_size: int, hidden_size: int = 128, num_layers: int = 2, num_heads: int = 2,
+                 intermediate_size: int = 512, max_position_embeddings: int = 512, type_vocab_size: int = 0,
+                 dropout: float = 0.1, attention_dropout: float = 0.1, pre_layer_norm: bool | None = None,
+                 layer_norm_eps: float = 1e-12, activation: str = "gelu", initializer_range: float = 0.02):
+        super().__init__()
+        for key, value in {"vocab_size": vocab_size, "hidden_size": hidden_size, "num_layers": num_layers,
+                           "num_heads": num_heads, "intermediate_size": intermediate_size,
+                           "max_position_embeddings": max_position_embeddings}.items():
+            if int(value) <= 0:
+                raise ConfigError(f"model.backbone.{key}={value} must be a positive integer")
+        self.vocab_size, self.hidden_size, self.num_layers = int(vocab_size), int(hidden_size), int(num_layers)
+        self.num_heads, self.intermediate_size = int(num_heads), int(intermediate_size)
+        self.max_position_embeddings, self.type_vocab_size = int(max_position_embeddings), int(type_vocab_size)
+        self.dropout, self.attention_dropout = float(dropout), float(attention_dropout)
+        self.pre_layer_norm = self.default_pre_layer_norm if pre_layer_norm is None else bool(pre_layer_norm)
+        self.layer_norm_eps, self.activation = float(layer_norm_eps), str(activation)
+        self.initializer_range = float(initializer_range)
+        build_activation(self.activation)  # fail on a bad name before building anything
+
+        self.embeddings = self.build_embeddings()
+        self.encoder = TransformerLayerStack(self.build_layers())
+        self.final_layer_norm = nn.LayerNorm(self.hidden_size, eps=self.layer_norm_eps) if self.pre_layer_norm else None
+        self.apply(self._init_weights)
+
+    # -- hooks for variants ------------------------------------------------------------------
+    def build_embeddings(self) -> nn.Module:
+        return TransformerEmbeddings(self.vocab_size, self.hidden_size, self.max_position_embeddings,
+                                     self.type_vocab_size, self.dropout, self.layer_norm_eps,
+                                     layer_norm=not self.pre_layer_norm)
+
+    @property
+    def layer_class(self) -> type[PostLNLayer]:
+        return PreLNLayer if self.pre_layer_norm else PostLNLayer
+
+    def build_layer(self) -> nn.Module:
+        return self.layer_class(self.hidden_size, self.num_heads, self.intermediate_size, self.dropout,
+                                self.attention_dropout, self.layer_norm_eps, self.activation)
+
+    def build_layers(self) -> list[nn.Module]:
+        return [self.build_layer() for _ in range(self.num_layers)]
+
+    def _init_weights(self, module: nn.Module) -> None:
+        # BERT/GPT-2 initialisation: N(0, 0.02) weights, zero biases, unit LayerNorm.
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=self.initializer_range)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+        if isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+    # -- forward -----------------------------------------------------------------------------
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embeddings.word_embeddings
+
+    def attention_bias(self, attention_mask: torch.Tensor | None, self_attention_mask: torch.Tensor | None,
+                       seq_len: int, dtype: torch.dtype) -> torch.Tensor | None:
+        """Additive bias B×1×T×T (or B×1×1×T for padding alone), or None when nothing is masked
+        beyond causality (then SDPA's own causal path is used)."""
+        if attention_mask is None and self_attention_mask is None:
+            return None
+        allowed = None
+        if attention_mask is not None:
+            allowed = attention_mask.bool()[:, None, None, :]  # B×T -> B×1×1×T (keys)
+        if self_attention_mask is not None:
+            extra = self_attention_mask.bool()
+            if extra.dim() == 3:
+                extra = extra[:, None]  # B×T×T -> B×1×T×T
+            if extra.dim() != 4 or extra.shape[-2:] != (seq_len, seq_len):
+                raise ValueError(f"self_attention_mask must be B×T×T or B×1×T×T with T={seq_len}, "
+                                 f"got {tuple(self_attention_mask.shape)}")
+            allowed = extra if allowed is None else allowed & extra
+        if self.is_causal:
+            causal = torch.ones(seq_len, seq_len, dtype=torch.bool, device=allowed.device).tril()
+            allowed = allowed & causal[None, None]  # -> B×1×T×T
+        return allowed_to_bias(allowed, dtype)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None, output_attentions: bool = False,
+                self_attention_mask: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None) -> BackboneOutput:
+        x = self.embeddings(input_ids, token_type_ids=token_type_ids, position_ids=position_ids)
+        bias = self.attention_bias(attention_mask, self_attention_mask, input_ids.shape[1], x.dtype)
+        hidden_states, attentions = self.encoder(x, bias, is_causal=self.is_causal and bias is None,
+                                                 output_attentions=output_attentions)
+        if self.final_layer_norm is not None:
+            hidden_states[-1] = self.final_layer_norm(hidden_states[-1])
+        return BackboneOutput(hidden_states=tuple(hidden_states),
+                              attentions=tuple(attentions) if attentions is not None else None)
+
+    # -- Hugging Face conversion -----------------------------------------------------------------
+    def to_hf(self):
+        """The same weights as a Hugging Face model, or None where there is no counterpart."""
+        return None
+
+
+class TransformerEncoder(TransformerBackbone):
+    """BERT (Devlin et al. 2019): bidirectional self-attention, post-LN, token-type embeddings."""
+
+    family = "encoder"
+    is_causal = False
+    default_pre_layer_norm = False
+
+    def __init__(self, vocab_size: int, hidden_size: int = 128, num_layers: int = 2, num_heads: int = 2,
+                 intermediate_size: int = 512, max_position_embeddings: int = 512, type_vocab_size: int = 2,
+                 dropout: float = 0.1, attention_dropout: float = 0.1, pre_layer_norm: bool = False,
+                 layer_norm_eps: float = 1e-12, activation: str = "gelu", initializer_range: float = 0.02):
+        super().__init__(vocab_size, hidden_size, num_layers, num_heads, intermediate_size,
+                         max_position_embeddings, type_vocab_size, dropout, attention_dropout,
+                         pre_layer_norm, layer_norm_eps, activation, initializer_range)
+
+    def to_hf(self):
+        """The same weights as a Hugging Face `BertModel` (no pooler), or None where BERT has no
+        counterpart (a pre-LN encoder)."""
+        if self.pre_layer_norm or self.type_vocab_size == 0 or self.activation not in ("gelu", "gelu_new", "relu"):
+            return None
+        from transformers import BertConfig, BertModel
+
+        config = BertConfig(
+            vocab_size=self.vocab_size, hidden_size=self.hidden_size, num_hidden_layers=self.num_layers,
+            num_attention_heads=self.num_heads, intermediate_size=self.intermediate_size,
+            hidden_act=self.activation, hidden_dropout_prob=self.dropout,
+            attention_probs_dropout_prob=self.attention_dropout,
+            max_position_embeddings=self.max_position_embeddings, type_vocab_size=self.type_vocab_size,
+            layer_norm_eps=self.layer_norm_eps, initializer_range=self.initializer_range)
+        model = BertModel(config, add_pooling_layer=False)
+        model.load_state_dict(bert_state_dict_to_hf(self.state_dict()), strict=True)
+        return model.eval()
+
+    @classmethod
+    def from_hf(cls, model) -> "TransformerEncoder":
+        """Build from a Hugging Face `BertModel` (its config and weights; a pooler is ignored)."""
+        c = model.config
+        encoder = cls(vocab_size=c.vocab_size, hidden_size=c.hidden_size, num_layers=c.num_hidden_layers,
+                      num_heads=c.num_attention_heads, intermediate_size=c.intermediate_size,
+                      max_position_embeddings=c.max_position_embeddings, type_vocab_size=c.type_vocab_size,
+                      dropout=c.hidden_dropout_prob, attention_dropout=c.attention_probs_dropout_prob,
+                      pre_layer_norm=False, layer_norm_eps=c.layer_norm_eps, activation=c.hidden_act,
+                      initializer_range=c.initializer_range)
+        encoder.load_state_dict(bert_state_dict_from_hf(model.state_dict(), c.num_hidden_layers), strict=True)
+        return encoder
+
+
+class TransformerDecoder(TransformerBackbone):
+    """GPT-2 (Radford et al. 2019): causal self-attention, pre-LN, a final LayerNorm, no token
+    types (`token_type_ids` is accepted and ignored, so batches built for encoders still work)."""
+
+    family = "decoder"
+    is_causal = True
+    default_pre_layer_norm = True
+
+    def __init__(self, vocab_size: int, hidden_size: int = 128, num_layers: int = 2, num_heads: int = 2,
+                 intermediate_size: int = 512, max_position_embeddings: int = 1024, dropout: float = 0.1,
+                 attention_dropout: float = 0.1, pre_layer_norm: bool = True, layer_norm_eps: float = 1e-5,
+                 activation: str = "gelu_new", initializer_range: float = 0.02):
+        super().__init__(vocab_size, hidden_size, num_layers, num_heads, intermediate_size,
+                         max_position_embeddings, 0, dropout, attention_dropout, pre_layer_norm,
+                         layer_norm_eps, activation, initializer_range)
+        # GPT-2 scales the residual output projections by 1/sqrt(2·L) at initialisation.
+        for layer in self.encoder.layers:
+            for proj in (layer.attention.output, layer.feed_forward.dense_out):
+                nn.init.normal_(proj.weight, mean=0.0, std=self.initializer_range / math.sqrt(2 * self.num_layers))
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None, output_attentions: bool = False,
+                self_attention_mask: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None) -> BackboneOutput:
+        return super().forward(input_ids, attention_mask, None, output_attentions, self_attention_mask, position_ids)
+
+    def to_hf(self):
+        """The same weights as a Hugging Face `GPT2Model`, or None where GPT-2 has no counterpart
+        (a post-LN decoder)."""
+        if not self.pre_layer_norm or self.activation not in ("gelu_new", "gelu", "relu"):
+            return None
+        from transformers import GPT2Config, GPT2Model
+
+        config = GPT2Config(
+            vocab_size=self.vocab_size, n_positions=self.max_position_embeddings, n_embd=self.hidden_size,
+            n_layer=self.num_layers, n_head=self.num_heads, n_inner=self.intermediate_size,
+            activation_function=self.activation, resid_pdrop=self.dropout, embd_pdrop=self.dropout,
+            attn_pdrop=self.attention_dropout, layer_norm_epsilon=self.layer_norm_eps,
+            initializer_range=self.initializer_range, bos_token_id=None, eos_token_id=None)
+        model = GPT2Model(config)
+        model.load_state_dict(gpt2_state_dict_to_hf(self.state_dict(), self.num_layers), strict=True)
+        return model.eval()
+
+    @classmethod
+    def from_hf(cls, model) -> "TransformerDecoder":
+        """Build from a Hugging Face `GPT2Model` (its config and weights)."""
+        c = model.config
+        if getattr(c, "scale_attn_by_inverse_layer_idx", False) or getattr(c, "reorder_and_upcast_attn", False):
+            raise BackboneError("GPT2 configs with scale_attn_by_inverse_layer_idx/reorder_and_upcast_attn "
+                                "have no TransformerDecoder counterpart")
+        decoder = cls(vocab_size=c.vocab_size, hidden_size=c.n_embd, num_layers=c.n_layer, num_heads=c.n_head,
+                      intermediate_size=c.n_inner or 4 * c.n_embd, max_position_embeddings=c.n_positions,
+                      dropout=c.resid_pdrop, attention_dropout=c.attn_pdrop, pre_layer_norm=True,
+                      layer_norm_eps=c.layer_norm_epsilon, activation=c.activation_function,
+                      initializer_range=c.initializer_range)
+        decoder.load_state_dict(gpt2_state_dict_from_hf(model.state_dict(), c.n_layer), strict=True)
+        return decoder
+
+
+# -- state-dict mappings ----------------------------------------------------------------------------
+
+_BERT_EMBEDDINGS = {
+    "embeddings.word_embeddings": "embeddings.word_embeddings",
+    "embeddings.position_embeddings": "embeddings.position_embeddings",
+    "embeddings.token_type_embeddings": "embeddings.token_type_embeddings",
+    "embeddings.layer_norm": "embeddings.LayerNorm",
+}
+_BERT_LAYER = {
+    "attention.query": "attention.self.query",
+    "attention.key": "attention.self.key",
+    "attention.value": "attention.self.value",
+    "attention.output": "attention.output.dense",
+    "attention_norm": "attention.output.LayerNorm",
+    "feed_forward.dense_in": "intermediate.dense",
+    "feed_forward.dense_out": "output.dense",
+    "feed_forward_norm": "output.LayerNorm",
+}
+
+
+def _bert_key_map(num_layers: int) -> dict[str, str]:
+    """ours -> Hugging Face BertModel module names."""
+    mapping = dict(_BERT_EMBEDDINGS)
+    for i in range(num_layers):
+        for ours, theirs in _BERT_LAYER.items():
+            mapping[f"encoder.layers.{i}.{ours}"] = f"encoder.layer.{i}.{theirs}"
+    return mapping
+
+
+def _rename(state: dict[str, torch.Tensor], module_map: dict[str, str]) -> dict[str, torch.Tensor]:
+    out = {}
+    for key, value in state.items():
+        module, _, param = key.rpartition(".")
+        if module in module_map:
+            out[f"{module_map[module]}.{param}"] = value
+    return out
+
+
+def bert_state_dict_to_hf(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    num_layers = 1 + max(int(k.split(".")[2]) for k in state if k.startswith("encoder.layers."))
+    return _rename(state, _bert_key_map(num_layers))
+
+
+def bert_state_dict_from_hf(state: dict[str, torch.Tensor], num_layers: int) -> dict[str, torch.Tensor]:
+    inverse = {theirs: ours for ours, theirs in _bert_key_map(num_layers).items()}
+    return _rename({k: v for k, v in state.items() if not k.startswith("pooler.")}, inverse)
+
+
+# GPT-2 stores Conv1D weights as in×out (the transpose of nn.Linear) and fuses q, k, v in c_attn.
+_GPT2_LAYER = {
+    "attention_norm": "ln_1",
+    "attention.output": "attn.c_proj",
+    "feed_forward_norm": "ln_2",
+    "feed_forward.dense_in": "mlp.c_fc",
+    "feed_forward.dense_out": "mlp.c_proj",
+}
+
+
+def gpt2_state_dict_from_hf(state: dict[str, torch.Tensor], num_layers: int) -> dict[str, torch.Tensor]:
+    out = {"embeddings.word_embeddings.weight": state["wte.weight"],
+           "embeddings.position_embeddings.weight": state["wpe.weight"],
+           "final_layer_norm.weight": state["ln_f.weight"], "final_layer_norm.bias": state["ln_f.bias"]}
+    for i in range(num_layers):
+        ours, theirs = f"encoder.layers.{i}", f"h.{i}"
+        for o, t in _GPT2_LAYER.items():
+            w = state[f"{theirs}.{t}.weight"]
+            out[f"{ours}.{o}.weight"] = w.t().contiguous() if w.dim() == 2 else w  # in×out -> out×in
+            out[f"{ours}.{o}.bias"] = state[f"{theirs}.{t}.bias"]
+        qkv_w = state[f"{theirs}.attn.c_attn.weight"].t()  # H×3H -> 3H×H
+        qkv_b = state[f"{theirs}.attn.c_attn.bias"]
+        for j, name in enumerate(("query", "key", "value")):
+            out[f"{ours}.attention.{name}.weight"] = qkv_w.chunk(3, dim=0)[j].contiguous()
+            out[f"{ours}.attention.{name}.bias"] = qkv_b.chunk(3)[j].contiguous()
+    return out
+
+
+def gpt2_state_dict_to_hf(state: dict[str, torch.Tensor], num_layers: int) -> dict[str, torch.Tensor]:
+    out = {"wte.weight": state["embeddings.word_embeddings.weight"],
+           "wpe.weight": state["embeddings.position_embeddings.weight"],
+           "ln_f.weight": state["final_layer_norm.weight"], "ln_f.bias": state["final_layer_norm.bias"]}
+    for i in range(num_layers):
+        ours, theirs = f"encoder.layers.{i}", f"h.{i}"
+        for o, t in _GPT2_LAYER.items():
+            w = state[f"{ours}.{o}.weight"]
+            out[f"{theirs}.{t}.weight"] = w.t().contiguous() if w.dim() == 2 else w  # out×in -> in×out
+            out[f"{theirs}.{t}.bias"] = state[f"{ours}.{o}.bias"]
+        qkv_w = torch.cat([state[f"{ours}.attention.{n}.weight"] for n in ("query", "key", "value")], dim=0)
+        out[f"{theirs}.attn.c_attn.weight"] = qkv_w.t().contiguous()  # 3H×H -> H×3H
+        out[f"{theirs}.attn.c_attn.bias"] = torch.cat(
+            [state[f"{ours}.attention.{n}.bias"] for n in ("query", "key", "value")])
+    return out
