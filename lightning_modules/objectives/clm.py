@@ -1,0 +1,61 @@
+"""Causal (left-to-right) language modelling (Radford et al. 2018/2019): predict token t+1 from
+tokens ≤ t, with an output layer tied to the backbone's input embeddings (as GPT-2, no bias)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lightning_modules.objectives.base import Objective, ObjectiveOutput
+from lightning_modules.objectives.masking import IGNORE_INDEX
+from ptmlab.errors import ConfigError
+
+
+def next_token_labels(input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """B×T labels: position t holds token t+1; the last position and positions whose next token is
+    padding hold IGNORE_INDEX."""
+    labels = torch.full_like(input_ids, IGNORE_INDEX)
+    labels[:, :-1] = input_ids[:, 1:]
+    if attention_mask is not None:
+        next_is_real = torch.zeros_like(attention_mask, dtype=torch.bool)
+        next_is_real[:, :-1] = attention_mask[:, 1:].bool() & attention_mask[:, :-1].bool()
+        labels = labels.masked_fill(~next_is_real, IGNORE_INDEX)
+    return labels
+
+
+class CausalLMObjective(Objective):
+    name = "clm"
+    predicts_tokens = True
+
+    def __init__(self, backbone: nn.Module, tokenizer=None):
+        super().__init__()
+        if not getattr(backbone, "is_causal", False):
+            raise ConfigError(
+                f"objective=clm needs a causal backbone, but model family {getattr(backbone, 'family', '?')!r} "
+                f"({type(backbone).__name__}) attends to future tokens (is_causal=False); use a decoder model "
+                "such as model=gpt_tiny")
+        embeddings = backbone.get_input_embeddings()
+        if embeddings.weight.shape[1] != backbone.hidden_size:
+            # A factorised embedding (E ≠ H) needs a projection back to E before the tied decoder.
+            self.project = nn.Linear(backbone.hidden_size, embeddings.weight.shape[1], bias=False)
+        else:
+            self.project = None
+
+    def forward(self, batch: dict[str, torch.Tensor], backbone: nn.Module) -> ObjectiveOutput:
+        input_ids, attention_mask = batch["input_ids"], batch.get("attention_mask")
+        labels = next_token_labels(input_ids, attention_mask)
+        out = backbone(input_ids, attention_mask=attention_mask)
+        predicted = labels != IGNORE_INDEX
+        num_predicted = int(predicted.sum())
+        hidden = out.last_hidden_state[predicted]  # B×T×H -> N×H
+        if self.project is not None:
+            hidden = self.project(hidden)
+        logits = F.linear(hidden, backbone.get_input_embeddings().weight)  # N×V
+        targets = labels[predicted]
+        if num_predicted == 0:
+            zero = out.last_hidden_state.sum() * 0.0
+            return ObjectiveOutput(loss=zero, metrics={"clm_acc": zero.detach()}, num_predicted_tokens=0)
+        loss = F.cross_entropy(logits.float(), targets)
+        accuracy = (logits.detach().argmax(-1) == targets).float().mean()
+        return ObjectiveOutput(loss=loss, metrics={"clm_acc": accuracy}, num_predicted_tokens=num_predicted)

@@ -1,0 +1,185 @@
+"""Masked language modelling (Devlin et al. 2019): predict the original token at positions
+corrupted by `mask_tokens` (dynamic masking: a fresh draw every time a batch is seen).
+
+Variants subclass `MaskedLMObjective` and override one hook: `select_positions` (whole-word or
+span masking), `corrupt` (static masking read from the batch), or `forward` (an extra head).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lightning_modules.models.transformer import build_activation
+from lightning_modules.objectives.base import Objective, ObjectiveOutput
+from lightning_modules.objectives.masking import IGNORE_INDEX, replace_selected, replacement_pool, select_tokens
+from ptmlab.errors import ConfigError
+
+
+def global_seed() -> int:
+    """The run's seed: `pl.seed_everything` records it in PL_GLOBAL_SEED and seeds torch with it."""
+    env = os.environ.get("PL_GLOBAL_SEED")
+    return int(env) if env is not None else int(torch.initial_seed()) % (2**63)
+
+
+def _rank() -> int:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank()
+    return 0
+
+
+def _same_device(a: torch.device, b: torch.device) -> bool:
+    # "cuda" and "cuda:0" name the same device when 0 is the current one.
+    if a.type != b.type:
+        return False
+    if a.type != "cuda":
+        return True
+    current = torch.cuda.current_device()
+    return (a.index if a.index is not None else current) == (b.index if b.index is not None else current)
+
+
+class SeededCorruption(nn.Module):
+    """Owns the generators corruption functions draw from.
+
+    The training generator is seeded (at the first draw, when the stage has already seeded
+    everything) from the global seed plus the process rank, so data-parallel replicas mask
+    differently; its state is saved with the module (checkpoint resume continues the stream).
+    Evaluation uses a separate generator reset on every switch to eval mode, so each validation
+    pass sees the same masks and validation losses are comparable across steps.
+    """
+
+    def __init__(self, seed: int | None = None):
+        super().__init__()
+        self.seed = seed
+        self._train_generator: torch.Generator | None = None
+        self._eval_generator: torch.Generator | None = None
+        self._pending_state: dict | None = None
+
+    def _base_seed(self) -> int:
+        return (self.seed if self.seed is not None else global_seed()) + 1009 * _rank()
+
+    def generator(self, device: torch.device) -> torch.Generator:
+        """The generator to draw from on `device` (that of the tokens being corrupted)."""
+        if self.training:
+            if self._train_generator is None or not _same_device(self._train_generator.device, device):
+                self._train_generator = torch.Generator(device=device).manual_seed(self._base_seed())
+                pending = self._pending_state
+                if pending and _same_device(torch.device(pending["device"]), device):
+                    self._train_generator.set_state(pending["state"])
+                self._pending_state = None
+            return self._train_generator
+        if self._eval_generator is None or not _same_device(self._eval_generator.device, device):
+            self._eval_generator = torch.Generator(device=device).manual_seed(self._base_seed() + 1)
+        return self._eval_generator
+
+    def train(self, mode: bool = True):
+        if not mode:
+            self._eval_generator = None
+        return super().train(mode)
+
+    def get_extra_state(self) -> dict:
+        if self._train_generator is None:
+            return dict(self._pending_state or {})
+        return {"device": str(self._train_generator.device), "state": self._train_generator.get_state()}
+
+    def set_extra_state(self, state: dict) -> None:
+        self._train_generator = None
+        self._pending_state = dict(state) if state else None
+
+
+class MaskedLMHead(nn.Module):
+    """BERT's prediction head: dense -> activation -> LayerNorm -> decoder whose weight is the
+    backbone's input embedding matrix (tied, read at call time) plus its own bias. The dense
+    maps to the embedding width, so factorised embeddings (E ≠ H) work unchanged."""
+
+    def __init__(self, hidden_size: int, embedding_size: int, vocab_size: int, activation: str = "gelu",
+                 layer_norm_eps: float = 1e-12):
+        super().__init__()
+        self.dense = nn.Linear(hidden_size, embedding_size)
+        self.activation = build_activation(activation)
+        self.layer_norm = nn.LayerNorm(embedding_size, eps=layer_norm_eps)
+        self.bias = nn.Parameter(torch.zeros(vocab_size))
+        nn.init.normal_(self.dense.weight, std=0.02)
+        nn.init.zeros_(self.dense.bias)
+
+    def forward(self, hidden: torch.Tensor, embedding_weight: torch.Tensor) -> torch.Tensor:
+        x = self.layer_norm(self.activation(self.dense(hidden)))
+        return F.linear(x, embedding_weight, self.bias)  # N×E -> N×V
+
+
+def special_tokens_mask_for(input_ids: torch.Tensor, special_ids: torch.Tensor,
+                            attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """B×T bool, True at special tokens and padding (positions never to be selected)."""
+    mask = torch.isin(input_ids, special_ids)
+    if attention_mask is not None:
+        mask = mask | ~attention_mask.bool()
+    return mask
+
+
+class MaskedLMObjective(Objective):
+    name = "mlm"
+    predicts_tokens = True
+
+    def __init__(self, backbone: nn.Module, tokenizer, mask_prob: float = 0.15, mask_token_prob: float = 0.8,
+                 random_token_prob: float = 0.1, seed: int | None = None):
+        super().__init__()
+        if getattr(backbone, "is_causal", False):
+            raise ConfigError(f"objective=mlm needs a bidirectional backbone; model family "
+                              f"{getattr(backbone, 'family', '?')!r} is causal (is_causal=True)")
+        if tokenizer.mask_token_id is None:
+            raise ConfigError("objective=mlm needs a tokenizer with a mask token; tokenizer.mask_token_id is None")
+        if not 0.0 < mask_prob <= 1.0:
+            raise ConfigError(f"objective.module.mask_prob={mask_prob} must be in (0, 1]")
+        if mask_token_prob < 0 or random_token_prob < 0 or mask_token_prob + random_token_prob > 1.0:
+            raise ConfigError(f"objective.module.mask_token_prob={mask_token_prob} + random_token_prob="
+                              f"{random_token_prob} must be non-negative and at most 1")
+        self.mask_prob, self.mask_token_prob, self.random_token_prob = mask_prob, mask_token_prob, random_token_prob
+        self.mask_token_id = int(tokenizer.mask_token_id)
+        embeddings = backbone.get_input_embeddings()
+        vocab_size, embedding_size = embeddings.weight.shape
+        special = sorted({int(i) for i in tokenizer.all_special_ids})
+        self.register_buffer("special_ids", torch.tensor(special, dtype=torch.long), persistent=False)
+        self.register_buffer("replacement_ids", replacement_pool(vocab_size, special), persistent=False)
+        self.corruption = SeededCorruption(seed)
+        self.head = MaskedLMHead(backbone.hidden_size, embedding_size, vocab_size,
+                                 activation=getattr(backbone, "activation", "gelu"),
+                                 layer_norm_eps=getattr(backbone, "layer_norm_eps", 1e-12))
+
+    # -- hooks for variants -----------------------------------------------------------------
+    def select_positions(self, batch: dict[str, torch.Tensor], special_tokens_mask: torch.Tensor,
+                         generator: torch.Generator) -> torch.Tensor:
+        """B×T bool of positions to predict. Whole-word / span masking override this."""
+        return select_tokens(special_tokens_mask, self.mask_prob, generator)
+
+    def corrupt(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(corrupted input_ids, labels) for this batch."""
+        input_ids = batch["input_ids"]
+        special = special_tokens_mask_for(input_ids, self.special_ids, batch.get("attention_mask"))
+        if "special_tokens_mask" in batch:
+            special = special | batch["special_tokens_mask"].bool()
+        generator = self.corruption.generator(input_ids.device)
+        selected = self.select_positions(batch, special, generator)
+        return replace_selected(input_ids, selected, self.mask_token_id, self.replacement_ids, generator,
+                                self.mask_token_prob, self.random_token_prob)
+
+    # -- the step -------------------------------------------------------------------------------
+    def forward(self, batch: dict[str, torch.Tensor], backbone: nn.Module) -> ObjectiveOutput:
+        corrupted, labels = self.corrupt(batch)
+        out = backbone(corrupted, attention_mask=batch.get("attention_mask"),
+                       token_type_ids=batch.get("token_type_ids"))
+        predicted = labels != IGNORE_INDEX
+        num_predicted = int(predicted.sum())
+        # The V-way projection only at predicted positions (~15% of tokens).
+        hidden = out.last_hidden_state[predicted]  # B×T×H -> N×H
+        logits = self.head(hidden, backbone.get_input_embeddings().weight)  # N×V
+        targets = labels[predicted]
+        if num_predicted == 0:
+            # Nothing selected (a tiny batch): a zero loss that still touches the graph.
+            zero = logits.sum() * 0.0 + out.last_hidden_state.sum() * 0.0
+            return ObjectiveOutput(loss=zero, metrics={"mlm_acc": zero.detach()}, num_predicted_tokens=0)
+        loss = F.cross_entropy(logits.float(), targets)
+        accuracy = (logits.detach().argmax(-1) == targets).float().mean()
+        return ObjectiveOutput(loss=loss, metrics={"mlm_acc": accuracy}, num_predicted_tokens=num_predicted)
