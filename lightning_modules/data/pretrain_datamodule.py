@@ -88,9 +88,15 @@ class PretrainDataModule(pl.LightningDataModule):
     def _cache_path(self) -> Path:
         key = hashlib.sha256(
             f"{self.fingerprint}|{self.tokenizer.name_or_path}|{len(self.tokenizer)}|{self.construction}|"
-            f"{self.data_cfg.block_size}".encode()
+            f"{self.data_cfg.block_size}{self._negatives_key()}".encode()
         ).hexdigest()[:16]
         return self.cache_dir / "examples" / f"{key}.pt"
+
+    def _negatives_key(self) -> str:
+        # NSP and SOP pairs differ only in their negatives: they must not share a cache entry.
+        if self.construction != "segment_pairs":
+            return ""
+        return f"|{self.data_cfg.get('pair_negative', 'random_document')}"
 
     def _tokenized_documents(self) -> list[list[list[int]]]:
         docs = list(self.corpus.documents())
@@ -119,7 +125,7 @@ class PretrainDataModule(pl.LightningDataModule):
             return
         examples = self._build_examples()
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="tmp-", suffix=".partial.pt")
         os.close(fd)
         torch.save(examples, tmp)
         os.replace(tmp, path)
