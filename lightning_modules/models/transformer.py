@@ -195,11 +195,13 @@ class TransformerLayerStack(nn.Module):
         self.layers = nn.ModuleList(layers)
 
     def forward(self, x: torch.Tensor, attention_bias: torch.Tensor | None = None, is_causal: bool = False,
-                output_attentions: bool = False):
+                output_attentions: bool = False, **layer_kwargs):
+        """`layer_kwargs` go to every layer as they are (a cross-attention decoder layer takes the
+        encoder's states and their bias this way)."""
         hidden_states = [x]
         attentions = [] if output_attentions else None
         for layer in self.layers:
-            x, probs = layer(x, attention_bias, is_causal, output_attentions)
+            x, probs = layer(x, attention_bias, is_causal, output_attentions, **layer_kwargs)
             hidden_states.append(x)
             if attentions is not None:
                 attentions.append(probs)
@@ -208,6 +210,13 @@ class TransformerLayerStack(nn.Module):
 
 # -- masks ----------------------------------------------------------------------------------------
 
+# Additive bias for a forbidden query-key pair. Finite and representable in float16/bfloat16 (as
+# original BERT's -10000), so under mixed precision a fully masked row (a padding query under
+# left padding) stays finite instead of -inf -> NaN, and NaN never leaks into later layers.
+# exp(-1e4) underflows to exactly 0, so allowed positions see the same softmax as with -inf.
+MASKED_BIAS = -1.0e4
+
+
 def causal_bias(q_len: int, k_len: int, like: torch.Tensor) -> torch.Tensor:
     """Additive 1×1×T_q×T_k bias forbidding attention to later positions."""
     allowed = torch.ones(q_len, k_len, dtype=torch.bool, device=like.device).tril(diagonal=k_len - q_len)
@@ -215,17 +224,14 @@ def causal_bias(q_len: int, k_len: int, like: torch.Tensor) -> torch.Tensor:
 
 
 def allowed_to_bias(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Boolean "may attend" mask -> additive bias. A finite minimum (not -inf) keeps a fully
-    masked row (a padding query under left padding) from turning into NaN, as in Hugging Face."""
-    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(
-        ~allowed, torch.finfo(dtype).min)
+    """Boolean "may attend" mask -> additive bias (0 or MASKED_BIAS)."""
+    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(~allowed, MASKED_BIAS)
 
 
 def _combine_bias(a: torch.Tensor | None, b: torch.Tensor) -> torch.Tensor:
     if a is None:
         return b
-    # Clamp so two minima added together do not overflow to -inf.
-    return (a + b).clamp(min=torch.finfo(b.dtype).min)
+    return (a + b).clamp(min=MASKED_BIAS)
 
 
 # -- backbones ------------------------------------------------------------------------------------

@@ -139,3 +139,17 @@ def test_bad_sizes_fail_naming_the_key():
         tiny(TransformerEncoder, num_layers=0)
     with pytest.raises(ConfigError, match="max_position_embeddings=32"):
         tiny(TransformerDecoder)(ids(length=33))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_left_padding_stays_finite(dtype):
+    """Fully masked padding rows must not become NaN in half precision (NaN values at padding
+    positions would reach real tokens in the next layer through 0 × NaN)."""
+    model = tiny(TransformerDecoder, num_layers=3).to(dtype)
+    x = ids(rows=2, length=12)
+    attention_mask = torch.ones_like(x)
+    attention_mask[1, :5] = 0
+    with torch.no_grad():
+        for output_attentions in (False, True):
+            out = model(x, attention_mask=attention_mask, output_attentions=output_attentions)
+            assert all(torch.isfinite(h).all() for h in out.hidden_states)
