@@ -33,6 +33,23 @@ def _hydra_main(cfg: DictConfig):
         return stage_fn(cfg)
     except PtmlabError as exc:
         _fail(exc)
+    except Exception as exc:
+        # hydra.utils.instantiate wraps errors raised by constructors (a corpus path that does
+        # not exist, ...): report the user's error, not the wrapper.
+        cause = ptmlab_error_in_chain(exc)
+        if cause is None:
+            raise
+        _fail(cause)
+
+
+def ptmlab_error_in_chain(exc: BaseException) -> PtmlabError | None:
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, PtmlabError):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def _is_multirun(argv: list[str]) -> bool:
