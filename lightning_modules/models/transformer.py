@@ -246,11 +246,9 @@ class TransformerBackbone(Backbone):
     variants with per-batch masks (UniLM's bidirectional / left-to-right / seq2seq) pass it.
     """
 
-    default_pre_layer_norm = False
-
     def __init__(self, vocab_size: int, hidden_size: int = 128, num_layers: int = 2, num_heads: int = 2,
                  intermediate_size: int = 512, max_position_embeddings: int = 512, type_vocab_size: int = 0,
-                 dropout: float = 0.1, attention_dropout: float = 0.1, pre_layer_norm: bool | None = None,
+                 dropout: float = 0.1, attention_dropout: float = 0.1, pre_layer_norm: bool = False,
                  layer_norm_eps: float = 1e-12, activation: str = "gelu", initializer_range: float = 0.02):
         super().__init__()
         for key, value in {"vocab_size": vocab_size, "hidden_size": hidden_size, "num_layers": num_layers,
@@ -262,13 +260,13 @@ class TransformerBackbone(Backbone):
         self.num_heads, self.intermediate_size = int(num_heads), int(intermediate_size)
         self.max_position_embeddings, self.type_vocab_size = int(max_position_embeddings), int(type_vocab_size)
         self.dropout, self.attention_dropout = float(dropout), float(attention_dropout)
-        self.pre_layer_norm = self.default_pre_layer_norm if pre_layer_norm is None else bool(pre_layer_norm)
+        self.pre_layer_norm = bool(pre_layer_norm)
         self.layer_norm_eps, self.activation = float(layer_norm_eps), str(activation)
         self.initializer_range = float(initializer_range)
         build_activation(self.activation)  # fail on a bad name before building anything
 
         self.embeddings = self.build_embeddings()
-        self.encoder = TransformerLayerStack(self.build_layers())
+        self.stack = TransformerLayerStack(self.build_layers())
         self.final_layer_norm = nn.LayerNorm(self.hidden_size, eps=self.layer_norm_eps) if self.pre_layer_norm else None
         self.apply(self._init_weights)
 
@@ -331,7 +329,7 @@ class TransformerBackbone(Backbone):
                 position_ids: torch.Tensor | None = None) -> BackboneOutput:
         x = self.embeddings(input_ids, token_type_ids=token_type_ids, position_ids=position_ids)
         bias = self.attention_bias(attention_mask, self_attention_mask, input_ids.shape[1], x.dtype)
-        hidden_states, attentions = self.encoder(x, bias, is_causal=self.is_causal and bias is None,
+        hidden_states, attentions = self.stack(x, bias, is_causal=self.is_causal and bias is None,
                                                  output_attentions=output_attentions)
         if self.final_layer_norm is not None:
             hidden_states[-1] = self.final_layer_norm(hidden_states[-1])
@@ -349,7 +347,6 @@ class TransformerEncoder(TransformerBackbone):
 
     family = "encoder"
     is_causal = False
-    default_pre_layer_norm = False
 
     def __init__(self, vocab_size: int, hidden_size: int = 128, num_layers: int = 2, num_heads: int = 2,
                  intermediate_size: int = 512, max_position_embeddings: int = 512, type_vocab_size: int = 2,
@@ -397,7 +394,6 @@ class TransformerDecoder(TransformerBackbone):
 
     family = "decoder"
     is_causal = True
-    default_pre_layer_norm = True
 
     def __init__(self, vocab_size: int, hidden_size: int = 128, num_layers: int = 2, num_heads: int = 2,
                  intermediate_size: int = 512, max_position_embeddings: int = 1024, dropout: float = 0.1,
@@ -407,7 +403,7 @@ class TransformerDecoder(TransformerBackbone):
                          max_position_embeddings, 0, dropout, attention_dropout, pre_layer_norm,
                          layer_norm_eps, activation, initializer_range)
         # GPT-2 scales the residual output projections by 1/sqrt(2·L) at initialisation.
-        for layer in self.encoder.layers:
+        for layer in self.stack.layers:
             for proj in (layer.attention.output, layer.feed_forward.dense_out):
                 nn.init.normal_(proj.weight, mean=0.0, std=self.initializer_range / math.sqrt(2 * self.num_layers))
 
@@ -475,7 +471,7 @@ def _bert_key_map(num_layers: int) -> dict[str, str]:
     mapping = dict(_BERT_EMBEDDINGS)
     for i in range(num_layers):
         for ours, theirs in _BERT_LAYER.items():
-            mapping[f"encoder.layers.{i}.{ours}"] = f"encoder.layer.{i}.{theirs}"
+            mapping[f"stack.layers.{i}.{ours}"] = f"encoder.layer.{i}.{theirs}"
     return mapping
 
 
@@ -489,7 +485,7 @@ def _rename(state: dict[str, torch.Tensor], module_map: dict[str, str]) -> dict[
 
 
 def bert_state_dict_to_hf(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    num_layers = 1 + max(int(k.split(".")[2]) for k in state if k.startswith("encoder.layers."))
+    num_layers = 1 + max(int(k.split(".")[2]) for k in state if k.startswith("stack.layers."))
     return _rename(state, _bert_key_map(num_layers))
 
 
@@ -513,7 +509,7 @@ def gpt2_state_dict_from_hf(state: dict[str, torch.Tensor], num_layers: int) -> 
            "embeddings.position_embeddings.weight": state["wpe.weight"],
            "final_layer_norm.weight": state["ln_f.weight"], "final_layer_norm.bias": state["ln_f.bias"]}
     for i in range(num_layers):
-        ours, theirs = f"encoder.layers.{i}", f"h.{i}"
+        ours, theirs = f"stack.layers.{i}", f"h.{i}"
         for o, t in _GPT2_LAYER.items():
             w = state[f"{theirs}.{t}.weight"]
             out[f"{ours}.{o}.weight"] = w.t().contiguous() if w.dim() == 2 else w  # in×out -> out×in
@@ -531,7 +527,7 @@ def gpt2_state_dict_to_hf(state: dict[str, torch.Tensor], num_layers: int) -> di
            "wpe.weight": state["embeddings.position_embeddings.weight"],
            "ln_f.weight": state["final_layer_norm.weight"], "ln_f.bias": state["final_layer_norm.bias"]}
     for i in range(num_layers):
-        ours, theirs = f"encoder.layers.{i}", f"h.{i}"
+        ours, theirs = f"stack.layers.{i}", f"h.{i}"
         for o, t in _GPT2_LAYER.items():
             w = state[f"{ours}.{o}.weight"]
             out[f"{theirs}.{t}.weight"] = w.t().contiguous() if w.dim() == 2 else w  # out×in -> in×out

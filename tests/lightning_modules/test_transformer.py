@@ -108,7 +108,7 @@ class SharedLayerEncoder(TransformerEncoder):
 def test_layer_sharing_by_subclassing():
     shared = tiny(SharedLayerEncoder, num_layers=4)
     separate = tiny(TransformerEncoder, num_layers=4)
-    per_layer = sum(p.numel() for p in separate.encoder.layers[0].parameters())
+    per_layer = sum(p.numel() for p in separate.stack.layers[0].parameters())
     n_shared = sum(p.numel() for p in shared.parameters())
     assert n_shared == sum(p.numel() for p in separate.parameters()) - 3 * per_layer
     out = shared(ids())
