@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 
 from ptmlab.config import CONF_DIR, compose_config, list_config_groups
 from ptmlab.errors import DataError
+from ptmlab.run import ptmlab_error_in_chain
 
 GROUPS = list_config_groups()
 CASES = [(group, option) for group, options in sorted(GROUPS.items()) for option in options]
@@ -126,11 +127,12 @@ def build_objective(cfg, ctx):
 
 def build_data(cfg, ctx):
     if cfg.data.corpus.get("_target_", "").endswith("HFDatasetCorpus"):
-        with pytest.raises(DataError):  # offline: the real loader fails with a clear message
+        with pytest.raises(Exception) as info:  # offline: the real loader fails with a clear message
             instantiate(cfg.data.corpus, name="ptmlab-no-such-dataset")
+        assert isinstance(ptmlab_error_in_chain(info.value), DataError)
         return
     corpus_cfg = cfg.data.corpus
-    if OmegaConf.is_missing(corpus_cfg, "path") if "path" in corpus_cfg else False:
+    if "path" in corpus_cfg and OmegaConf.is_missing(corpus_cfg, "path"):
         corpus_cfg = OmegaConf.merge(corpus_cfg, {"path": str(ctx["corpus_dir"])})
     corpus = instantiate(corpus_cfg)
     assert next(iter(corpus.documents()))
