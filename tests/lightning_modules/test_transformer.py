@@ -3,6 +3,8 @@ masks (UniLM-style), padding on either side, layer sharing through a subclass, b
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from hydra.utils import instantiate
@@ -12,7 +14,7 @@ from lightning_modules.models.transformer import TransformerDecoder, Transformer
 from ptmlab.errors import ConfigError
 
 VOCAB = 50
-CONF_MODEL = __import__("pathlib").Path(__file__).resolve().parents[2] / "conf" / "model"
+CONF_MODEL = Path(__file__).resolve().parents[2] / "conf" / "model"
 
 
 def tiny(cls, **kw):
