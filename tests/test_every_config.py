@@ -132,7 +132,7 @@ def build_data(cfg, ctx):
         assert isinstance(ptmlab_error_in_chain(info.value), DataError)
         return
     corpus_cfg = cfg.data.corpus
-    if "path" in corpus_cfg and OmegaConf.is_missing(corpus_cfg, "path"):
+    if "path" in corpus_cfg.keys() and OmegaConf.is_missing(corpus_cfg, "path"):
         corpus_cfg = OmegaConf.merge(corpus_cfg, {"path": str(ctx["corpus_dir"])})
     corpus = instantiate(corpus_cfg)
     assert next(iter(corpus.documents()))
