@@ -155,3 +155,36 @@ def test_tiny_encoder_overfits_one_batch(tokenizer):
     # Masks change every step, so the model must memorise the sentences, not one mask.
     final = sum(losses[-20:]) / 20
     assert final < 0.1 * losses[0], (losses[0], final)
+
+
+class FactorisedEmbeddingEncoder(TransformerEncoder):
+    """ALBERT-style V×E token embeddings projected to H, as a variant would add them."""
+
+    embedding_size = 16
+
+    def build_embeddings(self):
+        from torch import nn
+
+        from lightning_modules.models.transformer import TransformerEmbeddings
+
+        class Factorised(TransformerEmbeddings):
+            def __init__(self, owner):
+                super().__init__(owner.vocab_size, owner.embedding_size, owner.max_position_embeddings,
+                                 owner.type_vocab_size, owner.dropout, owner.layer_norm_eps)
+                self.projection = nn.Linear(owner.embedding_size, owner.hidden_size)
+
+            def forward(self, *args, **kwargs):
+                return self.projection(super().forward(*args, **kwargs))  # B×T×E -> B×T×H
+
+        return Factorised(self)
+
+
+def test_head_follows_the_embedding_width_of_a_factorised_variant(tokenizer):
+    backbone = FactorisedEmbeddingEncoder(vocab_size=len(tokenizer), hidden_size=32, num_heads=2,
+                                          max_position_embeddings=64)
+    assert backbone.get_input_embeddings().weight.shape == (len(tokenizer), 16)
+    objective = MaskedLMObjective(backbone, tokenizer, seed=0)
+    assert objective.head.dense.weight.shape == (16, 32)  # H -> E, then the tied E -> V decoder
+    out = objective(batch_of(tokenizer), backbone)
+    out.loss.backward()
+    assert torch.isfinite(out.loss) and backbone.get_input_embeddings().weight.grad is not None
