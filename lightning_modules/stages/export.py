@@ -31,8 +31,9 @@ def export_backbone(backbone: torch.nn.Module, model_cfg: DictConfig, tokenizer,
     torch.save(backbone.state_dict(), out_dir / WEIGHTS_FILE)
     tokenizer.save_pretrained(str(out_dir))
     to_hf = getattr(backbone, "to_hf", None)
-    if callable(to_hf):
-        to_hf().save_pretrained(str(out_dir / "hf"))
+    hf_model = to_hf() if callable(to_hf) else None  # None: no Hugging Face counterpart
+    if hf_model is not None:
+        hf_model.save_pretrained(str(out_dir / "hf"))
         tokenizer.save_pretrained(str(out_dir / "hf"))
     return out_dir
 

@@ -47,6 +47,9 @@ def build_pretrain_module(cfg: DictConfig, datamodule: PretrainDataModule) -> Pr
 def run_pretrain(cfg: DictConfig) -> dict:
     # Everything that can fail on bad input (paths, corpus size, vocabulary) runs before the
     # MLflow run is opened and before training starts.
+    import lightning.pytorch as pl
+
+    pl.seed_everything(int(cfg.seed), workers=True, verbose=False)  # initial weights follow cfg.seed
     datamodule = PretrainDataModule(cfg.data, cfg.tokenizer, cfg.paths.cache_dir, seed=int(cfg.seed))
     datamodule.setup()
     module = build_pretrain_module(cfg, datamodule)
