@@ -19,7 +19,7 @@ DEMO_JOBS = [
 
 def demo_overrides(steps: int) -> list[tuple[str, list[str]]]:
     common = ["data=offline", f"trainer.max_steps={steps}", "trainer.val_check_interval=100",
-              "tags.demo=true"]
+              "+tags.demo=true"]
     return [(name, [*overrides, *common]) for name, overrides in DEMO_JOBS]
 
 
