@@ -18,7 +18,7 @@ DEMO_JOBS = [
 
 
 def demo_overrides(steps: int) -> list[tuple[str, list[str]]]:
-    common = ["data=offline", f"trainer.max_steps={steps}", "trainer.val_check_interval=100",
+    common = ["data=offline", f"trainer.max_steps={steps}", f"trainer.val_check_interval={min(100, steps)}",
               "+tags.demo=true"]
     return [(name, [*overrides, *common]) for name, overrides in DEMO_JOBS]
 
@@ -27,9 +27,12 @@ def _print_table(rows: list[dict]) -> None:
     header = f"{'objective':<10} {'model':<10} {'steps':>6} {'val loss':>9} {'perplexity':>11}  mlflow run id"
     print(header)
     print("-" * len(header))
+    def fmt(value, spec: str) -> str:
+        return "-" if value is None else format(value, spec)
+
     for r in rows:
-        print(f"{r['objective']:<10} {r['model']:<10} {r['steps']:>6} {r['val_loss']:>9.3f} "
-              f"{r['val_perplexity']:>11.1f}  {r['mlflow_run_id']}")
+        print(f"{r['objective']:<10} {r['model']:<10} {r['steps']:>6} {fmt(r.get('val_loss'), '9.3f'):>9} "
+              f"{fmt(r.get('val_perplexity'), '11.1f'):>11}  {r['mlflow_run_id']}")
 
 
 def run_demo(steps: int = 300) -> int:
