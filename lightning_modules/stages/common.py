@@ -149,7 +149,9 @@ class StageRun:
         run_id = None
         if bool(OmegaConf.select(self.cfg, "resume", default=False)) and run_id_path.exists():
             run_id = run_id_path.read_text().strip() or None
-        tags = {str(k): str(v) for k, v in (OmegaConf.select(self.cfg, "tags", default={}) or {}).items()}
+        # YAML booleans become lowercase tags so `tags.demo = 'true'` filters match what was typed.
+        tags = {str(k): (str(v).lower() if isinstance(v, bool) else str(v))
+                for k, v in (OmegaConf.select(self.cfg, "tags", default={}) or {}).items()}
         tags.update({"ptmlab.stage": str(self.cfg.stage.name), "ptmlab.run_dir": str(self.run_dir)})
         if os.environ.get("PTMLAB_JOB_ID"):
             tags["ptmlab.job_id"] = os.environ["PTMLAB_JOB_ID"]
