@@ -27,6 +27,9 @@ def export_backbone(backbone: torch.nn.Module, model_cfg: DictConfig, tokenizer,
     out_dir.mkdir(parents=True, exist_ok=True)
     cfg = OmegaConf.to_container(model_cfg, resolve=True)
     cfg["backbone"]["vocab_size"] = vocab_size
+    export_hook = getattr(backbone, "export_backbone", None)
+    if callable(export_hook):  # a backbone that keeps only a part (ELECTRA: its discriminator) says which, and its config
+        backbone, cfg = export_hook(cfg)
     OmegaConf.save(OmegaConf.create(cfg), out_dir / MODEL_FILE)
     torch.save(backbone.state_dict(), out_dir / WEIGHTS_FILE)
     tokenizer.save_pretrained(str(out_dir))
