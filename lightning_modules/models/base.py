@@ -29,7 +29,7 @@ class BackboneOutput:
 class Backbone(nn.Module):
     """Base class: subclasses set these attributes and implement forward()."""
 
-    family: str = "encoder"  # encoder | decoder | encoder_decoder | lstm | hf
+    family: str = "encoder"  # encoder | decoder | encoder_decoder | lstm | electra | permutation | hf
     is_causal: bool = False
     hidden_size: int
     num_layers: int
