@@ -24,6 +24,7 @@ sequence within its own length); a left-padded mask is refused.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -68,7 +69,10 @@ class DirectionalLSTMStack(nn.Module):
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
         outputs = []
         for i, lstm in enumerate(self.layers):
-            y, _ = lstm(x)
+            with warnings.catch_warnings():
+                # On CPU, LSTMP falls back from oneDNN to the reference kernel and says so every call.
+                warnings.filterwarnings("ignore", message="LSTM with projections is not supported with oneDNN")
+                y, _ = lstm(x)
             if self.residual and i > 0:  # ELMo: residual connection between LSTM layers
                 y = y + x
             outputs.append(y)
