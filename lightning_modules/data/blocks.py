@@ -63,7 +63,9 @@ def segment_pairs(documents: list[list[list[int]]], block_size: int, cls_id: int
 
     documents: per document, its lines as token-id lists. Each example is
     {input_ids, token_type_ids, label} where label=1 means B follows A in the original order.
-    negative="random_document" (NSP: B from another document) or "swap" (SOP: A and B swapped).
+    negative="random_document" (NSP: B from another document) or "swap" (SOP: A and B swapped),
+    or "none" (every pair as it is: parallel text for TLM, where a pair is a sentence and its
+    translation).
     """
     budget = block_size - 3  # [CLS] A [SEP] B [SEP]
     examples = []
@@ -75,7 +77,7 @@ def segment_pairs(documents: list[list[list[int]]], block_size: int, cls_id: int
         while i + 1 < len(doc):
             a, b = doc[i], doc[i + 1]
             label = 1
-            if rng.random() < 0.5:
+            if negative != "none" and rng.random() < 0.5:
                 label = 0
                 if negative == "swap":
                     a, b = b, a

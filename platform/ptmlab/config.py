@@ -107,6 +107,10 @@ from ptmlab.task_checks import check_task  # noqa: E402 - the task node: kind, l
 
 EXTRA_CHECKS.append(check_task)
 
+from ptmlab.objective_checks import check_objective_data  # noqa: E402 - objective ⟂ data (pairs, parallel text)
+
+EXTRA_CHECKS.append(check_objective_data)
+
 
 def list_config_groups() -> dict[str, list[str]]:
     """Every config group (subfolders as `a/b`) and its options, for the catalogue endpoint."""
