@@ -9,10 +9,9 @@
 
 BART's choices are the defaults: post-LN blocks with a LayerNorm on the embeddings, GELU, no
 token types, LayerNorm eps 1e-5; the weights then convert to Hugging Face `BartModel`
-(`to_hf`/`from_hf`). `pre_layer_norm=True` gives the pre-LN arrangement of T5/mBART (a final
-LayerNorm on each side instead of the embedding LayerNorm); conf/model/t5_tiny.yaml uses it with
-ReLU. That is T5-*style* only: positions here are learned absolute embeddings, not T5's relative
-position buckets, and LayerNorm keeps its bias (T5 uses RMSNorm), so there is no T5Model parity.
+(`to_hf`/`from_hf`). `pre_layer_norm=True` gives the pre-LN arrangement (a final LayerNorm on
+each side instead of the embedding LayerNorm). T5 itself (relative position buckets, RMSNorm,
+bias-free unscaled attention) is the subclass in `t5.py`, through `build_encoder`/`build_decoder`.
 
 forward(input_ids, attention_mask, decoder_input_ids, decoder_attention_mask) returns an
 `EncoderDecoderOutput`: `hidden_states`/`attentions` are the ENCODER's (so probes, scalar mixes
@@ -148,8 +147,8 @@ class TransformerEncoderDecoder(Backbone):
                     type_vocab_size=0, dropout=dropout, attention_dropout=attention_dropout,
                     pre_layer_norm=pre_layer_norm, layer_norm_eps=layer_norm_eps, activation=activation,
                     initializer_range=initializer_range)
-        self.encoder = Seq2SeqEncoder(num_layers=num_layers, **side)
-        self.decoder = Seq2SeqDecoder(
+        self.encoder = self.build_encoder(num_layers=num_layers, **side)
+        self.decoder = self.build_decoder(
             num_layers=num_decoder_layers if num_decoder_layers is not None else num_layers, **side)
         self.decoder.embeddings.word_embeddings = self.encoder.embeddings.word_embeddings  # shared table
 
@@ -158,6 +157,13 @@ class TransformerEncoderDecoder(Backbone):
         self.num_decoder_layers = self.decoder.num_layers
         self.num_heads, self.pre_layer_norm = e.num_heads, e.pre_layer_norm
         self.activation, self.layer_norm_eps = e.activation, e.layer_norm_eps
+
+    # -- hooks for variants (T5 swaps both sides) --------------------------------------------------
+    def build_encoder(self, **side) -> TransformerBackbone:
+        return Seq2SeqEncoder(**side)
+
+    def build_decoder(self, **side) -> TransformerBackbone:
+        return Seq2SeqDecoder(**side)
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.encoder.embeddings.word_embeddings
