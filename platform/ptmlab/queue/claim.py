@@ -1,0 +1,315 @@
+"""The worker side of the queue: claim, heartbeat, finish, requeue, and the lease reaper.
+
+Claiming is one transaction that picks the best claimable job and marks it running. Two
+workers can never claim the same job: on PostgreSQL the candidate row is taken with
+`SELECT ... FOR UPDATE SKIP LOCKED` (a second claimer skips it and takes the next one); on
+SQLite every transaction is `BEGIN IMMEDIATE` (ptmlab.db), so claims are serialised by the
+database's write lock. A running job holds a lease that its worker's heartbeats renew; when a
+worker dies the lease expires and the reaper (run by every worker) puts the job back in the queue
+with `resume=true`, or fails it once `max_attempts` attempts were started.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session, aliased
+
+from ptmlab.db.models import (
+    CANCELLED, FAILED, LOST, QUEUED, REQUEUED, RUNNING, SUCCEEDED, Attempt, Job, JobDependency,
+    Result, Worker, utcnow,
+)
+from ptmlab.errors import ConfigError
+from ptmlab.queue.jobs import JOB_REF, fail_descendants, split_override
+
+OUTCOMES = (SUCCEEDED, FAILED, CANCELLED)
+
+
+@dataclass
+class ClaimedJob:
+    """What a worker needs to run one attempt (a snapshot: no ORM object crosses the boundary)."""
+
+    job_id: int
+    attempt_id: int
+    attempt_number: int
+    stage: str
+    overrides: list[str]  # `job:` references already resolved to paths
+    seed: int
+    resume: bool
+    gpus: int
+    timeout_s: float | None
+    run_dir: str
+    log_path: str
+
+    def run_overrides(self) -> list[str]:
+        """The arguments after `python -m ptmlab.run`."""
+        tail = [f"hydra.run.dir={self.run_dir}", f"seed={self.seed}"]
+        if self.resume:
+            tail.append("resume=true")
+        return [f"stage={self.stage}", *self.overrides, *tail]
+
+
+@dataclass
+class HeartbeatReply:
+    cancel: set[int] = field(default_factory=set)  # cancel requested: kill these
+    lost: set[int] = field(default_factory=set)  # no longer ours (lease expired, reaped): kill these
+
+
+def _is_postgres(session: Session) -> bool:
+    return session.get_bind().dialect.name == "postgresql"
+
+
+def worker_identity() -> tuple[str, int]:
+    import os
+
+    return socket.gethostname(), os.getpid()
+
+
+def register_worker(session: Session, *, worker_id: str, gpus: list[int], cpu_slots: int,
+                    queues: list[str]) -> Worker:
+    host, pid = worker_identity()
+    worker = session.get(Worker, worker_id) or Worker(id=worker_id)
+    worker.hostname, worker.pid, worker.gpus, worker.cpu_slots = host, pid, list(gpus), int(cpu_slots)
+    worker.queues, worker.status = list(queues), "active"
+    worker.started_at = worker.last_heartbeat = utcnow()
+    session.add(worker)
+    session.commit()
+    return worker
+
+
+def stop_worker(session: Session, worker_id: str, status: str = "stopped") -> None:
+    session.execute(sa.update(Worker).where(Worker.id == worker_id).values(status=status, last_heartbeat=utcnow()))
+    session.commit()
+
+
+def claim_next_job(session: Session, *, worker_id: str, queues: list[str], free_gpus: int,
+                   free_cpu_slots: int, lease_s: float, jobs_root: str | Path) -> ClaimedJob | None:
+    """Atomically claim the highest-priority (then oldest) queued job of `queues` whose parents
+    all succeeded and that fits: a GPU job needs `gpus <= free_gpus`, a CPU job (gpus=0) a free
+    CPU slot. None when nothing fits."""
+    if free_gpus <= 0 and free_cpu_slots <= 0:
+        return None
+    parent = aliased(Job)
+    unfinished_parent = (
+        sa.select(JobDependency.parent_id)
+        .join(parent, parent.id == JobDependency.parent_id)
+        .where(JobDependency.job_id == Job.id, parent.status != SUCCEEDED)
+        .exists()
+    )
+    fits = []
+    if free_cpu_slots > 0:
+        fits.append(Job.gpus == 0)
+    if free_gpus > 0:
+        fits.append(sa.and_(Job.gpus > 0, Job.gpus <= free_gpus))
+    query = (
+        sa.select(Job)
+        .where(Job.status == QUEUED, Job.queue.in_(list(queues)), sa.or_(*fits), ~unfinished_parent)
+        .order_by(Job.priority.desc(), Job.id.asc())
+        .limit(1)
+        .execution_options(populate_existing=True)
+    )
+    if _is_postgres(session):
+        query = query.with_for_update(skip_locked=True, of=Job)
+    job = session.scalar(query)
+    if job is None:
+        session.rollback()
+        return None
+
+    now = utcnow()
+    job_dir = Path(jobs_root) / str(job.id)
+    number = job.attempts + 1
+    try:
+        overrides = _resolve_job_refs(session, job)
+    except ConfigError as exc:
+        # A parent that succeeded without a run folder cannot feed its child: fail, don't loop.
+        job.status, job.error, job.finished_at = FAILED, str(exc), now
+        fail_descendants(session, job)
+        session.commit()
+        return None
+    job.status, job.worker_id, job.attempts = RUNNING, worker_id, number
+    job.lease_expires_at = now + dt.timedelta(seconds=lease_s)
+    job.started_at = job.started_at or now
+    job.run_dir = str(job_dir / "run")
+    job.exit_code = job.error = None
+    attempt = Attempt(
+        job_id=job.id, number=number, worker_id=worker_id, status=RUNNING, started_at=now,
+        log_path=str(job_dir / "logs" / f"attempt-{number}.log"), argv=overrides,
+    )
+    session.add(attempt)
+    session.flush()
+    claimed = ClaimedJob(
+        job_id=job.id, attempt_id=attempt.id, attempt_number=number, stage=job.stage, overrides=overrides,
+        seed=job.seed, resume=job.resume, gpus=job.gpus, timeout_s=job.timeout_s, run_dir=job.run_dir,
+        log_path=attempt.log_path,
+    )
+    session.commit()
+    return claimed
+
+
+def _resolve_job_refs(session: Session, job: Job) -> list[str]:
+    """`key=job:<id>` -> `key=<the parent's run folder>` (checkpoints/, hf/, summary.json)."""
+    out = []
+    for o in job.overrides:
+        kv = split_override(o)
+        m = JOB_REF.match(kv[1].strip()) if kv else None
+        if not m:
+            out.append(o)
+            continue
+        ref = m.group("ref")
+        parent = session.get(Job, int(ref)) if ref.isdigit() else None
+        if parent is None or not parent.run_dir:
+            raise ConfigError(f"{o}: job {ref} has no run folder to use")
+        out.append(f"{o.split('=', 1)[0]}={parent.run_dir}")
+    return out
+
+
+def set_attempt_gpus(session: Session, attempt_id: int, gpu_ids: list[int]) -> None:
+    session.execute(sa.update(Attempt).where(Attempt.id == attempt_id).values(gpu_ids=list(gpu_ids)))
+    session.commit()
+
+
+def heartbeat(session: Session, *, worker_id: str, job_ids: list[int], lease_s: float,
+              status: str | None = None) -> HeartbeatReply:
+    """Renew the leases of this worker's running jobs; say which to kill (cancel requested, or
+    no longer this worker's: the lease expired and the job was reaped)."""
+    now = utcnow()
+    values: dict[str, Any] = {"last_heartbeat": now}
+    if status:
+        values["status"] = status
+    session.execute(sa.update(Worker).where(Worker.id == worker_id).values(**values))
+    reply = HeartbeatReply()
+    if job_ids:
+        session.execute(
+            sa.update(Job)
+            .where(Job.id.in_(job_ids), Job.worker_id == worker_id, Job.status == RUNNING)
+            .values(lease_expires_at=now + dt.timedelta(seconds=lease_s))
+        )
+        rows = session.execute(
+            sa.select(Job.id, Job.worker_id, Job.status, Job.cancel_requested).where(Job.id.in_(job_ids))
+        ).all()
+        seen = set()
+        for job_id, owner, state, cancel in rows:
+            seen.add(job_id)
+            if owner != worker_id or state != RUNNING:
+                reply.lost.add(job_id)
+            elif cancel:
+                reply.cancel.add(job_id)
+        reply.lost |= set(job_ids) - seen
+    session.commit()
+    return reply
+
+
+def _owned_attempt(session: Session, job_id: int, attempt_id: int, worker_id: str) -> tuple[Job | None, Attempt | None]:
+    query = sa.select(Job).where(Job.id == job_id).execution_options(populate_existing=True)
+    if _is_postgres(session):
+        query = query.with_for_update()
+    job = session.scalar(query)
+    attempt = session.get(Attempt, attempt_id, populate_existing=True)
+    if job is None or attempt is None:
+        return None, None
+    current = job.status == RUNNING and job.worker_id == worker_id and attempt.number == job.attempts
+    return (job if current else None), attempt
+
+
+def finish_attempt(session: Session, *, job_id: int, attempt_id: int, worker_id: str, outcome: str,
+                   exit_code: int | None = None, error: str | None = None,
+                   summary: dict[str, Any] | None = None) -> bool:
+    """Close an attempt and its job: succeeded (the summary becomes a `results` row), failed or
+    cancelled (queued descendants fail with the reason). False when the job was no longer this
+    attempt's (its lease expired and it was reaped): nothing of the job is changed then."""
+    if outcome not in OUTCOMES:
+        raise ValueError(f"outcome {outcome!r} not in {OUTCOMES}")
+    now = utcnow()
+    job, attempt = _owned_attempt(session, job_id, attempt_id, worker_id)
+    if attempt is not None and attempt.status == RUNNING:
+        attempt.status, attempt.exit_code, attempt.finished_at = outcome, exit_code, now
+        attempt.error = error[-8000:] if error else None
+    if job is None:
+        if attempt is not None and attempt.status == outcome:
+            attempt.status = LOST  # finished after losing its lease: the outcome is not the job's
+        session.commit()
+        return False
+    if job.cancel_requested and outcome != SUCCEEDED:
+        outcome = CANCELLED
+        attempt.status = CANCELLED
+    job.status, job.exit_code, job.finished_at = outcome, exit_code, now
+    job.lease_expires_at = None
+    job.error = error[-8000:] if error else None
+    if outcome == CANCELLED and not job.error:
+        job.error = "cancelled while running"
+    if outcome == SUCCEEDED and summary is not None:
+        job.mlflow_run_id = summary.get("mlflow_run_id")
+        session.add(Result(
+            job_id=job.id, kind=str(summary.get("stage") or job.stage), mlflow_run_id=summary.get("mlflow_run_id"),
+            sweep_id=job.sweep_id, summary=summary, tags=dict(job.tags or {}), created_at=now,
+        ))
+    if outcome != SUCCEEDED:
+        fail_descendants(session, job)
+    session.commit()
+    return True
+
+
+def requeue_job(session: Session, *, job_id: int, attempt_id: int, worker_id: str, reason: str) -> bool:
+    """Hand a running job back to the queue (worker shutting down); it reruns with resume=true.
+    A job whose cancel was requested ends cancelled instead."""
+    now = utcnow()
+    job, attempt = _owned_attempt(session, job_id, attempt_id, worker_id)
+    if attempt is not None and attempt.status == RUNNING:
+        attempt.status, attempt.error, attempt.finished_at = REQUEUED, reason, now
+    if job is None:
+        session.commit()
+        return False
+    if job.cancel_requested:
+        job.status, job.finished_at, job.error = CANCELLED, now, "cancelled while running"
+        fail_descendants(session, job)
+    else:
+        _back_to_queue(job)
+    session.commit()
+    return True
+
+
+def _back_to_queue(job: Job) -> None:
+    job.status, job.worker_id, job.lease_expires_at, job.resume = QUEUED, None, None, True
+
+
+def reap_expired_leases(session: Session, *, now: dt.datetime | None = None) -> list[int]:
+    """Requeue (resume=true) running jobs whose lease expired, or fail them after max_attempts;
+    mark their silent workers lost. Returns the ids handled."""
+    now = now or utcnow()
+    query = (
+        sa.select(Job).where(Job.status == RUNNING, Job.lease_expires_at < now)
+        .order_by(Job.id).execution_options(populate_existing=True)
+    )
+    if _is_postgres(session):
+        query = query.with_for_update(skip_locked=True)
+    jobs = session.scalars(query).all()
+    if not jobs:
+        session.rollback()
+        return []
+    for job in jobs:
+        reason = f"lease expired (worker {job.worker_id} stopped heartbeating)"
+        session.execute(
+            sa.update(Attempt)
+            .where(Attempt.job_id == job.id, Attempt.number == job.attempts, Attempt.status == RUNNING)
+            .values(status=LOST, error=reason, finished_at=now)
+        )
+        session.execute(sa.update(Worker).where(Worker.id == job.worker_id, Worker.status != "stopped")
+                        .values(status="lost"))
+        if job.cancel_requested:
+            job.status, job.finished_at, job.error = CANCELLED, now, f"cancelled; {reason}"
+            fail_descendants(session, job)
+        elif job.attempts >= job.max_attempts:
+            job.status, job.finished_at = FAILED, now
+            job.error = f"{reason} on attempt {job.attempts} of max_attempts={job.max_attempts}"
+            job.lease_expires_at = None
+            fail_descendants(session, job)
+        else:
+            _back_to_queue(job)
+    ids = [j.id for j in jobs]
+    session.commit()
+    return ids

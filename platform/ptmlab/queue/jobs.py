@@ -1,0 +1,345 @@
+"""Submitting, cancelling, retrying and listing jobs (the queue's client side)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from ptmlab.db.models import (
+    CANCELLED, FAILED, QUEUED, RUNNING, SUCCEEDED, Attempt, Job, JobDependency, Pipeline, Sweep,
+    Worker, utcnow,
+)
+from ptmlab.errors import ConfigError, ConflictError, NotFoundError
+
+# A child failed because of its parent carries this prefix; retrying the parent requeues it.
+PARENT_FAILED_PREFIX = "parent job "
+JOB_REF = re.compile(r"^job:(?P<ref>[^\s]+)$")
+SUBMIT_FIELDS = {
+    "stage", "overrides", "queue", "priority", "gpus", "seed", "timeout_s", "max_attempts",
+    "depends_on", "idempotency_key", "name", "tags", "sweep_id", "pipeline_id",
+}
+
+
+# -- overrides ----------------------------------------------------------------------------------
+def split_override(override: str) -> tuple[str, str] | None:
+    """`+a.b=c` -> ("a.b", "c"); None for an override without `=` (e.g. `~key`)."""
+    if "=" not in override:
+        return None
+    key, value = override.split("=", 1)
+    return key.lstrip("+~"), value
+
+
+def job_refs(overrides: Iterable[str]) -> list[str]:
+    """The `<ref>` of every `key=job:<ref>` override."""
+    refs = []
+    for o in overrides:
+        kv = split_override(o)
+        if kv and (m := JOB_REF.match(kv[1].strip())):
+            refs.append(m.group("ref"))
+    return refs
+
+
+@lru_cache(maxsize=1)
+def default_stage() -> str:
+    """The stage conf/config.yaml's defaults list picks when a submission names none."""
+    import yaml
+
+    from ptmlab.config import CONF_DIR
+
+    defaults = (yaml.safe_load((CONF_DIR / "config.yaml").read_text()) or {}).get("defaults", [])
+    for entry in defaults:
+        if isinstance(entry, dict) and "stage" in entry:
+            return str(entry["stage"])
+    raise ConfigError("no stage given and conf/config.yaml has no default stage")
+
+
+def _normalise(stage: str | None, seed: int | None, overrides: Sequence[str]) -> tuple[str, int, list[str]]:
+    if isinstance(overrides, str):
+        raise ConfigError("overrides must be a list of strings, not one string")
+    rest: list[str] = []
+    for o in overrides:
+        if not isinstance(o, str) or not o.strip():
+            raise ConfigError(f"override {o!r} is not a non-empty string")
+        kv = split_override(o)
+        if kv and kv[0] == "stage" and not o.startswith(("+", "~")):
+            stage = stage if stage is not None else kv[1]
+            if stage != kv[1]:
+                raise ConfigError(f"stage={stage} and override stage={kv[1]} disagree")
+            continue
+        if kv and kv[0] == "seed" and not o.startswith(("+", "~")):
+            try:
+                seed = int(kv[1])
+            except ValueError:
+                raise ConfigError(f"seed={kv[1]!r} is not an integer") from None
+            continue
+        rest.append(o)
+    return (stage or default_stage()), (42 if seed is None else int(seed)), rest
+
+
+# -- submit -------------------------------------------------------------------------------------
+def submit_job(session: Session, *, commit: bool = True, **spec: Any) -> Job:
+    """Queue one job (see ptmlab.queue's docstring for the arguments)."""
+    job = _add_job(session, spec)
+    if commit:
+        try:
+            session.commit()
+        except sa.exc.IntegrityError:
+            # Two concurrent submissions with one idempotency key: the other one won.
+            session.rollback()
+            key = spec.get("idempotency_key")
+            existing = key and session.scalar(sa.select(Job).where(Job.idempotency_key == key))
+            if not existing:
+                raise
+            return existing
+    return job
+
+
+def _add_job(session: Session, spec: dict[str, Any]) -> Job:
+    unknown = set(spec) - SUBMIT_FIELDS
+    if unknown:
+        raise ConfigError(f"unknown job field(s): {', '.join(sorted(unknown))}")
+    stage, seed, overrides = _normalise(spec.get("stage"), spec.get("seed"), spec.get("overrides") or [])
+    gpus = int(spec.get("gpus") or 0)
+    if gpus < 0:
+        raise ConfigError(f"gpus={gpus} must be >= 0")
+    max_attempts = int(spec.get("max_attempts") or 3)
+    if max_attempts < 1:
+        raise ConfigError(f"max_attempts={max_attempts} must be >= 1")
+    timeout_s = spec.get("timeout_s")
+    if timeout_s is not None and float(timeout_s) <= 0:
+        raise ConfigError(f"timeout_s={timeout_s} must be > 0")
+    key = spec.get("idempotency_key")
+    if key:
+        existing = session.scalar(sa.select(Job).where(Job.idempotency_key == key))
+        if existing is not None:
+            if existing.stage != stage or list(existing.overrides) != overrides or existing.seed != seed:
+                raise ConflictError(f"idempotency_key {key!r} was used for job {existing.id} with a different spec")
+            return existing
+
+    parents: list[Job] = []
+    for ref in [*[str(p) for p in spec.get("depends_on") or []], *job_refs(overrides)]:
+        parent = _resolve_ref(session, ref)
+        if parent.id not in {p.id for p in parents}:
+            parents.append(parent)
+    # Stored with ids: `job:<name>` becomes `job:<id>` so the reference can never drift.
+    by_ref = {}
+    for ref in job_refs(overrides):
+        by_ref[ref] = _resolve_ref(session, ref).id
+    overrides = [_rewrite_ref(o, by_ref) for o in overrides]
+
+    job = Job(
+        name=spec.get("name"), stage=stage, overrides=overrides, seed=seed,
+        queue=str(spec.get("queue") or "default"), priority=int(spec.get("priority") or 0), gpus=gpus,
+        timeout_s=float(timeout_s) if timeout_s is not None else None, max_attempts=max_attempts,
+        idempotency_key=key or None, tags=dict(spec.get("tags") or {}), sweep_id=spec.get("sweep_id"),
+        pipeline_id=spec.get("pipeline_id"), status=QUEUED, created_at=utcnow(),
+    )
+    session.add(job)
+    session.flush()
+    for parent in parents:
+        session.add(JobDependency(job_id=job.id, parent_id=parent.id))
+    bad = next((p for p in parents if p.status in (FAILED, CANCELLED)), None)
+    if bad is not None:
+        _mark_failed_by_parent(job, bad)
+    session.flush()
+    return job
+
+
+def _resolve_ref(session: Session, ref: str) -> Job:
+    if ref.isdigit():
+        job = session.get(Job, int(ref))
+    else:
+        job = session.scalar(sa.select(Job).where(Job.name == ref).order_by(Job.id.desc()).limit(1))
+    if job is None:
+        raise NotFoundError(f"job:{ref} does not name a job")
+    return job
+
+
+def _rewrite_ref(override: str, ids: dict[str, int]) -> str:
+    kv = split_override(override)
+    if kv and (m := JOB_REF.match(kv[1].strip())):
+        head = override.split("=", 1)[0]
+        return f"{head}=job:{ids[m.group('ref')]}"
+    return override
+
+
+def submit_sweep(session: Session, jobs: Sequence[dict[str, Any]], *, name: str | None = None,
+                 spec: dict[str, Any] | None = None) -> tuple[Sweep, list[Job]]:
+    """Queue a sweep's jobs (each a dict of submit_job arguments) in one transaction."""
+    if not jobs:
+        raise ConfigError("a sweep needs at least one job")
+    sweep = Sweep(name=name, spec=dict(spec or {}), job_count=len(jobs))
+    session.add(sweep)
+    session.flush()
+    added = [_add_job(session, {**j, "sweep_id": sweep.id}) for j in jobs]
+    session.commit()
+    return sweep, added
+
+
+# -- state changes ------------------------------------------------------------------------------
+def _mark_failed_by_parent(job: Job, parent: Job) -> None:
+    reason = parent.error or parent.status
+    job.status = FAILED
+    job.finished_at = utcnow()
+    job.error = f"{PARENT_FAILED_PREFIX}{parent.id}{f' ({parent.name})' if parent.name else ''} {parent.status}: {reason}"[:4000]
+
+
+def fail_descendants(session: Session, parent: Job) -> list[int]:
+    """Fail every queued descendant of a failed/cancelled job, naming the parent and its reason."""
+    failed, frontier = [], [parent]
+    while frontier:
+        current = frontier.pop()
+        children = session.scalars(
+            sa.select(Job).join(JobDependency, JobDependency.job_id == Job.id)
+            .where(JobDependency.parent_id == current.id, Job.status == QUEUED)
+        ).all()
+        for child in children:
+            _mark_failed_by_parent(child, current)
+            failed.append(child.id)
+            frontier.append(child)
+    return failed
+
+
+def _locked_job(session: Session, job_id: int) -> Job:
+    query = sa.select(Job).where(Job.id == int(job_id))
+    if session.get_bind().dialect.name == "postgresql":
+        query = query.with_for_update()
+    job = session.scalar(query.execution_options(populate_existing=True))
+    if job is None:
+        raise NotFoundError(f"job {job_id} not found")
+    return job
+
+
+def cancel_job(session: Session, job_id: int) -> Job:
+    job = _locked_job(session, job_id)
+    if job.status == QUEUED:
+        job.status = CANCELLED
+        job.finished_at = utcnow()
+        job.error = "cancelled before it started"
+        fail_descendants(session, job)
+    elif job.status == RUNNING:
+        job.cancel_requested = True  # the worker sees it at its next heartbeat and kills the job
+    else:
+        session.rollback()
+        raise ConflictError(f"job {job_id} is {job.status}; only queued or running jobs can be cancelled")
+    session.commit()
+    return job
+
+
+def retry_job(session: Session, job_id: int) -> Job:
+    """Queue a failed or cancelled job again (fresh attempts budget), with the descendants its
+    failure had failed."""
+    job = _locked_job(session, job_id)
+    if job.status not in (FAILED, CANCELLED):
+        session.rollback()
+        raise ConflictError(f"job {job_id} is {job.status}; only failed or cancelled jobs can be retried")
+    requeued, frontier = [job], [job]
+    while frontier:
+        current = frontier.pop()
+        children = session.scalars(
+            sa.select(Job).join(JobDependency, JobDependency.job_id == Job.id)
+            .where(JobDependency.parent_id == current.id, Job.status == FAILED,
+                   Job.error.like(f"{PARENT_FAILED_PREFIX}{current.id}%"))
+        ).all()
+        requeued += children
+        frontier += children
+    for j in requeued:
+        j.status, j.error, j.exit_code, j.finished_at = QUEUED, None, None, None
+        j.cancel_requested, j.resume, j.attempts, j.worker_id, j.lease_expires_at = False, False, 0, None, None
+    # A retried child whose other parent is still failed stays failed.
+    for j in requeued[1:]:
+        bad = next((p for p in j.parents if p.status in (FAILED, CANCELLED) and p not in requeued), None)
+        if bad is not None:
+            _mark_failed_by_parent(j, bad)
+    session.commit()
+    return job
+
+
+# -- queries ------------------------------------------------------------------------------------
+def get_job(session: Session, job_id: int) -> Job:
+    job = session.get(Job, int(job_id))
+    if job is None:
+        raise NotFoundError(f"job {job_id} not found")
+    return job
+
+
+def list_jobs(session: Session, *, status: str | Sequence[str] | None = None, queue: str | None = None,
+              stage: str | None = None, sweep_id: str | None = None, pipeline_id: str | None = None,
+              limit: int = 50, offset: int = 0) -> tuple[list[Job], int]:
+    """Jobs newest first, and how many match in all."""
+    query = sa.select(Job)
+    if status:
+        query = query.where(Job.status.in_([status] if isinstance(status, str) else list(status)))
+    for column, value in ((Job.queue, queue), (Job.stage, stage), (Job.sweep_id, sweep_id),
+                          (Job.pipeline_id, pipeline_id)):
+        if value is not None:
+            query = query.where(column == value)
+    total = session.scalar(sa.select(sa.func.count()).select_from(query.subquery()))
+    rows = session.scalars(query.order_by(Job.id.desc()).limit(max(0, int(limit))).offset(max(0, int(offset)))).all()
+    return list(rows), int(total or 0)
+
+
+def list_attempts(session: Session, job_id: int) -> list[Attempt]:
+    get_job(session, job_id)
+    return list(session.scalars(sa.select(Attempt).where(Attempt.job_id == int(job_id)).order_by(Attempt.number)))
+
+
+def list_workers(session: Session) -> list[Worker]:
+    return list(session.scalars(sa.select(Worker).order_by(Worker.last_heartbeat.desc())))
+
+
+def get_sweep(session: Session, sweep_id: str) -> Sweep:
+    sweep = session.get(Sweep, sweep_id)
+    if sweep is None:
+        raise NotFoundError(f"sweep {sweep_id} not found")
+    return sweep
+
+
+def get_pipeline(session: Session, pipeline_id: str) -> Pipeline:
+    pipeline = session.get(Pipeline, pipeline_id)
+    if pipeline is None:
+        raise NotFoundError(f"pipeline {pipeline_id} not found")
+    return pipeline
+
+
+@dataclass
+class LogChunk:
+    text: str
+    offset: int  # where the next read continues (bytes)
+    size: int  # the log's size now
+    path: str | None
+    attempt: int | None
+
+
+def read_log(session: Session, job_id: int, *, attempt: int | None = None, offset: int = 0,
+             tail: int | None = None) -> LogChunk:
+    """Text of an attempt's log (default: the latest): from byte `offset`, or its last `tail` lines."""
+    attempts = list_attempts(session, job_id)
+    if not attempts:
+        return LogChunk("", 0, 0, None, None)
+    chosen = attempts[-1] if attempt is None else next((a for a in attempts if a.number == attempt), None)
+    if chosen is None:
+        raise NotFoundError(f"job {job_id} has no attempt {attempt}")
+    path = Path(chosen.log_path) if chosen.log_path else None
+    if path is None or not path.exists():
+        return LogChunk("", 0, 0, str(path) if path else None, chosen.number)
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        if tail is not None:
+            # Read a bounded window from the end: logs of long trainings grow large.
+            window = min(size, max(4096, int(tail) * 400))
+            f.seek(size - window)
+            lines = f.read().decode("utf-8", "replace").splitlines(keepends=True)
+            text = "".join(lines[-int(tail):]) if int(tail) > 0 else ""
+            return LogChunk(text, size, size, str(path), chosen.number)
+        offset = max(0, min(int(offset), size))
+        f.seek(offset)
+        data = f.read()
+    return LogChunk(data.decode("utf-8", "replace"), offset + len(data), size, str(path), chosen.number)
