@@ -1,0 +1,61 @@
+"""Permuted language modelling (XLNet, Yang et al. 2019): sample a factorisation order per
+sequence and predict the last 1/K tokens of the order from the tokens before them, with the
+two-stream backbone (`family: permutation`, lightning_modules.models.xlnet): the query stream at
+a target position knows its position but not its token. Partial prediction: K=6 by default
+(XLNet uses 6 or 7). The output layer is tied to the token embeddings."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lightning_modules.models.xlnet import permutation_masks
+from lightning_modules.objectives.base import Objective, ObjectiveOutput
+from lightning_modules.objectives.mlm import MaskedLMHead, SeededCorruption
+from ptmlab.errors import ConfigError
+
+
+class PermutedLMObjective(Objective):
+    name = "plm"
+    predicts_tokens = True
+
+    def __init__(self, backbone: nn.Module, tokenizer=None, partial_prediction_k: float = 6.0,
+                 seed: int | None = None):
+        super().__init__()
+        if getattr(backbone, "family", None) != "permutation":
+            raise ConfigError(f"objective=plm needs the two-stream attention of model family 'permutation' "
+                              f"(e.g. model=xlnet_tiny), not {getattr(backbone, 'family', '?')!r}")
+        if partial_prediction_k <= 1:
+            raise ConfigError(f"objective.module.partial_prediction_k={partial_prediction_k} must be > 1 "
+                              "(the last 1/K of the order is predicted)")
+        self.predict_fraction = 1.0 / float(partial_prediction_k)
+        self.corruption = SeededCorruption(seed)
+        vocab_size, embedding_size = backbone.get_input_embeddings().weight.shape
+        self.head = MaskedLMHead(backbone.hidden_size, embedding_size, vocab_size,
+                                 activation=getattr(backbone, "activation", "gelu"),
+                                 layer_norm_eps=getattr(backbone, "layer_norm_eps", 1e-12))
+
+    def masks(self, batch: dict[str, torch.Tensor]):
+        input_ids = batch["input_ids"]
+        attention_mask = batch.get("attention_mask")
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        generator = self.corruption.generator(input_ids.device)
+        return permutation_masks(input_ids.shape[1], generator, self.predict_fraction, attention_mask=attention_mask)
+
+    def forward(self, batch: dict[str, torch.Tensor], backbone: nn.Module) -> ObjectiveOutput:
+        input_ids = batch["input_ids"]
+        m = self.masks(batch)
+        out = backbone(input_ids, attention_mask=batch.get("attention_mask"), token_type_ids=batch.get("token_type_ids"),
+                       content_mask=m.content_mask, query_mask=m.query_mask)
+        query = out.query_hidden_states[-1]
+        hidden = query[m.target_mask]  # B×T×H -> N×H
+        targets = input_ids[m.target_mask]
+        logits = self.head(hidden, backbone.get_input_embeddings().weight)  # N×V
+        if targets.numel() == 0:
+            zero = query.sum() * 0.0
+            return ObjectiveOutput(loss=zero, metrics={"plm_acc": zero.detach()}, num_predicted_tokens=0)
+        loss = F.cross_entropy(logits.float(), targets)
+        accuracy = (logits.detach().argmax(-1) == targets).float().mean()
+        return ObjectiveOutput(loss=loss, metrics={"plm_acc": accuracy}, num_predicted_tokens=int(targets.numel()))

@@ -1,0 +1,120 @@
+"""Replaced-token detection (ELECTRA, Clark et al. 2020) on an `ElectraPair` backbone
+(`family: electra`, lightning_modules.models.electra):
+
+    1. mask 15% of the tokens (85% [MASK], 15% kept, no random tokens: ELECTRA's recipe);
+    2. the small generator predicts them (MLM loss, head tied to the shared token table);
+    3. replacements are SAMPLED from the generator's softmax (no gradient flows through the
+       sampling) and put in place of the masked tokens;
+    4. the discriminator labels every real token as original (0) or replaced (1); a sampled token
+       equal to the original counts as original.
+
+loss = MLM + λ · RTD (binary cross-entropy over real tokens), λ = `rtd_weight` = 50 as in the
+paper. Only the discriminator is kept after pre-training (ElectraPair.export_backbone).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lightning_modules.models.transformer import build_activation
+from lightning_modules.objectives.base import Objective, ObjectiveOutput
+from lightning_modules.objectives.masking import IGNORE_INDEX, replace_selected, replacement_pool, select_tokens
+from lightning_modules.objectives.mlm import MaskedLMHead, SeededCorruption, special_tokens_mask_for
+from ptmlab.errors import ConfigError
+
+
+def sample_replacements(logits: torch.Tensor, generator: torch.Generator, temperature: float = 1.0) -> torch.Tensor:
+    """N×V logits -> N token ids drawn from softmax(logits / temperature) (Gumbel-max)."""
+    u = torch.rand(logits.shape, generator=generator, device=generator.device).to(logits.device)
+    gumbel = -torch.log(-torch.log(u.clamp(1e-10, 1.0 - 1e-7)))
+    return (logits.float() / temperature + gumbel).argmax(dim=-1)
+
+
+class DiscriminatorHead(nn.Module):
+    """ELECTRA's discriminator head: dense -> activation -> one logit per token."""
+
+    def __init__(self, hidden_size: int, activation: str = "gelu"):
+        super().__init__()
+        self.dense = nn.Linear(hidden_size, hidden_size)
+        self.activation = build_activation(activation)
+        self.out = nn.Linear(hidden_size, 1)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.out(self.activation(self.dense(hidden))).squeeze(-1)  # B×T×H -> B×T
+
+
+class ReplacedTokenDetectionObjective(Objective):
+    name = "rtd"
+    predicts_tokens = False  # the loss mixes MLM and RTD: not a token NLL, no perplexity
+
+    def __init__(self, backbone: nn.Module, tokenizer, mask_prob: float = 0.15, mask_token_prob: float = 0.85,
+                 rtd_weight: float = 50.0, sampling_temperature: float = 1.0, seed: int | None = None):
+        super().__init__()
+        if getattr(backbone, "family", None) != "electra" or not hasattr(backbone, "generator"):
+            raise ConfigError(f"objective=rtd needs a generator/discriminator pair (model family 'electra', "
+                              f"e.g. model=electra_tiny), not {getattr(backbone, 'family', '?')!r}")
+        if tokenizer.mask_token_id is None:
+            raise ConfigError("objective=rtd needs a tokenizer with a mask token; tokenizer.mask_token_id is None")
+        if not 0.0 < mask_prob <= 1.0:
+            raise ConfigError(f"objective.module.mask_prob={mask_prob} must be in (0, 1]")
+        if rtd_weight < 0 or sampling_temperature <= 0:
+            raise ConfigError(f"objective.module.rtd_weight={rtd_weight} must be >= 0 and "
+                              f"sampling_temperature={sampling_temperature} > 0")
+        self.mask_prob, self.mask_token_prob = float(mask_prob), float(mask_token_prob)
+        self.rtd_weight, self.sampling_temperature = float(rtd_weight), float(sampling_temperature)
+        self.mask_token_id = int(tokenizer.mask_token_id)
+        vocab_size, embedding_size = backbone.get_input_embeddings().weight.shape
+        special = sorted({int(i) for i in tokenizer.all_special_ids})
+        self.register_buffer("special_ids", torch.tensor(special, dtype=torch.long), persistent=False)
+        self.register_buffer("replacement_ids", replacement_pool(vocab_size, special), persistent=False)
+        self.corruption = SeededCorruption(seed)
+        self.generator_head = MaskedLMHead(backbone.generator.hidden_size, embedding_size, vocab_size,
+                                           activation=backbone.activation, layer_norm_eps=backbone.layer_norm_eps)
+        self.discriminator_head = DiscriminatorHead(backbone.hidden_size, backbone.activation)
+        g = backbone.generator
+        self.generator_attention_flops_per_position = 6.0 * g.num_layers * g.hidden_size
+
+    def training_flops_per_token(self, backbone_flops_per_token: float, seq_len: int) -> float:
+        """The pair's 6·N already counts generator and discriminator weights (one pass of each);
+        add the generator's attention term, 6·L_g·T·H_g."""
+        return backbone_flops_per_token + self.generator_attention_flops_per_position * seq_len
+
+    def forward(self, batch: dict[str, torch.Tensor], backbone: nn.Module) -> ObjectiveOutput:
+        input_ids, attention_mask = batch["input_ids"], batch.get("attention_mask")
+        token_type_ids = batch.get("token_type_ids")
+        generator = self.corruption.generator(input_ids.device)
+        special = special_tokens_mask_for(input_ids, self.special_ids, attention_mask)
+        selected = select_tokens(special, self.mask_prob, generator)
+        masked, labels = replace_selected(input_ids, selected, self.mask_token_id, self.replacement_ids, generator,
+                                          self.mask_token_prob, 0.0)
+        embedding_weight = backbone.get_input_embeddings().weight
+
+        gen_out = backbone.generator(masked, attention_mask, token_type_ids)
+        predicted = labels != IGNORE_INDEX
+        gen_logits = self.generator_head(gen_out.last_hidden_state[predicted], embedding_weight)  # N×V
+        targets = labels[predicted]
+        if targets.numel() == 0:
+            mlm_loss = gen_logits.sum() * 0.0 + gen_out.last_hidden_state.sum() * 0.0
+            gen_acc = mlm_loss.detach()
+        else:
+            mlm_loss = F.cross_entropy(gen_logits.float(), targets)
+            gen_acc = (gen_logits.detach().argmax(-1) == targets).float().mean()
+
+        with torch.no_grad():
+            sampled = sample_replacements(gen_logits.detach(), generator, self.sampling_temperature)
+        corrupted = input_ids.clone()
+        corrupted[predicted] = sampled
+        replaced = (corrupted != input_ids).float()  # B×T: 1 = replaced
+
+        disc_out = backbone.discriminator(corrupted, attention_mask, token_type_ids)
+        disc_logits = self.discriminator_head(disc_out.last_hidden_state)  # B×T
+        real = attention_mask.bool() if attention_mask is not None else torch.ones_like(input_ids, dtype=torch.bool)
+        rtd_loss = F.binary_cross_entropy_with_logits(disc_logits[real].float(), replaced[real])
+        rtd_acc = ((disc_logits.detach()[real] > 0).float() == replaced[real]).float().mean()
+        return ObjectiveOutput(
+            loss=mlm_loss + self.rtd_weight * rtd_loss,
+            metrics={"mlm_loss": mlm_loss.detach(), "rtd_loss": rtd_loss.detach(), "generator_acc": gen_acc,
+                     "rtd_acc": rtd_acc, "replaced_fraction": replaced[real].mean()},
+            num_predicted_tokens=int(real.sum()))

@@ -1,0 +1,100 @@
+"""The shared machinery of encoder–decoder objectives (BART denoising, T5 span corruption,
+MASS): corrupt each row into (source, target), run the encoder on the source and the decoder on
+the target shifted right, and score the decoder's predictions of the target with an output layer
+tied to the shared token table (plus a bias, BART's final_logits_bias).
+
+A subclass implements `corrupt_row(ids, generator) -> (source, target)` on the real tokens of
+one row (framing included); variable-length results are padded here.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lightning_modules.objectives.base import Objective, ObjectiveOutput
+from lightning_modules.objectives.masking import IGNORE_INDEX
+from lightning_modules.objectives.mlm import SeededCorruption
+from ptmlab.errors import ConfigError
+
+
+def pad_rows(rows: list[torch.Tensor], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad 1-D id tensors into (B×T ids, B×T attention mask)."""
+    length = max(1, max(r.numel() for r in rows))
+    ids = torch.full((len(rows), length), pad_id, dtype=torch.long, device=device)
+    mask = torch.zeros((len(rows), length), dtype=torch.long, device=device)
+    for i, r in enumerate(rows):
+        ids[i, : r.numel()] = r.to(device)
+        mask[i, : r.numel()] = 1
+    return ids, mask
+
+
+def shift_right(target: torch.Tensor, target_mask: torch.Tensor, start_id: int, pad_id: int) -> torch.Tensor:
+    """Decoder input: start_id, then the target without its last token (teacher forcing)."""
+    shifted = torch.full_like(target, pad_id)
+    shifted[:, 0] = start_id
+    shifted[:, 1:] = target[:, :-1].masked_fill(target_mask[:, :-1] == 0, pad_id)
+    return shifted
+
+
+class Seq2SeqObjective(Objective):
+    name = "seq2seq"
+    predicts_tokens = True
+
+    def __init__(self, backbone: nn.Module, tokenizer, seed: int | None = None):
+        super().__init__()
+        if getattr(backbone, "family", None) != "encoder_decoder":
+            raise ConfigError(f"objective={self.name} trains a decoder to reconstruct from an encoder (model family "
+                              f"encoder_decoder, e.g. model=bart_tiny), not {getattr(backbone, 'family', '?')!r}")
+        self.pad_id = int(tokenizer.pad_token_id)
+        # The decoder starts from [PAD] (as T5); any fixed id works, its embedding is learned.
+        self.decoder_start_id = self.pad_id
+        self.corruption = SeededCorruption(seed)
+        self.bias = nn.Parameter(torch.zeros(backbone.get_input_embeddings().weight.shape[0]))
+
+    def corrupt_row(self, ids: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError  # pragma: no cover
+
+    def corrupt(self, batch: dict[str, torch.Tensor]):
+        """(source ids, source mask, target ids, target mask), each B×T padded."""
+        input_ids = batch["input_ids"]
+        attention_mask = batch.get("attention_mask")
+        # Row-wise corruption runs on the CPU: draw from a CPU generator on any accelerator.
+        generator = self.corruption.generator(torch.device("cpu"))
+        sources, targets = [], []
+        for row in range(input_ids.shape[0]):
+            ids = input_ids[row]
+            if attention_mask is not None:
+                ids = ids[attention_mask[row].bool()]
+            source, target = self.corrupt_row(ids.cpu(), generator)
+            sources.append(source)
+            targets.append(target)
+        source_ids, source_mask = pad_rows(sources, self.pad_id, input_ids.device)
+        target_ids, target_mask = pad_rows(targets, self.pad_id, input_ids.device)
+        return source_ids, source_mask, target_ids, target_mask
+
+    def forward(self, batch: dict[str, torch.Tensor], backbone: nn.Module) -> ObjectiveOutput:
+        source_ids, source_mask, target_ids, target_mask = self.corrupt(batch)
+        decoder_input = shift_right(target_ids, target_mask, self.decoder_start_id, self.pad_id)
+        out = backbone(source_ids, attention_mask=source_mask, decoder_input_ids=decoder_input,
+                       decoder_attention_mask=target_mask)
+        labels = target_ids.masked_fill(target_mask == 0, IGNORE_INDEX)
+        predicted = labels != IGNORE_INDEX
+        hidden = out.decoder_last_hidden_state[predicted]  # B×T×H -> N×H
+        logits = F.linear(hidden, backbone.get_input_embeddings().weight, self.bias)  # N×V
+        targets = labels[predicted]
+        loss = F.cross_entropy(logits.float(), targets)
+        accuracy = (logits.detach().argmax(-1) == targets).float().mean()
+        return ObjectiveOutput(loss=loss, metrics={f"{self.name}_acc": accuracy},
+                               num_predicted_tokens=int(targets.numel()))
+
+
+def framing(ids: torch.Tensor, tokenizer_ids: tuple[int | None, int | None]) -> tuple[list[int], torch.Tensor, list[int]]:
+    """Split a row into (leading [CLS]/<s> if any, body, trailing [SEP]/</s> if any)."""
+    cls_id, sep_id = tokenizer_ids
+    head = [int(ids[0])] if ids.numel() and cls_id is not None and int(ids[0]) == cls_id else []
+    rest = ids[len(head):]
+    tail = [int(rest[-1])] if rest.numel() and sep_id is not None and int(rest[-1]) == sep_id else []
+    body = rest[: rest.numel() - len(tail)]
+    return head, body, tail
