@@ -26,7 +26,23 @@ def training_flops_per_token(backbone: nn.Module, seq_len: int) -> float:
     n = count_parameters(backbone) - n_embedding
     layers = int(getattr(backbone, "num_layers", 0))
     hidden = int(getattr(backbone, "hidden_size", 0))
+    if getattr(backbone, "family", None) == "lstm":
+        layers = 0  # no attention: an LSTM's cost is all in its weights (6·N)
     return 6.0 * n + 6.0 * layers * seq_len * hidden
+
+
+def objectives_flops_per_token(backbone: nn.Module, objectives: dict[str, nn.Module], seq_len: int) -> float:
+    """Training FLOPs per input token for the whole step: each objective runs the backbone
+    `backbone_passes` times (1 by default; NSP and MLM each run their own forward, contrastive
+    learning runs two), or gives its own estimate from the backbone's via
+    `training_flops_per_token(backbone_flops_per_token, seq_len)` (ELECTRA adds its generator's
+    attention, InfoWord its short n-gram pass)."""
+    base = training_flops_per_token(backbone, seq_len)
+    total = 0.0
+    for objective in objectives.values():
+        own = getattr(objective, "training_flops_per_token", None)
+        total += own(base, seq_len) if callable(own) else base * float(getattr(objective, "backbone_passes", 1.0))
+    return total or base
 
 
 class PretrainModule(pl.LightningModule):
@@ -39,7 +55,7 @@ class PretrainModule(pl.LightningModule):
         self.weights = dict(weights)
         self.optimizer_cfg, self.scheduler_cfg = optimizer_cfg, scheduler_cfg
         self.total_steps = total_steps
-        self.flops_per_token = training_flops_per_token(backbone, seq_len)
+        self.flops_per_token = objectives_flops_per_token(backbone, objectives, seq_len)
         self.tokens_seen = 0
         self.last_train_loss = float("nan")
         self._last_batch_end: float | None = None
