@@ -16,6 +16,7 @@ from ptmlab.errors import PtmlabError
 COMMAND_MODULES = [
     "ptmlab.cli.run_cmd",
     "ptmlab.cli.results_cmds",
+    "ptmlab.cli.queue_cmds",
 ]
 
 

@@ -45,6 +45,7 @@ class ClaimedJob:
     timeout_s: float | None
     run_dir: str
     log_path: str
+    gpu_ids: list[int] = field(default_factory=list)  # granted (when the worker passed its free ids)
 
     def run_overrides(self) -> list[str]:
         """The arguments after `python -m ptmlab.run`."""
@@ -87,11 +88,14 @@ def stop_worker(session: Session, worker_id: str, status: str = "stopped") -> No
     session.commit()
 
 
-def claim_next_job(session: Session, *, worker_id: str, queues: list[str], free_gpus: int,
+def claim_next_job(session: Session, *, worker_id: str, queues: list[str], free_gpus: int | list[int],
                    free_cpu_slots: int, lease_s: float, jobs_root: str | Path) -> ClaimedJob | None:
     """Atomically claim the highest-priority (then oldest) queued job of `queues` whose parents
     all succeeded and that fits: a GPU job needs `gpus <= free_gpus`, a CPU job (gpus=0) a free
-    CPU slot. None when nothing fits."""
+    CPU slot. `free_gpus` is a count, or the free GPU ids (the first `gpus` of them are granted
+    and recorded on the attempt). None when nothing fits."""
+    free_gpu_ids = list(free_gpus) if isinstance(free_gpus, list | tuple) else []
+    free_gpus = len(free_gpu_ids) if isinstance(free_gpus, list | tuple) else int(free_gpus)
     if free_gpus <= 0 and free_cpu_slots <= 0:
         return None
     parent = aliased(Job)
@@ -139,13 +143,14 @@ def claim_next_job(session: Session, *, worker_id: str, queues: list[str], free_
     attempt = Attempt(
         job_id=job.id, number=number, worker_id=worker_id, status=RUNNING, started_at=now,
         log_path=str(job_dir / "logs" / f"attempt-{number}.log"), argv=overrides,
+        gpu_ids=free_gpu_ids[: job.gpus],
     )
     session.add(attempt)
     session.flush()
     claimed = ClaimedJob(
         job_id=job.id, attempt_id=attempt.id, attempt_number=number, stage=job.stage, overrides=overrides,
         seed=job.seed, resume=job.resume, gpus=job.gpus, timeout_s=job.timeout_s, run_dir=job.run_dir,
-        log_path=attempt.log_path,
+        log_path=attempt.log_path, gpu_ids=list(attempt.gpu_ids),
     )
     session.commit()
     return claimed
@@ -166,11 +171,6 @@ def _resolve_job_refs(session: Session, job: Job) -> list[str]:
             raise ConfigError(f"{o}: job {ref} has no run folder to use")
         out.append(f"{o.split('=', 1)[0]}={parent.run_dir}")
     return out
-
-
-def set_attempt_gpus(session: Session, attempt_id: int, gpu_ids: list[int]) -> None:
-    session.execute(sa.update(Attempt).where(Attempt.id == attempt_id).values(gpu_ids=list(gpu_ids)))
-    session.commit()
 
 
 def heartbeat(session: Session, *, worker_id: str, job_ids: list[int], lease_s: float,

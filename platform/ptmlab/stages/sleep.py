@@ -1,0 +1,74 @@
+"""`stage=sleep`: sleeps `stage.seconds`, printing progress, then writes summary.json.
+
+It exercises everything the platform does with a job (subprocess, logs, heartbeats, cancel,
+requeue with resume, results) in a fraction of a second and without torch. Progress is kept in
+`<run dir>/sleep_progress.json`, so a requeued job run with `resume=true` continues where the
+previous attempt stopped, as a training stage continues from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+PROGRESS_FILE = "sleep_progress.json"
+TICK_S = 0.25
+
+
+def _run_dir(cfg: DictConfig) -> Path:
+    from hydra.core.hydra_config import HydraConfig
+
+    if HydraConfig.initialized():
+        return Path(HydraConfig.get().runtime.output_dir)
+    return Path(OmegaConf.select(cfg, "run_dir", default=".") or ".")
+
+
+def _write_json(path: Path, data: dict) -> None:
+    # Atomic: a job killed mid-write never leaves half a file for the worker (or a resume).
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    tmp.replace(path)
+
+
+def run_sleep(cfg: DictConfig) -> dict:
+    started = time.time()
+    run_dir = _run_dir(cfg)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    seconds = float(cfg.stage.seconds)
+    progress_path = run_dir / PROGRESS_FILE
+    done = 0.0
+    if bool(OmegaConf.select(cfg, "resume", default=False)) and progress_path.exists():
+        done = float(json.loads(progress_path.read_text()).get("slept_s", 0.0))
+        print(f"sleep: resuming at {done:.2f}/{seconds:.2f} s", flush=True)
+    resumed_from = done
+    print(f"sleep: pid {os.getpid()} job {os.environ.get('PTMLAB_JOB_ID', '-')} "
+          f"sleeping {seconds - done:.2f} s", flush=True)
+    while done < seconds:
+        step = min(TICK_S, seconds - done)
+        time.sleep(step)
+        done += step
+        _write_json(progress_path, {"slept_s": done})
+        print(f"sleep: {done:.2f}/{seconds:.2f} s", flush=True)
+    if bool(cfg.stage.fail):
+        raise RuntimeError("stage.fail=true: the sleep stage fails on purpose")
+    if int(cfg.stage.exit_code):
+        print(f"sleep: exiting with code {int(cfg.stage.exit_code)}", file=sys.stderr, flush=True)
+        sys.exit(int(cfg.stage.exit_code))
+    summary = {
+        "stage": str(cfg.stage.name),
+        "mlflow_run_id": None,  # this stage logs nothing to MLflow
+        "run_dir": str(run_dir),
+        "seed": int(cfg.seed),
+        "wall_time_s": round(time.time() - started, 3),
+        "seconds": seconds,
+        "resumed_from_s": resumed_from,
+        "job_id": os.environ.get("PTMLAB_JOB_ID"),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+    }
+    _write_json(run_dir / "summary.json", summary)
+    return summary

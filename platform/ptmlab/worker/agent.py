@@ -1,0 +1,340 @@
+"""The worker agent: claim → subprocess → heartbeat → record the outcome.
+
+One process, one loop, no threads. Each job runs as `python -m ptmlab.run <overrides>` (an
+argument list, never a shell) in its own session/process group, so cancel, timeout and shutdown
+kill the job and everything it started (dataloader workers, ...) and nothing else. The child
+dies with the worker (PR_SET_PDEATHSIG on Linux): a worker killed with -9 leaves no orphan to
+run on beside the job's next attempt.
+
+Signals: the first SIGTERM/SIGINT stops claiming; running jobs get `--grace-s` seconds to finish,
+then they are killed and handed back to the queue (rerun with `resume=true`, continuing from
+their last checkpoint). A second signal ends the grace period at once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from ptmlab.db import CANCELLED, FAILED, SUCCEEDED, get_sessionmaker
+from ptmlab.queue import (
+    ClaimedJob, claim_next_job, finish_attempt, heartbeat, reap_expired_leases, register_worker,
+    requeue_job, stop_worker,
+)
+
+log = logging.getLogger("ptmlab.worker")
+LOG_TAIL_LINES = 40
+LOG_TAIL_CHARS = 4000
+SUMMARY_FILE = "summary.json"
+
+
+@dataclass
+class WorkerOptions:
+    gpus: list[int] = field(default_factory=list)
+    queues: list[str] = field(default_factory=lambda: ["default"])
+    cpu_slots: int = 1
+    lease_s: float = 30.0  # a job whose worker is silent this long is requeued
+    poll_s: float = 0.5  # how often an idle worker looks for work
+    grace_s: float = 0.0  # on SIGTERM: how long running jobs may go on before being requeued
+    kill_grace_s: float = 2.0  # SIGTERM -> SIGKILL delay when killing a job's process group
+    burst: bool = False  # exit once nothing is running and nothing is claimable
+    max_jobs: int | None = None  # exit after starting this many jobs
+    database_url: str | None = None
+    home: Path | None = None
+    worker_id: str | None = None
+    python: str = sys.executable
+
+    @property
+    def heartbeat_s(self) -> float:
+        # Often enough that a cancel lands within seconds whatever the lease.
+        return max(0.2, min(self.lease_s / 3, 1.0))
+
+
+@dataclass
+class RunningJob:
+    claim: ClaimedJob
+    proc: subprocess.Popen
+    started: float
+    kill_reason: str | None = None  # cancel | timeout | lost | requeue
+    kill_deadline: float | None = None  # when SIGTERM turns into SIGKILL
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def log_tail(path: str | Path, lines: int = LOG_TAIL_LINES, chars: int = LOG_TAIL_CHARS) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - chars * 2))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])[-chars:]
+
+
+def describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        sig = signal.Signals(-returncode).name if -returncode in signal.Signals._value2member_map_ else str(-returncode)
+        hint = " (out of memory? the kernel's OOM killer sends SIGKILL)" if -returncode == signal.SIGKILL else ""
+        return f"killed by {sig}{hint}"
+    return f"exit code {returncode}"
+
+
+class WorkerAgent:
+    def __init__(self, options: WorkerOptions):
+        from ptmlab.settings import get_settings
+
+        self.options = options
+        settings = get_settings()
+        self.home = Path(options.home or settings.home)
+        self.jobs_root = self.home / "jobs"
+        self.database_url = options.database_url or settings.resolved_database_url
+        self.worker_id = options.worker_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:4]}"
+        self.Session = get_sessionmaker(self.database_url)
+        self.running: dict[int, RunningJob] = {}
+        self.free_gpus = list(options.gpus)
+        self.free_cpu_slots = options.cpu_slots
+        self.draining = False
+        self.drain_deadline: float | None = None
+        self.started_jobs = 0
+
+    # -- signals --------------------------------------------------------------------------
+    def _on_signal(self, signum, _frame) -> None:
+        now = time.monotonic()
+        if not self.draining:
+            self.draining = True
+            self.drain_deadline = now + self.options.grace_s
+            log.info("%s: stopping: no new jobs; %d running", signal.Signals(signum).name, len(self.running))
+        else:
+            self.drain_deadline = now  # second signal: requeue now
+
+    # -- main loop --------------------------------------------------------------------------
+    def run(self) -> int:
+        self.home.mkdir(parents=True, exist_ok=True)
+        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        with self.Session() as s:
+            register_worker(s, worker_id=self.worker_id, gpus=self.options.gpus,
+                            cpu_slots=self.options.cpu_slots, queues=self.options.queues)
+        log.info("worker %s: gpus=%s cpu_slots=%d queues=%s db=%s", self.worker_id, self.options.gpus or "none",
+                 self.options.cpu_slots, ",".join(self.options.queues),
+                 sa.make_url(self.database_url).render_as_string(hide_password=True))
+        next_heartbeat = 0.0
+        try:
+            while True:
+                now = time.monotonic()
+                self._collect_exited()
+                self._enforce_timeouts(now)
+                self._escalate_kills(now)
+                if now >= next_heartbeat:
+                    self._guarded(self._heartbeat_and_reap)
+                    next_heartbeat = now + self.options.heartbeat_s
+                if self.draining:
+                    if not self.running:
+                        break
+                    if self.drain_deadline is not None and now >= self.drain_deadline:
+                        for rj in self.running.values():
+                            self._kill(rj, "requeue")
+                else:
+                    claimed_any = self._guarded(self._claim_while_free) or False
+                    if self.options.max_jobs is not None and self.started_jobs >= self.options.max_jobs:
+                        self.draining, self.drain_deadline = True, None  # finish what runs, then exit
+                    if self.options.burst and not self.running and not claimed_any:
+                        break
+                    if claimed_any:
+                        continue  # there may be more work: look again right away
+                time.sleep(self.options.poll_s if not self.running else min(self.options.poll_s, 0.1))
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+            for rj in list(self.running.values()):  # only on an unexpected error: never leave orphans
+                self._kill(rj, "requeue", hard=True)
+            self._collect_exited(wait=True)
+            self._guarded(lambda: self._with_session(stop_worker, self.worker_id))
+        log.info("worker %s stopped", self.worker_id)
+        return 0
+
+    def _with_session(self, fn, *args, **kwargs):
+        with self.Session() as s:
+            return fn(s, *args, **kwargs)
+
+    def _guarded(self, fn):
+        """Run a database step; a transient database error (a restart, a lost connection) is
+        logged and retried at the next loop instead of killing the worker and its jobs."""
+        try:
+            return fn()
+        except (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.DBAPIError) as exc:
+            log.warning("database error (will retry): %s", " ".join(str(exc).split())[:300])
+            time.sleep(min(2.0, self.options.poll_s * 2))
+            return None
+
+    # -- claim & start ----------------------------------------------------------------------
+    def _claim_while_free(self) -> bool:
+        claimed_any = False
+        while not self.draining and (self.free_gpus or self.free_cpu_slots > 0):
+            if self.options.max_jobs is not None and self.started_jobs >= self.options.max_jobs:
+                break
+            with self.Session() as s:
+                claim = claim_next_job(
+                    s, worker_id=self.worker_id, queues=self.options.queues, free_gpus=list(self.free_gpus),
+                    free_cpu_slots=self.free_cpu_slots, lease_s=self.options.lease_s, jobs_root=self.jobs_root,
+                )
+            if claim is None:
+                break
+            claimed_any = True
+            self._start(claim)
+        return claimed_any
+
+    def _start(self, claim: ClaimedJob) -> None:
+        if claim.gpus:
+            for g in claim.gpu_ids:
+                self.free_gpus.remove(g)
+        else:
+            self.free_cpu_slots -= 1
+        self.started_jobs += 1
+        Path(claim.run_dir).mkdir(parents=True, exist_ok=True)
+        # A summary left by an earlier attempt must not pass for this attempt's.
+        (Path(claim.run_dir) / SUMMARY_FILE).unlink(missing_ok=True)
+        log_path = Path(claim.log_path)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        argv = [self.options.python, "-m", "ptmlab.run", *claim.run_overrides()]
+        env = {
+            **os.environ,
+            "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in claim.gpu_ids),
+            "PTMLAB_JOB_ID": str(claim.job_id),
+            "PTMLAB_HOME": str(self.home),
+            "PYTHONUNBUFFERED": "1",
+        }
+        with open(log_path, "ab") as out:
+            out.write(f"== job {claim.job_id} attempt {claim.attempt_number} on {self.worker_id} "
+                      f"at {time.strftime('%Y-%m-%d %H:%M:%S')}\n== {' '.join(argv)}\n".encode())
+            out.flush()
+            try:
+                proc = subprocess.Popen(
+                    argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                    start_new_session=True, preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+                )
+            except OSError as exc:
+                self._release(claim)
+                self._guarded(lambda: self._with_session(
+                    finish_attempt, job_id=claim.job_id, attempt_id=claim.attempt_id, worker_id=self.worker_id,
+                    outcome=FAILED, error=f"could not start {argv[0]}: {exc}"))
+                return
+        self.running[claim.job_id] = RunningJob(claim=claim, proc=proc, started=time.monotonic())
+        log.info("job %d attempt %d started (pid %d, gpus=%s)%s", claim.job_id, claim.attempt_number, proc.pid,
+                 claim.gpu_ids or "-", " resuming" if claim.resume else "")
+
+    def _release(self, claim: ClaimedJob) -> None:
+        if claim.gpus:
+            self.free_gpus.extend(claim.gpu_ids)
+            self.free_gpus.sort()
+        else:
+            self.free_cpu_slots += 1
+
+    # -- supervise --------------------------------------------------------------------------
+    def _heartbeat_and_reap(self) -> None:
+        with self.Session() as s:
+            reply = heartbeat(s, worker_id=self.worker_id, job_ids=list(self.running), lease_s=self.options.lease_s,
+                              status="draining" if self.draining else None)
+            for job_id in reply.cancel:
+                if job_id in self.running:
+                    self._kill(self.running[job_id], "cancel")
+            for job_id in reply.lost:
+                if job_id in self.running:
+                    self._kill(self.running[job_id], "lost")
+            reaped = reap_expired_leases(s)
+        if reaped:
+            log.info("reaped expired leases of jobs %s", reaped)
+
+    def _enforce_timeouts(self, now: float) -> None:
+        for rj in self.running.values():
+            t = rj.claim.timeout_s
+            if t and rj.kill_reason is None and now - rj.started > t:
+                self._kill(rj, "timeout")
+
+    def _kill(self, rj: RunningJob, reason: str, hard: bool = False) -> None:
+        if rj.kill_reason is None:
+            rj.kill_reason = reason
+            log.info("job %d: killing its process group (%s)", rj.claim.job_id, reason)
+        sig = signal.SIGKILL if hard else signal.SIGTERM
+        if rj.kill_deadline is None or hard:
+            _killpg(rj.proc.pid, sig)
+            rj.kill_deadline = time.monotonic() + self.options.kill_grace_s
+
+    def _escalate_kills(self, now: float) -> None:
+        for rj in self.running.values():
+            if rj.kill_deadline is not None and now >= rj.kill_deadline and rj.proc.poll() is None:
+                _killpg(rj.proc.pid, signal.SIGKILL)
+
+    def _collect_exited(self, wait: bool = False) -> None:
+        for job_id, rj in list(self.running.items()):
+            code = rj.proc.wait() if wait else rj.proc.poll()
+            if code is None:
+                continue
+            _killpg(rj.proc.pid, signal.SIGKILL)  # whatever the job left behind in its group
+            del self.running[job_id]
+            self._release(rj.claim)
+            self._guarded(lambda rj=rj, code=code: self._record(rj, code))
+
+    def _record(self, rj: RunningJob, code: int) -> None:
+        claim, elapsed = rj.claim, time.monotonic() - rj.started
+        ids = {"job_id": claim.job_id, "attempt_id": claim.attempt_id, "worker_id": self.worker_id}
+        with self.Session() as s:
+            if rj.kill_reason == "requeue":
+                requeue_job(s, **ids, reason="worker shutting down: requeued to resume elsewhere")
+                log.info("job %d requeued", claim.job_id)
+                return
+            if rj.kill_reason == "cancel":
+                finish_attempt(s, **ids, outcome=CANCELLED, exit_code=code, error="cancelled while running")
+                log.info("job %d cancelled", claim.job_id)
+                return
+            tail = log_tail(claim.log_path)
+            if rj.kill_reason == "timeout":
+                error = f"timed out after {claim.timeout_s:g} s (timeout_s); log tail:\n{tail}"
+                finish_attempt(s, **ids, outcome=FAILED, exit_code=code, error=error)
+            elif rj.kill_reason == "lost":
+                finish_attempt(s, **ids, outcome=FAILED, exit_code=code, error="lease lost; killed")
+            elif code == 0:
+                summary = _read_summary(Path(claim.run_dir) / SUMMARY_FILE)
+                if summary is None:
+                    finish_attempt(s, **ids, outcome=FAILED, exit_code=code,
+                                   error=f"exited 0 without writing {SUMMARY_FILE} in {claim.run_dir}; log tail:\n{tail}")
+                else:
+                    finish_attempt(s, **ids, outcome=SUCCEEDED, exit_code=0, summary=summary)
+            else:
+                finish_attempt(s, **ids, outcome=FAILED, exit_code=code, error=f"{describe_exit(code)}; log tail:\n{tail}")
+        log.info("job %d attempt %d: %s after %.1f s", claim.job_id, claim.attempt_number,
+                 rj.kill_reason or describe_exit(code), elapsed)
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _read_summary(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
