@@ -22,10 +22,11 @@ from sqlalchemy.orm import Session, aliased
 
 from ptmlab.db.models import (
     CANCELLED, FAILED, LOST, QUEUED, REQUEUED, RUNNING, SUCCEEDED, Attempt, Job, JobDependency,
-    Result, Worker, utcnow,
+    Worker, utcnow,
 )
 from ptmlab.errors import ConfigError
 from ptmlab.queue.jobs import JOB_REF, fail_descendants, split_override
+from ptmlab.results import new_result
 
 OUTCOMES = (SUCCEEDED, FAILED, CANCELLED)
 
@@ -126,7 +127,8 @@ def claim_next_job(session: Session, *, worker_id: str, queues: list[str], free_
 
     now = utcnow()
     job_dir = Path(jobs_root) / str(job.id)
-    number = job.attempts + 1
+    # Attempt rows are numbered over the job's whole life; job.attempts counts since the last retry.
+    number = (session.scalar(sa.select(sa.func.max(Attempt.number)).where(Attempt.job_id == job.id)) or 0) + 1
     try:
         overrides = _resolve_job_refs(session, job)
     except ConfigError as exc:
@@ -135,7 +137,7 @@ def claim_next_job(session: Session, *, worker_id: str, queues: list[str], free_
         fail_descendants(session, job)
         session.commit()
         return None
-    job.status, job.worker_id, job.attempts = RUNNING, worker_id, number
+    job.status, job.worker_id, job.attempts = RUNNING, worker_id, job.attempts + 1
     job.lease_expires_at = now + dt.timedelta(seconds=lease_s)
     job.started_at = job.started_at or now
     job.run_dir = str(job_dir / "run")
@@ -212,7 +214,8 @@ def _owned_attempt(session: Session, job_id: int, attempt_id: int, worker_id: st
     attempt = session.get(Attempt, attempt_id, populate_existing=True)
     if job is None or attempt is None:
         return None, None
-    current = job.status == RUNNING and job.worker_id == worker_id and attempt.number == job.attempts
+    latest = session.scalar(sa.select(sa.func.max(Attempt.id)).where(Attempt.job_id == job_id))
+    current = job.status == RUNNING and job.worker_id == worker_id and attempt.id == latest
     return (job if current else None), attempt
 
 
@@ -244,10 +247,8 @@ def finish_attempt(session: Session, *, job_id: int, attempt_id: int, worker_id:
         job.error = "cancelled while running"
     if outcome == SUCCEEDED and summary is not None:
         job.mlflow_run_id = summary.get("mlflow_run_id")
-        session.add(Result(
-            job_id=job.id, kind=str(summary.get("stage") or job.stage), mlflow_run_id=summary.get("mlflow_run_id"),
-            sweep_id=job.sweep_id, summary=summary, tags=dict(job.tags or {}), created_at=now,
-        ))
+        session.add(new_result(summary, job_id=job.id, sweep_id=job.sweep_id, tags=job.tags,
+                               kind=str(summary.get("stage") or job.stage)))
     if outcome != SUCCEEDED:
         fail_descendants(session, job)
     session.commit()
@@ -295,7 +296,7 @@ def reap_expired_leases(session: Session, *, now: dt.datetime | None = None) -> 
         reason = f"lease expired (worker {job.worker_id} stopped heartbeating)"
         session.execute(
             sa.update(Attempt)
-            .where(Attempt.job_id == job.id, Attempt.number == job.attempts, Attempt.status == RUNNING)
+            .where(Attempt.job_id == job.id, Attempt.status == RUNNING)
             .values(status=LOST, error=reason, finished_at=now)
         )
         session.execute(sa.update(Worker).where(Worker.id == job.worker_id, Worker.status != "stopped")

@@ -1,0 +1,48 @@
+"""Platform fixtures: a real PostgreSQL server for the session, fresh databases per test, and
+`db_url` that runs a test on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # `from pg import ...` for tests/e2e too
+
+from pg import PostgresServer, find_pg_bin, start_postgres  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """One PostgreSQL server on loopback for the whole session; stopped at the end."""
+    if find_pg_bin() is None:
+        msg = "PostgreSQL server binaries missing (make test installs them: scripts/install_system_deps.sh)"
+        if os.environ.get("PTMLAB_REQUIRE_DATA") == "1" or os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    server = start_postgres()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture()
+def postgres_url(postgres_server: PostgresServer) -> str:
+    """A fresh, empty PostgreSQL database for one test."""
+    return postgres_server.create_database()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request, tmp_path) -> str:
+    """A fresh platform database URL, once on SQLite (WAL, in tmp_path) and once on PostgreSQL."""
+    from ptmlab.db import dispose_engines
+
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'platform.db'}"
+    else:
+        url = request.getfixturevalue("postgres_url")
+    yield url
+    dispose_engines()
