@@ -19,6 +19,7 @@ from ptmlab.run import ptmlab_error_in_chain
 
 GROUPS = list_config_groups()
 CASES = [(group, option) for group, options in sorted(GROUPS.items()) for option in options]
+PARALLEL_FIXTURE = Path(__file__).parent / "fixtures" / "parallel"  # tab-separated pairs for data=parallel_text
 WORDS = "the a cat dog sat on mat ran far near house tree big small red blue quick lazy fox jumps".split()
 
 
@@ -53,6 +54,9 @@ def extra_overrides_for(group: str, option: str) -> list[str]:
     families = cfg_node.get("compatible_families")
     if families and group != "model":
         extra.append(f"model={model_for_family(list(families))}")
+    required_data = cfg_node.get("requires_data") or {}
+    if "name" in required_data:  # e.g. objective=tlm reads parallel text: data=parallel_text and its sample
+        extra += [f"data={required_data['name']}", f"data.corpus.path={PARALLEL_FIXTURE}"]
     if group == "model" and cfg_node.get("family"):
         objective = objective_for_family(str(cfg_node.get("family")))
         if objective:
@@ -133,7 +137,8 @@ def build_data(cfg, ctx):
         return
     corpus_cfg = cfg.data.corpus
     if "path" in corpus_cfg.keys() and OmegaConf.is_missing(corpus_cfg, "path"):
-        corpus_cfg = OmegaConf.merge(corpus_cfg, {"path": str(ctx["corpus_dir"])})
+        sample = PARALLEL_FIXTURE if corpus_cfg.get("_target_", "").endswith("ParallelTextCorpus") else ctx["corpus_dir"]
+        corpus_cfg = OmegaConf.merge(corpus_cfg, {"path": str(sample)})
     corpus = instantiate(corpus_cfg)
     assert next(iter(corpus.documents()))
 
