@@ -46,3 +46,45 @@ def db_url(request, tmp_path) -> str:
         url = request.getfixturevalue("postgres_url")
     yield url
     dispose_engines()
+
+
+@pytest.fixture()
+def spawn_worker(tmp_path):
+    """Start real `ptmlab worker` processes: spawn_worker(db_url, home, "--gpus", "0,1", ...).
+    Each gets a short lease (3 s) and a fast poll; all are killed at teardown."""
+    import signal
+    import subprocess
+
+    procs: list[subprocess.Popen] = []
+
+    def spawn(db_url: str, home: Path, *args: str, lease_s: float = 3.0) -> subprocess.Popen:
+        log = open(tmp_path / f"worker-{len(procs)}.log", "wb")
+        env = {**os.environ, "PTMLAB_HOME": str(home), "PTMLAB_DATABASE_URL": db_url, "PYTHONUNBUFFERED": "1"}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ptmlab.cli", "worker", "--lease-s", str(lease_s), "--poll-s", "0.2", *args],
+            stdout=log, stderr=subprocess.STDOUT, env=env,
+        )
+        proc.log_path = log.name  # for failure messages
+        log.close()
+        procs.append(proc)
+        return proc
+
+    yield spawn
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+            p.wait(timeout=30)
+
+
+def wait_until(predicate, timeout: float, what: str, interval: float = 0.1):
+    """Poll `predicate` until it returns a truthy value; fail naming `what` after `timeout` s."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)

@@ -32,6 +32,15 @@ def _session(args):
     return get_sessionmaker(getattr(args, "database_url", None))()
 
 
+def _parse_ids(text: str | None) -> list[int]:
+    from ptmlab.errors import ConfigError
+
+    try:
+        return [int(x) for x in (text or "").split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"--after {text!r}: expected comma-separated job ids like 3,4") from None
+
+
 # -- worker -------------------------------------------------------------------------------------
 def _cmd_worker(args: argparse.Namespace) -> int:
     import logging
@@ -73,7 +82,7 @@ def _cmd_submit(args: argparse.Namespace) -> int:
                 compose_config(overrides)
             job = queue.submit_job(
                 s, overrides=overrides, queue=args.queue, priority=args.priority, gpus=args.gpus,
-                timeout_s=args.timeout_s, max_attempts=args.max_attempts, depends_on=args.after or [],
+                timeout_s=args.timeout_s, max_attempts=args.max_attempts, depends_on=_parse_ids(args.after),
                 idempotency_key=args.idempotency_key, name=args.name, tags=tags,
             )
             jobs = [job]
@@ -281,7 +290,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpus", type=int, default=0)
     p.add_argument("--timeout-s", type=float, default=None)
     p.add_argument("--max-attempts", type=int, default=3)
-    p.add_argument("--after", type=int, nargs="+", help="job ids that must succeed first")
+    p.add_argument("--after", default=None, help="comma-separated job ids that must succeed first")
     p.add_argument("--name", default=None, help="a name for `job:<name>` references")
     p.add_argument("--tag", action="append", help="key=value, repeatable")
     p.add_argument("--idempotency-key", default=None)

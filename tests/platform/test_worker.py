@@ -1,0 +1,168 @@
+"""The worker agent as a real process running real `ptmlab.run` subprocesses (stage=sleep):
+GPU grants, results, failures with log tails, timeouts, cancel (process group killed), SIGTERM
+requeue with resume, and the queue CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import wait_until
+from ptmlab import queue
+from ptmlab.db import CANCELLED, FAILED, QUEUED, RUNNING, SUCCEEDED, TERMINAL_STATES, get_sessionmaker
+from ptmlab.results import query_results
+
+
+@pytest.fixture()
+def sqlite_url(tmp_path):
+    from ptmlab.db import dispose_engines
+
+    yield f"sqlite:///{tmp_path / 'platform.db'}"
+    dispose_engines()
+
+
+def _job(url, job_id):
+    with get_sessionmaker(url)() as s:
+        return queue.get_job(s, job_id)
+
+
+def _attempts(url, job_id):
+    with get_sessionmaker(url)() as s:
+        return queue.list_attempts(s, job_id)
+
+
+def _submit(url, **spec):
+    with get_sessionmaker(url)() as s:
+        return queue.submit_job(s, **spec).id
+
+
+def _pid_from_log(url, job_id) -> int | None:
+    with get_sessionmaker(url)() as s:
+        text = queue.read_log(s, job_id).text
+    for line in text.splitlines():
+        if line.startswith("sleep: pid "):
+            return int(line.split()[2])
+    return None
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_worker_outcomes(sqlite_url, tmp_path, spawn_worker):
+    home = tmp_path / "home"
+    gpu = _submit(sqlite_url, stage="sleep", gpus=2, tags={"kind": "gpu"})
+    cpu = _submit(sqlite_url, stage="sleep", overrides=["seed=5"])
+    exits = _submit(sqlite_url, stage="sleep", overrides=["stage.exit_code=3"])
+    crashes = _submit(sqlite_url, stage="sleep", overrides=["stage.fail=true"])
+    slow = _submit(sqlite_url, stage="sleep", overrides=["stage.seconds=60"], timeout_s=1.5)
+    worker = spawn_worker(sqlite_url, home, "--gpus", "0,1", "--cpu-slots", "2", "--burst")
+    assert worker.wait(timeout=120) == 0, Path(worker.log_path).read_text()[-3000:]
+
+    with get_sessionmaker(sqlite_url)() as s:
+        jobs = {j: queue.get_job(s, j) for j in (gpu, cpu, exits, crashes, slow)}
+        results = {r.job_id: r for r in query_results(s, kind="sleep")[0]}
+    assert {j: jobs[j].status for j in jobs} == {gpu: SUCCEEDED, cpu: SUCCEEDED, exits: FAILED, crashes: FAILED,
+                                                  slow: FAILED}
+    # The GPU job saw exactly its granted GPUs; a CPU job sees none.
+    assert results[gpu].summary["cuda_visible_devices"] == "0,1" and results[gpu].tags == {"kind": "gpu"}
+    assert results[cpu].summary["cuda_visible_devices"] == "" and results[cpu].summary["seed"] == 5
+    assert results[cpu].summary["job_id"] == str(cpu) and set(results) == {gpu, cpu}
+    assert Path(results[cpu].summary["run_dir"]) == home / "jobs" / str(cpu) / "run"
+    assert jobs[exits].exit_code == 3 and "exit code 3" in jobs[exits].error
+    assert "exiting with code 3" in jobs[exits].error  # the log tail
+    assert "fails on purpose" in jobs[crashes].error
+    assert "timed out after 1.5 s" in jobs[slow].error
+    log = Path(_attempts(sqlite_url, cpu)[0].log_path)
+    assert log.is_file() and "sleep: 0.10/0.10 s" in log.read_text()
+
+
+def test_cancel_running_job_kills_its_process_group(sqlite_url, tmp_path, spawn_worker):
+    job = _submit(sqlite_url, stage="sleep", overrides=["stage.seconds=120"])
+    spawn_worker(sqlite_url, tmp_path / "home")
+    pid = wait_until(lambda: _pid_from_log(sqlite_url, job), 60, "the job to start")
+    assert _group_alive(pid)
+    with get_sessionmaker(sqlite_url)() as s:
+        queue.cancel_job(s, job)
+    asked = time.monotonic()
+    wait_until(lambda: not _group_alive(pid), 5, "the job's process group to be gone", interval=0.05)
+    print(f"process group gone {time.monotonic() - asked:.2f} s after cancel")
+    wait_until(lambda: _job(sqlite_url, job).status == CANCELLED, 10, "the job to show cancelled")
+    assert _attempts(sqlite_url, job)[-1].status == CANCELLED
+
+
+def test_sigterm_requeues_and_the_rerun_resumes(sqlite_url, tmp_path, spawn_worker):
+    home = tmp_path / "home"
+    job = _submit(sqlite_url, stage="sleep", overrides=["stage.seconds=3"])
+    first = spawn_worker(sqlite_url, home)
+    progress = home / "jobs" / str(job) / "run" / "sleep_progress.json"
+
+    def slept() -> float:
+        try:
+            return json.loads(progress.read_text())["slept_s"]
+        except (OSError, ValueError):
+            return 0.0
+
+    wait_until(lambda: slept() >= 0.75, 60, "the job to make progress")
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(timeout=30) == 0
+    j = _job(sqlite_url, job)
+    assert (j.status, j.resume) == (QUEUED, True)
+    second = spawn_worker(sqlite_url, home, "--burst")
+    assert second.wait(timeout=60) == 0
+    assert _job(sqlite_url, job).status == SUCCEEDED
+    assert [a.status for a in _attempts(sqlite_url, job)] == ["requeued", SUCCEEDED]
+    with get_sessionmaker(sqlite_url)() as s:
+        summary = query_results(s, job_id=job)[0][0].summary
+    assert summary["resumed_from_s"] >= 0.75  # continued from the first attempt's progress
+
+
+def test_cli_submit_status_logs_cancel_retry(sqlite_url, tmp_path, spawn_worker, capsys, monkeypatch):
+    from ptmlab.cli import main
+
+    def cli(*argv) -> tuple[int, str, str]:
+        try:
+            main([*argv])
+            code = 0
+        except SystemExit as exc:
+            code = exc.code or 0
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    code, out, _ = cli("submit", "--database-url", sqlite_url, "stage=sleep", "stage.seconds=0.2", "--name", "first")
+    assert code == 0 and out.startswith("job 1 queued")
+    code, _, err = cli("submit", "--database-url", sqlite_url, "stage=sleep", "stage.nope=1")
+    assert code == 2 and err.startswith("error[config_error]") and "nope" in err and err.count("\n") == 1
+    code, out, _ = cli("submit", "--database-url", sqlite_url, "--after", "1", "stage=sleep", "stage.seconds=60")
+    assert code == 0 and out.startswith("job 2 queued")
+    code, out, _ = cli("status", "--database-url", sqlite_url, "--json")
+    assert json.loads(out)["total"] == 2
+    code, out, _ = cli("cancel", "--database-url", sqlite_url, "1")
+    assert "cancelled" in out
+    assert _job(sqlite_url, 2).status == FAILED  # its parent was cancelled
+    code, out, _ = cli("retry", "--database-url", sqlite_url, "1")
+    assert "queued" in out and _job(sqlite_url, 2).status == QUEUED
+    code, _, err = cli("retry", "--database-url", sqlite_url, "1")
+    assert code == 2 and "error[conflict]" in err
+    spawn_worker(sqlite_url, tmp_path / "home")
+    wait_until(lambda: _pid_from_log(sqlite_url, 2), 60, "job 2 to run after job 1")
+    assert _job(sqlite_url, 2).status == RUNNING
+    code, out, _ = cli("logs", "--database-url", sqlite_url, "1")
+    assert "sleep: 0.20/0.20 s" in out
+    code, out, _ = cli("cancel", "--database-url", sqlite_url, "2")
+    assert "cancel requested" in out
+    code, out, _ = cli("logs", "--database-url", sqlite_url, "2", "-f")  # returns once the job ended
+    assert code == 0 and "sleep: pid" in out and _job(sqlite_url, 2).status in TERMINAL_STATES
+    code, out, _ = cli("status", "--database-url", sqlite_url, "2")
+    assert "cancelled" in out and "attempt 1" in out
+    code, out, _ = cli("status", "--database-url", sqlite_url, "--workers")
+    assert "active" in out
