@@ -112,6 +112,11 @@ from ptmlab.objective_checks import check_objective_data  # noqa: E402 - objecti
 EXTRA_CHECKS.append(check_objective_data)
 
 
+# Folders of conf/ that are not Hydra config groups: pipeline files are job graphs read by
+# ptmlab.queue.pipelines (tests/platform/test_pipelines.py composes every job of each).
+NOT_CONFIG_GROUPS = {"pipeline"}
+
+
 def list_config_groups() -> dict[str, list[str]]:
     """Every config group (subfolders as `a/b`) and its options, for the catalogue endpoint."""
     groups: dict[str, list[str]] = {}
@@ -120,6 +125,8 @@ def list_config_groups() -> dict[str, list[str]]:
         if len(rel.parts) == 1:
             continue  # primary config files (config.yaml)
         group, option = rel.parts[0], "/".join(rel.parts[1:])[: -len(".yaml")]
+        if group in NOT_CONFIG_GROUPS:
+            continue
         if option.startswith("_") or "/_" in option:
             continue  # private base files included by others
         groups.setdefault(group, []).append(option)
