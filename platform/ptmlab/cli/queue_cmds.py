@@ -7,6 +7,7 @@ PTMLAB_HOME), so they work on any host that reaches it, with or without the API 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import signal
@@ -207,7 +208,9 @@ def up_commands(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
     settings = get_settings()
     me = [sys.executable, "-m", "ptmlab.cli"]
     procs = []
-    if not args.no_api:
+    if not args.no_api and importlib.util.find_spec("ptmlab.api") is None:
+        print("note: ptmlab.api is not installed; starting without the API and dashboard", file=sys.stderr)
+    elif not args.no_api:
         procs.append(("api", [*me, "serve", "--host", "127.0.0.1", "--port", str(args.port or settings.bind_port)]))
     worker = [*me, "worker", "--queues", args.queues, "--cpu-slots", str(args.cpu_slots)]
     if args.gpus:
