@@ -166,3 +166,14 @@ def test_cli_submit_status_logs_cancel_retry(sqlite_url, tmp_path, spawn_worker,
     assert "cancelled" in out and "attempt 1" in out
     code, out, _ = cli("status", "--database-url", sqlite_url, "--workers")
     assert "active" in out
+
+
+def test_sigterm_with_grace_period_lets_running_jobs_finish(sqlite_url, tmp_path, spawn_worker):
+    running = _submit(sqlite_url, stage="sleep", overrides=["stage.seconds=1.5"])
+    worker = spawn_worker(sqlite_url, tmp_path / "home", "--grace-s", "60")
+    wait_until(lambda: _pid_from_log(sqlite_url, running), 60, "the job to start")
+    waiting = _submit(sqlite_url, stage="sleep")
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=60) == 0
+    assert _job(sqlite_url, running).status == SUCCEEDED
+    assert _job(sqlite_url, waiting).status == QUEUED  # a draining worker claims nothing new
