@@ -46,3 +46,17 @@ class Backbone(nn.Module):
 
     def get_input_embeddings(self) -> nn.Embedding:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    # Structure used by adaptation modes (freezing, layer-wise learning rates, adapters).
+    def layer_modules(self) -> list[nn.Module]:
+        """The Transformer/LSTM layers, bottom to top."""
+        stack = getattr(self, "stack", None)
+        if stack is not None and hasattr(stack, "layers"):
+            return list(stack.layers)
+        from ptmlab.errors import ConfigError
+
+        raise ConfigError(f"{type(self).__name__} does not expose its layers for this adaptation mode")
+
+    def embedding_modules(self) -> list[nn.Module]:
+        embeddings = getattr(self, "embeddings", None)
+        return [embeddings] if embeddings is not None else [self.get_input_embeddings()]

@@ -16,11 +16,12 @@ from torch import nn
 
 
 def decay_param_groups(named_params: Iterable[tuple[str, nn.Parameter]], weight_decay: float,
-                       lr: float | None = None) -> list[dict]:
-    """No weight decay on biases and LayerNorm/embedding-norm weights (1-D tensors), as BERT."""
+                       lr: float | None = None, include_frozen: bool = False) -> list[dict]:
+    """No weight decay on biases and LayerNorm/embedding-norm weights (1-D tensors), as BERT.
+    Frozen parameters are left out unless `include_frozen` (schedules that unfreeze later)."""
     decay, no_decay = [], []
     for _, p in named_params:
-        if not p.requires_grad:
+        if not p.requires_grad and not include_frozen:
             continue
         (no_decay if p.ndim < 2 else decay).append(p)
     groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]

@@ -1,0 +1,28 @@
+"""Layer freezing: the embeddings and the bottom `num_frozen` layers stay fixed, the top layers
+and the head train (the "freeze all but the top k" baseline of Howard & Ruder 2018, Sun et
+al. 2019). `num_trainable` (top k) may be given instead."""
+
+from __future__ import annotations
+
+from torch import nn
+
+from lightning_modules.adaptation.base import Adaptation, set_trainable
+from ptmlab.errors import ConfigError
+
+
+class FreezeLayers(Adaptation):
+    name = "freeze_layers"
+
+    def __init__(self, num_frozen: int | None = None, num_trainable: int | None = None):
+        if (num_frozen is None) == (num_trainable is None):
+            raise ConfigError("adaptation=freeze_layers needs exactly one of adaptation.num_frozen, adaptation.num_trainable")
+        self.num_frozen, self.num_trainable = num_frozen, num_trainable
+
+    def prepare(self, model: nn.Module) -> None:
+        layers = model.backbone.layer_modules()
+        frozen = self.num_frozen if self.num_frozen is not None else len(layers) - int(self.num_trainable)
+        if not 0 <= frozen <= len(layers):
+            raise ConfigError(f"adaptation freezes {frozen} layers but the backbone has {len(layers)}")
+        set_trainable([model], True)
+        set_trainable(model.backbone.embedding_modules(), False)
+        set_trainable(layers[:frozen], False)

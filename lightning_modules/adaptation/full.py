@@ -1,0 +1,7 @@
+"""Full fine-tuning: every backbone parameter and the task head train (Devlin et al. 2019)."""
+
+from lightning_modules.adaptation.base import Adaptation
+
+
+class FullFineTuning(Adaptation):
+    name = "full"

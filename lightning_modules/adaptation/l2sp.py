@@ -1,0 +1,28 @@
+"""L2-SP (Li et al. 2018): full fine-tuning plus (alpha/2)·||w - w0||² pulling the backbone
+towards its pre-trained weights w0 (instead of towards zero)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from lightning_modules.adaptation.base import Adaptation
+
+
+class L2SP(Adaptation):
+    name = "l2sp"
+
+    def __init__(self, alpha: float = 0.01):
+        self.alpha = float(alpha)
+        self.reference: dict[str, torch.Tensor] = {}
+
+    def prepare(self, model: nn.Module) -> None:
+        super().prepare(model)
+        self.reference = {n: p.detach().clone() for n, p in model.backbone.named_parameters()}
+
+    def regularization(self, model: nn.Module) -> torch.Tensor:
+        total = 0.0
+        for name, p in model.backbone.named_parameters():
+            ref = self.reference[name].to(p.device)
+            total = total + (p - ref).pow(2).sum()
+        return 0.5 * self.alpha * total
