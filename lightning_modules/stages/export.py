@@ -25,6 +25,8 @@ def export_backbone(backbone: torch.nn.Module, model_cfg: DictConfig, tokenizer,
                     vocab_size: int) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    if getattr(backbone, "family", None) == "hf":
+        return _export_hf_backbone(backbone, model_cfg, tokenizer, out_dir)
     cfg = OmegaConf.to_container(model_cfg, resolve=True)
     cfg["backbone"]["vocab_size"] = vocab_size
     export_hook = getattr(backbone, "export_backbone", None)
@@ -41,6 +43,18 @@ def export_backbone(backbone: torch.nn.Module, model_cfg: DictConfig, tokenizer,
     return out_dir
 
 
+def _export_hf_backbone(backbone, model_cfg: DictConfig, tokenizer, out_dir: Path) -> Path:
+    """A Hugging Face backbone (fine-tuned, say) is exported in its own format under hf/;
+    ptmlab_model.yaml points at that folder, relative to the export."""
+    backbone.save_hf(out_dir / "hf")
+    tokenizer.save_pretrained(str(out_dir / "hf"))
+    tokenizer.save_pretrained(str(out_dir))
+    cfg = {"name": str(model_cfg.get("name", "hf")), "family": "hf",
+           "backbone": {"_target_": "lightning_modules.models.hf.HFBackbone", "name_or_path": "hf"}}
+    OmegaConf.save(OmegaConf.create(cfg), out_dir / MODEL_FILE)
+    return out_dir
+
+
 def load_exported_backbone(export_dir: Path):
     """(backbone, model_cfg, tokenizer) from an export folder."""
     from transformers import AutoTokenizer
@@ -49,8 +63,11 @@ def load_exported_backbone(export_dir: Path):
     if not (export_dir / MODEL_FILE).exists():
         raise BackboneError(f"no exported backbone in {export_dir} (missing {MODEL_FILE})")
     model_cfg = OmegaConf.load(export_dir / MODEL_FILE)
-    backbone = instantiate(model_cfg.backbone)
-    state = torch.load(export_dir / WEIGHTS_FILE, map_location="cpu", weights_only=True)
-    backbone.load_state_dict(state)
+    if model_cfg.get("family") == "hf":  # weights live in hf/, in Hugging Face's own format
+        backbone = instantiate(model_cfg.backbone, name_or_path=str(export_dir / model_cfg.backbone.name_or_path))
+    else:
+        backbone = instantiate(model_cfg.backbone)
+        state = torch.load(export_dir / WEIGHTS_FILE, map_location="cpu", weights_only=True)
+        backbone.load_state_dict(state)
     tokenizer = AutoTokenizer.from_pretrained(str(export_dir), use_fast=True)
     return backbone, model_cfg, tokenizer

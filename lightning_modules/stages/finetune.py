@@ -88,9 +88,9 @@ def run_finetune(cfg: DictConfig) -> dict:
             if pred_dir.exists():
                 run.log_artifacts(pred_dir, "predictions")
         if bool(stage.export_backbone):
-            export_dir = export_backbone(model.backbone, OmegaConf.create({"name": resolved.model_name, "family": "hf", "backbone": {}})
-                                         if resolved.backbone.family == "hf" else cfg.model, resolved.tokenizer,
-                                         run.run_dir / "export", vocab_size=len(resolved.tokenizer))
+            model_cfg = OmegaConf.create({"name": resolved.model_name}) if resolved.backbone.family == "hf" else cfg.model
+            export_dir = export_backbone(model.backbone, model_cfg, resolved.tokenizer, run.run_dir / "export",
+                                         vocab_size=len(resolved.tokenizer))
             run.log_artifacts(export_dir, "export")
         main_key = task.spec.metric_key(task.spec.main_metric, datamodule.split_names_val[0])
         summary = {
