@@ -46,14 +46,18 @@ class AdaptedProjection(nn.Module):
         return self.adapter(self.projection(x))
 
 
-def _replace(root: nn.Module, dotted: str, make) -> bool:
+def _linear_at(root: nn.Module, dotted: str) -> nn.Linear | None:
+    try:
+        module = root.get_submodule(dotted)
+    except AttributeError:
+        return None
+    return module if isinstance(module, nn.Linear) else None
+
+
+def _replace(root: nn.Module, dotted: str, replacement: nn.Module) -> None:
     parent_path, _, leaf = dotted.rpartition(".")
     parent = root.get_submodule(parent_path) if parent_path else root
-    current = getattr(parent, leaf, None)
-    if not isinstance(current, nn.Linear):
-        return False
-    setattr(parent, leaf, make(current))
-    return True
+    setattr(parent, leaf, replacement)
 
 
 class Adapters(Adaptation):
@@ -67,19 +71,15 @@ class Adapters(Adaptation):
         set_trainable([backbone], False)
         adapters: list[nn.Module] = []
         for layer in backbone.layer_modules():
-            for attention_out, ffn_out in OUTPUT_PROJECTIONS:
-                hits = []
-                for path in (attention_out, ffn_out):
-                    def make(linear, _adapters=adapters):
-                        adapter = BottleneckAdapter(linear.out_features, self.bottleneck)
-                        _adapters.append(adapter)
-                        return AdaptedProjection(linear, adapter)
-                    hits.append(_replace(layer, path, make))
-                if all(hits):
-                    break
-            else:
+            paths = next((pair for pair in OUTPUT_PROJECTIONS if all(_linear_at(layer, p) for p in pair)), None)
+            if paths is None:
                 raise ConfigError(f"adaptation=adapters cannot find the attention/feed-forward output "
                                   f"projections in {type(layer).__name__}")
+            for path in paths:
+                linear = _linear_at(layer, path)
+                adapter = BottleneckAdapter(linear.out_features, self.bottleneck)
+                adapters.append(adapter)
+                _replace(layer, path, AdaptedProjection(linear, adapter))
         set_trainable(adapters, True)
         for module in backbone.modules():  # layer norms train too (Houlsby et al.)
             if isinstance(module, nn.LayerNorm):
