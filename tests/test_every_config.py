@@ -207,7 +207,24 @@ def build_task(cfg, ctx):
     assert batch["labels"].shape[0] == batch["input_ids"].shape[0] > 0
 
 
+def build_adaptation_cfg(cfg, ctx):
+    from lightning_modules.adaptation.base import count_trainable
+    from lightning_modules.stages.finetune import build_adaptation
+    from lightning_modules.stages.finetune_module import TaskModel
+
+    adaptation = build_adaptation(cfg.adaptation)
+    backbone = instantiate(cfg.model.backbone, vocab_size=len(ctx["tokenizer"]))
+    model = TaskModel(backbone, 2, scalar_mix=adaptation.uses_scalar_mix)
+    adaptation.prepare(model)
+    adaptation.on_train_step(model, 0, 10)
+    assert 0 < count_trainable(model) <= sum(p.numel() for p in model.parameters())
+    batch = toy_batch(ctx["tokenizer"])
+    batch["pool_index"] = torch.zeros(len(batch["input_ids"]), dtype=torch.long)
+    assert model(batch).shape == (len(batch["input_ids"]), 2)
+
+
 BUILDERS = {
+    "adaptation": build_adaptation_cfg,
     "task": build_task,
     "model": build_model,
     "objective": build_objective,
