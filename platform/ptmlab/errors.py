@@ -64,6 +64,12 @@ class JobFailedError(PtmlabError):
     code = "job_failed"
 
 
+class PayloadTooLargeError(PtmlabError):
+    """A request body over the API's size limit."""
+
+    code = "payload_too_large"
+
+
 HTTP_STATUS_BY_CODE: dict[str, int] = {
     ConfigError.code: 422,
     ForbiddenOverrideError.code: 422,
@@ -73,5 +79,6 @@ HTTP_STATUS_BY_CODE: dict[str, int] = {
     ConflictError.code: 409,
     AuthError.code: 401,
     JobFailedError.code: 409,
+    PayloadTooLargeError.code: 413,
     PtmlabError.code: 400,
 }

@@ -1,0 +1,90 @@
+"""The REST API (FastAPI, `/api/v1`): `create_app(settings)`; `ptmlab serve` runs it with uvicorn on
+127.0.0.1 by default. Torch-free: submissions are validated with Hydra's compose API only.
+
+The database schema is migrated at start-up; all state lives in the database, so any number of
+API processes can serve the same queue and a restarted API loses nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from fastapi import FastAPI
+from sqlalchemy.orm import sessionmaker
+
+from ptmlab.api.errors import error_response, install_error_handlers
+from ptmlab.api.validation import allowed_roots
+from ptmlab.settings import Settings, get_settings
+
+MAX_BODY_BYTES = 256 * 1024
+
+
+class BodySizeLimit:
+    """Refuse request bodies over `max_bytes` with 413, by Content-Length or while streaming."""
+
+    def __init__(self, app, max_bytes: int = MAX_BODY_BYTES):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        too_large = error_response("payload_too_large", f"request body over {self.max_bytes} bytes")
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_bytes:
+            return await too_large(scope, receive, send)
+        received = 0
+        started = False
+
+        async def limited_receive():
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise _TooLarge
+            return message
+
+        async def tracking_send(message):
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except _TooLarge:
+            if not started:
+                await too_large(scope, receive, send)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def create_app(settings: Settings | None = None, *, extra_roots: Iterable[str | Path] = (),
+               max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
+    from ptmlab.api.routes import catalogue, health, jobs, pipelines, results, sweeps, workers
+    from ptmlab.db import get_engine
+
+    settings = settings or get_settings()
+    url = settings.resolved_database_url
+
+    app = FastAPI(
+        title="ptmlab", version="1",
+        description="Job queue, sweeps, pipelines, workers, config catalogue and results of ptmlab. "
+                    "Mutating routes need `Authorization: Bearer <PTMLAB_API_TOKEN>` when a token is set.",
+    )
+    app.state.settings = settings
+    app.state.database_url = url
+    app.state.allowed_roots = allowed_roots(settings, extra_roots)
+    # Migrations are applied here, at start-up (get_engine migrates once per process and URL).
+    settings.home.mkdir(parents=True, exist_ok=True)
+    app.state.sessionmaker = sessionmaker(bind=get_engine(url), expire_on_commit=False)
+    install_error_handlers(app)
+    app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)
+    for module in (jobs, sweeps, pipelines, workers, catalogue, results):
+        app.include_router(module.router, prefix="/api/v1")
+    app.include_router(health.router)
+    return app

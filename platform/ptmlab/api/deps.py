@@ -1,0 +1,52 @@
+"""Dependencies of the routes: the database session, settings, allowed roots, bearer-token auth."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.orm import Session
+
+from ptmlab.errors import AuthError
+from ptmlab.settings import Settings
+
+
+def get_settings_dep(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    session = request.app.state.sessionmaker()
+    try:
+        yield session
+    finally:
+        session.close()
+
+
+def get_roots(request: Request) -> list[Path]:
+    return request.app.state.allowed_roots
+
+
+_bearer = HTTPBearer(auto_error=False, description="PTMLAB_API_TOKEN, required for mutating routes when set")
+
+
+def require_token(request: Request,
+                  credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
+    """Mutating routes: when a token is configured, `Authorization: Bearer <token>` must match it."""
+    expected = request.app.state.settings.api_token
+    if not expected:
+        return
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise AuthError("this route needs `Authorization: Bearer <PTMLAB_API_TOKEN>`")
+    if not secrets.compare_digest(credentials.credentials.encode(), expected.encode()):
+        raise AuthError("the bearer token does not match PTMLAB_API_TOKEN")
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
+RootsDep = Annotated[list[Path], Depends(get_roots)]
+Authorized = Depends(require_token)

@@ -1,0 +1,48 @@
+"""The one place where errors become HTTP responses: `PtmlabError.code` -> status through
+`ptmlab.errors.HTTP_STATUS_BY_CODE`, body `{"error": {"code", "message"}}`."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ptmlab.errors import HTTP_STATUS_BY_CODE, AuthError, PtmlabError
+
+
+def error_response(code: str, message: str, status: int | None = None, headers: dict | None = None) -> JSONResponse:
+    status = status or HTTP_STATUS_BY_CODE.get(code, 400)
+    return JSONResponse({"error": {"code": code, "message": " ".join(str(message).split())}},
+                        status_code=status, headers=headers)
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:3]:
+        loc = ".".join(str(x) for x in err.get("loc", ()) if x != "body") or "body"
+        parts.append(f"{loc}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts) or "invalid request"
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(PtmlabError)
+    async def _ptmlab_error(_request: Request, exc: PtmlabError) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, AuthError) else None
+        return error_response(exc.code, exc.message, headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response("invalid_request", _validation_message(exc), status=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(exc.status_code, "http_error")
+        return error_response(code, str(exc.detail), status=exc.status_code, headers=getattr(exc, "headers", None))
+
+    import sqlalchemy.exc
+
+    @app.exception_handler(sqlalchemy.exc.DataError)
+    async def _bad_value(_request: Request, exc: sqlalchemy.exc.DataError) -> JSONResponse:
+        # A value the database cannot store or compare (out of range, NUL byte): the caller's input.
+        return error_response("invalid_request", f"invalid value: {str(exc.orig).splitlines()[0]}", status=422)

@@ -1,0 +1,71 @@
+"""/api/v1/jobs: submit, list, get, cancel, retry, logs, attempts."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Path, Query
+
+from ptmlab import queue
+from ptmlab.api.deps import Authorized, RootsDep, SessionDep
+from ptmlab.api.schemas import INT4_MAX, AttemptOut, ErrorOut, JobOut, JobPage, JobSubmit, LogOut
+from ptmlab.api.validation import validate_job
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+ERRORS = {401: {"model": ErrorOut}, 404: {"model": ErrorOut}, 409: {"model": ErrorOut}, 422: {"model": ErrorOut}}
+JobIdPath = Annotated[int, Path(ge=1, le=INT4_MAX)]
+Status = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+Name = Annotated[str | None, Query(max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$")]
+
+
+@router.post("", status_code=201, response_model=JobOut, responses=ERRORS, dependencies=[Authorized],
+             summary="Validate (compose the config) and queue one job")
+def submit_job(body: JobSubmit, session: SessionDep, roots: RootsDep) -> dict:
+    validate_job(body.overrides, roots, stage=body.stage, seed=body.seed)
+    job = queue.submit_job(session, **body.model_dump())
+    return job.to_dict()
+
+
+@router.get("", response_model=JobPage, responses=ERRORS, summary="Jobs, newest first")
+def list_jobs(session: SessionDep, status: Status | None = None, queue_name: Annotated[Name, Query(alias="queue")] = None,
+              stage: Name = None, sweep_id: Name = None, pipeline_id: Name = None,
+              limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+              offset: Annotated[int, Query(ge=0, le=INT4_MAX)] = 0) -> dict:
+    jobs, total = queue.list_jobs(session, status=status, queue=queue_name, stage=stage, sweep_id=sweep_id,
+                                  pipeline_id=pipeline_id, limit=limit, offset=offset)
+    return {"total": total, "limit": limit, "offset": offset, "jobs": [j.to_dict() for j in jobs]}
+
+
+@router.get("/{job_id}", response_model=JobOut, responses=ERRORS)
+def get_job(job_id: JobIdPath, session: SessionDep) -> dict:
+    return queue.get_job(session, job_id).to_dict()
+
+
+@router.post("/{job_id}/cancel", response_model=JobOut, responses=ERRORS, dependencies=[Authorized],
+             summary="Cancel: a queued job at once, a running one is killed by its worker within seconds")
+def cancel_job(job_id: JobIdPath, session: SessionDep) -> dict:
+    return queue.cancel_job(session, job_id).to_dict()
+
+
+@router.post("/{job_id}/retry", response_model=JobOut, responses=ERRORS, dependencies=[Authorized],
+             summary="Queue a failed or cancelled job again")
+def retry_job(job_id: JobIdPath, session: SessionDep) -> dict:
+    return queue.retry_job(session, job_id).to_dict()
+
+
+@router.get("/{job_id}/attempts", response_model=list[AttemptOut], responses=ERRORS)
+def list_attempts(job_id: JobIdPath, session: SessionDep) -> list[dict]:
+    queue.get_job(session, job_id)  # 404 for an unknown job, not an empty list
+    return [a.to_dict() for a in queue.list_attempts(session, job_id)]
+
+
+@router.get("/{job_id}/logs", response_model=LogOut, responses=ERRORS,
+            summary="An attempt's log (default: the latest) from byte `offset`, or its last `tail` lines")
+def read_log(job_id: JobIdPath, session: SessionDep,
+             offset: Annotated[int, Query(ge=0, le=2**53)] = 0,
+             tail: Annotated[int | None, Query(ge=0, le=100_000)] = None,
+             attempt: Annotated[int | None, Query(ge=1, le=INT4_MAX)] = None) -> dict:
+    queue.get_job(session, job_id)
+    chunk = queue.read_log(session, job_id, attempt=attempt, offset=offset, tail=tail)
+    return {"job_id": job_id, "attempt": chunk.attempt, "text": chunk.text, "offset": chunk.offset,
+            "size": chunk.size, "path": chunk.path}

@@ -1,0 +1,51 @@
+"""/api/v1/sweeps: a multirun expanded to the cross product (Hydra's sweep grammar), queued as one
+sweep in one transaction; `dry_run` returns the count and each job's overrides only."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path
+from fastapi.responses import JSONResponse
+
+from ptmlab import queue
+from ptmlab.api.deps import Authorized, RootsDep, SessionDep
+from ptmlab.api.schemas import ErrorOut, SweepOut, SweepSubmit
+from ptmlab.api.validation import check_overrides_allowed, expand_sweep, validate_sweep_jobs
+
+router = APIRouter(prefix="/sweeps", tags=["sweeps"])
+ERRORS = {401: {"model": ErrorOut}, 404: {"model": ErrorOut}, 422: {"model": ErrorOut}}
+
+
+def plan_sweep(overrides: list[str], roots) -> list[list[str]]:
+    """Expand and validate a sweep (shared with `ptmlab sweep`): every combination must compose."""
+    check_overrides_allowed(overrides, roots)
+    combos = expand_sweep(overrides)
+    validate_sweep_jobs(combos, roots)
+    return combos
+
+
+@router.post("", response_model=SweepOut, responses=ERRORS, dependencies=[Authorized],
+             summary="Expand a multirun to the cross product and queue it (or only count it: dry_run)")
+def submit_sweep(body: SweepSubmit, session: SessionDep, roots: RootsDep):
+    combos = plan_sweep(body.overrides, roots)
+    if body.dry_run:
+        return {"id": None, "name": body.name, "dry_run": True, "count": len(combos), "jobs": combos}
+    options = body.model_dump(exclude={"overrides", "name", "dry_run"})
+    sweep, jobs = queue.submit_sweep(session, [{**options, "overrides": c} for c in combos], name=body.name,
+                                     spec={"overrides": body.overrides, **options})
+
+    return JSONResponse(status_code=201, content={
+        "id": sweep.id, "name": sweep.name, "dry_run": False, "count": len(jobs), "jobs": combos,
+        "job_ids": [j.id for j in jobs], "spec": sweep.to_dict()["spec"], "created_at": sweep.to_dict()["created_at"]})
+
+
+@router.get("/{sweep_id}", response_model=SweepOut, responses=ERRORS)
+def get_sweep(sweep_id: Annotated[str, Path(max_length=32, pattern=r"^[A-Za-z0-9_\-]+$")], session: SessionDep):
+    sweep = queue.get_sweep(session, sweep_id)
+    jobs, _ = queue.list_jobs(session, sweep_id=sweep_id, limit=1000)
+    jobs = sorted(jobs, key=lambda j: j.id)
+    d = sweep.to_dict()
+    return {"id": d["id"], "name": d["name"], "dry_run": False, "count": d["job_count"],
+            "jobs": [[f"stage={j.stage}", f"seed={j.seed}", *j.overrides] for j in jobs],
+            "job_ids": [j.id for j in jobs], "spec": d["spec"], "created_at": d["created_at"]}

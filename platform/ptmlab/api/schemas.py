@@ -1,0 +1,277 @@
+"""Request and response bodies of the REST API (pydantic, apart from the ORM rows).
+
+Bounds on numbers and lengths keep every accepted value storable on SQLite and PostgreSQL
+(int4 ids, varchar lengths), so a bad value is a 422, never a database error.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+INT4_MAX = 2**31 - 1
+
+Override = Annotated[str, Field(min_length=1, max_length=2000)]
+JobId = Annotated[int, Field(ge=1, le=INT4_MAX)]
+ShortText = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$")]
+
+
+def _no_nul(value: Any) -> Any:
+    if isinstance(value, str) and "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    if isinstance(value, list):
+        for v in value:
+            _no_nul(v)
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _no_nul(k)
+            _no_nul(v)
+    return value
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _reject_nul(cls, value: Any) -> Any:
+        return _no_nul(value)
+
+
+class JobOptions(_Strict):
+    queue: ShortText = "default"
+    priority: int = Field(0, ge=-1000, le=1000, description="higher runs first")
+    gpus: int = Field(0, ge=0, le=64, description="0: a CPU job")
+    timeout_s: float | None = Field(None, gt=0, le=30 * 24 * 3600)
+    max_attempts: int = Field(3, ge=1, le=100)
+    tags: dict[Annotated[str, Field(max_length=100)], Annotated[str, Field(max_length=500)]] = Field(
+        default_factory=dict, max_length=50)
+
+
+class JobSubmit(JobOptions):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"stage": "sleep", "overrides": ["stage.seconds=0.5"], "seed": 1, "tags": {"demo": "true"}},
+        {"overrides": ["stage=pretrain", "model=bert_tiny", "objective=mlm"], "gpus": 1, "priority": 5},
+    ]})
+
+    stage: ShortText | None = Field(None, description="default: `stage=` in overrides, else the config default")
+    overrides: list[Override] = Field(default_factory=list, max_length=200,
+                                      description="Hydra overrides, e.g. model=bert_tiny")
+    seed: int | None = Field(None, ge=0, le=INT4_MAX)
+    depends_on: list[JobId] = Field(default_factory=list, max_length=100)
+    idempotency_key: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    name: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+
+
+class SweepSubmit(JobOptions):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"overrides": ["stage=sleep", "stage.seconds=0.1,0.2", "seed=range(0,3)"], "dry_run": True},
+        {"overrides": ["stage=pretrain", "model=bert_tiny,electra_tiny", "seed=range(0,3)"], "name": "mlm-seeds"},
+    ]})
+
+    overrides: list[Override] = Field(min_length=1, max_length=200,
+                                      description="comma lists, range(a,b) and choice(...) expand to the cross product")
+    name: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    dry_run: bool = Field(False, description="only expand and validate: return the count and the jobs' overrides")
+
+
+class PipelineSubmit(_Strict):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"name": "sleep_graph", "dry_run": True},
+        {"spec": {"name": "two", "jobs": [{"name": "a", "stage": "sleep"},
+                                          {"name": "b", "stage": "sleep", "depends_on": ["a"]}]}},
+    ]})
+
+    name: ShortText | None = Field(None, description="a conf/pipeline/<name>.yaml")
+    spec: dict[str, Any] | None = Field(None, description="an inline pipeline (same format as conf/pipeline)")
+    overrides: list[Override] = Field(default_factory=list, max_length=200, description="applied to every job")
+    tags: dict[Annotated[str, Field(max_length=100)], Annotated[str, Field(max_length=500)]] = Field(
+        default_factory=dict, max_length=50)
+    dry_run: bool = False
+
+
+class JobOut(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "id": 7, "name": None, "stage": "sleep", "overrides": ["stage.seconds=0.5"], "seed": 1, "queue": "default",
+        "priority": 0, "gpus": 0, "timeout_s": None, "max_attempts": 3, "idempotency_key": None, "tags": {},
+        "status": "queued", "cancel_requested": False, "resume": False, "attempts": 0, "worker_id": None,
+        "exit_code": None, "error": None, "mlflow_run_id": None, "run_dir": None, "sweep_id": None,
+        "pipeline_id": None, "depends_on": [], "created_at": "2026-11-22T14:00:00Z", "started_at": None,
+        "finished_at": None, "lease_expires_at": None}]})
+
+    id: int
+    name: str | None
+    stage: str
+    overrides: list[str]
+    seed: int
+    queue: str
+    priority: int
+    gpus: int
+    timeout_s: float | None
+    max_attempts: int
+    idempotency_key: str | None
+    tags: dict[str, Any]
+    status: str
+    cancel_requested: bool
+    resume: bool
+    attempts: int
+    worker_id: str | None
+    exit_code: int | None
+    error: str | None
+    mlflow_run_id: str | None
+    run_dir: str | None
+    sweep_id: str | None
+    pipeline_id: str | None
+    depends_on: list[int]
+    created_at: str | None
+    started_at: str | None
+    finished_at: str | None
+    lease_expires_at: str | None
+
+
+class JobPage(BaseModel):
+    total: int
+    limit: int
+    offset: int
+    jobs: list[JobOut]
+
+
+class AttemptOut(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "id": 3, "job_id": 7, "number": 1, "worker_id": "host-123-ab12", "status": "succeeded", "gpu_ids": [],
+        "argv": ["stage=sleep", "seed=1"], "log_path": "/home/me/.ptmlab/jobs/7/attempt-1.log", "exit_code": 0,
+        "error": None, "started_at": "2026-11-22T14:00:01Z", "finished_at": "2026-11-22T14:00:02Z"}]})
+
+    id: int
+    job_id: int
+    number: int
+    worker_id: str
+    status: str
+    gpu_ids: list[int]
+    argv: list[str]
+    log_path: str | None
+    exit_code: int | None
+    error: str | None
+    started_at: str | None
+    finished_at: str | None
+
+
+class LogOut(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"job_id": 7, "attempt": 1, "text": "sleeping 0.5 s\n", "offset": 15, "size": 15, "path": "/tmp/x.log"}]})
+
+    job_id: int
+    attempt: int | None
+    text: str
+    offset: int = Field(description="pass back as ?offset= to read what follows")
+    size: int
+    path: str | None
+
+
+class SweepOut(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "id": "3f2a9c1b0d4e", "name": None, "dry_run": False, "count": 6,
+        "jobs": [["stage=sleep", "seed=0"], ["stage=sleep", "seed=1"]], "job_ids": [1, 2]}]})
+
+    id: str | None
+    name: str | None = None
+    dry_run: bool
+    count: int
+    jobs: list[list[str]] = Field(description="each job's overrides after expansion")
+    job_ids: list[int] = Field(default_factory=list)
+    spec: dict[str, Any] = Field(default_factory=dict)
+    created_at: str | None = None
+
+
+class PipelineJobOut(BaseModel):
+    name: str
+    stage: str | None
+    overrides: list[str]
+    depends_on: list[str]
+    job_id: int | None = None
+
+
+class PipelineOut(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "id": "9c1b0d4e3f2a", "name": "sleep_graph", "dry_run": False, "count": 2,
+        "jobs": [{"name": "a", "stage": "sleep", "overrides": [], "depends_on": [], "job_id": 11},
+                 {"name": "b", "stage": "sleep", "overrides": [], "depends_on": ["a"], "job_id": 12}]}]})
+
+    id: str | None
+    name: str
+    dry_run: bool
+    count: int
+    jobs: list[PipelineJobOut]
+
+
+class WorkerOut(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "id": "gpu-host-4242-ab12", "hostname": "gpu-host", "pid": 4242, "gpus": [0, 1], "cpu_slots": 1,
+        "queues": ["default"], "status": "active", "started_at": "2026-11-22T13:00:00Z",
+        "last_heartbeat": "2026-11-22T14:00:00Z", "seconds_since_heartbeat": 1.5}]})
+
+    id: str
+    hostname: str
+    pid: int
+    gpus: list[int]
+    cpu_slots: int
+    queues: list[str]
+    status: str
+    started_at: str | None
+    last_heartbeat: str | None
+    seconds_since_heartbeat: float | None
+
+
+class CatalogueOut(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "groups": {"model": ["bert_tiny", "gpt_tiny"], "objective": ["clm", "mlm"]},
+        "defaults": {"stage": "pretrain", "model": "bert_tiny", "objective": "mlm"},
+        "stages": {"pretrain": ["model", "objective", "data"], "sleep": []},
+        "pipelines": ["demo", "sleep_graph"]}]})
+
+    groups: dict[str, list[str]]
+    defaults: dict[str, str | None]
+    stages: dict[str, list[str]]
+    pipelines: list[str]
+
+
+class ResultOut(BaseModel):
+    id: int
+    job_id: int | None
+    kind: str
+    mlflow_run_id: str | None
+    sweep_id: str | None
+    summary: dict[str, Any]
+    tags: dict[str, Any]
+    created_at: str | None
+
+
+class ResultPage(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "total": 1, "limit": 50, "offset": 0, "results": [{
+            "id": 1, "job_id": 7, "kind": "finetune", "mlflow_run_id": "abc", "sweep_id": None,
+            "summary": {"stage": "finetune", "task": "sst2", "main_score": 0.81}, "tags": {},
+            "created_at": "2026-11-22T14:00:00Z"}]}]})
+
+    total: int
+    limit: int
+    offset: int
+    results: list[ResultOut]
+
+
+class HealthOut(BaseModel):
+    status: str
+    database: str
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorOut(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"error": {"code": "config_error", "message": "In 'config': Could not find 'model/nope' ..."}}]})
+
+    error: ErrorBody
