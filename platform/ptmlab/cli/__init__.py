@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "ptmlab.cli.run_cmd",
     "ptmlab.cli.results_cmds",
     "ptmlab.cli.queue_cmds",
+    "ptmlab.cli.api_cmds",
 ]
 
 
