@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import FastAPI, HTTPException
 from sqlalchemy.orm import sessionmaker
 
 from ptmlab.api.errors import error_response, install_error_handlers
@@ -43,7 +43,7 @@ class BodySizeLimit:
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_bytes:
-                    raise _TooLarge
+                    raise _TooLarge(413, f"request body over {self.max_bytes} bytes")
             return message
 
         async def tracking_send(message):
@@ -59,8 +59,8 @@ class BodySizeLimit:
                 await too_large(scope, receive, send)
 
 
-class _TooLarge(Exception):
-    pass
+class _TooLarge(HTTPException):
+    """An HTTPException so that FastAPI's body parsing re-raises it instead of answering 400."""
 
 
 def create_app(settings: Settings | None = None, *, extra_roots: Iterable[str | Path] = (),
