@@ -1,0 +1,97 @@
+"""/api/v1/views: the JSON the dashboard's pages draw (ptmlab.views). Read-only; every view but
+the metric curves reads the platform's `results` table, never MLflow."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import sqlalchemy as sa
+from fastapi import APIRouter, Path, Query
+from fastapi.responses import PlainTextResponse
+
+from ptmlab import queue, views
+from ptmlab.api.deps import SessionDep
+from ptmlab.api.schemas import INT4_MAX, ErrorOut
+from ptmlab.db.models import Job, JobDependency, Result
+from ptmlab.errors import ConfigError
+from ptmlab.views.rows import parse_tag_filter
+
+router = APIRouter(prefix="/views", tags=["dashboard views"])
+ERRORS = {404: {"model": ErrorOut}, 422: {"model": ErrorOut}}
+Name = Annotated[str | None, Query(max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$")]
+TagFilter = Annotated[str | None, Query(max_length=600, description="key=value[,key=value]")]
+RunIds = Annotated[str, Query(max_length=400, pattern=r"^[0-9, ]+$", description="result ids: 1,2,3")]
+
+
+def _ids(runs: str) -> list[str]:
+    return [r.strip() for r in runs.split(",") if r.strip()]
+
+
+@router.get("/overview", responses=ERRORS, summary="Job counts, result counts, latest jobs and results")
+def overview(session: SessionDep) -> dict[str, Any]:
+    return views.overview_view(session)
+
+
+@router.get("/leaderboard", responses=ERRORS,
+            summary="GLUE leaderboard rows with the result ids behind each cell; format=csv|latex exports")
+def leaderboard(session: SessionDep, sweep_id: Name = None, tag: TagFilter = None,
+                group_by: Annotated[str, Query(max_length=200, pattern=r"^[A-Za-z0-9_,]+$")] = "model,objective,adaptation",
+                format: Literal["json", "csv", "latex"] = "json"):  # noqa: A002 - the query parameter's name
+    tags = parse_tag_filter(tag)
+    keys = [k for k in group_by.split(",") if k]
+    if not keys:
+        raise ConfigError("group_by: name at least one summary key")
+    if format == "json":
+        return views.leaderboard_view(session, sweep_id=sweep_id, tags=tags, group_by=keys)
+    text = views.leaderboard_export(session, format, sweep_id=sweep_id, tags=tags, group_by=keys)
+    media, ext = ("text/csv", "csv") if format == "csv" else ("application/x-tex", "tex")
+    return PlainTextResponse(text, media_type=media,
+                             headers={"Content-Disposition": f'attachment; filename="glue_leaderboard.{ext}"'})
+
+
+@router.get("/compression", responses=ERRORS,
+            summary="Compressed models of one task: points, uncompressed references, Pareto fronts per x axis")
+def compression(session: SessionDep, task: Name = None, sweep_id: Name = None, tag: TagFilter = None) -> dict[str, Any]:
+    return views.compression_view(session, task=task, sweep_id=sweep_id, tags=parse_tag_filter(tag))
+
+
+@router.get("/probing", responses=ERRORS,
+            summary="Per-layer probe curves per model × probe task, selectivity, structural probes, head heatmaps")
+def probing(session: SessionDep, sweep_id: Name = None, tag: TagFilter = None) -> dict[str, Any]:
+    return views.probing_view(session, sweep_id=sweep_id, tags=parse_tag_filter(tag))
+
+
+@router.get("/compare", responses=ERRORS, summary="Runs (result ids) side by side: configs, differing keys, numbers")
+def compare(session: SessionDep, runs: RunIds) -> dict[str, Any]:
+    return views.compare_view(session, _ids(runs))
+
+
+@router.get("/curves", responses=ERRORS, summary="Metric curves of runs (result ids) from MLflow's metric history")
+def curves(session: SessionDep, runs: RunIds,
+           key: Annotated[list[str] | None, Query(max_length=40, description="metric keys; default: all")] = None,
+           ) -> dict[str, Any]:
+    return views.metric_curves(session, _ids(runs), keys=key)
+
+
+@router.get("/jobs/{job_id}", responses=ERRORS,
+            summary="A job's page extras: resolved config, parents and children, results, MLflow link")
+def job_detail(job_id: Annotated[int, Path(ge=1, le=INT4_MAX)], session: SessionDep) -> dict[str, Any]:
+    from ptmlab.views.compare import mlflow_run_link
+    from ptmlab.views.jobs import resolved_job_config
+
+    job = queue.get_job(session, job_id)
+    children = session.scalars(sa.select(JobDependency.job_id).where(JobDependency.parent_id == job_id)).all()
+    related = {j.id: j for j in session.scalars(sa.select(Job).where(Job.id.in_([*job.parent_ids, *children])))}
+    results = session.execute(sa.select(Result.id, Result.kind).where(Result.job_id == job_id).order_by(Result.id)).all()
+    config, source = resolved_job_config(job)
+    return {
+        "job": job.to_dict(),
+        "parents": [_brief(related[i]) for i in job.parent_ids if i in related],
+        "children": [_brief(related[i]) for i in sorted(children) if i in related],
+        "results": [{"id": r.id, "kind": r.kind} for r in results],
+        "mlflow_url": mlflow_run_link(job.mlflow_run_id), "config": config, "config_source": source,
+    }
+
+
+def _brief(job) -> dict[str, Any]:
+    return {"id": job.id, "name": job.name, "stage": job.stage, "status": job.status}

@@ -1,0 +1,172 @@
+"""Run detail and comparison: resolved configs side by side with the differing keys, headline
+numbers, links to MLflow; metric curves from MLflow's metric history (the only view that reads
+MLflow, and only for the few runs on the page)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from ptmlab.db.models import Job
+from ptmlab.errors import ConfigError, NotFoundError
+from ptmlab.views.rows import ResultRow, load_rows
+
+MAX_RUNS = 20  # side by side stops being readable well before this
+MAX_CURVES = 40  # metric keys per run fetched from MLflow
+# Summary keys that are bookkeeping, not results: shown in the header, not in the numbers table.
+BOOKKEEPING = {"stage", "mlflow_run_id", "run_dir", "job_id"}
+
+
+def mlflow_ui_url() -> str:
+    from ptmlab.settings import get_settings
+
+    settings = get_settings()
+    return os.environ.get("PTMLAB_MLFLOW_UI_URL") or f"http://{settings.bind_host}:{settings.mlflow_ui_port}"
+
+
+def mlflow_run_link(run_id: str | None) -> str | None:
+    # The MLflow UI resolves a run's experiment itself from this route.
+    return f"{mlflow_ui_url().rstrip('/')}/#/runs/{run_id}" if run_id else None
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """{"a": {"b": 1}} -> {"a.b": 1}; lists stay values."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(flatten(v, f"{prefix}{k}."))
+        return out if out or not prefix else {prefix[:-1]: {}}
+    return {prefix[:-1]: value}
+
+
+def resolved_config(run_dir: str | None) -> dict[str, Any] | None:
+    """The resolved config a stage wrote to its run folder (config.yaml, else Hydra's copy)."""
+    import yaml
+
+    if not run_dir:
+        return None
+    for name in ("config.yaml", ".hydra/config.yaml"):
+        path = Path(run_dir) / name
+        if path.is_file():
+            try:
+                loaded = yaml.safe_load(path.read_text())
+            except yaml.YAMLError:
+                continue
+            if isinstance(loaded, dict):
+                return loaded
+    return None
+
+
+def _config_of(row: ResultRow, job: Job | None) -> tuple[dict[str, Any], str]:
+    """(flat config, where it came from)."""
+    run_dir = row.summary.get("run_dir") or (job.run_dir if job else None)
+    cfg = resolved_config(run_dir)
+    if cfg is not None:
+        return flatten(cfg), "run folder"
+    if job is not None:  # the overrides as submitted: what differs from the defaults
+        flat: dict[str, Any] = {"stage": job.stage, "seed": job.seed}
+        for o in job.overrides or []:
+            if "=" in o:
+                key, value = o.split("=", 1)
+                flat[key.lstrip("+~")] = value
+        return flat, "job overrides"
+    # Neither a run folder nor a job (a result recorded by hand): what the summary says it was.
+    return {k: v for k, v in row.summary.items() if isinstance(v, str) and k not in BOOKKEEPING}, "summary"
+
+
+def _parse_ids(ids: Sequence[int | str]) -> list[int]:
+    out = []
+    for i in ids:
+        try:
+            out.append(int(i))
+        except (TypeError, ValueError):
+            raise ConfigError(f"run id {i!r} is not a result id (an integer)") from None
+    if not out:
+        raise ConfigError("runs: give at least one result id")
+    if len(out) > MAX_RUNS:
+        raise ConfigError(f"runs: at most {MAX_RUNS} runs can be compared, got {len(out)}")
+    return list(dict.fromkeys(out))
+
+
+def compare_view(session: Session, result_ids: Sequence[int | str]) -> dict[str, Any]:
+    ids = _parse_ids(result_ids)
+    by_id = {r.id: r for r in load_rows(session, ids=ids)}
+    missing = [i for i in ids if i not in by_id]
+    if missing:
+        raise NotFoundError(f"result {missing[0]} not found")
+    runs, configs = [], {}
+    for i in ids:
+        row = by_id[i]
+        job = session.get(Job, row.job_id) if row.job_id is not None else None
+        flat, source = _config_of(row, job)
+        configs[i] = flat
+        s = row.summary
+        runs.append({
+            "result_id": i, "job_id": row.job_id, "kind": s.get("stage"), "sweep_id": row.sweep_id,
+            "mlflow_run_id": row.mlflow_run_id, "mlflow_url": mlflow_run_link(row.mlflow_run_id),
+            "run_dir": s.get("run_dir") or (job.run_dir if job else None),
+            "job_status": job.status if job else None, "config_source": source,
+            "label": _label(i, s), "tags": row.tags,
+            "numbers": {k: v for k, v in flatten(s).items() if k not in BOOKKEEPING and not isinstance(v, list | dict)},
+        })
+    keys = sorted({k for c in configs.values() for k in c})
+    missing_mark = object()
+    differing = [k for k in keys if len({repr(configs[i].get(k, missing_mark)) for i in ids}) > 1]
+    number_keys = sorted({k for r in runs for k in r["numbers"]})
+    return {
+        "runs": runs, "config_keys": keys, "differing": differing,
+        "configs": {str(i): configs[i] for i in ids}, "number_keys": number_keys,
+    }
+
+
+def _label(result_id: int, s: dict) -> str:
+    parts = [str(s[k]) for k in ("model", "objective", "adaptation", "task", "method", "probe_task") if s.get(k)]
+    seed = f" seed {s['seed']}" if s.get("seed") is not None else ""
+    return f"#{result_id} {s.get('stage', '?')}: {' / '.join(parts)}{seed}".strip()
+
+
+def metric_curves(session: Session, result_ids: Sequence[int | str], keys: Sequence[str] | None = None,
+                  tracking_uri: str | None = None) -> dict[str, Any]:
+    """{metric key: [{result_id, steps, values}]} from MLflow's metric history of each run.
+
+    A run MLflow does not know (or an unreachable server) is reported per run, not raised: the
+    rest of the page still shows."""
+    ids = _parse_ids(result_ids)
+    rows = {r.id: r for r in load_rows(session, ids=ids)}
+    curves: dict[str, list[dict]] = {}
+    errors: dict[str, str] = {}
+    wanted = [k for k in (keys or []) if k]
+    client = None
+    for i in ids:
+        row = rows.get(i)
+        if row is None:
+            errors[str(i)] = f"result {i} not found"
+            continue
+        if not row.mlflow_run_id:
+            errors[str(i)] = "no MLflow run"
+            continue
+        try:
+            if client is None:
+                client = _mlflow_client(tracking_uri)
+            run = client.get_run(row.mlflow_run_id)
+            names = wanted or sorted(run.data.metrics)[:MAX_CURVES]
+            for key in names:
+                history = sorted(client.get_metric_history(row.mlflow_run_id, key), key=lambda m: (m.step, m.timestamp))
+                if history:
+                    curves.setdefault(key, []).append({
+                        "result_id": i, "steps": [m.step for m in history], "values": [m.value for m in history]})
+        except Exception as exc:  # noqa: BLE001 - MLflow's errors are many; report, keep the page
+            errors[str(i)] = f"MLflow: {' '.join(str(exc).split())[:300]}"
+    return {"curves": dict(sorted(curves.items())), "errors": errors}
+
+
+def _mlflow_client(tracking_uri: str | None):
+    from mlflow.tracking import MlflowClient
+
+    from ptmlab.settings import get_settings
+
+    return MlflowClient(tracking_uri=tracking_uri or get_settings().resolved_tracking_uri)

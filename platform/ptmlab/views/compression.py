@@ -1,0 +1,102 @@
+"""The compression trade-off view: score against parameters, size and latency, the Pareto front
+per x axis, the uncompressed source as reference, retention relative to the source."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from ptmlab.views.rows import cached_view, filter_options, load_rows, number
+
+KIND = "compress"
+AXES = {"params": "Parameters", "size_bytes": "Size on disk (bytes)", "latency_ms": "Latency (ms)"}
+UNCOMPRESSED_METHODS = {"none", "uncompressed", "identity", "source"}
+
+
+def pareto_front(points: Iterable[dict], x: str, y: str = "score", key: str = "id") -> set:
+    """Keys of the points no other point dominates, where smaller `x` and larger `y` are better
+    (q dominates p: q.x <= p.x and q.y >= p.y, one of them strictly). Points missing x or y are
+    left out. Exact duplicates are both on the front (neither dominates the other).
+
+    Sorted by x, then y descending, a point is on the front iff its y beats every y seen at a
+    smaller x: O(n log n)."""
+    usable = sorted(((number(p.get(x)), number(p.get(y)), p[key]) for p in points
+                     if number(p.get(x)) is not None and number(p.get(y)) is not None),
+                    key=lambda t: (t[0], -t[1]))
+    front: set = set()
+    best_y = float("-inf")  # the best y at any x strictly smaller than the current group's
+    i = 0
+    while i < len(usable):
+        j = i
+        while j < len(usable) and usable[j][0] == usable[i][0]:
+            j += 1
+        group = usable[i:j]  # same x; the first has the largest y
+        top = group[0][1]
+        if top > best_y:
+            front.update(k for _, yy, k in group if yy == top)
+            best_y = top
+        i = j
+    return front
+
+
+def _point(row, s: dict) -> dict[str, Any]:
+    score, source_score = number(s.get("score")), number(s.get("source_score"))
+    return {
+        "id": row.id, "job_id": row.job_id, "mlflow_run_id": row.mlflow_run_id, "sweep_id": row.sweep_id,
+        "method": str(s.get("method", "-")), "source": str(s.get("source", "-")), "task": str(s.get("task", "-")),
+        "score": score, "params": number(s.get("params")), "size_bytes": number(s.get("size_bytes")),
+        "latency_ms": number(s.get("latency_ms")), "source_score": source_score,
+        "retention": (score / source_score) if score is not None and source_score else None,
+        "config": s.get("config") if isinstance(s.get("config"), dict) else {},
+        "seed": s.get("seed"),
+    }
+
+
+def compression_view(session: Session, *, task: str | None = None, sweep_id: str | None = None,
+                     tags: dict[str, str] | None = None) -> dict[str, Any]:
+    key = ("compression", task, sweep_id, tuple(sorted((tags or {}).items())))
+    return cached_view(session, KIND, key, lambda: _compression(session, task, sweep_id, tags))
+
+
+def _compression(session: Session, task: str | None, sweep_id: str | None, tags: dict[str, str] | None) -> dict[str, Any]:
+    rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags, with_tags=False)
+    tasks = sorted({str(r.summary.get("task", "-")) for r in rows})
+    if task is None and tasks:
+        task = tasks[0]  # one task at a time: scores of different tasks do not compare
+    points, references = [], {}
+    for row in rows:
+        s = row.summary
+        if str(s.get("task", "-")) != task:
+            continue
+        p = _point(row, s)
+        if p["method"].lower() in UNCOMPRESSED_METHODS:
+            references[p["source"]] = {**p, "from": "run"}
+            continue
+        points.append(p)
+        if p["source"] not in references and any(k in s for k in ("source_params", "source_size_bytes", "source_latency_ms")):
+            references[p["source"]] = {
+                "id": None, "method": "uncompressed", "source": p["source"], "task": task, "from": "summary",
+                "score": p["source_score"], "params": number(s.get("source_params")),
+                "size_bytes": number(s.get("source_size_bytes")), "latency_ms": number(s.get("source_latency_ms")),
+                "mlflow_run_id": s.get("source_run"),
+            }
+    # Retention against a measured reference when the summary did not carry the source score.
+    for p in points:
+        ref = references.get(p["source"])
+        if p["retention"] is None and ref and ref["score"] and p["score"] is not None:
+            p["source_score"], p["retention"] = ref["score"], p["score"] / ref["score"]
+    fronts = {}
+    for axis in AXES:
+        front = pareto_front(points, axis)
+        fronts[axis] = [p["id"] for p in sorted((p for p in points if p["id"] in front), key=lambda p: p[axis])]
+        for p in points:
+            p.setdefault("pareto", {})[axis] = p["id"] in front
+    return {
+        "task": task, "tasks": tasks, "axes": [{"key": k, "label": v} for k, v in AXES.items()],
+        "methods": sorted({p["method"] for p in points}),
+        "points": points, "references": list(references.values()), "fronts": fronts,
+        "result_count": len(rows), "options": filter_options(session, KIND),
+        "filters": {"sweep_id": sweep_id, "tags": dict(tags or {})},
+    }

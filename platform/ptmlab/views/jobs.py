@@ -1,0 +1,33 @@
+"""A job's resolved config for its page: what the stage wrote to its run folder once it ran, else
+the config its overrides compose to now (Hydra's compose API; torch-free)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ptmlab.db.models import Job
+from ptmlab.errors import PtmlabError
+from ptmlab.views.compare import resolved_config
+
+
+def resolved_job_config(job: Job) -> tuple[dict[str, Any] | None, str]:
+    """(config, where it came from); (None, why) when it cannot be had."""
+    cfg = resolved_config(job.run_dir)
+    if cfg is not None:
+        return cfg, "run folder"
+    from omegaconf import OmegaConf
+
+    from ptmlab.api.validation import _compose_lock  # Hydra's global state: one compose at a time
+    from ptmlab.config import compose_config
+
+    overrides = [f"stage={job.stage}", f"seed={job.seed}",
+                 *[o for o in job.overrides or [] if "=job:" not in o]]  # parents resolve at claim time
+    try:
+        with _compose_lock:
+            composed = compose_config(overrides)
+    except PtmlabError as exc:
+        return None, f"does not compose: {exc}"
+    try:
+        return OmegaConf.to_container(composed, resolve=True), "composed from the overrides (not yet run)"
+    except Exception:  # noqa: BLE001 - an interpolation only the run can resolve (a run-time env var)
+        return OmegaConf.to_container(composed, resolve=False), "composed from the overrides (not yet run)"

@@ -1,0 +1,85 @@
+"""The GLUE leaderboard view: ptmlab.leaderboard's grouping, as JSON for the page, with the
+results rows behind every cell (a click on a cell opens them)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from ptmlab.leaderboard import DEFAULT_GROUP_BY, GLUE_TASKS, METRIC_ABBREV, Stat, build_leaderboard, render
+from ptmlab.views.rows import ResultRow, cached_view, filter_options, load_rows
+
+KIND = "finetune"
+
+
+def _scaled(stat: Stat | None) -> dict[str, Any]:
+    if stat is None:
+        return {"mean": None, "std": None, "n": 0}
+    return {"mean": None if stat.mean is None else 100 * stat.mean,
+            "std": None if stat.std is None else 100 * stat.std, "n": stat.n}
+
+
+def _summaries(rows: list[ResultRow]) -> list[dict]:
+    # The sweep of the row, not of the summary: what the filter selected on.
+    return [{**r.summary, "sweep_id": r.sweep_id, "_result_id": r.id} for r in rows]
+
+
+def _cell_runs(summaries: list[dict], group_by: Sequence[str]) -> dict[tuple, list[int]]:
+    """(config, task) -> result ids, the same grouping build_leaderboard applies."""
+    out: dict[tuple, list[int]] = {}
+    for s in summaries:
+        if s.get("stage", KIND) != KIND:
+            continue
+        config = tuple(str(s.get(k, "-")) for k in group_by)
+        per_task = s.get("task_metrics")
+        tasks = list(per_task) if isinstance(per_task, dict) and per_task else (
+            [s["task"]] if s.get("task") and isinstance(s.get("metrics"), dict) else [])
+        for task in tasks:
+            out.setdefault((config, str(task)), []).append(s["_result_id"])
+    return out
+
+
+def leaderboard_view(session: Session, *, sweep_id: str | None = None, tags: dict[str, str] | None = None,
+                     group_by: Sequence[str] = DEFAULT_GROUP_BY) -> dict[str, Any]:
+    key = ("leaderboard", sweep_id, tuple(sorted((tags or {}).items())), tuple(group_by))
+    return cached_view(session, KIND, key, lambda: _leaderboard(session, sweep_id, tags, group_by))
+
+
+def _leaderboard(session: Session, sweep_id: str | None, tags: dict[str, str] | None,
+                 group_by: Sequence[str]) -> dict[str, Any]:
+    rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags, with_tags=False)
+    summaries = _summaries(rows)
+    board = build_leaderboard(summaries, group_by=group_by, kind=KIND)
+    runs = _cell_runs(summaries, board.group_by)
+    out_rows = []
+    for row in board.rows:
+        config = tuple(row.config.values())
+        cells = {}
+        for task, cell in row.cells.items():
+            cells[task] = {**_scaled(cell.score), "metrics": {m: _scaled(s) for m, s in cell.metrics.items()},
+                           "seeds": [s for s in cell.seeds], "flags": list(cell.flags),
+                           "result_ids": runs.get((config, task), [])}
+        out_rows.append({
+            "config": row.config, "cells": cells, "flags": row.flags, "glue_tasks": row.glue_tasks,
+            "glue_average": None if row.glue_average is None else 100 * row.glue_average,
+        })
+    return {
+        "group_by": list(board.group_by),
+        "tasks": [{"task": t, "name": board.display_name(t), "glue": t in GLUE_TASKS,
+                   "metrics": board.column_metrics(t),
+                   "metric_labels": [METRIC_ABBREV.get(m, m) for m in board.column_metrics(t)]}
+                  for t in board.tasks],
+        "rows": out_rows,
+        "result_count": len(rows),
+        "filters": {"sweep_id": sweep_id, "tags": dict(tags or {})},
+        "options": filter_options(session, KIND),
+    }
+
+
+def leaderboard_export(session: Session, fmt: str, *, sweep_id: str | None = None,
+                       tags: dict[str, str] | None = None, group_by: Sequence[str] = DEFAULT_GROUP_BY) -> str:
+    """The same leaderboard as CSV or LaTeX (ptmlab.leaderboard's renderers)."""
+    rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags, with_tags=False)
+    return render(build_leaderboard(_summaries(rows), group_by=group_by, kind=KIND), fmt)

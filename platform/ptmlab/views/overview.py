@@ -1,0 +1,50 @@
+"""The front page: job counts per state, result counts per kind, the latest jobs and results."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from ptmlab.db.models import JOB_STATES, Job, Result, Worker
+from ptmlab.views.rows import number
+
+SKIP = {"seed", "wall_time_s", "job_id", "trainable_params", "total_params", "train_time_s", "resumed_from_s"}
+PREFERRED = ("main_score", "score", "val_loss", "val_perplexity", "loss", "perplexity", "accuracy")
+
+
+def headline(summary: dict, limit: int = 4) -> dict[str, float]:
+    """The few numbers that say how a run went, whatever its stage."""
+    layers = [entry for entry in summary.get("layers") or [] if isinstance(entry, dict)]
+    if layers and any(number(e.get("accuracy")) is not None for e in layers):  # a probe: its best layer
+        best = max(layers, key=lambda e: number(e.get("accuracy")) or float("-inf"))
+        return {"best_layer": best.get("layer"), "accuracy": number(best.get("accuracy"))}
+    numeric = {k: number(v) for k, v in summary.items()
+               if k not in SKIP and not isinstance(v, bool) and number(v) is not None}
+    first = [k for k in PREFERRED if k in numeric]
+    rest = [k for k in numeric if k not in first and not k.endswith("_s")]
+    return {k: numeric[k] for k in (first + rest)[:limit]}
+
+
+def overview_view(session: Session, *, limit: int = 15) -> dict[str, Any]:
+    job_counts = dict.fromkeys(JOB_STATES, 0)
+    job_counts.update({s: n for s, n in session.execute(sa.select(Job.status, sa.func.count()).group_by(Job.status))})
+    result_counts = dict(session.execute(sa.select(Result.kind, sa.func.count()).group_by(Result.kind)).all())
+    jobs = session.scalars(sa.select(Job).order_by(Job.id.desc()).limit(limit)).all()
+    results = session.execute(
+        sa.select(Result.id, Result.job_id, Result.kind, Result.mlflow_run_id, Result.summary, Result.created_at)
+        .order_by(Result.created_at.desc(), Result.id.desc()).limit(limit)).all()
+    workers = session.scalars(sa.select(Worker).where(Worker.status != "stopped")
+                              .order_by(Worker.last_heartbeat.desc()).limit(limit)).all()
+    return {
+        "job_counts": job_counts, "result_counts": result_counts,
+        "jobs": [{"id": j.id, "name": j.name, "stage": j.stage, "status": j.status, "overrides": list(j.overrides or []),
+                  "created_at": j.created_at, "pipeline_id": j.pipeline_id} for j in jobs],
+        "results": [{"id": r.id, "job_id": r.job_id, "kind": r.kind, "mlflow_run_id": r.mlflow_run_id,
+                     "created_at": r.created_at, "headline": headline(r.summary if isinstance(r.summary, dict) else {}),
+                     "label": " / ".join(str(r.summary.get(k)) for k in ("model", "objective", "task", "method",
+                                                                         "probe_task") if isinstance(r.summary, dict) and r.summary.get(k))}
+                    for r in results],
+        "workers": [w.to_dict() for w in workers],
+    }

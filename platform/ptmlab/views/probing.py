@@ -1,0 +1,81 @@
+"""The probing view: per-layer curves per model × probe task (mean over its runs), control-task
+selectivity, structural-probe UUAS/Spearman, attention-head heatmaps (layer × head)."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from ptmlab.views.rows import cached_view, filter_options, load_rows, number
+
+KIND = "probe"
+LAYER_METRICS = ("accuracy", "control_accuracy", "selectivity", "uuas", "spearman")
+
+
+def _layers(summary: dict) -> dict[int, dict[str, float]]:
+    out: dict[int, dict[str, float]] = {}
+    for i, entry in enumerate(summary.get("layers") or []):
+        if not isinstance(entry, dict):
+            continue
+        layer = int(entry.get("layer", i))
+        values = {m: number(entry.get(m)) for m in LAYER_METRICS}
+        if values["selectivity"] is None and values["accuracy"] is not None and values["control_accuracy"] is not None:
+            values["selectivity"] = values["accuracy"] - values["control_accuracy"]
+        out[layer] = {m: v for m, v in values.items() if v is not None}
+    return out
+
+
+def _heatmaps(summary: dict) -> list[dict]:
+    heads = summary.get("attention_heads")
+    items = heads if isinstance(heads, list) else [heads] if isinstance(heads, dict) else []
+    out = []
+    for item in items:
+        values = item.get("values") if isinstance(item, dict) else None
+        if not isinstance(values, list) or not values:
+            continue
+        grid = [[number(v) for v in (layer if isinstance(layer, list) else [])] for layer in values]
+        out.append({"statistic": str(item.get("statistic", "value")), "values": grid})
+    return out
+
+
+def probing_view(session: Session, *, sweep_id: str | None = None, tags: dict[str, str] | None = None) -> dict[str, Any]:
+    key = ("probing", sweep_id, tuple(sorted((tags or {}).items())))
+    return cached_view(session, KIND, key, lambda: _probing(session, sweep_id, tags))
+
+
+def _probing(session: Session, sweep_id: str | None, tags: dict[str, str] | None) -> dict[str, Any]:
+    rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags, with_tags=False)
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    heatmaps: dict[tuple[str, str, str], dict] = {}  # the latest run's map per model × task × statistic
+    for row in rows:
+        s = row.summary
+        model, task = str(s.get("model", "-")), str(s.get("probe_task", "-"))
+        group = groups.setdefault((model, task), {"result_ids": [], "layers": {}})
+        group["result_ids"].append(row.id)
+        for layer, values in _layers(s).items():
+            per_layer = group["layers"].setdefault(layer, {})
+            for metric, value in values.items():
+                per_layer.setdefault(metric, []).append(value)
+        for h in _heatmaps(s):
+            heatmaps[(model, task, h["statistic"])] = {"model": model, "probe_task": task, "result_id": row.id, **h}
+    curves = []
+    for (model, task), group in sorted(groups.items()):
+        layers = sorted(group["layers"])
+        curve: dict[str, Any] = {"model": model, "probe_task": task, "result_ids": group["result_ids"],
+                                 "runs": len(group["result_ids"]), "layers": layers}
+        for metric in LAYER_METRICS:
+            series = [group["layers"][layer].get(metric) for layer in layers]
+            if not any(series):
+                continue
+            curve[metric] = [statistics.fmean(v) if v else None for v in series]
+            curve[f"{metric}_std"] = [statistics.stdev(v) if v and len(v) > 1 else None for v in series]
+        curves.append(curve)
+    return {
+        "models": sorted({m for m, _ in groups}), "probe_tasks": sorted({t for _, t in groups}),
+        "curves": curves, "heatmaps": [heatmaps[k] for k in sorted(heatmaps)],
+        "statistics": sorted({stat for _, _, stat in heatmaps}),
+        "result_count": len(rows), "options": filter_options(session, KIND),
+        "filters": {"sweep_id": sweep_id, "tags": dict(tags or {})},
+    }

@@ -1,0 +1,121 @@
+"""Reading `results` rows for the views: only the columns a view needs, filters in SQL."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from ptmlab.db.models import Result
+from ptmlab.errors import ConfigError
+
+
+@dataclass
+class ResultRow:
+    id: int
+    job_id: int | None
+    sweep_id: str | None
+    mlflow_run_id: str | None
+    summary: dict[str, Any]
+    tags: dict[str, Any]
+
+
+def parse_tag_filter(tag: str | None) -> dict[str, str]:
+    """`key=value[,key=value]` -> {key: value}; a bad entry names itself."""
+    out: dict[str, str] = {}
+    for part in (tag or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "=" not in part:
+            raise ConfigError(f"tag filter {part!r} is not key=value")
+        key, value = part.split("=", 1)
+        if not key.strip():
+            raise ConfigError(f"tag filter {part!r} has an empty key")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _json(value: Any) -> dict[str, Any]:
+    if isinstance(value, str | bytes):
+        value = json.loads(value)
+    return value if isinstance(value, dict) else {}
+
+
+def load_rows(session: Session, *, kind: str | None = None, sweep_id: str | None = None,
+              tags: dict[str, str] | None = None, ids: Sequence[int] | None = None,
+              with_tags: bool = True) -> list[ResultRow]:
+    """Matching rows, oldest first (a later re-run replaces an earlier one downstream)."""
+    tag_column = Result.tags if with_tags else sa.null().label("tags")
+    query = sa.select(Result.id, Result.job_id, Result.sweep_id, Result.mlflow_run_id, Result.summary, tag_column)
+    if kind is not None:
+        query = query.where(Result.kind == kind)
+    if sweep_id:
+        query = query.where(Result.sweep_id == sweep_id)
+    for key, value in (tags or {}).items():
+        query = query.where(Result.tags[str(key)].as_string() == str(value))
+    if ids is not None:
+        query = query.where(Result.id.in_([int(i) for i in ids]))
+    rows = session.execute(query.order_by(Result.created_at, Result.id)).all()
+    return [ResultRow(r.id, r.job_id, r.sweep_id, r.mlflow_run_id, _json(r.summary), _json(r.tags)) for r in rows]
+
+
+def filter_options(session: Session, kind: str) -> dict[str, Any]:
+    """What the sweep and tag filters can choose from, for rows of `kind`."""
+    sweeps: set[str] = set()
+    tags: dict[str, set[str]] = {}
+    # Distinct as text: PostgreSQL's json type has no equality, and most rows share a few tag sets.
+    query = sa.select(Result.sweep_id, sa.cast(Result.tags, sa.Text)).where(Result.kind == kind).distinct()
+    for sweep_id, row_tags in session.execute(query):
+        if sweep_id:
+            sweeps.add(sweep_id)
+        for key, value in _json(row_tags or "{}").items():
+            values = tags.setdefault(str(key), set())
+            if len(values) < 50:  # a tag with a value per run (a run name) is no useful filter
+                values.add(str(value).lower() if isinstance(value, bool) else str(value))
+    return {"sweeps": sorted(sweeps), "tags": {k: sorted(v) for k, v in sorted(tags.items())}}
+
+
+def number(value: Any) -> float | None:
+    """A finite float, or None (missing, text, NaN)."""
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if out == out and out not in (float("inf"), float("-inf")) else None
+
+
+# -- a small cache: the live dashboard asks for the same view every few seconds ---------------------
+_CACHE_SIZE = 64
+_cache: OrderedDict[tuple, Any] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def cached_view(session: Session, kind: str, key: tuple, build: Callable[[], Any]) -> Any:
+    """`build()`, or its earlier value while the `kind` rows are unchanged. Results rows are
+    only ever inserted (a re-run adds a row), so (count, max id) of the kind is a fingerprint.
+    Callers must not mutate what they get back."""
+    count, max_id = session.execute(
+        sa.select(sa.func.count(), sa.func.max(Result.id)).where(Result.kind == kind)).one()
+    full_key = (session.get_bind().url.render_as_string(hide_password=False), kind, key, count, max_id)
+    with _cache_lock:
+        if full_key in _cache:
+            _cache.move_to_end(full_key)
+            return _cache[full_key]
+    value = build()
+    with _cache_lock:
+        _cache[full_key] = value
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return value
+
+
+def clear_cache() -> None:
+    with _cache_lock:
+        _cache.clear()

@@ -1,0 +1,161 @@
+"""Synthetic result summaries in the formats of ptmlab.views, for the dashboard's tests and
+latency benchmark only (never shown as results of real runs): deterministic from a seed."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from ptmlab.leaderboard import GLUE_TASKS
+
+MODELS = ("bert_tiny", "gpt_tiny", "electra_tiny", "albert_tiny", "elmo_tiny", "roberta_tiny")
+OBJECTIVES = ("mlm", "clm", "rtd", "mlm_sop", "bilm", "mlm_span")
+ADAPTATIONS = ("full", "feature", "adapters")
+METHODS = ("prune_magnitude", "quantize_dynamic", "distill", "low_rank")
+PROBE_TASKS = ("pos", "dep_arc", "structural")
+
+
+def finetune_summary(rng: random.Random, model: str, objective: str, adaptation: str, task: str, seed: int) -> dict[str, Any]:
+    base = 0.55 + 0.3 * rng.random()
+    metrics = {m: round(min(0.99, max(0.0, base + rng.gauss(0, 0.02))), 4) for m in GLUE_TASKS[task][1]}
+    return {"stage": "finetune", "mlflow_run_id": None, "run_dir": None, "seed": seed, "wall_time_s": 1.0,
+            "model": model, "objective": objective, "adaptation": adaptation, "task": task, "metrics": metrics,
+            "main_score": next(iter(metrics.values())), "trainable_params": 1000, "total_params": 100_000}
+
+
+def compress_summary(rng: random.Random, method: str, source: str, task: str, seed: int) -> dict[str, Any]:
+    source_score, source_params = 0.9, 4_400_000
+    keep = rng.uniform(0.1, 0.9)
+    return {"stage": "compress", "mlflow_run_id": None, "run_dir": None, "seed": seed, "wall_time_s": 1.0,
+            "method": method, "source": source, "task": task,
+            "score": round(source_score * (0.7 + 0.3 * keep ** 0.3) - rng.uniform(0, 0.03), 4),
+            "params": int(source_params * keep), "size_bytes": int(source_params * keep * rng.choice((1, 4))),
+            "latency_ms": round(2 + 10 * keep + rng.uniform(0, 1), 3), "config": {"keep": round(keep, 3)},
+            "source_score": source_score, "source_params": source_params,
+            "source_size_bytes": source_params * 4, "source_latency_ms": 12.5}
+
+
+def probe_summary(rng: random.Random, model: str, probe_task: str, seed: int, layers: int = 5, heads: int = 4) -> dict[str, Any]:
+    peak = rng.randint(1, layers - 1)
+    entries = []
+    for layer in range(layers):
+        acc = round(0.9 - 0.05 * abs(layer - peak) + rng.uniform(-0.01, 0.01), 4)
+        control = round(0.6 + rng.uniform(-0.02, 0.02), 4)
+        entry = {"layer": layer, "accuracy": acc, "control_accuracy": control, "selectivity": round(acc - control, 4)}
+        if probe_task == "structural":
+            entry.update(uuas=round(acc - 0.2, 4), spearman=round(acc - 0.15, 4))
+        entries.append(entry)
+    return {"stage": "probe", "mlflow_run_id": None, "run_dir": None, "seed": seed, "wall_time_s": 1.0,
+            "model": model, "probe_task": probe_task, "layers": entries,
+            "attention_heads": {"statistic": "entropy",
+                                "values": [[round(rng.uniform(0.5, 3.0), 3) for _ in range(heads)] for _ in range(layers - 1)]}}
+
+
+def synthetic_summaries(n: int, seed: int = 0) -> list[dict[str, Any]]:
+    """`n` summaries: ~60% finetune, ~25% compress, ~15% probe, cycling over the grids above."""
+    rng = random.Random(seed)
+    tasks = list(GLUE_TASKS)
+    out = []
+    for i in range(n):
+        r = i % 20
+        if r < 12:
+            out.append(finetune_summary(rng, MODELS[i % len(MODELS)], OBJECTIVES[(i // 6) % len(OBJECTIVES)],
+                                        ADAPTATIONS[(i // 36) % len(ADAPTATIONS)], tasks[(i // 108) % len(tasks)], i // 972))
+        elif r < 17:
+            out.append(compress_summary(rng, METHODS[i % len(METHODS)], MODELS[i % 2], "sst2", i))
+        else:
+            out.append(probe_summary(rng, MODELS[i % len(MODELS)], PROBE_TASKS[i % len(PROBE_TASKS)], i))
+    return out
+
+
+# -- a small, hand-checkable dashboard database (browser tests, screenshots) -------------------------
+SEED_QUEUE = "seeded"  # seeded queued jobs wait here, out of reach of a test's worker on `default`
+
+SEED_FINETUNE = [  # (model, objective, adaptation, task, seed, metrics)
+    ("bert_tiny", "mlm", "full", "sst2", 1, {"accuracy": 0.82}),
+    ("bert_tiny", "mlm", "full", "sst2", 2, {"accuracy": 0.84}),
+    ("bert_tiny", "mlm", "full", "cola", 1, {"matthews_correlation": 0.21}),
+    ("bert_tiny", "mlm", "full", "mrpc", 1, {"f1": 0.80, "accuracy": 0.70}),
+    ("bert_tiny", "mlm", "adapters", "sst2", 1, {"accuracy": 0.79}),
+    ("bert_tiny", "mlm", "adapters", "cola", 1, {"matthews_correlation": 0.0}),  # degenerate
+    ("gpt_tiny", "clm", "full", "sst2", 1, {"accuracy": 0.76}),
+    ("gpt_tiny", "clm", "full", "sst2", 2, {"accuracy": 0.78}),
+    ("gpt_tiny", "clm", "full", "stsb", 1, {"pearson": 0.40, "spearmanr": 0.38}),
+    ("electra_tiny", "rtd", "full", "sst2", 1, {"accuracy": 0.86}),
+    ("electra_tiny", "rtd", "full", "rte", 1, {"accuracy": 0.55}),
+]
+# (method, score, params, size_bytes, latency_ms): chosen so the fronts differ per axis.
+SEED_COMPRESS = [
+    ("prune_magnitude", 0.86, 2_000_000, 8_000_000, 6.0),
+    ("prune_magnitude", 0.80, 1_000_000, 4_000_000, 5.5),
+    ("prune_magnitude", 0.70, 1_200_000, 4_800_000, 5.0),  # dominated on params by the one above
+    ("quantize_dynamic", 0.87, 4_400_000, 4_500_000, 4.0),
+    ("quantize_dynamic", 0.85, 4_400_000, 4_400_000, 7.0),
+    ("distill", 0.83, 1_500_000, 6_000_000, 2.5),
+    ("distill", 0.75, 500_000, 2_000_000, 1.5),
+    ("low_rank", 0.78, 2_500_000, 10_000_000, 8.0),  # dominated everywhere
+]
+SEED_PROBE_MODELS = ("bert_tiny", "bert_tiny (random init)", "gpt_tiny")
+SEED_PROBE_TASKS = ("pos", "structural")
+
+
+def seed_dashboard(session) -> dict[str, Any]:
+    """Jobs in every state (a pipeline among them) and finetune/compress/probe results; returns
+    their ids. Uses the queue's own functions where a state can be reached that way."""
+    from ptmlab.db.models import CANCELLED, FAILED, RUNNING, SUCCEEDED, Attempt, utcnow
+    from ptmlab.queue import submit_job
+    from ptmlab.results import new_result
+
+    now = utcnow()
+    jobs: dict[str, int] = {}
+
+    def job(label: str, status: str, *, stage: str = "sleep", overrides=(), error=None, depends_on=(), name=None):
+        j = submit_job(session, stage=stage, overrides=list(overrides), queue=SEED_QUEUE, depends_on=list(depends_on),
+                       name=name, tags={"seeded": "true"})
+        if status != "queued":
+            j.status, j.attempts, j.worker_id = status, 1, "seed-host-1-abc"
+            j.started_at = now
+            if status == RUNNING:
+                # Far in the future: no reaper requeues this job while a test looks at it.
+                j.lease_expires_at = now.replace(year=now.year + 5)
+            else:
+                j.finished_at, j.error, j.exit_code = now, error, (0 if status == SUCCEEDED else 1)
+            session.add(Attempt(job_id=j.id, number=1, worker_id=j.worker_id, status=status, started_at=now,
+                                finished_at=None if status == RUNNING else now, error=error))
+        session.commit()
+        jobs[label] = j.id
+        return j
+
+    job("queued", "queued", overrides=["stage.seconds=5"])
+    job("running", RUNNING, overrides=["stage.seconds=600"])
+    job("succeeded", SUCCEEDED, stage="finetune", overrides=["model=bert_tiny", "task=glue/sst2", "adaptation=full"])
+    job("failed", FAILED, overrides=["stage.fail=true"], error="RuntimeError: stage.fail=true: the sleep stage fails on purpose")
+    job("cancelled", CANCELLED, error="cancelled before it started")
+    parent = job("pipeline_parent", SUCCEEDED, stage="pretrain", overrides=["model=bert_tiny", "objective=mlm"], name="pretrain_mlm")
+    job("pipeline_child", "queued", stage="finetune", overrides=["model=bert_tiny", "task=glue/sst2"],
+        depends_on=[parent.id], name="finetune_sst2")
+
+    results: dict[str, list[int]] = {"finetune": [], "compress": [], "probe": []}
+    rows = []
+    for model, objective, adaptation, task, seed, metrics in SEED_FINETUNE:
+        rows.append(new_result({"stage": "finetune", "mlflow_run_id": None, "run_dir": None, "seed": seed,
+                                "wall_time_s": 1.0, "model": model, "objective": objective, "adaptation": adaptation,
+                                "task": task, "metrics": metrics, "main_score": next(iter(metrics.values()))},
+                               job_id=jobs["succeeded"] if not rows else None, tags={"suite": "glue"}))
+    for i, (method, score, params, size, latency) in enumerate(SEED_COMPRESS):
+        rows.append(new_result({"stage": "compress", "mlflow_run_id": None, "run_dir": None, "seed": i,
+                                "wall_time_s": 1.0, "method": method, "source": "bert_tiny-sst2", "task": "sst2",
+                                "score": score, "params": params, "size_bytes": size, "latency_ms": latency,
+                                "config": {"variant": i}, "source_score": 0.88, "source_params": 4_400_000,
+                                "source_size_bytes": 17_600_000, "source_latency_ms": 9.0}))
+    rng = random.Random(7)
+    for model in SEED_PROBE_MODELS:
+        for probe_task in SEED_PROBE_TASKS:
+            summary = probe_summary(rng, model, probe_task, seed=1)
+            summary["model"] = model
+            rows.append(new_result(summary))
+    session.add_all(rows)
+    session.commit()
+    for r in rows:
+        results[r.kind].append(r.id)
+    return {"jobs": jobs, "results": results}

@@ -1,0 +1,132 @@
+// Shared helpers of the dashboard's pages: calling the API, building DOM, formatting numbers.
+
+const TOKEN_KEY = "ptmlab-api-token";
+
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+export function token() {
+  return localStorage.getItem(TOKEN_KEY) || "";
+}
+
+export function setToken(value) {
+  if (value) localStorage.setItem(TOKEN_KEY, value);
+  else localStorage.removeItem(TOKEN_KEY);
+}
+
+// fetch JSON from the API; errors become ApiError with the API's {error: {code, message}}.
+export async function api(path, { method = "GET", body } = {}) {
+  const headers = { Accept: "application/json" };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (method !== "GET" && token()) headers.Authorization = `Bearer ${token()}`;
+  const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await response.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch { data = null; }
+  if (!response.ok) {
+    const err = (data && data.error) || {};
+    throw new ApiError(response.status, err.code || `http_${response.status}`, err.message || text || response.statusText);
+  }
+  return data;
+}
+
+// el("a", {href: "/x", class: "y"}, "text", childNode, ...)
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key === "dataset") Object.assign(node.dataset, value);
+    else if (key.startsWith("on") && typeof value === "function") node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child === undefined || child === null || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+export function flash(message, kind = "error") {
+  const box = document.getElementById("flash");
+  if (!box) return;
+  box.textContent = message;
+  box.className = `flash ${kind}`;
+  box.hidden = !message;
+}
+
+export function fmt(value, digits = 1) {
+  if (value === null || value === undefined || Number.isNaN(value)) return "–";
+  return Number(value).toFixed(digits);
+}
+
+// 4 400 000 -> "4.40M"
+export function human(value) {
+  if (value === null || value === undefined) return "–";
+  const abs = Math.abs(value);
+  for (const [div, unit] of [[1e9, "G"], [1e6, "M"], [1e3, "k"]]) {
+    if (abs >= div) return `${(value / div).toFixed(2)}${unit}`;
+  }
+  return Number.isInteger(value) ? String(value) : value.toPrecision(3);
+}
+
+export function parseTime(iso) {
+  return iso ? new Date(iso.endsWith("Z") ? iso : `${iso}Z`) : null;
+}
+
+export function duration(startIso, endIso) {
+  const start = parseTime(startIso);
+  if (!start) return "";
+  const end = parseTime(endIso) || new Date();
+  let s = Math.max(0, Math.round((end - start) / 1000));
+  const h = Math.floor(s / 3600); s -= 3600 * h;
+  const m = Math.floor(s / 60); s -= 60 * m;
+  return h ? `${h}h${String(m).padStart(2, "0")}m` : m ? `${m}m${String(s).padStart(2, "0")}s` : `${s}s`;
+}
+
+export function shortTime(iso) {
+  const t = parseTime(iso);
+  return t ? t.toISOString().replace("T", " ").slice(0, 19) : "";
+}
+
+export function badge(status) {
+  return el("span", { class: `badge state-${status}` }, status);
+}
+
+// Repeat `fn` every `ms` while the tab is visible; `fn` returning false stops it.
+export function poll(fn, ms) {
+  let timer = null;
+  let stopped = false;
+  const tick = async () => {
+    if (stopped) return;
+    let again = true;
+    if (!document.hidden) {
+      try { again = (await fn()) !== false; } catch (err) { console.error(err); }
+    }
+    if (again && !stopped) timer = setTimeout(tick, ms);
+  };
+  timer = setTimeout(tick, ms);
+  return () => { stopped = true; clearTimeout(timer); };
+}
+
+export function query() {
+  return new URLSearchParams(window.location.search);
+}
+
+// Keep the page's filter state in its URL, so a link or a reload shows the same view.
+export function setQuery(params) {
+  const url = new URL(window.location.href);
+  for (const [key, value] of Object.entries(params)) {
+    if (value === undefined || value === null || value === "") url.searchParams.delete(key);
+    else url.searchParams.set(key, value);
+  }
+  history.replaceState(null, "", url);
+}
+
+export const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
+  "#17becf", "#7f7f7f", "#bcbd22"];

@@ -1,0 +1,113 @@
+// Compression trade-offs: score vs params / size / latency, a colour per method, the Pareto front.
+import { PALETTE, api, el, flash, fmt, human, query, setQuery } from "/static/js/api.js";
+
+const form = document.getElementById("comp-filters");
+const chart = document.getElementById("comp-chart");
+const TABLE_ROWS = 300;
+let data = null;
+
+function settings(config) {
+  return Object.entries(config || {}).map(([k, v]) => `${k}=${v}`).join(", ");
+}
+
+function fill(select, values, labels, current) {
+  select.replaceChildren(...values.map((v, i) => el("option", { value: v }, labels ? labels[i] : v)));
+  if (values.includes(current)) select.value = current;
+}
+
+function hover(p, axisLabel, axis) {
+  return `<b>${p.method}</b> on ${p.source}<br>score ${p.score}<br>${axisLabel}: ${human(p[axis])}` +
+    (p.retention !== null && p.retention !== undefined ? `<br>retention ${(100 * p.retention).toFixed(1)}%` : "") +
+    (settings(p.config) ? `<br>${settings(p.config)}` : "") + (p.id ? `<br>result #${p.id}` : "");
+}
+
+function draw() {
+  const axis = form.elements.axis.value;
+  const axisLabel = data.axes.find((a) => a.key === axis).label;
+  const points = data.points.filter((p) => p[axis] !== null && p.score !== null);
+  const type = points.length > 1000 ? "scattergl" : "scatter";
+  const traces = data.methods.map((method, i) => {
+    const mine = points.filter((p) => p.method === method);
+    return {
+      type, mode: "markers", name: method, x: mine.map((p) => p[axis]), y: mine.map((p) => p.score),
+      customdata: mine.map((p) => p.id), text: mine.map((p) => hover(p, axisLabel, axis)), hoverinfo: "text",
+      marker: { color: PALETTE[i % PALETTE.length], size: 9, opacity: 0.85 },
+    };
+  });
+  const byId = new Map(points.map((p) => [p.id, p]));
+  const front = (data.fronts[axis] || []).map((id) => byId.get(id)).filter(Boolean);
+  traces.push({
+    type: "scatter", mode: "lines+markers", name: "Pareto front", x: front.map((p) => p[axis]), y: front.map((p) => p.score),
+    customdata: front.map((p) => p.id), text: front.map((p) => hover(p, axisLabel, axis)), hoverinfo: "text",
+    line: { color: "#222", width: 1.5, dash: "dot", shape: "hv" },
+    marker: { size: 15, color: "rgba(0,0,0,0)", line: { color: "#222", width: 2 } },
+  });
+  const refs = data.references.filter((r) => r[axis] !== null && r.score !== null);
+  if (refs.length) {
+    traces.push({
+      type: "scatter", mode: "markers+text", name: "uncompressed source", x: refs.map((r) => r[axis]), y: refs.map((r) => r.score),
+      text: refs.map((r) => r.source), textposition: "top center", hovertext: refs.map((r) => hover({ ...r, method: "uncompressed" }, axisLabel, axis)),
+      hoverinfo: "text", marker: { symbol: "star", size: 16, color: "#f5b700", line: { color: "#444", width: 1 } },
+    });
+  }
+  Plotly.react(chart, traces, {
+    margin: { t: 20, r: 20, b: 50, l: 60 }, height: 460, hovermode: "closest",
+    xaxis: { title: { text: axisLabel }, type: form.elements.logx.checked ? "log" : "linear" },
+    yaxis: { title: { text: `${data.task} score` } }, legend: { orientation: "h", y: -0.18 },
+  }, { responsive: true, displaylogo: false });
+}
+
+function table() {
+  const axis = form.elements.axis.value;
+  const rows = [...data.points].sort((a, b) => (a[axis] ?? Infinity) - (b[axis] ?? Infinity)).slice(0, TABLE_ROWS);
+  document.querySelector("#comp-table tbody").replaceChildren(
+    ...data.references.map((r) => el("tr", { class: "reference" },
+      el("td", {}, r.id ? el("a", { href: `/runs/${r.id}` }, `#${r.id}`) : "–"), el("td", {}, "uncompressed ★"), el("td", {}, r.source),
+      el("td", {}, ""), el("td", { class: "num" }, fmt(r.score, 4)), el("td", { class: "num" }, human(r.params)),
+      el("td", { class: "num" }, human(r.size_bytes)), el("td", { class: "num" }, fmt(r.latency_ms, 2)),
+      el("td", { class: "num" }, "100%"), el("td", {}, ""))),
+    ...rows.map((p) => el("tr", { "data-id": p.id, "data-pareto": String(p.pareto[axis]) },
+      el("td", {}, el("a", { href: `/runs/${p.id}` }, `#${p.id}`)), el("td", {}, p.method), el("td", {}, p.source),
+      el("td", { class: "small" }, settings(p.config)), el("td", { class: "num" }, fmt(p.score, 4)),
+      el("td", { class: "num" }, human(p.params)), el("td", { class: "num" }, human(p.size_bytes)),
+      el("td", { class: "num" }, fmt(p.latency_ms, 2)),
+      el("td", { class: "num" }, p.retention === null ? "–" : `${(100 * p.retention).toFixed(1)}%`),
+      el("td", {}, p.pareto[axis] ? "✓" : ""))));
+  document.getElementById("comp-count").textContent = data.points.length > TABLE_ROWS
+    ? `(${data.points.length} for ${data.task}; the ${TABLE_ROWS} cheapest on this axis shown)` : `(${data.points.length} for ${data.task || "–"})`;
+}
+
+async function load() {
+  const params = new URLSearchParams();
+  for (const name of ["task", "sweep_id", "tag"]) if (form.elements[name].value) params.set(name, form.elements[name].value);
+  setQuery({ task: params.get("task") || "", sweep_id: params.get("sweep_id") || "", tag: params.get("tag") || "",
+    axis: form.elements.axis.value || query().get("axis") || "" });
+  try {
+    data = await api(`/api/v1/views/compression?${params}`);
+    flash("");
+  } catch (err) {
+    flash(`compression: ${err.message}`);
+    return;
+  }
+  fill(form.elements.task, data.tasks, null, data.task);
+  const current = form.elements.axis.value || query().get("axis") || "params";
+  fill(form.elements.axis, data.axes.map((a) => a.key), data.axes.map((a) => a.label), current);
+  fill(form.elements.sweep_id, ["", ...data.options.sweeps], ["all", ...data.options.sweeps], params.get("sweep_id") || "");
+  const tagValues = Object.entries(data.options.tags).flatMap(([k, vs]) => vs.map((v) => `${k}=${v}`));
+  fill(form.elements.tag, ["", ...tagValues], ["any", ...tagValues], params.get("tag") || "");
+  const empty = data.points.length === 0 && data.references.length === 0;
+  document.getElementById("comp-empty").hidden = !empty;
+  chart.hidden = empty;
+  if (!empty) draw();
+  table();
+}
+
+for (const name of ["task", "sweep_id", "tag"]) {
+  const value = query().get(name);
+  if (value) { form.elements[name].append(el("option", { value }, value)); form.elements[name].value = value; }
+  form.elements[name].addEventListener("change", load);
+}
+for (const name of ["axis", "logx"]) {
+  form.elements[name].addEventListener("change", () => { setQuery({ axis: form.elements.axis.value }); draw(); table(); });
+}
+load();

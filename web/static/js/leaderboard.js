@@ -1,0 +1,122 @@
+// The GLUE leaderboard: rows by configuration, a column per task, sortable, filterable, exportable.
+import { api, el, flash, fmt, query, setQuery } from "/static/js/api.js";
+
+const form = document.getElementById("lb-filters");
+const table = document.getElementById("leaderboard");
+let data = null;
+let sort = { column: query().get("sort") || "glue", desc: query().get("order") !== "asc" };
+
+function filterParams() {
+  const p = new URLSearchParams();
+  for (const name of ["sweep_id", "tag", "group_by"]) {
+    const value = form.elements[name].value.trim();
+    if (value) p.set(name, value);
+  }
+  return p;
+}
+
+function setOptions(select, values, current, anyLabel) {
+  select.replaceChildren(el("option", { value: "" }, anyLabel), ...values.map((v) => el("option", { value: v }, v)));
+  select.value = values.includes(current) ? current : "";
+}
+
+function statText(s) {
+  if (!s || s.mean === null) return "–";
+  return s.std === null ? fmt(s.mean) : `${fmt(s.mean)}±${fmt(s.std)}`;
+}
+
+function sortValue(row, column) {
+  if (column === "glue") return row.glue_average;
+  if (column.startsWith("config:")) return row.config[column.slice(7)];
+  const cell = row.cells[column.slice(5)];
+  return cell ? cell.mean : null;
+}
+
+function sortedRows() {
+  const rows = [...data.rows];
+  const dir = sort.desc ? -1 : 1;
+  rows.sort((a, b) => {
+    const va = sortValue(a, sort.column);
+    const vb = sortValue(b, sort.column);
+    if (va === null || va === undefined) return (vb === null || vb === undefined) ? 0 : 1;  // empty last
+    if (vb === null || vb === undefined) return -1;
+    return (typeof va === "string" ? va.localeCompare(vb) : va - vb) * dir;
+  });
+  return rows;
+}
+
+function header(label, column, sub) {
+  const active = sort.column === column;
+  return el("th", {
+    class: `sortable${active ? " sorted" : ""}`, "data-column": column, tabindex: "0",
+    "aria-sort": active ? (sort.desc ? "descending" : "ascending") : "none",
+    onclick: () => {
+      sort = { column, desc: active ? !sort.desc : !column.startsWith("config:") };
+      setQuery({ sort: column, order: sort.desc ? "desc" : "asc" });
+      render();
+    },
+  }, label, sub ? el("div", { class: "sub" }, sub) : null, active ? (sort.desc ? " ▼" : " ▲") : "");
+}
+
+function cell(row, task) {
+  const c = row.cells[task.task];
+  if (!c) return el("td", { class: "num empty-cell" }, "");
+  const text = task.metrics.map((m) => statText(c.metrics[m])).join(" / ");
+  const title = [`${task.name}: score ${statText(c)} over ${c.n} seed(s) [${c.seeds.join(", ")}]`, ...c.flags].join("\n");
+  return el("td", {
+    class: `num clickable${c.flags.length ? " flagged" : ""}`, title, "data-task": task.task, "data-mean": c.mean ?? "",
+    onclick: () => { window.location.href = `/compare?runs=${c.result_ids.slice(0, 20).join(",")}`; },
+  }, text, el("span", { class: "n" }, ` n=${c.n}`), c.flags.length ? el("span", { class: "flag" }, " !") : null);
+}
+
+function render() {
+  const groupBy = data.group_by;
+  table.querySelector("thead").replaceChildren(el("tr", {},
+    groupBy.map((k) => header(k, `config:${k}`)),
+    data.tasks.map((t) => header(t.name, `task:${t.task}`, t.metric_labels.join("/"))),
+    header("GLUE avg", "glue", "tasks")));
+  const rows = sortedRows();
+  table.querySelector("tbody").replaceChildren(...rows.map((row) => el("tr", { "data-config": Object.values(row.config).join(" / ") },
+    groupBy.map((k) => el("td", {}, row.config[k])),
+    data.tasks.map((t) => cell(row, t)),
+    el("td", { class: "num glue", "data-glue": row.glue_average ?? "" },
+      row.glue_average === null ? "–" : fmt(row.glue_average), el("span", { class: "n" }, ` (${row.glue_tasks})`)))));
+  document.getElementById("lb-empty").hidden = rows.length > 0;
+  const flags = rows.flatMap((r) => r.flags.map((f) => `${Object.values(r.config).join(" / ")}: ${f}`));
+  document.getElementById("lb-flags").replaceChildren(...(flags.length
+    ? [el("h2", {}, "Degenerate runs"), el("ul", { class: "small" }, flags.slice(0, 100).map((f) => el("li", {}, f)))] : []));
+}
+
+async function load() {
+  const params = filterParams();
+  setQuery(Object.fromEntries(["sweep_id", "tag", "group_by"].map((k) => [k, params.get(k) || ""])));
+  for (const [id, fmtName] of [["export-csv", "csv"], ["export-latex", "latex"]]) {
+    const p = new URLSearchParams(params);
+    p.set("format", fmtName);
+    document.getElementById(id).href = `/api/v1/views/leaderboard?${p}`;
+  }
+  try {
+    data = await api(`/api/v1/views/leaderboard?${params}`);
+    flash("");
+  } catch (err) {
+    flash(`leaderboard: ${err.message}`);
+    return;
+  }
+  setOptions(form.elements.sweep_id, data.options.sweeps, params.get("sweep_id") || "", "all");
+  const tagValues = Object.entries(data.options.tags).flatMap(([k, vs]) => vs.map((v) => `${k}=${v}`));
+  setOptions(form.elements.tag, tagValues, params.get("tag") || "", "any");
+  if (!sort.column.startsWith("config:") && sort.column !== "glue" && !data.tasks.some((t) => `task:${t.task}` === sort.column)) {
+    sort = { column: "glue", desc: true };
+  }
+  render();
+}
+
+for (const name of ["sweep_id", "tag", "group_by"]) {
+  const value = query().get(name);
+  if (value) {
+    if (form.elements[name].tagName === "SELECT") form.elements[name].append(el("option", { value }, value));
+    form.elements[name].value = value;
+  }
+  form.elements[name].addEventListener("change", load);
+}
+load();
