@@ -87,4 +87,9 @@ def create_app(settings: Settings | None = None, *, extra_roots: Iterable[str | 
     for module in (jobs, sweeps, pipelines, workers, catalogue, results):
         app.include_router(module.router, prefix="/api/v1")
     app.include_router(health.router)
+    # The dashboard: its JSON views under /api/v1/views, its pages and static files at /.
+    from ptmlab.api.routes import pages, views
+
+    app.include_router(views.router, prefix="/api/v1")
+    app.include_router(pages.router)
     return app
