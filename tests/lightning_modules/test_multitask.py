@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 
@@ -62,3 +63,88 @@ def test_sampler_is_deterministic_per_seed():
 def test_bad_sampling_config_is_one_line(sizes, temperature, mode, fragment):
     with pytest.raises(ConfigError, match=fragment):
         sampling_probabilities(sizes, temperature_for(mode, temperature))
+
+
+# -- the stage, in process, with a tiny random BERT on real GLUE subsets ----------------------
+WORDS = "the a film movie was good bad great awful is not it very and of to sat on".split()
+
+
+@pytest.fixture(scope="module")
+def tiny_corpus(tmp_path_factory):
+    import random
+
+    rng = random.Random(0)
+    folder = tmp_path_factory.mktemp("corpus")
+    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 10))) for _ in range(200)]
+    (folder / "doc.txt").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+@pytest.fixture()
+def one_torch_thread():
+    """On the shared 2-core CI machine, intra-op threads spin against other processes: a tiny
+    model steps ~10x faster on one thread."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def tiny_overrides(corpus) -> list[str]:
+    return ["model=bert_tiny", "data=text_files", f"data.corpus.path={corpus}", "tokenizer.vocab_size=90",
+            "tokenizer.min_frequency=1", "trainer.enable_progress_bar=false", "trainer.log_every_n_steps=5",
+            "checkpoint_every_n_steps=0"]
+
+
+def test_multitask_stage_trains_every_task_in_proportion(data_dir, ptmlab_home, tiny_corpus, tmp_path,
+                                                         one_torch_thread):
+    from mlflow.tracking import MlflowClient
+
+    from lightning_modules.stages.multitask import run_multitask
+    from ptmlab.config import compose_config
+
+    steps, seed = 40, 5
+    cfg = compose_config(["stage=multitask", *tiny_overrides(tiny_corpus), "stage.tasks=[glue/sst2,glue/rte]",
+                          f"stage.max_steps={steps}", "stage.batch_size=8", "stage.lr=1e-3",
+                          "stage.max_train_samples=64", "stage.max_eval_samples=24",
+                          "+stage.task_overrides.rte.max_train_samples=16", f"seed={seed}",
+                          f"+run_dir={tmp_path / 'run'}"])
+    summary = run_multitask(cfg)
+
+    assert summary["task"] == "sst2+rte" and summary["adaptation"] == "multitask"
+    assert summary["train_sizes"] == {"sst2": 64, "rte": 16}
+    assert summary["sampling_probabilities"] == pytest.approx({"sst2": 0.8, "rte": 0.2})
+    # every step trained the task the sampler drew for it, so the split is the sampler's
+    drawn = Counter(TaskSampler({"sst2": 64, "rte": 16}, temperature=1.0, seed=seed).draw(steps))
+    assert summary["task_steps"] == dict(drawn) and summary["steps"] == steps
+    assert 0 < summary["task_steps"]["rte"] < summary["task_steps"]["sst2"]
+    for task in ("sst2", "rte"):
+        assert 0.0 <= summary["task_metrics"][task]["accuracy"] <= 1.0
+    assert summary["metrics"] == summary["task_metrics"]["sst2"]
+    assert summary["main_score"] == summary["metrics"]["accuracy"]
+    assert summary["trainable_params"] == summary["total_params"]
+
+    on_disk = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert on_disk["task_metrics"] == summary["task_metrics"]
+    run = MlflowClient(tracking_uri=f"sqlite:///{ptmlab_home / 'mlflow.db'}").get_run(on_disk["mlflow_run_id"])
+    for key in ("val/sst2/accuracy", "val/rte/accuracy", "train/sst2/loss", "train/rte/loss"):
+        assert key in run.data.metrics, key
+    assert run.data.metrics["val/rte/accuracy"] == pytest.approx(summary["task_metrics"]["rte"]["accuracy"])
+
+
+@pytest.mark.parametrize(("override", "fragment"), [
+    ("stage.tasks=[glue/sst2,glue/nope]", "stage.tasks: unknown task 'glue/nope'"),
+    ("stage.tasks=[glue/sst2,glue/sst2]", "two tasks are named 'sst2'"),
+    ("+stage.task_overrides.cola.max_train_samples=3", "stage.task_overrides.cola: not a task of this run"),
+    ("stage.sampling=annealed", "stage.sampling=annealed is unknown"),
+])
+def test_multitask_bad_input_fails_before_any_run(data_dir, ptmlab_home, tmp_path, override, fragment):
+    from lightning_modules.stages.multitask import run_multitask
+    from ptmlab.config import compose_config
+
+    cfg = compose_config(["stage=multitask", override, "stage.max_train_samples=4", f"+run_dir={tmp_path / 'run'}"])
+    with pytest.raises(ConfigError, match=fragment):
+        run_multitask(cfg)
+    assert not (tmp_path / "run").exists()

@@ -1,0 +1,275 @@
+"""stage=multitask: one shared encoder, one head per task, each step trains on one task drawn by
+the task sampler (MT-DNN, Liu et al. 2019): p_t ∝ n_t^(1/T) over the tasks' training-set sizes.
+
+    python -m ptmlab.run stage=multitask model=minilm 'stage.tasks=[glue/sst2,glue/rte]' \
+        stage.sampling=temperature stage.temperature=2 stage.max_steps=2000
+
+Each task's config is `conf/task/<name>.yaml` (the `task=` group, read directly because a
+running Hydra app cannot compose another group member); `stage.max_train_samples` /
+`stage.max_eval_samples` subset every task, `stage.task_overrides.<task name>` patches one.
+Validation logs `val/<task>/<metric>` for every task; summary.json carries `task_metrics`.
+`stage.export_backbone=true` exports the shared encoder (multi-task, then a target task).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import lightning.pytorch as pl
+import torch
+import torch.nn.functional as F
+from omegaconf import DictConfig, OmegaConf
+from torch import nn
+from torch.utils.data import DataLoader, IterableDataset
+
+from lightning_modules.adaptation.base import count_trainable
+from lightning_modules.stages.backbone import resolve_backbone
+from lightning_modules.stages.common import StageRun, tracking_uri
+from lightning_modules.stages.export import export_backbone
+from lightning_modules.stages.finetune_module import POOLINGS
+from lightning_modules.stages.optim import build_optimizer, build_scheduler, decay_param_groups
+from lightning_modules.tasks.datamodule import TaskDataModule
+from lightning_modules.tasks.metrics import compute_metrics
+from lightning_modules.tasks.sampling import TaskSampler, temperature_for
+from lightning_modules.tasks.spec import LoadedTask, load_task
+from ptmlab.config import CONF_DIR
+from ptmlab.errors import ConfigError
+
+
+# -- task configs ---------------------------------------------------------------------------
+def available_tasks() -> list[str]:
+    folder = CONF_DIR / "task"
+    return sorted(str(p.relative_to(folder).with_suffix("")) for p in folder.rglob("*.yaml"))
+
+
+def task_config(name: str, cfg: DictConfig) -> DictConfig:
+    """conf/task/<name>.yaml under a root that holds `paths` (for `${paths.data_dir}`), with the
+    stage's subset sizes and per-task overrides applied; returns the root's `task` node."""
+    path = CONF_DIR / "task" / f"{name}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"stage.tasks: unknown task '{name}' (no {path}); available: {', '.join(available_tasks())}")
+    root = OmegaConf.create({"paths": OmegaConf.to_container(cfg.paths, resolve=True), "task": OmegaConf.load(path)})
+    for key in ("max_train_samples", "max_eval_samples"):
+        if cfg.stage.get(key) is not None:
+            root.task[key] = int(cfg.stage[key])
+    patch = (cfg.stage.get("task_overrides") or {}).get(str(root.task.name))
+    if patch is not None:
+        root.task = OmegaConf.merge(root.task, patch)
+    return root.task
+
+
+def load_tasks(cfg: DictConfig) -> dict[str, LoadedTask]:
+    """Task name (the config's `name`: sst2, rte ...) -> loaded task, in `stage.tasks` order."""
+    names = list(cfg.stage.get("tasks") or [])
+    if not names:
+        raise ConfigError("stage.tasks is empty: list task configs, e.g. 'stage.tasks=[glue/sst2,glue/rte]'")
+    nodes = {}
+    for name in names:
+        node = task_config(str(name), cfg)
+        if str(node.name) in nodes:
+            raise ConfigError(f"stage.tasks: two tasks are named '{node.name}' ({name})")
+        nodes[str(node.name)] = node
+    unknown = set(cfg.stage.get("task_overrides") or {}) - set(nodes)
+    if unknown:
+        raise ConfigError(f"stage.task_overrides.{sorted(unknown)[0]}: not a task of this run "
+                          f"(tasks: {', '.join(nodes)})")
+    return {name: load_task(node) for name, node in nodes.items()}
+
+
+# -- model ----------------------------------------------------------------------------------
+class MultiTaskModel(nn.Module):
+    """A shared backbone and one dropout+linear head per task (the pooling of TaskModel)."""
+
+    def __init__(self, backbone: nn.Module, num_labels: dict[str, int], pooling: str = "pool_index",
+                 head_dropout: float = 0.1):
+        super().__init__()
+        if pooling not in POOLINGS:
+            raise ConfigError(f"stage.pooling={pooling} is unknown; valid: {', '.join(POOLINGS)}")
+        self.backbone = backbone
+        self.pooling = pooling
+        self.heads = nn.ModuleDict({name: nn.Sequential(nn.Dropout(head_dropout), nn.Linear(backbone.hidden_size, n))
+                                    for name, n in num_labels.items()})
+
+    def forward(self, task: str, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        out = self.backbone(batch["input_ids"], attention_mask=batch["attention_mask"],
+                            token_type_ids=batch.get("token_type_ids"))
+        states = out.last_hidden_state
+        if self.pooling == "mean":
+            mask = batch["attention_mask"].unsqueeze(-1).to(states.dtype)  # B×T -> B×T×1
+            pooled = (states * mask).sum(1) / mask.sum(1).clamp(min=1.0)  # B×H
+        else:
+            index = batch["pool_index"].view(-1, 1, 1).expand(-1, 1, states.size(-1))  # B -> B×1×H
+            pooled = states.gather(1, index).squeeze(1)  # B×H
+        return self.heads[task](pooled)  # B×C (C=1 for regression)
+
+
+# -- data -----------------------------------------------------------------------------------
+class SampledTaskBatches(IterableDataset):
+    """(task name, batch) for each of `num_steps` steps: the task from the sampler, the batch the
+    next of that task's (shuffled) train loader, which starts a new epoch when it runs out."""
+
+    def __init__(self, loaders: dict[str, DataLoader], sampler: TaskSampler, num_steps: int):
+        self.loaders, self.sampler, self.num_steps = loaders, sampler, int(num_steps)
+
+    def __iter__(self):
+        iterators: dict[str, object] = {}
+        for name in self.sampler.iterate(self.num_steps):
+            try:
+                batch = next(iterators[name])
+            except (KeyError, StopIteration):
+                iterators[name] = iter(self.loaders[name])
+                batch = next(iterators[name])
+            yield name, batch
+
+
+class MultiTaskDataModule(pl.LightningDataModule):
+    def __init__(self, tasks: dict[str, LoadedTask], tokenizer, *, causal: bool, sampler: TaskSampler,
+                 num_steps: int, batch_size: int, eval_batch_size: int, seed: int):
+        super().__init__()
+        self.per_task = {name: TaskDataModule(task, tokenizer, causal=causal, batch_size=batch_size,
+                                              eval_batch_size=eval_batch_size, seed=seed)
+                         for name, task in tasks.items()}
+        self.sampler, self.num_steps = sampler, num_steps
+        # dataloader_idx i of validation is (task, eval split) val_index[i]
+        self.val_index = [(name, split) for name, dm in self.per_task.items() for split in dm.split_names_val]
+
+    def train_dataloader(self) -> DataLoader:
+        loaders = {name: dm.train_dataloader() for name, dm in self.per_task.items()}
+        # batch_size=None: the stream already yields whole batches
+        return DataLoader(SampledTaskBatches(loaders, self.sampler, self.num_steps), batch_size=None)
+
+    def val_dataloader(self) -> list[DataLoader]:
+        return [loader for dm in self.per_task.values() for loader in dm.val_dataloader()]
+
+
+# -- training -------------------------------------------------------------------------------
+class MultiTaskModule(pl.LightningModule):
+    def __init__(self, model: MultiTaskModel, tasks: dict[str, LoadedTask], val_index: list[tuple[str, str]],
+                 optimizer_cfg, scheduler_cfg, lr: float, total_steps: int):
+        super().__init__()
+        self.model, self.tasks, self.val_index = model, tasks, val_index
+        self.optimizer_cfg, self.scheduler_cfg = optimizer_cfg, scheduler_cfg
+        self.lr, self.total_steps = lr, total_steps
+        self.task_steps = {name: 0 for name in tasks}  # batches trained per task (this process)
+        self.last_metrics: dict[str, dict[str, float]] = {}
+        self.train_time_s = 0.0
+        self._fit_started: float | None = None
+        self._outputs: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
+
+    def on_fit_start(self) -> None:
+        self._fit_started = time.perf_counter()
+
+    def on_fit_end(self) -> None:
+        if self._fit_started is not None:
+            self.train_time_s = time.perf_counter() - self._fit_started
+
+    def _loss(self, task: str, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        if self.tasks[task].spec.is_regression:
+            return F.mse_loss(logits.squeeze(-1).float(), labels.float())
+        return F.cross_entropy(logits.float(), labels)
+
+    def training_step(self, batch, batch_idx):
+        task, inputs = batch
+        logits = self.model(task, inputs)
+        loss = self._loss(task, logits, inputs["labels"])
+        self.task_steps[task] += 1
+        n = len(logits)
+        self.log("train/loss", loss, prog_bar=True, batch_size=n)
+        self.log(f"train/{task}/loss", loss, batch_size=n)
+        self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], batch_size=n)
+        return loss
+
+    def on_validation_epoch_start(self) -> None:
+        self._outputs = {}
+
+    def validation_step(self, batch, batch_idx, dataloader_idx: int = 0):
+        task, _ = self.val_index[dataloader_idx]
+        logits = self.model(task, batch).detach().float()
+        preds = logits.squeeze(-1) if self.tasks[task].spec.is_regression else logits
+        self._outputs.setdefault(dataloader_idx, []).append((preds.cpu(), batch["labels"].cpu()))
+
+    def on_validation_epoch_end(self) -> None:
+        metrics: dict[str, dict[str, float]] = {}
+        for idx, outputs in sorted(self._outputs.items()):
+            task_name, split = self.val_index[idx]
+            task = self.tasks[task_name]
+            preds = torch.cat([p for p, _ in outputs])
+            labels = torch.cat([y for _, y in outputs])
+            values = compute_metrics(task.spec.metrics, preds, labels, num_labels=task.num_labels)
+            for name, value in values.items():
+                metrics.setdefault(task_name, {})[task.spec.metric_key(name, split)] = float(value)
+        for task_name, values in metrics.items():
+            for key, value in values.items():
+                self.log(f"val/{task_name}/{key}", value)
+        self.last_metrics = metrics
+
+    def configure_optimizers(self):
+        weight_decay = float(self.optimizer_cfg.get("weight_decay", 0.0))
+        optimizer = build_optimizer(decay_param_groups(self.model.named_parameters(), weight_decay, lr=self.lr),
+                                    self.optimizer_cfg)
+        scheduler = build_scheduler(optimizer, self.scheduler_cfg, self.total_steps)
+        return optimizer if scheduler is None else {"optimizer": optimizer, "lr_scheduler": scheduler}
+
+
+def run_multitask(cfg: DictConfig) -> dict:
+    stage = cfg.stage
+    pl.seed_everything(int(cfg.seed), workers=True, verbose=False)
+    # Everything that can fail on bad input happens before the MLflow run opens.
+    temperature = temperature_for(str(stage.sampling), stage.get("temperature"))
+    if not stage.get("max_steps") or int(stage.max_steps) <= 0:
+        raise ConfigError(f"stage.max_steps={stage.get('max_steps')} must be a positive number of steps")
+    total_steps = int(stage.max_steps)
+    tasks = load_tasks(cfg)
+    sizes = {name: len(task.train) for name, task in tasks.items()}
+    sampler = TaskSampler(sizes, temperature=temperature, seed=int(cfg.seed))
+    resolved = resolve_backbone(cfg, tracking_uri(cfg))
+    model = MultiTaskModel(resolved.backbone, {name: t.num_labels for name, t in tasks.items()},
+                           pooling=str(stage.pooling), head_dropout=float(stage.head_dropout))
+    datamodule = MultiTaskDataModule(tasks, resolved.tokenizer, causal=bool(resolved.backbone.is_causal),
+                                     sampler=sampler, num_steps=total_steps, batch_size=int(stage.batch_size),
+                                     eval_batch_size=int(stage.eval_batch_size), seed=int(cfg.seed))
+    module = MultiTaskModule(model, tasks, datamodule.val_index, cfg.optimizer, cfg.get("scheduler"),
+                             lr=float(stage.lr), total_steps=total_steps)
+    val_every = int(stage.get("val_every_n_steps") or total_steps)
+
+    with StageRun(cfg) as run:
+        run.log_data_files(sorted({Path(s.source) for t in tasks.values() for s in t.data.splits.values()
+                                   if Path(s.source).is_file()}))
+        trainer = run.build_trainer(max_steps=total_steps, max_epochs=1, val_check_interval=min(val_every, total_steps),
+                                    check_val_every_n_epoch=None, limit_val_batches=1.0)
+        model.train()  # Hugging Face checkpoints load in eval mode
+        trainer.fit(module, datamodule=datamodule, ckpt_path=run.resume_checkpoint)
+        if not module.last_metrics:
+            trainer.validate(module, datamodule=datamodule, verbose=False)
+        task_metrics = {name: dict(module.last_metrics.get(name, {})) for name in tasks}
+        if bool(stage.get("export_backbone", False)):
+            model_cfg = OmegaConf.create({"name": resolved.model_name}) if resolved.backbone.family == "hf" else cfg.model
+            export_dir = export_backbone(model.backbone, model_cfg, resolved.tokenizer, run.run_dir / "export",
+                                         vocab_size=len(resolved.tokenizer))
+            run.log_artifacts(export_dir, "export")
+        first = next(iter(tasks.values()))
+        main_key = first.spec.metric_key(first.spec.main_metric, datamodule.per_task[first.spec.name].split_names_val[0])
+        summary = {
+            "model": resolved.model_name,
+            "objective": resolved.objective,
+            "adaptation": "multitask",
+            "task": "+".join(tasks),
+            "tasks": list(tasks),
+            "backbone_source": resolved.source,
+            "sampling": str(stage.sampling),
+            "temperature": temperature if temperature != float("inf") else None,
+            "sampling_probabilities": sampler.probabilities,
+            "train_sizes": sizes,
+            "task_steps": dict(module.task_steps),
+            "task_metrics": task_metrics,
+            "metrics": task_metrics[first.spec.name],
+            "main_metric": main_key,
+            "main_score": task_metrics[first.spec.name].get(main_key),
+            "trainable_params": count_trainable(model),
+            "total_params": sum(p.numel() for p in model.parameters()),
+            "train_time_s": round(module.train_time_s, 3),
+            "steps": int(trainer.global_step),
+        }
+        run.write_summary(summary)
+    return summary
