@@ -154,6 +154,10 @@ def test_sweep_with_an_incompatible_combination_is_refused_naming_it(client):
     "data.path=/etc/passwd",
     "data.path=../../outside",
     "tags.x=${oc.env:HOME}",
+    "+tags.x={a:/etc/passwd}",
+    "+tags.x=[ok,/root]",
+    "+tags.x='~/.ssh'",
+    "+experiment@_global_.hydra.job=x",
 ])
 def test_forbidden_overrides_are_refused_with_422_naming_them(client, override):
     r = client.post(f"{API}/jobs", json={"stage": "sleep", "overrides": [override]})

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -48,10 +49,32 @@ def allowed_roots(settings, extra: Iterable[str | Path] = ()) -> list[Path]:
     return [r.expanduser().resolve() for r in roots]
 
 
-def _value_parts(value: str) -> list[str]:
-    # A value may be a list (`[a,/b]`) or a sweep (`a,/b`): look at every element.
-    stripped = value.strip("[]()")
-    return [p.strip().strip("'\"") for p in stripped.replace(";", ",").split(",") if p.strip()]
+def _leaves(value) -> Iterable[str]:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _leaves(k)
+            yield from _leaves(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _leaves(v)
+    elif value is not None:
+        yield str(value)
+
+
+def _value_parts(override: str) -> list[str]:
+    """Every string a value holds (list and dict elements, each choice of a sweep), by Hydra's grammar."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        (parsed,) = OverridesParser.create().parse_overrides([override])
+    except HydraException as exc:
+        raise ConfigError(f"override {override!r}: {str(exc).splitlines()[0]}") from None
+    if parsed.is_sweep_override():
+        if not parsed.is_discrete_sweep():
+            return []
+        return [leaf for v in parsed.sweep_iterator() for leaf in _leaves(v)]
+    return list(_leaves(parsed.value()))
 
 
 def _is_path_like(part: str) -> bool:
@@ -73,14 +96,14 @@ def check_override_allowed(override: str, roots: Sequence[Path]) -> None:
     if "_target_" in override:
         raise ForbiddenOverrideError(f"override {override!r}: `_target_` may not be set through the API")
     key, value = _split(override)
-    bare = _strip_prefix(key)
-    if bare == "hydra" or bare.startswith(("hydra.", "hydra/")) or "hydra/" in bare.split("@")[0]:
+    parts = re.split(r"[./@]", _strip_prefix(key))
+    if "hydra" in parts:
         raise ForbiddenOverrideError(f"override {override!r}: `hydra` settings may not be set through the API")
     if value is None:
         return
     if "${" in value:
         raise ForbiddenOverrideError(f"override {override!r}: interpolations (${{...}}) may not be used through the API")
-    for part in _value_parts(value):
+    for part in _value_parts(override):
         if not _is_path_like(part):
             continue
         if part.startswith("file:"):
