@@ -1,0 +1,285 @@
+"""The dashboard in a real browser: Debian's Chromium driven by Playwright against the real API
+(`ptmlab serve` in a subprocess on a free loopback port) over a seeded SQLite database, with a
+real worker for the jobs the tests start. Screenshots of every page go to
+test-artifacts/screenshots/ (look at them)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ptmlab.views.synthetic import SEED_COMPRESS, SEED_PROBE_MODELS, SEED_PROBE_TASKS
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SHOTS = REPO_ROOT / "test-artifacts" / "screenshots"
+WAIT_MS = 20_000
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"the API exited ({proc.returncode}): {log.read_text()[-2000:]}")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"the API did not answer {url} within {timeout} s: {log.read_text()[-2000:]}")
+
+
+@pytest.fixture(scope="module")
+def dashboard(tmp_path_factory):
+    """(base URL, seeded ids): a seeded database, `ptmlab serve` and a worker on queue `default`."""
+    if not os.access(CHROMIUM, os.X_OK):
+        msg = f"{CHROMIUM} missing (make test installs it: scripts/install_system_deps.sh)"
+        if os.environ.get("PTMLAB_REQUIRE_DATA") == "1" or os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    from ptmlab.db import dispose_engines, migrate, session_scope
+    from ptmlab.views.synthetic import seed_dashboard
+
+    home = tmp_path_factory.mktemp("dashboard_home")
+    url = f"sqlite:///{home / 'ptmlab.db'}"
+    migrate(url)
+    with session_scope(url) as s:
+        ids = seed_dashboard(s)
+    dispose_engines()
+    port = _free_port()
+    env = {**os.environ, "PTMLAB_HOME": str(home), "PTMLAB_DATABASE_URL": url, "PYTHONUNBUFFERED": "1"}
+    env.pop("PTMLAB_API_TOKEN", None)
+    procs = []
+    api_log = home / "api.log"
+    with open(api_log, "wb") as out:
+        procs.append(subprocess.Popen([sys.executable, "-m", "ptmlab.cli", "serve", "--host", "127.0.0.1", "--port",
+                                       str(port), "--log-level", "warning"], stdout=out, stderr=subprocess.STDOUT, env=env))
+    with open(home / "worker.log", "wb") as out:
+        procs.append(subprocess.Popen([sys.executable, "-m", "ptmlab.cli", "worker", "--lease-s", "3", "--poll-s", "0.2"],
+                                      stdout=out, stderr=subprocess.STDOUT, env=env))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_http(f"{base}/healthz", procs[0], api_log)
+        yield base, ids
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGKILL)
+                p.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def browser(dashboard):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture()
+def page(browser, dashboard, request):
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    pg = context.new_page()
+    pg.set_default_timeout(WAIT_MS)
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    pg.js_errors = errors
+    failures_before = request.session.testsfailed
+    yield pg
+    if request.session.testsfailed > failures_before:  # what the page showed when the test failed
+        shot(pg, f"FAILED-{request.node.name}")
+    context.close()
+    assert not errors, f"JavaScript errors: {errors}"
+
+
+def shot(pg, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    pg.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def brute_force_front(points: list[tuple], axis: int) -> set[int]:
+    """Indices of SEED_COMPRESS rows no other row beats (cheaper-or-equal and at-least-as-good, one strictly)."""
+    return {i for i, p in enumerate(points)
+            if not any(q[axis] <= p[axis] and q[1] >= p[1] and (q[axis] < p[axis] or q[1] > p[1]) for q in points)}
+
+
+def test_every_page_renders(page, dashboard):
+    base, ids = dashboard
+    jobs = ids["jobs"]
+    visits = [
+        ("/", "#recent-jobs tbody tr", "overview"),
+        ("/jobs", "#jobs-table tbody tr", "jobs"),
+        (f"/jobs/{jobs['failed']}", "#attempts tbody tr", "job-failed"),
+        (f"/jobs/{jobs['pipeline_child']}", "#parents li", "job-pipeline-child"),
+        ("/submit", "#group-fields select", "submit"),
+        ("/leaderboard", "#leaderboard tbody tr", "leaderboard"),
+        ("/compression", "#comp-chart .main-svg", "compression"),
+        ("/probing", "#heatmap-chart .main-svg", "probing"),
+        ("/compare", "#pick-table tbody tr", "compare-picker"),
+        (f"/compare?runs={','.join(map(str, ids['results']['finetune'][:3]))}", "#config-table tbody tr", "compare"),
+        (f"/runs/{ids['results']['probe'][0]}", "#numbers-table tbody tr", "run"),
+    ]
+    for path, ready, name in visits:
+        page.goto(base + path)
+        page.wait_for_selector(ready)
+        page.wait_for_load_state("networkidle")
+        shot(page, name)
+    page.goto(f"{base}/jobs/{jobs['failed']}")
+    page.wait_for_selector("#job-error:not([hidden])")
+    assert "fails on purpose" in page.inner_text("#job-error")
+    assert page.is_visible("#retry-button") and not page.is_visible("#cancel-button")
+
+
+def test_submit_a_job_from_the_form_and_watch_it_run(page, dashboard):
+    base, _ = dashboard
+    page.goto(f"{base}/submit")
+    page.wait_for_selector("#f-stage option[value=sleep]", state="attached")
+    page.select_option("#f-stage", "sleep")
+    page.fill("#f-overrides", "stage.seconds=0.3")
+    page.fill("#f-tags", "origin=browser")
+    page.click("#submit-button")
+    link = page.wait_for_selector("#submitted-job")
+    job_id = int(link.inner_text().split()[-1])
+    shot(page, "submit-done")
+    page.goto(f"{base}/jobs")
+    row = page.wait_for_selector(f'#jobs-table tr[data-job-id="{job_id}"]')
+    assert "sleep" in row.inner_text()
+    # The table follows the job live to its end (the worker runs it).
+    page.wait_for_selector(f'#jobs-table tr[data-job-id="{job_id}"][data-status="succeeded"]')
+    page.goto(f"{base}/jobs/{job_id}")
+    page.wait_for_function("document.getElementById('log').textContent.includes('sleep:')")
+    page.wait_for_selector("#job-results li")
+    shot(page, "job-succeeded")
+
+
+def test_validation_errors_are_shown_next_to_their_field(page, dashboard):
+    base, _ = dashboard
+    page.goto(f"{base}/submit")
+    page.wait_for_selector("#group-fields select[name=objective]")
+    page.select_option("#f-stage", "pretrain")
+    page.fill("#f-overrides", "trainer.no_such_key=1")
+    page.click("#submit-button")
+    error = page.wait_for_selector('.field[data-field="overrides"] .field-error:has-text("trainer.no_such_key")')
+    assert "Could not override" in error.inner_text()
+    # An impossible combination chosen in the group fields: the error sits under `objective`.
+    page.fill("#f-overrides", "")
+    page.select_option("#group-fields select[name=objective]", "clm")
+    page.click("#submit-button")
+    error = page.wait_for_selector('.field[data-field="objective"] .field-error:has-text("objective=clm")')
+    assert "model family" in error.inner_text()
+    assert page.inner_text('.field[data-field="overrides"] .field-error') == ""
+    shot(page, "submit-validation-error")
+
+
+def test_sweep_builder_previews_the_job_count(page, dashboard):
+    base, _ = dashboard
+    page.goto(f"{base}/submit")
+    page.wait_for_selector("#f-stage option[value=sleep]", state="attached")
+    page.select_option("#f-stage", "sleep")
+    page.check("#f-sweep")
+    page.fill("#f-overrides", "stage.seconds=0.1,0.2\nseed=range(0,3)")
+    page.wait_for_selector("#sweep-count:has-text('6 jobs')")
+    page.fill("#f-overrides", "stage.seconds=0.1,0.2,0.3,0.4\nseed=range(0,3)")
+    page.wait_for_selector("#sweep-count:has-text('12 jobs')")
+    assert "12 jobs" in page.inner_text("#submit-button")
+    shot(page, "submit-sweep-preview")
+
+
+def test_cancel_a_running_job(page, dashboard):
+    base, _ = dashboard
+    job = httpx.post(f"{base}/api/v1/jobs", json={"stage": "sleep", "overrides": ["stage.seconds=120"]}).json()
+    deadline = time.monotonic() + 60
+    while httpx.get(f"{base}/api/v1/jobs/{job['id']}").json()["status"] != "running":
+        assert time.monotonic() < deadline, "the worker did not start the job"
+        time.sleep(0.2)
+    page.goto(f"{base}/jobs/{job['id']}")
+    page.wait_for_selector("#job-status:has-text('running')")
+    page.wait_for_function("document.getElementById('log').textContent.includes('sleeping')")
+    page.click("#cancel-button")
+    page.wait_for_selector("#job-status:has-text('cancelled')")
+    assert page.is_visible("#retry-button") and not page.is_visible("#cancel-button")
+    shot(page, "job-cancelled")
+
+
+def _sst2_column(page) -> list[str]:
+    return page.eval_on_selector_all("#leaderboard tbody tr",
+                                     "rows => rows.map(r => r.querySelector('td[data-task=sst2]')?.dataset.mean ?? '')")
+
+
+def test_leaderboard_sorts_and_opens_the_runs_behind_a_cell(page, dashboard):
+    base, ids = dashboard
+    page.goto(f"{base}/leaderboard")
+    page.wait_for_selector("#leaderboard tbody tr")
+    page.click("th[data-column='task:sst2']")
+    configs = page.eval_on_selector_all("#leaderboard tbody tr", "rows => rows.map(r => r.dataset.config)")
+    assert configs == ["electra_tiny / rtd / full", "bert_tiny / mlm / full", "bert_tiny / mlm / adapters",
+                       "gpt_tiny / clm / full"]
+    means = [float(v) for v in _sst2_column(page)]
+    assert means == sorted(means, reverse=True) and means[0] == pytest.approx(86.0)
+    page.click("th[data-column='task:sst2']")
+    means = [float(v) for v in _sst2_column(page)]
+    assert means == sorted(means)
+    page.click("th[data-column='glue']")
+    glue = page.eval_on_selector_all("#leaderboard tbody td.glue", "cells => cells.map(c => Number(c.dataset.glue))")
+    assert glue == sorted(glue, reverse=True)
+    assert page.locator("td.flagged").count() == 1  # the CoLA MCC = 0 run
+    shot(page, "leaderboard-sorted")
+    page.click("tr[data-config='bert_tiny / mlm / full'] td[data-task=sst2]")
+    page.wait_for_selector("#runs-table tbody tr")
+    assert page.locator("#runs-table tbody tr").count() == 2
+    assert sorted(page.url.split("runs=")[1].split(",")) == sorted(map(str, ids["results"]["finetune"][:2]))
+
+
+def test_compression_marks_exactly_the_pareto_front(page, dashboard):
+    base, ids = dashboard
+    page.goto(f"{base}/compression")
+    page.wait_for_selector("#comp-chart .main-svg")
+    result_id = dict(enumerate(ids["results"]["compress"]))
+    for axis_name, axis in (("params", 2), ("size_bytes", 3), ("latency_ms", 4)):
+        page.select_option("select[name=axis]", axis_name)
+        expected = {result_id[i] for i in brute_force_front(SEED_COMPRESS, axis)}
+        drawn = page.evaluate("""() => document.getElementById('comp-chart').data
+                                    .find(t => t.name === 'Pareto front').customdata""")
+        assert set(drawn) == expected, axis_name
+        marked = page.eval_on_selector_all("#comp-table tr[data-pareto=true]", "rows => rows.map(r => Number(r.dataset.id))")
+        assert set(marked) == expected, axis_name
+    names = page.evaluate("() => document.getElementById('comp-chart').data.map(t => t.name)")
+    assert names == sorted({m for m, *_ in SEED_COMPRESS}) + ["Pareto front", "uncompressed source"]
+    shot(page, "compression-latency")
+
+
+def test_probing_draws_one_trace_per_model_and_task(page, dashboard):
+    base, _ = dashboard
+    page.goto(f"{base}/probing")
+    page.wait_for_selector("#accuracy-chart .main-svg")
+    names = page.evaluate("() => document.getElementById('accuracy-chart').data.map(t => t.name)")
+    expected = {f"{m} · {t}" for m in SEED_PROBE_MODELS for t in SEED_PROBE_TASKS}
+    assert len(names) == len(expected) and set(names) == expected
+    assert page.evaluate("() => document.getElementById('selectivity-chart').data.length") == len(expected)
+    # The structural probe's UUAS: one trace per model (only `structural` has it).
+    assert page.evaluate("() => document.getElementById('uuas-chart').data.length") == len(SEED_PROBE_MODELS)
+    page.uncheck("#model-boxes input[value='gpt_tiny']")
+    assert page.evaluate("() => document.getElementById('accuracy-chart').data.length") == len(expected) - len(SEED_PROBE_TASKS)
+    heat = page.evaluate("() => document.getElementById('heatmap-chart').data[0]")
+    assert heat["type"] == "heatmap" and len(heat["z"]) == 4 and len(heat["z"][0]) == 4

@@ -1,0 +1,223 @@
+"""Dashboard view models and their endpoints (ptmlab.views, /api/v1/views, the pages), on SQLite
+and PostgreSQL: the Pareto front against brute force, the leaderboard's cells and the runs behind
+them, retention, probing aggregation, run comparison, empty databases, static files."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from fastapi.testclient import TestClient
+
+from ptmlab.db import session_scope
+from ptmlab.results import new_result
+from ptmlab.views import compare_view, compression_view, leaderboard_view, pareto_front, probing_view
+from ptmlab.views.rows import clear_cache, parse_tag_filter
+from ptmlab.views.synthetic import SEED_COMPRESS, SEED_PROBE_MODELS, SEED_PROBE_TASKS, seed_dashboard
+
+PAGES = ["/", "/jobs", "/submit", "/leaderboard", "/compression", "/probing", "/compare", "/compare?runs=1"]
+
+
+def brute_force_front(points, x, y="score"):
+    usable = [p for p in points if p.get(x) is not None and p.get(y) is not None]
+    return {p["id"] for p in usable
+            if not any(q[x] <= p[x] and q[y] >= p[y] and (q[x] < p[x] or q[y] > p[y]) for q in usable)}
+
+
+def test_pareto_front_is_exactly_the_non_dominated_points():
+    rng = random.Random(3)
+    for trial in range(200):
+        n = rng.randint(0, 30)
+        # Few distinct values: ties on x, on y and exact duplicates happen often.
+        points = [{"id": i, "cost": rng.choice([1, 2, 3, 5, 8, None]), "score": rng.choice([0.1, 0.5, 0.7, 0.9, None])}
+                  for i in range(n)]
+        assert pareto_front(points, "cost") == brute_force_front(points, "cost"), (trial, points)
+
+
+def test_pareto_front_hand_checked():
+    points = [{"id": "a", "x": 1, "score": 0.5}, {"id": "b", "x": 2, "score": 0.5},  # b: dominated by a
+              {"id": "c", "x": 2, "score": 0.9}, {"id": "d", "x": 3, "score": 0.9},  # d: dominated by c
+              {"id": "e", "x": 1, "score": 0.5}]  # e duplicates a: both stay
+    assert pareto_front(points, "x") == {"a", "c", "e"}
+
+
+@pytest.fixture()
+def seeded(db_url):
+    clear_cache()
+    with session_scope(db_url) as s:
+        ids = seed_dashboard(s)
+    return db_url, ids
+
+
+def test_leaderboard_view_cells_and_the_runs_behind_them(seeded):
+    url, ids = seeded
+    with session_scope(url) as s:
+        view = leaderboard_view(s)
+    rows = {tuple(r["config"].values()): r for r in view["rows"]}
+    bert_full = rows[("bert_tiny", "mlm", "full")]
+    sst2 = bert_full["cells"]["sst2"]
+    assert sst2["n"] == 2 and sst2["mean"] == pytest.approx(83.0) and sst2["std"] == pytest.approx(1.41421, abs=1e-4)
+    assert sorted(sst2["result_ids"]) == ids["results"]["finetune"][:2]
+    # MRPC: the mean of F1 and accuracy; the GLUE average over the three tasks present.
+    assert bert_full["cells"]["mrpc"]["mean"] == pytest.approx(75.0)
+    assert bert_full["glue_average"] == pytest.approx((83.0 + 21.0 + 75.0) / 3) and bert_full["glue_tasks"] == 3
+    assert rows[("bert_tiny", "mlm", "adapters")]["cells"]["cola"]["flags"]  # MCC = 0 is flagged
+    assert [t["task"] for t in view["tasks"]] == ["cola", "sst2", "mrpc", "stsb", "rte"]
+    assert view["options"]["tags"] == {"suite": ["glue"]}
+    with session_scope(url) as s:
+        assert leaderboard_view(s, tags={"suite": "nope"})["rows"] == []
+        assert len(leaderboard_view(s, tags={"suite": "glue"})["rows"]) == 4
+
+
+def test_compression_view_fronts_references_and_retention(seeded):
+    url, ids = seeded
+    with session_scope(url) as s:
+        view = compression_view(s)
+    assert view["task"] == "sst2" and len(view["points"]) == len(SEED_COMPRESS)
+    assert view["methods"] == sorted({m for m, *_ in SEED_COMPRESS})
+    for axis in ("params", "size_bytes", "latency_ms"):
+        assert set(view["fronts"][axis]) == brute_force_front(view["points"], axis)
+        assert all(p["pareto"][axis] == (p["id"] in view["fronts"][axis]) for p in view["points"])
+    assert view["fronts"]["params"] != view["fronts"]["latency_ms"]  # the seeded data makes them differ
+    (ref,) = view["references"]
+    assert ref["source"] == "bert_tiny-sst2" and ref["params"] == 4_400_000 and ref["score"] == 0.88
+    best = max(view["points"], key=lambda p: p["score"])
+    assert best["retention"] == pytest.approx(best["score"] / 0.88)
+
+
+def test_compression_uses_a_measured_source_run_for_retention(db_url):
+    clear_cache()
+    with session_scope(db_url) as s:
+        s.add_all([new_result({"stage": "compress", "method": "none", "source": "m", "task": "rte", "score": 0.6,
+                               "params": 100, "size_bytes": 400, "latency_ms": 2.0}),
+                   new_result({"stage": "compress", "method": "prune", "source": "m", "task": "rte", "score": 0.45,
+                               "params": 50, "size_bytes": 200, "latency_ms": 1.5}),
+                   new_result({"stage": "compress", "method": "prune", "source": "m", "task": "cola", "score": 0.1,
+                               "params": 50, "size_bytes": 200, "latency_ms": 1.5})])
+        s.commit()
+        view = compression_view(s, task="rte")
+    assert view["tasks"] == ["cola", "rte"]
+    (point,) = view["points"]
+    assert point["retention"] == pytest.approx(0.75)
+    assert [r["method"] for r in view["references"]] == ["none"]
+
+
+def test_probing_view_averages_runs_and_computes_selectivity(db_url):
+    clear_cache()
+    layers = lambda acc: [{"layer": i, "accuracy": a, "control_accuracy": 0.5} for i, a in enumerate(acc)]  # noqa: E731
+    with session_scope(db_url) as s:
+        s.add_all([new_result({"stage": "probe", "model": "m", "probe_task": "pos", "seed": 1, "layers": layers([0.6, 0.8])}),
+                   new_result({"stage": "probe", "model": "m", "probe_task": "pos", "seed": 2, "layers": layers([0.7, 0.9])}),
+                   new_result({"stage": "probe", "model": "r", "probe_task": "pos", "seed": 1, "layers": layers([0.55, 0.56]),
+                               "attention_heads": [{"statistic": "entropy", "values": [[1, 2], [3, 4]]},
+                                                   {"statistic": "max_weight", "values": [[0.1, 0.2], [0.3, 0.4]]}]})])
+        s.commit()
+        view = probing_view(s)
+    curves = {(c["model"], c["probe_task"]): c for c in view["curves"]}
+    m = curves[("m", "pos")]
+    assert m["runs"] == 2 and m["layers"] == [0, 1]
+    assert m["accuracy"] == pytest.approx([0.65, 0.85]) and m["selectivity"] == pytest.approx([0.15, 0.35])
+    assert m["accuracy_std"][0] == pytest.approx(0.0707, abs=1e-4) and "uuas" not in m
+    assert view["statistics"] == ["entropy", "max_weight"] and len(view["heatmaps"]) == 2
+
+
+def test_compare_view_marks_differing_config_keys(tmp_path, db_url):
+    clear_cache()
+    for name, lr in (("a", 0.1), ("b", 0.2)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.yaml").write_text(f"model:\n  name: bert_tiny\noptimizer:\n  lr: {lr}\nseed: 1\n")
+    with session_scope(db_url) as s:
+        rows = [new_result({"stage": "finetune", "run_dir": str(tmp_path / n), "task": "sst2", "seed": 1,
+                            "metrics": {"accuracy": acc}, "mlflow_run_id": "abc" if n == "a" else None})
+                for n, acc in (("a", 0.8), ("b", 0.9))]
+        s.add_all(rows)
+        s.commit()
+        view = compare_view(s, [rows[0].id, rows[1].id])
+    assert view["differing"] == ["optimizer.lr"]
+    assert view["config_keys"] == ["model.name", "optimizer.lr", "seed"]
+    assert view["runs"][0]["mlflow_url"].endswith("/#/runs/abc") and view["runs"][1]["mlflow_url"] is None
+    assert view["runs"][1]["numbers"]["metrics.accuracy"] == 0.9
+
+
+def test_tag_filter_parsing():
+    assert parse_tag_filter("a=1, b = x=y") == {"a": "1", "b": "x=y"}
+    assert parse_tag_filter("") == {}
+    with pytest.raises(Exception, match="'nokey' is not key=value"):
+        parse_tag_filter("nokey")
+
+
+def _client(db_url, home, monkeypatch) -> TestClient:
+    from ptmlab.api.app import create_app
+    from ptmlab.settings import Settings
+
+    monkeypatch.setenv("PTMLAB_HOME", str(home))
+    return TestClient(create_app(Settings(home=home, database_url=db_url)))
+
+
+def test_views_and_pages_with_no_results(db_url, tmp_path, monkeypatch):
+    clear_cache()
+    client = _client(db_url, tmp_path / "home", monkeypatch)
+    for path in PAGES:
+        r = client.get(path)
+        assert r.status_code == 200, (path, r.text[:300])
+        assert "<nav>" in r.text
+    assert "No jobs yet" in client.get("/").text
+    assert client.get("/api/v1/views/leaderboard").json()["rows"] == []
+    comp = client.get("/api/v1/views/compression").json()
+    assert comp["points"] == [] and comp["task"] is None and comp["fronts"]["params"] == []
+    assert client.get("/api/v1/views/probing").json()["curves"] == []
+    assert client.get("/api/v1/views/leaderboard?format=csv").text.startswith("model,objective,adaptation")
+    assert client.get("/api/v1/views/compare?runs=1").status_code == 404
+    assert client.get("/jobs/5").status_code == 404
+
+
+def test_view_endpoints_on_seeded_data(seeded, tmp_path, monkeypatch):
+    url, ids = seeded
+    client = _client(url, tmp_path / "home", monkeypatch)
+    front_page = client.get("/").text
+    for label in ("finetune_sst2", "pretrain_mlm", "compress results", "state-running"):
+        assert label in front_page
+    lb = client.get("/api/v1/views/leaderboard", params={"tag": "suite=glue"}).json()
+    assert len(lb["rows"]) == 4
+    latex = client.get("/api/v1/views/leaderboard", params={"format": "latex"})
+    assert latex.status_code == 200 and "\\toprule" in latex.text and "attachment" in latex.headers["content-disposition"]
+    assert client.get("/api/v1/views/leaderboard", params={"tag": "broken"}).json()["error"]["code"] == "config_error"
+    probe = client.get("/api/v1/views/probing").json()
+    assert len(probe["curves"]) == len(SEED_PROBE_MODELS) * len(SEED_PROBE_TASKS)
+    job = client.get(f"/api/v1/views/jobs/{ids['jobs']['pipeline_child']}").json()
+    assert [p["id"] for p in job["parents"]] == [ids["jobs"]["pipeline_parent"]]
+    assert job["config"]["model"]["name"] == "bert_tiny" and job["config_source"].startswith("composed")
+    parent = client.get(f"/api/v1/views/jobs/{ids['jobs']['pipeline_parent']}").json()
+    assert [c["id"] for c in parent["children"]] == [ids["jobs"]["pipeline_child"]]
+    runs = ",".join(map(str, ids["results"]["finetune"][:3]))
+    cmp = client.get("/api/v1/views/compare", params={"runs": runs}).json()
+    assert [r["result_id"] for r in cmp["runs"]] == ids["results"]["finetune"][:3]
+    curves = client.get("/api/v1/views/curves", params={"runs": runs}).json()
+    assert curves["curves"] == {} and set(curves["errors"]) == set(runs.split(","))
+    assert client.get("/api/v1/views/compare", params={"runs": "x"}).status_code == 422
+    assert f"Job {ids['jobs']['failed']}" in client.get(f"/jobs/{ids['jobs']['failed']}").text
+
+
+def test_views_cache_sees_new_results(db_url):
+    clear_cache()
+    row = lambda acc: new_result({"stage": "finetune", "model": "m", "task": "sst2", "seed": 1,  # noqa: E731
+                                  "metrics": {"accuracy": acc}})
+    with session_scope(db_url) as s:
+        s.add(row(0.5))
+        s.commit()
+        assert leaderboard_view(s)["rows"][0]["cells"]["sst2"]["mean"] == pytest.approx(50.0)
+        s.add(row(0.7))  # a re-run of the same seed replaces the earlier one
+        s.commit()
+        assert leaderboard_view(s)["rows"][0]["cells"]["sst2"]["mean"] == pytest.approx(70.0)
+
+
+def test_static_files_and_plotly_are_served_locally(tmp_path, monkeypatch):
+    client = _client(f"sqlite:///{tmp_path / 'p.db'}", tmp_path / "home", monkeypatch)
+    plotly = client.get("/static/vendor/plotly.min.js")
+    assert plotly.status_code == 200 and len(plotly.content) > 1_000_000
+    assert client.get("/static/js/api.js").headers["content-type"].startswith("text/javascript")
+    assert client.get("/static/%2e%2e/%2e%2e/pyproject.toml").status_code == 404
+    assert client.get("/static/js/nope.js").status_code == 404
+    for path in PAGES:
+        html = client.get(path).text
+        assert "cdn" not in html.lower() and "https://" not in html
