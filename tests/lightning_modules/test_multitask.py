@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -148,3 +149,47 @@ def test_multitask_bad_input_fails_before_any_run(data_dir, ptmlab_home, tmp_pat
     with pytest.raises(ConfigError, match=fragment):
         run_multitask(cfg)
     assert not (tmp_path / "run").exists()
+
+
+def test_stream_cycles_each_task_loader_in_order():
+    from lightning_modules.stages.multitask import SampledTaskBatches
+
+    sampler = TaskSampler({"a": 3, "b": 1}, seed=11)
+    loaders = {"a": ["a0", "a1", "a2"], "b": ["b0"]}  # any re-iterable works as a loader
+    stream = list(SampledTaskBatches(loaders, sampler, 50))
+    assert [task for task, _ in stream] == sampler.draw(50)
+    for task, items in loaders.items():
+        seen = [batch for t, batch in stream if t == task]
+        assert seen == [items[i % len(items)] for i in range(len(seen))]  # a new epoch when one runs out
+
+
+def test_a_step_on_one_task_trains_the_encoder_and_only_that_task_head(ptmlab_home, tmp_path):
+    """Regression (STS-B, MSE on a 1-unit head) next to classification (RTE, CE), on the fixtures."""
+    import torch
+
+    from lightning_modules.models.transformer import TransformerEncoder
+    from lightning_modules.stages.multitask import MultiTaskModel, MultiTaskModule, load_tasks
+    from ptmlab.config import compose_config
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures"
+    cfg = compose_config(["stage=multitask", "stage.tasks=[glue/stsb,glue/rte]", f"paths.data_dir={fixtures}"])
+    tasks = load_tasks(cfg)
+    assert [tasks[t].num_labels for t in tasks] == [1, 2] and tasks["stsb"].spec.is_regression
+    torch.manual_seed(0)
+    backbone = TransformerEncoder(vocab_size=40, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32,
+                                  max_position_embeddings=16)
+    model = MultiTaskModel(backbone, {t: tasks[t].num_labels for t in tasks}, pooling="mean", head_dropout=0.0)
+    module = MultiTaskModule(model, tasks, [], cfg.optimizer, None, lr=0.1, total_steps=1)
+    ids = torch.randint(5, 40, (4, 8))
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids),
+             "pool_index": torch.zeros(4, dtype=torch.long), "labels": torch.tensor([0.5, 4.0, 2.5, 1.0])}
+    logits = model("stsb", batch)
+    assert logits.shape == (4, 1) and model("rte", batch).shape == (4, 2)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    module._loss("stsb", logits, batch["labels"]).backward()
+    optimizer.step()
+    changed = {n for n, p in model.named_parameters() if not torch.equal(before[n], p.detach())}
+    assert {"heads.stsb.1.weight", "heads.stsb.1.bias", "backbone.embeddings.word_embeddings.weight"} <= changed
+    assert not {n for n in changed if n.startswith("heads.rte.")}
+    assert module._loss("rte", model("rte", batch), torch.tensor([0, 1, 1, 0])).ndim == 0
