@@ -322,3 +322,22 @@ def test_ptmlab_sweep_cli_expands_validates_and_queues(tmp_path):
     with session_scope(url) as s:
         jobs, total = queue.list_jobs(s)
         assert total == 3 and sorted(j.seed for j in jobs) == [0, 1, 2] and len({j.sweep_id for j in jobs}) == 1
+
+
+def test_cancel_a_running_job_through_the_api(tmp_path, spawn_worker):
+    from conftest import wait_until
+
+    from ptmlab.db import dispose_engines
+
+    url = f"sqlite:///{tmp_path / 'platform.db'}"
+    with make_client(tmp_path, url) as client:
+        job = client.post(f"{API}/jobs", json={"stage": "sleep", "overrides": ["stage.seconds=60"]}).json()
+        worker = spawn_worker(url, tmp_path / "home")
+        wait_until(lambda: client.get(f"{API}/jobs/{job['id']}").json()["status"] == "running", 60,
+                   "the worker to start the job")
+        r = client.post(f"{API}/jobs/{job['id']}/cancel")
+        assert r.status_code == 200 and r.json()["cancel_requested"] is True
+        wait_until(lambda: client.get(f"{API}/jobs/{job['id']}").json()["status"] == "cancelled", 30,
+                   "the worker to kill the cancelled job")
+        assert worker.poll() is None  # the worker itself goes on
+    dispose_engines()
