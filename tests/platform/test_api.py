@@ -131,6 +131,24 @@ def test_sweep_expansion_dry_run_and_submit(client):
     assert client.get(f"{API}/sweeps/nope").status_code == 404
 
 
+def test_sweep_of_expanded_jobs_as_the_hydra_launcher_sends_it(client):
+    jobs = [["stage=sleep", "seed=0"], ["stage=sleep", "stage.seconds=0.2", "seed=1"]]
+    r = client.post(f"{API}/sweeps", json={"jobs": jobs, "name": "expanded"})
+    assert r.status_code == 201, r.text
+    queued = client.get(f"{API}/jobs", params={"sweep_id": r.json()["id"]}).json()["jobs"]
+    assert sorted((j["seed"], tuple(j["overrides"])) for j in queued) == [(0, ()), (1, ("stage.seconds=0.2",))]
+    assert client.get(f"{API}/sweeps/{r.json()['id']}").json()["spec"]["jobs"] == jobs
+
+    both = client.post(f"{API}/sweeps", json={"jobs": jobs, "overrides": ["stage=sleep"]})
+    assert both.status_code == 422 and "not both" in both.json()["error"]["message"]
+    assert client.post(f"{API}/sweeps", json={}).status_code == 422
+    bad = client.post(f"{API}/sweeps", json={"jobs": [["stage=sleep"], ["stage=sleep", "+x._target_=os.system"]]})
+    assert bad.status_code == 422 and bad.json()["error"]["code"] == "forbidden_override"
+    wrong = client.post(f"{API}/sweeps", json={"jobs": [["stage=sleep"], ["stage=sleep", "model=nope"]]})
+    assert wrong.status_code == 422 and "model=nope" in wrong.json()["error"]["message"]
+    assert client.get(f"{API}/jobs").json()["total"] == 2
+
+
 def test_sweep_with_an_incompatible_combination_is_refused_naming_it(client):
     # The cross product is 6 jobs; gpt_tiny (a decoder) cannot train the default objective (mlm).
     r = client.post(f"{API}/sweeps", json={"overrides": ["model=bert_tiny,gpt_tiny", "seed=range(0,3)"],

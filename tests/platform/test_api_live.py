@@ -4,59 +4,15 @@ mid-sweep loses no job, and a property-based run of schemathesis against /openap
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
 import pytest
-from conftest import wait_until
+from api_server import LiveApi
 
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class LiveApi:
-    def __init__(self, db_url: str, home: Path, log_dir: Path):
-        self.db_url, self.home, self.log_dir = db_url, home, log_dir
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen | None = None
-        self.starts = 0
-
-    def start(self) -> None:
-        log = open(self.log_dir / f"api-{self.starts}.log", "wb")
-        self.starts += 1
-        env = {**os.environ, "PTMLAB_HOME": str(self.home), "PTMLAB_DATABASE_URL": self.db_url,
-               "PTMLAB_API_TOKEN": ""}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ptmlab.cli", "serve", "--port", str(self.port), "--log-level", "warning"],
-            stdout=log, stderr=subprocess.STDOUT, env=env)
-        self.log_path = log.name
-        log.close()
-
-        def healthy():
-            if self.proc.poll() is not None:
-                pytest.fail(f"API exited: {Path(self.log_path).read_text()[-2000:]}")
-            try:
-                return httpx.get(f"{self.base}/healthz", timeout=2).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_until(healthy, 60, "the API to answer /healthz")
-
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(timeout=30)
 
 
 @pytest.fixture()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 INT4_MAX = 2**31 - 1
 
@@ -68,12 +68,23 @@ class SweepSubmit(JobOptions):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
         {"overrides": ["stage=sleep", "stage.seconds=0.1,0.2", "seed=range(0,3)"], "dry_run": True},
         {"overrides": ["stage=pretrain", "model=bert_tiny,electra_tiny", "seed=range(0,3)"], "name": "mlm-seeds"},
+        {"jobs": [["stage=sleep", "seed=0"], ["stage=sleep", "seed=1"]], "name": "expanded"},
     ]})
 
-    overrides: list[Override] = Field(min_length=1, max_length=200,
+    overrides: list[Override] = Field(default_factory=list, max_length=200,
                                       description="comma lists, range(a,b) and choice(...) expand to the cross product")
+    jobs: list[Annotated[list[Override], Field(max_length=200)]] | None = Field(
+        None, min_length=1, max_length=10_000,
+        description="instead of `overrides`: the sweep already expanded, one override list per job "
+                    "(what the Hydra launcher `hydra/launcher=ptmlab` sends)")
     name: Annotated[str, Field(min_length=1, max_length=200)] | None = None
     dry_run: bool = Field(False, description="only expand and validate: return the count and the jobs' overrides")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SweepSubmit:
+        if bool(self.overrides) == (self.jobs is not None):
+            raise ValueError("give either `overrides` (a sweep to expand) or `jobs` (expanded), not both or neither")
+        return self
 
 
 class PipelineSubmit(_Strict):

@@ -17,8 +17,11 @@ router = APIRouter(prefix="/sweeps", tags=["sweeps"])
 ERRORS = {401: {"model": ErrorOut}, 404: {"model": ErrorOut}, 422: {"model": ErrorOut}}
 
 
-def plan_sweep(overrides: list[str], roots) -> list[list[str]]:
-    """Expand and validate a sweep (shared with `ptmlab sweep`): every combination must compose."""
+def plan_sweep(overrides: list[str], roots, jobs: list[list[str]] | None = None) -> list[list[str]]:
+    """Expand (or take the expanded `jobs`) and validate a sweep: every combination must compose."""
+    if jobs is not None:
+        validate_sweep_jobs(jobs, roots)
+        return [list(j) for j in jobs]
     check_overrides_allowed(overrides, roots)
     combos = expand_sweep(overrides)
     validate_sweep_jobs(combos, roots)
@@ -28,12 +31,13 @@ def plan_sweep(overrides: list[str], roots) -> list[list[str]]:
 @router.post("", response_model=SweepOut, responses=ERRORS, dependencies=[Authorized],
              summary="Expand a multirun to the cross product and queue it (or only count it: dry_run)")
 def submit_sweep(body: SweepSubmit, session: SessionDep, roots: RootsDep):
-    combos = plan_sweep(body.overrides, roots)
+    combos = plan_sweep(body.overrides, roots, body.jobs)
     if body.dry_run:
         return {"id": None, "name": body.name, "dry_run": True, "count": len(combos), "jobs": combos}
-    options = body.model_dump(exclude={"overrides", "name", "dry_run"})
+    options = body.model_dump(exclude={"overrides", "jobs", "name", "dry_run"})
+    source = {"overrides": body.overrides} if body.jobs is None else {"jobs": combos}
     sweep, jobs = queue.submit_sweep(session, [{**options, "overrides": c} for c in combos], name=body.name,
-                                     spec={"overrides": body.overrides, **options})
+                                     spec={**source, **options})
 
     return JSONResponse(status_code=201, content={
         "id": sweep.id, "name": sweep.name, "dry_run": False, "count": len(jobs), "jobs": combos,
