@@ -221,3 +221,31 @@ def test_static_files_and_plotly_are_served_locally(tmp_path, monkeypatch):
     for path in PAGES:
         html = client.get(path).text
         assert "cdn" not in html.lower() and "https://" not in html
+
+
+def test_metric_curves_come_from_mlflow_history(tmp_path):
+    """The one view that reads MLflow: a real SQLite-backed store with a logged metric history."""
+    from mlflow.tracking import MlflowClient
+
+    from ptmlab.views import metric_curves
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.create_experiment("views", artifact_location=str(tmp_path / "artifacts"))
+    run = client.create_run(experiment)
+    for step, loss in enumerate([3.0, 2.5, 2.1]):
+        client.log_metric(run.info.run_id, "train/loss", loss, step=step * 10)
+    client.log_metric(run.info.run_id, "val/sst2/acc", 0.8, step=30)
+    client.set_terminated(run.info.run_id)
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    with session_scope(db) as s:
+        rows = [new_result({"stage": "finetune", "mlflow_run_id": run.info.run_id}),
+                new_result({"stage": "finetune", "mlflow_run_id": "0" * 32})]
+        s.add_all(rows)
+        s.commit()
+        out = metric_curves(s, [rows[0].id, rows[1].id], tracking_uri=uri)
+        only = metric_curves(s, [rows[0].id], keys=["val/sst2/acc"], tracking_uri=uri)
+    assert out["curves"]["train/loss"] == [{"result_id": rows[0].id, "steps": [0, 10, 20], "values": [3.0, 2.5, 2.1]}]
+    assert out["curves"]["val/sst2/acc"][0]["values"] == [0.8]
+    assert list(out["errors"]) == [str(rows[1].id)] and out["errors"][str(rows[1].id)].startswith("MLflow:")
+    assert list(only["curves"]) == ["val/sst2/acc"]

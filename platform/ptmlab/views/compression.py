@@ -61,7 +61,7 @@ def compression_view(session: Session, *, task: str | None = None, sweep_id: str
 
 
 def _compression(session: Session, task: str | None, sweep_id: str | None, tags: dict[str, str] | None) -> dict[str, Any]:
-    rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags, with_tags=False)
+    rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags)
     tasks = sorted({str(r.summary.get("task", "-")) for r in rows})
     if task is None and tasks:
         task = tasks[0]  # one task at a time: scores of different tasks do not compare

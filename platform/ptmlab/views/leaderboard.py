@@ -49,7 +49,7 @@ def leaderboard_view(session: Session, *, sweep_id: str | None = None, tags: dic
 
 def _leaderboard(session: Session, sweep_id: str | None, tags: dict[str, str] | None,
                  group_by: Sequence[str]) -> dict[str, Any]:
-    rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags, with_tags=False)
+    rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags)
     summaries = _summaries(rows)
     board = build_leaderboard(summaries, group_by=group_by, kind=KIND)
     runs = _cell_runs(summaries, board.group_by)
@@ -81,5 +81,9 @@ def _leaderboard(session: Session, sweep_id: str | None, tags: dict[str, str] | 
 def leaderboard_export(session: Session, fmt: str, *, sweep_id: str | None = None,
                        tags: dict[str, str] | None = None, group_by: Sequence[str] = DEFAULT_GROUP_BY) -> str:
     """The same leaderboard as CSV or LaTeX (ptmlab.leaderboard's renderers)."""
-    rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags, with_tags=False)
-    return render(build_leaderboard(_summaries(rows), group_by=group_by, kind=KIND), fmt)
+    def build() -> str:
+        rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags)
+        return render(build_leaderboard(_summaries(rows), group_by=group_by, kind=KIND), fmt)
+
+    key = ("export", fmt, sweep_id, tuple(sorted((tags or {}).items())), tuple(group_by))
+    return cached_view(session, KIND, key, build)

@@ -46,7 +46,7 @@ def probing_view(session: Session, *, sweep_id: str | None = None, tags: dict[st
 
 
 def _probing(session: Session, sweep_id: str | None, tags: dict[str, str] | None) -> dict[str, Any]:
-    rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags, with_tags=False)
+    rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags)
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     heatmaps: dict[tuple[str, str, str], dict] = {}  # the latest run's map per model × task × statistic
     for row in rows:

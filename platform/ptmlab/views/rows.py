@@ -49,11 +49,13 @@ def _json(value: Any) -> dict[str, Any]:
 
 
 def load_rows(session: Session, *, kind: str | None = None, sweep_id: str | None = None,
-              tags: dict[str, str] | None = None, ids: Sequence[int] | None = None,
-              with_tags: bool = True) -> list[ResultRow]:
-    """Matching rows, oldest first (a later re-run replaces an earlier one downstream)."""
-    tag_column = Result.tags if with_tags else sa.null().label("tags")
-    query = sa.select(Result.id, Result.job_id, Result.sweep_id, Result.mlflow_run_id, Result.summary, tag_column)
+              tags: dict[str, str] | None = None, ids: Sequence[int] | None = None) -> list[ResultRow]:
+    """Matching rows, oldest first (a later re-run replaces an earlier one downstream).
+
+    The filters run in SQL over ids only; each row's JSON is parsed once per process and kept
+    (results rows are only ever inserted), so a view over 10,000 rows does not re-read and
+    re-parse 10,000 summaries every time one more run finishes."""
+    query = sa.select(Result.id)
     if kind is not None:
         query = query.where(Result.kind == kind)
     if sweep_id:
@@ -62,8 +64,32 @@ def load_rows(session: Session, *, kind: str | None = None, sweep_id: str | None
         query = query.where(Result.tags[str(key)].as_string() == str(value))
     if ids is not None:
         query = query.where(Result.id.in_([int(i) for i in ids]))
-    rows = session.execute(query.order_by(Result.created_at, Result.id)).all()
-    return [ResultRow(r.id, r.job_id, r.sweep_id, r.mlflow_run_id, _json(r.summary), _json(r.tags)) for r in rows]
+    wanted = list(session.scalars(query.order_by(Result.created_at, Result.id)))
+    return _parsed_rows(session, wanted)
+
+
+_ROW_CACHE_MAX = 200_000
+_rows_lock = threading.Lock()
+_parsed: dict[str, dict[int, ResultRow]] = {}  # database URL -> id -> row
+
+
+def _parsed_rows(session: Session, ids: list[int]) -> list[ResultRow]:
+    key = session.get_bind().url.render_as_string(hide_password=False)
+    with _rows_lock:
+        known = _parsed.setdefault(key, {})
+        missing = [i for i in ids if i not in known]
+    fetched: dict[int, ResultRow] = {}
+    for start in range(0, len(missing), 5000):  # bounded IN lists
+        chunk = missing[start:start + 5000]
+        query = sa.select(Result.id, Result.job_id, Result.sweep_id, Result.mlflow_run_id, Result.summary, Result.tags)
+        for r in session.execute(query.where(Result.id.in_(chunk))):
+            fetched[r.id] = ResultRow(r.id, r.job_id, r.sweep_id, r.mlflow_run_id, _json(r.summary), _json(r.tags))
+    with _rows_lock:
+        # A row deleted between the two queries is simply left out.
+        out = [known[i] if i in known else fetched[i] for i in ids if i in known or i in fetched]
+        if len(known) + len(fetched) <= _ROW_CACHE_MAX:
+            known.update(fetched)
+    return out
 
 
 def filter_options(session: Session, kind: str) -> dict[str, Any]:
@@ -119,3 +145,5 @@ def cached_view(session: Session, kind: str, key: tuple, build: Callable[[], Any
 def clear_cache() -> None:
     with _cache_lock:
         _cache.clear()
+    with _rows_lock:
+        _parsed.clear()

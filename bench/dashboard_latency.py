@@ -1,0 +1,159 @@
+"""Dashboard response times at 10,000 result rows: each result view of /api/v1/views (and the
+HTML pages that carry data) through a real `ptmlab serve` on loopback, p50/p95 over repeated
+requests, printed (goal: under 300 ms). SQLite (WAL), and PostgreSQL when its binaries exist.
+
+Two figures per view: "fresh" — a result row of the view's kind is inserted before every
+request, so the view is recomputed from the table each time (what the first visitor after a job
+finishes waits); "repeat" — the same data asked again (the views cache on (count, max id) of the
+kind's rows, which is what the live pages polling every few seconds get).
+
+    .venv/bin/python bench/dashboard_latency.py [--rows 10000] [--requests 15] [--no-postgres]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "platform"))
+
+from ptmlab.db import dispose_engines, migrate, session_scope  # noqa: E402
+from ptmlab.results import new_result  # noqa: E402
+from ptmlab.views.synthetic import compress_summary, finetune_summary, probe_summary, synthetic_summaries  # noqa: E402
+
+GOAL_MS = 300
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def seed(url: str, rows: int) -> dict[str, list[int]]:
+    migrate(url)
+    with session_scope(url) as s:
+        batch = [new_result(x, sweep_id=f"sweep{i % 5}", tags={"suite": "glue" if i % 2 else "other"})
+                 for i, x in enumerate(synthetic_summaries(rows))]
+        s.add_all(batch)
+        s.commit()
+        ids = {"finetune": [r.id for r in batch if r.kind == "finetune"][:3]}
+    dispose_engines()
+    return ids
+
+
+def fresh_row(kind: str, rng: random.Random):
+    if kind == "finetune":
+        return new_result(finetune_summary(rng, "bert_tiny", "mlm", "full", "sst2", rng.randint(100, 10**6)))
+    if kind == "compress":
+        return new_result(compress_summary(rng, "distill", "bert_tiny", "sst2", rng.randint(0, 10**6)))
+    return new_result(probe_summary(rng, "bert_tiny", "pos", rng.randint(0, 10**6)))
+
+
+def measure(base: str, url: str, path: str, kind: str | None, requests: int, fresh: bool) -> list[float]:
+    rng = random.Random(0)
+    times = []
+    with httpx.Client(base_url=base, timeout=60) as client:
+        client.get(path).raise_for_status()  # warm the connection and the process's imports
+        for _ in range(requests):
+            if fresh and kind:
+                with session_scope(url) as s:
+                    s.add(fresh_row(kind, rng))
+            start = time.perf_counter()
+            r = client.get(path)
+            times.append(1000 * (time.perf_counter() - start))
+            r.raise_for_status()
+    return times
+
+
+def run_all(label: str, url: str, home: Path, rows: int, requests: int) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    ids = seed(url, rows)
+    print(f"\n== {label}: {rows} result rows seeded in {time.perf_counter() - t0:.1f} s")
+    port = free_port()
+    env = {**os.environ, "PTMLAB_HOME": str(home), "PTMLAB_DATABASE_URL": url}
+    env.pop("PTMLAB_API_TOKEN", None)
+    server = subprocess.Popen([sys.executable, "-m", "ptmlab.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+                               "--log-level", "warning"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise SystemExit("the API did not start")
+            time.sleep(0.2)
+        runs = ",".join(map(str, ids["finetune"]))
+        views = [
+            ("GLUE leaderboard", "/api/v1/views/leaderboard", "finetune"),
+            ("leaderboard, tag filter", "/api/v1/views/leaderboard?tag=suite%3Dglue", "finetune"),
+            ("leaderboard CSV export", "/api/v1/views/leaderboard?format=csv", "finetune"),
+            ("compression + Pareto", "/api/v1/views/compression", "compress"),
+            ("probing", "/api/v1/views/probing", "probe"),
+            ("overview (JSON)", "/api/v1/views/overview", None),
+            ("overview page (HTML)", "/", None),
+            ("compare 3 runs", f"/api/v1/views/compare?runs={runs}", None),
+        ]
+        print(f"{'view':<26} {'fresh p50':>10} {'fresh p95':>10} {'repeat p50':>11} {'repeat p95':>11}  (ms, {requests} requests)")
+        worst = 0.0
+        for name, path, kind in views:
+            fresh = measure(base, url, path, kind, requests, fresh=True)
+            repeat = measure(base, url, path, kind, requests, fresh=False)
+            worst = max(worst, pct(fresh, 0.95))
+            print(f"{name:<26} {statistics.median(fresh):>10.1f} {pct(fresh, 0.95):>10.1f} "
+                  f"{statistics.median(repeat):>11.1f} {pct(repeat, 0.95):>11.1f}")
+        verdict = "under" if worst < GOAL_MS else "OVER"
+        print(f"slowest fresh p95: {worst:.0f} ms ({verdict} the {GOAL_MS} ms goal; 2 shared CPU cores)")
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000)
+    parser.add_argument("--requests", type=int, default=15)
+    parser.add_argument("--no-postgres", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        run_all("SQLite (WAL)", f"sqlite:///{Path(tmp) / 'ptmlab.db'}", Path(tmp) / "home", args.rows, args.requests)
+        from pg import find_pg_bin, start_postgres
+
+        if args.no_postgres or find_pg_bin() is None:
+            print("\n== PostgreSQL: skipped" + ("" if args.no_postgres else " (no server binaries)"))
+            return
+        server = start_postgres()
+        try:
+            run_all("PostgreSQL (loopback)", server.create_database("dashboard_bench"), Path(tmp) / "home_pg",
+                    args.rows, args.requests)
+        finally:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()
