@@ -29,6 +29,7 @@ def finetune(home, run_dir, extra: list[str]) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)
 def test_minilm_full_finetuning_reaches_083_on_sst2_dev(data_dir, ptmlab_home, tmp_path):
     summary = finetune(ptmlab_home, tmp_path / "full", ["adaptation=full", "stage.lr=5e-5"])
     assert summary["task"] == "sst2" and summary["adaptation"] == "full"
@@ -41,6 +42,7 @@ def test_minilm_full_finetuning_reaches_083_on_sst2_dev(data_dir, ptmlab_home, t
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)
 def test_minilm_adapters_reach_080_training_under_5_percent(data_dir, ptmlab_home, tmp_path):
     summary = finetune(ptmlab_home, tmp_path / "adapters", ["adaptation=adapters", "stage.lr=1e-3"])
     share = summary["trainable_params"] / summary["total_params"]
