@@ -23,7 +23,7 @@ def finetune(home, run_dir, extra: list[str]) -> dict:
     env = {**os.environ, "PTMLAB_HOME": str(home)}
     env.pop("MLFLOW_TRACKING_URI", None)
     proc = subprocess.run([sys.executable, "-m", "ptmlab.run", *RECIPE, *extra, f"hydra.run.dir={run_dir}"],
-                          env=env, capture_output=True, text=True, timeout=1500)
+                          env=env, capture_output=True, text=True, timeout=2300)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads((run_dir / "summary.json").read_text())
 
