@@ -74,7 +74,8 @@ function renderCurves() {
         line: { color: colour(i) }, marker: { color: colour(i) } };
     });
     Plotly.react(div, traces, { title: { text: key, font: { size: 13 } }, height: 260, margin: { t: 30, r: 10, b: 35, l: 50 },
-      xaxis: { title: { text: "step" } }, showlegend: !single, legend: { orientation: "h", y: -0.25 } },
+      // Colours match the swatches of the runs table above; a legend per small chart would crowd it.
+      xaxis: { title: { text: "step" } }, showlegend: false },
     { responsive: true, displaylogo: false });
   }
 }

@@ -45,7 +45,8 @@ function draw() {
   const refs = data.references.filter((r) => r[axis] !== null && r.score !== null);
   if (refs.length) {
     traces.push({
-      type: "scatter", mode: "markers+text", name: "uncompressed source", x: refs.map((r) => r[axis]), y: refs.map((r) => r.score),
+      // Labels only while they cannot overlap; with several sources the hover names them.
+      type: "scatter", mode: refs.length === 1 ? "markers+text" : "markers", name: "uncompressed source", x: refs.map((r) => r[axis]), y: refs.map((r) => r.score),
       text: refs.map((r) => r.source), textposition: "top center", hovertext: refs.map((r) => hover({ ...r, method: "uncompressed" }, axisLabel, axis)),
       hoverinfo: "text", marker: { symbol: "star", size: 16, color: "#f5b700", line: { color: "#444", width: 1 } },
     });
