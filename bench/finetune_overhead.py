@@ -1,0 +1,240 @@
+"""Fine-tuning step time through ptmlab ÷ a plain PyTorch loop (goal ≤ 1.05) and ÷ Hugging Face
+`Trainer`, on the packaged MiniLM (`model=minilm`, offline) and the first rows of SST-2 train
+(batch 32, max length 64, dynamic padding, AdamW 5e-5, linear warm-up, clip 1.0).
+
+  A  ptmlab: TaskModel + FinetuneModule built as `run_finetune` builds them (load_task,
+     resolve_backbone, build_adaptation, TaskDataModule), trained by a Lightning Trainer from
+     cfg.trainer as `StageRun.build_trainer` makes it, logging to MLflow in a temp SQLite store
+     (checkpointing and progress bar off); step time = gap between `on_train_batch_end` calls.
+  B  plain: the same TaskModel, the same batches of the same `train_dataloader()`, the
+     optimizer/schedule of `configure_optimizers()`, a hand-written loop.
+  C  Hugging Face: `AutoModelForSequenceClassification` + `Trainer` on the same tokenised
+     examples (`DataCollatorWithPadding`); step time = gap between `on_step_end` calls.
+
+Rounds alternate A/B/C (order rotated each round) so machine noise hits every arm; the first
+steps of each block (allocator warm-up) are dropped. Prints the median step times and the median
+of the per-round ratios.
+
+    PTMLAB_DATA_DIR=/work/shared/data .venv/bin/python bench/finetune_overhead.py [--steps 30] [--rounds 3]
+
+The Trainer arm needs `accelerate` (transformers' own requirement for `Trainer`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+BENCH_HOME = Path(tempfile.mkdtemp(prefix="ptmlab-bench-finetune-"))
+os.environ["PTMLAB_HOME"] = str(BENCH_HOME)  # MLflow store + artifacts of the ptmlab arm: temporary
+os.environ.pop("MLFLOW_TRACKING_URI", None)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "platform"))
+
+import lightning.pytorch as pl  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from hydra.utils import instantiate  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+
+from lightning_modules.stages.backbone import resolve_backbone  # noqa: E402
+from lightning_modules.stages.common import StageRun, tracking_uri  # noqa: E402
+from lightning_modules.stages.finetune import build_adaptation  # noqa: E402
+from lightning_modules.stages.finetune_module import FinetuneModule, TaskModel  # noqa: E402
+from lightning_modules.tasks.datamodule import TaskDataModule  # noqa: E402
+from lightning_modules.tasks.spec import load_task  # noqa: E402
+from ptmlab.config import compose_config  # noqa: E402
+
+WARMUP_STEPS = 5  # first gaps of each block include allocator warm-up in every arm
+SEED = 0
+WARMUP_RATIO = 0.1
+
+
+class StepTimer(pl.Callback):
+    def __init__(self):
+        self.times: list[float] = []
+        self._last = None
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        now = time.perf_counter()
+        if self._last is not None:
+            self.times.append(now - self._last)
+        self._last = now
+
+
+def build_ptmlab_parts(cfg, task, steps: int):
+    """TaskModel, FinetuneModule and TaskDataModule exactly as `run_finetune` builds them."""
+    stage = cfg.stage
+    pl.seed_everything(SEED, workers=True, verbose=False)
+    torch.manual_seed(SEED)
+    resolved = resolve_backbone(cfg, tracking_uri(cfg))
+    adaptation = build_adaptation(cfg.get("adaptation"))
+    model = TaskModel(resolved.backbone, task.num_labels, pooling=str(stage.pooling),
+                      head_dropout=float(stage.head_dropout), scalar_mix=adaptation.uses_scalar_mix)
+    adaptation.prepare(model)
+    datamodule = TaskDataModule(task, resolved.tokenizer, causal=bool(resolved.backbone.is_causal),
+                                batch_size=int(stage.batch_size), eval_batch_size=int(stage.eval_batch_size),
+                                seed=SEED)
+    module = FinetuneModule(model, adaptation, task, cfg.optimizer, cfg.get("scheduler"), lr=float(stage.lr),
+                            total_steps=steps, val_split_names=datamodule.split_names_val)
+    model.train()  # Hugging Face checkpoints load in eval mode
+    return resolved, model, module, datamodule
+
+
+def ptmlab_arm(cfg, task, steps: int, block: int) -> list[float]:
+    cfg = cfg.copy()
+    OmegaConf.set_struct(cfg, False)
+    cfg.run_dir = str(BENCH_HOME / "runs" / f"ptmlab-{block}")
+    _, _, module, datamodule = build_ptmlab_parts(cfg, task, steps)
+    timer = StepTimer()
+    with StageRun(cfg) as run:
+        # StageRun.build_trainer's Trainer minus its ModelCheckpoint (checkpointing off while timing).
+        trainer_cfg = OmegaConf.to_container(cfg.trainer, resolve=True)
+        trainer_cfg.update(max_steps=steps, max_epochs=int(cfg.stage.epochs), enable_progress_bar=False,
+                           enable_checkpointing=False, val_check_interval=1.0, check_val_every_n_epoch=1,
+                           limit_val_batches=0)
+        trainer = instantiate(trainer_cfg, logger=run.logger, callbacks=[timer], default_root_dir=str(run.run_dir))
+        trainer.fit(module, datamodule=datamodule)
+        assert trainer.global_step == steps, trainer.global_step
+    return timer.times[WARMUP_STEPS:]
+
+
+def plain_arm(cfg, task, steps: int) -> list[float]:
+    _, model, module, datamodule = build_ptmlab_parts(cfg, task, steps)
+    configured = module.configure_optimizers()
+    optimizer, scheduler = configured["optimizer"], configured["lr_scheduler"]["scheduler"]
+    clip = float(cfg.trainer.get("gradient_clip_val") or 0.0)
+    params = [p for p in model.parameters() if p.requires_grad]
+    times, last, done = [], None, 0
+    while done < steps:
+        for batch in datamodule.train_dataloader():
+            logits = model(batch)
+            loss = F.cross_entropy(logits.float(), batch["labels"])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if clip:
+                torch.nn.utils.clip_grad_norm_(params, clip)
+            optimizer.step()
+            scheduler.step()
+            float(loss.detach())  # the Lightning arm logs the loss, which syncs it too
+            now = time.perf_counter()
+            if last is not None:
+                times.append(now - last)
+            last = now
+            done += 1
+            if done >= steps:
+                break
+    return times[WARMUP_STEPS:]
+
+
+class EncodedExamples(torch.utils.data.Dataset):
+    """The ptmlab arm's tokenised train examples as Hugging Face-style dicts."""
+
+    def __init__(self, encoded: list[dict]):
+        self.items = [{"input_ids": x["input_ids"], "token_type_ids": x["token_type_ids"],
+                       "attention_mask": [1] * len(x["input_ids"]), "labels": x["label"]} for x in encoded]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> dict:
+        return self.items[i]
+
+
+def hf_arm(cfg, dataset: EncodedExamples, tokenizer, model_path: str, steps: int, block: int) -> list[float]:
+    from transformers import (AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer,
+                              TrainerCallback, TrainingArguments)
+
+    class HFStepTimer(TrainerCallback):
+        def __init__(self):
+            self.times: list[float] = []
+            self._last = None
+
+        def on_step_end(self, args, state, control, **kwargs):
+            now = time.perf_counter()
+            if self._last is not None:
+                self.times.append(now - self._last)
+            self._last = now
+
+    torch.manual_seed(SEED)
+    model = AutoModelForSequenceClassification.from_pretrained(model_path, num_labels=2)
+    opt = cfg.optimizer
+    args = TrainingArguments(
+        output_dir=str(BENCH_HOME / "hf" / str(block)), per_device_train_batch_size=int(cfg.stage.batch_size),
+        max_steps=steps, learning_rate=float(cfg.stage.lr), weight_decay=float(opt.weight_decay),
+        adam_beta1=float(opt.betas[0]), adam_beta2=float(opt.betas[1]), adam_epsilon=float(opt.eps),
+        lr_scheduler_type="linear", warmup_steps=int(round(WARMUP_RATIO * steps)),
+        max_grad_norm=float(cfg.trainer.get("gradient_clip_val") or 0.0), report_to=[], save_strategy="no",
+        eval_strategy="no", logging_steps=10**9, use_cpu=True, disable_tqdm=True, seed=SEED,
+        dataloader_num_workers=0,
+    )
+    timer = HFStepTimer()
+    trainer = Trainer(model=model, args=args, train_dataset=dataset,
+                      data_collator=DataCollatorWithPadding(tokenizer), callbacks=[timer])
+    trainer.train()
+    assert trainer.state.global_step == steps, trainer.state.global_step
+    return timer.times[WARMUP_STEPS:]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=30, help="optimizer steps per block")
+    parser.add_argument("--rounds", type=int, default=3, help="A/B/C rounds")
+    args = parser.parse_args()
+    try:
+        import accelerate  # noqa: F401 - transformers.Trainer needs it
+    except ImportError:
+        parser.error("the Hugging Face Trainer arm needs the 'accelerate' package (pip install accelerate)")
+    if args.steps <= WARMUP_STEPS + 1:
+        parser.error(f"--steps must exceed {WARMUP_STEPS + 1} (the first {WARMUP_STEPS} gaps are dropped)")
+    batch_size, rows = 32, args.steps * 32  # one epoch holds every step: no epoch-end validation
+    cfg = compose_config([
+        "stage=finetune", "model=minilm", "task=glue/sst2", f"task.max_train_samples={rows}",
+        "task.max_length=64", "stage.epochs=1", f"stage.batch_size={batch_size}", "stage.lr=5e-5",
+        "stage.pooling=mean", "optimizer=adamw", "scheduler=linear_warmup", f"scheduler.warmup_ratio={WARMUP_RATIO}",
+        "adaptation=full", "checkpoint_every_n_steps=0", f"seed={SEED}",
+        f"tracking.uri=sqlite:///{BENCH_HOME / 'mlflow.db'}", "tracking.experiment=bench-finetune-overhead",
+    ])
+    task = load_task(cfg.task)
+    assert math.ceil(len(task.train) / batch_size) >= args.steps, "not enough SST-2 rows for --steps"
+    resolved, _, _, datamodule = build_ptmlab_parts(cfg, task, args.steps)
+    hf_dataset = EncodedExamples(datamodule.encoded(task.data.train_split))
+    from lightning_modules.models.hf import resolve_name_or_path
+
+    model_path = str(resolve_name_or_path(str(cfg.model.name_or_path)))
+
+    arms = {
+        "ptmlab": lambda block: ptmlab_arm(cfg, task, args.steps, block),
+        "plain": lambda block: plain_arm(cfg, task, args.steps),
+        "hf": lambda block: hf_arm(cfg, hf_dataset, resolved.tokenizer, model_path, args.steps, block),
+    }
+    names = list(arms)
+    medians: dict[str, list[float]] = {name: [] for name in names}
+    vs_plain, vs_hf = [], []
+    for rnd in range(args.rounds):
+        order = names[rnd % 3:] + names[:rnd % 3]
+        for name in order:
+            medians[name].append(statistics.median(arms[name](rnd)))
+        a, b, c = (medians[n][-1] for n in names)
+        vs_plain.append(a / b)
+        vs_hf.append(a / c)
+        print(f"round {rnd} ({'/'.join(order)}): ptmlab {a * 1e3:.1f} ms/step, plain {b * 1e3:.1f}, "
+              f"HF Trainer {c * 1e3:.1f}; ptmlab/plain {a / b:.3f}, ptmlab/HF {a / c:.3f}", flush=True)
+    print(f"\nMiniLM-L6 (model=minilm) full fine-tuning on SST-2, batch {batch_size}, max length 64, "
+          f"{args.steps} steps × {args.rounds} rounds (first {WARMUP_STEPS} dropped), "
+          f"torch threads {torch.get_num_threads()}")
+    print("median step time: " + ", ".join(f"{n} {statistics.median(medians[n]) * 1e3:.1f} ms" for n in names))
+    print(f"ptmlab / plain PyTorch loop, median of rounds: {statistics.median(vs_plain):.3f}  (goal <= 1.05)")
+    print(f"ptmlab / Hugging Face Trainer, median of rounds: {statistics.median(vs_hf):.3f}")
+
+
+if __name__ == "__main__":
+    main()
