@@ -138,13 +138,14 @@ def test_every_page_renders(page, dashboard):
         ("/probing", "#heatmap-chart .main-svg", "probing"),
         ("/compare", "#pick-table tbody tr", "compare-picker"),
         (f"/compare?runs={','.join(map(str, ids['results']['finetune'][:3]))}", "#config-table tbody tr", "compare"),
-        (f"/runs/{ids['results']['probe'][0]}", "#numbers-table tbody tr", "run"),
+        (f"/runs/{ids['results']['probe'][0]}", "#layers-table tbody tr", "run"),
     ]
     for path, ready, name in visits:
         page.goto(base + path)
         page.wait_for_selector(ready)
         page.wait_for_load_state("networkidle")
         shot(page, name)
+    assert page.locator("#layers-table tbody tr").count() == 5  # the probe's five layers (the last visit)
     page.goto(f"{base}/jobs/{jobs['failed']}")
     page.wait_for_selector("#job-error:not([hidden])")
     assert "fails on purpose" in page.inner_text("#job-error")

@@ -112,6 +112,7 @@ def compare_view(session: Session, result_ids: Sequence[int | str]) -> dict[str,
             "job_status": job.status if job else None, "config_source": source,
             "label": _label(i, s), "tags": row.tags,
             "numbers": {k: v for k, v in flatten(s).items() if k not in BOOKKEEPING and not isinstance(v, list | dict)},
+            "layers": [e for e in s.get("layers") or [] if isinstance(e, dict)],  # a probe's per-layer scores
         })
     keys = sorted({k for c in configs.values() for k in c})
     missing_mark = object()

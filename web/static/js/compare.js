@@ -43,7 +43,20 @@ function renderRuns() {
     el("td", { class: "mono small" }, r.run_dir || "–"))));
   const numberDiff = new Set(view.number_keys.filter((k) => new Set(view.runs.map((r) => value(r.numbers[k]))).size > 1));
   sideTable("numbers-table", view.number_keys, (r) => r.numbers, single ? new Set() : numberDiff);
+  renderLayers();
   renderConfig();
+}
+
+// Probe runs: their per-layer scores, a row per layer and run.
+function renderLayers() {
+  const withLayers = view.runs.filter((r) => r.layers.length);
+  document.getElementById("layers-section").hidden = !withLayers.length;
+  if (!withLayers.length) return;
+  const keys = [...new Set(withLayers.flatMap((r) => r.layers.flatMap((e) => Object.keys(e))))].filter((k) => k !== "layer");
+  const table = document.getElementById("layers-table");
+  table.querySelector("thead").replaceChildren(el("tr", {}, el("th", {}, "run"), el("th", {}, "layer"), keys.map((k) => el("th", {}, k))));
+  table.querySelector("tbody").replaceChildren(...withLayers.flatMap((r) => r.layers.map((e, i) => el("tr", {},
+    el("td", {}, `#${r.result_id}`), el("td", {}, e.layer ?? i), keys.map((k) => el("td", { class: "num" }, value(e[k])))))));
 }
 
 function renderConfig() {
