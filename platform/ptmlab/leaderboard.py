@@ -61,6 +61,13 @@ def glue_average(task_scores: dict[str, float | None]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def _sample_std(values: Sequence[float]) -> float:
+    """Sample standard deviation in floats: statistics.stdev computes in exact fractions, which
+    dominated the leaderboard's time at 10,000 results."""
+    mean = statistics.fmean(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
 @dataclass
 class Stat:
     mean: float | None
@@ -72,7 +79,7 @@ class Stat:
         values = [v for v in values if v is not None and not math.isnan(v)]
         if not values:
             return cls(None, None, 0)
-        return cls(statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None, len(values))
+        return cls(statistics.fmean(values), _sample_std(values) if len(values) > 1 else None, len(values))
 
 
 @dataclass
