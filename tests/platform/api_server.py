@@ -22,8 +22,12 @@ def free_port() -> int:
 
 
 class LiveApi:
-    def __init__(self, db_url: str, home: Path, log_dir: Path, token: str = ""):
+    def __init__(self, db_url: str, home: Path, log_dir: Path, token: str = "", *,
+                 program: list[str] | None = None, env: dict[str, str] | None = None):
         self.db_url, self.home, self.log_dir, self.token = db_url, home, log_dir, token
+        # `ptmlab` by default; tests/platform/slim_api.py runs it with the API image's packages only.
+        self.program = program or [sys.executable, "-m", "ptmlab.cli"]
+        self.extra_env = env or {}
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
@@ -33,9 +37,9 @@ class LiveApi:
         log = open(self.log_dir / f"api-{self.starts}.log", "wb")
         self.starts += 1
         env = {**os.environ, "PTMLAB_HOME": str(self.home), "PTMLAB_DATABASE_URL": self.db_url,
-               "PTMLAB_API_TOKEN": self.token}
+               "PTMLAB_API_TOKEN": self.token, **self.extra_env}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ptmlab.cli", "serve", "--port", str(self.port), "--log-level", "warning"],
+            [*self.program, "serve", "--port", str(self.port), "--log-level", "warning"],
             stdout=log, stderr=subprocess.STDOUT, env=env)
         self.log_path = log.name
         log.close()
