@@ -1,7 +1,8 @@
 """Run `ptmlab <args>` with only the distributions the API image installs importable:
 docker/requirements-api.txt and what they require (plus ptmlab itself). Anything else (torch,
-lightning, transformers, a dependency missing from the list) raises ModuleNotFoundError when
-imported, as it would in the slim image; optional imports (`try: import x`) carry on as there.
+lightning, transformers, a dependency missing from the list, and lightning_modules, which the
+image does not copy) raises ModuleNotFoundError when imported, as it would in the slim image;
+optional imports (`try: import x`) carry on as there.
 
     python tests/platform/slim_api.py serve --port 8765
 """
@@ -16,6 +17,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 REQUIREMENTS = Path(__file__).resolve().parents[2] / "docker" / "requirements-api.txt"
+NOT_COPIED = {"lightning_modules"}  # parts of the ptmlab distribution the API image leaves out
 
 
 def read_requirements(path: Path = REQUIREMENTS) -> list[Requirement]:
@@ -55,6 +57,9 @@ class OnlyImageDistributions:
 
     def find_spec(self, name, path=None, target=None):
         top = name.partition(".")[0]
+        if top in NOT_COPIED:
+            raise ModuleNotFoundError(f"No module named {top!r} in the API image (docker/Dockerfile.api "
+                                      "does not copy it)", name=top)
         owners = self.owners.get(top)
         if owners and not owners & self.allowed:
             raise ModuleNotFoundError(
