@@ -11,7 +11,6 @@ import json
 import os
 import random
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -251,4 +250,3 @@ def test_topology_without_docker(tmp_path, postgres_server, mlflow_server, spawn
         api.kill()
         dispose_engines()
     assert "No module named" not in Path(api.log_path).read_text()
-    shutil.rmtree(home / "jobs", ignore_errors=True)
