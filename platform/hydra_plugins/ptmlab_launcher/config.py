@@ -1,4 +1,5 @@
-"""The launcher's config node, `hydra/launcher=ptmlab` (set its fields as `hydra.launcher.<field>=`)."""
+"""Config nodes: `hydra/launcher=ptmlab` (set its fields as `hydra.launcher.<field>=`) and
+`hydra/sweeper=ptmlab` (Hydra's basic sweeper, composing each distinct combination once)."""
 
 from dataclasses import dataclass, field
 from typing import Dict, Optional
@@ -29,3 +30,13 @@ class PtmlabLauncherConf:
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="ptmlab", node=PtmlabLauncherConf, provider="ptmlab")
+
+
+@dataclass
+class PtmlabSweeperConf:
+    _target_: str = "hydra_plugins.ptmlab_launcher.ptmlab_sweeper.PtmlabSweeper"
+    max_batch_size: Optional[int] = None
+    params: Optional[Dict[str, str]] = None
+
+
+ConfigStore.instance().store(group="hydra/sweeper", name="ptmlab", node=PtmlabSweeperConf, provider="ptmlab")

@@ -65,6 +65,10 @@ class PtmlabLauncher(Launcher):
                   f"(jobs {job_ids[0]}..{job_ids[-1]})", flush=True)
             for idx, (job_id, combo) in enumerate(zip(job_ids, combos), start=initial_job_idx):
                 print(f"[ptmlab]   #{idx} job {job_id}: {' '.join(filter_overrides(combo))}", flush=True)
+            sweeper = str(OmegaConf.select(self.config, "hydra.sweeper._target_", default=""))
+            if sweeper.endswith(".BasicSweeper") and len(combos) >= 50:
+                print("[ptmlab] tip: with hydra/sweeper=ptmlab a large sweep is queued faster (Hydra's basic "
+                      "sweeper composes every job; that one composes each distinct config once)", flush=True)
             states = self._wait(sweep_id, job_ids) if self.wait else {j: "queued" for j in job_ids}
         except PtmlabError as exc:
             # A user's error is one line and exit status 2, like `python -m ptmlab.run` (not a traceback).
