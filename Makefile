@@ -10,7 +10,9 @@ export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
 
 .PHONY: demo test venv system-deps clean bench
 
-$(STAMP): pyproject.toml constraints.txt
+# Re-install when the project's packages change too: an editable install maps the top-level
+# packages (ptmlab, lightning_modules, hydra_plugins/*) that existed when it ran.
+$(STAMP): pyproject.toml constraints.txt $(wildcard platform/*/__init__.py platform/hydra_plugins/*/__init__.py lightning_modules/__init__.py)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
