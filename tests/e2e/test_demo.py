@@ -31,3 +31,20 @@ def test_demo_leaves_two_runs_with_decreasing_loss(ptmlab_home):
         assert len(history) >= 3
         assert history[-1].value < history[0].value, (run.data.params["objective.name"], history)
         assert run.info.run_id in proc.stdout  # the final table names each run
+
+    # The dashboard the demo points at shows its jobs and results (read through the API app).
+    import re
+
+    from fastapi.testclient import TestClient
+
+    from ptmlab.api.app import create_app
+    from ptmlab.settings import Settings
+
+    job_ids = re.search(r"queued pipeline \w+: jobs (\d+) \(pretrain-mlm\), (\d+) \(pretrain-clm\)", proc.stdout)
+    assert job_ids, proc.stdout[:2000]
+    assert "Dashboard:" in proc.stdout and "http://127.0.0.1:" in proc.stdout
+    with TestClient(create_app(Settings(home=ptmlab_home))) as client:
+        results = client.get("/api/v1/results", params={"kind": "pretrain"}).json()
+        assert {r["mlflow_run_id"] for r in results["results"]} == {r.info.run_id for r in runs}
+        page = client.get("/").text
+        assert "pretrain-mlm" in page and "pretrain-clm" in page
