@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from lightning_modules.models.transformer import TransformerEmbeddings, TransformerEncoder
+from lightning_modules.models.transformer import TransformerEmbeddings, TransformerEncoder, rename_state_keys
 from ptmlab.errors import BackboneError, ConfigError
 
 SHARING_MODES = ("all", "attention", "ffn", "none")
@@ -159,18 +159,9 @@ def _albert_key_map(num_layers: int) -> dict[str, str]:
     return mapping
 
 
-def _rename(state: dict[str, torch.Tensor], module_map: dict[str, str]) -> dict[str, torch.Tensor]:
-    out = {}
-    for key, value in state.items():
-        module, _, param = key.rpartition(".")
-        if module in module_map:
-            out[f"{module_map[module]}.{param}"] = value
-    return out
-
-
 def albert_state_dict_to_hf(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     num_layers = 1 + max(int(k.split(".")[2]) for k in state if k.startswith("stack.layers."))
-    return _rename(state, _albert_key_map(num_layers))
+    return rename_state_keys(state, _albert_key_map(num_layers))
 
 
 def albert_state_dict_from_hf(state: dict[str, torch.Tensor], num_layers: int) -> dict[str, torch.Tensor]:

@@ -475,7 +475,7 @@ def _bert_key_map(num_layers: int) -> dict[str, str]:
     return mapping
 
 
-def _rename(state: dict[str, torch.Tensor], module_map: dict[str, str]) -> dict[str, torch.Tensor]:
+def rename_state_keys(state: dict[str, torch.Tensor], module_map: dict[str, str]) -> dict[str, torch.Tensor]:
     out = {}
     for key, value in state.items():
         module, _, param = key.rpartition(".")
@@ -486,12 +486,12 @@ def _rename(state: dict[str, torch.Tensor], module_map: dict[str, str]) -> dict[
 
 def bert_state_dict_to_hf(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     num_layers = 1 + max(int(k.split(".")[2]) for k in state if k.startswith("stack.layers."))
-    return _rename(state, _bert_key_map(num_layers))
+    return rename_state_keys(state, _bert_key_map(num_layers))
 
 
 def bert_state_dict_from_hf(state: dict[str, torch.Tensor], num_layers: int) -> dict[str, torch.Tensor]:
     inverse = {theirs: ours for ours, theirs in _bert_key_map(num_layers).items()}
-    return _rename({k: v for k, v in state.items() if not k.startswith("pooler.")}, inverse)
+    return rename_state_keys({k: v for k, v in state.items() if not k.startswith("pooler.")}, inverse)
 
 
 # GPT-2 stores Conv1D weights as in×out (the transpose of nn.Linear) and fuses q, k, v in c_attn.
