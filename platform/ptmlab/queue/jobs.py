@@ -86,18 +86,21 @@ def _normalise(stage: str | None, seed: int | None, overrides: Sequence[str]) ->
 # -- submit -------------------------------------------------------------------------------------
 def submit_job(session: Session, *, commit: bool = True, **spec: Any) -> Job:
     """Queue one job (see ptmlab.queue's docstring for the arguments)."""
-    job = _add_job(session, spec)
-    if commit:
-        try:
-            session.commit()
-        except sa.exc.IntegrityError:
-            # Two concurrent submissions with one idempotency key: the other one won.
-            session.rollback()
-            key = spec.get("idempotency_key")
-            existing = key and session.scalar(sa.select(Job).where(Job.idempotency_key == key))
-            if not existing:
-                raise
-            return existing
+    if not commit:
+        return _add_job(session, spec)
+    try:
+        job = _add_job(session, spec)
+        session.commit()
+    except sa.exc.IntegrityError:
+        # Two concurrent submissions with one idempotency key: the other one won. PostgreSQL
+        # reports it at the INSERT's flush (after waiting for the winner's commit), SQLite at
+        # commit, so both are covered here; the winner's job is the answer.
+        session.rollback()
+        key = spec.get("idempotency_key")
+        existing = key and session.scalar(sa.select(Job).where(Job.idempotency_key == key))
+        if not existing:
+            raise
+        return existing
     return job
 
 
