@@ -1,5 +1,6 @@
 """A real `stage=pretrain` job (tiny BERT, 30 steps) through a worker: MLflow run id on the job
-and in `results`; and `ptmlab up`: worker + MLflow UI on 127.0.0.1, Ctrl-C stops all."""
+and in `results`; and `ptmlab up`: worker + MLflow UI on 127.0.0.1, Ctrl-C or SIGTERM stops all (grandchildren
+included)."""
 
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ def test_pretrain_job_through_a_worker(tmp_path, spawn_worker, monkeypatch):
 
 
 @pytest.mark.slow
-def test_up_starts_worker_and_mlflow_ui_and_ctrl_c_stops_all(tmp_path):
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_up_starts_worker_and_mlflow_ui_and_a_signal_stops_all(tmp_path, stop_signal):
     home = tmp_path / "home"
     port = free_port()
     env = {**os.environ, "PTMLAB_HOME": str(home), "PTMLAB_MLFLOW_UI_PORT": str(port), "PTMLAB_BIND_PORT": str(free_port())}
@@ -63,6 +65,7 @@ def test_up_starts_worker_and_mlflow_ui_and_ctrl_c_stops_all(tmp_path):
     env.pop("PTMLAB_DATABASE_URL", None)
     up = subprocess.Popen([sys.executable, "-m", "ptmlab.cli", "up"], env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    groups: list[int] = []
     try:
         def mlflow_answers():
             try:
@@ -75,16 +78,21 @@ def test_up_starts_worker_and_mlflow_ui_and_ctrl_c_stops_all(tmp_path):
         with get_sessionmaker(url)() as s:
             job_id = queue.submit_job(s, stage="sleep").id
         wait_until(lambda: _status(url, job_id) == SUCCEEDED, 60, "the embedded worker to run a job")
-        children = _children(up.pid)
-        assert len(children) >= 2
-        os.killpg(up.pid, signal.SIGINT)  # what Ctrl-C in the terminal does
+        groups = _children(up.pid)  # each child leads its own process group
+        assert len(groups) >= 2
+        # The MLflow UI's group holds its uvicorn workers and job consumers: they must go too.
+        assert len(_group_members(groups)) > len(groups)
+        os.killpg(up.pid, stop_signal)  # Ctrl-C in the terminal signals the foreground group
         out, _ = up.communicate(timeout=60)
     finally:
-        if up.poll() is None:
-            os.killpg(up.pid, signal.SIGKILL)
+        for pgid in [up.pid, *groups]:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
     assert "MLflow UI:         http://127.0.0.1:" in out
     time.sleep(0.5)
-    assert not [c for c in children if _alive(c)], out[-2000:]
+    assert not _group_members(groups), out[-2000:]
     dispose_engines()
 
 
@@ -98,9 +106,8 @@ def _children(pid: int) -> list[int]:
     return [int(x) for x in out.split()]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
+def _group_members(pgids: list[int]) -> list[int]:
+    """Live (not zombie) processes whose process group is one of `pgids`."""
+    out = subprocess.run(["ps", "-e", "-o", "pid=,pgid=,stat="], capture_output=True, text=True).stdout
+    return [int(pid) for pid, pgid, stat in (line.split()[:3] for line in out.splitlines())
+            if int(pgid) in pgids and not stat.startswith("Z")]

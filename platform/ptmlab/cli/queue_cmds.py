@@ -242,6 +242,10 @@ def _cmd_up(args: argparse.Namespace) -> int:
     if "mlflow" in children:
         print(f"MLflow UI:         http://127.0.0.1:{settings.mlflow_ui_port}", flush=True)
     print("Ctrl-C stops all.", flush=True)
+    # SIGTERM (a service manager, `docker stop`) stops all too; SIGINT is set explicitly because a
+    # shell that starts `up` in the background hands it over ignored.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _interrupt)
     code = 0
     try:
         while True:
@@ -254,17 +258,40 @@ def _cmd_up(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        for proc in children.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 15
-        for proc in children.values():
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
+        _stop_groups(list(children.values()))
     return code
+
+
+def _interrupt(_signum, _frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _stop_groups(procs: list[subprocess.Popen], grace_s: float = 15.0) -> None:
+    """SIGTERM each child's whole process group, SIGKILL what is left after `grace_s`.
+
+    Each child leads its own session, and its own children stay in its group: `mlflow ui` runs
+    uvicorn workers and huey consumers that outlive a SIGTERM to the `mlflow` process alone (and
+    keep our stdout open), so the group, not the pid, is what gets signalled."""
+    for proc in procs:
+        _signal_group(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    # The leader may have exited before its grandchildren did: sweep every group.
+    for proc in procs:
+        _signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def register(sub: argparse._SubParsersAction) -> None:
