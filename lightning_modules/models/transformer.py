@@ -141,6 +141,18 @@ class MultiHeadAttention(nn.Module):
         return self.output_dropout(self.output(context)), probs
 
 
+def init_weights(module: nn.Module, initializer_range: float = 0.02) -> None:
+    """BERT/GPT-2/XLNet initialisation, for `model.apply`: N(0, initializer_range) weights, zero
+    biases, unit LayerNorm."""
+    if isinstance(module, nn.Linear | nn.Embedding):
+        nn.init.normal_(module.weight, mean=0.0, std=initializer_range)
+    if isinstance(module, nn.Linear) and module.bias is not None:
+        nn.init.zeros_(module.bias)
+    if isinstance(module, nn.LayerNorm):
+        nn.init.ones_(module.weight)
+        nn.init.zeros_(module.bias)
+
+
 class FeedForward(nn.Module):
     """Position-wise feed-forward: H -> intermediate -> H."""
 
@@ -288,14 +300,7 @@ class TransformerBackbone(Backbone):
         return [self.build_layer() for _ in range(self.num_layers)]
 
     def _init_weights(self, module: nn.Module) -> None:
-        # BERT/GPT-2 initialisation: N(0, 0.02) weights, zero biases, unit LayerNorm.
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, mean=0.0, std=self.initializer_range)
-        if isinstance(module, nn.Linear) and module.bias is not None:
-            nn.init.zeros_(module.bias)
-        if isinstance(module, nn.LayerNorm):
-            nn.init.ones_(module.weight)
-            nn.init.zeros_(module.bias)
+        init_weights(module, self.initializer_range)
 
     # -- forward -----------------------------------------------------------------------------
     def get_input_embeddings(self) -> nn.Embedding:

@@ -1,30 +1,36 @@
-"""XLNet-style permutation language model backbone (Yang et al. 2019), `family: permutation`.
+"""XLNet permutation language model backbone (Yang et al. 2019), `family: permutation`.
 
 Permutation LM predicts tokens in a sampled factorisation order z: the token at z_t from the
 tokens at z_<t. Two streams share every parameter of the encoder:
 
-    content stream h   standard self-attention; position i attends to every j with
+    content stream h   h^0 = the token embedding; position i attends to every j with
                        rank(j) <= rank(i) (earlier in the order, and itself)
-    query stream g     knows WHERE it predicts but not WHAT: g_i^0 = w + position(i) (+ segment),
-                       w a learned vector; layer m attends with queries from g_i^{m-1} to keys and
+    query stream g     knows WHERE it predicts but not WHAT: g^0 = w, one learned vector for
+                       every position; layer m attends with queries from g_i^{m-1} to keys and
                        values from the content stream h^{m-1} at rank(j) < rank(i) (strictly
                        earlier: never its own token), then the same feed-forward
+
+Positions enter only through Transformer-XL's relative attention (Dai et al. 2019), as in
+XLNet: score(i, j) = (q_i + u)·k_j + (q_i + v)·W_r·R(i - j) + (q_i + s)·e_[seg_i != seg_j], with R
+the sinusoidal encoding of the distance i - j, u, v, s learned per-head biases and e a learned
+"same / different segment" embedding. So the query stream's g^0 carries no position: it gets
+its position from R, like every query.
 
 Partial prediction: only the last ceil(T/K) tokens of the order are targets (`predict_fraction`
 = 1/K); `permutation_masks` samples the order and builds both masks and the target mask.
 
-Simplifications, stated: positions are learned absolute embeddings (XLNet uses Transformer-XL's
-relative positional encodings and segment recurrence, which this backbone does not have), and
-non-target tokens follow the sampled order too (XLNet's code lets them see each other
-bidirectionally). There is therefore no Hugging Face XLNetModel parity.
+Same weights, same outputs as Hugging Face `XLNetModel` (attn_type "bi", no memory, no
+bi_data, no clamp_len): `to_hf()` converts, and tests/lightning_modules/test_xlnet.py checks both
+streams layer by layer. Left out: segment-level recurrence (memory of the previous segment).
+Non-target tokens follow the sampled order too (XLNet's data pipeline lets them see each other
+bidirectionally).
 
 Objectives: `backbone(ids, attention_mask, content_mask=m.content_mask, query_mask=m.query_mask)`
 returns `TwoStreamOutput.query_hidden_states[-1]`; predict `input_ids` at `m.target_mask` from it
 with a head tied to `get_input_embeddings()`. Without the masks the backbone is a plain
 bidirectional encoder (the content stream with full attention), which is what fine-tuning and
-probing use; `family: permutation` tells objectives that the two-stream forward exists.
-Query states at positions with nothing earlier in the order (the first of the order, padding)
-are meaningless and never targets.
+probing use. Query states at positions with nothing earlier in the order (the first of the
+order, padding) attend uniformly to nothing useful and are never targets.
 """
 
 from __future__ import annotations
@@ -33,11 +39,16 @@ import math
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from lightning_modules.models.base import BackboneOutput
-from lightning_modules.models.transformer import PostLNLayer, TransformerEncoder
+from lightning_modules.models.base import Backbone, BackboneOutput
+from lightning_modules.models.transformer import FeedForward, init_weights
 from ptmlab.errors import ConfigError
+
+# A masked score: finite, as in XLNet, so a row with nothing to attend to softmaxes to uniform
+# instead of NaN (the first position of the order in the query stream).
+MASKED_SCORE = -1e30
 
 
 # -- the factorisation order and its masks (pure) ---------------------------------------------------
@@ -94,79 +105,220 @@ class TwoStreamOutput(BackboneOutput):
     query_hidden_states: tuple[torch.Tensor, ...] | None = None  # L+1 × (B, T, H), g^0 first
 
 
-class TwoStreamLayer(PostLNLayer):
-    """A post-LN block that can also run the query stream with the same parameters."""
+def relative_position_encoding(seq_len: int, hidden_size: int, device=None) -> torch.Tensor:
+    """Sinusoidal encodings of the distances T, T-1, ..., 1-T (2T rows, H columns, the sines then
+    the cosines), Transformer-XL's R for bidirectional attention without memory."""
+    distances = torch.arange(seq_len, -seq_len, -1, device=device, dtype=torch.float32)  # 2T
+    inv_freq = 1.0 / torch.pow(10000.0, torch.arange(0, hidden_size, 2, device=device, dtype=torch.float32) / hidden_size)
+    angles = distances[:, None] * inv_freq[None, :]  # 2T×1 · 1×H/2 -> 2T×H/2
+    return torch.cat([angles.sin(), angles.cos()], dim=-1)  # 2T×H
 
-    def query_stream(self, g: torch.Tensor, h: torch.Tensor, attention_bias: torch.Tensor | None) -> torch.Tensor:
-        attended, _ = self.attention(g, attention_bias, False, False, key_value_states=h)  # Q from g, K/V from h
-        g = self.attention_norm(g + attended)
-        return self.feed_forward_norm(g + self.feed_forward(g))
+
+def relative_index(seq_len: int, device=None) -> torch.Tensor:
+    """T×T: column of the distance i - j in `relative_position_encoding`'s rows (row p holds
+    distance T - p, so p = T - i + j)."""
+    positions = torch.arange(seq_len, device=device)
+    return seq_len - positions[:, None] + positions[None, :]
 
 
-class XLNetEncoder(TransformerEncoder):
+class RelativeAttention(nn.Module):
+    """Multi-head attention with XLNet's content, position and segment terms. Returns the output
+    projection (dropout applied); the residual and LayerNorm belong to the layer, so adapters can
+    wrap `output` as in every other ptmlab layer."""
+
+    def __init__(self, hidden_size: int, num_heads: int, attention_dropout: float, dropout: float):
+        super().__init__()
+        if hidden_size % num_heads:
+            raise ConfigError(f"hidden_size={hidden_size} is not divisible by num_heads={num_heads}")
+        self.num_heads, self.head_dim = num_heads, hidden_size // num_heads
+        # XLNet's projections have no biases; the learned biases below play that role per term.
+        self.query = nn.Linear(hidden_size, hidden_size, bias=False)
+        self.key = nn.Linear(hidden_size, hidden_size, bias=False)
+        self.value = nn.Linear(hidden_size, hidden_size, bias=False)
+        self.position = nn.Linear(hidden_size, hidden_size, bias=False)  # W_r, applied to R
+        self.output = nn.Linear(hidden_size, hidden_size, bias=False)
+        self.content_bias = nn.Parameter(torch.zeros(num_heads, self.head_dim))  # u (r_w_bias)
+        self.position_bias = nn.Parameter(torch.zeros(num_heads, self.head_dim))  # v (r_r_bias)
+        self.segment_bias = nn.Parameter(torch.zeros(num_heads, self.head_dim))  # s (r_s_bias)
+        self.segment_embedding = nn.Parameter(torch.zeros(2, num_heads, self.head_dim))  # same / different
+        self.attention_dropout = nn.Dropout(attention_dropout)
+        self.output_dropout = nn.Dropout(dropout)
+
+    def heads(self, x: torch.Tensor) -> torch.Tensor:
+        return x.unflatten(-1, (self.num_heads, self.head_dim)).transpose(-3, -2)  # ...×T×H -> ...×n×T×d
+
+    def forward(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, positions: torch.Tensor,
+                segment_differs: torch.Tensor | None, allowed: torch.Tensor | None,
+                need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """queries: B×T×H (either stream); keys, values: B×n×T×d from the content stream;
+        positions: n×2T×d (W_r·R); segment_differs: B×T×T bool; allowed: B×T×T bool or None."""
+        q = self.heads(self.query(queries))  # B×n×T×d
+        seq_len = q.shape[-2]
+        content = torch.matmul(q + self.content_bias[:, None], keys.transpose(-1, -2))  # B×n×T×T
+        by_distance = torch.matmul(q + self.position_bias[:, None], positions.transpose(-1, -2))  # B×n×T×2T
+        index = relative_index(seq_len, q.device).expand(*by_distance.shape[:-1], seq_len)  # B×n×T×T
+        scores = content + by_distance.gather(-1, index)  # entry (i, j): the term of distance i - j
+        if segment_differs is not None:
+            segment = torch.einsum("bnid,snd->bnis", q + self.segment_bias[:, None], self.segment_embedding)  # B×n×T×2
+            scores = scores + torch.where(segment_differs[:, None], segment[..., 1:], segment[..., :1])
+        scores = scores.float() * self.head_dim ** -0.5
+        if allowed is not None:
+            scores = scores.masked_fill(~allowed[:, None], MASKED_SCORE)
+        probs = F.softmax(scores, dim=-1).to(q.dtype)
+        context = torch.matmul(self.attention_dropout(probs), values)  # B×n×T×d
+        context = context.transpose(-3, -2).flatten(-2)  # -> B×T×H
+        return self.output_dropout(self.output(context)), (probs if need_weights else None)
+
+
+class TwoStreamLayer(nn.Module):
+    """XLNet's block, post-LN: x = LN(x + RelAttn(x)); x = LN(x + FFN(x)), run for the content
+    stream and, with the same weights and the content stream's keys and values, the query stream."""
+
+    def __init__(self, hidden_size: int, num_heads: int, intermediate_size: int, dropout: float,
+                 attention_dropout: float, layer_norm_eps: float, activation: str):
+        super().__init__()
+        self.attention = RelativeAttention(hidden_size, num_heads, attention_dropout, dropout)
+        self.attention_norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
+        self.feed_forward = FeedForward(hidden_size, intermediate_size, activation, dropout)
+        self.feed_forward_norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
+
+    def block(self, x: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
+        x = self.attention_norm(x + attended)
+        return self.feed_forward_norm(x + self.feed_forward(x))
+
+    def forward(self, h: torch.Tensor, g: torch.Tensor | None, relative: torch.Tensor,
+                segment_differs: torch.Tensor | None, content_allowed: torch.Tensor | None,
+                query_allowed: torch.Tensor | None, need_weights: bool = False):
+        attention = self.attention
+        keys, values = attention.heads(attention.key(h)), attention.heads(attention.value(h))  # B×n×T×d
+        positions = attention.heads(attention.position(relative))  # 2T×H -> n×2T×d
+        attended, probs = attention(h, keys, values, positions, segment_differs, content_allowed, need_weights)
+        if g is not None:  # reads h^{m-1}: both streams use the keys and values computed above
+            g_attended, _ = attention(g, keys, values, positions, segment_differs, query_allowed)
+            g = self.block(g, g_attended)
+        return self.block(h, attended), g, probs
+
+
+class XLNetEmbeddings(nn.Module):
+    """The token embedding (content stream) and w, the query stream's start (no position: XLNet
+    has no absolute positions)."""
+
+    def __init__(self, vocab_size: int, hidden_size: int, dropout: float):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(vocab_size, hidden_size)
+        self.mask_embedding = nn.Parameter(torch.zeros(hidden_size))  # w
+        self.dropout = nn.Dropout(dropout)
+
+
+class XLNetEncoder(Backbone):
     family = "permutation"
     is_causal = False
 
     def __init__(self, vocab_size: int, hidden_size: int = 128, num_layers: int = 2, num_heads: int = 2,
-                 intermediate_size: int = 512, max_position_embeddings: int = 512, type_vocab_size: int = 2,
-                 dropout: float = 0.1, attention_dropout: float = 0.1, layer_norm_eps: float = 1e-12,
-                 activation: str = "gelu", initializer_range: float = 0.02):
-        super().__init__(vocab_size, hidden_size, num_layers, num_heads, intermediate_size,
-                         max_position_embeddings, type_vocab_size, dropout, attention_dropout,
-                         pre_layer_norm=False, layer_norm_eps=layer_norm_eps, activation=activation,
-                         initializer_range=initializer_range)
-        self.mask_embedding = nn.Parameter(torch.empty(self.hidden_size).normal_(0.0, self.initializer_range))  # w
+                 intermediate_size: int = 512, dropout: float = 0.1, attention_dropout: float = 0.1,
+                 layer_norm_eps: float = 1e-12, activation: str = "gelu", initializer_range: float = 0.02):
+        super().__init__()
+        if hidden_size % 2:
+            raise ConfigError(f"hidden_size={hidden_size} must be even (sine and cosine halves of R)")
+        self.vocab_size, self.hidden_size, self.num_layers = vocab_size, hidden_size, num_layers
+        self.num_heads, self.intermediate_size = num_heads, intermediate_size
+        self.dropout_rate, self.layer_norm_eps, self.activation = dropout, layer_norm_eps, activation
+        self.initializer_range = initializer_range
+        self.embeddings = XLNetEmbeddings(vocab_size, hidden_size, dropout)
+        self.layers = nn.ModuleList(
+            TwoStreamLayer(hidden_size, num_heads, intermediate_size, dropout, attention_dropout, layer_norm_eps,
+                           activation) for _ in range(num_layers))
+        self.dropout = nn.Dropout(dropout)
+        self.apply(lambda module: init_weights(module, initializer_range))
+        for name, param in self.named_parameters():  # as XLNet: the biases u, v, s, e and w too
+            if name.endswith(("_bias", "segment_embedding", "mask_embedding")):
+                nn.init.normal_(param, 0.0, initializer_range)
 
-    @property
-    def layer_class(self) -> type[PostLNLayer]:
-        return TwoStreamLayer
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embeddings.word_embeddings
 
-    def query_embeddings(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None,
-                         position_ids: torch.Tensor | None) -> torch.Tensor:
-        """g^0 = w + position (+ segment): where to predict, nothing about what is there."""
-        emb = self.embeddings
-        if position_ids is None:
-            position_ids = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)  # 1×T
-        g = self.mask_embedding + emb.position_embeddings(position_ids)  # H + 1×T×H -> 1×T×H
-        if emb.token_type_embeddings is not None:
-            types = token_type_ids if token_type_ids is not None else torch.zeros_like(input_ids)
-            g = g + emb.token_type_embeddings(types)
-        g = g.expand(input_ids.shape[0], -1, -1)  # -> B×T×H
-        if emb.layer_norm is not None:
-            g = emb.layer_norm(g)
-        return emb.dropout(g)
+    def layer_modules(self) -> list[nn.Module]:
+        return list(self.layers)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, output_attentions: bool = False,
-                content_mask: torch.Tensor | None = None, query_mask: torch.Tensor | None = None,
-                position_ids: torch.Tensor | None = None,
-                self_attention_mask: torch.Tensor | None = None) -> TwoStreamOutput:
-        if query_mask is None:  # one stream: a bidirectional encoder (or content-masked, if given)
-            extra = content_mask if content_mask is not None else self_attention_mask
-            out = super().forward(input_ids, attention_mask, token_type_ids, output_attentions, extra, position_ids)
-            return TwoStreamOutput(hidden_states=out.hidden_states, attentions=out.attentions)
-        if content_mask is None:
+                content_mask: torch.Tensor | None = None,
+                query_mask: torch.Tensor | None = None) -> TwoStreamOutput:
+        """Masks are B×T×T bool, True = may attend (see `permutation_masks`). Without `query_mask`
+        only the content stream runs."""
+        if query_mask is not None and content_mask is None:
             raise ValueError("XLNetEncoder: query_mask needs its content_mask (see permutation_masks)")
-        seq_len = input_ids.shape[1]
-        h = self.embeddings(input_ids, token_type_ids=token_type_ids, position_ids=position_ids)
-        g = self.query_embeddings(input_ids, token_type_ids, position_ids)
-        content_bias = self.attention_bias(attention_mask, content_mask, seq_len, h.dtype)
-        query_bias = self.attention_bias(attention_mask, query_mask, seq_len, h.dtype)
-        hidden_states, query_states = [h], [g]
+        batch_size, seq_len = input_ids.shape
+        emb = self.embeddings
+        h = emb.dropout(emb.word_embeddings(input_ids))  # B×T×H
+        g = None
+        if query_mask is not None:
+            g = emb.dropout(emb.mask_embedding.expand(batch_size, seq_len, -1))  # B×T×H
+        key_real = attention_mask.bool()[:, None, :] if attention_mask is not None else None  # B×1×T
+        content_allowed = content_mask
+        if key_real is not None:
+            content_allowed = key_real if content_allowed is None else content_allowed & key_real
+        if content_allowed is not None:
+            # Every position may attend to itself, padding included (a padded row stays finite).
+            content_allowed = content_allowed | torch.eye(seq_len, dtype=torch.bool, device=input_ids.device)
+            content_allowed = content_allowed.expand(batch_size, seq_len, seq_len)
+        query_allowed = None
+        if query_mask is not None:
+            query_allowed = query_mask if key_real is None else query_mask & key_real
+        segment_differs = None
+        if token_type_ids is not None:
+            segment_differs = token_type_ids[:, :, None] != token_type_ids[:, None, :]  # B×T×T
+        relative = self.dropout(relative_position_encoding(seq_len, self.hidden_size, input_ids.device).to(h.dtype))
+        hidden_states, query_states = [h], ([g] if g is not None else None)
         attentions = [] if output_attentions else None
-        for layer in self.stack.layers:
-            g = layer.query_stream(g, h, query_bias)  # reads h^{m-1}, so before h is updated
-            h, probs = layer(h, content_bias, False, output_attentions)
+        for layer in self.layers:
+            h, g, probs = layer(h, g, relative, segment_differs, content_allowed, query_allowed, output_attentions)
             hidden_states.append(h)
-            query_states.append(g)
+            if query_states is not None:
+                query_states.append(g)
             if attentions is not None:
                 attentions.append(probs)
         return TwoStreamOutput(hidden_states=tuple(hidden_states),
                                attentions=tuple(attentions) if attentions is not None else None,
-                               query_hidden_states=tuple(query_states))
+                               query_hidden_states=tuple(query_states) if query_states is not None else None)
+
+    # -- Hugging Face -------------------------------------------------------------------------------
+    def hf_config(self):
+        from transformers import XLNetConfig
+
+        return XLNetConfig(vocab_size=self.vocab_size, d_model=self.hidden_size, n_layer=self.num_layers,
+                           n_head=self.num_heads, d_inner=self.intermediate_size, ff_activation=self.activation,
+                           layer_norm_eps=self.layer_norm_eps, dropout=self.dropout_rate, attn_type="bi",
+                           bi_data=False, clamp_len=-1, mem_len=None, initializer_range=self.initializer_range)
+
+    def hf_state_dict(self) -> dict[str, torch.Tensor]:
+        """Our weights under XLNetModel's names and shapes. XLNet keeps its projections as
+        H×n×d tensors used by einsum: q/k/v/r are our Linear weights transposed, o is ours as is."""
+        n, d, hidden = self.num_heads, self.hidden_size // self.num_heads, self.hidden_size
+        out = {"word_embedding.weight": self.embeddings.word_embeddings.weight,
+               "mask_emb": self.embeddings.mask_embedding.view(1, 1, hidden)}
+        for i, layer in enumerate(self.layers):
+            a, pre = layer.attention, f"layer.{i}."
+            for ours, theirs in (("query", "q"), ("key", "k"), ("value", "v"), ("position", "r")):
+                out[pre + f"rel_attn.{theirs}"] = getattr(a, ours).weight.t().reshape(hidden, n, d)  # (n·d)×H -> H×n×d
+            out[pre + "rel_attn.o"] = a.output.weight.reshape(hidden, n, d)  # H×(n·d) -> H×n×d
+            out[pre + "rel_attn.r_w_bias"] = a.content_bias
+            out[pre + "rel_attn.r_r_bias"] = a.position_bias
+            out[pre + "rel_attn.r_s_bias"] = a.segment_bias
+            out[pre + "rel_attn.seg_embed"] = a.segment_embedding
+            for ours, theirs in ((layer.attention_norm, "rel_attn.layer_norm"), (layer.feed_forward.dense_in, "ff.layer_1"),
+                                 (layer.feed_forward.dense_out, "ff.layer_2"), (layer.feed_forward_norm, "ff.layer_norm")):
+                out[pre + theirs + ".weight"] = ours.weight
+                out[pre + theirs + ".bias"] = ours.bias
+        return {k: v.detach().clone() for k, v in out.items()}
 
     def to_hf(self):
-        return None  # relative positions and recurrence differ from XLNetModel: no counterpart
+        """A `transformers.XLNetModel` with these weights (the export stage saves it)."""
+        from transformers import XLNetModel
+
+        model = XLNetModel(self.hf_config())
+        model.load_state_dict(self.hf_state_dict(), strict=True)
+        return model.eval()
 
 
 def num_targets(seq_len: int, predict_fraction: float) -> int:

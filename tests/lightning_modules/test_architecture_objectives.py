@@ -112,14 +112,16 @@ def test_bidirectional_lm_labels_and_overfit(tokenizer):
 def test_permuted_lm_predicts_last_part_of_order_and_overfits(tokenizer):
     torch.manual_seed(0)
     backbone = XLNetEncoder(vocab_size=len(tokenizer), hidden_size=64, num_layers=2, num_heads=2,
-                            intermediate_size=128, max_position_embeddings=64, dropout=0.0, attention_dropout=0.0)
+                            intermediate_size=128, dropout=0.0, attention_dropout=0.0)
     objective = PermutedLMObjective(backbone, tokenizer, partial_prediction_k=4, seed=0)
     batch = batch_of(tokenizer, n=8)
     m = objective.masks(batch)
     lengths = batch["attention_mask"].sum(1)
     assert torch.equal(m.target_mask.sum(1), torch.ceil(lengths / 4).long())
     assert not (m.target_mask & (batch["attention_mask"] == 0)).any()
-    losses = overfit(objective, backbone, batch, 100, lr=5e-3)
+    # 200 steps: the query stream knows its position only relative to its context (as in XLNet),
+    # and every step samples new orders, so one batch takes longer to learn than with MLM.
+    losses = overfit(objective, backbone, batch, 200, lr=5e-3)
     assert tail(losses) < 0.5 * losses[0], (losses[0], tail(losses))
     with pytest.raises(ConfigError, match="permutation"):
         PermutedLMObjective(BidirectionalLSTMLM(vocab_size=len(tokenizer), embedding_size=16, hidden_size=16))

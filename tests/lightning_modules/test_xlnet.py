@@ -1,6 +1,6 @@
-"""XLNet-style permutation LM: the masks are those of a permutation, the query stream never sees
-its own token (nor anything later in the order), partial prediction picks exactly ceil(T/K)
-targets at the end of the order, and without masks the backbone is a plain BERT encoder."""
+"""XLNet permutation LM: the masks are those of a permutation, the query stream never sees its
+own token (nor anything later in the order), partial prediction picks exactly ceil(T/K) targets
+at the end of the order, and both streams match Hugging Face XLNetModel layer by layer."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from lightning_modules.models.transformer import TransformerEncoder
 from lightning_modules.models.xlnet import XLNetEncoder, num_targets, permutation_masks
 from ptmlab.errors import ConfigError
 
@@ -70,7 +69,7 @@ def test_padding_is_last_in_the_order_and_never_a_target():
 
 def tiny(**kw):
     args = dict(vocab_size=VOCAB, hidden_size=32, num_layers=3, num_heads=4, intermediate_size=48,
-                max_position_embeddings=24, dropout=0.0, attention_dropout=0.0)
+                dropout=0.0, attention_dropout=0.0)
     return XLNetEncoder(**{**args, **kw}).eval()
 
 
@@ -102,23 +101,78 @@ def test_two_streams_never_leak_what_they_predict():
     assert ref.attentions[0][0][:, ~m.content_mask[0]].abs().max() == 0
 
 
-def test_without_masks_it_is_a_bert_encoder_and_gradients_reach_w():
+def _batch():
+    ids = torch.randint(1, VOCAB, (3, 10), generator=gen(5))
+    mask = torch.tensor([[1] * 10, [1] * 7 + [0] * 3, [1] * 4 + [0] * 6])
+    segments = torch.tensor([[0] * 4 + [1] * 6, [0] * 3 + [1] * 7, [0] * 10])
+    return ids, mask, segments
+
+
+def _max_diffs(ours, theirs):
+    return [float((a - b).abs().max()) for a, b in zip(ours, theirs, strict=True)]
+
+
+def test_content_stream_matches_hf_xlnet_model():
+    """Every layer's hidden states and attentions, with padding and two segments (and without
+    either), against XLNetModel holding the same weights."""
+    torch.manual_seed(0)
     model = tiny()
-    bert = TransformerEncoder(vocab_size=VOCAB, hidden_size=32, num_layers=3, num_heads=4, intermediate_size=48,
-                              max_position_embeddings=24, dropout=0.0, attention_dropout=0.0).eval()
-    missing = bert.load_state_dict({k: v for k, v in model.state_dict().items() if k != "mask_embedding"})
-    assert not missing.missing_keys and not missing.unexpected_keys
-    ids = torch.randint(1, VOCAB, (2, 8), generator=gen(5))
-    mask = torch.tensor([[1] * 8, [1] * 5 + [0] * 3])
+    hf = model.to_hf()
+    ids, mask, segments = _batch()
     with torch.no_grad():
-        torch.testing.assert_close(model(ids, mask).last_hidden_state, bert(ids, mask).last_hidden_state)
+        for kwargs in ({"attention_mask": mask, "token_type_ids": segments}, {}):
+            ours = model(ids, output_attentions=True, **kwargs)
+            theirs = hf(ids, output_hidden_states=True, output_attentions=True, **kwargs)
+            assert ours.query_hidden_states is None
+            assert max(_max_diffs(ours.hidden_states, theirs.hidden_states)) < 1e-5
+            assert max(_max_diffs(ours.attentions, theirs.attentions)) < 1e-5
+
+
+def test_query_stream_matches_hf_xlnet_model():
+    """The two-stream forward of a permutation LM step: our B×T×T "may attend" masks are
+    XLNetModel's perm_mask (1 = may not attend) and target_mapping picks the targets."""
+    torch.manual_seed(1)
+    model = tiny()
+    hf = model.to_hf()
+    ids, mask, segments = _batch()
+    m = permutation_masks(0, gen(7), 1 / 3, attention_mask=mask)
+    targets = m.target_mask.nonzero()  # N×2 (row, position)
+    per_row = int(m.target_mask.sum(1).max())
+    mapping = torch.zeros(3, per_row, 10)  # B×targets×T, one-hot rows; unused slots stay zero
+    slots = {}
+    for b, i in targets.tolist():
+        slots.setdefault(b, []).append(i)
+        mapping[b, len(slots[b]) - 1, i] = 1.0
+    with torch.no_grad():
+        ours = model(ids, mask, segments, content_mask=m.content_mask, query_mask=m.query_mask)
+        theirs = hf(ids, attention_mask=mask, token_type_ids=segments, perm_mask=(~m.query_mask).float(),
+                    target_mapping=mapping, output_hidden_states=True)
+    h_theirs, g_theirs = theirs.hidden_states[0::2], theirs.hidden_states[1::2]  # (h0, g0, h1, g1, ...)
+    real = mask.bool()
+    for layer, (h_ours, h_ref) in enumerate(zip(ours.hidden_states, h_theirs, strict=True)):
+        assert float((h_ours - h_ref)[real].abs().max()) < 1e-5, layer
+    for layer, (g_ours, g_ref) in enumerate(zip(ours.query_hidden_states, g_theirs, strict=True)):
+        for b, positions in slots.items():
+            diff = (g_ours[b, positions] - g_ref[b, : len(positions)]).abs().max().item()
+            assert float(diff) < 1e-5, (layer, b)
+    assert targets.shape[0] == 4 + 3 + 2  # ceil(10/3), ceil(7/3), ceil(4/3): the targets compared
+
+
+def test_gradients_reach_w_and_masks_are_checked():
+    model = tiny()
+    ids, mask, _ = _batch()
     assert model(ids).query_hidden_states is None
     m = permutation_masks(0, gen(6), 0.25, attention_mask=mask)
     out = model.train()(ids, mask, content_mask=m.content_mask, query_mask=m.query_mask)
-    out.query_hidden_states[-1][m.target_mask].sum().backward()
-    assert model.mask_embedding.grad is not None and model.mask_embedding.grad.abs().sum() > 0
+    # A random projection: the plain sum of a LayerNorm output (weights 1) has zero gradient.
+    query = out.query_hidden_states[-1][m.target_mask]
+    (query * torch.randn(query.shape, generator=gen(8))).sum().backward()
+    w = model.embeddings.mask_embedding
+    assert w.grad is not None and w.grad.abs().sum() > 0
     with pytest.raises(ValueError, match="content_mask"):
         model(ids, query_mask=m.query_mask)
+    with pytest.raises(ConfigError, match="divisible"):
+        tiny(num_heads=5)
 
 
 def test_configs():
@@ -126,4 +180,5 @@ def test_configs():
         cfg = OmegaConf.load(CONF_MODEL / f"{name}.yaml")
         assert cfg.family == "permutation" and cfg.name == name
     model = instantiate(OmegaConf.load(CONF_MODEL / "xlnet_tiny.yaml").backbone, vocab_size=VOCAB)
-    assert isinstance(model, XLNetEncoder) and model.family == "permutation" and model.to_hf() is None
+    assert isinstance(model, XLNetEncoder) and model.family == "permutation"
+    assert type(model.to_hf()).__name__ == "XLNetModel"
