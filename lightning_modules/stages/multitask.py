@@ -33,48 +33,16 @@ from lightning_modules.tasks.datamodule import TaskDataModule
 from lightning_modules.tasks.metrics import compute_metrics
 from lightning_modules.tasks.sampling import TaskSampler, temperature_for
 from lightning_modules.tasks.spec import LoadedTask, load_task
-from ptmlab.config import CONF_DIR
 from ptmlab.errors import ConfigError
+from ptmlab.task_checks import multitask_task_nodes
 
 
 # -- task configs ---------------------------------------------------------------------------
-def available_tasks() -> list[str]:
-    folder = CONF_DIR / "task"
-    return sorted(str(p.relative_to(folder).with_suffix("")) for p in folder.rglob("*.yaml"))
-
-
-def task_config(name: str, cfg: DictConfig) -> DictConfig:
-    """conf/task/<name>.yaml under a root that holds `paths` (for `${paths.data_dir}`), with the
-    stage's subset sizes and per-task overrides applied; returns the root's `task` node."""
-    path = CONF_DIR / "task" / f"{name}.yaml"
-    if not path.is_file():
-        raise ConfigError(f"stage.tasks: unknown task '{name}' (no {path}); available: {', '.join(available_tasks())}")
-    root = OmegaConf.create({"paths": OmegaConf.to_container(cfg.paths, resolve=True), "task": OmegaConf.load(path)})
-    for key in ("max_train_samples", "max_eval_samples"):
-        if cfg.stage.get(key) is not None:
-            root.task[key] = int(cfg.stage[key])
-    patch = (cfg.stage.get("task_overrides") or {}).get(str(root.task.name))
-    if patch is not None:
-        root.task = OmegaConf.merge(root.task, patch)
-    return root.task
-
-
 def load_tasks(cfg: DictConfig) -> dict[str, LoadedTask]:
-    """Task name (the config's `name`: sst2, rte ...) -> loaded task, in `stage.tasks` order."""
-    names = list(cfg.stage.get("tasks") or [])
-    if not names:
-        raise ConfigError("stage.tasks is empty: list task configs, e.g. 'stage.tasks=[glue/sst2,glue/rte]'")
-    nodes = {}
-    for name in names:
-        node = task_config(str(name), cfg)
-        if str(node.name) in nodes:
-            raise ConfigError(f"stage.tasks: two tasks are named '{node.name}' ({name})")
-        nodes[str(node.name)] = node
-    unknown = set(cfg.stage.get("task_overrides") or {}) - set(nodes)
-    if unknown:
-        raise ConfigError(f"stage.task_overrides.{sorted(unknown)[0]}: not a task of this run "
-                          f"(tasks: {', '.join(nodes)})")
-    return {name: load_task(node) for name, node in nodes.items()}
+    """Task name (the config's `name`: sst2, rte ...) -> loaded task, in `stage.tasks` order. The
+    names resolve to task nodes torch-free (`multitask_task_nodes`), so the API refuses a bad
+    list at submission already."""
+    return {name: load_task(node) for name, node in multitask_task_nodes(cfg).items()}
 
 
 # -- model ----------------------------------------------------------------------------------

@@ -103,9 +103,9 @@ def _check_families(key: str, node: DictConfig, family: str | None) -> None:
 # `check(cfg) -> None` that raises ConfigError naming the keys.
 EXTRA_CHECKS: list = []
 
-from ptmlab.task_checks import check_task  # noqa: E402 - the task node: kind, labels, metrics, heads
+from ptmlab.task_checks import check_multitask, check_task  # noqa: E402 - task nodes: kind, labels, metrics, heads
 
-EXTRA_CHECKS.append(check_task)
+EXTRA_CHECKS += [check_task, check_multitask]
 
 from ptmlab.objective_checks import check_objective_data  # noqa: E402 - objective ⟂ data (pairs, parallel text)
 

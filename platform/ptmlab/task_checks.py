@@ -93,6 +93,64 @@ def check_task(cfg: DictConfig) -> None:
                               f"{node_key}.head.num_labels={head_n}")
 
 
+# -- multi-task runs: `stage.tasks` names task configs ---------------------------------------------
+
+def available_tasks() -> list[str]:
+    from ptmlab.config import CONF_DIR  # here: ptmlab.config imports this module
+
+    folder = CONF_DIR / "task"
+    return sorted(str(p.relative_to(folder).with_suffix("")) for p in folder.rglob("*.yaml"))
+
+
+def task_config(name: str, cfg: DictConfig) -> DictConfig:
+    """conf/task/<name>.yaml under a root that holds `paths` (for `${paths.data_dir}`), with the
+    stage's subset sizes and per-task overrides applied; returns the root's `task` node. Read
+    directly: a running Hydra app cannot compose another member of the `task` group."""
+    from ptmlab.config import CONF_DIR
+
+    path = CONF_DIR / "task" / f"{name}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"stage.tasks: unknown task '{name}' (no conf/task/{name}.yaml); "
+                          f"available: {', '.join(available_tasks())}")
+    root = OmegaConf.create({"paths": OmegaConf.to_container(cfg.paths, resolve=True), "task": OmegaConf.load(path)})
+    for key in ("max_train_samples", "max_eval_samples"):
+        if cfg.stage.get(key) is not None:
+            root.task[key] = int(cfg.stage[key])
+    patch = (cfg.stage.get("task_overrides") or {}).get(str(root.task.name))
+    if patch is not None:
+        root.task = OmegaConf.merge(root.task, patch)
+    return root.task
+
+
+def multitask_task_nodes(cfg: DictConfig) -> dict[str, DictConfig]:
+    """`stage.tasks` -> {task name (sst2, rte ...): its task node}, in order; a missing or empty
+    list, an unknown task, two tasks of one name or an override for a task not in the run is a
+    ConfigError naming it."""
+    names = list(cfg.stage.get("tasks") or [])
+    if not names:
+        raise ConfigError("stage.tasks is empty: list task configs, e.g. 'stage.tasks=[glue/sst2,glue/rte]'")
+    nodes: dict[str, DictConfig] = {}
+    for name in names:
+        node = task_config(str(name), cfg)
+        if str(node.name) in nodes:
+            raise ConfigError(f"stage.tasks: two tasks are named '{node.name}' ({name})")
+        nodes[str(node.name)] = node
+    unknown = set(cfg.stage.get("task_overrides") or {}) - set(nodes)
+    if unknown:
+        raise ConfigError(f"stage.task_overrides.{sorted(unknown)[0]}: not a task of this run "
+                          f"(tasks: {', '.join(nodes)})")
+    return nodes
+
+
+def check_multitask(cfg: DictConfig) -> None:
+    """EXTRA_CHECKS entry: a stage with `tasks` (stage=multitask) checks each task as `task=` is."""
+    stage = cfg.get("stage") if "stage" in cfg else None
+    if not isinstance(stage, DictConfig) or "tasks" not in stage:
+        return
+    for name, node in multitask_task_nodes(cfg).items():
+        check_task_node(node, key=f"stage.tasks[{name}]")
+
+
 def _literal(node: DictConfig, key: str):
     """The value unless it is missing or an interpolation of the task's own value."""
     if key not in node or OmegaConf.is_missing(node, key):

@@ -136,9 +136,6 @@ def test_multitask_stage_trains_every_task_in_proportion(data_dir, ptmlab_home, 
 
 
 @pytest.mark.parametrize(("override", "fragment"), [
-    ("stage.tasks=[glue/sst2,glue/nope]", "stage.tasks: unknown task 'glue/nope'"),
-    ("stage.tasks=[glue/sst2,glue/sst2]", "two tasks are named 'sst2'"),
-    ("+stage.task_overrides.cola.max_train_samples=3", "stage.task_overrides.cola: not a task of this run"),
     ("stage.sampling=annealed", "stage.sampling=annealed is unknown"),
 ])
 def test_multitask_bad_input_fails_before_any_run(data_dir, ptmlab_home, tmp_path, override, fragment):
@@ -149,6 +146,23 @@ def test_multitask_bad_input_fails_before_any_run(data_dir, ptmlab_home, tmp_pat
     with pytest.raises(ConfigError, match=fragment):
         run_multitask(cfg)
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("override", "fragment"), [
+    ("stage.tasks=[glue/sst2,glue/nope]", "stage.tasks: unknown task 'glue/nope'"),
+    ("stage.tasks=[glue/sst2,glue/sst2]", "two tasks are named 'sst2'"),
+    ("stage.tasks=[]", "stage.tasks is empty"),
+    ("+stage.task_overrides.cola.max_train_samples=3", "stage.task_overrides.cola: not a task of this run"),
+    ("+stage.task_overrides.rte.main_metric=f1", r"stage.tasks\[rte\].main_metric=f1 is not one of"),
+])
+def test_multitask_task_list_is_checked_at_compose_time(override, fragment):
+    """Composing checks it (torch-free, as the API does on a submission): a bad `stage.tasks`
+    never reaches a worker."""
+    from ptmlab.config import compose_config
+
+    compose_config(["stage=multitask"])
+    with pytest.raises(ConfigError, match=fragment):
+        compose_config(["stage=multitask", override])
 
 
 def test_stream_cycles_each_task_loader_in_order():
