@@ -89,21 +89,22 @@ def test_model_objective_grid_becomes_one_sweep(tmp_path, db_url):
         assert sweep.spec["overrides"] == ["model=bert_tiny,gpt_tiny", "objective=mlm,clm", "seed=1,2"]
 
 
-def test_ptmlab_sweeper_composes_each_distinct_config_once(tmp_path):
+def test_default_sweeper_composes_each_distinct_config_once(tmp_path):
+    """hydra/sweeper=ptmlab is the default (conf/config.yaml): no override needed."""
     from hydra_plugins.ptmlab_launcher.ptmlab_sweeper import distinct_by_config
 
     batch = [["model=a", "seed=0"], ["model=a", "seed=1"], ["model=b", "seed=0"], ["seed=2", "model=b"]]
     assert distinct_by_config(batch) == [["model=a", "seed=0"], ["model=b", "seed=0"]]
 
     db_url = f"sqlite:///{tmp_path / 'platform.db'}"
-    proc = launch(tmp_path, db_url, "hydra/sweeper=ptmlab", "stage=sleep", "stage.seconds=0.1,0.2", "seed=range(0,150)")
+    proc = launch(tmp_path, db_url, "stage=sleep", "stage.seconds=0.1,0.2", "seed=range(0,150)")
     assert proc.returncode == 0, proc.stderr
     jobs, total = jobs_in(db_url)
     assert total == 300 and len({j.sweep_id for j in jobs}) == 1
     assert {(j.overrides[0], j.seed) for j in jobs} == {(f"stage.seconds={s}", n) for s in ("0.1", "0.2")
                                                          for n in range(150)}
     # It still refuses a combination that does not compose, before anything is queued.
-    proc = launch(tmp_path, db_url, "hydra/sweeper=ptmlab", "stage=sleep", "stage.nope=1,2", "seed=range(0,3)")
+    proc = launch(tmp_path, db_url, "stage=sleep", "stage.nope=1,2", "seed=range(0,3)")
     assert proc.returncode != 0 and "nope" in proc.stderr
     assert jobs_in(db_url)[1] == 300
 
