@@ -74,21 +74,25 @@ class MultiTaskModel(nn.Module):
 
 # -- data -----------------------------------------------------------------------------------
 class SampledTaskBatches(IterableDataset):
-    """(task name, batch) for each of `num_steps` steps: the task from the sampler, the batch the
-    next of that task's (shuffled) train loader, which starts a new epoch when it runs out."""
+    """(task name, batch) for steps `start_step`..`num_steps`-1: the task from the sampler, the
+    batch the next of that task's (shuffled) train loader, which starts a new epoch when it runs
+    out. A resumed run starts at its restored step: the skipped steps are drawn and their batches
+    taken (not trained on), so it goes on exactly where the interrupted run stopped."""
 
-    def __init__(self, loaders: dict[str, DataLoader], sampler: TaskSampler, num_steps: int):
-        self.loaders, self.sampler, self.num_steps = loaders, sampler, int(num_steps)
+    def __init__(self, loaders: dict[str, DataLoader], sampler: TaskSampler, num_steps: int, start_step: int = 0):
+        self.loaders, self.sampler = loaders, sampler
+        self.num_steps, self.start_step = int(num_steps), int(start_step)
 
     def __iter__(self):
         iterators: dict[str, object] = {}
-        for name in self.sampler.iterate(self.num_steps):
+        for step, name in enumerate(self.sampler.iterate(self.num_steps)):
             try:
                 batch = next(iterators[name])
             except (KeyError, StopIteration):
                 iterators[name] = iter(self.loaders[name])
                 batch = next(iterators[name])
-            yield name, batch
+            if step >= self.start_step:
+                yield name, batch
 
 
 class MultiTaskDataModule(pl.LightningDataModule):
@@ -104,8 +108,11 @@ class MultiTaskDataModule(pl.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         loaders = {name: dm.train_dataloader() for name, dm in self.per_task.items()}
+        # Lightning restores the checkpoint's step before it asks for the loader (resume=true).
+        trainer = self.trainer
+        done = int(trainer.global_step) * int(trainer.accumulate_grad_batches) if trainer is not None else 0
         # batch_size=None: the stream already yields whole batches
-        return DataLoader(SampledTaskBatches(loaders, self.sampler, self.num_steps), batch_size=None)
+        return DataLoader(SampledTaskBatches(loaders, self.sampler, self.num_steps, start_step=done), batch_size=None)
 
     def val_dataloader(self) -> list[DataLoader]:
         return [loader for dm in self.per_task.values() for loader in dm.val_dataloader()]

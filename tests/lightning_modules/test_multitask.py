@@ -135,6 +135,40 @@ def test_multitask_stage_trains_every_task_in_proportion(data_dir, ptmlab_home, 
     assert run.data.metrics["val/rte/accuracy"] == pytest.approx(summary["task_metrics"]["rte"]["accuracy"])
 
 
+def test_resume_goes_on_with_the_task_sequence_where_it_stopped(data_dir, ptmlab_home, tiny_corpus, tmp_path,
+                                                                 one_torch_thread, monkeypatch):
+    """A 10-step run crashes in step 4 (checkpoints every step); resumed, the new process trains
+    exactly the tasks drawn for steps 3..9, not the first 7 draws again."""
+    from lightning_modules.stages.multitask import MultiTaskModule, run_multitask
+    from ptmlab.config import compose_config
+
+    seed, sizes = 3, {"sst2": 32, "rte": 16}
+    full = TaskSampler(sizes, temperature=1.0, seed=seed).draw(10)
+    assert Counter(full[3:]) != Counter(full[:7])  # otherwise this test could not tell them apart
+    overrides = [o for o in tiny_overrides(tiny_corpus) if not o.startswith("checkpoint_every_n_steps")]
+    cfg = compose_config([
+        "stage=multitask", *overrides, "stage.tasks=[glue/sst2,glue/rte]", "stage.max_steps=10",
+        "stage.batch_size=4", "stage.max_train_samples=32", "stage.max_eval_samples=8",
+        "+stage.task_overrides.rte.max_train_samples=16", f"seed={seed}", "checkpoint_every_n_steps=1",
+        f"+run_dir={tmp_path / 'run'}"])
+
+    train_step = MultiTaskModule.training_step
+
+    def crash_in_step_4(self, batch, batch_idx):
+        if self.global_step == 3:
+            raise RuntimeError("simulated crash")
+        return train_step(self, batch, batch_idx)
+
+    monkeypatch.setattr(MultiTaskModule, "training_step", crash_in_step_4)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        run_multitask(cfg)
+    monkeypatch.setattr(MultiTaskModule, "training_step", train_step)
+    cfg.resume = True
+    resumed = run_multitask(cfg)
+    assert resumed["steps"] == 10
+    assert {t: n for t, n in resumed["task_steps"].items() if n} == dict(Counter(full[3:]))
+
+
 @pytest.mark.parametrize(("override", "fragment"), [
     ("stage.sampling=annealed", "stage.sampling=annealed is unknown"),
 ])
