@@ -32,9 +32,23 @@ class PermutedLMObjective(Objective):
         self.predict_fraction = 1.0 / float(partial_prediction_k)
         self.corruption = SeededCorruption(seed)
         vocab_size, embedding_size = backbone.get_input_embeddings().weight.shape
+        hidden = int(backbone.hidden_size)
+        intermediate = int(getattr(backbone, "intermediate_size", 4 * hidden))
+        # Per position and layer, the query stream's own weights: query and output projections
+        # (2·H²) and the feed-forward (2·H·I); keys, values and W_r·R come from the content stream.
+        self.query_stream_weights_per_layer = 2 * hidden * hidden + 2 * hidden * intermediate
+        self.query_stream_layers, self.query_stream_width = int(backbone.num_layers), hidden
         self.head = MaskedLMHead(backbone.hidden_size, embedding_size, vocab_size,
                                  activation=getattr(backbone, "activation", "gelu"),
                                  layer_norm_eps=getattr(backbone, "layer_norm_eps", 1e-12))
+
+    def training_flops_per_token(self, backbone_flops_per_token: float, seq_len: int) -> float:
+        """The content stream is the backbone's 6·N + 6·L·T·H; the query stream runs every layer
+        again for every position: 6·L·(2·H² + 2·H·I) for its weights plus 6·L·T·H for its
+        attention."""
+        layers, width = self.query_stream_layers, self.query_stream_width
+        return (backbone_flops_per_token + 6.0 * layers * self.query_stream_weights_per_layer
+                + 6.0 * layers * seq_len * width)
 
     def masks(self, batch: dict[str, torch.Tensor]):
         input_ids = batch["input_ids"]

@@ -1,6 +1,6 @@
 """The training-FLOPs estimate counts what each objective runs: one backbone pass per part by
-default, two for contrastive learning, generator + discriminator for ELECTRA, no attention
-term for an LSTM."""
+default, two for contrastive learning, generator + discriminator for ELECTRA, both streams for
+XLNet's permuted LM, no attention term for an LSTM."""
 
 from __future__ import annotations
 
@@ -54,3 +54,16 @@ def test_lstm_has_no_attention_term():
     lstm = BidirectionalLSTMLM(vocab_size=100, embedding_size=16, hidden_size=32, num_layers=2)
     n = count_parameters(lstm) - lstm.get_input_embeddings().weight.numel()
     assert training_flops_per_token(lstm, T) == 6 * n
+
+
+def test_permuted_lm_counts_the_query_stream():
+    """XLNet's query stream runs every layer again for every position (its own query/output
+    projections and feed-forward, attention to the content stream's keys and values)."""
+    from lightning_modules.models.xlnet import XLNetEncoder
+    from lightning_modules.objectives.permuted_lm import PermutedLMObjective
+
+    enc = XLNetEncoder(vocab_size=100, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64)
+    base = training_flops_per_token(enc, T)
+    total = objectives_flops_per_token(enc, {"plm": PermutedLMObjective(enc, Tok())}, T)
+    assert total == base + 6 * 2 * (2 * 32 * 32 + 2 * 32 * 64) + 6 * 2 * T * 32
+    assert 1.5 * base < total < 2 * base  # two streams, keys and values computed once
