@@ -7,6 +7,8 @@ head but adaptation.head.num_labels=3`.
 
 from __future__ import annotations
 
+import re
+
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from ptmlab.errors import ConfigError
@@ -19,6 +21,7 @@ METRIC_KINDS = {
     "pearson": "regression", "spearmanr": "regression", "mse": "regression", "mae": "regression",
 }
 REQUIRED_KEYS = ("name", "kind", "metrics", "main_metric", "data")
+TASK_NAME = re.compile(r"[A-Za-z0-9_\-]+(/[A-Za-z0-9_\-]+)*")  # conf/task/<name>.yaml, e.g. glue/sst2
 
 
 def check_task_node(task: DictConfig, key: str = "task") -> None:
@@ -108,6 +111,9 @@ def task_config(name: str, cfg: DictConfig) -> DictConfig:
     directly: a running Hydra app cannot compose another member of the `task` group."""
     from ptmlab.config import CONF_DIR
 
+    # A name from a remote submission: config names only, never a path out of conf/task.
+    if not TASK_NAME.fullmatch(name):
+        raise ConfigError(f"stage.tasks: '{name}' is not a task config name (like glue/sst2)")
     path = CONF_DIR / "task" / f"{name}.yaml"
     if not path.is_file():
         raise ConfigError(f"stage.tasks: unknown task '{name}' (no conf/task/{name}.yaml); "

@@ -186,6 +186,7 @@ def test_multitask_bad_input_fails_before_any_run(data_dir, ptmlab_home, tmp_pat
     ("stage.tasks=[glue/sst2,glue/nope]", "stage.tasks: unknown task 'glue/nope'"),
     ("stage.tasks=[glue/sst2,glue/sst2]", "two tasks are named 'sst2'"),
     ("stage.tasks=[]", "stage.tasks is empty"),
+    ("stage.tasks=[glue/sst2,../../pyproject]", "'../../pyproject' is not a task config name"),
     ("+stage.task_overrides.cola.max_train_samples=3", "stage.task_overrides.cola: not a task of this run"),
     ("+stage.task_overrides.rte.main_metric=f1", r"stage.tasks\[rte\].main_metric=f1 is not one of"),
 ])
