@@ -20,8 +20,9 @@ Partial prediction: only the last ceil(T/K) tokens of the order are targets (`pr
 = 1/K); `permutation_masks` samples the order and builds both masks and the target mask.
 
 Same weights, same outputs as Hugging Face `XLNetModel` (attn_type "bi", no memory, no
-bi_data, no clamp_len): `to_hf()` converts, and tests/lightning_modules/test_xlnet.py checks both
-streams layer by layer. Left out: segment-level recurrence (memory of the previous segment).
+bi_data, no clamp_len; eval mode: in training the shared feed-forward drops out after its output
+only, XLNet's also after the activation): `to_hf()` converts, and
+tests/lightning_modules/test_xlnet.py checks both streams layer by layer. Left out: segment-level recurrence (memory of the previous segment).
 Non-target tokens follow the sampled order too (XLNet's data pipeline lets them see each other
 bidirectionally).
 
