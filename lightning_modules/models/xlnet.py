@@ -20,9 +20,11 @@ Partial prediction: only the last ceil(T/K) tokens of the order are targets (`pr
 = 1/K); `permutation_masks` samples the order and builds both masks and the target mask.
 
 Same weights, same outputs as Hugging Face `XLNetModel` (attn_type "bi", no memory, no
-bi_data, no clamp_len; eval mode: in training the shared feed-forward drops out after its output
-only, XLNet's also after the activation): `to_hf()` converts, and
-tests/lightning_modules/test_xlnet.py checks both streams layer by layer. Left out: segment-level recurrence (memory of the previous segment).
+bi_data, no clamp_len), with dropout in the same places; `to_hf()` and `from_hf()` convert, and
+tests/lightning_modules/test_xlnet.py checks both streams layer by layer, both ways. XLNetModel
+also drops out its last_hidden_state once more (not its hidden_states); hidden_states[-1] here is
+the last layer's output without that extra dropout.
+Left out: segment-level recurrence (memory of the previous segment).
 Non-target tokens follow the sampled order too (XLNet's data pipeline lets them see each other
 bidirectionally).
 
@@ -45,7 +47,7 @@ from torch import nn
 
 from lightning_modules.models.base import Backbone, BackboneOutput
 from lightning_modules.models.transformer import FeedForward, init_weights
-from ptmlab.errors import ConfigError
+from ptmlab.errors import BackboneError, ConfigError
 
 # A masked score: finite, as in XLNet, so a row with nothing to attend to softmaxes to uniform
 # instead of NaN (the first position of the order in the query stream).
@@ -152,7 +154,7 @@ class RelativeAttention(nn.Module):
                 segment_differs: torch.Tensor | None, allowed: torch.Tensor | None,
                 need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         """queries: B×T×H (either stream); keys, values: B×n×T×d from the content stream;
-        positions: n×2T×d (W_r·R); segment_differs: B×T×T bool; allowed: B×T×T bool or None."""
+        positions: [B×]n×2T×d (W_r·R); segment_differs: B×T×T bool; allowed: B×T×T bool or None."""
         q = self.heads(self.query(queries))  # B×n×T×d
         seq_len = q.shape[-2]
         content = torch.matmul(q + self.content_bias[:, None], keys.transpose(-1, -2))  # B×n×T×T
@@ -171,6 +173,14 @@ class RelativeAttention(nn.Module):
         return self.output_dropout(self.output(context)), (probs if need_weights else None)
 
 
+class XLNetFeedForward(FeedForward):
+    """FeedForward with XLNet's dropout placement: after the activation as well as after the
+    output (BERT's drops out after the output only), so training matches XLNetFeedForward too."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.dense_out(self.dropout(self.activation(self.dense_in(x)))))
+
+
 class TwoStreamLayer(nn.Module):
     """XLNet's block, post-LN: x = LN(x + RelAttn(x)); x = LN(x + FFN(x)), run for the content
     stream and, with the same weights and the content stream's keys and values, the query stream."""
@@ -180,7 +190,7 @@ class TwoStreamLayer(nn.Module):
         super().__init__()
         self.attention = RelativeAttention(hidden_size, num_heads, attention_dropout, dropout)
         self.attention_norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
-        self.feed_forward = FeedForward(hidden_size, intermediate_size, activation, dropout)
+        self.feed_forward = XLNetFeedForward(hidden_size, intermediate_size, activation, dropout)
         self.feed_forward_norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
 
     def block(self, x: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
@@ -192,7 +202,7 @@ class TwoStreamLayer(nn.Module):
                 query_allowed: torch.Tensor | None, need_weights: bool = False):
         attention = self.attention
         keys, values = attention.heads(attention.key(h)), attention.heads(attention.value(h))  # B×n×T×d
-        positions = attention.heads(attention.position(relative))  # 2T×H -> n×2T×d
+        positions = attention.heads(attention.position(relative))  # [B×]2T×H -> [B×]n×2T×d
         attended, probs = attention(h, keys, values, positions, segment_differs, content_allowed, need_weights)
         if g is not None:  # reads h^{m-1}: both streams use the keys and values computed above
             g_attended, _ = attention(g, keys, values, positions, segment_differs, query_allowed)
@@ -269,7 +279,11 @@ class XLNetEncoder(Backbone):
         segment_differs = None
         if token_type_ids is not None:
             segment_differs = token_type_ids[:, :, None] != token_type_ids[:, None, :]  # B×T×T
-        relative = self.dropout(relative_position_encoding(seq_len, self.hidden_size, input_ids.device).to(h.dtype))
+        relative = relative_position_encoding(seq_len, self.hidden_size, input_ids.device).to(h.dtype)  # 2T×H
+        if self.training and self.dropout.p > 0:
+            # XLNet drops R out per sequence: one 2T×H copy per row, W_r·R then per row too.
+            relative = relative.expand(batch_size, -1, -1)  # 2T×H -> B×2T×H
+        relative = self.dropout(relative)
         hidden_states, query_states = [h], ([g] if g is not None else None)
         attentions = [] if output_attentions else None
         for layer in self.layers:
@@ -293,25 +307,8 @@ class XLNetEncoder(Backbone):
                            bi_data=False, clamp_len=-1, mem_len=None, initializer_range=self.initializer_range)
 
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
-        """Our weights under XLNetModel's names and shapes. XLNet keeps its projections as
-        H×n×d tensors used by einsum: q/k/v/r are our Linear weights transposed, o is ours as is."""
-        n, d, hidden = self.num_heads, self.hidden_size // self.num_heads, self.hidden_size
-        out = {"word_embedding.weight": self.embeddings.word_embeddings.weight,
-               "mask_emb": self.embeddings.mask_embedding.view(1, 1, hidden)}
-        for i, layer in enumerate(self.layers):
-            a, pre = layer.attention, f"layer.{i}."
-            for ours, theirs in (("query", "q"), ("key", "k"), ("value", "v"), ("position", "r")):
-                out[pre + f"rel_attn.{theirs}"] = getattr(a, ours).weight.t().reshape(hidden, n, d)  # (n·d)×H -> H×n×d
-            out[pre + "rel_attn.o"] = a.output.weight.reshape(hidden, n, d)  # H×(n·d) -> H×n×d
-            out[pre + "rel_attn.r_w_bias"] = a.content_bias
-            out[pre + "rel_attn.r_r_bias"] = a.position_bias
-            out[pre + "rel_attn.r_s_bias"] = a.segment_bias
-            out[pre + "rel_attn.seg_embed"] = a.segment_embedding
-            for ours, theirs in ((layer.attention_norm, "rel_attn.layer_norm"), (layer.feed_forward.dense_in, "ff.layer_1"),
-                                 (layer.feed_forward.dense_out, "ff.layer_2"), (layer.feed_forward_norm, "ff.layer_norm")):
-                out[pre + theirs + ".weight"] = ours.weight
-                out[pre + theirs + ".bias"] = ours.bias
-        return {k: v.detach().clone() for k, v in out.items()}
+        """Our weights under XLNetModel's names and shapes (`xlnet_state_dict_to_hf`)."""
+        return xlnet_state_dict_to_hf(self.state_dict(), self.num_heads, self.num_layers)
 
     def to_hf(self):
         """A `transformers.XLNetModel` with these weights (the export stage saves it)."""
@@ -320,6 +317,77 @@ class XLNetEncoder(Backbone):
         model = XLNetModel(self.hf_config())
         model.load_state_dict(self.hf_state_dict(), strict=True)
         return model.eval()
+
+    @classmethod
+    def from_hf(cls, model) -> "XLNetEncoder":
+        """Build from a Hugging Face `XLNetModel` (or a model around one, e.g. XLNetLMHeadModel:
+        its body is taken, its head ignored). Only what this encoder computes converts: attn_type
+        "bi", no bi_data, no clamp_len; memory settings (mem_len, reuse_len) do not matter without
+        recurrence."""
+        body = getattr(model, "base_model", model)
+        c = body.config
+        unsupported = {"attn_type": (c.attn_type, "bi"), "bi_data": (c.bi_data, False)}
+        for key, (value, wanted) in unsupported.items():
+            if value != wanted:
+                raise BackboneError(f"XLNetModel with {key}={value!r} has no XLNetEncoder counterpart "
+                                    f"(needs {wanted!r})")
+        if c.clamp_len is not None and c.clamp_len > 0:
+            raise BackboneError(f"XLNetModel with clamp_len={c.clamp_len} has no XLNetEncoder counterpart "
+                                f"(distances are never clamped; needs clamp_len=-1)")
+        # XLNet has one dropout rate, for the attention probabilities too.
+        encoder = cls(vocab_size=c.vocab_size, hidden_size=c.d_model, num_layers=c.n_layer, num_heads=c.n_head,
+                      intermediate_size=c.d_inner, dropout=c.dropout, attention_dropout=c.dropout,
+                      layer_norm_eps=c.layer_norm_eps, activation=c.ff_activation,
+                      initializer_range=c.initializer_range)
+        encoder.load_state_dict(xlnet_state_dict_from_hf(body.state_dict(), c.n_layer), strict=True)
+        return encoder
+
+
+# -- Hugging Face names ------------------------------------------------------------------------------
+# XLNetModel keeps its attention projections as H×n×d tensors used by einsum ("ibh,hnd->ibnd" for
+# q/k/v/r, "ibnd,hnd->ibh" for o): q/k/v/r are our Linear weights transposed, o is ours as is.
+_PROJECTIONS = {"attention.query.weight": "rel_attn.q", "attention.key.weight": "rel_attn.k",
+                "attention.value.weight": "rel_attn.v", "attention.position.weight": "rel_attn.r"}
+_LAYER_AS_IS = {"attention.content_bias": "rel_attn.r_w_bias", "attention.position_bias": "rel_attn.r_r_bias",
+                "attention.segment_bias": "rel_attn.r_s_bias", "attention.segment_embedding": "rel_attn.seg_embed",
+                "attention_norm.weight": "rel_attn.layer_norm.weight",
+                "attention_norm.bias": "rel_attn.layer_norm.bias",
+                "feed_forward.dense_in.weight": "ff.layer_1.weight", "feed_forward.dense_in.bias": "ff.layer_1.bias",
+                "feed_forward.dense_out.weight": "ff.layer_2.weight", "feed_forward.dense_out.bias": "ff.layer_2.bias",
+                "feed_forward_norm.weight": "ff.layer_norm.weight", "feed_forward_norm.bias": "ff.layer_norm.bias"}
+
+
+def xlnet_state_dict_to_hf(state: dict[str, torch.Tensor], num_heads: int, num_layers: int) -> dict[str, torch.Tensor]:
+    """An XLNetEncoder state dict under XLNetModel's names and shapes."""
+    word = state["embeddings.word_embeddings.weight"]
+    hidden = word.shape[1]
+    out = {"word_embedding.weight": word,
+           "mask_emb": state["embeddings.mask_embedding"].view(1, 1, hidden)}  # H -> 1×1×H
+    for i in range(num_layers):
+        ours, theirs = f"layers.{i}.", f"layer.{i}."
+        for name, hf_name in _PROJECTIONS.items():
+            out[theirs + hf_name] = state[ours + name].t().reshape(hidden, num_heads, -1)  # (n·d)×H -> H×n×d
+        output = state[ours + "attention.output.weight"]
+        out[theirs + "rel_attn.o"] = output.reshape(hidden, num_heads, -1)  # H×(n·d) -> H×n×d
+        for name, hf_name in _LAYER_AS_IS.items():
+            out[theirs + hf_name] = state[ours + name]
+    return {k: v.detach().clone() for k, v in out.items()}
+
+
+def xlnet_state_dict_from_hf(state: dict[str, torch.Tensor], num_layers: int) -> dict[str, torch.Tensor]:
+    """The inverse of `xlnet_state_dict_to_hf`: an XLNetModel state dict under our names."""
+    word = state["word_embedding.weight"]
+    hidden = word.shape[1]
+    out = {"embeddings.word_embeddings.weight": word,
+           "embeddings.mask_embedding": state["mask_emb"].reshape(hidden)}  # 1×1×H -> H
+    for i in range(num_layers):
+        ours, theirs = f"layers.{i}.", f"layer.{i}."
+        for name, hf_name in _PROJECTIONS.items():
+            out[ours + name] = state[theirs + hf_name].reshape(hidden, -1).t()  # H×n×d -> (n·d)×H
+        out[ours + "attention.output.weight"] = state[theirs + "rel_attn.o"].reshape(hidden, -1)  # H×n×d -> H×(n·d)
+        for name, hf_name in _LAYER_AS_IS.items():
+            out[ours + name] = state[theirs + hf_name]
+    return {k: v.detach().clone().contiguous() for k, v in out.items()}
 
 
 def num_targets(seq_len: int, predict_fraction: float) -> int:

@@ -1,6 +1,8 @@
 """XLNet permutation LM: the masks are those of a permutation, the query stream never sees its
 own token (nor anything later in the order), partial prediction picks exactly ceil(T/K) targets
-at the end of the order, and both streams match Hugging Face XLNetModel layer by layer."""
+at the end of the order, and both streams match Hugging Face XLNetModel layer by layer, with our
+weights exported (`to_hf`) and with a randomly initialised XLNetModel's weights imported
+(`from_hf`)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from lightning_modules.models.xlnet import XLNetEncoder, num_targets, permutation_masks
-from ptmlab.errors import ConfigError
+from ptmlab.errors import BackboneError, ConfigError
 
 VOCAB = 40
 CONF_MODEL = Path(__file__).resolve().parents[2] / "conf" / "model"
@@ -112,28 +114,60 @@ def _max_diffs(ours, theirs):
     return [float((a - b).abs().max()) for a, b in zip(ours, theirs, strict=True)]
 
 
-def test_content_stream_matches_hf_xlnet_model():
+def _random_hf_xlnet(seed, head=False, **overrides):
+    """A tiny randomly initialised XLNetModel (XLNetLMHeadModel with `head`). Hugging Face starts
+    LayerNorms at 1 / 0 and Linear biases at 0; they are randomised too, and initializer_range is
+    0.1 rather than 0.02, so that a weight loaded under the wrong name (r_w_bias for r_r_bias, say)
+    moves the outputs by far more than the tolerance (~4e-2 instead of ~6e-5)."""
+    from transformers import XLNetConfig, XLNetLMHeadModel, XLNetModel
+
+    config = XLNetConfig(**{**dict(vocab_size=100, d_model=32, n_layer=2, n_head=2, d_inner=64, dropout=0.0,
+                                   ff_activation="gelu", attn_type="bi", bi_data=False, clamp_len=-1,
+                                   mem_len=None, initializer_range=0.1), **overrides})
+    torch.manual_seed(seed)
+    model = (XLNetLMHeadModel if head else XLNetModel)(config)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "layer_norm" in name or name.endswith(".bias"):
+                param.normal_(1.0 if name.endswith("layer_norm.weight") else 0.0, 0.1)
+    return model.eval()
+
+
+def _exported(seed):
+    torch.manual_seed(seed)
+    model = tiny()
+    return model, model.to_hf()
+
+
+def _imported(seed):
+    hf = _random_hf_xlnet(seed)
+    return XLNetEncoder.from_hf(hf).eval(), hf
+
+
+PAIRS = {"to_hf": _exported, "from_hf": _imported}
+
+
+@pytest.mark.parametrize("direction", PAIRS)
+def test_content_stream_matches_hf_xlnet_model(direction):
     """Every layer's hidden states and attentions, with padding and two segments (and without
     either), against XLNetModel holding the same weights."""
-    torch.manual_seed(0)
-    model = tiny()
-    hf = model.to_hf()
+    model, hf = PAIRS[direction](0)
     ids, mask, segments = _batch()
     with torch.no_grad():
         for kwargs in ({"attention_mask": mask, "token_type_ids": segments}, {}):
             ours = model(ids, output_attentions=True, **kwargs)
             theirs = hf(ids, output_hidden_states=True, output_attentions=True, **kwargs)
             assert ours.query_hidden_states is None
+            assert len(ours.hidden_states) == len(theirs.hidden_states) == hf.config.n_layer + 1
             assert max(_max_diffs(ours.hidden_states, theirs.hidden_states)) < 1e-5
             assert max(_max_diffs(ours.attentions, theirs.attentions)) < 1e-5
 
 
-def test_query_stream_matches_hf_xlnet_model():
+@pytest.mark.parametrize("direction", PAIRS)
+def test_query_stream_matches_hf_xlnet_model(direction):
     """The two-stream forward of a permutation LM step: our B×T×T "may attend" masks are
     XLNetModel's perm_mask (1 = may not attend) and target_mapping picks the targets."""
-    torch.manual_seed(1)
-    model = tiny()
-    hf = model.to_hf()
+    model, hf = PAIRS[direction](1)
     ids, mask, segments = _batch()
     m = permutation_masks(0, gen(7), 1 / 3, attention_mask=mask)
     targets = m.target_mask.nonzero()  # N×2 (row, position)
@@ -148,6 +182,7 @@ def test_query_stream_matches_hf_xlnet_model():
         theirs = hf(ids, attention_mask=mask, token_type_ids=segments, perm_mask=(~m.query_mask).float(),
                     target_mapping=mapping, output_hidden_states=True)
     h_theirs, g_theirs = theirs.hidden_states[0::2], theirs.hidden_states[1::2]  # (h0, g0, h1, g1, ...)
+    assert len(ours.query_hidden_states) == len(g_theirs) == hf.config.n_layer + 1
     real = mask.bool()
     for layer, (h_ours, h_ref) in enumerate(zip(ours.hidden_states, h_theirs, strict=True)):
         assert float((h_ours - h_ref)[real].abs().max()) < 1e-5, layer
@@ -155,7 +190,43 @@ def test_query_stream_matches_hf_xlnet_model():
         for b, positions in slots.items():
             diff = (g_ours[b, positions] - g_ref[b, : len(positions)]).abs().max().item()
             assert float(diff) < 1e-5, (layer, b)
+    # last_hidden_state is the query stream at the targets (dropout is off).
+    for b, positions in slots.items():
+        torch.testing.assert_close(theirs.last_hidden_state[b, : len(positions)], g_theirs[-1][b, : len(positions)])
     assert targets.shape[0] == 4 + 3 + 2  # ceil(10/3), ceil(7/3), ceil(4/3): the targets compared
+
+
+def test_hf_conversion_round_trips_and_refuses_what_it_cannot_compute():
+    hf = _random_hf_xlnet(2, head=True)  # the LM head model: its body converts, its head is ignored
+    model = XLNetEncoder.from_hf(hf)
+    assert (model.hidden_size, model.num_layers, model.num_heads, model.intermediate_size) == (32, 2, 2, 64)
+    back = model.to_hf().state_dict()
+    body = hf.transformer.state_dict()
+    assert back.keys() == body.keys()
+    for name, tensor in body.items():
+        assert torch.equal(back[name], tensor), name
+    for overrides, key in (({"attn_type": "uni"}, "attn_type"), ({"bi_data": True}, "bi_data"),
+                           ({"clamp_len": 4}, "clamp_len")):
+        with pytest.raises(BackboneError, match=key):
+            XLNetEncoder.from_hf(_random_hf_xlnet(2, **overrides))
+
+
+def test_feed_forward_drops_out_where_xlnet_does():
+    """In training too: the same random stream gives XLNetFeedForward's output (dropout after the
+    activation and after the output, then the residual LayerNorm)."""
+    from transformers.models.xlnet.modeling_xlnet import XLNetFeedForward
+
+    hf = _random_hf_xlnet(3, dropout=0.3)
+    layer = XLNetEncoder.from_hf(hf).layers[0].train()
+    theirs_ff = XLNetFeedForward(hf.config).train()
+    theirs_ff.load_state_dict(hf.layer[0].ff.state_dict())
+    x = torch.randn(3, 10, 32, generator=gen(9))
+    torch.manual_seed(4)
+    theirs = theirs_ff(x)
+    torch.manual_seed(4)
+    ours = layer.feed_forward_norm(x + layer.feed_forward(x))
+    torch.testing.assert_close(ours, theirs)
+    assert not torch.allclose(ours, layer.eval().feed_forward_norm(x + layer.feed_forward(x)))  # dropout did act
 
 
 def test_gradients_reach_w_and_masks_are_checked():
