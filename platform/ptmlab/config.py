@@ -38,9 +38,15 @@ def compose_config(overrides: Sequence[str] = (), *, return_hydra_config: bool =
             )
     except (HydraException, OmegaConfBaseException, ValueError) as exc:
         raise ConfigError(_one_line(exc)) from None
+    except RecursionError:
+        raise ConfigError(f"overrides nested too deeply to compose: {' '.join(overrides)[:200]}") from None
     finally:
         GlobalHydra.instance().clear()
-    check_config(cfg)
+    try:
+        check_config(cfg)
+    except OmegaConfBaseException as exc:
+        # A deleted or broken node that something else refers to (`~model`: run_name uses ${model.name}).
+        raise ConfigError(_one_line(exc)) from None
     return cfg
 
 

@@ -70,6 +70,12 @@ class PayloadTooLargeError(PtmlabError):
     code = "payload_too_large"
 
 
+class LimitExceededError(PtmlabError):
+    """A request over a stated bound: sweep size, override count, validation time budget."""
+
+    code = "limit_exceeded"
+
+
 HTTP_STATUS_BY_CODE: dict[str, int] = {
     ConfigError.code: 422,
     ForbiddenOverrideError.code: 422,
@@ -80,5 +86,6 @@ HTTP_STATUS_BY_CODE: dict[str, int] = {
     AuthError.code: 401,
     JobFailedError.code: 409,
     PayloadTooLargeError.code: 413,
+    LimitExceededError.code: 422,
     PtmlabError.code: 400,
 }

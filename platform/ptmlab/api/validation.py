@@ -14,22 +14,29 @@ Sweeps are expanded with Hydra's own override grammar (`a=x,y`, `seed=range(0,3)
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import re
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ptmlab.errors import ConfigError, ForbiddenOverrideError
+from hydra.core.override_parser.types import ChoiceSweep, Glob, Override, RangeSweep
 
+from ptmlab.code_keys import check_no_code_selection
+from ptmlab.config import list_config_groups
+from ptmlab.errors import ConfigError, ForbiddenOverrideError, LimitExceededError
+
+# Per-request bounds (also stated in the OpenAPI schema by ptmlab.api.schemas).
 MAX_SWEEP_JOBS = 10_000
+MAX_OVERRIDES = 200
+# Wall-clock budget for composing one request's configs; a sweep of thousands of distinct
+# configs is refused (split it) instead of holding the compose lock for minutes.
+VALIDATION_BUDGET_S = 30.0
 
 # Hydra's GlobalHydra is a process-wide singleton: API worker threads must compose one at a time.
 _compose_lock = threading.Lock()
-
-
-def _strip_prefix(key: str) -> str:
-    return key.lstrip("+~").strip()
 
 
 def _split(override: str) -> tuple[str, str | None]:
@@ -49,6 +56,28 @@ def allowed_roots(settings, extra: Iterable[str | Path] = ()) -> list[Path]:
     return [r.expanduser().resolve() for r in roots]
 
 
+def parse_override(override: str) -> Override:
+    """One override by Hydra's grammar; a string it cannot parse is a ConfigError naming it."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    if not isinstance(override, str):
+        raise ConfigError(f"override {override!r} is not a string")
+    if "\x00" in override:
+        raise ConfigError(f"override {override!r} contains a NUL character")
+    try:
+        (parsed,) = OverridesParser.create().parse_overrides([override])
+    except HydraException as exc:
+        raise ConfigError(f"override {override!r}: {_first_line(exc)}") from None
+    except RecursionError:  # ANTLR recurses per nesting level of a value: `[[[[...]]]]`
+        raise ConfigError(f"override {override[:80]!r}...: nested too deeply") from None
+    return parsed
+
+
+def _first_line(exc: BaseException) -> str:
+    return next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+
+
 def _leaves(value) -> Iterable[str]:
     if isinstance(value, dict):
         for k, v in value.items():
@@ -61,19 +90,16 @@ def _leaves(value) -> Iterable[str]:
         yield str(value)
 
 
-def _value_parts(override: str) -> list[str]:
-    """Every string a value holds (list and dict elements, each choice of a sweep), by Hydra's grammar."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
-    try:
-        (parsed,) = OverridesParser.create().parse_overrides([override])
-    except HydraException as exc:
-        raise ConfigError(f"override {override!r}: {str(exc).splitlines()[0]}") from None
+def _value_parts(parsed: Override) -> list[str]:
+    """Every string a value holds (list and dict elements, each choice of a discrete sweep).
+    Ranges hold numbers only and are never materialised here (`range(0,10**9)`)."""
     if parsed.is_sweep_override():
-        if not parsed.is_discrete_sweep():
-            return []
-        return [leaf for v in parsed.sweep_iterator() for leaf in _leaves(v)]
+        value = parsed.value()
+        if isinstance(value, ChoiceSweep):
+            return [leaf for v in value.list for leaf in _leaves(v)]
+        if isinstance(value, Glob):
+            return [*value.include, *value.exclude]
+        return []
     return list(_leaves(parsed.value()))
 
 
@@ -89,21 +115,14 @@ def _inside(path: Path, roots: Sequence[Path]) -> bool:
 
 def check_override_allowed(override: str, roots: Sequence[Path]) -> None:
     """Raise ForbiddenOverrideError (one line naming the override) when a remote caller may not set it."""
-    if not isinstance(override, str):
-        raise ConfigError(f"override {override!r} is not a string")
-    if "\x00" in override:
-        raise ConfigError(f"override {override!r} contains a NUL character")
-    if "_target_" in override:
-        raise ForbiddenOverrideError(f"override {override!r}: `_target_` may not be set through the API")
-    key, value = _split(override)
-    parts = re.split(r"[./@]", _strip_prefix(key))
-    if "hydra" in parts:
-        raise ForbiddenOverrideError(f"override {override!r}: `hydra` settings may not be set through the API")
-    if value is None:
+    parsed = parse_override(override)
+    check_no_code_selection(override, parsed)
+    _key, value = _split(override)
+    if value is None or parsed.is_delete():
         return
     if "${" in value:
         raise ForbiddenOverrideError(f"override {override!r}: interpolations (${{...}}) may not be used through the API")
-    for part in _value_parts(override):
+    for part in _value_parts(parsed):
         if not _is_path_like(part):
             continue
         if part.startswith("file:"):
@@ -118,39 +137,63 @@ def check_override_allowed(override: str, roots: Sequence[Path]) -> None:
 
 
 def check_overrides_allowed(overrides: Sequence[str], roots: Sequence[Path]) -> None:
+    if len(overrides) > MAX_OVERRIDES:
+        raise LimitExceededError(f"{len(overrides)} overrides; at most {MAX_OVERRIDES} per job")
     for o in overrides:
         check_override_allowed(o, roots)
 
 
-def expand_sweep(overrides: Sequence[str]) -> list[list[str]]:
-    """The cross product of the sweep overrides (Hydra's grammar), one override list per job."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
+def sweep_length(override: str, parsed: Override) -> int:
+    """How many values a sweep override expands to, computed from its parsed form: a range's
+    length by arithmetic, never by listing it."""
+    value = parsed.value()
+    if isinstance(value, RangeSweep):
+        start, stop, step = value.start, value.stop, value.step
+        if step == 0:
+            raise ConfigError(f"override {override!r}: range step must not be 0")
+        if not all(math.isfinite(x) for x in (start, stop, step)):
+            raise ConfigError(f"override {override!r}: range bounds must be finite numbers")
+        return max(0, math.ceil((stop - start) / step))
+    if isinstance(value, ChoiceSweep):
+        return len(value.list)
+    if isinstance(value, Glob):
+        return len(value.filter(list_config_groups().get(parsed.key_or_group, [])))
+    raise ConfigError(f"override {override!r}: only discrete sweeps (a,b / range / choice / glob) can be queued")
 
+
+def _sweep_values(override: str, parsed: Override) -> list[str]:
+    value = parsed.value()
+    if isinstance(value, Glob):
+        return value.filter(list_config_groups().get(parsed.key_or_group, []))
+    return list(parsed.sweep_string_iterator())
+
+
+def expand_sweep(overrides: Sequence[str], max_jobs: int = MAX_SWEEP_JOBS) -> list[list[str]]:
+    """The cross product of the sweep overrides (Hydra's grammar), one override list per job.
+    The count is computed from the parsed sweeps first, so an oversized sweep is refused before
+    a single value is listed."""
     if isinstance(overrides, str):
         raise ConfigError("overrides must be a list of strings, not one string")
-    parser = OverridesParser.create()
+    if len(overrides) > MAX_OVERRIDES:
+        raise LimitExceededError(f"{len(overrides)} overrides; at most {MAX_OVERRIDES} per sweep")
+    parsed_all = [(text, parse_override(text)) for text in overrides]
+    count = 1
+    for text, parsed in parsed_all:
+        if parsed.is_sweep_override():
+            n = sweep_length(text, parsed)
+            if n == 0:
+                raise ConfigError(f"override {text!r}: the sweep is empty")
+            count *= n
+            if count > max_jobs:
+                raise LimitExceededError(f"the sweep expands to at least {count:,} jobs ({text!r} has {n:,} values); "
+                                         f"at most {max_jobs:,} per submission")
     axes: list[list[str]] = []
-    for text in overrides:
-        try:
-            (parsed,) = parser.parse_overrides([text])
-        except HydraException as exc:
-            raise ConfigError(f"override {text!r}: {str(exc).splitlines()[0]}") from None
+    for text, parsed in parsed_all:
         if not parsed.is_sweep_override():
             axes.append([text])
             continue
-        if not parsed.is_discrete_sweep():
-            raise ConfigError(f"override {text!r}: only discrete sweeps (a,b / range / choice) can be queued")
         key = parsed.get_key_element()
-        values = list(parsed.sweep_string_iterator())
-        if not values:
-            raise ConfigError(f"override {text!r}: the sweep is empty")
-        axes.append([f"{key}={v}" for v in values])
-    count = 1
-    for axis in axes:
-        count *= len(axis)
-    if count > MAX_SWEEP_JOBS:
-        raise ConfigError(f"the sweep expands to {count} jobs; at most {MAX_SWEEP_JOBS} per submission")
+        axes.append([f"{key}={v}" for v in _sweep_values(text, parsed)])
     return [list(combo) for combo in itertools.product(*axes)]
 
 
@@ -172,11 +215,17 @@ def validate_job(overrides: Sequence[str], roots: Sequence[Path], *, stage: str 
 
 
 def validate_sweep_jobs(jobs: Sequence[Sequence[str]], roots: Sequence[Path], *, stage: str | None = None,
-                        check_allowed: bool = True) -> None:
+                        check_allowed: bool = True, budget_s: float | None = VALIDATION_BUDGET_S) -> None:
     """Every expanded job must compose; a refusal names the combination that failed.
-    Seeds do not change what composes, so combinations differing only in `seed=` compose once."""
+    Seeds do not change what composes, so combinations differing only in `seed=` compose once.
+    `budget_s` bounds the wall-clock time (None: no bound, for a local user's own sweep)."""
     seen: set[tuple[str, ...]] = set()
-    for combo in jobs:
+    deadline = None if budget_s is None else time.monotonic() + budget_s
+    for done, combo in enumerate(jobs):
+        if deadline is not None and time.monotonic() > deadline:
+            raise LimitExceededError(f"validating the sweep ran past its {budget_s:g} s budget after {done:,} of "
+                                     f"{len(jobs):,} jobs ({len(seen):,} distinct configs composed); "
+                                     f"submit it in smaller sweeps")
         if check_allowed:
             check_overrides_allowed(combo, roots)
         key = tuple(o for o in combo if _split(o)[0] != "seed")

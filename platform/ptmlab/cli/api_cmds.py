@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from ptmlab.errors import AuthError
+
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
@@ -13,10 +15,25 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from ptmlab.settings import get_settings
 
     settings = get_settings()
+    host = args.host or settings.bind_host
+    if not settings.api_token and not args.insecure and not is_loopback(host):
+        raise AuthError(f"refusing to serve on {host} without a token: anyone who reaches it could queue jobs "
+                        f"on your workers; set PTMLAB_API_TOKEN, bind 127.0.0.1, or pass --insecure")
     app = create_app(settings)  # migrates before the port opens
-    uvicorn.run(app, host=args.host or settings.bind_host, port=args.port or settings.bind_port,
-                log_level=args.log_level)
+    uvicorn.run(app, host=host, port=args.port or settings.bind_port, log_level=args.log_level)
     return 0
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 and `localhost`; 0.0.0.0 / :: (every interface) and names are not."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
@@ -24,10 +41,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from ptmlab.api.validation import expand_sweep, validate_sweep_jobs
     from ptmlab.cli.queue_cmds import _session, _wait_for
 
-    combos = expand_sweep(list(args.overrides))
+    combos = expand_sweep(list(args.overrides), max_jobs=args.max_jobs)
     if not args.no_validate:
         # A local user may set anything (no remote-caller restrictions), but every job must compose.
-        validate_sweep_jobs(combos, roots=[], check_allowed=False)
+        validate_sweep_jobs(combos, roots=[], check_allowed=False, budget_s=None)
     if args.dry_run:
         print(f"{len(combos)} jobs")
         for c in combos:
@@ -50,6 +67,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default=None, help="default: PTMLAB_BIND_HOST (127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="default: PTMLAB_BIND_PORT (8765)")
     p.add_argument("--log-level", default="info")
+    p.add_argument("--insecure", action="store_true",
+                   help="allow a non-loopback address without PTMLAB_API_TOKEN (anyone who reaches it can queue jobs)")
     p.set_defaults(func=_cmd_serve)
 
     p = sub.add_parser("sweep", help="queue a multirun: ptmlab sweep stage=sleep seed=range(0,3) --wait")
@@ -63,5 +82,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout-s", type=float, default=None)
     p.add_argument("--max-attempts", type=int, default=3)
     p.add_argument("--no-validate", action="store_true", help="skip composing every combination")
+    p.add_argument("--max-jobs", type=int, default=10_000, help="refuse a sweep that expands to more jobs")
     p.add_argument("--database-url", default=None, help="default: PTMLAB_DATABASE_URL or SQLite in PTMLAB_HOME")
     p.set_defaults(func=_cmd_sweep)
