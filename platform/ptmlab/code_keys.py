@@ -179,3 +179,13 @@ def _dict_keys(value) -> Iterator[str]:
     elif isinstance(value, list | tuple):
         for v in value:
             yield from _dict_keys(v)
+
+
+def code_selecting_override(overrides) -> str | None:
+    """The refusal message for the first override that selects code, or None (the worker's check)."""
+    for override in overrides:
+        try:
+            check_no_code_selection(override)
+        except ForbiddenOverrideError as exc:
+            return str(exc)
+    return None

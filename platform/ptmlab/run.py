@@ -13,7 +13,8 @@ import hydra
 from omegaconf import DictConfig
 
 from ptmlab.config import CONF_DIR, check_config, compose_config
-from ptmlab.errors import PtmlabError
+from ptmlab.code_keys import code_keys
+from ptmlab.errors import ConfigError, PtmlabError
 
 EXIT_USER_ERROR = 2
 
@@ -29,6 +30,11 @@ def _hydra_main(cfg: DictConfig):
 
     try:
         check_config(cfg)
+        registered = code_keys().registered.get("entry", frozenset())
+        if cfg.stage.entry not in registered:
+            # Config is the registry: a stage function is imported only when a conf/stage file names it.
+            raise ConfigError(f"stage.entry={cfg.stage.entry!r} is not a stage of conf/stage/ "
+                              f"(registered: {', '.join(sorted(registered))})")
         stage_fn = get_method(cfg.stage.entry)
         return stage_fn(cfg)
     except PtmlabError as exc:

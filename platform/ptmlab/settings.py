@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -49,3 +50,19 @@ class Settings(BaseSettings):
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     return Settings()
+
+
+# `scheme://user:password@host`: the password part of any URL in a text.
+_URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][\w+.-]*://[^/\s:@]+:)[^@\s/]+(?=@)")
+
+
+def redact(text: str | None, settings: Settings | None = None) -> str | None:
+    """`text` with URL passwords and the API token replaced by `***`: for logs, job errors and
+    anything the dashboard or API shows."""
+    if not text:
+        return text
+    text = _URL_PASSWORD.sub(r"\g<head>***", text)
+    token = (settings or get_settings()).api_token
+    if token:
+        text = text.replace(token, "***")
+    return text

@@ -197,6 +197,19 @@ def expand_sweep(overrides: Sequence[str], max_jobs: int = MAX_SWEEP_JOBS) -> li
     return [list(combo) for combo in itertools.product(*axes)]
 
 
+class ValidationBudget:
+    """The wall-clock budget of one request's validation; `check` between compositions."""
+
+    def __init__(self, budget_s: float | None, what: str):
+        self.budget_s, self.what = budget_s, what
+        self.deadline = None if budget_s is None else time.monotonic() + budget_s
+
+    def check(self, done: int, total: int) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise LimitExceededError(f"validating the {self.what} ran past its {self.budget_s:g} s budget after "
+                                     f"{done:,} of {total:,} jobs; submit it in smaller parts")
+
+
 def compose_job(overrides: Sequence[str], *, stage: str | None = None, seed: int | None = None) -> None:
     """Compose one job's config (ConfigError with Hydra's one line when it does not compose)."""
     from ptmlab.config import compose_config
@@ -220,12 +233,9 @@ def validate_sweep_jobs(jobs: Sequence[Sequence[str]], roots: Sequence[Path], *,
     Seeds do not change what composes, so combinations differing only in `seed=` compose once.
     `budget_s` bounds the wall-clock time (None: no bound, for a local user's own sweep)."""
     seen: set[tuple[str, ...]] = set()
-    deadline = None if budget_s is None else time.monotonic() + budget_s
+    budget = ValidationBudget(budget_s, "sweep")
     for done, combo in enumerate(jobs):
-        if deadline is not None and time.monotonic() > deadline:
-            raise LimitExceededError(f"validating the sweep ran past its {budget_s:g} s budget after {done:,} of "
-                                     f"{len(jobs):,} jobs ({len(seen):,} distinct configs composed); "
-                                     f"submit it in smaller sweeps")
+        budget.check(done, len(jobs))
         if check_allowed:
             check_overrides_allowed(combo, roots)
         key = tuple(o for o in combo if _split(o)[0] != "seed")

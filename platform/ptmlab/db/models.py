@@ -15,6 +15,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from ptmlab.settings import redact
+
 # Job states. A queued job with an unfinished parent simply waits (claim skips it).
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
 JOB_STATES = (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED)
@@ -107,7 +109,7 @@ class Job(Base):
             "idempotency_key": self.idempotency_key, "tags": dict(self.tags or {}),
             "status": self.status, "cancel_requested": self.cancel_requested, "resume": self.resume,
             "attempts": self.attempts, "worker_id": self.worker_id, "exit_code": self.exit_code,
-            "error": self.error, "mlflow_run_id": self.mlflow_run_id, "run_dir": self.run_dir,
+            "error": redact(self.error), "mlflow_run_id": self.mlflow_run_id, "run_dir": self.run_dir,
             "sweep_id": self.sweep_id, "pipeline_id": self.pipeline_id, "depends_on": self.parent_ids,
             "created_at": _iso(self.created_at), "started_at": _iso(self.started_at),
             "finished_at": _iso(self.finished_at), "lease_expires_at": _iso(self.lease_expires_at),
@@ -139,7 +141,7 @@ class Attempt(Base):
         return {
             "id": self.id, "job_id": self.job_id, "number": self.number, "worker_id": self.worker_id,
             "status": self.status, "gpu_ids": list(self.gpu_ids or []), "argv": list(self.argv or []),
-            "log_path": self.log_path, "exit_code": self.exit_code, "error": self.error,
+            "log_path": self.log_path, "exit_code": self.exit_code, "error": redact(self.error),
             "started_at": _iso(self.started_at), "finished_at": _iso(self.finished_at),
         }
 

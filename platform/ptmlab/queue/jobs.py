@@ -17,6 +17,7 @@ from ptmlab.db.models import (
     Worker, utcnow,
 )
 from ptmlab.errors import ConfigError, ConflictError, NotFoundError
+from ptmlab.settings import redact
 
 # A child failed because of its parent carries this prefix; retrying the parent requeues it.
 PARENT_FAILED_PREFIX = "parent job "
@@ -341,8 +342,8 @@ def read_log(session: Session, job_id: int, *, attempt: int | None = None, offse
             f.seek(size - window)
             lines = f.read().decode("utf-8", "replace").splitlines(keepends=True)
             text = "".join(lines[-int(tail):]) if int(tail) > 0 else ""
-            return LogChunk(text, size, size, str(path), chosen.number)
+            return LogChunk(redact(text), size, size, str(path), chosen.number)
         offset = max(0, min(int(offset), size))
         f.seek(offset)
         data = f.read()
-    return LogChunk(data.decode("utf-8", "replace"), offset + len(data), size, str(path), chosen.number)
+    return LogChunk(redact(data.decode("utf-8", "replace")), offset + len(data), size, str(path), chosen.number)

@@ -39,12 +39,13 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from ptmlab.db.models import Job, Pipeline
-from ptmlab.errors import ConfigError
+from ptmlab.errors import ConfigError, LimitExceededError
 from ptmlab.queue.jobs import JOB_REF, _add_job, split_override
 
 JOB_KEYS = {"name", "stage", "overrides", "depends_on", "gpus", "priority", "queue", "seed", "timeout_s",
             "max_attempts", "tags"}
 TOP_KEYS = {"name", "description", "vars", "defaults", "jobs"}
+MAX_PIPELINE_JOBS = 10_000
 PLACEHOLDER = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -129,6 +130,16 @@ def expand_pipeline(spec_or_name: dict[str, Any] | str | Path, overrides: Sequen
     templates = spec.get("jobs")
     if not isinstance(templates, list) or not templates:
         raise ConfigError(f"{where}: `jobs:` must be a non-empty list")
+
+    # Count before expanding: vars multiply, and a few long lists could name billions of jobs.
+    count = 0
+    for template in templates:
+        size = 1
+        for v in _mentioned(template, set(variables)):
+            size *= len(variables[v])
+        count += size
+        if count > MAX_PIPELINE_JOBS:
+            raise LimitExceededError(f"{where}: expands to at least {count:,} jobs; at most {MAX_PIPELINE_JOBS:,}")
 
     out: list[PipelineJob] = []
     names: set[str] = set()

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from ptmlab.code_keys import code_selecting_override
 from ptmlab.db import CANCELLED, FAILED, SUCCEEDED, get_sessionmaker
 from ptmlab.queue import (
     ClaimedJob, claim_next_job, finish_attempt, heartbeat, reap_expired_leases, register_worker,
@@ -204,6 +205,14 @@ class WorkerAgent:
         return claimed_any
 
     def _start(self, claim: ClaimedJob) -> None:
+        refused = code_selecting_override(claim.overrides)
+        if refused is not None:
+            # A row can reach the queue without the API (a script, an old client): the worker
+            # never launches a job whose overrides pick the code it would import.
+            self._guarded(lambda: self._with_session(
+                finish_attempt, job_id=claim.job_id, attempt_id=claim.attempt_id, worker_id=self.worker_id,
+                outcome=FAILED, error=f"refused before start: {refused}"))
+            return
         if claim.gpus:
             for g in claim.gpu_ids:
                 self.free_gpus.remove(g)
@@ -217,7 +226,8 @@ class WorkerAgent:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         argv = [self.options.python, "-m", "ptmlab.run", *claim.run_overrides()]
         env = {
-            **os.environ,
+            # The API token is the platform's, not the job's: a job's log never holds it.
+            **{k: v for k, v in os.environ.items() if k != "PTMLAB_API_TOKEN"},
             "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in claim.gpu_ids),
             "PTMLAB_JOB_ID": str(claim.job_id),
             "PTMLAB_HOME": str(self.home),

@@ -7,6 +7,7 @@ from fastapi import APIRouter, Request
 
 from ptmlab.api.errors import error_response
 from ptmlab.api.schemas import ErrorOut, HealthOut
+from ptmlab.settings import redact
 
 router = APIRouter(tags=["health"])
 
@@ -18,5 +19,5 @@ def healthz(request: Request):
             session.execute(sa.text("SELECT 1"))
             backend = session.get_bind().dialect.name
     except sa.exc.SQLAlchemyError as exc:
-        return error_response("database_unreachable", str(exc).splitlines()[0], status=503)
+        return error_response("database_unreachable", redact(str(exc).splitlines()[0]), status=503)
     return {"status": "ok", "database": backend}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 from fastapi import APIRouter, Path
@@ -11,11 +10,33 @@ from fastapi.responses import JSONResponse
 from ptmlab import queue
 from ptmlab.api.deps import Authorized, RootsDep, SessionDep
 from ptmlab.api.schemas import ErrorOut, PipelineOut, PipelineSubmit
-from ptmlab.api.validation import check_override_allowed, check_overrides_allowed, validate_job
+from ptmlab.api.validation import (
+    VALIDATION_BUDGET_S,
+    ValidationBudget,
+    check_override_allowed,
+    check_overrides_allowed,
+    validate_job,
+)
+from ptmlab.code_keys import code_keys
 from ptmlab.errors import ConfigError, ForbiddenOverrideError
 
 router = APIRouter(prefix="/pipelines", tags=["pipelines"])
 ERRORS = {401: {"model": ErrorOut}, 404: {"model": ErrorOut}, 422: {"model": ErrorOut}}
+
+
+def _refuse_code_keys(spec, where: str = "spec") -> None:
+    """A code-selecting key anywhere in an inline spec (overrides are checked once expanded)."""
+    names = code_keys().names
+    if isinstance(spec, dict):
+        for key, value in spec.items():
+            if str(key) in names or any(n.startswith("_") and n in str(key) for n in names):
+                raise ForbiddenOverrideError(f"pipeline {where}.{key}: `{key}` selects code and may not be set remotely")
+            _refuse_code_keys(value, f"{where}.{key}")
+    elif isinstance(spec, list):
+        for i, value in enumerate(spec):
+            _refuse_code_keys(value, f"{where}[{i}]")
+    elif isinstance(spec, str) and "_target_" in spec:
+        raise ForbiddenOverrideError(f"pipeline {where}: `_target_` may not be set remotely")
 
 
 def _job_out(pj, job_id=None) -> dict:
@@ -29,11 +50,13 @@ def submit_pipeline(body: PipelineSubmit, session: SessionDep, roots: RootsDep):
     if (body.name is None) == (body.spec is None):
         raise ConfigError("give exactly one of `name` (a conf/pipeline file) or `spec` (an inline pipeline)")
     source = body.spec if body.spec is not None else body.name
-    if body.spec is not None and "_target_" in json.dumps(body.spec):
-        raise ForbiddenOverrideError("pipeline spec: `_target_` may not be set through the API")
+    if body.spec is not None:
+        _refuse_code_keys(body.spec)
     check_overrides_allowed(body.overrides, roots)
     expanded = queue.expand_pipeline(source, body.overrides)
-    for pj in expanded:
+    budget = ValidationBudget(VALIDATION_BUDGET_S, f"pipeline {source if isinstance(source, str) else 'spec'}")
+    for done, pj in enumerate(expanded):
+        budget.check(done, len(expanded))
         for key, value in pj.options.items():
             if isinstance(value, str):
                 check_override_allowed(f"{key}={value}", roots)
