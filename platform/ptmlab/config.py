@@ -40,6 +40,12 @@ def compose_config(overrides: Sequence[str] = (), *, return_hydra_config: bool =
         raise ConfigError(_one_line(exc)) from None
     except RecursionError:
         raise ConfigError(f"overrides nested too deeply to compose: {' '.join(overrides)[:200]}") from None
+    except OSError as exc:  # Hydra looks a key up as a group folder: `File name too long`
+        raise ConfigError(f"overrides {' '.join(overrides)[:200]!r}: {exc.strerror or exc}") from None
+    except (TypeError, AssertionError, AttributeError, KeyError, IndexError) as exc:
+        # Hydra's internals on a value of the wrong shape (`adaptation=[0]`: a group option list of ints).
+        raise ConfigError(f"overrides {' '.join(overrides)[:200]!r} do not compose: "
+                          f"{type(exc).__name__}: {_one_line(exc)}") from None
     finally:
         GlobalHydra.instance().clear()
     try:
@@ -116,6 +122,10 @@ EXTRA_CHECKS += [check_task, check_multitask]
 from ptmlab.objective_checks import check_objective_data  # noqa: E402 - objective ⟂ data (pairs, parallel text)
 
 EXTRA_CHECKS.append(check_objective_data)
+
+from ptmlab.config_schema import check_config_types  # noqa: E402 - types, unknown keys, ranges of every group
+
+EXTRA_CHECKS.append(check_config_types)
 
 
 # Folders of conf/ that are not Hydra config groups: pipeline files are job graphs read by

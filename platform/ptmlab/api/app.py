@@ -14,7 +14,7 @@ from fastapi import FastAPI, HTTPException
 from sqlalchemy.orm import sessionmaker
 
 from ptmlab.api.errors import error_response, install_error_handlers
-from ptmlab.api.validation import allowed_roots
+from ptmlab.api.validation import MAX_OVERRIDES, MAX_SWEEP_JOBS, VALIDATION_BUDGET_S, allowed_roots
 from ptmlab.settings import Settings, get_settings
 
 MAX_BODY_BYTES = 256 * 1024
@@ -74,7 +74,14 @@ def create_app(settings: Settings | None = None, *, extra_roots: Iterable[str | 
     app = FastAPI(
         title="ptmlab", version="1",
         description="Job queue, sweeps, pipelines, workers, config catalogue and results of ptmlab. "
-                    "Mutating routes need `Authorization: Bearer <PTMLAB_API_TOKEN>` when a token is set.",
+                    "Mutating routes need `Authorization: Bearer <PTMLAB_API_TOKEN>` when a token is set.\n\n"
+                    f"Limits per request: a body of at most {max_body_bytes:,} bytes (413 above); at most "
+                    f"{MAX_OVERRIDES} overrides of at most 2,000 characters each; a sweep or pipeline expands "
+                    f"to at most {MAX_SWEEP_JOBS:,} jobs (counted from the parsed sweeps before anything is "
+                    f"listed); composing and checking one request's configs gets at most {VALIDATION_BUDGET_S:g} s. "
+                    "Over a limit: 422 `limit_exceeded` naming it. No override may set, append, force-set, "
+                    "replace or delete a key that selects code (`_target_`, `stage.entry`, `_partial_`, ...): "
+                    "422 `forbidden_override`.",
     )
     app.state.settings = settings
     app.state.database_url = url

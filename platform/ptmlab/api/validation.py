@@ -31,6 +31,7 @@ from ptmlab.errors import ConfigError, ForbiddenOverrideError, LimitExceededErro
 # Per-request bounds (also stated in the OpenAPI schema by ptmlab.api.schemas).
 MAX_SWEEP_JOBS = 10_000
 MAX_OVERRIDES = 200
+MAX_KEY_CHARS = 200  # a key is also looked up as a config group folder: keep it a valid path
 # Wall-clock budget for composing one request's configs; a sweep of thousands of distinct
 # configs is refused (split it) instead of holding the compose lock for minutes.
 VALIDATION_BUDGET_S = 30.0
@@ -71,6 +72,9 @@ def parse_override(override: str) -> Override:
         raise ConfigError(f"override {override!r}: {_first_line(exc)}") from None
     except RecursionError:  # ANTLR recurses per nesting level of a value: `[[[[...]]]]`
         raise ConfigError(f"override {override[:80]!r}...: nested too deeply") from None
+    if len(parsed.key_or_group) > MAX_KEY_CHARS:
+        raise LimitExceededError(f"override key {parsed.key_or_group[:60]!r}... is {len(parsed.key_or_group):,} "
+                                 f"characters; at most {MAX_KEY_CHARS}")
     return parsed
 
 
