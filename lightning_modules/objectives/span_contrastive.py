@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from lightning_modules.objectives.base import Objective, ObjectiveOutput
-from lightning_modules.objectives.contrastive_sentence import info_nce, pool
+from lightning_modules.objectives.contrastive import info_nce, pool
 from lightning_modules.objectives.mlm import SeededCorruption, special_tokens_mask_for
 from ptmlab.errors import ConfigError
 

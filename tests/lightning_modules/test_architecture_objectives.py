@@ -16,11 +16,11 @@ from lightning_modules.models.lstm import BidirectionalLSTMLM
 from lightning_modules.models.transformer import TransformerDecoder, TransformerEncoder
 from lightning_modules.models.unilm import UnilmEncoder
 from lightning_modules.models.xlnet import XLNetEncoder
-from lightning_modules.objectives.bidirectional_lm import BidirectionalLMObjective, previous_token_labels
-from lightning_modules.objectives.denoising_autoencoder import DenoisingAutoencoderObjective, full_stop_ids
+from lightning_modules.objectives.bilm import BidirectionalLMObjective, previous_token_labels
+from lightning_modules.objectives.dae import DenoisingAutoencoderObjective, full_stop_ids
 from lightning_modules.objectives.mass import MassObjective
-from lightning_modules.objectives.permuted_lm import PermutedLMObjective
-from lightning_modules.objectives.replaced_token_detection import ReplacedTokenDetectionObjective, sample_replacements
+from lightning_modules.objectives.plm import PermutedLMObjective
+from lightning_modules.objectives.rtd import ReplacedTokenDetectionObjective, sample_replacements
 from lightning_modules.objectives.seq2seq import shift_right
 from lightning_modules.objectives.span_corruption import SpanCorruptionObjective
 from lightning_modules.objectives.unilm import UnifiedLMObjective, random_source_lengths

@@ -9,10 +9,10 @@ import pytest
 from lightning_modules.models.electra import ElectraPair
 from lightning_modules.models.lstm import BidirectionalLSTMLM
 from lightning_modules.models.transformer import TransformerEncoder
-from lightning_modules.objectives.contrastive_sentence import ContrastiveSentenceObjective
+from lightning_modules.objectives.contrastive import ContrastiveSentenceObjective
 from lightning_modules.objectives.mlm import MaskedLMObjective
-from lightning_modules.objectives.next_sentence import NextSentencePredictionObjective
-from lightning_modules.objectives.replaced_token_detection import ReplacedTokenDetectionObjective
+from lightning_modules.objectives.nsp import NextSentencePredictionObjective
+from lightning_modules.objectives.rtd import ReplacedTokenDetectionObjective
 from lightning_modules.stages.pretrain_module import (
     count_parameters, objectives_flops_per_token, training_flops_per_token)
 
@@ -60,7 +60,7 @@ def test_permuted_lm_counts_the_query_stream():
     """XLNet's query stream runs every layer again for every position (its own query/output
     projections and feed-forward, attention to the content stream's keys and values)."""
     from lightning_modules.models.xlnet import XLNetEncoder
-    from lightning_modules.objectives.permuted_lm import PermutedLMObjective
+    from lightning_modules.objectives.plm import PermutedLMObjective
 
     enc = XLNetEncoder(vocab_size=100, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64)
     base = training_flops_per_token(enc, T)

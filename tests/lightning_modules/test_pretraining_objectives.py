@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from lightning_modules.models.transformer import TransformerDecoder, TransformerEncoder
-from lightning_modules.objectives.contrastive_sentence import ContrastiveSentenceObjective
+from lightning_modules.objectives.contrastive import ContrastiveSentenceObjective
 from lightning_modules.objectives.masking import IGNORE_INDEX
 from lightning_modules.objectives.mlm_span import SpanMaskedLMObjective
 from lightning_modules.objectives.mlm_static import StaticMaskedLMObjective
-from lightning_modules.objectives.mlm_whole_word import WholeWordMaskedLMObjective
-from lightning_modules.objectives.next_sentence import NextSentencePredictionObjective
-from lightning_modules.objectives.sentence_order import SentenceOrderPredictionObjective
+from lightning_modules.objectives.mlm_wwm import WholeWordMaskedLMObjective
+from lightning_modules.objectives.nsp import NextSentencePredictionObjective
+from lightning_modules.objectives.sop import SentenceOrderPredictionObjective
 from lightning_modules.objectives.span_contrastive import SpanContrastiveObjective, sample_ngram_spans
 from lightning_modules.objectives.tlm import TranslationLMObjective, restarted_positions
 from ptmlab.errors import ConfigError, DataError

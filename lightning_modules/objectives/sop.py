@@ -4,7 +4,7 @@ cannot solve it and the model must learn discourse coherence."""
 
 from __future__ import annotations
 
-from lightning_modules.objectives.next_sentence import NextSentencePredictionObjective
+from lightning_modules.objectives.nsp import NextSentencePredictionObjective
 
 
 class SentenceOrderPredictionObjective(NextSentencePredictionObjective):
