@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO / "tests" / "platform"))
 
 from ptmlab.db import dispose_engines, migrate, session_scope  # noqa: E402
 from ptmlab.results import new_result  # noqa: E402
-from ptmlab.views.synthetic import compress_summary, finetune_summary, probe_summary, synthetic_summaries  # noqa: E402
+from synthetic_results import compress_summary, finetune_summary, probe_summary, synthetic_summaries  # noqa: E402
 
 GOAL_MS = 300
 

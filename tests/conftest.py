@@ -8,6 +8,7 @@ folder fails them instead, so CI can never pass by skipping.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# Shared test helpers (pg.py, api_server.py, synthetic_results.py) live in tests/platform; the e2e
+# tests and bench/ import them too.
+sys.path.insert(0, str(REPO_ROOT / "tests" / "platform"))
 
 
 def _find_data_dir() -> Path | None:

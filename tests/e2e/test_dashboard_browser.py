@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ptmlab.views.synthetic import SEED_COMPRESS, SEED_PROBE_MODELS, SEED_PROBE_TASKS
+from synthetic_results import SEED_COMPRESS, SEED_PROBE_MODELS, SEED_PROBE_TASKS
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -57,7 +57,7 @@ def dashboard(tmp_path_factory):
             pytest.fail(msg)
         pytest.skip(msg)
     from ptmlab.db import dispose_engines, migrate, session_scope
-    from ptmlab.views.synthetic import seed_dashboard
+    from synthetic_results import seed_dashboard
 
     home = tmp_path_factory.mktemp("dashboard_home")
     url = f"sqlite:///{home / 'ptmlab.db'}"

@@ -13,7 +13,7 @@ from ptmlab.db import session_scope
 from ptmlab.results import new_result
 from ptmlab.views import compare_view, compression_view, leaderboard_view, pareto_front, probing_view
 from ptmlab.views.rows import clear_cache, parse_tag_filter
-from ptmlab.views.synthetic import SEED_COMPRESS, SEED_PROBE_MODELS, SEED_PROBE_TASKS, seed_dashboard
+from synthetic_results import SEED_COMPRESS, SEED_PROBE_MODELS, SEED_PROBE_TASKS, seed_dashboard
 
 PAGES = ["/", "/jobs", "/submit", "/leaderboard", "/compression", "/probing", "/compare", "/compare?runs=1"]
 

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import wait_until
 from ptmlab import queue
-from ptmlab.db import CANCELLED, FAILED, QUEUED, RUNNING, SUCCEEDED, TERMINAL_STATES, get_sessionmaker
+from ptmlab.db import CANCELLED, FAILED, QUEUED, RUNNING, SUCCEEDED, TERMINAL_STATES, get_sessionmaker, session_scope
 from ptmlab.results import query_results
 
 
@@ -177,3 +177,26 @@ def test_sigterm_with_grace_period_lets_running_jobs_finish(sqlite_url, tmp_path
     assert worker.wait(timeout=60) == 0
     assert _job(sqlite_url, running).status == SUCCEEDED
     assert _job(sqlite_url, waiting).status == QUEUED  # a draining worker claims nothing new
+
+
+def test_a_summary_that_breaks_its_contract_fails_the_job_naming_the_field(tmp_path, spawn_worker):
+    from ptmlab.contracts import SUMMARY_BY_KIND
+
+    url = f"sqlite:///{tmp_path / 'platform.db'}"
+    with session_scope(url) as s:
+        bad = queue.submit_job(s, stage="sleep", overrides=["stage.seconds=0.1", "stage.break_summary=true"],
+                               max_attempts=1).id
+        good = queue.submit_job(s, stage="sleep", overrides=["stage.seconds=0.1"]).id
+    spawn_worker(url, tmp_path / "home")
+
+    def done():
+        with session_scope(url) as s:
+            jobs = [queue.get_job(s, bad), queue.get_job(s, good)]
+            return jobs if all(j.status in ("succeeded", "failed") for j in jobs) else None
+    bad_job, good_job = wait_until(done, 60, "both jobs to finish")
+    assert bad_job.status == "failed" and "seconds" in bad_job.error and "summary.json" in bad_job.error
+    assert good_job.status == "succeeded"
+    with session_scope(url) as s:
+        rows, _ = query_results(s)
+        assert [r.job_id for r in rows] == [good]  # no row for the broken summary
+        SUMMARY_BY_KIND["sleep"].model_validate(rows[0].summary)

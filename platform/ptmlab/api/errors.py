@@ -1,5 +1,5 @@
 """The one place where errors become HTTP responses: `PtmlabError.code` -> status through
-`ptmlab.errors.HTTP_STATUS_BY_CODE`, body `{"error": {"code", "message"}}`."""
+`HTTP_STATUS_BY_CODE` below, body `{"error": {"code", "message"}}`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,33 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ptmlab.errors import HTTP_STATUS_BY_CODE, AuthError, PtmlabError
+from ptmlab.contracts.errors import (
+    AuthError,
+    BackboneError,
+    ConfigError,
+    ConflictError,
+    DataError,
+    ForbiddenOverrideError,
+    JobFailedError,
+    LimitExceededError,
+    NotFoundError,
+    PayloadTooLargeError,
+    PtmlabError,
+)
+
+HTTP_STATUS_BY_CODE: dict[str, int] = {
+    ConfigError.code: 422,
+    ForbiddenOverrideError.code: 422,
+    DataError.code: 422,
+    BackboneError.code: 422,
+    NotFoundError.code: 404,
+    ConflictError.code: 409,
+    AuthError.code: 401,
+    JobFailedError.code: 409,
+    PayloadTooLargeError.code: 413,
+    LimitExceededError.code: 422,
+    PtmlabError.code: 400,
+}
 
 
 def error_response(code: str, message: str, status: int | None = None, headers: dict | None = None) -> JSONResponse:

@@ -70,5 +70,7 @@ def run_sleep(cfg: DictConfig) -> dict:
         "job_id": os.environ.get("PTMLAB_JOB_ID"),
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
     }
+    if bool(OmegaConf.select(cfg, "stage.break_summary", default=False)):
+        summary["seconds"] = "not a number"
     _write_json(run_dir / "summary.json", summary)
     return summary

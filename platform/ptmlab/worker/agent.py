@@ -29,6 +29,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from ptmlab.code_keys import code_selecting_override
+from ptmlab.contracts import ConfigError, validate_summary
 from ptmlab.db import CANCELLED, FAILED, SUCCEEDED, get_sessionmaker
 from ptmlab.queue import (
     ClaimedJob, claim_next_job, finish_attempt, heartbeat, reap_expired_leases, register_worker,
@@ -328,7 +329,13 @@ class WorkerAgent:
                     finish_attempt(s, **ids, outcome=FAILED, exit_code=code,
                                    error=f"exited 0 without writing {SUMMARY_FILE} in {claim.run_dir}; log tail:\n{tail}")
                 else:
-                    finish_attempt(s, **ids, outcome=SUCCEEDED, exit_code=0, summary=summary)
+                    try:
+                        validate_summary(summary)
+                    except ConfigError as exc:
+                        # Never a silently broken dashboard row: the job fails with the field named.
+                        finish_attempt(s, **ids, outcome=FAILED, exit_code=code, error=str(exc))
+                    else:
+                        finish_attempt(s, **ids, outcome=SUCCEEDED, exit_code=0, summary=summary)
             else:
                 finish_attempt(s, **ids, outcome=FAILED, exit_code=code, error=f"{describe_exit(code)}; log tail:\n{tail}")
         log.info("job %d attempt %d: %s after %.1f s", claim.job_id, claim.attempt_number,

@@ -1,11 +1,13 @@
-"""Synthetic result summaries in the formats of ptmlab.views, for the dashboard's tests and
-latency benchmark only (never shown as results of real runs): deterministic from a seed."""
+"""Synthetic result summaries for the dashboard's tests and latency benchmark only (never shown as
+results of real runs; not part of the shipped package): deterministic from a seed, and built from
+the same typed contracts (ptmlab.contracts) that real stages write, so they cannot drift."""
 
 from __future__ import annotations
 
 import random
 from typing import Any
 
+from ptmlab.contracts import CompressSummary, FinetuneSummary, ProbeSummary
 from ptmlab.leaderboard import GLUE_TASKS
 
 MODELS = ("bert_tiny", "gpt_tiny", "electra_tiny", "albert_tiny", "elmo_tiny", "roberta_tiny")
@@ -18,21 +20,26 @@ PROBE_TASKS = ("pos", "dep_arc", "structural")
 def finetune_summary(rng: random.Random, model: str, objective: str, adaptation: str, task: str, seed: int) -> dict[str, Any]:
     base = 0.55 + 0.3 * rng.random()
     metrics = {m: round(min(0.99, max(0.0, base + rng.gauss(0, 0.02))), 4) for m in GLUE_TASKS[task][1]}
-    return {"stage": "finetune", "mlflow_run_id": None, "run_dir": None, "seed": seed, "wall_time_s": 1.0,
-            "model": model, "objective": objective, "adaptation": adaptation, "task": task, "metrics": metrics,
-            "main_score": next(iter(metrics.values())), "trainable_params": 1000, "total_params": 100_000}
+    return _finetune(model, objective, adaptation, task, seed, metrics)
+
+
+def _finetune(model: str, objective: str, adaptation: str, task: str, seed: int, metrics: dict) -> dict[str, Any]:
+    main = next(iter(metrics))
+    return FinetuneSummary(seed=seed, wall_time_s=1.0, model=model, objective=objective, adaptation=adaptation,
+                           task=task, metrics=metrics, main_metric=main, main_score=metrics[main],
+                           trainable_params=1000, total_params=100_000, train_time_s=1.0, steps=100).model_dump()
 
 
 def compress_summary(rng: random.Random, method: str, source: str, task: str, seed: int) -> dict[str, Any]:
     source_score, source_params = 0.9, 4_400_000
     keep = rng.uniform(0.1, 0.9)
-    return {"stage": "compress", "mlflow_run_id": None, "run_dir": None, "seed": seed, "wall_time_s": 1.0,
-            "method": method, "source": source, "task": task,
-            "score": round(source_score * (0.7 + 0.3 * keep ** 0.3) - rng.uniform(0, 0.03), 4),
-            "params": int(source_params * keep), "size_bytes": int(source_params * keep * rng.choice((1, 4))),
-            "latency_ms": round(2 + 10 * keep + rng.uniform(0, 1), 3), "config": {"keep": round(keep, 3)},
-            "source_score": source_score, "source_params": source_params,
-            "source_size_bytes": source_params * 4, "source_latency_ms": 12.5}
+    return CompressSummary(
+        seed=seed, wall_time_s=1.0, method=method, source=source, task=task,
+        score=round(source_score * (0.7 + 0.3 * keep ** 0.3) - rng.uniform(0, 0.03), 4),
+        params=int(source_params * keep), size_bytes=int(source_params * keep * rng.choice((1, 4))),
+        latency_ms=round(2 + 10 * keep + rng.uniform(0, 1), 3), config={"keep": round(keep, 3)},
+        source_score=source_score, source_params=source_params, source_size_bytes=source_params * 4,
+        source_latency_ms=12.5).model_dump(exclude_none=True)
 
 
 def probe_summary(rng: random.Random, model: str, probe_task: str, seed: int, layers: int = 5, heads: int = 4) -> dict[str, Any]:
@@ -45,10 +52,11 @@ def probe_summary(rng: random.Random, model: str, probe_task: str, seed: int, la
         if probe_task == "structural":
             entry.update(uuas=round(acc - 0.2, 4), spearman=round(acc - 0.15, 4))
         entries.append(entry)
-    return {"stage": "probe", "mlflow_run_id": None, "run_dir": None, "seed": seed, "wall_time_s": 1.0,
-            "model": model, "probe_task": probe_task, "layers": entries,
-            "attention_heads": {"statistic": "entropy",
-                                "values": [[round(rng.uniform(0.5, 3.0), 3) for _ in range(heads)] for _ in range(layers - 1)]}}
+    return ProbeSummary(
+        seed=seed, wall_time_s=1.0, model=model, probe_task=probe_task, layers=entries,
+        attention_heads={"statistic": "entropy",
+                         "values": [[round(rng.uniform(0.5, 3.0), 3) for _ in range(heads)] for _ in range(layers - 1)]},
+    ).model_dump(exclude_none=True)
 
 
 def synthetic_summaries(n: int, seed: int = 0) -> list[dict[str, Any]]:
@@ -138,16 +146,13 @@ def seed_dashboard(session) -> dict[str, Any]:
     results: dict[str, list[int]] = {"finetune": [], "compress": [], "probe": []}
     rows = []
     for model, objective, adaptation, task, seed, metrics in SEED_FINETUNE:
-        rows.append(new_result({"stage": "finetune", "mlflow_run_id": None, "run_dir": None, "seed": seed,
-                                "wall_time_s": 1.0, "model": model, "objective": objective, "adaptation": adaptation,
-                                "task": task, "metrics": metrics, "main_score": next(iter(metrics.values()))},
+        rows.append(new_result(_finetune(model, objective, adaptation, task, seed, metrics),
                                job_id=jobs["succeeded"] if not rows else None, tags={"suite": "glue"}))
     for i, (method, score, params, size, latency) in enumerate(SEED_COMPRESS):
-        rows.append(new_result({"stage": "compress", "mlflow_run_id": None, "run_dir": None, "seed": i,
-                                "wall_time_s": 1.0, "method": method, "source": "bert_tiny-sst2", "task": "sst2",
-                                "score": score, "params": params, "size_bytes": size, "latency_ms": latency,
-                                "config": {"variant": i}, "source_score": 0.88, "source_params": 4_400_000,
-                                "source_size_bytes": 17_600_000, "source_latency_ms": 9.0}))
+        rows.append(new_result(CompressSummary(
+            seed=i, wall_time_s=1.0, method=method, source="bert_tiny-sst2", task="sst2", score=score, params=params,
+            size_bytes=size, latency_ms=latency, config={"variant": i}, source_score=0.88, source_params=4_400_000,
+            source_size_bytes=17_600_000, source_latency_ms=9.0).model_dump(exclude_none=True)))
     rng = random.Random(7)
     for model in SEED_PROBE_MODELS:
         for probe_task in SEED_PROBE_TASKS:

@@ -1,0 +1,21 @@
+"""The one torch-free leaf both halves import: the error hierarchy and the typed stage summaries.
+
+`lightning_modules` may import `ptmlab.contracts` and nothing else of ptmlab (a test walks its
+imports); this package imports nothing else of ptmlab either.
+"""
+
+from ptmlab.contracts.errors import *  # noqa: F403
+from ptmlab.contracts.errors import __all__ as _errors
+from ptmlab.contracts.summaries import (
+    SUMMARY_BY_KIND,
+    CompressSummary,
+    FinetuneSummary,
+    PretrainSummary,
+    ProbeSummary,
+    SleepSummary,
+    StageSummary,
+    validate_summary,
+)
+
+__all__ = [*_errors, "SUMMARY_BY_KIND", "CompressSummary", "FinetuneSummary", "PretrainSummary", "ProbeSummary",
+           "SleepSummary", "StageSummary", "validate_summary"]

@@ -1,0 +1,50 @@
+"""The typed summary contract (ptmlab.contracts): what stages write is what the platform reads."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from synthetic_results import synthetic_summaries
+
+from ptmlab.contracts import SUMMARY_BY_KIND, ConfigError, validate_summary
+
+
+def test_every_synthetic_summary_validates_against_its_kind():
+    kinds = {validate_summary(s).stage for s in synthetic_summaries(300)}
+    assert kinds == {"finetune", "compress", "probe"}
+
+
+@pytest.mark.parametrize("change, named", [
+    ({"seed": "abc"}, "seed"),
+    ({"metrics": {"accuracy": "high"}}, "metrics.accuracy"),
+    ({"trainable_params": -1}, "trainable_params"),
+    ({"stage": "nosuch"}, "nosuch"),
+])
+def test_a_broken_summary_is_refused_naming_the_field(change, named):
+    summary = next(s for s in synthetic_summaries(40) if s["stage"] == "finetune")
+    with pytest.raises(ConfigError, match=named.replace(".", r"\.")):
+        validate_summary({**summary, **change})
+    missing = dict(summary)
+    del missing["main_metric"]
+    with pytest.raises(ConfigError, match="main_metric"):
+        validate_summary(missing)
+
+
+def test_compress_and_probe_contracts_carry_what_their_pages_read():
+    compress = SUMMARY_BY_KIND["compress"].model_fields
+    for field in ("method", "config", "source", "score", "params", "nonzero_params", "size_bytes", "latency_ms",
+                  "source_score", "source_params", "source_size_bytes", "source_latency_ms", "measurement"):
+        assert field in compress
+    probe = SUMMARY_BY_KIND["probe"].model_fields
+    for field in ("probe_task", "layers", "baselines", "alignment", "attention_heads"):
+        assert field in probe
+
+
+def test_contracts_import_nothing_else_of_ptmlab_and_no_torch():
+    code = ("import sys; import ptmlab.contracts; "
+            "bad = [m for m in sys.modules if (m.startswith('ptmlab.') and not m.startswith('ptmlab.contracts')) "
+            "or m == 'torch']; print(bad); assert not bad")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
