@@ -11,6 +11,9 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PTMLAB_", extra="ignore")
 
@@ -24,11 +27,21 @@ class Settings(BaseSettings):
     bind_host: str = "127.0.0.1"
     bind_port: int = 8765
     mlflow_ui_port: int = 5000
+    mlflow_ui_url: str | None = Field(default=None, description="Link target of the dashboard's MLflow buttons.")
+    # platform/ptmlab/settings.py -> parents[2] is the repository root that holds conf/ and web/.
+    conf_dir: Path = Field(default=_REPO_ROOT / "conf", description="The Hydra config folder (the registry).")
+    web_dir: Path = Field(default=_REPO_ROOT / "web", description="Dashboard templates and static files.")
+    api_allowed_roots: str = Field(default="", description="Extra `:`-separated folders remote path values may name.")
+    job_id: str | None = Field(default=None, description="Set by the worker for the job it runs.")
 
     @field_validator("home")
     @classmethod
     def _absolute_home(cls, home: Path) -> Path:
         return home.expanduser().resolve()
+
+    @property
+    def allowed_root_paths(self) -> list[Path]:
+        return [Path(p) for p in self.api_allowed_roots.split(os.pathsep) if p.strip()]
 
     @property
     def resolved_database_url(self) -> str:

@@ -11,7 +11,6 @@ validates them again, with its remote-caller restrictions).
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -23,6 +22,8 @@ from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 
+from ptmlab.settings import get_settings
+
 log = logging.getLogger(__name__)
 
 
@@ -33,7 +34,7 @@ class PtmlabLauncher(Launcher):
                  max_attempts: int = 3, tags: Any = None, skip_invalid: bool = False) -> None:
         self.database_url = database_url
         self.api_url = api_url.rstrip("/") if api_url else None
-        self.api_token = api_token or os.environ.get("PTMLAB_API_TOKEN") or None
+        self.api_token = api_token or get_settings().api_token or None
         self.wait = wait
         self.skip_invalid = skip_invalid
         self.poll_s = poll_s

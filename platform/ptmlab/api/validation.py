@@ -51,8 +51,7 @@ def allowed_roots(settings, extra: Iterable[str | Path] = ()) -> list[Path]:
     roots: list[Path] = [Path(settings.home)]
     if settings.data_dir:
         roots.append(Path(settings.data_dir))
-    env = os.environ.get("PTMLAB_API_ALLOWED_ROOTS", "")
-    roots += [Path(p) for p in env.split(os.pathsep) if p.strip()]
+    roots += settings.allowed_root_paths
     roots += [Path(p) for p in extra]
     return [r.expanduser().resolve() for r in roots]
 

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from ptmlab.settings import Settings
+
 PROGRESS_FILE = "sleep_progress.json"
 TICK_S = 0.25
 
@@ -46,7 +48,7 @@ def run_sleep(cfg: DictConfig) -> dict:
         done = float(json.loads(progress_path.read_text()).get("slept_s", 0.0))
         print(f"sleep: resuming at {done:.2f}/{seconds:.2f} s", flush=True)
     resumed_from = done
-    print(f"sleep: pid {os.getpid()} job {os.environ.get('PTMLAB_JOB_ID', '-')} "
+    print(f"sleep: pid {os.getpid()} job {Settings().job_id or '-'} "
           f"sleeping {seconds - done:.2f} s", flush=True)
     while done < seconds:
         step = min(TICK_S, seconds - done)
@@ -67,7 +69,7 @@ def run_sleep(cfg: DictConfig) -> dict:
         "wall_time_s": round(time.time() - started, 3),
         "seconds": seconds,
         "resumed_from_s": resumed_from,
-        "job_id": os.environ.get("PTMLAB_JOB_ID"),
+        "job_id": Settings().job_id,
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
     }
     if bool(OmegaConf.select(cfg, "stage.break_summary", default=False)):

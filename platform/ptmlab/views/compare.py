@@ -4,7 +4,6 @@ MLflow, and only for the few runs on the page)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ def mlflow_ui_url() -> str:
     from ptmlab.settings import get_settings
 
     settings = get_settings()
-    return os.environ.get("PTMLAB_MLFLOW_UI_URL") or f"http://{settings.bind_host}:{settings.mlflow_ui_port}"
+    return settings.mlflow_ui_url or f"http://{settings.bind_host}:{settings.mlflow_ui_port}"
 
 
 def mlflow_run_link(run_id: str | None) -> str | None:

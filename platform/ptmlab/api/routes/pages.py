@@ -7,7 +7,6 @@ Plotly.js is the copy bundled in the installed `plotly` Python package: no CDN, 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -20,9 +19,9 @@ from ptmlab import queue, views
 from ptmlab.api.deps import SessionDep
 from ptmlab.api.schemas import INT4_MAX
 from ptmlab.errors import NotFoundError
+from ptmlab.settings import Settings
 
-# platform/ptmlab/api/routes/pages.py -> parents[4] is the repository root that holds web/.
-WEB_DIR = Path(os.environ.get("PTMLAB_WEB_DIR", Path(__file__).resolve().parents[4] / "web"))
+WEB_DIR = Settings().web_dir  # read once: templates are loaded at import
 STATIC_DIR = WEB_DIR / "static"
 STATIC_CACHE = "public, max-age=300"
 
