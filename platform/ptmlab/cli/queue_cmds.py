@@ -204,6 +204,7 @@ def _cmd_retry(args: argparse.Namespace) -> int:
 def up_commands(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
     """The embedded platform's processes: API (+ dashboard), one worker, the MLflow UI."""
     from ptmlab.settings import get_settings
+    from ptmlab.tracking import mlflow_ui_command
 
     settings = get_settings()
     me = [sys.executable, "-m", "ptmlab.cli"]
@@ -216,12 +217,9 @@ def up_commands(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
     if args.gpus:
         worker += ["--gpus", args.gpus]
     procs.append(("worker", worker))
-    uri = settings.resolved_tracking_uri
-    if not args.no_mlflow and uri.startswith("sqlite:"):
-        mlflow = os.path.join(os.path.dirname(sys.executable), "mlflow")
-        procs.append(("mlflow", [mlflow, "ui", "--backend-store-uri", uri, "--default-artifact-root",
-                                 settings.artifact_root.as_uri(), "--host", "127.0.0.1",
-                                 "--port", str(settings.mlflow_ui_port)]))
+    mlflow_ui = mlflow_ui_command(settings)
+    if not args.no_mlflow and mlflow_ui is not None:
+        procs.append(("mlflow", mlflow_ui))
     return procs
 
 

@@ -12,24 +12,13 @@ from sqlalchemy.orm import Session
 
 from ptmlab.db.models import Job
 from ptmlab.errors import ConfigError, NotFoundError
+from ptmlab.tracking import mlflow_client, mlflow_run_link
 from ptmlab.views.rows import ResultRow, load_rows
 
 MAX_RUNS = 20  # side by side stops being readable well before this
 MAX_CURVES = 40  # metric keys per run fetched from MLflow
 # Summary keys that are bookkeeping, not results: shown in the header, not in the numbers table.
 BOOKKEEPING = {"stage", "mlflow_run_id", "run_dir", "job_id"}
-
-
-def mlflow_ui_url() -> str:
-    from ptmlab.settings import get_settings
-
-    settings = get_settings()
-    return settings.mlflow_ui_url or f"http://{settings.bind_host}:{settings.mlflow_ui_port}"
-
-
-def mlflow_run_link(run_id: str | None) -> str | None:
-    # The MLflow UI resolves a run's experiment itself from this route.
-    return f"{mlflow_ui_url().rstrip('/')}/#/runs/{run_id}" if run_id else None
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -151,7 +140,7 @@ def metric_curves(session: Session, result_ids: Sequence[int | str], keys: Seque
             continue
         try:
             if client is None:
-                client = _mlflow_client(tracking_uri)
+                client = mlflow_client(tracking_uri)
             run = client.get_run(row.mlflow_run_id)
             names = wanted or sorted(run.data.metrics)[:MAX_CURVES]
             for key in names:
@@ -162,11 +151,3 @@ def metric_curves(session: Session, result_ids: Sequence[int | str], keys: Seque
         except Exception as exc:  # noqa: BLE001 - MLflow's errors are many; report, keep the page
             errors[str(i)] = f"MLflow: {' '.join(str(exc).split())[:300]}"
     return {"curves": dict(sorted(curves.items())), "errors": errors}
-
-
-def _mlflow_client(tracking_uri: str | None):
-    from mlflow.tracking import MlflowClient
-
-    from ptmlab.settings import get_settings
-
-    return MlflowClient(tracking_uri=tracking_uri or get_settings().resolved_tracking_uri)

@@ -82,7 +82,7 @@ def curves(session: SessionDep, runs: RunIds,
 @router.get("/jobs/{job_id}", responses=ERRORS,
             summary="A job's page extras: resolved config, parents and children, results, MLflow link")
 def job_detail(job_id: Annotated[int, Path(ge=1, le=INT4_MAX)], session: SessionDep) -> dict[str, Any]:
-    from ptmlab.views.compare import mlflow_run_link
+    from ptmlab.tracking import mlflow_run_link
     from ptmlab.views.jobs import resolved_job_config
 
     job = queue.get_job(session, job_id)
