@@ -14,7 +14,8 @@ import hashlib
 import torch
 
 from lightning_modules.objectives.masking import replace_selected
-from lightning_modules.objectives.mlm import MaskedLMObjective, global_seed, special_tokens_mask_for
+from lightning_modules.objectives.mlm import MaskedLMObjective, special_tokens_mask_for
+from lightning_modules.objectives.seeding import global_seed
 
 
 def example_seed(tokens: torch.Tensor, seed: int) -> int:

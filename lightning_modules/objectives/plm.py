@@ -12,7 +12,8 @@ from torch import nn
 
 from lightning_modules.models.xlnet import permutation_masks
 from lightning_modules.objectives.base import Objective, ObjectiveOutput
-from lightning_modules.objectives.mlm import MaskedLMHead, SeededCorruption
+from lightning_modules.objectives.mlm import MaskedLMHead
+from lightning_modules.objectives.seeding import SeededCorruption
 from ptmlab.errors import ConfigError
 
 

@@ -21,7 +21,8 @@ from torch import nn
 from lightning_modules.models.transformer import build_activation
 from lightning_modules.objectives.base import Objective, ObjectiveOutput
 from lightning_modules.objectives.masking import IGNORE_INDEX, replace_selected, replacement_pool, select_tokens
-from lightning_modules.objectives.mlm import MaskedLMHead, SeededCorruption, special_tokens_mask_for
+from lightning_modules.objectives.mlm import MaskedLMHead, special_tokens_mask_for
+from lightning_modules.objectives.seeding import SeededCorruption
 from ptmlab.errors import ConfigError
 
 

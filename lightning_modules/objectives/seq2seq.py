@@ -15,7 +15,7 @@ from torch import nn
 
 from lightning_modules.objectives.base import Objective, ObjectiveOutput
 from lightning_modules.objectives.masking import IGNORE_INDEX
-from lightning_modules.objectives.mlm import SeededCorruption
+from lightning_modules.objectives.seeding import SeededCorruption
 from ptmlab.errors import ConfigError
 
 

@@ -17,7 +17,8 @@ from torch import nn
 
 from lightning_modules.objectives.base import Objective, ObjectiveOutput
 from lightning_modules.objectives.contrastive import info_nce, pool
-from lightning_modules.objectives.mlm import SeededCorruption, special_tokens_mask_for
+from lightning_modules.objectives.mlm import special_tokens_mask_for
+from lightning_modules.objectives.seeding import SeededCorruption
 from ptmlab.errors import ConfigError
 
 
