@@ -1,0 +1,87 @@
+"""`stage`: one schema per stage function (`stage.entry`), which reads the node's keys."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from ptmlab.config_schema.fields import (
+    Dropout,
+    Name,
+    Node,
+    NonNegativeFloat,
+    OpenNode,
+    PositiveFloat,
+    PositiveInt,
+    in_range,
+)
+
+
+class Stage(Node):
+    name: Name
+    entry: Name   # module.function that ptmlab.run calls
+
+
+class Pretrain(Stage):
+    export_hf: bool = True
+
+
+Pooling = Literal["pool_index", "mean"]   # lightning_modules/stages/finetune_module.py POOLINGS
+
+
+class Finetune(Stage):
+    epochs: PositiveInt = 3
+    max_steps: PositiveInt | None = None
+    batch_size: PositiveInt = 32
+    eval_batch_size: PositiveInt = 128
+    lr: PositiveFloat = 5e-5
+    pooling: Pooling = "pool_index"
+    head_dropout: Dropout = 0.1
+    val_every_n_epochs: PositiveInt = 1
+    export_backbone: bool = False
+    write_predictions: bool = True
+
+
+class Multitask(Stage):
+    tasks: list[Name]                    # task config names; ptmlab.task_checks resolves each
+    # Typed as a string, not a Literal: the multitask stage reports an unknown mode itself, and
+    # tests/lightning_modules/test_multitask.py composes one to check that it does so before any run.
+    sampling: Name = "proportional"      # proportional | temperature | uniform
+    temperature: PositiveFloat | None = 2.0
+    max_steps: PositiveInt = 1000
+    val_every_n_steps: PositiveInt | None = None
+    batch_size: PositiveInt = 32
+    eval_batch_size: PositiveInt = 128
+    lr: PositiveFloat = 5e-5
+    pooling: Pooling = "pool_index"
+    head_dropout: Dropout = 0.1
+    max_train_samples: PositiveInt | None = None
+    max_eval_samples: PositiveInt | None = None
+    # per task name, keys of its task node: each merged node is typed as `task` is (stage.tasks[<name>])
+    task_overrides: dict[str, dict[str, Any]] | None = None
+    export_backbone: bool = False
+
+
+class Sleep(OpenNode):
+    """The platform's test stage takes keys it does not read (`+stage.input=job:<name>` makes a
+    pipeline dependency, `+stage.message=...`), so only its own keys are typed."""
+
+    name: Name
+    entry: Name
+    seconds: NonNegativeFloat = 0.1
+    fail: bool = False
+    exit_code: Annotated[int, in_range(0, 255, what="an exit code")] = 0
+
+
+class AnyStage(OpenNode):
+    """A stage function this schema does not know (a new stage before its schema is written)."""
+
+    name: Name
+    entry: Name
+
+
+STAGES = {
+    "lightning_modules.stages.pretrain.run_pretrain": Pretrain,
+    "lightning_modules.stages.finetune.run_finetune": Finetune,
+    "lightning_modules.stages.multitask.run_multitask": Multitask,
+    "ptmlab.stages.sleep.run_sleep": Sleep,
+}

@@ -1,0 +1,165 @@
+"""`trainer` (Lightning's Trainer), `optimizer` (torch.optim, `_partial_`) and `scheduler`
+(transformers' warmup schedules, `_partial_`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from ptmlab.config_schema.fields import (
+    Dropout,
+    Name,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    TargetNode,
+    WarmupRatio,
+    checked,
+    in_range,
+    is_int,
+    is_number,
+)
+
+
+def _devices(v: Any) -> bool:
+    if is_int(v):
+        return v == -1 or v >= 1
+    if isinstance(v, str):
+        return bool(v.strip())
+    return isinstance(v, list) and bool(v) and all(is_int(i) and i >= 0 for i in v)
+
+
+def _count_or_fraction(v: Any) -> bool:
+    """Lightning's `limit_*_batches` / `overfit_batches`: an int count >= 0 or a fraction in [0, 1]."""
+    return (is_int(v) and v >= 0) or (isinstance(v, float) and is_number(v) and 0.0 <= v <= 1.0)
+
+
+def _val_check_interval(v: Any) -> bool:
+    """Steps (int >= 1), a fraction of an epoch in (0, 1], or a duration."""
+    if is_int(v):
+        return v >= 1
+    if isinstance(v, float):
+        return is_number(v) and 0.0 < v <= 1.0
+    return v is None or isinstance(v, str | dict)
+
+
+Precision = Literal[
+    "transformer-engine", "transformer-engine-float16", "16-true", "16-mixed", "bf16-true", "bf16-mixed",
+    "32-true", "64-true", "64", "32", "16", "bf16", 64, 32, 16,
+]
+
+
+class LightningTrainer(TargetNode):
+    """lightning.pytorch.Trainer's arguments, less `logger`, `callbacks`, `default_root_dir` and
+    `plugins`: the stage sets those (a value here would be silently replaced)."""
+
+    accelerator: Literal["auto", "cpu", "gpu", "cuda", "mps", "tpu", "hpu"] = "auto"
+    strategy: Name = "auto"     # ddp, fsdp, deepspeed_stage_2 ... (Lightning's registry checks the name)
+    devices: Annotated[Any, checked(_devices, "a device count >= 1, -1 (all), a string like '0,1' "
+                                              "or a list of device indices")] = "auto"
+    num_nodes: PositiveInt = 1
+    precision: Precision | None = None
+    fast_dev_run: Annotated[Any, checked(lambda v: isinstance(v, bool) or (is_int(v) and v >= 0),
+                                         "true, false or a number of batches >= 0")] = False
+    max_epochs: Annotated[int, in_range(-1, what="an integer")] | None = None   # -1: no limit
+    min_epochs: NonNegativeInt | None = None
+    max_steps: Annotated[int, in_range(-1, what="an integer")] = -1              # -1: no limit
+    min_steps: NonNegativeInt | None = None
+    max_time: Annotated[Any, checked(lambda v: v is None or isinstance(v, str | dict),
+                                     "a duration 'DD:HH:MM:SS' or a mapping like {hours: 1}")] = None
+    limit_train_batches: Annotated[Any, checked(lambda v: v is None or _count_or_fraction(v),
+                                                "a number of batches >= 0 or a fraction in [0, 1]")] = None
+    limit_val_batches: Annotated[Any, checked(lambda v: v is None or _count_or_fraction(v),
+                                              "a number of batches >= 0 or a fraction in [0, 1]")] = None
+    limit_test_batches: Annotated[Any, checked(lambda v: v is None or _count_or_fraction(v),
+                                               "a number of batches >= 0 or a fraction in [0, 1]")] = None
+    limit_predict_batches: Annotated[Any, checked(lambda v: v is None or _count_or_fraction(v),
+                                                  "a number of batches >= 0 or a fraction in [0, 1]")] = None
+    overfit_batches: Annotated[Any, checked(_count_or_fraction,
+                                            "a number of batches >= 0 or a fraction in [0, 1]")] = 0.0
+    val_check_interval: Annotated[Any, checked(_val_check_interval, "a number of steps >= 1 or a "
+                                                                    "fraction of an epoch in (0, 1]")] = None
+    check_val_every_n_epoch: PositiveInt | None = 1
+    num_sanity_val_steps: Annotated[int, in_range(-1, what="an integer")] | None = None
+    log_every_n_steps: PositiveInt | None = None
+    enable_checkpointing: bool | None = None
+    enable_progress_bar: bool | None = None
+    enable_model_summary: bool | None = None
+    accumulate_grad_batches: PositiveInt = 1
+    gradient_clip_val: NonNegativeFloat | None = None
+    gradient_clip_algorithm: Literal["norm", "value"] | None = None
+    deterministic: Annotated[Any, checked(lambda v: v is None or isinstance(v, bool) or v == "warn",
+                                          "true, false or 'warn'")] = None
+    benchmark: bool | None = None
+    inference_mode: bool = True
+    use_distributed_sampler: bool = True
+    profiler: Name | None = None
+    detect_anomaly: bool = False
+    barebones: bool = False
+    sync_batchnorm: bool = False
+    reload_dataloaders_every_n_epochs: NonNegativeInt = 0
+    enable_autolog_hparams: bool = True
+    model_registry: str | None = None
+
+
+TRAINERS = {"lightning.pytorch.Trainer": LightningTrainer, "pytorch_lightning.Trainer": LightningTrainer}
+
+
+def _betas(v: Any) -> bool:
+    return (isinstance(v, list) and len(v) == 2
+            and all(is_number(b) and 0.0 <= b < 1.0 for b in v))
+
+
+class Partial(TargetNode):
+    # The stage calls the node with what it builds (the parameter groups, the optimizer).
+    partial: Literal[True] = Field(True, alias="_partial_")
+
+
+class Adam(Partial):
+    """torch.optim.Adam / AdamW."""
+
+    lr: PositiveFloat = 1e-3
+    betas: Annotated[Any, checked(_betas, "two numbers in [0, 1), like [0.9, 0.999]")] = None
+    eps: PositiveFloat = 1e-8
+    weight_decay: NonNegativeFloat = 0.01
+    amsgrad: bool = False
+    maximize: bool = False
+    foreach: bool | None = None
+    capturable: bool = False
+    differentiable: bool = False
+    fused: bool | None = None
+
+
+class SGD(Partial):
+    lr: PositiveFloat = 1e-3
+    momentum: Dropout = 0.0           # in [0, 1)
+    dampening: NonNegativeFloat = 0.0
+    weight_decay: NonNegativeFloat = 0.0
+    nesterov: bool = False
+    maximize: bool = False
+    foreach: bool | None = None
+    differentiable: bool = False
+    fused: bool | None = None
+
+
+OPTIMIZERS = {"torch.optim.AdamW": Adam, "torch.optim.Adam": Adam, "torch.optim.SGD": SGD}
+
+
+class WarmupSchedule(Partial):
+    """`warmup_ratio` is a fraction of the total steps: lightning_modules/stages/optim.py turns it
+    into `num_warmup_steps` and passes `num_training_steps`, so neither belongs here."""
+
+    warmup_ratio: WarmupRatio = 0.0
+
+
+class CosineSchedule(WarmupSchedule):
+    num_cycles: PositiveFloat = 0.5
+
+
+SCHEDULERS = {
+    "transformers.get_linear_schedule_with_warmup": WarmupSchedule,
+    "transformers.get_constant_schedule_with_warmup": WarmupSchedule,
+    "transformers.get_cosine_schedule_with_warmup": CosineSchedule,
+}
