@@ -2,8 +2,8 @@
 `Trainer`, on the packaged MiniLM (`model=minilm`, offline) and the first rows of SST-2 train
 (batch 32, max length 64, dynamic padding, AdamW 5e-5, linear warm-up, clip 1.0).
 
-  A  ptmlab: TaskModel + FinetuneModule built as `run_finetune` builds them (load_task,
-     resolve_backbone, build_adaptation, TaskDataModule), trained by a Lightning Trainer from
+  A  ptmlab: TaskModel + FinetuneModule from `build_finetune` (the builder `run_finetune`
+     itself uses), trained by a Lightning Trainer from
      cfg.trainer as `StageRun.build_trainer` makes it, logging to MLflow in a temp SQLite store
      (checkpointing and progress bar off); step time = gap between `on_train_batch_end` calls.
   B  plain: the same TaskModel, the same batches of the same `train_dataloader()`, the
@@ -45,12 +45,8 @@ import torch.nn.functional as F  # noqa: E402
 from hydra.utils import instantiate  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
-from lightning_modules.stages.backbone import resolve_backbone  # noqa: E402
-from lightning_modules.stages.common import StageRun, tracking_uri  # noqa: E402
-from lightning_modules.stages.finetune import build_adaptation  # noqa: E402
-from lightning_modules.stages.finetune_module import FinetuneModule, TaskModel  # noqa: E402
-from lightning_modules.tasks.datamodule import TaskDataModule  # noqa: E402
-from lightning_modules.tasks.spec import load_task  # noqa: E402
+from lightning_modules.stages.common import StageRun  # noqa: E402
+from lightning_modules.stages.finetune import FinetuneParts, build_finetune  # noqa: E402
 from ptmlab.config import compose_config  # noqa: E402
 
 WARMUP_STEPS = 5  # first gaps of each block include allocator warm-up in every arm
@@ -70,30 +66,20 @@ class StepTimer(pl.Callback):
         self._last = now
 
 
-def build_ptmlab_parts(cfg, task, steps: int):
-    """TaskModel, FinetuneModule and TaskDataModule exactly as `run_finetune` builds them."""
-    stage = cfg.stage
-    pl.seed_everything(SEED, workers=True, verbose=False)
-    torch.manual_seed(SEED)
-    resolved = resolve_backbone(cfg, tracking_uri(cfg))
-    adaptation = build_adaptation(cfg.get("adaptation"))
-    model = TaskModel(resolved.backbone, task.num_labels, pooling=str(stage.pooling),
-                      head_dropout=float(stage.head_dropout), scalar_mix=adaptation.uses_scalar_mix)
-    adaptation.prepare(model)
-    datamodule = TaskDataModule(task, resolved.tokenizer, causal=bool(resolved.backbone.is_causal),
-                                batch_size=int(stage.batch_size), eval_batch_size=int(stage.eval_batch_size),
-                                seed=SEED)
-    module = FinetuneModule(model, adaptation, task, cfg.optimizer, cfg.get("scheduler"), lr=float(stage.lr),
-                            total_steps=steps, val_split_names=datamodule.split_names_val)
-    model.train()  # Hugging Face checkpoints load in eval mode
-    return resolved, model, module, datamodule
+def build_ptmlab_parts(cfg, steps: int) -> FinetuneParts:
+    """The parts `run_finetune` trains, from its own builder (seeded with cfg.seed = SEED)."""
+    parts = build_finetune(cfg)
+    assert parts.total_steps == steps, (parts.total_steps, steps)
+    parts.model.train()  # Hugging Face checkpoints load in eval mode
+    return parts
 
 
-def ptmlab_arm(cfg, task, steps: int, block: int) -> list[float]:
+def ptmlab_arm(cfg, steps: int, block: int) -> list[float]:
     cfg = cfg.copy()
     OmegaConf.set_struct(cfg, False)
     cfg.run_dir = str(BENCH_HOME / "runs" / f"ptmlab-{block}")
-    _, _, module, datamodule = build_ptmlab_parts(cfg, task, steps)
+    parts = build_ptmlab_parts(cfg, steps)
+    module, datamodule = parts.module, parts.datamodule
     timer = StepTimer()
     with StageRun(cfg) as run:
         # StageRun.build_trainer's Trainer minus its ModelCheckpoint (checkpointing off while timing).
@@ -107,8 +93,9 @@ def ptmlab_arm(cfg, task, steps: int, block: int) -> list[float]:
     return timer.times[WARMUP_STEPS:]
 
 
-def plain_arm(cfg, task, steps: int) -> list[float]:
-    _, model, module, datamodule = build_ptmlab_parts(cfg, task, steps)
+def plain_arm(cfg, steps: int) -> list[float]:
+    parts = build_ptmlab_parts(cfg, steps)
+    model, module, datamodule = parts.model, parts.module, parts.datamodule
     configured = module.configure_optimizers()
     optimizer, scheduler = configured["optimizer"], configured["lr_scheduler"]["scheduler"]
     clip = float(cfg.trainer.get("gradient_clip_val") or 0.0)
@@ -198,23 +185,24 @@ def main() -> None:
     batch_size, rows = 32, args.steps * 32  # one epoch holds every step: no epoch-end validation
     cfg = compose_config([
         "stage=finetune", "model=minilm", "task=glue/sst2", f"task.max_train_samples={rows}",
-        "task.max_length=64", "stage.epochs=1", f"stage.batch_size={batch_size}", "stage.lr=5e-5",
+        "task.max_length=64", "stage.epochs=1", f"stage.max_steps={args.steps}", f"stage.batch_size={batch_size}",
+        "stage.lr=5e-5",
         "stage.pooling=mean", "optimizer=adamw", "scheduler=linear_warmup", f"scheduler.warmup_ratio={WARMUP_RATIO}",
         "adaptation=full", "checkpoint_every_n_steps=0", f"seed={SEED}",
         f"tracking.uri=sqlite:///{BENCH_HOME / 'mlflow.db'}", "tracking.experiment=bench-finetune-overhead",
     ])
-    task = load_task(cfg.task)
+    parts = build_ptmlab_parts(cfg, args.steps)
+    task, tokenizer = parts.task, parts.resolved.tokenizer
     assert math.ceil(len(task.train) / batch_size) >= args.steps, "not enough SST-2 rows for --steps"
-    resolved, _, _, datamodule = build_ptmlab_parts(cfg, task, args.steps)
-    hf_dataset = EncodedExamples(datamodule.encoded(task.data.train_split))
+    hf_dataset = EncodedExamples(parts.datamodule.encoded(task.data.train_split))
     from lightning_modules.models.hf import resolve_name_or_path
 
     model_path = str(resolve_name_or_path(str(cfg.model.name_or_path)))
 
     arms = {
-        "ptmlab": lambda block: ptmlab_arm(cfg, task, args.steps, block),
-        "plain": lambda block: plain_arm(cfg, task, args.steps),
-        "hf": lambda block: hf_arm(cfg, hf_dataset, resolved.tokenizer, model_path, args.steps, block),
+        "ptmlab": lambda block: ptmlab_arm(cfg, args.steps, block),
+        "plain": lambda block: plain_arm(cfg, args.steps),
+        "hf": lambda block: hf_arm(cfg, hf_dataset, tokenizer, model_path, args.steps, block),
     }
     names = list(arms)
     medians: dict[str, list[float]] = {name: [] for name in names}

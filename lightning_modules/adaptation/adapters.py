@@ -67,9 +67,16 @@ class Adapters(Adaptation):
         self.bottleneck = int(bottleneck)
 
     def prepare(self, model: nn.Module) -> None:
+        set_trainable([model.backbone], False)
+        set_trainable(self.insert_modules(model), True)
+        for module in model.backbone.modules():  # layer norms train too (Houlsby et al.)
+            if isinstance(module, nn.LayerNorm):
+                set_trainable([module], True)
+        set_trainable([model.head], True)
+
+    def insert_modules(self, model: nn.Module) -> list[BottleneckAdapter]:
         backbone = model.backbone
-        set_trainable([backbone], False)
-        adapters: list[nn.Module] = []
+        adapters: list[BottleneckAdapter] = []
         for layer in backbone.layer_modules():
             paths = next((pair for pair in OUTPUT_PROJECTIONS if all(_linear_at(layer, p) for p in pair)), None)
             if paths is None:
@@ -80,8 +87,4 @@ class Adapters(Adaptation):
                 adapter = BottleneckAdapter(linear.out_features, self.bottleneck)
                 adapters.append(adapter)
                 _replace(layer, path, AdaptedProjection(linear, adapter))
-        set_trainable(adapters, True)
-        for module in backbone.modules():  # layer norms train too (Houlsby et al.)
-            if isinstance(module, nn.LayerNorm):
-                set_trainable([module], True)
-        set_trainable([model.head], True)
+        return adapters

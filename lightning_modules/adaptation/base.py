@@ -31,6 +31,11 @@ class Adaptation:
         """Set requires_grad / insert modules. Default: everything trains."""
         set_trainable([model], True)
 
+    def insert_modules(self, model: nn.Module) -> None:
+        """Only the modules `prepare` inserts into the model, with fresh weights: what loading a
+        saved task model needs to rebuild its structure before its weights are read. Default: none."""
+        return None
+
     def param_groups(self, model: nn.Module, lr: float, weight_decay: float) -> list[dict]:
         from lightning_modules.stages.optim import decay_param_groups
 

@@ -6,50 +6,39 @@ import time
 
 import lightning.pytorch as pl
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from lightning_modules.adaptation.base import Adaptation
-from lightning_modules.adaptation.feature import ScalarMix
+from lightning_modules.stages.evaluation import prediction_scores, split_metrics, task_loss
 from lightning_modules.stages.optim import build_optimizer, build_scheduler
-from lightning_modules.tasks.metrics import compute_metrics
+from lightning_modules.stages.pooling import POOLINGS, PooledEncoder, linear_head  # noqa: F401 - POOLINGS re-exported
 from ptmlab.errors import ConfigError
 
-POOLINGS = ("pool_index", "mean")
 
-
-class TaskModel(nn.Module):
-    """pool_index: the representation at batch["pool_index"] ([CLS] for encoders, GPT's extract
-    token for causal decoders); mean: the mask-weighted mean over tokens."""
+class TaskModel(PooledEncoder):
+    """Backbone → pooled representation (stages/pooling.py) → one dropout+linear `head`.
+    `task_name` names the head in `logits()` (None: whichever task is asked for)."""
 
     def __init__(self, backbone: nn.Module, num_labels: int, pooling: str = "pool_index",
-                 head_dropout: float = 0.1, scalar_mix: bool = False):
-        super().__init__()
-        if pooling not in POOLINGS:
-            raise ConfigError(f"stage.pooling={pooling} is unknown; valid: {', '.join(POOLINGS)}")
-        self.backbone = backbone
-        self.pooling = pooling
-        self.scalar_mix = ScalarMix(backbone.num_layers + 1) if scalar_mix else None
-        self.head = nn.Sequential(nn.Dropout(head_dropout), nn.Linear(backbone.hidden_size, num_labels))
-        self.freeze_backbone_mode = False  # feature-based: keep the frozen backbone in eval mode
-
-    def train(self, mode: bool = True):
-        super().train(mode)
-        if self.freeze_backbone_mode:
-            self.backbone.eval()
-        return self
+                 head_dropout: float = 0.1, scalar_mix: bool = False, task_name: str | None = None):
+        super().__init__(backbone, pooling=pooling, scalar_mix=scalar_mix)
+        self.task_name = task_name
+        self.head = linear_head(backbone.hidden_size, num_labels, head_dropout)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        out = self.backbone(batch["input_ids"], attention_mask=batch["attention_mask"],
-                            token_type_ids=batch.get("token_type_ids"))
-        states = self.scalar_mix(out.hidden_states) if self.scalar_mix is not None else out.last_hidden_state
-        if self.pooling == "mean":
-            mask = batch["attention_mask"].unsqueeze(-1).to(states.dtype)  # B×T -> B×T×1
-            pooled = (states * mask).sum(1) / mask.sum(1).clamp(min=1.0)  # B×H
-        else:
-            index = batch["pool_index"].view(-1, 1, 1).expand(-1, 1, states.size(-1))  # B -> B×1×H
-            pooled = states.gather(1, index).squeeze(1)  # B×H
-        return self.head(pooled)  # B×C (C=1 for regression)
+        return self.head(self.pooled(batch))  # B×C (C=1 for regression)
+
+    @property
+    def head_sizes(self) -> dict[str, int]:
+        return {self.task_name or "task": self.head[-1].out_features}
+
+    def task_logits(self, task: str, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        if self.task_name is not None and task != self.task_name:
+            raise ConfigError(f"this model's head is for task {self.task_name}, not {task}")
+        return self(batch)
+
+    def logits(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {self.task_name or "task": self(batch)}
 
 
 class FinetuneModule(pl.LightningModule):
@@ -69,9 +58,7 @@ class FinetuneModule(pl.LightningModule):
         self._fit_started = None
 
     def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        if self.is_regression:
-            return F.mse_loss(logits.squeeze(-1).float(), labels.float())
-        return F.cross_entropy(logits.float(), labels)
+        return task_loss(self.task.spec, logits, labels)
 
     def on_fit_start(self) -> None:
         self._fit_started = time.perf_counter()
@@ -99,8 +86,7 @@ class FinetuneModule(pl.LightningModule):
         self._outputs = {}
 
     def validation_step(self, batch, batch_idx, dataloader_idx: int = 0):
-        logits = self.model(batch).detach().float()
-        preds = logits.squeeze(-1) if self.is_regression else logits
+        preds = prediction_scores(self.task.spec, self.model(batch))
         self._outputs.setdefault(dataloader_idx, []).append((preds.cpu(), batch["labels"].cpu()))
 
     def on_validation_epoch_end(self) -> None:
@@ -110,9 +96,7 @@ class FinetuneModule(pl.LightningModule):
             split = self.val_split_names[idx]
             preds = torch.cat([p for p, _ in outputs])
             labels = torch.cat([y for _, y in outputs])
-            for name, value in compute_metrics(self.task.spec.metrics, preds, labels,
-                                               num_labels=self.task.num_labels).items():
-                metrics[self.task.spec.metric_key(name, split)] = float(value)
+            metrics.update(split_metrics(self.task, split, preds, labels))
         for key, value in metrics.items():
             self.log(f"val/{task_name}/{key}", value)
         self.last_metrics = metrics

@@ -8,29 +8,30 @@ Each task's config is `conf/task/<name>.yaml` (the `task=` group, read directly 
 running Hydra app cannot compose another group member); `stage.max_train_samples` /
 `stage.max_eval_samples` subset every task, `stage.task_overrides.<task name>` patches one.
 Validation logs `val/<task>/<metric>` for every task; summary.json carries `task_metrics`.
-`stage.export_backbone=true` exports the shared encoder (multi-task, then a target task).
+The task model (shared encoder and every head) is saved to export/task_model/ (`load_task_model`);
+`stage.export_backbone=true` exports the shared encoder too (multi-task, then a target task).
+`build_multitask(cfg)` makes the parts, `run_multitask(cfg)` trains them.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import lightning.pytorch as pl
 import torch
-import torch.nn.functional as F
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from torch import nn
 from torch.utils.data import DataLoader, IterableDataset
 
-from lightning_modules.adaptation.base import count_trainable
-from lightning_modules.stages.backbone import resolve_backbone
+from lightning_modules.stages.backbone import ResolvedBackbone, resolve_backbone
 from lightning_modules.stages.common import StageRun, tracking_uri
-from lightning_modules.stages.export import export_backbone
-from lightning_modules.stages.finetune_module import POOLINGS
+from lightning_modules.stages.evaluation import prediction_scores, split_metrics, task_loss
 from lightning_modules.stages.optim import build_optimizer, build_scheduler, decay_param_groups
+from lightning_modules.stages.outputs import export_models, training_numbers
+from lightning_modules.stages.pooling import PooledEncoder, linear_head
 from lightning_modules.tasks.datamodule import TaskDataModule
-from lightning_modules.tasks.metrics import compute_metrics
 from lightning_modules.tasks.sampling import TaskSampler, temperature_for
 from lightning_modules.tasks.spec import LoadedTask, load_task
 from ptmlab.errors import ConfigError
@@ -46,30 +47,30 @@ def load_tasks(cfg: DictConfig) -> dict[str, LoadedTask]:
 
 
 # -- model ----------------------------------------------------------------------------------
-class MultiTaskModel(nn.Module):
-    """A shared backbone and one dropout+linear head per task (the pooling of TaskModel)."""
+class MultiTaskModel(PooledEncoder):
+    """A shared backbone and its pooling (stages/pooling.py), one dropout+linear head per task."""
 
     def __init__(self, backbone: nn.Module, num_labels: dict[str, int], pooling: str = "pool_index",
-                 head_dropout: float = 0.1):
-        super().__init__()
-        if pooling not in POOLINGS:
-            raise ConfigError(f"stage.pooling={pooling} is unknown; valid: {', '.join(POOLINGS)}")
-        self.backbone = backbone
-        self.pooling = pooling
-        self.heads = nn.ModuleDict({name: nn.Sequential(nn.Dropout(head_dropout), nn.Linear(backbone.hidden_size, n))
+                 head_dropout: float = 0.1, scalar_mix: bool = False):
+        super().__init__(backbone, pooling=pooling, scalar_mix=scalar_mix)
+        self.heads = nn.ModuleDict({name: linear_head(backbone.hidden_size, n, head_dropout)
                                     for name, n in num_labels.items()})
 
     def forward(self, task: str, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        out = self.backbone(batch["input_ids"], attention_mask=batch["attention_mask"],
-                            token_type_ids=batch.get("token_type_ids"))
-        states = out.last_hidden_state
-        if self.pooling == "mean":
-            mask = batch["attention_mask"].unsqueeze(-1).to(states.dtype)  # B×T -> B×T×1
-            pooled = (states * mask).sum(1) / mask.sum(1).clamp(min=1.0)  # B×H
-        else:
-            index = batch["pool_index"].view(-1, 1, 1).expand(-1, 1, states.size(-1))  # B -> B×1×H
-            pooled = states.gather(1, index).squeeze(1)  # B×H
-        return self.heads[task](pooled)  # B×C (C=1 for regression)
+        return self.heads[task](self.pooled(batch))  # B×C (C=1 for regression)
+
+    @property
+    def head_sizes(self) -> dict[str, int]:
+        return {name: head[-1].out_features for name, head in self.heads.items()}
+
+    def task_logits(self, task: str, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        if task not in self.heads:
+            raise ConfigError(f"this model has no head for task {task} (heads: {', '.join(self.heads)})")
+        return self(task, batch)
+
+    def logits(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        pooled = self.pooled(batch)
+        return {name: head(pooled) for name, head in self.heads.items()}
 
 
 # -- data -----------------------------------------------------------------------------------
@@ -140,9 +141,7 @@ class MultiTaskModule(pl.LightningModule):
             self.train_time_s = time.perf_counter() - self._fit_started
 
     def _loss(self, task: str, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        if self.tasks[task].spec.is_regression:
-            return F.mse_loss(logits.squeeze(-1).float(), labels.float())
-        return F.cross_entropy(logits.float(), labels)
+        return task_loss(self.tasks[task].spec, logits, labels)
 
     def training_step(self, batch, batch_idx):
         task, inputs = batch
@@ -160,20 +159,16 @@ class MultiTaskModule(pl.LightningModule):
 
     def validation_step(self, batch, batch_idx, dataloader_idx: int = 0):
         task, _ = self.val_index[dataloader_idx]
-        logits = self.model(task, batch).detach().float()
-        preds = logits.squeeze(-1) if self.tasks[task].spec.is_regression else logits
+        preds = prediction_scores(self.tasks[task].spec, self.model(task, batch))
         self._outputs.setdefault(dataloader_idx, []).append((preds.cpu(), batch["labels"].cpu()))
 
     def on_validation_epoch_end(self) -> None:
         metrics: dict[str, dict[str, float]] = {}
         for idx, outputs in sorted(self._outputs.items()):
             task_name, split = self.val_index[idx]
-            task = self.tasks[task_name]
             preds = torch.cat([p for p, _ in outputs])
             labels = torch.cat([y for _, y in outputs])
-            values = compute_metrics(task.spec.metrics, preds, labels, num_labels=task.num_labels)
-            for name, value in values.items():
-                metrics.setdefault(task_name, {})[task.spec.metric_key(name, split)] = float(value)
+            metrics.setdefault(task_name, {}).update(split_metrics(self.tasks[task_name], split, preds, labels))
         for task_name, values in metrics.items():
             for key, value in values.items():
                 self.log(f"val/{task_name}/{key}", value)
@@ -187,10 +182,24 @@ class MultiTaskModule(pl.LightningModule):
         return optimizer if scheduler is None else {"optimizer": optimizer, "lr_scheduler": scheduler}
 
 
-def run_multitask(cfg: DictConfig) -> dict:
+@dataclass
+class MultitaskParts:
+    tasks: dict[str, LoadedTask]
+    sizes: dict[str, int]  # training rows per task: what the sampler draws by
+    sampler: TaskSampler
+    temperature: float
+    total_steps: int
+    resolved: ResolvedBackbone
+    model: MultiTaskModel
+    datamodule: MultiTaskDataModule
+    module: MultiTaskModule
+
+
+def build_multitask(cfg: DictConfig) -> MultitaskParts:
+    """The parts `run_multitask` trains, seeded; bad input (sampling, tasks, backbone) fails
+    here, before an MLflow run is opened."""
     stage = cfg.stage
     pl.seed_everything(int(cfg.seed), workers=True, verbose=False)
-    # Everything that can fail on bad input happens before the MLflow run opens.
     temperature = temperature_for(str(stage.sampling), stage.get("temperature"))
     if not stage.get("max_steps") or int(stage.max_steps) <= 0:
         raise ConfigError(f"stage.max_steps={stage.get('max_steps')} must be a positive number of steps")
@@ -206,6 +215,14 @@ def run_multitask(cfg: DictConfig) -> dict:
                                      eval_batch_size=int(stage.eval_batch_size), seed=int(cfg.seed))
     module = MultiTaskModule(model, tasks, datamodule.val_index, cfg.optimizer, cfg.get("scheduler"),
                              lr=float(stage.lr), total_steps=total_steps)
+    return MultitaskParts(tasks, sizes, sampler, temperature, total_steps, resolved, model, datamodule, module)
+
+
+def run_multitask(cfg: DictConfig) -> dict:
+    stage = cfg.stage
+    parts = build_multitask(cfg)
+    tasks, model, module, datamodule = parts.tasks, parts.model, parts.module, parts.datamodule
+    total_steps = parts.total_steps
     val_every = int(stage.get("val_every_n_steps") or total_steps)
 
     with StageRun(cfg) as run:
@@ -218,33 +235,27 @@ def run_multitask(cfg: DictConfig) -> dict:
         if not module.last_metrics:
             trainer.validate(module, datamodule=datamodule, verbose=False)
         task_metrics = {name: dict(module.last_metrics.get(name, {})) for name in tasks}
-        if bool(stage.get("export_backbone", False)):
-            model_cfg = OmegaConf.create({"name": resolved.model_name}) if resolved.backbone.family == "hf" else cfg.model
-            export_dir = export_backbone(model.backbone, model_cfg, resolved.tokenizer, run.run_dir / "export",
-                                         vocab_size=len(resolved.tokenizer))
-            run.log_artifacts(export_dir, "export")
+        task_model_dir = export_models(run, cfg, model, parts.resolved, {name: t.spec for name, t in tasks.items()})
         first = next(iter(tasks.values()))
         main_key = first.spec.metric_key(first.spec.main_metric, datamodule.per_task[first.spec.name].split_names_val[0])
         summary = {
-            "model": resolved.model_name,
-            "objective": resolved.objective,
+            "model": parts.resolved.model_name,
+            "objective": parts.resolved.objective,
             "adaptation": "multitask",
             "task": "+".join(tasks),
             "tasks": list(tasks),
-            "backbone_source": resolved.source,
+            "backbone_source": parts.resolved.source,
             "sampling": str(stage.sampling),
-            "temperature": temperature if temperature != float("inf") else None,
-            "sampling_probabilities": sampler.probabilities,
-            "train_sizes": sizes,
+            "temperature": parts.temperature if parts.temperature != float("inf") else None,
+            "sampling_probabilities": parts.sampler.probabilities,
+            "train_sizes": parts.sizes,
             "task_steps": dict(module.task_steps),
             "task_metrics": task_metrics,
             "metrics": task_metrics[first.spec.name],
             "main_metric": main_key,
             "main_score": task_metrics[first.spec.name].get(main_key),
-            "trainable_params": count_trainable(model),
-            "total_params": sum(p.numel() for p in model.parameters()),
-            "train_time_s": round(module.train_time_s, 3),
-            "steps": int(trainer.global_step),
+            **training_numbers(model, module, trainer),
+            "task_model_dir": str(task_model_dir),
         }
         run.write_summary(summary)
     return summary

@@ -16,7 +16,6 @@ from ptmlab.errors import ConfigError, DataError
 log = logging.getLogger(__name__)
 
 
-
 @dataclass(frozen=True)
 class TaskSpec:
     name: str
@@ -48,6 +47,25 @@ class TaskSpec:
     def metric_key(self, metric: str, split: str) -> str:
         """Name a metric on an eval split gets in `metrics` (accuracy on dev_mismatched -> accuracy_mm)."""
         return metric + self.eval_metric_suffix.get(split, "")
+
+    def to_dict(self) -> dict:
+        """JSON-ready (the `tasks` entries of a saved task model's manifest)."""
+        return {f.name: (list(v) if isinstance(v, tuple) else v)
+                for f in dataclasses.fields(self) for v in [getattr(self, f.name)]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> TaskSpec:
+        """The inverse of `to_dict`; KeyError names a missing field."""
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        values = {}
+        for name, f in fields.items():
+            if name not in d:
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                    raise KeyError(name)
+                continue
+            value = d[name]
+            values[name] = tuple(str(v) for v in value) if isinstance(value, list) else value
+        return cls(**values)
 
     @classmethod
     def from_config(cls, cfg: DictConfig) -> TaskSpec:

@@ -1,0 +1,85 @@
+"""Task metrics of a model on a split: the one way every stage computes them.
+
+    evaluate(model, task, "dev", tokenizer=tok)    {"accuracy": 0.91}: the task's GLUE metrics, keyed
+                                                   as summary.json `metrics` (MNLI's dev_mismatched
+                                                   gives accuracy_mm)
+    evaluate(loaded, task, "dev")                  the same for a `load_task_model(...)` result
+                                                   (it carries its tokenizer)
+    predict(model, task, "dev", tokenizer=tok)     N×C logits in split order (float32, CPU)
+
+`model` is a `PooledEncoder` (finetune's TaskModel, multitask's MultiTaskModel): the head of
+`task.spec.name` is read. `task` is a `LoadedTask` (tasks.spec.load_task). The Lightning
+validation loops of finetune and multitask gather predictions themselves (devices, DDP) and
+score them with `split_metrics`, the same function `evaluate` ends in; `task_loss` is their
+training loss.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from lightning_modules.stages.pooling import PooledEncoder
+from lightning_modules.tasks.encoding import PairEncoder
+from lightning_modules.tasks.metrics import compute_metrics
+from lightning_modules.tasks.spec import LoadedTask, TaskSpec
+from ptmlab.errors import ConfigError, DataError
+
+
+def task_loss(spec: TaskSpec, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy on B×C logits, or MSE on a B×1 regression head."""
+    if spec.is_regression:
+        return F.mse_loss(logits.squeeze(-1).float(), labels.float())
+    return F.cross_entropy(logits.float(), labels)
+
+
+def prediction_scores(spec: TaskSpec, logits: torch.Tensor) -> torch.Tensor:
+    """What the metrics read: B×C logits, or B scores for regression (detached, float32)."""
+    logits = logits.detach().float()
+    return logits.squeeze(-1) if spec.is_regression else logits
+
+
+def split_metrics(task: LoadedTask, split: str, predictions, labels) -> dict[str, float]:
+    """The task's metrics on one eval split, keyed by `spec.metric_key` (accuracy, accuracy_mm, ...)."""
+    values = compute_metrics(task.spec.metrics, predictions, labels, num_labels=task.num_labels)
+    return {task.spec.metric_key(name, split): float(value) for name, value in values.items()}
+
+
+def _model_and_tokenizer(model, tokenizer):
+    inner = getattr(model, "model", None)
+    if isinstance(inner, PooledEncoder):  # a LoadedTaskModel: its module and its own tokenizer
+        return inner, tokenizer if tokenizer is not None else model.tokenizer
+    if tokenizer is None:
+        raise ConfigError("evaluate/predict need the model's tokenizer (tokenizer=...)")
+    return model, tokenizer
+
+
+@torch.no_grad()
+def predict(model, task: LoadedTask, split: str, *, tokenizer=None, batch_size: int = 128) -> torch.Tensor:
+    """Logits of the head of `task` for every example of `split`, in order, in eval mode."""
+    model, tokenizer = _model_and_tokenizer(model, tokenizer)
+    if split not in task.data.splits:
+        raise DataError(f"task {task.spec.name} has no split '{split}' (splits: {', '.join(task.data.splits)})")
+    encoder = PairEncoder(tokenizer, causal=bool(model.backbone.is_causal), max_length=task.spec.max_length)
+    items = encoder.encode_split(task.data.splits[split])
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    try:
+        outputs = []
+        for start in range(0, len(items), int(batch_size)):
+            batch = {k: v.to(device) for k, v in encoder.collate(items[start:start + int(batch_size)]).items()}
+            outputs.append(model.task_logits(task.spec.name, batch).float().cpu())
+    finally:
+        model.train(was_training)
+    return torch.cat(outputs)
+
+
+def evaluate(model, task: LoadedTask, split: str, *, tokenizer=None, batch_size: int = 128) -> dict[str, float]:
+    """The task's GLUE metrics of `model` on a labelled split (see the module docstring)."""
+    data = task.data.splits.get(split)
+    if data is not None and not data.has_labels:
+        raise DataError(f"{data.source}: split '{split}' of task {task.spec.name} has no labels to score")
+    logits = predict(model, task, split, tokenizer=tokenizer, batch_size=batch_size)
+    labels = torch.tensor([ex.label for ex in data.examples])
+    return split_metrics(task, split, prediction_scores(task.spec, logits), labels)

@@ -1,0 +1,78 @@
+"""From a backbone's hidden states to one vector per sequence: what every task head reads.
+
+`PooledEncoder` is a backbone plus its pooling (and, for feature-based adaptation, an ELMo-style
+scalar mix of all layers in place of the top layer). The single-task model
+(`finetune_module.TaskModel`, one `head`) and the multi-task model (`multitask.MultiTaskModel`,
+one head per task in `heads`) subclass it, so pooling is written once. Both give
+`logits(batch) -> {task name: B×C}` for every head; C=1 for regression.
+
+    pool_index   the representation at batch["pool_index"]: [CLS] (position 0) for encoders,
+                 GPT's <extract> token for causal decoders (see tasks/encoding.py)
+    mean         the attention-mask-weighted mean over tokens
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from lightning_modules.adaptation.feature import ScalarMix
+from ptmlab.errors import ConfigError
+
+POOLINGS = ("pool_index", "mean")
+
+
+def check_pooling(pooling: str) -> str:
+    if pooling not in POOLINGS:
+        raise ConfigError(f"stage.pooling={pooling} is unknown; valid: {', '.join(POOLINGS)}")
+    return pooling
+
+
+def pool(states: torch.Tensor, batch: dict[str, torch.Tensor], pooling: str) -> torch.Tensor:
+    """B×T×H hidden states -> B×H."""
+    if pooling == "mean":
+        mask = batch["attention_mask"].unsqueeze(-1).to(states.dtype)  # B×T -> B×T×1
+        return (states * mask).sum(1) / mask.sum(1).clamp(min=1.0)  # B×H
+    index = batch["pool_index"].view(-1, 1, 1).expand(-1, 1, states.size(-1))  # B -> B×1×H
+    return states.gather(1, index).squeeze(1)  # B×H
+
+
+def linear_head(hidden_size: int, num_labels: int, dropout: float) -> nn.Sequential:
+    return nn.Sequential(nn.Dropout(dropout), nn.Linear(hidden_size, num_labels))
+
+
+class PooledEncoder(nn.Module):
+    """A backbone and its pooling. Attribute names (`backbone`, `scalar_mix`) are the state-dict
+    prefixes of checkpoints and task-model exports: keep them."""
+
+    def __init__(self, backbone: nn.Module, pooling: str = "pool_index", scalar_mix: bool = False):
+        super().__init__()
+        self.backbone = backbone
+        self.pooling = check_pooling(pooling)
+        self.scalar_mix = ScalarMix(backbone.num_layers + 1) if scalar_mix else None
+        self.freeze_backbone_mode = False  # feature-based: keep the frozen backbone in eval mode
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        if self.freeze_backbone_mode:
+            self.backbone.eval()
+        return self
+
+    def pooled(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        out = self.backbone(batch["input_ids"], attention_mask=batch["attention_mask"],
+                            token_type_ids=batch.get("token_type_ids"))
+        states = self.scalar_mix(out.hidden_states) if self.scalar_mix is not None else out.last_hidden_state
+        return pool(states, batch, self.pooling)
+
+    @property
+    def head_sizes(self) -> dict[str, int]:  # pragma: no cover - abstract
+        """Task name -> output size of its head."""
+        raise NotImplementedError
+
+    def task_logits(self, task: str, batch: dict[str, torch.Tensor]) -> torch.Tensor:  # pragma: no cover
+        """B×C logits of the head of `task`."""
+        raise NotImplementedError
+
+    def logits(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:  # pragma: no cover
+        """Task name -> B×C logits, every head, one backbone pass."""
+        raise NotImplementedError

@@ -1,0 +1,302 @@
+"""A fine-tuned model as an artifact you can load: the *task model* export.
+
+Every finetune and multitask run saves its task model (backbone weights, adaptation modules,
+head(s), tokenizer, task spec(s), model config) to `<run dir>/export/task_model/`, logged to
+MLflow as the artifact `export/task_model`. `load_task_model(ref)` loads it back from
+
+    <folder>           a run folder (…/export/task_model), an export folder (…/task_model) or
+                       the task_model folder itself
+    mlflow:<run_id>    the run's `export/task_model` artifact (downloaded)
+    job:<id>           a platform job: its worker rewrites `key=job:<id>` into the parent's run
+                       folder when it claims the child (ptmlab/queue/claim.py)
+
+    loaded = load_task_model(run_dir)            # LoadedTaskModel, eval mode, CPU
+    batch = loaded.encode([("a gripping film",)])   # tokenised as in training
+    loaded(batch)                                # {"sst2": B×2}: logits of every head
+    loaded.task, loaded.tasks, loaded.tokenizer  # first task's TaskSpec, all of them
+    evaluate(loaded, task, "dev")                # stages/evaluation.py
+
+Layout (format_version 1; safetensors and JSON only, nothing pickled):
+
+    task_model.json        the manifest, below
+    model.safetensors      the whole model's state dict: backbone.* (adapters inserted),
+                           scalar_mix.* (feature-based), head.* (one task) or heads.<task>.*
+    tokenizer files        PreTrainedTokenizerFast.save_pretrained (tokenizer.json, ...)
+    backbone_config/       Hugging Face backbones only: config.json, the architecture (its
+                           weights are in model.safetensors)
+
+Manifest (task_model.json):
+
+    format_version   1; a reader refuses a newer version
+    kind             task_model (one head: finetune_module.TaskModel) |
+                     multitask_model (a head per task: multitask.MultiTaskModel)
+    model            the `model` node that rebuilds the backbone: {name, family, backbone:
+                     {_target_: lightning_modules.models.…, its arguments, vocab_size}}
+    adaptation       the adaptation node ({name, _target_: lightning_modules.adaptation.…, args});
+                     its `insert_modules` rebuilds what it inserted (adapters)
+    pooling, scalar_mix, head_dropout    as the model was built (stages/pooling.py)
+    heads            task name -> head size (1 for regression)
+    tasks            task name -> TaskSpec fields (labels in class-index order, metrics, ...)
+    weights          {file: model.safetensors, sha256}
+    tokenizer_files  the files the tokenizer wrote
+    versions         torch, transformers, safetensors, ptmlab that wrote it
+
+Loading rebuilds the architecture from the manifest (only `_target_`s under
+lightning_modules.models / lightning_modules.adaptation are instantiated), checks every tensor's
+name and shape against it, then reads the weights. A newer format_version, a missing file or key,
+or a tensor that does not fit fails with one line (BackboneError) naming the file and key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+import torch
+
+from lightning_modules.stages.pooling import PooledEncoder
+from lightning_modules.tasks.spec import TaskSpec
+from ptmlab.errors import BackboneError
+
+FORMAT_VERSION = 1
+TASK_MODEL_DIR = "task_model"  # under <run dir>/export/
+TASK_MODEL_ARTIFACT = "export/task_model"  # MLflow artifact path
+MANIFEST_FILE = "task_model.json"
+WEIGHTS_FILE = "model.safetensors"
+HF_CONFIG_DIR = "backbone_config"
+SINGLE, MULTI = "task_model", "multitask_model"
+REQUIRED_KEYS = ("kind", "model", "adaptation", "pooling", "scalar_mix", "head_dropout", "heads", "tasks",
+                 "weights", "tokenizer_files")
+BUILDABLE = {"model.backbone": "lightning_modules.models.", "adaptation": "lightning_modules.adaptation."}
+HF_BACKBONE = "lightning_modules.models.hf.HFBackbone"
+
+
+@dataclass
+class LoadedTaskModel:
+    model: PooledEncoder  # TaskModel or MultiTaskModel, in eval mode
+    tokenizer: object
+    tasks: dict[str, TaskSpec]
+    manifest: dict
+    folder: Path
+
+    @property
+    def task(self) -> TaskSpec:
+        """The (first) task's spec."""
+        return next(iter(self.tasks.values()))
+
+    def encode(self, texts, task: str | None = None) -> dict[str, torch.Tensor]:
+        """A batch from 1- or 2-tuples of strings, encoded as in training (tasks/encoding.py)."""
+        from lightning_modules.tasks.encoding import PairEncoder
+
+        spec = self.tasks[task] if task is not None else self.task
+        encoder = PairEncoder(self.tokenizer, causal=bool(self.model.backbone.is_causal), max_length=spec.max_length)
+        items = encoder.encode(list(texts))
+        for i, item in enumerate(items):
+            item["example_index"] = i
+        device = next(self.model.parameters()).device
+        return {k: v.to(device) for k, v in encoder.collate(items).items()}
+
+    @torch.no_grad()
+    def __call__(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return self.model.logits(batch)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _versions() -> dict[str, str]:
+    out = {}
+    for name in ("torch", "transformers", "safetensors", "ptmlab"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+# -- saving ----------------------------------------------------------------------------------
+def save_task_model(model: PooledEncoder, out_dir: Path, *, model_cfg: dict, tokenizer,
+                    tasks: dict[str, TaskSpec], adaptation: dict) -> Path:
+    """Write the layout above to `out_dir` (the manifest last: a folder without one is incomplete)."""
+    from safetensors.torch import save_model
+
+    from lightning_modules.stages.multitask import MultiTaskModel
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / MANIFEST_FILE).unlink(missing_ok=True)
+    backbone = model.backbone
+    if getattr(backbone, "family", None) == "hf":
+        backbone.config.save_pretrained(str(out_dir / HF_CONFIG_DIR))
+        model_cfg = {"name": str(model_cfg.get("name", "hf")), "family": "hf",
+                     "backbone": {"_target_": HF_BACKBONE, "name_or_path": HF_CONFIG_DIR, "pretrained": False}}
+    heads = dict(model.heads) if isinstance(model, MultiTaskModel) else {model.task_name: model.head}
+    if None in heads or set(heads) != set(tasks):
+        raise BackboneError(f"save_task_model: heads {sorted(map(str, heads))} do not match tasks {sorted(tasks)}")
+    save_model(model, str(out_dir / WEIGHTS_FILE))  # shared tensors (tied weights) stored once
+    written = tokenizer.save_pretrained(str(out_dir))
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        "kind": MULTI if isinstance(model, MultiTaskModel) else SINGLE,
+        "model": model_cfg,
+        "adaptation": adaptation,
+        "pooling": model.pooling,
+        "scalar_mix": model.scalar_mix is not None,
+        "head_dropout": float(next(iter(heads.values()))[0].p),
+        "heads": model.head_sizes,
+        "tasks": {name: spec.to_dict() for name, spec in tasks.items()},
+        "weights": {"file": WEIGHTS_FILE, "sha256": _sha256(out_dir / WEIGHTS_FILE)},
+        "tokenizer_files": sorted({Path(p).name for p in written if Path(p).is_file()}),
+        "versions": _versions(),
+    }
+    tmp = out_dir / (MANIFEST_FILE + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=2))
+    tmp.replace(out_dir / MANIFEST_FILE)
+    return out_dir
+
+
+# -- loading ---------------------------------------------------------------------------------
+def task_model_folder(ref: str, tracking_uri: str | None = None) -> Path:
+    """The task_model folder a reference names (see the module docstring)."""
+    from lightning_modules.stages.backbone import download_run_artifact, refuse_job_ref
+
+    ref = str(ref)
+    refuse_job_ref(ref, "task_model")
+    if ref.startswith("mlflow:"):
+        if tracking_uri is None:
+            from ptmlab.settings import get_settings
+
+            tracking_uri = get_settings().resolved_tracking_uri
+        return download_run_artifact(ref[len("mlflow:"):], TASK_MODEL_ARTIFACT, tracking_uri, "task_model")
+    path = Path(ref).expanduser()
+    if not path.is_dir():
+        raise BackboneError(f"task_model={ref}: folder not found")
+    candidates = (path / "export" / TASK_MODEL_DIR, path / TASK_MODEL_DIR, path)
+    for folder in candidates:
+        if (folder / MANIFEST_FILE).is_file():
+            return folder
+    for folder in candidates:
+        if (folder / WEIGHTS_FILE).is_file():
+            raise BackboneError(f"{folder / MANIFEST_FILE}: missing (a task model folder needs its manifest)")
+    raise BackboneError(f"task_model={ref}: no {MANIFEST_FILE} in {path}, {path / TASK_MODEL_DIR} "
+                        f"or {path / 'export' / TASK_MODEL_DIR} (finetune and multitask runs write one)")
+
+
+def read_manifest(folder: Path) -> dict:
+    path = Path(folder) / MANIFEST_FILE
+    try:
+        manifest = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise BackboneError(f"{path}: missing") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BackboneError(f"{path}: not valid JSON ({exc})") from None
+    version = manifest.get("format_version") if isinstance(manifest, dict) else None
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise BackboneError(f"{path}: format_version={version!r} is not a format version (an integer)")
+    if version > FORMAT_VERSION:
+        raise BackboneError(f"{path}: format_version={version} is newer than this ptmlab reads "
+                            f"({FORMAT_VERSION}); upgrade ptmlab to load it")
+    for key in REQUIRED_KEYS:
+        if key not in manifest:
+            raise BackboneError(f"{path}: missing key '{key}'")
+    if manifest["kind"] not in (SINGLE, MULTI):
+        raise BackboneError(f"{path}: kind={manifest['kind']!r} is not {SINGLE} or {MULTI}")
+    if set(manifest["heads"]) != set(manifest["tasks"]) or not manifest["heads"]:
+        raise BackboneError(f"{path}: heads {sorted(manifest['heads'])} and tasks {sorted(manifest['tasks'])} differ")
+    for key, prefix in BUILDABLE.items():
+        node = manifest
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        target = node.get("_target_") if isinstance(node, dict) else None
+        if not isinstance(target, str) or not target.startswith(prefix):
+            raise BackboneError(f"{path}: {key}._target_={target!r} is not under {prefix[:-1]}")
+    return manifest
+
+
+def _required_file(folder: Path, name: str) -> Path:
+    path = folder / name
+    if not path.exists():
+        raise BackboneError(f"{path}: missing (listed by {folder / MANIFEST_FILE})")
+    return path
+
+
+def _build_model(manifest: dict, folder: Path) -> PooledEncoder:
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    from lightning_modules.stages.finetune import build_adaptation
+    from lightning_modules.stages.finetune_module import TaskModel
+    from lightning_modules.stages.multitask import MultiTaskModel
+
+    node = OmegaConf.create(manifest["model"]["backbone"])
+    if node._target_ == HF_BACKBONE:  # the architecture from its config.json; weights come below
+        config_dir = _required_file(folder, f"{node.name_or_path}/config.json").parent
+        backbone = instantiate(node, name_or_path=str(config_dir), pretrained=False)
+    else:
+        backbone = instantiate(node)
+    heads = {str(name): int(size) for name, size in manifest["heads"].items()}
+    common = {"pooling": str(manifest["pooling"]), "head_dropout": float(manifest["head_dropout"]),
+              "scalar_mix": bool(manifest["scalar_mix"])}
+    if manifest["kind"] == MULTI:
+        model = MultiTaskModel(backbone, heads, **common)
+    else:
+        (name, size), = heads.items()
+        model = TaskModel(backbone, size, task_name=name, **common)
+    build_adaptation(OmegaConf.create(manifest["adaptation"])).insert_modules(model)
+    return model
+
+
+def _load_weights(model: PooledEncoder, manifest: dict, folder: Path) -> None:
+    from safetensors import safe_open
+    from safetensors.torch import load_model
+
+    path = _required_file(folder, manifest["weights"].get("file", WEIGHTS_FILE))
+    expected_sha = manifest["weights"].get("sha256")
+    if expected_sha and _sha256(path) != expected_sha:
+        raise BackboneError(f"{path}: sha256 differs from weights.sha256 in {MANIFEST_FILE} (changed or corrupt)")
+    with safe_open(str(path), framework="pt") as f:
+        shapes = {key: list(f.get_slice(key).get_shape()) for key in f.keys()}  # noqa: SIM118 - not a dict
+    pooler = getattr(getattr(model.backbone, "model", None), "pooler", None)
+    if pooler is not None and not any(k.startswith("backbone.model.pooler.") for k in shapes):
+        model.backbone.model.pooler = None  # Hugging Face BERT-family backbones load without theirs
+    state = model.state_dict()
+    for key, shape in shapes.items():
+        if key in state and list(state[key].shape) != shape:
+            head = key.split(".")[1] if key.startswith("heads.") else next(iter(manifest["heads"]))
+            hint = f" (heads.{head}={manifest['heads'][head]})" if key.startswith(("head.", "heads.")) else ""
+            raise BackboneError(f"{path}: {key} has shape {shape} but the model {MANIFEST_FILE} describes "
+                                f"needs {list(state[key].shape)}{hint}")
+    missing, unexpected = load_model(model, str(path), strict=False)
+    if missing:
+        raise BackboneError(f"{path}: no tensor {missing[0]} ({len(missing)} missing), which the model "
+                            f"{MANIFEST_FILE} describes needs")
+    if unexpected:
+        raise BackboneError(f"{path}: tensor {unexpected[0]} ({len(unexpected)} unexpected) is not in the "
+                            f"model {MANIFEST_FILE} describes")
+
+
+def load_task_model(ref, *, tracking_uri: str | None = None, device: str | torch.device = "cpu") -> LoadedTaskModel:
+    """A saved task model, ready: eval mode, on `device` (see the module docstring)."""
+    from transformers import AutoTokenizer
+
+    folder = task_model_folder(str(ref), tracking_uri)
+    manifest = read_manifest(folder)
+    for name in manifest["tokenizer_files"]:
+        _required_file(folder, name)
+    try:
+        tasks = {str(name): TaskSpec.from_dict(spec) for name, spec in manifest["tasks"].items()}
+    except KeyError as exc:
+        raise BackboneError(f"{folder / MANIFEST_FILE}: tasks entry without key '{exc.args[0]}'") from None
+    model = _build_model(manifest, folder)
+    _load_weights(model, manifest, folder)
+    tokenizer = AutoTokenizer.from_pretrained(str(folder), use_fast=True)
+    model.requires_grad_(True)  # adaptation modes froze parts while building; a loaded model is whole
+    return LoadedTaskModel(model.to(device).eval(), tokenizer, tasks, manifest, folder)
