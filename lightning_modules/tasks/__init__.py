@@ -29,6 +29,7 @@ Python (`from lightning_modules.tasks.spec import load_task` etc.):
                                           # texts (1- or 2-tuple), label (int class / float score /
                                           # None), row, id)
     task.spec.metric_key("accuracy", "dev_mismatched") -> "accuracy_mm"
+    task.spec.to_dict() / TaskSpec.from_dict(d)   # JSON round trip (a saved task model's manifest)
 
     enc = encoding.PairEncoder(tokenizer, causal=backbone.is_causal, max_length=task.spec.max_length)
     items = enc.encode_split(split); batch = enc.collate(items[:32])
