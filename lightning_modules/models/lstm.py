@@ -83,6 +83,7 @@ class DirectionalLSTMStack(nn.Module):
 class BidirectionalLSTMLM(Backbone):
     family = "lstm"
     is_causal = False  # the concatenated states see both sides; each direction alone is causal
+    has_attention = False
 
     def __init__(self, vocab_size: int, embedding_size: int = 128, hidden_size: int = 256,
                  projection_size: int | None = None, num_layers: int = 2, dropout: float = 0.1,

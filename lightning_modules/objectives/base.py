@@ -5,6 +5,10 @@ classifier, ...) are owned by the objective, so backbones stay objective-agnosti
 Corruption functions (masking, span sampling, permutation, noising) are pure functions on token
 tensors taking an explicit `torch.Generator`; objectives call them in the training step, so
 masking is dynamic (a fresh draw each time a sequence is seen).
+
+Which model families an objective trains is stated once, in its config (`compatible_families`,
+checked at compose time); what it needs beyond the family is read from the backbone's declared
+members (`is_causal`, `hidden_size`, ...; see lightning_modules.models.base.Backbone).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 
@@ -24,6 +29,33 @@ class ObjectiveOutput:
 
 class Objective(nn.Module):
     name: str = "objective"
+    # The loss is a mean NLL over predicted tokens, so validation reports its perplexity.
+    predicts_tokens: bool = True
+    # Backbone forward passes per training step (NSP runs its own, contrastive learning two).
+    backbone_passes: float = 1.0
 
     def forward(self, batch: dict[str, torch.Tensor], backbone: nn.Module) -> ObjectiveOutput:  # pragma: no cover
         raise NotImplementedError
+
+    def training_flops_per_token(self, backbone_flops_per_token: float, seq_len: int) -> float:
+        """Training FLOPs of one step per input token, given the backbone's own estimate for one
+        pass. Objectives whose extra work is not whole backbone passes (ELECTRA's generator
+        attention, XLNet's query stream, InfoWord's short n-gram pass) override this."""
+        return backbone_flops_per_token * self.backbone_passes
+
+
+def zero_loss(*graph: torch.Tensor) -> torch.Tensor:
+    """0 for a batch with no target (nothing selected, every row padding), instead of NaN (the
+    mean of nothing). It still depends on `graph`, so backward runs and every parameter that
+    would get a gradient gets a zero one (data-parallel training expects all of them used)."""
+    return sum(t.sum() * 0.0 for t in graph)
+
+
+def token_loss(logits: torch.Tensor, targets: torch.Tensor, *graph: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mean cross-entropy, accuracy) of N×V `logits` against N `targets`; both 0 when N = 0
+    (see `zero_loss`; `graph` holds the hidden states the logits were computed from)."""
+    if targets.numel() == 0:
+        zero = zero_loss(logits, *graph)
+        return zero, zero.detach()
+    return F.cross_entropy(logits.float(), targets), (logits.detach().argmax(-1) == targets).float().mean()

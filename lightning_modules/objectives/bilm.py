@@ -10,10 +10,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lightning_modules.objectives.base import Objective, ObjectiveOutput
+from lightning_modules.objectives.base import Objective, ObjectiveOutput, token_loss
 from lightning_modules.objectives.clm import next_token_labels
 from lightning_modules.objectives.masking import IGNORE_INDEX
-from ptmlab.errors import ConfigError
 
 
 def previous_token_labels(input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
@@ -29,13 +28,9 @@ def previous_token_labels(input_ids: torch.Tensor, attention_mask: torch.Tensor 
 
 class BidirectionalLMObjective(Objective):
     name = "bilm"
-    predicts_tokens = True
 
     def __init__(self, backbone: nn.Module, tokenizer=None):
         super().__init__()
-        if getattr(backbone, "family", None) != "lstm" or not hasattr(backbone, "output_size"):
-            raise ConfigError(f"objective=bilm needs separate forward and backward states (model family lstm), "
-                              f"not {getattr(backbone, 'family', '?')!r}")
         embedding_size = backbone.get_input_embeddings().weight.shape[1]
         # The direction's output width D may differ from the embedding width E.
         self.project = (nn.Linear(backbone.output_size, embedding_size, bias=False)
@@ -49,11 +44,8 @@ class BidirectionalLMObjective(Objective):
             hidden = self.project(hidden)
         logits = F.linear(hidden, weight, self.bias)  # N×V
         targets = labels[predicted]
-        if targets.numel() == 0:
-            zero = states.sum() * 0.0
-            return zero, zero.detach(), 0
-        loss = F.cross_entropy(logits.float(), targets)
-        return loss, (logits.detach().argmax(-1) == targets).float().mean(), int(targets.numel())
+        loss, accuracy = token_loss(logits, targets, states)
+        return loss, accuracy, int(targets.numel())
 
     def forward(self, batch: dict[str, torch.Tensor], backbone: nn.Module) -> ObjectiveOutput:
         input_ids, attention_mask = batch["input_ids"], batch.get("attention_mask")

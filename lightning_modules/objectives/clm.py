@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lightning_modules.objectives.base import Objective, ObjectiveOutput
+from lightning_modules.objectives.base import Objective, ObjectiveOutput, token_loss
 from lightning_modules.objectives.masking import IGNORE_INDEX
 from ptmlab.errors import ConfigError
 
@@ -26,13 +26,12 @@ def next_token_labels(input_ids: torch.Tensor, attention_mask: torch.Tensor | No
 
 class CausalLMObjective(Objective):
     name = "clm"
-    predicts_tokens = True
 
     def __init__(self, backbone: nn.Module, tokenizer=None):
         super().__init__()
-        if not getattr(backbone, "is_causal", False):
+        if not backbone.is_causal:
             raise ConfigError(
-                f"objective=clm needs a causal backbone, but model family {getattr(backbone, 'family', '?')!r} "
+                f"objective=clm needs a causal backbone, but model family {backbone.family!r} "
                 f"({type(backbone).__name__}) attends to future tokens (is_causal=False); use a decoder model "
                 "such as model=gpt_tiny")
         embeddings = backbone.get_input_embeddings()
@@ -52,10 +51,5 @@ class CausalLMObjective(Objective):
         if self.project is not None:
             hidden = self.project(hidden)
         logits = F.linear(hidden, backbone.get_input_embeddings().weight)  # N×V
-        targets = labels[predicted]
-        if num_predicted == 0:
-            zero = out.last_hidden_state.sum() * 0.0
-            return ObjectiveOutput(loss=zero, metrics={"clm_acc": zero.detach()}, num_predicted_tokens=0)
-        loss = F.cross_entropy(logits.float(), targets)
-        accuracy = (logits.detach().argmax(-1) == targets).float().mean()
+        loss, accuracy = token_loss(logits, labels[predicted], out.last_hidden_state)
         return ObjectiveOutput(loss=loss, metrics={"clm_acc": accuracy}, num_predicted_tokens=num_predicted)

@@ -51,7 +51,7 @@ class ContrastiveSentenceObjective(Objective):
             raise ConfigError(f"objective.module.temperature={temperature} must be > 0")
         if pooling not in POOLINGS:
             raise ConfigError(f"objective.module.pooling={pooling} is unknown; valid: {', '.join(POOLINGS)}")
-        if pooling == "cls" and getattr(backbone, "is_causal", False):
+        if pooling == "cls" and backbone.is_causal:
             raise ConfigError("objective.module.pooling=cls on a causal backbone reads a token that sees "
                               "nothing of the sentence; use pooling=mean")
         self.temperature, self.pooling = float(temperature), pooling

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lightning_modules.models.transformer import build_activation
-from lightning_modules.objectives.base import Objective, ObjectiveOutput
+from lightning_modules.objectives.base import Objective, ObjectiveOutput, token_loss
 from lightning_modules.objectives.masking import IGNORE_INDEX, replace_selected, replacement_pool, select_tokens
 from lightning_modules.objectives.seeding import SeededCorruption
 from ptmlab.errors import ConfigError
@@ -49,14 +49,13 @@ def special_tokens_mask_for(input_ids: torch.Tensor, special_ids: torch.Tensor,
 
 class MaskedLMObjective(Objective):
     name = "mlm"
-    predicts_tokens = True
 
     def __init__(self, backbone: nn.Module, tokenizer, mask_prob: float = 0.15, mask_token_prob: float = 0.8,
                  random_token_prob: float = 0.1, seed: int | None = None):
         super().__init__()
-        if getattr(backbone, "is_causal", False):
+        if backbone.is_causal:
             raise ConfigError(f"objective=mlm needs a bidirectional backbone; model family "
-                              f"{getattr(backbone, 'family', '?')!r} is causal (is_causal=True)")
+                              f"{backbone.family!r} is causal (is_causal=True)")
         if tokenizer.mask_token_id is None:
             raise ConfigError("objective=mlm needs a tokenizer with a mask token; tokenizer.mask_token_id is None")
         if not 0.0 < mask_prob <= 1.0:
@@ -73,8 +72,7 @@ class MaskedLMObjective(Objective):
         self.register_buffer("replacement_ids", replacement_pool(vocab_size, special), persistent=False)
         self.corruption = SeededCorruption(seed)
         self.head = MaskedLMHead(backbone.hidden_size, embedding_size, vocab_size,
-                                 activation=getattr(backbone, "activation", "gelu"),
-                                 layer_norm_eps=getattr(backbone, "layer_norm_eps", 1e-12))
+                                 activation=backbone.activation, layer_norm_eps=backbone.layer_norm_eps)
 
     # -- hooks for variants -----------------------------------------------------------------
     def select_positions(self, batch: dict[str, torch.Tensor], special_tokens_mask: torch.Tensor,
@@ -103,11 +101,5 @@ class MaskedLMObjective(Objective):
         # The V-way projection only at predicted positions (~15% of tokens).
         hidden = out.last_hidden_state[predicted]  # B×T×H -> N×H
         logits = self.head(hidden, backbone.get_input_embeddings().weight)  # N×V
-        targets = labels[predicted]
-        if num_predicted == 0:
-            # Nothing selected (a tiny batch): a zero loss that still touches the graph.
-            zero = logits.sum() * 0.0 + out.last_hidden_state.sum() * 0.0
-            return ObjectiveOutput(loss=zero, metrics={"mlm_acc": zero.detach()}, num_predicted_tokens=0)
-        loss = F.cross_entropy(logits.float(), targets)
-        accuracy = (logits.detach().argmax(-1) == targets).float().mean()
+        loss, accuracy = token_loss(logits, labels[predicted], out.last_hidden_state)
         return ObjectiveOutput(loss=loss, metrics={"mlm_acc": accuracy}, num_predicted_tokens=num_predicted)

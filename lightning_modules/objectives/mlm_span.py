@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lightning_modules.objectives.base import ObjectiveOutput
+from lightning_modules.objectives.base import ObjectiveOutput, token_loss
 from lightning_modules.objectives.corruption.word_spans import span_boundaries, span_select, word_start_table
 from lightning_modules.objectives.masking import IGNORE_INDEX
 from lightning_modules.objectives.mlm import MaskedLMObjective
@@ -74,13 +74,11 @@ class SpanMaskedLMObjective(MaskedLMObjective):
         num_predicted = int(predicted.sum())
         embedding_weight = backbone.get_input_embeddings().weight
         logits = self.head(hidden_all[predicted], embedding_weight)  # B×T×H -> N×H -> N×V
-        if num_predicted == 0:
-            zero = logits.sum() * 0.0 + hidden_all.sum() * 0.0
-            return ObjectiveOutput(loss=zero, metrics={"mlm_acc": zero.detach()}, num_predicted_tokens=0)
         targets = labels[predicted]
-        mlm_loss = F.cross_entropy(logits.float(), targets)
-        metrics = {"mlm_acc": (logits.detach().argmax(-1) == targets).float().mean(),
-                   "mlm_loss": mlm_loss.detach()}
+        mlm_loss, mlm_acc = token_loss(logits, targets, hidden_all)
+        if num_predicted == 0:
+            return ObjectiveOutput(loss=mlm_loss, metrics={"mlm_acc": mlm_acc}, num_predicted_tokens=0)
+        metrics = {"mlm_acc": mlm_acc, "mlm_loss": mlm_loss.detach()}
         loss = mlm_loss
         if self.boundary_head is not None:
             left, right, offset = span_boundaries(predicted)
@@ -88,8 +86,7 @@ class SpanMaskedLMObjective(MaskedLMObjective):
             left_h = hidden_all[rows[predicted], left[predicted]]  # N×H
             right_h = hidden_all[rows[predicted], right[predicted]]  # N×H
             sbo_logits = self.boundary_head(left_h, right_h, offset[predicted], embedding_weight)
-            sbo_loss = F.cross_entropy(sbo_logits.float(), targets)
+            sbo_loss, metrics["sbo_acc"] = token_loss(sbo_logits, targets)
             loss = loss + self.sbo_weight * sbo_loss
             metrics["sbo_loss"] = sbo_loss.detach()
-            metrics["sbo_acc"] = (sbo_logits.detach().argmax(-1) == targets).float().mean()
         return ObjectiveOutput(loss=loss, metrics=metrics, num_predicted_tokens=num_predicted)

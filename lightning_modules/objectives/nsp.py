@@ -40,9 +40,9 @@ class NextSentencePredictionObjective(Objective):
 
     def __init__(self, backbone: nn.Module, tokenizer=None):
         super().__init__()
-        if getattr(backbone, "is_causal", False):
+        if backbone.is_causal:
             raise ConfigError(f"objective={self.name} reads the first token's representation, which a causal "
-                              f"backbone ({getattr(backbone, 'family', '?')}) computes without seeing the pair")
+                              f"backbone ({backbone.family}) computes without seeing the pair")
         self.head = PairClassificationHead(backbone.hidden_size)
 
     def forward(self, batch: dict[str, torch.Tensor], backbone: nn.Module) -> ObjectiveOutput:

@@ -7,11 +7,10 @@ a target position knows its position but not its token. Partial prediction: K=6 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from lightning_modules.models.xlnet import permutation_masks
-from lightning_modules.objectives.base import Objective, ObjectiveOutput
+from lightning_modules.objectives.base import Objective, ObjectiveOutput, token_loss
 from lightning_modules.objectives.mlm import MaskedLMHead
 from lightning_modules.objectives.seeding import SeededCorruption
 from ptmlab.errors import ConfigError
@@ -19,14 +18,10 @@ from ptmlab.errors import ConfigError
 
 class PermutedLMObjective(Objective):
     name = "plm"
-    predicts_tokens = True
 
     def __init__(self, backbone: nn.Module, tokenizer=None, partial_prediction_k: float = 6.0,
                  seed: int | None = None):
         super().__init__()
-        if getattr(backbone, "family", None) != "permutation":
-            raise ConfigError(f"objective=plm needs the two-stream attention of model family 'permutation' "
-                              f"(e.g. model=xlnet_tiny), not {getattr(backbone, 'family', '?')!r}")
         if partial_prediction_k <= 1:
             raise ConfigError(f"objective.module.partial_prediction_k={partial_prediction_k} must be > 1 "
                               "(the last 1/K of the order is predicted)")
@@ -34,14 +29,13 @@ class PermutedLMObjective(Objective):
         self.corruption = SeededCorruption(seed)
         vocab_size, embedding_size = backbone.get_input_embeddings().weight.shape
         hidden = int(backbone.hidden_size)
-        intermediate = int(getattr(backbone, "intermediate_size", 4 * hidden))
+        intermediate = int(backbone.intermediate_size)
         # Per position and layer, the query stream's own weights: query and output projections
         # (2·H²) and the feed-forward (2·H·I); keys, values and W_r·R come from the content stream.
         self.query_stream_weights_per_layer = 2 * hidden * hidden + 2 * hidden * intermediate
         self.query_stream_layers, self.query_stream_width = int(backbone.num_layers), hidden
         self.head = MaskedLMHead(backbone.hidden_size, embedding_size, vocab_size,
-                                 activation=getattr(backbone, "activation", "gelu"),
-                                 layer_norm_eps=getattr(backbone, "layer_norm_eps", 1e-12))
+                                 activation=backbone.activation, layer_norm_eps=backbone.layer_norm_eps)
 
     def training_flops_per_token(self, backbone_flops_per_token: float, seq_len: int) -> float:
         """The content stream is the backbone's 6·N + 6·L·T·H; the query stream runs every layer
@@ -68,9 +62,5 @@ class PermutedLMObjective(Objective):
         hidden = query[m.target_mask]  # B×T×H -> N×H
         targets = input_ids[m.target_mask]
         logits = self.head(hidden, backbone.get_input_embeddings().weight)  # N×V
-        if targets.numel() == 0:
-            zero = query.sum() * 0.0
-            return ObjectiveOutput(loss=zero, metrics={"plm_acc": zero.detach()}, num_predicted_tokens=0)
-        loss = F.cross_entropy(logits.float(), targets)
-        accuracy = (logits.detach().argmax(-1) == targets).float().mean()
+        loss, accuracy = token_loss(logits, targets, query)
         return ObjectiveOutput(loss=loss, metrics={"plm_acc": accuracy}, num_predicted_tokens=int(targets.numel()))

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lightning_modules.models.transformer import build_activation
-from lightning_modules.objectives.base import Objective, ObjectiveOutput
+from lightning_modules.objectives.base import Objective, ObjectiveOutput, token_loss, zero_loss
 from lightning_modules.objectives.masking import IGNORE_INDEX, replace_selected, replacement_pool, select_tokens
 from lightning_modules.objectives.mlm import MaskedLMHead, special_tokens_mask_for
 from lightning_modules.objectives.seeding import SeededCorruption
@@ -53,9 +53,6 @@ class ReplacedTokenDetectionObjective(Objective):
     def __init__(self, backbone: nn.Module, tokenizer, mask_prob: float = 0.15, mask_token_prob: float = 0.85,
                  rtd_weight: float = 50.0, sampling_temperature: float = 1.0, seed: int | None = None):
         super().__init__()
-        if getattr(backbone, "family", None) != "electra" or not hasattr(backbone, "generator"):
-            raise ConfigError(f"objective=rtd needs a generator/discriminator pair (model family 'electra', "
-                              f"e.g. model=electra_tiny), not {getattr(backbone, 'family', '?')!r}")
         if tokenizer.mask_token_id is None:
             raise ConfigError("objective=rtd needs a tokenizer with a mask token; tokenizer.mask_token_id is None")
         if not 0.0 < mask_prob <= 1.0:
@@ -95,13 +92,7 @@ class ReplacedTokenDetectionObjective(Objective):
         gen_out = backbone.generator(masked, attention_mask, token_type_ids)
         predicted = labels != IGNORE_INDEX
         gen_logits = self.generator_head(gen_out.last_hidden_state[predicted], embedding_weight)  # N×V
-        targets = labels[predicted]
-        if targets.numel() == 0:
-            mlm_loss = gen_logits.sum() * 0.0 + gen_out.last_hidden_state.sum() * 0.0
-            gen_acc = mlm_loss.detach()
-        else:
-            mlm_loss = F.cross_entropy(gen_logits.float(), targets)
-            gen_acc = (gen_logits.detach().argmax(-1) == targets).float().mean()
+        mlm_loss, gen_acc = token_loss(gen_logits, labels[predicted], gen_out.last_hidden_state)
 
         with torch.no_grad():
             sampled = sample_replacements(gen_logits.detach(), generator, self.sampling_temperature)
@@ -112,10 +103,15 @@ class ReplacedTokenDetectionObjective(Objective):
         disc_out = backbone.discriminator(corrupted, attention_mask, token_type_ids)
         disc_logits = self.discriminator_head(disc_out.last_hidden_state)  # B×T
         real = attention_mask.bool() if attention_mask is not None else torch.ones_like(input_ids, dtype=torch.bool)
-        rtd_loss = F.binary_cross_entropy_with_logits(disc_logits[real].float(), replaced[real])
-        rtd_acc = ((disc_logits.detach()[real] > 0).float() == replaced[real]).float().mean()
+        if real.any():
+            rtd_loss = F.binary_cross_entropy_with_logits(disc_logits[real].float(), replaced[real])
+            rtd_acc = ((disc_logits.detach()[real] > 0).float() == replaced[real]).float().mean()
+            replaced_fraction = replaced[real].mean()
+        else:  # every row padding: nothing to classify
+            rtd_loss = zero_loss(disc_logits)
+            rtd_acc = replaced_fraction = rtd_loss.detach()
         return ObjectiveOutput(
             loss=mlm_loss + self.rtd_weight * rtd_loss,
             metrics={"mlm_loss": mlm_loss.detach(), "rtd_loss": rtd_loss.detach(), "generator_acc": gen_acc,
-                     "rtd_acc": rtd_acc, "replaced_fraction": replaced[real].mean()},
+                     "rtd_acc": rtd_acc, "replaced_fraction": replaced_fraction},
             num_predicted_tokens=int(real.sum()))

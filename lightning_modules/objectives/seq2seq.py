@@ -13,10 +13,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lightning_modules.objectives.base import Objective, ObjectiveOutput
+from lightning_modules.objectives.base import Objective, ObjectiveOutput, token_loss
 from lightning_modules.objectives.masking import IGNORE_INDEX
 from lightning_modules.objectives.seeding import SeededCorruption
-from ptmlab.errors import ConfigError
 
 
 def pad_rows(rows: list[torch.Tensor], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -40,13 +39,9 @@ def shift_right(target: torch.Tensor, target_mask: torch.Tensor, start_id: int, 
 
 class Seq2SeqObjective(Objective):
     name = "seq2seq"
-    predicts_tokens = True
 
     def __init__(self, backbone: nn.Module, tokenizer, seed: int | None = None):
         super().__init__()
-        if getattr(backbone, "family", None) != "encoder_decoder":
-            raise ConfigError(f"objective={self.name} trains a decoder to reconstruct from an encoder (model family "
-                              f"encoder_decoder, e.g. model=bart_tiny), not {getattr(backbone, 'family', '?')!r}")
         self.pad_id = int(tokenizer.pad_token_id)
         # The decoder starts from [PAD] (as T5); any fixed id works, its embedding is learned.
         self.decoder_start_id = self.pad_id
@@ -84,8 +79,7 @@ class Seq2SeqObjective(Objective):
         hidden = out.decoder_last_hidden_state[predicted]  # B×T×H -> N×H
         logits = F.linear(hidden, backbone.get_input_embeddings().weight, self.bias)  # N×V
         targets = labels[predicted]
-        loss = F.cross_entropy(logits.float(), targets)
-        accuracy = (logits.detach().argmax(-1) == targets).float().mean()
+        loss, accuracy = token_loss(logits, targets, out.decoder_last_hidden_state)
         return ObjectiveOutput(loss=loss, metrics={f"{self.name}_acc": accuracy},
                                num_predicted_tokens=int(targets.numel()))
 

@@ -50,7 +50,7 @@ class SpanContrastiveObjective(Objective):
     def __init__(self, backbone: nn.Module, tokenizer, max_ngram: int = 5, temperature: float = 0.1,
                  projection_size: int = 128, global_pooling: str = "mean", seed: int | None = None):
         super().__init__()
-        if getattr(backbone, "is_causal", False):
+        if backbone.is_causal:
             raise ConfigError("objective=span_contrastive reads the first token of a masked sentence, which a "
                               "causal backbone computes without seeing the sentence")
         if tokenizer.mask_token_id is None:

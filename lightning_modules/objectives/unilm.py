@@ -14,10 +14,9 @@ split. The masks go in as `self_attention_mask`, so any ptmlab Transformer encod
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from lightning_modules.models.unilm import UNILM_MODES, unilm_attention_mask
-from lightning_modules.objectives.base import ObjectiveOutput
+from lightning_modules.objectives.base import ObjectiveOutput, token_loss
 from lightning_modules.objectives.masking import IGNORE_INDEX, replace_selected
 from lightning_modules.objectives.mlm import MaskedLMObjective, special_tokens_mask_for
 from ptmlab.errors import ConfigError
@@ -38,9 +37,6 @@ class UnifiedLMObjective(MaskedLMObjective):
 
     def __init__(self, backbone, tokenizer, mask_prob: float = 0.15, mask_token_prob: float = 0.8,
                  random_token_prob: float = 0.1, mode_weights: dict | None = None, seed: int | None = None):
-        if getattr(backbone, "family", None) != "encoder" or not hasattr(backbone, "attention_bias"):
-            raise ConfigError(f"objective=unilm needs a ptmlab Transformer encoder that takes self-attention masks "
-                              f"(model family encoder, e.g. model=unilm_tiny), not {getattr(backbone, 'family', '?')!r}")
         super().__init__(backbone, tokenizer, mask_prob, mask_token_prob, random_token_prob, seed)
         weights = dict(mode_weights) if mode_weights is not None else dict(DEFAULT_MODE_WEIGHTS)
         unknown = set(weights) - set(UNILM_MODES)
@@ -80,10 +76,8 @@ class UnifiedLMObjective(MaskedLMObjective):
         predicted = labels != IGNORE_INDEX
         logits = self.head(out.last_hidden_state[predicted], backbone.get_input_embeddings().weight)  # N×V
         targets = labels[predicted]
-        if targets.numel() == 0:
-            zero = logits.sum() * 0.0 + out.last_hidden_state.sum() * 0.0
-            return ObjectiveOutput(loss=zero, metrics={"mlm_acc": zero.detach()}, num_predicted_tokens=0)
-        loss = F.cross_entropy(logits.float(), targets)
-        accuracy = (logits.detach().argmax(-1) == targets).float().mean()
-        return ObjectiveOutput(loss=loss, metrics={"mlm_acc": accuracy, f"{mode}_loss": loss.detach()},
-                               num_predicted_tokens=int(targets.numel()))
+        loss, accuracy = token_loss(logits, targets, out.last_hidden_state)
+        metrics = {"mlm_acc": accuracy}
+        if targets.numel():
+            metrics[f"{mode}_loss"] = loss.detach()
+        return ObjectiveOutput(loss=loss, metrics=metrics, num_predicted_tokens=int(targets.numel()))

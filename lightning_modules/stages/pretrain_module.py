@@ -24,11 +24,9 @@ def training_flops_per_token(backbone: nn.Module, seq_len: int) -> float:
     emb = backbone.get_input_embeddings()
     n_embedding = sum(p.numel() for p in emb.parameters()) if emb is not None else 0
     n = count_parameters(backbone) - n_embedding
-    layers = int(getattr(backbone, "num_layers", 0))
-    hidden = int(getattr(backbone, "hidden_size", 0))
-    if getattr(backbone, "family", None) == "lstm":
-        layers = 0  # no attention: an LSTM's cost is all in its weights (6·N)
-    return 6.0 * n + 6.0 * layers * seq_len * hidden
+    # Without attention (an LSTM) the cost is all in the weights (6·N).
+    attention = 6.0 * backbone.num_layers * seq_len * backbone.hidden_size if backbone.has_attention else 0.0
+    return 6.0 * n + attention
 
 
 def objectives_flops_per_token(backbone: nn.Module, objectives: dict[str, nn.Module], seq_len: int) -> float:
@@ -40,8 +38,7 @@ def objectives_flops_per_token(backbone: nn.Module, objectives: dict[str, nn.Mod
     base = training_flops_per_token(backbone, seq_len)
     total = 0.0
     for objective in objectives.values():
-        own = getattr(objective, "training_flops_per_token", None)
-        total += own(base, seq_len) if callable(own) else base * float(getattr(objective, "backbone_passes", 1.0))
+        total += objective.training_flops_per_token(base, seq_len)
     return total or base
 
 
@@ -128,7 +125,7 @@ class PretrainModule(pl.LightningModule):
                     perplexity_logged = True
 
     def _predicts_tokens(self, name: str) -> bool:
-        return bool(getattr(self.objectives[name], "predicts_tokens", True))
+        return self.objectives[name].predicts_tokens
 
     # -- optimisation ---------------------------------------------------------------------------
     def configure_optimizers(self):
