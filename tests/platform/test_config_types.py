@@ -260,3 +260,22 @@ def test_the_schemas_are_torch_free():
             "bad = [m for m in ('torch', 'lightning', 'lightning_modules', 'transformers') if m in sys.modules];"
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_hydra_launcher_sweep_refuses_a_bad_value_before_queueing(tmp_path):
+    from ptmlab import queue
+    from ptmlab.db import dispose_engines, get_sessionmaker
+
+    db_url = f"sqlite:///{tmp_path / 'platform.db'}"
+    env = {**os.environ, "PTMLAB_HOME": str(tmp_path / "home"), "PTMLAB_DATABASE_URL": db_url}
+    proc = subprocess.run([sys.executable, "-m", "ptmlab.run", "-m", "hydra/launcher=ptmlab",
+                           "model.backbone.num_layers=2,-1"],
+                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=180)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        "error[config_error]: combination [model.backbone.num_layers=-1]: "
+        "model.backbone.num_layers=-1: expected a positive integer"), proc.stderr
+    with get_sessionmaker(db_url)() as session:
+        assert queue.list_jobs(session, limit=10)[1] == 0
+    dispose_engines()

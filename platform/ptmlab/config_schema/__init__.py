@@ -48,6 +48,7 @@ TARGET_GROUPS = ("trainer", "optimizer", "scheduler", "adaptation")
 # Checked in this order: a value that others interpolate (`${tokenizer.vocab_size}`) is named first.
 GROUPS = ("stage", "tokenizer", "data", "model", "objective", "task", *TARGET_GROUPS)
 MAX_ERRORS_SHOWN = 3
+PRETRAIN_ENTRY = "lightning_modules.stages.pretrain.run_pretrain"
 
 
 class Paths(Node):
@@ -156,11 +157,10 @@ def _check_multitask_tasks(cfg: DictConfig, plain: dict) -> list[str]:
 
 def _check_across_groups(plain: dict) -> list[str]:
     """Ranges that involve two groups (only once each group is valid on its own)."""
-    stage, trainer = plain.get("stage") or {}, plain.get("trainer") or {}
-    if STAGES.get(stage.get("entry")) is not STAGES["lightning_modules.stages.pretrain.run_pretrain"]:
+    if (plain.get("stage") or {}).get("entry") != PRETRAIN_ENTRY:
         return []
     errors = []
-    max_steps = trainer.get("max_steps")
+    max_steps = (plain.get("trainer") or {}).get("max_steps")
     if isinstance(max_steps, int) and max_steps <= 0:
         errors.append(f"trainer.max_steps={max_steps}: stage=pretrain needs a positive number of steps "
                       f"(the learning-rate schedule is sized by it)")
