@@ -29,6 +29,19 @@ def postgres_server():
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def mlflow_server(postgres_server, tmp_path_factory):
+    """One `mlflow server` for the session, started with docker-compose.yml's own command (its
+    PostgreSQL store on the session's server, artifacts served from a folder); ~15 s to start, so
+    it is not waited for here: call `.wait_ready()`. A test that kills it starts it again."""
+    from mlflow_server import MlflowServer
+
+    base = tmp_path_factory.mktemp("mlflow-server")
+    server = MlflowServer(postgres_server.create_database("mlflow_store"), base / "mlartifacts", base / "server.log")
+    yield server
+    server.stop()
+
+
 @pytest.fixture()
 def postgres_url(postgres_server: PostgresServer) -> str:
     """A fresh, empty PostgreSQL database for one test."""

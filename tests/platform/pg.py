@@ -61,6 +61,10 @@ class PostgresServer:
             shutil.chown(self.socket_dir, "postgres", "postgres")
         self._run("initdb", "-D", str(self.data_dir), "-A", "trust", "-U", "postgres", "--no-sync",
                   "-E", "UTF8", "--locale=C")
+        self.start_server()
+
+    def start_server(self) -> None:
+        """Start the server on the existing data folder (after `initdb`, or after `stop_server`)."""
         # fsync off: a test server trades durability for speed (the data is thrown away).
         opts = f"-p {self.port} -k {self.socket_dir} -h 127.0.0.1 -F -c max_connections=200"
         try:
@@ -69,6 +73,17 @@ class PostgresServer:
         except subprocess.CalledProcessError as exc:
             log = (self.base / "server.log").read_text() if (self.base / "server.log").exists() else ""
             raise RuntimeError(f"PostgreSQL did not start: {exc.stderr}\n{log[-2000:]}") from None
+
+    def stop_server(self) -> None:
+        """Stop the server, keeping its data ("fast": open transactions are rolled back and every
+        client is disconnected, as a restart of a real server does)."""
+        self._run("pg_ctl", "-D", str(self.data_dir), "-m", "fast", "-w", "-t", "60", "stop")
+
+    def restart(self) -> None:
+        """`pg_ctl restart -m fast`: every client connection is cut."""
+        # -l again: without it the new server would hold this call's output pipe open.
+        self._run("pg_ctl", "-D", str(self.data_dir), "-l", str(self.base / "server.log"), "-m", "fast", "-w",
+                  "-t", "60", "restart")
 
     def stop(self) -> None:
         self._run("pg_ctl", "-D", str(self.data_dir), "-m", "immediate", "-w", "stop", check=False)

