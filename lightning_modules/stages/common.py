@@ -141,7 +141,7 @@ class StageRun:
         return None
 
     def _make_logger(self):
-        from lightning.pytorch.loggers import MLFlowLogger
+        from lightning_modules.stages.mlflow_logger import BufferedMLFlowLogger
 
         settings = get_settings()
         settings.home.mkdir(parents=True, exist_ok=True)
@@ -155,13 +155,15 @@ class StageRun:
         tags.update({"ptmlab.stage": str(self.cfg.stage.name), "ptmlab.run_dir": str(self.run_dir)})
         if os.environ.get("PTMLAB_JOB_ID"):
             tags["ptmlab.job_id"] = os.environ["PTMLAB_JOB_ID"]
-        logger = MLFlowLogger(
+        # Survives a tracking server that is away for a while: metrics are queued, calls retried.
+        logger = BufferedMLFlowLogger(
             experiment_name=str(self.cfg.tracking.experiment),
             run_name=str(OmegaConf.select(self.cfg, "run_name", default=self.cfg.stage.name)),
             tracking_uri=tracking_uri(self.cfg),
             tags=tags,
             run_id=run_id,
             artifact_location=(settings.artifact_root.as_uri() if tracking_uri(self.cfg).startswith("sqlite") else None),
+            retry_s=settings.tracking_retry_s,
         )
         _ = logger.experiment  # create the run now so its id is known (and resumable)
         run_id_path.write_text(logger.run_id)

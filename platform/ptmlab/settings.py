@@ -27,6 +27,10 @@ class Settings(BaseSettings):
     bind_host: str = "127.0.0.1"
     bind_port: int = 8765
     mlflow_ui_port: int = 5000
+    tracking_retry_s: float = Field(
+        default=900.0, gt=0,
+        description="How long a job keeps retrying an unreachable MLflow server (metrics stay queued) before it fails.",
+    )
     mlflow_ui_url: str | None = Field(default=None, description="Link target of the dashboard's MLflow buttons.")
     # platform/ptmlab/settings.py -> parents[2] is the repository root that holds conf/ and web/.
     conf_dir: Path = Field(default=_REPO_ROOT / "conf", description="The Hydra config folder (the registry).")
