@@ -229,11 +229,14 @@ def finish_attempt(session: Session, *, job_id: int, attempt_id: int, worker_id:
         raise ValueError(f"outcome {outcome!r} not in {OUTCOMES}")
     now = utcnow()
     job, attempt = _owned_attempt(session, job_id, attempt_id, worker_id)
-    if attempt is not None and attempt.status == RUNNING:
+    # False when this attempt was closed already: a retry after a commit whose reply was lost
+    # (the database restarted) changes nothing.
+    was_running = attempt is not None and attempt.status == RUNNING
+    if was_running:
         attempt.status, attempt.exit_code, attempt.finished_at = outcome, exit_code, now
         attempt.error = error[-8000:] if error else None
     if job is None:
-        if attempt is not None and attempt.status == outcome:
+        if was_running:
             attempt.status = LOST  # finished after losing its lease: the outcome is not the job's
         session.commit()
         return False

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -117,11 +118,17 @@ class WorkerAgent:
         self.free_cpu_slots = options.cpu_slots
         self.draining = False
         self.drain_deadline: float | None = None
+        self.signals = 0
         self.started_jobs = 0
+        # Outcomes of exited jobs the database has not taken yet (it was restarting, ...), oldest
+        # first: each is a call that records one; their jobs' leases are renewed meanwhile.
+        self.unrecorded: list[tuple[ClaimedJob, Callable[[], object]]] = []
+        self.db_error_at: float | None = None  # when a database step last failed
 
     # -- signals --------------------------------------------------------------------------
     def _on_signal(self, signum, _frame) -> None:
         now = time.monotonic()
+        self.signals += 1
         if not self.draining:
             self.draining = True
             self.drain_deadline = now + self.options.grace_s
@@ -150,7 +157,7 @@ class WorkerAgent:
                     self._guarded(self._heartbeat_and_reap)
                     next_heartbeat = now + self.options.heartbeat_s
                 if self.draining:
-                    if not self.running:
+                    if not self.running and (not self.unrecorded or self.signals > 1):
                         break
                     if self.drain_deadline is not None and now >= self.drain_deadline:
                         for rj in self.running.values():
@@ -159,7 +166,7 @@ class WorkerAgent:
                     claimed_any = self._guarded(self._claim_while_free) or False
                     if self.options.max_jobs is not None and self.started_jobs >= self.options.max_jobs:
                         self.draining, self.drain_deadline = True, None  # finish what runs, then exit
-                    if self.options.burst and not self.running and not claimed_any:
+                    if self.options.burst and not self.running and not self.unrecorded and not claimed_any:
                         break
                     if claimed_any:
                         continue  # there may be more work: look again right away
@@ -170,6 +177,9 @@ class WorkerAgent:
             for rj in list(self.running.values()):  # only on an unexpected error: never leave orphans
                 self._kill(rj, "requeue", hard=True)
             self._collect_exited(wait=True)
+            if self.unrecorded:
+                log.warning("outcomes of jobs %s not recorded (database unreachable); their leases will expire and "
+                            "they will be requeued", [claim.job_id for claim, _ in self.unrecorded])
             self._guarded(lambda: self._with_session(stop_worker, self.worker_id))
         log.info("worker %s stopped", self.worker_id)
         return 0
@@ -178,15 +188,36 @@ class WorkerAgent:
         with self.Session() as s:
             return fn(s, *args, **kwargs)
 
-    def _guarded(self, fn):
+    def _guarded(self, fn, failed=None):
         """Run a database step; a transient database error (a restart, a lost connection) is
-        logged and retried at the next loop instead of killing the worker and its jobs."""
+        logged and retried at the next loop instead of killing the worker and its jobs. Returns
+        `failed` then."""
         try:
             return fn()
         except (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.DBAPIError) as exc:
+            self.db_error_at = time.monotonic()
             log.warning("database error (will retry): %s", " ".join(str(exc).split())[:300])
             time.sleep(min(2.0, self.options.poll_s * 2))
-            return None
+            return failed
+
+    def _record_later(self, claim: ClaimedJob, record: Callable[[], object]) -> None:
+        self.unrecorded.append((claim, record))
+        self._record_outcomes()
+
+    def _record_outcomes(self) -> None:
+        """Store the outcomes of exited jobs, oldest first. One the database does not take now
+        stays queued and is tried again at the next loop: its job is never left running, nor
+        reaped and run a second time."""
+        while self.unrecorded:
+            _, record = self.unrecorded[0]
+            if self._guarded(lambda: record() or True, failed=False) is False:
+                return
+            self.unrecorded.pop(0)
+
+    def _fail_unstarted(self, claim: ClaimedJob, error: str) -> None:
+        self._record_later(claim, lambda: self._with_session(
+            finish_attempt, job_id=claim.job_id, attempt_id=claim.attempt_id, worker_id=self.worker_id,
+            outcome=FAILED, error=error))
 
     # -- claim & start ----------------------------------------------------------------------
     def _claim_while_free(self) -> bool:
@@ -210,9 +241,7 @@ class WorkerAgent:
         if refused is not None:
             # A row can reach the queue without the API (a script, an old client): the worker
             # never launches a job whose overrides pick the code it would import.
-            self._guarded(lambda: self._with_session(
-                finish_attempt, job_id=claim.job_id, attempt_id=claim.attempt_id, worker_id=self.worker_id,
-                outcome=FAILED, error=f"refused before start: {refused}"))
+            self._fail_unstarted(claim, f"refused before start: {refused}")
             return
         if claim.gpus:
             for g in claim.gpu_ids:
@@ -245,9 +274,7 @@ class WorkerAgent:
                 )
             except OSError as exc:
                 self._release(claim)
-                self._guarded(lambda: self._with_session(
-                    finish_attempt, job_id=claim.job_id, attempt_id=claim.attempt_id, worker_id=self.worker_id,
-                    outcome=FAILED, error=f"could not start {argv[0]}: {exc}"))
+                self._fail_unstarted(claim, f"could not start {argv[0]}: {exc}")
                 return
         self.running[claim.job_id] = RunningJob(claim=claim, proc=proc, started=time.monotonic())
         log.info("job %d attempt %d started (pid %d, gpus=%s)%s", claim.job_id, claim.attempt_number, proc.pid,
@@ -262,8 +289,10 @@ class WorkerAgent:
 
     # -- supervise --------------------------------------------------------------------------
     def _heartbeat_and_reap(self) -> None:
+        # Exited jobs whose outcome is not stored yet keep their leases too.
+        job_ids = [*self.running, *(claim.job_id for claim, _ in self.unrecorded)]
         with self.Session() as s:
-            reply = heartbeat(s, worker_id=self.worker_id, job_ids=list(self.running), lease_s=self.options.lease_s,
+            reply = heartbeat(s, worker_id=self.worker_id, job_ids=job_ids, lease_s=self.options.lease_s,
                               status="draining" if self.draining else None)
             for job_id in reply.cancel:
                 if job_id in self.running:
@@ -271,7 +300,10 @@ class WorkerAgent:
             for job_id in reply.lost:
                 if job_id in self.running:
                     self._kill(self.running[job_id], "lost")
-            reaped = reap_expired_leases(s)
+            # After a database outage every lease looks expired: give the other workers one lease
+            # to heartbeat again before taking their jobs away from them.
+            recovering = self.db_error_at is not None and time.monotonic() - self.db_error_at < self.options.lease_s
+            reaped = [] if recovering else reap_expired_leases(s)
         if reaped:
             log.info("reaped expired leases of jobs %s", reaped)
 
@@ -303,7 +335,8 @@ class WorkerAgent:
             _killpg(rj.proc.pid, signal.SIGKILL)  # whatever the job left behind in its group
             del self.running[job_id]
             self._release(rj.claim)
-            self._guarded(lambda rj=rj, code=code: self._record(rj, code))
+            self.unrecorded.append((rj.claim, lambda rj=rj, code=code: self._record(rj, code)))
+        self._record_outcomes()
 
     def _record(self, rj: RunningJob, code: int) -> None:
         claim, elapsed = rj.claim, time.monotonic() - rj.started
