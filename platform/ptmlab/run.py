@@ -12,8 +12,9 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from ptmlab.config import CONF_DIR, check_config, compose_config
+from ptmlab.config import CONF_DIR, check_config, compose_config, set_runtime_paths
 from ptmlab.code_keys import code_keys
+from ptmlab.disk import EXIT_DISK_FULL, describe_disk_full, disk_full_error
 from ptmlab.errors import ConfigError, PtmlabError
 
 EXIT_USER_ERROR = 2
@@ -29,7 +30,7 @@ def _hydra_main(cfg: DictConfig):
     from hydra.utils import get_method
 
     try:
-        check_config(cfg)
+        check_config(set_runtime_paths(cfg))
         registered = code_keys().registered.get("entry", frozenset())
         if cfg.stage.entry not in registered:
             # Config is the registry: a stage function is imported only when a conf/stage file names it.
@@ -40,12 +41,30 @@ def _hydra_main(cfg: DictConfig):
     except PtmlabError as exc:
         _fail(exc)
     except Exception as exc:
+        if (full := disk_full_error(exc)) is not None:
+            _fail_disk_full(exc, full)
         # hydra.utils.instantiate wraps errors raised by constructors (a corpus path that does
         # not exist, ...): report the user's error, not the wrapper.
         cause = ptmlab_error_in_chain(exc)
         if cause is None:
             raise
         _fail(cause)
+
+
+def _fail_disk_full(exc: BaseException, full: OSError) -> None:
+    """Exit with EXIT_DISK_FULL, which the worker reports naming the path even when this line
+    cannot be written (the log is usually on the full disk)."""
+    import traceback
+
+    from hydra.core.hydra_config import HydraConfig
+
+    where = HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else "."
+    try:
+        traceback.print_exception(exc, file=sys.stderr)
+        print(f"error[disk_full]: {describe_disk_full(where, full)}", file=sys.stderr, flush=True)
+    except OSError:
+        pass
+    sys.exit(EXIT_DISK_FULL)
 
 
 def ptmlab_error_in_chain(exc: BaseException) -> PtmlabError | None:

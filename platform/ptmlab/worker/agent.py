@@ -32,6 +32,7 @@ import sqlalchemy as sa
 from ptmlab.code_keys import code_selecting_override
 from ptmlab.contracts import ConfigError, validate_summary
 from ptmlab.db import CANCELLED, FAILED, SUCCEEDED, get_sessionmaker
+from ptmlab.disk import DISK_FULL_ERRNOS, EXIT_DISK_FULL, describe_disk_full, free_bytes, is_nearly_full
 from ptmlab.queue import (
     ClaimedJob, claim_next_job, finish_attempt, heartbeat, reap_expired_leases, register_worker,
     requeue_job, stop_worker,
@@ -124,6 +125,7 @@ class WorkerAgent:
         # first: each is a call that records one; their jobs' leases are renewed meanwhile.
         self.unrecorded: list[tuple[ClaimedJob, Callable[[], object]]] = []
         self.db_error_at: float | None = None  # when a database step last failed
+        self.disk_full_logged = False
 
     # -- signals --------------------------------------------------------------------------
     def _on_signal(self, signum, _frame) -> None:
@@ -221,6 +223,13 @@ class WorkerAgent:
 
     # -- claim & start ----------------------------------------------------------------------
     def _claim_while_free(self) -> bool:
+        if is_nearly_full(self.home):
+            # A job could not even write its log: leave the queue to workers with space.
+            if not self.disk_full_logged:
+                log.warning("not claiming jobs: %s has %s bytes free", self.home, free_bytes(self.home))
+                self.disk_full_logged = True
+            return False
+        self.disk_full_logged = False
         claimed_any = False
         while not self.draining and (self.free_gpus or self.free_cpu_slots > 0):
             if self.options.max_jobs is not None and self.started_jobs >= self.options.max_jobs:
@@ -249,11 +258,7 @@ class WorkerAgent:
         else:
             self.free_cpu_slots -= 1
         self.started_jobs += 1
-        Path(claim.run_dir).mkdir(parents=True, exist_ok=True)
-        # A summary left by an earlier attempt must not pass for this attempt's.
-        (Path(claim.run_dir) / SUMMARY_FILE).unlink(missing_ok=True)
         log_path = Path(claim.log_path)
-        log_path.parent.mkdir(parents=True, exist_ok=True)
         argv = [self.options.python, "-m", "ptmlab.run", *claim.run_overrides()]
         env = {
             # The API token is the platform's, not the job's: a job's log never holds it.
@@ -263,10 +268,31 @@ class WorkerAgent:
             "PTMLAB_HOME": str(self.home),
             "PYTHONUNBUFFERED": "1",
         }
-        with open(log_path, "ab") as out:
-            out.write(f"== job {claim.job_id} attempt {claim.attempt_number} on {self.worker_id} "
-                      f"at {time.strftime('%Y-%m-%d %H:%M:%S')}\n== {' '.join(argv)}\n".encode())
-            out.flush()
+        try:
+            # Made again if it was deleted while the job was queued.
+            Path(claim.run_dir).mkdir(parents=True, exist_ok=True)
+            # A summary left by an earlier attempt must not pass for this attempt's.
+            (Path(claim.run_dir) / SUMMARY_FILE).unlink(missing_ok=True)
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            out = open(log_path, "ab")
+            try:
+                out.write(f"== job {claim.job_id} attempt {claim.attempt_number} on {self.worker_id} "
+                          f"at {time.strftime('%Y-%m-%d %H:%M:%S')}\n== {' '.join(argv)}\n".encode())
+                out.flush()
+            except OSError:
+                out.close()
+                raise
+        except OSError as exc:
+            # A full disk (or a folder that cannot be written) fails this job, not the worker.
+            self._release(claim)
+            if exc.errno in DISK_FULL_ERRNOS:
+                exc.filename = exc.filename or str(log_path)
+                detail = describe_disk_full(self.home, exc)
+            else:
+                detail = str(exc)
+            self._fail_unstarted(claim, f"could not write the job's folder: {detail}")
+            return
+        with out:
             try:
                 proc = subprocess.Popen(
                     argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
@@ -370,7 +396,13 @@ class WorkerAgent:
                     else:
                         finish_attempt(s, **ids, outcome=SUCCEEDED, exit_code=0, summary=summary)
             else:
-                finish_attempt(s, **ids, outcome=FAILED, exit_code=code, error=f"{describe_exit(code)}; log tail:\n{tail}")
+                error = f"{describe_exit(code)}; log tail:\n{tail}"
+                # The job's own message is often lost: its log is on the full disk.
+                if is_nearly_full(claim.run_dir):
+                    error = f"disk full: {describe_disk_full(claim.run_dir)}; {error}"
+                elif code == EXIT_DISK_FULL:
+                    error = f"could not write under {claim.run_dir}: no space left, a quota or a file size limit; {error}"
+                finish_attempt(s, **ids, outcome=FAILED, exit_code=code, error=error)
         log.info("job %d attempt %d: %s after %.1f s", claim.job_id, claim.attempt_number,
                  rj.kill_reason or describe_exit(code), elapsed)
 
