@@ -35,7 +35,7 @@ from lightning_modules.tasks.datamodule import TaskDataModule
 from lightning_modules.tasks.sampling import TaskSampler, temperature_for
 from lightning_modules.tasks.spec import LoadedTask, load_task
 from ptmlab.errors import ConfigError
-from ptmlab.task_checks import multitask_task_nodes
+from ptmlab.contracts.task_checks import multitask_task_nodes
 
 
 # -- task configs ---------------------------------------------------------------------------

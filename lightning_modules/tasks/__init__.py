@@ -52,5 +52,5 @@ Python (`from lightning_modules.tasks.spec import load_task` etc.):
 Readers (`lightning_modules/data/`): glue.GlueReader (original TSV layout, or source=hf for
 nyu-mll/glue), senteval.SentEvalReader, tabular.TabularReader. Compose-time checks of the task
 node (kind/num_labels/labels/metrics, and any `<node>.head.{kind,num_labels}` that must fit the
-task) live torch-free in ptmlab.task_checks and run through ptmlab.config.EXTRA_CHECKS.
+task) live torch-free in ptmlab.contracts.task_checks and run through ptmlab.config.CHECKS.
 """

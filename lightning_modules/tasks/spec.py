@@ -87,8 +87,8 @@ class TaskSpec:
 
 
 def check_task_node(cfg: DictConfig, key: str = "task") -> None:
-    """The torch-free checks on a task node (also run at compose time by ptmlab.task_checks)."""
-    from ptmlab.task_checks import check_task_node as check
+    """The torch-free checks on a task node (also run at compose time by ptmlab.contracts.task_checks)."""
+    from ptmlab.contracts.task_checks import check_task_node as check
 
     check(cfg, key)
 

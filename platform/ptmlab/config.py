@@ -6,17 +6,28 @@ unknown group/option/key or an impossible combination fails with one line naming
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
+from ptmlab.config_schema import check_config_types
+from ptmlab.contracts.objective_checks import check_objective_data
+from ptmlab.contracts.task_checks import check_multitask, check_task
 from ptmlab.errors import ConfigError
+from ptmlab.settings import Settings
 
-# platform/ptmlab/config.py -> parents[2] is the repository root that holds conf/.
-CONF_DIR = Path(os.environ.get("PTMLAB_CONF_DIR", Path(__file__).resolve().parents[2] / "conf"))
+CONF_DIR: Path = Settings().conf_dir  # PTMLAB_CONF_DIR, read once: every composition uses the same registry
+
+# Compose-time checks after the family check, in order; each raises one ConfigError naming the
+# keys. Types first, so the semantic checks below only ever see well-typed values.
+CHECKS = (
+    check_config_types,    # types, unknown keys and ranges of every group (ptmlab.config_schema)
+    check_task,            # task nodes: kind, labels, metrics, heads
+    check_multitask,       # stage.tasks: each named task as `task=` is
+    check_objective_data,  # objective ⟂ data (sentence pairs, parallel text)
+)
 
 
 def compose_config(overrides: Sequence[str] = (), *, return_hydra_config: bool = False) -> DictConfig:
@@ -49,10 +60,21 @@ def compose_config(overrides: Sequence[str] = (), *, return_hydra_config: bool =
     finally:
         GlobalHydra.instance().clear()
     try:
-        check_config(cfg)
+        check_config(set_runtime_paths(cfg))
     except OmegaConfBaseException as exc:
         # A deleted or broken node that something else refers to (`~model`: run_name uses ${model.name}).
         raise ConfigError(_one_line(exc)) from None
+    return cfg
+
+
+def set_runtime_paths(cfg: DictConfig) -> DictConfig:
+    """Record where this config came from (`paths.conf_dir`), for the checks and stages that read
+    other members of conf/ (stage=multitask reads conf/task/<name>.yaml for each of its tasks),
+    so the science half reads it from `cfg` instead of importing the platform."""
+    with open_dict(cfg):
+        if not isinstance(cfg.get("paths"), DictConfig):
+            raise ConfigError("paths: the node is missing or not a mapping (home, data_dir, cache_dir)")
+        cfg.paths.conf_dir = str(CONF_DIR)
     return cfg
 
 
@@ -95,7 +117,7 @@ def check_config(cfg: DictConfig) -> None:
                 for part_name, part in parts.items():
                     if isinstance(part, DictConfig):
                         _check_families(f"{key}.{sub_key}.{part_name}", part, family)
-    for check in EXTRA_CHECKS:
+    for check in CHECKS:
         check(cfg)
 
 
@@ -109,23 +131,6 @@ def _check_families(key: str, node: DictConfig, family: str | None) -> None:
             f"{key}={name} does not work with model family '{family}' "
             f"(model.family); valid families for {key}={name}: {', '.join(allowed)}"
         )
-
-
-# Further checks (a regression task with a classification head, ...) append a function
-# `check(cfg) -> None` that raises ConfigError naming the keys.
-EXTRA_CHECKS: list = []
-
-from ptmlab.task_checks import check_multitask, check_task  # noqa: E402 - task nodes: kind, labels, metrics, heads
-
-EXTRA_CHECKS += [check_task, check_multitask]
-
-from ptmlab.objective_checks import check_objective_data  # noqa: E402 - objective ⟂ data (pairs, parallel text)
-
-EXTRA_CHECKS.append(check_objective_data)
-
-from ptmlab.config_schema import check_config_types  # noqa: E402 - types, unknown keys, ranges of every group
-
-EXTRA_CHECKS.append(check_config_types)
 
 
 # Folders of conf/ that are not Hydra config groups: pipeline files are job graphs read by

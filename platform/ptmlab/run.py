@@ -12,7 +12,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from ptmlab.config import CONF_DIR, check_config, compose_config
+from ptmlab.config import CONF_DIR, check_config, compose_config, set_runtime_paths
 from ptmlab.code_keys import code_keys
 from ptmlab.disk import EXIT_DISK_FULL, describe_disk_full, disk_full_error
 from ptmlab.errors import ConfigError, PtmlabError
@@ -30,7 +30,7 @@ def _hydra_main(cfg: DictConfig):
     from hydra.utils import get_method
 
     try:
-        check_config(cfg)
+        check_config(set_runtime_paths(cfg))
         registered = code_keys().registered.get("entry", frozenset())
         if cfg.stage.entry not in registered:
             # Config is the registry: a stage function is imported only when a conf/stage file names it.

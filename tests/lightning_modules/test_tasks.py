@@ -17,7 +17,7 @@ from lightning_modules.tasks.predictions import write_glue_submission, write_pre
 from lightning_modules.tasks.spec import TaskSpec, load_task
 from ptmlab.config import compose_config, list_config_groups
 from ptmlab.errors import ConfigError
-from ptmlab.task_checks import check_task
+from ptmlab.contracts.task_checks import check_task
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "glue"
 WORDS = "the a cat dog sat on mat ran far near house tree big small red blue quick lazy fox jumps".split()
@@ -47,8 +47,9 @@ def test_every_task_config_is_a_valid_spec(option):
      "task.metrics=pearson is a regression metric but task.kind=classification"),
     (["task=glue/sst2", "task.main_metric=f1"], r"task.main_metric=f1 is not one of task.metrics \(accuracy\)"),
     (["task=glue/mnli", "task.num_labels=2"], "task.num_labels=2 but task.labels has 3 values"),
-    (["task=glue/rte", "task.max_train_samples=0"], "task.max_train_samples=0 must be null or a positive integer"),
-    (["task=glue/rte", "task.kind=ranking"], "task.kind=ranking is unknown"),
+    (["task=glue/rte", "task.max_train_samples=0"], "task.max_train_samples=0: expected a positive integer"),
+    (["task=glue/rte", "task.kind=ranking"], "task.kind='ranking': expected one of 'classification', 'regression'"),
+    (["task=glue/rte", "task.num_labels=abc"], "task.num_labels='abc': expected an integer"),
     (["task=glue/mrpc", "task.metrics=[f1,bleu]"], "task.metrics: unknown metric 'bleu'"),
 ])
 def test_bad_task_configs_fail_at_compose_time_naming_the_keys(overrides, message):

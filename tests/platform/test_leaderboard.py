@@ -213,6 +213,6 @@ def test_ptmlab_results_glue_command(tmp_path, runs):
 
 
 def test_the_platform_side_never_imports_torch():
-    code = ("import sys, ptmlab.leaderboard, ptmlab.task_checks, ptmlab.config, ptmlab.cli.results_cmds; "
+    code = ("import sys, ptmlab.leaderboard, ptmlab.contracts.task_checks, ptmlab.config, ptmlab.cli.results_cmds; "
             "assert 'torch' not in sys.modules and 'lightning_modules' not in sys.modules, 'torch imported'")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).returncode == 0

@@ -1,7 +1,7 @@
 """Types of every config group, checked at compose time (torch-free: the API checks submissions
 with it, local runs and sweeps before a job is queued).
 
-`check_config_types(cfg)` is a `ptmlab.config.EXTRA_CHECKS` entry. It resolves the composed
+`check_config_types(cfg)` is a `ptmlab.config.CHECKS` entry. It resolves the composed
 config (`hydra` aside) and validates each group node with a pydantic model: strict types, no
 unknown key, ranges (sizes > 0, dropouts in [0, 1), heads dividing the hidden size, lr > 0 ...).
 Groups whose options build different classes are keyed by `_target_` (`model.backbone`,
@@ -55,6 +55,7 @@ class Paths(Node):
     home: Name
     data_dir: Name
     cache_dir: Name
+    conf_dir: Name | None = None   # set by ptmlab.config after composing (never by hand)
 
 
 class Tracking(Node):
@@ -77,7 +78,7 @@ class Root(Node):
 
 
 def check_config_types(cfg: DictConfig) -> None:
-    """EXTRA_CHECKS entry: raise one ConfigError naming the first bad keys."""
+    """ptmlab.config.CHECKS entry: raise one ConfigError naming the first bad keys."""
     missing: set[str] = set()
     errors: list[str] = []
     plain = _resolve(cfg, missing, errors)
@@ -141,11 +142,11 @@ def _target_nodes(value: Any, path: str, top: bool = True):
 
 def _check_multitask_tasks(cfg: DictConfig, plain: dict) -> list[str]:
     """stage=multitask: each task of `stage.tasks`, with `stage.task_overrides` merged, is typed as
-    `task` is (ptmlab.task_checks resolves the names and checks their semantics)."""
+    `task` is (ptmlab.contracts.task_checks resolves the names and checks their semantics)."""
     stage = plain.get("stage")
     if not isinstance(stage, dict) or STAGES.get(stage.get("entry")) is not Multitask:
         return []
-    from ptmlab.task_checks import multitask_task_nodes
+    from ptmlab.contracts.task_checks import multitask_task_nodes
 
     errors: list[str] = []
     for name, node in multitask_task_nodes(cfg).items():

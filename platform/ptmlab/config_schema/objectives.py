@@ -33,7 +33,7 @@ class WeightedObjective(Node):
 class ObjectiveNode(Node):
     name: Name
     compatible_families: list[Name] | None = None
-    # data keys the objective needs (ptmlab.objective_checks compares them with `data`)
+    # data keys the objective needs (ptmlab.contracts.objective_checks compares them with `data`)
     requires_data: dict[Literal["name", "construction", "pair_negative"], str] | None = None
     module: TargetSlot | None = None
     objectives: dict[str, WeightedObjective] | None = None

@@ -42,7 +42,7 @@ class Finetune(Stage):
 
 
 class Multitask(Stage):
-    tasks: list[Name]                    # task config names; ptmlab.task_checks resolves each
+    tasks: list[Name]                    # task config names; ptmlab.contracts.task_checks resolves each
     # Typed as a string, not a Literal: the multitask stage reports an unknown mode itself, and
     # tests/lightning_modules/test_multitask.py composes one to check that it does so before any run.
     sampling: Name = "proportional"      # proportional | temperature | uniform

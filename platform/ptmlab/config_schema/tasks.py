@@ -1,6 +1,6 @@
 """`task` (its reader classes in lightning_modules/data/) and `adaptation`
 (lightning_modules/adaptation/). The task's semantics (metrics fit the kind, labels agree with
-num_labels, heads fit the task) are ptmlab.task_checks'; this types the keys."""
+num_labels, heads fit the task) are ptmlab.contracts.task_checks'; this types the keys."""
 
 from __future__ import annotations
 

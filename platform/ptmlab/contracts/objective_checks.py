@@ -1,5 +1,5 @@
 """Compose-time checks of the `objective` node against the data (torch-free: the API validates
-submissions with it). Appended to `ptmlab.config.EXTRA_CHECKS`.
+submissions with it). Listed in `ptmlab.config.CHECKS`.
 
 An objective yaml may declare `requires_data: {<data key>: <value>, ...}`: sentence-pair
 objectives need `data.construction=segment_pairs` with the right `data.pair_negative`, TLM needs
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
 
-from ptmlab.errors import ConfigError
+from ptmlab.contracts.errors import ConfigError
 
 PAIR_NEGATIVES = ("random_document", "swap", "none")
 

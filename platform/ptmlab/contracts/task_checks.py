@@ -1,6 +1,7 @@
 """Compose-time checks of the `task` node (torch-free: the API validates submissions with it).
 
-Appended to `ptmlab.config.EXTRA_CHECKS`. Each message names the offending keys, e.g. a
+Listed in `ptmlab.config.CHECKS`; part of `ptmlab.contracts` because the science half runs the
+same checks on the tasks it builds (lightning_modules/tasks/spec.py, stages/multitask.py). Each message names the offending keys, e.g. a
 regression task with a classification head: `task.kind=regression needs a 1-unit regression
 head but adaptation.head.num_labels=3`.
 """
@@ -11,7 +12,9 @@ import re
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from ptmlab.errors import ConfigError
+from pathlib import Path
+
+from ptmlab.contracts.errors import ConfigError
 
 TASK_KINDS = ("classification", "regression")
 # Metric names (Hugging Face `evaluate` glue names) -> the task kind they apply to.
@@ -69,7 +72,7 @@ def check_task_node(task: DictConfig, key: str = "task") -> None:
 
 
 def check_task(cfg: DictConfig) -> None:
-    """EXTRA_CHECKS entry: the task node itself, then heads elsewhere that must agree with it."""
+    """ptmlab.config.CHECKS entry: the task node itself, then heads elsewhere that must agree with it."""
     task = cfg.get("task") if "task" in cfg else None
     if not isinstance(task, DictConfig):
         return
@@ -98,10 +101,17 @@ def check_task(cfg: DictConfig) -> None:
 
 # -- multi-task runs: `stage.tasks` names task configs ---------------------------------------------
 
-def available_tasks() -> list[str]:
-    from ptmlab.config import CONF_DIR  # here: ptmlab.config imports this module
+def conf_dir(cfg: DictConfig) -> Path:
+    """The config folder a composed config came from (`paths.conf_dir`, set by ptmlab.config)."""
+    folder = OmegaConf.select(cfg, "paths.conf_dir", default=None)
+    if not folder:
+        raise ConfigError("paths.conf_dir is not set: compose the config with ptmlab.config.compose_config "
+                          "or run it through `python -m ptmlab.run`")
+    return Path(str(folder))
 
-    folder = CONF_DIR / "task"
+
+def available_tasks(conf: Path) -> list[str]:
+    folder = conf / "task"
     return sorted(str(p.relative_to(folder).with_suffix("")) for p in folder.rglob("*.yaml"))
 
 
@@ -109,15 +119,14 @@ def task_config(name: str, cfg: DictConfig) -> DictConfig:
     """conf/task/<name>.yaml under a root that holds `paths` (for `${paths.data_dir}`), with the
     stage's subset sizes and per-task overrides applied; returns the root's `task` node. Read
     directly: a running Hydra app cannot compose another member of the `task` group."""
-    from ptmlab.config import CONF_DIR
-
+    conf = conf_dir(cfg)
     # A name from a remote submission: config names only, never a path out of conf/task.
     if not TASK_NAME.fullmatch(name):
         raise ConfigError(f"stage.tasks: '{name}' is not a task config name (like glue/sst2)")
-    path = CONF_DIR / "task" / f"{name}.yaml"
+    path = conf / "task" / f"{name}.yaml"
     if not path.is_file():
         raise ConfigError(f"stage.tasks: unknown task '{name}' (no conf/task/{name}.yaml); "
-                          f"available: {', '.join(available_tasks())}")
+                          f"available: {', '.join(available_tasks(conf))}")
     root = OmegaConf.create({"paths": OmegaConf.to_container(cfg.paths, resolve=True), "task": OmegaConf.load(path)})
     for key in ("max_train_samples", "max_eval_samples"):
         if cfg.stage.get(key) is not None:
@@ -149,7 +158,7 @@ def multitask_task_nodes(cfg: DictConfig) -> dict[str, DictConfig]:
 
 
 def check_multitask(cfg: DictConfig) -> None:
-    """EXTRA_CHECKS entry: a stage with `tasks` (stage=multitask) checks each task as `task=` is."""
+    """ptmlab.config.CHECKS entry: a stage with `tasks` (stage=multitask) checks each task as `task=` is."""
     stage = cfg.get("stage") if "stage" in cfg else None
     if not isinstance(stage, DictConfig) or "tasks" not in stage:
         return
