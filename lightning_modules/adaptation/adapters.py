@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from lightning_modules.adaptation.base import Adaptation, set_trainable
-from ptmlab.errors import ConfigError
+from ptmlab.contracts import ConfigError
 
 # (attention output projection, feed-forward output projection) inside one layer, by naming
 # scheme: Hugging Face BERT-family (BertSelfOutput.dense, BertOutput.dense) and ptmlab's own.

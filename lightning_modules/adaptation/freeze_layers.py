@@ -7,7 +7,7 @@ from __future__ import annotations
 from torch import nn
 
 from lightning_modules.adaptation.base import Adaptation, set_trainable
-from ptmlab.errors import ConfigError
+from ptmlab.contracts import ConfigError
 
 
 class FreezeLayers(Adaptation):

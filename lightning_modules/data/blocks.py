@@ -14,7 +14,7 @@ import random
 
 import torch
 
-from ptmlab.errors import DataError
+from ptmlab.contracts import DataError
 
 
 def packed_blocks(documents: list[list[int]], block_size: int, cls_id: int, sep_id: int) -> torch.Tensor:

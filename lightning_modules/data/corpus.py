@@ -14,7 +14,7 @@ import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
-from ptmlab.errors import DataError
+from ptmlab.contracts import DataError
 
 
 class Corpus:

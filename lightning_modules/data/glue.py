@@ -35,7 +35,7 @@ from lightning_modules.data.task_data import (
     TextExample,
     report_malformed,
 )
-from ptmlab.errors import ConfigError, DataError
+from ptmlab.contracts import ConfigError, DataError
 
 # Some GLUE rows (QNLI, MNLI parses) are longer than csv's default 128 KiB field limit.
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))

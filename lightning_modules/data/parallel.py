@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from lightning_modules.data.corpus import TextFilesCorpus
-from ptmlab.errors import DataError
+from ptmlab.contracts import DataError
 
 
 class ParallelTextCorpus(TextFilesCorpus):

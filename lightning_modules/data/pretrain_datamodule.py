@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader, Dataset
 from lightning_modules.data.blocks import line_blocks, packed_blocks, segment_pairs
 from lightning_modules.data.corpus import Corpus
 from lightning_modules.data.tokenizer import build_tokenizer
-from ptmlab.errors import ConfigError, DataError
+from ptmlab.contracts import ConfigError, DataError
 
 CONSTRUCTIONS = ("packed", "line_by_line", "segment_pairs")
 VAL_SPLIT_SEED = 1234  # fixed, so every run of a corpus validates on the same examples

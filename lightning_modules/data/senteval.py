@@ -13,7 +13,7 @@ import csv
 from pathlib import Path
 
 from lightning_modules.data.task_data import MAX_REPORTED_ROWS, Split, TaskData, TextExample, report_malformed
-from ptmlab.errors import ConfigError, DataError
+from ptmlab.contracts import ConfigError, DataError
 
 SENTEVAL_TASKS = ("MR", "CR", "SUBJ", "MPQA")
 

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from lightning_modules.data.task_data import MAX_REPORTED_ROWS, Split, TaskData, TextExample, report_malformed
-from ptmlab.errors import ConfigError, DataError
+from ptmlab.contracts import ConfigError, DataError
 
 FORMATS = ("tsv", "csv", "jsonl")
 QUOTING = {"none": csv.QUOTE_NONE, "minimal": csv.QUOTE_MINIMAL}

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from lightning_modules.models.transformer import TransformerEmbeddings, TransformerEncoder, rename_state_keys
-from ptmlab.errors import BackboneError, ConfigError
+from ptmlab.contracts import BackboneError, ConfigError
 
 SHARING_MODES = ("all", "attention", "ffn", "none")
 

@@ -67,7 +67,7 @@ class Backbone(nn.Module):
         stack = getattr(self, "stack", None)
         if stack is not None and hasattr(stack, "layers"):
             return list(stack.layers)
-        from ptmlab.errors import ConfigError
+        from ptmlab.contracts import ConfigError
 
         raise ConfigError(f"{type(self).__name__} does not expose its layers for this adaptation mode")
 

@@ -24,7 +24,7 @@ from torch import nn
 from lightning_modules.models.albert import FactorisedEmbeddingEncoder
 from lightning_modules.models.base import Backbone, BackboneOutput
 from lightning_modules.models.transformer import bert_state_dict_from_hf, bert_state_dict_to_hf
-from ptmlab.errors import ConfigError
+from ptmlab.contracts import ConfigError
 
 SHARED_EMBEDDINGS = ("word_embeddings", "position_embeddings", "token_type_embeddings", "layer_norm")
 

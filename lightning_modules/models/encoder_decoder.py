@@ -37,7 +37,7 @@ from lightning_modules.models.transformer import (
     TransformerBackbone,
     allowed_to_bias,
 )
-from ptmlab.errors import BackboneError
+from ptmlab.contracts import BackboneError
 
 
 @dataclass

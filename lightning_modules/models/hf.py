@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from lightning_modules.models.base import Backbone, BackboneOutput
-from ptmlab.errors import BackboneError
+from ptmlab.contracts import BackboneError
 
 # Where the stack of layers lives in common Hugging Face architectures.
 LAYER_CONTAINERS = ("encoder.layer", "transformer.layer", "layers", "h", "encoder.layers", "layer")

@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from lightning_modules.models.base import Backbone, BackboneOutput
-from ptmlab.errors import ConfigError
+from ptmlab.contracts import ConfigError
 
 
 @dataclass

@@ -29,7 +29,7 @@ from lightning_modules.models.encoder_decoder import (
     TransformerEncoderDecoder,
 )
 from lightning_modules.models.transformer import MultiHeadAttention, PreLNLayer, allowed_to_bias
-from ptmlab.errors import BackboneError
+from ptmlab.contracts import BackboneError
 
 
 def relative_position_bucket(relative_position: torch.Tensor, bidirectional: bool, num_buckets: int,

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lightning_modules.models.base import Backbone, BackboneOutput
-from ptmlab.errors import BackboneError, ConfigError
+from ptmlab.contracts import BackboneError, ConfigError
 
 ACTIVATIONS = {
     "gelu": lambda: nn.GELU(),  # exact (erf) GELU, as BERT

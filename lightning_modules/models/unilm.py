@@ -24,7 +24,7 @@ import torch
 
 from lightning_modules.models.base import BackboneOutput
 from lightning_modules.models.transformer import TransformerEncoder
-from ptmlab.errors import ConfigError
+from ptmlab.contracts import ConfigError
 
 UNILM_MODES = ("bidirectional", "left_to_right", "right_to_left", "seq2seq")
 

@@ -47,7 +47,7 @@ from torch import nn
 
 from lightning_modules.models.base import Backbone, BackboneOutput
 from lightning_modules.models.transformer import FeedForward, init_weights
-from ptmlab.errors import BackboneError, ConfigError
+from ptmlab.contracts import BackboneError, ConfigError
 
 # A masked score: finite, as in XLNet, so a row with nothing to attend to softmaxes to uniform
 # instead of NaN (the first position of the order in the query stream).

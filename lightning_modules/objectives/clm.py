@@ -9,7 +9,7 @@ from torch import nn
 
 from lightning_modules.objectives.base import Objective, ObjectiveOutput, token_loss
 from lightning_modules.objectives.masking import IGNORE_INDEX
-from ptmlab.errors import ConfigError
+from ptmlab.contracts import ConfigError
 
 
 def next_token_labels(input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:

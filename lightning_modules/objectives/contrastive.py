@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lightning_modules.objectives.base import Objective, ObjectiveOutput
-from ptmlab.errors import ConfigError
+from ptmlab.contracts import ConfigError
 
 POOLINGS = ("cls", "mean")
 

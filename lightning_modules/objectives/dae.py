@@ -10,7 +10,7 @@ import torch
 
 from lightning_modules.objectives.corruption.denoising import NoiseConfig, apply_noise
 from lightning_modules.objectives.seq2seq import Seq2SeqObjective, framing
-from ptmlab.errors import ConfigError
+from ptmlab.contracts import ConfigError
 
 FULL_STOPS = (".", "!", "?")
 

@@ -11,7 +11,7 @@ import torch
 
 from lightning_modules.objectives.corruption.sentinels import mass_span
 from lightning_modules.objectives.seq2seq import Seq2SeqObjective, framing
-from ptmlab.errors import ConfigError
+from ptmlab.contracts import ConfigError
 
 
 class MassObjective(Seq2SeqObjective):

@@ -15,7 +15,7 @@ from lightning_modules.models.transformer import build_activation
 from lightning_modules.objectives.base import Objective, ObjectiveOutput, token_loss
 from lightning_modules.objectives.masking import IGNORE_INDEX, replace_selected, replacement_pool, select_tokens
 from lightning_modules.objectives.seeding import SeededCorruption
-from ptmlab.errors import ConfigError
+from ptmlab.contracts import ConfigError
 
 
 class MaskedLMHead(nn.Module):

@@ -14,7 +14,7 @@ from lightning_modules.objectives.base import ObjectiveOutput, token_loss
 from lightning_modules.objectives.corruption.word_spans import span_boundaries, span_select, word_start_table
 from lightning_modules.objectives.masking import IGNORE_INDEX
 from lightning_modules.objectives.mlm import MaskedLMObjective
-from ptmlab.errors import ConfigError
+from ptmlab.contracts import ConfigError
 
 
 class SpanBoundaryHead(nn.Module):

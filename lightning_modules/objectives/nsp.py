@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lightning_modules.objectives.base import Objective, ObjectiveOutput
-from ptmlab.errors import ConfigError, DataError
+from ptmlab.contracts import ConfigError, DataError
 
 
 class PairClassificationHead(nn.Module):

@@ -13,7 +13,7 @@ from lightning_modules.models.xlnet import permutation_masks
 from lightning_modules.objectives.base import Objective, ObjectiveOutput, token_loss
 from lightning_modules.objectives.mlm import MaskedLMHead
 from lightning_modules.objectives.seeding import SeededCorruption
-from ptmlab.errors import ConfigError
+from ptmlab.contracts import ConfigError
 
 
 class PermutedLMObjective(Objective):

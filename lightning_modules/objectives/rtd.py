@@ -23,7 +23,7 @@ from lightning_modules.objectives.base import Objective, ObjectiveOutput, token_
 from lightning_modules.objectives.masking import IGNORE_INDEX, replace_selected, replacement_pool, select_tokens
 from lightning_modules.objectives.mlm import MaskedLMHead, special_tokens_mask_for
 from lightning_modules.objectives.seeding import SeededCorruption
-from ptmlab.errors import ConfigError
+from ptmlab.contracts import ConfigError
 
 
 def sample_replacements(logits: torch.Tensor, generator: torch.Generator, temperature: float = 1.0) -> torch.Tensor:

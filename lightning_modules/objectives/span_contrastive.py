@@ -19,7 +19,7 @@ from lightning_modules.objectives.base import Objective, ObjectiveOutput
 from lightning_modules.objectives.contrastive import info_nce, pool
 from lightning_modules.objectives.mlm import special_tokens_mask_for
 from lightning_modules.objectives.seeding import SeededCorruption
-from ptmlab.errors import ConfigError
+from ptmlab.contracts import ConfigError
 
 
 def sample_ngram_spans(special_tokens_mask: torch.Tensor, max_ngram: int, generator: torch.Generator

@@ -10,7 +10,7 @@ import torch
 
 from lightning_modules.objectives.corruption.sentinels import random_spans_noise_mask, sentinel_corrupt
 from lightning_modules.objectives.seq2seq import Seq2SeqObjective, framing
-from ptmlab.errors import ConfigError
+from ptmlab.contracts import ConfigError
 
 
 def sentinel_ids(tokenizer) -> list[int]:

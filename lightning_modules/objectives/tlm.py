@@ -10,7 +10,7 @@ import torch
 
 from lightning_modules.objectives.base import ObjectiveOutput
 from lightning_modules.objectives.mlm import MaskedLMObjective
-from ptmlab.errors import DataError
+from ptmlab.contracts import DataError
 
 
 def restarted_positions(token_type_ids: torch.Tensor) -> torch.Tensor:

@@ -19,7 +19,7 @@ from lightning_modules.models.unilm import UNILM_MODES, unilm_attention_mask
 from lightning_modules.objectives.base import ObjectiveOutput, token_loss
 from lightning_modules.objectives.masking import IGNORE_INDEX, replace_selected
 from lightning_modules.objectives.mlm import MaskedLMObjective, special_tokens_mask_for
-from ptmlab.errors import ConfigError
+from ptmlab.contracts import ConfigError
 
 DEFAULT_MODE_WEIGHTS = {"bidirectional": 1 / 3, "seq2seq": 1 / 3, "left_to_right": 1 / 6, "right_to_left": 1 / 6}
 

@@ -23,7 +23,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from lightning_modules.stages.export import MODEL_FILE, load_exported_backbone
-from ptmlab.errors import BackboneError
+from ptmlab.contracts import BackboneError
 
 
 @dataclass

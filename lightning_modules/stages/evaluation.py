@@ -23,7 +23,7 @@ from lightning_modules.stages.pooling import PooledEncoder
 from lightning_modules.tasks.encoding import PairEncoder
 from lightning_modules.tasks.metrics import compute_metrics
 from lightning_modules.tasks.spec import LoadedTask, TaskSpec
-from ptmlab.errors import ConfigError, DataError
+from ptmlab.contracts import ConfigError, DataError
 
 
 def task_loss(spec: TaskSpec, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

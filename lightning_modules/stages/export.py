@@ -15,7 +15,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from ptmlab.errors import BackboneError
+from ptmlab.contracts import BackboneError
 
 MODEL_FILE = "ptmlab_model.yaml"
 WEIGHTS_FILE = "backbone.pt"

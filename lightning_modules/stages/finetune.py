@@ -24,7 +24,7 @@ from lightning_modules.tasks.datamodule import TaskDataModule
 from lightning_modules.tasks.metrics import prediction_stats
 from lightning_modules.tasks.predictions import write_glue_submission, write_predictions
 from lightning_modules.tasks.spec import LoadedTask, load_task
-from ptmlab.errors import ConfigError
+from ptmlab.contracts import ConfigError
 
 NON_ARGUMENT_KEYS = ("name", "compatible_families")
 

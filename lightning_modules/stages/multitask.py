@@ -34,7 +34,7 @@ from lightning_modules.stages.pooling import PooledEncoder, linear_head
 from lightning_modules.tasks.datamodule import TaskDataModule
 from lightning_modules.tasks.sampling import TaskSampler, temperature_for
 from lightning_modules.tasks.spec import LoadedTask, load_task
-from ptmlab.errors import ConfigError
+from ptmlab.contracts import ConfigError
 from ptmlab.contracts.task_checks import multitask_task_nodes
 
 

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from lightning_modules.adaptation.feature import ScalarMix
-from ptmlab.errors import ConfigError
+from ptmlab.contracts import ConfigError
 
 POOLINGS = ("pool_index", "mean")
 

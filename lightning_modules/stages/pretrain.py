@@ -10,7 +10,7 @@ from lightning_modules.data.pretrain_datamodule import PretrainDataModule
 from lightning_modules.stages.common import StageRun
 from lightning_modules.stages.export import export_backbone
 from lightning_modules.stages.pretrain_module import PretrainModule, count_parameters
-from ptmlab.errors import ConfigError
+from ptmlab.contracts import ConfigError
 
 
 def objective_parts(objective_cfg: DictConfig) -> dict[str, tuple[float, DictConfig]]:

@@ -59,7 +59,7 @@ import torch
 
 from lightning_modules.stages.pooling import PooledEncoder
 from lightning_modules.tasks.spec import TaskSpec
-from ptmlab.errors import BackboneError
+from ptmlab.contracts import BackboneError
 
 FORMAT_VERSION = 1
 TASK_MODEL_DIR = "task_model"  # under <run dir>/export/

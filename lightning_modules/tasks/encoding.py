@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import torch
 
 from lightning_modules.data.task_data import Split
-from ptmlab.errors import ConfigError
+from ptmlab.contracts import ConfigError
 
 
 class PairEncoder:

@@ -7,7 +7,7 @@ with scikit-learn, see below).
   STS-B                         pearson and spearmanr
 
 Names follow Hugging Face `evaluate`'s glue metric. The GLUE score (mean over tasks, a
-two-metric task contributing the mean of its two) lives torch-free in `ptmlab.leaderboard` and
+two-metric task contributing the mean of its two) lives torch-free in `ptmlab.contracts.glue` and
 is re-exported here.
 """
 
@@ -26,8 +26,8 @@ from torchmetrics.functional import (
 )
 from torchmetrics.functional.classification import binary_f1_score, multiclass_accuracy, multiclass_f1_score
 
-from ptmlab.errors import ConfigError
-from ptmlab.leaderboard import glue_average, glue_task_score  # noqa: F401 - re-exported
+from ptmlab.contracts import ConfigError
+from ptmlab.contracts.glue import glue_average, glue_task_score  # noqa: F401 - re-exported
 
 CLASSIFICATION_METRICS = ("accuracy", "f1", "macro_f1", "matthews_correlation")
 REGRESSION_METRICS = ("pearson", "spearmanr", "mse", "mae")

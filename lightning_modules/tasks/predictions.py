@@ -15,7 +15,7 @@ import numpy as np
 
 from lightning_modules.data.task_data import Split
 from lightning_modules.tasks.spec import TaskSpec
-from ptmlab.errors import ConfigError
+from ptmlab.contracts import ConfigError
 
 
 def prediction_values(preds, spec: TaskSpec) -> list[str]:

@@ -12,7 +12,7 @@ import math
 import random
 from collections.abc import Iterator, Mapping
 
-from ptmlab.errors import ConfigError
+from ptmlab.contracts import ConfigError
 
 SAMPLING_MODES = ("proportional", "temperature", "uniform")
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from omegaconf import DictConfig, OmegaConf
 
 from lightning_modules.data.task_data import Split, TaskData, TextExample
-from ptmlab.errors import ConfigError, DataError
+from ptmlab.contracts import ConfigError, DataError
 
 log = logging.getLogger(__name__)
 
