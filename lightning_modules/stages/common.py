@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 import time
 from importlib import metadata
@@ -25,8 +24,6 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from ptmlab.config import CONF_DIR
-from ptmlab.settings import get_settings
 
 RUN_ID_FILE = "mlflow_run_id.txt"
 SUMMARY_FILE = "summary.json"
@@ -37,7 +34,12 @@ TRACKED_PACKAGES = (
 
 
 def tracking_uri(cfg: DictConfig) -> str:
-    return OmegaConf.select(cfg, "tracking.uri", default=None) or get_settings().resolved_tracking_uri
+    """The MLflow tracking URI ptmlab.config.set_runtime_paths resolved into the config."""
+    uri = OmegaConf.select(cfg, "tracking.uri", default=None)
+    if not uri:
+        raise RuntimeError("tracking.uri is not set: compose with ptmlab.config.compose_config or run "
+                           "`python -m ptmlab.run`, which resolve it")
+    return str(uri)
 
 
 def run_dir_of(cfg: DictConfig) -> Path:
@@ -61,9 +63,9 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def git_state() -> tuple[str | None, str]:
+def git_state(conf_dir: str | Path) -> tuple[str | None, str]:
     """(HEAD sha, `git diff HEAD` text) of the repository that holds conf/, or (None, "")."""
-    repo = CONF_DIR.parent
+    repo = Path(conf_dir).parent
     try:
         sha = subprocess.run(
             ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
@@ -143,8 +145,7 @@ class StageRun:
     def _make_logger(self):
         from lightning_modules.stages.mlflow_logger import BufferedMLFlowLogger
 
-        settings = get_settings()
-        settings.home.mkdir(parents=True, exist_ok=True)
+        Path(str(self.cfg.paths.home)).mkdir(parents=True, exist_ok=True)
         run_id_path = self.run_dir / RUN_ID_FILE
         run_id = None
         if bool(OmegaConf.select(self.cfg, "resume", default=False)) and run_id_path.exists():
@@ -153,8 +154,9 @@ class StageRun:
         tags = {str(k): (str(v).lower() if isinstance(v, bool) else str(v))
                 for k, v in (OmegaConf.select(self.cfg, "tags", default={}) or {}).items()}
         tags.update({"ptmlab.stage": str(self.cfg.stage.name), "ptmlab.run_dir": str(self.run_dir)})
-        if os.environ.get("PTMLAB_JOB_ID"):
-            tags["ptmlab.job_id"] = os.environ["PTMLAB_JOB_ID"]
+        job_id = OmegaConf.select(self.cfg, "tracking.job_id", default=None)
+        if job_id:
+            tags["ptmlab.job_id"] = str(job_id)
         # Survives a tracking server that is away for a while: metrics are queued, calls retried.
         logger = BufferedMLFlowLogger(
             experiment_name=str(self.cfg.tracking.experiment),
@@ -162,8 +164,9 @@ class StageRun:
             tracking_uri=tracking_uri(self.cfg),
             tags=tags,
             run_id=run_id,
-            artifact_location=(settings.artifact_root.as_uri() if tracking_uri(self.cfg).startswith("sqlite") else None),
-            retry_s=settings.tracking_retry_s,
+            artifact_location=(Path(str(self.cfg.paths.artifact_root)).as_uri()
+                               if tracking_uri(self.cfg).startswith("sqlite") else None),
+            retry_s=float(OmegaConf.select(self.cfg, "tracking.retry_s", default=None) or 900.0),
         )
         _ = logger.experiment  # create the run now so its id is known (and resumable)
         run_id_path.write_text(logger.run_id)
@@ -181,7 +184,7 @@ class StageRun:
         if self.resume_checkpoint is None:  # params are immutable in MLflow: log them once
             params = {k: str(v)[:500] for k, v in flatten(resolved).items()}
             self.logger.log_hyperparams(params)
-        sha, diff = git_state()
+        sha, diff = git_state(self.cfg.paths.conf_dir)
         client.set_tag(run_id, "mlflow.source.git.commit", sha or "unknown")
         client.set_tag(run_id, "ptmlab.git_dirty", str(bool(diff)))
         if diff:

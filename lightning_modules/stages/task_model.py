@@ -172,9 +172,9 @@ def task_model_folder(ref: str, tracking_uri: str | None = None) -> Path:
     refuse_job_ref(ref, "task_model")
     if ref.startswith("mlflow:"):
         if tracking_uri is None:
-            from ptmlab.settings import get_settings
+            import mlflow  # MLflow's own default: $MLFLOW_TRACKING_URI (stages pass their cfg's URI)
 
-            tracking_uri = get_settings().resolved_tracking_uri
+            tracking_uri = mlflow.get_tracking_uri()
         return download_run_artifact(ref[len("mlflow:"):], TASK_MODEL_ARTIFACT, tracking_uri, "task_model")
     path = Path(ref).expanduser()
     if not path.is_dir():

@@ -16,7 +16,7 @@ from ptmlab.config_schema import check_config_types
 from ptmlab.contracts.objective_checks import check_objective_data
 from ptmlab.contracts.task_checks import check_multitask, check_task
 from ptmlab.errors import ConfigError
-from ptmlab.settings import Settings
+from ptmlab.settings import Settings, get_settings
 
 CONF_DIR: Path = Settings().conf_dir  # PTMLAB_CONF_DIR, read once: every composition uses the same registry
 
@@ -68,13 +68,21 @@ def compose_config(overrides: Sequence[str] = (), *, return_hydra_config: bool =
 
 
 def set_runtime_paths(cfg: DictConfig) -> DictConfig:
-    """Record where this config came from (`paths.conf_dir`), for the checks and stages that read
-    other members of conf/ (stage=multitask reads conf/task/<name>.yaml for each of its tasks),
-    so the science half reads it from `cfg` instead of importing the platform."""
+    """Resolve what the platform knows into the config, so the science half reads only `cfg`
+    and never imports ptmlab.settings: where the config came from (`paths.conf_dir`: checks and
+    stages that read other members of conf/, the git state of a run), the artifact root, the
+    tracking URI and its retry budget, and the queue's job id (set by the worker). Idempotent."""
+    settings = get_settings()
+    for node in ("paths", "tracking"):
+        if not isinstance(cfg.get(node), DictConfig):
+            raise ConfigError(f"{node}: the node is missing or not a mapping")
     with open_dict(cfg):
-        if not isinstance(cfg.get("paths"), DictConfig):
-            raise ConfigError("paths: the node is missing or not a mapping (home, data_dir, cache_dir)")
         cfg.paths.conf_dir = str(CONF_DIR)
+        cfg.paths.artifact_root = str(settings.artifact_root)
+        if not cfg.tracking.get("uri"):
+            cfg.tracking.uri = settings.resolved_tracking_uri
+        cfg.tracking.retry_s = float(settings.tracking_retry_s)
+        cfg.tracking.job_id = settings.job_id
     return cfg
 
 

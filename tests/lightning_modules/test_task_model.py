@@ -113,8 +113,9 @@ FRESH_PROCESS = textwrap.dedent("""
     import torch
     from safetensors.torch import save_file
     torch.set_num_threads(1)
-    from lightning_modules.stages import load_task_model, predict
+    from lightning_modules.stages import predict
     from lightning_modules.tasks.spec import load_task
+    from ptmlab.tracking import load_task_model  # mlflow:<id> against PTMLAB_HOME's store
     from ptmlab.config import compose_config
     from lightning_modules.stages.multitask import load_tasks
 
@@ -257,3 +258,29 @@ def test_references_the_worker_resolves_or_that_name_nothing(tmp_path):
     assert "task_model=job:7 is resolved by a platform worker" in load_error("job:7")
     assert load_error(tmp_path / "nope") == f"task_model={tmp_path / 'nope'}: folder not found"
     assert "no task_model.json in" in load_error(tmp_path)
+
+
+def test_a_job_reference_loads_through_the_platform_database(runs, home):
+    """ptmlab.tracking.load_task_model("job:<id>") finds the job's run folder in the platform DB."""
+    from lightning_modules.stages import predict
+    from lightning_modules.tasks.spec import load_task
+    from ptmlab import queue
+    from ptmlab.config import compose_config
+    from ptmlab.db import session_scope
+    from ptmlab.tracking import load_task_model
+
+    run = runs["full"]
+    with session_scope() as s:
+        job = queue.submit_job(s, stage="finetune", overrides=run["overrides"])
+        job.run_dir, job_id = str(run["run_dir"]), job.id
+    loaded = load_task_model(f"job:{job_id}")
+    task = load_task(compose_config(run["overrides"]).task)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the reference was computed: bit-equal needs the same reduction order
+    try:
+        logits = predict(loaded, task, "dev")
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(logits, run["reference"][task.spec.name])
+    with pytest.raises(BackboneError, match="job:x: a job reference is job:<integer id>"):
+        load_task_model("job:x")

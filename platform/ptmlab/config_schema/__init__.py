@@ -28,7 +28,7 @@ from omegaconf.errors import InterpolationResolutionError, InterpolationToMissin
 from pydantic import BaseModel, ValidationError
 
 from ptmlab.config_schema.data import CORPORA, DataNode, TokenizerNode
-from ptmlab.config_schema.fields import NODE, AnyTarget, Name, Node, NonNegativeInt, in_range
+from ptmlab.config_schema.fields import NODE, AnyTarget, Name, Node, NonNegativeFloat, NonNegativeInt, in_range
 from ptmlab.config_schema.models import BACKBONES, ModelNode
 from ptmlab.config_schema.objectives import OBJECTIVES, ObjectiveNode
 from ptmlab.config_schema.stages import STAGES, AnyStage, Multitask
@@ -55,12 +55,15 @@ class Paths(Node):
     home: Name
     data_dir: Name
     cache_dir: Name
-    conf_dir: Name | None = None   # set by ptmlab.config after composing (never by hand)
+    conf_dir: Name | None = None       # set by ptmlab.config.set_runtime_paths (never by hand)
+    artifact_root: Name | None = None  # set by ptmlab.config.set_runtime_paths
 
 
 class Tracking(Node):
     uri: str | None = None       # null: $MLFLOW_TRACKING_URI, else the embedded store
     experiment: Name
+    retry_s: NonNegativeFloat | None = None  # set by ptmlab.config.set_runtime_paths (PTMLAB_TRACKING_RETRY_S)
+    job_id: str | None = None                # set by ptmlab.config.set_runtime_paths (PTMLAB_JOB_ID)
 
 
 class Root(Node):

@@ -37,3 +37,32 @@ def mlflow_ui_command(settings: Settings) -> list[str] | None:
     mlflow = os.path.join(os.path.dirname(sys.executable), "mlflow")
     return [mlflow, "ui", "--backend-store-uri", uri, "--default-artifact-root", settings.artifact_root.as_uri(),
             "--host", "127.0.0.1", "--port", str(settings.mlflow_ui_port)]
+
+
+def resolve_reference(ref: str) -> tuple[str, str]:
+    """(reference the science half understands, tracking URI): `job:<id>` becomes that job's run
+    folder (from the platform database), anything else passes; the URI is the platform's."""
+    ref = str(ref)
+    if ref.startswith("job:"):
+        from ptmlab.db import session_scope
+        from ptmlab.errors import BackboneError
+        from ptmlab.queue import get_job
+
+        if not ref[len("job:"):].isdigit():
+            raise BackboneError(f"{ref}: a job reference is job:<integer id>")
+        with session_scope() as session:
+            job = get_job(session, int(ref[len("job:"):]))
+            if not job.run_dir:
+                raise BackboneError(f"{ref}: job {job.id} has no run folder yet (status {job.status})")
+            ref = job.run_dir
+    return ref, get_settings().resolved_tracking_uri
+
+
+def load_task_model(ref: str, **kwargs: Any) -> Any:
+    """`lightning_modules.stages.load_task_model` for any reference the platform knows: `job:<id>`,
+    `mlflow:<run_id>` (in ptmlab's tracking store, the embedded one by default), a run, export or
+    task-model folder. Imports torch (the science half) on call, never at import."""
+    from lightning_modules.stages import load_task_model as load
+
+    local_ref, uri = resolve_reference(ref)
+    return load(local_ref, tracking_uri=kwargs.pop("tracking_uri", None) or uri, **kwargs)
