@@ -171,7 +171,7 @@ def build_optimizer(cfg, ctx):
 
 
 def build_scheduler(cfg, ctx):
-    from lightning_modules.stages.optim import build_scheduler as build
+    from lightning_modules.optim import build_scheduler as build
 
     opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
     assert build(opt, cfg.scheduler, total_steps=10) is not None

@@ -37,7 +37,7 @@ class Adaptation:
         return None
 
     def param_groups(self, model: nn.Module, lr: float, weight_decay: float) -> list[dict]:
-        from lightning_modules.stages.optim import decay_param_groups
+        from lightning_modules.optim import decay_param_groups
 
         return decay_param_groups(model.named_parameters(), weight_decay, lr=lr)
 

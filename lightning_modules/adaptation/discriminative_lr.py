@@ -6,7 +6,7 @@ from __future__ import annotations
 from torch import nn
 
 from lightning_modules.adaptation.base import Adaptation
-from lightning_modules.stages.optim import decay_param_groups
+from lightning_modules.optim import decay_param_groups
 
 
 class DiscriminativeLR(Adaptation):

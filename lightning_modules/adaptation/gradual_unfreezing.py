@@ -26,7 +26,7 @@ class GradualUnfreezing(Adaptation):
         self.on_train_step(model, 0, 0)
 
     def param_groups(self, model: nn.Module, lr: float, weight_decay: float) -> list[dict]:
-        from lightning_modules.stages.optim import decay_param_groups
+        from lightning_modules.optim import decay_param_groups
 
         # Frozen-now parameters are in the optimizer already; they train once unfrozen.
         return decay_param_groups(model.named_parameters(), weight_decay, lr=lr, include_frozen=True)

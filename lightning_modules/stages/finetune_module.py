@@ -10,7 +10,7 @@ from torch import nn
 
 from lightning_modules.adaptation.base import Adaptation
 from lightning_modules.stages.evaluation import prediction_scores, split_metrics, task_loss
-from lightning_modules.stages.optim import build_optimizer, build_scheduler
+from lightning_modules.optim import build_optimizer, build_scheduler
 from lightning_modules.stages.pooling import POOLINGS, PooledEncoder, linear_head  # noqa: F401 - POOLINGS re-exported
 from ptmlab.contracts import ConfigError
 

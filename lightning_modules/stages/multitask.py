@@ -28,7 +28,7 @@ from torch.utils.data import DataLoader, IterableDataset
 from lightning_modules.stages.backbone import ResolvedBackbone, resolve_backbone
 from lightning_modules.stages.common import StageRun, tracking_uri
 from lightning_modules.stages.evaluation import prediction_scores, split_metrics, task_loss
-from lightning_modules.stages.optim import build_optimizer, build_scheduler, decay_param_groups
+from lightning_modules.optim import build_optimizer, build_scheduler, decay_param_groups
 from lightning_modules.stages.outputs import export_models, training_numbers
 from lightning_modules.stages.pooling import PooledEncoder, linear_head
 from lightning_modules.tasks.datamodule import TaskDataModule

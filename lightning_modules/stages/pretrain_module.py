@@ -10,7 +10,7 @@ import torch
 from omegaconf import DictConfig
 from torch import nn
 
-from lightning_modules.stages.optim import build_optimizer, build_scheduler, decay_param_groups
+from lightning_modules.optim import build_optimizer, build_scheduler, decay_param_groups
 
 
 def count_parameters(module: nn.Module, trainable_only: bool = False) -> int:

@@ -18,7 +18,7 @@ from lightning_modules.adaptation.gradual_unfreezing import GradualUnfreezing
 from lightning_modules.adaptation.l2sp import L2SP
 from lightning_modules.models.transformer import TransformerEncoder
 from lightning_modules.stages.finetune_module import TaskModel
-from lightning_modules.stages.optim import build_optimizer
+from lightning_modules.optim import build_optimizer
 
 H, L, V, LABELS = 32, 3, 50, 3
 

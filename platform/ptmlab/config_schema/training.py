@@ -148,7 +148,7 @@ OPTIMIZERS = {"torch.optim.AdamW": Adam, "torch.optim.Adam": Adam, "torch.optim.
 
 
 class WarmupSchedule(Partial):
-    """`warmup_ratio` is a fraction of the total steps: lightning_modules/stages/optim.py turns it
+    """`warmup_ratio` is a fraction of the total steps: lightning_modules/optim.py turns it
     into `num_warmup_steps` and passes `num_training_steps`, so neither belongs here."""
 
     warmup_ratio: WarmupRatio = 0.0

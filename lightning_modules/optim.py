@@ -1,4 +1,6 @@
-"""Optimizer and schedule from `cfg.optimizer` / `cfg.scheduler` (partial `_target_` nodes).
+"""Optimizer and schedule from `cfg.optimizer` / `cfg.scheduler` (partial `_target_` nodes), shared by
+the stages and by adaptation modes that shape parameter groups (outside stages/, so adaptation
+never imports a stage).
 
 `scheduler.warmup_ratio` is a fraction of the total steps; it is converted here to the
 `num_warmup_steps` that the transformers schedule functions take.
