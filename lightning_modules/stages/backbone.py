@@ -109,7 +109,9 @@ def _from_mlflow(run_id: str, tracking_uri: str) -> ResolvedBackbone:
 def _fresh_from_model_cfg(cfg: DictConfig) -> ResolvedBackbone:
     from lightning_modules.data.tokenizer import build_tokenizer
 
-    if cfg.model.family == "hf":
+    if OmegaConf.select(cfg, "model.name_or_path") is not None:
+        # A model config that names a checkpoint brings its own weights and tokenizer (`backbone=random`:
+        # its architecture only); the others train a tokenizer on the corpus.
         return _from_hf(str(cfg.model.name_or_path), pretrained=OmegaConf.select(cfg, "backbone") != "random",
                         label=str(cfg.model.name))
     corpus = instantiate(cfg.data.corpus)

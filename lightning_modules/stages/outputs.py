@@ -29,8 +29,9 @@ def export_models(run, cfg: DictConfig, model: PooledEncoder, resolved: Resolved
     """Exports into <run dir>/export/ and logs them to MLflow; returns the task model folder."""
     export_dir = run.run_dir / "export"
     if bool(cfg.stage.get("export_backbone", False)):
-        model_cfg = OmegaConf.create({"name": resolved.model_name}) if resolved.backbone.family == "hf" else cfg.model
-        export_backbone(model.backbone, model_cfg, resolved.tokenizer, export_dir, vocab_size=len(resolved.tokenizer))
+        # The config that rebuilt this backbone (a Hugging Face one turns it into one that loads hf/).
+        export_backbone(model.backbone, OmegaConf.create(resolved.model_cfg), resolved.tokenizer, export_dir,
+                        vocab_size=len(resolved.tokenizer))
         run.log_artifacts(export_dir, "export")
     task_dir = save_task_model(model, export_dir / TASK_MODEL_DIR, model_cfg=resolved.model_cfg,
                                tokenizer=resolved.tokenizer, tasks=tasks, adaptation=adaptation_node(cfg))

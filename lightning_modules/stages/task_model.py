@@ -134,7 +134,7 @@ def save_task_model(model: PooledEncoder, out_dir: Path, *, model_cfg: dict, tok
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / MANIFEST_FILE).unlink(missing_ok=True)
     backbone = model.backbone
-    if getattr(backbone, "family", None) == "hf":
+    if backbone.hf_native:
         backbone.config.save_pretrained(str(out_dir / HF_CONFIG_DIR))
         model_cfg = {"name": str(model_cfg.get("name", "hf")), "family": "hf",
                      "backbone": {"_target_": HF_BACKBONE, "name_or_path": HF_CONFIG_DIR, "pretrained": False}}

@@ -13,6 +13,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from ptmlab.config_schema import check_config_types
+from ptmlab.contracts.families import FAMILIES
 from ptmlab.contracts.objective_checks import check_objective_data
 from ptmlab.contracts.task_checks import check_multitask, check_task
 from ptmlab.errors import ConfigError
@@ -114,6 +115,8 @@ def _one_line(exc: BaseException) -> str:
 
 def check_config(cfg: DictConfig) -> None:
     family = OmegaConf.select(cfg, "model.family", default=None)
+    if family is not None and family not in FAMILIES:
+        raise ConfigError(f"model.family={family!r}: expected one of {', '.join(FAMILIES)}")
     for key in list(cfg.keys()):
         node = cfg.get(key)
         if not isinstance(node, DictConfig):

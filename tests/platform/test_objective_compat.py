@@ -32,7 +32,7 @@ REFUSED = [
     (["experiment=bert", "data.construction=packed"], "objective=mlm_nsp needs data.construction=segment_pairs"),
     (["experiment=albert", "data.pair_negative=random_document"], "objective=mlm_sop needs data.pair_negative=swap"),
     (["objective=tlm"], "objective=tlm needs data.name=parallel_text"),
-    (["objective=mlm_nsp", "data.pair_negative=sideways"], "data.pair_negative=sideways is unknown"),
+    (["objective=mlm_nsp", "data.pair_negative=sideways"], "data.pair_negative='sideways': expected one of 'random_document', 'swap', 'none'"),
 ]
 
 

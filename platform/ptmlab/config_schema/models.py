@@ -18,6 +18,9 @@ from ptmlab.config_schema.fields import (
     TargetNode,
     TargetSlot,
 )
+from ptmlab.contracts.families import FAMILIES
+
+Family = Literal[FAMILIES]  # the one vocabulary of model families
 
 # lightning_modules/models/transformer.py ACTIVATIONS
 Activation = Literal["gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish"]
@@ -25,7 +28,7 @@ Activation = Literal["gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "s
 
 class ModelNode(Node):
     name: Name
-    family: Name                 # read by the objective/adaptation compatibility checks
+    family: Family               # one of ptmlab.contracts.families.FAMILIES; read by the compatibility checks
     name_or_path: str | None = None  # family hf: a Hub name, a folder or pypi:<package>
     backbone: TargetSlot
 
