@@ -141,7 +141,8 @@ def check_no_code_selection(override: str, parsed=None) -> None:
     keys = code_keys()
     verb = _VERB.get(parsed.type.name, "set")
     for name in keys.names:
-        if name.startswith("_") and name in override:  # `_target_` anywhere, even as a plain value
+        # `_target_` anywhere, even as a plain value (but not inside a longer word: `my_args_x`)
+        if name.startswith("_") and re.search(rf"(?<![A-Za-z0-9]){re.escape(name)}(?![A-Za-z0-9])", override):
             raise ForbiddenOverrideError(f"override {override!r}: `{name}` selects code and may not be used in a submitted job")
     if parsed.package is not None:
         raise ForbiddenOverrideError(f"override {override!r}: package overrides (`@`) may not be used in a submitted job "

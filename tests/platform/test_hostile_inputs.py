@@ -146,7 +146,7 @@ def test_every_code_key_in_conf_is_refused_in_every_form(client, path):
 
 def test_choosing_a_registered_option_is_still_fine(client):
     for overrides in (["stage=sleep"], ["stage=sleep", "model=gpt_tiny", "objective=clm", "tokenizer=bpe"],
-                      ["stage=sleep", "+tags.note=entry"]):
+                      ["stage=sleep", "+tags.note=entry"], ["stage=sleep", "+tags.note=my_args_x"]):
         r = client.post(f"{API}/jobs", json={"overrides": overrides})
         assert r.status_code == 201, (overrides, r.text)
 
