@@ -1,14 +1,18 @@
 """Checking remote submissions before they reach the queue (torch-free).
 
 A worker runs whatever config a job composes to, so a remote caller must not be able to choose
-code or files: no `_target_` anywhere (key, value, `+x._target_=`, `~` deletion), no `hydra.*` /
-`hydra/` override (it controls the run folder, launcher and logging), no interpolations (they
-could assemble either), and no path-like value outside the allowed roots (PTMLAB_HOME,
-PTMLAB_DATA_DIR, extra roots). Then every job's overrides are composed with Hydra's compose API,
-so an unknown group/option/key or an impossible combination is refused with Hydra's one line.
+code or files: no override may set, append, force-set, replace or delete a key that selects code
+(`ptmlab.code_keys`: `_target_`, `stage.entry`, Hydra's `_partial_`/`_args_`/... found in conf/),
+no `@package` move, no `hydra.*` / `hydra/` override (run folder, launcher, callbacks), no
+interpolations (they could assemble either), and no path-like value outside the allowed roots
+(PTMLAB_HOME, PTMLAB_DATA_DIR, extra roots). Then every job's overrides are composed with Hydra's
+compose API and type-checked (ptmlab.config), so an unknown group/option/key, a wrong type or an
+impossible combination is refused with one line.
 
-Sweeps are expanded with Hydra's own override grammar (`a=x,y`, `seed=range(0,3)`,
-`choice(...)`), into the cross product of the discrete sweeps in the order given.
+Work per request is bounded: override counts and key lengths, sweep sizes counted from the parsed
+sweeps (`range(0,10**9)` is refused by arithmetic, never listed), and a wall-clock budget for
+composing a sweep's configs. Sweeps are expanded with Hydra's own override grammar (`a=x,y`,
+`seed=range(0,3)`, `choice(...)`, `glob(...)`) into the cross product, in the order given.
 """
 
 from __future__ import annotations
