@@ -24,6 +24,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from ptmlab.contracts.secrets import redact_url_passwords
+
 
 RUN_ID_FILE = "mlflow_run_id.txt"
 SUMMARY_FILE = "summary.json"
@@ -179,10 +181,11 @@ class StageRun:
     def _log_provenance(self) -> None:
         client, run_id = self.logger.experiment, self.logger.run_id
         resolved = OmegaConf.to_container(self.cfg, resolve=True)
-        (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg, resolve=True))
+        # A tracking or database URL in the config may carry a password: never stored or logged.
+        (self.run_dir / "config.yaml").write_text(redact_url_passwords(OmegaConf.to_yaml(self.cfg, resolve=True)))
         client.log_artifact(run_id, str(self.run_dir / "config.yaml"))
         if self.resume_checkpoint is None:  # params are immutable in MLflow: log them once
-            params = {k: str(v)[:500] for k, v in flatten(resolved).items()}
+            params = {k: redact_url_passwords(str(v))[:500] for k, v in flatten(resolved).items()}
             self.logger.log_hyperparams(params)
         sha, diff = git_state(self.cfg.paths.conf_dir)
         client.set_tag(run_id, "mlflow.source.git.commit", sha or "unknown")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-import re
 from functools import lru_cache
 from pathlib import Path
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from ptmlab.contracts.secrets import redact_url_passwords
 
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -69,8 +70,6 @@ def get_settings() -> Settings:
     return Settings()
 
 
-# `scheme://user:password@host`: the password part of any URL in a text.
-_URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][\w+.-]*://[^/\s:@]+:)[^@\s/]+(?=@)")
 
 
 def redact(text: str | None, settings: Settings | None = None) -> str | None:
@@ -78,7 +77,7 @@ def redact(text: str | None, settings: Settings | None = None) -> str | None:
     anything the dashboard or API shows."""
     if not text:
         return text
-    text = _URL_PASSWORD.sub(r"\g<head>***", text)
+    text = redact_url_passwords(text)
     token = (settings or get_settings()).api_token
     if token:
         text = text.replace(token, "***")

@@ -48,3 +48,11 @@ def test_contracts_import_nothing_else_of_ptmlab_and_no_torch():
             "or m == 'torch']; print(bad); assert not bad")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_url_passwords_are_redacted_wherever_they_stand():
+    from ptmlab.contracts.secrets import redact_url_passwords
+
+    text = "uri=postgresql+psycopg://ptm:s3cr%21t@db:5432/x, http://u:p@h/ and sqlite:///a/b user:pw plain"
+    assert redact_url_passwords(text) == ("uri=postgresql+psycopg://ptm:***@db:5432/x, http://u:***@h/ and "
+                                          "sqlite:///a/b user:pw plain")
