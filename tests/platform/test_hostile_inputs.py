@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -60,16 +59,13 @@ def test_deleting_model_locally_is_one_line_and_exit_2(tmp_path):
     assert proc.stderr.strip().count("\n") == 0 and "model" in proc.stderr, proc.stderr
 
 
-def test_a_billion_job_sweep_is_refused_in_milliseconds_naming_the_count(client):
-    started = time.perf_counter()
+def test_a_billion_job_sweep_is_refused_before_listing_naming_the_count(client):
+    # No timing asserted (shared machines): refusing before listing is what keeps memory flat, and
+    # test_api_memory_stays_flat_under_the_worst_requests measures that.
     r = client.post(f"{API}/sweeps", json={"overrides": ["stage=sleep", "seed=range(0,100000000)"], "dry_run": True})
-    elapsed = time.perf_counter() - started
     assert r.status_code == 422, r.text
     assert r.json()["error"]["code"] == "limit_exceeded"
     assert "100,000,000" in r.json()["error"]["message"]
-    # Not a timing assertion on the machine's speed: listing 10^8 values takes minutes, refusing
-    # from the parsed range takes milliseconds; a minute separates the two by orders of magnitude.
-    assert elapsed < 60
     for overrides in (["seed=range(0,1e12)"], ["seed=range(0,100000)", "stage.seconds=1,2"],
                       ["a=range(0,1,0)"], ["seed=range(0,3)", "+x=range(0,10000)"]):
         r = client.post(f"{API}/sweeps", json={"overrides": ["stage=sleep", *overrides], "dry_run": True})

@@ -240,11 +240,17 @@ def validate_sweep_jobs(jobs: Sequence[Sequence[str]], roots: Sequence[Path], *,
     Seeds do not change what composes, so combinations differing only in `seed=` compose once.
     `budget_s` bounds the wall-clock time (None: no bound, for a local user's own sweep)."""
     seen: set[tuple[str, ...]] = set()
+    allowed: set[str] = set()  # a sweep repeats most overrides in every job: parse each string once
     budget = ValidationBudget(budget_s, "sweep")
     for done, combo in enumerate(jobs):
         budget.check(done, len(jobs))
         if check_allowed:
-            check_overrides_allowed(combo, roots)
+            if len(combo) > MAX_OVERRIDES:
+                raise LimitExceededError(f"{len(combo)} overrides; at most {MAX_OVERRIDES} per job")
+            for override in combo:
+                if override not in allowed:
+                    check_override_allowed(override, roots)
+                    allowed.add(override)
         key = tuple(o for o in combo if _split(o)[0] != "seed")
         if key in seen:
             continue
