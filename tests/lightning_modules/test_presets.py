@@ -17,6 +17,10 @@ PRESETS = ["elmo", "gpt", "bert", "roberta", "albert", "spanbert", "electra", "x
 SUBJECTS = ["the cat", "a dog", "my neighbour", "the old farmer", "every child", "her brother", "the teacher"]
 VERBS = ["watched", "followed", "painted", "remembered", "carried", "found", "admired"]
 OBJECTS = ["the river", "a small boat", "the garden gate", "an apple tree", "the red kite", "two letters"]
+# ALBERT shares one layer across the stack, so one step at 3e-3 moves every layer at once: in one CI
+# run its loss oscillated (4.66, 7.95, 6.20 after 30 steps from 5.63). At 1e-3 the 30-step ratio was
+# 0.76-0.77 over seeds 0-3; at 3e-3 it ranged 0.67-0.80 and once diverged.
+LEARNING_RATE = {"albert": "1e-3"}
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +57,7 @@ def test_preset_loss_goes_down_on_a_repeated_batch(preset, corpus_dir, cache_dir
         f"tokenizer.vocab_size={400 if kind == 'bpe' else 150}", "tokenizer.min_frequency=1",
         "trainer.max_steps=30", "+trainer.overfit_batches=1", "trainer.limit_val_batches=0",
         "trainer.log_every_n_steps=1", "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0",
-        "optimizer.lr=3e-3", "scheduler=constant", f"paths.cache_dir={cache_dir}", f"+run_dir={tmp_path / 'run'}",
+        f"optimizer.lr={LEARNING_RATE.get(preset, '3e-3')}", "scheduler=constant", f"paths.cache_dir={cache_dir}", f"+run_dir={tmp_path / 'run'}",
     ])
     get_method(cfg.stage.entry)(cfg)
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
