@@ -1,9 +1,15 @@
-"""`ptmlab results glue`: the GLUE leaderboard of finetune results (table, CSV or LaTeX)."""
+"""`ptmlab results glue`: the GLUE leaderboard of finetune results (table, CSV or LaTeX).
+
+Other result tables (`ptmlab results compression`, `... probing`) live in their own modules, listed
+in TABLE_MODULES, each with a `register(results_subparsers)` function."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
+
+TABLE_MODULES: list[str] = []
 
 
 def _cmd_glue(args: argparse.Namespace) -> int:
@@ -36,3 +42,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--output", "-o", default=None, help="write to this file instead of stdout")
     g.add_argument("--database-url", default=None, help="default: the platform database (PTMLAB_DATABASE_URL)")
     g.set_defaults(func=_cmd_glue)
+    for name in TABLE_MODULES:
+        importlib.import_module(name).register(results_sub)
