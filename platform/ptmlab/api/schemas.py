@@ -42,7 +42,9 @@ class _Strict(BaseModel):
 class JobOptions(_Strict):
     queue: ShortText = "default"
     priority: int = Field(0, ge=-1000, le=1000, description="higher runs first")
-    gpus: int = Field(0, ge=0, le=64, description="0: a CPU job")
+    gpus: int = Field(0, ge=0, le=64, description="0: a CPU job; GPUs per node when nodes > 1")
+    nodes: int = Field(1, ge=1, le=1024, description="> 1: one job across hosts, launched by a `--multinode` "
+                       "worker through Slurm's srun (Lightning DDP/FSDP)")
     timeout_s: float | None = Field(None, gt=0, le=30 * 24 * 3600)
     max_attempts: int = Field(3, ge=1, le=100)
     tags: dict[Annotated[str, Field(max_length=100)], Annotated[str, Field(max_length=500)]] = Field(
@@ -105,7 +107,7 @@ class PipelineSubmit(_Strict):
 class JobOut(BaseModel):
     model_config = ConfigDict(json_schema_extra={"examples": [{
         "id": 7, "name": None, "stage": "sleep", "overrides": ["stage.seconds=0.5"], "seed": 1, "queue": "default",
-        "priority": 0, "gpus": 0, "timeout_s": None, "max_attempts": 3, "idempotency_key": None, "tags": {},
+        "priority": 0, "gpus": 0, "nodes": 1, "timeout_s": None, "max_attempts": 3, "idempotency_key": None, "tags": {},
         "status": "queued", "cancel_requested": False, "resume": False, "attempts": 0, "worker_id": None,
         "exit_code": None, "error": None, "mlflow_run_id": None, "run_dir": None, "sweep_id": None,
         "pipeline_id": None, "depends_on": [], "created_at": "2026-11-22T14:00:00Z", "started_at": None,
@@ -119,6 +121,7 @@ class JobOut(BaseModel):
     queue: str
     priority: int
     gpus: int
+    nodes: int = 1
     timeout_s: float | None
     max_attempts: int
     idempotency_key: str | None
@@ -220,7 +223,8 @@ class WorkerOut(BaseModel):
     model_config = ConfigDict(json_schema_extra={"examples": [{
         "id": "gpu-host-4242-ab12", "hostname": "gpu-host", "pid": 4242, "gpus": [0, 1], "cpu_slots": 1,
         "queues": ["default"], "status": "active", "started_at": "2026-11-22T13:00:00Z",
-        "last_heartbeat": "2026-11-22T14:00:00Z", "seconds_since_heartbeat": 1.5}]})
+        "last_heartbeat": "2026-11-22T14:00:00Z", "seconds_since_heartbeat": 1.5, "multinode": False,
+        "slurm_job_id": "4711", "ends_at": "2026-11-23T13:00:00Z"}]})
 
     id: str
     hostname: str
@@ -232,6 +236,9 @@ class WorkerOut(BaseModel):
     started_at: str | None
     last_heartbeat: str | None
     seconds_since_heartbeat: float | None
+    multinode: bool = False
+    slurm_job_id: str | None = None  # set inside a Slurm allocation
+    ends_at: str | None = None       # the allocation's time limit
 
 
 class CatalogueOut(BaseModel):

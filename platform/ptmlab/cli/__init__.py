@@ -18,6 +18,7 @@ COMMAND_MODULES = [
     "ptmlab.cli.results_cmds",
     "ptmlab.cli.queue_cmds",
     "ptmlab.cli.api_cmds",
+    "ptmlab.cli.slurm_cmds",
 ]
 
 

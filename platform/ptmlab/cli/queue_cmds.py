@@ -17,6 +17,8 @@ import time
 
 
 def _parse_gpus(text: str | None) -> list[int]:
+    if text == "slurm":  # the GPUs of the Slurm allocation this worker runs in
+        text = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     if not text:
         return []
     try:
@@ -55,7 +57,8 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     options = WorkerOptions(
         gpus=gpus, queues=[q for q in args.queues.split(",") if q], cpu_slots=cpu_slots, lease_s=args.lease_s,
         poll_s=args.poll_s, grace_s=args.grace_s, burst=args.burst, max_jobs=args.max_jobs,
-        database_url=args.database_url, worker_id=args.worker_id,
+        database_url=args.database_url, worker_id=args.worker_id, multinode=args.multinode,
+        srun_args=list(args.srun_arg or []),
     )
     return WorkerAgent(options).run()
 
@@ -82,7 +85,7 @@ def _cmd_submit(args: argparse.Namespace) -> int:
             if not args.no_validate:
                 compose_config(overrides)
             job = queue.submit_job(
-                s, overrides=overrides, queue=args.queue, priority=args.priority, gpus=args.gpus,
+                s, overrides=overrides, queue=args.queue, priority=args.priority, gpus=args.gpus, nodes=args.nodes,
                 timeout_s=args.timeout_s, max_attempts=args.max_attempts, depends_on=_parse_ids(args.after),
                 idempotency_key=args.idempotency_key, name=args.name, tags=tags,
             )
@@ -297,7 +300,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--database-url", default=None, help="default: PTMLAB_DATABASE_URL or SQLite in PTMLAB_HOME")
 
     p = sub.add_parser("worker", help="run jobs from the queue: ptmlab worker --gpus 0,1 --queues default")
-    p.add_argument("--gpus", default=None, help="GPU indices this worker hands out, e.g. 0,1 (default: none)")
+    p.add_argument("--gpus", default=None, help="GPU indices this worker hands out, e.g. 0,1, or `slurm`: those "
+                   "of the Slurm allocation it runs in (default: none)")
+    p.add_argument("--multinode", action="store_true",
+                   help="run only jobs with nodes > 1, each through Slurm's srun across the hosts it allocates "
+                        "(start it where sbatch/srun work, e.g. a login node); --cpu-slots = jobs launched at once")
+    p.add_argument("--srun-arg", action="append", default=None, metavar="ARG",
+                   help="extra srun option for multinode jobs, e.g. --srun-arg=--partition=gpu (repeatable)")
     p.add_argument("--queues", default="default", help="comma-separated queue names (default: default)")
     p.add_argument("--cpu-slots", type=int, default=None, help="CPU jobs (gpus=0) run at once (default: 1)")
     p.add_argument("--lease-s", type=float, default=30.0, help="a silent worker's jobs are requeued after this")
@@ -315,7 +324,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pipeline", default=None, help="queue conf/pipeline/<name>.yaml; overrides apply to every job")
     p.add_argument("--queue", default="default")
     p.add_argument("--priority", type=int, default=0, help="higher runs first")
-    p.add_argument("--gpus", type=int, default=0)
+    p.add_argument("--gpus", type=int, default=0, help="GPUs (per node when --nodes > 1)")
+    p.add_argument("--nodes", type=int, default=1, help="> 1: one job across hosts, run by a `ptmlab worker "
+                   "--multinode` through Slurm's srun")
     p.add_argument("--timeout-s", type=float, default=None)
     p.add_argument("--max-attempts", type=int, default=3)
     p.add_argument("--after", default=None, help="comma-separated job ids that must succeed first")

@@ -61,7 +61,10 @@ class Job(Base):
     seed: Mapped[int] = mapped_column(default=42)
     queue: Mapped[str] = mapped_column(sa.String(100), default="default")
     priority: Mapped[int] = mapped_column(default=0)  # higher runs first
-    gpus: Mapped[int] = mapped_column(default=0)  # 0: a CPU job, takes one CPU slot
+    gpus: Mapped[int] = mapped_column(default=0)  # 0: a CPU job, takes one CPU slot; per node when nodes > 1
+    # > 1: one job across hosts (Lightning DDP/FSDP under Slurm), claimed only by a worker that
+    # launches through `srun` (`ptmlab worker --multinode`), never by a single-host worker.
+    nodes: Mapped[int] = mapped_column(default=1, server_default="1")
     timeout_s: Mapped[float | None] = mapped_column()
     max_attempts: Mapped[int] = mapped_column(default=3)
     idempotency_key: Mapped[str | None] = mapped_column(sa.String(200), unique=True)
@@ -105,7 +108,7 @@ class Job(Base):
         return {
             "id": self.id, "name": self.name, "stage": self.stage, "overrides": list(self.overrides or []),
             "seed": self.seed, "queue": self.queue, "priority": self.priority, "gpus": self.gpus,
-            "timeout_s": self.timeout_s, "max_attempts": self.max_attempts,
+            "nodes": self.nodes, "timeout_s": self.timeout_s, "max_attempts": self.max_attempts,
             "idempotency_key": self.idempotency_key, "tags": dict(self.tags or {}),
             "status": self.status, "cancel_requested": self.cancel_requested, "resume": self.resume,
             "attempts": self.attempts, "worker_id": self.worker_id, "exit_code": self.exit_code,
@@ -158,12 +161,17 @@ class Worker(Base):
     status: Mapped[str] = mapped_column(sa.String(20), default="active")  # active|draining|stopped
     started_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     last_heartbeat: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    multinode: Mapped[bool] = mapped_column(default=False, server_default=sa.false())  # launches nodes > 1 jobs
+    # Set when the worker runs inside a Slurm allocation (`ptmlab slurm workers`).
+    slurm_job_id: Mapped[str | None] = mapped_column(sa.String(50))
+    ends_at: Mapped[dt.datetime | None] = mapped_column()  # the allocation's time limit
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id, "hostname": self.hostname, "pid": self.pid, "gpus": list(self.gpus or []),
             "cpu_slots": self.cpu_slots, "queues": list(self.queues or []), "status": self.status,
             "started_at": _iso(self.started_at), "last_heartbeat": _iso(self.last_heartbeat),
+            "multinode": self.multinode, "slurm_job_id": self.slurm_job_id, "ends_at": _iso(self.ends_at),
         }
 
 

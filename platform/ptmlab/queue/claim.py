@@ -47,6 +47,7 @@ class ClaimedJob:
     run_dir: str
     log_path: str
     gpu_ids: list[int] = field(default_factory=list)  # granted (when the worker passed its free ids)
+    nodes: int = 1  # > 1: launched across hosts through srun (a --multinode worker)
 
     def run_overrides(self) -> list[str]:
         """The arguments after `python -m ptmlab.run`."""
@@ -73,10 +74,12 @@ def worker_identity() -> tuple[str, int]:
 
 
 def register_worker(session: Session, *, worker_id: str, gpus: list[int], cpu_slots: int,
-                    queues: list[str]) -> Worker:
+                    queues: list[str], multinode: bool = False, slurm_job_id: str | None = None,
+                    ends_at: dt.datetime | None = None) -> Worker:
     host, pid = worker_identity()
     worker = session.get(Worker, worker_id) or Worker(id=worker_id)
     worker.hostname, worker.pid, worker.gpus, worker.cpu_slots = host, pid, list(gpus), int(cpu_slots)
+    worker.multinode, worker.slurm_job_id, worker.ends_at = bool(multinode), slurm_job_id, ends_at
     worker.queues, worker.status = list(queues), "active"
     worker.started_at = worker.last_heartbeat = utcnow()
     session.add(worker)
@@ -90,11 +93,16 @@ def stop_worker(session: Session, worker_id: str, status: str = "stopped") -> No
 
 
 def claim_next_job(session: Session, *, worker_id: str, queues: list[str], free_gpus: int | list[int],
-                   free_cpu_slots: int, lease_s: float, jobs_root: str | Path) -> ClaimedJob | None:
+                   free_cpu_slots: int, lease_s: float, jobs_root: str | Path,
+                   multinode: bool = False) -> ClaimedJob | None:
     """Atomically claim the highest-priority (then oldest) queued job of `queues` whose parents
     all succeeded and that fits: a GPU job needs `gpus <= free_gpus`, a CPU job (gpus=0) a free
     CPU slot. `free_gpus` is a count, or the free GPU ids (the first `gpus` of them are granted
-    and recorded on the attempt). None when nothing fits."""
+    and recorded on the attempt). None when nothing fits.
+
+    A multi-node job (nodes > 1) runs on hosts Slurm allocates, not on the worker's own: only a
+    `multinode` worker claims it, for one of its CPU slots (a slot = one `srun` it supervises),
+    and such a worker claims nothing else."""
     free_gpu_ids = list(free_gpus) if isinstance(free_gpus, list | tuple) else []
     free_gpus = len(free_gpu_ids) if isinstance(free_gpus, list | tuple) else int(free_gpus)
     if free_gpus <= 0 and free_cpu_slots <= 0:
@@ -107,10 +115,15 @@ def claim_next_job(session: Session, *, worker_id: str, queues: list[str], free_
         .exists()
     )
     fits = []
-    if free_cpu_slots > 0:
-        fits.append(Job.gpus == 0)
-    if free_gpus > 0:
-        fits.append(sa.and_(Job.gpus > 0, Job.gpus <= free_gpus))
+    if multinode:
+        if free_cpu_slots <= 0:
+            return None
+        fits.append(Job.nodes > 1)
+    else:
+        if free_cpu_slots > 0:
+            fits.append(sa.and_(Job.gpus == 0, Job.nodes <= 1))
+        if free_gpus > 0:
+            fits.append(sa.and_(Job.gpus > 0, Job.gpus <= free_gpus, Job.nodes <= 1))
     query = (
         sa.select(Job)
         .where(Job.status == QUEUED, Job.queue.in_(list(queues)), sa.or_(*fits), ~unfinished_parent)
@@ -145,14 +158,14 @@ def claim_next_job(session: Session, *, worker_id: str, queues: list[str], free_
     attempt = Attempt(
         job_id=job.id, number=number, worker_id=worker_id, status=RUNNING, started_at=now,
         log_path=str(job_dir / "logs" / f"attempt-{number}.log"), argv=overrides,
-        gpu_ids=free_gpu_ids[: job.gpus],
+        gpu_ids=[] if multinode else free_gpu_ids[: job.gpus],
     )
     session.add(attempt)
     session.flush()
     claimed = ClaimedJob(
         job_id=job.id, attempt_id=attempt.id, attempt_number=number, stage=job.stage, overrides=overrides,
         seed=job.seed, resume=job.resume, gpus=job.gpus, timeout_s=job.timeout_s, run_dir=job.run_dir,
-        log_path=attempt.log_path, gpu_ids=list(attempt.gpu_ids),
+        log_path=attempt.log_path, gpu_ids=list(attempt.gpu_ids), nodes=job.nodes,
     )
     session.commit()
     return claimed

@@ -23,7 +23,7 @@ from ptmlab.settings import redact
 PARENT_FAILED_PREFIX = "parent job "
 JOB_REF = re.compile(r"^job:(?P<ref>[^\s]+)$")
 SUBMIT_FIELDS = {
-    "stage", "overrides", "queue", "priority", "gpus", "seed", "timeout_s", "max_attempts",
+    "stage", "overrides", "queue", "priority", "gpus", "nodes", "seed", "timeout_s", "max_attempts",
     "depends_on", "idempotency_key", "name", "tags", "sweep_id", "pipeline_id",
 }
 
@@ -113,6 +113,9 @@ def _add_job(session: Session, spec: dict[str, Any]) -> Job:
     gpus = int(spec.get("gpus") or 0)
     if gpus < 0:
         raise ConfigError(f"gpus={gpus} must be >= 0")
+    nodes = int(spec.get("nodes") or 1)
+    if nodes < 1:
+        raise ConfigError(f"nodes={nodes} must be >= 1")
     max_attempts = int(spec.get("max_attempts") or 3)
     if max_attempts < 1:
         raise ConfigError(f"max_attempts={max_attempts} must be >= 1")
@@ -141,6 +144,7 @@ def _add_job(session: Session, spec: dict[str, Any]) -> Job:
     job = Job(
         name=spec.get("name"), stage=stage, overrides=overrides, seed=seed,
         queue=str(spec.get("queue") or "default"), priority=int(spec.get("priority") or 0), gpus=gpus,
+        nodes=nodes,
         timeout_s=float(timeout_s) if timeout_s is not None else None, max_attempts=max_attempts,
         idempotency_key=key or None, tags=dict(spec.get("tags") or {}), sweep_id=spec.get("sweep_id"),
         pipeline_id=spec.get("pipeline_id"), status=QUEUED, created_at=utcnow(),

@@ -42,7 +42,7 @@ from ptmlab.db.models import Job, Pipeline
 from ptmlab.errors import ConfigError, LimitExceededError
 from ptmlab.queue.jobs import JOB_REF, _add_job, split_override
 
-JOB_KEYS = {"name", "stage", "overrides", "depends_on", "gpus", "priority", "queue", "seed", "timeout_s",
+JOB_KEYS = {"name", "stage", "overrides", "depends_on", "gpus", "nodes", "priority", "queue", "seed", "timeout_s",
             "max_attempts", "tags"}
 TOP_KEYS = {"name", "description", "vars", "defaults", "jobs"}
 MAX_PIPELINE_JOBS = 10_000

@@ -6,9 +6,15 @@ kill the job and everything it started (dataloader workers, ...) and nothing els
 dies with the worker (PR_SET_PDEATHSIG on Linux): a worker killed with -9 leaves no orphan to
 run on beside the job's next attempt.
 
-Signals: the first SIGTERM/SIGINT stops claiming; running jobs get `--grace-s` seconds to finish,
-then they are killed and handed back to the queue (rerun with `resume=true`, continuing from
-their last checkpoint). A second signal ends the grace period at once.
+Signals: the first SIGTERM/SIGINT/SIGUSR1 stops claiming; running jobs get `--grace-s` seconds to
+finish, then they are killed and handed back to the queue (rerun with `resume=true`, continuing
+from their last checkpoint). A second signal ends the grace period at once. SIGUSR1 is Slurm's
+warning before an allocation's time limit (ptmlab.slurm); `scancel` signals the worker and its
+jobs together, so a job killed by a SIGTERM the worker did not send while it drains is handed
+back too, not failed.
+
+A `multinode` worker runs only jobs with nodes > 1, each through `srun` across the hosts Slurm
+allocates (ptmlab.slurm.srun_prefix); Lightning takes ranks and the master address from srun.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from ptmlab.code_keys import code_selecting_override
 from ptmlab.contracts import ConfigError, validate_summary
 from ptmlab.db import CANCELLED, FAILED, SUCCEEDED, get_sessionmaker
 from ptmlab.disk import DISK_FULL_ERRNOS, EXIT_DISK_FULL, describe_disk_full, free_bytes, is_nearly_full
+from ptmlab.slurm import current_allocation, srun_prefix
 from ptmlab.queue import (
     ClaimedJob, claim_next_job, finish_attempt, heartbeat, reap_expired_leases, register_worker,
     requeue_job, stop_worker,
@@ -59,6 +66,8 @@ class WorkerOptions:
     home: Path | None = None
     worker_id: str | None = None
     python: str = sys.executable
+    multinode: bool = False  # launch nodes > 1 jobs through srun, and nothing else
+    srun_args: list[str] = field(default_factory=list)  # appended to the srun command (partition, account)
 
     @property
     def heartbeat_s(self) -> float:
@@ -141,12 +150,17 @@ class WorkerAgent:
     # -- main loop --------------------------------------------------------------------------
     def run(self) -> int:
         self.home.mkdir(parents=True, exist_ok=True)
-        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)}
+        allocation = current_allocation()
         with self.Session() as s:
             register_worker(s, worker_id=self.worker_id, gpus=self.options.gpus,
-                            cpu_slots=self.options.cpu_slots, queues=self.options.queues)
-        log.info("worker %s: gpus=%s cpu_slots=%d queues=%s db=%s", self.worker_id, self.options.gpus or "none",
-                 self.options.cpu_slots, ",".join(self.options.queues),
+                            cpu_slots=self.options.cpu_slots, queues=self.options.queues,
+                            multinode=self.options.multinode,
+                            slurm_job_id=allocation.job_id if allocation else None,
+                            ends_at=allocation.ends_at if allocation else None)
+        log.info("worker %s: gpus=%s cpu_slots=%d queues=%s%s%s db=%s", self.worker_id, self.options.gpus or "none",
+                 self.options.cpu_slots, ",".join(self.options.queues), " multinode" if self.options.multinode else "",
+                 f" slurm job {allocation.job_id} on {allocation.node}" if allocation else "",
                  sa.make_url(self.database_url).render_as_string(hide_password=True))
         next_heartbeat = 0.0
         try:
@@ -238,6 +252,7 @@ class WorkerAgent:
                 claim = claim_next_job(
                     s, worker_id=self.worker_id, queues=self.options.queues, free_gpus=list(self.free_gpus),
                     free_cpu_slots=self.free_cpu_slots, lease_s=self.options.lease_s, jobs_root=self.jobs_root,
+                    multinode=self.options.multinode,
                 )
             if claim is None:
                 break
@@ -252,7 +267,7 @@ class WorkerAgent:
             # never launches a job whose overrides pick the code it would import.
             self._fail_unstarted(claim, f"refused before start: {refused}")
             return
-        if claim.gpus:
+        if claim.gpus and claim.nodes <= 1:
             for g in claim.gpu_ids:
                 self.free_gpus.remove(g)
         else:
@@ -261,13 +276,18 @@ class WorkerAgent:
         log_path = Path(claim.log_path)
         argv = [self.options.python, "-m", "ptmlab.run", *claim.run_overrides()]
         env = {
-            # The API token is the platform's, not the job's: a job's log never holds it.
-            **{k: v for k, v in os.environ.items() if k != "PTMLAB_API_TOKEN"},
+            # The API token is the platform's, not the job's: a job's log never holds it. Inside a
+            # Slurm allocation the job is one process of the worker's, not a Slurm task: without
+            # SLURM_* Lightning neither takes ranks from them nor requeues the worker's allocation.
+            **{k: v for k, v in os.environ.items()
+               if k != "PTMLAB_API_TOKEN" and not (k.startswith("SLURM_") and k != "SLURM_CONF")},
             "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in claim.gpu_ids),
             "PTMLAB_JOB_ID": str(claim.job_id),
             "PTMLAB_HOME": str(self.home),
             "PYTHONUNBUFFERED": "1",
         }
+        if claim.nodes > 1:
+            argv, env = self._across_nodes(claim, argv, env)
         try:
             # Made again if it was deleted while the job was queued.
             Path(claim.run_dir).mkdir(parents=True, exist_ok=True)
@@ -306,7 +326,21 @@ class WorkerAgent:
         log.info("job %d attempt %d started (pid %d, gpus=%s)%s", claim.job_id, claim.attempt_number, proc.pid,
                  claim.gpu_ids or "-", " resuming" if claim.resume else "")
 
+    def _across_nodes(self, claim: ClaimedJob, argv: list[str], env: dict[str, str]) -> tuple[list[str], dict]:
+        """The job's command under `srun` on `nodes` hosts, one task per GPU (one per node on CPU);
+        Lightning's trainer is told the same geometry, so its SLURM environment checks agree."""
+        per_node = max(claim.gpus, 1)
+        prefix = srun_prefix(job_id=claim.job_id, attempt=claim.attempt_number, nodes=claim.nodes,
+                             tasks_per_node=per_node, gpus_per_node=claim.gpus,
+                             log_dir=str(Path(claim.log_path).parent), extra=self.options.srun_args)
+        geometry = [f"trainer.num_nodes={claim.nodes}", f"trainer.devices={per_node}"]
+        env = {k: v for k, v in env.items() if k != "CUDA_VISIBLE_DEVICES"}  # Slurm sets it on each node
+        return [*prefix, *argv, *geometry], env
+
     def _release(self, claim: ClaimedJob) -> None:
+        if claim.nodes > 1:
+            self.free_cpu_slots += 1
+            return
         if claim.gpus:
             self.free_gpus.extend(claim.gpu_ids)
             self.free_gpus.sort()
@@ -359,6 +393,10 @@ class WorkerAgent:
             if code is None:
                 continue
             _killpg(rj.proc.pid, signal.SIGKILL)  # whatever the job left behind in its group
+            if self.signals and rj.kill_reason is None and code != 0:
+                # Not our kill: the signal that stops the worker reached its jobs too (scancel and a
+                # pre-emption end the whole allocation). The job did not fail; it resumes elsewhere.
+                rj.kill_reason = "requeue"
             del self.running[job_id]
             self._release(rj.claim)
             self.unrecorded.append((rj.claim, lambda rj=rj, code=code: self._record(rj, code)))
