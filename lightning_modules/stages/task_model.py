@@ -27,7 +27,8 @@ Layout (format_version 1; safetensors and JSON only, nothing pickled):
 
 Manifest (task_model.json):
 
-    format_version   1; a reader refuses a newer version
+    format_version   1, or 2 for a compressed model (it has `compression`); a reader refuses a
+                     newer version
     kind             task_model (one head: finetune_module.TaskModel) |
                      multitask_model (a head per task: multitask.MultiTaskModel)
     model            the `model` node that rebuilds the backbone: {name, family, backbone:
@@ -40,6 +41,10 @@ Manifest (task_model.json):
     weights          {file: model.safetensors, sha256}
     tokenizer_files  the files the tokenizer wrote
     versions         torch, transformers, safetensors, ptmlab that wrote it
+    compression      (format 2) the structural edits compression made, re-applied in order before
+                     the weights are read: pruned heads, low-rank factors, a dtype cast, int8
+                     quantization (lightning_modules/compression/structure.py); a quantized
+                     model's int8 weights are stored as plain tensors (compression/quantization.py)
 
 Loading rebuilds the architecture from the manifest (only `_target_`s under
 lightning_modules.models / lightning_modules.adaptation are instantiated), checks every tensor's
@@ -61,7 +66,7 @@ from lightning_modules.stages.pooling import PooledEncoder
 from lightning_modules.tasks.spec import TaskSpec
 from ptmlab.contracts import BackboneError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # the newest this reader reads; 1 is written unless there are compression edits
 TASK_MODEL_DIR = "task_model"  # under <run dir>/export/
 TASK_MODEL_ARTIFACT = "export/task_model"  # MLflow artifact path
 MANIFEST_FILE = "task_model.json"
@@ -124,9 +129,10 @@ def _versions() -> dict[str, str]:
 
 # -- saving ----------------------------------------------------------------------------------
 def save_task_model(model: PooledEncoder, out_dir: Path, *, model_cfg: dict, tokenizer,
-                    tasks: dict[str, TaskSpec], adaptation: dict) -> Path:
-    """Write the layout above to `out_dir` (the manifest last: a folder without one is incomplete)."""
-    from safetensors.torch import save_model
+                    tasks: dict[str, TaskSpec], adaptation: dict, compression: list[dict] | None = None) -> Path:
+    """Write the layout above to `out_dir` (the manifest last: a folder without one is incomplete).
+    `compression`: the structural edits the model went through (compression/structure.py)."""
+    from safetensors.torch import save_file, save_model
 
     from lightning_modules.stages.multitask import MultiTaskModel
 
@@ -141,10 +147,15 @@ def save_task_model(model: PooledEncoder, out_dir: Path, *, model_cfg: dict, tok
     heads = dict(model.heads) if isinstance(model, MultiTaskModel) else {model.task_name: model.head}
     if None in heads or set(heads) != set(tasks):
         raise BackboneError(f"save_task_model: heads {sorted(map(str, heads))} do not match tasks {sorted(tasks)}")
-    save_model(model, str(out_dir / WEIGHTS_FILE))  # shared tensors (tied weights) stored once
+    if any(op.get("op") == "quantize" for op in compression or ()):
+        from lightning_modules.compression.quantization import quantized_state
+
+        save_file(quantized_state(model), str(out_dir / WEIGHTS_FILE))
+    else:
+        save_model(model, str(out_dir / WEIGHTS_FILE))  # shared tensors (tied weights) stored once
     written = tokenizer.save_pretrained(str(out_dir))
     manifest = {
-        "format_version": FORMAT_VERSION,
+        "format_version": 2 if compression else 1,
         "kind": MULTI if isinstance(model, MultiTaskModel) else SINGLE,
         "model": model_cfg,
         "adaptation": adaptation,
@@ -157,6 +168,8 @@ def save_task_model(model: PooledEncoder, out_dir: Path, *, model_cfg: dict, tok
         "tokenizer_files": sorted({Path(p).name for p in written if Path(p).is_file()}),
         "versions": _versions(),
     }
+    if compression:
+        manifest["compression"] = list(compression)
     tmp = out_dir / (MANIFEST_FILE + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=2))
     tmp.replace(out_dir / MANIFEST_FILE)
@@ -283,6 +296,26 @@ def _load_weights(model: PooledEncoder, manifest: dict, folder: Path) -> None:
                             f"model {MANIFEST_FILE} describes")
 
 
+def _load_quantized_weights(model: PooledEncoder, manifest: dict, folder: Path, quantize: dict) -> None:
+    """Quantize the built model with the recorded settings, then read the saved int8 weights."""
+    from safetensors.torch import load_file
+
+    from lightning_modules.compression.quantization import get_backend, load_quantized_state
+
+    path = _required_file(folder, manifest["weights"].get("file", WEIGHTS_FILE))
+    expected_sha = manifest["weights"].get("sha256")
+    if expected_sha and _sha256(path) != expected_sha:
+        raise BackboneError(f"{path}: sha256 differs from weights.sha256 in {MANIFEST_FILE} (changed or corrupt)")
+    tensors = load_file(str(path))
+    pooler = getattr(getattr(model.backbone, "model", None), "pooler", None)
+    if pooler is not None and not any(k.startswith("backbone.model.pooler.") for k in tensors):
+        model.backbone.model.pooler = None
+    model.eval()
+    get_backend(str(quantize.get("backend", "torch.ao"))).quantize_dynamic(
+        model, embeddings=bool(quantize.get("embeddings", True)))
+    load_quantized_state(model, tensors, str(path))
+
+
 def load_task_model(ref, *, tracking_uri: str | None = None, device: str | torch.device = "cpu") -> LoadedTaskModel:
     """A saved task model, ready: eval mode, on `device` (see the module docstring)."""
     from transformers import AutoTokenizer
@@ -296,7 +329,15 @@ def load_task_model(ref, *, tracking_uri: str | None = None, device: str | torch
     except KeyError as exc:
         raise BackboneError(f"{folder / MANIFEST_FILE}: tasks entry without key '{exc.args[0]}'") from None
     model = _build_model(manifest, folder)
-    _load_weights(model, manifest, folder)
+    quantize = None
+    if manifest.get("compression"):
+        from lightning_modules.compression.structure import apply_structure
+
+        quantize = apply_structure(model, list(manifest["compression"]))
+    if quantize is not None:
+        _load_quantized_weights(model, manifest, folder, quantize)
+    else:
+        _load_weights(model, manifest, folder)
     tokenizer = AutoTokenizer.from_pretrained(str(folder), use_fast=True)
     model.requires_grad_(True)  # adaptation modes froze parts while building; a loaded model is whole
     return LoadedTaskModel(model.to(device).eval(), tokenizer, tasks, manifest, folder)

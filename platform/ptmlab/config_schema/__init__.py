@@ -27,10 +27,12 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError, InterpolationToMissingValueError, MissingMandatoryValue
 from pydantic import BaseModel, ValidationError
 
+from ptmlab.config_schema.compression import COMPRESSIONS
 from ptmlab.config_schema.data import CORPORA, DataNode, TokenizerNode
 from ptmlab.config_schema.fields import NODE, AnyTarget, Name, Node, NonNegativeFloat, NonNegativeInt, in_range
 from ptmlab.config_schema.models import BACKBONES, ModelNode
 from ptmlab.config_schema.objectives import OBJECTIVES, ObjectiveNode
+from ptmlab.config_schema.probing import PROBE_STAGES, ProbeNode
 from ptmlab.config_schema.stages import STAGES, AnyStage, Multitask
 from ptmlab.config_schema.tasks import ADAPTATIONS, READERS, TaskNode
 from ptmlab.config_schema.training import OPTIMIZERS, SCHEDULERS, TRAINERS
@@ -39,14 +41,17 @@ from ptmlab.errors import ConfigError
 # `_target_` -> schema of its node, over every group.
 TARGETS: dict[str, type[BaseModel]] = {
     **BACKBONES, **OBJECTIVES, **CORPORA, **READERS, **ADAPTATIONS, **TRAINERS, **OPTIMIZERS, **SCHEDULERS,
+    **COMPRESSIONS,
 }
 # Groups whose node has no `_target_` of its own.
 NODE_SCHEMAS: dict[str, type[BaseModel]] = {
     "model": ModelNode, "objective": ObjectiveNode, "data": DataNode, "tokenizer": TokenizerNode, "task": TaskNode,
+    "probe": ProbeNode,
 }
-TARGET_GROUPS = ("trainer", "optimizer", "scheduler", "adaptation")
+TARGET_GROUPS = ("trainer", "optimizer", "scheduler", "adaptation", "compression")
 # Checked in this order: a value that others interpolate (`${tokenizer.vocab_size}`) is named first.
-GROUPS = ("stage", "tokenizer", "data", "model", "objective", "task", *TARGET_GROUPS)
+GROUPS = ("stage", "tokenizer", "data", "model", "objective", "task", "probe", *TARGET_GROUPS)
+STAGES = {**STAGES, **PROBE_STAGES}
 MAX_ERRORS_SHOWN = 3
 PRETRAIN_ENTRY = "lightning_modules.stages.pretrain.run_pretrain"
 
@@ -71,6 +76,7 @@ class Root(Node):
 
     seed: Annotated[int, in_range(0, 2**32 - 1, what="a seed")] = 42   # Lightning's seed range
     backbone: Name | None = None          # null | random | job:<id> | mlflow:<run_id> | <folder> | <HF name>
+    source: Name | None = None            # compress: job:<id> | mlflow:<run_id> | <run or export folder>
     resume: bool = False
     run_name: Name = "run"
     checkpoint_every_n_steps: NonNegativeInt = 100   # 0: only last.ckpt at the end

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+from ptmlab.config_schema.compression import Measure
 from ptmlab.config_schema.fields import (
     Dropout,
     Name,
@@ -61,6 +62,14 @@ class Multitask(Stage):
     export_backbone: bool = False
 
 
+class Compress(Stage):
+    batch_size: PositiveInt = 32
+    eval_batch_size: PositiveInt = 128
+    lr: PositiveFloat = 5e-5
+    warmup_ratio: Annotated[float, in_range(0.0, 1.0, hi_open=True)] = 0.1
+    measure: Measure = Measure()
+
+
 class Sleep(OpenNode):
     """The platform's test stage takes keys it does not read (`+stage.input=job:<name>` makes a
     pipeline dependency, `+stage.message=...`), so only its own keys are typed."""
@@ -83,5 +92,6 @@ STAGES = {
     "lightning_modules.stages.pretrain.run_pretrain": Pretrain,
     "lightning_modules.stages.finetune.run_finetune": Finetune,
     "lightning_modules.stages.multitask.run_multitask": Multitask,
+    "lightning_modules.stages.compress.run_compress": Compress,
     "ptmlab.stages.sleep.run_sleep": Sleep,
 }

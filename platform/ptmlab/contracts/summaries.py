@@ -33,6 +33,24 @@ class StageSummary(BaseModel):
     wall_time_s: float = Field(ge=0)
 
 
+class Throughput(BaseModel):
+    """How fast a run trained (lightning_modules/stages/throughput.py): tokens/s counts non-padding
+    tokens, tokens/s and samples/s are for the whole job, MFU is per device (achieved model FLOPs/s
+    ÷ the device's peak at the precision in use; None where the peak is unknown)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    tokens_per_s: float | None = Field(None, ge=0)
+    samples_per_s: float | None = Field(None, ge=0)
+    mfu: float | None = Field(None, ge=0)
+    data_wait_fraction: float | None = Field(None, ge=0, le=1)
+    padding_fraction: float | None = Field(None, ge=0, le=1)
+    peak_flops: float | None = Field(None, gt=0)  # one device's, FLOP/s
+    device: str | None = None
+    world_size: int = Field(1, ge=1)
+    timed_steps: int = Field(0, ge=0)
+
+
 class PretrainSummary(StageSummary):
     stage: Literal["pretrain"] = "pretrain"
     model: str
@@ -49,6 +67,8 @@ class PretrainSummary(StageSummary):
     vocab_size: int = Field(ge=1)
     checkpoint: str
     export_dir: str
+    throughput: Throughput | None = None
+    replica_weights: list[str] | None = None  # a weights digest per DDP replica (all equal when in sync)
 
 
 class PredictionStats(BaseModel):
@@ -73,6 +93,7 @@ class FinetuneSummary(StageSummary):
     train_time_s: float = Field(ge=0)
     steps: int = Field(ge=0)
     task_model_dir: str | None = None
+    throughput: Throughput | None = None
     # multitask only
     tasks: list[str] | None = None
     task_metrics: dict[str, Metrics] | None = None
@@ -93,21 +114,43 @@ class Measurement(BaseModel):
 
 
 class MeasurementSettings(BaseModel):
-    """How latency and size were measured, so two rows are comparable only when these match."""
+    """How latency and size were measured, so two rows are comparable only when these match
+    (lightning_modules/compression/measure.py writes them with every compress summary)."""
 
     model_config = ConfigDict(extra="allow")
 
     device: str = "cpu"
-    threads: int | None = None
+    threads: int | list[int] | None = None        # torch threads of each latency setting
     batch_size: int = Field(1, ge=1)
+    batch_sizes: list[int] | None = None
     seq_len: int | None = Field(None, ge=1)
     warmup: int = Field(0, ge=0)
     repeats: int = Field(1, ge=1)
     dtype: str | None = None
+    cpu: str | None = None                        # CPU model name
+    isa: list[str] | None = None                  # avx2, avx512f, avx512_vnni, amx_int8 ... present
+    quantized_engine: str | None = None           # torch.backends.quantized.engine (fbgemm, x86, qnnpack)
+
+
+class LatencyPoint(BaseModel):
+    """One latency setting of one model: the median of `repeats` timed runs."""
+
+    model_config = ConfigDict(extra="allow")
+
+    latency_ms: float = Field(ge=0)
+    throughput: float | None = Field(None, ge=0)   # examples per second
+    threads: int | None = Field(None, ge=1)
+    batch_size: int | None = Field(None, ge=1)
+
+
+Ratios = dict[str, float | None]
 
 
 class CompressSummary(StageSummary):
-    """stage=compress: the method, its settings, the compressed model and its source measured side by side."""
+    """stage=compress: the method, its settings, the compressed model and its source measured side
+    by side. Latencies are keyed `b<batch>_t<threads>`; `latency_ms` is the headline one
+    (`headline_latency`, batch 32 on one thread when measured); ratios are compressed ÷ source,
+    `speedup` source ÷ compressed, `retention` score ÷ source score."""
 
     stage: Literal["compress"] = "compress"
     method: str
@@ -117,15 +160,32 @@ class CompressSummary(StageSummary):
     task: str
     main_metric: str | None = None
     score: float | None = None
+    metrics: Metrics | None = None
     params: int = Field(ge=0)
     nonzero_params: int | None = Field(None, ge=0)
     size_bytes: int = Field(ge=0)
+    non_embedding_size_bytes: int | None = Field(None, ge=0)
+    flops: float | None = Field(None, ge=0)        # estimated forward FLOPs per example
     latency_ms: float | None = Field(None, ge=0)
+    latency: dict[str, LatencyPoint] | None = None
     source_score: float | None = None
+    source_metrics: Metrics | None = None
     source_params: int | None = Field(None, ge=0)
     source_nonzero_params: int | None = Field(None, ge=0)
     source_size_bytes: int | None = Field(None, ge=0)
+    source_non_embedding_size_bytes: int | None = Field(None, ge=0)
+    source_flops: float | None = Field(None, ge=0)
     source_latency_ms: float | None = Field(None, ge=0)
+    source_latency: dict[str, LatencyPoint] | None = None
+    headline_latency: str | None = None
+    retention: float | None = None
+    size_ratio: float | None = Field(None, ge=0)
+    non_embedding_size_ratio: float | None = Field(None, ge=0)
+    param_ratio: float | None = Field(None, ge=0)
+    flops_ratio: float | None = Field(None, ge=0)
+    latency_ratio: Ratios | None = None
+    speedup: Ratios | None = None
+    control_score: float | None = None             # distill: the same student trained without the teacher
     measurement: MeasurementSettings | None = None
     task_model_dir: str | None = None
 
@@ -137,32 +197,99 @@ class ProbeLayer(BaseModel):
 
     layer: int = Field(ge=0)
     accuracy: float | None = None
-    control_accuracy: float | None = None
-    selectivity: float | None = None
+    control_accuracy: float | None = None   # the Hewitt & Liang control task, same probe capacity
+    selectivity: float | None = None        # accuracy - control_accuracy
     # structural probes
-    uuas: float | None = None
-    spearman: float | None = None
+    uuas: float | None = None               # distance probe
+    spearman: float | None = None           # distance Spearman (distance) / norm Spearman (depth)
+    root_accuracy: float | None = None      # depth probe
 
 
 class AttentionStatistic(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    statistic: str
+    statistic: str                     # entropy | cls | sep | punct | prev | next | dep:<relation>
     values: list[list[float | None]]  # [layer][head]
 
 
+class ScalarMixScore(BaseModel):
+    """A probe over a learned softmax-weighted mix of all layers."""
+
+    model_config = ConfigDict(extra="allow")
+
+    accuracy: float | None = None
+    control_accuracy: float | None = None
+    selectivity: float | None = None
+    weights: list[float] = Field(default_factory=list)   # per layer, embeddings first
+
+
+class RandomInitScores(BaseModel):
+    """The same probe on the same architecture randomly initialised (a baseline of every run)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    layers: list[ProbeLayer] = Field(default_factory=list)
+    best_layer: int | None = None
+    best_score: float | None = None
+    scalar_mix: ScalarMixScore | None = None
+
+
+class ClozeRelation(BaseModel):
+    """LAMA scores of one relation over its single-token objects; `oov` objects are excluded."""
+
+    model_config = ConfigDict(extra="allow")
+
+    relation: str
+    facts: int = Field(ge=0)
+    oov: int = Field(ge=0)
+    scored: int = Field(ge=0)
+    p_at_1: float | None = None
+    p_at_10: float | None = None
+    mrr: float | None = None
+
+
+class ProbeTaskResult(BaseModel):
+    """One task of a suite: per-layer scores, the scalar mix, baselines (layer 0, random init,
+    majority class), and what only some families have (cloze relations, attention heads)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    probe_task: str
+    family: Literal["token", "structural", "sentence", "attention", "cloze"]
+    metric: str | None = None          # the per-layer key the best layer is chosen by
+    probe: str | None = None           # linear | mlp | rank<k>
+    layers: list[ProbeLayer] = Field(default_factory=list)
+    best_layer: int | None = None
+    best_score: float | None = None
+    best_selectivity: float | None = None
+    scalar_mix: ScalarMixScore | None = None
+    random_init: RandomInitScores | None = None
+    baselines: dict[str, float | None] = Field(default_factory=dict)  # layer0, random_init_best, majority, ...
+    relations: list[ClozeRelation] | None = None
+    oov: int | None = Field(None, ge=0)
+    heatmaps: list[AttentionStatistic] | None = None
+
+
 class ProbeSummary(StageSummary):
-    """stage=probe: per-layer scores of one probe task, control-task selectivity, baselines."""
+    """stage=probe: a suite of probe tasks on one model. `probe_task` names the suite and
+    `layers`/`baselines` repeat its first task (the headline); `tasks` holds every task."""
 
     stage: Literal["probe"] = "probe"
     model: str
     probe_task: str
+    suite: str | None = None
     backbone_source: str | None = None
     alignment: str | None = None           # first | last | mean subword
     metric: str | None = None
     layers: list[ProbeLayer] = Field(default_factory=list)
     baselines: dict[str, float | None] = Field(default_factory=dict)  # majority, random-init, ...
     attention_heads: AttentionStatistic | list[AttentionStatistic] | None = None
+    tasks: list[ProbeTaskResult] = Field(default_factory=list)
+    train_sentences: int | None = Field(None, ge=0)
+    eval_sentences: int | None = Field(None, ge=0)
+    # per model label: forward passes run, cache hits, {dataset: {key, sentences, cache_hit, bytes}}
+    extraction: dict[str, Any] = Field(default_factory=dict)
+    probe_time_s: float | None = Field(None, ge=0)
 
 
 class SleepSummary(StageSummary):

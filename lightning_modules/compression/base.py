@@ -1,0 +1,123 @@
+"""What every compression method is, and the short training loop they share.
+
+A method is a `_target_` node of `conf/compression/<name>.yaml`, built with its settings:
+
+    method.check(source, ctx)     ConfigError on bad input, before any training (exit 2)
+    method.compress(source, ctx)  -> Compressed: the compressed model, its structural edits
+                                  (stages/task_model.py `compression`), extra summary numbers
+
+`source` is a LoadedTaskModel (stages/task_model.py); `ctx` carries the task, the training
+settings of `stage`, the cache folder and a metric logger. Recovery fine-tuning, distillation
+and QAT train with `train_epochs`: a plain PyTorch loop (AdamW, linear warm-up then decay,
+seeded shuffling), since a compression run is a few epochs of one model on CPU and the loss is
+the method's own.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from lightning_modules.stages.evaluation import task_loss
+
+
+@dataclass
+class CompressContext:
+    task: Any                      # LoadedTask
+    seed: int = 0
+    batch_size: int = 32
+    eval_batch_size: int = 128
+    lr: float = 5e-5
+    warmup_ratio: float = 0.1
+    cache_dir: Path | None = None
+    log: Callable[[dict, int], None] | None = None   # metrics, step -> MLflow
+
+
+@dataclass
+class Compressed:
+    model: nn.Module                                # a PooledEncoder (TaskModel)
+    edits: list[dict] = field(default_factory=list)  # structural edits this method made
+    numbers: dict = field(default_factory=dict)      # extra summary fields (control score, sparsity ...)
+    model_cfg: dict | None = None                    # for a ptmlab backbone whose config changed
+
+
+class CompressionMethod:
+    """Base of every method; `finetune_epochs` is the optional recovery fine-tune."""
+
+    name = "compression"
+
+    def __init__(self, finetune_epochs: int = 0, lr: float | None = None):
+        self.finetune_epochs = int(finetune_epochs)
+        self.lr = lr
+
+    def settings(self) -> dict:
+        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
+    def check(self, source, ctx: CompressContext) -> None:
+        """Refuse bad input before training (ConfigError naming the key)."""
+
+    def compress(self, source, ctx: CompressContext) -> Compressed:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+def copy_model(source) -> nn.Module:
+    """A trainable deep copy of a loaded task model's module (the source stays as loaded)."""
+    model = copy.deepcopy(source.model)
+    model.requires_grad_(True)
+    return model
+
+
+def train_loader(ctx: CompressContext, tokenizer, causal: bool, shuffle: bool = True):
+    from lightning_modules.tasks.datamodule import TaskDataModule
+
+    dm = TaskDataModule(ctx.task, tokenizer, causal=causal, batch_size=ctx.batch_size,
+                        eval_batch_size=ctx.eval_batch_size, seed=ctx.seed)
+    return dm.train_dataloader() if shuffle else dm._loader(ctx.task.data.train_split, False, ctx.batch_size)  # noqa: SLF001
+
+
+def train_epochs(model: nn.Module, tokenizer, ctx: CompressContext, *, epochs: int, lr: float | None = None,
+                 loss_fn: Callable[[nn.Module, dict], tuple[torch.Tensor, dict]] | None = None,
+                 prefix: str = "recovery", on_step: Callable[[int, int], None] | None = None,
+                 params: list[nn.Parameter] | None = None) -> dict:
+    """Train `model` for `epochs` on the task's train split; returns {steps, train_time_s}.
+    `loss_fn(model, batch) -> (loss, metrics)` defaults to the task loss; `on_step(step, total)`
+    runs before each optimizer step (pruning schedules)."""
+    if epochs <= 0:
+        return {"steps": 0, "train_time_s": 0.0}
+    torch.manual_seed(ctx.seed)
+    loader = train_loader(ctx, tokenizer, causal=bool(model.backbone.is_causal))
+    total = epochs * len(loader)
+    params = params if params is not None else [p for p in model.parameters() if p.requires_grad]
+    decay = [p for p in params if p.ndim >= 2]
+    no_decay = [p for p in params if p.ndim < 2]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+                                  lr=float(lr or ctx.lr))
+    warmup = max(1, int(math.ceil(ctx.warmup_ratio * total)))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: (s + 1) / warmup if s < warmup else max(0.0, (total - s) / max(1, total - warmup)))
+    loss_fn = loss_fn or (lambda m, b: (task_loss(ctx.task.spec, m(b), b["labels"]), {}))
+    model.train()
+    step, started = 0, time.perf_counter()
+    for _ in range(epochs):
+        for batch in loader:
+            if on_step is not None:
+                on_step(step, total)
+            loss, extra = loss_fn(model, batch)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            optimizer.step()
+            scheduler.step()
+            step += 1
+            if ctx.log is not None and (step % 25 == 0 or step == total):
+                ctx.log({f"{prefix}/loss": float(loss.detach()), **{f"{prefix}/{k}": float(v) for k, v in extra.items()}},
+                        step)
+    model.eval()
+    return {"steps": step, "train_time_s": round(time.perf_counter() - started, 3)}

@@ -1,0 +1,31 @@
+"""Half-precision weights: the whole model cast to bfloat16 (default; CPUs with AVX-512 BF16/AMX
+run it natively) or float16, saved in that dtype (half the bytes). Logits are read as float32."""
+
+from __future__ import annotations
+
+import torch
+
+from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model
+from ptmlab.contracts import ConfigError
+
+
+class CastHalf(CompressionMethod):
+    name = "cast_half"
+
+    def __init__(self, dtype: str = "bfloat16", finetune_epochs: int = 0, lr: float | None = None):
+        super().__init__(finetune_epochs=finetune_epochs, lr=lr)
+        self.dtype = str(dtype)
+
+    def check(self, source, ctx: CompressContext) -> None:
+        from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
+
+        refuse_quantized_source(source, self.name)
+        if self.dtype not in ("bfloat16", "float16"):
+            raise ConfigError(f"compression.dtype={self.dtype}: bfloat16 | float16")
+        if self.finetune_epochs:
+            raise ConfigError(f"compression.finetune_epochs={self.finetune_epochs}: cast_half does not train "
+                              f"(fine-tune the float32 model first)")
+
+    def compress(self, source, ctx: CompressContext) -> Compressed:
+        model = copy_model(source).eval().to(getattr(torch, self.dtype))
+        return Compressed(model, [{"op": "cast", "dtype": self.dtype}], {"dtype": self.dtype})

@@ -1,0 +1,51 @@
+"""Layer dropping (Fan et al. 2019; Sajjad et al. 2020): keep every k-th layer (`keep_every`),
+the bottom n (`keep_bottom`) or an explicit list (`layers`, 0-based), with an optional short
+recovery fine-tune. The model is saved with its own, shallower config."""
+
+from __future__ import annotations
+
+from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model, \
+    train_epochs
+from lightning_modules.compression.distill import with_num_layers
+from lightning_modules.compression.structure import keep_layers
+from ptmlab.contracts import ConfigError
+
+
+class DropLayers(CompressionMethod):
+    name = "drop_layers"
+
+    def __init__(self, keep_every: int | None = 2, keep_bottom: int | None = None, layers: list | None = None,
+                 finetune_epochs: int = 0, lr: float | None = None):
+        super().__init__(finetune_epochs=finetune_epochs, lr=lr)
+        self.keep_every = None if keep_every is None else int(keep_every)
+        self.keep_bottom = None if keep_bottom is None else int(keep_bottom)
+        self.layers = None if layers is None else [int(i) for i in layers]
+
+    def kept(self, n: int) -> list[int]:
+        if self.layers is not None:
+            bad = [i for i in self.layers if not 0 <= i < n]
+            if bad or not self.layers:
+                raise ConfigError(f"compression.layers={self.layers}: layer {bad[0] if bad else '-'} does not exist "
+                                  f"(the source has layers 0..{n - 1})")
+            return sorted(set(self.layers))
+        if self.keep_bottom is not None:
+            if self.keep_bottom > n:
+                raise ConfigError(f"compression.keep_bottom={self.keep_bottom}: the source has {n} layers")
+            return list(range(self.keep_bottom))
+        if self.keep_every is not None:
+            return list(range(self.keep_every - 1, n, self.keep_every)) or [n - 1]
+        raise ConfigError("compression.layers, keep_bottom and keep_every are all null: set one")
+
+    def check(self, source, ctx: CompressContext) -> None:
+        from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
+
+        refuse_quantized_source(source, self.name)
+        self.kept(int(source.model.backbone.num_layers))
+
+    def compress(self, source, ctx: CompressContext) -> Compressed:
+        model = copy_model(source)
+        kept = self.kept(int(model.backbone.num_layers))
+        keep_layers(model.backbone, kept)
+        trained = train_epochs(model, source.tokenizer, ctx, epochs=self.finetune_epochs, lr=self.lr)
+        numbers = {"kept_layers": kept, "recovery_steps": trained["steps"], "train_time_s": trained["train_time_s"]}
+        return Compressed(model, [], numbers, model_cfg=with_num_layers(source.manifest["model"], len(kept)))

@@ -1,0 +1,83 @@
+"""Global unstructured magnitude pruning with `torch.nn.utils.prune`: the smallest-magnitude
+weights over every encoder Linear (`scope=encoder`; `all` adds the head and any other Linear)
+are masked to reach `sparsity`, either at once before the recovery fine-tune (`one_shot`) or
+along it on the cubic schedule of Zhu & Gupta 2017 (`cubic`: s_t = s·(1 − (1 − t/(¾T))³), masks
+updated every `prune_every` steps). Masks stay applied during training and are made permanent
+at the end. The weights stay stored dense, so the saved size does not change: the summary
+reports the real nonzero count and the sparsity reached over the pruned weights."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn.utils import prune
+
+from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model, \
+    train_epochs
+from ptmlab.contracts import ConfigError
+
+
+def prunable_linears(model, scope: str) -> list[tuple[str, nn.Linear]]:
+    if scope == "all":
+        return [(n, m) for n, m in model.named_modules() if isinstance(m, nn.Linear)]
+    inside = {id(m) for layer in model.backbone.layer_modules() for m in layer.modules()}
+    return [(n, m) for n, m in model.named_modules() if isinstance(m, nn.Linear) and id(m) in inside]
+
+
+def zeros(linears) -> int:
+    return sum(int((m.weight == 0).sum()) for _, m in linears)
+
+
+class PruneMagnitude(CompressionMethod):
+    name = "prune_magnitude"
+
+    def __init__(self, sparsity: float = 0.4, schedule: str = "one_shot", prune_every: int = 10,
+                 scope: str = "encoder", finetune_epochs: int = 1, lr: float | None = None):
+        super().__init__(finetune_epochs=finetune_epochs, lr=lr)
+        self.sparsity, self.schedule = float(sparsity), str(schedule)
+        self.prune_every, self.scope = int(prune_every), str(scope)
+
+    def check(self, source, ctx: CompressContext) -> None:
+        from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
+
+        refuse_quantized_source(source, self.name)
+        if not 0.0 <= self.sparsity < 1.0:
+            raise ConfigError(f"compression.sparsity={self.sparsity}: a sparsity is in [0, 1)")
+        if self.schedule not in ("one_shot", "cubic"):
+            raise ConfigError(f"compression.schedule={self.schedule}: one_shot | cubic")
+        if self.schedule == "cubic" and self.finetune_epochs < 1:
+            raise ConfigError("compression.schedule=cubic prunes during fine-tuning: compression.finetune_epochs >= 1")
+        if not prunable_linears(source.model, self.scope):
+            raise ConfigError(f"compression.scope={self.scope}: no Linear layer to prune")
+
+    def compress(self, source, ctx: CompressContext) -> Compressed:
+        model = copy_model(source)
+        linears = prunable_linears(model, self.scope)
+        total = sum(m.weight.numel() for _, m in linears)
+        target = int(round(self.sparsity * total))
+        params = [(m, "weight") for _, m in linears]
+
+        def prune_to(n_zeros: int) -> None:
+            more = n_zeros - zeros(linears)
+            if more > 0:
+                prune.global_unstructured(params, pruning_method=prune.L1Unstructured, amount=int(more))
+
+        on_step = None
+        if self.schedule == "one_shot":
+            prune_to(target)
+        else:
+            def on_step(step: int, steps: int) -> None:
+                if step % self.prune_every == 0 or step == steps - 1:
+                    t = min(1.0, step / max(1.0, 0.75 * steps))
+                    prune_to(int(round(target * (1 - (1 - t) ** 3))))
+        trained = train_epochs(model, source.tokenizer, ctx, epochs=self.finetune_epochs, lr=self.lr, on_step=on_step)
+        if self.schedule == "cubic":
+            prune_to(target)
+        for m, name in params:
+            if prune.is_pruned(m):
+                prune.remove(m, name)   # the mask becomes the weights: zeros stay zeros
+        reached = zeros(linears) / total
+        numbers = {"target_sparsity": self.sparsity, "sparsity": round(reached, 6), "pruned_weights": total,
+                   "zero_weights": zeros(linears), "recovery_steps": trained["steps"],
+                   "train_time_s": trained["train_time_s"], "storage": "dense"}
+        return Compressed(model, [], numbers)

@@ -1,0 +1,41 @@
+"""Post-training dynamic int8 quantization: int8 weights of every Linear (per output channel;
+activations quantized per batch at run time) and, by default, weight-only int8 embedding tables
+(per-row scales). MiniLM's embeddings are over half its parameters, so leaving them in fp32
+would cap the size ratio near 0.65. The backend is compression/quantization.py's."""
+
+from __future__ import annotations
+
+from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model
+from lightning_modules.compression.quantization import get_backend
+
+
+def refuse_quantized_source(source, method: str) -> None:
+    from ptmlab.contracts import ConfigError
+
+    if any(op.get("op") == "quantize" for op in source.manifest.get("compression") or ()):
+        raise ConfigError(f"compression={method}: source={source.folder} is already quantized "
+                          f"(quantization is the last step of a chain)")
+
+
+class QuantizeDynamic(CompressionMethod):
+    name = "quantize_dynamic"
+
+    def __init__(self, backend: str = "torch.ao", embeddings: bool = True, finetune_epochs: int = 0,
+                 lr: float | None = None):
+        super().__init__(finetune_epochs=finetune_epochs, lr=lr)
+        self.backend, self.embeddings = str(backend), bool(embeddings)
+
+    def check(self, source, ctx: CompressContext) -> None:
+        get_backend(self.backend)
+        refuse_quantized_source(source, self.name)
+        if any(op.get("op") == "cast" for op in source.manifest.get("compression") or ()):
+            from ptmlab.contracts import ConfigError
+
+            raise ConfigError(f"compression={self.name}: source={source.folder} was cast to half precision; "
+                              f"quantize the float32 model")
+
+    def compress(self, source, ctx: CompressContext) -> Compressed:
+        model = copy_model(source).eval()
+        get_backend(self.backend).quantize_dynamic(model, embeddings=self.embeddings)
+        edit = {"op": "quantize", "backend": self.backend, "embeddings": self.embeddings, "scheme": "dynamic_int8"}
+        return Compressed(model, [edit])

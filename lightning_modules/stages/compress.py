@@ -1,0 +1,148 @@
+"""stage=compress: a task model (`source=`) + a method (`compression=<name>`) → the compressed
+task model (export/task_model/, loadable like any other, so methods chain: distill → prune →
+quantize), and the compressed model and its source measured side by side (summary.json).
+
+    python -m ptmlab.run stage=compress compression=quantize_dynamic task=glue/sst2 source=<run folder>
+
+`build_compress(cfg)` loads the source, the task and the method and runs the method's checks,
+so bad input fails before any MLflow run opens; `run_compress(cfg)` compresses, saves, reloads
+the saved model and measures it beside the source (lightning_modules/compression/measure.py).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from lightning_modules.compression.base import CompressContext, CompressionMethod
+from lightning_modules.compression.measure import MeasureSettings, measure_side_by_side
+from lightning_modules.stages.common import StageRun, tracking_uri
+from lightning_modules.stages.task_model import TASK_MODEL_ARTIFACT, TASK_MODEL_DIR, LoadedTaskModel, \
+    load_task_model, save_task_model
+from lightning_modules.tasks.spec import LoadedTask, load_task
+from ptmlab.contracts import BackboneError, ConfigError
+
+HEADLINE_LATENCY = ("b32_t1", "b1_t1")  # the summary's latency_ms: batch 32 on one thread if measured
+
+
+@dataclass
+class CompressParts:
+    source: LoadedTaskModel
+    task: LoadedTask
+    method: CompressionMethod
+    ctx: CompressContext
+    settings: MeasureSettings
+
+
+def load_source(ref: str, cfg: DictConfig) -> LoadedTaskModel:
+    try:
+        return load_task_model(ref, tracking_uri=tracking_uri(cfg))
+    except BackboneError as exc:
+        raise ConfigError(f"source={ref}: not a task model that loads ({exc}); compress takes a finetune or "
+                          f"compress run (a pretrain export is a backbone: fine-tune it first)") from None
+
+
+def build_compress(cfg: DictConfig) -> CompressParts:
+    import lightning.pytorch as pl
+
+    ref = cfg.get("source")
+    if not ref:
+        raise ConfigError("source=null: stage=compress needs source=<job:<id> | mlflow:<run_id> | run or export folder>")
+    if cfg.get("compression") is None:
+        raise ConfigError("compression=null: stage=compress needs a method (compression=distill, quantize_dynamic, ...)")
+    if cfg.get("task") is None:
+        raise ConfigError("task=null: stage=compress needs the source's task (task=glue/sst2 ...) to score and train")
+    pl.seed_everything(int(cfg.seed), workers=True, verbose=False)
+    source = load_source(str(ref), cfg)
+    task = load_task(cfg.task)
+    if task.spec.name not in source.tasks:
+        raise ConfigError(f"task={task.spec.name}: the source's head is for {', '.join(source.tasks)}")
+    node = OmegaConf.to_container(cfg.compression, resolve=True)
+    node.pop("name", None)
+    method: CompressionMethod = instantiate(node, _convert_="all")
+    stage = cfg.stage
+    ctx = CompressContext(task=task, seed=int(cfg.seed), batch_size=int(stage.batch_size),
+                          eval_batch_size=int(stage.eval_batch_size), lr=float(stage.lr),
+                          warmup_ratio=float(stage.warmup_ratio),
+                          cache_dir=Path(str(cfg.paths.cache_dir)) / "compression")
+    method.check(source, ctx)
+    return CompressParts(source, task, method, ctx, MeasureSettings.from_cfg(OmegaConf.to_container(stage.measure)))
+
+
+def source_run_id(source: LoadedTaskModel) -> str | None:
+    """The MLflow run of the source, from the summary.json of the run folder it was saved in."""
+    for folder in (source.folder.parent.parent, source.folder.parent):
+        path = folder / "summary.json"
+        if path.is_file():
+            try:
+                return json.loads(path.read_text()).get("mlflow_run_id")
+            except (OSError, json.JSONDecodeError):
+                return None
+    return None
+
+
+def _ratio(a, b):
+    return round(a / b, 6) if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else None
+
+
+def comparison(src: dict, out: dict) -> dict:
+    """The headline numbers: the compressed model's own, the source's as source_*, and the ratios."""
+    headline = next((k for k in HEADLINE_LATENCY if k in out["latency"]), next(iter(out["latency"]), None))
+    numbers = {}
+    for prefix, row in (("", out), ("source_", src)):
+        numbers.update({f"{prefix}{k}": row.get(k) for k in
+                        ("score", "params", "nonzero_params", "size_bytes", "non_embedding_size_bytes", "flops")})
+        numbers[f"{prefix}latency"] = row["latency"]
+        numbers[f"{prefix}latency_ms"] = row["latency"][headline]["latency_ms"] if headline else None
+    numbers["metrics"] = out.get("metrics", {})
+    numbers["source_metrics"] = src.get("metrics", {})
+    numbers["retention"] = _ratio(out.get("score"), src.get("score"))
+    numbers["size_ratio"] = _ratio(out["size_bytes"], src["size_bytes"])
+    numbers["non_embedding_size_ratio"] = _ratio(out["non_embedding_size_bytes"], src["non_embedding_size_bytes"])
+    numbers["param_ratio"] = _ratio(out["params"], src["params"])
+    numbers["flops_ratio"] = _ratio(out["flops"], src["flops"])
+    numbers["latency_ratio"] = {k: _ratio(v["latency_ms"], src["latency"][k]["latency_ms"]) for k, v in out["latency"].items()}
+    numbers["speedup"] = {k: _ratio(src["latency"][k]["latency_ms"], v["latency_ms"]) for k, v in out["latency"].items()}
+    numbers["headline_latency"] = headline
+    return numbers
+
+
+def run_compress(cfg: DictConfig) -> dict:
+    parts = build_compress(cfg)
+    source, task, method, ctx = parts.source, parts.task, parts.method, parts.ctx
+    with StageRun(cfg) as run:
+        run.log_data_files([Path(s.source) for s in task.data.splits.values() if Path(s.source).is_file()])
+        ctx.log = lambda metrics, step: run.logger.log_metrics(metrics, step=step)
+        result = method.compress(source, ctx)
+        edits = list(source.manifest.get("compression") or []) + list(result.edits)
+        task_dir = save_task_model(result.model, run.run_dir / "export" / TASK_MODEL_DIR,
+                                   model_cfg=result.model_cfg or source.manifest["model"], tokenizer=source.tokenizer,
+                                   tasks=source.tasks, adaptation=source.manifest["adaptation"], compression=edits)
+        run.log_artifacts(task_dir, TASK_MODEL_ARTIFACT)
+        compressed = load_task_model(task_dir)  # measure what was saved, as the next stage loads it
+        src, out, settings = measure_side_by_side(source, compressed, task, parts.settings)
+        numbers = comparison(src, out)
+        split = task.eval_splits[0].name
+        run.logger.log_metrics({f"compress/{k}": v for k, v in numbers.items() if isinstance(v, (int, float))
+                                and not isinstance(v, bool)}, step=0)
+        summary = {
+            "method": method.name,
+            "config": method.settings(),
+            "source": str(cfg.source),
+            "source_run": source_run_id(source),
+            "source_dir": str(source.folder),
+            "task": task.spec.name,
+            "main_metric": task.spec.metric_key(task.spec.main_metric, split),
+            "model": str(source.manifest["model"].get("name", "")),
+            "edits": [e.get("op") for e in edits],
+            **numbers,
+            **result.numbers,
+            "measurement": settings,
+            "task_model_dir": str(task_dir),
+        }
+        run.write_summary(summary)
+    return summary
