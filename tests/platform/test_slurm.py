@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 from conftest import wait_until
 from ptmlab import queue
 from ptmlab.db import QUEUED, REQUEUED, RUNNING, SUCCEEDED, dispose_engines, get_sessionmaker
-from slurm_cluster import PARTITION, SlurmCluster, slurm_installed
+from slurm_cluster import NODES, PARTITION, SlurmCluster, slurm_installed
 
 
 
@@ -92,7 +93,13 @@ def test_worker_allocations_claim_and_finish_queued_jobs_exactly_once(cluster, p
     registered = [w for w in workers(url) if w.slurm_job_id]
     assert {w.slurm_job_id for w in registered} == set(slurm_ids)
     assert {w.hostname for w in registered} <= {os.uname().nodename}
+    assert {w.slurm_node for w in registered} <= set(NODES)
     assert all(w.ends_at is not None for w in registered)  # the allocation's time limit, from squeue
+    # The dashboard's workers table shows each allocation's Slurm job, node and time left.
+    from ptmlab.views.overview import slurm_label
+
+    labels = [slurm_label(w) for w in registered]
+    assert labels and all(re.fullmatch(r"job \d+ on ptmlab-n[12], (\d+ h )?\d+ min left", x) for x in labels), labels
     # Every job ran in one of the allocations (its attempt names a worker that registered with a Slurm id).
     by_worker = {w.id: w.slurm_job_id for w in registered}
     assert all(attempts(url, j)[0].worker_id in by_worker for j in ids)

@@ -238,6 +238,7 @@ class WorkerOut(BaseModel):
     seconds_since_heartbeat: float | None
     multinode: bool = False
     slurm_job_id: str | None = None  # set inside a Slurm allocation
+    slurm_node: str | None = None
     ends_at: str | None = None       # the allocation's time limit
 
 

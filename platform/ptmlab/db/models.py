@@ -164,6 +164,7 @@ class Worker(Base):
     multinode: Mapped[bool] = mapped_column(default=False, server_default=sa.false())  # launches nodes > 1 jobs
     # Set when the worker runs inside a Slurm allocation (`ptmlab slurm workers`).
     slurm_job_id: Mapped[str | None] = mapped_column(sa.String(50))
+    slurm_node: Mapped[str | None] = mapped_column(sa.String(200))  # Slurm's node name (may differ from hostname)
     ends_at: Mapped[dt.datetime | None] = mapped_column()  # the allocation's time limit
 
     def to_dict(self) -> dict[str, Any]:
@@ -171,7 +172,8 @@ class Worker(Base):
             "id": self.id, "hostname": self.hostname, "pid": self.pid, "gpus": list(self.gpus or []),
             "cpu_slots": self.cpu_slots, "queues": list(self.queues or []), "status": self.status,
             "started_at": _iso(self.started_at), "last_heartbeat": _iso(self.last_heartbeat),
-            "multinode": self.multinode, "slurm_job_id": self.slurm_job_id, "ends_at": _iso(self.ends_at),
+            "multinode": self.multinode, "slurm_job_id": self.slurm_job_id,
+            "slurm_node": self.slurm_node, "ends_at": _iso(self.ends_at),
         }
 
 

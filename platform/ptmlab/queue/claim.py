@@ -75,11 +75,12 @@ def worker_identity() -> tuple[str, int]:
 
 def register_worker(session: Session, *, worker_id: str, gpus: list[int], cpu_slots: int,
                     queues: list[str], multinode: bool = False, slurm_job_id: str | None = None,
-                    ends_at: dt.datetime | None = None) -> Worker:
+                    slurm_node: str | None = None, ends_at: dt.datetime | None = None) -> Worker:
     host, pid = worker_identity()
     worker = session.get(Worker, worker_id) or Worker(id=worker_id)
     worker.hostname, worker.pid, worker.gpus, worker.cpu_slots = host, pid, list(gpus), int(cpu_slots)
-    worker.multinode, worker.slurm_job_id, worker.ends_at = bool(multinode), slurm_job_id, ends_at
+    worker.multinode, worker.slurm_job_id, worker.slurm_node = bool(multinode), slurm_job_id, slurm_node
+    worker.ends_at = ends_at
     worker.queues, worker.status = list(queues), "active"
     worker.started_at = worker.last_heartbeat = utcnow()
     session.add(worker)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from ptmlab.db.models import JOB_STATES, Job, Result, Worker
+from ptmlab.db.models import JOB_STATES, Job, Result, Worker, utcnow
 from ptmlab.views.rows import number
 
 SKIP = {"seed", "wall_time_s", "job_id", "trainable_params", "total_params", "train_time_s", "resumed_from_s"}
@@ -46,5 +47,17 @@ def overview_view(session: Session, *, limit: int = 15) -> dict[str, Any]:
                      "label": " / ".join(str(r.summary.get(k)) for k in ("model", "objective", "task", "method",
                                                                          "probe_task") if isinstance(r.summary, dict) and r.summary.get(k))}
                     for r in results],
-        "workers": [w.to_dict() for w in workers],
+        "workers": [{**w.to_dict(), "slurm": slurm_label(w)} for w in workers],
     }
+
+
+def slurm_label(worker: Worker, now: dt.datetime | None = None) -> str | None:
+    """`job 4711 on gpu-07, 3 h 20 min left` for a worker inside a Slurm allocation; None otherwise."""
+    if not worker.slurm_job_id:
+        return None
+    where = f"job {worker.slurm_job_id}" + (f" on {worker.slurm_node}" if worker.slurm_node else "")
+    if worker.ends_at is None:
+        return where
+    left = max(0, int((worker.ends_at - (now or utcnow())).total_seconds()))
+    hours, minutes = divmod(left // 60, 60)
+    return f"{where}, {f'{hours} h ' if hours else ''}{minutes} min left"

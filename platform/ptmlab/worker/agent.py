@@ -157,6 +157,7 @@ class WorkerAgent:
                             cpu_slots=self.options.cpu_slots, queues=self.options.queues,
                             multinode=self.options.multinode,
                             slurm_job_id=allocation.job_id if allocation else None,
+                            slurm_node=allocation.node if allocation else None,
                             ends_at=allocation.ends_at if allocation else None)
         log.info("worker %s: gpus=%s cpu_slots=%d queues=%s%s%s db=%s", self.worker_id, self.options.gpus or "none",
                  self.options.cpu_slots, ",".join(self.options.queues), " multinode" if self.options.multinode else "",
