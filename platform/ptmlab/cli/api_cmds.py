@@ -50,7 +50,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         for c in combos:
             print("  " + " ".join(c))
         return 0
-    options = {"queue": args.queue, "priority": args.priority, "gpus": args.gpus, "timeout_s": args.timeout_s,
+    options = {"queue": args.queue, "priority": args.priority, "gpus": args.gpus, "nodes": args.nodes, "timeout_s": args.timeout_s,
                "max_attempts": args.max_attempts}
     with _session(args) as s:
         sweep, jobs = queue.submit_sweep(s, [{**options, "overrides": c} for c in combos], name=args.name,
@@ -78,7 +78,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--name", default=None)
     p.add_argument("--queue", default="default")
     p.add_argument("--priority", type=int, default=0)
-    p.add_argument("--gpus", type=int, default=0)
+    p.add_argument("--gpus", type=int, default=0, help="GPUs per job (per node when --nodes > 1)")
+    p.add_argument("--nodes", type=int, default=1, help="> 1: each job across hosts (see `ptmlab worker --multinode`)")
     p.add_argument("--timeout-s", type=float, default=None)
     p.add_argument("--max-attempts", type=int, default=3)
     p.add_argument("--no-validate", action="store_true", help="skip composing every combination")

@@ -69,10 +69,11 @@ def parse_slurm_time(text: str) -> dt.datetime | None:
 def srun_prefix(*, job_id: int, attempt: int, nodes: int, tasks_per_node: int, gpus_per_node: int,
                 log_dir: str, extra: list[str] | None = None) -> list[str]:
     """`srun ...` that runs one job's command across `nodes` hosts, one task per device, each
-    task's output in its own file (`attempt-<n>-<node>-task-<t>.log`). Lightning reads the ranks
+    task's output in its own file (`attempt-<n>-node-<i>-task-<t>.log`, i = the node's index in
+    the step: host names may repeat, e.g. several slurmd on one host). Lightning reads the ranks
     and the master address from the variables srun sets (its SLURMEnvironment)."""
     argv = ["srun", f"--job-name=ptmlab-job-{job_id}", f"--nodes={nodes}", f"--ntasks-per-node={tasks_per_node}",
-            "--kill-on-bad-exit=1", f"--output={log_dir}/attempt-{attempt}-%N-task-%t.log"]
+            "--kill-on-bad-exit=1", f"--output={log_dir}/attempt-{attempt}-node-%n-task-%t.log"]
     if gpus_per_node:
         argv.append(f"--gpus-per-node={gpus_per_node}")
     return [*argv, *(extra or [])]

@@ -334,7 +334,8 @@ class WorkerAgent:
         prefix = srun_prefix(job_id=claim.job_id, attempt=claim.attempt_number, nodes=claim.nodes,
                              tasks_per_node=per_node, gpus_per_node=claim.gpus,
                              log_dir=str(Path(claim.log_path).parent), extra=self.options.srun_args)
-        geometry = [f"trainer.num_nodes={claim.nodes}", f"trainer.devices={per_node}"]
+        # `++`: trainer configs need not name num_nodes (Lightning's default is 1).
+        geometry = [f"++trainer.num_nodes={claim.nodes}", f"++trainer.devices={per_node}"]
         env = {k: v for k, v in env.items() if k != "CUDA_VISIBLE_DEVICES"}  # Slurm sets it on each node
         return [*prefix, *argv, *geometry], env
 
