@@ -47,6 +47,7 @@ from omegaconf import OmegaConf  # noqa: E402
 
 from lightning_modules.stages.common import StageRun  # noqa: E402
 from lightning_modules.stages.finetune import FinetuneParts, build_finetune  # noqa: E402
+from lightning_modules.stages.speed import split_trainer_config  # noqa: E402
 from ptmlab.config import compose_config  # noqa: E402
 
 WARMUP_STEPS = 5  # first gaps of each block include allocator warm-up in every arm
@@ -83,7 +84,7 @@ def ptmlab_arm(cfg, steps: int, block: int) -> list[float]:
     timer = StepTimer()
     with StageRun(cfg) as run:
         # StageRun.build_trainer's Trainer minus its ModelCheckpoint (checkpointing off while timing).
-        trainer_cfg = OmegaConf.to_container(cfg.trainer, resolve=True)
+        trainer_cfg, _ = split_trainer_config(OmegaConf.to_container(cfg.trainer, resolve=True))
         trainer_cfg.update(max_steps=steps, max_epochs=int(cfg.stage.epochs), enable_progress_bar=False,
                            enable_checkpointing=False, val_check_interval=1.0, check_val_every_n_epoch=1,
                            limit_val_batches=0)

@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lightning_modules.data.pretrain_datamodule import PretrainDataModule  # noqa: E402
 from lightning_modules.stages.pretrain import build_pretrain_module  # noqa: E402
+from lightning_modules.stages.speed import split_trainer_config  # noqa: E402
 from ptmlab.config import compose_config  # noqa: E402
 
 
@@ -58,7 +59,7 @@ def run_preset(preset: str, budget: float, cache_dir: str, block_size: int, batc
     pl.seed_everything(int(cfg.seed), verbose=False)
     module = build_pretrain_module(cfg, datamodule)
     budget_cb = FlopsBudget(budget)
-    trainer_cfg = OmegaConf.to_container(cfg.trainer, resolve=True)
+    trainer_cfg, _ = split_trainer_config(OmegaConf.to_container(cfg.trainer, resolve=True))
     trainer_cfg.pop("_target_")
     trainer_cfg.update(enable_progress_bar=False, val_check_interval=None, limit_val_batches=0,
                        enable_checkpointing=False, max_epochs=-1)

@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lightning_modules.data.pretrain_datamodule import PretrainDataModule  # noqa: E402
 from lightning_modules.stages.pretrain import build_pretrain_module  # noqa: E402
+from lightning_modules.stages.speed import split_trainer_config  # noqa: E402
 from ptmlab.config import compose_config  # noqa: E402
 
 WARMUP_STEPS = 5  # first steps include allocator/JIT warm-up in both arms
@@ -46,7 +47,7 @@ def ptmlab_arm(cfg, datamodule, steps: int, tracking_uri: str) -> list[float]:
     pl.seed_everything(0, verbose=False)
     module = build_pretrain_module(cfg, datamodule)
     timer = StepTimer()
-    trainer_cfg = OmegaConf.to_container(cfg.trainer, resolve=True)
+    trainer_cfg, _ = split_trainer_config(OmegaConf.to_container(cfg.trainer, resolve=True))
     trainer_cfg.pop("_target_")
     trainer_cfg.update(max_steps=steps, enable_progress_bar=False, val_check_interval=None,
                        limit_val_batches=0, enable_checkpointing=False)

@@ -156,7 +156,14 @@ def build_tokenizer_cfg(cfg, ctx):
 
 
 def build_trainer(cfg, ctx):
-    trainer_cfg = OmegaConf.to_container(cfg.trainer, resolve=True)
+    from lightning_modules.stages.speed import split_trainer_config
+
+    trainer_cfg, _ = split_trainer_config(OmegaConf.to_container(cfg.trainer, resolve=True))
+    if str(trainer_cfg.get("strategy", "")).startswith("fsdp") and not torch.cuda.is_available():
+        # Lightning's FSDP needs GPUs: the schema refuses accelerator=cpu for the reason Lightning gives.
+        with pytest.raises(ValueError, match="requires a GPU accelerator"):
+            instantiate({**trainer_cfg, "accelerator": "cpu", "devices": 1}, logger=False)
+        return
     if trainer_cfg.get("accelerator") in ("gpu", "cuda") and not torch.cuda.is_available():
         # No GPU on this machine: instantiate the same strategy/precision on the CPU instead.
         trainer_cfg.update(accelerator="cpu", devices=1)

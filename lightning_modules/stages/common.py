@@ -10,12 +10,17 @@ A stage function looks like:
             trainer = run.build_trainer()     # Lightning Trainer wired to MLflow + checkpoints
             trainer.fit(module, datamodule=dm, ckpt_path=run.resume_checkpoint)
             run.write_summary({...})          # headline numbers for the platform
+
+Under a multi-process strategy (trainer=ddp) Lightning starts one copy of the command per extra
+device; each runs the stage function. Only global rank 0 opens the MLflow run, logs provenance
+and artifacts and writes summary.json; the other ranks train with no logger (`is_global_zero`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import time
 from importlib import metadata
@@ -102,6 +107,20 @@ def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def global_rank() -> int:
+    """This process's rank in a multi-process job, from the variables Lightning's launcher sets
+    for the copies it starts (before any Trainer exists), or from srun's for a job that Slurm
+    launches as several tasks (Lightning's SLURMEnvironment reads the same); 0 in a single-process run."""
+    if os.environ.get("RANK"):
+        return int(os.environ["RANK"])
+    if int(os.environ.get("SLURM_NTASKS", "1") or 1) > 1 and os.environ.get("SLURM_PROCID"):
+        return int(os.environ["SLURM_PROCID"])
+    local, node = int(os.environ.get("LOCAL_RANK", 0) or 0), int(os.environ.get("NODE_RANK", 0) or 0)
+    if node == 0:
+        return local
+    return node * int(os.environ.get("LOCAL_WORLD_SIZE", 0) or 1) + local
+
+
 class StageRun:
     """Context manager around one stage execution (see module docstring)."""
 
@@ -113,14 +132,17 @@ class StageRun:
         self.logger = None
         self.started = time.time()
         self._data_hashes: dict[str, str] = {}
+        self.is_global_zero = global_rank() == 0
+        self.throughput = None  # the ThroughputMonitor of the last build_trainer()
 
     # -- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> "StageRun":
         import lightning.pytorch as pl
 
         pl.seed_everything(int(self.cfg.seed), workers=True, verbose=False)
-        self.logger = self._make_logger()
-        self._log_provenance()
+        if self.is_global_zero:  # the other ranks of a DDP job log nothing
+            self.logger = self._make_logger()
+            self._log_provenance()
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -175,8 +197,8 @@ class StageRun:
         return logger
 
     @property
-    def run_id(self) -> str:
-        return self.logger.run_id
+    def run_id(self) -> str | None:
+        return self.logger.run_id if self.logger is not None else None
 
     def _log_provenance(self) -> None:
         client, run_id = self.logger.experiment, self.logger.run_id
@@ -195,19 +217,29 @@ class StageRun:
         client.log_dict(run_id, package_versions(), "provenance/packages.json")
 
     def log_data_files(self, paths: list[Path]) -> dict[str, str]:
-        """Hash every input file; logged as provenance/data_hashes.json and returned."""
+        """Hash every input file; logged as provenance/data_hashes.json and returned (rank 0)."""
+        if self.logger is None:
+            return {}
         for p in paths:
             self._data_hashes[str(p)] = sha256_file(Path(p))
         self.logger.experiment.log_dict(self.run_id, self._data_hashes, "provenance/data_hashes.json")
         return dict(self._data_hashes)
 
     # -- training --------------------------------------------------------------------------
-    def build_trainer(self, callbacks: list | None = None, **overrides):
+    def build_trainer(self, callbacks: list | None = None, flops_per_token=None, distributed: bool = True,
+                      **overrides):
         """A Lightning Trainer from cfg.trainer, logging to MLflow and checkpointing to the
-        run folder (`last.ckpt` is what `resume=true` continues from)."""
+        run folder (`last.ckpt` is what `resume=true` continues from). ptmlab's speed switches of
+        cfg.trainer (stages/speed.py) become a callback; `flops_per_token(seq_len)` (the module's
+        training FLOPs per non-padding token) turns on the throughput/MFU metrics
+        (stages/throughput.py, kept in `self.throughput`). `distributed=False`: a stage that
+        cannot yet run as several processes refuses a multi-process trainer (ConfigError)."""
         import lightning.pytorch as pl
         from hydra.utils import instantiate
         from lightning.pytorch.callbacks import ModelCheckpoint
+
+        from lightning_modules.stages.speed import SpeedSwitches, check_trainer_and_optimizer, split_trainer_config
+        from lightning_modules.stages.throughput import ThroughputMonitor, device_name, peak_flops_per_device
 
         checkpoint = ModelCheckpoint(
             dirpath=str(self.checkpoint_dir),
@@ -218,20 +250,41 @@ class StageRun:
             every_n_train_steps=int(OmegaConf.select(self.cfg, "checkpoint_every_n_steps", default=0) or 0) or None,
             auto_insert_metric_name=False,
         )
-        all_callbacks = [checkpoint, *(callbacks or [])]
-        trainer_cfg = OmegaConf.to_container(self.cfg.trainer, resolve=True)
+        trainer_cfg, speed = split_trainer_config(OmegaConf.to_container(self.cfg.trainer, resolve=True))
         trainer_cfg.update(overrides)
+        check_trainer_and_optimizer(trainer_cfg, OmegaConf.select(self.cfg, "optimizer"))
+        peak = speed.pop("peak_flops", None)
+        all_callbacks = [checkpoint, SpeedSwitches(**speed), *(callbacks or [])]
+        if flops_per_token is not None:
+            device = device_name(str(trainer_cfg.get("accelerator", "auto")))
+            self.throughput = ThroughputMonitor(flops_per_token, peak_flops_per_device(
+                device, trainer_cfg.get("precision"), peak), device)
+            all_callbacks.append(self.throughput)
         trainer: pl.Trainer = instantiate(
-            trainer_cfg, logger=self.logger, callbacks=all_callbacks, default_root_dir=str(self.run_dir)
+            trainer_cfg, logger=self.logger if self.logger is not None else False, callbacks=all_callbacks,
+            default_root_dir=str(self.run_dir)
         )
+        if not distributed and trainer.world_size > 1:
+            from ptmlab.contracts import ConfigError
+
+            raise ConfigError(f"stage={self.cfg.stage.name} runs as one process for now (its metrics and "
+                              f"predictions are computed over whole splits on one device); trainer.strategy="
+                              f"{trainer_cfg.get('strategy', 'auto')} with {trainer.world_size} processes is refused: "
+                              f"use trainer.devices=1")
         return trainer
 
     def log_artifacts(self, local_dir: Path, artifact_path: str) -> None:
+        if self.logger is None:
+            return
         self.logger.experiment.log_artifacts(self.run_id, str(local_dir), artifact_path)
 
     def write_summary(self, numbers: dict[str, Any]) -> Path:
         """Write summary.json (headline numbers the worker copies into the `results` table)
-        and log it to MLflow. Written atomically: a killed job never leaves half a file."""
+        and log it to MLflow. Written atomically: a killed job never leaves half a file. Only
+        global rank 0 writes it (the other ranks of a DDP job return the path untouched)."""
+        path = self.run_dir / SUMMARY_FILE
+        if not self.is_global_zero:
+            return path
         summary = {
             "stage": str(self.cfg.stage.name),
             "mlflow_run_id": self.run_id,
@@ -240,7 +293,6 @@ class StageRun:
             "wall_time_s": round(time.time() - self.started, 3),
             **numbers,
         }
-        path = self.run_dir / SUMMARY_FILE
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(summary, indent=2, default=str))
         tmp.replace(path)

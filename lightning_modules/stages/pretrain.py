@@ -56,8 +56,11 @@ def run_pretrain(cfg: DictConfig) -> dict:
 
     with StageRun(cfg) as run:
         run.log_data_files(datamodule.files())
-        trainer = run.build_trainer()
+        trainer = run.build_trainer(flops_per_token=module.training_flops_per_token)
         trainer.fit(module, datamodule=datamodule, ckpt_path=run.resume_checkpoint)
+        speed = run.throughput.summary(trainer.strategy)  # a collective under DDP: every rank
+        if not run.is_global_zero:  # the other ranks of a DDP job: rank 0 exports and reports
+            return {}
         metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
         export_dir = export_backbone(module.backbone, cfg.model, datamodule.tokenizer,
                                      run.run_dir / "export", vocab_size=len(datamodule.tokenizer))
@@ -71,12 +74,14 @@ def run_pretrain(cfg: DictConfig) -> dict:
             "train_loss": module.last_train_loss,
             "val_loss": metrics.get("val/loss"),
             "val_perplexity": metrics.get("val/perplexity"),
-            "tokens_seen": module.tokens_seen,
-            "train_flops": module.tokens_seen * module.flops_per_token,
+            "tokens_seen": module.total_tokens_seen,
+            "train_flops": module.total_tokens_seen * module.flops_per_token,
             "params": count_parameters(module.backbone),
             "vocab_size": len(datamodule.tokenizer),
             "checkpoint": str(run.checkpoint_dir / "last.ckpt"),
             "export_dir": str(export_dir),
+            "throughput": speed,
+            "replica_weights": module.replica_digests,
         }
         run.write_summary(summary)
     return summary

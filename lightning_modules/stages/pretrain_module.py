@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import lightning.pytorch as pl
 import torch
@@ -53,10 +52,25 @@ class PretrainModule(pl.LightningModule):
         self.optimizer_cfg, self.scheduler_cfg = optimizer_cfg, scheduler_cfg
         self.total_steps = total_steps
         self.flops_per_token = objectives_flops_per_token(backbone, objectives, seq_len)
-        self.tokens_seen = 0
-        self.last_train_loss = float("nan")
-        self._last_batch_end: float | None = None
+        # This rank's non-padding tokens, kept on the device: reading it every step would make the
+        # host wait for the GPU (saved in checkpoints).
+        self._tokens: torch.Tensor | int = 0
+        self._last_loss: torch.Tensor | None = None
+        self.total_tokens_seen = 0    # every rank's, summed once training ends
+        self.replica_digests: list[str] = []  # weights digest of each DDP replica, at the end
         self._val_sums: dict[str, list[float]] = {}
+
+    @property
+    def tokens_seen(self) -> int:
+        return int(self._tokens)
+
+    @property
+    def last_train_loss(self) -> float:
+        return float(self._last_loss) if self._last_loss is not None else float("nan")
+
+    def training_flops_per_token(self, seq_len: int) -> float:
+        """For the throughput monitor: blocks are packed or padded to the configured length."""
+        return self.flops_per_token
 
     # -- one step ---------------------------------------------------------------------------
     def _compute(self, batch: dict[str, torch.Tensor]):
@@ -77,19 +91,40 @@ class PretrainModule(pl.LightningModule):
                 self.log(f"train/{name}/loss", out.loss.detach(), batch_size=batch_size)
             for key, value in out.metrics.items():
                 self.log(f"train/{name}/{key}", value, batch_size=batch_size)
-        self.tokens_seen += int(batch["attention_mask"].sum())
-        self.last_train_loss = float(loss.detach())
+        self._tokens = self._tokens + batch["attention_mask"].sum()
+        self._last_loss = loss.detach()
         return loss
 
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
-        now = time.perf_counter()
-        if self._last_batch_end is not None:
-            tokens = int(batch["attention_mask"].sum())
-            self.log("train/tokens_per_s", tokens / max(now - self._last_batch_end, 1e-9))
-        self._last_batch_end = now
         self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"])
-        self.log("train/tokens_seen", float(self.tokens_seen))
-        self.log("train/flops", self.tokens_seen * self.flops_per_token)
+        tokens = self._tokens if torch.is_tensor(self._tokens) else torch.tensor(self._tokens)
+        self.log("train/tokens_seen", tokens.double())
+        self.log("train/flops", tokens.double() * self.flops_per_token)
+
+    def on_train_end(self) -> None:
+        """Every rank's token count summed; each replica's weights digest gathered (DDP keeps
+        replicas identical: the stage records the digests so a divergence is visible)."""
+        from lightning.pytorch.strategies import DDPStrategy
+
+        from lightning_modules.stages.throughput import weights_digest
+
+        strategy = self.trainer.strategy
+        if self.trainer.world_size > 1:
+            total = strategy.reduce(torch.tensor(float(self.tokens_seen), dtype=torch.float64,
+                                                 device=strategy.root_device), reduce_op="sum")
+            self.total_tokens_seen = int(total.item())
+        else:
+            self.total_tokens_seen = self.tokens_seen
+        if self.trainer.world_size == 1 or isinstance(strategy, DDPStrategy):  # FSDP shards: no replicas
+            digest = torch.tensor([weights_digest(self.backbone)], dtype=torch.int64, device=strategy.root_device)
+            gathered = strategy.all_gather(digest) if self.trainer.world_size > 1 else digest
+            self.replica_digests = [f"{int(d):016x}" for d in gathered.reshape(-1).tolist()]
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["ptmlab_tokens_seen"] = self.tokens_seen
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self._tokens = int(checkpoint.get("ptmlab_tokens_seen", 0))
 
     # -- validation ---------------------------------------------------------------------------
     def on_validation_epoch_start(self) -> None:
@@ -110,6 +145,12 @@ class PretrainModule(pl.LightningModule):
         acc[1] += weight
 
     def on_validation_epoch_end(self) -> None:
+        if self.trainer.world_size > 1:  # each rank saw part of the validation set: sum the parts
+            keys = sorted(self._val_sums)
+            local = torch.tensor([v for k in keys for v in self._val_sums[k]], dtype=torch.float64,
+                                 device=self.trainer.strategy.root_device)
+            summed = self.trainer.strategy.reduce(local, reduce_op="sum").cpu().tolist()
+            self._val_sums = {k: [summed[2 * i], summed[2 * i + 1]] for i, k in enumerate(keys)}
         means = {k: s / max(n, 1) for k, (s, n) in self._val_sums.items()}
         if "__total__" not in means:
             return

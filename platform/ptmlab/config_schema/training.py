@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ptmlab.config_schema.fields import (
     Dropout,
+    NODE,
     Name,
     NonNegativeFloat,
     NonNegativeInt,
@@ -104,7 +105,26 @@ class LightningTrainer(TargetNode):
     model_registry: str | None = None
 
 
-TRAINERS = {"lightning.pytorch.Trainer": LightningTrainer, "pytorch_lightning.Trainer": LightningTrainer}
+class PtmlabTrainer(LightningTrainer):
+    """Lightning's arguments plus ptmlab's own speed switches, which `StageRun.build_trainer` takes
+    out before the rest reaches Lightning (lightning_modules/stages/speed.py applies them)."""
+
+    compile: bool = False                       # torch.compile the backbone (eager, with the reason logged, if it fails)
+    compile_backend: Name = "inductor"
+    compile_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] | None = None
+    activation_checkpointing: bool = False      # recompute each layer's activations in the backward pass
+    peak_flops: PositiveFloat | None = None     # one device's peak FLOP/s at this precision (MFU); null: the GPU table
+
+    @model_validator(mode="after")
+    def _fsdp_needs_gpus(self):
+        # Lightning's FSDPStrategy refuses accelerator=cpu; say so before any work starts.
+        if str(self.strategy).startswith("fsdp") and self.accelerator == "cpu":
+            raise ValueError(f"{NODE}.strategy={self.strategy} needs GPUs (Lightning's FSDP strategy refuses "
+                             f"accelerator=cpu); use trainer=ddp to train on several CPU processes")
+        return self
+
+
+TRAINERS = {"lightning.pytorch.Trainer": PtmlabTrainer, "pytorch_lightning.Trainer": PtmlabTrainer}
 
 
 def _betas(v: Any) -> bool:
