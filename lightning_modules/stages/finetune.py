@@ -69,7 +69,7 @@ def build_finetune(cfg: DictConfig) -> FinetuneParts:
     adaptation.prepare(model)
     datamodule = TaskDataModule(task, resolved.tokenizer, causal=bool(resolved.backbone.is_causal),
                                 batch_size=int(stage.batch_size), eval_batch_size=int(stage.eval_batch_size),
-                                seed=int(cfg.seed))
+                                seed=int(cfg.seed), group_by_length=bool(stage.get("group_by_length", False)))
     steps_per_epoch = math.ceil(len(task.train) / int(stage.batch_size))
     total_steps = int(stage.max_steps) if stage.get("max_steps") else steps_per_epoch * int(stage.epochs)
     module = FinetuneModule(model, adaptation, task, cfg.optimizer, cfg.get("scheduler"), lr=float(stage.lr),
@@ -112,7 +112,8 @@ def run_finetune(cfg: DictConfig) -> dict:
         run.log_data_files([Path(s.source) for s in task.data.splits.values() if Path(s.source).is_file()])
         trainer = run.build_trainer(max_steps=parts.total_steps, max_epochs=int(stage.epochs),
                                     val_check_interval=1.0, check_val_every_n_epoch=int(stage.val_every_n_epochs),
-                                    limit_val_batches=1.0)
+                                    limit_val_batches=1.0, flops_per_token=module.training_flops_per_token,
+                                    distributed=False)
         model.train()  # Hugging Face checkpoints load in eval mode
         trainer.fit(module, datamodule=datamodule, ckpt_path=run.resume_checkpoint)
         if not module.last_metrics:  # resumed after the last validation, or no epoch boundary

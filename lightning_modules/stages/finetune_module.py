@@ -56,6 +56,17 @@ class FinetuneModule(pl.LightningModule):
         self.last_metrics: dict[str, float] = {}
         self.train_time_s = 0.0
         self._fit_started = None
+        self._flops_cache: dict[int, float] = {}
+
+    def training_flops_per_token(self, seq_len: int) -> float:
+        """Kaplan et al.'s 6·N + 6·L·T·H per token of the backbone at this batch's padded length
+        (the head is negligible). It counts a full backward pass: for adaptation modes that freeze
+        most of the backbone it overstates the work done, so their MFU reads high."""
+        from lightning_modules.stages.pretrain_module import training_flops_per_token
+
+        if seq_len not in self._flops_cache:
+            self._flops_cache[seq_len] = training_flops_per_token(self.model.backbone, seq_len)
+        return self._flops_cache[seq_len]
 
     def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return task_loss(self.task.spec, logits, labels)

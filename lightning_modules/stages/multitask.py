@@ -229,7 +229,7 @@ def run_multitask(cfg: DictConfig) -> dict:
         run.log_data_files(sorted({Path(s.source) for t in tasks.values() for s in t.data.splits.values()
                                    if Path(s.source).is_file()}))
         trainer = run.build_trainer(max_steps=total_steps, max_epochs=1, val_check_interval=min(val_every, total_steps),
-                                    check_val_every_n_epoch=None, limit_val_batches=1.0)
+                                    check_val_every_n_epoch=None, limit_val_batches=1.0, distributed=False)
         model.train()  # Hugging Face checkpoints load in eval mode
         trainer.fit(module, datamodule=datamodule, ckpt_path=run.resume_checkpoint)
         if not module.last_metrics:

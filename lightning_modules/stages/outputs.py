@@ -46,4 +46,15 @@ def training_numbers(model: PooledEncoder, module, trainer) -> dict:
         "total_params": sum(p.numel() for p in model.parameters()),
         "train_time_s": round(module.train_time_s, 3),
         "steps": int(trainer.global_step),
+        **throughput_numbers(trainer),
     }
+
+
+def throughput_numbers(trainer) -> dict:
+    """{"throughput": ...} from the run's ThroughputMonitor (stages/throughput.py), if it has one."""
+    from lightning_modules.stages.throughput import ThroughputMonitor
+
+    for callback in trainer.callbacks:
+        if isinstance(callback, ThroughputMonitor):
+            return {"throughput": callback.summary()}
+    return {}

@@ -1,13 +1,46 @@
-"""A LightningDataModule over one loaded task: encoded once, padded per batch."""
+"""A LightningDataModule over one loaded task: encoded once, padded per batch; training batches
+optionally grouped by length (`stage.group_by_length`) so a batch pads little."""
 
 from __future__ import annotations
 
+import random
+from collections.abc import Iterator
+
 import lightning.pytorch as pl
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Sampler
 
 from lightning_modules.tasks.encoding import PairEncoder
 from lightning_modules.tasks.spec import LoadedTask
+
+
+class LengthGroupedBatches(Sampler[list[int]]):
+    """Training batches of similar lengths, still random: each epoch shuffles the examples (seeded
+    by seed + epoch), cuts them into mega-batches of `batch_size × mega_batches`, sorts each
+    mega-batch by length, cuts it into batches and shuffles the batch order (as Hugging Face's
+    `group_by_length`). Every example appears once per epoch; the last batch may be short."""
+
+    def __init__(self, lengths: list[int], batch_size: int, seed: int = 0, mega_batches: int = 50):
+        self.lengths, self.batch_size, self.seed = list(lengths), int(batch_size), int(seed)
+        self.mega = self.batch_size * int(mega_batches)
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:  # Lightning calls it at each epoch start
+        self.epoch = int(epoch)
+
+    def __len__(self) -> int:
+        return -(-len(self.lengths) // self.batch_size)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        rng = random.Random(self.seed * 1_000_003 + self.epoch)
+        order = list(range(len(self.lengths)))
+        rng.shuffle(order)
+        batches = []
+        for start in range(0, len(order), self.mega):
+            mega = sorted(order[start:start + self.mega], key=lambda i: self.lengths[i], reverse=True)
+            batches += [mega[i:i + self.batch_size] for i in range(0, len(mega), self.batch_size)]
+        rng.shuffle(batches)
+        return iter(batches)
 
 
 class TaskDataModule(pl.LightningDataModule):
@@ -15,8 +48,10 @@ class TaskDataModule(pl.LightningDataModule):
     `dataloader_idx` i is split_names_val[i]); predict: eval splits, then test splits."""
 
     def __init__(self, task: LoadedTask, tokenizer, *, causal: bool, batch_size: int = 32,
-                 eval_batch_size: int | None = None, num_workers: int = 0, seed: int = 0):
+                 eval_batch_size: int | None = None, num_workers: int = 0, seed: int = 0,
+                 group_by_length: bool = False):
         super().__init__()
+        self.group_by_length = bool(group_by_length)
         self.task = task
         self.encoder = PairEncoder(tokenizer, causal=causal, max_length=task.spec.max_length)
         self.batch_size, self.eval_batch_size = int(batch_size), int(eval_batch_size or batch_size)
@@ -36,7 +71,13 @@ class TaskDataModule(pl.LightningDataModule):
                           collate_fn=self.encoder.collate, num_workers=self.num_workers, generator=generator)
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader(self.task.data.train_split, True, self.batch_size)
+        split = self.task.data.train_split
+        if self.group_by_length:
+            batches = LengthGroupedBatches([len(x["input_ids"]) for x in self.encoded(split)], self.batch_size,
+                                           seed=self.seed)
+            return DataLoader(self.encoded(split), batch_sampler=batches, collate_fn=self.encoder.collate,
+                              num_workers=self.num_workers)
+        return self._loader(split, True, self.batch_size)
 
     def val_dataloader(self) -> list[DataLoader]:
         return [self._loader(name, False, self.eval_batch_size) for name in self.split_names_val]

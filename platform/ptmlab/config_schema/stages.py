@@ -34,6 +34,7 @@ class Finetune(Stage):
     max_steps: PositiveInt | None = None
     batch_size: PositiveInt = 32
     eval_batch_size: PositiveInt = 128
+    group_by_length: bool = False   # training batches of similar lengths (less padding)
     lr: PositiveFloat = 5e-5
     pooling: Pooling = "pool_index"
     head_dropout: Dropout = 0.1

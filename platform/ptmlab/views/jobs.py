@@ -1,10 +1,14 @@
-"""A job's resolved config for its page: what the stage wrote to its run folder once it ran, else
-the config its overrides compose to now (Hydra's compose API; torch-free)."""
+"""A job's page extras: its resolved config (what the stage wrote to its run folder once it ran,
+else the config its overrides compose to now; Hydra's compose API, torch-free) and how fast its
+training ran (a result's `throughput`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+
+from ptmlab.contracts.summaries import Throughput
 from ptmlab.db.models import Job
 from ptmlab.errors import PtmlabError
 from ptmlab.views.compare import resolved_config
@@ -31,3 +35,15 @@ def resolved_job_config(job: Job) -> tuple[dict[str, Any] | None, str]:
         return OmegaConf.to_container(composed, resolve=True), "composed from the overrides (not yet run)"
     except Exception:  # noqa: BLE001 - an interpolation only the run can resolve (a run-time env var)
         return OmegaConf.to_container(composed, resolve=False), "composed from the overrides (not yet run)"
+
+
+def training_speed(summary: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A result's throughput figures (tokens/s, samples/s, MFU, data wait, padding), or None when
+    its stage recorded none (or a malformed one: the page shows the rest of the job regardless)."""
+    raw = (summary or {}).get("throughput")
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return Throughput.model_validate(raw).model_dump()
+    except ValidationError:
+        return None

@@ -52,6 +52,29 @@ function showJob(job) {
   error.textContent = job.error ? `exit code ${job.exit_code ?? "–"}: ${job.error}` : "";
 }
 
+function fmt(value, digits = 0) {
+  return value == null ? "–" : Number(value).toLocaleString("en", { maximumFractionDigits: digits });
+}
+
+function percent(value) {
+  return value == null ? "–" : `${(100 * value).toFixed(1)} %`;
+}
+
+// How fast the run trained (summary.json `throughput`): job-wide tokens/s and samples/s, MFU per device.
+function speedTable(t) {
+  const peak = t.peak_flops ? `of ${fmt(t.peak_flops / 1e12, 1)} TFLOP/s peak` : "no peak FLOP/s known: set trainer.peak_flops";
+  const rows = [
+    ["tokens/s", fmt(t.tokens_per_s), "non-padding tokens, all devices"],
+    ["samples/s", fmt(t.samples_per_s, 1), ""],
+    ["MFU", percent(t.mfu), peak],
+    ["data wait", percent(t.data_wait_fraction), "wall time between steps"],
+    ["padding", percent(t.padding_fraction), "of the batch slots"],
+    ["devices", `${t.world_size} × ${t.device ?? "?"}`, `${t.timed_steps} timed steps`],
+  ];
+  return el("table", { class: "grid small throughput" }, el("tbody", {}, rows.map(([name, value, note]) =>
+    el("tr", { "data-metric": name }, el("th", {}, name), el("td", { class: "num" }, value), el("td", { class: "small" }, note)))));
+}
+
 function showDetail(detail) {
   const link = document.getElementById("mlflow-link");
   if (detail.mlflow_url) { link.href = detail.mlflow_url; link.hidden = false; }
@@ -68,7 +91,8 @@ function showDetail(detail) {
   }
   if (detail.results.length) {
     document.getElementById("job-results").replaceChildren(el("ul", {}, detail.results.map((r) =>
-      el("li", {}, el("a", { href: `/runs/${r.id}` }, `result #${r.id}`), ` (${r.kind})`))));
+      el("li", {}, el("a", { href: `/runs/${r.id}` }, `result #${r.id}`), ` (${r.kind})`,
+        r.throughput ? speedTable(r.throughput) : ""))));
   }
   document.getElementById("config-source").textContent = detail.config_source ? `(${detail.config_source})` : "";
   document.getElementById("config").textContent = detail.config ? toYaml(detail.config).trimStart() : "–";

@@ -80,21 +80,23 @@ def curves(session: SessionDep, runs: RunIds,
 
 
 @router.get("/jobs/{job_id}", responses=ERRORS,
-            summary="A job's page extras: resolved config, parents and children, results, MLflow link")
+            summary="A job's page extras: resolved config, parents and children, results (with their "
+                    "throughput), MLflow link")
 def job_detail(job_id: Annotated[int, Path(ge=1, le=INT4_MAX)], session: SessionDep) -> dict[str, Any]:
     from ptmlab.tracking import mlflow_run_link
-    from ptmlab.views.jobs import resolved_job_config
+    from ptmlab.views.jobs import resolved_job_config, training_speed
 
     job = queue.get_job(session, job_id)
     children = session.scalars(sa.select(JobDependency.job_id).where(JobDependency.parent_id == job_id)).all()
     related = {j.id: j for j in session.scalars(sa.select(Job).where(Job.id.in_([*job.parent_ids, *children])))}
-    results = session.execute(sa.select(Result.id, Result.kind).where(Result.job_id == job_id).order_by(Result.id)).all()
+    results = session.execute(sa.select(Result.id, Result.kind, Result.summary)
+                              .where(Result.job_id == job_id).order_by(Result.id)).all()
     config, source = resolved_job_config(job)
     return {
         "job": job.to_dict(),
         "parents": [_brief(related[i]) for i in job.parent_ids if i in related],
         "children": [_brief(related[i]) for i in sorted(children) if i in related],
-        "results": [{"id": r.id, "kind": r.kind} for r in results],
+        "results": [{"id": r.id, "kind": r.kind, "throughput": training_speed(r.summary)} for r in results],
         "mlflow_url": mlflow_run_link(job.mlflow_run_id), "config": config, "config_source": source,
     }
 
