@@ -100,6 +100,24 @@ def test_cancel_running_job_kills_its_process_group(sqlite_url, tmp_path, spawn_
     assert _attempts(sqlite_url, job)[-1].status == CANCELLED
 
 
+def test_progress_reaches_the_job_while_it_runs_and_stays_after_a_kill(sqlite_url, tmp_path, spawn_worker):
+    job = _submit(sqlite_url, stage="sleep", overrides=["stage.seconds=30"])
+    spawn_worker(sqlite_url, tmp_path / "home")
+    first = wait_until(lambda: (_job(sqlite_url, job).progress or {}).get("step"), 60, "the job's first progress")
+    later = wait_until(lambda: (p := (_job(sqlite_url, job).progress or {}).get("step", 0)) > first and p, 10,
+                       "its progress to advance")
+    progress = _job(sqlite_url, job).progress
+    assert progress["phase"] == "sleeping" and progress["total_steps"] == 120 and progress["eta_s"] > 0
+    with get_sessionmaker(sqlite_url)() as s:  # what the API lists: the latest numbers, no history
+        listed = queue.get_job(s, job).to_dict()["progress"]
+    assert listed["step"] >= later and "history" not in listed
+    with get_sessionmaker(sqlite_url)() as s:
+        queue.cancel_job(s, job)
+    wait_until(lambda: _job(sqlite_url, job).status == CANCELLED, 15, "the job to show cancelled")
+    last = _job(sqlite_url, job).progress
+    assert last["step"] >= later and last["step"] < 120  # where it was when it was killed
+
+
 def test_sigterm_requeues_and_the_rerun_resumes(sqlite_url, tmp_path, spawn_worker):
     home = tmp_path / "home"
     job = _submit(sqlite_url, stage="sleep", overrides=["stage.seconds=3"])

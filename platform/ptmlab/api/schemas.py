@@ -104,6 +104,30 @@ class PipelineSubmit(_Strict):
     dry_run: bool = False
 
 
+class ProgressOut(BaseModel):
+    """A running stage's latest progress (ptmlab.contracts.progress), as its worker last read it."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [{
+        "phase": "training", "step": 120, "total_steps": 250, "epoch": 0, "metrics": {"train/loss": 0.41},
+        "steps_per_s": 1.9, "eta_s": 68.4, "updated_at": 1795400445.1}]})
+
+    phase: str | None = None
+    step: int | None = None
+    total_steps: int | None = None
+    epoch: int | None = None
+    metrics: dict[str, float] = Field(default_factory=dict)
+    steps_per_s: float | None = None
+    eta_s: float | None = None
+    updated_at: float | None = None
+
+
+class ProgressHistoryOut(BaseModel):
+    job_id: int
+    status: str
+    progress: ProgressOut | None
+    history: list[dict[str, float]]  # [{"step": s, "train/loss": ..., "val/acc": ...}], oldest first
+
+
 class JobOut(BaseModel):
     model_config = ConfigDict(json_schema_extra={"examples": [{
         "id": 7, "name": None, "stage": "sleep", "overrides": ["stage.seconds=0.5"], "seed": 1, "queue": "default",
@@ -122,6 +146,7 @@ class JobOut(BaseModel):
     priority: int
     gpus: int
     nodes: int = 1
+    progress: ProgressOut | None = None  # while running (and where a run stopped): no history here
     timeout_s: float | None
     max_attempts: int
     idempotency_key: str | None

@@ -15,6 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from ptmlab.contracts.progress import split_for_listing
 from ptmlab.settings import redact
 
 # Job states. A queued job with an unfinished parent simply waits (claim skips it).
@@ -65,6 +66,9 @@ class Job(Base):
     # > 1: one job across hosts (Lightning DDP/FSDP under Slurm), claimed only by a worker that
     # launches through `srun` (`ptmlab worker --multinode`), never by a single-host worker.
     nodes: Mapped[int] = mapped_column(default=1, server_default="1")
+    # The running stage's progress.json (ptmlab.contracts.progress) as the worker last read it:
+    # phase, step/total, latest metrics, ETA, and the metric history the job page draws.
+    progress: Mapped[dict[str, Any] | None] = mapped_column()
     timeout_s: Mapped[float | None] = mapped_column()
     max_attempts: Mapped[int] = mapped_column(default=3)
     idempotency_key: Mapped[str | None] = mapped_column(sa.String(200), unique=True)
@@ -108,7 +112,7 @@ class Job(Base):
         return {
             "id": self.id, "name": self.name, "stage": self.stage, "overrides": list(self.overrides or []),
             "seed": self.seed, "queue": self.queue, "priority": self.priority, "gpus": self.gpus,
-            "nodes": self.nodes, "timeout_s": self.timeout_s, "max_attempts": self.max_attempts,
+            "nodes": self.nodes, "progress": split_for_listing(self.progress)[0], "timeout_s": self.timeout_s, "max_attempts": self.max_attempts,
             "idempotency_key": self.idempotency_key, "tags": dict(self.tags or {}),
             "status": self.status, "cancel_requested": self.cancel_requested, "resume": self.resume,
             "attempts": self.attempts, "worker_id": self.worker_id, "exit_code": self.exit_code,

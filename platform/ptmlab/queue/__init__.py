@@ -29,10 +29,14 @@ Submitting and managing (API, CLI, sweep launcher):
     read_log(session, job_id, *, attempt=None, offset=0, tail=None) -> LogChunk(text, offset, size, path)
 
 Worker side (ptmlab.worker):
-    register_worker(session, *, worker_id, gpus, cpu_slots, queues) -> Worker
-    claim_next_job(session, *, worker_id, queues, free_gpus, free_cpu_slots, lease_s, jobs_root)
-        -> ClaimedJob | None       atomic; highest priority, then oldest; parents all succeeded
-    heartbeat(session, *, worker_id, job_ids, lease_s) -> HeartbeatReply(cancel, lost)
+    register_worker(session, *, worker_id, gpus, cpu_slots, queues, multinode, slurm_job_id, slurm_node,
+                    ends_at) -> Worker
+    claim_next_job(session, *, worker_id, queues, free_gpus, free_cpu_slots, lease_s, jobs_root, multinode)
+        -> ClaimedJob | None       atomic; highest priority, then oldest; parents all succeeded;
+                                   nodes > 1 jobs only for (and only) a multinode worker
+    heartbeat(session, *, worker_id, job_ids, lease_s, status, progress) -> HeartbeatReply(cancel, lost)
+                                   progress: {job_id: progress.json} stored on the jobs
+    store_final_progress(session, *, job_id, worker_id, progress)
     finish_attempt(session, *, job_id, attempt_id, worker_id, outcome, exit_code, error, summary)
     requeue_job(session, *, job_id, attempt_id, worker_id, reason)
     reap_expired_leases(session) -> list[int]      requeue (resume=true) or fail after max_attempts
@@ -43,7 +47,7 @@ Job states: queued -> running -> succeeded | failed | cancelled (ptmlab.db.model
 
 from ptmlab.queue.claim import (
     ClaimedJob, HeartbeatReply, claim_next_job, finish_attempt, heartbeat, reap_expired_leases,
-    register_worker, requeue_job, stop_worker,
+    register_worker, requeue_job, stop_worker, store_final_progress,
 )
 from ptmlab.queue.jobs import (
     LogChunk, cancel_job, get_job, get_pipeline, get_sweep, list_attempts, list_jobs, list_workers,
@@ -55,6 +59,6 @@ __all__ = [
     "ClaimedJob", "HeartbeatReply", "LogChunk", "PipelineJob", "cancel_job", "claim_next_job",
     "expand_pipeline", "finish_attempt", "get_job", "get_pipeline", "get_sweep", "heartbeat",
     "list_attempts", "list_jobs", "list_workers", "load_pipeline", "read_log", "reap_expired_leases",
-    "register_worker", "requeue_job", "retry_job", "stop_worker", "submit_job", "submit_pipeline",
+    "register_worker", "requeue_job", "retry_job", "stop_worker", "store_final_progress", "submit_job", "submit_pipeline",
     "submit_sweep",
 ]

@@ -190,9 +190,10 @@ def _resolve_job_refs(session: Session, job: Job) -> list[str]:
 
 
 def heartbeat(session: Session, *, worker_id: str, job_ids: list[int], lease_s: float,
-              status: str | None = None) -> HeartbeatReply:
+              status: str | None = None, progress: dict[int, dict[str, Any]] | None = None) -> HeartbeatReply:
     """Renew the leases of this worker's running jobs; say which to kill (cancel requested, or
-    no longer this worker's: the lease expired and the job was reaped)."""
+    no longer this worker's: the lease expired and the job was reaped). `progress`: the jobs'
+    progress.json contents that changed since the last heartbeat, stored on the jobs."""
     now = utcnow()
     values: dict[str, Any] = {"last_heartbeat": now}
     if status:
@@ -216,8 +217,21 @@ def heartbeat(session: Session, *, worker_id: str, job_ids: list[int], lease_s: 
             elif cancel:
                 reply.cancel.add(job_id)
         reply.lost |= set(job_ids) - seen
+        for job_id, data in (progress or {}).items():
+            if job_id in seen and job_id not in reply.lost:
+                _store_progress(session, worker_id, job_id, data)
     session.commit()
     return reply
+
+
+def store_final_progress(session: Session, *, job_id: int, worker_id: str, progress: dict[str, Any]) -> None:
+    """The progress a job left when it ended (killed mid-training included): what it reached."""
+    _store_progress(session, worker_id, job_id, progress)
+    session.commit()
+
+
+def _store_progress(session: Session, worker_id: str, job_id: int, data: dict[str, Any]) -> None:
+    session.execute(sa.update(Job).where(Job.id == job_id, Job.worker_id == worker_id).values(progress=data))
 
 
 def _owned_attempt(session: Session, job_id: int, attempt_id: int, worker_id: str) -> tuple[Job | None, Attempt | None]:

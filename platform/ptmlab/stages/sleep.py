@@ -9,6 +9,7 @@ previous attempt stopped, as a training stage continues from its last checkpoint
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from ptmlab.contracts.progress import write_progress
 from ptmlab.settings import Settings
 
 PROGRESS_FILE = "sleep_progress.json"
@@ -50,11 +52,17 @@ def run_sleep(cfg: DictConfig) -> dict:
     resumed_from = done
     print(f"sleep: pid {os.getpid()} job {Settings().job_id or '-'} "
           f"sleeping {seconds - done:.2f} s", flush=True)
+    ticks = math.ceil(seconds / TICK_S - 1e-9)
     while done < seconds:
         step = min(TICK_S, seconds - done)
         time.sleep(step)
         done += step
         _write_json(progress_path, {"slept_s": done})
+        tick = round(done / TICK_S)
+        # The same progress file a training stage writes (ptmlab.contracts.progress): one tick = one step.
+        write_progress(run_dir, {"phase": "sleeping", "step": tick, "total_steps": ticks, "epoch": None,
+                                 "metrics": {}, "steps_per_s": round(1 / TICK_S, 3),
+                                 "eta_s": round(seconds - done, 2), "history": []})
         print(f"sleep: {done:.2f}/{seconds:.2f} s", flush=True)
     if bool(cfg.stage.fail):
         raise RuntimeError("stage.fail=true: the sleep stage fails on purpose")

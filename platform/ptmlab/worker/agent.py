@@ -37,13 +37,14 @@ import sqlalchemy as sa
 
 from ptmlab.code_keys import code_selecting_override
 from ptmlab.contracts import ConfigError, validate_summary
+from ptmlab.contracts.progress import PROGRESS_FILE, read_progress
 from ptmlab.db import CANCELLED, FAILED, SUCCEEDED, get_sessionmaker
 from ptmlab.disk import DISK_FULL_ERRNOS, EXIT_DISK_FULL, describe_disk_full, free_bytes, is_nearly_full
-from ptmlab.slurm import current_allocation, srun_prefix
 from ptmlab.queue import (
     ClaimedJob, claim_next_job, finish_attempt, heartbeat, reap_expired_leases, register_worker,
-    requeue_job, stop_worker,
+    requeue_job, stop_worker, store_final_progress,
 )
+from ptmlab.slurm import current_allocation, srun_prefix
 
 log = logging.getLogger("ptmlab.worker")
 LOG_TAIL_LINES = 40
@@ -82,6 +83,20 @@ class RunningJob:
     started: float
     kill_reason: str | None = None  # cancel | timeout | lost | requeue
     kill_deadline: float | None = None  # when SIGTERM turns into SIGKILL
+    progress_mtime: float | None = None  # of the progress.json last sent
+
+    def changed_progress(self) -> dict | None:
+        """The job's progress.json when it changed since the last call (else None)."""
+        try:
+            mtime = (Path(self.claim.run_dir) / PROGRESS_FILE).stat().st_mtime
+        except OSError:
+            return None
+        if mtime == self.progress_mtime:
+            return None
+        data = read_progress(self.claim.run_dir)
+        if data is not None:
+            self.progress_mtime = mtime
+        return data
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
@@ -354,8 +369,9 @@ class WorkerAgent:
         # Exited jobs whose outcome is not stored yet keep their leases too.
         job_ids = [*self.running, *(claim.job_id for claim, _ in self.unrecorded)]
         with self.Session() as s:
+            progress = {job_id: p for job_id, rj in self.running.items() if (p := rj.changed_progress())}
             reply = heartbeat(s, worker_id=self.worker_id, job_ids=job_ids, lease_s=self.options.lease_s,
-                              status="draining" if self.draining else None)
+                              status="draining" if self.draining else None, progress=progress)
             for job_id in reply.cancel:
                 if job_id in self.running:
                     self._kill(self.running[job_id], "cancel")
@@ -408,6 +424,9 @@ class WorkerAgent:
         claim, elapsed = rj.claim, time.monotonic() - rj.started
         ids = {"job_id": claim.job_id, "attempt_id": claim.attempt_id, "worker_id": self.worker_id}
         with self.Session() as s:
+            last = rj.changed_progress()
+            if last is not None:  # where it got to, also when it was killed
+                store_final_progress(s, job_id=claim.job_id, worker_id=self.worker_id, progress=last)
             if rj.kill_reason == "requeue":
                 requeue_job(s, **ids, reason="worker shutting down: requeued to resume elsewhere")
                 log.info("job %d requeued", claim.job_id)

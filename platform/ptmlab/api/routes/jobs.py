@@ -1,4 +1,4 @@
-"""/api/v1/jobs: submit, list, get, cancel, retry, logs, attempts."""
+"""/api/v1/jobs: submit, list, get, progress, cancel, retry, logs, attempts."""
 
 from __future__ import annotations
 
@@ -8,8 +8,11 @@ from fastapi import APIRouter, Path, Query
 
 from ptmlab import queue
 from ptmlab.api.deps import Authorized, RootsDep, SessionDep
-from ptmlab.api.schemas import INT4_MAX, AttemptOut, ErrorOut, JobOut, JobPage, JobSubmit, LogOut
+from ptmlab.api.schemas import (
+    INT4_MAX, AttemptOut, ErrorOut, JobOut, JobPage, JobSubmit, LogOut, ProgressHistoryOut,
+)
 from ptmlab.api.validation import validate_job
+from ptmlab.contracts.progress import split_for_listing
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 ERRORS = {401: {"model": ErrorOut}, 404: {"model": ErrorOut}, 409: {"model": ErrorOut}, 422: {"model": ErrorOut}}
@@ -39,6 +42,14 @@ def list_jobs(session: SessionDep, status: Status | None = None, queue_name: Ann
 @router.get("/{job_id}", response_model=JobOut, responses=ERRORS)
 def get_job(job_id: JobIdPath, session: SessionDep) -> dict:
     return queue.get_job(session, job_id).to_dict()
+
+
+@router.get("/{job_id}/progress", response_model=ProgressHistoryOut, responses=ERRORS,
+            summary="The latest progress and the metric history the job page draws (from the platform's store)")
+def get_progress(job_id: JobIdPath, session: SessionDep) -> dict:
+    job = queue.get_job(session, job_id)
+    latest, history = split_for_listing(job.progress)
+    return {"job_id": job.id, "status": job.status, "progress": latest, "history": history}
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, responses=ERRORS, dependencies=[Authorized],

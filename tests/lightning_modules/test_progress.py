@@ -1,0 +1,73 @@
+"""Progress as data: a Lightning fit with ProgressCallback leaves progress.json with its phase,
+step/total, epoch, latest loss and lr, speed, ETA and a metric history the job page can draw;
+the history stays bounded on a long run."""
+
+from __future__ import annotations
+
+import json
+
+import lightning.pytorch as pl
+import torch
+
+from lightning_modules.stages.progress import ProgressCallback, ProgressReporter
+from ptmlab.contracts.progress import MAX_HISTORY, PROGRESS_FILE, read_progress
+
+
+class Regression(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(4, 1)
+
+    def training_step(self, batch, _):
+        x, y = batch
+        loss = torch.nn.functional.mse_loss(self.layer(x), y)
+        self.log("train/loss", loss)
+        return loss
+
+    def validation_step(self, batch, _):
+        x, y = batch
+        self.log("val/loss", torch.nn.functional.mse_loss(self.layer(x), y))
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.05)
+
+
+def loader(n=64):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n, 4, generator=g)
+    y = x.sum(dim=1, keepdim=True)
+    return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=8)
+
+
+def test_a_fit_leaves_its_progress_with_steps_metrics_and_history(tmp_path):
+    reporter = ProgressReporter(tmp_path, every_s=0.0)
+    trainer = pl.Trainer(max_epochs=3, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, log_every_n_steps=1, callbacks=[ProgressCallback(reporter)])
+    trainer.fit(Regression(), loader(), loader(16))
+    progress = read_progress(tmp_path)
+    assert progress["phase"] == "finishing"
+    assert progress["step"] == progress["total_steps"] == 24  # 3 epochs × 8 batches
+    assert progress["epoch"] == 2 and progress["steps_per_s"] > 0 and progress["eta_s"] == 0
+    assert {"train/loss", "val/loss", "lr"} <= set(progress["metrics"])
+    history = progress["history"]
+    assert [p["step"] for p in history] == sorted({p["step"] for p in history}) and history[-1]["step"] == 24
+    losses = [p["train/loss"] for p in history if "train/loss" in p]
+    assert len(losses) >= 20 and losses[-1] < losses[0]
+    assert sum("val/loss" in p for p in history) == 3  # one point per validation
+
+
+def test_history_is_thinned_not_cut(tmp_path):
+    reporter = ProgressReporter(tmp_path, every_s=3600)
+    for step in range(1, 3 * MAX_HISTORY):
+        reporter.update(step, total=3 * MAX_HISTORY, metrics={"train/loss": 1 / step, "note": "not a metric"})
+    reporter.flush()
+    history = json.loads((tmp_path / PROGRESS_FILE).read_text())["history"]
+    assert len(history) <= MAX_HISTORY
+    assert history[0]["step"] == 1 and history[-1]["step"] == 3 * MAX_HISTORY - 1  # the whole run, coarser
+    assert all(set(p) == {"step", "train/loss"} for p in history)
+
+
+def test_a_disabled_reporter_writes_nothing(tmp_path):
+    reporter = ProgressReporter(tmp_path, enabled=False, every_s=0.0)  # a DDP rank other than 0
+    reporter.update(1, total=2, metrics={"train/loss": 1.0}, force=True)
+    assert not (tmp_path / PROGRESS_FILE).exists()
