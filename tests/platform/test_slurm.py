@@ -163,3 +163,44 @@ def test_dry_run_prints_the_batch_script(platform):  # needs no cluster, but the
         assert line in script
     assert "\nexec " in script and "worker" in script and "--gpus slurm" in script
 
+
+
+@pytest.mark.slow
+def test_a_two_node_job_runs_as_one_srun_step_with_both_ranks_in_sync(cluster, platform, tmp_path):
+    """nodes=2: only the --multinode worker claims it and runs it through srun on both slurmd
+    nodes; Lightning's DDP (gloo) takes its ranks from srun, both replicas end with the same
+    weights, rank 0 alone writes the summary, and each task's output is kept beside the log."""
+    import random
+
+    home, url, env = platform
+    rng = random.Random(0)
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    words = "the a cat dog sat on mat ran far near house tree big small red blue".split()
+    (corpus / "doc.txt").write_text("\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(5, 12)))
+                                              for _ in range(400)) + "\n")
+    overrides = ["model=bert_tiny", "objective=mlm", "data=text_files", f"data.corpus.path={corpus}",
+                 "data.block_size=32", "data.batch_size=8", "tokenizer.vocab_size=90", "tokenizer.min_frequency=1",
+                 "trainer=ddp", "trainer.accelerator=cpu", "trainer.precision=32-true", "trainer.max_steps=4",
+                 "trainer.limit_val_batches=0", "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0"]
+    j = submit(url, stage="pretrain", overrides=overrides, nodes=2)
+    single = subprocess.run([sys.executable, "-m", "ptmlab.cli", "worker", "--burst"], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert single.returncode == 0 and job(url, j).status == QUEUED  # a single-host worker leaves it alone
+
+    # The test cluster's node names are not in DNS: rank 0's address is given (on a real cluster
+    # Lightning resolves the first node of SLURM_NODELIST).
+    worker_env = {**env, "MASTER_ADDR": "127.0.0.1"}
+    worker = subprocess.run([sys.executable, "-m", "ptmlab.cli", "worker", "--multinode", "--burst",
+                             f"--srun-arg=--partition={PARTITION}"], env=worker_env, capture_output=True,
+                            text=True, timeout=600)
+    assert worker.returncode == 0, worker.stdout[-3000:] + worker.stderr[-3000:]
+    done = job(url, j)
+    logs = sorted(Path(attempts(url, j)[0].log_path).parent.glob("attempt-1-*-task-*.log"))
+    detail = "\n".join(p.name + ":\n" + p.read_text()[-1500:] for p in logs)
+    assert done.status == SUCCEEDED, (done.error, detail)
+    assert [p.name for p in logs] == ["attempt-1-node-0-task-0.log", "attempt-1-node-1-task-1.log"]
+    summary = json.loads((Path(done.run_dir) / "summary.json").read_text())
+    assert summary["steps"] == 4
+    assert len(summary["replica_weights"]) == 2 and summary["replica_weights"][0] == summary["replica_weights"][1]
+    assert summary["throughput"]["world_size"] == 2
