@@ -29,6 +29,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from lightning_modules.stages.progress import ProgressCallback, ProgressReporter
 from ptmlab.contracts.secrets import redact_url_passwords
 
 
@@ -108,17 +109,16 @@ def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def global_rank() -> int:
-    """This process's rank in a multi-process job, from the variables Lightning's launcher sets
-    for the copies it starts (before any Trainer exists), or from srun's for a job that Slurm
-    launches as several tasks (Lightning's SLURMEnvironment reads the same); 0 in a single-process run."""
-    if os.environ.get("RANK"):
-        return int(os.environ["RANK"])
-    if int(os.environ.get("SLURM_NTASKS", "1") or 1) > 1 and os.environ.get("SLURM_PROCID"):
-        return int(os.environ["SLURM_PROCID"])
-    local, node = int(os.environ.get("LOCAL_RANK", 0) or 0), int(os.environ.get("NODE_RANK", 0) or 0)
-    if node == 0:
-        return local
-    return node * int(os.environ.get("LOCAL_WORLD_SIZE", 0) or 1) + local
+    """This process's rank in a multi-process job, before any Trainer exists: from RANK (torchrun),
+    else LOCAL_RANK/NODE_RANK (the copies Lightning's launcher starts), else SLURM_PROCID (one
+    task per device under srun); 0 in a single-process run."""
+    env = os.environ
+    if env.get("RANK"):
+        return int(env["RANK"])
+    if env.get("LOCAL_RANK"):
+        local, node = int(env["LOCAL_RANK"]), int(env.get("NODE_RANK") or 0)
+        return local if node == 0 else node * int(env.get("LOCAL_WORLD_SIZE") or 1) + local
+    return int(env.get("SLURM_PROCID") or 0)
 
 
 class StageRun:
@@ -134,6 +134,9 @@ class StageRun:
         self._data_hashes: dict[str, str] = {}
         self.is_global_zero = global_rank() == 0
         self.throughput = None  # the ThroughputMonitor of the last build_trainer()
+        # progress.json for the worker (phase, step/total, metrics, ETA); stages name their other
+        # phases with `run.progress.phase("evaluating")`.
+        self.progress = ProgressReporter(self.run_dir, enabled=self.is_global_zero)
 
     # -- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> "StageRun":
@@ -254,7 +257,7 @@ class StageRun:
         trainer_cfg.update(overrides)
         check_trainer_and_optimizer(trainer_cfg, OmegaConf.select(self.cfg, "optimizer"))
         peak = speed.pop("peak_flops", None)
-        all_callbacks = [checkpoint, SpeedSwitches(**speed), *(callbacks or [])]
+        all_callbacks = [checkpoint, SpeedSwitches(**speed), ProgressCallback(self.progress), *(callbacks or [])]
         if flops_per_token is not None:
             device = device_name(str(trainer_cfg.get("accelerator", "auto")))
             self.throughput = ThroughputMonitor(flops_per_token, peak_flops_per_device(

@@ -72,6 +72,10 @@ def test_pretrain_logs_everything_and_resumes(ptmlab_home, corpus_dir, tmp_path)
     provenance = {a.path for a in client.list_artifacts(run.info.run_id, "provenance")}
     assert {"provenance/packages.json", "provenance/data_hashes.json"} <= provenance
     assert (run_dir / "export" / "hf" / "config.json").exists() or (run_dir / "export" / "backbone.pt").exists()
+    # progress.json, what the worker shows while a job runs: the last state of the fit.
+    progress = json.loads((run_dir / "progress.json").read_text())
+    assert (progress["step"], progress["total_steps"]) == (30, 30)
+    assert progress["history"][-1]["step"] == 30 and "train/loss" in progress["metrics"]
 
     # Continue the same run to 50 steps: same MLflow run, steps pick up where they stopped.
     proc = run_entry(ptmlab_home, [*base_overrides(corpus_dir, 50), f"hydra.run.dir={run_dir}", "resume=true"])
