@@ -48,14 +48,15 @@ class HFBackbone(Backbone):
     hf_native = True
 
     def __init__(self, name_or_path: str, pretrained: bool = True, vocab_size: int | None = None,
-                 attn_implementation: str = "eager"):
+                 attn_implementation: str = "sdpa"):
         super().__init__()
         from transformers import AutoConfig, AutoModel
 
         self.name_or_path = resolve_name_or_path(name_or_path)
         try:
             config = AutoConfig.from_pretrained(self.name_or_path)
-            # "eager" attention returns attention maps when asked (probing, dashboards).
+            # SDPA trains faster (fused kernels); a call that asks for attention maps switches the
+            # model to "eager", the implementation that returns them (forward).
             config._attn_implementation = attn_implementation
             if pretrained:
                 self.model = AutoModel.from_pretrained(self.name_or_path, config=config, add_pooling_layer=False) \
@@ -79,6 +80,8 @@ class HFBackbone(Backbone):
         inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if token_type_ids is not None and getattr(self.config, "type_vocab_size", 0):
             inputs["token_type_ids"] = token_type_ids
+        if output_attentions and self.model.config._attn_implementation != "eager":
+            self.model.set_attn_implementation("eager")
         out = self.model(**inputs, output_hidden_states=True, output_attentions=output_attentions, return_dict=True)
         return BackboneOutput(hidden_states=tuple(out.hidden_states),
                               attentions=tuple(out.attentions) if output_attentions else None)

@@ -151,7 +151,7 @@ class HFBackbone(TargetNode):
     name_or_path: Name
     pretrained: bool = True
     vocab_size: PositiveInt | None = None
-    attn_implementation: Name = "eager"   # Hugging Face's own names (eager, sdpa, ...): it checks them
+    attn_implementation: Name = "sdpa"    # Hugging Face's own names (sdpa, eager, ...): it checks them; maps asked for switch to eager
 
 
 BACKBONES = {
