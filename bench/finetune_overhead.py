@@ -1,11 +1,12 @@
-"""Fine-tuning step time through ptmlab ÷ a plain PyTorch loop (goal ≤ 1.05) and ÷ Hugging Face
-`Trainer`, on the packaged MiniLM (`model=minilm`, offline) and the first rows of SST-2 train
+"""Fine-tuning step time through ptmlab ÷ a plain PyTorch loop (goal ≤ 1.02) and ÷ Hugging Face
+`Trainer` (goal ≤ 1.0), on the packaged MiniLM (`model=minilm`, offline) and the first rows of SST-2 train
 (batch 32, max length 64, dynamic padding, AdamW 5e-5, linear warm-up, clip 1.0).
 
   A  ptmlab: TaskModel + FinetuneModule from `build_finetune` (the builder `run_finetune`
      itself uses), trained by a Lightning Trainer from
-     cfg.trainer as `StageRun.build_trainer` makes it, logging to MLflow in a temp SQLite store
-     (checkpointing and progress bar off); step time = gap between `on_train_batch_end` calls.
+     cfg.trainer as `StageRun.build_trainer` makes it (its throughput monitor and speed-switch
+     callback included), logging to MLflow in a temp SQLite store (checkpointing and progress bar
+     off); step time = gap between `on_train_batch_end` calls.
   B  plain: the same TaskModel, the same batches of the same `train_dataloader()`, the
      optimizer/schedule of `configure_optimizers()`, a hand-written loop.
   C  Hugging Face: `AutoModelForSequenceClassification` + `Trainer` on the same tokenised
@@ -16,6 +17,11 @@ steps of each block (allocator warm-up) are dropped. Prints the median step time
 of the per-round ratios.
 
     PTMLAB_DATA_DIR=/work/shared/data .venv/bin/python bench/finetune_overhead.py [--steps 30] [--rounds 3]
+        [--device cpu|gpu] [--json out.json] [--override KEY=VALUE ...]
+
+`--device gpu`: trainer=gpu (bf16-mixed); the plain loop under the same bf16 autocast, HF Trainer
+with bf16=True. `--override` adds Hydra overrides to the ptmlab and plain arms (e.g.
+`model.backbone.attn_implementation=eager` to measure what SDPA brought).
 
 The Trainer arm needs `accelerate` (transformers' own requirement for `Trainer`).
 """
@@ -23,6 +29,7 @@ The Trainer arm needs `accelerate` (transformers' own requirement for `Trainer`)
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import statistics
@@ -47,7 +54,8 @@ from omegaconf import OmegaConf  # noqa: E402
 
 from lightning_modules.stages.common import StageRun  # noqa: E402
 from lightning_modules.stages.finetune import FinetuneParts, build_finetune  # noqa: E402
-from lightning_modules.stages.speed import split_trainer_config  # noqa: E402
+from lightning_modules.stages.speed import SpeedSwitches, split_trainer_config  # noqa: E402
+from lightning_modules.stages.throughput import ThroughputMonitor, device_name, peak_flops_per_device  # noqa: E402
 from ptmlab.config import compose_config  # noqa: E402
 
 WARMUP_STEPS = 5  # first gaps of each block include allocator warm-up in every arm
@@ -84,11 +92,16 @@ def ptmlab_arm(cfg, steps: int, block: int) -> list[float]:
     timer = StepTimer()
     with StageRun(cfg) as run:
         # StageRun.build_trainer's Trainer minus its ModelCheckpoint (checkpointing off while timing).
-        trainer_cfg, _ = split_trainer_config(OmegaConf.to_container(cfg.trainer, resolve=True))
+        trainer_cfg, speed = split_trainer_config(OmegaConf.to_container(cfg.trainer, resolve=True))
         trainer_cfg.update(max_steps=steps, max_epochs=int(cfg.stage.epochs), enable_progress_bar=False,
                            enable_checkpointing=False, val_check_interval=1.0, check_val_every_n_epoch=1,
                            limit_val_batches=0)
-        trainer = instantiate(trainer_cfg, logger=run.logger, callbacks=[timer], default_root_dir=str(run.run_dir))
+        peak = speed.pop("peak_flops", None)
+        device = device_name(str(trainer_cfg["accelerator"]))
+        monitor = ThroughputMonitor(module.training_flops_per_token,
+                                    peak_flops_per_device(device, trainer_cfg.get("precision"), peak), device)
+        trainer = instantiate(trainer_cfg, logger=run.logger, callbacks=[timer, SpeedSwitches(**speed), monitor],
+                              default_root_dir=str(run.run_dir))
         trainer.fit(module, datamodule=datamodule)
         assert trainer.global_step == steps, trainer.global_step
     return timer.times[WARMUP_STEPS:]
@@ -100,11 +113,18 @@ def plain_arm(cfg, steps: int) -> list[float]:
     configured = module.configure_optimizers()
     optimizer, scheduler = configured["optimizer"], configured["lr_scheduler"]["scheduler"]
     clip = float(cfg.trainer.get("gradient_clip_val") or 0.0)
+    gpu = str(cfg.trainer.accelerator) in ("gpu", "cuda")
+    if gpu:
+        model.cuda()
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=gpu and str(cfg.trainer.precision) == "bf16-mixed")
     params = [p for p in model.parameters() if p.requires_grad]
     times, last, done = [], None, 0
     while done < steps:
         for batch in datamodule.train_dataloader():
-            logits = model(batch)
+            if gpu:
+                batch = {k: v.cuda(non_blocking=True) for k, v in batch.items()}
+            with autocast:
+                logits = model(batch)
             loss = F.cross_entropy(logits.float(), batch["labels"])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -137,7 +157,8 @@ class EncodedExamples(torch.utils.data.Dataset):
         return self.items[i]
 
 
-def hf_arm(cfg, dataset: EncodedExamples, tokenizer, model_path: str, steps: int, block: int) -> list[float]:
+def hf_arm(cfg, dataset: EncodedExamples, tokenizer, model_path: str, steps: int, block: int,
+           gpu: bool = False) -> list[float]:
     from transformers import (AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer,
                               TrainerCallback, TrainingArguments)
 
@@ -161,7 +182,7 @@ def hf_arm(cfg, dataset: EncodedExamples, tokenizer, model_path: str, steps: int
         adam_beta1=float(opt.betas[0]), adam_beta2=float(opt.betas[1]), adam_epsilon=float(opt.eps),
         lr_scheduler_type="linear", warmup_steps=int(round(WARMUP_RATIO * steps)),
         max_grad_norm=float(cfg.trainer.get("gradient_clip_val") or 0.0), report_to=[], save_strategy="no",
-        eval_strategy="no", logging_steps=10**9, use_cpu=True, disable_tqdm=True, seed=SEED,
+        eval_strategy="no", logging_steps=10**9, use_cpu=not gpu, bf16=gpu, disable_tqdm=True, seed=SEED,
         dataloader_num_workers=0,
     )
     timer = HFStepTimer()
@@ -176,7 +197,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=30, help="optimizer steps per block")
     parser.add_argument("--rounds", type=int, default=3, help="A/B/C rounds")
+    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--override", action="append", default=[], help="extra Hydra override (ptmlab and plain arms)")
     args = parser.parse_args()
+    if args.device == "gpu" and not torch.cuda.is_available():
+        print("finetune_overhead --device gpu: skipped (no CUDA device)")
+        return
     try:
         import accelerate  # noqa: F401 - transformers.Trainer needs it
     except ImportError:
@@ -191,6 +218,7 @@ def main() -> None:
         "stage.pooling=mean", "optimizer=adamw", "scheduler=linear_warmup", f"scheduler.warmup_ratio={WARMUP_RATIO}",
         "adaptation=full", "checkpoint_every_n_steps=0", f"seed={SEED}",
         f"tracking.uri=sqlite:///{BENCH_HOME / 'mlflow.db'}", "tracking.experiment=bench-finetune-overhead",
+        f"trainer={args.device}", *args.override,
     ])
     parts = build_ptmlab_parts(cfg, args.steps)
     task, tokenizer = parts.task, parts.resolved.tokenizer
@@ -203,7 +231,7 @@ def main() -> None:
     arms = {
         "ptmlab": lambda block: ptmlab_arm(cfg, args.steps, block),
         "plain": lambda block: plain_arm(cfg, args.steps),
-        "hf": lambda block: hf_arm(cfg, hf_dataset, tokenizer, model_path, args.steps, block),
+        "hf": lambda block: hf_arm(cfg, hf_dataset, tokenizer, model_path, args.steps, block, args.device == "gpu"),
     }
     names = list(arms)
     medians: dict[str, list[float]] = {name: [] for name in names}
@@ -221,8 +249,15 @@ def main() -> None:
           f"{args.steps} steps × {args.rounds} rounds (first {WARMUP_STEPS} dropped), "
           f"torch threads {torch.get_num_threads()}")
     print("median step time: " + ", ".join(f"{n} {statistics.median(medians[n]) * 1e3:.1f} ms" for n in names))
-    print(f"ptmlab / plain PyTorch loop, median of rounds: {statistics.median(vs_plain):.3f}  (goal <= 1.05)")
-    print(f"ptmlab / Hugging Face Trainer, median of rounds: {statistics.median(vs_hf):.3f}")
+    print(f"ptmlab / plain PyTorch loop, median of rounds: {statistics.median(vs_plain):.3f}  (goal <= 1.02)")
+    print(f"ptmlab / Hugging Face Trainer, median of rounds: {statistics.median(vs_hf):.3f}  (goal <= 1.0)")
+    if args.json:
+        args.json.write_text(json.dumps({
+            "bench": "finetune_overhead", "device": device_name(args.device), "model": "minilm", "task": "sst2",
+            "steps": args.steps, "rounds": args.rounds, "overrides": args.override,
+            "median_ms": {n: statistics.median(medians[n]) * 1e3 for n in names},
+            "ratio_vs_plain": statistics.median(vs_plain), "ratio_vs_hf": statistics.median(vs_hf),
+            "ratios_vs_plain": vs_plain, "ratios_vs_hf": vs_hf}, indent=2))
 
 
 if __name__ == "__main__":
