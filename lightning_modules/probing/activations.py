@@ -1,0 +1,243 @@
+"""Activation extraction with a cache: every layer's word-level hidden states (embedding layer
+first) of a list of sentences, stored as fp16 shards that every probe of every job reuses.
+
+Layout: `<cache_dir>/activations/<key>/` where key = sha256(model hash, data hash, alignment,
+max length)[:24]:
+
+    manifest.json        torch-free index (`ptmlab cache` reads it): model, data, alignment,
+                         layers, hidden size, shards done, sizes, complete, created/last used
+    shard_00000.safetensors   states: (L+1) × words × H fp16; lengths: words per sentence
+    ...
+
+Resumable after a kill: shards are written one by one (temporary file, then an atomic rename), so
+a shard file on disk is always whole; a resumed extraction starts at the first shard missing.
+Deterministic: a shard's batches depend only on its own sentences, so a resumed extraction
+gives the same activations as an uninterrupted one.
+
+Subword → word alignment (`first`, `last` or `mean` subword) is part of the key and recorded.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ptmlab.contracts import ConfigError, DataError
+
+ALIGNMENTS = ("first", "last", "mean")
+MANIFEST = "manifest.json"
+FORMAT_VERSION = 1
+
+# Forward passes this process ran for extraction (a test asserts a cache hit runs none).
+FORWARD_PASSES = {"count": 0}
+
+
+def model_hash(backbone: torch.nn.Module, tokenizer) -> str:
+    """sha256 over the architecture's class, every parameter/buffer (name, shape, bytes) and the
+    tokenizer's vocabulary: two jobs with the same weights and tokenizer share activations."""
+    h = hashlib.sha256()
+    h.update(f"{type(backbone).__module__}.{type(backbone).__qualname__}".encode())
+    for name, tensor in sorted(backbone.state_dict().items()):
+        t = tensor.detach().contiguous().cpu()
+        h.update(name.encode())
+        h.update(str(tuple(t.shape)).encode())
+        h.update(str(t.dtype).encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    vocab = tokenizer.get_vocab()
+    h.update(json.dumps(sorted(vocab.items(), key=lambda kv: kv[1])).encode())
+    return h.hexdigest()
+
+
+def data_hash(sentences: list[list[str]]) -> str:
+    """sha256 of the exact word lists extracted (file, sentence limit and any perturbation included)."""
+    h = hashlib.sha256()
+    for words in sentences:
+        h.update("\x1f".join(words).encode())
+        h.update(b"\x1e")
+    return h.hexdigest()
+
+
+@dataclass
+class Activations:
+    """Word-level states of a dataset: `states[l]` is words × H (fp16) for layer l (0 = embeddings);
+    sentence i's words are rows offsets[i]:offsets[i+1]."""
+
+    states: torch.Tensor          # (L+1) × N_words × H, fp16
+    lengths: torch.Tensor         # n_sentences, words per sentence
+    key: str
+    forward_passes: int           # 0 when every shard came from the cache
+    cache_hit: bool
+
+    @property
+    def offsets(self) -> torch.Tensor:
+        return torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(self.lengths.long(), 0)])
+
+    @property
+    def num_layers(self) -> int:
+        return self.states.shape[0]
+
+    def layer(self, index: int) -> torch.Tensor:
+        """words × H float32 of one layer."""
+        return self.states[index].float()
+
+
+def tokenized_max_length(backbone) -> int:
+    model_cfg = getattr(backbone, "config", None)
+    limit = getattr(model_cfg, "max_position_embeddings", None) if model_cfg is not None else None
+    if limit is None:
+        emb = getattr(getattr(backbone, "embeddings", None), "position_embeddings", None)
+        limit = emb.num_embeddings if emb is not None else 512
+    return int(limit)
+
+
+def encode_words(tokenizer, sentences: list[list[str]], max_length: int) -> list[dict]:
+    """Per sentence: input_ids and the subword positions of each word. A sentence whose subwords
+    do not fit in `max_length` raises DataError (a probe dataset is chosen to fit the model)."""
+    encoded = tokenizer(sentences, is_split_into_words=True, add_special_tokens=True, truncation=False)
+    out = []
+    for i, words in enumerate(sentences):
+        ids = encoded["input_ids"][i]
+        word_ids = encoded.word_ids(i)
+        if len(ids) > max_length:
+            raise DataError(f"sentence {i} ({len(words)} words) is {len(ids)} subwords long, beyond the model's "
+                            f"{max_length} positions: lower probe.data.max_sentence_words")
+        positions: list[list[int]] = [[] for _ in words]
+        for pos, w in enumerate(word_ids):
+            if w is not None:
+                positions[w].append(pos)
+        for w in range(len(words)):  # a word the tokenizer drops entirely reads the token before it
+            if not positions[w]:
+                positions[w] = [positions[w - 1][-1]] if w > 0 else [0]
+        out.append({"input_ids": ids, "positions": positions})
+    return out
+
+
+def alignment_weights(encoded: list[dict], alignment: str, max_tokens: int) -> torch.Tensor:
+    """B × W_max × T: row w averages word w's chosen subwords (one-hot for first/last)."""
+    max_words = max(len(e["positions"]) for e in encoded)
+    weights = torch.zeros(len(encoded), max_words, max_tokens)
+    for b, e in enumerate(encoded):
+        for w, pos in enumerate(e["positions"]):
+            chosen = pos[:1] if alignment == "first" else pos[-1:] if alignment == "last" else pos
+            weights[b, w, chosen] = 1.0 / len(chosen)
+    return weights
+
+
+def batches_of(encoded: list[dict], batch_size: int) -> list[list[int]]:
+    """Indices grouped by length (less padding); deterministic given the shard's sentences."""
+    order = sorted(range(len(encoded)), key=lambda i: (len(encoded[i]["input_ids"]), i))
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def pad_batch(encoded: list[dict], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    longest = max(len(e["input_ids"]) for e in encoded)
+    ids = torch.full((len(encoded), longest), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(encoded), longest), dtype=torch.long)
+    for b, e in enumerate(encoded):
+        ids[b, :len(e["input_ids"])] = torch.tensor(e["input_ids"])
+        mask[b, :len(e["input_ids"])] = 1
+    return ids, mask
+
+
+@torch.no_grad()
+def word_states(backbone, encoded: list[dict], alignment: str, pad_id: int) -> list[torch.Tensor]:
+    """One forward pass over a batch → per sentence (L+1) × words × H float32."""
+    ids, mask = pad_batch(encoded, pad_id)
+    out = backbone(ids, attention_mask=mask)
+    FORWARD_PASSES["count"] += 1
+    hidden = torch.stack(out.hidden_states)  # (L+1) × B × T × H
+    weights = alignment_weights(encoded, alignment, ids.shape[1]).to(hidden.dtype)
+    words = torch.einsum("bwt,lbth->lbwh", weights, hidden)  # (L+1) × B × W × H
+    return [words[:, b, :len(e["positions"])] for b, e in enumerate(encoded)]
+
+
+class ActivationCache:
+    """The platform's activation cache folder (`cfg.paths.cache_dir`/activations)."""
+
+    def __init__(self, cache_dir: str | Path):
+        self.root = Path(cache_dir) / "activations"
+
+    def entry(self, key: str) -> Path:
+        return self.root / key
+
+    @contextmanager
+    def locked(self, key: str):
+        """One extractor per entry at a time (two jobs asking for the same thing: the second waits
+        and then reads what the first wrote)."""
+        folder = self.entry(key)
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / ".lock", "w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield folder
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
+
+
+def extract(backbone, tokenizer, sentences: list[list[str]], *, cache_dir: str | Path, alignment: str = "first",
+            batch_size: int = 32, shard_sentences: int = 256, model_label: str = "", model_digest: str | None = None,
+            data_label: str = "", progress=None) -> Activations:
+    """Every layer's word states of `sentences`, from the cache where present (see module doc)."""
+    from safetensors.torch import load_file, save_file
+
+    if alignment not in ALIGNMENTS:
+        raise ConfigError(f"stage.alignment={alignment!r}: expected one of {', '.join(ALIGNMENTS)}")
+    if not sentences:
+        raise DataError(f"no sentences to extract ({data_label or 'empty dataset'})")
+    max_length = tokenized_max_length(backbone)
+    digest = model_digest or model_hash(backbone, tokenizer)
+    dhash = data_hash(sentences)
+    key = hashlib.sha256(json.dumps([FORMAT_VERSION, digest, dhash, alignment, shard_sentences]).encode()).hexdigest()[:24]
+    cache = ActivationCache(cache_dir)
+    n_shards = (len(sentences) + shard_sentences - 1) // shard_sentences
+    passes_before = FORWARD_PASSES["count"]
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    with cache.locked(key) as folder:
+        manifest_path = folder / MANIFEST
+        manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {
+            "format_version": FORMAT_VERSION, "key": key, "model": model_label, "model_hash": digest,
+            "data": data_label, "data_hash": dhash, "alignment": alignment, "sentences": len(sentences),
+            "words": sum(len(s) for s in sentences), "shard_sentences": shard_sentences, "shards": n_shards,
+            "created": time.time(), "complete": False}
+        was_complete = bool(manifest.get("complete"))
+        backbone.eval()
+        for shard in range(n_shards):
+            path = folder / f"shard_{shard:05d}.safetensors"
+            if path.exists():
+                continue
+            chunk = sentences[shard * shard_sentences:(shard + 1) * shard_sentences]
+            encoded = encode_words(tokenizer, chunk, max_length)
+            states: list[torch.Tensor | None] = [None] * len(chunk)
+            for batch in batches_of(encoded, batch_size):
+                for i, s in zip(batch, word_states(backbone, [encoded[i] for i in batch], alignment, pad_id)):
+                    states[i] = s
+            tensors = {"states": torch.cat(states, dim=1).to(torch.float16).contiguous(),  # (L+1) × words × H
+                       "lengths": torch.tensor([len(s) for s in chunk], dtype=torch.int32)}
+            tmp = folder / f".{path.name}.{os.getpid()}.tmp"
+            save_file(tensors, str(tmp))
+            os.replace(tmp, path)
+            if progress is not None:
+                progress(shard + 1, n_shards)
+        shard_files = [folder / f"shard_{i:05d}.safetensors" for i in range(n_shards)]
+        loaded = [load_file(str(p)) for p in shard_files]
+        states = torch.cat([t["states"] for t in loaded], dim=1)
+        lengths = torch.cat([t["lengths"] for t in loaded])
+        manifest.update({"complete": True, "num_layers": int(states.shape[0]), "hidden_size": int(states.shape[2]),
+                         "size_bytes": sum(p.stat().st_size for p in shard_files), "last_used": time.time()})
+        write_json_atomic(manifest_path, manifest)
+    passes = FORWARD_PASSES["count"] - passes_before
+    return Activations(states, lengths, key, passes, cache_hit=was_complete and passes == 0)

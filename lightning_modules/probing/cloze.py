@@ -1,0 +1,223 @@
+"""Cloze knowledge probes (LAMA, Petroni et al., 2019) for models with a masked-LM head.
+
+Data: the LAMA jsonl format, a file or a folder of them. A record has `sub_label`, `obj_label`
+and `masked_sentences` (sentences with `[MASK]` where the object goes); a record without them is
+built from its relation's template (`relations.jsonl` beside the data: `{"relation": "P19",
+"template": "[X] was born in [Y] ."}`, [X] = subject, [Y] = the mask). The relation is the record's
+`predicate_id`, else the file's name.
+
+Scoring: the first masked sentence of each fact; the object must be one token of the model's
+vocabulary: objects that are not are counted per relation (`oov`) and excluded, never scored as
+wrong. Per relation: P@1, P@10 and MRR (rank of the gold token among the whole vocabulary);
+overall: the mean over relations (LAMA's convention) and over facts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from ptmlab.contracts import ConfigError, DataError
+
+MASK = "[MASK]"
+TEMPLATES_FILE = "relations.jsonl"
+
+
+@dataclass
+class Fact:
+    relation: str
+    subject: str
+    obj: str
+    sentence: str      # with [MASK]
+    where: str         # file:line
+
+
+@dataclass
+class LamaData:
+    facts: list[Fact] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
+
+
+def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
+    out = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}:{lineno}: not a JSON object ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise DataError(f"{path}:{lineno}: not a JSON object")
+        out.append((lineno, record))
+    return out
+
+
+def read_lama(path: str) -> LamaData:
+    root = Path(path)
+    if root.is_dir():
+        files = sorted(p for p in root.glob("*.jsonl") if p.name != TEMPLATES_FILE)
+        templates_path = root / TEMPLATES_FILE
+    elif root.is_file():
+        files, templates_path = [root], root.parent / TEMPLATES_FILE
+    else:
+        raise DataError(f"probe.data.path={path}: no LAMA file or folder there")
+    templates = {}
+    if templates_path.is_file():
+        for lineno, record in _read_jsonl(templates_path):
+            if "relation" not in record or "template" not in record:
+                raise DataError(f"{templates_path}:{lineno}: a template needs 'relation' and 'template'")
+            templates[str(record["relation"])] = str(record["template"])
+    data = LamaData(files=[*files, *([templates_path] if templates_path.is_file() else [])])
+    for file in files:
+        for lineno, record in _read_jsonl(file):
+            where = f"{file}:{lineno}"
+            for key in ("sub_label", "obj_label"):
+                if not isinstance(record.get(key), str) or not record[key].strip():
+                    raise DataError(f"{where}: missing '{key}'")
+            relation = str(record.get("predicate_id") or file.stem)
+            sentences = record.get("masked_sentences")
+            if sentences:
+                if not isinstance(sentences, list) or not all(isinstance(x, str) for x in sentences):
+                    raise DataError(f"{where}: 'masked_sentences' must be a list of strings")
+                sentence = sentences[0]
+            elif relation in templates:
+                sentence = templates[relation].replace("[X]", record["sub_label"]).replace("[Y]", MASK)
+            else:
+                raise DataError(f"{where}: no 'masked_sentences' and no template for relation {relation!r} "
+                                f"in {templates_path}")
+            if sentence.count(MASK) != 1:
+                raise DataError(f"{where}: the sentence needs exactly one {MASK}: {sentence!r}")
+            data.facts.append(Fact(relation, record["sub_label"], record["obj_label"], sentence, where))
+    if not data.facts:
+        raise DataError(f"probe.data.path={path}: no facts")
+    return data
+
+
+class MaskedLM:
+    """tokens → vocabulary logits: a backbone with its masked-LM head."""
+
+    def __init__(self, tokenizer, logits_fn, label: str):
+        self.tokenizer, self.logits_fn, self.label = tokenizer, logits_fn, label
+
+    @torch.no_grad()
+    def logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.logits_fn(input_ids, attention_mask)  # B × T × V
+
+
+def _run_folder_of(ref: str) -> Path | None:
+    path = Path(ref)
+    for folder in (path, path.parent):
+        if (folder / "config.yaml").is_file() and (folder / "checkpoints" / "last.ckpt").is_file():
+            return folder
+    return None
+
+
+def load_masked_lm(resolved, cfg: DictConfig) -> MaskedLM:
+    """The masked-LM head that belongs to the backbone: a ptmlab pretrain run's MLM objective head
+    (from its config and last checkpoint), or a Hugging Face *ForMaskedLM checkpoint. ConfigError
+    when there is none (before any extraction)."""
+    from hydra.utils import get_class, instantiate
+
+    from lightning_modules.objectives.mlm import MaskedLMObjective
+    from lightning_modules.stages.pretrain import objective_parts
+
+    ref = str(OmegaConf.select(cfg, "backbone", default=None) or resolved.source)
+    backbone, tokenizer = resolved.backbone, resolved.tokenizer
+    if tokenizer.mask_token_id is None:
+        raise ConfigError(f"probe=lama needs a tokenizer with a mask token: backbone={ref} has none")
+    run_folder = _run_folder_of(ref) if ref not in ("random", "None") else None
+    if run_folder is not None:
+        run_cfg = OmegaConf.load(run_folder / "config.yaml")
+        if OmegaConf.select(run_cfg, "objective") is not None and str(run_cfg.stage.name) == "pretrain":
+            for name, (_, module_cfg) in objective_parts(run_cfg.objective).items():
+                if not issubclass(get_class(str(module_cfg._target_)), MaskedLMObjective):
+                    continue
+                objective = instantiate(module_cfg, backbone=backbone, tokenizer=tokenizer)
+                state = torch.load(run_folder / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+                prefix = f"objectives.{name}.head."
+                head_state = {k[len(prefix):]: v for k, v in state["state_dict"].items() if k.startswith(prefix)}
+                objective.head.load_state_dict(head_state)
+                head = objective.head.eval()
+
+                def logits(ids, mask, head=head):
+                    hidden = backbone(ids, attention_mask=mask).last_hidden_state
+                    return head(hidden, backbone.get_input_embeddings().weight)
+
+                return MaskedLM(tokenizer, logits, f"{run_folder.name}:{name}")
+    if getattr(backbone, "hf_native", False):
+        architectures = list(getattr(backbone.config, "architectures", None) or [])
+        if any(a.endswith("ForMaskedLM") for a in architectures):
+            from transformers import AutoModelForMaskedLM
+
+            model = AutoModelForMaskedLM.from_pretrained(backbone.name_or_path).eval()
+            return MaskedLM(tokenizer, lambda ids, mask: model(input_ids=ids, attention_mask=mask).logits,
+                            backbone.name_or_path)
+    raise ConfigError(f"probe=lama needs a model with a masked-LM head: backbone={ref} has none (a ptmlab "
+                      f"pretrain run with an MLM objective, or a Hugging Face *ForMaskedLM checkpoint)")
+
+
+def object_id(tokenizer, obj: str) -> int | None:
+    """The object's token id, or None when it is not exactly one known token."""
+    pieces = tokenizer.tokenize(obj)
+    if len(pieces) != 1:
+        return None
+    token_id = tokenizer.convert_tokens_to_ids(pieces[0])
+    return None if token_id is None or token_id == tokenizer.unk_token_id else int(token_id)
+
+
+@torch.no_grad()
+def run_cloze(mlm: MaskedLM, data: LamaData, batch_size: int = 32) -> dict:
+    tokenizer = mlm.tokenizer
+    per_relation: dict[str, dict] = {}
+    scored: list[tuple[Fact, int]] = []
+    for fact in data.facts:
+        entry = per_relation.setdefault(fact.relation, {"relation": fact.relation, "facts": 0, "oov": 0,
+                                                        "scored": 0, "ranks": []})
+        entry["facts"] += 1
+        gold = object_id(tokenizer, fact.obj)
+        if gold is None:
+            entry["oov"] += 1
+        else:
+            scored.append((fact, gold))
+    for start in range(0, len(scored), batch_size):
+        chunk = scored[start:start + batch_size]
+        texts = [f.sentence.replace(MASK, tokenizer.mask_token) for f, _ in chunk]
+        enc = tokenizer(texts, padding=True, return_tensors="pt")
+        logits = mlm.logits(enc["input_ids"], enc["attention_mask"])
+        for b, (fact, gold) in enumerate(chunk):
+            position = (enc["input_ids"][b] == tokenizer.mask_token_id).nonzero()
+            if len(position) != 1:
+                raise DataError(f"{fact.where}: the tokenizer made {len(position)} mask tokens of the sentence")
+            row = logits[b, int(position[0])]
+            rank = int((row > row[gold]).sum()) + 1
+            per_relation[fact.relation]["ranks"].append(rank)
+            per_relation[fact.relation]["scored"] += 1
+    relations = []
+    for rel in sorted(per_relation):
+        entry = per_relation[rel]
+        ranks = entry.pop("ranks")
+        if ranks:
+            entry.update(p_at_1=round(sum(r == 1 for r in ranks) / len(ranks), 5),
+                         p_at_10=round(sum(r <= 10 for r in ranks) / len(ranks), 5),
+                         mrr=round(sum(1 / r for r in ranks) / len(ranks), 5))
+        relations.append(entry)
+    with_scores = [r for r in relations if r["scored"]]
+    all_ranks_n = sum(r["scored"] for r in with_scores)
+
+    def macro(key: str) -> float | None:
+        return round(sum(r[key] for r in with_scores) / len(with_scores), 5) if with_scores else None
+
+    def micro(key: str) -> float | None:
+        return round(sum(r[key] * r["scored"] for r in with_scores) / all_ranks_n, 5) if all_ranks_n else None
+
+    return {"probe_task": "lama", "family": "cloze", "metric": "p_at_1", "model_head": mlm.label,
+            "relations": relations, "facts": len(data.facts), "scored": all_ranks_n,
+            "oov": sum(r["oov"] for r in relations),
+            "p_at_1": macro("p_at_1"), "p_at_10": macro("p_at_10"), "mrr": macro("mrr"),
+            "micro": {"p_at_1": micro("p_at_1"), "p_at_10": micro("p_at_10"), "mrr": micro("mrr")},
+            "best_score": macro("p_at_1"), "layers": []}

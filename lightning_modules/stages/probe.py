@@ -1,0 +1,313 @@
+"""stage=probe: what a model's layers know (`probe=<suite> backbone=<ref>`).
+
+`build_probe(cfg)` reads and checks everything (suite, data files, labels, layer indices, the
+backbone, its randomly initialised twin, a masked-LM head for cloze probes) before any
+extraction; `run_probe(cfg)` extracts every layer's word states once per model and dataset
+(lightning_modules.probing.activations, cached across jobs) and runs each task of the suite
+(one probe family per file in lightning_modules/probing/) on the model and on its baselines:
+layer 0 (the embedding layer) and the same architecture randomly initialised.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from lightning_modules.data.conllu import ConlluSentence, Treebank, read_conllu
+from lightning_modules.probing import attention as attention_probe
+from lightning_modules.probing import cloze as cloze_probe
+from lightning_modules.probing import sentence as sentence_probe
+from lightning_modules.probing import structural as structural_probe
+from lightning_modules.probing import token as token_probe
+from lightning_modules.probing.activations import Activations, extract, model_hash
+from lightning_modules.probing.fit import FitSettings
+from lightning_modules.stages.backbone import ResolvedBackbone, resolve_backbone
+from lightning_modules.stages.common import StageRun, tracking_uri
+from ptmlab.contracts import BackboneError, ConfigError, DataError, ProbeSummary
+
+# task name -> probe family (the file in lightning_modules/probing/ that runs it)
+FAMILY_OF = {
+    **{t: "token" for t in token_probe.TOKEN_TASKS},
+    **{t: "structural" for t in structural_probe.STRUCTURAL_TASKS},
+    **{t: "sentence" for t in sentence_probe.SENTENCE_TASKS},
+    "attention": "attention",
+    "lama": "cloze",
+}
+CONLLU_FAMILIES = ("token", "structural", "sentence", "attention")
+RANDOM_INIT = "random-init"
+
+
+@dataclass
+class ProbeModel:
+    label: str                 # "<model>" or RANDOM_INIT
+    backbone: torch.nn.Module
+    tokenizer: object
+    digest: str = ""
+
+
+@dataclass
+class ProbePlan:
+    suite: str
+    tasks: list[str]
+    resolved: ResolvedBackbone
+    models: list[ProbeModel]
+    layers: list[int]
+    train: Treebank | None = None
+    eval: Treebank | None = None
+    lama: cloze_probe.LamaData | None = None
+    mlm: cloze_probe.MaskedLM | None = None
+    extraction: dict = field(default_factory=dict)
+
+    @property
+    def families(self) -> set[str]:
+        return {FAMILY_OF[t] for t in self.tasks}
+
+
+def resolve_probe_backbone(cfg: DictConfig) -> ResolvedBackbone:
+    """A backbone reference, or a fine-tuned/compressed task model's backbone (its task model
+    folder, run folder or `mlflow:` run)."""
+    try:
+        return resolve_backbone(cfg, tracking_uri(cfg))
+    except BackboneError as first:
+        ref = OmegaConf.select(cfg, "backbone", default=None)
+        if ref is None:
+            raise
+        from lightning_modules.stages.task_model import load_task_model
+
+        try:
+            loaded = load_task_model(str(ref), tracking_uri=tracking_uri(cfg))
+        except BackboneError:
+            raise first from None
+        manifest = loaded.manifest
+        model_cfg = dict(manifest.get("model") or {})
+        return ResolvedBackbone(loaded.model.backbone, loaded.tokenizer, str(model_cfg.get("name", "?")),
+                                "task_model", str(ref), model_cfg)
+
+
+def random_twin(resolved: ResolvedBackbone, seed: int) -> torch.nn.Module:
+    """The same architecture with random weights (seeded: every job with this seed probes the
+    same random model, so its activations are cached too)."""
+    from hydra.utils import instantiate
+
+    torch.manual_seed(seed)
+    backbone = resolved.backbone
+    if backbone.hf_native:
+        from lightning_modules.models.hf import HFBackbone
+
+        return HFBackbone(backbone.name_or_path, pretrained=False)
+    node = dict((resolved.model_cfg or {}).get("backbone") or {})
+    if not node:
+        raise BackboneError(f"backbone={resolved.source}: no model config to build its random twin from")
+    return instantiate(node)
+
+
+def choose_layers(cfg: DictConfig, num_layers: int) -> list[int]:
+    chosen = OmegaConf.select(cfg, "stage.layers", default=None)
+    if chosen is None:
+        return list(range(num_layers + 1))
+    layers = [int(x) for x in chosen]
+    for layer in layers:
+        if not 0 <= layer <= num_layers:
+            raise ConfigError(f"stage.layers: layer {layer} is beyond the model, which has layers 0 (embeddings) "
+                              f"to {num_layers}")
+    if 0 not in layers:
+        layers = [0, *layers]  # the embedding layer is a baseline of every run
+    return sorted(set(layers))
+
+
+def read_split(cfg: DictConfig, split: str) -> Treebank:
+    data = cfg.probe.data
+    path = data.get(split)
+    if not path:
+        raise ConfigError(f"probe.data.{split}: a CoNLL-U file is needed for probe={cfg.probe.name}")
+    limit = data.get(f"max_{split}_sentences")
+    bank = read_conllu(str(path), int(limit) if limit else None)
+    max_words = data.get("max_sentence_words")
+    if max_words:
+        bank.sentences = [s for s in bank.sentences if len(s) <= int(max_words)]
+    if not bank.sentences:
+        raise DataError(f"probe.data.{split}={path}: no sentences")
+    return bank
+
+
+def build_probe(cfg: DictConfig) -> ProbePlan:
+    if cfg.get("probe") is None:
+        raise ConfigError("stage=probe needs a probe suite (probe=upos, probe=structural, probe=linguistic ...)")
+    suite = cfg.probe
+    tasks = [str(t) for t in suite.tasks]
+    unknown = [t for t in tasks if t not in FAMILY_OF]
+    if unknown:
+        raise ConfigError(f"probe.tasks: unknown task {unknown[0]!r} (known: {', '.join(FAMILY_OF)})")
+    families = {FAMILY_OF[t] for t in tasks}
+    train = eval_ = None
+    if families & {"token", "structural", "sentence"}:
+        train = read_split(cfg, "train")
+    if families & set(CONLLU_FAMILIES):
+        eval_ = read_split(cfg, "eval")
+    for t in tasks:
+        if FAMILY_OF[t] == "token":
+            for bank in (train, eval_):
+                token_probe.check_labels(t, bank.sentences, str(bank.path))
+        if FAMILY_OF[t] in ("structural", "attention") or t == "deprel":
+            for bank in (b for b in (train, eval_) if b is not None):
+                if all(h < 0 for s in bank.sentences for h in s.heads):
+                    raise DataError(f"{bank.path}: probe task {t!r} needs the HEAD column, which is '_' on every word")
+    lama = cloze_probe.read_lama(str(suite.data.path)) if "lama" in tasks else None
+    resolved = resolve_probe_backbone(cfg)
+    mlm = cloze_probe.load_masked_lm(resolved, cfg) if "lama" in tasks else None
+    layers = choose_layers(cfg, int(resolved.backbone.num_layers))
+    if "attention" in tasks:
+        attention_probe.ensure_eager_attention(resolved.backbone)
+    models = [ProbeModel(resolved.model_name, resolved.backbone, resolved.tokenizer)]
+    if bool(cfg.stage.random_init_baseline) and resolved.source != "random" and families - {"cloze"}:
+        twin = random_twin(resolved, int(cfg.seed))
+        if "attention" in tasks:
+            attention_probe.ensure_eager_attention(twin)
+        models.append(ProbeModel(RANDOM_INIT, twin, resolved.tokenizer))
+    return ProbePlan(str(suite.name), tasks, resolved, models, layers, train, eval_, lama, mlm)
+
+
+def activations(plan: ProbePlan, model: ProbeModel, cfg: DictConfig, name: str,
+                sentences: list[list[str]]) -> Activations:
+    stage = cfg.stage
+    if not model.digest:
+        model.digest = model_hash(model.backbone, model.tokenizer)
+    acts = extract(model.backbone, model.tokenizer, sentences, cache_dir=cfg.paths.cache_dir,
+                   alignment=str(stage.alignment), batch_size=int(stage.batch_size),
+                   shard_sentences=int(stage.shard_sentences), model_label=model.label, model_digest=model.digest,
+                   data_label=name)
+    record = plan.extraction.setdefault(model.label, {"forward_passes": 0, "cache_hits": 0, "datasets": {}})
+    record["forward_passes"] += acts.forward_passes
+    record["cache_hits"] += int(acts.cache_hit)
+    record["datasets"][name] = {"key": acts.key, "sentences": int(len(acts.lengths)), "cache_hit": acts.cache_hit,
+                                "bytes": int(acts.states.numel() * 2)}
+    return acts
+
+
+def words_of(bank: Treebank) -> list[list[str]]:
+    return [s.words for s in bank.sentences]
+
+
+def run_model(plan: ProbePlan, model: ProbeModel, cfg: DictConfig, run: StageRun | None) -> dict[str, dict]:
+    """Every task of the suite on one model: {task: result}."""
+    stage, seed = cfg.stage, int(cfg.seed)
+    results: dict[str, dict] = {}
+    families = plan.families
+    train_acts = eval_acts = None
+    if families & {"token", "structural", "sentence"}:
+        train_acts = activations(plan, model, cfg, f"{plan.train.path.name}[:{len(plan.train)}]", words_of(plan.train))
+        eval_acts = activations(plan, model, cfg, f"{plan.eval.path.name}[:{len(plan.eval)}]", words_of(plan.eval))
+    token_settings = FitSettings.from_cfg(stage.token, seed)
+    for task in plan.tasks:
+        family = FAMILY_OF[task]
+        if family == "token":
+            results[task] = token_probe.run_token_task(
+                task, train_acts, eval_acts, token_probe.token_data(task, plan.train.sentences),
+                token_probe.token_data(task, plan.eval.sentences), plan.layers, stage.token, token_settings,
+                control=bool(stage.token.control), scalar_mix=bool(stage.token.scalar_mix))
+        elif family == "structural":
+            results[task] = structural_probe.run_structural_task(
+                task, train_acts, eval_acts, structural_probe.tree_data(plan.train.sentences),
+                structural_probe.tree_data(plan.eval.sentences), plan.layers, int(stage.structural.rank),
+                FitSettings.from_cfg(stage.structural, seed))
+        elif family == "sentence":
+            results[task] = sentence_probe.run_sentence_task(
+                task, plan.train.sentences, plan.eval.sentences, train_acts, eval_acts, plan.layers, stage.token,
+                token_settings, extract_shifted=lambda name, words: activations(plan, model, cfg, name, words))
+        elif family == "attention":
+            results[task] = attention_probe.run_attention_analysis(
+                model.backbone, model.tokenizer, plan.eval.sentences[:int(stage.attention.max_sentences)],
+                batch_size=int(stage.batch_size))
+        elif family == "cloze":
+            results[task] = cloze_probe.run_cloze(plan.mlm, plan.lama, batch_size=int(stage.batch_size))
+    return results
+
+
+def best_of(layers: list[dict], metric: str) -> tuple[int | None, float | None]:
+    scored = [(e[metric], e["layer"]) for e in layers if e.get(metric) is not None]
+    if not scored:
+        return None, None
+    score, layer = max(scored)
+    return layer, score
+
+
+def merge_task(trained: dict, random_init: dict | None) -> dict:
+    """The trained model's result with its baselines: layer 0 and the random-init model."""
+    out = dict(trained)
+    metric = out.get("metric")
+    layers = out.get("layers") or []
+    baselines = dict(out.get("baselines") or {})
+    if layers and metric:
+        out["best_layer"], out["best_score"] = best_of(layers, metric)
+        layer0 = next((e for e in layers if e["layer"] == 0), None)
+        if layer0 is not None:
+            baselines["layer0"] = layer0.get(metric)
+            if layer0.get("selectivity") is not None:
+                baselines["layer0_selectivity"] = layer0["selectivity"]
+        best = next((e for e in layers if e["layer"] == out["best_layer"]), {})
+        if best.get("selectivity") is not None:
+            out["best_selectivity"] = best["selectivity"]
+    if random_init is not None and random_init.get("layers"):
+        r_best_layer, r_best = best_of(random_init["layers"], metric)
+        out["random_init"] = {"layers": random_init["layers"], "best_layer": r_best_layer, "best_score": r_best}
+        baselines["random_init_best"] = r_best
+        r_entry = next((e for e in random_init["layers"] if e["layer"] == r_best_layer), {})
+        if r_entry.get("selectivity") is not None:
+            baselines["random_init_selectivity"] = r_entry["selectivity"]
+        if random_init.get("scalar_mix"):
+            out["random_init"]["scalar_mix"] = random_init["scalar_mix"]
+    out["baselines"] = baselines
+    return out
+
+
+def write_artifacts(run: StageRun, results: dict[str, dict]) -> None:
+    folder = run.run_dir / "probing"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "results.json").write_text(json.dumps(results, indent=1))
+    attention = results.get("attention")
+    if attention:
+        attention_probe.write_heatmaps(attention, folder / "attention")
+    run.log_artifacts(folder, "probing")
+
+
+def run_probe(cfg: DictConfig) -> dict:
+    plan = build_probe(cfg)
+    with StageRun(cfg) as run:
+        data_files = [Path(b.path) for b in (plan.train, plan.eval) if b is not None]
+        if plan.lama is not None:
+            data_files += plan.lama.files
+        run.log_data_files(data_files)
+        started = time.time()
+        by_model = {m.label: run_model(plan, m, cfg, run) for m in plan.models}
+        trained = by_model[plan.models[0].label]
+        random_results = by_model.get(RANDOM_INIT, {})
+        tasks = [merge_task(trained[t], random_results.get(t)) for t in plan.tasks]
+        write_artifacts(run, {t: r for t, r in zip(plan.tasks, tasks)})
+        metrics = {}
+        for t in tasks:
+            if t.get("best_score") is not None:
+                metrics[f"probe/{t['probe_task']}/best"] = t["best_score"]
+            for e in t.get("layers") or []:
+                if e.get(t.get("metric")) is not None:
+                    metrics[f"probe/{t['probe_task']}/layer{e['layer']}"] = e[t["metric"]]
+        if metrics:
+            run.logger.log_metrics(metrics)
+        headline = tasks[0]
+        attention = next((t for t in tasks if t["probe_task"] == "attention"), None)
+        summary = ProbeSummary(
+            seed=int(cfg.seed), wall_time_s=0.0, model=plan.resolved.model_name, probe_task=plan.suite,
+            suite=plan.suite, backbone_source=plan.resolved.source, alignment=str(cfg.stage.alignment),
+            metric=headline.get("metric"), layers=headline.get("layers") or [],
+            baselines=headline.get("baselines") or {}, tasks=tasks,
+            attention_heads=attention.get("heatmaps") if attention else None,
+            train_sentences=len(plan.train) if plan.train is not None else None,
+            eval_sentences=len(plan.eval) if plan.eval is not None else None,
+            extraction=plan.extraction, probe_time_s=round(time.time() - started, 3),
+        ).model_dump(exclude_none=True, exclude={"stage", "seed", "wall_time_s", "mlflow_run_id", "run_dir"})
+        run.write_summary(summary)
+    return json.loads((run.run_dir / "summary.json").read_text())
