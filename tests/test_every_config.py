@@ -230,6 +230,16 @@ def build_adaptation_cfg(cfg, ctx):
     assert model(batch).shape == (len(batch["input_ids"]), 2)
 
 
+def build_probe(cfg, ctx):
+    from lightning_modules.data.conllu import read_conllu
+    from lightning_modules.stages.probe import FAMILY_OF
+
+    assert cfg.probe.tasks and all(t in FAMILY_OF for t in cfg.probe.tasks)
+    for split in ("train", "eval"):
+        if cfg.probe.data.get(split):
+            assert len(read_conllu(cfg.probe.data[split], max_sentences=3)) == 3
+
+
 BUILDERS = {
     "adaptation": build_adaptation_cfg,
     "task": build_task,
@@ -241,6 +251,7 @@ BUILDERS = {
     "optimizer": build_optimizer,
     "scheduler": build_scheduler,
     "stage": build_stage,
+    "probe": build_probe,
     "experiment": build_experiment,
 }
 
