@@ -193,14 +193,21 @@ def keep_layers(backbone: nn.Module, keep: list[int]) -> None:
     bad = [i for i in keep if not 0 <= i < n]
     if bad:
         raise ConfigError(f"compression: layer {bad[0]} does not exist (the source has layers 0..{n - 1})")
-    kept = nn.ModuleList([layers[i] for i in keep])
-    container = _layer_container(backbone, layers)
-    parent, attr = container
+    set_layers(backbone, [layers[i] for i in keep])
+
+
+def set_layers(backbone: nn.Module, modules: list[nn.Module], count: bool = True) -> None:
+    """Put `modules` in place of the backbone's layer stack; `count` updates the layer count and
+    config (False: a temporary mix while training, BERT-of-Theseus)."""
+    parent, attr = _layer_container(backbone, backbone.layer_modules())
+    kept = nn.ModuleList(modules)
     setattr(parent, attr, kept)
-    backbone.num_layers = len(keep)
+    if not count:
+        return
+    backbone.num_layers = len(modules)
     config = getattr(backbone, "config", None)
     if config is not None and hasattr(config, "num_hidden_layers"):
-        config.num_hidden_layers = len(keep)
+        config.num_hidden_layers = len(modules)
         for i, layer in enumerate(kept):  # Hugging Face layers carry their own index (caches)
             for m in layer.modules():
                 if hasattr(m, "layer_idx"):
@@ -208,10 +215,11 @@ def keep_layers(backbone: nn.Module, keep: list[int]) -> None:
 
 
 def _layer_container(backbone: nn.Module, layers: list[nn.Module]) -> tuple[nn.Module, str]:
+    """The module and attribute that hold the layer stack (found by identity of its first layer)."""
     first = layers[0]
     for module in backbone.modules():
         for name, child in module.named_children():
-            if isinstance(child, nn.ModuleList) and len(child) == len(layers) and child[0] is first:
+            if isinstance(child, nn.ModuleList) and len(child) == len(layers) and len(child) and child[0] is first:
                 return module, name
     raise ConfigError(f"compression: cannot find the layer list of {type(backbone).__name__}")
 

@@ -15,7 +15,6 @@ from ptmlab.config_schema.fields import (
     PositiveFloat,
     PositiveInt,
     TargetNode,
-    WarmupRatio,
     in_range,
 )
 

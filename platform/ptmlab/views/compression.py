@@ -1,5 +1,10 @@
-"""The compression trade-off view: score against parameters, size and latency, the Pareto front
-per x axis, the uncompressed source as reference, retention relative to the source."""
+"""The compression trade-off view: score against parameters, size, latency and FLOPs, the Pareto
+front per x axis, the uncompressed source as reference, retention relative to the source.
+
+Rows are compress results (`ptmlab.contracts.summaries.CompressSummary`): each carries its
+source measured beside it (source_* fields), which becomes the reference point; the latency is
+the summary's headline one (`headline_latency`, batch 32 on one thread when measured) and the
+measurement settings travel with every point (a latency without its settings is not a result)."""
 
 from __future__ import annotations
 
@@ -11,7 +16,8 @@ from sqlalchemy.orm import Session
 from ptmlab.views.rows import cached_view, filter_options, load_rows, number
 
 KIND = "compress"
-AXES = {"params": "Parameters", "size_bytes": "Size on disk (bytes)", "latency_ms": "Latency (ms)"}
+AXES = {"params": "Parameters", "size_bytes": "Size on disk (bytes)", "latency_ms": "Latency (ms)",
+        "flops": "FLOPs per example"}
 UNCOMPRESSED_METHODS = {"none", "uncompressed", "identity", "source"}
 
 
@@ -41,14 +47,28 @@ def pareto_front(points: Iterable[dict], x: str, y: str = "score", key: str = "i
     return front
 
 
+def _settings(s: dict) -> str:
+    m = s.get("measurement") if isinstance(s.get("measurement"), dict) else {}
+    if not m:
+        return ""
+    where = f"{m.get('device', 'cpu')}" + (f" {m['cpu']}" if m.get("cpu") else "")
+    return f"{s.get('headline_latency') or ''} seq {m.get('seq_len')}, median of {m.get('repeats')}, {where}".strip()
+
+
 def _point(row, s: dict) -> dict[str, Any]:
     score, source_score = number(s.get("score")), number(s.get("source_score"))
+    retention = number(s.get("retention"))
+    if retention is None and score is not None and source_score:
+        retention = score / source_score
+    speedups = s.get("speedup") if isinstance(s.get("speedup"), dict) else {}
     return {
         "id": row.id, "job_id": row.job_id, "mlflow_run_id": row.mlflow_run_id, "sweep_id": row.sweep_id,
         "method": str(s.get("method", "-")), "source": str(s.get("source", "-")), "task": str(s.get("task", "-")),
         "score": score, "params": number(s.get("params")), "size_bytes": number(s.get("size_bytes")),
-        "latency_ms": number(s.get("latency_ms")), "source_score": source_score,
-        "retention": (score / source_score) if score is not None and source_score else None,
+        "latency_ms": number(s.get("latency_ms")), "flops": number(s.get("flops")), "source_score": source_score,
+        "retention": retention, "size_ratio": number(s.get("size_ratio")),
+        "speedup": number(speedups.get(s.get("headline_latency") or "")),
+        "control_score": number(s.get("control_score")), "measured": _settings(s),
         "config": s.get("config") if isinstance(s.get("config"), dict) else {},
         "seed": s.get("seed"),
     }
@@ -80,7 +100,7 @@ def _compression(session: Session, task: str | None, sweep_id: str | None, tags:
                 "id": None, "method": "uncompressed", "source": p["source"], "task": task, "from": "summary",
                 "score": p["source_score"], "params": number(s.get("source_params")),
                 "size_bytes": number(s.get("source_size_bytes")), "latency_ms": number(s.get("source_latency_ms")),
-                "mlflow_run_id": s.get("source_run"),
+                "flops": number(s.get("source_flops")), "mlflow_run_id": s.get("source_run"),
             }
     # Retention against a measured reference when the summary did not carry the source score.
     for p in points:

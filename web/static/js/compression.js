@@ -18,7 +18,10 @@ function fill(select, values, labels, current) {
 function hover(p, axisLabel, axis) {
   return `<b>${p.method}</b> on ${p.source}<br>score ${p.score}<br>${axisLabel}: ${human(p[axis])}` +
     (p.retention !== null && p.retention !== undefined ? `<br>retention ${(100 * p.retention).toFixed(1)}%` : "") +
-    (settings(p.config) ? `<br>${settings(p.config)}` : "") + (p.id ? `<br>result #${p.id}` : "");
+    (p.speedup ? `<br>speed-up ${p.speedup.toFixed(2)}×` : "") +
+    (p.control_score !== null && p.control_score !== undefined ? `<br>control (no teacher) ${p.control_score}` : "") +
+    (settings(p.config) ? `<br>${settings(p.config)}` : "") + (p.measured ? `<br>measured: ${p.measured}` : "") +
+    (p.id ? `<br>result #${p.id}` : "");
 }
 
 function draw() {

@@ -1,0 +1,101 @@
+"""`ptmlab results compression [--format table|csv|latex]`: the compression trade-off table,
+one row per compress result (oldest first) after its source: method, task, score, retention,
+parameters, size ratio, FLOPs ratio, headline latency and speed-up, with the measurement
+settings, the same numbers the dashboard's compression page plots. bench/compression.py prints
+its side-by-side measurements with `render_rows` too."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import sys
+
+from ptmlab.views.rows import number
+
+COLUMNS = [  # (header, key, format)
+    ("method", "method", "s"), ("task", "task", "s"), ("source", "source", "s"),
+    ("score", "score", ".4f"), ("source score", "source_score", ".4f"), ("retention", "retention", ".4f"),
+    ("params", "params", ",d"), ("nonzero", "nonzero_params", ",d"), ("size ratio", "size_ratio", ".4f"),
+    ("non-emb size ratio", "non_embedding_size_ratio", ".4f"), ("FLOPs ratio", "flops_ratio", ".4f"),
+    ("latency ms", "latency_ms", ".2f"), ("source latency ms", "source_latency_ms", ".2f"),
+    ("speed-up", "speedup", ".2f"), ("control", "control_score", ".4f"), ("measured", "measured", "s"),
+]
+
+
+def table_rows(summaries: list[dict]) -> list[dict]:
+    """The table's values of each compress summary (the headline latency setting's speed-up)."""
+    rows = []
+    for s in summaries:
+        headline = s.get("headline_latency") or ""
+        speedups = s.get("speedup") if isinstance(s.get("speedup"), dict) else {}
+        m = s.get("measurement") if isinstance(s.get("measurement"), dict) else {}
+        measured = f"{headline} seq {m.get('seq_len')} x{m.get('repeats')} {m.get('device', 'cpu')}" if m else ""
+        rows.append({**{key: s.get(key) for _, key, _ in COLUMNS}, "speedup": speedups.get(headline),
+                     "measured": measured.strip()})
+    return rows
+
+
+def _cell(value, fmt: str) -> str:
+    if value is None or value == "":
+        return "-"
+    if fmt == "s":
+        return str(value)
+    n = number(value)
+    if n is None:
+        return "-"
+    return format(int(n), fmt) if fmt.endswith("d") else format(n, fmt)
+
+
+def render_rows(rows: list[dict], fmt: str = "table", columns=COLUMNS) -> str:
+    header = [h for h, _, _ in columns]
+    cells = [[_cell(r.get(key), f) for _, key, f in columns] for r in rows]
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(header)
+        w.writerows([["" if c == "-" else c.replace(",", "") if f.endswith("d") else c
+                      for c, (_, _, f) in zip(row, columns)] for row in cells])
+        return buf.getvalue()
+    if fmt == "latex":
+        from ptmlab.leaderboard import _tex
+
+        lines = [f"\\begin{{tabular}}{{{'l' * 3}{'r' * (len(columns) - 3)}}}", "\\toprule",
+                 " & ".join(_tex(h) for h in header) + " \\\\", "\\midrule"]
+        lines += [" & ".join(_tex(c) for c in row) + " \\\\" for row in cells]
+        return "\n".join([*lines, "\\bottomrule", "\\end{tabular}"]) + "\n"
+    widths = [max(len(x) for x in col) for col in zip(header, *cells)]
+    out = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in [header, *cells]]
+    out.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(out) + "\n"
+
+
+def _cmd(args: argparse.Namespace) -> int:
+    from ptmlab.contracts.summaries import validate_summary
+    from ptmlab.leaderboard import load_summaries
+
+    summaries = [s for s in load_summaries(args.database_url, kind="compress", sweep_id=args.sweep)
+                 if args.task is None or s.get("task") == args.task]
+    for s in summaries:
+        validate_summary(s)  # the contract the worker checked when the row was written
+    if not summaries:
+        print("no compress results" + (f" in sweep {args.sweep}" if args.sweep else ""), file=sys.stderr)
+        return 0
+    text = render_rows(table_rows(summaries), args.format)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+        print(f"wrote {args.output} ({len(summaries)} compress results)", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def register(results_sub: argparse._SubParsersAction) -> None:
+    p = results_sub.add_parser("compression", help="compression trade-offs: score, retention, size, latency")
+    p.add_argument("--format", choices=("table", "csv", "latex"), default="table")
+    p.add_argument("--task", default=None, help="only results of this task")
+    p.add_argument("--sweep", default=None, help="only results of this sweep id")
+    p.add_argument("--output", "-o", default=None, help="write to this file instead of stdout")
+    p.add_argument("--database-url", default=None, help="default: the platform database (PTMLAB_DATABASE_URL)")
+    p.set_defaults(func=_cmd)
