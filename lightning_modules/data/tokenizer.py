@@ -50,7 +50,7 @@ def _train_raw_tokenizer(kind: str, vocab_size: int, min_frequency: int, lowerca
         tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         tok.decoder = decoders.WordPiece()
         trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                            special_tokens=special_list)
+                                            special_tokens=special_list, show_progress=False)
     elif kind == "bpe":
         tok = Tokenizer(models.BPE(unk_token=None))
         if lowercase:
@@ -59,14 +59,14 @@ def _train_raw_tokenizer(kind: str, vocab_size: int, min_frequency: int, lowerca
         tok.decoder = decoders.ByteLevel()
         trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
                                       special_tokens=special_list,
-                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     elif kind == "unigram":
         tok = Tokenizer(models.Unigram())
         tok.normalizer = normalizers.Sequence([normalizers.NFKC()] + ([normalizers.Lowercase()] if lowercase else []))
         tok.pre_tokenizer = pre_tokenizers.Metaspace()
         tok.decoder = decoders.Metaspace()
         trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=special_list,
-                                          unk_token=specials["unk_token"])
+                                          unk_token=specials["unk_token"], show_progress=False)
     else:
         raise ConfigError(f"tokenizer.kind={kind} is unknown; valid: wordpiece, bpe, unigram, pretrained")
     tok.train_from_iterator(_lines(corpus), trainer=trainer)

@@ -94,7 +94,7 @@ class ProgressCallback(pl.Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         # callback_metrics still hold the last validation's values: those are drawn once, at their step.
         metrics = {k: v for k, v in trainer.callback_metrics.items() if not str(k).startswith(("val/", "test/"))}
-        if trainer.optimizers:
+        if trainer.optimizers and "train/lr" not in metrics:  # modules that log none still show theirs
             metrics["lr"] = trainer.optimizers[0].param_groups[0]["lr"]
         self.reporter.update(trainer.global_step, epoch=trainer.current_epoch, metrics=metrics)
 

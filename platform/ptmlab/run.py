@@ -16,6 +16,7 @@ from ptmlab.config import CONF_DIR, check_config, compose_config, set_runtime_pa
 from ptmlab.code_keys import code_keys
 from ptmlab.disk import EXIT_DISK_FULL, describe_disk_full, disk_full_error
 from ptmlab.errors import ConfigError, PtmlabError
+from ptmlab.joblog import job_header, quiet_dependencies
 
 EXIT_USER_ERROR = 2
 
@@ -36,6 +37,9 @@ def _hydra_main(cfg: DictConfig):
             # Config is the registry: a stage function is imported only when a conf/stage file names it.
             raise ConfigError(f"stage.entry={cfg.stage.entry!r} is not a stage of conf/stage/ "
                               f"(registered: {', '.join(sorted(registered))})")
+        if cfg.stage.entry.startswith("lightning_modules."):
+            quiet_dependencies()
+        print(job_header(cfg, _run_folder(cfg)), flush=True)
         stage_fn = get_method(cfg.stage.entry)
         return stage_fn(cfg)
     except PtmlabError as exc:
@@ -49,6 +53,13 @@ def _hydra_main(cfg: DictConfig):
         if cause is None:
             raise
         _fail(cause)
+
+
+def _run_folder(cfg: DictConfig) -> str:
+    from hydra.core.hydra_config import HydraConfig
+
+    explicit = cfg.get("run_dir")
+    return str(explicit or (HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else "."))
 
 
 def _fail_disk_full(exc: BaseException, full: OSError) -> None:

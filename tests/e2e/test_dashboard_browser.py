@@ -79,6 +79,7 @@ def dashboard(tmp_path_factory):
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_http(f"{base}/healthz", procs[0], api_log)
+        ids["home"] = home  # jobs' data may live there (the API accepts paths under PTMLAB_HOME)
         yield base, ids
     finally:
         for p in procs:
@@ -284,3 +285,49 @@ def test_probing_draws_one_trace_per_model_and_task(page, dashboard):
     assert page.evaluate("() => document.getElementById('accuracy-chart').data.length") == len(expected) - len(SEED_PROBE_TASKS)
     heat = page.evaluate("() => document.getElementById('heatmap-chart').data[0]")
     assert heat["type"] == "heatmap" and len(heat["z"]) == 4 and len(heat["z"][0]) == 4
+
+
+def test_a_running_job_shows_live_progress_and_keeps_it_after_a_kill(page, dashboard):
+    """A real (tiny) pretraining job: its progress bar advances and its loss curve gains points
+    between two polls of the job page; the jobs table shows step/total and the loss; after it is
+    killed (cancelled) mid-training its page still shows where it got to."""
+    base, ids = dashboard
+    corpus = Path(ids["home"]) / "corpus"
+    corpus.mkdir(exist_ok=True)
+    words = "the a cat dog sat on mat ran far near house tree big small red blue quick lazy fox".split()
+    (corpus / "doc.txt").write_text("\n".join(" ".join(words[(i * 7 + j) % len(words)] for j in range(5 + i % 9))
+                                             for i in range(3000)) + "\n")
+    job = httpx.post(f"{base}/api/v1/jobs", json={"stage": "pretrain", "overrides": [
+        "model=bert_tiny", "objective=mlm", "data=text_files", f"data.corpus.path={corpus}", "data.block_size=32",
+        "data.batch_size=4", "tokenizer.vocab_size=90", "tokenizer.min_frequency=1", "trainer.max_steps=100000",
+        "trainer.val_check_interval=25", "trainer.limit_val_batches=2", "trainer.log_every_n_steps=5",
+        "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0"]}).json()
+    assert "id" in job, job
+    page.goto(f"{base}/jobs/{job['id']}")
+    step_of = "() => Number(document.querySelector('#job-progress .progress-cell')?.dataset.step || 0)"
+    points_of = "() => (document.getElementById('job-curves').data || []).reduce((n, t) => n + t.x.length, 0)"
+    page.wait_for_function(f"({step_of})() > 0 && ({points_of})() > 0", timeout=180_000)
+    step, points = page.evaluate(step_of), page.evaluate(points_of)
+    page.wait_for_function(f"({step_of})() > {step} && ({points_of})() > {points}", timeout=60_000)
+    text = page.inner_text("#job-progress")
+    assert "/100000" in text and "loss" in text and "ETA" in text, text
+    assert "train/loss" in page.inner_text("#job-metrics")
+    names = page.evaluate("() => document.getElementById('job-curves').data.map((t) => t.name)")
+    assert "train/loss" in names
+    shot(page, "job-live-progress")
+
+    page.goto(f"{base}/jobs")
+    cell = page.wait_for_selector(f"tr[data-job-id='{job['id']}'] .progress-cell")
+    assert "/100000" in cell.inner_text() and "loss" in cell.inner_text()
+    shot(page, "jobs-progress-bars")
+
+    httpx.post(f"{base}/api/v1/jobs/{job['id']}/cancel")
+    deadline = time.monotonic() + 30
+    while httpx.get(f"{base}/api/v1/jobs/{job['id']}").json()["status"] != "cancelled":
+        assert time.monotonic() < deadline, "the job was not cancelled"
+        time.sleep(0.3)
+    last = httpx.get(f"{base}/api/v1/jobs/{job['id']}/progress").json()
+    assert last["status"] == "cancelled" and last["progress"]["step"] > step and last["history"]
+    page.goto(f"{base}/jobs/{job['id']}")
+    page.wait_for_function(f"({step_of})() >= {last['progress']['step']}")
+    assert "loss" in page.inner_text("#job-progress") and "ETA" not in page.inner_text("#job-progress")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import random
 import subprocess
 import sys
@@ -56,6 +57,13 @@ def test_pretrain_logs_everything_and_resumes(ptmlab_home, corpus_dir, tmp_path)
     run_dir = tmp_path / "run"
     proc = run_entry(ptmlab_home, [*base_overrides(corpus_dir, 30), f"hydra.run.dir={run_dir}"])
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # A clean log (ptmlab.joblog): a header naming the config hash and run folder, each line once,
+    # no advertisement, no dependency deprecation warning, no progress bars.
+    output = proc.stdout + proc.stderr
+    assert re.match(rf"ptmlab\.run: stage=pretrain config [0-9a-f]{{12}} run folder {re.escape(str(run_dir))}\n", output)
+    assert output.count("GPU available") == 1 and output.count("max_steps=30` reached") == 1, output
+    for noise in ("Tip", "LeafSpec", "Writing model shards", "Creating initial MLflow database tables", "\n\n"):
+        assert noise not in output, (noise, output)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["steps"] == 30 and summary["objective"] == "mlm"
     client = mlflow_client(ptmlab_home)

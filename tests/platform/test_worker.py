@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -84,6 +85,12 @@ def test_worker_outcomes(sqlite_url, tmp_path, spawn_worker):
     assert "timed out after 1.5 s" in jobs[slow].error
     log = Path(_attempts(sqlite_url, cpu)[0].log_path)
     assert log.is_file() and "sleep: 0.10/0.10 s" in log.read_text()
+    # A job log starts with the command and ends with a one-line outcome.
+    lines = log.read_text().splitlines()
+    assert lines[1].startswith("== ") and "-m ptmlab.run stage=sleep" in lines[1]
+    assert re.fullmatch(r"== succeeded after [\d.]+ s \(attempt 1\)", lines[-1]), lines[-1]
+    last = Path(_attempts(sqlite_url, exits)[0].log_path).read_text().splitlines()[-1]
+    assert last.startswith("== failed: exit code 3 after "), last
 
 
 def test_cancel_running_job_kills_its_process_group(sqlite_url, tmp_path, spawn_worker):

@@ -22,6 +22,8 @@ PROGRESS_FILE = "progress.json"
 MAX_HISTORY = 400
 # Keys shown as a job's latest numbers and drawn as curves: losses, learning rate, task metrics.
 METRIC_PREFIXES = ("train/", "val/", "test/", "lr")
+# Running totals grow without bound and say nothing a curve should show (the summary has them).
+COUNTERS = ("tokens_seen", "samples_seen", "flops")
 
 
 def write_progress(run_dir: str | Path, data: dict[str, Any]) -> None:
@@ -43,7 +45,7 @@ def finite_metrics(metrics: dict[str, Any]) -> dict[str, float]:
     """The metrics worth showing: numbers under METRIC_PREFIXES, finite, rounded for the eye."""
     out = {}
     for key, value in metrics.items():
-        if not key.startswith(METRIC_PREFIXES):
+        if not key.startswith(METRIC_PREFIXES) or key.endswith(COUNTERS):
             continue
         try:
             number = float(value)

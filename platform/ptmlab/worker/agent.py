@@ -427,43 +427,58 @@ class WorkerAgent:
             last = rj.changed_progress()
             if last is not None:  # where it got to, also when it was killed
                 store_final_progress(s, job_id=claim.job_id, worker_id=self.worker_id, progress=last)
-            if rj.kill_reason == "requeue":
-                requeue_job(s, **ids, reason="worker shutting down: requeued to resume elsewhere")
-                log.info("job %d requeued", claim.job_id)
-                return
-            if rj.kill_reason == "cancel":
-                finish_attempt(s, **ids, outcome=CANCELLED, exit_code=code, error="cancelled while running")
-                log.info("job %d cancelled", claim.job_id)
-                return
-            tail = log_tail(claim.log_path)
-            if rj.kill_reason == "timeout":
-                error = f"timed out after {claim.timeout_s:g} s (timeout_s); log tail:\n{tail}"
-                finish_attempt(s, **ids, outcome=FAILED, exit_code=code, error=error)
-            elif rj.kill_reason == "lost":
-                finish_attempt(s, **ids, outcome=FAILED, exit_code=code, error="lease lost; killed")
-            elif code == 0:
-                summary = _read_summary(Path(claim.run_dir) / SUMMARY_FILE)
-                if summary is None:
-                    finish_attempt(s, **ids, outcome=FAILED, exit_code=code,
-                                   error=f"exited 0 without writing {SUMMARY_FILE} in {claim.run_dir}; log tail:\n{tail}")
-                else:
-                    try:
-                        validate_summary(summary)
-                    except ConfigError as exc:
-                        # Never a silently broken dashboard row: the job fails with the field named.
-                        finish_attempt(s, **ids, outcome=FAILED, exit_code=code, error=str(exc))
-                    else:
-                        finish_attempt(s, **ids, outcome=SUCCEEDED, exit_code=0, summary=summary)
-            else:
-                error = f"{describe_exit(code)}; log tail:\n{tail}"
-                # The job's own message is often lost: its log is on the full disk.
-                if is_nearly_full(claim.run_dir):
-                    error = f"disk full: {describe_disk_full(claim.run_dir)}; {error}"
-                elif code == EXIT_DISK_FULL:
-                    error = f"could not write under {claim.run_dir}: no space left, a quota or a file size limit; {error}"
-                finish_attempt(s, **ids, outcome=FAILED, exit_code=code, error=error)
-        log.info("job %d attempt %d: %s after %.1f s", claim.job_id, claim.attempt_number,
-                 rj.kill_reason or describe_exit(code), elapsed)
+            ending = self._finish(s, rj, code, ids)
+        # The log's last line says how the attempt ended (written once the database took it).
+        _append_line(claim.log_path, f"== {ending} after {elapsed:.1f} s (attempt {claim.attempt_number})")
+        log.info("job %d attempt %d: %s after %.1f s", claim.job_id, claim.attempt_number, ending, elapsed)
+
+    def _finish(self, s, rj: RunningJob, code: int, ids: dict) -> str:
+        """Store the attempt's outcome; the one-line ending for the log."""
+        claim = rj.claim
+        if rj.kill_reason == "requeue":
+            requeue_job(s, **ids, reason="worker shutting down: requeued to resume elsewhere")
+            return "requeued: the worker is stopping; it resumes on the next worker"
+        if rj.kill_reason == "cancel":
+            finish_attempt(s, **ids, outcome=CANCELLED, exit_code=code, error="cancelled while running")
+            return "cancelled"
+        tail = log_tail(claim.log_path)
+        if rj.kill_reason == "timeout":
+            error = f"timed out after {claim.timeout_s:g} s (timeout_s); log tail:\n{tail}"
+            finish_attempt(s, **ids, outcome=FAILED, exit_code=code, error=error)
+            return f"failed: timed out after {claim.timeout_s:g} s"
+        if rj.kill_reason == "lost":
+            finish_attempt(s, **ids, outcome=FAILED, exit_code=code, error="lease lost; killed")
+            return "failed: lease lost; killed"
+        if code == 0:
+            summary = _read_summary(Path(claim.run_dir) / SUMMARY_FILE)
+            if summary is None:
+                finish_attempt(s, **ids, outcome=FAILED, exit_code=code,
+                               error=f"exited 0 without writing {SUMMARY_FILE} in {claim.run_dir}; log tail:\n{tail}")
+                return f"failed: exited 0 without writing {SUMMARY_FILE}"
+            try:
+                validate_summary(summary)
+            except ConfigError as exc:
+                # Never a silently broken dashboard row: the job fails with the field named.
+                finish_attempt(s, **ids, outcome=FAILED, exit_code=code, error=str(exc))
+                return f"failed: {exc}"
+            finish_attempt(s, **ids, outcome=SUCCEEDED, exit_code=0, summary=summary)
+            return "succeeded"
+        error = f"{describe_exit(code)}; log tail:\n{tail}"
+        # The job's own message is often lost: its log is on the full disk.
+        if is_nearly_full(claim.run_dir):
+            error = f"disk full: {describe_disk_full(claim.run_dir)}; {error}"
+        elif code == EXIT_DISK_FULL:
+            error = f"could not write under {claim.run_dir}: no space left, a quota or a file size limit; {error}"
+        finish_attempt(s, **ids, outcome=FAILED, exit_code=code, error=error)
+        return f"failed: {describe_exit(code)}"
+
+
+def _append_line(path: str | Path, line: str) -> None:
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+    except OSError:
+        pass  # a full disk: the outcome is in the database
 
 
 def _killpg(pgid: int, sig: int) -> None:

@@ -130,3 +130,34 @@ export function setQuery(params) {
 
 export const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
   "#17becf", "#7f7f7f", "#bcbd22"];
+
+// Seconds -> "1h05m", "3m20s", "42s".
+export function seconds(s) {
+  if (s === null || s === undefined) return "";
+  s = Math.max(0, Math.round(s));
+  const h = Math.floor(s / 3600); s -= 3600 * h;
+  const m = Math.floor(s / 60); s -= 60 * m;
+  return h ? `${h}h${String(m).padStart(2, "0")}m` : m ? `${m}m${String(s).padStart(2, "0")}s` : `${s}s`;
+}
+
+// The main loss of a progress report: train/loss, else the first train/ metric.
+export function mainLoss(metrics) {
+  if (!metrics) return null;
+  if ("train/loss" in metrics) return ["loss", metrics["train/loss"]];
+  const key = Object.keys(metrics).find((k) => k.startsWith("train/") && k.includes("loss"));
+  return key ? [key.replace("train/", ""), metrics[key]] : null;
+}
+
+// A job's progress (ptmlab.contracts.progress) as a bar with step/total, the loss and the ETA.
+export function progressBar(progress, status) {
+  if (!progress || progress.step == null) return "";
+  const total = progress.total_steps;
+  const bar = el("progress", { class: "job-progress", max: total || 1, value: total ? Math.min(progress.step, total) : 0 });
+  const parts = [total ? `${progress.step}/${total}` : `step ${progress.step}`];
+  const loss = mainLoss(progress.metrics);
+  if (loss) parts.push(`${loss[0]} ${Number(loss[1]).toPrecision(4)}`);
+  if (status === "running" && progress.eta_s != null) parts.push(`ETA ${seconds(progress.eta_s)}`);
+  if (status === "running" && progress.phase && progress.phase !== "training") parts.push(progress.phase);
+  return el("span", { class: "progress-cell", "data-step": progress.step, "data-total": total ?? "" }, bar,
+    el("span", { class: "small progress-text" }, parts.join(" · ")));
+}

@@ -1,5 +1,5 @@
 // One job: status, actions, pipeline neighbours, attempts, a log tail that follows while it runs.
-import { api, badge, duration, el, flash, poll, shortTime } from "/static/js/api.js";
+import { api, badge, duration, el, flash, poll, progressBar, seconds, shortTime } from "/static/js/api.js";
 
 const jobId = Number(document.getElementById("job").dataset.jobId);
 const TERMINAL = ["succeeded", "failed", "cancelled"];
@@ -8,6 +8,7 @@ const MAX_LOG_CHARS = 400_000;
 let logOffset = null;
 let logAttempt = null;
 let detailStatus = null;  // the job status the detail was fetched for
+let progressSeen = null;  // updated_at of the progress last drawn
 
 function toYaml(value, indent = "") {
   if (value === null || value === undefined) return "null";
@@ -124,10 +125,47 @@ async function followLog() {
   document.getElementById("log-info").textContent = chunk.path ? `attempt ${chunk.attempt} · ${chunk.size} bytes` : "(no log yet)";
 }
 
+// Live curves from the platform's own store (the worker copies progress.json at each heartbeat):
+// losses on the left axis, task metrics on the right, the learning rate on its own (log) axis.
+// Grows while the job runs.
+function drawCurves(history) {
+  const div = document.getElementById("job-curves");
+  const keys = [...new Set(history.flatMap((p) => Object.keys(p)))].filter((k) => k !== "step").sort();
+  if (!keys.length || typeof Plotly === "undefined") return;
+  div.hidden = false;
+  const traces = keys.map((key) => {
+    const points = history.filter((p) => key in p);
+    const axis = key.includes("loss") ? "y" : key === "lr" || key.endsWith("/lr") ? "y3" : "y2";
+    return { name: key, x: points.map((p) => p.step), y: points.map((p) => p[key]), mode: points.length > 40 ? "lines" : "lines+markers",
+      yaxis: axis, line: { dash: key.startsWith("val/") ? "dot" : axis === "y3" ? "dashdot" : "solid" } };
+  });
+  Plotly.react(div, traces, {
+    height: 300, margin: { t: 20, r: 110, b: 40, l: 55 }, legend: { orientation: "h", y: -0.25 },
+    xaxis: { title: { text: "step" }, domain: [0, 0.88] }, yaxis: { title: { text: "loss" } },
+    yaxis2: { overlaying: "y", side: "right", showgrid: false, title: { text: "metrics" } },
+    yaxis3: { overlaying: "y", side: "right", anchor: "free", position: 0.97, type: "log", showgrid: false,
+      title: { text: "lr" } },
+  }, { responsive: true, displaylogo: false });
+}
+
+async function showProgress(job) {
+  if (!job.progress || job.progress.updated_at === progressSeen) return;
+  progressSeen = job.progress.updated_at;
+  const p = job.progress;
+  document.getElementById("job-progress").replaceChildren(progressBar(p, job.status),
+    el("span", { class: "small" }, [p.phase ? ` phase: ${p.phase}` : "", p.epoch != null ? ` · epoch ${p.epoch}` : "",
+      p.steps_per_s ? ` · ${p.steps_per_s.toPrecision(3)} steps/s` : "",
+      job.status === "running" && p.eta_s != null ? ` · ${seconds(p.eta_s)} left` : ""].join("")));
+  document.getElementById("job-metrics").replaceChildren(...Object.entries(p.metrics || {}).map(([k, v]) =>
+    el("code", { class: "chip", "data-metric": k }, `${k} ${Number(v).toPrecision(4)}`)));
+  const { history } = await api(`/api/v1/jobs/${jobId}/progress`);
+  drawCurves(history);
+}
+
 async function refresh() {
   const job = await api(`/api/v1/jobs/${jobId}`);
   showJob(job);
-  await Promise.all([followLog(), showAttempts()]);
+  await Promise.all([followLog(), showAttempts(), showProgress(job)]);
   if (detailStatus !== job.status) {
     // Config, neighbours and results change when the job changes state, not in between.
     detailStatus = job.status;

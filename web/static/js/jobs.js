@@ -1,5 +1,5 @@
 // The jobs table: filterable (kept in the URL), paginated, refreshed every 2 s.
-import { api, badge, duration, el, flash, poll, query, setQuery, shortTime } from "/static/js/api.js";
+import { api, badge, duration, el, flash, poll, progressBar, query, setQuery, shortTime } from "/static/js/api.js";
 
 const PAGE = 50;
 const FILTERS = ["status", "stage", "queue", "sweep_id", "pipeline_id"];
@@ -42,6 +42,7 @@ function row(job) {
     el("td", {}, el("a", { href: `/jobs/${job.id}` }, job.id)),
     el("td", {}, job.name || ""),
     el("td", {}, badge(job.status)),
+    el("td", { class: "progress" }, progressBar(job.progress, job.status)),
     el("td", {}, job.stage),
     el("td", { class: "overrides" }, keyOverrides(job)),
     el("td", {}, job.queue + (job.priority ? ` (p${job.priority})` : "") + (job.gpus ? ` · ${job.gpus} GPU` : "")),
