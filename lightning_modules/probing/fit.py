@@ -7,7 +7,7 @@ evaluation split: no early stopping on the split it is scored on.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 from torch import nn
@@ -33,10 +33,10 @@ def length_buckets(lengths: list[int], batch_size: int) -> list[torch.Tensor]:
     return [torch.tensor(order[i:i + batch_size]) for i in range(0, len(order), batch_size)]
 
 
-def fit(model: nn.Module, n_examples: int, loss_of_batch: Callable[[torch.Tensor], torch.Tensor],
-        settings: FitSettings, buckets: list[torch.Tensor] | None = None) -> nn.Module:
-    """Adam over shuffled minibatches of example indices (or over `buckets` in a shuffled order);
-    `loss_of_batch(indices)` gives the loss."""
+def fit(model: nn.Module, n_examples: int, loss_of_batch: Callable[[Any], torch.Tensor],
+        settings: FitSettings, buckets: list | None = None) -> nn.Module:
+    """Adam over shuffled minibatches of example indices, or over `buckets` (prepared batches of
+    any kind) in a shuffled order; `loss_of_batch(batch)` gives the loss."""
     generator = torch.Generator().manual_seed(settings.seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
     model.train()

@@ -114,12 +114,16 @@ def train_probe(kind: str, acts: Activations, data: TreeData, layer: int, rank: 
                 settings: FitSettings) -> DistanceProbe:
     torch.manual_seed(settings.seed)
     probe = (DistanceProbe if kind == "distance" else DepthProbe)(acts.states.shape[-1], rank)
-
-    def loss(batch: torch.Tensor) -> torch.Tensor:
-        idx = batch.tolist()
+    # Batches of sentences of similar length, padded once for every epoch: (states, mask, gold).
+    batches = []
+    for bucket in length_buckets(data.lengths, settings.batch_size):
+        idx = bucket.tolist()
         h, mask = padded_layer(acts, layer, idx)
+        batches.append((h, mask, padded_targets(data, idx, kind, h.shape[1])))
+
+    def loss(batch: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        h, mask, gold = batch
         pred = probe(h)
-        gold = padded_targets(data, idx, kind, h.shape[1])
         n = mask.sum(1).float()
         if kind == "distance":
             pair = mask.unsqueeze(2) & mask.unsqueeze(1)
@@ -128,7 +132,7 @@ def train_probe(kind: str, acts: Activations, data: TreeData, layer: int, rank: 
             per_sentence = ((pred - gold).abs() * mask).sum(1) / n
         return per_sentence.mean()
 
-    return fit(probe, len(data.lengths), loss, settings, buckets=length_buckets(data.lengths, settings.batch_size))
+    return fit(probe, len(data.lengths), loss, settings, buckets=batches)
 
 
 def minimum_spanning_tree(dist: np.ndarray) -> set[tuple[int, int]]:

@@ -261,6 +261,8 @@ def merge_task(trained: dict, random_init: dict | None) -> dict:
             baselines["random_init_selectivity"] = r_entry["selectivity"]
         if random_init.get("scalar_mix"):
             out["random_init"]["scalar_mix"] = random_init["scalar_mix"]
+    elif random_init is not None and random_init.get("best_heads"):  # attention: no layers, best heads
+        out["random_init"] = {"best_heads": random_init["best_heads"]}
     out["baselines"] = baselines
     return out
 

@@ -59,6 +59,38 @@ def probe_summary(rng: random.Random, model: str, probe_task: str, seed: int, la
     ).model_dump(exclude_none=True)
 
 
+def probe_suite_summary(rng: random.Random, model: str, seed: int, layers: int = 5, heads: int = 4) -> dict[str, Any]:
+    """A suite (stage=probe probe=linguistic-like): a token task with control task and random-init
+    baseline, a structural task, attention heat maps and a LAMA task, in the ProbeSummary layout
+    lightning_modules/stages/probe.py writes."""
+    def token_layers(top: float, control: float) -> list[dict]:
+        out = []
+        for layer in range(layers):
+            acc = round(top - 0.04 * abs(layer - 2) + rng.uniform(-0.005, 0.005), 4)
+            out.append({"layer": layer, "accuracy": acc, "control_accuracy": control, "selectivity": round(acc - control, 4)})
+        return out
+
+    upos, upos_random = token_layers(0.93, 0.6), token_layers(0.7, 0.65)
+    distance = [{"layer": i, "uuas": round(0.5 + 0.03 * i, 4), "spearman": round(0.6 + 0.03 * i, 4)} for i in range(layers)]
+    distance_random = [{"layer": i, "uuas": 0.41, "spearman": 0.5} for i in range(layers)]
+    grid = [[round(rng.uniform(0.5, 3.0), 3) for _ in range(heads)] for _ in range(layers - 1)]
+    tasks = [
+        {"probe_task": "upos", "family": "token", "metric": "accuracy", "probe": "linear", "layers": upos,
+         "best_layer": 2, "best_score": upos[2]["accuracy"], "best_selectivity": upos[2]["selectivity"],
+         "random_init": {"layers": upos_random, "best_layer": 2, "best_score": upos_random[2]["accuracy"]},
+         "baselines": {"layer0": upos[0]["accuracy"], "random_init_best": upos_random[2]["accuracy"], "majority": 0.17}},
+        {"probe_task": "distance", "family": "structural", "metric": "uuas", "probe": "rank64", "layers": distance,
+         "random_init": {"layers": distance_random, "best_layer": 0, "best_score": 0.41},
+         "baselines": {"layer0": 0.5, "random_init_best": 0.41}},
+        {"probe_task": "attention", "family": "attention", "heatmaps": [{"statistic": "entropy", "values": grid}]},
+        {"probe_task": "lama", "family": "cloze", "metric": "p_at_1", "oov": 1,
+         "relations": [{"relation": "P19", "facts": 4, "oov": 1, "scored": 3, "p_at_1": 0.3333, "p_at_10": 1.0, "mrr": 0.5}]},
+    ]
+    return ProbeSummary(seed=seed, wall_time_s=1.0, model=model, probe_task="linguistic", suite="linguistic",
+                        metric="accuracy", layers=upos, baselines=tasks[0]["baselines"], tasks=tasks,
+                        attention_heads=tasks[2]["heatmaps"]).model_dump(exclude_none=True)
+
+
 def synthetic_summaries(n: int, seed: int = 0) -> list[dict[str, Any]]:
     """`n` summaries: ~60% finetune, ~25% compress, ~15% probe, cycling over the grids above."""
     rng = random.Random(seed)

@@ -121,6 +121,27 @@ def test_probing_view_averages_runs_and_computes_selectivity(db_url):
     assert view["statistics"] == ["entropy", "max_weight"] and len(view["heatmaps"]) == 2
 
 
+def test_probing_view_draws_every_task_of_a_suite_with_its_random_init_baseline(db_url):
+    from synthetic_results import probe_suite_summary
+
+    clear_cache()
+    summary = probe_suite_summary(random.Random(0), "minilm", seed=1)
+    with session_scope(db_url) as s:
+        s.add(new_result(summary))
+        s.commit()
+        view = probing_view(s)
+    curves = {(c["model"], c["probe_task"]): c for c in view["curves"]}
+    assert set(curves) == {("minilm", "upos"), ("minilm (random init)", "upos"), ("minilm", "distance"),
+                           ("minilm (random init)", "distance")}
+    upos = curves[("minilm", "upos")]
+    assert upos["accuracy"] == [e["accuracy"] for e in summary["tasks"][0]["layers"]]
+    assert upos["selectivity"] == [e["selectivity"] for e in summary["tasks"][0]["layers"]]
+    assert curves[("minilm (random init)", "distance")]["uuas"] == [0.41] * 5
+    assert [(h["model"], h["probe_task"], h["statistic"]) for h in view["heatmaps"]] == [("minilm", "attention", "entropy")]
+    assert view["cloze"] == [{"model": "minilm", "result_id": view["cloze"][0]["result_id"], "relation": "P19",
+                              "p_at_1": 0.3333, "p_at_10": 1.0, "mrr": 0.5, "facts": 4, "oov": 1, "scored": 3}]
+
+
 def test_compare_view_marks_differing_config_keys(tmp_path, db_url):
     clear_cache()
     for name, lr in (("a", 0.1), ("b", 0.2)):

@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "ptmlab.cli.queue_cmds",
     "ptmlab.cli.api_cmds",
     "ptmlab.cli.slurm_cmds",
+    "ptmlab.cli.cache_cmds",
 ]
 
 

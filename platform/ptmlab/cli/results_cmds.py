@@ -9,7 +9,7 @@ import argparse
 import importlib
 import sys
 
-TABLE_MODULES: list[str] = ["ptmlab.cli.results_compression"]
+TABLE_MODULES: list[str] = ["ptmlab.cli.results_compression", "ptmlab.cli.results_probing"]
 
 
 def _cmd_glue(args: argparse.Namespace) -> int:

@@ -1,5 +1,9 @@
 """The probing view: per-layer curves per model × probe task (mean over its runs), control-task
-selectivity, structural-probe UUAS/Spearman, attention-head heatmaps (layer × head)."""
+selectivity, structural-probe UUAS/Spearman, attention-head heatmaps (layer × head).
+
+A probe summary holds a suite: every task of `tasks` becomes a curve, and its random-init baseline
+a curve of its own (model "<model> (random init)"), so a score is drawn beside what it beats. A
+summary without `tasks` (one task: `probe_task`, `layers`) is read as that one task."""
 
 from __future__ import annotations
 
@@ -11,12 +15,13 @@ from sqlalchemy.orm import Session
 from ptmlab.views.rows import cached_view, filter_options, load_rows, number
 
 KIND = "probe"
-LAYER_METRICS = ("accuracy", "control_accuracy", "selectivity", "uuas", "spearman")
+LAYER_METRICS = ("accuracy", "control_accuracy", "selectivity", "uuas", "spearman", "root_accuracy")
+RANDOM_INIT_SUFFIX = " (random init)"
 
 
 def _layers(summary: dict) -> dict[int, dict[str, float]]:
     out: dict[int, dict[str, float]] = {}
-    for i, entry in enumerate(summary.get("layers") or []):
+    for i, entry in enumerate((summary or {}).get("layers") or []):
         if not isinstance(entry, dict):
             continue
         layer = int(entry.get("layer", i))
@@ -40,6 +45,37 @@ def _heatmaps(summary: dict) -> list[dict]:
     return out
 
 
+def _task_entries(summary: dict) -> list[tuple[str, str, dict, list[dict]]]:
+    """(model label, task, {layer: values}, heatmaps) for every curve a summary holds."""
+    model = str(summary.get("model", "-"))
+    tasks = summary.get("tasks")
+    if not isinstance(tasks, list) or not tasks:
+        return [(model, str(summary.get("probe_task", "-")), _layers(summary), _heatmaps(summary))]
+    out = []
+    for task in tasks:
+        if not isinstance(task, dict):
+            continue
+        name = str(task.get("probe_task", "-"))
+        out.append((model, name, _layers(task), _heatmaps({"attention_heads": task.get("heatmaps")})))
+        random_init = task.get("random_init")
+        if isinstance(random_init, dict) and random_init.get("layers"):
+            out.append((model + RANDOM_INIT_SUFFIX, name, _layers(random_init), []))
+    return out
+
+
+def _cloze_rows(result_id: int, summary: dict) -> list[dict]:
+    out = []
+    for task in summary.get("tasks") or []:
+        if not isinstance(task, dict) or task.get("family") != "cloze":
+            continue
+        for rel in task.get("relations") or []:
+            if isinstance(rel, dict):
+                out.append({"model": str(summary.get("model", "-")), "result_id": result_id,
+                            "relation": str(rel.get("relation", "-")),
+                            **{k: number(rel.get(k)) for k in ("p_at_1", "p_at_10", "mrr", "facts", "oov", "scored")}})
+    return out
+
+
 def probing_view(session: Session, *, sweep_id: str | None = None, tags: dict[str, str] | None = None) -> dict[str, Any]:
     key = ("probing", sweep_id, tuple(sorted((tags or {}).items())))
     return cached_view(session, KIND, key, lambda: _probing(session, sweep_id, tags))
@@ -49,17 +85,22 @@ def _probing(session: Session, sweep_id: str | None, tags: dict[str, str] | None
     rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags)
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     heatmaps: dict[tuple[str, str, str], dict] = {}  # the latest run's map per model × task × statistic
+    cloze: list[dict] = []  # LAMA: one row per result × relation
     for row in rows:
-        s = row.summary
-        model, task = str(s.get("model", "-")), str(s.get("probe_task", "-"))
-        group = groups.setdefault((model, task), {"result_ids": [], "layers": {}})
-        group["result_ids"].append(row.id)
-        for layer, values in _layers(s).items():
-            per_layer = group["layers"].setdefault(layer, {})
-            for metric, value in values.items():
-                per_layer.setdefault(metric, []).append(value)
-        for h in _heatmaps(s):
-            heatmaps[(model, task, h["statistic"])] = {"model": model, "probe_task": task, "result_id": row.id, **h}
+        cloze += _cloze_rows(row.id, row.summary)
+        for model, task, layers, maps in _task_entries(row.summary):
+            if not layers and not maps:
+                continue
+            for h in maps:
+                heatmaps[(model, task, h["statistic"])] = {"model": model, "probe_task": task, "result_id": row.id, **h}
+            if not layers:
+                continue
+            group = groups.setdefault((model, task), {"result_ids": [], "layers": {}})
+            group["result_ids"].append(row.id)
+            for layer, values in layers.items():
+                per_layer = group["layers"].setdefault(layer, {})
+                for metric, value in values.items():
+                    per_layer.setdefault(metric, []).append(value)
     curves = []
     for (model, task), group in sorted(groups.items()):
         layers = sorted(group["layers"])
@@ -76,6 +117,6 @@ def _probing(session: Session, sweep_id: str | None, tags: dict[str, str] | None
         "models": sorted({m for m, _ in groups}), "probe_tasks": sorted({t for _, t in groups}),
         "curves": curves, "heatmaps": [heatmaps[k] for k in sorted(heatmaps)],
         "statistics": sorted({stat for _, _, stat in heatmaps}),
-        "result_count": len(rows), "options": filter_options(session, KIND),
+        "cloze": cloze, "result_count": len(rows), "options": filter_options(session, KIND),
         "filters": {"sweep_id": sweep_id, "tags": dict(tags or {})},
     }
