@@ -191,6 +191,16 @@ def test_cli_submit_status_logs_cancel_retry(sqlite_url, tmp_path, spawn_worker,
     assert "cancelled" in out and "attempt 1" in out
     code, out, _ = cli("status", "--database-url", sqlite_url, "--workers")
     assert "active" in out
+    # --wait draws one line per job with its bar (into a pipe: again only when it moved on)
+    code, out, _ = cli("submit", "--database-url", sqlite_url, "--wait", "stage=sleep", "stage.seconds=1.5",
+                       "--name", "waited")
+    assert code == 0, out
+    lines = [ln for ln in out.splitlines() if "waited" in ln]
+    assert re.search(r"waited\s+running\s+\[#*-*\] \d/6 ETA", "\n".join(lines)), out
+    assert re.search(r"waited\s+succeeded\s+\[#{20}\] 6/6$", lines[-1]), out
+    waited = int(lines[-1].split()[1])
+    code, out, _ = cli("status", "--database-url", sqlite_url, str(waited))
+    assert "progress: [####################] 6/6" in out, out
 
 
 def test_sigterm_with_grace_period_lets_running_jobs_finish(sqlite_url, tmp_path, spawn_worker):

@@ -164,34 +164,39 @@ class PtmlabLauncher(Launcher):
         return answer["id"], list(answer["job_ids"])
 
     # -- waiting ---------------------------------------------------------------------------------
-    def _states(self, sweep_id: str, job_ids: list[int]) -> dict[int, str]:
+    def _jobs(self, sweep_id: str, job_ids: list[int]) -> dict[int, dict]:
+        """The sweep's jobs as the API lists them (status and progress included)."""
         if self.api_url:
-            states: dict[int, str] = {}
+            jobs: dict[int, dict] = {}
             offset = 0
             while True:
                 page = self._request("GET", "/api/v1/jobs",
                                      params={"sweep_id": sweep_id, "limit": 1000, "offset": offset})
-                states.update({j["id"]: j["status"] for j in page["jobs"]})
+                jobs.update({j["id"]: j for j in page["jobs"]})
                 offset += len(page["jobs"])
                 if not page["jobs"] or offset >= page["total"]:
-                    return states
+                    return jobs
         from ptmlab import queue
         from ptmlab.db import get_sessionmaker
 
         with get_sessionmaker(self.database_url)() as session:
             jobs, _ = queue.list_jobs(session, sweep_id=sweep_id, limit=len(job_ids))
-            return {j.id: j.status for j in jobs}
+            return {j.id: j.to_dict() for j in jobs}
 
     def _wait(self, sweep_id: str, job_ids: list[int]) -> dict[int, str]:
-        from ptmlab.db import TERMINAL_STATES
+        """A line per running job (bar, step/total, loss, ETA) and the sweep's counts, until all ended."""
+        from ptmlab.cli.progress_bars import ProgressBoard
+        from ptmlab.db import RUNNING, TERMINAL_STATES
 
-        last = None
+        board, last = ProgressBoard(tty=False), None  # interleaved with the count lines: never redrawn
         while True:
-            states = self._states(sweep_id, job_ids)
+            jobs = self._jobs(sweep_id, job_ids)
+            states = {i: j["status"] for i, j in jobs.items()}
             counts: dict[str, int] = {}
             for status in states.values():
                 counts[status] = counts.get(status, 0) + 1
             done = sum(n for s, n in counts.items() if s in TERMINAL_STATES)
+            board.draw([j for j in jobs.values() if j["status"] == RUNNING][:20])
             line = f"{done}/{len(job_ids)} finished: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
             if line != last:
                 print(f"[ptmlab] [{time.strftime('%H:%M:%S')}] sweep {sweep_id}: {line}", flush=True)

@@ -97,20 +97,24 @@ def _cmd_submit(args: argparse.Namespace) -> int:
 
 
 def _wait_for(job_ids: list[int], args) -> int:
+    """One line per job (name, bar, step/total, loss, ETA) until all have ended; with many jobs the
+    running and failed ones are drawn and the rest counted."""
     from ptmlab import queue
-    from ptmlab.db import SUCCEEDED, TERMINAL_STATES
+    from ptmlab.cli.progress_bars import ProgressBoard
+    from ptmlab.db import FAILED, RUNNING, SUCCEEDED, TERMINAL_STATES
 
-    last = None
+    board = ProgressBoard(tty=None if len(job_ids) <= 20 else False)  # redrawn in place unless counts follow
     while True:
         with _session(args) as s:
-            states = {j: queue.get_job(s, j).status for j in job_ids}
-        counts = {st: sum(1 for v in states.values() if v == st) for st in sorted(set(states.values()))}
-        line = ", ".join(f"{n} {st}" for st, n in counts.items())
-        if line != last:
-            print(f"[{time.strftime('%H:%M:%S')}] {line}", flush=True)
-            last = line
-        if all(v in TERMINAL_STATES for v in states.values()):
-            return 0 if all(v == SUCCEEDED for v in states.values()) else 1
+            jobs = [queue.get_job(s, j).to_dict() for j in job_ids]
+        shown = jobs if len(jobs) <= 20 else [j for j in jobs if j["status"] in (RUNNING, FAILED)][:20]
+        board.draw(shown)
+        states = [j["status"] for j in jobs]
+        if len(jobs) > 20:
+            counts = ", ".join(f"{states.count(st)} {st}" for st in sorted(set(states)))
+            print(f"[{time.strftime('%H:%M:%S')}] {counts}", flush=True)
+        if all(v in TERMINAL_STATES for v in states):
+            return 0 if all(v == SUCCEEDED for v in states) else 1
         time.sleep(1.0)
 
 
@@ -134,11 +138,17 @@ def _cmd_status(args: argparse.Namespace) -> int:
             if args.json:
                 print(json.dumps({**job.to_dict(), "attempt_rows": [a.to_dict() for a in attempts]}, indent=2))
                 return 0
+            from ptmlab.cli.progress_bars import progress_text
+
             d = job.to_dict()
             for key in ("id", "name", "status", "stage", "overrides", "seed", "queue", "priority", "gpus",
                         "depends_on", "attempts", "worker_id", "run_dir", "mlflow_run_id", "exit_code", "error"):
                 if d.get(key) not in (None, [], ""):
                     print(f"{key:>14}: {d[key]}")
+            if d.get("progress"):
+                print(f"{'progress':>14}: {progress_text(d['progress'], d['status'])}")
+                if d["progress"].get("metrics"):
+                    print(f"{'metrics':>14}: " + "  ".join(f"{k} {v:.4g}" for k, v in d["progress"]["metrics"].items()))
             for a in attempts:
                 print(f"  attempt {a.number}: {a.status:<9} worker={a.worker_id} exit={a.exit_code} "
                       f"started={a.started_at:%H:%M:%S} log={a.log_path}")
@@ -148,10 +158,14 @@ def _cmd_status(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"total": total, "jobs": [j.to_dict() for j in jobs]}, indent=2))
             return 0
-        print(f"{'id':>6} {'status':<10} {'stage':<9} {'queue':<8} {'prio':>4} {'att':>3}  overrides")
+        from ptmlab.cli.progress_bars import progress_text
+
+        print(f"{'id':>6} {'status':<10} {'stage':<9} {'queue':<8} {'prio':>4} {'att':>3}  overrides / progress")
         for j in jobs:
             print(f"{j.id:>6} {j.status + ('*' if j.cancel_requested else ''):<10} {j.stage:<9} {j.queue:<8} "
                   f"{j.priority:>4} {j.attempts:>3}  {' '.join(j.overrides)[:80]}")
+            if j.status == "running" and (bar := progress_text(j.to_dict()["progress"], j.status)):
+                print(f"{'':>6} {bar}")
         print(f"({len(jobs)} of {total} jobs)")
     return 0
 
