@@ -110,7 +110,9 @@ def run_case(name: str, model: str, objective: str, seq_len: int, batch_size: in
     module = PretrainModule(backbone, objectives, weights, optimizer_cfg, None, total_steps=steps, seq_len=seq_len)
     device = device_name(accelerator)
     monitor = ThroughputMonitor(module.training_flops_per_token, peak_flops_per_device(device, precision, None), device)
-    switches = SpeedSwitches(compile=compiled)
+    # The CPU smoke run checks the Dynamo path with its cheap `eager` backend (inductor's C++
+    # compilation of BERT on a shared CPU takes minutes and says nothing about GPUs).
+    switches = SpeedSwitches(compile=compiled, compile_backend="inductor" if accelerator == "gpu" else "eager")
     data = RandomBlocks(batch_size * (steps + 1), seq_len, len(tokenizer.all_special_ids) + 1, len(tokenizer))
     loader = DataLoader(data, batch_size=batch_size, shuffle=False, collate_fn=collate, num_workers=2,
                         pin_memory=accelerator == "gpu", drop_last=True, persistent_workers=True)

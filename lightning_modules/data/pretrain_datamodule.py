@@ -151,9 +151,12 @@ class PretrainDataModule(pl.LightningDataModule):
 
     def _loader(self, dataset, shuffle: bool) -> DataLoader:
         gen = torch.Generator().manual_seed(self.seed)
+        workers = int(self.data_cfg.get("num_workers", 0))
+        # Pinned batches reach a GPU asynchronously; workers stay up between epochs and validations.
         return DataLoader(dataset, batch_size=int(self.data_cfg.batch_size), shuffle=shuffle,
                           collate_fn=pad_collate(self.tokenizer.pad_token_id), generator=gen,
-                          num_workers=int(self.data_cfg.get("num_workers", 0)), drop_last=shuffle and len(dataset) > int(self.data_cfg.batch_size))
+                          num_workers=workers, persistent_workers=workers > 0, pin_memory=torch.cuda.is_available(),
+                          drop_last=shuffle and len(dataset) > int(self.data_cfg.batch_size))
 
     def train_dataloader(self) -> DataLoader:
         self.setup()

@@ -89,8 +89,16 @@ class FinetuneModule(pl.LightningModule):
             self.log("train/regularization", reg.detach(), batch_size=len(logits))
             loss = loss + reg
         self.log("train/loss", loss, prog_bar=True, batch_size=len(logits))
-        self.log("train/lr", self.trainer.optimizers[0].param_groups[-1]["lr"], batch_size=len(logits))
         return loss
+
+    def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
+        from lightning_modules.stages.pretrain_module import log_this_step
+
+        # Straight to the logger on logging steps (`self.log` of a number copies it to the device
+        # every step).
+        if log_this_step(self.trainer):
+            self.trainer.logger.log_metrics({"train/lr": self.trainer.optimizers[0].param_groups[-1]["lr"]},
+                                            step=int(self.trainer.global_step))
 
     # -- evaluation: gather every prediction of a split, then the task's exact metrics ---------
     def on_validation_epoch_start(self) -> None:

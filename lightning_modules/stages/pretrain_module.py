@@ -12,6 +12,13 @@ from torch import nn
 from lightning_modules.optim import build_optimizer, build_scheduler, decay_param_groups
 
 
+def log_this_step(trainer) -> bool:
+    """True on the optimizer steps whose metrics go to the logger (every `log_every_n_steps`)."""
+    return (trainer.logger is not None and trainer.global_step > 0
+            and trainer.global_step % max(int(trainer.log_every_n_steps or 1), 1) == 0
+            and not trainer.fit_loop._should_accumulate())
+
+
 def count_parameters(module: nn.Module, trainable_only: bool = False) -> int:
     return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)
 
@@ -96,10 +103,14 @@ class PretrainModule(pl.LightningModule):
         return loss
 
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
-        self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"])
-        tokens = self._tokens if torch.is_tensor(self._tokens) else torch.tensor(self._tokens)
-        self.log("train/tokens_seen", tokens.double())
-        self.log("train/flops", tokens.double() * self.flops_per_token)
+        # Straight to the logger, on logging steps only: `self.log` of a Python number copies it
+        # to the device every step, which makes the host wait for the GPU.
+        if log_this_step(self.trainer):
+            tokens = self.tokens_seen
+            self.trainer.logger.log_metrics({"train/lr": self.trainer.optimizers[0].param_groups[0]["lr"],
+                                             "train/tokens_seen": float(tokens),
+                                             "train/flops": tokens * self.flops_per_token},
+                                            step=int(self.trainer.global_step))
 
     def on_train_end(self) -> None:
         """Every rank's token count summed; each replica's weights digest gathered (DDP keeps

@@ -60,7 +60,7 @@ def test_pretrain_with_every_switch_on(corpus_dir, ptmlab_home, tmp_path):
     assert run.data.tags["ptmlab.compile"] == "compiled"
     assert run.data.tags["ptmlab.activation_checkpointing"] == "2 layers"
     for key in ("train/tokens_per_s", "train/samples_per_s", "train/mfu", "train/data_wait_fraction",
-                "train/padding_fraction"):
+                "train/padding_fraction", "train/lr", "train/tokens_seen", "train/flops"):
         assert key in run.data.metrics, key
 
 
