@@ -207,6 +207,8 @@ def extract(backbone, tokenizer, sentences: list[list[str]], *, cache_dir: str |
     passes_before = FORWARD_PASSES["count"]
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     with cache.locked(key) as folder:
+        for torn in folder.glob(".*.tmp"):  # a shard being written when a job was killed
+            torn.unlink(missing_ok=True)
         manifest_path = folder / MANIFEST
         manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {
             "format_version": FORMAT_VERSION, "key": key, "model": model_label, "model_hash": digest,
@@ -230,13 +232,18 @@ def extract(backbone, tokenizer, sentences: list[list[str]], *, cache_dir: str |
             tmp = folder / f".{path.name}.{os.getpid()}.tmp"
             save_file(tensors, str(tmp))
             os.replace(tmp, path)
+            # The index follows shard by shard, so `ptmlab cache list` shows a partial entry's size.
+            done = sorted(folder.glob("shard_*.safetensors"))
+            manifest.update(shards_done=len(done), size_bytes=sum(p.stat().st_size for p in done),
+                            last_used=time.time())
+            write_json_atomic(manifest_path, manifest)
             if progress is not None:
                 progress(shard + 1, n_shards)
         shard_files = [folder / f"shard_{i:05d}.safetensors" for i in range(n_shards)]
         loaded = [load_file(str(p)) for p in shard_files]
         states = torch.cat([t["states"] for t in loaded], dim=1)
         lengths = torch.cat([t["lengths"] for t in loaded])
-        manifest.update({"complete": True, "num_layers": int(states.shape[0]), "hidden_size": int(states.shape[2]),
+        manifest.update({"complete": True, "shards_done": n_shards, "num_layers": int(states.shape[0]), "hidden_size": int(states.shape[2]),
                          "size_bytes": sum(p.stat().st_size for p in shard_files), "last_used": time.time()})
         write_json_atomic(manifest_path, manifest)
     passes = FORWARD_PASSES["count"] - passes_before

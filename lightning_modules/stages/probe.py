@@ -85,8 +85,22 @@ def resolve_probe_backbone(cfg: DictConfig) -> ResolvedBackbone:
             raise first from None
         manifest = loaded.manifest
         model_cfg = dict(manifest.get("model") or {})
-        return ResolvedBackbone(loaded.model.backbone, loaded.tokenizer, str(model_cfg.get("name", "?")),
+        return ResolvedBackbone(loaded.model.backbone, loaded.tokenizer, task_model_label(model_cfg, loaded.folder),
                                 "task_model", str(ref), model_cfg)
+
+
+def task_model_label(model_cfg: dict, folder: Path) -> str:
+    """"minilm (distill)", "minilm (fine-tuned sst2)": a teacher and its student stay apart on the
+    dashboard. Read from the run's summary.json next to export/task_model/, where there is one."""
+    name = str(model_cfg.get("name", "?"))
+    for candidate in (folder.parent.parent / "summary.json", folder.parent / "summary.json"):
+        if candidate.is_file():
+            summary = json.loads(candidate.read_text())
+            if summary.get("method"):
+                return f"{name} ({summary['method']})"
+            if summary.get("task"):
+                return f"{name} (fine-tuned {summary['task']})"
+    return name
 
 
 def random_twin(resolved: ResolvedBackbone, seed: int) -> torch.nn.Module:
@@ -136,8 +150,11 @@ def read_split(cfg: DictConfig, split: str) -> Treebank:
 
 
 def build_probe(cfg: DictConfig) -> ProbePlan:
+    import lightning.pytorch as pl
+
     if cfg.get("probe") is None:
         raise ConfigError("stage=probe needs a probe suite (probe=upos, probe=structural, probe=linguistic ...)")
+    pl.seed_everything(int(cfg.seed), workers=True, verbose=False)  # a fresh architecture's weights follow cfg.seed
     suite = cfg.probe
     tasks = [str(t) for t in suite.tasks]
     unknown = [t for t in tasks if t not in FAMILY_OF]
@@ -163,7 +180,8 @@ def build_probe(cfg: DictConfig) -> ProbePlan:
     layers = choose_layers(cfg, int(resolved.backbone.num_layers))
     if "attention" in tasks:
         attention_probe.ensure_eager_attention(resolved.backbone)
-    models = [ProbeModel(resolved.model_name, resolved.backbone, resolved.tokenizer)]
+    label = OmegaConf.select(cfg, "stage.label", default=None) or resolved.model_name
+    models = [ProbeModel(str(label), resolved.backbone, resolved.tokenizer)]
     if bool(cfg.stage.random_init_baseline) and resolved.source != "random" and families - {"cloze"}:
         twin = random_twin(resolved, int(cfg.seed))
         if "attention" in tasks:
@@ -173,14 +191,18 @@ def build_probe(cfg: DictConfig) -> ProbePlan:
 
 
 def activations(plan: ProbePlan, model: ProbeModel, cfg: DictConfig, name: str,
-                sentences: list[list[str]]) -> Activations:
+                sentences: list[list[str]], run: StageRun | None = None) -> Activations:
     stage = cfg.stage
     if not model.digest:
         model.digest = model_hash(model.backbone, model.tokenizer)
+    progress = None
+    if run is not None:
+        run.progress.phase(f"extracting {model.label} {name}", step=0, total=None)
+        progress = lambda done, total: run.progress.update(done, total=total)  # noqa: E731 - shards written
     acts = extract(model.backbone, model.tokenizer, sentences, cache_dir=cfg.paths.cache_dir,
                    alignment=str(stage.alignment), batch_size=int(stage.batch_size),
                    shard_sentences=int(stage.shard_sentences), model_label=model.label, model_digest=model.digest,
-                   data_label=name)
+                   data_label=name, progress=progress)
     record = plan.extraction.setdefault(model.label, {"forward_passes": 0, "cache_hits": 0, "datasets": {}})
     record["forward_passes"] += acts.forward_passes
     record["cache_hits"] += int(acts.cache_hit)
@@ -200,11 +222,13 @@ def run_model(plan: ProbePlan, model: ProbeModel, cfg: DictConfig, run: StageRun
     families = plan.families
     train_acts = eval_acts = None
     if families & {"token", "structural", "sentence"}:
-        train_acts = activations(plan, model, cfg, f"{plan.train.path.name}[:{len(plan.train)}]", words_of(plan.train))
-        eval_acts = activations(plan, model, cfg, f"{plan.eval.path.name}[:{len(plan.eval)}]", words_of(plan.eval))
+        train_acts = activations(plan, model, cfg, f"{plan.train.path.name}[:{len(plan.train)}]", words_of(plan.train), run)
+        eval_acts = activations(plan, model, cfg, f"{plan.eval.path.name}[:{len(plan.eval)}]", words_of(plan.eval), run)
     token_settings = FitSettings.from_cfg(stage.token, seed)
     for task in plan.tasks:
         family = FAMILY_OF[task]
+        if run is not None:
+            run.progress.phase(f"probing {model.label} {task}")
         if family == "token":
             results[task] = token_probe.run_token_task(
                 task, train_acts, eval_acts, token_probe.token_data(task, plan.train.sentences),
@@ -218,7 +242,7 @@ def run_model(plan: ProbePlan, model: ProbeModel, cfg: DictConfig, run: StageRun
         elif family == "sentence":
             results[task] = sentence_probe.run_sentence_task(
                 task, plan.train.sentences, plan.eval.sentences, train_acts, eval_acts, plan.layers, stage.token,
-                token_settings, extract_shifted=lambda name, words: activations(plan, model, cfg, name, words))
+                token_settings, extract_shifted=lambda name, words: activations(plan, model, cfg, name, words, run))
         elif family == "attention":
             results[task] = attention_probe.run_attention_analysis(
                 model.backbone, model.tokenizer, plan.eval.sentences[:int(stage.attention.max_sentences)],
@@ -302,7 +326,7 @@ def run_probe(cfg: DictConfig) -> dict:
         headline = tasks[0]
         attention = next((t for t in tasks if t["probe_task"] == "attention"), None)
         summary = ProbeSummary(
-            seed=int(cfg.seed), wall_time_s=0.0, model=plan.resolved.model_name, probe_task=plan.suite,
+            seed=int(cfg.seed), wall_time_s=0.0, model=plan.models[0].label, probe_task=plan.suite,
             suite=plan.suite, backbone_source=plan.resolved.source, alignment=str(cfg.stage.alignment),
             metric=headline.get("metric"), layers=headline.get("layers") or [],
             baselines=headline.get("baselines") or {}, tasks=tasks,

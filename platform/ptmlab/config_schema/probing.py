@@ -37,6 +37,7 @@ class AttentionSettings(Node):
 
 
 class Probe(Stage):
+    label: Name | None = None
     alignment: Literal["first", "last", "mean"] = "first"
     layers: list[NonNegativeInt] | None = None
     batch_size: PositiveInt = 32

@@ -114,7 +114,9 @@ def _probing(session: Session, sweep_id: str | None, tags: dict[str, str] | None
             curve[f"{metric}_std"] = [statistics.stdev(v) if v and len(v) > 1 else None for v in series]
         curves.append(curve)
     return {
-        "models": sorted({m for m, _ in groups}), "probe_tasks": sorted({t for _, t in groups}),
+        # a suite's attention analysis has heat maps and no per-layer curve: its task is listed too
+        "models": sorted({m for m, _ in groups} | {m for m, _, _ in heatmaps} | {r["model"] for r in cloze}),
+        "probe_tasks": sorted({t for _, t in groups} | {t for _, t, _ in heatmaps}),
         "curves": curves, "heatmaps": [heatmaps[k] for k in sorted(heatmaps)],
         "statistics": sorted({stat for _, _, stat in heatmaps}),
         "cloze": cloze, "result_count": len(rows), "options": filter_options(session, KIND),

