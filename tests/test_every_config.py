@@ -240,6 +240,22 @@ def build_probe(cfg, ctx):
             assert len(read_conllu(cfg.probe.data[split], max_sentences=3)) == 3
 
 
+def build_compression(cfg, ctx):
+    """The method built as the compress stage builds it, its checks passing on a tiny 6-layer source."""
+    from types import SimpleNamespace
+
+    from lightning_modules.compression.base import CompressContext
+    from lightning_modules.stages.compress import build_method
+    from lightning_modules.stages.finetune_module import TaskModel
+
+    method = build_method(cfg.compression)
+    assert method.name == cfg.compression.name
+    backbone = instantiate(cfg.model.backbone, vocab_size=len(ctx["tokenizer"]), num_layers=6, num_heads=4)
+    source = SimpleNamespace(model=TaskModel(backbone, 2, task_name="t"), tokenizer=ctx["tokenizer"], folder=ctx["tmp"],
+                             manifest={"model": OmegaConf.to_container(cfg.model, resolve=True), "compression": []})
+    method.check(source, CompressContext(task=None))
+
+
 BUILDERS = {
     "adaptation": build_adaptation_cfg,
     "task": build_task,
@@ -252,6 +268,7 @@ BUILDERS = {
     "scheduler": build_scheduler,
     "stage": build_stage,
     "probe": build_probe,
+    "compression": build_compression,
     "experiment": build_experiment,
 }
 

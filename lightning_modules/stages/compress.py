@@ -15,7 +15,6 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from lightning_modules.compression.base import CompressContext, CompressionMethod
@@ -46,6 +45,19 @@ def load_source(ref: str, cfg: DictConfig) -> LoadedTaskModel:
                           f"compress run (a pretrain export is a backbone: fine-tune it first)") from None
 
 
+def build_method(node: DictConfig) -> CompressionMethod:
+    """The method a `compression` node names, built with its settings as plain values (not
+    instantiated recursively: a distillation student's model node is data until the method builds it)."""
+    from hydra.utils import get_class
+
+    args = OmegaConf.to_container(node, resolve=True)
+    args.pop("name", None)
+    method = get_class(args.pop("_target_"))(**args)
+    if not isinstance(method, CompressionMethod):
+        raise ConfigError(f"compression._target_={node._target_}: not a lightning_modules.compression method")
+    return method
+
+
 def build_compress(cfg: DictConfig) -> CompressParts:
     import lightning.pytorch as pl
 
@@ -61,9 +73,7 @@ def build_compress(cfg: DictConfig) -> CompressParts:
     task = load_task(cfg.task)
     if task.spec.name not in source.tasks:
         raise ConfigError(f"task={task.spec.name}: the source's head is for {', '.join(source.tasks)}")
-    node = OmegaConf.to_container(cfg.compression, resolve=True)
-    node.pop("name", None)
-    method: CompressionMethod = instantiate(node, _convert_="all")
+    method = build_method(cfg.compression)
     stage = cfg.stage
     ctx = CompressContext(task=task, seed=int(cfg.seed), batch_size=int(stage.batch_size),
                           eval_batch_size=int(stage.eval_batch_size), lr=float(stage.lr),

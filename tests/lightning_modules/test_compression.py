@@ -290,10 +290,10 @@ def test_bad_input_fails_before_training_naming_the_key(home, common, source, tm
 
 def test_bad_input_through_the_entry_point_is_one_line_and_exit_2(home, common, source, tmp_path):
     env = {**os.environ, "PTMLAB_HOME": str(home)}
-    for extra, named in ((["compression=low_rank", "compression.rank=100", "compression.param_ratio=null"],
-                          "compression.rank=100"),
-                         (["compression=prune_magnitude", "compression.sparsity=1.0"], "compression.sparsity=1.0")):
-        run_dir = tmp_path / extra[0]
+    for i, (extra, named) in enumerate((
+            (["compression=low_rank", "compression.rank=100", "compression.param_ratio=null"], "compression.rank=100"),
+            (["compression=prune_magnitude", "compression.sparsity=1.0"], "compression.sparsity=1.0"))):
+        run_dir = tmp_path / f"run{i}"
         proc = subprocess.run([sys.executable, "-m", "ptmlab.run", "stage=compress", *common, *TASK, *extra,
                                f"source={source}", f"hydra.run.dir={run_dir}"], env=env, capture_output=True,
                               text=True, timeout=300)
