@@ -5,6 +5,7 @@ included)."""
 from __future__ import annotations
 
 import os
+import re
 import random
 import signal
 import subprocess
@@ -90,7 +91,11 @@ def test_up_starts_worker_and_mlflow_ui_and_a_signal_stops_all(tmp_path, stop_si
                 os.killpg(pgid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-    assert "MLflow UI:         http://127.0.0.1:" in out
+    # One line per service with where to find it.
+    assert re.search(r"^dashboard \+ API  http://127\.0\.0\.1:\d+  \(pid \d+\)$", out, re.M), out
+    assert re.search(r"^MLflow UI        http://127\.0\.0\.1:%d  \(pid \d+\)$" % port, out, re.M), out
+    assert re.search(r"^worker           queues default, 1 CPU slot\(s\), GPUs none  \(pid \d+\)$", out, re.M), out
+    assert f"database         sqlite:///{home}" in out
     time.sleep(0.5)
     assert not _group_members(groups), out[-2000:]
     dispose_engines()

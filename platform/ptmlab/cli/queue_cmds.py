@@ -217,6 +217,13 @@ def _cmd_retry(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- doctor -------------------------------------------------------------------------------------
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from ptmlab.doctor import run_doctor
+
+    return run_doctor()
+
+
 # -- up -----------------------------------------------------------------------------------------
 def up_commands(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
     """The embedded platform's processes: API (+ dashboard), one worker, the MLflow UI."""
@@ -241,6 +248,8 @@ def up_commands(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
+    import sqlalchemy as sa
+
     from ptmlab.db import migrate
     from ptmlab.settings import get_settings
 
@@ -249,13 +258,17 @@ def _cmd_up(args: argparse.Namespace) -> int:
     settings.artifact_root.mkdir(parents=True, exist_ok=True)
     migrate(settings.resolved_database_url)  # once, before the processes start
     children: dict[str, subprocess.Popen] = {}
+    where = {  # one line per service: what it is and where to find it
+        "api": f"dashboard + API  http://127.0.0.1:{args.port or settings.bind_port}",
+        "worker": f"worker           queues {args.queues}, {args.cpu_slots} CPU slot(s), GPUs {args.gpus or 'none'}",
+        "mlflow": f"MLflow UI        http://127.0.0.1:{settings.mlflow_ui_port}",
+    }
     for name, argv in up_commands(args):
         children[name] = subprocess.Popen(argv, start_new_session=True)
-        print(f"started {name} (pid {children[name].pid}): {' '.join(argv)}", flush=True)
-    if "api" in children:
-        print(f"dashboard and API: http://127.0.0.1:{args.port or settings.bind_port}", flush=True)
-    if "mlflow" in children:
-        print(f"MLflow UI:         http://127.0.0.1:{settings.mlflow_ui_port}", flush=True)
+        print(f"{where[name]}  (pid {children[name].pid})", flush=True)
+    print(f"database         {sa.make_url(settings.resolved_database_url).render_as_string(hide_password=True)}",
+          flush=True)
+    print(f"MLflow store     {settings.resolved_tracking_uri}", flush=True)
     print("Ctrl-C stops all.", flush=True)
     # SIGTERM (a service manager, `docker stop`) stops all too; SIGINT is set explicitly because a
     # shell that starts `up` in the background hands it over ignored.
@@ -377,6 +390,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("job_ids", type=int, nargs="+")
         db_option(p)
         p.set_defaults(func=func)
+
+    p = sub.add_parser("doctor", help="check Python, torch and its device, the database, MLflow, data, disk")
+    p.set_defaults(func=_cmd_doctor)
 
     p = sub.add_parser("up", help="the embedded platform: API + dashboard, one worker, MLflow UI (127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="API port (default: PTMLAB_BIND_PORT)")
