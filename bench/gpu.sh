@@ -12,7 +12,7 @@
 # benchmarks, and gpu_throughput.py --cpu-smoke to check that script still runs) and says which
 # GPU parts it skipped. PYTHON (default .venv/bin/python), PTMLAB_DATA_DIR (default ../shared/data),
 # STEPS and ROUNDS (overhead benchmarks) can be set in the environment.
-set -u
+set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
 OUT=${1:-bench/results/gpu-$(date -u +%Y%m%dT%H%M%SZ)}
