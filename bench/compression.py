@@ -77,6 +77,7 @@ def main() -> int:
     parser.add_argument("--runs", nargs="*", type=Path, default=[], help="compress run folders")
     parser.add_argument("--find", type=Path, default=None, help="take every compress run of the source under this folder")
     parser.add_argument("--make-missing", action="store_true", help="run the methods not found (compress stage)")
+    parser.add_argument("--methods", nargs="*", default=METHODS, help="the methods of the table (default: all)")
     parser.add_argument("--train-rows", type=int, default=8000, help="training rows of the runs made here")
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
@@ -97,10 +98,13 @@ def main() -> int:
         runs[json.loads((run / "summary.json").read_text())["method"]] = run
     if args.make_missing:
         home = Path(tempfile.mkdtemp(prefix="bench_compression_"))
-        for method in METHODS:
+        for method in args.methods:
             if method not in runs:
                 runs[method] = make(method, args.source, args.train_rows, home)
-    summaries = {m: json.loads((runs[m] / "summary.json").read_text()) for m in METHODS if m in runs}
+    summaries = {m: json.loads((runs[m] / "summary.json").read_text()) for m in args.methods if m in runs}
+    missing = [m for m in args.methods if m not in runs]
+    if missing:
+        print(f"no run of {', '.join(missing)} (--make-missing runs them)", file=sys.stderr)
 
     settings = MeasureSettings(seq_len=args.seq_len, batch_sizes=[1, 32], threads=[1, 0], warmup=args.warmup,
                                repeats=args.repeats, score=False)

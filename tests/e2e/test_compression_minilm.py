@@ -99,7 +99,6 @@ def factored(sst2_teacher, tmp_path_factory):
 FRESH_PREDICT = textwrap.dedent("""
     import sys, torch
     from safetensors.torch import save_file
-    torch.set_num_threads(1)
     from lightning_modules.stages import predict
     from lightning_modules.stages.task_model import load_task_model
     from lightning_modules.tasks.spec import load_task
@@ -119,7 +118,7 @@ def test_dynamic_int8_quarter_size_within_1_5_points_and_reloads_in_a_fresh_proc
     from safetensors.torch import load_file
 
     outputs = []
-    for i in range(2):  # two fresh processes: the saved int8 model loads and runs, and runs the same
+    for i in range(2):  # two fresh processes (default threads, as the stage): the int8 model loads, runs the same
         out = tmp_path / f"logits{i}.safetensors"
         proc = subprocess.run([sys.executable, "-c", FRESH_PREDICT, int8["task_model_dir"], str(out)],
                               capture_output=True, text=True, timeout=600)

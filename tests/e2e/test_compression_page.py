@@ -3,7 +3,7 @@
 back by `ptmlab results compression` and drawn by the dashboard's compression page in a real
 browser (Chromium through Playwright): both results as points, each source as a reference star,
 retention, the Pareto front marked. Shrunk to keep the suite short: 300 training rows and few
-timing repeats (added to the pipeline's own jobs, as submission overrides are); the accuracy
+timing repeats (added to the pipeline's own jobs, as submission overrides are), 300 dev rows; the accuracy
 thresholds are tests/e2e/test_compression_minilm.py's."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, _free_port,
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(1800)]
 
-QUICK = ["task.max_train_samples=300"]
+QUICK = ["task.max_train_samples=300", "task.max_eval_samples=300"]
 QUICK_MEASURE = ["stage.measure.repeats=3", "stage.measure.warmup=1", "stage.measure.threads=[0]"]
 
 
