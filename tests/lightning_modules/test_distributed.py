@@ -93,3 +93,17 @@ def test_fsdp_on_cpu_is_refused_in_one_line(ptmlab_home, tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "fsdp" in lines[0] and "GPU" in lines[0], proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_stages_that_need_whole_splits_refuse_several_processes(ptmlab_home, tmp_path):
+    """finetune/multitask compute metrics and predictions over whole splits on one process:
+    a two-process trainer is refused with a message naming the setting, not silently half-scored."""
+    from lightning_modules.stages.common import StageRun
+    from ptmlab.config import compose_config
+    from ptmlab.contracts import ConfigError
+
+    cfg = compose_config(["stage=finetune", "task=glue/sst2", *DDP, f"+run_dir={tmp_path / 'run'}"])
+    with pytest.raises(ConfigError, match="trainer.devices=1"):
+        with StageRun(cfg) as run:
+            run.build_trainer(distributed=False)
+    assert run.build_trainer(distributed=True).world_size == 2  # pretrain's kind of stage may
