@@ -64,6 +64,7 @@ class TaskCell:
     score: Stat  # the task score (mean of its GLUE metrics), over seeds
     seeds: list
     flags: list[str] = field(default_factory=list)
+    values: list[float | None] = field(default_factory=list)  # each seed's task score, in `seeds` order
 
 
 @dataclass
@@ -172,7 +173,7 @@ def build_leaderboard(summaries: Iterable[dict], *, group_by: Sequence[str] = DE
                 task=task,
                 metrics={m: Stat.of([shown.get(m) for _, _, shown in scored]) for m in names},
                 score=Stat.of([score for _, score, _ in scored]),
-                seeds=[r["seed"] for r in runs], flags=flags,
+                seeds=[r["seed"] for r in runs], flags=flags, values=[score for _, score, _ in scored],
             )
         task_means = {t: c.score.mean for t, c in cells.items()}
         rows.append(LeaderboardRow(
@@ -185,6 +186,42 @@ def build_leaderboard(summaries: Iterable[dict], *, group_by: Sequence[str] = DE
     present = {t for r in rows for t in r.cells}
     columns = [t for t in GLUE_TASKS if t in present] + sorted(present - set(GLUE_TASKS))
     return Leaderboard(group_by=group_by, tasks=columns, rows=rows)
+
+
+def per_seed_glue_average(row: LeaderboardRow) -> list[float]:
+    """The row's GLUE average seed by seed, over the seeds every one of its GLUE tasks has."""
+    glue = {t: c for t, c in row.cells.items() if t in GLUE_TASKS}
+    if not glue:
+        return []
+    common = set.intersection(*(set(c.seeds) for c in glue.values()))
+    out = []
+    for seed in sorted(common, key=str):
+        scores = {t: c.values[c.seeds.index(seed)] for t, c in glue.items()}
+        if all(v is not None for v in scores.values()):
+            out.append(glue_average(scores))
+    return out
+
+
+def compare_rows(board: Leaderboard, label_a: str, label_b: str) -> list[dict]:
+    """Row A against row B (labels as `r_label` writes them), per task both have and for the GLUE
+    average: difference of means over seeds with its 95 % interval and p-value (ptmlab.stats),
+    on the 0-100 scale."""
+    from ptmlab.stats import compare_seeds
+
+    rows = {r_label(r): r for r in board.rows}
+    for label in (label_a, label_b):
+        if label not in rows:
+            raise NotFoundError(f"no leaderboard row {label!r} (rows: {', '.join(sorted(rows)) or 'none'})")
+    a, b = rows[label_a], rows[label_b]
+    pairs = [(t, board.display_name(t), a.cells[t].values, b.cells[t].values)
+             for t in board.tasks if t in a.cells and t in b.cells]
+    pairs.append(("glue", "GLUE avg", per_seed_glue_average(a), per_seed_glue_average(b)))
+    out = []
+    for task, name, xs, ys in pairs:
+        xs, ys = [100 * v for v in xs if v is not None], [100 * v for v in ys if v is not None]
+        if xs and ys:
+            out.append({"task": task, "name": name, **compare_seeds(xs, ys).as_dict()})
+    return out
 
 
 # -- rendering ---------------------------------------------------------------------------------

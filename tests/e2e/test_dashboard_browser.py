@@ -331,3 +331,43 @@ def test_a_running_job_shows_live_progress_and_keeps_it_after_a_kill(page, dashb
     page.goto(f"{base}/jobs/{job['id']}")
     page.wait_for_function(f"({step_of})() >= {last['progress']['step']}")
     assert "loss" in page.inner_text("#job-progress") and "ETA" not in page.inner_text("#job-progress")
+
+
+def test_two_rows_compared_over_seeds_match_scipy(page, dashboard):
+    """Tick two leaderboard rows: per task the difference of means, its 95 % interval and Welch's
+    p-value (3 seeds each) — the numbers scipy gives on the same seeds."""
+    from scipy import stats
+
+    from ptmlab.db import dispose_engines, session_scope
+    from ptmlab.results import new_result
+    from synthetic_results import _finetune
+
+    base, ids = dashboard
+    seeds = {"roberta_tiny": (0.861, 0.874, 0.859), "deberta_tiny": (0.830, 0.842, 0.825)}
+    with session_scope(f"sqlite:///{Path(ids['home']) / 'ptmlab.db'}") as s:
+        s.add_all(new_result(_finetune(model, "mlm", "full", "sst2", seed, {"accuracy": v}), tags={"suite": "seeds"})
+                  for model, values in seeds.items() for seed, v in enumerate(values, start=1))
+    dispose_engines()
+    page.goto(f"{base}/leaderboard?tag=suite%3Dseeds")
+    page.wait_for_selector("tr[data-config='roberta_tiny / mlm / full'] input.pick")
+    page.check("tr[data-config='roberta_tiny / mlm / full'] input.pick")
+    page.check("tr[data-config='deberta_tiny / mlm / full'] input.pick")
+    row = page.wait_for_selector("#compare-table tr[data-task=sst2]")
+    a, b = [100 * v for v in seeds["roberta_tiny"]], [100 * v for v in seeds["deberta_tiny"]]
+    test = stats.ttest_ind(a, b, equal_var=False)
+    ci = test.confidence_interval(0.95)
+    assert float(row.get_attribute("data-p")) == pytest.approx(test.pvalue, rel=1e-9)
+    assert float(row.get_attribute("data-ci-low")) == pytest.approx(ci.low, rel=1e-9)
+    assert float(row.get_attribute("data-ci-high")) == pytest.approx(ci.high, rel=1e-9)
+    assert "Welch" in row.inner_text() and f"[{ci.low:.2f}, {ci.high:.2f}]" in row.inner_text()
+    shot(page, "leaderboard-compare")
+
+    # Rows with one seed: the comparison says so.
+    page.goto(f"{base}/leaderboard")
+    page.wait_for_selector("tr[data-config='electra_tiny / rtd / full'] input.pick")
+    page.check("tr[data-config='electra_tiny / rtd / full'] input.pick")
+    page.check("tr[data-config='bert_tiny / mlm / full'] input.pick")
+    warnings = page.wait_for_selector("#compare-warnings").inner_text()
+    assert "A has a single seed" in warnings and "bootstrap" in warnings
+    missing = httpx.get(f"{base}/api/v1/views/leaderboard/compare", params={"a": "nope", "b": "bert_tiny / mlm / full"})
+    assert missing.status_code == 404 and "no leaderboard row 'nope'" in missing.json()["error"]["message"]

@@ -5,6 +5,7 @@ thousands of runs; only the run-detail/comparison curves come from MLflow's metr
 
     leaderboard_view(session, *, sweep_id=None, tags=None, group_by=...) -> dict   (ptmlab.leaderboard)
     leaderboard_export(session, fmt, ...) -> str                                     csv | latex
+    leaderboard_compare(session, label_a, label_b, ...) -> dict   two rows over seeds (ptmlab.stats)
     compression_view(session, *, task=None, sweep_id=None, tags=None) -> dict        points, Pareto fronts
     pareto_front(points, x, y="score") -> set of point ids                           lower x, higher y
     probing_view(session, *, sweep_id=None, tags=None) -> dict                       per-layer curves, heatmaps
@@ -53,11 +54,11 @@ probe (one row per probed model and probe task):
 
 from ptmlab.views.compare import compare_view, metric_curves
 from ptmlab.views.compression import compression_view, pareto_front
-from ptmlab.views.leaderboard import leaderboard_export, leaderboard_view
+from ptmlab.views.leaderboard import leaderboard_compare, leaderboard_export, leaderboard_view
 from ptmlab.views.overview import overview_view
 from ptmlab.views.probing import probing_view
 
 __all__ = [
-    "compare_view", "compression_view", "leaderboard_export", "leaderboard_view", "metric_curves",
+    "compare_view", "compression_view", "leaderboard_compare", "leaderboard_export", "leaderboard_view", "metric_curves",
     "overview_view", "pareto_front", "probing_view",
 ]

@@ -8,7 +8,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from ptmlab.leaderboard import DEFAULT_GROUP_BY, GLUE_TASKS, METRIC_ABBREV, Stat, build_leaderboard, render
+from ptmlab.leaderboard import (
+    DEFAULT_GROUP_BY, GLUE_TASKS, METRIC_ABBREV, Stat, build_leaderboard, compare_rows, render,
+)
 from ptmlab.views.rows import ResultRow, cached_view, filter_options, load_rows
 
 KIND = "finetune"
@@ -76,6 +78,14 @@ def _leaderboard(session: Session, sweep_id: str | None, tags: dict[str, str] | 
         "filters": {"sweep_id": sweep_id, "tags": dict(tags or {})},
         "options": filter_options(session, KIND),
     }
+
+
+def leaderboard_compare(session: Session, label_a: str, label_b: str, *, sweep_id: str | None = None,
+                        tags: dict[str, str] | None = None, group_by: Sequence[str] = DEFAULT_GROUP_BY) -> dict:
+    """Two rows of the leaderboard compared task by task over their seeds (ptmlab.stats)."""
+    rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags)
+    board = build_leaderboard(_summaries(rows), group_by=group_by, kind=KIND)
+    return {"a": label_a, "b": label_b, "comparisons": compare_rows(board, label_a, label_b)}
 
 
 def leaderboard_export(session: Session, fmt: str, *, sweep_id: str | None = None,

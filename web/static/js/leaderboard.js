@@ -4,6 +4,7 @@ import { api, el, flash, fmt, query, setQuery } from "/static/js/api.js";
 const form = document.getElementById("lb-filters");
 const table = document.getElementById("leaderboard");
 let data = null;
+let picked = [];  // row labels chosen for the two-row comparison (at most two, oldest dropped)
 let sort = { column: query().get("sort") || "glue", desc: query().get("order") !== "asc" };
 
 function filterParams() {
@@ -69,14 +70,64 @@ function cell(row, task) {
   }, text, el("span", { class: "n" }, ` n=${c.n}`), c.flags.length ? el("span", { class: "flag" }, " !") : null);
 }
 
+function label(row) { return Object.values(row.config).join(" / "); }
+
+function pick(row, checked) {
+  picked = picked.filter((l) => l !== label(row));
+  if (checked) picked.push(label(row));
+  if (picked.length > 2) picked = picked.slice(-2);
+  render();
+  compare();
+}
+
+function sig(v, digits = 2) { return v === null || v === undefined ? "–" : Number(v).toFixed(digits); }
+
+// Two rows over their seeds: difference of means, 95 % CI and p-value per task (ptmlab.stats).
+async function compare() {
+  const box = document.getElementById("lb-compare");
+  if (picked.length < 2) {
+    box.replaceChildren(picked.length ? el("p", { class: "hint" }, `Compare ${picked[0]} with… (tick a second row)`) : "");
+    return;
+  }
+  const p = filterParams();
+  p.set("a", picked[0]);
+  p.set("b", picked[1]);
+  let result;
+  try {
+    result = await api(`/api/v1/views/leaderboard/compare?${p}`);
+  } catch (err) {
+    flash(`compare: ${err.message}`);
+    return;
+  }
+  const warnings = [...new Set(result.comparisons.flatMap((c) => c.warnings.map((w) => `${c.name}: ${w}`)))];
+  box.replaceChildren(
+    el("h2", {}, "A − B over seeds"),
+    el("p", { class: "small" }, `A = ${result.a} · B = ${result.b}`),
+    el("table", { class: "grid small", id: "compare-table" },
+      el("thead", {}, el("tr", {}, ["task", "A mean (n)", "B mean (n)", "A − B", "95 % CI", "p", "test"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, result.comparisons.map((c) => el("tr", { "data-task": c.task, "data-p": c.p_value ?? "",
+        "data-ci-low": c.ci_low ?? "", "data-ci-high": c.ci_high ?? "", "data-diff": c.diff },
+        el("td", {}, c.name), el("td", { class: "num" }, `${sig(c.a_mean)} (${c.a_n})`),
+        el("td", { class: "num" }, `${sig(c.b_mean)} (${c.b_n})`), el("td", { class: "num" }, sig(c.diff)),
+        el("td", { class: "num" }, c.ci_low === null ? "–" : `[${sig(c.ci_low)}, ${sig(c.ci_high)}]`),
+        el("td", { class: "num" }, c.p_value === null ? "–" : c.p_value < 0.001 ? "<0.001" : sig(c.p_value, 3)),
+        el("td", {}, c.method === "welch" ? "Welch's t" : "bootstrap"))))),
+    warnings.length ? el("ul", { class: "small warning", id: "compare-warnings" }, warnings.map((w) => el("li", {}, w))) : "",
+  );
+}
+
 function render() {
   const groupBy = data.group_by;
   table.querySelector("thead").replaceChildren(el("tr", {},
+    el("th", { title: "tick two rows to compare them over seeds" }, "A/B"),
     groupBy.map((k) => header(k, `config:${k}`)),
     data.tasks.map((t) => header(t.name, `task:${t.task}`, t.metric_labels.join("/"))),
     header("GLUE avg", "glue", "tasks")));
   const rows = sortedRows();
-  table.querySelector("tbody").replaceChildren(...rows.map((row) => el("tr", { "data-config": Object.values(row.config).join(" / ") },
+  table.querySelector("tbody").replaceChildren(...rows.map((row) => el("tr", { "data-config": label(row) },
+    el("td", {}, el("input", { type: "checkbox", class: "pick", checked: picked.includes(label(row)) || null,
+      onchange: (e) => pick(row, e.target.checked) }),
+      picked.indexOf(label(row)) >= 0 ? el("span", { class: "small" }, " " + "AB"[picked.indexOf(label(row))]) : ""),
     groupBy.map((k) => el("td", {}, row.config[k])),
     data.tasks.map((t) => cell(row, t)),
     el("td", { class: "num glue", "data-glue": row.glue_average ?? "" },

@@ -55,6 +55,20 @@ def leaderboard(session: SessionDep, sweep_id: Name = None, tag: TagFilter = Non
                              headers={"Content-Disposition": f'attachment; filename="glue_leaderboard.{ext}"'})
 
 
+RowLabel = Annotated[str, Query(min_length=1, max_length=600, description="a row's configuration values joined by ' / '")]
+
+
+@router.get("/leaderboard/compare", responses=ERRORS,
+            summary="Two leaderboard rows over seeds: per task and GLUE average, difference of means, 95 % CI, "
+                    "p-value (Welch's t-test, or a bootstrap with fewer than 3 seeds)")
+def leaderboard_compare(session: SessionDep, a: RowLabel, b: RowLabel, sweep_id: Name = None, tag: TagFilter = None,
+                        group_by: Annotated[str, Query(max_length=200, pattern=r"^[A-Za-z0-9_,]+$")] = "model,objective,adaptation"):
+    keys = [k for k in group_by.split(",") if k]
+    if not keys:
+        raise ConfigError("group_by: name at least one summary key")
+    return _json(views.leaderboard_compare(session, a, b, sweep_id=sweep_id, tags=parse_tag_filter(tag), group_by=keys))
+
+
 @router.get("/compression", responses=ERRORS,
             summary="Compressed models of one task: points, uncompressed references, Pareto fronts per x axis")
 def compression(session: SessionDep, task: Name = None, sweep_id: Name = None, tag: TagFilter = None) -> dict[str, Any]:
