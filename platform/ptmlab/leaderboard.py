@@ -303,14 +303,30 @@ def _tex(text: str) -> str:
     return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in str(text))
 
 
-def _tex_stat(s: Stat | None) -> str:
+def _tex_stat(s: Stat | None, best: bool = False) -> str:
     if s is None or s.mean is None:
         return "--"
-    return f"${_pct(s.mean)}" + (f"_{{\\pm {100 * s.std:.1f}}}$" if s.std is not None else "$")
+    mean = f"\\mathbf{{{_pct(s.mean)}}}" if best else _pct(s.mean)
+    return f"${mean}" + (f" \\pm {100 * s.std:.1f}$" if s.std is not None else "$")
+
+
+def _seed_note(board: Leaderboard) -> str:
+    """The footnote: how many seeds stand behind the cells (one count when they all agree)."""
+    counts = sorted({c.score.n for r in board.rows for c in r.cells.values()})
+    if not counts:
+        return ""
+    seeds = (f"{counts[0]} seed{'s' if counts[0] != 1 else ''} per cell" if len(counts) == 1
+             else f"{counts[0]}--{counts[-1]} seeds per cell: " + "; ".join(
+                 f"{_tex(r_label(r))} {'/'.join(str(r.cells[t].score.n) if t in r.cells else '--' for t in board.tasks)}"
+                 for r in board.rows))
+    return (f"\\par\\footnotesize Dev scores $\\times 100$, mean $\\pm$ sample std over seeds ({seeds}); "
+            "best per column in bold" + ("; $^\\dagger$ degenerate run (see the dashboard)" if any(
+                r.flags for r in board.rows) else "") + ".")
 
 
 def render_latex(board: Leaderboard) -> str:
-    """A booktabs table; subscripts are std over seeds, \\dagger marks a flagged cell."""
+    """A booktabs table for a paper: mean ± std over seeds, the best score of each column in bold,
+    the seed counts in a footnote, \\dagger on a flagged cell."""
     cols = "l" * len(board.group_by) + "r" * (len(board.tasks) + 1)
     head = [_tex(k.capitalize()) for k in board.group_by]
     for t in board.tasks:
@@ -318,6 +334,13 @@ def render_latex(board: Leaderboard) -> str:
         head.append(f"{_tex(board.display_name(t))} \\tiny{{{_tex(metrics)}}}" if metrics else _tex(board.display_name(t)))
     head.append("GLUE")
     lines = [f"\\begin{{tabular}}{{{cols}}}", "\\toprule", " & ".join(head) + " \\\\", "\\midrule"]
+    # Best per column, at the precision shown (ties are all bold).
+    best = {t: max((round(100 * r.cells[t].score.mean, 1) for r in board.rows
+                    if t in r.cells and r.cells[t].score.mean is not None), default=None) for t in board.tasks}
+    # GLUE averages over different task sets do not compare: the best among the rows with the most tasks.
+    most = max((r.glue_tasks for r in board.rows), default=0)
+    best_glue = max((round(100 * r.glue_average, 1) for r in board.rows
+                     if r.glue_average is not None and r.glue_tasks == most), default=None)
     for r in board.rows:
         cells = [_tex(v) for v in r.config.values()]
         for t in board.tasks:
@@ -325,12 +348,16 @@ def render_latex(board: Leaderboard) -> str:
             if cell is None:
                 cells.append("")
                 continue
-            text = "/".join(_tex_stat(cell.metrics.get(m)) for m in board.column_metrics(t)) or "--"
+            top = cell.score.mean is not None and round(100 * cell.score.mean, 1) == best[t]
+            text = "/".join(_tex_stat(cell.metrics.get(m), top) for m in board.column_metrics(t)) or "--"
             cells.append(text + ("$^\\dagger$" if cell.flags else ""))
-        cells.append("--" if r.glue_average is None else f"{_pct(r.glue_average)}")
+        glue = "--" if r.glue_average is None else _pct(r.glue_average)
+        top_glue = r.glue_average is not None and r.glue_tasks == most and round(100 * r.glue_average, 1) == best_glue
+        cells.append(f"\\textbf{{{glue}}}" if top_glue else glue)
         lines.append(" & ".join(cells) + " \\\\")
     lines += ["\\bottomrule", "\\end{tabular}"]
-    return "\n".join(lines) + "\n"
+    note = _seed_note(board)
+    return "\n".join(lines + ([note] if note else [])) + "\n"
 
 
 def render(board: Leaderboard, fmt: str = "table") -> str:

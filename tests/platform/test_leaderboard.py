@@ -7,6 +7,7 @@ import csv
 import io
 import os
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -134,11 +135,21 @@ def test_csv_and_latex_exports(runs):
     assert rows[0]["glue/tasks"] == "5"
     tex = render_latex(board)
     lines = tex.splitlines()
-    assert lines[0] == "\\begin{tabular}{lllrrrrrr}" and lines[1] == "\\toprule" and lines[-1] == "\\end{tabular}"
+    assert lines[0] == "\\begin{tabular}{lllrrrrrr}" and lines[1] == "\\toprule" and lines[-2] == "\\end{tabular}"
+    # the footnote: what the numbers are and how many seeds stand behind them
+    assert lines[-1].startswith("\\par\\footnotesize Dev scores $\\times 100$, mean $\\pm$ sample std over seeds (")
+    assert "best per column in bold" in lines[-1]
     assert "bert\\_tiny & mlm & full" in tex  # underscores escaped
     assert lines[2].startswith("Model & Objective & Adaptation & CoLA \\tiny{mcc} & SST-2")
     mean = statistics.fmean(per_metric["f1"])
-    assert f"${100 * mean:.1f}_{{\\pm {100 * statistics.stdev(per_metric['f1']):.1f}}}$" in tex
+    shown = f"{100 * mean:.1f}"
+    assert re.search(rf"\$(\\mathbf{{{re.escape(shown)}}}|{re.escape(shown)}) \\pm "
+                     rf"{100 * statistics.stdev(per_metric['f1']):.1f}\$", tex), tex
+    # each column's best mean is bold, and only it
+    for i, task in enumerate(board.tasks):
+        means = [round(100 * r.cells[task].score.mean, 1) for r in board.rows if task in r.cells]
+        bold = [ln.split(" & ")[3 + i] for ln in lines[4:-3] if "\\mathbf" in ln.split(" & ")[3 + i]]
+        assert len(bold) == means.count(max(means)), (task, bold)
     assert sum(1 for ln in lines if ln.endswith("\\\\")) == 3  # header + two configurations
 
 
