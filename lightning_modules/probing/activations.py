@@ -207,7 +207,8 @@ def extract(backbone, tokenizer, sentences: list[list[str]], *, cache_dir: str |
     passes_before = FORWARD_PASSES["count"]
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     with cache.locked(key) as folder:
-        for torn in folder.glob(".*.tmp"):  # a shard being written when a job was killed
+        # a shard being written when a job was killed (ours, or safetensors' own temporary file)
+        for torn in [*folder.glob(".*.tmp"), *folder.glob(".tmp*")]:
             torn.unlink(missing_ok=True)
         manifest_path = folder / MANIFEST
         manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {

@@ -37,7 +37,7 @@ class AttentionSettings(Node):
 
 
 class Probe(Stage):
-    label: Name | None = None
+    label: Name | None = None          # +stage.label=<name>: the model's name in results (default: derived)
     alignment: Literal["first", "last", "mean"] = "first"
     layers: list[NonNegativeInt] | None = None
     batch_size: PositiveInt = 32
