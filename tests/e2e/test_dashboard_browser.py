@@ -315,6 +315,12 @@ def test_a_running_job_shows_live_progress_and_keeps_it_after_a_kill(page, dashb
     names = page.evaluate("() => document.getElementById('job-curves').data.map((t) => t.name)")
     assert "train/loss" in names
     shot(page, "job-live-progress")
+    # Every chart downloads as PNG and SVG (Plotly's own export).
+    for title, suffix in (("Download plot as a PNG", ".png"), ("Download plot as SVG", ".svg")):
+        page.hover("#job-curves")
+        with page.expect_download() as download:
+            page.click(f"#job-curves .modebar-btn[data-title='{title}']")
+        assert download.value.suggested_filename == f"job-{job['id']}-curves{suffix}"
 
     page.goto(f"{base}/jobs")
     cell = page.wait_for_selector(f"tr[data-job-id='{job['id']}'] .progress-cell")

@@ -161,3 +161,16 @@ export function progressBar(progress, status) {
   return el("span", { class: "progress-cell", "data-step": progress.step, "data-total": total ?? "" }, bar,
     el("span", { class: "small progress-text" }, parts.join(" · ")));
 }
+
+// Plotly's config for every chart: its modebar keeps "download as PNG" (Plotly's own export) and
+// gains "download as SVG" for papers; `name` becomes the file name.
+export function plotConfig(name) {
+  return {
+    responsive: true, displaylogo: false,
+    toImageButtonOptions: { format: "png", filename: name, scale: 2 },
+    modeBarButtonsToAdd: [{
+      name: "downloadSvg", title: "Download plot as SVG", icon: Plotly.Icons.disk,
+      click: (gd) => Plotly.downloadImage(gd, { format: "svg", filename: name }),
+    }],
+  };
+}

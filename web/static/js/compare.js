@@ -1,6 +1,6 @@
 // Run detail and comparison: headline numbers and configs side by side (differences marked),
 // metric curves overlaid from MLflow's metric history.
-import { PALETTE, api, badge, el, flash, setQuery } from "/static/js/api.js";
+import { PALETTE, api, badge, el, flash, plotConfig, setQuery } from "/static/js/api.js";
 
 const root = document.getElementById("compare");
 const single = root.dataset.single === "true";
@@ -89,7 +89,7 @@ function renderCurves() {
     Plotly.react(div, traces, { title: { text: key, font: { size: 13 } }, height: 260, margin: { t: 30, r: 10, b: 35, l: 50 },
       // Colours match the swatches of the runs table above; a legend per small chart would crowd it.
       xaxis: { title: { text: "step" } }, showlegend: false },
-    { responsive: true, displaylogo: false });
+    plotConfig(`compare-${key.replace(/\W+/g, "_")}`));
   }
 }
 

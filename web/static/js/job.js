@@ -1,5 +1,5 @@
 // One job: status, actions, pipeline neighbours, attempts, a log tail that follows while it runs.
-import { api, badge, duration, el, flash, poll, progressBar, seconds, shortTime } from "/static/js/api.js";
+import { api, badge, duration, el, flash, plotConfig, poll, progressBar, seconds, shortTime } from "/static/js/api.js";
 
 const jobId = Number(document.getElementById("job").dataset.jobId);
 const TERMINAL = ["succeeded", "failed", "cancelled"];
@@ -145,7 +145,7 @@ function drawCurves(history) {
     yaxis2: { overlaying: "y", side: "right", showgrid: false, title: { text: "metrics" } },
     yaxis3: { overlaying: "y", side: "right", anchor: "free", position: 0.97, type: "log", showgrid: false,
       title: { text: "lr" } },
-  }, { responsive: true, displaylogo: false });
+  }, plotConfig(`job-${jobId}-curves`));
 }
 
 async function showProgress(job) {
