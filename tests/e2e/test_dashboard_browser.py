@@ -377,3 +377,31 @@ def test_two_rows_compared_over_seeds_match_scipy(page, dashboard):
     assert "A has a single seed" in warnings and "bootstrap" in warnings
     missing = httpx.get(f"{base}/api/v1/views/leaderboard/compare", params={"a": "nope", "b": "bert_tiny / mlm / full"})
     assert missing.status_code == 404 and "no leaderboard row 'nope'" in missing.json()["error"]["message"]
+
+
+def test_the_pipeline_page_draws_the_dag_with_live_statuses(page, dashboard):
+    base, _ = dashboard
+    spec = {"name": "diamond", "jobs": [
+        {"name": "prepare", "stage": "sleep", "overrides": ["stage.seconds=1.5"]},
+        {"name": "left", "stage": "sleep", "depends_on": ["prepare"], "overrides": ["stage.seconds=0.2"]},
+        {"name": "right", "stage": "sleep", "depends_on": ["prepare"], "overrides": ["stage.seconds=0.2"]},
+        {"name": "join", "stage": "sleep", "depends_on": ["left", "right"], "overrides": ["stage.seconds=0.2"]}]}
+    pipeline = httpx.post(f"{base}/api/v1/pipelines", json={"spec": spec}).json()
+    assert pipeline["count"] == 4, pipeline
+    page.goto(f"{base}/pipelines/{pipeline['id']}")
+    page.wait_for_selector("a.dag-node[data-name=join]")
+    assert page.locator("a.dag-node").count() == 4 and page.locator("path.dag-edge").count() == 4
+    edges = page.eval_on_selector_all("path.dag-edge", "ps => ps.map(p => p.dataset.from + '>' + p.dataset.to).sort()")
+    assert edges == ["left>join", "prepare>left", "prepare>right", "right>join"]
+    # columns by depth: prepare | left, right | join
+    xs = {n: float(page.get_attribute(f"a.dag-node[data-name={n}] rect", "x")) for n in ("prepare", "left", "right", "join")}
+    assert xs["prepare"] < xs["left"] == xs["right"] < xs["join"]
+    page.wait_for_selector("a.dag-node[data-name=prepare][data-status=running]", timeout=60_000)
+    assert page.get_attribute("a.dag-node[data-name=join]", "data-status") == "queued"
+    page.wait_for_selector("a.dag-node[data-name=join][data-status=succeeded]", timeout=60_000)
+    assert "4 succeeded" in page.inner_text("#pipeline-counts")
+    shot(page, "pipeline-dag")
+    job_id = page.get_attribute("a.dag-node[data-name=left]", "data-job-id")
+    page.click("a.dag-node[data-name=left]")
+    page.wait_for_url(f"{base}/jobs/{job_id}")
+    assert page.wait_for_selector("#pipeline-link").get_attribute("href") == f"/pipelines/{pipeline['id']}"

@@ -229,6 +229,8 @@ class PipelineJobOut(BaseModel):
     overrides: list[str]
     depends_on: list[str]
     job_id: int | None = None
+    status: str | None = None          # a queued pipeline's jobs: their live state (the DAG page polls it)
+    progress: ProgressOut | None = None
 
 
 class PipelineOut(BaseModel):

@@ -83,6 +83,8 @@ function showDetail(detail) {
   if (detail.parents.length || detail.children.length) {
     graph.replaceChildren(
       el("p", {}, detail.job.pipeline_id ? `pipeline ${detail.job.pipeline_id}: ` : "",
+        detail.job.pipeline_id ? el("a", { href: `/pipelines/${detail.job.pipeline_id}`, id: "pipeline-link" }, "its graph") : "",
+        detail.job.pipeline_id ? " · " : "",
         detail.job.pipeline_id ? el("a", { href: `/jobs?pipeline_id=${detail.job.pipeline_id}` }, "all its jobs") : ""),
       el("div", { class: "small" }, "parents"), el("ul", { id: "parents" }, detail.parents.map(jobLink)),
       el("div", { class: "small" }, "children"), el("ul", { id: "children" }, detail.children.map(jobLink)),

@@ -77,6 +77,17 @@ def job_page(request: Request, job_id: Annotated[int, PathParam(ge=1, le=INT4_MA
     return _page(request, "job.html", "/jobs", f"Job {job_id}", job=job)
 
 
+@router.get("/pipelines/{pipeline_id}", response_class=HTMLResponse)
+def pipeline_page(request: Request, pipeline_id: Annotated[str, PathParam(max_length=32, pattern=r"^[A-Za-z0-9_\-]+$")],
+                  session: SessionDep) -> HTMLResponse:
+    try:
+        pipeline = queue.get_pipeline(session, pipeline_id)
+    except NotFoundError as exc:
+        return _page(request, "not_found.html", "/jobs", "Not found", status_code=404, message=str(exc))
+    return _page(request, "pipeline.html", "/jobs", f"Pipeline {pipeline.name}", pipeline={"id": pipeline.id,
+                 "name": pipeline.name})
+
+
 @router.get("/submit", response_class=HTMLResponse)
 def submit_page(request: Request) -> HTMLResponse:
     return _page(request, "submit.html", "/submit", "Submit")

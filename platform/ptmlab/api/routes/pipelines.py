@@ -18,6 +18,7 @@ from ptmlab.api.validation import (
     validate_job,
 )
 from ptmlab.code_keys import code_keys
+from ptmlab.contracts.progress import split_for_listing
 from ptmlab.errors import ConfigError, ForbiddenOverrideError
 
 router = APIRouter(prefix="/pipelines", tags=["pipelines"])
@@ -86,4 +87,5 @@ def get_pipeline(pipeline_id: Annotated[str, Path(max_length=32, pattern=r"^[A-Z
     return {"id": pipeline.id, "name": pipeline.name, "dry_run": False, "count": total,
             "jobs": [{"name": j.name or str(j.id), "stage": j.stage, "overrides": list(j.overrides),
                       "depends_on": [by_id[p].name or str(p) if p in by_id else str(p) for p in j.parent_ids],
-                      "job_id": j.id} for j in sorted(jobs, key=lambda j: j.id)]}
+                      "job_id": j.id, "status": j.status, "progress": split_for_listing(j.progress)[0]}
+                     for j in sorted(jobs, key=lambda j: j.id)]}
