@@ -25,7 +25,6 @@ from lightning_modules.stages.task_model import TASK_MODEL_ARTIFACT, TASK_MODEL_
 from lightning_modules.tasks.spec import LoadedTask, load_task
 from ptmlab.contracts import BackboneError, ConfigError
 
-HEADLINE_LATENCY = ("b32_t1", "b1_t1")  # the summary's latency_ms: batch 32 on one thread if measured
 
 
 @dataclass
@@ -101,7 +100,9 @@ def _ratio(a, b):
 
 def comparison(src: dict, out: dict) -> dict:
     """The headline numbers: the compressed model's own, the source's as source_*, and the ratios."""
-    headline = next((k for k in HEADLINE_LATENCY if k in out["latency"]), next(iter(out["latency"]), None))
+    # the issue's headline setting: one thread, batch 32 (else the fewest threads, the largest batch)
+    headline = min(out["latency"], key=lambda k: (out["latency"][k]["threads"], -out["latency"][k]["batch_size"]),
+                   default=None)
     numbers = {}
     for prefix, row in (("", out), ("source_", src)):
         numbers.update({f"{prefix}{k}": row.get(k) for k in
