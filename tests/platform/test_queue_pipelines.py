@@ -74,3 +74,32 @@ def test_pipeline_runs_through_a_worker(tmp_path, spawn_worker):
     assert all(starts[n] >= ends["prepare"] for n in ids if n.startswith("work"))
     assert starts["report"] >= max(ends[n] for n in ids if n.startswith("work"))
     dispose_engines()
+
+
+def test_best_of_reference_picks_the_parent_that_scored_highest(tmp_path):
+    """`job:best:<a>|<b>`: both are parents; at claim time the value is the run folder of the one
+    whose result scored higher (a finetune's main_score, a compress job's score)."""
+    from ptmlab.db import RUNNING, migrate
+    from ptmlab.queue import claim_next_job, finish_attempt
+
+    url = f"sqlite:///{tmp_path / 'ptmlab.db'}"
+    migrate(url)
+    spec = {"name": "best", "vars": {"m": ["a", "b"]}, "jobs": [
+        {"name": "finetune-{m}", "stage": "sleep"},
+        {"name": "compress", "stage": "sleep", "overrides": ["+stage.input=job:best:finetune-a|finetune-b"]}]}
+    (compress,) = [j for j in queue.expand_pipeline(spec) if j.name == "compress"]
+    assert compress.depends_on == ["finetune-a", "finetune-b"]
+    with get_sessionmaker(url)() as s:
+        _, jobs = queue.submit_pipeline(s, spec)
+        ids = {j.name: j.id for j in jobs}
+        assert jobs[2].overrides == [f"+stage.input=job:best:{ids['finetune-a']}|{ids['finetune-b']}"]
+        for score in (0.71, 0.86):  # finetune-a, then finetune-b
+            claim = claim_next_job(s, worker_id="w", queues=["default"], free_gpus=0, free_cpu_slots=1, lease_s=30,
+                                   jobs_root=tmp_path / "jobs")
+            finish_attempt(s, job_id=claim.job_id, attempt_id=claim.attempt_id, worker_id="w", outcome=SUCCEEDED,
+                           summary={"stage": "sleep", "seconds": 0.0, "main_score": score})
+        claim = claim_next_job(s, worker_id="w", queues=["default"], free_gpus=0, free_cpu_slots=1, lease_s=30,
+                               jobs_root=tmp_path / "jobs")
+        assert claim.job_id == ids["compress"] and queue.get_job(s, claim.job_id).status == RUNNING
+        assert claim.overrides == [f"+stage.input={tmp_path / 'jobs' / str(ids['finetune-b']) / 'run'}"]
+    dispose_engines()

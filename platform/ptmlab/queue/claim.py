@@ -22,10 +22,10 @@ from sqlalchemy.orm import Session, aliased
 
 from ptmlab.db.models import (
     CANCELLED, FAILED, LOST, QUEUED, REQUEUED, RUNNING, SUCCEEDED, Attempt, Job, JobDependency,
-    Worker, utcnow,
+    Result, Worker, utcnow,
 )
 from ptmlab.errors import ConfigError
-from ptmlab.queue.jobs import JOB_REF, fail_descendants, split_override
+from ptmlab.queue.jobs import fail_descendants, split_override, value_refs
 from ptmlab.results import new_result
 
 OUTCOMES = (SUCCEEDED, FAILED, CANCELLED)
@@ -173,20 +173,45 @@ def claim_next_job(session: Session, *, worker_id: str, queues: list[str], free_
 
 
 def _resolve_job_refs(session: Session, job: Job) -> list[str]:
-    """`key=job:<id>` -> `key=<the parent's run folder>` (checkpoints/, hf/, summary.json)."""
+    """`key=job:<id>` -> `key=<the parent's run folder>` (checkpoints/, hf/, summary.json);
+    `key=job:best:<id>|<id>` -> the run folder of the listed parent with the best score."""
     out = []
     for o in job.overrides:
         kv = split_override(o)
-        m = JOB_REF.match(kv[1].strip()) if kv else None
-        if not m:
+        refs = value_refs(kv[1]) if kv else []
+        if not refs:
             out.append(o)
             continue
-        ref = m.group("ref")
-        parent = session.get(Job, int(ref)) if ref.isdigit() else None
-        if parent is None or not parent.run_dir:
-            raise ConfigError(f"{o}: job {ref} has no run folder to use")
-        out.append(f"{o.split('=', 1)[0]}={parent.run_dir}")
+        parents = [session.get(Job, int(r)) if r.isdigit() else None for r in refs]
+        for ref, parent in zip(refs, parents, strict=True):
+            if parent is None or not parent.run_dir:
+                raise ConfigError(f"{o}: job {ref} has no run folder to use")
+        chosen = parents[0] if len(parents) == 1 else _best_parent(session, o, parents)
+        out.append(f"{o.split('=', 1)[0]}={chosen.run_dir}")
     return out
+
+
+def result_score(summary: dict[str, Any]) -> float | None:
+    """The one number a stage's summary is judged by: a finetune's main score, a compressed
+    model's score."""
+    for key in ("main_score", "score"):
+        value = summary.get(key)
+        if isinstance(value, int | float):
+            return float(value)
+    return None
+
+
+def _best_parent(session: Session, override: str, parents: list[Job]) -> Job:
+    """The parent whose latest result scores highest (the first listed on a tie)."""
+    scored = []
+    for parent in parents:
+        summary = session.scalar(sa.select(Result.summary).where(Result.job_id == parent.id)
+                                 .order_by(Result.id.desc()).limit(1))
+        score = result_score(summary) if isinstance(summary, dict) else None
+        if score is None:
+            raise ConfigError(f"{override}: job {parent.id} left no score to compare (main_score or score)")
+        scored.append((score, parent))
+    return max(scored, key=lambda sp: sp[0])[1]
 
 
 def heartbeat(session: Session, *, worker_id: str, job_ids: list[int], lease_s: float,

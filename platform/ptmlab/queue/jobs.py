@@ -22,6 +22,9 @@ from ptmlab.settings import redact
 # A child failed because of its parent carries this prefix; retrying the parent requeues it.
 PARENT_FAILED_PREFIX = "parent job "
 JOB_REF = re.compile(r"^job:(?P<ref>[^\s]+)$")
+# `job:best:<a>|<b>|...`: every listed job is a parent; at claim time the value becomes the run
+# folder of the one with the best score (ptmlab.queue.claim), e.g. compress whichever fine-tune won.
+BEST_PREFIX = "best:"
 SUBMIT_FIELDS = {
     "stage", "overrides", "queue", "priority", "gpus", "nodes", "seed", "timeout_s", "max_attempts",
     "depends_on", "idempotency_key", "name", "tags", "sweep_id", "pipeline_id",
@@ -37,13 +40,37 @@ def split_override(override: str) -> tuple[str, str] | None:
     return key.lstrip("+~"), value
 
 
+def value_refs(value: str) -> list[str]:
+    """The jobs a value names: `job:<ref>` -> [ref], `job:best:<a>|<b>` -> [a, b], else []."""
+    m = JOB_REF.match(value.strip())
+    if not m:
+        return []
+    ref = m.group("ref")
+    if ref.startswith(BEST_PREFIX):
+        refs = ref[len(BEST_PREFIX):].split("|")
+        if not all(refs):
+            raise ConfigError(f"{value}: name the jobs to choose from, e.g. job:best:finetune-a|finetune-b")
+        return refs
+    return [ref]
+
+
+def rewrite_value_refs(value: str, ids: dict[str, int]) -> str:
+    """The same reference with each job named by its id (a name could later mean another job)."""
+    refs = value_refs(value)
+    if not refs:
+        return value
+    if JOB_REF.match(value.strip()).group("ref").startswith(BEST_PREFIX):
+        return "job:" + BEST_PREFIX + "|".join(str(ids[r]) for r in refs)
+    return f"job:{ids[refs[0]]}"
+
+
 def job_refs(overrides: Iterable[str]) -> list[str]:
-    """The `<ref>` of every `key=job:<ref>` override."""
+    """The `<ref>`s of every `key=job:<ref>` (and `key=job:best:<a>|<b>`) override."""
     refs = []
     for o in overrides:
         kv = split_override(o)
-        if kv and (m := JOB_REF.match(kv[1].strip())):
-            refs.append(m.group("ref"))
+        if kv:
+            refs.extend(value_refs(kv[1]))
     return refs
 
 
@@ -172,9 +199,8 @@ def _resolve_ref(session: Session, ref: str) -> Job:
 
 def _rewrite_ref(override: str, ids: dict[str, int]) -> str:
     kv = split_override(override)
-    if kv and (m := JOB_REF.match(kv[1].strip())):
-        head = override.split("=", 1)[0]
-        return f"{head}=job:{ids[m.group('ref')]}"
+    if kv and value_refs(kv[1]):
+        return f"{override.split('=', 1)[0]}={rewrite_value_refs(kv[1], ids)}"
     return override
 
 

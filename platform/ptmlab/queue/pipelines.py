@@ -22,7 +22,9 @@ Format:
 
 A `{var}` placeholder is replaced only for names declared under `vars` (Hydra's `${...}`
 interpolations pass through untouched). A value `job:<name>` makes that job a parent; at claim
-time it becomes the parent's run folder (ptmlab.queue.claim). Overrides given at submission are
+time it becomes the parent's run folder (ptmlab.queue.claim). `job:best:<a>|<b>` makes every
+listed job a parent and becomes the run folder of the one whose result scored highest
+(`source=job:best:finetune-mlm|finetune-clm`: compress whichever fine-tune won). Overrides given at submission are
 appended to every job. Jobs must be listed after the jobs they reference, so a graph is
 acyclic by construction.
 """
@@ -40,7 +42,7 @@ from sqlalchemy.orm import Session
 
 from ptmlab.db.models import Job, Pipeline
 from ptmlab.errors import ConfigError, LimitExceededError
-from ptmlab.queue.jobs import JOB_REF, _add_job, split_override
+from ptmlab.queue.jobs import _add_job, rewrite_value_refs, split_override, value_refs
 
 JOB_KEYS = {"name", "stage", "overrides", "depends_on", "gpus", "nodes", "priority", "queue", "seed", "timeout_s",
             "max_attempts", "tags"}
@@ -163,8 +165,8 @@ def expand_pipeline(spec_or_name: dict[str, Any] | str | Path, overrides: Sequen
             parents = [str(p) for p in job.get("depends_on") or []]
             for o in job_overrides:
                 kv = split_override(o)
-                if kv and (m := JOB_REF.match(kv[1].strip())):
-                    parents.append(m.group("ref"))
+                if kv:
+                    parents.extend(value_refs(kv[1]))
             for p in parents:
                 if p not in names:
                     raise ConfigError(f"{at} ({name}): references job {p!r}, which is not an earlier job of the pipeline")
@@ -190,8 +192,8 @@ def submit_pipeline(session: Session, pipeline: dict[str, Any] | str | Path, *, 
         job_overrides = []
         for o in pj.overrides:
             kv = split_override(o)
-            if kv and (m := JOB_REF.match(kv[1].strip())):
-                o = f"{o.split('=', 1)[0]}=job:{ids[m.group('ref')]}"
+            if kv and value_refs(kv[1]):
+                o = f"{o.split('=', 1)[0]}={rewrite_value_refs(kv[1], ids)}"
             job_overrides.append(o)
         job_tags = {**(tags or {}), **dict(pj.options.get("tags") or {}), "pipeline": row.name}
         job = _add_job(session, {
