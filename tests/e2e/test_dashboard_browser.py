@@ -405,3 +405,45 @@ def test_the_pipeline_page_draws_the_dag_with_live_statuses(page, dashboard):
     page.click("a.dag-node[data-name=left]")
     page.wait_for_url(f"{base}/jobs/{job_id}")
     assert page.wait_for_selector("#pipeline-link").get_attribute("href") == f"/pipelines/{pipeline['id']}"
+
+
+def test_probe_drift_overlays_a_lineage_with_its_differences(page, dashboard):
+    """pretrain -> finetune -> compress, each probed: choosing the pretrained model overlays the
+    three UPOS curves and draws each descendant's difference per layer."""
+    from ptmlab.db import SUCCEEDED, dispose_engines, session_scope
+    from ptmlab.db.models import Job
+    from ptmlab.queue import submit_job
+    from ptmlab.results import new_result
+
+    base, ids = dashboard
+    curves = {"pretrained": [0.62, 0.81, 0.86, 0.84], "fine-tuned": [0.62, 0.80, 0.83, 0.76],
+              "compressed": [0.61, 0.78, 0.79, 0.70]}
+    with session_scope(f"sqlite:///{Path(ids['home']) / 'ptmlab.db'}") as s:
+        def done(**spec):
+            job = submit_job(s, queue="lineage", **spec)
+            s.get(Job, job.id).status = SUCCEEDED
+            s.commit()
+            return job.id
+
+        models = {"pretrained": done(stage="pretrain", name="drift-pretrain")}
+        models["fine-tuned"] = done(stage="finetune", name="drift-finetune", depends_on=[models["pretrained"]])
+        models["compressed"] = done(stage="compress", name="drift-compress", depends_on=[models["fine-tuned"]])
+        for label, job_id in models.items():
+            probe = done(stage="probe", name=f"drift-probe-{label}", depends_on=[job_id])
+            s.add(new_result({"stage": "probe", "model": f"drift {label}", "probe_task": "upos", "tasks": [
+                {"probe_task": "upos", "family": "token", "metric": "accuracy",
+                 "layers": [{"layer": i, "accuracy": v, "control_accuracy": 0.5} for i, v in enumerate(curves[label])]}]},
+                job_id=probe))
+        s.commit()
+    dispose_engines()
+    page.goto(f"{base}/probing/drift")
+    page.wait_for_selector(f"#drift-source option[value='{models['pretrained']}']", state="attached")
+    page.select_option("#drift-source", str(models["pretrained"]))
+    page.wait_for_function("() => (document.getElementById('drift-chart').data || []).length === 3")
+    traces = page.evaluate("() => document.getElementById('drift-chart').data.map(t => [t.name, t.y])")
+    assert [y for _, y in traces] == [curves["pretrained"], curves["fine-tuned"], curves["compressed"]]
+    diffs = page.evaluate("() => document.getElementById('drift-diff').data.map(t => t.y)")
+    expected = [[round(a - b, 6) for a, b in zip(curves[k], curves["pretrained"])] for k in ("fine-tuned", "compressed")]
+    assert [[round(v, 6) for v in d] for d in diffs] == expected
+    assert "(-0.140)" in page.inner_text(f"#drift-table tr[data-job-id='{models['compressed']}']")
+    shot(page, "probe-drift")

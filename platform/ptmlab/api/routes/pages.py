@@ -108,6 +108,11 @@ def probing_page(request: Request) -> HTMLResponse:
     return _page(request, "probing.html", "/probing", "Probing")
 
 
+@router.get("/probing/drift", response_class=HTMLResponse)
+def probe_drift_page(request: Request) -> HTMLResponse:
+    return _page(request, "drift.html", "/probing", "Probe drift")
+
+
 @router.get("/compare", response_class=HTMLResponse)
 def compare_page(request: Request, runs: Annotated[str, Query(max_length=400)] = "") -> HTMLResponse:
     return _page(request, "compare.html", "/compare", "Compare runs", runs=runs, single=False)

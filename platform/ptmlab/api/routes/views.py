@@ -69,6 +69,19 @@ def leaderboard_compare(session: SessionDep, a: RowLabel, b: RowLabel, sweep_id:
     return _json(views.leaderboard_compare(session, a, b, sweep_id=sweep_id, tags=parse_tag_filter(tag), group_by=keys))
 
 
+@router.get("/probe-drift", responses=ERRORS,
+            summary="A source model's probed descendants (fine-tuned, compressed) as per-layer curves beside its own, "
+                    "with the difference per layer; without `source`: the model jobs to choose from")
+def probe_drift(session: SessionDep, source: Annotated[int | None, Query(ge=1, le=INT4_MAX)] = None,
+                task: Name = None, metric: Literal["accuracy", "selectivity", "control_accuracy", "uuas",
+                                                   "spearman", "root_accuracy"] = "accuracy") -> dict[str, Any]:
+    from ptmlab.views.drift import drift_sources, drift_view
+
+    if source is None:
+        return {"sources": drift_sources(session)}
+    return drift_view(session, source, task, metric)
+
+
 @router.get("/compression", responses=ERRORS,
             summary="Compressed models of one task: points, uncompressed references, Pareto fronts per x axis")
 def compression(session: SessionDep, task: Name = None, sweep_id: Name = None, tag: TagFilter = None) -> dict[str, Any]:
