@@ -119,7 +119,9 @@ def run_finetune(cfg: DictConfig) -> dict:
         if not module.last_metrics:  # resumed after the last validation, or no epoch boundary
             trainer.validate(module, datamodule=datamodule, verbose=False)
         metrics = dict(module.last_metrics)
+        run.progress.phase("predicting")
         stats = write_prediction_files(run, trainer, parts, bool(stage.write_predictions))
+        run.progress.phase("exporting the task model")
         task_model_dir = export_models(run, cfg, model, parts.resolved, {task.spec.name: task.spec})
         main_key = task.spec.metric_key(task.spec.main_metric, datamodule.split_names_val[0])
         summary = {

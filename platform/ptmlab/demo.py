@@ -1,104 +1,120 @@
-"""`make demo` / `ptmlab demo`: the main job end to end on the embedded default, through the
-queue — submit the `demo` pipeline (a tiny MLM encoder and a tiny causal decoder pre-trained on
-the offline corpus), run a worker until it is done while showing progress, then print a table
-and where to look: the MLflow UI and the dashboard."""
+"""`make demo` / `ptmlab demo`: the whole research loop on the embedded default, offline, through
+the queue as one `demo` pipeline (conf/pipeline/demo.yaml): pre-train a tiny MLM encoder and a
+tiny causal decoder, fine-tune each on the shipped sentiment task, compress the better one (int8
+and a distilled student), probe both encoders for UPOS by layer with the control task. A worker
+runs it while one line per job shows its progress; then a results table and where to look (the
+dashboard's overview, leaderboard, compression, probing and pipeline pages all show it)."""
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 import time
+from typing import Any
 
 from ptmlab.settings import get_settings
 
 TERMINAL = ("succeeded", "failed", "cancelled")
 
 
-def demo_overrides(steps: int) -> list[str]:
-    return [f"trainer.max_steps={steps}", f"trainer.val_check_interval={min(100, steps)}",
-            "trainer.enable_progress_bar=false"]
+def demo_spec(steps: int) -> dict[str, Any]:
+    """The demo pipeline with `steps` pre-training steps (the other stages keep their sizes)."""
+    from ptmlab.queue import load_pipeline
+
+    spec = load_pipeline("demo")
+    for job in spec["jobs"]:
+        if job.get("stage") == "pretrain":
+            job["overrides"] = [*job.get("overrides", []), f"trainer.max_steps={steps}",
+                                f"trainer.val_check_interval={min(100, steps)}"]
+    return spec
 
 
-def _fmt(value, spec: str) -> str:
+def _num(value, spec: str = ".3f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def _print_table(rows: list[dict]) -> None:
-    header = f"{'job':>4} {'objective':<10} {'model':<10} {'steps':>6} {'val loss':>9} {'perplexity':>11}  mlflow run id"
-    print(header)
-    print("-" * len(header))
-    for job_id, r in rows:
-        print(f"{job_id:>4} {r['objective']:<10} {r['model']:<10} {r['steps']:>6} {_fmt(r.get('val_loss'), '9.3f'):>9} "
-              f"{_fmt(r.get('val_perplexity'), '11.1f'):>11}  {r['mlflow_run_id']}")
+def result_line(job: dict[str, Any], summary: dict[str, Any]) -> str:
+    """What one job of the demo found, in words a researcher reads at a glance."""
+    stage = job["stage"]
+    if stage == "pretrain":
+        return (f"{summary.get('objective')} on {summary.get('model')}: {summary.get('steps')} steps, "
+                f"val loss {_num(summary.get('val_loss'))}, perplexity {_num(summary.get('val_perplexity'), '.1f')}")
+    if stage == "finetune":
+        return f"{summary.get('task')} {summary.get('main_metric')} {_num(summary.get('main_score'))}"
+    if stage == "compress":
+        speedup = (summary.get("speedup") or {}).get(summary.get("headline_latency") or "", None)
+        text = (f"{summary.get('method')}: {summary.get('main_metric')} {_num(summary.get('score'))} "
+                f"(source {_num(summary.get('source_score'))}, retention {_num(summary.get('retention'))}), "
+                f"size x{_num(summary.get('size_ratio'), '.2f')}, speed-up {_num(speedup, '.2f')}")
+        if summary.get("control_score") is not None:
+            text += f", without the teacher {_num(summary['control_score'])}"
+        return text
+    if stage == "probe":
+        tasks = summary.get("tasks") or []
+        parts = []
+        for t in tasks:
+            random_best = (t.get("random_init") or {}).get("best_score")
+            parts.append(f"{t.get('probe_task')} best layer {t.get('best_layer')} {_num(t.get('best_score'))} "
+                         f"(selectivity {_num(t.get('best_selectivity'))}, random init {_num(random_best)})")
+        return f"{summary.get('model')}: " + "; ".join(parts)
+    return ""
 
 
-def _last_log_line(session, job_id: int) -> str:
-    from ptmlab.queue import read_log
+def _wait(job_ids: list[int], worker: subprocess.Popen) -> bool:
+    from ptmlab.cli.progress_bars import ProgressBoard
+    from ptmlab.db import session_scope
+    from ptmlab.queue import get_job
 
-    try:
-        chunk = read_log(session, job_id, tail=5)
-    except Exception:  # noqa: BLE001 - no log yet
-        return ""
-    lines = [ln.strip() for ln in chunk.text.splitlines() if ln.strip()]
-    return lines[-1][:100] if lines else ""
+    board = ProgressBoard()
+    while True:
+        with session_scope() as session:
+            jobs = [get_job(session, i).to_dict() for i in job_ids]
+        board.draw(jobs)
+        if all(j["status"] in TERMINAL for j in jobs):
+            return all(j["status"] == "succeeded" for j in jobs)
+        if worker.poll() is not None:
+            print(f"the demo worker exited ({worker.returncode}) before the jobs finished", file=sys.stderr)
+            return False
+        time.sleep(1.0)
 
 
 def run_demo(steps: int = 300) -> int:
     from ptmlab.db import migrate, session_scope
     from ptmlab.queue import get_job, submit_pipeline
+    from ptmlab.results import query_results
 
     settings = get_settings()
     settings.home.mkdir(parents=True, exist_ok=True)
     migrate()
+    started = time.monotonic()
     with session_scope() as session:
-        pipeline, jobs = submit_pipeline(session, "demo", overrides=demo_overrides(steps))
+        pipeline, jobs = submit_pipeline(session, demo_spec(steps))
         job_ids = [j.id for j in jobs]
-        names = {j.id: j.name for j in jobs}
         pipeline_id = pipeline.id
-    print(f"queued pipeline {pipeline_id}: jobs {', '.join(f'{i} ({names[i]})' for i in job_ids)}", flush=True)
+        print(f"queued pipeline {pipeline_id}: {len(job_ids)} jobs "
+              + ", ".join(f"{j.id} ({j.name})" for j in jobs), flush=True)
 
-    env = {**os.environ, "PTMLAB_HOME": str(settings.home), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     worker = subprocess.Popen([sys.executable, "-m", "ptmlab.cli", "worker", "--burst", "--cpu-slots", "1"],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    started, last_seen = time.time(), {}
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        while True:
-            with session_scope() as session:
-                states = {i: get_job(session, i).status for i in job_ids}
-                for job_id in job_ids:
-                    line = _last_log_line(session, job_id) if states[job_id] == "running" else ""
-                    seen = (states[job_id], line)
-                    if last_seen.get(job_id) != seen:
-                        last_seen[job_id] = seen
-                        print(f"[{time.time() - started:6.0f}s] job {job_id} {names[job_id]:<14} {states[job_id]:<9} {line}",
-                              flush=True)
-            if all(s in TERMINAL for s in states.values()):
-                break
-            if worker.poll() is not None and any(s not in TERMINAL for s in states.values()):
-                print(f"the demo worker exited ({worker.returncode}) before the jobs finished", file=sys.stderr)
-                return 1
-            time.sleep(2.0)
+        ok = _wait(job_ids, worker)
     finally:
         if worker.poll() is None:
             worker.terminate()
             worker.wait(timeout=60)
 
-    rows = []
+    print()
     with session_scope() as session:
         for job_id in job_ids:
-            job = get_job(session, job_id)
-            if job.status != "succeeded":
-                print(f"job {job_id} ({names[job_id]}) {job.status}: {job.error or ''}", file=sys.stderr)
-                return 1
-            summary_path = os.path.join(job.run_dir, "summary.json")
-            rows.append((job_id, json.loads(open(summary_path).read())))
-    print()
-    _print_table(rows)
+            job = get_job(session, job_id).to_dict()
+            results = query_results(session, job_id=job_id)[0]
+            found = result_line(job, results[0].summary) if results else (job.get("error") or "").splitlines()[:1]
+            print(f"{job_id:>4} {job['name']:<17} {job['status']:<9} {found if isinstance(found, str) else ' '.join(found)}")
+    print(f"\n{'all' if ok else 'not all'} {len(job_ids)} jobs succeeded in {time.monotonic() - started:.0f} s")
+    url = f"http://{settings.bind_host}:{settings.bind_port}"
+    print(f"\nDashboard:  .venv/bin/ptmlab up   then open {url}/ (overview), {url}/pipelines/{pipeline_id} "
+          f"(this pipeline), {url}/leaderboard, {url}/compression, {url}/probing")
     uri = settings.resolved_tracking_uri
-    print(f"\nMLflow UI:  .venv/bin/mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port {settings.mlflow_ui_port}"
+    print(f"MLflow UI:  .venv/bin/mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port {settings.mlflow_ui_port}"
           f"   then open http://127.0.0.1:{settings.mlflow_ui_port}")
-    print(f"Dashboard:  .venv/bin/ptmlab up   then open http://{settings.bind_host}:{settings.bind_port}/ "
-          f"(jobs {', '.join(map(str, job_ids))} and their results are there)")
-    return 0
+    return 0 if ok else 1
