@@ -128,6 +128,8 @@ def run_compress(cfg: DictConfig) -> dict:
     with StageRun(cfg) as run:
         run.log_data_files([Path(s.source) for s in task.data.splits.values() if Path(s.source).is_file()])
         ctx.log = lambda metrics, step: run.logger.log_metrics(metrics, step=step)
+        ctx.progress = lambda step, total, metrics: run.progress.update(step, total=total, metrics=metrics)
+        run.progress.phase(f"compressing ({method.name})")
         result = method.compress(source, ctx)
         edits = list(source.manifest.get("compression") or []) + list(result.edits)
         task_dir = save_task_model(result.model, run.run_dir / "export" / TASK_MODEL_DIR,
@@ -135,6 +137,7 @@ def run_compress(cfg: DictConfig) -> dict:
                                    tasks=source.tasks, adaptation=source.manifest["adaptation"], compression=edits)
         run.log_artifacts(task_dir, TASK_MODEL_ARTIFACT)
         compressed = load_task_model(task_dir)  # measure what was saved, as the next stage loads it
+        run.progress.phase("measuring the source and the compressed model")
         src, out, settings = measure_side_by_side(source, compressed, task, parts.settings)
         numbers = comparison(src, out)
         split = task.eval_splits[0].name

@@ -14,6 +14,7 @@ import random
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -122,6 +123,10 @@ def test_what_each_method_changed(runs):
     d = runs["distill"]
     assert d["student_layers"] == 2 and d["layer_map"] == [[1, 2], [2, 4]] and d["control_score"] is not None
     assert d["params"] < d["source_params"] and d["flops_ratio"] < 0.6
+    # what a watcher saw last (progress.json): the training steps and loss, then the measuring phase
+    progress = json.loads((Path(d["run_dir"]) / "progress.json").read_text())
+    assert progress["phase"] == "measuring the source and the compressed model"
+    assert progress["step"] == progress["total_steps"] > 0 and "train/loss" in progress["metrics"]
     h = runs["prune_heads"]
     assert h["heads_before"] == 16 and h["heads_after"] == 12 and h["params"] < h["source_params"]
     assert h["flops"] < h["source_flops"] and h["edits"] == ["prune_heads"]
