@@ -156,7 +156,9 @@ class PretrainModule(pl.LightningModule):
         acc[1] += weight
 
     def on_validation_epoch_end(self) -> None:
-        if self.trainer.world_size > 1:  # each rank saw part of the validation set: sum the parts
+        # each rank saw part of the validation set: sum the parts (a module driven without a
+        # Trainer, as the objective contract tests do, is one process)
+        if self._trainer is not None and self.trainer.world_size > 1:
             keys = sorted(self._val_sums)
             local = torch.tensor([v for k in keys for v in self._val_sums[k]], dtype=torch.float64,
                                  device=self.trainer.strategy.root_device)
