@@ -196,7 +196,8 @@ def test_cli_submit_status_logs_cancel_retry(sqlite_url, tmp_path, spawn_worker,
                        "--name", "waited")
     assert code == 0, out
     lines = [ln for ln in out.splitlines() if "waited" in ln]
-    assert re.search(r"waited\s+running\s+\[#*-*\] \d/6 ETA", "\n".join(lines)), out
+    # a 1.5 s job polled every second: its running line may or may not have caught a bar yet
+    assert re.search(r"waited\s+running", "\n".join(lines)), out
     assert re.search(r"waited\s+succeeded\s+\[#{20}\] 6/6$", lines[-1]), out
     waited = int(lines[-1].split()[1])
     code, out, _ = cli("status", "--database-url", sqlite_url, str(waited))
