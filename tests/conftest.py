@@ -58,3 +58,17 @@ def ptmlab_home(tmp_path, monkeypatch) -> Path:
     get_settings.cache_clear()
     yield home
     get_settings.cache_clear()
+
+
+@pytest.fixture(scope="module")
+def module_ptmlab_home(tmp_path_factory) -> Path:
+    """A private PTMLAB_HOME shared by every test of one module (its runs feed each other)."""
+    from ptmlab.settings import get_settings
+
+    home = tmp_path_factory.mktemp("ptmlab_home")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PTMLAB_HOME", str(home))
+        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+        get_settings.cache_clear()
+        yield home
+    get_settings.cache_clear()

@@ -39,16 +39,8 @@ METHODS = {  # method -> extra overrides (short trainings)
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory):
-    from ptmlab.settings import get_settings
-
-    home = tmp_path_factory.mktemp("ptmlab_home")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PTMLAB_HOME", str(home))
-        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
-        get_settings.cache_clear()
-        yield home
-    get_settings.cache_clear()
+def home(module_ptmlab_home):
+    return module_ptmlab_home
 
 
 @pytest.fixture(scope="module")

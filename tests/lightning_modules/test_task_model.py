@@ -32,17 +32,8 @@ REFS = {"full": "run", "adapters": "export", "feature": "task_model", "hf": "run
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory):
-    """One PTMLAB_HOME (MLflow store) for every run of this module and the fresh process."""
-    from ptmlab.settings import get_settings
-
-    home = tmp_path_factory.mktemp("ptmlab_home")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PTMLAB_HOME", str(home))
-        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
-        get_settings.cache_clear()
-        yield home
-    get_settings.cache_clear()
+def home(module_ptmlab_home):
+    return module_ptmlab_home
 
 
 def common_overrides(folder) -> list[str]:
