@@ -2,9 +2,15 @@
 insert modules (adapters, a scalar mix), may change learning rates per parameter group, may add
 a regulariser, and may change what trains as training goes on (gradual unfreezing).
 
-The finetune stage calls, in order: `prepare(model)` once, `param_groups(model, lr, wd)` for
-the optimizer, then `on_train_step(model, step, total_steps)` before every step and
-`regularization(model)` inside every step's loss.
+The finetune stage calls, in order: `bind(task, resolved)` (what the mode needs to know of the
+task and the backbone's source: a prompt template, the LM head), `prepare(model)` once,
+`param_groups(model, lr, wd)` for the optimizer, then `on_train_step(model, step, total_steps)`
+before every step and `regularization(model)` inside every step's loss; after training,
+`finalize(model)` (LoRA merges its update into the weights) and `saved_node(node)` for the task
+model's manifest. A mode with `trains = False` (zero-shot prompting) is evaluated without training.
+
+What must be stored per task (the *delta*) is every parameter that trained, plus whatever the
+mode inserted that stays fixed (`delta_state`): the leaderboard reports its size beside the score.
 """
 
 from __future__ import annotations
@@ -26,6 +32,12 @@ def count_trainable(module: nn.Module) -> int:
 class Adaptation:
     name = "full"
     uses_scalar_mix = False  # the head reads an ELMo-style mix of all layers instead of the top
+    trains = True  # False: the stage evaluates the adapted model as it is (zero-shot)
+
+    def bind(self, task, resolved) -> None:
+        """Called before `prepare` with the LoadedTask and the ResolvedBackbone (stages/backbone.py).
+        Default: nothing to know. Raise ConfigError here for a combination that cannot work."""
+        return None
 
     def prepare(self, model: nn.Module) -> None:
         """Set requires_grad / insert modules. Default: everything trains."""
@@ -46,3 +58,17 @@ class Adaptation:
 
     def regularization(self, model: nn.Module) -> torch.Tensor | float:
         return 0.0
+
+    def finalize(self, model: nn.Module) -> None:
+        """After training, before predictions and export. Default: nothing."""
+        return None
+
+    def saved_node(self, node: dict) -> dict:
+        """The adaptation node written to a saved task model's manifest, from the run's config
+        node: whatever `insert_modules` needs to rebuild the structure (default: the node as is)."""
+        return node
+
+    def delta_state(self, model: nn.Module) -> dict[str, torch.Tensor]:
+        """What must be stored per task on top of the shared pre-trained backbone: the parameters
+        that train (names as in model.state_dict())."""
+        return {name: p.detach() for name, p in model.named_parameters() if p.requires_grad}

@@ -281,6 +281,11 @@ class StageRun:
             return
         self.logger.experiment.log_artifacts(self.run_id, str(local_dir), artifact_path)
 
+    def log_artifact(self, local_file: Path, artifact_path: str) -> None:
+        if self.logger is None:
+            return
+        self.logger.experiment.log_artifact(self.run_id, str(local_file), artifact_path)
+
     def write_summary(self, numbers: dict[str, Any]) -> Path:
         """Write summary.json (headline numbers the worker copies into the `results` table)
         and log it to MLflow. Written atomically: a killed job never leaves half a file. Only

@@ -20,7 +20,6 @@ import torch
 import torch.nn.functional as F
 
 from lightning_modules.stages.pooling import PooledEncoder
-from lightning_modules.tasks.encoding import PairEncoder
 from lightning_modules.tasks.metrics import compute_metrics
 from lightning_modules.tasks.spec import LoadedTask, TaskSpec
 from ptmlab.contracts import ConfigError, DataError
@@ -60,7 +59,7 @@ def predict(model, task: LoadedTask, split: str, *, tokenizer=None, batch_size: 
     model, tokenizer = _model_and_tokenizer(model, tokenizer)
     if split not in task.data.splits:
         raise DataError(f"task {task.spec.name} has no split '{split}' (splits: {', '.join(task.data.splits)})")
-    encoder = PairEncoder(tokenizer, causal=bool(model.backbone.is_causal), max_length=task.spec.max_length)
+    encoder = model.input_encoder(tokenizer, task.spec.max_length)
     items = encoder.encode_split(task.data.splits[split])
     device = next(model.parameters()).device
     was_training = model.training

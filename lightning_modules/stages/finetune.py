@@ -19,7 +19,7 @@ from lightning_modules.adaptation.base import Adaptation
 from lightning_modules.stages.backbone import ResolvedBackbone, resolve_backbone
 from lightning_modules.stages.common import StageRun, tracking_uri
 from lightning_modules.stages.finetune_module import FinetuneModule, TaskModel
-from lightning_modules.stages.outputs import export_models, training_numbers
+from lightning_modules.stages.outputs import export_models, save_delta, training_numbers
 from lightning_modules.tasks.datamodule import TaskDataModule
 from lightning_modules.tasks.metrics import prediction_stats
 from lightning_modules.tasks.predictions import write_glue_submission, write_predictions
@@ -63,13 +63,15 @@ def build_finetune(cfg: DictConfig) -> FinetuneParts:
     task = load_task(cfg.task)
     resolved = resolve_backbone(cfg, tracking_uri(cfg))
     adaptation = build_adaptation(cfg.get("adaptation"))
+    adaptation.bind(task, resolved)
     model = TaskModel(resolved.backbone, task.num_labels, pooling=str(stage.pooling),
                       head_dropout=float(stage.head_dropout), scalar_mix=adaptation.uses_scalar_mix,
                       task_name=task.spec.name)
     adaptation.prepare(model)
     datamodule = TaskDataModule(task, resolved.tokenizer, causal=bool(resolved.backbone.is_causal),
                                 batch_size=int(stage.batch_size), eval_batch_size=int(stage.eval_batch_size),
-                                seed=int(cfg.seed), group_by_length=bool(stage.get("group_by_length", False)))
+                                seed=int(cfg.seed), group_by_length=bool(stage.get("group_by_length", False)),
+                                encoder=model.input_encoder(resolved.tokenizer, task.spec.max_length))
     steps_per_epoch = math.ceil(len(task.train) / int(stage.batch_size))
     total_steps = int(stage.max_steps) if stage.get("max_steps") else steps_per_epoch * int(stage.epochs)
     module = FinetuneModule(model, adaptation, task, cfg.optimizer, cfg.get("scheduler"), lr=float(stage.lr),
@@ -115,14 +117,19 @@ def run_finetune(cfg: DictConfig) -> dict:
                                     limit_val_batches=1.0, flops_per_token=module.training_flops_per_token,
                                     distributed=False)
         model.train()  # Hugging Face checkpoints load in eval mode
-        trainer.fit(module, datamodule=datamodule, ckpt_path=run.resume_checkpoint)
-        if not module.last_metrics:  # resumed after the last validation, or no epoch boundary
+        if parts.adaptation.trains:
+            trainer.fit(module, datamodule=datamodule, ckpt_path=run.resume_checkpoint)
+        if not module.last_metrics:  # resumed after the last validation, no epoch boundary, or zero-shot
             trainer.validate(module, datamodule=datamodule, verbose=False)
         metrics = dict(module.last_metrics)
+        # The delta (what a task stores beside the shared backbone) before `finalize` folds it away.
+        delta = save_delta(run, parts.adaptation.delta_state(model))
+        parts.adaptation.finalize(model)
         run.progress.phase("predicting")
         stats = write_prediction_files(run, trainer, parts, bool(stage.write_predictions))
         run.progress.phase("exporting the task model")
-        task_model_dir = export_models(run, cfg, model, parts.resolved, {task.spec.name: task.spec})
+        task_model_dir = export_models(run, cfg, model, parts.resolved, {task.spec.name: task.spec},
+                                       adaptation=parts.adaptation)
         main_key = task.spec.metric_key(task.spec.main_metric, datamodule.split_names_val[0])
         summary = {
             "model": parts.resolved.model_name,
@@ -135,6 +142,7 @@ def run_finetune(cfg: DictConfig) -> dict:
             "main_score": metrics.get(main_key),
             "prediction_stats": stats,
             **training_numbers(model, module, trainer),
+            **delta,
             "task_model_dir": str(task_model_dir),
         }
         run.write_summary(summary)

@@ -18,14 +18,16 @@ from lightning_modules.tasks.spec import TaskSpec
 FULL_FINETUNING = {"name": "full", "_target_": "lightning_modules.adaptation.full.FullFineTuning"}
 
 
-def adaptation_node(cfg: DictConfig) -> dict:
-    """The run's `adaptation` node (full fine-tuning when none is selected)."""
+def adaptation_node(cfg: DictConfig, adaptation=None) -> dict:
+    """The run's `adaptation` node (full fine-tuning when none is selected), as the mode saves it
+    (`Adaptation.saved_node`: a merged LoRA, a prompt's resolved label tokens)."""
     node = cfg.get("adaptation")
-    return dict(FULL_FINETUNING) if node is None else OmegaConf.to_container(node, resolve=True)
+    node = dict(FULL_FINETUNING) if node is None else OmegaConf.to_container(node, resolve=True)
+    return adaptation.saved_node(node) if adaptation is not None else node
 
 
 def export_models(run, cfg: DictConfig, model: PooledEncoder, resolved: ResolvedBackbone,
-                  tasks: dict[str, TaskSpec]) -> Path:
+                  tasks: dict[str, TaskSpec], adaptation=None) -> Path:
     """Exports into <run dir>/export/ and logs them to MLflow; returns the task model folder."""
     export_dir = run.run_dir / "export"
     if bool(cfg.stage.get("export_backbone", False)):
@@ -34,9 +36,28 @@ def export_models(run, cfg: DictConfig, model: PooledEncoder, resolved: Resolved
                         vocab_size=len(resolved.tokenizer))
         run.log_artifacts(export_dir, "export")
     task_dir = save_task_model(model, export_dir / TASK_MODEL_DIR, model_cfg=resolved.model_cfg,
-                               tokenizer=resolved.tokenizer, tasks=tasks, adaptation=adaptation_node(cfg))
+                               tokenizer=resolved.tokenizer, tasks=tasks,
+                               adaptation=adaptation_node(cfg, adaptation))
     run.log_artifacts(task_dir, TASK_MODEL_ARTIFACT)
     return task_dir
+
+
+DELTA_FILE = "delta.safetensors"  # under <run dir>/export/
+
+
+def save_delta(run, state: dict) -> dict:
+    """Writes what the task stores beside the shared backbone (the adaptation's `delta_state`) to
+    export/delta.safetensors, logs it, and returns the summary fields: its parameter count and
+    its size in bytes (the tensors' own bytes, as they train: fp32 unless cast)."""
+    from safetensors.torch import save_file
+
+    path = run.run_dir / "export" / DELTA_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tensors = {name: t.detach().contiguous().cpu().clone() for name, t in state.items()}
+    save_file(tensors, str(path))
+    run.log_artifact(path, "export")
+    return {"delta_params": sum(t.numel() for t in tensors.values()),
+            "delta_bytes": sum(t.numel() * t.element_size() for t in tensors.values())}
 
 
 def training_numbers(model: PooledEncoder, module, trainer) -> dict:

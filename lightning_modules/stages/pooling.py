@@ -51,6 +51,18 @@ class PooledEncoder(nn.Module):
         self.pooling = check_pooling(pooling)
         self.scalar_mix = ScalarMix(backbone.num_layers + 1) if scalar_mix else None
         self.freeze_backbone_mode = False  # feature-based: keep the frozen backbone in eval mode
+        # Prompt-based fine-tuning sets a template (tasks/templates.py): inputs are encoded through
+        # it and the head reads the mask slot. None: the plain (pair) encoding.
+        self.input_template = None
+
+    def input_encoder(self, tokenizer, max_length: int):
+        """How this model's inputs are encoded (tasks/encoding.py): every path that feeds it text
+        (training, evaluation, a loaded task model) asks here."""
+        if self.input_template is not None:
+            return self.input_template.encoder(tokenizer, causal=bool(self.backbone.is_causal), max_length=max_length)
+        from lightning_modules.tasks.encoding import PairEncoder
+
+        return PairEncoder(tokenizer, causal=bool(self.backbone.is_causal), max_length=max_length)
 
     def train(self, mode: bool = True):
         super().train(mode)

@@ -94,10 +94,8 @@ class LoadedTaskModel:
 
     def encode(self, texts, task: str | None = None) -> dict[str, torch.Tensor]:
         """A batch from 1- or 2-tuples of strings, encoded as in training (tasks/encoding.py)."""
-        from lightning_modules.tasks.encoding import PairEncoder
-
         spec = self.tasks[task] if task is not None else self.task
-        encoder = PairEncoder(self.tokenizer, causal=bool(self.model.backbone.is_causal), max_length=spec.max_length)
+        encoder = self.model.input_encoder(self.tokenizer, spec.max_length)
         items = encoder.encode(list(texts))
         for i, item in enumerate(items):
             item["example_index"] = i

@@ -49,11 +49,12 @@ class TaskDataModule(pl.LightningDataModule):
 
     def __init__(self, task: LoadedTask, tokenizer, *, causal: bool, batch_size: int = 32,
                  eval_batch_size: int | None = None, num_workers: int = 0, seed: int = 0,
-                 group_by_length: bool = False):
+                 group_by_length: bool = False, encoder: PairEncoder | None = None):
         super().__init__()
         self.group_by_length = bool(group_by_length)
         self.task = task
-        self.encoder = PairEncoder(tokenizer, causal=causal, max_length=task.spec.max_length)
+        # The model's own encoder when it has one (a prompt template: pooling.input_encoder).
+        self.encoder = encoder or PairEncoder(tokenizer, causal=causal, max_length=task.spec.max_length)
         self.batch_size, self.eval_batch_size = int(batch_size), int(eval_batch_size or batch_size)
         self.num_workers, self.seed = num_workers, seed
         self.split_names_val = [s.name for s in task.eval_splits]

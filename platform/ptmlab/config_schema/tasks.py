@@ -13,7 +13,9 @@ from ptmlab.config_schema.fields import (
     Name,
     Node,
     NonNegativeFloat,
+    Dropout,
     NonNegativeInt,
+    PositiveFloat,
     PositiveInt,
     TargetNode,
     TargetSlot,
@@ -32,6 +34,30 @@ def _names(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))
 
 
+MASK_SLOT = "[MASK]"  # where a prompt template's label word goes (tasks/templates.py)
+TEMPLATE_FIELDS = ("{sentence}", "{sentence1}", "{sentence2}")
+
+
+def _template(value: Any) -> bool:
+    return isinstance(value, str) and value.count(MASK_SLOT) == 1 and any(f in value for f in TEMPLATE_FIELDS)
+
+
+def _verbalizer(value: Any) -> bool:
+    words = lambda v: (isinstance(v, str) and v.strip()) or (  # noqa: E731
+        isinstance(v, list) and v and all(isinstance(w, str) and w.strip() for w in v))
+    return isinstance(value, dict) and bool(value) and all(words(v) for v in value.values())
+
+
+class PromptNode(Node):
+    """Prompt-based fine-tuning (PET, LM-BFF): the task as a cloze. `template` holds the task's
+    fields ({sentence}, or {sentence1} and {sentence2}) and one [MASK] slot; `verbalizer` maps each
+    label (its file value) to the word or words that stand for it."""
+
+    template: Annotated[Any, checked(_template, "a string with one [MASK] slot and a {sentence} "
+                                                "(or {sentence1}/{sentence2}) field")]
+    verbalizer: Annotated[Any, checked(_verbalizer, "a mapping label -> word or list of words")]
+
+
 class TaskNode(Node):
     name: Name
     display_name: Name | None = None
@@ -47,6 +73,7 @@ class TaskNode(Node):
     max_train_samples: PositiveInt | None = None
     max_eval_samples: PositiveInt | None = None
     max_length: Annotated[int, in_range(4, what="an integer")] = 128
+    prompt: PromptNode | None = None
     data: TargetSlot
 
 
@@ -126,6 +153,37 @@ class FreezeLayers(Adaptation):
         return self
 
 
+class LoRA(Adaptation):
+    rank: PositiveInt = 8
+    alpha: PositiveFloat = 16.0
+    dropout: Dropout = 0.0
+    target_modules: Annotated[list[Name], checked(bool, "a non-empty list of module names")] = ["query", "value"]
+    merge: bool = True
+
+
+class PromptTuning(Adaptation):
+    num_tokens: PositiveInt = 20
+    init: Literal["random", "vocab", "words"] = "vocab"
+    init_words: list[Name] | None = None
+
+    @model_validator(mode="after")
+    def _words_for_words(self):
+        if self.init == "words" and not self.init_words:
+            raise ValueError(f"{NODE}.init=words needs {NODE}.init_words (the words whose embeddings start the prompt)")
+        return self
+
+
+class PrefixTuning(Adaptation):
+    num_tokens: PositiveInt = 16
+    reparameterize: bool = False
+    reparameterize_hidden: PositiveInt = 512
+
+
+class PromptBased(Adaptation):
+    freeze_backbone: bool = False
+    demonstrations: NonNegativeInt = 0
+
+
 _A = "lightning_modules.adaptation."
 ADAPTATIONS = {
     _A + "full.FullFineTuning": Adaptation,
@@ -136,4 +194,10 @@ ADAPTATIONS = {
     _A + "discriminative_lr.DiscriminativeLR": DiscriminativeLR,
     _A + "l2sp.L2SP": L2SP,
     _A + "freeze_layers.FreezeLayers": FreezeLayers,
+    _A + "lora.LoRA": LoRA,
+    _A + "bitfit.BitFit": Adaptation,
+    _A + "prompt_tuning.PromptTuning": PromptTuning,
+    _A + "prefix_tuning.PrefixTuning": PrefixTuning,
+    _A + "prompt_based.PromptBasedFineTuning": PromptBased,
+    _A + "prompt_based.ZeroShotPrompting": PromptBased,
 }
