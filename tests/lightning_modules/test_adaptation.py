@@ -179,7 +179,8 @@ def test_l2sp_pulls_towards_pretrained_weights():
 
 
 @pytest.mark.parametrize("name", ["full", "feature", "adapters", "freeze_layers", "gradual_unfreezing",
-                                  "chain_thaw", "discriminative_lr", "l2sp"])
+                                  "chain_thaw", "discriminative_lr", "l2sp", "lora", "bitfit", "prompt_tuning",
+                                  "prefix_tuning", "prompt_finetune", "prompt_zero_shot"])
 def test_every_adaptation_config_builds(name):
     from ptmlab.config import compose_config
     from lightning_modules.stages.finetune import build_adaptation

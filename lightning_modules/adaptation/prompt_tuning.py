@@ -1,0 +1,69 @@
+"""Prompt tuning (Lester et al. 2021): `num_tokens` trained vectors prepended to the input
+embeddings of a frozen backbone (adaptation/virtual_tokens.py says how, for any backbone); the
+task head trains. The vectors start from
+
+    random   N(0, std of the embedding matrix)
+    vocab    the embeddings of `num_tokens` vocabulary entries drawn at random (Lester et al.'s
+             best initialisation besides class labels)
+    words    the embeddings of `init_words` (each word's first token, cycled to num_tokens)
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from lightning_modules.adaptation.base import Adaptation, set_trainable
+from lightning_modules.adaptation.virtual_tokens import SoftPrompt
+from ptmlab.contracts import ConfigError
+
+INITS = ("random", "vocab", "words")
+
+
+class PromptTuning(Adaptation):
+    name = "prompt_tuning"
+
+    def __init__(self, num_tokens: int = 20, init: str = "vocab", init_words: list[str] | None = None):
+        if init not in INITS:
+            raise ConfigError(f"adaptation.init={init} is unknown; valid: {', '.join(INITS)}")
+        if init == "words" and not init_words:
+            raise ConfigError("adaptation.init=words needs adaptation.init_words (words whose embeddings start the prompt)")
+        self.num_tokens, self.init, self.init_words = int(num_tokens), init, list(init_words or [])
+        self.tokenizer = None
+        self.max_length = None
+
+    def bind(self, task, resolved) -> None:
+        self.tokenizer, self.max_length = resolved.tokenizer, task.spec.max_length
+
+    def insert_modules(self, model: nn.Module) -> list[nn.Module]:
+        embedding = model.backbone.get_input_embeddings()
+        prompt = SoftPrompt(self.num_tokens, embedding.weight.shape[1])
+        if self.max_length is not None:
+            prompt.check_length(model.backbone, self.max_length)
+        model.virtual_tokens = prompt
+        prompt.attach(model.backbone)
+        return [prompt]
+
+    def prepare(self, model: nn.Module) -> None:
+        set_trainable([model.backbone], False)
+        (prompt,) = self.insert_modules(model)
+        with torch.no_grad():
+            prompt.embeddings.copy_(self._initial(model.backbone.get_input_embeddings().weight.detach()))
+        set_trainable([prompt, model.head], True)
+
+    def _initial(self, table: torch.Tensor) -> torch.Tensor:
+        """P×E starting vectors from the V×E embedding table."""
+        generator = torch.Generator().manual_seed(torch.initial_seed() % 2**63)
+        if self.init == "random":
+            return torch.randn(self.num_tokens, table.shape[1], generator=generator) * table.std()
+        if self.init == "vocab":
+            ids = torch.randint(0, table.shape[0], (self.num_tokens,), generator=generator)
+            return table[ids].clone()
+        ids = []
+        for word in self.init_words:
+            pieces = self.tokenizer(word, add_special_tokens=False)["input_ids"] if self.tokenizer else []
+            if not pieces or pieces[0] == getattr(self.tokenizer, "unk_token_id", None):
+                raise ConfigError(f"adaptation.init_words: '{word}' is not in the tokenizer's vocabulary")
+            ids.append(pieces[0])
+        ids = (ids * self.num_tokens)[:self.num_tokens]
+        return table[torch.tensor(ids)].clone()
