@@ -11,6 +11,11 @@ configuration has (the count is shown: averages over different task sets do not 
 are shown on GLUE's 0-100 scale. Non-GLUE tasks (SentEval, tabular) get a column, scored by the
 run's main metric, and stay out of the GLUE average.
 
+Beside the scores, each row reports its footprint (`Footprint`): trainable and total parameters and
+the size of what a task stores beside the shared backbone (`delta_params`, `delta_bytes`: LoRA's
+A/B matrices and the head; every parameter for full fine-tuning), mean over the row's runs. Rows
+can be restricted to some adaptation modes (`adaptations`, `parse_adaptation_filter`).
+
 Degenerate runs are flagged, not hidden: a CoLA Matthews correlation of exactly 0 (what a
 constant predictor gets), constant predictions recorded in `prediction_stats` (accuracy then
 equals the majority-class rate), or a NaN metric.
@@ -22,18 +27,23 @@ import csv
 import io
 import json
 import math
+import re
 import statistics
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field, fields
 
 # GLUE's task table and scoring live in ptmlab.contracts.glue, shared with the science half.
 from ptmlab.contracts.glue import GLUE_TASKS, glue_average, glue_task_score  # noqa: F401 - re-exported
+# The cache listing's byte-size formatter (binary units), so sizes read the same everywhere.
+from ptmlab.cli.cache_cmds import human as size_text
 from ptmlab.errors import ConfigError, NotFoundError
 
 METRIC_ABBREV = {"matthews_correlation": "mcc", "accuracy": "acc", "accuracy_mm": "acc_mm", "f1": "f1",
                  "pearson": "pearson", "spearmanr": "spearman", "macro_f1": "macro_f1"}
 DEFAULT_GROUP_BY = ("model", "objective", "adaptation")
 FORMATS = ("table", "csv", "latex")
+MISSING = "—"  # a footprint older runs did not record
+MODE_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
 def _sample_std(values: Sequence[float]) -> float:
@@ -67,12 +77,84 @@ class TaskCell:
     values: list[float | None] = field(default_factory=list)  # each seed's task score, in `seeds` order
 
 
+def _as_number(value) -> float | None:
+    # A summary is JSON from a stage: a field may be missing, null or (in a broken one) text.
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+@dataclass
+class Footprint:
+    """What a configuration trains and stores per task: the mean over its runs of each summary
+    field (equal across seeds of one config; tasks differ by their head), None where no run
+    reports it (runs from before `delta_params`/`delta_bytes` were recorded)."""
+
+    trainable_params: float | None = None
+    total_params: float | None = None
+    delta_params: float | None = None
+    delta_bytes: float | None = None
+
+    @classmethod
+    def of(cls, summaries: Iterable[dict]) -> Footprint:
+        summaries = list(summaries)
+        return cls(**{f.name: Stat.of([_as_number(s.get(f.name)) for s in summaries]).mean for f in fields(cls)})
+
+    @property
+    def trainable_fraction(self) -> float | None:
+        if self.trainable_params is None or not self.total_params:
+            return None
+        return self.trainable_params / self.total_params
+
+    def texts(self) -> dict[str, str]:
+        """The three columns as shown: trainable parameters, % trainable, delta size."""
+        return {"trainable": MISSING if self.trainable_params is None else count_text(self.trainable_params),
+                "trainable_pct": percent_text(self.trainable_fraction),
+                "delta": MISSING if self.delta_bytes is None else size_text(round(self.delta_bytes))}
+
+    def as_dict(self) -> dict:
+        fraction = self.trainable_fraction
+        return {**{f.name: getattr(self, f.name) for f in fields(self)},
+                "trainable_pct": None if fraction is None else 100 * fraction, "text": self.texts()}
+
+
+def count_text(n: float) -> str:
+    """22_713_986 -> "22.7M", 74_498 -> "74.5k", 770 -> "770"."""
+    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= div:
+            return f"{n / div:.1f}{unit}"
+    return f"{n:.0f}"
+
+
+def percent_text(fraction: float | None) -> str:
+    """Two significant digits below 1 %, where the parameter-efficient modes live (0.33%, 0.037%)."""
+    if fraction is None:
+        return MISSING
+    pct = 100 * fraction
+    return f"{pct:.1f}%" if pct >= 1 or pct == 0 else f"{pct:.2g}%"
+
+
+def parse_adaptation_filter(text: str) -> list[str]:
+    """`lora,bitfit` -> ["lora", "bitfit"]. A name no run has is fine (it selects nothing); an
+    empty list or entry, or a name that cannot be a mode, is a ConfigError naming `adaptation`."""
+    names = [n.strip() for n in str(text).split(",")]
+    if not any(names):
+        raise ConfigError("adaptation: name at least one adaptation mode, e.g. adaptation=lora,bitfit")
+    bad = next((n for n in names if not MODE_NAME.match(n)), None)
+    if bad is not None:
+        raise ConfigError(f"adaptation={text!r}: {bad!r} is not a mode name (letters, digits, _ . -; comma separated)")
+    return list(dict.fromkeys(names))
+
+
+def matches_adaptation(summary: dict, adaptations: Collection[str] | None) -> bool:
+    return not adaptations or str(summary.get("adaptation")) in adaptations
+
+
 @dataclass
 class LeaderboardRow:
     config: dict[str, str]
     cells: dict[str, TaskCell]
     glue_average: float | None
     glue_tasks: int
+    footprint: Footprint = field(default_factory=Footprint)
 
     @property
     def flags(self) -> list[str]:
@@ -141,15 +223,17 @@ def _degenerate(task: str, metrics: dict, summary: dict) -> list[str]:
 
 
 def build_leaderboard(summaries: Iterable[dict], *, group_by: Sequence[str] = DEFAULT_GROUP_BY,
-                      kind: str = "finetune", tasks: Sequence[str] | None = None) -> Leaderboard:
-    """Group runs by the `group_by` summary keys, one cell per task, mean ± std over seeds.
+                      kind: str = "finetune", tasks: Sequence[str] | None = None,
+                      adaptations: Collection[str] | None = None) -> Leaderboard:
+    """Group runs by the `group_by` summary keys, one cell per task, mean ± std over seeds; only
+    the runs of `adaptations` (summary key `adaptation`) when given.
 
     A later summary for the same configuration, task and seed replaces an earlier one (a re-run),
     so pass summaries oldest first (as `load_summaries` returns them)."""
     group_by = tuple(group_by)
     latest: dict[tuple, dict] = {}
     for task, metrics, s in _runs(summaries, kind):
-        if tasks and task not in tasks:
+        if (tasks and task not in tasks) or not matches_adaptation(s, adaptations):
             continue
         config = tuple(str(s.get(k, "-")) for k in group_by)
         seed = s.get("seed")
@@ -180,12 +264,19 @@ def build_leaderboard(summaries: Iterable[dict], *, group_by: Sequence[str] = DE
             config=dict(zip(group_by, config, strict=True)), cells=cells,
             glue_average=glue_average(task_means),
             glue_tasks=sum(1 for t, v in task_means.items() if t in GLUE_TASKS and v is not None),
+            footprint=_footprint(by_task),
         ))
     rows.sort(key=lambda r: (-(r.glue_tasks), -(r.glue_average if r.glue_average is not None else -1e9),
                              tuple(r.config.values())))
     present = {t for r in rows for t in r.cells}
     columns = [t for t in GLUE_TASKS if t in present] + sorted(present - set(GLUE_TASKS))
     return Leaderboard(group_by=group_by, tasks=columns, rows=rows)
+
+
+def _footprint(by_task: dict[str, list[dict]]) -> Footprint:
+    # A multi-task run stands behind several cells: count its summary once.
+    summaries = {id(r["summary"]): r["summary"] for runs in by_task.values() for r in runs}
+    return Footprint.of(summaries.values())
 
 
 def per_seed_glue_average(row: LeaderboardRow) -> list[float]:
@@ -244,17 +335,22 @@ def _cell_text(cell: TaskCell | None, metrics: list[str]) -> str:
     return f"{text} (n={cell.score.n})" + (" !" if cell.flags else "")
 
 
+FOOTPRINT_HEADERS = ("trainable", "% trainable", "delta")
+
+
 def render_table(board: Leaderboard) -> str:
-    """A plain-text table: mean±std over seeds (n = seeds), `!` marks a flagged cell."""
+    """A plain-text table: mean±std over seeds (n = seeds), `!` marks a flagged cell; then the
+    footprint: trainable parameters, their share of all, the per-task delta's size."""
     header = [*board.group_by]
     for t in board.tasks:
         metrics = "/".join(METRIC_ABBREV.get(m, m) for m in board.column_metrics(t))
         header.append(f"{board.display_name(t)} {metrics}".strip())
-    header.append("GLUE avg")
+    header += ["GLUE avg", *FOOTPRINT_HEADERS]
     lines = [header]
     for r in board.rows:
         avg = "-" if r.glue_average is None else f"{_pct(r.glue_average)} ({r.glue_tasks} tasks)"
-        lines.append([*r.config.values(), *(_cell_text(r.cells.get(t), board.column_metrics(t)) for t in board.tasks), avg])
+        lines.append([*r.config.values(), *(_cell_text(r.cells.get(t), board.column_metrics(t)) for t in board.tasks), avg,
+                      *r.footprint.texts().values()])
     widths = [max(len(row[i]) for row in lines) for i in range(len(header))]
     out = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in lines]
     out.insert(1, "  ".join("-" * w for w in widths))
@@ -266,14 +362,24 @@ def r_label(row: LeaderboardRow) -> str:
     return " / ".join(row.config.values())
 
 
+FOOTPRINT_CSV = ("trainable_params", "total_params", "trainable_pct", "delta_params", "delta_bytes")
+
+
+def _raw(v: float | None) -> str:
+    if v is None:
+        return ""
+    return str(int(v)) if float(v).is_integer() else f"{v:.4f}"
+
+
 def render_csv(board: Leaderboard) -> str:
-    """One row per configuration; per task and metric the mean and std (0-100 scale) and n."""
+    """One row per configuration; per task and metric the mean and std (0-100 scale) and n; the
+    footprint as raw numbers (empty where the runs did not record it)."""
     header = [*board.group_by]
     for t in board.tasks:
         for m in board.column_metrics(t):
             header += [f"{t}/{m}/mean", f"{t}/{m}/std"]
         header += [f"{t}/score/mean", f"{t}/score/std", f"{t}/n", f"{t}/flags"]
-    header += ["glue/average", "glue/tasks"]
+    header += ["glue/average", "glue/tasks", *FOOTPRINT_CSV]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(header)
@@ -291,7 +397,8 @@ def render_csv(board: Leaderboard) -> str:
             row += ([num(cell.score.mean), num(cell.score.std), cell.score.n, "; ".join(cell.flags)]
                     if cell else ["", "", 0, ""])
         row += [num(r.glue_average), r.glue_tasks]
-        w.writerow(row)
+        footprint = r.footprint.as_dict()
+        w.writerow(row + [_raw(footprint[k]) for k in FOOTPRINT_CSV])
     return buf.getvalue()
 
 
@@ -324,15 +431,26 @@ def _seed_note(board: Leaderboard) -> str:
                 r.flags for r in board.rows) else "") + ".")
 
 
+def _tex_footprint(fp: Footprint) -> str:
+    text = fp.texts()
+    if fp.trainable_fraction is None and fp.delta_bytes is None:
+        return "--"
+    return " / ".join(_tex(text[k]) if text[k] != MISSING else "--" for k in ("trainable_pct", "delta"))
+
+
 def render_latex(board: Leaderboard) -> str:
     """A booktabs table for a paper: mean ± std over seeds, the best score of each column in bold,
-    the seed counts in a footnote, \\dagger on a flagged cell."""
-    cols = "l" * len(board.group_by) + "r" * (len(board.tasks) + 1)
+    the seed counts in a footnote, \\dagger on a flagged cell; a compact footprint column
+    (% trainable / delta size) when any row's runs recorded one."""
+    footprint = any(r.footprint != Footprint() for r in board.rows)
+    cols = "l" * len(board.group_by) + "r" * (len(board.tasks) + 1 + footprint)
     head = [_tex(k.capitalize()) for k in board.group_by]
     for t in board.tasks:
         metrics = "/".join(METRIC_ABBREV.get(m, m) for m in board.column_metrics(t))
         head.append(f"{_tex(board.display_name(t))} \\tiny{{{_tex(metrics)}}}" if metrics else _tex(board.display_name(t)))
     head.append("GLUE")
+    if footprint:
+        head.append("Trainable \\tiny{\\% / delta}")
     lines = [f"\\begin{{tabular}}{{{cols}}}", "\\toprule", " & ".join(head) + " \\\\", "\\midrule"]
     # Best per column, at the precision shown (ties are all bold).
     best = {t: max((round(100 * r.cells[t].score.mean, 1) for r in board.rows
@@ -354,6 +472,8 @@ def render_latex(board: Leaderboard) -> str:
         glue = "--" if r.glue_average is None else _pct(r.glue_average)
         top_glue = r.glue_average is not None and r.glue_tasks == most and round(100 * r.glue_average, 1) == best_glue
         cells.append(f"\\textbf{{{glue}}}" if top_glue else glue)
+        if footprint:
+            cells.append(_tex_footprint(r.footprint))
         lines.append(" & ".join(cells) + " \\\\")
     lines += ["\\bottomrule", "\\end{tabular}"]
     note = _seed_note(board)

@@ -447,3 +447,60 @@ def test_probe_drift_overlays_a_lineage_with_its_differences(page, dashboard):
     assert [[round(v, 6) for v in d] for d in diffs] == expected
     assert "(-0.140)" in page.inner_text(f"#drift-table tr[data-job-id='{models['compressed']}']")
     shot(page, "probe-drift")
+
+
+def _footprint_column(page, key: str) -> dict[str, str]:
+    return dict(page.eval_on_selector_all(
+        "#leaderboard tbody tr",
+        f"rows => rows.map(r => [r.dataset.config, r.querySelector('td[data-footprint={key}]').textContent])"))
+
+
+def test_leaderboard_shows_each_modes_footprint_and_filters_by_mode(page, dashboard):
+    """MiniLM under four adaptation modes: trainable parameters, their share and the delta size
+    sit beside the scores; ticking modes keeps only their rows; older runs show "—"."""
+    from ptmlab.db import dispose_engines, session_scope
+    from synthetic_results import SEED_ADAPTATION_FOOTPRINTS, seed_adaptation_results
+
+    base, ids = dashboard
+    with session_scope(f"sqlite:///{Path(ids['home']) / 'ptmlab.db'}") as s:
+        seed_adaptation_results(s)
+    dispose_engines()
+    page.goto(f"{base}/leaderboard?tag=suite%3Dadaptation")
+    page.wait_for_selector("tr[data-config='minilm / hf / lora']")
+    headers = page.eval_on_selector_all("#leaderboard thead th", "ths => ths.map(t => t.dataset.column || '')")
+    # the footprint columns follow the scores: SST-2, RTE, the GLUE average, then trainable, %, delta
+    assert headers[-6:] == ["task:sst2", "task:rte", "glue", "fp:trainable_params", "fp:trainable_pct", "fp:delta_bytes"]
+    assert _footprint_column(page, "trainable_params") == {
+        "minilm / hf / full": "22.7M", "minilm / hf / lora": "74.5k", "minilm / hf / bitfit": "26.9k",
+        "minilm / hf / prompt_tuning": "8.4k"}
+    assert _footprint_column(page, "trainable_pct") == {
+        "minilm / hf / full": "100.0%", "minilm / hf / lora": "0.33%", "minilm / hf / bitfit": "0.12%",
+        "minilm / hf / prompt_tuning": "0.037%"}
+    delta = _footprint_column(page, "delta_bytes")
+    assert delta["minilm / hf / full"] == "86.6 MiB" and delta["minilm / hf / lora"] == "291.0 KiB"
+    raw = page.get_attribute("tr[data-config='minilm / hf / lora'] td[data-footprint=delta_bytes]", "data-value")
+    assert float(raw) == SEED_ADAPTATION_FOOTPRINTS["lora"]["delta_bytes"]
+    page.click("th[data-column='fp:trainable_params']")  # sorts by cost, largest first
+    configs = page.eval_on_selector_all("#leaderboard tbody tr", "rows => rows.map(r => r.dataset.config)")
+    assert configs == [f"minilm / hf / {m}" for m in ("full", "lora", "bitfit", "prompt_tuning")]
+    shot(page, "leaderboard-adaptation-modes")
+
+    page.check("#mode-boxes input[value=lora]")
+    page.wait_for_function("() => document.querySelectorAll('#leaderboard tbody tr').length === 1")
+    page.check("#mode-boxes input[value=bitfit]")
+    page.wait_for_function("() => document.querySelectorAll('#leaderboard tbody tr').length === 2")
+    configs = page.eval_on_selector_all("#leaderboard tbody tr", "rows => rows.map(r => r.dataset.config)")
+    assert sorted(configs) == ["minilm / hf / bitfit", "minilm / hf / lora"]
+    assert "adaptation=bitfit%2Clora" in page.url and "adaptation=bitfit%2Clora" in page.get_attribute("#export-csv", "href")
+    assert page.locator("#mode-boxes input").count() == len(SEED_ADAPTATION_FOOTPRINTS)  # the others stay offered
+    shot(page, "leaderboard-mode-filter")
+    page.reload()  # the filter is in the URL
+    page.wait_for_selector("#mode-boxes input[value=lora]:checked")
+    assert page.locator("#leaderboard tbody tr").count() == 2
+
+    # Runs from before the footprint was recorded: "—", and the mode filter spans every tag.
+    page.goto(f"{base}/leaderboard?adaptation=adapters")
+    page.wait_for_selector("tr[data-config='bert_tiny / mlm / adapters']")
+    assert page.locator("#leaderboard tbody tr").count() == 1
+    assert page.inner_text("tr[data-config='bert_tiny / mlm / adapters'] td[data-footprint=delta_bytes]") == "—"
+    assert page.inner_text("tr[data-config='bert_tiny / mlm / adapters'] td[data-footprint=trainable_pct]") == "1.0%"

@@ -23,11 +23,15 @@ def finetune_summary(rng: random.Random, model: str, objective: str, adaptation:
     return _finetune(model, objective, adaptation, task, seed, metrics)
 
 
-def _finetune(model: str, objective: str, adaptation: str, task: str, seed: int, metrics: dict) -> dict[str, Any]:
+def _finetune(model: str, objective: str, adaptation: str, task: str, seed: int, metrics: dict,
+              footprint: dict | None = None) -> dict[str, Any]:
+    """`footprint`: trainable_params, total_params and (newer runs) delta_params, delta_bytes;
+    without it the counts of a run from before the delta was recorded."""
     main = next(iter(metrics))
+    counts = footprint or {"trainable_params": 1000, "total_params": 100_000}
     return FinetuneSummary(seed=seed, wall_time_s=1.0, model=model, objective=objective, adaptation=adaptation,
                            task=task, metrics=metrics, main_metric=main, main_score=metrics[main],
-                           trainable_params=1000, total_params=100_000, train_time_s=1.0, steps=100).model_dump()
+                           train_time_s=1.0, steps=100, **counts).model_dump()
 
 
 def compress_summary(rng: random.Random, method: str, source: str, task: str, seed: int) -> dict[str, Any]:
@@ -196,3 +200,41 @@ def seed_dashboard(session) -> dict[str, Any]:
     for r in rows:
         results[r.kind].append(r.id)
     return {"jobs": jobs, "results": results}
+
+
+# -- adaptation modes on all-MiniLM-L6-v2 (22,713,216 backbone parameters), a 2-way head (770) ------
+_MINILM, _HEAD = 22_713_216, 770
+
+
+def _footprint(trainable: int, added: int) -> dict[str, int]:
+    """`added`: parameters the mode adds to the backbone (LoRA's A/B, prompt vectors); the delta
+    is what trains, in fp32."""
+    return {"trainable_params": trainable, "total_params": _MINILM + added + _HEAD,
+            "delta_params": trainable, "delta_bytes": 4 * trainable}
+
+
+SEED_ADAPTATION_FOOTPRINTS = {
+    "full": _footprint(_MINILM + _HEAD, 0),
+    "lora": _footprint(6 * 2 * (384 * 8 + 8 * 384) + _HEAD, 6 * 2 * (384 * 8 + 8 * 384)),  # rank 8 on query, value
+    "bitfit": _footprint(26_112 + _HEAD, 0),  # every bias of the backbone
+    "prompt_tuning": _footprint(20 * 384 + _HEAD, 20 * 384),  # 20 prompt vectors
+}
+SEED_ADAPTATION_SCORES = {"full": 0.90, "lora": 0.89, "bitfit": 0.86, "prompt_tuning": 0.80}  # SST-2 accuracy
+SEED_ADAPTATION_TAG = {"suite": "adaptation"}
+
+
+def seed_adaptation_results(session) -> list[int]:
+    """MiniLM fine-tuned on SST-2 and RTE with four adaptation modes, two seeds each, tagged
+    suite=adaptation; returns the result ids."""
+    from ptmlab.results import new_result
+
+    rows = []
+    for mode, footprint in SEED_ADAPTATION_FOOTPRINTS.items():
+        for task, offset in (("sst2", 0.0), ("rte", -0.25)):
+            for seed in (0, 1):
+                acc = round(SEED_ADAPTATION_SCORES[mode] + offset + 0.01 * seed, 4)
+                rows.append(new_result(_finetune("minilm", "hf", mode, task, seed, {"accuracy": acc}, footprint),
+                                       tags=SEED_ADAPTATION_TAG))
+    session.add_all(rows)
+    session.commit()
+    return [r.id for r in rows]

@@ -1,5 +1,6 @@
 """The GLUE leaderboard: grouping, mean ± std over seeds, the GLUE average, degenerate-run flags,
-CSV/LaTeX export, reading the results table and `ptmlab results glue`."""
+CSV/LaTeX export, each row's footprint (trainable parameters, delta size), the adaptation-mode
+filter, reading the results table, the API and `ptmlab results glue`."""
 
 from __future__ import annotations
 
@@ -19,8 +20,11 @@ import sqlalchemy as sa
 from omegaconf import OmegaConf
 
 from ptmlab.config import CONF_DIR
-from ptmlab.errors import NotFoundError
-from ptmlab.leaderboard import GLUE_TASKS, build_leaderboard, load_summaries, render_csv, render_latex, render_table
+from ptmlab.errors import ConfigError, NotFoundError
+from ptmlab.leaderboard import (
+    GLUE_TASKS, Footprint, build_leaderboard, load_summaries, parse_adaptation_filter, render_csv, render_latex,
+    render_table,
+)
 
 TASK_METRICS = {"cola": ["matthews_correlation", "accuracy"], "sst2": ["accuracy"], "mrpc": ["f1", "accuracy"],
                 "stsb": ["pearson", "spearmanr"], "mnli": ["accuracy", "accuracy_mm"]}
@@ -212,7 +216,8 @@ def test_ptmlab_results_glue_command(tmp_path, runs):
     assert out.returncode == 0, out.stderr
     header = out.stdout.splitlines()[0]
     assert header.split() == ["model", "objective", "adaptation", "CoLA", "mcc", "SST-2", "acc", "MRPC", "f1/acc",
-                              "STS-B", "pearson/spearman", "MNLI", "acc/acc_mm", "GLUE", "avg"]
+                              "STS-B", "pearson/spearman", "MNLI", "acc/acc_mm", "GLUE", "avg",
+                              "trainable", "%", "trainable", "delta"]
     assert "(5 tasks)" in out.stdout and "(4 tasks)" in out.stdout
     out = _cli("--format", "latex", "-o", str(tmp_path / "glue.tex"), env_extra={"PTMLAB_DATABASE_URL": url})
     assert out.returncode == 0 and "wrote" in out.stderr
@@ -227,3 +232,135 @@ def test_the_platform_side_never_imports_torch():
     code = ("import sys, ptmlab.leaderboard, ptmlab.contracts.task_checks, ptmlab.config, ptmlab.cli.results_cmds; "
             "assert 'torch' not in sys.modules and 'lightning_modules' not in sys.modules, 'torch imported'")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).returncode == 0
+
+
+# -- the footprint (trainable parameters, delta size) and the adaptation filter ---------------------
+
+def with_footprint(adaptation, task, seed, trainable, total, delta_bytes=None, **extra):
+    delta = {} if delta_bytes is None else {"delta_params": delta_bytes // 4, "delta_bytes": delta_bytes}
+    return summary(adaptation, task, seed, {"accuracy": 0.8}, trainable_params=trainable, total_params=total,
+                   **delta, **extra)
+
+
+def test_footprint_is_the_mean_over_the_rows_runs_and_missing_fields_stay_missing():
+    runs = [
+        *(with_footprint("full", "sst2", s, 22_713_986, 22_713_986, 90_855_944) for s in (1, 2)),
+        *(with_footprint("lora", "sst2", s, 74_498, 22_787_714, 297_992) for s in (1, 2)),
+        # tasks differ by their head: the row shows the mean
+        with_footprint("bitfit", "sst2", 1, 26_882, 22_713_986, 107_528),
+        with_footprint("bitfit", "rte", 1, 26_884, 22_713_988, 107_536),
+        summary("old", "sst2", 1, {"accuracy": 0.7}),  # from before the footprint was recorded
+        summary("broken", "sst2", 1, {"accuracy": 0.7}, trainable_params="many", total_params=0, delta_bytes=None),
+    ]
+    rows = {r.config["adaptation"]: r.footprint for r in build_leaderboard(runs).rows}
+    assert rows["full"].trainable_fraction == 1.0 and rows["full"].delta_bytes == 90_855_944
+    assert rows["lora"].trainable_params == 74_498 and rows["lora"].trainable_fraction == pytest.approx(74_498 / 22_787_714)
+    assert rows["bitfit"].trainable_params == 26_883 and rows["bitfit"].delta_bytes == 107_532
+    assert rows["old"] == Footprint() and rows["old"].trainable_fraction is None
+    assert rows["broken"].trainable_params is None and rows["broken"].trainable_fraction is None  # total 0: no share
+    assert rows["lora"].texts() == {"trainable": "74.5k", "trainable_pct": "0.33%", "delta": "291.0 KiB"}
+    assert rows["full"].texts() == {"trainable": "22.7M", "trainable_pct": "100.0%", "delta": "86.6 MiB"}
+    assert rows["old"].texts() == {"trainable": "—", "trainable_pct": "—", "delta": "—"}
+
+
+def test_footprint_columns_in_the_text_csv_and_latex_tables():
+    runs = [with_footprint("full", "sst2", 1, 22_713_986, 22_713_986, 90_855_944),
+            with_footprint("lora", "sst2", 1, 74_498, 22_787_714, 297_992),
+            with_footprint("prompt_tuning", "sst2", 1, 8_450, 22_721_666, 33_800),
+            summary("old", "sst2", 1, {"accuracy": 0.7})]
+    board = build_leaderboard(runs)
+    lines = render_table(board).splitlines()
+    assert lines[0].split()[-4:] == ["trainable", "%", "trainable", "delta"]
+    rows = {ln.split()[2]: ln for ln in lines[2:]}
+    assert rows["full"].endswith("22.7M      100.0%       86.6 MiB")
+    assert rows["lora"].endswith("74.5k      0.33%        291.0 KiB")
+    assert rows["prompt_tuning"].endswith("8.4k       0.037%       33.0 KiB")
+    assert rows["old"].endswith("—          —            —")
+
+    csv_rows = {r["adaptation"]: r for r in csv.DictReader(io.StringIO(render_csv(board)))}
+    assert {k: csv_rows["lora"][k] for k in ("trainable_params", "total_params", "delta_params", "delta_bytes")} == {
+        "trainable_params": "74498", "total_params": "22787714", "delta_params": "74498", "delta_bytes": "297992"}
+    assert float(csv_rows["lora"]["trainable_pct"]) == pytest.approx(100 * 74_498 / 22_787_714, abs=1e-4)
+    assert csv_rows["full"]["trainable_pct"] == "100"
+    assert all(csv_rows["old"][k] == "" for k in ("trainable_params", "trainable_pct", "delta_bytes"))
+
+    tex = render_latex(board).splitlines()
+    assert tex[0] == "\\begin{tabular}{lllrrr}" and tex[2].endswith("& GLUE & Trainable \\tiny{\\% / delta} \\\\")
+    tex_rows = {ln.split(" & ")[2].replace("\\_", "_"): ln.split(" & ")[-1] for ln in tex[4:-3]}
+    assert tex_rows == {"full": "100.0\\% / 86.6 MiB \\\\", "lora": "0.33\\% / 291.0 KiB \\\\",
+                        "prompt_tuning": "0.037\\% / 33.0 KiB \\\\", "old": "-- \\\\"}
+    # A board of older runs only has no footprint column in a paper table.
+    assert render_latex(build_leaderboard(runs[-1:])).splitlines()[0] == "\\begin{tabular}{lllrr}"
+
+
+def test_the_adaptation_filter():
+    runs = [with_footprint(mode, "sst2", 1, 1000, 100_000) for mode in ("full", "lora", "bitfit")]
+    assert [r.config["adaptation"] for r in build_leaderboard(runs, adaptations=["lora", "bitfit", "nope"]).rows] \
+        == ["bitfit", "lora"]
+    assert build_leaderboard(runs, adaptations=["nope"]).rows == []
+    assert parse_adaptation_filter(" lora, bitfit,lora") == ["lora", "bitfit"]
+    for bad in ("", " , ", "lora,,bitfit", "lo ra", "lora;drop"):
+        with pytest.raises(ConfigError, match="adaptation"):
+            parse_adaptation_filter(bad)
+
+
+def test_the_leaderboard_api_shows_the_footprint_and_filters_by_mode(db_url, tmp_path, monkeypatch):
+    from fastapi.testclient import TestClient
+
+    from ptmlab.api.app import create_app
+    from ptmlab.db import session_scope
+    from ptmlab.results import new_result
+    from ptmlab.settings import Settings
+    from ptmlab.views.rows import clear_cache
+    from synthetic_results import SEED_ADAPTATION_FOOTPRINTS, seed_adaptation_results
+
+    clear_cache()
+    with session_scope(db_url) as s:
+        seed_adaptation_results(s)
+        s.add(new_result(summary("old", "sst2", 1, {"accuracy": 0.7})))  # no footprint recorded
+        s.commit()
+    monkeypatch.setenv("PTMLAB_HOME", str(tmp_path / "home"))
+    client = TestClient(create_app(Settings(home=tmp_path / "home", database_url=db_url)))
+    view = client.get("/api/v1/views/leaderboard").json()
+    rows = {r["config"]["adaptation"]: r["footprint"] for r in view["rows"]}
+    assert view["options"]["adaptations"] == ["bitfit", "full", "lora", "old", "prompt_tuning"]
+    lora = SEED_ADAPTATION_FOOTPRINTS["lora"]
+    assert rows["lora"]["trainable_params"] == lora["trainable_params"]
+    assert rows["lora"]["trainable_pct"] == pytest.approx(100 * lora["trainable_params"] / lora["total_params"])
+    assert rows["lora"]["delta_bytes"] == lora["delta_bytes"] and rows["lora"]["text"]["delta"] == "291.0 KiB"
+    assert rows["old"]["trainable_params"] is None and rows["old"]["text"]["trainable"] == "—"
+
+    picked = client.get("/api/v1/views/leaderboard", params={"adaptation": "lora,bitfit,unknown_mode"}).json()
+    assert sorted(r["config"]["adaptation"] for r in picked["rows"]) == ["bitfit", "lora"]
+    assert picked["filters"]["adaptation"] == ["bitfit", "lora", "unknown_mode"] and picked["result_count"] == 8
+    assert picked["options"]["adaptations"] == view["options"]["adaptations"]  # the control still offers all
+    csv_text = client.get("/api/v1/views/leaderboard", params={"adaptation": "lora", "format": "csv"}).text
+    (only,) = csv.DictReader(io.StringIO(csv_text))
+    assert only["adaptation"] == "lora" and only["delta_bytes"] == str(lora["delta_bytes"])
+    glue = client.get("/api/v1/results/glue", params={"adaptation": "full"}).json()
+    assert [r["config"]["adaptation"] for r in glue["rows"]] == ["full"]
+    assert glue["rows"][0]["footprint"]["trainable_pct"] == pytest.approx(100.0)
+    for path in ("/api/v1/views/leaderboard", "/api/v1/results/glue"):
+        for bad in ("", ",", "lora,,bitfit", "lo ra"):
+            r = client.get(path, params={"adaptation": bad})
+            assert r.status_code == 422 and "adaptation" in r.json()["error"]["message"], (path, bad, r.text)
+
+
+def test_ptmlab_results_glue_footprint_columns_and_adaptation_option(tmp_path):
+    from synthetic_results import SEED_ADAPTATION_FOOTPRINTS, _finetune
+
+    runs = [_finetune("minilm", "hf", mode, "sst2", seed, {"accuracy": 0.8}, fp)
+            for mode, fp in SEED_ADAPTATION_FOOTPRINTS.items() for seed in (0, 1)]
+    url = make_results_db(tmp_path / "ptmlab.db", runs + [summary("old", "sst2", 1, {"accuracy": 0.7})])
+    out = _cli("--database-url", url)
+    assert out.returncode == 0, out.stderr
+    rows = {ln.split()[2]: ln for ln in out.stdout.splitlines()[2:]}
+    assert set(rows) == {*SEED_ADAPTATION_FOOTPRINTS, "old"} and rows["old"].rstrip().endswith("—")
+    assert "74.5k" in rows["lora"] and "0.33%" in rows["lora"] and "291.0 KiB" in rows["lora"]
+    out = _cli("--database-url", url, "--adaptation", "lora", "bitfit,prompt_tuning")
+    assert out.returncode == 0, out.stderr
+    assert sorted(ln.split()[2] for ln in out.stdout.splitlines()[2:]) == ["bitfit", "lora", "prompt_tuning"]
+    out = _cli("--database-url", url, "--adaptation", "nope")
+    assert out.returncode == 0 and "no finetune results of adaptation nope" in out.stderr
+    out = _cli("--database-url", url, "--adaptation", ",")
+    assert out.returncode == 2 and "adaptation" in out.stderr

@@ -1,4 +1,5 @@
-"""`ptmlab results glue`: the GLUE leaderboard of finetune results (table, CSV or LaTeX).
+"""`ptmlab results glue`: the GLUE leaderboard of finetune results (table, CSV or LaTeX), with each
+configuration's trainable parameters and per-task delta size, optionally of some adaptation modes.
 
 Other result tables (`ptmlab results compression`, `... probing`) live in their own modules, listed
 in TABLE_MODULES, each with a `register(results_subparsers)` function."""
@@ -13,12 +14,14 @@ TABLE_MODULES: list[str] = ["ptmlab.cli.results_compression", "ptmlab.cli.result
 
 
 def _cmd_glue(args: argparse.Namespace) -> int:
-    from ptmlab.leaderboard import build_leaderboard, load_summaries, render
+    from ptmlab.leaderboard import build_leaderboard, load_summaries, parse_adaptation_filter, render
 
+    modes = parse_adaptation_filter(",".join(args.adaptation)) if args.adaptation is not None else None
     summaries = load_summaries(args.database_url, kind="finetune", sweep_id=args.sweep)
-    board = build_leaderboard(summaries, group_by=args.group_by)
+    board = build_leaderboard(summaries, group_by=args.group_by, adaptations=modes)
     if not board.rows:
         where = f" in sweep {args.sweep}" if args.sweep else ""
+        where += f" of adaptation {', '.join(modes)}" if modes else ""
         print(f"no finetune results{where}", file=sys.stderr)
         return 0
     text = render(board, args.format)
@@ -37,6 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     g = results_sub.add_parser("glue", help="GLUE leaderboard: mean ± std over seeds per configuration")
     g.add_argument("--format", choices=("table", "csv", "latex"), default="table")
     g.add_argument("--sweep", default=None, help="only results of this sweep id")
+    g.add_argument("--adaptation", nargs="+", default=None, metavar="MODE",
+                   help="only these adaptation modes (space or comma separated: --adaptation lora bitfit)")
     g.add_argument("--group-by", nargs="+", default=["model", "objective", "adaptation"],
                    help="summary keys that make a configuration (default: model objective adaptation)")
     g.add_argument("--output", "-o", default=None, help="write to this file instead of stdout")

@@ -3,7 +3,8 @@
 Every view reads the platform's `results` table (never MLflow), so it stays fast at tens of
 thousands of runs; only the run-detail/comparison curves come from MLflow's metric history.
 
-    leaderboard_view(session, *, sweep_id=None, tags=None, group_by=...) -> dict   (ptmlab.leaderboard)
+    leaderboard_view(session, *, sweep_id=None, tags=None, group_by=..., adaptations=None) -> dict
+                                                     (ptmlab.leaderboard; rows with their footprint)
     leaderboard_export(session, fmt, ...) -> str                                     csv | latex
     leaderboard_compare(session, label_a, label_b, ...) -> dict   two rows over seeds (ptmlab.stats)
     compression_view(session, *, task=None, sweep_id=None, tags=None) -> dict        points, Pareto fronts

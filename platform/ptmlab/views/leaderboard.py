@@ -1,15 +1,16 @@
 """The GLUE leaderboard view: ptmlab.leaderboard's grouping, as JSON for the page, with the
-results rows behind every cell (a click on a cell opens them)."""
+results rows behind every cell (a click on a cell opens them), each row's footprint (trainable
+parameters, delta size) and an optional filter by adaptation mode."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from ptmlab.leaderboard import (
-    DEFAULT_GROUP_BY, GLUE_TASKS, METRIC_ABBREV, Stat, build_leaderboard, compare_rows, render,
+    DEFAULT_GROUP_BY, GLUE_TASKS, METRIC_ABBREV, Stat, build_leaderboard, compare_rows, matches_adaptation, render,
 )
 from ptmlab.views.rows import ResultRow, cached_view, filter_options, load_rows
 
@@ -23,9 +24,21 @@ def _scaled(stat: Stat | None) -> dict[str, Any]:
             "std": None if stat.std is None else 100 * stat.std, "n": stat.n}
 
 
-def _summaries(rows: list[ResultRow]) -> list[dict]:
-    # The sweep of the row, not of the summary: what the filter selected on.
-    return [{**r.summary, "sweep_id": r.sweep_id, "_result_id": r.id} for r in rows]
+def _summaries(rows: list[ResultRow], adaptations: Collection[str] | None = None) -> list[dict]:
+    # The sweep of the row, not of the summary: what the filter selected on. The adaptation filter
+    # applies here, before grouping, so a cell's result ids hold only the selected modes' runs
+    # even when the rows are not grouped by adaptation.
+    return [{**r.summary, "sweep_id": r.sweep_id, "_result_id": r.id} for r in rows
+            if matches_adaptation(r.summary, adaptations)]
+
+
+def _modes(rows: list[ResultRow]) -> list[str]:
+    """The adaptation modes the rows have: what the page's mode filter offers."""
+    return sorted({str(r.summary["adaptation"]) for r in rows if r.summary.get("adaptation")})
+
+
+def _key(adaptations: Collection[str] | None) -> tuple[str, ...]:
+    return tuple(sorted(adaptations or ()))
 
 
 def _cell_runs(summaries: list[dict], group_by: Sequence[str]) -> dict[tuple, list[int]]:
@@ -44,15 +57,16 @@ def _cell_runs(summaries: list[dict], group_by: Sequence[str]) -> dict[tuple, li
 
 
 def leaderboard_view(session: Session, *, sweep_id: str | None = None, tags: dict[str, str] | None = None,
-                     group_by: Sequence[str] = DEFAULT_GROUP_BY) -> dict[str, Any]:
-    key = ("leaderboard", sweep_id, tuple(sorted((tags or {}).items())), tuple(group_by))
-    return cached_view(session, KIND, key, lambda: _leaderboard(session, sweep_id, tags, group_by))
+                     group_by: Sequence[str] = DEFAULT_GROUP_BY,
+                     adaptations: Collection[str] | None = None) -> dict[str, Any]:
+    key = ("leaderboard", sweep_id, tuple(sorted((tags or {}).items())), tuple(group_by), _key(adaptations))
+    return cached_view(session, KIND, key, lambda: _leaderboard(session, sweep_id, tags, group_by, adaptations))
 
 
 def _leaderboard(session: Session, sweep_id: str | None, tags: dict[str, str] | None,
-                 group_by: Sequence[str]) -> dict[str, Any]:
+                 group_by: Sequence[str], adaptations: Collection[str] | None) -> dict[str, Any]:
     rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags)
-    summaries = _summaries(rows)
+    summaries = _summaries(rows, adaptations)
     board = build_leaderboard(summaries, group_by=group_by, kind=KIND)
     runs = _cell_runs(summaries, board.group_by)
     out_rows = []
@@ -66,6 +80,7 @@ def _leaderboard(session: Session, sweep_id: str | None, tags: dict[str, str] | 
         out_rows.append({
             "config": row.config, "cells": cells, "flags": row.flags, "glue_tasks": row.glue_tasks,
             "glue_average": None if row.glue_average is None else 100 * row.glue_average,
+            "footprint": row.footprint.as_dict(),
         })
     return {
         "group_by": list(board.group_by),
@@ -74,26 +89,28 @@ def _leaderboard(session: Session, sweep_id: str | None, tags: dict[str, str] | 
                    "metric_labels": [METRIC_ABBREV.get(m, m) for m in board.column_metrics(t)]}
                   for t in board.tasks],
         "rows": out_rows,
-        "result_count": len(rows),
-        "filters": {"sweep_id": sweep_id, "tags": dict(tags or {})},
-        "options": filter_options(session, KIND),
+        "result_count": len(summaries),
+        "filters": {"sweep_id": sweep_id, "tags": dict(tags or {}), "adaptation": list(_key(adaptations))},
+        "options": {**filter_options(session, KIND), "adaptations": _modes(rows)},
     }
 
 
 def leaderboard_compare(session: Session, label_a: str, label_b: str, *, sweep_id: str | None = None,
-                        tags: dict[str, str] | None = None, group_by: Sequence[str] = DEFAULT_GROUP_BY) -> dict:
+                        tags: dict[str, str] | None = None, group_by: Sequence[str] = DEFAULT_GROUP_BY,
+                        adaptations: Collection[str] | None = None) -> dict:
     """Two rows of the leaderboard compared task by task over their seeds (ptmlab.stats)."""
     rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags)
-    board = build_leaderboard(_summaries(rows), group_by=group_by, kind=KIND)
+    board = build_leaderboard(_summaries(rows, adaptations), group_by=group_by, kind=KIND)
     return {"a": label_a, "b": label_b, "comparisons": compare_rows(board, label_a, label_b)}
 
 
 def leaderboard_export(session: Session, fmt: str, *, sweep_id: str | None = None,
-                       tags: dict[str, str] | None = None, group_by: Sequence[str] = DEFAULT_GROUP_BY) -> str:
+                       tags: dict[str, str] | None = None, group_by: Sequence[str] = DEFAULT_GROUP_BY,
+                       adaptations: Collection[str] | None = None) -> str:
     """The same leaderboard as CSV or LaTeX (ptmlab.leaderboard's renderers)."""
     def build() -> str:
         rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags)
-        return render(build_leaderboard(_summaries(rows), group_by=group_by, kind=KIND), fmt)
+        return render(build_leaderboard(_summaries(rows, adaptations), group_by=group_by, kind=KIND), fmt)
 
-    key = ("export", fmt, sweep_id, tuple(sorted((tags or {}).items())), tuple(group_by))
+    key = ("export", fmt, sweep_id, tuple(sorted((tags or {}).items())), tuple(group_by), _key(adaptations))
     return cached_view(session, KIND, key, build)

@@ -1,4 +1,5 @@
-// The GLUE leaderboard: rows by configuration, a column per task, sortable, filterable, exportable.
+// The GLUE leaderboard: rows by configuration, a column per task, each row's footprint (trainable
+// parameters, delta size), sortable, filterable (by sweep, tag, adaptation mode), exportable.
 import { api, el, flash, fmt, query, setQuery } from "/static/js/api.js";
 
 const form = document.getElementById("lb-filters");
@@ -6,6 +7,14 @@ const table = document.getElementById("leaderboard");
 let data = null;
 let picked = [];  // row labels chosen for the two-row comparison (at most two, oldest dropped)
 let sort = { column: query().get("sort") || "glue", desc: query().get("order") !== "asc" };
+// Ticked adaptation modes; none ticked: every mode. Kept across reloads of the options.
+let modes = new Set((query().get("adaptation") || "").split(",").filter(Boolean));
+// The footprint columns: [label, sort column, sub-label, footprint key of the raw value, of the text].
+const FOOTPRINT = [
+  ["trainable", "fp:trainable_params", "params", "trainable_params", "trainable"],
+  ["% trainable", "fp:trainable_pct", "of all", "trainable_pct", "trainable_pct"],
+  ["delta", "fp:delta_bytes", "per task", "delta_bytes", "delta"],
+];
 
 function filterParams() {
   const p = new URLSearchParams();
@@ -13,7 +22,17 @@ function filterParams() {
     const value = form.elements[name].value.trim();
     if (value) p.set(name, value);
   }
+  if (modes.size) p.set("adaptation", [...modes].sort().join(","));
   return p;
+}
+
+function modeBoxes(available) {
+  const values = [...new Set([...available, ...modes])].sort();
+  document.getElementById("mode-boxes").replaceChildren(...values.map((v) => el("label", { class: "check" },
+    el("input", { type: "checkbox", value: v, checked: modes.has(v) || null, onchange: (e) => {
+      if (e.target.checked) modes.add(v); else modes.delete(v);
+      load();
+    } }), v)));
 }
 
 function setOptions(select, values, current, anyLabel) {
@@ -29,6 +48,7 @@ function statText(s) {
 function sortValue(row, column) {
   if (column === "glue") return row.glue_average;
   if (column.startsWith("config:")) return row.config[column.slice(7)];
+  if (column.startsWith("fp:")) return row.footprint[column.slice(3)];
   const cell = row.cells[column.slice(5)];
   return cell ? cell.mean : null;
 }
@@ -68,6 +88,12 @@ function cell(row, task) {
     class: `num clickable${c.flags.length ? " flagged" : ""}`, title, "data-task": task.task, "data-mean": c.mean ?? "",
     onclick: () => { window.location.href = `/compare?runs=${c.result_ids.slice(0, 20).join(",")}`; },
   }, text, el("span", { class: "n" }, ` n=${c.n}`), c.flags.length ? el("span", { class: "flag" }, " !") : null);
+}
+
+// Older runs recorded no footprint: "—", never an error.
+function footprintCells(row) {
+  return FOOTPRINT.map(([, , , key, text]) => el("td", { class: "num footprint", "data-footprint": key,
+    "data-value": row.footprint?.[key] ?? "" }, row.footprint?.text?.[text] ?? "—"));
 }
 
 function label(row) { return Object.values(row.config).join(" / "); }
@@ -122,7 +148,8 @@ function render() {
     el("th", { title: "tick two rows to compare them over seeds" }, "A/B"),
     groupBy.map((k) => header(k, `config:${k}`)),
     data.tasks.map((t) => header(t.name, `task:${t.task}`, t.metric_labels.join("/"))),
-    header("GLUE avg", "glue", "tasks")));
+    header("GLUE avg", "glue", "tasks"),
+    FOOTPRINT.map(([name, column, sub]) => header(name, column, sub))));
   const rows = sortedRows();
   table.querySelector("tbody").replaceChildren(...rows.map((row) => el("tr", { "data-config": label(row) },
     el("td", {}, el("input", { type: "checkbox", class: "pick", checked: picked.includes(label(row)) || null,
@@ -131,7 +158,8 @@ function render() {
     groupBy.map((k) => el("td", {}, row.config[k])),
     data.tasks.map((t) => cell(row, t)),
     el("td", { class: "num glue", "data-glue": row.glue_average ?? "" },
-      row.glue_average === null ? "–" : fmt(row.glue_average), el("span", { class: "n" }, ` (${row.glue_tasks})`)))));
+      row.glue_average === null ? "–" : fmt(row.glue_average), el("span", { class: "n" }, ` (${row.glue_tasks})`)),
+    footprintCells(row))));
   document.getElementById("lb-empty").hidden = rows.length > 0;
   const flags = rows.flatMap((r) => r.flags.map((f) => `${Object.values(r.config).join(" / ")}: ${f}`));
   document.getElementById("lb-flags").replaceChildren(...(flags.length
@@ -140,7 +168,7 @@ function render() {
 
 async function load() {
   const params = filterParams();
-  setQuery(Object.fromEntries(["sweep_id", "tag", "group_by"].map((k) => [k, params.get(k) || ""])));
+  setQuery(Object.fromEntries(["sweep_id", "tag", "group_by", "adaptation"].map((k) => [k, params.get(k) || ""])));
   for (const [id, fmtName] of [["export-csv", "csv"], ["export-latex", "latex"]]) {
     const p = new URLSearchParams(params);
     p.set("format", fmtName);
@@ -156,7 +184,9 @@ async function load() {
   setOptions(form.elements.sweep_id, data.options.sweeps, params.get("sweep_id") || "", "all");
   const tagValues = Object.entries(data.options.tags).flatMap(([k, vs]) => vs.map((v) => `${k}=${v}`));
   setOptions(form.elements.tag, tagValues, params.get("tag") || "", "any");
-  if (!sort.column.startsWith("config:") && sort.column !== "glue" && !data.tasks.some((t) => `task:${t.task}` === sort.column)) {
+  modeBoxes(data.options.adaptations || []);
+  const known = sort.column === "glue" || sort.column.startsWith("config:") || FOOTPRINT.some(([, c]) => c === sort.column);
+  if (!known && !data.tasks.some((t) => `task:${t.task}` === sort.column)) {
     sort = { column: "glue", desc: true };
   }
   render();

@@ -14,6 +14,7 @@ from ptmlab.results import query_results
 
 router = APIRouter(prefix="/results", tags=["results"])
 Name = Annotated[str | None, Query(max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$")]
+ModeFilter = Annotated[str | None, Query(max_length=600, description="adaptation modes: lora,bitfit")]
 
 
 def _tags(tag: list[str] | None) -> dict[str, str]:
@@ -56,10 +57,12 @@ def _plain(value: Any) -> Any:
             summary="GLUE leaderboard: finetune results grouped by configuration, mean ± std over seeds")
 def glue_leaderboard(request: Request, sweep_id: Name = None,
                      group_by: Annotated[str, Query(max_length=200, pattern=r"^[A-Za-z0-9_,]+$")] = "model,objective,adaptation",
+                     adaptation: ModeFilter = None,
                      ) -> dict:
-    from ptmlab.leaderboard import build_leaderboard, load_summaries
+    from ptmlab.leaderboard import build_leaderboard, load_summaries, parse_adaptation_filter
 
+    modes = None if adaptation is None else parse_adaptation_filter(adaptation)
     summaries = load_summaries(request.app.state.database_url, kind="finetune", sweep_id=sweep_id)
-    board = build_leaderboard(summaries, group_by=[g for g in group_by.split(",") if g])
+    board = build_leaderboard(summaries, group_by=[g for g in group_by.split(",") if g], adaptations=modes)
     return {"group_by": list(board.group_by), "tasks": board.tasks,
-            "rows": [{**_plain(r), "flags": r.flags} for r in board.rows]}
+            "rows": [{**_plain(r), "flags": r.flags, "footprint": r.footprint.as_dict()} for r in board.rows]}

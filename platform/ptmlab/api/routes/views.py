@@ -14,12 +14,15 @@ from ptmlab.api.deps import SessionDep
 from ptmlab.api.schemas import INT4_MAX, ErrorOut
 from ptmlab.db.models import Job, JobDependency, Result
 from ptmlab.errors import ConfigError
+from ptmlab.leaderboard import parse_adaptation_filter
 from ptmlab.views.rows import parse_tag_filter
 
 router = APIRouter(prefix="/views", tags=["dashboard views"])
 ERRORS = {404: {"model": ErrorOut}, 422: {"model": ErrorOut}}
 Name = Annotated[str | None, Query(max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$")]
 TagFilter = Annotated[str | None, Query(max_length=600, description="key=value[,key=value]")]
+# Checked by parse_adaptation_filter, whose 422 names the parameter (an empty value included).
+ModeFilter = Annotated[str | None, Query(max_length=600, description="adaptation modes: lora,bitfit")]
 RunIds = Annotated[str, Query(max_length=400, pattern=r"^[0-9, ]+$", description="result ids: 1,2,3")]
 
 
@@ -33,23 +36,29 @@ def _ids(runs: str) -> list[str]:
     return [r.strip() for r in runs.split(",") if r.strip()]
 
 
+def _modes(adaptation: str | None) -> list[str] | None:
+    return None if adaptation is None else parse_adaptation_filter(adaptation)
+
+
 @router.get("/overview", responses=ERRORS, summary="Job counts, result counts, latest jobs and results")
 def overview(session: SessionDep) -> dict[str, Any]:
     return views.overview_view(session)
 
 
 @router.get("/leaderboard", responses=ERRORS,
-            summary="GLUE leaderboard rows with the result ids behind each cell; format=csv|latex exports")
-def leaderboard(session: SessionDep, sweep_id: Name = None, tag: TagFilter = None,
+            summary="GLUE leaderboard rows with the result ids behind each cell and each row's footprint "
+                    "(trainable parameters, delta size); adaptation=lora,bitfit keeps those modes; "
+                    "format=csv|latex exports")
+def leaderboard(session: SessionDep, sweep_id: Name = None, tag: TagFilter = None, adaptation: ModeFilter = None,
                 group_by: Annotated[str, Query(max_length=200, pattern=r"^[A-Za-z0-9_,]+$")] = "model,objective,adaptation",
                 format: Literal["json", "csv", "latex"] = "json"):  # noqa: A002 - the query parameter's name
-    tags = parse_tag_filter(tag)
+    tags, modes = parse_tag_filter(tag), _modes(adaptation)
     keys = [k for k in group_by.split(",") if k]
     if not keys:
         raise ConfigError("group_by: name at least one summary key")
     if format == "json":
-        return _json(views.leaderboard_view(session, sweep_id=sweep_id, tags=tags, group_by=keys))
-    text = views.leaderboard_export(session, format, sweep_id=sweep_id, tags=tags, group_by=keys)
+        return _json(views.leaderboard_view(session, sweep_id=sweep_id, tags=tags, group_by=keys, adaptations=modes))
+    text = views.leaderboard_export(session, format, sweep_id=sweep_id, tags=tags, group_by=keys, adaptations=modes)
     media, ext = ("text/csv", "csv") if format == "csv" else ("application/x-tex", "tex")
     return PlainTextResponse(text, media_type=media,
                              headers={"Content-Disposition": f'attachment; filename="glue_leaderboard.{ext}"'})
@@ -62,11 +71,13 @@ RowLabel = Annotated[str, Query(min_length=1, max_length=600, description="a row
             summary="Two leaderboard rows over seeds: per task and GLUE average, difference of means, 95 % CI, "
                     "p-value (Welch's t-test, or a bootstrap with fewer than 3 seeds)")
 def leaderboard_compare(session: SessionDep, a: RowLabel, b: RowLabel, sweep_id: Name = None, tag: TagFilter = None,
+                        adaptation: ModeFilter = None,
                         group_by: Annotated[str, Query(max_length=200, pattern=r"^[A-Za-z0-9_,]+$")] = "model,objective,adaptation"):
     keys = [k for k in group_by.split(",") if k]
     if not keys:
         raise ConfigError("group_by: name at least one summary key")
-    return _json(views.leaderboard_compare(session, a, b, sweep_id=sweep_id, tags=parse_tag_filter(tag), group_by=keys))
+    return _json(views.leaderboard_compare(session, a, b, sweep_id=sweep_id, tags=parse_tag_filter(tag), group_by=keys,
+                                           adaptations=_modes(adaptation)))
 
 
 @router.get("/probe-drift", responses=ERRORS,
