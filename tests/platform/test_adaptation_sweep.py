@@ -16,7 +16,7 @@ from ptmlab.api.validation import validate_sweep_jobs
 from ptmlab.config import CONF_DIR, compose_config
 from ptmlab.db import dispose_engines, get_sessionmaker, migrate
 
-MODE_VARS = ("backbone_mode", "delta_mode", "prompt_mode")
+MODE_VARS = ("backbone_mode", "delta_mode", "virtual_token_mode", "prompt_mode")
 PRETRAIN = "pretrain-mlm"
 
 
@@ -60,6 +60,7 @@ def test_prompt_modes_fine_tune_the_pretrained_mlm_encoder_and_the_others_minilm
     lr = {settings(j)["adaptation"]: float(settings(j)["stage.lr"]) for j in jobs[1:]}
     assert {lr[m] for m in spec["vars"]["backbone_mode"]} == {5.0e-5}
     assert {lr[m] for m in spec["vars"]["delta_mode"]} == {1.0e-3}
+    assert {lr[m] for m in spec["vars"]["virtual_token_mode"]} == {3.0e-2}
 
 
 def test_every_job_composes_and_validates(sweep, tmp_path):

@@ -90,6 +90,10 @@ class FinetuneSummary(StageSummary):
     prediction_stats: dict[str, Any] | None = None
     trainable_params: int = Field(ge=0)
     total_params: int = Field(ge=0)
+    # What a task stores beside the shared backbone (lightning_modules/adaptation/base.py
+    # `delta_state`): LoRA's pairs and the head, BitFit's biases, ... (finetune only).
+    delta_params: int | None = Field(default=None, ge=0)
+    delta_bytes: int | None = Field(default=None, ge=0)
     train_time_s: float = Field(ge=0)
     steps: int = Field(ge=0)
     task_model_dir: str | None = None

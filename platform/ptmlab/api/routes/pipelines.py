@@ -45,6 +45,12 @@ def _job_out(pj, job_id=None) -> dict:
             "depends_on": list(pj.depends_on), "job_id": job_id}
 
 
+def _plain_seed(override: str) -> bool:
+    """`seed=<n>` with n a valid seed: what composing the job again would check of it."""
+    value = override.partition("=")[2]
+    return value.isdigit() and int(value) <= 4294967295
+
+
 @router.post("", response_model=PipelineOut, responses=ERRORS, dependencies=[Authorized],
              summary="Expand, validate and queue a pipeline (dry_run: only expand and validate)")
 def submit_pipeline(body: PipelineSubmit, session: SessionDep, roots: RootsDep):
@@ -56,12 +62,18 @@ def submit_pipeline(body: PipelineSubmit, session: SessionDep, roots: RootsDep):
     check_overrides_allowed(body.overrides, roots)
     expanded = queue.expand_pipeline(source, body.overrides)
     budget = ValidationBudget(VALIDATION_BUDGET_S, f"pipeline {source if isinstance(source, str) else 'spec'}")
+    composed: set[tuple] = set()  # jobs that differ only in their seed compose alike: once each
     for done, pj in enumerate(expanded):
         budget.check(done, len(expanded))
         for key, value in pj.options.items():
             if isinstance(value, str):
                 check_override_allowed(f"{key}={value}", roots)
         seed = pj.options.get("seed")
+        seeds = [o for o in pj.overrides if o.startswith("seed=")]
+        same_but_seed = (pj.stage, seed is None, tuple(o for o in pj.overrides if not o.startswith("seed=")))
+        if same_but_seed in composed and all(_plain_seed(o) for o in seeds):
+            continue
+        composed.add(same_but_seed)
         try:
             validate_job(pj.overrides, roots, stage=pj.stage, seed=int(seed) if seed is not None else None)
         except ValueError:
