@@ -278,6 +278,26 @@ def test_prefix_keys_and_values_are_attended_to_at_every_layer_and_padding_is_ig
     assert all(h.shape[1] == b["input_ids"].shape[1] for h in states)  # prefix never predicted
 
 
+def test_prefix_agrees_on_ptmlabs_own_encoder_and_its_hugging_face_twin(tmp_path):
+    """The same prefixes on TransformerEncoder and on the BertModel it converts to give the same
+    hidden states: positions follow on from the prefix and the masks agree on both."""
+    from lightning_modules.models.hf import HFBackbone
+
+    ours = make_model()
+    ours.backbone.to_hf().save_pretrained(tmp_path / "bert")
+    twin = TaskModel(HFBackbone(str(tmp_path / "bert")), 3)
+    PrefixTuning(num_tokens=3).prepare(ours)
+    PrefixTuning(num_tokens=3).prepare(twin)
+    with torch.no_grad():
+        ours.virtual_tokens.prefix.copy_(torch.randn(ours.virtual_tokens.prefix.shape))
+        twin.virtual_tokens.prefix.copy_(ours.virtual_tokens.prefix)
+    b = padded_batch()
+    mask = b["attention_mask"].bool()
+    a = ours.eval().backbone(b["input_ids"], b["attention_mask"], b["token_type_ids"]).last_hidden_state
+    t = twin.eval().backbone(b["input_ids"], b["attention_mask"], b["token_type_ids"]).last_hidden_state
+    assert torch.allclose(a[mask], t[mask], atol=1e-5)
+
+
 def test_prefix_tuning_refuses_shared_layers():
     from lightning_modules.models.albert import AlbertEncoder
 
