@@ -36,6 +36,9 @@ class ResolvedBackbone:
     # The `model` node that rebuilds this architecture (backbone `_target_` + args, vocab_size
     # included); a Hugging Face backbone carries its own config instead: {name, family: hf}.
     model_cfg: dict | None = None
+    # The ptmlab export folder it was read from (None otherwise): prompt-based modes read the
+    # pre-training objective's LM head there (adaptation/lm_head.py).
+    export_dir: Path | None = None
 
 
 def _from_hf(name_or_path: str, pretrained: bool, label: str | None = None) -> ResolvedBackbone:
@@ -58,7 +61,7 @@ def _from_export(folder: Path, source: str) -> ResolvedBackbone:
 
         objective = json.loads(summary.read_text()).get("objective", "unknown")
     return ResolvedBackbone(backbone, tokenizer, str(model_cfg.get("name", "?")), objective, source,
-                            OmegaConf.to_container(model_cfg, resolve=True))
+                            OmegaConf.to_container(model_cfg, resolve=True), export_dir=folder)
 
 
 def _from_folder(folder: Path, source: str) -> ResolvedBackbone:

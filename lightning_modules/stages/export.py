@@ -5,6 +5,10 @@ Layout of `<run dir>/export/` (also logged to MLflow as the `export` artifact):
     backbone.pt         the backbone's state_dict
     tokenizer files     `PreTrainedTokenizerFast.save_pretrained`
     hf/                 the same weights as a Hugging Face model, where a counterpart exists
+    lm_head.json        the pre-training objective's LM head, where prompt-based modes can use it
+                        (adaptation/lm_head.py): {"kind": "mlm", sizes...} or {"kind": "causal"}
+    lm_head.safetensors its weights (kind mlm: dense, layer_norm, bias; the decoder is the tied
+                        input embedding, in backbone.pt)
 """
 
 from __future__ import annotations
@@ -40,6 +44,34 @@ def export_backbone(backbone: torch.nn.Module, model_cfg: DictConfig, tokenizer,
         hf_model.save_pretrained(str(out_dir / "hf"))
         tokenizer.save_pretrained(str(out_dir / "hf"))
     return out_dir
+
+
+def export_lm_head(objectives: dict, backbone: torch.nn.Module, out_dir: Path) -> dict | None:
+    """Write the LM head of the first objective that has one a prompt can use: a masked-LM
+    objective's head (its variants included), or a causal-LM objective's tied decoder. Returns
+    its spec (None: no such objective, nothing written)."""
+    import json
+
+    from safetensors.torch import save_file
+
+    from lightning_modules.adaptation.lm_head import LM_HEAD_SPEC, LM_HEAD_WEIGHTS, mlm_head_spec
+    from lightning_modules.objectives.clm import CausalLMObjective
+    from lightning_modules.objectives.mlm import MaskedLMObjective
+
+    out_dir = Path(out_dir)
+    spec = None
+    for objective in objectives.values():
+        if isinstance(objective, MaskedLMObjective) and not backbone.is_causal:
+            spec = mlm_head_spec(backbone)
+            save_file({k: v.detach().contiguous().cpu() for k, v in objective.head.state_dict().items()},
+                      str(out_dir / LM_HEAD_WEIGHTS))
+            break
+        if isinstance(objective, CausalLMObjective) and objective.project is None:
+            spec = {"kind": "causal"}
+            break
+    if spec is not None:
+        (out_dir / LM_HEAD_SPEC).write_text(json.dumps(spec, indent=2))
+    return spec
 
 
 def load_exported_backbone(export_dir: Path):

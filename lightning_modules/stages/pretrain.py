@@ -8,7 +8,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from lightning_modules.data.pretrain_datamodule import PretrainDataModule
 from lightning_modules.stages.common import StageRun
-from lightning_modules.stages.export import export_backbone
+from lightning_modules.stages.export import export_backbone, export_lm_head
 from lightning_modules.stages.pretrain_module import PretrainModule, count_parameters
 from ptmlab.contracts import ConfigError
 
@@ -64,6 +64,7 @@ def run_pretrain(cfg: DictConfig) -> dict:
         metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
         export_dir = export_backbone(module.backbone, cfg.model, datamodule.tokenizer,
                                      run.run_dir / "export", vocab_size=len(datamodule.tokenizer))
+        export_lm_head(dict(module.objectives), module.backbone, export_dir)  # for prompt-based fine-tuning
         run.log_artifacts(export_dir, "export")
         summary = {
             "model": str(cfg.model.name),

@@ -30,6 +30,8 @@ class TaskSpec:
     max_train_samples: int | None = None
     max_eval_samples: int | None = None
     max_length: int = 128
+    # Prompt-based modes (tasks/templates.py): {"template": str, "verbalizer": {label: [words]}}
+    prompt: dict | None = None
 
     @property
     def is_regression(self) -> bool:
@@ -82,8 +84,16 @@ class TaskSpec:
             label_names=tup("label_names"), eval_metric_suffix=dict(c.get("eval_metric_suffix") or {}),
             submission_files=dict(c.get("submission_files") or {}),
             max_train_samples=c.get("max_train_samples"), max_eval_samples=c.get("max_eval_samples"),
-            max_length=int(c.get("max_length") or 128),
+            max_length=int(c.get("max_length") or 128), prompt=_prompt(c.get("prompt")),
         )
+
+
+def _prompt(node: dict | None) -> dict | None:
+    from lightning_modules.tasks.templates import normalize_verbalizer
+
+    if node is None:
+        return None
+    return {"template": str(node["template"]), "verbalizer": normalize_verbalizer(node["verbalizer"])}
 
 
 def check_task_node(cfg: DictConfig, key: str = "task") -> None:
