@@ -214,6 +214,24 @@ def build_task(cfg, ctx):
     assert batch["labels"].shape[0] == batch["input_ids"].shape[0] > 0
 
 
+def bind_toy_task(adaptation, backbone, tokenizer) -> None:
+    """What the finetune stage binds before `prepare`: a two-label task whose prompt's label words
+    are whole words of the toy tokenizer (prompt-based modes need them), and the backbone as a
+    randomly initialised source."""
+    from types import SimpleNamespace
+
+    from lightning_modules.stages.backbone import ResolvedBackbone
+    from lightning_modules.tasks.spec import TaskSpec
+
+    special = set(tokenizer.all_special_tokens)
+    words = sorted(w for w in tokenizer.get_vocab() if w.isalpha() and w not in special)[:2]
+    spec = TaskSpec(name="toy", kind="classification", labels=("0", "1"), metrics=("accuracy",),
+                    main_metric="accuracy", max_length=32,
+                    prompt={"template": "{sentence} [MASK] .", "verbalizer": {"0": words[0], "1": words[1]}})
+    task = SimpleNamespace(spec=spec, train=SimpleNamespace(examples=[SimpleNamespace(texts=("a b",), label=0)]))
+    adaptation.bind(task, ResolvedBackbone(backbone, tokenizer, "toy", "none", "random"))
+
+
 def build_adaptation_cfg(cfg, ctx):
     from lightning_modules.adaptation.base import count_trainable
     from lightning_modules.stages.finetune import build_adaptation
@@ -222,9 +240,11 @@ def build_adaptation_cfg(cfg, ctx):
     adaptation = build_adaptation(cfg.adaptation)
     backbone = instantiate(cfg.model.backbone, vocab_size=len(ctx["tokenizer"]))
     model = TaskModel(backbone, 2, scalar_mix=adaptation.uses_scalar_mix)
+    bind_toy_task(adaptation, backbone, ctx["tokenizer"])
     adaptation.prepare(model)
     adaptation.on_train_step(model, 0, 10)
-    assert 0 < count_trainable(model) <= sum(p.numel() for p in model.parameters())
+    trainable = count_trainable(model)
+    assert (0 < trainable if adaptation.trains else trainable >= 0) and trainable <= sum(p.numel() for p in model.parameters())
     batch = toy_batch(ctx["tokenizer"])
     batch["pool_index"] = torch.zeros(len(batch["input_ids"]), dtype=torch.long)
     assert model(batch).shape == (len(batch["input_ids"]), 2)

@@ -122,7 +122,9 @@ def run_finetune(cfg: DictConfig) -> dict:
         if not module.last_metrics:  # resumed after the last validation, no epoch boundary, or zero-shot
             trainer.validate(module, datamodule=datamodule, verbose=False)
         metrics = dict(module.last_metrics)
-        # The delta (what a task stores beside the shared backbone) before `finalize` folds it away.
+        # What trained and the delta (what a task stores beside the shared backbone), before
+        # `finalize` folds it away (a merged LoRA is a plain, frozen model).
+        numbers = training_numbers(model, module, trainer)
         delta = save_delta(run, parts.adaptation.delta_state(model))
         parts.adaptation.finalize(model)
         run.progress.phase("predicting")
@@ -141,7 +143,7 @@ def run_finetune(cfg: DictConfig) -> dict:
             "main_metric": main_key,
             "main_score": metrics.get(main_key),
             "prediction_stats": stats,
-            **training_numbers(model, module, trainer),
+            **numbers,
             **delta,
             "task_model_dir": str(task_model_dir),
         }
