@@ -43,6 +43,18 @@ def _get_attr_path(module: nn.Module, path: str):
     return module
 
 
+def _install_output_hooks(model: nn.Module) -> None:
+    """transformers 5 records hidden states with forward hooks it installs on the layers at the
+    model's first forward. Installed now, they travel with every copy of a layer: a layer copied
+    before that first forward (BERT-of-Theseus successors, grown or reordered stacks) would
+    otherwise never report its hidden state."""
+    try:
+        from transformers.utils.output_capturing import maybe_install_capturing_hooks
+    except ImportError:  # transformers 4: hidden states are returned by the layers themselves
+        return
+    maybe_install_capturing_hooks(model)
+
+
 class HFBackbone(Backbone):
     family = "hf"
     hf_native = True
@@ -67,6 +79,7 @@ class HFBackbone(Backbone):
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise BackboneError(f"cannot load Hugging Face model '{name_or_path}' (model.name_or_path): {first}") from None
         self.config = config
+        _install_output_hooks(self.model)
         self.hidden_size = int(getattr(config, "hidden_size", getattr(config, "d_model", 0)))
         self.num_layers = int(getattr(config, "num_hidden_layers", getattr(config, "n_layer", 0)))
         self.vocab_size = int(config.vocab_size)

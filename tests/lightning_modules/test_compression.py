@@ -298,3 +298,24 @@ def test_bad_input_through_the_entry_point_is_one_line_and_exit_2(home, common, 
         errors = [line for line in proc.stderr.splitlines() if line.startswith("error[")]
         assert len(errors) == 1 and errors[0].startswith("error[config_error]") and named in errors[0]
         assert not (run_dir / "summary.json").exists()
+
+
+def test_hugging_face_layers_copied_before_any_forward_still_report_hidden_states(tmp_path):
+    """BERT-of-Theseus copies layers of a freshly loaded Hugging Face backbone; transformers 5
+    records hidden states with hooks it installs lazily, so the copies must carry them (a mix of
+    successors once returned no hidden states at all)."""
+    import copy
+
+    from lightning_modules.compression.structure import set_layers
+    from lightning_modules.models.hf import HFBackbone
+    from lightning_modules.models.transformer import TransformerEncoder
+
+    TransformerEncoder(vocab_size=40, hidden_size=16, num_layers=4, num_heads=2, intermediate_size=32,
+                       max_position_embeddings=16).to_hf().save_pretrained(tmp_path / "bert")
+    backbone = HFBackbone(str(tmp_path / "bert"))
+    layers = backbone.layer_modules()
+    successors = [copy.deepcopy(layers[0]), copy.deepcopy(layers[2])]  # before any forward
+    ids = torch.randint(5, 40, (2, 6))
+    for stack in ([successors[0], *layers[2:]], successors, [layers[0], successors[1]]):
+        set_layers(backbone, list(stack), count=False)
+        assert len(backbone(ids).hidden_states) == len(stack) + 1
