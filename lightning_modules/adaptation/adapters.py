@@ -54,12 +54,6 @@ def _linear_at(root: nn.Module, dotted: str) -> nn.Linear | None:
     return module if isinstance(module, nn.Linear) else None
 
 
-def _replace(root: nn.Module, dotted: str, replacement: nn.Module) -> None:
-    parent_path, _, leaf = dotted.rpartition(".")
-    parent = root.get_submodule(parent_path) if parent_path else root
-    setattr(parent, leaf, replacement)
-
-
 class Adapters(Adaptation):
     name = "adapters"
 
@@ -86,5 +80,5 @@ class Adapters(Adaptation):
                 linear = _linear_at(layer, path)
                 adapter = BottleneckAdapter(linear.out_features, self.bottleneck)
                 adapters.append(adapter)
-                _replace(layer, path, AdaptedProjection(linear, adapter))
+                layer.set_submodule(path, AdaptedProjection(linear, adapter))
         return adapters

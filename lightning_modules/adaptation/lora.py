@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from torch import nn
 
-from lightning_modules.adaptation.adapters import _replace
 from lightning_modules.adaptation.base import Adaptation, set_trainable
 from ptmlab.contracts import ConfigError
 
@@ -104,5 +103,5 @@ def merge_lora(root: nn.Module) -> int:
     found = [(name, m) for name, m in root.named_modules() if _is_lora_layer(m)]
     for name, layer in found:
         layer.merge(safe_merge=True)  # safe_merge: refuses a NaN/inf result instead of writing it
-        _replace(root, name, layer.get_base_layer())
+        root.set_submodule(name, layer.get_base_layer())
     return len(found)

@@ -27,10 +27,7 @@ class PrefixTuning(Adaptation):
         pairs = key_value_projections(model.backbone)
         prefix = Prefix(self.num_tokens, len(pairs), pairs[0][0].out_features, reparameterize=reparameterize,
                         hidden=self.reparameterize_hidden)
-        if self.max_length is not None:
-            prefix.check_length(model.backbone, self.max_length)
-        model.virtual_tokens = prefix
-        prefix.attach(model.backbone)
+        prefix.install(model, self.max_length)
         return [prefix]
 
     def prepare(self, model: nn.Module) -> None:

@@ -38,10 +38,7 @@ class PromptTuning(Adaptation):
     def insert_modules(self, model: nn.Module) -> list[nn.Module]:
         embedding = model.backbone.get_input_embeddings()
         prompt = SoftPrompt(self.num_tokens, embedding.weight.shape[1])
-        if self.max_length is not None:
-            prompt.check_length(model.backbone, self.max_length)
-        model.virtual_tokens = prompt
-        prompt.attach(model.backbone)
+        prompt.install(model, self.max_length)
         return [prompt]
 
     def prepare(self, model: nn.Module) -> None:

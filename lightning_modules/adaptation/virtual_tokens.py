@@ -54,6 +54,14 @@ class VirtualTokens(nn.Module):
                               f"{self.num_tokens + int(max_length)} exceeds the {limit} positions of "
                               f"{type(backbone).__name__}: shorten one of them")
 
+    def install(self, model: nn.Module, max_length: int | None) -> None:
+        """Into a task model: checked against the longest input (when known), kept as
+        `model.virtual_tokens` (saved with it), hooked onto its backbone."""
+        if max_length is not None:
+            self.check_length(model.backbone, max_length)
+        model.virtual_tokens = self
+        self.attach(model.backbone)
+
     def attach(self, backbone: nn.Module) -> None:
         backbone.register_forward_pre_hook(self._prepend, with_kwargs=True)
         backbone.register_forward_hook(self._strip)

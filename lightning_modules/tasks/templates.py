@@ -23,7 +23,7 @@ import random
 import re
 from dataclasses import dataclass, field
 
-from lightning_modules.tasks.encoding import PairEncoder, _first_id
+from lightning_modules.tasks.encoding import PairEncoder, _first_id, _truncate_longest_first
 from ptmlab.contracts import ConfigError
 
 MASK_SLOT = "[MASK]"
@@ -189,10 +189,9 @@ class TemplateEncoder(PairEncoder):
             fields = [ids for segs in every for kind, ids in segs if kind == "field"]
             total = len(self.open) + len(self.close) + len(self.sep) * len(demos) \
                 + sum(len(ids) for segs in every for _, ids in segs)
-            # Cut the longest field (the input's or a demonstration's) first, as PairEncoder does.
-            while total > self.max_length:
-                max(fields, key=len).pop()
-                total -= 1
+            # Cut the longest field (the input's or a demonstration's) first, as PairEncoder does
+            # (in place: `fields` are the segments' own lists).
+            _truncate_longest_first(fields, self.max_length - (total - sum(len(ids) for ids in fields)))
             body = [t for _, ids in segments for t in ids]
             context = [t for segs in demos for t in (*(t for _, ids in segs for t in ids), *self.sep)]
             if self.causal:  # demonstrations first: the input must end where the slot is predicted

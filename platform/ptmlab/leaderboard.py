@@ -34,9 +34,8 @@ from dataclasses import dataclass, field, fields
 
 # GLUE's task table and scoring live in ptmlab.contracts.glue, shared with the science half.
 from ptmlab.contracts.glue import GLUE_TASKS, glue_average, glue_task_score  # noqa: F401 - re-exported
-# The cache listing's byte-size formatter (binary units), so sizes read the same everywhere.
-from ptmlab.cli.cache_cmds import human as size_text
 from ptmlab.errors import ConfigError, NotFoundError
+from ptmlab.sizes import size_text
 
 METRIC_ABBREV = {"matthews_correlation": "mcc", "accuracy": "acc", "accuracy_mm": "acc_mm", "f1": "f1",
                  "pearson": "pearson", "spearmanr": "spearman", "macro_f1": "macro_f1"}
@@ -132,9 +131,12 @@ def percent_text(fraction: float | None) -> str:
     return f"{pct:.1f}%" if pct >= 1 or pct == 0 else f"{pct:.2g}%"
 
 
-def parse_adaptation_filter(text: str) -> list[str]:
-    """`lora,bitfit` -> ["lora", "bitfit"]. A name no run has is fine (it selects nothing); an
-    empty list or entry, or a name that cannot be a mode, is a ConfigError naming `adaptation`."""
+def parse_adaptation_filter(text: str | None) -> list[str] | None:
+    """`lora,bitfit` -> ["lora", "bitfit"]; None (no filter) -> None. A name no run has is fine (it
+    selects nothing); an empty list or entry, or a name that cannot be a mode, is a ConfigError
+    naming `adaptation`."""
+    if text is None:
+        return None
     names = [n.strip() for n in str(text).split(",")]
     if not any(names):
         raise ConfigError("adaptation: name at least one adaptation mode, e.g. adaptation=lora,bitfit")

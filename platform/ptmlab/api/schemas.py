@@ -8,9 +8,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 INT4_MAX = 2**31 - 1
+# `?adaptation=lora,bitfit` on the leaderboard endpoints; ptmlab.leaderboard.parse_adaptation_filter
+# checks it (its 422 names the parameter, an empty value included).
+ModeFilter = Annotated[str | None, Query(max_length=600, description="adaptation modes: lora,bitfit")]
 
 Override = Annotated[str, Field(min_length=1, max_length=2000)]
 JobId = Annotated[int, Field(ge=1, le=INT4_MAX)]

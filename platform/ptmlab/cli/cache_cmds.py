@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from ptmlab.errors import ConfigError
+from ptmlab.sizes import size_text
 
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
@@ -58,14 +59,6 @@ def read_entries(root: Path) -> list[dict]:
     return entries
 
 
-def human(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
-
-
 def parse_size(text: str) -> int:
     text = text.strip().upper().removesuffix("B").removesuffix("I")
     unit = text[-1] if text and text[-1] in UNITS else ""
@@ -95,12 +88,12 @@ def _cmd_list(args: argparse.Namespace) -> int:
         return 0
     header = ["key", "model", "data", "align", "sentences", "layers", "shards", "complete", "size", "last used"]
     rows = [[e["key"], str(e["model"]), str(e["data"]), str(e["alignment"]), str(e["sentences"]), str(e["layers"]),
-             e["shards"], "yes" if e["complete"] else "no", human(e["size"]),
+             e["shards"], "yes" if e["complete"] else "no", size_text(e["size"]),
              time.strftime("%Y-%m-%d %H:%M", time.localtime(e["last_used"]))] for e in entries]
     widths = [max(len(x) for x in col) for col in zip(header, *rows)]
     for row in [header, *rows]:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
-    print(f"{len(entries)} entries, {human(sum(e['size'] for e in entries))} in {activation_root(args.cache_dir)}")
+    print(f"{len(entries)} entries, {size_text(sum(e['size'] for e in entries))} in {activation_root(args.cache_dir)}")
     return 0
 
 
@@ -134,8 +127,8 @@ def _cmd_prune(args: argparse.Namespace) -> int:
         if not args.dry_run:
             shutil.rmtree(e["folder"], ignore_errors=True)
         freed += e["size"]
-        print(f"{'would remove' if args.dry_run else 'removed'} {e['key']} {e['model']} {e['data']} {human(e['size'])}")
-    print(f"{'would free' if args.dry_run else 'freed'} {human(freed)}")
+        print(f"{'would remove' if args.dry_run else 'removed'} {e['key']} {e['model']} {e['data']} {size_text(e['size'])}")
+    print(f"{'would free' if args.dry_run else 'freed'} {size_text(freed)}")
     return 0
 
 

@@ -8,13 +8,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 
 from ptmlab.api.deps import SessionDep
-from ptmlab.api.schemas import INT4_MAX, ErrorOut, ResultPage
+from ptmlab.api.schemas import INT4_MAX, ErrorOut, ModeFilter, ResultPage
 from ptmlab.errors import ConfigError
 from ptmlab.results import query_results
 
 router = APIRouter(prefix="/results", tags=["results"])
 Name = Annotated[str | None, Query(max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$")]
-ModeFilter = Annotated[str | None, Query(max_length=600, description="adaptation modes: lora,bitfit")]
 
 
 def _tags(tag: list[str] | None) -> dict[str, str]:
@@ -61,7 +60,7 @@ def glue_leaderboard(request: Request, sweep_id: Name = None,
                      ) -> dict:
     from ptmlab.leaderboard import build_leaderboard, load_summaries, parse_adaptation_filter
 
-    modes = None if adaptation is None else parse_adaptation_filter(adaptation)
+    modes = parse_adaptation_filter(adaptation)
     summaries = load_summaries(request.app.state.database_url, kind="finetune", sweep_id=sweep_id)
     board = build_leaderboard(summaries, group_by=[g for g in group_by.split(",") if g], adaptations=modes)
     return {"group_by": list(board.group_by), "tasks": board.tasks,

@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 
 from ptmlab import queue, views
 from ptmlab.api.deps import SessionDep
-from ptmlab.api.schemas import INT4_MAX, ErrorOut
+from ptmlab.api.schemas import INT4_MAX, ErrorOut, ModeFilter
 from ptmlab.db.models import Job, JobDependency, Result
 from ptmlab.errors import ConfigError
 from ptmlab.leaderboard import parse_adaptation_filter
@@ -21,8 +21,6 @@ router = APIRouter(prefix="/views", tags=["dashboard views"])
 ERRORS = {404: {"model": ErrorOut}, 422: {"model": ErrorOut}}
 Name = Annotated[str | None, Query(max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$")]
 TagFilter = Annotated[str | None, Query(max_length=600, description="key=value[,key=value]")]
-# Checked by parse_adaptation_filter, whose 422 names the parameter (an empty value included).
-ModeFilter = Annotated[str | None, Query(max_length=600, description="adaptation modes: lora,bitfit")]
 RunIds = Annotated[str, Query(max_length=400, pattern=r"^[0-9, ]+$", description="result ids: 1,2,3")]
 
 
@@ -34,10 +32,6 @@ def _json(view: dict[str, Any]) -> JSONResponse:
 
 def _ids(runs: str) -> list[str]:
     return [r.strip() for r in runs.split(",") if r.strip()]
-
-
-def _modes(adaptation: str | None) -> list[str] | None:
-    return None if adaptation is None else parse_adaptation_filter(adaptation)
 
 
 @router.get("/overview", responses=ERRORS, summary="Job counts, result counts, latest jobs and results")
@@ -52,7 +46,7 @@ def overview(session: SessionDep) -> dict[str, Any]:
 def leaderboard(session: SessionDep, sweep_id: Name = None, tag: TagFilter = None, adaptation: ModeFilter = None,
                 group_by: Annotated[str, Query(max_length=200, pattern=r"^[A-Za-z0-9_,]+$")] = "model,objective,adaptation",
                 format: Literal["json", "csv", "latex"] = "json"):  # noqa: A002 - the query parameter's name
-    tags, modes = parse_tag_filter(tag), _modes(adaptation)
+    tags, modes = parse_tag_filter(tag), parse_adaptation_filter(adaptation)
     keys = [k for k in group_by.split(",") if k]
     if not keys:
         raise ConfigError("group_by: name at least one summary key")
@@ -77,7 +71,7 @@ def leaderboard_compare(session: SessionDep, a: RowLabel, b: RowLabel, sweep_id:
     if not keys:
         raise ConfigError("group_by: name at least one summary key")
     return _json(views.leaderboard_compare(session, a, b, sweep_id=sweep_id, tags=parse_tag_filter(tag), group_by=keys,
-                                           adaptations=_modes(adaptation)))
+                                           adaptations=parse_adaptation_filter(adaptation)))
 
 
 @router.get("/probe-drift", responses=ERRORS,
