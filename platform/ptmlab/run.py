@@ -41,7 +41,9 @@ def _hydra_main(cfg: DictConfig):
             quiet_dependencies()
         print(job_header(cfg, _run_folder(cfg)), flush=True)
         stage_fn = get_method(cfg.stage.entry)
-        return stage_fn(cfg)
+        result = stage_fn(cfg)
+        _leave_process_group()
+        return result
     except PtmlabError as exc:
         _fail(exc)
     except Exception as exc:
@@ -53,6 +55,19 @@ def _hydra_main(cfg: DictConfig):
         if cause is None:
             raise
         _fail(cause)
+
+
+def _leave_process_group() -> None:
+    """A DDP stage's rank tears its process group down before the interpreter exits. A rank that
+    leaves early (the others return while rank 0 exports) and exits with gloo's threads still
+    running aborts ("terminate called without an active exception"), and srun then cancels the
+    whole step. No barrier: a rank must not wait on one that failed."""
+    torch = sys.modules.get("torch")  # only a stage that imported torch can have a group
+    if torch is None:
+        return
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def _run_folder(cfg: DictConfig) -> str:
