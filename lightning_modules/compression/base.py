@@ -38,7 +38,7 @@ class CompressContext:
     warmup_ratio: float = 0.1
     cache_dir: Path | None = None
     log: Callable[[dict, int], None] | None = None   # metrics, step -> MLflow
-    progress: Callable[[int, int, dict], None] | None = None  # step, total, metrics -> progress.json
+    progress: Callable[..., None] | None = None  # step, total, metrics, series (the loop's prefix) -> progress.json
 
 
 @dataclass
@@ -122,6 +122,6 @@ def train_epochs(model: nn.Module, tokenizer, ctx: CompressContext, *, epochs: i
                 ctx.log({f"{prefix}/loss": float(loss.detach()), **{f"{prefix}/{k}": float(v) for k, v in extra.items()}},
                         step)
             if ctx.progress is not None:  # the reporter writes at most once a second
-                ctx.progress(step, total, {"train/loss": float(loss.detach())} if logging_step else {})
+                ctx.progress(step, total, {"train/loss": float(loss.detach())} if logging_step else {}, prefix)
     model.eval()
     return {"steps": step, "train_time_s": round(time.perf_counter() - started, 3)}

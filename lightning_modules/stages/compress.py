@@ -128,7 +128,9 @@ def run_compress(cfg: DictConfig) -> dict:
     with StageRun(cfg) as run:
         run.log_data_files([Path(s.source) for s in task.data.splits.values() if Path(s.source).is_file()])
         ctx.log = lambda metrics, step: run.logger.log_metrics(metrics, step=step)
-        ctx.progress = lambda step, total, metrics: run.progress.update(step, total=total, metrics=metrics)
+        # `series`: the training loop's prefix (distill, control, recovery, qat ...), one curve each.
+        ctx.progress = lambda step, total, metrics, series=None: run.progress.update(
+            step, total=total, metrics=metrics, series=series)
         run.progress.phase(f"compressing ({method.name})")
         result = method.compress(source, ctx)
         edits = list(source.manifest.get("compression") or []) + list(result.edits)

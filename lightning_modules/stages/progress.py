@@ -15,7 +15,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 
-from ptmlab.contracts.progress import finite_metrics, thin_history, write_progress
+from ptmlab.contracts.progress import DEFAULT_SERIES, finite_metrics, thin_history, write_progress
 
 
 class ProgressReporter:
@@ -27,6 +27,14 @@ class ProgressReporter:
                                       "metrics": {}, "steps_per_s": None, "eta_s": None, "history": []}
         self._last_write = 0.0
         self._rate_from: tuple[float, int] | None = None  # (time, step) the speed is measured from
+        # The training the next history points belong to: a job that trains more than once (a
+        # distilled student, then its no-teacher control) draws one labelled curve per training.
+        self.series = DEFAULT_SERIES
+
+    def start_series(self, name: str) -> None:
+        """Later history points belong to the training `name` (its steps count from its own start)."""
+        self.series = str(name)
+        self._rate_from = None
 
     def phase(self, name: str, *, step: int | None = None, total: int | None = None) -> None:
         """A new phase; its own step count starts again when `total` is given."""
@@ -37,7 +45,9 @@ class ProgressReporter:
         self.flush()
 
     def update(self, step: int, *, total: int | None = None, epoch: int | None = None,
-               metrics: dict[str, Any] | None = None, force: bool = False) -> None:
+               metrics: dict[str, Any] | None = None, force: bool = False, series: str | None = None) -> None:
+        if series is not None and series != self.series:
+            self.start_series(series)
         now = time.monotonic()
         if self._rate_from is None or step < self._rate_from[1]:
             self._rate_from = (now, step)
@@ -56,10 +66,10 @@ class ProgressReporter:
         if latest:
             state["metrics"].update(latest)
             history = state["history"]
-            if history and history[-1]["step"] == step:
+            if history and history[-1]["step"] == step and history[-1].get("series") == self.series:
                 history[-1].update(latest)
             else:
-                history.append({"step": int(step), **latest})
+                history.append({"step": int(step), "series": self.series, **latest})
             state["history"] = thin_history(history)
         if force or now - self._last_write >= self.every_s:
             self.flush()
@@ -84,10 +94,12 @@ def _total_steps(trainer: pl.Trainer) -> int | None:
 class ProgressCallback(pl.Callback):
     """Training and validation progress of a Lightning fit, into a ProgressReporter."""
 
-    def __init__(self, reporter: ProgressReporter):
+    def __init__(self, reporter: ProgressReporter, series: str = DEFAULT_SERIES):
         self.reporter = reporter
+        self.series = series
 
     def on_train_start(self, trainer, pl_module) -> None:
+        self.reporter.start_series(self.series)
         self.reporter.phase("training")
         self.reporter.update(trainer.global_step, total=_total_steps(trainer), epoch=trainer.current_epoch, force=True)
 

@@ -64,7 +64,7 @@ def test_history_is_thinned_not_cut(tmp_path):
     history = json.loads((tmp_path / PROGRESS_FILE).read_text())["history"]
     assert len(history) <= MAX_HISTORY
     assert history[0]["step"] == 1 and history[-1]["step"] == 3 * MAX_HISTORY - 1  # the whole run, coarser
-    assert all(set(p) == {"step", "train/loss"} for p in history)
+    assert all(set(p) == {"step", "series", "train/loss"} for p in history)  # one training: one series
 
 
 def test_a_disabled_reporter_writes_nothing(tmp_path):

@@ -125,11 +125,22 @@ class ProgressOut(BaseModel):
     updated_at: float | None = None
 
 
+class ProgressSeriesOut(BaseModel):
+    """One training of a job (ptmlab.contracts.progress.history_series): a distillation's student and
+    its no-teacher control are two series, each drawn as its own labelled curve."""
+
+    name: str     # the training's name as the stage wrote it (training, distill, control, recovery, qat ...)
+    label: str    # as the page shows it
+    points: list[dict[str, float]]
+
+
 class ProgressHistoryOut(BaseModel):
     job_id: int
     status: str
     progress: ProgressOut | None
-    history: list[dict[str, float]]  # [{"step": s, "train/loss": ..., "val/acc": ...}], oldest first
+    # [{"step": s, "series": "training", "train/loss": ..., "val/acc": ...}], oldest first
+    history: list[dict[str, float | str]]
+    series: list[ProgressSeriesOut] = []  # the same points, one series per training (its steps start at its start)
 
 
 class JobOut(BaseModel):

@@ -3,9 +3,12 @@ worker reads at each heartbeat (DESIGN.md §2). Neither side knows the other: th
 whole contract.
 
 `progress.json` = {phase, step, total_steps, epoch, metrics (the latest value of each),
-steps_per_s, eta_s, updated_at, history: [{"step": s, "<metric>": value, ...}]}. The history keeps
-every logged point up to MAX_HISTORY points, then every other one (a long run's curve keeps its
-shape at a bounded size). Written atomically (a reader never sees half a file); a file that does
+steps_per_s, eta_s, updated_at, history: [{"step": s, "series": name, "<metric>": value, ...}]}.
+`series` names the training a point belongs to: a job that trains more than once (a distilled
+student and its no-teacher control, recovery fine-tuning after pruning, QAT) counts each training's
+steps from its own start, so its history is several curves, not one (`history_series`). The history
+keeps every logged point up to MAX_HISTORY points, then every other one (a long run's curve keeps
+its shape at a bounded size; each series keeps its first and last point). Written atomically (a reader never sees half a file); a file that does
 not parse is ignored, never an error: progress is advisory, the summary and MLflow are the record.
 """
 
@@ -24,6 +27,19 @@ MAX_HISTORY = 400
 METRIC_PREFIXES = ("train/", "val/", "test/", "lr")
 # Running totals grow without bound and say nothing a curve should show (the summary has them).
 COUNTERS = ("tokens_seen", "samples_seen", "flops")
+
+
+DEFAULT_SERIES = "training"
+# How the job page names a training (a compression loop's series is its metric prefix, see
+# lightning_modules/compression/base.py `train_epochs`); an unknown name is shown as it is.
+SERIES_LABELS = {
+    "training": "training",
+    "distill": "student (distillation)",
+    "control": "control (no teacher)",
+    "recovery": "recovery fine-tuning",
+    "qat": "quantization-aware training",
+    "theseus": "Theseus module replacing",
+}
 
 
 def write_progress(run_dir: str | Path, data: dict[str, Any]) -> None:
@@ -57,10 +73,40 @@ def finite_metrics(metrics: dict[str, Any]) -> dict[str, float]:
 
 
 def thin_history(history: list[dict[str, Any]], limit: int = MAX_HISTORY) -> list[dict[str, Any]]:
-    """Every other point once `limit` is reached; the newest point is always kept."""
+    """Every other point once `limit` is reached; the newest point and the first and last point of
+    every series (so no training's curve loses its start or end) are always kept."""
     if len(history) <= limit:
         return history
-    return [*history[:-1][::2], history[-1]]
+    last = len(history) - 1
+    return [p for i, p in enumerate(history)
+            if i % 2 == 0 or i == last or p.get("series") != history[i - 1].get("series")
+            or p.get("series") != history[i + 1].get("series")]
+
+
+def history_series(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The history as one series per training: [{"name", "label", "points": [{"step", metrics}]}].
+
+    A new series starts where the `series` name changes, or where the step goes back (a second
+    training under the same name, or a history written before points carried a name); a name seen
+    again is numbered ("training (2)")."""
+    out: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
+    current: dict[str, Any] | None = None
+    last_step = None
+    for point in history:
+        if not isinstance(point, dict):
+            continue
+        name = str(point.get("series") or DEFAULT_SERIES)
+        step = point.get("step")
+        went_back = isinstance(step, int | float) and last_step is not None and step < last_step
+        if current is None or name != current["name"] or went_back:
+            seen[name] = seen.get(name, 0) + 1
+            label = SERIES_LABELS.get(name, name)
+            current = {"name": name, "label": label if seen[name] == 1 else f"{label} ({seen[name]})", "points": []}
+            out.append(current)
+        current["points"].append({k: v for k, v in point.items() if k != "series"})
+        last_step = step if isinstance(step, int | float) else last_step
+    return out
 
 
 def split_for_listing(progress: dict[str, Any] | None) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:

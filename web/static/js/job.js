@@ -129,26 +129,34 @@ async function followLog() {
 
 // Live curves from the platform's own store (the worker copies progress.json at each heartbeat):
 // losses on the left axis, task metrics on the right, the learning rate on its own (log) axis.
+// One curve per training and metric: a job that trains more than once (a distilled student, then
+// its no-teacher control) counts each training's steps from its start, and one line through all
+// its points would run back in x. Each training gets its own colour, named in the legend.
 // Grows while the job runs.
-function drawCurves(history) {
+function drawCurves(series) {
   const div = document.getElementById("job-curves");
-  const keys = [...new Set(history.flatMap((p) => Object.keys(p)))].filter((k) => k !== "step").sort();
+  const keys = [...new Set(series.flatMap((s) => s.points.flatMap((p) => Object.keys(p))))].filter((k) => k !== "step").sort();
   if (!keys.length || typeof Plotly === "undefined") return;
   div.hidden = false;
-  const traces = keys.map((key) => {
-    const points = history.filter((p) => key in p);
+  const several = series.length > 1;
+  const traces = series.flatMap((s, i) => keys.map((key) => {
+    const points = s.points.filter((p) => key in p);
     const axis = key.includes("loss") ? "y" : key === "lr" || key.endsWith("/lr") ? "y3" : "y2";
-    return { name: key, x: points.map((p) => p.step), y: points.map((p) => p[key]), mode: points.length > 40 ? "lines" : "lines+markers",
-      yaxis: axis, line: { dash: key.startsWith("val/") ? "dot" : axis === "y3" ? "dashdot" : "solid" } };
-  });
+    return { name: several ? `${s.label}: ${key}` : key, x: points.map((p) => p.step), y: points.map((p) => p[key]),
+      mode: points.length > 40 ? "lines" : "lines+markers", yaxis: axis,
+      legendgroup: several ? s.label : undefined, meta: { series: s.name },
+      line: { dash: key.startsWith("val/") ? "dot" : axis === "y3" ? "dashdot" : "solid",
+        color: several ? SERIES_COLOURS[i % SERIES_COLOURS.length] : undefined } };
+  }).filter((t) => t.x.length));
   Plotly.react(div, traces, {
     height: 300, margin: { t: 20, r: 110, b: 40, l: 55 }, legend: { orientation: "h", y: -0.25 },
-    xaxis: { title: { text: "step" }, domain: [0, 0.88] }, yaxis: { title: { text: "loss" } },
+    xaxis: { title: { text: several ? "step (of each training)" : "step" }, domain: [0, 0.88] }, yaxis: { title: { text: "loss" } },
     yaxis2: { overlaying: "y", side: "right", showgrid: false, title: { text: "metrics" } },
     yaxis3: { overlaying: "y", side: "right", anchor: "free", position: 0.97, type: "log", showgrid: false,
       title: { text: "lr" } },
   }, plotConfig(`job-${jobId}-curves`));
 }
+const SERIES_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"];
 
 async function showProgress(job) {
   if (!job.progress || job.progress.updated_at === progressSeen) return;
@@ -160,8 +168,8 @@ async function showProgress(job) {
       job.status === "running" && p.eta_s != null ? ` · ${seconds(p.eta_s)} left` : ""].join("")));
   document.getElementById("job-metrics").replaceChildren(...Object.entries(p.metrics || {}).map(([k, v]) =>
     el("code", { class: "chip", "data-metric": k }, `${k} ${Number(v).toPrecision(4)}`)));
-  const { history } = await api(`/api/v1/jobs/${jobId}/progress`);
-  drawCurves(history);
+  const { series } = await api(`/api/v1/jobs/${jobId}/progress`);
+  drawCurves(series);
 }
 
 async function refresh() {

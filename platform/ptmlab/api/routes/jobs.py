@@ -12,7 +12,7 @@ from ptmlab.api.schemas import (
     INT4_MAX, AttemptOut, ErrorOut, JobOut, JobPage, JobSubmit, LogOut, ProgressHistoryOut,
 )
 from ptmlab.api.validation import validate_job
-from ptmlab.contracts.progress import split_for_listing
+from ptmlab.contracts.progress import history_series, split_for_listing
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 ERRORS = {401: {"model": ErrorOut}, 404: {"model": ErrorOut}, 409: {"model": ErrorOut}, 422: {"model": ErrorOut}}
@@ -49,7 +49,8 @@ def get_job(job_id: JobIdPath, session: SessionDep) -> dict:
 def get_progress(job_id: JobIdPath, session: SessionDep) -> dict:
     job = queue.get_job(session, job_id)
     latest, history = split_for_listing(job.progress)
-    return {"job_id": job.id, "status": job.status, "progress": latest, "history": history}
+    return {"job_id": job.id, "status": job.status, "progress": latest, "history": history,
+            "series": history_series(history)}
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, responses=ERRORS, dependencies=[Authorized],
