@@ -2,7 +2,9 @@
 task model (export/task_model/, loadable like any other, so methods chain: distill → prune →
 quantize), and the compressed model and its source measured side by side (summary.json).
 
-    python -m ptmlab.run stage=compress compression=quantize_dynamic task=glue/sst2 source=<run folder>
+    python -m ptmlab.run stage=compress compression=quantize_dynamic source=<run folder>
+
+`task=` is optional: the source's task model records its task (`task=` naming another is refused).
 
 `build_compress(cfg)` loads the source, the task and the method and runs the method's checks,
 so bad input fails before any MLflow run opens; `run_compress(cfg)` compresses, saves, reloads
@@ -15,13 +17,13 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from lightning_modules.compression.base import CompressContext, CompressionMethod
 from lightning_modules.compression.measure import MeasureSettings, measure_side_by_side
 from lightning_modules.stages.common import StageRun, tracking_uri
 from lightning_modules.stages.task_model import TASK_MODEL_ARTIFACT, TASK_MODEL_DIR, LoadedTaskModel, \
-    load_task_model, save_task_model
+    check_task_matches, load_task_model, save_task_model, source_task_node, task_configs_of
 from lightning_modules.tasks.spec import LoadedTask, load_task
 from ptmlab.contracts import BackboneError, ConfigError
 
@@ -42,6 +44,18 @@ def load_source(ref: str, cfg: DictConfig) -> LoadedTaskModel:
     except BackboneError as exc:
         raise ConfigError(f"source={ref}: not a task model that loads ({exc}); compress takes a finetune or "
                           f"compress run (a pretrain export is a backbone: fine-tune it first)") from None
+
+
+def use_source_task(cfg: DictConfig, source: LoadedTaskModel, ref: str) -> None:
+    """`task=` is optional: the source's own task (its manifest records it) goes into `cfg.task`,
+    so the stored config says what ran; a `task=` for another task than the source's head is
+    refused naming both, before any work."""
+    if cfg.get("task") is None:
+        with open_dict(cfg):
+            cfg.task = source_task_node(source, ref)
+        return
+    labels = cfg.task.get("labels")
+    check_task_matches(source, str(cfg.task.name), None if labels is None else list(labels), ref)
 
 
 def build_method(node: DictConfig) -> CompressionMethod:
@@ -65,13 +79,10 @@ def build_compress(cfg: DictConfig) -> CompressParts:
         raise ConfigError("source=null: stage=compress needs source=<job:<id> | mlflow:<run_id> | run or export folder>")
     if cfg.get("compression") is None:
         raise ConfigError("compression=null: stage=compress needs a method (compression=distill, quantize_dynamic, ...)")
-    if cfg.get("task") is None:
-        raise ConfigError("task=null: stage=compress needs the source's task (task=glue/sst2 ...) to score and train")
     pl.seed_everything(int(cfg.seed), workers=True, verbose=False)
     source = load_source(str(ref), cfg)
+    use_source_task(cfg, source, str(ref))
     task = load_task(cfg.task)
-    if task.spec.name not in source.tasks:
-        raise ConfigError(f"task={task.spec.name}: the source's head is for {', '.join(source.tasks)}")
     method = build_method(cfg.compression)
     stage = cfg.stage
     ctx = CompressContext(task=task, seed=int(cfg.seed), batch_size=int(stage.batch_size),
@@ -136,7 +147,8 @@ def run_compress(cfg: DictConfig) -> dict:
         edits = list(source.manifest.get("compression") or []) + list(result.edits)
         task_dir = save_task_model(result.model, run.run_dir / "export" / TASK_MODEL_DIR,
                                    model_cfg=result.model_cfg or source.manifest["model"], tokenizer=source.tokenizer,
-                                   tasks=source.tasks, adaptation=source.manifest["adaptation"], compression=edits)
+                                   tasks=source.tasks, adaptation=source.manifest["adaptation"], compression=edits,
+                                   task_configs=source.manifest.get("task_configs") or task_configs_of(cfg, source.tasks))
         run.log_artifacts(task_dir, TASK_MODEL_ARTIFACT)
         compressed = load_task_model(task_dir)  # measure what was saved, as the next stage loads it
         run.progress.phase("measuring the source and the compressed model")

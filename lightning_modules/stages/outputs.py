@@ -12,7 +12,7 @@ from lightning_modules.adaptation.base import count_trainable
 from lightning_modules.stages.backbone import ResolvedBackbone
 from lightning_modules.stages.export import export_backbone
 from lightning_modules.stages.pooling import PooledEncoder
-from lightning_modules.stages.task_model import TASK_MODEL_ARTIFACT, TASK_MODEL_DIR, save_task_model
+from lightning_modules.stages.task_model import TASK_MODEL_ARTIFACT, TASK_MODEL_DIR, save_task_model, task_configs_of
 from lightning_modules.tasks.spec import TaskSpec
 
 FULL_FINETUNING = {"name": "full", "_target_": "lightning_modules.adaptation.full.FullFineTuning"}
@@ -37,7 +37,7 @@ def export_models(run, cfg: DictConfig, model: PooledEncoder, resolved: Resolved
         run.log_artifacts(export_dir, "export")
     task_dir = save_task_model(model, export_dir / TASK_MODEL_DIR, model_cfg=resolved.model_cfg,
                                tokenizer=resolved.tokenizer, tasks=tasks,
-                               adaptation=adaptation_node(cfg, adaptation))
+                               adaptation=adaptation_node(cfg, adaptation), task_configs=task_configs_of(cfg, tasks))
     run.log_artifacts(task_dir, TASK_MODEL_ARTIFACT)
     return task_dir
 

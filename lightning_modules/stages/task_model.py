@@ -41,6 +41,10 @@ Manifest (task_model.json):
     weights          {file: model.safetensors, sha256}
     tokenizer_files  the files the tokenizer wrote
     versions         torch, transformers, safetensors, ptmlab that wrote it
+    task_configs     task name -> the `task` config node it was trained with (unresolved, so
+                     `${paths.data_dir}` follows the machine that loads it): a stage that takes a
+                     task model (compress) reads its task from here when `task=` is not given
+                     (`source_task_node`); older manifests lack it (then the run's config.yaml)
     compression      (format 2) the structural edits compression made, re-applied in order before
                      the weights are read: pruned heads, low-rank factors, a dtype cast, int8
                      quantization (lightning_modules/compression/structure.py); a quantized
@@ -64,7 +68,7 @@ import torch
 
 from lightning_modules.stages.pooling import PooledEncoder
 from lightning_modules.tasks.spec import TaskSpec
-from ptmlab.contracts import BackboneError
+from ptmlab.contracts import BackboneError, ConfigError
 
 FORMAT_VERSION = 2  # the newest this reader reads; 1 is written unless there are compression edits
 TASK_MODEL_DIR = "task_model"  # under <run dir>/export/
@@ -127,9 +131,11 @@ def _versions() -> dict[str, str]:
 
 # -- saving ----------------------------------------------------------------------------------
 def save_task_model(model: PooledEncoder, out_dir: Path, *, model_cfg: dict, tokenizer,
-                    tasks: dict[str, TaskSpec], adaptation: dict, compression: list[dict] | None = None) -> Path:
+                    tasks: dict[str, TaskSpec], adaptation: dict, compression: list[dict] | None = None,
+                    task_configs: dict[str, dict] | None = None) -> Path:
     """Write the layout above to `out_dir` (the manifest last: a folder without one is incomplete).
-    `compression`: the structural edits the model went through (compression/structure.py)."""
+    `compression`: the structural edits the model went through (compression/structure.py);
+    `task_configs`: each task's config node, so later stages need no `task=`."""
     from safetensors.torch import save_file, save_model
 
     from lightning_modules.stages.multitask import MultiTaskModel
@@ -166,12 +172,29 @@ def save_task_model(model: PooledEncoder, out_dir: Path, *, model_cfg: dict, tok
         "tokenizer_files": sorted({Path(p).name for p in written if Path(p).is_file()}),
         "versions": _versions(),
     }
+    if task_configs:
+        manifest["task_configs"] = {name: node for name, node in task_configs.items() if name in tasks}
     if compression:
         manifest["compression"] = list(compression)
     tmp = out_dir / (MANIFEST_FILE + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=2))
     tmp.replace(out_dir / MANIFEST_FILE)
     return out_dir
+
+
+def task_configs_of(cfg, names) -> dict[str, dict]:
+    """The run's task nodes (`task`, or stage=multitask's `stage.tasks`) by task name, unresolved."""
+    from omegaconf import DictConfig, OmegaConf
+
+    from ptmlab.contracts.task_checks import multitask_task_nodes
+
+    if isinstance(cfg.get("task"), DictConfig):
+        nodes = {str(cfg.task.name): cfg.task}
+    elif "tasks" in cfg.get("stage", {}):
+        nodes = multitask_task_nodes(cfg)
+    else:
+        nodes = {}
+    return {name: OmegaConf.to_container(node, resolve=False) for name, node in nodes.items() if name in names}
 
 
 # -- loading ---------------------------------------------------------------------------------
@@ -339,3 +362,51 @@ def load_task_model(ref, *, tracking_uri: str | None = None, device: str | torch
     tokenizer = AutoTokenizer.from_pretrained(str(folder), use_fast=True)
     model.requires_grad_(True)  # adaptation modes froze parts while building; a loaded model is whole
     return LoadedTaskModel(model.to(device).eval(), tokenizer, tasks, manifest, folder)
+
+
+# -- the task a task model was trained for ----------------------------------------------------
+def source_task_node(loaded: LoadedTaskModel, ref: str) -> dict:
+    """The `task` node to run with when a stage takes a task model and no `task=`: the one its
+    manifest records (`task_configs`; older manifests: the `task` of the run's config.yaml), with
+    the spec it was trained with laid over it (subset sizes, max_length, the labels in head
+    order), so the stage reads the same task the head was trained on. ConfigError when the
+    model has several heads or records no task config."""
+    if len(loaded.tasks) != 1:
+        raise ConfigError(f"source={ref} has heads for {', '.join(loaded.tasks)}: name one with task=<config>")
+    (name, spec), = loaded.tasks.items()
+    node = (loaded.manifest.get("task_configs") or {}).get(name)
+    if node is None:
+        node = _run_config_task(loaded.folder, name)
+    if node is None:
+        raise ConfigError(f"source={ref}: its {MANIFEST_FILE} records no config for task {name} (written before "
+                          f"ptmlab recorded one): give task=<the config of {name}>")
+    node = dict(node)
+    node.update(max_train_samples=spec.max_train_samples, max_eval_samples=spec.max_eval_samples,
+                max_length=spec.max_length)
+    if spec.labels is not None:
+        node["labels"] = list(spec.labels)
+    return node
+
+
+def _run_config_task(folder: Path, name: str) -> dict | None:
+    """The `task` node of the config.yaml of the run that saved `folder` (…/export/task_model)."""
+    from omegaconf import DictConfig, OmegaConf
+
+    for candidate in (folder.parent.parent / "config.yaml", folder.parent / "config.yaml"):
+        if candidate.is_file():
+            task = OmegaConf.load(candidate).get("task")
+            if isinstance(task, DictConfig) and str(task.get("name")) == name:
+                return OmegaConf.to_container(task, resolve=False)
+    return None
+
+
+def check_task_matches(loaded: LoadedTaskModel, task_name: str, labels: list | None, ref: str) -> None:
+    """A `task=` given with a task model must be one of its heads' tasks, with the same label
+    order where the config fixes one: else one line naming both (before any work)."""
+    if task_name not in loaded.tasks:
+        raise ConfigError(f"task={task_name} differs from the task of source={ref} "
+                          f"({', '.join(loaded.tasks)}): leave task= out to take the source's")
+    known = loaded.tasks[task_name].labels
+    if labels is not None and known is not None and [str(x) for x in labels] != list(known):
+        raise ConfigError(f"task.labels={[str(x) for x in labels]} differ from the labels of source={ref}'s "
+                          f"{task_name} head ({list(known)}), in head order")

@@ -1,0 +1,125 @@
+"""stage=compress takes its task from the source (issue 21, item 6): a fine-tuned task model's
+manifest records its task config, so `task=` may be left out; the compressed model records it
+too (methods chain without `task=`); a `task=` for another task is refused in one line naming
+both, before any run folder; a task model saved before
+manifests recorded the task falls back to its run's config.yaml, and without either the
+message says to give `task=`."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from ptmlab.errors import ConfigError
+
+WORDS = "the a film movie was good bad great awful is not it very and of to".split()
+TINY = ["model=bert_tiny", "model.backbone.num_layers=2", "model.backbone.num_heads=2", "model.backbone.hidden_size=32",
+        "model.backbone.intermediate_size=64", "tokenizer.vocab_size=80", "tokenizer.min_frequency=1",
+        "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0", "seed=3"]
+QUICK = ["stage.measure.repeats=1", "stage.measure.warmup=0", "stage.measure.batch_sizes=[1]",
+         "stage.measure.threads=[1]"]
+
+
+@pytest.fixture(scope="module")
+def home(module_ptmlab_home):
+    return module_ptmlab_home
+
+
+@pytest.fixture(scope="module")
+def source(home, data_dir, tmp_path_factory):
+    """A tiny model fine-tuned on the first 24 SST-2 rows (its run folder)."""
+    from lightning_modules.stages.finetune import run_finetune
+    from ptmlab.config import compose_config
+
+    corpus = tmp_path_factory.mktemp("corpus")
+    rng = random.Random(0)
+    (corpus / "doc.txt").write_text("\n".join(" ".join(rng.choice(WORDS) for _ in range(6)) for _ in range(100)) + "\n")
+    run_dir = tmp_path_factory.mktemp("source") / "run"
+    run_finetune(compose_config(["stage=finetune", *TINY, "data=text_files", f"data.corpus.path={corpus}",
+                                 "task=glue/sst2", "task.max_train_samples=24", "task.max_eval_samples=16",
+                                 "task.max_length=24", "stage.epochs=1", "stage.batch_size=8", f"+run_dir={run_dir}"]))
+    return run_dir
+
+
+def entry_point(home: Path, run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PTMLAB_HOME": str(home)}
+    return subprocess.run([sys.executable, "-m", "ptmlab.run", "stage=compress", *QUICK, *overrides,
+                           f"hydra.run.dir={run_dir}"], env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_the_manifest_records_the_task_config(source):
+    manifest = json.loads((source / "export" / "task_model" / "task_model.json").read_text())
+    node = manifest["task_configs"]["sst2"]
+    assert node["name"] == "sst2" and node["max_train_samples"] == 24
+    assert node["data"]["data_dir"] == "${paths.data_dir}/glue"  # unresolved: follows the machine that loads it
+
+
+def test_compress_without_task_through_the_entry_point(home, source, tmp_path):
+    run_dir = tmp_path / "quantized"
+    proc = entry_point(home, run_dir, "compression=quantize_dynamic", f"source={source}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["task"] == "sst2" and summary["main_metric"] == "accuracy" and summary["score"] is not None
+    # the stored config says which task ran, with the source's subset (what the head was trained on)
+    ran = OmegaConf.load(run_dir / "config.yaml")
+    assert ran.task.name == "sst2" and ran.task.max_train_samples == 24 and ran.task.max_eval_samples == 16
+    assert list(ran.task.labels) == ["0", "1"]
+    # the compressed model records the task too, so the next method needs no task= either
+    manifest = json.loads((run_dir / "export" / "task_model" / "task_model.json").read_text())
+    assert manifest["task_configs"]["sst2"]["name"] == "sst2"
+
+
+def test_a_task_other_than_the_sources_is_refused_naming_both(home, source, tmp_path):
+    """In process: a ConfigError is exit 2 at the entry point (test_compression.py checks that path)."""
+    from lightning_modules.stages.compress import build_compress
+    from ptmlab.config import compose_config
+
+    cfg = compose_config(["stage=compress", "compression=quantize_dynamic", "task=glue/mrpc", f"source={source}",
+                          f"+run_dir={tmp_path / 'refused'}", *QUICK])
+    with pytest.raises(ConfigError) as err:
+        build_compress(cfg)
+    message = str(err.value)
+    assert "task=mrpc" in message and "(sst2)" in message and "\n" not in message
+    assert not (tmp_path / "refused").exists()
+
+
+def _copy_without_task_configs(source: Path, dest: Path, keep_run_config: bool) -> Path:
+    shutil.copytree(source / "export" / "task_model", dest / "export" / "task_model")
+    if keep_run_config:
+        shutil.copy(source / "config.yaml", dest / "config.yaml")
+    path = dest / "export" / "task_model" / "task_model.json"
+    manifest = json.loads(path.read_text())
+    del manifest["task_configs"]  # as written before manifests recorded the task
+    path.write_text(json.dumps(manifest))
+    return dest
+
+
+def test_older_task_models_take_the_task_from_their_run_config(home, source, tmp_path):
+    from lightning_modules.stages.compress import build_compress
+    from ptmlab.config import compose_config
+
+    old = _copy_without_task_configs(source, tmp_path / "old", keep_run_config=True)
+    cfg = compose_config(["stage=compress", "compression=quantize_dynamic", f"source={old}", *QUICK])
+    parts = build_compress(cfg)
+    assert parts.task.spec.name == "sst2" and len(parts.task.train.examples) == 24
+
+    bare = _copy_without_task_configs(source, tmp_path / "bare", keep_run_config=False)
+    cfg = compose_config(["stage=compress", "compression=quantize_dynamic", f"source={bare}", *QUICK])
+    with pytest.raises(ConfigError, match=r"records no config for task sst2.*give task=") as err:
+        build_compress(cfg)
+    assert "\n" not in str(err.value)
+    # naming the task works for such a model, and a wrong label order is refused naming both
+    parts = build_compress(compose_config(["stage=compress", "compression=quantize_dynamic", f"source={bare}",
+                                           "task=glue/sst2", "task.max_train_samples=8", *QUICK]))
+    assert len(parts.task.train.examples) == 8
+    with pytest.raises(ConfigError, match=r"task.labels=\['1', '0'\] differ from the labels of source="):
+        build_compress(compose_config(["stage=compress", "compression=quantize_dynamic", f"source={bare}",
+                                       "task=glue/sst2", "task.labels=[1,0]", *QUICK]))
