@@ -19,6 +19,13 @@ can be restricted to some adaptation modes (`adaptations`, `parse_adaptation_fil
 Degenerate runs are flagged, not hidden: a CoLA Matthews correlation of exactly 0 (what a
 constant predictor gets), constant predictions recorded in `prediction_stats` (accuracy then
 equals the majority-class rate), or a NaN metric.
+
+Grouping never hides a run. A run is identified by its resolved config's hash (`config_hash`, see
+ptmlab.contracts.identity) plus its seed, not by the displayed `group_by` keys: only a later run
+of the same config and seed replaces an earlier one (a re-run). Runs of different configs that the
+grouping puts in one cell with the same seed are all counted (`n` is the number of runs shown) and
+the cell says so (`same_seed_runs`, a flag). Multi-task runs (`stage=multitask`) give one cell per
+task they trained, counted in `multitask_runs` and marked in every rendering.
 """
 
 from __future__ import annotations
@@ -40,6 +47,8 @@ from ptmlab.sizes import size_text
 METRIC_ABBREV = {"matthews_correlation": "mcc", "accuracy": "acc", "accuracy_mm": "acc_mm", "f1": "f1",
                  "pearson": "pearson", "spearmanr": "spearman", "macro_f1": "macro_f1"}
 DEFAULT_GROUP_BY = ("model", "objective", "adaptation")
+# The result kinds the leaderboard reads: single-task fine-tunes and multi-task runs.
+LEADERBOARD_KINDS = ("finetune", "multitask")
 FORMATS = ("table", "csv", "latex")
 MISSING = "—"  # a footprint older runs did not record
 MODE_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
@@ -74,6 +83,17 @@ class TaskCell:
     seeds: list
     flags: list[str] = field(default_factory=list)
     values: list[float | None] = field(default_factory=list)  # each seed's task score, in `seeds` order
+    # Runs of this cell that share their seed with a run of another config (0: none; the rows-by
+    # keys do not separate them), and runs that came from a multi-task training.
+    same_seed_runs: int = 0
+    multitask_runs: int = 0
+    result_ids: list = field(default_factory=list)  # the `_result_id` of each run shown, where given
+
+    @property
+    def marks(self) -> list[str]:
+        """What the text renderings add after n: several configs under one seed, multi-task runs."""
+        return ([f"{self.same_seed_runs} runs share a seed"] if self.same_seed_runs else []) + \
+            (["multi-task"] if self.multitask_runs else [])
 
 
 def _as_number(value) -> float | None:
@@ -179,11 +199,37 @@ class Leaderboard:
         return sorted(names)
 
 
-def _runs(summaries: Iterable[dict], kind: str):
-    """(task, metrics, summary) for every finetune task result; a multi-task run's summary may
-    carry `task_metrics: {task: {metric: value}}`."""
+def _kinds(kind: str | Collection[str]) -> tuple[str, ...]:
+    return (kind,) if isinstance(kind, str) else tuple(kind)
+
+
+def is_multitask(summary: dict) -> bool:
+    return summary.get("stage") == "multitask" or bool(summary.get("tasks")) and isinstance(
+        summary.get("task_metrics"), dict)
+
+
+# Summary fields that say where or when a run ran, not what: left out of a legacy run's identity.
+BOOKKEEPING_FIELDS = frozenset({"mlflow_run_id", "run_dir", "task_model_dir", "export_dir", "checkpoint", "sweep_id",
+                                "_result_id", "job_id", "seed", "wall_time_s", "train_time_s"})
+
+
+def run_identity(summary: dict) -> str:
+    """What a run is, besides its seed: its config hash. A summary from before runs recorded one
+    is identified by what it says of its configuration (its text and whole-number fields but the
+    bookkeeping: model, objective, adaptation, backbone source, steps, sizes ...), so a re-run still
+    replaces its earlier run while two runs that differ in any recorded setting both stay."""
+    if summary.get("config_hash"):
+        return f"config {summary['config_hash']}"
+    described = sorted((k, v) for k, v in summary.items() if k not in BOOKKEEPING_FIELDS
+                       and isinstance(v, str | int) and not isinstance(v, float))
+    return f"recorded {described!r}"
+
+
+def _runs(summaries: Iterable[dict], kinds: tuple[str, ...]):
+    """(task, metrics, summary) for every finetune task result; a multi-task run's summary
+    carries `task_metrics: {task: {metric: value}}`: one result per task."""
     for s in summaries:
-        if not isinstance(s, dict) or s.get("stage", kind) != kind:
+        if not isinstance(s, dict) or s.get("stage", kinds[0]) not in kinds:
             continue
         per_task = s.get("task_metrics")
         if isinstance(per_task, dict) and per_task:
@@ -197,9 +243,16 @@ def _run_score(task: str, metrics: dict, summary: dict) -> tuple[float | None, d
     if task in GLUE_TASKS:
         shown = {m: float(metrics[m]) for m in GLUE_TASKS[task][1] if metrics.get(m) is not None}
         return glue_task_score(task, metrics), shown
-    main = summary.get("main_metric") or (next(iter(metrics)) if len(metrics) == 1 else None)
+    per_task = summary.get("task_main_metrics")
+    if isinstance(per_task, dict) and per_task.get(task):
+        main = per_task[task]
+    else:
+        main = summary.get("main_metric") or (next(iter(metrics)) if len(metrics) == 1 else None)
     if main and metrics.get(main) is not None:
         return float(metrics[main]), {main: float(metrics[main])}
+    if isinstance(summary.get("task_metrics"), dict):
+        # A multi-task run's main_score is its first task's: no score for another task's cell.
+        return None, {}
     score = summary.get("main_score")
     return (float(score) if score is not None else None), ({"main_score": float(score)} if score is not None else {})
 
@@ -225,24 +278,27 @@ def _degenerate(task: str, metrics: dict, summary: dict) -> list[str]:
 
 
 def build_leaderboard(summaries: Iterable[dict], *, group_by: Sequence[str] = DEFAULT_GROUP_BY,
-                      kind: str = "finetune", tasks: Sequence[str] | None = None,
+                      kind: str | Collection[str] = LEADERBOARD_KINDS, tasks: Sequence[str] | None = None,
                       adaptations: Collection[str] | None = None) -> Leaderboard:
-    """Group runs by the `group_by` summary keys, one cell per task, mean ± std over seeds; only
-    the runs of `adaptations` (summary key `adaptation`) when given.
+    """Group runs by the `group_by` summary keys, one cell per task, mean ± std over the runs
+    (seeds); only the runs of `adaptations` (summary key `adaptation`) when given.
 
-    A later summary for the same configuration, task and seed replaces an earlier one (a re-run),
-    so pass summaries oldest first (as `load_summaries` returns them)."""
+    A later summary of the same run identity (config hash) and seed replaces an earlier one (a
+    re-run), so pass summaries oldest first (as `load_summaries` returns them); runs of different
+    configs that share a seed and the `group_by` keys are all kept, and their cell says so."""
     group_by = tuple(group_by)
     latest: dict[tuple, dict] = {}
-    for task, metrics, s in _runs(summaries, kind):
+    for task, metrics, s in _runs(summaries, _kinds(kind)):
         if (tasks and task not in tasks) or not matches_adaptation(s, adaptations):
             continue
         config = tuple(str(s.get(k, "-")) for k in group_by)
         seed = s.get("seed")
-        key = (config, task, seed if seed is not None else f"run:{s.get('mlflow_run_id') or len(latest)}")
-        latest[key] = {"task": task, "metrics": metrics, "summary": s, "seed": seed}
+        identity = run_identity(s)
+        key = (config, task, seed if seed is not None else f"run:{identity}", identity)
+        latest.pop(key, None)  # a re-run takes the place of the earlier run, in run order
+        latest[key] = {"task": task, "metrics": metrics, "summary": s, "seed": seed, "identity": identity}
     grouped: dict[tuple, dict[str, list[dict]]] = {}
-    for (config, task, _), run in latest.items():
+    for (config, task, _, _), run in latest.items():
         grouped.setdefault(config, {}).setdefault(task, []).append(run)
 
     rows = []
@@ -255,11 +311,16 @@ def build_leaderboard(summaries: Iterable[dict], *, group_by: Sequence[str] = DE
                            key=lambda m: (GLUE_TASKS.get(task, ("", ()))[1] + (m,)).index(m))
             flags = [f"{GLUE_TASKS.get(task, (task,))[0]} seed {r['seed']}: {why}"
                      for r in runs for why in _degenerate(task, r["metrics"], r["summary"])]
+            clashes = _same_seed_clashes(task, runs)
             cells[task] = TaskCell(
                 task=task,
                 metrics={m: Stat.of([shown.get(m) for _, _, shown in scored]) for m in names},
                 score=Stat.of([score for _, score, _ in scored]),
-                seeds=[r["seed"] for r in runs], flags=flags, values=[score for _, score, _ in scored],
+                seeds=[r["seed"] for r in runs], flags=flags + [why for why, _ in clashes],
+                values=[score for _, score, _ in scored],
+                same_seed_runs=sum(n for _, n in clashes),
+                multitask_runs=sum(1 for r in runs if is_multitask(r["summary"])),
+                result_ids=[r["summary"]["_result_id"] for r in runs if r["summary"].get("_result_id") is not None],
             )
         task_means = {t: c.score.mean for t, c in cells.items()}
         rows.append(LeaderboardRow(
@@ -273,6 +334,21 @@ def build_leaderboard(summaries: Iterable[dict], *, group_by: Sequence[str] = DE
     present = {t for r in rows for t in r.cells}
     columns = [t for t in GLUE_TASKS if t in present] + sorted(present - set(GLUE_TASKS))
     return Leaderboard(group_by=group_by, tasks=columns, rows=rows)
+
+
+def _same_seed_clashes(task: str, runs: list[dict]) -> list[tuple[str, int]]:
+    """(why, how many runs) for every seed that several runs of different identities share in one
+    cell: the rows-by keys do not separate them, so they are all shown and counted."""
+    by_seed: dict[str, set[str]] = {}
+    for r in runs:
+        if r["seed"] is not None:
+            by_seed.setdefault(str(r["seed"]), set()).add(r["identity"])
+    out = []
+    for seed, identities in by_seed.items():
+        if len(identities) > 1:
+            why = "runs of different configs (the rows-by keys do not tell them apart)"
+            out.append((f"{GLUE_TASKS.get(task, (task,))[0]} seed {seed}: {len(identities)} {why}", len(identities)))
+    return out
 
 
 def _footprint(by_task: dict[str, list[dict]]) -> Footprint:
@@ -334,14 +410,15 @@ def _cell_text(cell: TaskCell | None, metrics: list[str]) -> str:
         return ""
     # One slot per column metric, "-" where a run set lacks it (MNLI without a mismatched dev).
     text = "/".join(_stat_text(cell.metrics.get(m, Stat(None, None, 0))) for m in metrics) or "-"
-    return f"{text} (n={cell.score.n})" + (" !" if cell.flags else "")
+    return f"{text} (n={', '.join([str(cell.score.n), *cell.marks])})" + (" !" if cell.flags else "")
 
 
 FOOTPRINT_HEADERS = ("trainable", "% trainable", "delta")
 
 
 def render_table(board: Leaderboard) -> str:
-    """A plain-text table: mean±std over seeds (n = seeds), `!` marks a flagged cell; then the
+    """A plain-text table: mean±std over seeds (n = runs shown, then "k runs share a seed" or
+    "multi-task" where it applies), `!` marks a flagged cell; then the
     footprint: trainable parameters, their share of all, the per-task delta's size."""
     header = [*board.group_by]
     for t in board.tasks:
@@ -380,7 +457,8 @@ def render_csv(board: Leaderboard) -> str:
     for t in board.tasks:
         for m in board.column_metrics(t):
             header += [f"{t}/{m}/mean", f"{t}/{m}/std"]
-        header += [f"{t}/score/mean", f"{t}/score/std", f"{t}/n", f"{t}/flags"]
+        header += [f"{t}/score/mean", f"{t}/score/std", f"{t}/n", f"{t}/flags", f"{t}/same_seed_runs",
+                   f"{t}/multitask_runs"]
     header += ["glue/average", "glue/tasks", *FOOTPRINT_CSV]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -396,8 +474,8 @@ def render_csv(board: Leaderboard) -> str:
             for m in board.column_metrics(t):
                 s = cell.metrics.get(m) if cell else None
                 row += [num(s.mean), num(s.std)] if s else ["", ""]
-            row += ([num(cell.score.mean), num(cell.score.std), cell.score.n, "; ".join(cell.flags)]
-                    if cell else ["", "", 0, ""])
+            row += ([num(cell.score.mean), num(cell.score.std), cell.score.n, "; ".join(cell.flags),
+                     cell.same_seed_runs, cell.multitask_runs] if cell else ["", "", 0, "", 0, 0])
         row += [num(r.glue_average), r.glue_tasks]
         footprint = r.footprint.as_dict()
         w.writerow(row + [_raw(footprint[k]) for k in FOOTPRINT_CSV])
@@ -429,8 +507,10 @@ def _seed_note(board: Leaderboard) -> str:
                  f"{_tex(r_label(r))} {'/'.join(str(r.cells[t].score.n) if t in r.cells else '--' for t in board.tasks)}"
                  for r in board.rows))
     return (f"\\par\\footnotesize Dev scores $\\times 100$, mean $\\pm$ sample std over seeds ({seeds}); "
-            "best per column in bold" + ("; $^\\dagger$ degenerate run (see the dashboard)" if any(
-                r.flags for r in board.rows) else "") + ".")
+            "best per column in bold" + ("; $^\\dagger$ flagged: a degenerate run, or runs of different "
+                                         "configurations under one seed (see the dashboard)" if any(
+                r.flags for r in board.rows) else "") + ("; $^\\ast$ multi-task runs" if any(
+                c.multitask_runs for r in board.rows for c in r.cells.values()) else "") + ".")
 
 
 def _tex_footprint(fp: Footprint) -> str:
@@ -470,7 +550,7 @@ def render_latex(board: Leaderboard) -> str:
                 continue
             top = cell.score.mean is not None and round(100 * cell.score.mean, 1) == best[t]
             text = "/".join(_tex_stat(cell.metrics.get(m), top) for m in board.column_metrics(t)) or "--"
-            cells.append(text + ("$^\\dagger$" if cell.flags else ""))
+            cells.append(text + ("$^\\dagger$" if cell.flags else "") + ("$^\\ast$" if cell.multitask_runs else ""))
         glue = "--" if r.glue_average is None else _pct(r.glue_average)
         top_glue = r.glue_average is not None and r.glue_tasks == most and round(100 * r.glue_average, 1) == best_glue
         cells.append(f"\\textbf{{{glue}}}" if top_glue else glue)
@@ -494,9 +574,10 @@ def render(board: Leaderboard, fmt: str = "table") -> str:
 
 # -- reading the results table -----------------------------------------------------------------
 
-def load_summaries(database_url: str | None = None, *, kind: str = "finetune",
+def load_summaries(database_url: str | None = None, *, kind: str | Collection[str] = "finetune",
                    sweep_id: str | None = None) -> list[dict]:
-    """Summaries of the `results` rows of `kind` (oldest first), optionally of one sweep.
+    """Summaries of the `results` rows of `kind` (one or several kinds; oldest first), optionally
+    of one sweep. Each carries `_result_id` (its row).
 
     Reads the table by reflection through SQLAlchemy, so it depends only on the contract
     (results: kind, sweep_id, summary JSON, created_at), not on the ORM module's classes."""
@@ -513,7 +594,7 @@ def load_summaries(database_url: str | None = None, *, kind: str = "finetune",
         except sa.exc.NoSuchTableError:
             raise NotFoundError(f"no results table in {engine.url.render_as_string(hide_password=True)} "
                                 f"(has the platform database been created?)") from None
-        query = sa.select(table.c.summary, table.c.sweep_id).where(table.c.kind == kind)
+        query = sa.select(table.c.summary, table.c.sweep_id, table.c.id).where(table.c.kind.in_(_kinds(kind)))
         if sweep_id is not None:
             query = query.where(table.c.sweep_id == sweep_id)
         if "created_at" in table.c:
@@ -523,9 +604,9 @@ def load_summaries(database_url: str | None = None, *, kind: str = "finetune",
     finally:
         engine.dispose()
     out = []
-    for summary, sweep in rows:
+    for summary, sweep, row_id in rows:
         if isinstance(summary, str | bytes):
             summary = json.loads(summary)
         if isinstance(summary, dict):
-            out.append({**summary, "sweep_id": summary.get("sweep_id", sweep)})
+            out.append({**summary, "sweep_id": summary.get("sweep_id", sweep), "_result_id": row_id})
     return out

@@ -98,9 +98,18 @@ class FinetuneSummary(StageSummary):
     steps: int = Field(ge=0)
     task_model_dir: str | None = None
     throughput: Throughput | None = None
+    # The resolved config's hash (ptmlab.contracts.identity): with the seed, what tells a re-run
+    # from a different configuration on the leaderboard.
+    config_hash: str | None = None
+    # What the backbone was (lightning_modules/stages/backbone.py `BackboneRecord`): read from a
+    # referenced export's manifest, or the model config for a fresh one.
+    family: str | None = None
+    tokenizer: str | None = None
+    backbone: dict[str, Any] | None = None
     # multitask only
     tasks: list[str] | None = None
     task_metrics: dict[str, Metrics] | None = None
+    task_main_metrics: dict[str, str] | None = None  # each task's main metric key in task_metrics
     sampling: str | None = None
 
 

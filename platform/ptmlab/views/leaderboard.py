@@ -1,6 +1,8 @@
 """The GLUE leaderboard view: ptmlab.leaderboard's grouping, as JSON for the page, with the
 results rows behind every cell (a click on a cell opens them), each row's footprint (trainable
-parameters, delta size) and an optional filter by adaptation mode."""
+parameters, delta size) and an optional filter by adaptation mode. Fine-tunes and multi-task runs
+(one cell per task, marked) are read; every run shown is counted, and a cell whose runs share a
+seed across different configs says so (`same_seed_runs`)."""
 
 from __future__ import annotations
 
@@ -10,11 +12,12 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from ptmlab.leaderboard import (
-    DEFAULT_GROUP_BY, GLUE_TASKS, METRIC_ABBREV, Stat, build_leaderboard, compare_rows, matches_adaptation, render,
+    DEFAULT_GROUP_BY, GLUE_TASKS, LEADERBOARD_KINDS, METRIC_ABBREV, Stat, build_leaderboard, compare_rows,
+    matches_adaptation, render,
 )
 from ptmlab.views.rows import ResultRow, cached_view, filter_options, load_rows
 
-KIND = "finetune"
+KIND = LEADERBOARD_KINDS  # finetune and multitask results
 
 
 def _scaled(stat: Stat | None) -> dict[str, Any]:
@@ -41,21 +44,6 @@ def _key(adaptations: Collection[str] | None) -> tuple[str, ...]:
     return tuple(sorted(adaptations or ()))
 
 
-def _cell_runs(summaries: list[dict], group_by: Sequence[str]) -> dict[tuple, list[int]]:
-    """(config, task) -> result ids, the same grouping build_leaderboard applies."""
-    out: dict[tuple, list[int]] = {}
-    for s in summaries:
-        if s.get("stage", KIND) != KIND:
-            continue
-        config = tuple(str(s.get(k, "-")) for k in group_by)
-        per_task = s.get("task_metrics")
-        tasks = list(per_task) if isinstance(per_task, dict) and per_task else (
-            [s["task"]] if s.get("task") and isinstance(s.get("metrics"), dict) else [])
-        for task in tasks:
-            out.setdefault((config, str(task)), []).append(s["_result_id"])
-    return out
-
-
 def leaderboard_view(session: Session, *, sweep_id: str | None = None, tags: dict[str, str] | None = None,
                      group_by: Sequence[str] = DEFAULT_GROUP_BY,
                      adaptations: Collection[str] | None = None) -> dict[str, Any]:
@@ -68,15 +56,16 @@ def _leaderboard(session: Session, sweep_id: str | None, tags: dict[str, str] | 
     rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags)
     summaries = _summaries(rows, adaptations)
     board = build_leaderboard(summaries, group_by=group_by, kind=KIND)
-    runs = _cell_runs(summaries, board.group_by)
     out_rows = []
     for row in board.rows:
-        config = tuple(row.config.values())
         cells = {}
         for task, cell in row.cells.items():
+            # n (in _scaled) counts the runs shown; result_ids are exactly those runs.
             cells[task] = {**_scaled(cell.score), "metrics": {m: _scaled(s) for m, s in cell.metrics.items()},
                            "seeds": [s for s in cell.seeds], "flags": list(cell.flags),
-                           "result_ids": runs.get((config, task), [])}
+                           "result_ids": list(cell.result_ids), "runs": len(cell.seeds),
+                           "mixed_configs": cell.same_seed_runs > 0, "same_seed_runs": cell.same_seed_runs,
+                           "multitask": cell.multitask_runs > 0, "multitask_runs": cell.multitask_runs}
         out_rows.append({
             "config": row.config, "cells": cells, "flags": row.flags, "glue_tasks": row.glue_tasks,
             "glue_average": None if row.glue_average is None else 100 * row.glue_average,

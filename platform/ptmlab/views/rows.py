@@ -49,7 +49,11 @@ def _json(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def load_rows(session: Session, *, kind: str | None = None, sweep_id: str | None = None,
+def _kinds(kind: str | Sequence[str]) -> list[str]:
+    return [kind] if isinstance(kind, str) else list(kind)
+
+
+def load_rows(session: Session, *, kind: str | Sequence[str] | None = None, sweep_id: str | None = None,
               tags: dict[str, str] | None = None, ids: Sequence[int] | None = None) -> list[ResultRow]:
     """Matching rows, oldest first (a later re-run replaces an earlier one downstream).
 
@@ -58,7 +62,7 @@ def load_rows(session: Session, *, kind: str | None = None, sweep_id: str | None
     re-parse 10,000 summaries every time one more run finishes."""
     query = sa.select(Result.id)
     if kind is not None:
-        query = query.where(Result.kind == kind)
+        query = query.where(Result.kind.in_(_kinds(kind)))
     if sweep_id:
         query = query.where(Result.sweep_id == sweep_id)
     for key, value in (tags or {}).items():
@@ -99,12 +103,12 @@ def _parsed_rows(session: Session, ids: list[int]) -> list[ResultRow]:
     return out
 
 
-def filter_options(session: Session, kind: str) -> dict[str, Any]:
-    """What the sweep and tag filters can choose from, for rows of `kind`."""
+def filter_options(session: Session, kind: str | Sequence[str]) -> dict[str, Any]:
+    """What the sweep and tag filters can choose from, for rows of `kind` (one or several)."""
     sweeps: set[str] = set()
     tags: dict[str, set[str]] = {}
     # Distinct as text: PostgreSQL's json type has no equality, and most rows share a few tag sets.
-    query = sa.select(Result.sweep_id, sa.cast(Result.tags, sa.Text)).where(Result.kind == kind).distinct()
+    query = sa.select(Result.sweep_id, sa.cast(Result.tags, sa.Text)).where(Result.kind.in_(_kinds(kind))).distinct()
     for sweep_id, row_tags in session.execute(query):
         if sweep_id:
             sweeps.add(sweep_id)
@@ -130,13 +134,13 @@ _cache: OrderedDict[tuple, Any] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-def cached_view(session: Session, kind: str, key: tuple, build: Callable[[], Any]) -> Any:
-    """`build()`, or its earlier value while the `kind` rows are unchanged. Results rows are
+def cached_view(session: Session, kind: str | Sequence[str], key: tuple, build: Callable[[], Any]) -> Any:
+    """`build()`, or its earlier value while the `kind` rows (one kind or several) are unchanged. Results rows are
     only ever inserted (a re-run adds a row), so (count, max id) of the kind is a fingerprint.
     Callers must not mutate what they get back."""
     count, max_id = session.execute(
-        sa.select(sa.func.count(), sa.func.max(Result.id)).where(Result.kind == kind)).one()
-    full_key = (session.get_bind().url.render_as_string(hide_password=False), kind, key, count, max_id)
+        sa.select(sa.func.count(), sa.func.max(Result.id)).where(Result.kind.in_(_kinds(kind)))).one()
+    full_key = (session.get_bind().url.render_as_string(hide_password=False), tuple(_kinds(kind)), key, count, max_id)
     with _cache_lock:
         if full_key in _cache:
             _cache.move_to_end(full_key)

@@ -83,11 +83,19 @@ function cell(row, task) {
   const c = row.cells[task.task];
   if (!c) return el("td", { class: "num empty-cell" }, "");
   const text = task.metrics.map((m) => statText(c.metrics[m])).join(" / ");
-  const title = [`${task.name}: score ${statText(c)} over ${c.n} seed(s) [${c.seeds.join(", ")}]`, ...c.flags].join("\n");
+  // n counts every run shown: runs of different configs under one seed are all there, and say so.
+  const title = [`${task.name}: score ${statText(c)} over ${c.n} run(s), seeds [${c.seeds.join(", ")}]`,
+    c.multitask ? `${c.multitask_runs} multi-task run(s)` : "", ...c.flags].filter(Boolean).join("\n");
   return el("td", {
-    class: `num clickable${c.flags.length ? " flagged" : ""}`, title, "data-task": task.task, "data-mean": c.mean ?? "",
+    class: `num clickable${c.flags.length ? " flagged" : ""}${c.mixed_configs ? " mixed" : ""}`, title,
+    "data-task": task.task, "data-mean": c.mean ?? "", "data-n": c.n, "data-same-seed-runs": c.same_seed_runs ?? 0,
+    "data-multitask-runs": c.multitask_runs ?? 0,
     onclick: () => { window.location.href = `/compare?runs=${c.result_ids.slice(0, 20).join(",")}`; },
-  }, text, el("span", { class: "n" }, ` n=${c.n}`), c.flags.length ? el("span", { class: "flag" }, " !") : null);
+  }, text, el("span", { class: "n" }, ` n=${c.n}`),
+  c.mixed_configs ? el("span", { class: "mixed-mark", title: `${c.same_seed_runs} runs of different configs share a seed` },
+    ` ⚠${c.same_seed_runs} configs`) : null,
+  c.multitask ? el("span", { class: "mt-mark", title: "multi-task run" }, " MT") : null,
+  c.flags.length ? el("span", { class: "flag" }, " !") : null);
 }
 
 // Older runs recorded no footprint: "—", never an error.
@@ -163,7 +171,7 @@ function render() {
   document.getElementById("lb-empty").hidden = rows.length > 0;
   const flags = rows.flatMap((r) => r.flags.map((f) => `${Object.values(r.config).join(" / ")}: ${f}`));
   document.getElementById("lb-flags").replaceChildren(...(flags.length
-    ? [el("h2", {}, "Degenerate runs"), el("ul", { class: "small" }, flags.slice(0, 100).map((f) => el("li", {}, f)))] : []));
+    ? [el("h2", {}, "Flagged cells (degenerate runs, several configs under one seed)"), el("ul", { class: "small" }, flags.slice(0, 100).map((f) => el("li", {}, f)))] : []));
 }
 
 async function load() {

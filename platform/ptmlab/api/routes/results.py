@@ -58,10 +58,10 @@ def glue_leaderboard(request: Request, sweep_id: Name = None,
                      group_by: Annotated[str, Query(max_length=200, pattern=r"^[A-Za-z0-9_,]+$")] = "model,objective,adaptation",
                      adaptation: ModeFilter = None,
                      ) -> dict:
-    from ptmlab.leaderboard import build_leaderboard, load_summaries, parse_adaptation_filter
+    from ptmlab.leaderboard import LEADERBOARD_KINDS, build_leaderboard, load_summaries, parse_adaptation_filter
 
     modes = parse_adaptation_filter(adaptation)
-    summaries = load_summaries(request.app.state.database_url, kind="finetune", sweep_id=sweep_id)
+    summaries = load_summaries(request.app.state.database_url, kind=LEADERBOARD_KINDS, sweep_id=sweep_id)
     board = build_leaderboard(summaries, group_by=[g for g in group_by.split(",") if g], adaptations=modes)
     return {"group_by": list(board.group_by), "tasks": board.tasks,
             "rows": [{**_plain(r), "flags": r.flags, "footprint": r.footprint.as_dict()} for r in board.rows]}
