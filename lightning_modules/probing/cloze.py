@@ -1,15 +1,28 @@
 """Cloze knowledge probes (LAMA, Petroni et al., 2019) for models with a masked-LM head.
 
-Data: the LAMA jsonl format, a file or a folder of them. A record has `sub_label`, `obj_label`
-and `masked_sentences` (sentences with `[MASK]` where the object goes); a record without them is
-built from its relation's template (`relations.jsonl` beside the data: `{"relation": "P19",
-"template": "[X] was born in [Y] ."}`, [X] = subject, [Y] = the mask). The relation is the record's
-`predicate_id`, else the file's name.
+Data: LAMA's jsonl files as released (data.zip: `data/relations.jsonl` above `data/TREx/P19.jsonl`
+..., `data/Google_RE/place_of_birth_test.jsonl` ..., `data/Squad/test.jsonl`,
+`data/ConceptNet/test.jsonl`), or files in the same record shapes: `probe.data.path` is one file
+or a folder, read recursively. Each record is one fact, `obj_label` its object:
 
-Scoring: the first masked sentence of each fact; the object must be one token of the model's
-vocabulary: objects that are not are counted per relation (`oov`) and excluded, never scored as
-wrong. Per relation: P@1, P@10 and MRR (rank of the gold token among the whole vocabulary);
-overall: the mean over relations (LAMA's convention) and over facts.
+    T-REx       sub_label, obj_label, predicate_id (the relation), evidences[].masked_sentence
+    Google-RE   pred (/people/person/place_of_birth: the relation is its last part), sub_label,
+                obj_label, masked_sentences
+    SQuAD       masked_sentences, obj_label (ConceptNet alike); the relation is the folder's name
+                (LAMA names both corpora's file test.jsonl)
+
+LAMA's convention decides the sentence: a relation with a template (`{"relation": "P19",
+"template": "[X] was born in [Y] ."}`, [X] = the subject, [Y] = the mask) is scored with it;
+relations without one by the record's `masked_sentences` (else its first evidence's
+`masked_sentence`). Templates come from `relations.jsonl`, found beside the file or folder given
+or in a parent folder up to the LAMA root (`probe.data.relations` names another file); Google-RE's
+three templates are not in that file (LAMA's scripts/run_experiments.py holds them) and are built
+in here, a relations file entry of the same name replacing one.
+
+Scoring: one sentence per fact; the object must be one token of the model's vocabulary: objects
+that are not are counted per relation (`oov`) and excluded, never scored as wrong. Per
+relation: P@1, P@10 and MRR (rank of the gold token among the whole vocabulary); overall: the
+mean over relations (LAMA's convention) and over facts.
 """
 
 from __future__ import annotations
@@ -57,42 +70,105 @@ def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
     return out
 
 
-def read_lama(path: str) -> LamaData:
+# LAMA's Google-RE templates (scripts/run_experiments.py get_GoogleRE_parameters): not in
+# relations.jsonl, which holds T-REx's.
+GOOGLE_RE_TEMPLATES = {
+    "place_of_birth": "[X] was born in [Y] .",
+    "date_of_birth": "[X] (born [Y]).",
+    "place_of_death": "[X] died in [Y] .",
+}
+# LAMA's data/ keeps relations.jsonl one level above the corpora (data/TREx/P19.jsonl): looking a
+# few folders up finds it from a file or a corpus folder without wandering far above the data.
+TEMPLATE_SEARCH_DEPTH = 3
+UNNAMED_FILES = {"test", "dev", "train"}  # file names that are not relation names (Squad/test.jsonl)
+
+
+def find_templates(root: Path) -> Path | None:
+    """relations.jsonl beside `root` (a file's folder, or the folder itself) or in a parent."""
+    folder = root if root.is_dir() else root.parent
+    for candidate in [folder, *folder.parents][:TEMPLATE_SEARCH_DEPTH + 1]:
+        if (candidate / TEMPLATES_FILE).is_file():
+            return candidate / TEMPLATES_FILE
+    return None
+
+
+def read_templates(path: Path) -> dict[str, str]:
+    templates = {}
+    for lineno, record in _read_jsonl(path):
+        if "relation" not in record or "template" not in record:
+            raise DataError(f"{path}:{lineno}: a template needs 'relation' and 'template'")
+        template = str(record["template"])
+        if template.count("[Y]") != 1:
+            raise DataError(f"{path}:{lineno}: template {template!r} needs exactly one [Y] (the object)")
+        templates[str(record["relation"])] = template
+    return templates
+
+
+def relation_of(record: dict, file: Path) -> str:
+    """T-REx's predicate_id, Google-RE's pred (its last part), else the file's name (its folder's
+    for LAMA's test.jsonl, Google-RE's `<relation>_test.jsonl` without the suffix)."""
+    if record.get("predicate_id"):
+        return str(record["predicate_id"])
+    if record.get("pred"):
+        return str(record["pred"]).rstrip("/").rsplit("/", 1)[-1]
+    if file.stem in UNNAMED_FILES:
+        return file.parent.name
+    return file.stem.removesuffix("_test")
+
+
+def _record_sentence(record: dict, where: str) -> str | None:
+    sentences = record.get("masked_sentences")
+    if sentences:
+        if not isinstance(sentences, list) or not all(isinstance(x, str) for x in sentences):
+            raise DataError(f"{where}: 'masked_sentences' must be a list of strings")
+        return sentences[0]
+    evidences = record.get("evidences")
+    if isinstance(evidences, list):
+        for evidence in evidences:
+            if isinstance(evidence, dict) and isinstance(evidence.get("masked_sentence"), str):
+                return evidence["masked_sentence"]
+    return None
+
+
+def read_lama(path: str, relations: str | None = None) -> LamaData:
+    """The facts of a LAMA file or folder (module docstring); `relations`: the templates file,
+    else relations.jsonl found beside or above `path`."""
     root = Path(path)
     if root.is_dir():
-        files = sorted(p for p in root.glob("*.jsonl") if p.name != TEMPLATES_FILE)
-        templates_path = root / TEMPLATES_FILE
+        files = sorted(p for p in root.rglob("*.jsonl") if p.name != TEMPLATES_FILE)
     elif root.is_file():
-        files, templates_path = [root], root.parent / TEMPLATES_FILE
+        files = [root]
     else:
         raise DataError(f"probe.data.path={path}: no LAMA file or folder there")
-    templates = {}
-    if templates_path.is_file():
-        for lineno, record in _read_jsonl(templates_path):
-            if "relation" not in record or "template" not in record:
-                raise DataError(f"{templates_path}:{lineno}: a template needs 'relation' and 'template'")
-            templates[str(record["relation"])] = str(record["template"])
-    data = LamaData(files=[*files, *([templates_path] if templates_path.is_file() else [])])
+    if relations:
+        templates_path = Path(relations)
+        if not templates_path.is_file():
+            raise DataError(f"probe.data.relations={relations}: no templates file there")
+    else:
+        templates_path = find_templates(root)
+    templates = {**GOOGLE_RE_TEMPLATES, **(read_templates(templates_path) if templates_path else {})}
+    data = LamaData(files=[*files, *([templates_path] if templates_path else [])])
     for file in files:
         for lineno, record in _read_jsonl(file):
             where = f"{file}:{lineno}"
-            for key in ("sub_label", "obj_label"):
-                if not isinstance(record.get(key), str) or not record[key].strip():
-                    raise DataError(f"{where}: missing '{key}'")
-            relation = str(record.get("predicate_id") or file.stem)
-            sentences = record.get("masked_sentences")
-            if sentences:
-                if not isinstance(sentences, list) or not all(isinstance(x, str) for x in sentences):
-                    raise DataError(f"{where}: 'masked_sentences' must be a list of strings")
-                sentence = sentences[0]
-            elif relation in templates:
-                sentence = templates[relation].replace("[X]", record["sub_label"]).replace("[Y]", MASK)
+            if not isinstance(record.get("obj_label"), str) or not record["obj_label"].strip():
+                raise DataError(f"{where}: missing 'obj_label'")
+            relation = relation_of(record, file)
+            subject = record.get("sub_label")
+            subject = subject if isinstance(subject, str) and subject.strip() else None
+            if relation in templates:
+                if subject is None:
+                    raise DataError(f"{where}: missing 'sub_label' (relation {relation!r} is scored by its template)")
+                sentence = templates[relation].replace("[X]", subject).replace("[Y]", MASK)
             else:
-                raise DataError(f"{where}: no 'masked_sentences' and no template for relation {relation!r} "
-                                f"in {templates_path}")
+                sentence = _record_sentence(record, where)
+                if sentence is None:
+                    searched = relations or f"{TEMPLATES_FILE} beside or above {root}"
+                    raise DataError(f"{where}: no 'masked_sentences' and no template for relation {relation!r} "
+                                    f"(looked in {searched}; probe.data.relations names the file)")
             if sentence.count(MASK) != 1:
                 raise DataError(f"{where}: the sentence needs exactly one {MASK}: {sentence!r}")
-            data.facts.append(Fact(relation, record["sub_label"], record["obj_label"], sentence, where))
+            data.facts.append(Fact(relation, subject or "", record["obj_label"], sentence, where))
     if not data.facts:
         raise DataError(f"probe.data.path={path}: no facts")
     return data

@@ -174,7 +174,7 @@ def build_probe(cfg: DictConfig) -> ProbePlan:
             for bank in (b for b in (train, eval_) if b is not None):
                 if all(h < 0 for s in bank.sentences for h in s.heads):
                     raise DataError(f"{bank.path}: probe task {t!r} needs the HEAD column, which is '_' on every word")
-    lama = cloze_probe.read_lama(str(suite.data.path)) if "lama" in tasks else None
+    lama = cloze_probe.read_lama(str(suite.data.path), suite.data.get("relations")) if "lama" in tasks else None
     resolved = resolve_probe_backbone(cfg)
     mlm = cloze_probe.load_masked_lm(resolved, cfg) if "lama" in tasks else None
     layers = choose_layers(cfg, int(resolved.backbone.num_layers))

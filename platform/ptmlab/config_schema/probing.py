@@ -55,6 +55,7 @@ class ProbeData(Node):
     max_eval_sentences: PositiveInt | None = None
     max_sentence_words: PositiveInt | None = None
     path: Name | None = None        # LAMA jsonl file or folder
+    relations: Name | None = None   # LAMA templates file (null: relations.jsonl beside or above `path`)
 
 
 class ProbeNode(Node):
