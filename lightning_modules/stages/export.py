@@ -9,6 +9,10 @@ Layout of `<run dir>/export/` (also logged to MLflow as the `export` artifact):
                         (adaptation/lm_head.py): {"kind": "mlm", sizes...} or {"kind": "causal"}
     lm_head.safetensors its weights (kind mlm: dense, layer_norm, bias; the decoder is the tied
                         input embedding, in backbone.pt)
+    ptmlab_backbone.json what this backbone is, for the runs that load it (`write_backbone_manifest`):
+                        model, family, the objective, tokenizer and corpus it was trained with
+                        (names and config nodes), parameters, vocabulary, and the run that made it
+                        (stage, job id, MLflow run, run folder, seed)
 """
 
 from __future__ import annotations
@@ -23,6 +27,28 @@ from ptmlab.contracts import BackboneError
 
 MODEL_FILE = "ptmlab_model.yaml"
 WEIGHTS_FILE = "backbone.pt"
+BACKBONE_MANIFEST = "ptmlab_backbone.json"
+
+
+def write_backbone_manifest(out_dir: Path, record: dict) -> Path:
+    """Write what a backbone is (see the module docstring) beside its weights: a fine-tune, a
+    multi-task run or a probe that loads it records this instead of its own unused defaults."""
+    import json
+
+    path = Path(out_dir) / BACKBONE_MANIFEST
+    path.write_text(json.dumps(record, indent=2, default=str))
+    return path
+
+
+def read_backbone_manifest(export_dir: Path) -> dict | None:
+    """The manifest of an export folder; None for exports made before it was written."""
+    import json
+
+    path = Path(export_dir) / BACKBONE_MANIFEST
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    return data if isinstance(data, dict) else None
 
 
 def export_backbone(backbone: torch.nn.Module, model_cfg: DictConfig, tokenizer, out_dir: Path,

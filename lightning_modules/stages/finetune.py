@@ -16,7 +16,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from lightning_modules.adaptation.base import Adaptation
-from lightning_modules.stages.backbone import ResolvedBackbone, resolve_backbone
+from lightning_modules.stages.backbone import ResolvedBackbone, backbone_summary, record_backbone, resolve_backbone
 from lightning_modules.stages.common import StageRun, tracking_uri
 from lightning_modules.stages.finetune_module import FinetuneModule, TaskModel
 from lightning_modules.stages.outputs import export_models, save_delta, training_numbers
@@ -25,6 +25,7 @@ from lightning_modules.tasks.metrics import prediction_stats
 from lightning_modules.tasks.predictions import write_glue_submission, write_predictions
 from lightning_modules.tasks.spec import LoadedTask, load_task
 from ptmlab.contracts import ConfigError
+from ptmlab.contracts.identity import config_hash
 
 NON_ARGUMENT_KEYS = ("name", "compatible_families")
 
@@ -62,6 +63,7 @@ def build_finetune(cfg: DictConfig) -> FinetuneParts:
     pl.seed_everything(int(cfg.seed), workers=True, verbose=False)
     task = load_task(cfg.task)
     resolved = resolve_backbone(cfg, tracking_uri(cfg))
+    record_backbone(cfg, resolved)  # the stored config and MLflow params say which backbone runs
     adaptation = build_adaptation(cfg.get("adaptation"))
     adaptation.bind(task, resolved)
     model = TaskModel(resolved.backbone, task.num_labels, pooling=str(stage.pooling),
@@ -139,6 +141,8 @@ def run_finetune(cfg: DictConfig) -> dict:
             "adaptation": str(cfg.adaptation.name) if cfg.get("adaptation") is not None else "full",
             "task": task.spec.name,
             "backbone_source": parts.resolved.source,
+            **backbone_summary(parts.resolved),
+            "config_hash": config_hash(OmegaConf.to_container(cfg, resolve=True)),
             "metrics": metrics,
             "main_metric": main_key,
             "main_score": metrics.get(main_key),

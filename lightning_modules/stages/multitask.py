@@ -21,11 +21,11 @@ from pathlib import Path
 
 import lightning.pytorch as pl
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from torch import nn
 from torch.utils.data import DataLoader, IterableDataset
 
-from lightning_modules.stages.backbone import ResolvedBackbone, resolve_backbone
+from lightning_modules.stages.backbone import ResolvedBackbone, backbone_summary, record_backbone, resolve_backbone
 from lightning_modules.stages.common import StageRun, tracking_uri
 from lightning_modules.stages.evaluation import prediction_scores, split_metrics, task_loss
 from lightning_modules.optim import build_optimizer, build_scheduler, decay_param_groups
@@ -35,6 +35,7 @@ from lightning_modules.tasks.datamodule import TaskDataModule
 from lightning_modules.tasks.sampling import TaskSampler, temperature_for
 from lightning_modules.tasks.spec import LoadedTask, load_task
 from ptmlab.contracts import ConfigError
+from ptmlab.contracts.identity import config_hash
 from ptmlab.contracts.task_checks import multitask_task_nodes
 
 
@@ -208,6 +209,7 @@ def build_multitask(cfg: DictConfig) -> MultitaskParts:
     sizes = {name: len(task.train) for name, task in tasks.items()}
     sampler = TaskSampler(sizes, temperature=temperature, seed=int(cfg.seed))
     resolved = resolve_backbone(cfg, tracking_uri(cfg))
+    record_backbone(cfg, resolved)  # the stored config and MLflow params say which backbone runs
     model = MultiTaskModel(resolved.backbone, {name: t.num_labels for name, t in tasks.items()},
                            pooling=str(stage.pooling), head_dropout=float(stage.head_dropout))
     datamodule = MultiTaskDataModule(tasks, resolved.tokenizer, causal=bool(resolved.backbone.is_causal),
@@ -245,12 +247,17 @@ def run_multitask(cfg: DictConfig) -> dict:
             "task": "+".join(tasks),
             "tasks": list(tasks),
             "backbone_source": parts.resolved.source,
+            **backbone_summary(parts.resolved),
+            "config_hash": config_hash(OmegaConf.to_container(cfg, resolve=True)),
             "sampling": str(stage.sampling),
             "temperature": parts.temperature if parts.temperature != float("inf") else None,
             "sampling_probabilities": parts.sampler.probabilities,
             "train_sizes": parts.sizes,
             "task_steps": dict(module.task_steps),
             "task_metrics": task_metrics,
+            # each task's main metric on its first eval split: the leaderboard's score for its cell
+            "task_main_metrics": {name: t.spec.metric_key(t.spec.main_metric, datamodule.per_task[name].split_names_val[0])
+                                  for name, t in tasks.items()},
             "metrics": task_metrics[first.spec.name],
             "main_metric": main_key,
             "main_score": task_metrics[first.spec.name].get(main_key),

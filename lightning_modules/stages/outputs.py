@@ -10,7 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from lightning_modules.adaptation.base import count_trainable
 from lightning_modules.stages.backbone import ResolvedBackbone
-from lightning_modules.stages.export import export_backbone
+from lightning_modules.stages.export import export_backbone, write_backbone_manifest
 from lightning_modules.stages.pooling import PooledEncoder
 from lightning_modules.stages.task_model import TASK_MODEL_ARTIFACT, TASK_MODEL_DIR, save_task_model, task_configs_of
 from lightning_modules.tasks.spec import TaskSpec
@@ -34,6 +34,15 @@ def export_models(run, cfg: DictConfig, model: PooledEncoder, resolved: Resolved
         # The config that rebuilt this backbone (a Hugging Face one turns it into one that loads hf/).
         export_backbone(model.backbone, OmegaConf.create(resolved.model_cfg), resolved.tokenizer, export_dir,
                         vocab_size=len(resolved.tokenizer))
+        # The backbone's record carried forward (its pre-training objective, tokenizer, corpus), this
+        # run as the one that made the export; cfg's groups already say what ran (record_backbone).
+        write_backbone_manifest(export_dir, {
+            **resolved.record, "source_stage": str(cfg.stage.name),
+            "source_job": OmegaConf.select(cfg, "tracking.job_id", default=None), "source_run": run.run_id,
+            "source_run_dir": str(run.run_dir), "seed": int(cfg.seed), "fine_tuned_on": sorted(tasks),
+            "configs": {g: OmegaConf.to_container(cfg[g], resolve=True) for g in ("objective", "tokenizer", "data")
+                        if cfg.get(g) is not None},
+        })
         run.log_artifacts(export_dir, "export")
     task_dir = save_task_model(model, export_dir / TASK_MODEL_DIR, model_cfg=resolved.model_cfg,
                                tokenizer=resolved.tokenizer, tasks=tasks,

@@ -8,7 +8,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from lightning_modules.data.pretrain_datamodule import PretrainDataModule
 from lightning_modules.stages.common import StageRun
-from lightning_modules.stages.export import export_backbone, export_lm_head
+from lightning_modules.stages.export import export_backbone, export_lm_head, write_backbone_manifest
 from lightning_modules.stages.pretrain_module import PretrainModule, count_parameters
 from ptmlab.contracts import ConfigError
 
@@ -65,6 +65,16 @@ def run_pretrain(cfg: DictConfig) -> dict:
         export_dir = export_backbone(module.backbone, cfg.model, datamodule.tokenizer,
                                      run.run_dir / "export", vocab_size=len(datamodule.tokenizer))
         export_lm_head(dict(module.objectives), module.backbone, export_dir)  # for prompt-based fine-tuning
+        # What a later fine-tune/probe of this export records as its backbone (not its own defaults).
+        write_backbone_manifest(export_dir, {
+            "model": str(cfg.model.name), "family": str(cfg.model.family), "objective": str(cfg.objective.name),
+            "tokenizer": str(cfg.tokenizer.name), "data": str(cfg.data.name),
+            "params": count_parameters(module.backbone), "vocab_size": len(datamodule.tokenizer),
+            "source_stage": "pretrain", "source_job": OmegaConf.select(cfg, "tracking.job_id", default=None),
+            "source_run": run.run_id, "source_run_dir": str(run.run_dir), "seed": int(cfg.seed),
+            "configs": {group: OmegaConf.to_container(cfg[group], resolve=True)
+                        for group in ("objective", "tokenizer", "data")},
+        })
         run.log_artifacts(export_dir, "export")
         summary = {
             "model": str(cfg.model.name),
