@@ -26,7 +26,7 @@ from lightning_modules.probing import structural as structural_probe
 from lightning_modules.probing import token as token_probe
 from lightning_modules.probing.activations import Activations, extract, model_hash
 from lightning_modules.probing.fit import FitSettings
-from lightning_modules.stages.backbone import ResolvedBackbone, resolve_backbone
+from lightning_modules.stages.backbone import ResolvedBackbone, backbone_summary, record_backbone, resolve_backbone
 from lightning_modules.stages.common import StageRun, tracking_uri
 from ptmlab.contracts import BackboneError, ConfigError, DataError, ProbeSummary
 
@@ -187,6 +187,7 @@ def build_probe(cfg: DictConfig) -> ProbePlan:
         if "attention" in tasks:
             attention_probe.ensure_eager_attention(twin)
         models.append(ProbeModel(RANDOM_INIT, twin, resolved.tokenizer))
+    record_backbone(cfg, resolved)  # the stored config and MLflow params say which backbone is probed
     return ProbePlan(str(suite.name), tasks, resolved, models, layers, train, eval_, lama, mlm)
 
 
@@ -333,7 +334,7 @@ def run_probe(cfg: DictConfig) -> dict:
             attention_heads=attention.get("heatmaps") if attention else None,
             train_sentences=len(plan.train) if plan.train is not None else None,
             eval_sentences=len(plan.eval) if plan.eval is not None else None,
-            extraction=plan.extraction, probe_time_s=round(time.time() - started, 3),
+            extraction=plan.extraction, probe_time_s=round(time.time() - started, 3), **backbone_summary(plan.resolved),
         ).model_dump(exclude_none=True, exclude={"stage", "seed", "wall_time_s", "mlflow_run_id", "run_dir"})
         run.write_summary(summary)
     return json.loads((run.run_dir / "summary.json").read_text())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import pytest
 import torch
@@ -121,6 +122,16 @@ def test_a_fine_tune_of_a_referenced_causal_decoder_records_gpt_tiny_clm_bpe(ptm
     job_config, source = resolved_job_config(Job(stage="finetune", run_dir=str(tmp_path / "finetune-clm")))
     assert source == "run folder" and job_config["objective"]["name"] == "clm"
     dispose_engines()
+
+    # a probe of the same export (conf/pipeline/demo.yaml `probe-clm`), as built before its run opens
+    from lightning_modules.stages.probe import build_probe
+
+    ud = Path(__file__).resolve().parents[2] / "data" / "demo" / "ud"
+    probe_cfg = compose_config(["stage=probe", "probe=upos", f"backbone={tmp_path / 'pretrain-clm'}",
+                                f"probe.data.train={ud / 'train.conllu'}", f"probe.data.eval={ud / 'dev.conllu'}"])
+    build_probe(probe_cfg)
+    assert (probe_cfg.model.name, probe_cfg.objective.name, probe_cfg.tokenizer.name) == ("gpt_tiny", "clm", "bpe")
+    assert probe_cfg.resolved_backbone.source_job == "2"
 
     # `backbone=mlflow:<run>`: the export artifact carries the same manifest
     cfg = compose_config(["stage=finetune", f"backbone=mlflow:{clm_pretrain['mlflow_run_id']}"])
