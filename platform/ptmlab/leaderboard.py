@@ -213,16 +213,15 @@ BOOKKEEPING_FIELDS = frozenset({"mlflow_run_id", "run_dir", "task_model_dir", "e
                                 "_result_id", "job_id", "seed", "wall_time_s", "train_time_s"})
 
 
-def run_identity(summary: dict) -> str:
+def run_identity(summary: dict) -> tuple:
     """What a run is, besides its seed: its config hash. A summary from before runs recorded one
     is identified by what it says of its configuration (its text and whole-number fields but the
     bookkeeping: model, objective, adaptation, backbone source, steps, sizes ...), so a re-run still
     replaces its earlier run while two runs that differ in any recorded setting both stay."""
     if summary.get("config_hash"):
-        return f"config {summary['config_hash']}"
-    described = sorted((k, v) for k, v in summary.items() if k not in BOOKKEEPING_FIELDS
-                       and isinstance(v, str | int) and not isinstance(v, float))
-    return f"recorded {described!r}"
+        return ("config", summary["config_hash"])
+    return ("recorded", *sorted((k, v) for k, v in summary.items()
+                                if k not in BOOKKEEPING_FIELDS and isinstance(v, str | int)))
 
 
 def _runs(summaries: Iterable[dict], kinds: tuple[str, ...]):
