@@ -156,3 +156,18 @@ def test_a_fresh_backbone_records_no_pre_training(ptmlab_home, tmp_path, one_tor
         "bert_tiny", "none", "wordpiece", "text_files")
     assert cfg.model.backbone.vocab_size == len(resolved.tokenizer)
     assert cfg.resolved_backbone.source_stage == "none" and cfg.resolved_backbone.reference == "random"
+
+
+def test_a_queued_fine_tune_of_a_job_does_not_show_the_defaults_its_backbone_replaces():
+    """Before it runs, the job page composes the config from the overrides: the model, objective,
+    tokenizer and corpus groups say they come from the backbone, not bert_tiny / mlm / wordpiece."""
+    from ptmlab.db.models import Job
+    from ptmlab.views.jobs import resolved_job_config
+
+    job = Job(stage="finetune", seed=1, overrides=["task=demo/sentiment", "backbone=job:pretrain-clm"])
+    config, source = resolved_job_config(job)
+    assert source == "composed from the overrides (not yet run)" and config["task"]["name"] == "sentiment"
+    for group in ("model", "objective", "tokenizer", "data"):
+        assert config[group] == {"name": "from backbone=job:pretrain-clm (recorded when the job runs)"}, group
+    fresh, _ = resolved_job_config(Job(stage="finetune", seed=1, overrides=["task=demo/sentiment"]))
+    assert fresh["model"]["name"] == "bert_tiny"  # backbone=null: the model group is what runs

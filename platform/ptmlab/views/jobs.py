@@ -32,9 +32,23 @@ def resolved_job_config(job: Job) -> tuple[dict[str, Any] | None, str]:
     except PtmlabError as exc:
         return None, f"does not compose: {exc}"
     try:
-        return OmegaConf.to_container(composed, resolve=True), "composed from the overrides (not yet run)"
+        config = OmegaConf.to_container(composed, resolve=True)
     except Exception:  # noqa: BLE001 - an interpolation only the run can resolve (a run-time env var)
-        return OmegaConf.to_container(composed, resolve=False), "composed from the overrides (not yet run)"
+        config = OmegaConf.to_container(composed, resolve=False)
+    return _backbone_groups_pending(config, job), "composed from the overrides (not yet run)"
+
+
+# The groups a referenced backbone replaces when the job runs (lightning_modules/stages/backbone.py
+# `record_backbone`): before that, their defaults must not read as what will run.
+BACKBONE_GROUPS = ("model", "objective", "tokenizer", "data")
+
+
+def _backbone_groups_pending(config: dict[str, Any], job: Job) -> dict[str, Any]:
+    ref = next((o.split("=", 1)[1] for o in job.overrides or [] if o.lstrip("+~").startswith("backbone=")), None)
+    if ref is None or ref in ("null", "random") or job.stage not in ("finetune", "multitask", "probe"):
+        return config
+    pending = f"from backbone={ref} (recorded when the job runs)"
+    return {**config, **{group: {"name": pending} for group in BACKBONE_GROUPS if group in config}}
 
 
 def training_speed(summary: dict[str, Any] | None) -> dict[str, Any] | None:
