@@ -16,6 +16,7 @@ the method's own.
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
 import time
 from dataclasses import dataclass, field
@@ -45,14 +46,21 @@ class CompressContext:
 class Compressed:
     model: nn.Module                                # a PooledEncoder (TaskModel)
     edits: list[dict] = field(default_factory=list)  # structural edits this method made
-    numbers: dict = field(default_factory=dict)      # extra summary fields (control score, sparsity ...)
+    numbers: dict = field(default_factory=dict)      # extra summary fields (sparsity, heads ...)
     model_cfg: dict | None = None                    # for a ptmlab backbone whose config changed
+    # Every `train_epochs` result of the method, in order: the extra training the compressed model
+    # got beyond its source's, which the control replays (compression/control.py).
+    training: list[dict] = field(default_factory=list)
+    control_start: nn.Module | None = None           # what the control trains (None: the source itself)
 
 
 class CompressionMethod:
-    """Base of every method; `finetune_epochs` is the optional recovery fine-tune."""
+    """Base of every method; `finetune_epochs` is the optional recovery fine-tune. A method that
+    trains takes `control` (default true): the stage then gives the source the same extra
+    training without compressing it and reports both (compression/control.py)."""
 
     name = "compression"
+    control = False  # methods that never train have nothing to control
 
     def __init__(self, finetune_epochs: int = 0, lr: float | None = None):
         self.finetune_epochs = int(finetune_epochs)
@@ -87,11 +95,13 @@ def train_epochs(model: nn.Module, tokenizer, ctx: CompressContext, *, epochs: i
                  loss_fn: Callable[[nn.Module, dict], tuple[torch.Tensor, dict]] | None = None,
                  prefix: str = "recovery", on_step: Callable[[int, int], None] | None = None,
                  params: list[nn.Parameter] | None = None) -> dict:
-    """Train `model` for `epochs` on the task's train split; returns {steps, train_time_s}.
-    `loss_fn(model, batch) -> (loss, metrics)` defaults to the task loss; `on_step(step, total)`
-    runs before each optimizer step (pruning schedules)."""
+    """Train `model` for `epochs` on the task's train split; returns what it trained: {prefix,
+    epochs, lr, steps, examples, examples_digest (sha256 of the example indices in the order
+    trained), train_time_s}. `loss_fn(model, batch) -> (loss, metrics)` defaults to the task loss;
+    `on_step(step, total)` runs before each optimizer step (pruning schedules)."""
+    record = {"prefix": prefix, "epochs": max(0, int(epochs)), "lr": float(lr or ctx.lr)}
     if epochs <= 0:
-        return {"steps": 0, "train_time_s": 0.0}
+        return {**record, "steps": 0, "examples": 0, "examples_digest": None, "train_time_s": 0.0}
     torch.manual_seed(ctx.seed)
     loader = train_loader(ctx, tokenizer, causal=bool(model.backbone.is_causal))
     total = epochs * len(loader)
@@ -105,9 +115,12 @@ def train_epochs(model: nn.Module, tokenizer, ctx: CompressContext, *, epochs: i
         optimizer, lambda s: (s + 1) / warmup if s < warmup else max(0.0, (total - s) / max(1, total - warmup)))
     loss_fn = loss_fn or (lambda m, b: (task_loss(ctx.task.spec, m(b), b["labels"]), {}))
     model.train()
-    step, started = 0, time.perf_counter()
+    step, examples, order, started = 0, 0, hashlib.sha256(), time.perf_counter()
     for _ in range(epochs):
         for batch in loader:
+            seen = batch["example_index"].detach().cpu().to(torch.int64)
+            order.update(seen.numpy().tobytes())
+            examples += int(seen.numel())
             if on_step is not None:
                 on_step(step, total)
             loss, extra = loss_fn(model, batch)
@@ -124,4 +137,5 @@ def train_epochs(model: nn.Module, tokenizer, ctx: CompressContext, *, epochs: i
             if ctx.progress is not None:  # the reporter writes at most once a second
                 ctx.progress(step, total, {"train/loss": float(loss.detach())} if logging_step else {}, prefix)
     model.eval()
-    return {"steps": step, "train_time_s": round(time.perf_counter() - started, 3)}
+    return {**record, "steps": step, "examples": examples, "examples_digest": order.hexdigest(),
+            "train_time_s": round(time.perf_counter() - started, 3)}

@@ -17,8 +17,9 @@ init, the teacher's tokenizer). Losses, each with a weight, summed:
 
 Teacher logits for the training set are computed once and cached on disk (safetensors, keyed by
 the teacher's weights hash and the training data), so when only kd/ce are used every epoch runs
-the student alone. `control=true` trains the same initial student on the labels alone for the
-same epochs and reports its score beside the distilled one.
+the student alone. `control=true` (the default) has the stage train the same initial student on
+the labels alone, the same epochs over the same examples, and report its score beside the
+distilled one (compression/control.py).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from torch import nn
 from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model, \
     train_epochs, train_loader
 from lightning_modules.compression.structure import keep_layers
-from lightning_modules.stages.evaluation import evaluate, task_loss
+from lightning_modules.stages.evaluation import task_loss
 from lightning_modules.stages.pooling import pool
 from ptmlab.contracts import ConfigError
 
@@ -65,7 +66,7 @@ class Distill(CompressionMethod):
                  temperature: float = 2.0, kd_weight: float = 0.5, ce_weight: float = 0.5,
                  hidden_weight: float = 0.0, attention_weight: float = 0.0, embedding_weight: float = 0.0,
                  embedding_loss: str = "mse", layer_map: list | None = None, projection: bool = True,
-                 attention_layers: int = 1, cache_logits: bool = True, control: bool = False,
+                 attention_layers: int = 1, cache_logits: bool = True, control: bool = True,
                  finetune_epochs: int = 0, lr: float | None = None):
         super().__init__(finetune_epochs=finetune_epochs, lr=lr)
         self.student_layers = None if student_layers is None else int(student_layers)
@@ -234,11 +235,5 @@ class Distill(CompressionMethod):
         teacher.requires_grad_(True)
         numbers = {"student_layers": n_student, "student_hidden_size": w_student, "layer_map": layer_map,
                    "distill_steps": trained["steps"], "train_time_s": trained["train_time_s"]}
-        if initial is not None:
-            control = train_epochs(initial, source.tokenizer, ctx, epochs=self.epochs, lr=self.lr, prefix="control")
-            split = ctx.task.eval_splits[0].name
-            metrics = evaluate(initial, ctx.task, split, tokenizer=source.tokenizer)
-            numbers["control_metrics"] = metrics
-            numbers["control_score"] = metrics.get(ctx.task.spec.metric_key(ctx.task.spec.main_metric, split))
-            numbers["control_train_time_s"] = control["train_time_s"]
-        return Compressed(student, [], numbers, model_cfg=model_cfg)
+        # the control is the student before the teacher taught it (the source would not be one)
+        return Compressed(student, [], numbers, model_cfg=model_cfg, training=[trained], control_start=initial)

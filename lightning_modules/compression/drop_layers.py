@@ -15,8 +15,9 @@ class DropLayers(CompressionMethod):
     name = "drop_layers"
 
     def __init__(self, keep_every: int | None = 2, keep_bottom: int | None = None, layers: list | None = None,
-                 finetune_epochs: int = 0, lr: float | None = None):
+                 finetune_epochs: int = 0, lr: float | None = None, control: bool = True):
         super().__init__(finetune_epochs=finetune_epochs, lr=lr)
+        self.control = bool(control)
         self.keep_every = None if keep_every is None else int(keep_every)
         self.keep_bottom = None if keep_bottom is None else int(keep_bottom)
         self.layers = None if layers is None else [int(i) for i in layers]
@@ -48,4 +49,5 @@ class DropLayers(CompressionMethod):
         keep_layers(model.backbone, kept)
         trained = train_epochs(model, source.tokenizer, ctx, epochs=self.finetune_epochs, lr=self.lr)
         numbers = {"kept_layers": kept, "recovery_steps": trained["steps"], "train_time_s": trained["train_time_s"]}
-        return Compressed(model, [], numbers, model_cfg=with_num_layers(source.manifest["model"], len(kept)))
+        return Compressed(model, [], numbers, model_cfg=with_num_layers(source.manifest["model"], len(kept)),
+                          training=[trained])

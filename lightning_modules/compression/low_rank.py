@@ -19,8 +19,9 @@ class LowRank(CompressionMethod):
     name = "low_rank"
 
     def __init__(self, param_ratio: float | None = 0.5, rank: int | None = None, energy: float | None = None,
-                 scope: str = "encoder", finetune_epochs: int = 1, lr: float | None = None):
+                 scope: str = "encoder", finetune_epochs: int = 1, lr: float | None = None, control: bool = True):
         super().__init__(finetune_epochs=finetune_epochs, lr=lr)
+        self.control = bool(control)
         self.param_ratio = None if param_ratio is None else float(param_ratio)
         self.rank = None if rank is None else int(rank)
         self.energy = None if energy is None else float(energy)
@@ -64,4 +65,4 @@ class LowRank(CompressionMethod):
         numbers = {"factored_layers": len(ranks), "factored_weight_ratio": round(after / before, 6),
                    "ranks": sorted(set(ranks.values())), "recovery_steps": trained["steps"],
                    "train_time_s": trained["train_time_s"]}
-        return Compressed(model, [{"op": "low_rank", "ranks": ranks}], numbers)
+        return Compressed(model, [{"op": "low_rank", "ranks": ranks}], numbers, training=[trained])

@@ -42,8 +42,9 @@ class PruneHeads(CompressionMethod):
     name = "prune_heads"
 
     def __init__(self, fraction: float = 0.3, steps: int = 3, importance_batches: int = 32,
-                 finetune_epochs: int = 1, lr: float | None = None):
+                 finetune_epochs: int = 1, lr: float | None = None, control: bool = True):
         super().__init__(finetune_epochs=finetune_epochs, lr=lr)
+        self.control = bool(control)
         self.fraction, self.steps, self.importance_batches = float(fraction), int(steps), int(importance_batches)
 
     def check(self, source, ctx: CompressContext) -> None:
@@ -92,4 +93,4 @@ class PruneHeads(CompressionMethod):
         after = [h.num_heads for h in attention_heads(model.backbone)]
         numbers = {"heads_before": sum(before), "heads_after": sum(after), "heads_per_layer": after,
                    "pruned_heads": removed, "recovery_steps": trained["steps"], "train_time_s": trained["train_time_s"]}
-        return Compressed(model, [{"op": "prune_heads", "heads_per_layer": after}], numbers)
+        return Compressed(model, [{"op": "prune_heads", "heads_per_layer": after}], numbers, training=[trained])

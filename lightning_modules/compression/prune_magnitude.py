@@ -32,8 +32,9 @@ class PruneMagnitude(CompressionMethod):
     name = "prune_magnitude"
 
     def __init__(self, sparsity: float = 0.4, schedule: str = "one_shot", prune_every: int = 10,
-                 scope: str = "encoder", finetune_epochs: int = 1, lr: float | None = None):
+                 scope: str = "encoder", finetune_epochs: int = 1, lr: float | None = None, control: bool = True):
         super().__init__(finetune_epochs=finetune_epochs, lr=lr)
+        self.control = bool(control)
         self.sparsity, self.schedule = float(sparsity), str(schedule)
         self.prune_every, self.scope = int(prune_every), str(scope)
 
@@ -80,4 +81,4 @@ class PruneMagnitude(CompressionMethod):
         numbers = {"target_sparsity": self.sparsity, "sparsity": round(reached, 6), "pruned_weights": total,
                    "zero_weights": zeros(linears), "recovery_steps": trained["steps"],
                    "train_time_s": trained["train_time_s"], "storage": "dense"}
-        return Compressed(model, [], numbers)
+        return Compressed(model, [], numbers, training=[trained])

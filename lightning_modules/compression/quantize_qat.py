@@ -31,8 +31,9 @@ class QuantizeQAT(QuantizeDynamic):
     name = "quantize_qat"
 
     def __init__(self, backend: str = "torch.ao", embeddings: bool = True, finetune_epochs: int = 1,
-                 lr: float | None = None):
+                 lr: float | None = None, control: bool = True):
         super().__init__(backend=backend, embeddings=embeddings, finetune_epochs=finetune_epochs, lr=lr)
+        self.control = bool(control)
 
     def check(self, source, ctx: CompressContext) -> None:
         super().check(source, ctx)
@@ -51,4 +52,5 @@ class QuantizeQAT(QuantizeDynamic):
         model.eval()
         get_backend(self.backend).quantize_dynamic(model, embeddings=self.embeddings)
         edit = {"op": "quantize", "backend": self.backend, "embeddings": self.embeddings, "scheme": "qat_int8"}
-        return Compressed(model, [edit], {"recovery_steps": trained["steps"], "train_time_s": trained["train_time_s"]})
+        return Compressed(model, [edit], {"recovery_steps": trained["steps"], "train_time_s": trained["train_time_s"]},
+                          training=[trained])

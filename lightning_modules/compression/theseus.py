@@ -28,8 +28,9 @@ class Theseus(CompressionMethod):
     name = "theseus"
 
     def __init__(self, successor_layers: int = 3, replace_rate: float = 0.5, replace_rate_end: float = 1.0,
-                 epochs: int = 1, finetune_epochs: int = 0, lr: float | None = None):
+                 epochs: int = 1, finetune_epochs: int = 0, lr: float | None = None, control: bool = True):
         super().__init__(finetune_epochs=finetune_epochs, lr=lr)
+        self.control = bool(control)
         self.successor_layers, self.epochs = int(successor_layers), int(epochs)
         self.replace_rate, self.replace_rate_end = float(replace_rate), float(replace_rate_end)
 
@@ -71,4 +72,5 @@ class Theseus(CompressionMethod):
         tuned = train_epochs(model, source.tokenizer, ctx, epochs=self.finetune_epochs, lr=self.lr)
         numbers = {"successor_layers": self.successor_layers, "replacing_steps": trained["steps"],
                    "recovery_steps": tuned["steps"], "train_time_s": trained["train_time_s"] + tuned["train_time_s"]}
-        return Compressed(model, [], numbers, model_cfg=with_num_layers(source.manifest["model"], len(successors)))
+        return Compressed(model, [], numbers, model_cfg=with_num_layers(source.manifest["model"], len(successors)),
+                          training=[trained, tuned])

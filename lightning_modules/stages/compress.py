@@ -19,7 +19,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from lightning_modules.compression.base import CompressContext, CompressionMethod
+from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model
+from lightning_modules.compression.control import extra_training, train_control
 from lightning_modules.compression.measure import MeasureSettings, measure_side_by_side
 from lightning_modules.stages.common import StageRun, tracking_uri
 from lightning_modules.stages.task_model import TASK_MODEL_ARTIFACT, TASK_MODEL_DIR, LoadedTaskModel, \
@@ -133,6 +134,22 @@ def comparison(src: dict, out: dict) -> dict:
     return numbers
 
 
+def compare_with_control(method: CompressionMethod, source: LoadedTaskModel, ctx: CompressContext,
+                         result: Compressed, run: StageRun) -> dict:
+    """The summary fields that make a method that trained comparable (compression/control.py):
+    the extra training it did, then its control's score, or the "with extra training" mark when
+    `compression.control=false`. A method that did not train has nothing to control or mark."""
+    extra = extra_training(result.training, ctx.task)
+    if extra is None:
+        return {"retention_with_extra_training": False}
+    if not method.control:
+        return {"extra_training": extra, "retention_with_extra_training": True}
+    run.progress.phase("training the control (the same extra training, no compression)")
+    start = result.control_start if result.control_start is not None else copy_model(source)
+    return {"extra_training": extra, "retention_with_extra_training": False,
+            **train_control(start, source.tokenizer, ctx, result.training)}
+
+
 def run_compress(cfg: DictConfig) -> dict:
     parts = build_compress(cfg)
     source, task, method, ctx = parts.source, parts.task, parts.method, parts.ctx
@@ -144,6 +161,7 @@ def run_compress(cfg: DictConfig) -> dict:
             step, total=total, metrics=metrics, series=series)
         run.progress.phase(f"compressing ({method.name})")
         result = method.compress(source, ctx)
+        fairness = compare_with_control(method, source, ctx, result, run)
         edits = list(source.manifest.get("compression") or []) + list(result.edits)
         task_dir = save_task_model(result.model, run.run_dir / "export" / TASK_MODEL_DIR,
                                    model_cfg=result.model_cfg or source.manifest["model"], tokenizer=source.tokenizer,
@@ -154,6 +172,9 @@ def run_compress(cfg: DictConfig) -> dict:
         run.progress.phase("measuring the source and the compressed model")
         src, out, settings = measure_side_by_side(source, compressed, task, parts.settings)
         numbers = comparison(src, out)
+        if "control_score" in fairness:
+            numbers["retention_vs_control"] = _ratio(out.get("score"), fairness["control_score"])
+            numbers["control_retention"] = _ratio(fairness["control_score"], src.get("score"))
         split = task.eval_splits[0].name
         run.logger.log_metrics({f"compress/{k}": v for k, v in numbers.items() if isinstance(v, (int, float))
                                 and not isinstance(v, bool)}, step=0)
@@ -169,6 +190,7 @@ def run_compress(cfg: DictConfig) -> dict:
             "edits": [e.get("op") for e in edits],
             **numbers,
             **result.numbers,
+            **fairness,
             "measurement": settings,
             "task_model_dir": str(task_dir),
         }

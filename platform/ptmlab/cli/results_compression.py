@@ -1,6 +1,7 @@
 """`ptmlab results compression [--format table|csv|latex]`: the compression trade-off table,
-one row per compress result (oldest first) after its source: method, task, score, retention,
-parameters, size ratio, FLOPs ratio, headline latency and speed-up, with the measurement
+one row per compress result (oldest first) after its source: method, task, score, retention
+(against the source, against the control of a method that trained, or marked "with extra
+training" when it had none), parameters, size ratio, FLOPs ratio, headline latency and speed-up, with the measurement
 settings, the same numbers the dashboard's compression page plots. bench/compression.py prints
 its side-by-side measurements with `render_rows` too."""
 
@@ -19,7 +20,9 @@ COLUMNS = [  # (header, key, format)
     ("params", "params", ",d"), ("nonzero", "nonzero_params", ",d"), ("size ratio", "size_ratio", ".4f"),
     ("non-emb size ratio", "non_embedding_size_ratio", ".4f"), ("FLOPs ratio", "flops_ratio", ".4f"),
     ("latency ms", "latency_ms", ".2f"), ("source latency ms", "source_latency_ms", ".2f"),
-    ("speed-up", "speedup", ".2f"), ("control", "control_score", ".4f"), ("measured", "measured", "s"),
+    ("speed-up", "speedup", ".2f"), ("control", "control_score", ".4f"),
+    ("retention vs control", "retention_vs_control", ".4f"), ("with extra training", "with_extra_training", "s"),
+    ("measured", "measured", "s"),
 ]
 
 
@@ -32,7 +35,9 @@ def table_rows(summaries: list[dict]) -> list[dict]:
         m = s.get("measurement") if isinstance(s.get("measurement"), dict) else {}
         measured = f"{headline} seq {m.get('seq_len')} x{m.get('repeats')} {m.get('device', 'cpu')}" if m else ""
         rows.append({**{key: s.get(key) for _, key, _ in COLUMNS}, "speedup": speedups.get(headline),
-                     "measured": measured.strip()})
+                     "measured": measured.strip(),
+                     # no control trained: the retention mixes compression with the extra training
+                     "with_extra_training": "yes" if s.get("retention_with_extra_training") else None})
     return rows
 
 

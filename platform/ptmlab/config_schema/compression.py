@@ -45,23 +45,31 @@ class Distill(Method):
     projection: bool = True                  # a learned linear map when student and teacher widths differ
     attention_layers: PositiveInt = 1        # attention KL over the last n layers (MiniLM)
     cache_logits: bool = True
-    control: bool = False                    # also train the same student without the teacher
+    control: bool = True                     # also train the same student without the teacher
 
 
-class PruneHeads(Method):
+class Controlled(Method):
+    """A method that trains after compressing: `control` gives the source the same extra training
+    without compression (lightning_modules/compression/control.py); false marks the retention
+    "with extra training"."""
+
+    control: bool = True
+
+
+class PruneHeads(Controlled):
     fraction: Share = 0.3
     steps: PositiveInt = 3
     importance_batches: PositiveInt = 32
 
 
-class PruneMagnitude(Method):
+class PruneMagnitude(Controlled):
     sparsity: Sparsity = 0.4
     schedule: Literal["one_shot", "cubic"] = "one_shot"
     prune_every: PositiveInt = 10
     scope: Literal["encoder", "all"] = "encoder"
 
 
-class DropLayers(Method):
+class DropLayers(Controlled):
     keep_every: PositiveInt | None = 2
     keep_bottom: PositiveInt | None = None
     layers: list[NonNegativeInt] | None = None
@@ -73,21 +81,21 @@ class QuantizeDynamic(Method):
 
 
 class QuantizeQAT(QuantizeDynamic):
-    pass
+    control: bool = True   # as Controlled
 
 
 class CastHalf(Method):
     dtype: Literal["bfloat16", "float16"] = "bfloat16"
 
 
-class LowRank(Method):
+class LowRank(Controlled):
     param_ratio: Share | None = 0.5
     rank: PositiveInt | None = None
     energy: Share | None = None
     scope: Literal["encoder", "all"] = "encoder"
 
 
-class Theseus(Method):
+class Theseus(Controlled):
     successor_layers: PositiveInt = 3
     replace_rate: Probability = 0.5
     replace_rate_end: Probability = 1.0

@@ -159,11 +159,42 @@ class LatencyPoint(BaseModel):
 Ratios = dict[str, float | None]
 
 
+class TrainingLoop(BaseModel):
+    """One training loop of a compression method (recovery, qat, theseus, distill, control)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    prefix: str
+    epochs: int = Field(ge=0)
+    lr: float | None = None
+    steps: int = Field(ge=0)
+    examples: int = Field(ge=0)
+    examples_digest: str | None = None   # sha256 of the example indices in the order trained
+
+
+class ExtraTraining(BaseModel):
+    """The training a compressed model got beyond its source's (lightning_modules/compression/
+    control.py): what makes its retention over the source more than compression alone."""
+
+    model_config = ConfigDict(extra="allow")
+
+    steps: int = Field(ge=0)
+    examples: int = Field(ge=0)
+    epochs: int = Field(ge=0)
+    examples_digest: str | None = None
+    train_time_s: float | None = Field(None, ge=0)
+    loops: list[TrainingLoop] = Field(default_factory=list)
+    data: dict[str, Any] = Field(default_factory=dict)   # task, split, rows, source
+
+
 class CompressSummary(StageSummary):
     """stage=compress: the method, its settings, the compressed model and its source measured side
     by side. Latencies are keyed `b<batch>_t<threads>`; `latency_ms` is the headline one
     (`headline_latency`, batch 32 on one thread when measured); ratios are compressed ÷ source,
-    `speedup` source ÷ compressed, `retention` score ÷ source score."""
+    `speedup` source ÷ compressed, `retention` score ÷ source score. A method that trained after
+    compressing records that `extra_training` and the score of its control (the source, or
+    distillation's student, given the same training without compression; `retention_vs_control`
+    = score ÷ control score), or, with the control switched off, `retention_with_extra_training`."""
 
     stage: Literal["compress"] = "compress"
     method: str
@@ -198,7 +229,13 @@ class CompressSummary(StageSummary):
     flops_ratio: float | None = Field(None, ge=0)
     latency_ratio: Ratios | None = None
     speedup: Ratios | None = None
-    control_score: float | None = None             # distill: the same student trained without the teacher
+    control_score: float | None = None             # the same extra training without compression (distill: without the teacher)
+    control_metrics: Metrics | None = None
+    control_training: ExtraTraining | None = None  # what the control trained (the same examples and steps)
+    extra_training: ExtraTraining | None = None    # what the compressed model trained beyond its source
+    retention_vs_control: float | None = None      # score ÷ control_score
+    control_retention: float | None = None         # control_score ÷ source_score: the extra training alone
+    retention_with_extra_training: bool = False    # no control: retention mixes compression and extra training
     measurement: MeasurementSettings | None = None
     task_model_dir: str | None = None
 

@@ -69,6 +69,10 @@ def _point(row, s: dict) -> dict[str, Any]:
         "retention": retention, "size_ratio": number(s.get("size_ratio")),
         "speedup": number(speedups.get(s.get("headline_latency") or "")),
         "control_score": number(s.get("control_score")), "measured": _settings(s),
+        # a method that trained after compressing: retention against its control, or the mark
+        # that its retention mixes compression with extra training (no control was trained)
+        "retention_vs_control": number(s.get("retention_vs_control")),
+        "with_extra_training": bool(s.get("retention_with_extra_training")),
         "config": s.get("config") if isinstance(s.get("config"), dict) else {},
         "seed": s.get("seed"),
     }

@@ -17,9 +17,11 @@ function fill(select, values, labels, current) {
 
 function hover(p, axisLabel, axis) {
   return `<b>${p.method}</b> on ${p.source}<br>score ${p.score}<br>${axisLabel}: ${human(p[axis])}` +
-    (p.retention !== null && p.retention !== undefined ? `<br>retention ${(100 * p.retention).toFixed(1)}%` : "") +
+    (p.retention !== null && p.retention !== undefined ? `<br>retention ${(100 * p.retention).toFixed(1)}%` +
+      (p.with_extra_training ? " (with extra training, no control)" : "") : "") +
+    (p.retention_vs_control ? `<br>vs its control ${(100 * p.retention_vs_control).toFixed(1)}%` : "") +
     (p.speedup ? `<br>speed-up ${p.speedup.toFixed(2)}×` : "") +
-    (p.control_score !== null && p.control_score !== undefined ? `<br>control (no teacher) ${p.control_score}` : "") +
+    (p.control_score !== null && p.control_score !== undefined ? `<br>control (same training, uncompressed) ${p.control_score}` : "") +
     (settings(p.config) ? `<br>${settings(p.config)}` : "") + (p.measured ? `<br>measured: ${p.measured}` : "") +
     (p.id ? `<br>result #${p.id}` : "");
 }
@@ -75,7 +77,8 @@ function table() {
       el("td", { class: "small" }, settings(p.config)), el("td", { class: "num" }, fmt(p.score, 4)),
       el("td", { class: "num" }, human(p.params)), el("td", { class: "num" }, human(p.size_bytes)),
       el("td", { class: "num" }, fmt(p.latency_ms, 2)),
-      el("td", { class: "num" }, p.retention === null ? "–" : `${(100 * p.retention).toFixed(1)}%`),
+      el("td", { class: "num", title: p.with_extra_training ? "with extra training: no control was trained" : "" },
+        p.retention === null ? "–" : `${(100 * p.retention).toFixed(1)}%${p.with_extra_training ? " *" : ""}`),
       el("td", {}, p.pareto[axis] ? "✓" : ""))));
   document.getElementById("comp-count").textContent = data.points.length > TABLE_ROWS
     ? `(${data.points.length} for ${data.task}; the ${TABLE_ROWS} cheapest on this axis shown)` : `(${data.points.length} for ${data.task || "–"})`;
