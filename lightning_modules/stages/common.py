@@ -130,6 +130,7 @@ class StageRun:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.checkpoint_dir = self.run_dir / "checkpoints"
         self.logger = None
+        self.reopened = False  # True: this attempt continues the MLflow run of an earlier one
         self.started = time.time()
         self._data_hashes: dict[str, str] = {}
         self.is_global_zero = global_rank() == 0
@@ -174,9 +175,6 @@ class StageRun:
 
         Path(str(self.cfg.paths.home)).mkdir(parents=True, exist_ok=True)
         run_id_path = self.run_dir / RUN_ID_FILE
-        run_id = None
-        if bool(OmegaConf.select(self.cfg, "resume", default=False)) and run_id_path.exists():
-            run_id = run_id_path.read_text().strip() or None
         # YAML booleans become lowercase tags so `tags.demo = 'true'` filters match what was typed.
         tags = {str(k): (str(v).lower() if isinstance(v, bool) else str(v))
                 for k, v in (OmegaConf.select(self.cfg, "tags", default={}) or {}).items()}
@@ -184,6 +182,17 @@ class StageRun:
         job_id = OmegaConf.select(self.cfg, "tracking.job_id", default=None)
         if job_id:
             tags["ptmlab.job_id"] = str(job_id)
+        retry_s = float(OmegaConf.select(self.cfg, "tracking.retry_s", default=None) or 900.0)
+        run_id = None
+        if bool(OmegaConf.select(self.cfg, "resume", default=False)):
+            # A rerun of a job continues its MLflow run, never makes a second one: the run id file,
+            # else (killed between creating the run and writing the file) the run tagged with
+            # this run folder.
+            if run_id_path.exists():
+                run_id = run_id_path.read_text().strip() or None
+            if run_id is None:
+                run_id = self._run_of_this_folder(retry_s)
+        self.reopened = run_id is not None
         # Survives a tracking server that is away for a while: metrics are queued, calls retried.
         logger = BufferedMLFlowLogger(
             experiment_name=str(self.cfg.tracking.experiment),
@@ -193,11 +202,38 @@ class StageRun:
             run_id=run_id,
             artifact_location=(Path(str(self.cfg.paths.artifact_root)).as_uri()
                                if tracking_uri(self.cfg).startswith("sqlite") else None),
-            retry_s=float(OmegaConf.select(self.cfg, "tracking.retry_s", default=None) or 900.0),
+            retry_s=retry_s,
         )
         _ = logger.experiment  # create the run now so its id is known (and resumable)
-        run_id_path.write_text(logger.run_id)
+        if self.reopened:
+            # The run may have ended FINISHED (killed after its summary) or stay RUNNING (SIGKILL):
+            # it is running again until this attempt ends. Metric steps an earlier attempt logged
+            # keep their value (see BufferedMLFlowLogger.keep_logged_steps).
+            logger.experiment.update_run(logger.run_id, status="RUNNING")
+            logger.keep_logged_steps()
+            previous = logger.experiment.get_run(logger.run_id).data.tags.get("ptmlab.reopened", "0")
+            logger.experiment.set_tag(logger.run_id, "ptmlab.reopened", str(int(previous) + 1))
+        # Atomic: a kill never leaves a half-written id for the rerun to read.
+        tmp = run_id_path.with_suffix(".txt.tmp")
+        tmp.write_text(logger.run_id)
+        tmp.replace(run_id_path)
         return logger
+
+    def _run_of_this_folder(self, retry_s: float) -> str | None:
+        """The id of the MLflow run an earlier attempt created for this run folder (tagged
+        `ptmlab.run_dir` at creation), or None."""
+        from mlflow.tracking import MlflowClient
+
+        from lightning_modules.stages.mlflow_logger import RetryingClient
+
+        client = RetryingClient(MlflowClient(tracking_uri=tracking_uri(self.cfg)), retry_s)
+        experiment = client.get_experiment_by_name(str(self.cfg.tracking.experiment))
+        folder = str(self.run_dir)
+        if experiment is None or "'" in folder:  # a quote cannot be written in MLflow's filter syntax
+            return None
+        runs = client.search_runs([experiment.experiment_id], filter_string=f"tags.`ptmlab.run_dir` = '{folder}'",
+                                  order_by=["attributes.start_time ASC"], max_results=1)
+        return runs[0].info.run_id if runs else None
 
     @property
     def run_id(self) -> str | None:
@@ -209,8 +245,15 @@ class StageRun:
         # A tracking or database URL in the config may carry a password: never stored or logged.
         (self.run_dir / "config.yaml").write_text(redact_url_passwords(OmegaConf.to_yaml(self.cfg, resolve=True)))
         client.log_artifact(run_id, str(self.run_dir / "config.yaml"))
-        if self.resume_checkpoint is None:  # params are immutable in MLflow: log them once
-            params = {k: redact_url_passwords(str(v))[:500] for k, v in flatten(resolved).items()}
+        # Params are immutable in MLflow, so they are logged once per run, whatever the checkpoint
+        # state: a re-opened run (a rerun of a killed job) gets only the keys an earlier attempt did
+        # not log (it may have been killed mid-way); `resume` and any other key that differs keep
+        # the first attempt's value (the ptmlab.reopened tag counts the reruns).
+        params = {k: redact_url_passwords(str(v))[:500] for k, v in flatten(resolved).items()}
+        if self.reopened:
+            logged = client.get_run(run_id).data.params
+            params = {k: v for k, v in params.items() if k not in logged}
+        if params:
             self.logger.log_hyperparams(params)
         sha, diff = git_state(self.cfg.paths.conf_dir)
         client.set_tag(run_id, "mlflow.source.git.commit", sha or "unknown")

@@ -16,6 +16,10 @@
 - `finalize()` waits until every queued metric is stored: a run that ends successfully has all
   of its metrics in MLflow.
 
+- A re-opened run (the rerun of a killed job, StageRun) keeps what its earlier attempts logged:
+  a (metric, step) already in the run is not logged again (`keep_logged_steps`), so no step holds
+  two values; how many were left out is the run's `ptmlab.metric_steps_kept` tag.
+
 Only errors that mean "unreachable" are retried (connection refused or reset, timeouts, 502/503/504,
 MLflow's retries exhausted); a refused request (bad run id, invalid value) fails at once.
 """
@@ -121,6 +125,18 @@ class BufferedMLFlowLogger(MLFlowLogger):
         self._queued: queue.Queue[list] = queue.Queue()
         self._sender: threading.Thread | None = None
         self._send_error: BaseException | None = None
+        self._logged_before: dict[str, set[int]] = {}  # metric -> steps earlier attempts logged
+        self._kept_steps = 0  # (metric, step) pairs left as an earlier attempt logged them
+
+    def keep_logged_steps(self) -> None:
+        """Read which steps of which metrics the run already holds: those are not logged again.
+        A rerun that resumes from a checkpoint repeats the steps between that checkpoint and the
+        kill (and re-measures what was measured after training) with other values; MLflow cannot
+        replace a logged value, and two values at one step would make any chart or "latest value"
+        ambiguous."""
+        client = self._mlflow_client
+        for key in client.get_run(self.run_id).data.metrics:
+            self._logged_before[key] = {m.step for m in client.get_metric_history(self.run_id, key)}
 
     @rank_zero_only
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
@@ -134,6 +150,9 @@ class BufferedMLFlowLogger(MLFlowLogger):
             if isinstance(value, str):
                 continue
             key = re.sub("[^a-zA-Z0-9_/. -]+", "", key)  # MLflow's allowed characters, as MLFlowLogger
+            if (step or 0) in self._logged_before.get(key, ()):
+                self._kept_steps += 1
+                continue
             batch.append(Metric(key=key, value=float(value), timestamp=timestamp_ms, step=step or 0))
         if not batch:
             return
@@ -179,6 +198,11 @@ class BufferedMLFlowLogger(MLFlowLogger):
 
     @rank_zero_only
     def finalize(self, status: str = "success") -> None:
+        if self._kept_steps and self._run_id is not None:
+            try:
+                self._mlflow_client.set_tag(self._run_id, "ptmlab.metric_steps_kept", str(self._kept_steps))
+            except Exception as exc:  # noqa: BLE001 - a tag never fails the run
+                log.warning("could not tag the run with its kept metric steps: %s", exc)
         if status in ("success", "finished", "FINISHED"):
             self.flush()  # a run that ends well has every metric stored
         else:

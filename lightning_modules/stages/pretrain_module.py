@@ -72,8 +72,9 @@ class PretrainModule(pl.LightningModule):
         return int(self._tokens)
 
     @property
-    def last_train_loss(self) -> float:
-        return float(self._last_loss) if self._last_loss is not None else float("nan")
+    def last_train_loss(self) -> float | None:
+        """The last training step's loss; None before any step (JSON and PostgreSQL have no NaN)."""
+        return float(self._last_loss) if self._last_loss is not None else None
 
     def training_flops_per_token(self, seq_len: int) -> float:
         """For the throughput monitor: blocks are packed or padded to the configured length."""
@@ -133,9 +134,14 @@ class PretrainModule(pl.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["ptmlab_tokens_seen"] = self.tokens_seen
+        checkpoint["ptmlab_last_train_loss"] = self.last_train_loss
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self._tokens = int(checkpoint.get("ptmlab_tokens_seen", 0))
+        # A rerun resumed from the final checkpoint trains no step: its summary reports the loss
+        # the checkpoint was saved at, not none.
+        loss = checkpoint.get("ptmlab_last_train_loss")
+        self._last_loss = torch.tensor(loss) if loss is not None else None
 
     # -- validation ---------------------------------------------------------------------------
     def on_validation_epoch_start(self) -> None:
