@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -38,6 +39,12 @@ class Settings(BaseSettings):
     web_dir: Path = Field(default=_REPO_ROOT / "web", description="Dashboard templates and static files.")
     api_allowed_roots: str = Field(default="", description="Extra `:`-separated folders remote path values may name.")
     job_id: str | None = Field(default=None, description="Set by the worker for the job it runs.")
+    # Fault injection for the recovery tests (tests/platform/test_kill_matrix.py): a worker stops
+    # for good at the named point, for a test to kill it there. Unset, nothing changes.
+    # `before-outcome`: a job has exited (its summary.json written) and its outcome is not recorded,
+    # a window too narrow to hit from outside.
+    fault_point: Literal["before-outcome"] | None = Field(
+        default=None, description="Testing only: the worker pauses forever at this point (before-outcome).")
 
     @field_validator("home")
     @classmethod

@@ -150,6 +150,7 @@ class WorkerAgent:
         self.unrecorded: list[tuple[ClaimedJob, Callable[[], object]]] = []
         self.db_error_at: float | None = None  # when a database step last failed
         self.disk_full_logged = False
+        self.fault_point = settings.fault_point  # testing only (ptmlab.settings): None in real use
 
     # -- signals --------------------------------------------------------------------------
     def _on_signal(self, signum, _frame) -> None:
@@ -405,12 +406,24 @@ class WorkerAgent:
             if rj.kill_deadline is not None and now >= rj.kill_deadline and rj.proc.poll() is None:
                 _killpg(rj.proc.pid, signal.SIGKILL)
 
+    def _pause_at_fault_point(self, job_id: int, code: int) -> None:
+        """PTMLAB_FAULT_POINT=before-outcome: stop here for good, the job exited and its outcome
+        not recorded, so a test can kill the worker in that window (tests/platform/test_kill_matrix.py)."""
+        log.warning("fault point before-outcome: job %d exited (%s), its outcome not recorded; pausing until killed",
+                    job_id, describe_exit(code))
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        while True:
+            time.sleep(3600)
+
     def _collect_exited(self, wait: bool = False) -> None:
         for job_id, rj in list(self.running.items()):
             code = rj.proc.wait() if wait else rj.proc.poll()
             if code is None:
                 continue
             _killpg(rj.proc.pid, signal.SIGKILL)  # whatever the job left behind in its group
+            if self.fault_point == "before-outcome":
+                self._pause_at_fault_point(job_id, code)
             if self.signals and rj.kill_reason is None and code != 0:
                 # Not our kill: the signal that stops the worker reached its jobs too (scancel and a
                 # pre-emption end the whole allocation). The job did not fail; it resumes elsewhere.
@@ -490,7 +503,9 @@ def _killpg(pgid: int, sig: int) -> None:
 
 def _read_summary(path: Path) -> dict | None:
     try:
-        data = json.loads(path.read_text())
+        # NaN and ±Infinity (Python's json writes them) are not JSON: PostgreSQL refuses them, and
+        # an outcome the database refuses would be retried forever. They are stored as null.
+        data = json.loads(path.read_text(), parse_constant=lambda _constant: None)
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
