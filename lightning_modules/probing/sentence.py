@@ -22,7 +22,7 @@ import torch
 
 from lightning_modules.data.conllu import ConlluSentence
 from lightning_modules.probing.activations import Activations
-from lightning_modules.probing.fit import FitSettings
+from lightning_modules.probing.fit import FitSettings, one_thread
 from lightning_modules.probing.token import TokenProbe, encode_labels
 
 SENTENCE_TASKS = ("sentence_length", "tree_depth", "bigram_shift", "tense", "subject_number")
@@ -125,10 +125,11 @@ def run_sentence_task(task: str, train_sents: list[ConlluSentence], eval_sents: 
     y_eval = encode_labels([eval_labels[i] for i in eval_keep], vocab)
     x_train_all, x_eval_all = sentence_means(train_acts), sentence_means(eval_acts)
     per_layer = []
-    for layer in layers:
-        acc = _fit_layer(x_train_all[layer, train_keep], y_train, x_eval_all[layer, eval_keep], y_eval,
-                         len(vocab), probe_cfg, settings)
-        per_layer.append({"layer": layer, "accuracy": round(acc, 5)})
+    with one_thread():
+        for layer in layers:
+            acc = _fit_layer(x_train_all[layer, train_keep], y_train, x_eval_all[layer, eval_keep], y_eval,
+                             len(vocab), probe_cfg, settings)
+            per_layer.append({"layer": layer, "accuracy": round(acc, 5)})
     majority = Counter(train_labels[i] for i in train_keep).most_common(1)[0][0]
     majority_acc = sum(1 for i in eval_keep if eval_labels[i] == majority) / max(len(eval_keep), 1)
     return {"probe_task": task, "family": "sentence", "metric": "accuracy", "probe": str(probe_cfg.kind),

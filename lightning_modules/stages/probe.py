@@ -25,7 +25,7 @@ from lightning_modules.probing import sentence as sentence_probe
 from lightning_modules.probing import structural as structural_probe
 from lightning_modules.probing import token as token_probe
 from lightning_modules.probing.activations import Activations, extract, model_hash
-from lightning_modules.probing.fit import FitSettings
+from lightning_modules.probing.fit import FitSettings, one_thread
 from lightning_modules.stages.backbone import ResolvedBackbone, backbone_summary, record_backbone, resolve_backbone
 from lightning_modules.stages.common import StageRun, tracking_uri
 from ptmlab.contracts import BackboneError, ConfigError, DataError, ProbeSummary
@@ -231,15 +231,17 @@ def run_model(plan: ProbePlan, model: ProbeModel, cfg: DictConfig, run: StageRun
         if run is not None:
             run.progress.phase(f"probing {model.label} {task}")
         if family == "token":
-            results[task] = token_probe.run_token_task(
-                task, train_acts, eval_acts, token_probe.token_data(task, plan.train.sentences),
-                token_probe.token_data(task, plan.eval.sentences), plan.layers, stage.token, token_settings,
-                control=bool(stage.token.control), scalar_mix=bool(stage.token.scalar_mix))
+            with one_thread():
+                results[task] = token_probe.run_token_task(
+                    task, train_acts, eval_acts, token_probe.token_data(task, plan.train.sentences),
+                    token_probe.token_data(task, plan.eval.sentences), plan.layers, stage.token, token_settings,
+                    control=bool(stage.token.control), scalar_mix=bool(stage.token.scalar_mix))
         elif family == "structural":
-            results[task] = structural_probe.run_structural_task(
-                task, train_acts, eval_acts, structural_probe.tree_data(plan.train.sentences),
-                structural_probe.tree_data(plan.eval.sentences), plan.layers, int(stage.structural.rank),
-                FitSettings.from_cfg(stage.structural, seed))
+            with one_thread():
+                results[task] = structural_probe.run_structural_task(
+                    task, train_acts, eval_acts, structural_probe.tree_data(plan.train.sentences),
+                    structural_probe.tree_data(plan.eval.sentences), plan.layers, int(stage.structural.rank),
+                    FitSettings.from_cfg(stage.structural, seed))
         elif family == "sentence":
             results[task] = sentence_probe.run_sentence_task(
                 task, plan.train.sentences, plan.eval.sentences, train_acts, eval_acts, plan.layers, stage.token,
