@@ -37,6 +37,7 @@ class CompressContext:
     eval_batch_size: int = 128
     lr: float = 5e-5
     warmup_ratio: float = 0.1
+    group_by_length: bool = False   # training batches of similar lengths (stage.group_by_length)
     cache_dir: Path | None = None
     log: Callable[[dict, int], None] | None = None   # metrics, step -> MLflow
     progress: Callable[..., None] | None = None  # step, total, metrics, series (the loop's prefix) -> progress.json
@@ -87,7 +88,7 @@ def train_loader(ctx: CompressContext, tokenizer, causal: bool, shuffle: bool = 
     from lightning_modules.tasks.datamodule import TaskDataModule
 
     dm = TaskDataModule(ctx.task, tokenizer, causal=causal, batch_size=ctx.batch_size,
-                        eval_batch_size=ctx.eval_batch_size, seed=ctx.seed)
+                        eval_batch_size=ctx.eval_batch_size, seed=ctx.seed, group_by_length=ctx.group_by_length)
     return dm.train_dataloader() if shuffle else dm._loader(ctx.task.data.train_split, False, ctx.batch_size)  # noqa: SLF001
 
 

@@ -89,6 +89,7 @@ def build_compress(cfg: DictConfig) -> CompressParts:
     ctx = CompressContext(task=task, seed=int(cfg.seed), batch_size=int(stage.batch_size),
                           eval_batch_size=int(stage.eval_batch_size), lr=float(stage.lr),
                           warmup_ratio=float(stage.warmup_ratio),
+                          group_by_length=bool(stage.get("group_by_length", False)),
                           cache_dir=Path(str(cfg.paths.cache_dir)) / "compression")
     method.check(source, ctx)
     return CompressParts(source, task, method, ctx, MeasureSettings.from_cfg(OmegaConf.to_container(stage.measure)))

@@ -68,6 +68,7 @@ class Compress(Stage):
     eval_batch_size: PositiveInt = 128
     lr: PositiveFloat = 5e-5
     warmup_ratio: Annotated[float, in_range(0.0, 1.0, hi_open=True)] = 0.1
+    group_by_length: bool = False   # training batches of similar lengths (less padding)
     measure: Measure = Measure()
 
 
