@@ -35,7 +35,7 @@ def test_two_trainings_become_two_labelled_series(tmp_path):
     progress = distill_like_run(tmp_path)
     series = history_series(progress["history"])
     assert [s["name"] for s in series] == ["distill", "control"]
-    assert [s["label"] for s in series] == ["student (distillation)", "control (no teacher)"]
+    assert [s["label"] for s in series] == ["student (distillation)", "control run"]
     assert [[p["step"] for p in s["points"]] for s in series] == [[25, 50, 75, 76], [25]]
     assert all("series" not in p for s in series for p in s["points"])
     # each training's curve only goes forward
@@ -82,4 +82,4 @@ def test_the_progress_endpoint_gives_the_job_page_one_series_per_training(client
     body = api.get(f"/api/v1/jobs/{job.json()['id']}/progress").json()
     assert len(body["history"]) == 5 and {p["series"] for p in body["history"]} == {"distill", "control"}
     assert [(s["label"], [p["step"] for p in s["points"]]) for s in body["series"]] == [
-        ("student (distillation)", [25, 50, 75, 76]), ("control (no teacher)", [25])]
+        ("student (distillation)", [25, 50, 75, 76]), ("control run", [25])]

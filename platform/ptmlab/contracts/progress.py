@@ -35,7 +35,7 @@ DEFAULT_SERIES = "training"
 SERIES_LABELS = {
     "training": "training",
     "distill": "student (distillation)",
-    "control": "control (no teacher)",
+    "control": "control run",  # the same training without the compression (distill: without the teacher)
     "recovery": "recovery fine-tuning",
     "qat": "quantization-aware training",
     "theseus": "Theseus module replacing",
