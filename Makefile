@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
 
-.PHONY: demo test venv system-deps clean bench
+.PHONY: demo test test-fast venv system-deps clean bench
 
 # Re-install when the project's packages change too: an editable install maps the top-level
 # packages (ptmlab, lightning_modules, hydra_plugins/*) that existed when it ran.
@@ -31,6 +31,11 @@ demo: venv
 # paths runs just those.
 test: venv system-deps
 	PYTHON=$(BIN)/python bash scripts/run_tests.sh $(PYTEST_ARGS)
+
+# The edit-test loop: everything but the real-model threshold runs and the long end-to-end runs
+# (markers `threshold` and `slow`; tests/README.md lists them). CI runs the whole `make test`.
+test-fast: venv system-deps
+	PYTHON=$(BIN)/python bash scripts/run_tests.sh -m "not threshold and not slow" $(PYTEST_ARGS)
 
 bench: venv
 	for f in bench/*.py; do $(BIN)/python $$f || exit 1; done

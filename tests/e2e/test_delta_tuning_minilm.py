@@ -1,20 +1,24 @@
 """The realistic check of the delta-tuning modes: the packaged MiniLM-L6 on the SST-2 recipe of
-sst2_recipe.py (first 8,000 train rows, one epoch, full 872-row dev set), through the real entry
-point. Thresholds are what a plain PyTorch loop reached on this machine (issue: "Beyond
-fine-tuning"): LoRA r=8 on query+value 0.807–0.823 (0.33 % trainable), BitFit 0.812 (0.12 %),
-prompt tuning with 20 soft prompts 0.802 (0.037 %); ptmlab must reach 0.79, 0.79 and 0.77."""
+sst2_recipe.py on its first 4,000 training rows (DELTA_ROWS; one epoch, length-grouped batches, the
+full 872-row dev set), through the real entry point. Each threshold is set from what a plain
+PyTorch loop over the same batches reaches at this size (bench/threshold_reference.py --rows 4000):
+LoRA r=8 on query+value 0.799 (0.33 % trainable), BitFit 0.780 (0.12 %), prompt tuning with 20
+soft prompts 0.795 (0.037 %), adapters 0.825 (2.6 %); ptmlab must reach 0.77, 0.75, 0.76 and 0.80.
+(At 8,000 rows with random batches the plain loop reached 0.807-0.823, 0.812 and 0.802, and the
+thresholds were 0.79, 0.79 and 0.77; adapters 0.80.)"""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from sst2_recipe import finetune
+from sst2_recipe import DELTA_ROWS, MODES, finetune
 
 
 @pytest.mark.slow
+@pytest.mark.threshold
 @pytest.mark.timeout(2400)
-def test_minilm_lora_reaches_079_under_1_percent_and_merges_into_a_plain_backbone(data_dir, ptmlab_home, tmp_path):
+def test_minilm_lora_reaches_077_under_1_percent_and_merges_into_a_plain_backbone(data_dir, ptmlab_home, tmp_path):
     from safetensors.torch import load_file
 
     from lightning_modules.adaptation.lora import LoRA
@@ -26,12 +30,12 @@ def test_minilm_lora_reaches_079_under_1_percent_and_merges_into_a_plain_backbon
     from ptmlab.config import compose_config
 
     run_dir = tmp_path / "lora"
-    summary = finetune(ptmlab_home, run_dir, ["adaptation=lora", "adaptation.rank=8", "stage.lr=1e-3",
-                                              "stage.export_backbone=true"])
+    summary = finetune(ptmlab_home, run_dir, [*MODES["lora"], "stage.export_backbone=true"], rows=DELTA_ROWS)
     share = summary["trainable_params"] / summary["total_params"]
     print(f"SST-2 dev accuracy, LoRA r=8: {summary['main_score']:.4f}, trainable {share:.3%}, "
           f"delta {summary['delta_bytes'] / 1e6:.2f} MB")
-    assert share < 0.01 and summary["main_score"] >= 0.79
+    assert summary["steps"] == DELTA_ROWS // 32
+    assert share < 0.01 and summary["main_score"] >= 0.77
     # 6 layers × (query, value) × (A: 8×384, B: 384×8) + the 384→2 head
     assert summary["delta_params"] == 6 * 2 * 2 * 8 * 384 + 384 * 2 + 2
 
@@ -63,21 +67,36 @@ def test_minilm_lora_reaches_079_under_1_percent_and_merges_into_a_plain_backbon
 
 
 @pytest.mark.slow
+@pytest.mark.threshold
 @pytest.mark.timeout(2400)
-def test_minilm_bitfit_reaches_079_training_biases_only(data_dir, ptmlab_home, tmp_path):
-    summary = finetune(ptmlab_home, tmp_path / "bitfit", ["adaptation=bitfit", "stage.lr=1e-3"])
+def test_minilm_bitfit_reaches_075_training_biases_only(data_dir, ptmlab_home, tmp_path):
+    summary = finetune(ptmlab_home, tmp_path / "bitfit", MODES["bitfit"], rows=DELTA_ROWS)
     share = summary["trainable_params"] / summary["total_params"]
     print(f"SST-2 dev accuracy, BitFit: {summary['main_score']:.4f}, trainable {share:.3%}")
-    assert share < 0.01 and summary["main_score"] >= 0.79
+    assert summary["steps"] == DELTA_ROWS // 32
+    assert share < 0.01 and summary["main_score"] >= 0.75
     assert summary["delta_params"] == summary["trainable_params"]
 
 
 @pytest.mark.slow
+@pytest.mark.threshold
 @pytest.mark.timeout(2400)
-def test_minilm_prompt_tuning_reaches_077_with_20_soft_prompts(data_dir, ptmlab_home, tmp_path):
-    summary = finetune(ptmlab_home, tmp_path / "prompt", ["adaptation=prompt_tuning", "adaptation.num_tokens=20",
-                                                          "stage.lr=3e-2"])
+def test_minilm_prompt_tuning_reaches_076_with_20_soft_prompts(data_dir, ptmlab_home, tmp_path):
+    summary = finetune(ptmlab_home, tmp_path / "prompt", MODES["prompt_tuning"], rows=DELTA_ROWS)
     share = summary["trainable_params"] / summary["total_params"]
     print(f"SST-2 dev accuracy, prompt tuning (20 tokens): {summary['main_score']:.4f}, trainable {share:.4%}")
     assert summary["trainable_params"] == 20 * 384 + 384 * 2 + 2
-    assert summary["main_score"] >= 0.77
+    assert summary["steps"] == DELTA_ROWS // 32
+    assert summary["main_score"] >= 0.76
+
+
+@pytest.mark.slow
+@pytest.mark.threshold
+@pytest.mark.timeout(2400)
+def test_minilm_adapters_reach_080_training_under_5_percent(data_dir, ptmlab_home, tmp_path):
+    summary = finetune(ptmlab_home, tmp_path / "adapters", MODES["adapters"], rows=DELTA_ROWS)
+    share = summary["trainable_params"] / summary["total_params"]
+    print(f"SST-2 dev accuracy, adapters: {summary['main_score']:.4f}, trainable share {share:.2%}")
+    assert share < 0.05
+    assert summary["steps"] == DELTA_ROWS // 32
+    assert summary["main_score"] >= 0.80

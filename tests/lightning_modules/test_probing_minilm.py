@@ -26,7 +26,7 @@ from ptmlab.config import compose_config
 from ptmlab.contracts import ProbeSummary
 
 # Extraction of 4,000 + 2,001 sentences by MiniLM and by its random-init twin dominates (CPU).
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
+pytestmark = [pytest.mark.slow, pytest.mark.threshold, pytest.mark.timeout(3600)]
 
 COMMON = ["stage=probe", "model=minilm"]
 KEPT_CACHE = os.environ.get("PTMLAB_TEST_PROBE_CACHE")
