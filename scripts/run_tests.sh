@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # `make test`: the whole suite in three lanes side by side, one pytest process each:
 #   models    tests/e2e but the files below (the session's MiniLM SST-2 teacher and what uses it:
-#             the fine-tuning and compression thresholds; the demo, the dashboard in a browser)
-#   science   tests/lightning_modules, tests/test_every_config.py, the delta-tuning thresholds and
-#             the two pipeline pages (compression, probing: each its own MiniLM pipeline)
+#             the fine-tuning and compression thresholds; the demo)
+#   science   tests/lightning_modules, tests/test_every_config.py, the delta-tuning thresholds, the
+#             two pipeline pages (compression, probing: each its own MiniLM pipeline), the dashboard
 #   platform  tests/platform (mostly waits: servers, worker subprocesses, a browser, a Slurm cluster)
 # Two lanes compute while the third mostly waits, so the two cores stay busy; the lanes are cut so
 # that each takes about as long (tests/README.md has the figures). Every test process
@@ -24,7 +24,8 @@ for arg in "$@"; do  # a test path (file, folder, file::test) among the options
 done
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 tmp=${TMPDIR:-/tmp}
-moved=(tests/e2e/test_delta_tuning_minilm.py tests/e2e/test_compression_page.py tests/e2e/test_probing_page.py)
+moved=(tests/e2e/test_delta_tuning_minilm.py tests/e2e/test_compression_page.py tests/e2e/test_probing_page.py
+       tests/e2e/test_dashboard_browser.py)
 MOVED="${moved[*]}"
 IGNORED=$(printf -- '--ignore=%s ' "${moved[@]}")
 names=(models science platform)
