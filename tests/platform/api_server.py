@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import wait_until
+from waiting import wait_until
 
 
 def free_port() -> int:

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 from compose_file import rendered
-from conftest import wait_until
+from waiting import wait_until
 from pg import free_port
 
 

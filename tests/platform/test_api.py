@@ -343,7 +343,7 @@ def test_ptmlab_sweep_cli_expands_validates_and_queues(tmp_path):
 
 
 def test_cancel_a_running_job_through_the_api(tmp_path, spawn_worker):
-    from conftest import wait_until
+    from waiting import wait_until
 
     from ptmlab.db import dispose_engines
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 from api_server import LiveApi
-from conftest import wait_until
+from waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -30,7 +30,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 from api_server import LiveApi
-from conftest import wait_until
+from waiting import wait_until
 from pg import start_postgres
 
 from ptmlab import queue

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import wait_until
+from waiting import wait_until
 from test_api import API, client, make_client  # noqa: F401 - the `client` fixture
 
 from ptmlab import queue

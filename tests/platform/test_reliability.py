@@ -12,7 +12,7 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from conftest import wait_until
+from waiting import wait_until
 from ptmlab import queue
 from ptmlab.db import LOST, RUNNING, SUCCEEDED, Attempt, Job, Result, get_sessionmaker
 

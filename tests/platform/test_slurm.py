@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import wait_until
+from waiting import wait_until
 from ptmlab import queue
 from ptmlab.db import QUEUED, REQUEUED, RUNNING, SUCCEEDED, dispose_engines, get_sessionmaker
 from slurm_cluster import NODES, PARTITION, SlurmCluster, slurm_installed

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import wait_until
+from waiting import wait_until
 from ptmlab import queue
 from ptmlab.db import CANCELLED, FAILED, QUEUED, RUNNING, SUCCEEDED, TERMINAL_STATES, get_sessionmaker, session_scope
 from ptmlab.results import query_results

@@ -15,7 +15,7 @@ import time
 import httpx
 import pytest
 
-from conftest import wait_until
+from waiting import wait_until
 from pg import free_port
 from ptmlab import queue
 from ptmlab.db import SUCCEEDED, dispose_engines, get_sessionmaker
