@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # `make test`: the whole suite in three lanes side by side, one pytest process each:
-#   models    tests/e2e but the files below (the session's MiniLM SST-2 teacher and what uses it:
-#             the fine-tuning and compression thresholds; the demo)
-#   science   tests/lightning_modules, tests/test_every_config.py, the delta-tuning thresholds, the
-#             two pipeline pages (compression, probing: each its own MiniLM pipeline), the dashboard
-#   platform  tests/platform (mostly waits: servers, worker subprocesses, a browser, a Slurm cluster)
+#   models    tests/e2e's MiniLM thresholds on the session's SST-2 teacher (fine-tuning, compression)
+#   science   tests/lightning_modules, tests/test_every_config.py, the delta-tuning thresholds
+#   platform  tests/platform (mostly waits: servers, worker subprocesses, a browser, a Slurm
+#             cluster) and tests/e2e's runs through a worker and a browser: the demo, the two
+#             pipeline pages (compression, probing), the dashboard
 # Two lanes compute while the third mostly waits, so the two cores stay busy; the lanes are cut so
 # that each takes about as long (tests/README.md has the figures). Every test process
 # runs one intra-op thread (OMP_NUM_THREADS=1): a torch process with two OpenMP threads whose
@@ -24,15 +24,15 @@ for arg in "$@"; do  # a test path (file, folder, file::test) among the options
 done
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 tmp=${TMPDIR:-/tmp}
-moved=(tests/e2e/test_delta_tuning_minilm.py tests/e2e/test_compression_page.py tests/e2e/test_probing_page.py
-       tests/e2e/test_dashboard_browser.py)
-MOVED="${moved[*]}"
-IGNORED=$(printf -- '--ignore=%s ' "${moved[@]}")
+DELTA=tests/e2e/test_delta_tuning_minilm.py
+THROUGH_A_WORKER=(tests/e2e/test_demo.py tests/e2e/test_compression_page.py tests/e2e/test_probing_page.py
+                  tests/e2e/test_dashboard_browser.py)
+IGNORED=$(printf -- '--ignore=%s ' "$DELTA" "${THROUGH_A_WORKER[@]}")
 names=(models science platform)
 declare -A paths=(
   [models]="tests/e2e $IGNORED"
-  [science]="tests/lightning_modules tests/test_every_config.py $MOVED"
-  [platform]="tests/platform"
+  [science]="tests/lightning_modules tests/test_every_config.py $DELTA"
+  [platform]="tests/platform ${THROUGH_A_WORKER[*]}"
 )
 declare -A logs pids codes
 # The first lane reports live; the others are printed after it.

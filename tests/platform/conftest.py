@@ -63,16 +63,21 @@ def db_url(request, tmp_path) -> str:
 
 @pytest.fixture()
 def spawn_worker(tmp_path):
-    """Start real `ptmlab worker` processes: spawn_worker(db_url, home, "--gpus", "0,1", ...).
-    Each gets a short lease (3 s) and a fast poll; all are killed at teardown."""
+    """Start real `ptmlab worker` processes: spawn_worker(db_url, home, "--gpus", "0,1", ...),
+    `env` adding to the environment. Each gets a short lease (3 s) and a fast poll; all are killed
+    at teardown. Safe to call from several threads (tests/platform/test_kill_matrix.py)."""
+    import itertools
     import signal
     import subprocess
 
     procs: list[subprocess.Popen] = []
+    numbers = itertools.count()  # one log file per worker, whichever thread starts it
 
-    def spawn(db_url: str, home: Path, *args: str, lease_s: float = 3.0) -> subprocess.Popen:
-        log = open(tmp_path / f"worker-{len(procs)}.log", "wb")
-        env = {**os.environ, "PTMLAB_HOME": str(home), "PTMLAB_DATABASE_URL": db_url, "PYTHONUNBUFFERED": "1"}
+    def spawn(db_url: str, home: Path, *args: str, lease_s: float = 3.0,
+              env: dict[str, str] | None = None) -> subprocess.Popen:
+        log = open(tmp_path / f"worker-{next(numbers)}.log", "wb")
+        env = {**os.environ, "PTMLAB_HOME": str(home), "PTMLAB_DATABASE_URL": db_url, "PYTHONUNBUFFERED": "1",
+               **(env or {})}
         proc = subprocess.Popen(
             [sys.executable, "-m", "ptmlab.cli", "worker", "--lease-s", str(lease_s), "--poll-s", "0.2", *args],
             stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -87,17 +92,3 @@ def spawn_worker(tmp_path):
         if p.poll() is None:
             p.send_signal(signal.SIGKILL)
             p.wait(timeout=30)
-
-
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.1):
-    """Poll `predicate` until it returns a truthy value; fail naming `what` after `timeout` s."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
