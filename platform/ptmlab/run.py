@@ -40,6 +40,12 @@ def _hydra_main(cfg: DictConfig):
         if cfg.stage.entry.startswith("lightning_modules."):
             quiet_dependencies()
         print(job_header(cfg, _run_folder(cfg)), flush=True)
+        if cfg.stage.entry.startswith("lightning_modules."):
+            from ptmlab.tracking import ensure_tracking_store
+
+            # Two jobs opening a fresh embedded store at once would both create it (MLflow does
+            # not lock): created here, once, before the stage opens it.
+            ensure_tracking_store(str(cfg.tracking.uri))
         stage_fn = get_method(cfg.stage.entry)
         result = stage_fn(cfg)
         _leave_process_group()

@@ -6,9 +6,43 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from ptmlab.settings import Settings, get_settings
+
+
+_READY_STORES: set[str] = set()  # SQLite stores this process has seen complete
+
+
+def ensure_tracking_store(tracking_uri: str) -> None:
+    """Create an embedded SQLite MLflow store once, atomically, under a file lock beside it.
+
+    MLflow creates a SQLite store's tables and runs its Alembic migrations in whichever process
+    opens it first, with no lock: two processes opening a fresh store at once (a worker starting
+    two jobs on a new PTMLAB_HOME) both create tables and one fails (`table ... already exists`,
+    `duplicate column name`), and a process killed mid-way leaves a half-migrated store that MLflow
+    refuses from then on. So the store is built under a temporary name and renamed into place,
+    by one process while the others wait on the lock; every ptmlab process that opens the store
+    calls this first (ptmlab.run before a stage, `mlflow_client`). A store that exists is left as
+    it is (no lock, MLflow not imported); other URIs (a tracking server) pass untouched."""
+    if not tracking_uri.startswith("sqlite:///") or tracking_uri in _READY_STORES:
+        return
+    path = Path(tracking_uri.removeprefix("sqlite:///"))
+    if not path.exists():
+        import fcntl
+
+        from mlflow.tracking import MlflowClient
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path.with_name(path.name + ".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes or the process dies
+            if not path.exists():
+                building = path.with_name(f".{path.name}.creating")
+                building.unlink(missing_ok=True)  # left by a process killed while building it
+                MlflowClient(tracking_uri=f"sqlite:///{building}").search_experiments(max_results=1)
+                os.replace(building, path)
+    _READY_STORES.add(tracking_uri)
 
 
 def mlflow_client(tracking_uri: str | None = None) -> Any:
@@ -16,7 +50,9 @@ def mlflow_client(tracking_uri: str | None = None) -> Any:
     here, on first use, so the API starts without it."""
     from mlflow.tracking import MlflowClient
 
-    return MlflowClient(tracking_uri=tracking_uri or get_settings().resolved_tracking_uri)
+    tracking_uri = tracking_uri or get_settings().resolved_tracking_uri
+    ensure_tracking_store(tracking_uri)
+    return MlflowClient(tracking_uri=tracking_uri)
 
 
 def mlflow_ui_url(settings: Settings | None = None) -> str:
