@@ -204,6 +204,7 @@ def load_masked_lm(resolved, cfg: DictConfig) -> MaskedLM:
 
     ref = str(OmegaConf.select(cfg, "backbone", default=None) or resolved.source)
     backbone, tokenizer = resolved.backbone, resolved.tokenizer
+    backbone.eval()  # scored without dropout: a LAMA-only suite extracts nothing, which would set it
     if tokenizer.mask_token_id is None:
         raise ConfigError(f"probe=lama needs a tokenizer with a mask token: backbone={ref} has none")
     run_folder = _run_folder_of(ref) if ref not in ("random", "None") else None
