@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from ptmlab.config_groups import CONF_DIR, list_config_groups
 from ptmlab.config_schema import check_config_types
 from ptmlab.contracts.families import FAMILIES
 from ptmlab.contracts.objective_checks import check_objective_data
 from ptmlab.contracts.task_checks import check_multitask, check_task
 from ptmlab.errors import ConfigError
-from ptmlab.settings import Settings, get_settings
-
-CONF_DIR: Path = Settings().conf_dir  # PTMLAB_CONF_DIR, read once: every composition uses the same registry
+from ptmlab.settings import get_settings
 
 # Compose-time checks after the family check, in order; each raises one ConfigError naming the
 # keys. Types first, so the semantic checks below only ever see well-typed values.
@@ -142,24 +140,3 @@ def _check_families(key: str, node: DictConfig, family: str | None) -> None:
             f"{key}={name} does not work with model family '{family}' "
             f"(model.family); valid families for {key}={name}: {', '.join(allowed)}"
         )
-
-
-# Folders of conf/ that are not Hydra config groups: pipeline files are job graphs read by
-# ptmlab.queue.pipelines (tests/platform/test_pipelines.py composes every job of each).
-NOT_CONFIG_GROUPS = {"pipeline"}
-
-
-def list_config_groups() -> dict[str, list[str]]:
-    """Every config group (subfolders as `a/b`) and its options, for the catalogue endpoint."""
-    groups: dict[str, list[str]] = {}
-    for path in sorted(CONF_DIR.rglob("*.yaml")):
-        rel = path.relative_to(CONF_DIR)
-        if len(rel.parts) == 1:
-            continue  # primary config files (config.yaml)
-        group, option = rel.parts[0], "/".join(rel.parts[1:])[: -len(".yaml")]
-        if group in NOT_CONFIG_GROUPS:
-            continue
-        if option.startswith("_") or "/_" in option:
-            continue  # private base files included by others
-        groups.setdefault(group, []).append(option)
-    return groups

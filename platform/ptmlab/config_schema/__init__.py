@@ -27,6 +27,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError, InterpolationToMissingValueError, MissingMandatoryValue
 from pydantic import BaseModel, ValidationError
 
+from ptmlab.config_groups import list_config_groups
 from ptmlab.config_schema.compression import COMPRESSIONS
 from ptmlab.config_schema.data import CORPORA, DataNode, TokenizerNode
 from ptmlab.config_schema.fields import NODE, AnyTarget, Name, Node, NonNegativeFloat, NonNegativeInt, in_range
@@ -118,8 +119,6 @@ def _schema_of(group: str, node: dict) -> type[BaseModel]:
 
 
 def _check_root(plain: dict, missing: set[str]) -> list[str]:
-    from ptmlab.config import list_config_groups  # here: ptmlab.config imports this module
-
     known = set(Root.model_fields) | set(GROUPS)
     scalars = {k: v for k, v in plain.items() if k in Root.model_fields}
     errors = _validate(Root, scalars, "", missing)
