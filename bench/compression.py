@@ -87,8 +87,8 @@ def main() -> int:
     if args.repeats < 30:
         print(f"note: --repeats {args.repeats} < 30, below what the issue asks for a latency", file=sys.stderr)
 
+    from lightning_modules.artifacts.saved_task_model import load_task_model
     from lightning_modules.compression.measure import MeasureSettings, all_cores, cpu_description, latencies
-    from lightning_modules.stages.task_model import load_task_model
     from ptmlab.cli.results_compression import render_rows  # the CLI's renderer, the bench's columns
 
     runs = {}

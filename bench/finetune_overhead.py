@@ -52,10 +52,10 @@ import torch.nn.functional as F  # noqa: E402
 from hydra.utils import instantiate  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
-from lightning_modules.stages.common import StageRun  # noqa: E402
+from lightning_modules.runtime.speed import SpeedSwitches, split_trainer_config  # noqa: E402
+from lightning_modules.runtime.stage_run import StageRun  # noqa: E402
+from lightning_modules.runtime.throughput import ThroughputMonitor, device_name, peak_flops_per_device  # noqa: E402
 from lightning_modules.stages.finetune import FinetuneParts, build_finetune  # noqa: E402
-from lightning_modules.stages.speed import SpeedSwitches, split_trainer_config  # noqa: E402
-from lightning_modules.stages.throughput import ThroughputMonitor, device_name, peak_flops_per_device  # noqa: E402
 from ptmlab.config import compose_config  # noqa: E402
 
 WARMUP_STEPS = 5  # first gaps of each block include allocator warm-up in every arm

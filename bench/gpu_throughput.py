@@ -39,11 +39,12 @@ from hydra.utils import instantiate  # noqa: E402
 from torch.utils.data import DataLoader, Dataset  # noqa: E402
 
 from lightning_modules.data.pretrain_datamodule import PretrainDataModule  # noqa: E402
-from lightning_modules.stages.pretrain import build_backbone, objective_parts  # noqa: E402
-from lightning_modules.stages.pretrain_module import PretrainModule, count_parameters  # noqa: E402
-from lightning_modules.stages.speed import SpeedSwitches  # noqa: E402
-from lightning_modules.stages.throughput import (  # noqa: E402
+from lightning_modules.objectives.parts import objective_parts  # noqa: E402
+from lightning_modules.runtime.speed import SpeedSwitches  # noqa: E402
+from lightning_modules.runtime.throughput import (  # noqa: E402
     ThroughputMonitor, Totals, device_name, peak_flops_per_device)
+from lightning_modules.stages.pretrain import build_backbone  # noqa: E402
+from lightning_modules.stages.pretrain_module import PretrainModule, count_parameters  # noqa: E402
 from ptmlab.config import compose_config  # noqa: E402
 
 # (name, model, objective, sequence length, batch size, vocabulary)

@@ -26,8 +26,8 @@ from omegaconf import OmegaConf
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lightning_modules.data.pretrain_datamodule import PretrainDataModule  # noqa: E402
+from lightning_modules.runtime.speed import split_trainer_config  # noqa: E402
 from lightning_modules.stages.pretrain import build_pretrain_module  # noqa: E402
-from lightning_modules.stages.speed import split_trainer_config  # noqa: E402
 from ptmlab.config import compose_config  # noqa: E402
 
 

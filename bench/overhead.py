@@ -27,9 +27,9 @@ from omegaconf import OmegaConf
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lightning_modules.data.pretrain_datamodule import PretrainDataModule  # noqa: E402
+from lightning_modules.runtime.speed import SpeedSwitches, split_trainer_config  # noqa: E402
+from lightning_modules.runtime.throughput import ThroughputMonitor, device_name, peak_flops_per_device  # noqa: E402
 from lightning_modules.stages.pretrain import build_pretrain_module  # noqa: E402
-from lightning_modules.stages.speed import SpeedSwitches, split_trainer_config  # noqa: E402
-from lightning_modules.stages.throughput import ThroughputMonitor, device_name, peak_flops_per_device  # noqa: E402
 from ptmlab.config import compose_config  # noqa: E402
 
 WARMUP_STEPS = 5  # first steps include allocator/JIT warm-up in both arms

@@ -119,7 +119,8 @@ def build_model(cfg, ctx):
 
 
 def build_objective(cfg, ctx):
-    from lightning_modules.stages.pretrain import build_backbone, objective_parts
+    from lightning_modules.objectives.parts import objective_parts
+    from lightning_modules.stages.pretrain import build_backbone
 
     backbone = build_backbone(cfg.model, len(ctx["tokenizer"]))
     batch = toy_batch(ctx["tokenizer"])
@@ -156,7 +157,7 @@ def build_tokenizer_cfg(cfg, ctx):
 
 
 def build_trainer(cfg, ctx):
-    from lightning_modules.stages.speed import split_trainer_config
+    from lightning_modules.runtime.speed import split_trainer_config
 
     trainer_cfg, _ = split_trainer_config(OmegaConf.to_container(cfg.trainer, resolve=True))
     if str(trainer_cfg.get("strategy", "")).startswith("fsdp") and not torch.cuda.is_available():
@@ -220,7 +221,7 @@ def bind_toy_task(adaptation, backbone, tokenizer) -> None:
     randomly initialised source."""
     from types import SimpleNamespace
 
-    from lightning_modules.stages.backbone import ResolvedBackbone
+    from lightning_modules.artifacts.backbone_reference import ResolvedBackbone
     from lightning_modules.tasks.spec import TaskSpec
 
     special = set(tokenizer.all_special_tokens)
@@ -234,8 +235,8 @@ def bind_toy_task(adaptation, backbone, tokenizer) -> None:
 
 def build_adaptation_cfg(cfg, ctx):
     from lightning_modules.adaptation.base import count_trainable
-    from lightning_modules.stages.finetune import build_adaptation
-    from lightning_modules.stages.finetune_module import TaskModel
+    from lightning_modules.adaptation.from_config import build_adaptation
+    from lightning_modules.heads.task_model import TaskModel
 
     adaptation = build_adaptation(cfg.adaptation)
     backbone = instantiate(cfg.model.backbone, vocab_size=len(ctx["tokenizer"]))
@@ -265,8 +266,8 @@ def build_compression(cfg, ctx):
     from types import SimpleNamespace
 
     from lightning_modules.compression.base import CompressContext
+    from lightning_modules.heads.task_model import TaskModel
     from lightning_modules.stages.compress import build_method
-    from lightning_modules.stages.finetune_module import TaskModel
 
     method = build_method(cfg.compression)
     assert method.name == cfg.compression.name

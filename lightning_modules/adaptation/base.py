@@ -18,6 +18,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from lightning_modules.optim import decay_param_groups
+
 
 def set_trainable(modules, trainable: bool) -> None:
     for module in modules:
@@ -35,7 +37,7 @@ class Adaptation:
     trains = True  # False: the stage evaluates the adapted model as it is (zero-shot)
 
     def bind(self, task, resolved) -> None:
-        """Called before `prepare` with the LoadedTask and the ResolvedBackbone (stages/backbone.py).
+        """Called before `prepare` with the LoadedTask and the ResolvedBackbone (artifacts/backbone_reference.py).
         Default: nothing to know. Raise ConfigError here for a combination that cannot work."""
         return None
 
@@ -49,7 +51,6 @@ class Adaptation:
         return None
 
     def param_groups(self, model: nn.Module, lr: float, weight_decay: float) -> list[dict]:
-        from lightning_modules.optim import decay_param_groups
 
         return decay_param_groups(model.named_parameters(), weight_decay, lr=lr)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from torch import nn
 
 from lightning_modules.adaptation.base import Adaptation, set_trainable
+from lightning_modules.optim import decay_param_groups
 
 
 class GradualUnfreezing(Adaptation):
@@ -26,7 +27,6 @@ class GradualUnfreezing(Adaptation):
         self.on_train_step(model, 0, 0)
 
     def param_groups(self, model: nn.Module, lr: float, weight_decay: float) -> list[dict]:
-        from lightning_modules.optim import decay_param_groups
 
         # Frozen-now parameters are in the optimizer already; they train once unfrozen.
         return decay_param_groups(model.named_parameters(), weight_decay, lr=lr, include_frozen=True)

@@ -5,7 +5,7 @@ Two kinds, described by a small JSON-ready spec (saved in the task model's manif
     {"kind": "mlm", hidden_size, embedding_size, vocab_size, activation, layer_norm_eps}
         BERT's head (objectives/mlm.py MaskedLMHead): dense -> activation -> LayerNorm -> decoder
         tied to the input embeddings, plus a bias. ptmlab MLM pre-training exports it
-        (export/lm_head.safetensors, stages/export.py); Hugging Face `*ForMaskedLM` checkpoints
+        (export/lm_head.safetensors, artifacts/backbone_export.py); Hugging Face `*ForMaskedLM` checkpoints
         have the same shape (BERT `cls.predictions`, RoBERTa `lm_head`).
     {"kind": "causal"}
         a decoder's next-token logits: hidden @ input_embeddings^T (tied, no parameters).

@@ -4,9 +4,9 @@ A method is a `_target_` node of `conf/compression/<name>.yaml`, built with its 
 
     method.check(source, ctx)     ConfigError on bad input, before any training (exit 2)
     method.compress(source, ctx)  -> Compressed: the compressed model, its structural edits
-                                  (stages/task_model.py `compression`), extra summary numbers
+                                  (artifacts/saved_task_model.py `compression`), extra summary numbers
 
-`source` is a LoadedTaskModel (stages/task_model.py); `ctx` carries the task, the training
+`source` is a LoadedTaskModel (artifacts/saved_task_model.py); `ctx` carries the task, the training
 settings of `stage`, the cache folder and a metric logger. Recovery fine-tuning, distillation
 and QAT train with `train_epochs`: a plain PyTorch loop (AdamW, linear warm-up then decay,
 seeded shuffling), since a compression run is a few epochs of one model on CPU and the loss is
@@ -26,7 +26,8 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from lightning_modules.stages.evaluation import task_loss
+from lightning_modules.heads.evaluation import task_loss
+from lightning_modules.tasks.datamodule import TaskDataModule
 
 
 @dataclass
@@ -85,7 +86,6 @@ def copy_model(source) -> nn.Module:
 
 
 def train_loader(ctx: CompressContext, tokenizer, causal: bool, shuffle: bool = True):
-    from lightning_modules.tasks.datamodule import TaskDataModule
 
     dm = TaskDataModule(ctx.task, tokenizer, causal=causal, batch_size=ctx.batch_size,
                         eval_batch_size=ctx.eval_batch_size, seed=ctx.seed, group_by_length=ctx.group_by_length)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model
+from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
 from ptmlab.contracts import ConfigError
 
 
@@ -17,7 +18,6 @@ class CastHalf(CompressionMethod):
         self.dtype = str(dtype)
 
     def check(self, source, ctx: CompressContext) -> None:
-        from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
 
         refuse_quantized_source(source, self.name)
         if self.dtype not in ("bfloat16", "float16"):

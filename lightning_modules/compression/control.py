@@ -19,7 +19,7 @@ import hashlib
 from torch import nn
 
 from lightning_modules.compression.base import CompressContext, train_epochs
-from lightning_modules.stages.evaluation import evaluate
+from lightning_modules.heads.evaluation import evaluate
 
 CONTROL_PREFIX = "control"  # the control's loss curves and progress series
 

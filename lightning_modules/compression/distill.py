@@ -34,9 +34,11 @@ from torch import nn
 
 from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model, \
     train_epochs, train_loader
+from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
 from lightning_modules.compression.structure import keep_layers
-from lightning_modules.stages.evaluation import task_loss
-from lightning_modules.stages.pooling import pool
+from lightning_modules.heads.evaluation import task_loss
+from lightning_modules.heads.pooling import pool
+from lightning_modules.heads.task_model import TaskModel
 from ptmlab.contracts import ConfigError
 
 
@@ -88,7 +90,6 @@ class Distill(CompressionMethod):
         return int(self.student_layers or 0), int(source.model.backbone.hidden_size)
 
     def check(self, source, ctx: CompressContext) -> None:
-        from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
 
         refuse_quantized_source(source, self.name)
         teacher = source.model.backbone
@@ -128,8 +129,6 @@ class Distill(CompressionMethod):
             keep_layers(student.backbone, every_kth(self.student_layers, n))
             return student, with_num_layers(source.manifest["model"], self.student_layers)
         from hydra.utils import instantiate
-
-        from lightning_modules.stages.finetune_module import TaskModel
 
         node = json.loads(json.dumps(self.student_model))
         node["backbone"]["vocab_size"] = len(source.tokenizer)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model, \
     train_epochs
 from lightning_modules.compression.distill import with_num_layers
+from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
 from lightning_modules.compression.structure import keep_layers
 from ptmlab.contracts import ConfigError
 
@@ -38,7 +39,6 @@ class DropLayers(CompressionMethod):
         raise ConfigError("compression.layers, keep_bottom and keep_every are all null: set one")
 
     def check(self, source, ctx: CompressContext) -> None:
-        from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
 
         refuse_quantized_source(source, self.name)
         self.kept(int(source.model.backbone.num_layers))

@@ -11,6 +11,7 @@ import torch
 from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model, \
     train_epochs
 from lightning_modules.compression.prune_magnitude import prunable_linears
+from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
 from lightning_modules.compression.structure import factorize
 from ptmlab.contracts import ConfigError
 
@@ -48,7 +49,6 @@ class LowRank(CompressionMethod):
         return out
 
     def check(self, source, ctx: CompressContext) -> None:
-        from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
 
         refuse_quantized_source(source, self.name)
         if not prunable_linears(source.model, self.scope):

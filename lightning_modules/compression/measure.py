@@ -24,6 +24,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from lightning_modules.compression.quantization import quantized_counts
+from lightning_modules.compression.structure import attention_heads
+from lightning_modules.heads.evaluation import evaluate
+
 ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_int8", "amx_bf16", "avx_vnni")
 
 
@@ -65,7 +69,6 @@ def all_cores() -> int:
 # -- static numbers --------------------------------------------------------------------------------
 def parameter_counts(model: nn.Module) -> tuple[int, int]:
     """(total, nonzero) over parameters and quantized weights."""
-    from lightning_modules.compression.quantization import quantized_counts
 
     total = sum(p.numel() for p in model.parameters())
     nonzero = sum(int(torch.count_nonzero(p.detach())) for p in model.parameters())
@@ -99,7 +102,6 @@ def _dtype_bytes(name: str) -> int:
 @torch.no_grad()
 def flops_per_example(model: nn.Module, batch: dict[str, torch.Tensor]) -> float:
     """Estimated forward FLOPs for one example of `batch` (module docstring)."""
-    from lightning_modules.compression.structure import attention_heads
 
     total = 0.0
 
@@ -172,7 +174,6 @@ def latencies(models: list[nn.Module], vocab_sizes: list[int], settings: Measure
 
 def measure_side_by_side(source, compressed, task, settings: MeasureSettings) -> tuple[dict, dict, dict]:
     """(source numbers, compressed numbers, settings) for two LoadedTaskModels (module docstring)."""
-    from lightning_modules.stages.evaluation import evaluate
 
     rows = []
     for loaded in (source, compressed):

@@ -12,8 +12,9 @@ import torch
 
 from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model, \
     train_epochs, train_loader
+from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
 from lightning_modules.compression.structure import HeadGates, attention_heads
-from lightning_modules.stages.evaluation import task_loss
+from lightning_modules.heads.evaluation import task_loss
 from ptmlab.contracts import ConfigError
 
 
@@ -48,7 +49,6 @@ class PruneHeads(CompressionMethod):
         self.fraction, self.steps, self.importance_batches = float(fraction), int(steps), int(importance_batches)
 
     def check(self, source, ctx: CompressContext) -> None:
-        from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
 
         refuse_quantized_source(source, self.name)
         if not 0.0 < self.fraction < 1.0:

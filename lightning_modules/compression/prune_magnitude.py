@@ -14,6 +14,7 @@ from torch.nn.utils import prune
 
 from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model, \
     train_epochs
+from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
 from ptmlab.contracts import ConfigError
 
 
@@ -39,7 +40,6 @@ class PruneMagnitude(CompressionMethod):
         self.prune_every, self.scope = int(prune_every), str(scope)
 
     def check(self, source, ctx: CompressContext) -> None:
-        from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
 
         refuse_quantized_source(source, self.name)
         if not 0.0 <= self.sparsity < 1.0:

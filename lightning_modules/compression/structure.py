@@ -2,7 +2,7 @@
 
 A compressed task model is saved with its architecture *as built* (the model config or the
 Hugging Face config.json) plus a list of structural edits, `manifest["compression"]`
-(stages/task_model.py): loading builds the architecture, applies the edits in order so every
+(artifacts/saved_task_model.py): loading builds the architecture, applies the edits in order so every
 tensor has the shape it was saved with, then reads the weights. Each edit is a small JSON dict:
 
     {"op": "prune_heads", "heads_per_layer": [12, 8, ...]}   attention heads kept per layer

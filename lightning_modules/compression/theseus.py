@@ -15,6 +15,7 @@ from torch import nn
 from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model, \
     train_epochs
 from lightning_modules.compression.distill import with_num_layers
+from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
 from lightning_modules.compression.structure import set_layers
 from ptmlab.contracts import ConfigError
 
@@ -35,7 +36,6 @@ class Theseus(CompressionMethod):
         self.replace_rate, self.replace_rate_end = float(replace_rate), float(replace_rate_end)
 
     def check(self, source, ctx: CompressContext) -> None:
-        from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
 
         refuse_quantized_source(source, self.name)
         n = int(source.model.backbone.num_layers)

@@ -75,7 +75,7 @@ class Backbone(nn.Module):
         embeddings = getattr(self, "embeddings", None)
         return [embeddings] if embeddings is not None else [self.get_input_embeddings()]
 
-    # Export (lightning_modules.stages.export).
+    # Export (lightning_modules.artifacts.backbone_export).
     def export_backbone(self, model_cfg: dict) -> tuple[nn.Module, dict]:
         """(the module to keep after training, the model config that rebuilds it): by default the
         whole backbone under its own config. ELECTRA keeps its discriminator; a Hugging Face

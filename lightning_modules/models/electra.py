@@ -12,7 +12,7 @@ Objectives: `family: electra` is for replaced-token detection: run the generator
 sample replacements, and classify original/replaced on `pair.discriminator`'s states.
 `pair(...)` itself is the discriminator's forward, so probes and heads see the model that will be
 kept. After pre-training only the discriminator is exported (`export_backbone`, used by
-`lightning_modules.stages.export`), as a plain `family: encoder` backbone with its own config,
+`lightning_modules.artifacts.backbone_export`), as a plain `family: encoder` backbone with its own config,
 and `ElectraEncoder.to_hf()` gives the same weights as Hugging Face `ElectraModel`.
 """
 

@@ -121,7 +121,7 @@ class HFBackbone(Backbone):
     # -- export: the weights stay in Hugging Face's own format ---------------------------------
     def export_backbone(self, model_cfg: dict) -> tuple[nn.Module, dict]:
         """Itself, with a model config that reloads it from the export's `hf/` folder (the path is
-        relative to the export; lightning_modules.stages.export resolves it)."""
+        relative to the export; lightning_modules.artifacts.backbone_export resolves it)."""
         return self, {"name": str(model_cfg.get("name", "hf")), "family": self.family,
                       "backbone": {"_target_": f"{HFBackbone.__module__}.{HFBackbone.__qualname__}",
                                    "name_or_path": "hf"}}

@@ -22,6 +22,7 @@ import math
 import torch
 from torch import nn
 
+from lightning_modules.models.base import BackboneOutput
 from lightning_modules.models.encoder_decoder import (
     PreLNCrossAttentionLayer,
     Seq2SeqDecoder,
@@ -167,7 +168,6 @@ class T5Encoder(_T5Side, Seq2SeqEncoder):
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, output_attentions=False,
                 self_attention_mask=None, position_ids=None):
-        from lightning_modules.models.base import BackboneOutput
 
         x = self.embeddings(input_ids)
         bias = self.self_attention_bias(input_ids, attention_mask, self_attention_mask, x.dtype)

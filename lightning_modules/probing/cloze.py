@@ -34,6 +34,8 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from lightning_modules.objectives.mlm import MaskedLMObjective
+from lightning_modules.objectives.parts import objective_parts
 from ptmlab.contracts import ConfigError, DataError
 
 MASK = "[MASK]"
@@ -198,9 +200,6 @@ def load_masked_lm(resolved, cfg: DictConfig) -> MaskedLM:
     (from its config and last checkpoint), or a Hugging Face *ForMaskedLM checkpoint. ConfigError
     when there is none (before any extraction)."""
     from hydra.utils import get_class, instantiate
-
-    from lightning_modules.objectives.mlm import MaskedLMObjective
-    from lightning_modules.stages.pretrain import objective_parts
 
     ref = str(OmegaConf.select(cfg, "backbone", default=None) or resolved.source)
     backbone, tokenizer = resolved.backbone, resolved.tokenizer

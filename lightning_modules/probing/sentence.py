@@ -22,7 +22,7 @@ import torch
 
 from lightning_modules.data.conllu import ConlluSentence
 from lightning_modules.probing.activations import Activations
-from lightning_modules.probing.fit import FitSettings, one_thread
+from lightning_modules.probing.fit import FitSettings, fit, one_thread
 from lightning_modules.probing.token import TokenProbe, encode_labels
 
 SENTENCE_TASKS = ("sentence_length", "tree_depth", "bigram_shift", "tense", "subject_number")
@@ -97,8 +97,6 @@ def sentence_means(acts: Activations) -> torch.Tensor:
 def _fit_layer(x_train: torch.Tensor, y_train: torch.Tensor, x_eval: torch.Tensor, y_eval: torch.Tensor,
                num_labels: int, probe_cfg, settings: FitSettings) -> float:
     from torch.nn import functional as F
-
-    from lightning_modules.probing.fit import fit
 
     torch.manual_seed(settings.seed)
     probe = TokenProbe(x_train.shape[-1], num_labels, str(probe_cfg.kind), int(probe_cfg.hidden_size),

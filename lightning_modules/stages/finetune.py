@@ -12,34 +12,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from lightning_modules.adaptation.base import Adaptation
-from lightning_modules.stages.backbone import ResolvedBackbone, backbone_summary, record_backbone, resolve_backbone
-from lightning_modules.stages.common import StageRun, tracking_uri
-from lightning_modules.stages.finetune_module import FinetuneModule, TaskModel
-from lightning_modules.stages.outputs import export_models, save_delta, training_numbers
+from lightning_modules.adaptation.from_config import build_adaptation
+from lightning_modules.artifacts.backbone_reference import ResolvedBackbone, backbone_summary, record_backbone, resolve_backbone
+from lightning_modules.artifacts.run_exports import export_models, save_delta
+from lightning_modules.heads.task_model import TaskModel
+from lightning_modules.runtime.stage_run import StageRun, tracking_uri
+from lightning_modules.runtime.training_numbers import training_numbers
+from lightning_modules.stages.finetune_module import FinetuneModule
 from lightning_modules.tasks.datamodule import TaskDataModule
 from lightning_modules.tasks.metrics import prediction_stats
 from lightning_modules.tasks.predictions import write_glue_submission, write_predictions
 from lightning_modules.tasks.spec import LoadedTask, load_task
 from ptmlab.contracts import ConfigError
 from ptmlab.contracts.identity import config_hash
-
-NON_ARGUMENT_KEYS = ("name", "compatible_families")
-
-
-def build_adaptation(adaptation_cfg: DictConfig | None) -> Adaptation:
-    if adaptation_cfg is None:
-        from lightning_modules.adaptation.full import FullFineTuning
-
-        return FullFineTuning()
-    node = OmegaConf.to_container(adaptation_cfg, resolve=True)
-    for key in NON_ARGUMENT_KEYS:
-        node.pop(key, None)
-    return instantiate(node)
-
 
 @dataclass
 class FinetuneParts:

@@ -1,4 +1,4 @@
-"""The downstream model (backbone → pooled representation → task head) and its LightningModule."""
+"""The LightningModule that trains a task model (heads/task_model.py) under an adaptation mode."""
 
 from __future__ import annotations
 
@@ -6,39 +6,12 @@ import time
 
 import lightning.pytorch as pl
 import torch
-from torch import nn
 
 from lightning_modules.adaptation.base import Adaptation
-from lightning_modules.stages.evaluation import prediction_scores, split_metrics, task_loss
+from lightning_modules.heads.evaluation import prediction_scores, split_metrics, task_loss
+from lightning_modules.heads.task_model import TaskModel
 from lightning_modules.optim import build_optimizer, build_scheduler
-from lightning_modules.stages.pooling import POOLINGS, PooledEncoder, linear_head  # noqa: F401 - POOLINGS re-exported
-from ptmlab.contracts import ConfigError
-
-
-class TaskModel(PooledEncoder):
-    """Backbone → pooled representation (stages/pooling.py) → one dropout+linear `head`.
-    `task_name` names the head in `logits()` (None: whichever task is asked for)."""
-
-    def __init__(self, backbone: nn.Module, num_labels: int, pooling: str = "pool_index",
-                 head_dropout: float = 0.1, scalar_mix: bool = False, task_name: str | None = None):
-        super().__init__(backbone, pooling=pooling, scalar_mix=scalar_mix)
-        self.task_name = task_name
-        self.head = linear_head(backbone.hidden_size, num_labels, head_dropout)
-
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.head(self.pooled(batch))  # B×C (C=1 for regression)
-
-    @property
-    def head_sizes(self) -> dict[str, int]:
-        return {self.task_name or "task": self.head[-1].out_features}
-
-    def task_logits(self, task: str, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        if self.task_name is not None and task != self.task_name:
-            raise ConfigError(f"this model's head is for task {self.task_name}, not {task}")
-        return self(batch)
-
-    def logits(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        return {self.task_name or "task": self(batch)}
+from lightning_modules.stages.pretrain_module import log_this_step, training_flops_per_token
 
 
 class FinetuneModule(pl.LightningModule):
@@ -62,8 +35,6 @@ class FinetuneModule(pl.LightningModule):
         """Kaplan et al.'s 6·N + 6·L·T·H per token of the backbone at this batch's padded length
         (the head is negligible). It counts a full backward pass: for adaptation modes that freeze
         most of the backbone it overstates the work done, so their MFU reads high."""
-        from lightning_modules.stages.pretrain_module import training_flops_per_token
-
         if seq_len not in self._flops_cache:
             self._flops_cache[seq_len] = training_flops_per_token(self.model.backbone, seq_len)
         return self._flops_cache[seq_len]
@@ -92,8 +63,6 @@ class FinetuneModule(pl.LightningModule):
         return loss
 
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
-        from lightning_modules.stages.pretrain_module import log_this_step
-
         # Straight to the logger on logging steps (`self.log` of a number copies it to the device
         # every step).
         if log_this_step(self.trainer):

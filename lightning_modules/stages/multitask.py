@@ -22,15 +22,15 @@ from pathlib import Path
 import lightning.pytorch as pl
 import torch
 from omegaconf import DictConfig, OmegaConf
-from torch import nn
 from torch.utils.data import DataLoader, IterableDataset
 
-from lightning_modules.stages.backbone import ResolvedBackbone, backbone_summary, record_backbone, resolve_backbone
-from lightning_modules.stages.common import StageRun, tracking_uri
-from lightning_modules.stages.evaluation import prediction_scores, split_metrics, task_loss
+from lightning_modules.artifacts.backbone_reference import ResolvedBackbone, backbone_summary, record_backbone, resolve_backbone
+from lightning_modules.artifacts.run_exports import export_models
+from lightning_modules.heads.evaluation import prediction_scores, split_metrics, task_loss
+from lightning_modules.heads.multitask_model import MultiTaskModel
 from lightning_modules.optim import build_optimizer, build_scheduler, decay_param_groups
-from lightning_modules.stages.outputs import export_models, training_numbers
-from lightning_modules.stages.pooling import PooledEncoder, linear_head
+from lightning_modules.runtime.stage_run import StageRun, tracking_uri
+from lightning_modules.runtime.training_numbers import training_numbers
 from lightning_modules.tasks.datamodule import TaskDataModule
 from lightning_modules.tasks.sampling import TaskSampler, temperature_for
 from lightning_modules.tasks.spec import LoadedTask, load_task
@@ -48,32 +48,6 @@ def load_tasks(cfg: DictConfig) -> dict[str, LoadedTask]:
 
 
 # -- model ----------------------------------------------------------------------------------
-class MultiTaskModel(PooledEncoder):
-    """A shared backbone and its pooling (stages/pooling.py), one dropout+linear head per task."""
-
-    def __init__(self, backbone: nn.Module, num_labels: dict[str, int], pooling: str = "pool_index",
-                 head_dropout: float = 0.1, scalar_mix: bool = False):
-        super().__init__(backbone, pooling=pooling, scalar_mix=scalar_mix)
-        self.heads = nn.ModuleDict({name: linear_head(backbone.hidden_size, n, head_dropout)
-                                    for name, n in num_labels.items()})
-
-    def forward(self, task: str, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.heads[task](self.pooled(batch))  # B×C (C=1 for regression)
-
-    @property
-    def head_sizes(self) -> dict[str, int]:
-        return {name: head[-1].out_features for name, head in self.heads.items()}
-
-    def task_logits(self, task: str, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        if task not in self.heads:
-            raise ConfigError(f"this model has no head for task {task} (heads: {', '.join(self.heads)})")
-        return self(task, batch)
-
-    def logits(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        pooled = self.pooled(batch)
-        return {name: head(pooled) for name, head in self.heads.items()}
-
-
 # -- data -----------------------------------------------------------------------------------
 class SampledTaskBatches(IterableDataset):
     """(task name, batch) for steps `start_step`..`num_steps`-1: the task from the sampler, the

@@ -1,26 +1,17 @@
 """stage=pretrain: model (architecture) + objective(s) + corpus → checkpoint + tokenizer, exported
-in Hugging Face format too (see lightning_modules.stages.export)."""
+in Hugging Face format too (see lightning_modules.artifacts.backbone_export)."""
 
 from __future__ import annotations
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from lightning_modules.artifacts.backbone_export import export_backbone, export_lm_head, write_backbone_manifest
 from lightning_modules.data.pretrain_datamodule import PretrainDataModule
-from lightning_modules.stages.common import StageRun
-from lightning_modules.stages.export import export_backbone, export_lm_head, write_backbone_manifest
+from lightning_modules.objectives.parts import objective_parts
+from lightning_modules.runtime.stage_run import StageRun
 from lightning_modules.stages.pretrain_module import PretrainModule, count_parameters
 from ptmlab.contracts import ConfigError
-
-
-def objective_parts(objective_cfg: DictConfig) -> dict[str, tuple[float, DictConfig]]:
-    """{part name: (loss weight, module config)} for a single or a combined objective."""
-    if "objectives" in objective_cfg and objective_cfg.objectives:
-        return {str(name): (float(part.get("weight", 1.0)), part.module)
-                for name, part in objective_cfg.objectives.items()}
-    if "module" not in objective_cfg:
-        raise ConfigError(f"objective={objective_cfg.get('name')} has neither `module` nor `objectives`")
-    return {str(objective_cfg.name): (1.0, objective_cfg.module)}
 
 
 def build_backbone(model_cfg: DictConfig, vocab_size: int):

@@ -10,6 +10,7 @@ from omegaconf import DictConfig
 from torch import nn
 
 from lightning_modules.optim import build_optimizer, build_scheduler, decay_param_groups
+from lightning_modules.runtime.throughput import weights_digest
 
 
 def log_this_step(trainer) -> bool:
@@ -117,8 +118,6 @@ class PretrainModule(pl.LightningModule):
         """Every rank's token count summed; each replica's weights digest gathered (DDP keeps
         replicas identical: the stage records the digests so a divergence is visible)."""
         from lightning.pytorch.strategies import DDPStrategy
-
-        from lightning_modules.stages.throughput import weights_digest
 
         strategy = self.trainer.strategy
         if self.trainer.world_size > 1:

@@ -18,7 +18,10 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from lightning_modules.artifacts.backbone_reference import ResolvedBackbone, backbone_summary, record_backbone, resolve_backbone
+from lightning_modules.artifacts.saved_task_model import load_task_model
 from lightning_modules.data.conllu import ConlluSentence, Treebank, read_conllu
+from lightning_modules.models.hf import HFBackbone
 from lightning_modules.probing import attention as attention_probe
 from lightning_modules.probing import cloze as cloze_probe
 from lightning_modules.probing import sentence as sentence_probe
@@ -26,8 +29,7 @@ from lightning_modules.probing import structural as structural_probe
 from lightning_modules.probing import token as token_probe
 from lightning_modules.probing.activations import Activations, extract, model_hash
 from lightning_modules.probing.fit import FitSettings, one_thread
-from lightning_modules.stages.backbone import ResolvedBackbone, backbone_summary, record_backbone, resolve_backbone
-from lightning_modules.stages.common import StageRun, tracking_uri
+from lightning_modules.runtime.stage_run import StageRun, tracking_uri
 from ptmlab.contracts import BackboneError, ConfigError, DataError, ProbeSummary
 
 # task name -> probe family (the file in lightning_modules/probing/ that runs it)
@@ -77,7 +79,6 @@ def resolve_probe_backbone(cfg: DictConfig) -> ResolvedBackbone:
         ref = OmegaConf.select(cfg, "backbone", default=None)
         if ref is None:
             raise
-        from lightning_modules.stages.task_model import load_task_model
 
         try:
             loaded = load_task_model(str(ref), tracking_uri=tracking_uri(cfg))
@@ -111,7 +112,6 @@ def random_twin(resolved: ResolvedBackbone, seed: int) -> torch.nn.Module:
     torch.manual_seed(seed)
     backbone = resolved.backbone
     if backbone.hf_native:
-        from lightning_modules.models.hf import HFBackbone
 
         return HFBackbone(backbone.name_or_path, pretrained=False)
     node = dict((resolved.model_cfg or {}).get("backbone") or {})

@@ -89,7 +89,7 @@ class TaskSpec:
 
 
 def _prompt(node: dict | None) -> dict | None:
-    from lightning_modules.tasks.templates import normalize_verbalizer
+    from lightning_modules.tasks.templates import normalize_verbalizer  # deferred: templates brings torch; a spec needs none
 
     if node is None:
         return None

@@ -104,8 +104,8 @@ def factored(sst2_teacher, tmp_path_factory):
 FRESH_PREDICT = textwrap.dedent("""
     import sys, torch
     from safetensors.torch import save_file
-    from lightning_modules.stages import predict
-    from lightning_modules.stages.task_model import load_task_model
+    from lightning_modules.artifacts.saved_task_model import load_task_model
+    from lightning_modules.heads.evaluation import predict
     from lightning_modules.tasks.spec import load_task
     from ptmlab.config import compose_config
     loaded = load_task_model(sys.argv[1])
@@ -133,7 +133,7 @@ def test_dynamic_int8_quarter_size_within_1_5_points_and_reloads_in_a_fresh_proc
     assert outputs[0].equal(outputs[1])
     import torch
 
-    from lightning_modules.stages.task_model import load_task_model
+    from lightning_modules.artifacts.saved_task_model import load_task_model
 
     manifest = load_task_model(int8["task_model_dir"]).manifest
     assert manifest["format_version"] == 2 and manifest["compression"][0]["backend"] == "torch.ao"

@@ -22,10 +22,11 @@ def test_minilm_lora_reaches_077_under_1_percent_and_merges_into_a_plain_backbon
     from safetensors.torch import load_file
 
     from lightning_modules.adaptation.lora import LoRA
+    from lightning_modules.artifacts.backbone_export import load_exported_backbone
+    from lightning_modules.artifacts.saved_task_model import load_task_model
+    from lightning_modules.heads.evaluation import predict
+    from lightning_modules.heads.task_model import TaskModel
     from lightning_modules.models.hf import HFBackbone
-    from lightning_modules.stages import load_task_model, predict
-    from lightning_modules.stages.export import load_exported_backbone
-    from lightning_modules.stages.finetune_module import TaskModel
     from lightning_modules.tasks.spec import load_task
     from ptmlab.config import compose_config
 

@@ -16,8 +16,8 @@ from lightning_modules.adaptation.freeze_layers import FreezeLayers
 from lightning_modules.adaptation.full import FullFineTuning
 from lightning_modules.adaptation.gradual_unfreezing import GradualUnfreezing
 from lightning_modules.adaptation.l2sp import L2SP
+from lightning_modules.heads.task_model import TaskModel
 from lightning_modules.models.transformer import TransformerEncoder
-from lightning_modules.stages.finetune_module import TaskModel
 from lightning_modules.optim import build_optimizer
 
 H, L, V, LABELS = 32, 3, 50, 3
@@ -182,8 +182,8 @@ def test_l2sp_pulls_towards_pretrained_weights():
                                   "chain_thaw", "discriminative_lr", "l2sp", "lora", "bitfit", "prompt_tuning",
                                   "prefix_tuning", "prompt_finetune", "prompt_zero_shot"])
 def test_every_adaptation_config_builds(name):
+    from lightning_modules.adaptation.from_config import build_adaptation
     from ptmlab.config import compose_config
-    from lightning_modules.stages.finetune import build_adaptation
 
     cfg = compose_config(["stage=finetune", "task=glue/sst2", f"adaptation={name}"])
     assert build_adaptation(cfg.adaptation).name == name

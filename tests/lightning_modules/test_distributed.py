@@ -98,7 +98,7 @@ def test_fsdp_on_cpu_is_refused_in_one_line(ptmlab_home, tmp_path):
 def test_stages_that_need_whole_splits_refuse_several_processes(ptmlab_home, tmp_path):
     """finetune/multitask compute metrics and predictions over whole splits on one process:
     a two-process trainer is refused with a message naming the setting, not silently half-scored."""
-    from lightning_modules.stages.common import StageRun
+    from lightning_modules.runtime.stage_run import StageRun
     from ptmlab.config import compose_config
     from ptmlab.contracts import ConfigError
 

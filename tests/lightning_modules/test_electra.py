@@ -14,8 +14,8 @@ from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import Whitespace
 from transformers import PreTrainedTokenizerFast
 
+from lightning_modules.artifacts.backbone_export import export_backbone, load_exported_backbone
 from lightning_modules.models.electra import ElectraEncoder, ElectraPair
-from lightning_modules.stages.export import export_backbone, load_exported_backbone
 from ptmlab.errors import ConfigError
 
 VOCAB = 40

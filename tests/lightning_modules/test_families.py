@@ -8,9 +8,9 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from lightning_modules.artifacts.backbone_export import MODEL_FILE, WEIGHTS_FILE, export_backbone, load_exported_backbone
 from lightning_modules.models.base import Backbone
 from lightning_modules.models.hf import HFBackbone
-from lightning_modules.stages.export import MODEL_FILE, WEIGHTS_FILE, export_backbone, load_exported_backbone
 from ptmlab.config import CONF_DIR
 from ptmlab.contracts.families import FAMILIES
 

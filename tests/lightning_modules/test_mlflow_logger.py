@@ -10,7 +10,7 @@ import time
 import pytest
 from mlflow.tracking import MlflowClient
 
-from lightning_modules.stages.mlflow_logger import BufferedMLFlowLogger, is_unreachable, retry_while_unreachable
+from lightning_modules.runtime.mlflow_logger import BufferedMLFlowLogger, is_unreachable, retry_while_unreachable
 
 
 @pytest.fixture()

@@ -216,8 +216,9 @@ def test_a_step_on_one_task_trains_the_encoder_and_only_that_task_head(ptmlab_ho
     """Regression (STS-B, MSE on a 1-unit head) next to classification (RTE, CE), on the fixtures."""
     import torch
 
+    from lightning_modules.heads.multitask_model import MultiTaskModel
     from lightning_modules.models.transformer import TransformerEncoder
-    from lightning_modules.stages.multitask import MultiTaskModel, MultiTaskModule, load_tasks
+    from lightning_modules.stages.multitask import MultiTaskModule, load_tasks
     from ptmlab.config import compose_config
 
     fixtures = Path(__file__).resolve().parents[1] / "fixtures"

@@ -22,8 +22,9 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from lightning_modules.objectives.parts import objective_parts
 from lightning_modules.objectives.seeding import SeededCorruption
-from lightning_modules.stages.pretrain import build_backbone, objective_parts
+from lightning_modules.stages.pretrain import build_backbone
 from lightning_modules.stages.pretrain_module import PretrainModule
 from ptmlab.config import CONF_DIR, compose_config, list_config_groups
 

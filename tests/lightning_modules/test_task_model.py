@@ -65,7 +65,8 @@ def trained_reference(parts_model, run_dir, steps: int):
 @pytest.fixture(scope="module")
 def runs(home, data_dir, tmp_path_factory):
     """mode -> {overrides, run_dir, summary, reference: {task: dev logits}, metrics: evaluate()}."""
-    from lightning_modules.stages import build_finetune, evaluate, predict
+    from lightning_modules.heads.evaluation import evaluate, predict
+    from lightning_modules.stages.finetune import build_finetune
     from lightning_modules.stages.finetune import run_finetune
     from lightning_modules.stages.multitask import build_multitask, run_multitask
     from ptmlab.config import compose_config
@@ -110,11 +111,11 @@ FRESH_PROCESS = textwrap.dedent("""
     import torch
     from safetensors.torch import save_file
     torch.set_num_threads(1)
-    from lightning_modules.stages import predict
-    from lightning_modules.tasks.spec import load_task
-    from ptmlab.tracking import load_task_model  # mlflow:<id> against PTMLAB_HOME's store
-    from ptmlab.config import compose_config
+    from lightning_modules.heads.evaluation import predict
     from lightning_modules.stages.multitask import load_tasks
+    from lightning_modules.tasks.spec import load_task
+    from ptmlab.config import compose_config
+    from ptmlab.tracking import load_task_model  # mlflow:<id> against PTMLAB_HOME's store
 
     cases, out = json.loads(sys.argv[1]), {}
     for mode, case in cases.items():
@@ -201,7 +202,7 @@ def edit_manifest(folder, change) -> None:
 
 
 def load_error(ref) -> str:
-    from lightning_modules.stages import load_task_model
+    from lightning_modules.artifacts.saved_task_model import load_task_model
 
     with pytest.raises(BackboneError) as info:
         load_task_model(ref)
@@ -211,7 +212,7 @@ def load_error(ref) -> str:
 
 
 def test_a_newer_format_version_is_refused_naming_the_manifest(broken):
-    from lightning_modules.stages.task_model import FORMAT_VERSION
+    from lightning_modules.artifacts.saved_task_model import FORMAT_VERSION
 
     newer = FORMAT_VERSION + 1  # 2 is a compressed model's format; a later ptmlab may write 3
     edit_manifest(broken, lambda m: m.update(format_version=newer))
@@ -242,8 +243,8 @@ def test_a_missing_manifest_key_and_a_foreign_target_are_named(broken):
 def test_the_backbone_export_next_to_it_still_resolves_from_mlflow(runs, home):
     """backbone=mlflow:<run> downloads `export` without the task model beside it, and gets the
     fine-tuned encoder the task model holds."""
-    from lightning_modules.stages import load_task_model
-    from lightning_modules.stages.backbone import resolve_backbone
+    from lightning_modules.artifacts.backbone_reference import resolve_backbone
+    from lightning_modules.artifacts.saved_task_model import load_task_model
     from ptmlab.config import compose_config
 
     run = runs["full"]
@@ -262,7 +263,7 @@ def test_references_the_worker_resolves_or_that_name_nothing(tmp_path):
 
 def test_a_job_reference_loads_through_the_platform_database(runs, home):
     """ptmlab.tracking.load_task_model("job:<id>") finds the job's run folder in the platform DB."""
-    from lightning_modules.stages import predict
+    from lightning_modules.heads.evaluation import predict
     from lightning_modules.tasks.spec import load_task
     from ptmlab import queue
     from ptmlab.config import compose_config

@@ -39,8 +39,8 @@ def test_two_stage_pipeline_expands_to_intermediate_then_target():
 def test_target_starts_from_the_intermediate_fine_tuned_encoder(ptmlab_home, tmp_path, one_torch_thread):
     import lightning.pytorch as pl
 
-    from lightning_modules.stages.backbone import resolve_backbone
-    from lightning_modules.stages.common import tracking_uri
+    from lightning_modules.artifacts.backbone_reference import resolve_backbone
+    from lightning_modules.runtime.stage_run import tracking_uri
     from lightning_modules.stages.finetune import run_finetune
     from ptmlab.config import compose_config
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from lightning_modules.stages.progress import ProgressReporter
+from lightning_modules.runtime.progress import ProgressReporter
 from ptmlab.api.app import create_app
 from ptmlab.contracts.progress import history_series, read_progress, thin_history
 from ptmlab.db import dispose_engines, session_scope

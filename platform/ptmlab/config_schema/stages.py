@@ -26,7 +26,7 @@ class Pretrain(Stage):
     export_hf: bool = True
 
 
-Pooling = Literal["pool_index", "mean"]   # lightning_modules/stages/finetune_module.py POOLINGS
+Pooling = Literal["pool_index", "mean"]   # lightning_modules/heads/pooling.py POOLINGS
 
 
 class Finetune(Stage):

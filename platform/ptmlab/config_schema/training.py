@@ -107,7 +107,7 @@ class LightningTrainer(TargetNode):
 
 class PtmlabTrainer(LightningTrainer):
     """Lightning's arguments plus ptmlab's own speed switches, which `StageRun.build_trainer` takes
-    out before the rest reaches Lightning (lightning_modules/stages/speed.py applies them)."""
+    out before the rest reaches Lightning (lightning_modules/runtime/speed.py applies them)."""
 
     compile: bool = False                       # torch.compile the backbone (eager, with the reason logged, if it fails)
     compile_backend: Name = "inductor"

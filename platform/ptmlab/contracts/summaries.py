@@ -34,7 +34,7 @@ class StageSummary(BaseModel):
 
 
 class Throughput(BaseModel):
-    """How fast a run trained (lightning_modules/stages/throughput.py): tokens/s counts non-padding
+    """How fast a run trained (lightning_modules/runtime/throughput.py): tokens/s counts non-padding
     tokens, tokens/s and samples/s are for the whole job, MFU is per device (achieved model FLOPs/s
     ÷ the device's peak at the precision in use; None where the peak is unknown)."""
 
@@ -101,7 +101,7 @@ class FinetuneSummary(StageSummary):
     # The resolved config's hash (ptmlab.contracts.identity): with the seed, what tells a re-run
     # from a different configuration on the leaderboard.
     config_hash: str | None = None
-    # What the backbone was (lightning_modules/stages/backbone.py `BackboneRecord`): read from a
+    # What the backbone was (lightning_modules/artifacts/backbone_reference.py `BackboneRecord`): read from a
     # referenced export's manifest, or the model config for a fresh one.
     family: str | None = None
     tokenizer: str | None = None

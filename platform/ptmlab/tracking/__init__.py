@@ -1,6 +1,6 @@
 """MLflow on the platform side: the client for a tracking URI, links into the MLflow UI, and the
 `mlflow ui` command `ptmlab up` starts. (The science side logs through StageRun in
-lightning_modules/stages/common.py; this package never imports lightning_modules.)"""
+lightning_modules/runtime/stage_run.py; this package never imports lightning_modules.)"""
 
 from __future__ import annotations
 
@@ -95,10 +95,11 @@ def resolve_reference(ref: str) -> tuple[str, str]:
 
 
 def load_task_model(ref: str, **kwargs: Any) -> Any:
-    """`lightning_modules.stages.load_task_model` for any reference the platform knows: `job:<id>`,
-    `mlflow:<run_id>` (in ptmlab's tracking store, the embedded one by default), a run, export or
-    task-model folder. Imports torch (the science half) on call, never at import."""
-    from lightning_modules.stages import load_task_model as load
+    """`load_task_model` (lightning_modules/artifacts/saved_task_model.py) for any reference the
+    platform knows: `job:<id>`, `mlflow:<run_id>` (in ptmlab's tracking store, the embedded one by
+    default), a run, export or task-model folder. Imports torch (the science half) on call, never
+    at import."""
+    from lightning_modules.artifacts.saved_task_model import load_task_model as load
 
     local_ref, uri = resolve_reference(ref)
     return load(local_ref, tracking_uri=kwargs.pop("tracking_uri", None) or uri, **kwargs)

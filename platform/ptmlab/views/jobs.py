@@ -38,7 +38,7 @@ def resolved_job_config(job: Job) -> tuple[dict[str, Any] | None, str]:
     return _backbone_groups_pending(config, job), "composed from the overrides (not yet run)"
 
 
-# The groups a referenced backbone replaces when the job runs (lightning_modules/stages/backbone.py
+# The groups a referenced backbone replaces when the job runs (lightning_modules/artifacts/backbone_reference.py
 # `record_backbone`): before that, their defaults must not read as what will run.
 BACKBONE_GROUPS = ("model", "objective", "tokenizer", "data")
 

@@ -21,14 +21,17 @@ backbone that ran, not the model/objective/tokenizer defaults a referenced backb
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from lightning_modules.stages.export import MODEL_FILE, load_exported_backbone, read_backbone_manifest
+from lightning_modules.artifacts.backbone_export import MODEL_FILE, load_exported_backbone, read_backbone_manifest
+from lightning_modules.artifacts.references import download_run_artifact, refuse_job_ref
+from lightning_modules.artifacts.saved_task_model import TASK_MODEL_ARTIFACT
+from lightning_modules.data.tokenizer import build_tokenizer, load_pretrained_tokenizer
+from lightning_modules.models.hf import HFBackbone, resolve_name_or_path
 from ptmlab.contracts import BackboneError
 
 # What a backbone's record holds (summary.json `backbone`, the config's `resolved_backbone`).
@@ -74,8 +77,6 @@ def _record(resolved: ResolvedBackbone, **known) -> ResolvedBackbone:
 
 
 def _from_hf(name_or_path: str, pretrained: bool, label: str | None = None) -> ResolvedBackbone:
-    from lightning_modules.data.tokenizer import load_pretrained_tokenizer
-    from lightning_modules.models.hf import HFBackbone, resolve_name_or_path
 
     backbone = HFBackbone(name_or_path, pretrained=pretrained)
     tokenizer = load_pretrained_tokenizer(resolve_name_or_path(name_or_path))
@@ -129,43 +130,12 @@ def _from_folder(folder: Path, source: str) -> ResolvedBackbone:
     raise BackboneError(f"backbone={source}: {folder} holds no ptmlab export ({MODEL_FILE}) and no Hugging Face config.json")
 
 
-def refuse_job_ref(ref: str, key: str) -> None:
-    """`job:<id>` only means something to the platform: its worker rewrites `key=job:<id>` into
-    the parent's run folder when it claims the job (ptmlab/queue/claim.py)."""
-    if ref.startswith("job:"):
-        raise BackboneError(f"{key}={ref} is resolved by a platform worker; run it through the queue "
-                            f"(ptmlab submit) or pass the parent's run folder")
-
-
-def download_run_artifact(run_id: str, artifact: str, tracking_uri: str, key: str,
-                          exclude: tuple[str, ...] = ()) -> Path:
-    """The folder `artifact` of an MLflow run, downloaded to a temporary folder (its entries
-    named in `exclude` left out)."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=tracking_uri)
-    target = Path(tempfile.mkdtemp(prefix="ptmlab-artifact-")) / Path(artifact).name
-    target.mkdir()
-    try:
-        entries = [e.path for e in client.list_artifacts(run_id, artifact) if e.path not in exclude]
-        if not entries:
-            raise FileNotFoundError(artifact)
-        for entry in entries:  # each lands in target/<its base name>
-            client.download_artifacts(run_id, entry, str(target))
-    except Exception as exc:  # noqa: BLE001 - mlflow raises several types for a missing run/artifact
-        raise BackboneError(f"{key}=mlflow:{run_id}: no '{artifact}' artifact in that run ({type(exc).__name__})") from None
-    return target
-
-
 def _from_mlflow(run_id: str, tracking_uri: str) -> ResolvedBackbone:
-    from lightning_modules.stages.task_model import TASK_MODEL_ARTIFACT
-
     local = download_run_artifact(run_id, "export", tracking_uri, "backbone", exclude=(TASK_MODEL_ARTIFACT,))
     return _from_export(local, f"mlflow:{run_id}")
 
 
 def _fresh_from_model_cfg(cfg: DictConfig) -> ResolvedBackbone:
-    from lightning_modules.data.tokenizer import build_tokenizer
 
     if OmegaConf.select(cfg, "model.name_or_path") is not None:
         # A model config that names a checkpoint brings its own weights and tokenizer (`backbone=random`:

@@ -14,7 +14,7 @@ MLflow as the artifact `export/task_model`. `load_task_model(ref)` loads it back
     batch = loaded.encode([("a gripping film",)])   # tokenised as in training
     loaded(batch)                                # {"sst2": B×2}: logits of every head
     loaded.task, loaded.tasks, loaded.tokenizer  # first task's TaskSpec, all of them
-    evaluate(loaded, task, "dev")                # stages/evaluation.py
+    evaluate(loaded, task, "dev")                # heads/evaluation.py
 
 Layout (format_version 1; safetensors and JSON only, nothing pickled):
 
@@ -29,13 +29,13 @@ Manifest (task_model.json):
 
     format_version   1, or 2 for a compressed model (it has `compression`); a reader refuses a
                      newer version
-    kind             task_model (one head: finetune_module.TaskModel) |
-                     multitask_model (a head per task: multitask.MultiTaskModel)
+    kind             task_model (one head: heads/task_model.py TaskModel) |
+                     multitask_model (a head per task: heads/multitask_model.py MultiTaskModel)
     model            the `model` node that rebuilds the backbone: {name, family, backbone:
                      {_target_: lightning_modules.models.…, its arguments, vocab_size}}
     adaptation       the adaptation node ({name, _target_: lightning_modules.adaptation.…, args});
                      its `insert_modules` rebuilds what it inserted (adapters)
-    pooling, scalar_mix, head_dropout    as the model was built (stages/pooling.py)
+    pooling, scalar_mix, head_dropout    as the model was built (heads/pooling.py)
     heads            task name -> head size (1 for regression)
     tasks            task name -> TaskSpec fields (labels in class-index order, metrics, ...)
     weights          {file: model.safetensors, sha256}
@@ -66,7 +66,13 @@ from pathlib import Path
 
 import torch
 
-from lightning_modules.stages.pooling import PooledEncoder
+from lightning_modules.adaptation.from_config import build_adaptation
+from lightning_modules.artifacts.references import download_run_artifact, refuse_job_ref
+from lightning_modules.compression.quantization import get_backend, load_quantized_state, quantized_state
+from lightning_modules.compression.structure import apply_structure
+from lightning_modules.heads.multitask_model import MultiTaskModel
+from lightning_modules.heads.pooling import PooledEncoder
+from lightning_modules.heads.task_model import TaskModel
 from lightning_modules.tasks.spec import TaskSpec
 from ptmlab.contracts import BackboneError, ConfigError
 
@@ -138,8 +144,6 @@ def save_task_model(model: PooledEncoder, out_dir: Path, *, model_cfg: dict, tok
     `task_configs`: each task's config node, so later stages need no `task=`."""
     from safetensors.torch import save_file, save_model
 
-    from lightning_modules.stages.multitask import MultiTaskModel
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / MANIFEST_FILE).unlink(missing_ok=True)
@@ -152,7 +156,6 @@ def save_task_model(model: PooledEncoder, out_dir: Path, *, model_cfg: dict, tok
     if None in heads or set(heads) != set(tasks):
         raise BackboneError(f"save_task_model: heads {sorted(map(str, heads))} do not match tasks {sorted(tasks)}")
     if any(op.get("op") == "quantize" for op in compression or ()):
-        from lightning_modules.compression.quantization import quantized_state
 
         save_file(quantized_state(model), str(out_dir / WEIGHTS_FILE))
     else:
@@ -200,8 +203,6 @@ def task_configs_of(cfg, names) -> dict[str, dict]:
 # -- loading ---------------------------------------------------------------------------------
 def task_model_folder(ref: str, tracking_uri: str | None = None) -> Path:
     """The task_model folder a reference names (see the module docstring)."""
-    from lightning_modules.stages.backbone import download_run_artifact, refuse_job_ref
-
     ref = str(ref)
     refuse_job_ref(ref, "task_model")
     if ref.startswith("mlflow:"):
@@ -266,10 +267,6 @@ def _build_model(manifest: dict, folder: Path) -> PooledEncoder:
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
-    from lightning_modules.stages.finetune import build_adaptation
-    from lightning_modules.stages.finetune_module import TaskModel
-    from lightning_modules.stages.multitask import MultiTaskModel
-
     node = OmegaConf.create(manifest["model"]["backbone"])
     if node._target_ == HF_BACKBONE:  # the architecture from its config.json; weights come below
         config_dir = _required_file(folder, f"{node.name_or_path}/config.json").parent
@@ -321,8 +318,6 @@ def _load_quantized_weights(model: PooledEncoder, manifest: dict, folder: Path, 
     """Quantize the built model with the recorded settings, then read the saved int8 weights."""
     from safetensors.torch import load_file
 
-    from lightning_modules.compression.quantization import get_backend, load_quantized_state
-
     path = _required_file(folder, manifest["weights"].get("file", WEIGHTS_FILE))
     expected_sha = manifest["weights"].get("sha256")
     if expected_sha and _sha256(path) != expected_sha:
@@ -352,7 +347,6 @@ def load_task_model(ref, *, tracking_uri: str | None = None, device: str | torch
     model = _build_model(manifest, folder)
     quantize = None
     if manifest.get("compression"):
-        from lightning_modules.compression.structure import apply_structure
 
         quantize = apply_structure(model, list(manifest["compression"]))
     if quantize is not None:

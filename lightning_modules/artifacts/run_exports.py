@@ -1,6 +1,7 @@
 """What a stage that trains task heads (finetune, multitask) leaves behind, besides its metrics:
-the task model (always; stages/task_model.py), the backbone (`stage.export_backbone=true`;
-stages/export.py), and the summary numbers every such run reports."""
+the task model (always; artifacts/saved_task_model.py), the backbone (`stage.export_backbone=true`;
+artifacts/backbone_export.py) and the adaptation's delta (export/delta.safetensors). The summary
+numbers such a run reports are runtime/training_numbers.py."""
 
 from __future__ import annotations
 
@@ -8,11 +9,10 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from lightning_modules.adaptation.base import count_trainable
-from lightning_modules.stages.backbone import ResolvedBackbone
-from lightning_modules.stages.export import export_backbone, write_backbone_manifest
-from lightning_modules.stages.pooling import PooledEncoder
-from lightning_modules.stages.task_model import TASK_MODEL_ARTIFACT, TASK_MODEL_DIR, save_task_model, task_configs_of
+from lightning_modules.artifacts.backbone_export import export_backbone, write_backbone_manifest
+from lightning_modules.artifacts.backbone_reference import ResolvedBackbone
+from lightning_modules.artifacts.saved_task_model import TASK_MODEL_ARTIFACT, TASK_MODEL_DIR, save_task_model, task_configs_of
+from lightning_modules.heads.pooling import PooledEncoder
 from lightning_modules.tasks.spec import TaskSpec
 
 FULL_FINETUNING = {"name": "full", "_target_": "lightning_modules.adaptation.full.FullFineTuning"}
@@ -67,24 +67,3 @@ def save_delta(run, state: dict) -> dict:
     run.log_artifact(path, "export")
     return {"delta_params": sum(t.numel() for t in tensors.values()),
             "delta_bytes": sum(t.numel() * t.element_size() for t in tensors.values())}
-
-
-def training_numbers(model: PooledEncoder, module, trainer) -> dict:
-    """The summary.json fields every run that trains a task model reports."""
-    return {
-        "trainable_params": count_trainable(model),
-        "total_params": sum(p.numel() for p in model.parameters()),
-        "train_time_s": round(module.train_time_s, 3),
-        "steps": int(trainer.global_step),
-        **throughput_numbers(trainer),
-    }
-
-
-def throughput_numbers(trainer) -> dict:
-    """{"throughput": ...} from the run's ThroughputMonitor (stages/throughput.py), if it has one."""
-    from lightning_modules.stages.throughput import ThroughputMonitor
-
-    for callback in trainer.callbacks:
-        if isinstance(callback, ThroughputMonitor):
-            return {"throughput": callback.summary()}
-    return {}

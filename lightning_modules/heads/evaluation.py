@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from lightning_modules.stages.pooling import PooledEncoder
+from lightning_modules.heads.pooling import PooledEncoder
 from lightning_modules.tasks.metrics import compute_metrics
 from lightning_modules.tasks.spec import LoadedTask, TaskSpec
 from ptmlab.contracts import ConfigError, DataError

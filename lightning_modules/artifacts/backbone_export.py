@@ -23,6 +23,9 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from lightning_modules.adaptation.lm_head import LM_HEAD_SPEC, LM_HEAD_WEIGHTS, mlm_head_spec
+from lightning_modules.objectives.clm import CausalLMObjective
+from lightning_modules.objectives.mlm import MaskedLMObjective
 from ptmlab.contracts import BackboneError
 
 MODEL_FILE = "ptmlab_model.yaml"
@@ -79,10 +82,6 @@ def export_lm_head(objectives: dict, backbone: torch.nn.Module, out_dir: Path) -
     import json
 
     from safetensors.torch import save_file
-
-    from lightning_modules.adaptation.lm_head import LM_HEAD_SPEC, LM_HEAD_WEIGHTS, mlm_head_spec
-    from lightning_modules.objectives.clm import CausalLMObjective
-    from lightning_modules.objectives.mlm import MaskedLMObjective
 
     out_dir = Path(out_dir)
     spec = None

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from lightning_modules.adaptation.feature import ScalarMix
+from lightning_modules.tasks.encoding import PairEncoder
 from ptmlab.contracts import ConfigError
 
 POOLINGS = ("pool_index", "mean")
@@ -60,7 +61,6 @@ class PooledEncoder(nn.Module):
         (training, evaluation, a loaded task model) asks here."""
         if self.input_template is not None:
             return self.input_template.encoder(tokenizer, causal=bool(self.backbone.is_causal), max_length=max_length)
-        from lightning_modules.tasks.encoding import PairEncoder
 
         return PairEncoder(tokenizer, causal=bool(self.backbone.is_causal), max_length=max_length)
 

@@ -29,7 +29,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from lightning_modules.stages.progress import ProgressCallback, ProgressReporter
+from lightning_modules.runtime.mlflow_logger import BufferedMLFlowLogger, RetryingClient
+from lightning_modules.runtime.progress import ProgressCallback, ProgressReporter
+from lightning_modules.runtime.speed import SpeedSwitches, check_trainer_and_optimizer, split_trainer_config
+from lightning_modules.runtime.throughput import ThroughputMonitor, device_name, peak_flops_per_device
 from ptmlab.contracts.secrets import redact_url_passwords
 
 
@@ -171,7 +174,6 @@ class StageRun:
         return None
 
     def _make_logger(self):
-        from lightning_modules.stages.mlflow_logger import BufferedMLFlowLogger
 
         Path(str(self.cfg.paths.home)).mkdir(parents=True, exist_ok=True)
         run_id_path = self.run_dir / RUN_ID_FILE
@@ -224,8 +226,6 @@ class StageRun:
         `ptmlab.run_dir` at creation), or None."""
         from mlflow.tracking import MlflowClient
 
-        from lightning_modules.stages.mlflow_logger import RetryingClient
-
         client = RetryingClient(MlflowClient(tracking_uri=tracking_uri(self.cfg)), retry_s)
         experiment = client.get_experiment_by_name(str(self.cfg.tracking.experiment))
         folder = str(self.run_dir)
@@ -276,16 +276,13 @@ class StageRun:
                       **overrides):
         """A Lightning Trainer from cfg.trainer, logging to MLflow and checkpointing to the
         run folder (`last.ckpt` is what `resume=true` continues from). ptmlab's speed switches of
-        cfg.trainer (stages/speed.py) become a callback; `flops_per_token(seq_len)` (the module's
+        cfg.trainer (runtime/speed.py) become a callback; `flops_per_token(seq_len)` (the module's
         training FLOPs per non-padding token) turns on the throughput/MFU metrics
-        (stages/throughput.py, kept in `self.throughput`). `distributed=False`: a stage that
+        (runtime/throughput.py, kept in `self.throughput`). `distributed=False`: a stage that
         cannot yet run as several processes refuses a multi-process trainer (ConfigError)."""
         import lightning.pytorch as pl
         from hydra.utils import instantiate
         from lightning.pytorch.callbacks import ModelCheckpoint
-
-        from lightning_modules.stages.speed import SpeedSwitches, check_trainer_and_optimizer, split_trainer_config
-        from lightning_modules.stages.throughput import ThroughputMonitor, device_name, peak_flops_per_device
 
         checkpoint = ModelCheckpoint(
             dirpath=str(self.checkpoint_dir),
