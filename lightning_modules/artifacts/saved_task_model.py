@@ -47,8 +47,8 @@ Manifest (task_model.json):
                      (`source_task_node`); older manifests lack it (then the run's config.yaml)
     compression      (format 2) the structural edits compression made, re-applied in order before
                      the weights are read: pruned heads, low-rank factors, a dtype cast, int8
-                     quantization (lightning_modules/compression/structure.py); a quantized
-                     model's int8 weights are stored as plain tensors (compression/quantization.py)
+                     quantization (lightning_modules/artifacts/structural_edits.py); a quantized
+                     model's int8 weights are stored as plain tensors (artifacts/quantization.py)
 
 Loading rebuilds the architecture from the manifest (only `_target_`s under
 lightning_modules.models / lightning_modules.adaptation are instantiated), checks every tensor's
@@ -67,9 +67,9 @@ from pathlib import Path
 import torch
 
 from lightning_modules.adaptation.from_config import build_adaptation
+from lightning_modules.artifacts.quantization import get_backend, load_quantized_state, quantized_state
 from lightning_modules.artifacts.references import download_run_artifact, refuse_job_ref
-from lightning_modules.compression.quantization import get_backend, load_quantized_state, quantized_state
-from lightning_modules.compression.structure import apply_structure
+from lightning_modules.artifacts.structural_edits import apply_structure
 from lightning_modules.heads.multitask_model import MultiTaskModel
 from lightning_modules.heads.pooling import PooledEncoder
 from lightning_modules.heads.task_model import TaskModel
@@ -140,7 +140,7 @@ def save_task_model(model: PooledEncoder, out_dir: Path, *, model_cfg: dict, tok
                     tasks: dict[str, TaskSpec], adaptation: dict, compression: list[dict] | None = None,
                     task_configs: dict[str, dict] | None = None) -> Path:
     """Write the layout above to `out_dir` (the manifest last: a folder without one is incomplete).
-    `compression`: the structural edits the model went through (compression/structure.py);
+    `compression`: the structural edits the model went through (artifacts/structural_edits.py);
     `task_configs`: each task's config node, so later stages need no `task=`."""
     from safetensors.torch import save_file, save_model
 

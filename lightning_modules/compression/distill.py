@@ -32,10 +32,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lightning_modules.artifacts.structural_edits import keep_layers
 from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model, \
     train_epochs, train_loader
 from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
-from lightning_modules.compression.structure import keep_layers
 from lightning_modules.heads.evaluation import task_loss
 from lightning_modules.heads.pooling import pool
 from lightning_modules.heads.task_model import TaskModel

@@ -4,11 +4,11 @@ recovery fine-tune. The model is saved with its own, shallower config."""
 
 from __future__ import annotations
 
+from lightning_modules.artifacts.structural_edits import keep_layers
 from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model, \
     train_epochs
 from lightning_modules.compression.distill import with_num_layers
 from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
-from lightning_modules.compression.structure import keep_layers
 from ptmlab.contracts import ConfigError
 
 

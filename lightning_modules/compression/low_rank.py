@@ -1,5 +1,5 @@
 """Low-rank factorisation of Linear layers by truncated SVD: W (out×in) ≈ B (out×r) · A (r×in)
-(compression/structure.py LowRankLinear), for every encoder Linear (`scope=encoder`) at one
+(artifacts/structural_edits.py LowRankLinear), for every encoder Linear (`scope=encoder`) at one
 `rank`, an `energy` share of the squared singular values kept per matrix, or a `param_ratio`
 (each matrix keeps r = ⌊ratio·in·out/(in+out)⌋, so the factored layers hold that share of the
 parameters); then `finetune_epochs` of recovery."""
@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import torch
 
+from lightning_modules.artifacts.structural_edits import factorize
 from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model, \
     train_epochs
 from lightning_modules.compression.prune_magnitude import prunable_linears
 from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
-from lightning_modules.compression.structure import factorize
 from ptmlab.contracts import ConfigError
 
 

@@ -24,8 +24,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from lightning_modules.compression.quantization import quantized_counts
-from lightning_modules.compression.structure import attention_heads
+from lightning_modules.artifacts.quantization import quantized_counts
+from lightning_modules.artifacts.structural_edits import attention_heads
 from lightning_modules.heads.evaluation import evaluate
 
 ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_int8", "amx_bf16", "avx_vnni")

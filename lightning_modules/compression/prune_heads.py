@@ -1,5 +1,5 @@
 """Structured attention-head pruning by importance (Michel et al. 2019, "Are Sixteen Heads Really
-Better than One?"): a gate of 1 multiplies each head's output (compression/structure.py
+Better than One?"): a gate of 1 multiplies each head's output (artifacts/structural_edits.py
 HeadGates); a head's importance is |∂L/∂gate| accumulated over `importance_batches` training
 batches, normalised per layer (L2). Pruning is iterative: in `steps` rounds the globally least
 important heads are removed (at least one head stays in every layer) and the importance is
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import torch
 
+from lightning_modules.artifacts.structural_edits import HeadGates, attention_heads
 from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model, \
     train_epochs, train_loader
 from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
-from lightning_modules.compression.structure import HeadGates, attention_heads
 from lightning_modules.heads.evaluation import task_loss
 from ptmlab.contracts import ConfigError
 

@@ -1,12 +1,12 @@
 """Post-training dynamic int8 quantization: int8 weights of every Linear (per output channel;
 activations quantized per batch at run time) and, by default, weight-only int8 embedding tables
 (per-row scales). MiniLM's embeddings are over half its parameters, so leaving them in fp32
-would cap the size ratio near 0.65. The backend is compression/quantization.py's."""
+would cap the size ratio near 0.65. The backend is artifacts/quantization.py's."""
 
 from __future__ import annotations
 
+from lightning_modules.artifacts.quantization import get_backend
 from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model
-from lightning_modules.compression.quantization import get_backend
 
 
 def refuse_quantized_source(source, method: str) -> None:

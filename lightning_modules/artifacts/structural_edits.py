@@ -8,7 +8,7 @@ tensor has the shape it was saved with, then reads the weights. Each edit is a s
     {"op": "prune_heads", "heads_per_layer": [12, 8, ...]}   attention heads kept per layer
     {"op": "low_rank", "ranks": {"backbone.model.encoder.layer.0.attention.self.query": 96, ...}}
     {"op": "cast", "dtype": "bfloat16"}
-    {"op": "quantize", "backend": "torch.ao", "embeddings": true, ...}  (compression/quantization.py)
+    {"op": "quantize", "backend": "torch.ao", "embeddings": true, ...}  (artifacts/quantization.py)
 
 Layer counts need no edit: a dropped-layer model or a shallower student is saved with its own
 config (num_hidden_layers / num_layers).
@@ -227,7 +227,7 @@ def _layer_container(backbone: nn.Module, layers: list[nn.Module]) -> tuple[nn.M
 # -- loading --------------------------------------------------------------------------------------
 def apply_structure(model: nn.Module, ops: list[dict]) -> dict | None:
     """Re-apply the saved edits before the weights are read. Returns the quantize edit, if any
-    (its weights are read by compression/quantization.py, not by safetensors' load_model)."""
+    (its weights are read by artifacts/quantization.py, not by safetensors' load_model)."""
     quantize = None
     for op in ops:
         kind = op.get("op")
