@@ -7,7 +7,7 @@
                                                    (it carries its tokenizer)
     predict(model, task, "dev", tokenizer=tok)     N×C logits in split order (float32, CPU)
 
-`model` is a `PooledEncoder` (finetune's TaskModel, multitask's MultiTaskModel): the head of
+`model` is a `PooledEncoder` (heads' TaskModel or MultiTaskModel): the head of
 `task.spec.name` is read. `task` is a `LoadedTask` (tasks.spec.load_task). The Lightning
 validation loops of finetune and multitask gather predictions themselves (devices, DDP) and
 score them with `split_metrics`, the same function `evaluate` ends in; `task_loss` is their

@@ -2,7 +2,7 @@
 
 `PooledEncoder` is a backbone plus its pooling (and, for feature-based adaptation, an ELMo-style
 scalar mix of all layers in place of the top layer). The single-task model
-(`finetune_module.TaskModel`, one `head`) and the multi-task model (`multitask.MultiTaskModel`,
+(`task_model.TaskModel`, one `head`) and the multi-task model (`multitask_model.MultiTaskModel`,
 one head per task in `heads`) subclass it, so pooling is written once. Both give
 `logits(batch) -> {task name: B×C}` for every head; C=1 for regression.
 
