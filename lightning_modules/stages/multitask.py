@@ -47,7 +47,6 @@ def load_tasks(cfg: DictConfig) -> dict[str, LoadedTask]:
     return {name: load_task(node) for name, node in multitask_task_nodes(cfg).items()}
 
 
-# -- model ----------------------------------------------------------------------------------
 # -- data -----------------------------------------------------------------------------------
 class SampledTaskBatches(IterableDataset):
     """(task name, batch) for steps `start_step`..`num_steps`-1: the task from the sampler, the
