@@ -2,12 +2,17 @@
 HTML pages that carry data) through a real `ptmlab serve` on loopback, p50/p95 over repeated
 requests, printed (goal: under 300 ms). SQLite (WAL), and PostgreSQL when its binaries exist.
 
+First paint of the chart pages on a first visit (cold cache, a new browser context per visit, Debian's
+Chromium through Playwright): as served (Plotly's 4.8 MB bundle loaded with `defer`) and, side by
+side, the same pages with the script made blocking again in the browser (the layout before);
+the ratio deferred ÷ blocking is the figure (goal: first paint ≤ 0.5 s).
+
 Two figures per view: "fresh" — a result row of the view's kind is inserted before every
 request, so the view is recomputed from the table each time (what the first visitor after a job
 finishes waits); "repeat" — the same data asked again (the views cache on (count, max id) of the
 kind's rows, which is what the live pages polling every few seconds get).
 
-    .venv/bin/python bench/dashboard_latency.py [--rows 10000] [--requests 15] [--no-postgres]
+    .venv/bin/python bench/dashboard_latency.py [--rows 10000] [--requests 15] [--no-postgres] [--paint-visits 5]
 """
 
 from __future__ import annotations
@@ -83,7 +88,48 @@ def measure(base: str, url: str, path: str, kind: str | None, requests: int, fre
     return times
 
 
-def run_all(label: str, url: str, home: Path, rows: int, requests: int) -> None:
+CHROMIUM = "/usr/bin/chromium"
+# The first-contentful-paint entry, waited for (it may be recorded after `load`).
+FCP_JS = """() => new Promise((resolve) => {
+  new PerformanceObserver((list) => {
+    const e = list.getEntriesByName('first-contentful-paint')[0];
+    if (e) resolve(e.startTime);
+  }).observe({ type: 'paint', buffered: true });
+  setTimeout(() => resolve(null), 10000);
+})"""
+PAINT_PAGES = ("/compression", "/probing", "/probing/drift")  # the pages that load Plotly
+
+
+def first_paint(base: str, visits: int) -> None:
+    """Median first-contentful-paint (ms) per page, deferred (as served) and blocking, interleaved."""
+    from playwright.sync_api import sync_playwright
+
+    def blocking(route):  # the page as it was: Plotly a blocking script in <head>
+        body = route.fetch().text().replace('<script defer src="/static/vendor/plotly.min.js">',
+                                            '<script src="/static/vendor/plotly.min.js">')
+        route.fulfill(status=200, body=body, headers={"content-type": "text/html; charset=utf-8"})
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
+        print(f"\n{'first paint, cold cache':<26} {'deferred':>10} {'blocking':>10} {'ratio':>7}  (ms, median of {visits})")
+        for path in PAINT_PAGES:
+            times: dict[str, list[float]] = {"deferred": [], "blocking": []}
+            for _ in range(visits):
+                for variant in times:
+                    context = browser.new_context()
+                    page = context.new_page()
+                    if variant == "blocking":
+                        page.route(f"{base}{path}", blocking)
+                    page.goto(base + path, wait_until="load")
+                    fcp = page.evaluate(FCP_JS)
+                    times[variant].append(float(fcp) if fcp is not None else float("nan"))
+                    context.close()
+            deferred, block = statistics.median(times["deferred"]), statistics.median(times["blocking"])
+            print(f"{path:<26} {deferred:>10.0f} {block:>10.0f} {deferred / block:>7.2f}")
+        browser.close()
+
+
+def run_all(label: str, url: str, home: Path, rows: int, requests: int, paint_visits: int = 0) -> None:
     home.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     ids = seed(url, rows)
@@ -126,6 +172,8 @@ def run_all(label: str, url: str, home: Path, rows: int, requests: int) -> None:
                   f"{statistics.median(repeat):>11.1f} {pct(repeat, 0.95):>11.1f}")
         verdict = "under" if worst < GOAL_MS else "OVER"
         print(f"slowest fresh p95: {worst:.0f} ms ({verdict} the {GOAL_MS} ms goal; 2 shared CPU cores)")
+        if paint_visits and os.access(CHROMIUM, os.X_OK):
+            first_paint(base, paint_visits)
     finally:
         server.send_signal(signal.SIGTERM)
         try:
@@ -139,9 +187,11 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000)
     parser.add_argument("--requests", type=int, default=15)
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument("--paint-visits", type=int, default=5, help="cold visits per chart page (0: skip)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        run_all("SQLite (WAL)", f"sqlite:///{Path(tmp) / 'ptmlab.db'}", Path(tmp) / "home", args.rows, args.requests)
+        run_all("SQLite (WAL)", f"sqlite:///{Path(tmp) / 'ptmlab.db'}", Path(tmp) / "home", args.rows, args.requests,
+                args.paint_visits)
         from pg import find_pg_bin, start_postgres
 
         if args.no_postgres or find_pg_bin() is None:

@@ -171,7 +171,7 @@ def test_submit_a_job_from_the_form_and_watch_it_run(page, dashboard):
     page.wait_for_selector(f'#jobs-table tr[data-job-id="{job_id}"][data-status="succeeded"]')
     page.goto(f"{base}/jobs/{job_id}")
     page.wait_for_function("document.getElementById('log').textContent.includes('sleep:')")
-    page.wait_for_selector("#job-results li")
+    page.wait_for_selector("#job-results .job-result")
     shot(page, "job-succeeded")
 
 
@@ -504,3 +504,129 @@ def test_leaderboard_shows_each_modes_footprint_and_filters_by_mode(page, dashbo
     assert page.locator("#leaderboard tbody tr").count() == 1
     assert page.inner_text("tr[data-config='bert_tiny / mlm / adapters'] td[data-footprint=delta_bytes]") == "—"
     assert page.inner_text("tr[data-config='bert_tiny / mlm / adapters'] td[data-footprint=trainable_pct]") == "1.0%"
+
+
+def _no_external_requests(page) -> list[str]:
+    """Abort every request that leaves the machine and record it: the dashboard must work offline."""
+    external: list[str] = []
+
+    def route(r):
+        if r.request.url.startswith(("http://127.0.0.1", "data:", "blob:")):
+            return r.continue_()
+        external.append(r.request.url)
+        return r.abort()
+
+    page.route("**/*", route)
+    return external
+
+
+def test_sweep_and_pipeline_lists_and_the_sweep_page(page, dashboard):
+    base, _ = dashboard
+    # On a queue no worker serves: the lists show them queued, their counts exact.
+    sweep = httpx.post(f"{base}/api/v1/sweeps", json={"name": "sleep_grid", "queue": "parked",
+                                                     "overrides": ["stage=sleep", "stage.seconds=0.1,0.2,0.3", "seed=1,2"]}).json()
+    spec = {"name": "parked_pair", "defaults": {"queue": "parked"}, "jobs": [
+        {"name": "a", "stage": "sleep"}, {"name": "b", "stage": "sleep", "depends_on": ["a"]}]}
+    pipeline = httpx.post(f"{base}/api/v1/pipelines", json={"spec": spec}).json()
+    listed = {g["id"]: g for g in httpx.get(f"{base}/api/v1/sweeps").json()["items"]}
+    assert listed[sweep["id"]]["name"] == "sleep_grid" and listed[sweep["id"]]["counts"]["queued"] == 6
+    assert listed[sweep["id"]]["status"] == "queued" and listed[sweep["id"]]["finished"] == 0
+
+    page.goto(f"{base}/sweeps")
+    row = page.locator(f"#groups-table tr[data-id='{sweep['id']}']")
+    assert "sleep_grid" in row.inner_text() and "6 queued" in row.inner_text() and "0/6" in row.inner_text()
+    shot(page, "sweeps")
+    row.locator("a", has_text="sleep_grid").click()
+    page.wait_for_url(f"{base}/sweeps/{sweep['id']}")
+    # The columns are what the sweep varies: seed and stage.seconds, one row per job.
+    heads = page.eval_on_selector_all("#sweep-jobs thead th", "ths => ths.map(t => t.textContent)")
+    assert heads == ["job", "status", "seed", "stage.seconds", "score"]
+    assert page.locator("#sweep-jobs tbody tr").count() == 6
+    assert "6 queued" in page.inner_text("#sweep-summary")
+    shot(page, "sweep")
+
+    page.goto(f"{base}/pipelines")
+    row = page.locator(f"#groups-table tr[data-id='{pipeline['id']}']")
+    assert "parked_pair" in row.inner_text() and "2 queued" in row.inner_text()
+    row.locator("a", has_text="parked_pair").click()
+    page.wait_for_url(f"{base}/pipelines/{pipeline['id']}")
+    page.wait_for_selector("a.dag-node[data-name=b]")
+    # Both lists are in the navigation, and each page is marked where it is.
+    assert page.get_attribute("nav a[href='/pipelines']", "aria-current") == "page"
+    for job_id in sweep["job_ids"] + [j["job_id"] for j in pipeline["jobs"]]:
+        httpx.post(f"{base}/api/v1/jobs/{job_id}/cancel")
+
+
+def test_api_docs_favicon_and_not_found_pages_work_offline(page, dashboard):
+    base, ids = dashboard
+    external = _no_external_requests(page)
+    failed: list[str] = []
+    page.on("requestfailed", lambda r: failed.append(r.url))
+    page.goto(f"{base}/docs")
+    page.wait_for_selector(".opblock-summary-path")  # Swagger UI drew the operations
+    paths = page.eval_on_selector_all(".opblock-summary-path", "els => els.map(e => e.textContent.trim())")
+    assert "/api/v1/jobs" in paths and "/api/v1/sweeps" in paths and "/api/v1/pipelines" in paths
+    page.goto(f"{base}/redoc")
+    page.wait_for_selector("h2:has-text('Validate (compose the config) and queue one job')", state="attached")  # ReDoc
+    assert not external and not failed, (external, failed)
+    assert httpx.get(f"{base}/favicon.ico").status_code == 200
+
+    for path in ("/no/such/page", f"/runs/{10**6}", f"/jobs/{10**6}", "/sweeps/nosuchsweep", "/pipelines/nosuchpipe"):
+        response = page.goto(base + path)
+        assert response.status == 404, path
+        assert page.inner_text("h1") == "Not found" and page.locator("nav a").count() >= 8, path
+    # The API's own clients still get JSON.
+    assert httpx.get(f"{base}/no/such/page").json()["error"]["code"] == "not_found"
+
+
+def test_compress_probe_and_ended_job_pages_show_their_results_and_final_state(page, dashboard):
+    base, ids = dashboard
+    from ptmlab.db import dispose_engines, session_scope
+    from ptmlab.db.models import FAILED, SUCCEEDED, Job
+    from ptmlab.results import new_result
+    from synthetic_results import probe_summary
+
+    url = f"sqlite:///{ids['home'] / 'ptmlab.db'}"
+    stale = {"step": 0, "phase": "measuring the source…", "eta_s": 290.0, "steps_per_s": 1.5, "updated_at": 1.0}
+    compress = {"stage": "compress", "seed": 1, "wall_time_s": 3.0, "method": "quantize_dynamic", "source": "job:1",
+                "task": "sst2", "main_metric": "accuracy", "score": 0.871, "source_score": 0.8807, "retention": 0.989,
+                "params": 4_400_000, "size_bytes": 4_600_000, "source_params": 4_400_000, "source_size_bytes": 17_600_000,
+                "latency_ms": 4.5, "source_latency_ms": 9.0, "config": {"dtype": "qint8"}}
+    import random
+    probe = probe_summary(random.Random(3), "bert_tiny", "pos", seed=1)
+    with session_scope(url) as s:
+        made = {}
+        for label, stage, summary, status, error in (("compress", "compress", compress, SUCCEEDED, None),
+                                                     ("probe", "probe", probe, SUCCEEDED, None),
+                                                     ("bare_fail", "sleep", None, FAILED, "exit code 1")):
+            job = Job(stage=stage, overrides=[], status=status, progress=stale, error=error,
+                      exit_code=0 if status == SUCCEEDED else 1, queue="parked")
+            s.add(job)
+            s.flush()
+            if summary is not None:
+                s.add(new_result(summary, job_id=job.id))
+            made[label] = job.id
+        s.commit()
+    dispose_engines()
+
+    page.goto(f"{base}/jobs/{made['compress']}")
+    digest = page.wait_for_selector(".result-digest")
+    text = digest.inner_text()
+    assert "0.8710" in text and "source 0.8807" in text and "4,600,000" in text
+    assert "0.261× the source's size" in text and "0.5× the source's latency" in text
+    progress = page.inner_text("#job-progress-section")
+    for stale_text in ("measuring", "left", "steps/s", "step 0", "ETA"):
+        assert stale_text not in progress, (stale_text, progress)
+    shot(page, "job-compress")
+
+    page.goto(f"{base}/jobs/{made['probe']}")
+    page.wait_for_selector(".probe-chart .main-svg")
+    scores = page.eval_on_selector_all(".probe-layers tbody tr td:nth-child(2)", "tds => tds.map(t => Number(t.textContent))")
+    assert scores == [layer["accuracy"] for layer in probe["layers"]]
+    controls = page.eval_on_selector_all(".probe-layers tbody tr td:nth-child(3)", "tds => tds.map(t => Number(t.textContent))")
+    assert controls == [layer["control_accuracy"] for layer in probe["layers"]]
+    shot(page, "job-probe")
+
+    page.goto(f"{base}/jobs/{made['bare_fail']}")
+    page.wait_for_selector("#job-error:not([hidden])")
+    assert page.inner_text("#job-error").strip() == "exit code 1"  # once, not "exit code 1: exit code 1"

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from fastapi import FastAPI, HTTPException
+from fastapi_offline import FastAPIOffline
 from sqlalchemy.orm import sessionmaker
 
 from ptmlab.api.errors import error_response, install_error_handlers
@@ -71,8 +72,10 @@ def create_app(settings: Settings | None = None, *, extra_roots: Iterable[str | 
     settings = settings or get_settings()
     url = settings.resolved_database_url
 
-    app = FastAPI(
-        title="ptmlab", version="1",
+    # Swagger UI from the assets fastapi-offline ships (FastAPI's default pages load them from a CDN,
+    # which a cluster node often cannot reach: /docs was a blank page); /redoc: ptmlab.api.routes.pages.
+    app = FastAPIOffline(
+        title="ptmlab", version="1", favicon_url="/favicon.ico", redoc_url=None,
         description="Job queue, sweeps, pipelines, workers, config catalogue and results of ptmlab. "
                     "Mutating routes need `Authorization: Bearer <PTMLAB_API_TOKEN>` when a token is set.\n\n"
                     f"Limits per request: a body of at most {max_body_bytes:,} bytes (413 above); at most "
@@ -99,4 +102,5 @@ def create_app(settings: Settings | None = None, *, extra_roots: Iterable[str | 
 
     app.include_router(views.router, prefix="/api/v1")
     app.include_router(pages.router)
+    app.state.html_not_found = pages.not_found_page
     return app

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ptmlab.contracts.errors import (
@@ -51,7 +51,15 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "; ".join(parts) or "invalid request"
 
 
+def wants_html(request: Request) -> bool:
+    """A browser navigating to a page (not the API, whose clients always get JSON)."""
+    return request.method == "GET" and not request.url.path.startswith("/api/") \
+        and "text/html" in request.headers.get("accept", "")
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    """Errors as JSON; a browser's 404 for an unknown page as the dashboard's HTML page when the app
+    sets `app.state.html_not_found(request, message)` (the dashboard does)."""
     @app.exception_handler(PtmlabError)
     async def _ptmlab_error(_request: Request, exc: PtmlabError) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, AuthError) else None
@@ -62,7 +70,10 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response("invalid_request", _validation_message(exc), status=422)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        html_page = getattr(request.app.state, "html_not_found", None)
+        if exc.status_code == 404 and html_page is not None and wants_html(request):
+            return html_page(request, f"no page at {request.url.path}")
         code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(exc.status_code, "http_error")
         return error_response(code, str(exc.detail), status=exc.status_code, headers=getattr(exc, "headers", None))
 

@@ -261,6 +261,38 @@ class PipelineOut(BaseModel):
     jobs: list[PipelineJobOut]
 
 
+class GroupBestOut(BaseModel):
+    score: float
+    job_id: int | None
+    result_id: int
+
+
+class GroupOut(BaseModel):
+    """A sweep or pipeline in a list (ptmlab.queue.groups.list_groups)."""
+
+    id: str
+    name: str | None
+    created_at: str | None
+    job_count: int
+    counts: dict[str, int] = Field(description="jobs per state: queued, running, succeeded, failed, cancelled")
+    finished: int = Field(description="jobs in a terminal state")
+    status: str = Field(description="running while any job runs, queued while any waits, then failed, cancelled or succeeded")
+    best: GroupBestOut | None = Field(description="the highest main score among its jobs' results")
+
+
+class GroupPage(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "total": 1, "limit": 50, "offset": 0, "items": [{
+            "id": "3f2a9c1b0d4e", "name": "lr_grid", "created_at": "2026-11-22T13:00:00Z", "job_count": 6,
+            "counts": {"queued": 2, "running": 1, "succeeded": 3, "failed": 0, "cancelled": 0}, "finished": 3,
+            "status": "running", "best": {"score": 0.83, "job_id": 12, "result_id": 40}}]}]})
+
+    total: int
+    limit: int
+    offset: int
+    items: list[GroupOut]
+
+
 class WorkerOut(BaseModel):
     model_config = ConfigDict(json_schema_extra={"examples": [{
         "id": "gpu-host-4242-ab12", "hostname": "gpu-host", "pid": 4242, "gpus": [0, 1], "cpu_slots": 1,

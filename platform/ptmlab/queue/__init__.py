@@ -26,6 +26,8 @@ Submitting and managing (API, CLI, sweep launcher):
     list_attempts(session, job_id) -> list[Attempt]
     list_workers(session) -> list[Worker]
     get_sweep / get_pipeline(session, id)
+    list_groups(session, "sweep" | "pipeline", *, limit=50, offset=0) -> (list[dict], total)
+        newest first, each with its jobs counted by state, its status and its best result
     read_log(session, job_id, *, attempt=None, offset=0, tail=None) -> LogChunk(text, offset, size, path)
 
 Worker side (ptmlab.worker):
@@ -53,12 +55,13 @@ from ptmlab.queue.jobs import (
     LogChunk, cancel_job, get_job, get_pipeline, get_sweep, list_attempts, list_jobs, list_workers,
     read_log, retry_job, submit_job, submit_sweep,
 )
+from ptmlab.queue.groups import list_groups
 from ptmlab.queue.pipelines import PipelineJob, expand_pipeline, load_pipeline, submit_pipeline
 
 __all__ = [
     "ClaimedJob", "HeartbeatReply", "LogChunk", "PipelineJob", "cancel_job", "claim_next_job",
     "expand_pipeline", "finish_attempt", "get_job", "get_pipeline", "get_sweep", "heartbeat",
-    "list_attempts", "list_jobs", "list_workers", "load_pipeline", "read_log", "reap_expired_leases",
+    "list_attempts", "list_groups", "list_jobs", "list_workers", "load_pipeline", "read_log", "reap_expired_leases",
     "register_worker", "requeue_job", "retry_job", "stop_worker", "store_final_progress", "submit_job", "submit_pipeline",
     "submit_sweep",
 ]

@@ -149,9 +149,13 @@ export function mainLoss(metrics) {
 }
 
 // A job's progress (ptmlab.contracts.progress) as a bar with step/total, the loss and the ETA.
+const TERMINAL_STATES = ["succeeded", "failed", "cancelled"];
+
 export function progressBar(progress, status) {
   if (!progress || progress.step == null) return "";
   const total = progress.total_steps;
+  // A job that ended without a training step (a probe, a measurement) has no steps to show.
+  if (TERMINAL_STATES.includes(status) && !progress.step && !total) return "";
   const bar = el("progress", { class: "job-progress", max: total || 1, value: total ? Math.min(progress.step, total) : 0 });
   const parts = [total ? `${progress.step}/${total}` : `step ${progress.step}`];
   const loss = mainLoss(progress.metrics);

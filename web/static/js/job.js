@@ -50,7 +50,9 @@ function showJob(job) {
   document.getElementById("retry-button").hidden = !(job.status === "failed" || job.status === "cancelled");
   const error = document.getElementById("job-error");
   error.hidden = !job.error;
-  error.textContent = job.error ? `exit code ${job.exit_code ?? "–"}: ${job.error}` : "";
+  // The error once, as the worker recorded it: it already says "exit code N" when that is all there is.
+  const prefix = job.exit_code != null && !/^exit code /.test(job.error || "") ? `exit code ${job.exit_code}: ` : "";
+  error.textContent = job.error ? `${prefix}${job.error}` : "";
 }
 
 function fmt(value, digits = 0) {
@@ -93,20 +95,74 @@ function showDetail(detail) {
     graph.replaceChildren(el("p", { class: "empty" }, "No parents or children."));
   }
   if (detail.results.length) {
-    document.getElementById("job-results").replaceChildren(el("ul", {}, detail.results.map((r) =>
-      el("li", {}, el("a", { href: `/runs/${r.id}` }, `result #${r.id}`), ` (${r.kind})`,
-        r.throughput ? speedTable(r.throughput) : ""))));
+    document.getElementById("job-results").replaceChildren(...detail.results.map((r) =>
+      el("div", { class: "job-result", "data-result": r.id },
+        el("p", {}, el("a", { href: `/runs/${r.id}` }, `result #${r.id}`), ` (${r.kind})`),
+        digestTable(r.digest), ...(r.digest?.probes || []).map((p, i) => probeCurve(r.id, p, i)),
+        r.throughput ? speedTable(r.throughput) : "")));
+    for (const r of detail.results) (r.digest?.probes || []).forEach((p, i) => drawProbeCurve(r.id, p, i));
   }
   document.getElementById("config-source").textContent = detail.config_source ? `(${detail.config_source})` : "";
   document.getElementById("config").textContent = detail.config ? toYaml(detail.config).trimStart() : "–";
 }
 
-async function showAttempts() {
+// A result in its stage's terms (ptmlab.views.job_results): name, value, what it is measured against.
+function digestTable(digest) {
+  if (!digest?.rows?.length) return "";
+  return el("table", { class: "grid small result-digest" }, el("tbody", {}, digest.rows.map((row) =>
+    el("tr", { "data-name": row.name }, el("th", {}, row.name),
+      el("td", { class: "num" }, typeof row.value === "number" ? formatNumber(row.value) : row.value),
+      el("td", { class: "small" }, row.note || "")))));
+}
+
+function formatNumber(value) {
+  if (Number.isInteger(value)) return value.toLocaleString("en");
+  return Math.abs(value) >= 1000 ? value.toLocaleString("en", { maximumFractionDigits: 1 }) : value.toPrecision(4);
+}
+
+// A probe task's score per layer, with the random-init twin and the control task when run, and its
+// flat baselines; the table under it carries the same numbers for reading off.
+function probeCurve(resultId, probe, i) {
+  const table = el("table", { class: "grid small probe-layers" },
+    el("thead", {}, el("tr", {}, el("th", {}, "layer"), el("th", {}, probe.metric),
+      probe.control ? el("th", {}, "control task") : "", probe.random_init ? el("th", {}, "random init") : "")),
+    el("tbody", {}, probe.layers.map((layer, j) => el("tr", { class: layer === probe.best_layer ? "best-row" : "" },
+      el("td", {}, layer), el("td", { class: "num" }, probe.scores[j] == null ? "–" : probe.scores[j].toFixed(4)),
+      probe.control ? el("td", { class: "num" }, probe.control[j] == null ? "–" : probe.control[j].toFixed(4)) : "",
+      probe.random_init ? el("td", { class: "num" }, probe.random_init[j] == null ? "–" : probe.random_init[j].toFixed(4)) : ""))));
+  const baselines = Object.entries(probe.baselines || {}).map(([k, v]) => `${k} ${v.toFixed(4)}`).join(" · ");
+  return el("div", { class: "probe-curve" }, el("h3", {}, `${probe.probe_task} · ${probe.metric} per layer`),
+    el("div", { id: `probe-chart-${resultId}-${i}`, class: "probe-chart" }),
+    baselines ? el("p", { class: "small" }, `baselines: ${baselines}`) : "", table);
+}
+
+function drawProbeCurve(resultId, probe, i) {
+  if (typeof Plotly === "undefined") return;
+  const line = (name, y, dash) => ({ name, x: probe.layers, y, mode: "lines+markers", line: { dash } });
+  const traces = [line(probe.metric, probe.scores, "solid")];
+  if (probe.control) traces.push(line("control task", probe.control, "dot"));
+  if (probe.random_init) traces.push(line("random init", probe.random_init, "dash"));
+  const shapes = Object.values(probe.baselines || {}).map((v) => ({ type: "line", xref: "paper", x0: 0, x1: 1, y0: v, y1: v,
+    line: { dash: "dot", width: 1, color: "#999" } }));
+  Plotly.react(`probe-chart-${resultId}-${i}`, traces, { height: 240, margin: { t: 10, r: 10, b: 40, l: 50 }, shapes,
+    xaxis: { title: { text: "layer" }, dtick: 1 }, yaxis: { title: { text: probe.metric } }, legend: { orientation: "h", y: -0.3 } },
+  plotConfig(`job-${jobId}-probe-${probe.probe_task}`));
+}
+
+async function showAttempts(job) {
   const attempts = await api(`/api/v1/jobs/${jobId}/attempts`);
   document.querySelector("#attempts tbody").replaceChildren(...attempts.map((a) => el("tr", {},
     el("td", {}, a.number), el("td", { class: "mono small" }, a.worker_id), el("td", {}, badge(a.status)),
     el("td", {}, a.exit_code ?? ""), el("td", {}, shortTime(a.started_at)), el("td", {}, duration(a.started_at, a.finished_at)),
-    el("td", { class: "small" }, a.error || ""))));
+    el("td", { class: "small" }, attemptError(a, job)))));
+}
+
+// An attempt's error in the table: its first line, or a pointer when it is the job's error shown above
+// (a failed job's traceback was printed three times: the error box, the attempts, the log).
+function attemptError(attempt, job) {
+  if (!attempt.error) return "";
+  if (job && attempt.error === job.error) return "(the error above)";
+  return attempt.error.trim().split("\n").pop();
 }
 
 async function followLog() {
@@ -159,13 +215,18 @@ function drawCurves(series) {
 const SERIES_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"];
 
 async function showProgress(job) {
-  if (!job.progress || job.progress.updated_at === progressSeen) return;
-  progressSeen = job.progress.updated_at;
+  // Redrawn when the progress or the job's state changes: a job that ended shows its final state
+  // only (no phase, steps/s or time left from its last heartbeat).
+  const seen = `${job.progress?.updated_at}|${job.status}`;
+  if (!job.progress || seen === progressSeen) return;
+  progressSeen = seen;
   const p = job.progress;
-  document.getElementById("job-progress").replaceChildren(progressBar(p, job.status),
-    el("span", { class: "small" }, [p.phase ? ` phase: ${p.phase}` : "", p.epoch != null ? ` · epoch ${p.epoch}` : "",
-      p.steps_per_s ? ` · ${p.steps_per_s.toPrecision(3)} steps/s` : "",
-      job.status === "running" && p.eta_s != null ? ` · ${seconds(p.eta_s)} left` : ""].join("")));
+  const running = job.status === "running";
+  document.getElementById("job-progress").replaceChildren(progressBar(p, job.status) || el("span", {}, `${job.status}`),
+    el("span", { class: "small", id: "job-progress-text" }, [running && p.phase ? ` phase: ${p.phase}` : "",
+      p.epoch != null ? ` · epoch ${p.epoch}` : "",
+      running && p.steps_per_s ? ` · ${p.steps_per_s.toPrecision(3)} steps/s` : "",
+      running && p.eta_s != null ? ` · ${seconds(p.eta_s)} left` : ""].join("")));
   document.getElementById("job-metrics").replaceChildren(...Object.entries(p.metrics || {}).map(([k, v]) =>
     el("code", { class: "chip", "data-metric": k }, `${k} ${Number(v).toPrecision(4)}`)));
   const { series } = await api(`/api/v1/jobs/${jobId}/progress`);
@@ -175,7 +236,7 @@ async function showProgress(job) {
 async function refresh() {
   const job = await api(`/api/v1/jobs/${jobId}`);
   showJob(job);
-  await Promise.all([followLog(), showAttempts(), showProgress(job)]);
+  await Promise.all([followLog(), showAttempts(job), showProgress(job)]);
   if (detailStatus !== job.status) {
     // Config, neighbours and results change when the job changes state, not in between.
     detailStatus = job.status;

@@ -7,18 +7,22 @@ Plotly.js is the copy bundled in the installed `plotly` Python package: no CDN, 
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi import Path as PathParam
+from fastapi.openapi.docs import get_redoc_html
 from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from ptmlab import queue, views
 from ptmlab.api.deps import SessionDep
 from ptmlab.api.schemas import INT4_MAX
+from ptmlab.db.models import Result
 from ptmlab.errors import NotFoundError
+from ptmlab.queue.groups import summarise_groups, sweep_jobs
 from ptmlab.settings import Settings
 
 WEB_DIR = Settings().web_dir  # read once: templates are loaded at import
@@ -28,13 +32,46 @@ STATIC_CACHE = "public, max-age=300"
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=str(WEB_DIR / "templates"))
 
-NAV = [("/", "Overview"), ("/jobs", "Jobs"), ("/submit", "Submit"), ("/leaderboard", "GLUE leaderboard"),
+NAV = [("/", "Overview"), ("/jobs", "Jobs"), ("/sweeps", "Sweeps"), ("/pipelines", "Pipelines"), ("/submit", "Submit"), ("/leaderboard", "GLUE leaderboard"),
        ("/compression", "Compression"), ("/probing", "Probing"), ("/compare", "Compare runs")]
 
 
 def _page(request: Request, template: str, active: str, title: str, status_code: int = 200, **context) -> HTMLResponse:
     return templates.TemplateResponse(request, template, {"nav": NAV, "active": active, "title": title, **context},
                                       status_code=status_code)
+
+
+def not_found_page(request: Request, message: str, active: str = "") -> HTMLResponse:
+    return _page(request, "not_found.html", active, "Not found", status_code=404, message=message)
+
+
+@router.get("/favicon.ico")
+def favicon() -> FileResponse:
+    return FileResponse(STATIC_DIR / "favicon.svg", media_type="image/svg+xml", headers={"Cache-Control": STATIC_CACHE})
+
+
+# ReDoc from fastapi-offline's copy, served here rather than by FastAPIOffline: its footer loads the
+# Redocly logo from cdn.redoc.ly, a request that fails offline; the copy points it at our favicon.
+REDOC_CDN_LOGO = b"https://cdn.redoc.ly/redoc/logo-mini.svg"
+
+
+@functools.cache
+def redoc_js() -> bytes:
+    import fastapi_offline
+
+    return (Path(fastapi_offline.__file__).parent / "static" / "redoc.standalone.js").read_bytes() \
+        .replace(REDOC_CDN_LOGO, b"/favicon.ico")
+
+
+@router.get("/static/vendor/redoc.standalone.js")
+def redoc_js_file() -> Response:
+    return Response(redoc_js(), media_type="text/javascript", headers={"Cache-Control": "public, max-age=86400"})
+
+
+@router.get("/redoc", response_class=HTMLResponse)
+def redoc_page(request: Request) -> HTMLResponse:
+    return get_redoc_html(openapi_url=request.app.openapi_url, title="ptmlab - ReDoc", with_google_fonts=False,
+                          redoc_js_url="/static/vendor/redoc.standalone.js", redoc_favicon_url="/favicon.ico")
 
 
 def plotly_js_path() -> Path:
@@ -73,8 +110,49 @@ def job_page(request: Request, job_id: Annotated[int, PathParam(ge=1, le=INT4_MA
     try:
         job = queue.get_job(session, job_id).to_dict()
     except NotFoundError as exc:
-        return _page(request, "not_found.html", "/jobs", "Not found", status_code=404, message=str(exc))
+        return not_found_page(request, str(exc), "/jobs")
     return _page(request, "job.html", "/jobs", f"Job {job_id}", job=job)
+
+
+GROUP_PAGE_SIZE = 50
+GROUP_TEXT = {
+    "sweep": ("Sweeps", "A sweep is a grid of jobs queued at once (`ptmlab sweep`, `-m` with the ptmlab launcher, "
+                        "the submit form's sweep builder).", "No sweeps yet: `ptmlab sweep` or a `-m` run queues one."),
+    "pipeline": ("Pipelines", "A pipeline is a graph of jobs, each waiting for its parents (conf/pipeline/*.yaml, "
+                              "`ptmlab pipeline`).", "No pipelines yet: `ptmlab pipeline <name>` queues one."),
+}
+
+
+def _group_list_page(request: Request, session, kind: str, offset: int) -> HTMLResponse:
+    items, total = queue.list_groups(session, kind, limit=GROUP_PAGE_SIZE, offset=offset)
+    title, about, empty = GROUP_TEXT[kind]
+    return _page(request, "groups.html", f"/{kind}s", title, kind=kind, items=items, total=total, offset=offset,
+                 limit=GROUP_PAGE_SIZE, about=about, empty=empty)
+
+
+@router.get("/sweeps", response_class=HTMLResponse)
+def sweeps_page(request: Request, session: SessionDep,
+                offset: Annotated[int, Query(ge=0, le=INT4_MAX)] = 0) -> HTMLResponse:
+    return _group_list_page(request, session, "sweep", offset)
+
+
+@router.get("/pipelines", response_class=HTMLResponse)
+def pipelines_page(request: Request, session: SessionDep,
+                   offset: Annotated[int, Query(ge=0, le=INT4_MAX)] = 0) -> HTMLResponse:
+    return _group_list_page(request, session, "pipeline", offset)
+
+
+@router.get("/sweeps/{sweep_id}", response_class=HTMLResponse)
+def sweep_page(request: Request, sweep_id: Annotated[str, PathParam(max_length=32, pattern=r"^[A-Za-z0-9_\-]+$")],
+               session: SessionDep) -> HTMLResponse:
+    try:
+        sweep = queue.get_sweep(session, sweep_id)
+    except NotFoundError as exc:
+        return not_found_page(request, str(exc), "/sweeps")
+    [summary] = summarise_groups(session, "sweep", [sweep])
+    varied, jobs = sweep_jobs(session, sweep_id)
+    return _page(request, "sweep.html", "/sweeps", f"Sweep {sweep.name or sweep.id}", sweep=summary, varied=varied,
+                 jobs=jobs)
 
 
 @router.get("/pipelines/{pipeline_id}", response_class=HTMLResponse)
@@ -83,8 +161,8 @@ def pipeline_page(request: Request, pipeline_id: Annotated[str, PathParam(max_le
     try:
         pipeline = queue.get_pipeline(session, pipeline_id)
     except NotFoundError as exc:
-        return _page(request, "not_found.html", "/jobs", "Not found", status_code=404, message=str(exc))
-    return _page(request, "pipeline.html", "/jobs", f"Pipeline {pipeline.name}", pipeline={"id": pipeline.id,
+        return not_found_page(request, str(exc), "/pipelines")
+    return _page(request, "pipeline.html", "/pipelines", f"Pipeline {pipeline.name}", pipeline={"id": pipeline.id,
                  "name": pipeline.name})
 
 
@@ -119,5 +197,8 @@ def compare_page(request: Request, runs: Annotated[str, Query(max_length=400)] =
 
 
 @router.get("/runs/{result_id}", response_class=HTMLResponse)
-def run_page(request: Request, result_id: Annotated[int, PathParam(ge=1, le=INT4_MAX)]) -> HTMLResponse:
+def run_page(request: Request, result_id: Annotated[int, PathParam(ge=1, le=INT4_MAX)],
+             session: SessionDep) -> HTMLResponse:
+    if session.get(Result, result_id) is None:
+        return not_found_page(request, f"result {result_id} not found", "/compare")
     return _page(request, "compare.html", "/compare", f"Run {result_id}", runs=str(result_id), single=True)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Query
 from fastapi.responses import JSONResponse
 
 from ptmlab import queue
 from ptmlab.api.deps import Authorized, RootsDep, SessionDep
-from ptmlab.api.schemas import ErrorOut, PipelineOut, PipelineSubmit
+from ptmlab.api.schemas import INT4_MAX, ErrorOut, GroupPage, PipelineOut, PipelineSubmit
 from ptmlab.api.validation import (
     VALIDATION_BUDGET_S,
     ValidationBudget,
@@ -88,6 +88,14 @@ def submit_pipeline(body: PipelineSubmit, session: SessionDep, roots: RootsDep):
     return JSONResponse(status_code=201, content={
         "id": pipeline.id, "name": pipeline.name, "dry_run": False, "count": len(jobs),
         "jobs": [_job_out(pj, j.id) for pj, j in zip(expanded, jobs, strict=True)]})
+
+
+@router.get("", response_model=GroupPage, responses=ERRORS,
+            summary="Pipelines, newest first, each with its jobs counted by state and its best result")
+def list_pipelines(session: SessionDep, limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+                offset: Annotated[int, Query(ge=0, le=INT4_MAX)] = 0) -> dict:
+    items, total = queue.list_groups(session, "pipeline", limit=limit, offset=offset)
+    return {"total": total, "limit": limit, "offset": offset, "items": items}
 
 
 @router.get("/{pipeline_id}", response_model=PipelineOut, responses=ERRORS)

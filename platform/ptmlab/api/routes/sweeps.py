@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Query
 from fastapi.responses import JSONResponse
 
 from ptmlab import queue
 from ptmlab.api.deps import Authorized, RootsDep, SessionDep
-from ptmlab.api.schemas import ErrorOut, SweepOut, SweepSubmit
+from ptmlab.api.schemas import INT4_MAX, ErrorOut, GroupPage, SweepOut, SweepSubmit
 from ptmlab.api.validation import check_overrides_allowed, expand_sweep, validate_sweep_jobs
 
 router = APIRouter(prefix="/sweeps", tags=["sweeps"])
@@ -42,6 +42,14 @@ def submit_sweep(body: SweepSubmit, session: SessionDep, roots: RootsDep):
     return JSONResponse(status_code=201, content={
         "id": sweep.id, "name": sweep.name, "dry_run": False, "count": len(jobs), "jobs": combos,
         "job_ids": [j.id for j in jobs], "spec": sweep.to_dict()["spec"], "created_at": sweep.to_dict()["created_at"]})
+
+
+@router.get("", response_model=GroupPage, responses=ERRORS,
+            summary="Sweeps, newest first, each with its jobs counted by state and its best result")
+def list_sweeps(session: SessionDep, limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+                offset: Annotated[int, Query(ge=0, le=INT4_MAX)] = 0) -> dict:
+    items, total = queue.list_groups(session, "sweep", limit=limit, offset=offset)
+    return {"total": total, "limit": limit, "offset": offset, "items": items}
 
 
 @router.get("/{sweep_id}", response_model=SweepOut, responses=ERRORS)

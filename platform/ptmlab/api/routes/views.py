@@ -112,10 +112,11 @@ def curves(session: SessionDep, runs: RunIds,
 
 
 @router.get("/jobs/{job_id}", responses=ERRORS,
-            summary="A job's page extras: resolved config, parents and children, results (with their "
-                    "throughput), MLflow link")
+            summary="A job's page extras: resolved config, parents and children, results (each in its "
+                    "stage's terms, with its throughput), MLflow link")
 def job_detail(job_id: Annotated[int, Path(ge=1, le=INT4_MAX)], session: SessionDep) -> dict[str, Any]:
     from ptmlab.tracking import mlflow_run_link
+    from ptmlab.views.job_results import result_digest
     from ptmlab.views.jobs import resolved_job_config, training_speed
 
     job = queue.get_job(session, job_id)
@@ -128,7 +129,8 @@ def job_detail(job_id: Annotated[int, Path(ge=1, le=INT4_MAX)], session: Session
         "job": job.to_dict(),
         "parents": [_brief(related[i]) for i in job.parent_ids if i in related],
         "children": [_brief(related[i]) for i in sorted(children) if i in related],
-        "results": [{"id": r.id, "kind": r.kind, "throughput": training_speed(r.summary)} for r in results],
+        "results": [{"id": r.id, "kind": r.kind, "throughput": training_speed(r.summary),
+                     "digest": result_digest(r.kind, r.summary)} for r in results],
         "mlflow_url": mlflow_run_link(job.mlflow_run_id), "config": config, "config_source": source,
     }
 

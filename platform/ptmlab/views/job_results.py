@@ -1,0 +1,92 @@
+"""A result on its job's page, in its stage's own terms: a fine-tune's metrics, a compressed model
+against its source (score, size, speed-up, latency, the settings it ran with), a probe's score per
+layer beside its baselines, a pre-training's loss and perplexity.
+
+`result_digest(kind, summary)` -> {"rows": [{"name", "value", "note"}], "probes": [...]}: numbers
+stay numbers (the page formats them); a summary a stage wrote without some key just has fewer rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ptmlab.views.rows import number
+
+
+def _row(name: str, value: Any, note: str = "") -> dict[str, Any] | None:
+    value = number(value) if not isinstance(value, str) else value
+    return None if value is None else {"name": name, "value": value, "note": note}
+
+
+def _ratio_note(value: Any, source: Any, what: str) -> str:
+    v, s = number(value), number(source)
+    return f"{v / s:.3g}× the source's {what}" if v is not None and s not in (None, 0) else ""
+
+
+def _finetune_rows(s: dict[str, Any]) -> list:
+    main = s.get("main_metric")
+    rows = [_row(f"{s.get('task', 'task')} {main}", s.get("main_score"), "main score") if main else None]
+    metrics = s.get("metrics") if isinstance(s.get("metrics"), dict) else {}
+    rows += [_row(k, v) for k, v in sorted(metrics.items()) if k != main]
+    rows += [_row("trainable parameters", s.get("trainable_params"), f"adaptation {s.get('adaptation', '?')}"),
+             _row("training steps", s.get("steps")), _row("training time (s)", s.get("train_time_s"))]
+    return rows
+
+
+def _compress_rows(s: dict[str, Any]) -> list:
+    settings = s.get("config") if isinstance(s.get("config"), dict) else {}
+    shown = ", ".join(f"{k}={v}" for k, v in list(settings.items())[:6])
+    speedup = s.get("speedup") if isinstance(s.get("speedup"), dict) else {}
+    headline = s.get("headline_latency")
+    return [
+        _row("method", str(s.get("method", "?")), shown),
+        _row(f"score ({s.get('main_metric') or 'main metric'})", s.get("score"),
+             f"source {number(s.get('source_score')):.4g}" if number(s.get("source_score")) is not None else ""),
+        _row("retention", s.get("retention"), "score ÷ source score"),
+        _row("control score", s.get("control_score"), "the same extra training without compression"),
+        _row("size (bytes)", s.get("size_bytes"), _ratio_note(s.get("size_bytes"), s.get("source_size_bytes"), "size")),
+        _row("parameters", s.get("params"), _ratio_note(s.get("params"), s.get("source_params"), "parameters")),
+        _row("nonzero parameters", s.get("nonzero_params")),
+        _row("latency (ms)", s.get("latency_ms"), _ratio_note(s.get("latency_ms"), s.get("source_latency_ms"), "latency")),
+        _row("speed-up", speedup.get(headline) if headline else None, f"source ÷ compressed latency, {headline}"),
+    ]
+
+
+def _pretrain_rows(s: dict[str, Any]) -> list:
+    return [_row("validation loss", s.get("val_loss")), _row("validation perplexity", s.get("val_perplexity")),
+            _row("training loss", s.get("train_loss")), _row("steps", s.get("steps")),
+            _row("tokens seen", s.get("tokens_seen")), _row("parameters", s.get("params"))]
+
+
+def _probe_curves(s: dict[str, Any]) -> list[dict[str, Any]]:
+    """One entry per probe task: its per-layer scores under the task's metric, the same probe on
+    the random-init twin when run, and its flat baselines (majority, layer 0, ...)."""
+    tasks = [t for t in s.get("tasks") or [] if isinstance(t, dict)]
+    if not tasks and s.get("layers"):  # a single-task summary keeps its layers at the top
+        tasks = [{"probe_task": s.get("probe_task"), "metric": s.get("metric"), "layers": s.get("layers"),
+                  "baselines": s.get("baselines") or {}}]
+    curves = []
+    for t in tasks:
+        layers = [e for e in t.get("layers") or [] if isinstance(e, dict)]
+        metric = t.get("metric") or next((k for k in ("accuracy", "uuas", "spearman") if any(k in e for e in layers)), None)
+        if not layers or metric is None:
+            continue  # attention maps and cloze relations have no per-layer curve
+        random_init = t.get("random_init") if isinstance(t.get("random_init"), dict) else {}
+        curves.append({
+            "probe_task": t.get("probe_task"), "metric": metric,
+            "layers": [e.get("layer") for e in layers], "scores": [number(e.get(metric)) for e in layers],
+            "control": [number(e.get("control_accuracy")) for e in layers] if any("control_accuracy" in e for e in layers) else None,
+            "random_init": [number(e.get(metric)) for e in random_init.get("layers") or []] or None,
+            "baselines": {k: number(v) for k, v in (t.get("baselines") or {}).items() if number(v) is not None},
+            "best_layer": t.get("best_layer"),
+        })
+    return curves
+
+
+ROWS = {"finetune": _finetune_rows, "multitask": _finetune_rows, "compress": _compress_rows, "pretrain": _pretrain_rows}
+
+
+def result_digest(kind: str, summary: dict[str, Any] | None) -> dict[str, Any]:
+    s = summary if isinstance(summary, dict) else {}
+    rows = [r for r in ROWS.get(kind, lambda _: [])(s) if r is not None]
+    return {"rows": rows, "probes": _probe_curves(s) if kind == "probe" else []}
