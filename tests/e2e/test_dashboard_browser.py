@@ -314,6 +314,17 @@ def test_a_running_job_shows_live_progress_and_keeps_it_after_a_kill(page, dashb
     assert "train/loss" in page.inner_text("#job-metrics")
     names = page.evaluate("() => document.getElementById('job-curves').data.map((t) => t.name)")
     assert "train/loss" in names
+    # One panel per kind of number: the loss and the learning rate each on their own y axis.
+    axes = page.evaluate("() => Object.fromEntries(document.getElementById('job-curves').data.map((t) => [t.name, t.yaxis]))")
+    panels = page.evaluate("() => Object.fromEntries(document.getElementById('job-curves').data.map((t) => [t.name, t.meta.panel]))")
+    assert panels["train/loss"] == "loss" and panels.get("lr", panels.get("train/lr")) == "learning rate", panels
+    assert len(set(axes.values())) == len(set(panels.values())) >= 2, (axes, panels)
+    loss_axis = "yaxis" + axes["train/loss"][1:]
+    axis_type = f"() => document.getElementById('job-curves').layout['{loss_axis}'].type"
+    assert page.evaluate(axis_type) == "log"
+    page.uncheck("#curve-log")
+    assert page.evaluate(axis_type) == "linear"
+    page.check("#curve-log")
     shot(page, "job-live-progress")
     # Every chart downloads as PNG and SVG (Plotly's own export).
     for title, suffix in (("Download plot as a PNG", ".png"), ("Download plot as SVG", ".svg")):

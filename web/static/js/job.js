@@ -8,7 +8,8 @@ const MAX_LOG_CHARS = 400_000;
 let logOffset = null;
 let logAttempt = null;
 let detailStatus = null;  // the job status the detail was fetched for
-let progressSeen = null;  // updated_at of the progress last drawn
+let progressSeen = null;  // updated_at and status of the progress last drawn
+let lastSeries = [];  // the curves last drawn (redrawn when the log-scale box changes)
 
 function toYaml(value, indent = "") {
   if (value === null || value === undefined) return "null";
@@ -183,34 +184,54 @@ async function followLog() {
   document.getElementById("log-info").textContent = chunk.path ? `attempt ${chunk.attempt} · ${chunk.size} bytes` : "(no log yet)";
 }
 
-// Live curves from the platform's own store (the worker copies progress.json at each heartbeat):
-// losses on the left axis, task metrics on the right, the learning rate on its own (log) axis.
-// One curve per training and metric: a job that trains more than once (a distilled student, then
-// its no-teacher control) counts each training's steps from its start, and one line through all
-// its points would run back in x. Each training gets its own colour, named in the legend.
-// Grows while the job runs.
+// Live curves from the platform's own store (the worker copies progress.json at each heartbeat), one
+// panel per kind of number so that each reads on its own scale: losses, perplexities, the learning
+// rate (log), and task metrics (0–1). One curve per training and metric: a job that trains more than
+// once (a distilled student, then its no-teacher control) counts each training's steps from its
+// start, and one line through all its points would run back in x. Each training gets its own
+// colour, named in the legend. Grows while the job runs.
+const PANELS = [
+  { name: "loss", test: (k) => k.includes("loss"), log: true },
+  { name: "perplexity", test: (k) => k.includes("perplexity"), log: true, format: "~s" },
+  { name: "learning rate", test: (k) => k === "lr" || k.endsWith("/lr"), log: true, format: "~e" },
+  { name: "metrics", test: () => true, log: false },
+];
+
+function panelOf(key) {
+  return PANELS.findIndex((p) => p.test(key));
+}
+
 function drawCurves(series) {
   const div = document.getElementById("job-curves");
   const keys = [...new Set(series.flatMap((s) => s.points.flatMap((p) => Object.keys(p))))].filter((k) => k !== "step").sort();
   if (!keys.length || typeof Plotly === "undefined") return;
   div.hidden = false;
+  document.getElementById("curve-options").hidden = false;
+  const used = [...new Set(keys.map(panelOf))].sort();  // the panels this job has numbers for, top to bottom
+  const axisOf = (key) => { const i = used.indexOf(panelOf(key)); return i === 0 ? "y" : `y${i + 1}`; };
   const several = series.length > 1;
   const traces = series.flatMap((s, i) => keys.map((key) => {
     const points = s.points.filter((p) => key in p);
-    const axis = key.includes("loss") ? "y" : key === "lr" || key.endsWith("/lr") ? "y3" : "y2";
     return { name: several ? `${s.label}: ${key}` : key, x: points.map((p) => p.step), y: points.map((p) => p[key]),
-      mode: points.length > 40 ? "lines" : "lines+markers", yaxis: axis,
-      legendgroup: several ? s.label : undefined, meta: { series: s.name },
-      line: { dash: key.startsWith("val/") ? "dot" : axis === "y3" ? "dashdot" : "solid",
-        color: several ? SERIES_COLOURS[i % SERIES_COLOURS.length] : undefined } };
+      mode: points.length > 40 ? "lines" : "lines+markers", yaxis: axisOf(key), meta: { series: s.name, panel: PANELS[panelOf(key)].name },
+      legendgroup: several ? s.label : undefined,
+      line: { dash: key.startsWith("val/") ? "dot" : "solid", color: several ? SERIES_COLOURS[i % SERIES_COLOURS.length] : undefined } };
   }).filter((t) => t.x.length));
-  Plotly.react(div, traces, {
-    height: 300, margin: { t: 20, r: 110, b: 40, l: 55 }, legend: { orientation: "h", y: -0.25 },
-    xaxis: { title: { text: several ? "step (of each training)" : "step" }, domain: [0, 0.88] }, yaxis: { title: { text: "loss" } },
-    yaxis2: { overlaying: "y", side: "right", showgrid: false, title: { text: "metrics" } },
-    yaxis3: { overlaying: "y", side: "right", anchor: "free", position: 0.97, type: "log", showgrid: false,
-      title: { text: "lr" } },
-  }, plotConfig(`job-${jobId}-curves`));
+  const logScale = document.getElementById("curve-log").checked;
+  const gap = 0.06, height = (1 - gap * (used.length - 1)) / used.length;
+  const layout = {
+    height: 120 + 170 * used.length, margin: { t: 20, r: 20, b: 40, l: 70 }, legend: { orientation: "h", y: -0.12 },
+    xaxis: { title: { text: several ? "step (of each training)" : "step" }, anchor: axisOf(keys.find((k) => panelOf(k) === used.at(-1))) },
+  };
+  used.forEach((panel, i) => {
+    const spec = PANELS[panel];
+    const top = 1 - i * (height + gap);
+    layout[i === 0 ? "yaxis" : `yaxis${i + 1}`] = {
+      domain: [Math.max(0, top - height), top], title: { text: spec.name },
+      type: spec.log && (logScale || spec.name === "learning rate") ? "log" : "linear", tickformat: spec.format ?? "",
+    };
+  });
+  Plotly.react(div, traces, layout, plotConfig(`job-${jobId}-curves`));
 }
 const SERIES_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"];
 
@@ -229,8 +250,8 @@ async function showProgress(job) {
       running && p.eta_s != null ? ` · ${seconds(p.eta_s)} left` : ""].join("")));
   document.getElementById("job-metrics").replaceChildren(...Object.entries(p.metrics || {}).map(([k, v]) =>
     el("code", { class: "chip", "data-metric": k }, `${k} ${Number(v).toPrecision(4)}`)));
-  const { series } = await api(`/api/v1/jobs/${jobId}/progress`);
-  drawCurves(series);
+  lastSeries = (await api(`/api/v1/jobs/${jobId}/progress`)).series;
+  drawCurves(lastSeries);
 }
 
 async function refresh() {
@@ -256,6 +277,7 @@ async function action(name) {
 }
 
 document.getElementById("cancel-button").addEventListener("click", () => action("cancel"));
+document.getElementById("curve-log").addEventListener("change", () => drawCurves(lastSeries));
 document.getElementById("retry-button").addEventListener("click", () => action("retry"));
 refresh().catch((err) => flash(err.message));
 poll(refresh, 1500);
