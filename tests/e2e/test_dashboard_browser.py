@@ -641,3 +641,26 @@ def test_compress_probe_and_ended_job_pages_show_their_results_and_final_state(p
     page.goto(f"{base}/jobs/{made['bare_fail']}")
     page.wait_for_selector("#job-error:not([hidden])")
     assert page.inner_text("#job-error").strip() == "exit code 1"  # once, not "exit code 1: exit code 1"
+
+
+def test_a_board_without_glue_tasks_opens_sorted_by_a_task(page, dashboard):
+    """SentEval-only rows have no GLUE average ("–" in every row): sorting by it would order
+    nothing, so the board opens sorted by the task most rows have, best first."""
+    from ptmlab.db import dispose_engines, session_scope
+    from ptmlab.results import new_result
+    from synthetic_results import _finetune
+
+    base, ids = dashboard
+    accuracies = {"bert_tiny": 0.71, "gpt_tiny": 0.64, "electra_tiny": 0.77}
+    with session_scope(f"sqlite:///{Path(ids['home']) / 'ptmlab.db'}") as s:
+        s.add_all([new_result(_finetune(model, "mlm", "full", "mr", 1, {"accuracy": acc}), tags={"suite": "senteval"})
+                   for model, acc in accuracies.items()])
+        s.commit()
+    dispose_engines()
+    page.goto(f"{base}/leaderboard?tag=suite%3Dsenteval")
+    page.wait_for_selector("#leaderboard tbody tr")
+    glue = page.eval_on_selector_all("#leaderboard tbody td.glue", "cells => cells.map(c => c.dataset.glue)")
+    assert glue == ["", "", ""], glue
+    assert page.get_attribute("#leaderboard thead th.sorted", "data-column") == "task:mr"
+    means = page.eval_on_selector_all("#leaderboard tbody td[data-task=mr]", "cells => cells.map(c => Number(c.dataset.mean))")
+    assert means == sorted(means, reverse=True) and len(means) == 3, means

@@ -197,6 +197,13 @@ async function load() {
   if (!known && !data.tasks.some((t) => `task:${t.task}` === sort.column)) {
     sort = { column: "glue", desc: true };
   }
+  // No row has a GLUE average (a board of single tasks): by default sort by the task most rows have,
+  // not by a column that reads "– (0)" everywhere.
+  if (sort.column === "glue" && !query().get("sort") && data.tasks.length
+      && data.rows.every((r) => r.glue_average === null || r.glue_average === undefined)) {
+    const filled = (t) => data.rows.filter((r) => r.cells[t.task]?.mean != null).length;
+    sort = { column: `task:${[...data.tasks].sort((a, b) => filled(b) - filled(a))[0].task}`, desc: true };
+  }
   render();
 }
 
