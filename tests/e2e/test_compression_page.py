@@ -116,8 +116,11 @@ def test_the_compression_page_shows_the_pipeline_with_sources_retention_and_fron
         assert counts.pop("Pareto front") >= 1  # the int8 copy has its float student's parameter count
         assert counts == {"distill": 1, "quantize_dynamic": 1, "uncompressed source": 2}
         # the teacher and the student, each the reference of the job that compressed it
-        references = page.eval_on_selector_all("#comp-table tr.reference td:nth-child(3)", "tds => tds.map(t => t.textContent)")
-        assert sorted(references) == sorted(str(home / "jobs" / str(ids[n]) / "run") for n in ("teacher", "student"))
+        # labelled by job name and stage, the run folder in the cell's title
+        references = page.eval_on_selector_all("#comp-table tr.reference td:nth-child(3)",
+                                               "tds => tds.map(t => [t.textContent, t.title])")
+        assert sorted(references) == [["student (compress)", str(home / "jobs" / str(ids["student"]) / "run")],
+                                      ["teacher (finetune)", str(home / "jobs" / str(ids["teacher"]) / "run")]]
         retention = page.eval_on_selector_all("#comp-table tbody tr[data-id] td:nth-child(9)",
                                               "tds => tds.map(t => t.textContent)")
         assert len(retention) == 2 and all(r.endswith("%") for r in retention)

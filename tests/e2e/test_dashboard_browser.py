@@ -257,6 +257,8 @@ def test_compression_marks_exactly_the_pareto_front(page, dashboard):
     base, ids = dashboard
     page.goto(f"{base}/compression")
     page.wait_for_selector("#comp-chart .main-svg")
+    # Size by default: on parameters an int8 copy sits exactly under its source.
+    assert page.input_value("select[name=axis]") == "size_bytes"
     result_id = dict(enumerate(ids["results"]["compress"]))
     for axis_name, axis in (("params", 2), ("size_bytes", 3), ("latency_ms", 4)):
         page.select_option("select[name=axis]", axis_name)

@@ -102,6 +102,38 @@ def test_compression_uses_a_measured_source_run_for_retention(db_url):
     assert [r["method"] for r in view["references"]] == ["none"]
 
 
+def test_compression_points_name_their_source_job_and_only_the_settings_changed(db_url):
+    from ptmlab.db.models import Job
+
+    clear_cache()
+    with session_scope(db_url) as s:
+        teacher = Job(stage="finetune", name="teacher", overrides=[], run_dir="/runs/teacher/run")
+        s.add(teacher)
+        s.flush()
+        base = {"stage": "compress", "task": "sst2", "score": 0.8, "params": 100, "size_bytes": 100,
+                "source_params": 100, "source_size_bytes": 400, "source_score": 0.81}
+        s.add_all([
+            new_result({**base, "method": "quantize_dynamic", "source": f"job:{teacher.id}",
+                        "config": {"backend": "torch.ao", "embeddings": False, "finetune_epochs": 0, "lr": None}}),
+            new_result({**base, "method": "prune_magnitude", "source": "/runs/teacher/run",
+                        "config": {"sparsity": 0.4, "new_key": 1}}),
+            new_result({**base, "method": "low_rank", "source": "mlflow:abc123", "config": {}}),
+        ])
+        s.commit()
+        view = compression_view(s, task="sst2")
+    by_method = {p["method"]: p for p in view["points"]}
+    assert by_method["quantize_dynamic"]["source_label"] == "teacher (finetune)"
+    assert by_method["prune_magnitude"]["source_label"] == "teacher (finetune)"  # its run folder
+    assert by_method["low_rank"]["source_label"] == "mlflow:abc123"  # not a job: as it was given
+    # Only what differs from conf/compression/<method>.yaml: embeddings (default true), not the rest.
+    assert by_method["quantize_dynamic"]["changed"] == {"embeddings": False}
+    from ptmlab.views.compression import method_defaults
+    sparsity = method_defaults("prune_magnitude").get("sparsity")
+    expected = {"new_key": 1} if sparsity == 0.4 else {"sparsity": 0.4, "new_key": 1}
+    assert by_method["prune_magnitude"]["changed"] == expected
+    assert {r["source_label"] for r in view["references"]} == {"teacher (finetune)", "mlflow:abc123"}
+
+
 def test_probing_view_averages_runs_and_computes_selectivity(db_url):
     clear_cache()
     layers = lambda acc: [{"layer": i, "accuracy": a, "control_accuracy": 0.5} for i, a in enumerate(acc)]  # noqa: E731

@@ -8,11 +8,15 @@ measurement settings travel with every point (a latency without its settings is 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from ptmlab.config_groups import CONF_DIR
+from ptmlab.db.models import Job
 from ptmlab.views.rows import cached_view, filter_options, load_rows, number
 
 KIND = "compress"
@@ -55,6 +59,48 @@ def _settings(s: dict) -> str:
     return f"{s.get('headline_latency') or ''} seq {m.get('seq_len')}, median of {m.get('repeats')}, {where}".strip()
 
 
+@functools.cache
+def method_defaults(method: str) -> dict[str, Any]:
+    """The settings conf/compression/<method>.yaml gives (without name and _target_); {} for a
+    method with no file here."""
+    path = CONF_DIR / "compression" / f"{method}.yaml"
+    if not path.is_file():
+        return {}
+    from omegaconf import OmegaConf
+
+    node = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    return {k: v for k, v in node.items() if k not in ("name", "_target_", "defaults")}
+
+
+def changed_settings(method: str, config: dict[str, Any]) -> dict[str, Any]:
+    """The settings a run chose differently from its method's defaults: what tells two points of
+    one method apart (the whole config repeated the defaults in every row)."""
+    defaults = method_defaults(method)
+    return {k: v for k, v in config.items() if k not in ("name", "_target_") and (k not in defaults or defaults[k] != v)}
+
+
+def source_labels(session: Session, sources: set[str]) -> dict[str, str]:
+    """`job:<id>` or a job's run folder -> "<job name or job id> (<stage>)"; other references
+    (an MLflow run, a Hugging Face folder) stay as they are."""
+    ids = {src: int(src[4:]) for src in sources if src.startswith("job:") and src[4:].isdigit()}
+    folders = {src for src in sources if src.startswith("/")}
+    query = sa.select(Job.id, Job.name, Job.stage, Job.run_dir)
+    conditions = []
+    if ids:
+        conditions.append(Job.id.in_(set(ids.values())))
+    if folders:
+        conditions.append(Job.run_dir.in_(folders))
+    labels = {}
+    if conditions:
+        by_id, by_dir = {}, {}
+        for job_id, name, stage, run_dir in session.execute(query.where(sa.or_(*conditions))):
+            text = f"{name or f'job {job_id}'} ({stage})"
+            by_id[job_id], by_dir[run_dir] = text, text
+        labels = {src: by_id[i] for src, i in ids.items() if i in by_id}
+        labels.update({src: by_dir[src] for src in folders if src in by_dir})
+    return {src: labels.get(src, src) for src in sources}
+
+
 def _point(row, s: dict) -> dict[str, Any]:
     score, source_score = number(s.get("score")), number(s.get("source_score"))
     retention = number(s.get("retention"))
@@ -74,6 +120,7 @@ def _point(row, s: dict) -> dict[str, Any]:
         "retention_vs_control": number(s.get("retention_vs_control")),
         "with_extra_training": bool(s.get("retention_with_extra_training")),
         "config": s.get("config") if isinstance(s.get("config"), dict) else {},
+        "changed": changed_settings(str(s.get("method", "-")), s.get("config") if isinstance(s.get("config"), dict) else {}),
         "seed": s.get("seed"),
     }
 
@@ -111,6 +158,9 @@ def _compression(session: Session, task: str | None, sweep_id: str | None, tags:
         ref = references.get(p["source"])
         if p["retention"] is None and ref and ref["score"] and p["score"] is not None:
             p["source_score"], p["retention"] = ref["score"], p["score"] / ref["score"]
+    labels = source_labels(session, {p["source"] for p in points} | set(references))
+    for p in [*points, *references.values()]:
+        p["source_label"] = labels.get(p["source"], p["source"])
     fronts = {}
     for axis in AXES:
         front = pareto_front(points, axis)

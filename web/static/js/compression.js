@@ -6,8 +6,9 @@ const chart = document.getElementById("comp-chart");
 const TABLE_ROWS = 300;
 let data = null;
 
+// The settings that differ from the method's defaults (ptmlab.views.compression.changed_settings).
 function settings(config) {
-  return Object.entries(config || {}).map(([k, v]) => `${k}=${v}`).join(", ");
+  return Object.entries(config || {}).map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`).join(", ");
 }
 
 function fill(select, values, labels, current) {
@@ -16,13 +17,13 @@ function fill(select, values, labels, current) {
 }
 
 function hover(p, axisLabel, axis) {
-  return `<b>${p.method}</b> on ${p.source}<br>score ${p.score}<br>${axisLabel}: ${human(p[axis])}` +
+  return `<b>${p.method}</b> on ${p.source_label ?? p.source}<br>score ${p.score}<br>${axisLabel}: ${human(p[axis])}` +
     (p.retention !== null && p.retention !== undefined ? `<br>retention ${(100 * p.retention).toFixed(1)}%` +
       (p.with_extra_training ? " (with extra training, no control)" : "") : "") +
     (p.retention_vs_control ? `<br>vs its control ${(100 * p.retention_vs_control).toFixed(1)}%` : "") +
     (p.speedup ? `<br>speed-up ${p.speedup.toFixed(2)}×` : "") +
     (p.control_score !== null && p.control_score !== undefined ? `<br>control (same training, uncompressed) ${p.control_score}` : "") +
-    (settings(p.config) ? `<br>${settings(p.config)}` : "") + (p.measured ? `<br>measured: ${p.measured}` : "") +
+    (settings(p.changed) ? `<br>${settings(p.changed)}` : "") + (p.measured ? `<br>measured: ${p.measured}` : "") +
     (p.id ? `<br>result #${p.id}` : "");
 }
 
@@ -52,7 +53,7 @@ function draw() {
     traces.push({
       // Labels only while they cannot overlap; with several sources the hover names them.
       type: "scatter", mode: refs.length === 1 ? "markers+text" : "markers", name: "uncompressed source", x: refs.map((r) => r[axis]), y: refs.map((r) => r.score),
-      text: refs.map((r) => r.source), textposition: "top center", hovertext: refs.map((r) => hover({ ...r, method: "uncompressed" }, axisLabel, axis)),
+      text: refs.map((r) => r.source_label ?? r.source), textposition: "top center", hovertext: refs.map((r) => hover({ ...r, method: "uncompressed" }, axisLabel, axis)),
       hoverinfo: "text", marker: { symbol: "star", size: 16, color: "#f5b700", line: { color: "#444", width: 1 } },
     });
   }
@@ -68,13 +69,13 @@ function table() {
   const rows = [...data.points].sort((a, b) => (a[axis] ?? Infinity) - (b[axis] ?? Infinity)).slice(0, TABLE_ROWS);
   document.querySelector("#comp-table tbody").replaceChildren(
     ...data.references.map((r) => el("tr", { class: "reference" },
-      el("td", {}, r.id ? el("a", { href: `/runs/${r.id}` }, `#${r.id}`) : "–"), el("td", {}, "uncompressed ★"), el("td", {}, r.source),
+      el("td", {}, r.id ? el("a", { href: `/runs/${r.id}` }, `#${r.id}`) : "–"), el("td", {}, "uncompressed ★"), el("td", { title: r.source }, r.source_label ?? r.source),
       el("td", {}, ""), el("td", { class: "num" }, fmt(r.score, 4)), el("td", { class: "num" }, human(r.params)),
       el("td", { class: "num" }, human(r.size_bytes)), el("td", { class: "num" }, fmt(r.latency_ms, 2)),
       el("td", { class: "num" }, "100%"), el("td", {}, ""))),
     ...rows.map((p) => el("tr", { "data-id": p.id, "data-pareto": String(p.pareto[axis]) },
-      el("td", {}, el("a", { href: `/runs/${p.id}` }, `#${p.id}`)), el("td", {}, p.method), el("td", {}, p.source),
-      el("td", { class: "small" }, settings(p.config)), el("td", { class: "num" }, fmt(p.score, 4)),
+      el("td", {}, el("a", { href: `/runs/${p.id}` }, `#${p.id}`)), el("td", {}, p.method), el("td", { title: p.source }, p.source_label ?? p.source),
+      el("td", { class: "small settings" }, settings(p.changed)), el("td", { class: "num" }, fmt(p.score, 4)),
       el("td", { class: "num" }, human(p.params)), el("td", { class: "num" }, human(p.size_bytes)),
       el("td", { class: "num" }, fmt(p.latency_ms, 2)),
       el("td", { class: "num", title: p.with_extra_training ? "with extra training: no control was trained" : "" },
@@ -97,7 +98,8 @@ async function load() {
     return;
   }
   fill(form.elements.task, data.tasks, null, data.task);
-  const current = form.elements.axis.value || query().get("axis") || "params";
+  // Size by default: quantizing keeps the parameter count, so on that axis an int8 model sits under its source.
+  const current = form.elements.axis.value || query().get("axis") || "size_bytes";
   fill(form.elements.axis, data.axes.map((a) => a.key), data.axes.map((a) => a.label), current);
   fill(form.elements.sweep_id, ["", ...data.options.sweeps], ["all", ...data.options.sweeps], params.get("sweep_id") || "");
   const tagValues = Object.entries(data.options.tags).flatMap(([k, vs]) => vs.map((v) => `${k}=${v}`));
