@@ -174,7 +174,8 @@ def test_probing_view_draws_every_task_of_a_suite_with_its_random_init_baseline(
                               "p_at_1": 0.3333, "p_at_10": 1.0, "mrr": 0.5, "facts": 4, "oov": 1, "scored": 3}]
 
 
-def test_compare_view_marks_differing_config_keys(tmp_path, db_url):
+def test_compare_view_marks_differing_config_keys(tmp_path, db_url, monkeypatch):
+    monkeypatch.setenv("PTMLAB_MLFLOW_UI_URL", "http://127.0.0.1:5000")
     clear_cache()
     for name, lr in (("a", 0.1), ("b", 0.2)):
         (tmp_path / name).mkdir()
@@ -190,6 +191,11 @@ def test_compare_view_marks_differing_config_keys(tmp_path, db_url):
     assert view["config_keys"] == ["model.name", "optimizer.lr", "seed"]
     assert view["runs"][0]["mlflow_url"].endswith("/#/runs/abc") and view["runs"][1]["mlflow_url"] is None
     assert view["runs"][1]["numbers"]["metrics.accuracy"] == 0.9
+    # No MLflow UI known (plain `ptmlab serve`): no link to one that is not there.
+    monkeypatch.delenv("PTMLAB_MLFLOW_UI_URL")
+    clear_cache()
+    with session_scope(db_url) as s:
+        assert compare_view(s, [rows[0].id])["runs"][0]["mlflow_url"] is None
 
 
 def test_tag_filter_parsing():

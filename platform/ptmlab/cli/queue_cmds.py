@@ -263,8 +263,12 @@ def _cmd_up(args: argparse.Namespace) -> int:
         "worker": f"worker           queues {args.queues}, {args.cpu_slots} CPU slot(s), GPUs {args.gpus or 'none'}",
         "mlflow": f"MLflow UI        http://127.0.0.1:{settings.mlflow_ui_port}",
     }
-    for name, argv in up_commands(args):
-        children[name] = subprocess.Popen(argv, start_new_session=True)
+    commands = up_commands(args)
+    env = dict(os.environ)
+    if "mlflow" in dict(commands) and not settings.mlflow_ui_url:
+        env["PTMLAB_MLFLOW_UI_URL"] = f"http://127.0.0.1:{settings.mlflow_ui_port}"  # the dashboard's MLflow buttons
+    for name, argv in commands:
+        children[name] = subprocess.Popen(argv, start_new_session=True, env=env)
         print(f"{where[name]}  (pid {children[name].pid})", flush=True)
     print(f"database         {sa.make_url(settings.resolved_database_url).render_as_string(hide_password=True)}",
           flush=True)

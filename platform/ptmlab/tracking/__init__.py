@@ -55,14 +55,18 @@ def mlflow_client(tracking_uri: str | None = None) -> Any:
     return MlflowClient(tracking_uri=tracking_uri)
 
 
-def mlflow_ui_url(settings: Settings | None = None) -> str:
+def mlflow_ui_url(settings: Settings | None = None) -> str | None:
+    """Where an MLflow UI is known to answer: PTMLAB_MLFLOW_UI_URL, which `ptmlab up` sets for the API
+    it starts beside its MLflow UI. None otherwise: a guessed port made the dashboard's MLflow button
+    point at a UI `ptmlab serve` never started."""
     settings = settings or get_settings()
-    return settings.mlflow_ui_url or f"http://{settings.bind_host}:{settings.mlflow_ui_port}"
+    return settings.mlflow_ui_url
 
 
 def mlflow_run_link(run_id: str | None) -> str | None:
     # The MLflow UI resolves a run's experiment itself from this route.
-    return f"{mlflow_ui_url().rstrip('/')}/#/runs/{run_id}" if run_id else None
+    url = mlflow_ui_url()
+    return f"{url.rstrip('/')}/#/runs/{run_id}" if run_id and url else None
 
 
 def mlflow_ui_command(settings: Settings) -> list[str] | None:
