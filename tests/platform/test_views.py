@@ -175,7 +175,10 @@ def test_probing_view_draws_every_task_of_a_suite_with_its_random_init_baseline(
 
 
 def test_compare_view_marks_differing_config_keys(tmp_path, db_url, monkeypatch):
+    from ptmlab.settings import get_settings
+
     monkeypatch.setenv("PTMLAB_MLFLOW_UI_URL", "http://127.0.0.1:5000")
+    get_settings.cache_clear()  # the conftest clears it again after the test
     clear_cache()
     for name, lr in (("a", 0.1), ("b", 0.2)):
         (tmp_path / name).mkdir()
@@ -193,6 +196,7 @@ def test_compare_view_marks_differing_config_keys(tmp_path, db_url, monkeypatch)
     assert view["runs"][1]["numbers"]["metrics.accuracy"] == 0.9
     # No MLflow UI known (plain `ptmlab serve`): no link to one that is not there.
     monkeypatch.delenv("PTMLAB_MLFLOW_UI_URL")
+    get_settings.cache_clear()
     clear_cache()
     with session_scope(db_url) as s:
         assert compare_view(s, [rows[0].id])["runs"][0]["mlflow_url"] is None
