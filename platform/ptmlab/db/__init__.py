@@ -23,8 +23,8 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
 
 from ptmlab.db.models import (  # noqa: F401 - the package's public names
-    ATTEMPT_STATES, CANCELLED, FAILED, JOB_STATES, LOST, QUEUED, REQUEUED, RUNNING, SUCCEEDED,
-    TERMINAL_STATES, Attempt, Base, Job, JobDependency, Pipeline, Result, Sweep, Worker, utcnow,
+    ATTEMPT_STATES, CANCELLED, FAILED, JOB_STATES, LOST, PRUNED, QUEUED, REQUEUED, RUNNING, SUCCEEDED,
+    TERMINAL_STATES, Attempt, Base, Job, JobDependency, Pipeline, Result, Study, Sweep, Worker, utcnow,
 )
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000

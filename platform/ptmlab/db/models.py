@@ -20,12 +20,14 @@ from ptmlab.settings import redact
 
 # Job states. A queued job with an unfinished parent simply waits (claim skips it).
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
-JOB_STATES = (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED)
-TERMINAL_STATES = (SUCCEEDED, FAILED, CANCELLED)
+# A study trial its pruner stopped (ptmlab.studies): ended on purpose, neither failed nor cancelled by a person.
+PRUNED = "pruned"
+JOB_STATES = (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED, PRUNED)
+TERMINAL_STATES = (SUCCEEDED, FAILED, CANCELLED, PRUNED)
 
 # How an attempt ended: the job's terminal states, or handed back to the queue.
 REQUEUED, LOST = "requeued", "lost"  # lost: the lease expired (worker died or hung)
-ATTEMPT_STATES = (RUNNING, SUCCEEDED, FAILED, CANCELLED, REQUEUED, LOST)
+ATTEMPT_STATES = (RUNNING, SUCCEEDED, FAILED, CANCELLED, PRUNED, REQUEUED, LOST)
 
 
 def utcnow() -> dt.datetime:
@@ -76,6 +78,8 @@ class Job(Base):
 
     status: Mapped[str] = mapped_column(sa.String(20), default=QUEUED, index=True)
     cancel_requested: Mapped[bool] = mapped_column(default=False)
+    # The state a requested cancel ends in: null = cancelled; "pruned" when a study's pruner asked.
+    cancel_as: Mapped[str | None] = mapped_column(sa.String(20))
     resume: Mapped[bool] = mapped_column(default=False)  # requeued: rerun with resume=true
     attempts: Mapped[int] = mapped_column(default=0)  # attempts started (counts against max_attempts)
     worker_id: Mapped[str | None] = mapped_column(sa.String(200))
@@ -87,6 +91,9 @@ class Job(Base):
 
     sweep_id: Mapped[str | None] = mapped_column(sa.ForeignKey("sweeps.id"), index=True)
     pipeline_id: Mapped[str | None] = mapped_column(sa.ForeignKey("pipelines.id"), index=True)
+    # A study's trial (ptmlab.studies): the study and Optuna's trial number.
+    study_id: Mapped[str | None] = mapped_column(sa.ForeignKey("ptmlab_studies.id"), index=True)
+    trial_number: Mapped[int | None] = mapped_column()
 
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     started_at: Mapped[dt.datetime | None] = mapped_column()
@@ -117,7 +124,8 @@ class Job(Base):
             "status": self.status, "cancel_requested": self.cancel_requested, "resume": self.resume,
             "attempts": self.attempts, "worker_id": self.worker_id, "exit_code": self.exit_code,
             "error": redact(self.error), "mlflow_run_id": self.mlflow_run_id, "run_dir": self.run_dir,
-            "sweep_id": self.sweep_id, "pipeline_id": self.pipeline_id, "depends_on": self.parent_ids,
+            "sweep_id": self.sweep_id, "pipeline_id": self.pipeline_id,
+            "study_id": self.study_id, "trial_number": self.trial_number, "depends_on": self.parent_ids,
             "created_at": _iso(self.created_at), "started_at": _iso(self.started_at),
             "finished_at": _iso(self.finished_at), "lease_expires_at": _iso(self.lease_expires_at),
         }
@@ -205,6 +213,34 @@ class Pipeline(Base):
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "spec": dict(self.spec or {}), "created_at": _iso(self.created_at)}
+
+
+class Study(Base):
+    """A hyperparameter study (ptmlab.studies): what was asked and where it stands. Its trials are
+    jobs (`jobs.study_id`); Optuna's own record of them (parameters, intermediate and final values)
+    is in Optuna's tables of the same database, under `optuna_name`. The table is not called
+    `studies`: that name is Optuna's."""
+
+    __tablename__ = "ptmlab_studies"
+
+    id: Mapped[str] = mapped_column(sa.String(32), primary_key=True, default=short_id)
+    name: Mapped[str | None] = mapped_column(sa.String(200))
+    optuna_name: Mapped[str] = mapped_column(sa.String(200), unique=True)
+    spec: Mapped[dict[str, Any]] = mapped_column(default=dict)  # ptmlab.studies.spec.StudySpec, as JSON
+    status: Mapped[str] = mapped_column(sa.String(20), default="running")  # running|stopped|finished
+    stop_reason: Mapped[str | None] = mapped_column(sa.Text)
+    # One driver at a time (workers and the API all advance studies): a short lease, not a
+    # transaction, because Optuna writes through its own connections meanwhile.
+    driver_id: Mapped[str | None] = mapped_column(sa.String(200))
+    driver_until: Mapped[dt.datetime | None] = mapped_column()
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[dt.datetime] = mapped_column(default=utcnow)  # reset by resume: the wall-clock budget
+    finished_at: Mapped[dt.datetime | None] = mapped_column()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "spec": dict(self.spec or {}), "status": self.status,
+                "stop_reason": self.stop_reason, "created_at": _iso(self.created_at),
+                "started_at": _iso(self.started_at), "finished_at": _iso(self.finished_at)}
 
 
 class Result(Base):

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session, aliased
 
 from ptmlab.db.models import (
-    CANCELLED, FAILED, LOST, QUEUED, REQUEUED, RUNNING, SUCCEEDED, Attempt, Job, JobDependency,
+    CANCELLED, FAILED, LOST, PRUNED, QUEUED, REQUEUED, RUNNING, SUCCEEDED, Attempt, Job, JobDependency,
     Result, Worker, utcnow,
 )
 from ptmlab.errors import ConfigError
@@ -294,10 +294,12 @@ def finish_attempt(session: Session, *, job_id: int, attempt_id: int, worker_id:
         session.commit()
         return False
     if job.cancel_requested and outcome != SUCCEEDED:
-        outcome = CANCELLED
-        attempt.status = CANCELLED
+        outcome = stopped_state(job)
+        attempt.status = outcome
     job.status, job.exit_code, job.finished_at = outcome, exit_code, now
     job.lease_expires_at = None
+    if outcome == PRUNED:
+        error = job.error  # the pruner's reason, set when it asked, says more than "cancelled"
     job.error = error[-8000:] if error else None
     if outcome == CANCELLED and not job.error:
         job.error = "cancelled while running"
@@ -322,12 +324,18 @@ def requeue_job(session: Session, *, job_id: int, attempt_id: int, worker_id: st
         session.commit()
         return False
     if job.cancel_requested:
-        job.status, job.finished_at, job.error = CANCELLED, now, "cancelled while running"
+        job.status, job.finished_at = stopped_state(job), now
+        job.error = job.error if job.status == PRUNED else "cancelled while running"
         fail_descendants(session, job)
     else:
         _back_to_queue(job)
     session.commit()
     return True
+
+
+def stopped_state(job: Job) -> str:
+    """The state a job whose cancel was requested ends in: pruned when a study's pruner asked."""
+    return PRUNED if job.cancel_as == PRUNED else CANCELLED
 
 
 def _back_to_queue(job: Job) -> None:
@@ -358,7 +366,8 @@ def reap_expired_leases(session: Session, *, now: dt.datetime | None = None) -> 
         session.execute(sa.update(Worker).where(Worker.id == job.worker_id, Worker.status != "stopped")
                         .values(status="lost"))
         if job.cancel_requested:
-            job.status, job.finished_at, job.error = CANCELLED, now, f"cancelled; {reason}"
+            job.status, job.finished_at = stopped_state(job), now
+            job.error = job.error if job.status == PRUNED else f"cancelled; {reason}"
             fail_descendants(session, job)
         elif job.attempts >= job.max_attempts:
             job.status, job.finished_at = FAILED, now

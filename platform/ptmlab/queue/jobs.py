@@ -27,7 +27,7 @@ JOB_REF = re.compile(r"^job:(?P<ref>[^\s]+)$")
 BEST_PREFIX = "best:"
 SUBMIT_FIELDS = {
     "stage", "overrides", "queue", "priority", "gpus", "nodes", "seed", "timeout_s", "max_attempts",
-    "depends_on", "idempotency_key", "name", "tags", "sweep_id", "pipeline_id",
+    "depends_on", "idempotency_key", "name", "tags", "sweep_id", "pipeline_id", "study_id", "trial_number",
 }
 
 
@@ -174,7 +174,8 @@ def _add_job(session: Session, spec: dict[str, Any]) -> Job:
         nodes=nodes,
         timeout_s=float(timeout_s) if timeout_s is not None else None, max_attempts=max_attempts,
         idempotency_key=key or None, tags=dict(spec.get("tags") or {}), sweep_id=spec.get("sweep_id"),
-        pipeline_id=spec.get("pipeline_id"), status=QUEUED, created_at=utcnow(),
+        pipeline_id=spec.get("pipeline_id"), study_id=spec.get("study_id"), trial_number=spec.get("trial_number"),
+        status=QUEUED, created_at=utcnow(),
     )
     session.add(job)
     session.flush()

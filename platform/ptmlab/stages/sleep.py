@@ -39,6 +39,33 @@ def _write_json(path: Path, data: dict) -> None:
     tmp.replace(path)
 
 
+class ValidationCurve:
+    """`stage.validations` > 0: a made-up learning curve for the study tests, `val/score` rising
+    to `stage.quality` over that many evenly spaced validations (the k-th of V reads
+    quality * sqrt(k / V)), so a better configuration is better at every validation, as a pruner
+    assumes. A resumed job recomputes the points it had already passed."""
+
+    def __init__(self, validations: int, quality: float, ticks: int):
+        self.validations, self.quality, self.ticks = validations, quality, ticks
+        self.history: list[dict] = []
+        self.latest: dict[str, float] = {}
+
+    @classmethod
+    def from_config(cls, cfg: DictConfig, ticks: int) -> ValidationCurve:
+        return cls(int(OmegaConf.select(cfg, "stage.validations", default=0) or 0),
+                   float(OmegaConf.select(cfg, "stage.quality", default=0.5) or 0.0), ticks)
+
+    def at(self, tick: int) -> None:
+        if self.validations <= 0:
+            return
+        reached = min(self.validations, tick * self.validations // max(self.ticks, 1))
+        while len(self.history) < reached:
+            k = len(self.history) + 1
+            step = math.ceil(k * self.ticks / self.validations)
+            self.latest = {"val/score": round(self.quality * math.sqrt(k / self.validations), 6)}
+            self.history.append({"step": step, "series": "training", **self.latest})
+
+
 def run_sleep(cfg: DictConfig) -> dict:
     started = time.time()
     run_dir = _run_dir(cfg)
@@ -53,6 +80,7 @@ def run_sleep(cfg: DictConfig) -> dict:
     print(f"sleep: pid {os.getpid()} job {Settings().job_id or '-'} "
           f"sleeping {seconds - done:.2f} s", flush=True)
     ticks = math.ceil(seconds / TICK_S - 1e-9)
+    curve = ValidationCurve.from_config(cfg, ticks)
     while done < seconds:
         step = min(TICK_S, seconds - done)
         time.sleep(step)
@@ -60,9 +88,10 @@ def run_sleep(cfg: DictConfig) -> dict:
         _write_json(progress_path, {"slept_s": done})
         tick = round(done / TICK_S)
         # The same progress file a training stage writes (ptmlab.contracts.progress): one tick = one step.
+        curve.at(tick)
         write_progress(run_dir, {"phase": "sleeping", "step": tick, "total_steps": ticks, "epoch": None,
-                                 "metrics": {}, "steps_per_s": round(1 / TICK_S, 3),
-                                 "eta_s": round(seconds - done, 2), "history": []})
+                                 "metrics": dict(curve.latest), "steps_per_s": round(1 / TICK_S, 3),
+                                 "eta_s": round(seconds - done, 2), "history": list(curve.history)})
         print(f"sleep: {done:.2f}/{seconds:.2f} s", flush=True)
     if bool(cfg.stage.fail):
         raise RuntimeError("stage.fail=true: the sleep stage fails on purpose")

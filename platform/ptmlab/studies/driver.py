@@ -1,0 +1,263 @@
+"""Driving a study: from the trials' jobs to Optuna and back (ask-and-tell).
+
+`advance_study` is one idempotent step computed from what the database holds, so whoever runs it
+(the API when a study is created or resumed, every worker at each heartbeat and when a job ends)
+and however often, each trial is told once:
+
+1. every running Optuna trial has its job (a driver that died between ask and submit left one
+   without: it is submitted now, under an idempotency key, so never twice);
+2. each new validation in a running trial's progress becomes an intermediate value (step = the
+   validation's number), and the pruner judges it; a trial it prunes has its job stopped through
+   the queue's cancel path, ending `pruned` with its partial curve kept;
+3. a trial whose job ended is told: succeeded → its last objective value, pruned → PRUNED,
+   failed or cancelled → FAIL;
+4. the budget (trials, wall-clock, total training steps): the first one reached stops the asking,
+   withdraws queued trials and stops running ones;
+5. new trials are asked until `n_parallel` are in flight, each queued as a job tagged with the
+   study and trial number.
+
+A killed worker's trial is the same job requeued by the lease reaper: same trial, told once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any
+
+import optuna
+import sqlalchemy as sa
+from optuna.trial import TrialState
+from sqlalchemy.orm import Session
+
+from ptmlab.db.models import short_id
+from ptmlab.db import CANCELLED, FAILED, PRUNED, QUEUED, RUNNING, SUCCEEDED, Job, Study, utcnow
+from ptmlab.errors import ConflictError, NotFoundError
+from ptmlab.queue import submit_job
+from ptmlab.studies.objective import final_value, objective_points, steps_trained
+from ptmlab.studies.plan import StudyPlan, replan
+from ptmlab.studies.storage import make_pruner, make_sampler, optuna_storage
+
+log = logging.getLogger(__name__)
+
+DRIVER_LEASE_S = 60.0
+WITHDRAWN = "withdrawn"  # a trial's user attr: it never ran to an end, so it does not count
+STUDY_RUNNING, STUDY_STOPPED, STUDY_FINISHED = "running", "stopped", "finished"
+
+
+def create_study(session: Session, plan: StudyPlan, *, url: str, driver_id: str = "api") -> Study:
+    spec = plan.spec
+    study_id = short_id()
+    study = Study(id=study_id, name=spec.name, optuna_name=f"ptmlab-{study_id}", spec=spec.model_dump(),
+                  status=STUDY_RUNNING)
+    session.add(study)
+    session.commit()  # Optuna writes through its own connections: never while we hold SQLite's lock
+    optuna.create_study(storage=optuna_storage(url), study_name=study.optuna_name, direction=spec.direction)
+    advance_study(session, study.id, url=url, driver_id=driver_id)
+    return study
+
+
+def advance_running_studies(session: Session, *, url: str, driver_id: str) -> None:
+    ids = session.scalars(sa.select(Study.id).where(Study.status == STUDY_RUNNING)).all()
+    session.rollback()
+    for study_id in ids:
+        advance_study(session, study_id, url=url, driver_id=driver_id)
+
+
+def advance_study(session: Session, study_id: str, *, url: str, driver_id: str) -> bool:
+    """One step of the study (see the module docstring); False when another driver holds it."""
+    if not _take_lease(session, study_id, driver_id):
+        return False
+    try:
+        _advance(session, session.get(Study, study_id, populate_existing=True), url)
+    finally:
+        session.rollback()
+        session.execute(sa.update(Study).where(Study.id == study_id, Study.driver_id == driver_id)
+                        .values(driver_until=None))
+        session.commit()
+    return True
+
+
+def _take_lease(session: Session, study_id: str, driver_id: str) -> bool:
+    now = utcnow()
+    taken = session.execute(
+        sa.update(Study)
+        .where(Study.id == study_id, Study.status == STUDY_RUNNING,
+               sa.or_(Study.driver_until.is_(None), Study.driver_until < now, Study.driver_id == driver_id))
+        .values(driver_id=driver_id, driver_until=now + dt.timedelta(seconds=DRIVER_LEASE_S))
+    ).rowcount
+    session.commit()
+    return taken == 1
+
+
+def _load(study: Study, url: str, plan: StudyPlan, asked: int | None = None) -> optuna.Study:
+    storage = optuna_storage(url)
+    if asked is None:
+        asked = len(storage.get_all_trials(storage.get_study_id_from_name(study.optuna_name), deepcopy=False))
+    return optuna.load_study(study_name=study.optuna_name, storage=storage,
+                             sampler=make_sampler(plan.spec, plan.space, asked), pruner=make_pruner(plan.spec))
+
+
+def _jobs(session: Session, study_id: str) -> dict[int, Job]:
+    jobs = session.scalars(sa.select(Job).where(Job.study_id == study_id)
+                           .execution_options(populate_existing=True)).all()
+    return {j.trial_number: j for j in jobs}
+
+
+def _advance(session: Session, study: Study, url: str) -> None:
+    plan = replan(study.spec)
+    ostudy = _load(study, url, plan)
+    storage = ostudy._storage
+    jobs = _jobs(session, study.id)
+    session.commit()
+    for trial in ostudy.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        job = jobs.get(trial.number)
+        if job is None:
+            jobs[trial.number] = _submit_trial(session, study, plan, trial, storage)
+            continue
+        _report(session, ostudy, trial, job, plan)
+        if job.status in (SUCCEEDED, FAILED, CANCELLED, PRUNED):
+            _tell(ostudy, trial, job, plan)
+    session.commit()
+
+    reason = _budget_reached(study, plan, ostudy, jobs)
+    running = ostudy.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    if reason is not None and reason != "n_trials":
+        for trial in running:
+            _withdraw(session, storage, trial, jobs.get(trial.number), f"study {study.id}: {reason} reached")
+        running = []
+    if reason is None:
+        ostudy = _load(study, url, plan)
+        while len(running) < plan.spec.n_parallel and _counted(ostudy) < plan.n_trials:
+            trial = ostudy.ask(fixed_distributions=plan.space)
+            jobs[trial.number] = _submit_trial(session, study, plan, storage.get_trial(trial._trial_id), storage)
+            running.append(trial)
+            ostudy = _load(study, url, plan)  # the next ask with the sampler's seed moved on
+        if _counted(ostudy) >= plan.n_trials:
+            reason = "n_trials"
+    if reason is not None and not ostudy.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        study = session.get(Study, study.id, populate_existing=True)
+        study.status, study.stop_reason, study.finished_at = STUDY_FINISHED, f"{reason} reached", utcnow()
+        session.commit()
+        log.info("study %s finished: %s reached", study.id, reason)
+
+
+def _counted(ostudy: optuna.Study) -> int:
+    """Trials that count against n_trials: all but those withdrawn (stopped before an end)."""
+    return sum(1 for t in ostudy.get_trials(deepcopy=False) if not t.user_attrs.get(WITHDRAWN))
+
+
+def _submit_trial(session: Session, study: Study, plan: StudyPlan, trial: optuna.trial.FrozenTrial, storage) -> Job:
+    spec = plan.spec
+    job = submit_job(session, stage=spec.stage, overrides=plan.overrides_for(trial.params), seed=spec.job_seed,
+                     queue=spec.queue, priority=spec.priority, gpus=spec.gpus, timeout_s=spec.timeout_s,
+                     idempotency_key=f"study:{study.id}:trial:{trial.number}",
+                     tags={"study_id": study.id, "trial": trial.number},
+                     study_id=study.id, trial_number=trial.number)
+    storage.set_trial_user_attr(trial._trial_id, "job_id", job.id)
+    log.info("study %s: trial %d queued as job %d %s", study.id, trial.number, job.id, trial.params)
+    return job
+
+
+def _report(session: Session, ostudy: optuna.Study, trial: optuna.trial.FrozenTrial, job: Job, plan: StudyPlan) -> None:
+    """New validations → intermediate values, each judged by the pruner as it arrives."""
+    storage = ostudy._storage
+    points = objective_points(job.progress, plan.spec.objective)
+    judged = set(trial.intermediate_values)
+    for k, value in enumerate(points, start=1):
+        if k in judged:
+            continue
+        storage.set_trial_intermediate_value(trial._trial_id, k, value)
+        if job.status != RUNNING or job.cancel_requested or plan.spec.pruner == "none":
+            continue
+        if ostudy.pruner.prune(ostudy, storage.get_trial(trial._trial_id)):
+            _prune_job(session, job, f"pruned by study {job.study_id} ({plan.spec.pruner}) at validation {k}: "
+                                     f"{plan.spec.objective}={value:g}")
+            break
+
+
+def _prune_job(session: Session, job: Job, reason: str) -> None:
+    job = session.get(Job, job.id, populate_existing=True)
+    if job.status == QUEUED:  # never started: withdrawn at once
+        job.status, job.finished_at, job.error = PRUNED, utcnow(), reason
+    elif job.status == RUNNING:
+        # The queue's cancel path: the worker kills it at its next heartbeat; it ends `pruned`.
+        job.cancel_requested, job.cancel_as, job.error = True, PRUNED, reason
+    session.commit()
+    log.info("job %d: %s", job.id, reason)
+
+
+def _tell(ostudy: optuna.Study, trial: optuna.trial.FrozenTrial, job: Job, plan: StudyPlan) -> None:
+    storage = ostudy._storage
+    storage.set_trial_user_attr(trial._trial_id, "steps", steps_trained(job.progress))
+    storage.set_trial_user_attr(trial._trial_id, "job_status", job.status)
+    if job.status == SUCCEEDED:
+        value = final_value(job.progress, plan.spec.objective)
+        if value is not None:
+            ostudy.tell(trial.number, value)
+            return
+        storage.set_trial_user_attr(trial._trial_id, "error", f"job {job.id} left no {plan.spec.objective}")
+    elif job.status == PRUNED:
+        ostudy.tell(trial.number, state=TrialState.PRUNED)
+        return
+    ostudy.tell(trial.number, state=TrialState.FAIL)
+
+
+def _withdraw(session: Session, storage, trial: optuna.trial.FrozenTrial, job: Job | None, reason: str) -> None:
+    """A trial the study no longer wants: its job withdrawn (queued) or stopped (running)."""
+    if job is not None:
+        job = session.get(Job, job.id, populate_existing=True)
+        if job.status == QUEUED:
+            job.status, job.finished_at, job.error = CANCELLED, utcnow(), f"withdrawn: {reason}"
+        elif job.status == RUNNING and not job.cancel_requested:
+            job.cancel_requested, job.error = True, f"stopped: {reason}"
+        session.commit()
+        storage.set_trial_user_attr(trial._trial_id, "steps", steps_trained(job.progress))
+    storage.set_trial_user_attr(trial._trial_id, WITHDRAWN, reason)
+    storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+
+
+def _budget_reached(study: Study, plan: StudyPlan, ostudy: optuna.Study, jobs: dict[int, Job]) -> str | None:
+    spec = plan.spec
+    if spec.max_wall_s is not None and (utcnow() - study.started_at).total_seconds() >= spec.max_wall_s:
+        return "max_wall_s"
+    if spec.max_steps is not None and sum(steps_trained(j.progress) for j in jobs.values()) >= spec.max_steps:
+        return "max_steps"
+    if _counted(ostudy) >= plan.n_trials and not ostudy.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        return "n_trials"
+    return None
+
+
+# -- stop, resume -------------------------------------------------------------------------------
+def stop_study(session: Session, study_id: str, *, url: str) -> Study:
+    study = get_study(session, study_id)
+    if study.status != STUDY_RUNNING:
+        raise ConflictError(f"study {study_id} is {study.status}; only a running study can be stopped")
+    study.status, study.stop_reason, study.finished_at = STUDY_STOPPED, "stopped by request", utcnow()
+    session.commit()
+    plan = replan(study.spec)
+    ostudy = _load(study, url, plan)
+    jobs = _jobs(session, study_id)
+    session.commit()
+    for trial in ostudy.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        _withdraw(session, ostudy._storage, trial, jobs.get(trial.number), f"study {study_id} stopped")
+    return study
+
+
+def resume_study(session: Session, study_id: str, *, url: str, driver_id: str = "api") -> Study:
+    study = get_study(session, study_id)
+    if study.status == STUDY_RUNNING:
+        raise ConflictError(f"study {study_id} is running already")
+    study.status, study.stop_reason, study.finished_at = STUDY_RUNNING, None, None
+    study.started_at = utcnow()  # the wall-clock budget counts from the resume
+    study.driver_id = study.driver_until = None
+    session.commit()
+    advance_study(session, study_id, url=url, driver_id=driver_id)
+    return get_study(session, study_id)
+
+
+def get_study(session: Session, study_id: str) -> Study:
+    study = session.get(Study, study_id, populate_existing=True)
+    if study is None:
+        raise NotFoundError(f"study {study_id} not found")
+    return study

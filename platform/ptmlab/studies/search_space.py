@@ -1,0 +1,121 @@
+"""A study's search space, written as Hydra's sweep grammar: the overrides of a `-m` whose values
+are `interval(a,b)` (with `tag(log,...)` for a log scale), `choice(...)` or `range(...)` become
+Optuna distributions; every other override is fixed for all trials.
+
+    fixed, space = parse_space(["task=demo/sentiment", "stage.lr=tag(log,interval(1e-5,1e-3))",
+                                "stage.batch_size=choice(8,16,32)"])
+    trial_overrides(fixed, {"stage.lr": 3e-4, "stage.batch_size": 16})
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+
+from ptmlab.errors import ConfigError
+
+
+def _parser():
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create()
+
+
+def parse_space(overrides: Sequence[str]) -> tuple[list[str], dict[str, BaseDistribution]]:
+    """(fixed overrides, {key: distribution}); ConfigError with one line on anything else."""
+    from hydra.errors import OverrideParseException
+
+    fixed: list[str] = []
+    space: dict[str, BaseDistribution] = {}
+    for text in overrides:
+        try:
+            parsed = _parser().parse_override(text)
+        except OverrideParseException as exc:
+            raise ConfigError(f"{text}: {str(exc).splitlines()[0]}") from None
+        if not parsed.is_sweep_override():
+            fixed.append(text)
+            continue
+        key = parsed.key_or_group
+        if key in space:
+            raise ConfigError(f"{text}: {key} is searched twice")
+        space[key] = distribution(text, parsed.value())
+    if not space:
+        raise ConfigError("empty search space: give at least one override with interval(a,b), choice(...) or range(...)")
+    return fixed, space
+
+
+def distribution(text: str, sweep: Any) -> BaseDistribution:
+    from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
+
+    log = "log" in (sweep.tags or set())
+    if isinstance(sweep, IntervalSweep):
+        low, high = float(sweep.start), float(sweep.end)
+        if not low < high:
+            raise ConfigError(f"{text}: interval({sweep.start:g},{sweep.end:g}) is empty: its start must be below its end")
+        if log and low <= 0:
+            raise ConfigError(f"{text}: a log interval must start above 0")
+        return FloatDistribution(low, high, log=log)
+    if isinstance(sweep, RangeSweep):
+        values = _range_values(text, sweep)
+        if all(isinstance(v, int) for v in values):
+            step = int(sweep.step)
+            return IntDistribution(values[0], values[-1], log=log, step=1 if log else step)
+        return CategoricalDistribution(values)
+    if isinstance(sweep, ChoiceSweep):
+        choices = list(sweep.list)
+        if not choices:
+            raise ConfigError(f"{text}: choice() has no values")
+        if any(not isinstance(c, str | int | float | bool) for c in choices):
+            raise ConfigError(f"{text}: choice values must be plain strings or numbers")
+        if len(set(map(repr, choices))) != len(choices):
+            raise ConfigError(f"{text}: choice values repeat")
+        return CategoricalDistribution(choices)
+    raise ConfigError(f"{text}: a study searches interval(a,b), choice(...) or range(...), not {type(sweep).__name__}")
+
+
+def _range_values(text: str, sweep) -> list[int | float]:
+    start, stop, step = sweep.start, sweep.stop, sweep.step
+    if step == 0 or (stop - start) / step <= 0:
+        raise ConfigError(f"{text}: range({start:g},{stop:g},{step:g}) is empty")
+    count = math.ceil((stop - start) / step - 1e-9)
+    values = [start + i * step for i in range(count)]
+    if all(isinstance(v, int) for v in (start, stop, step)):
+        return [int(v) for v in values]
+    return [round(float(v), 12) for v in values]  # 0.1 + 2 * 0.1 must read 0.3
+
+
+def grid_of(space: dict[str, BaseDistribution]) -> dict[str, list[Any]]:
+    """Every value of each parameter, for the grid sampler: continuous intervals have none."""
+    grid: dict[str, list[Any]] = {}
+    for key, dist in space.items():
+        if isinstance(dist, CategoricalDistribution):
+            grid[key] = list(dist.choices)
+        elif isinstance(dist, IntDistribution) and not dist.log:
+            grid[key] = list(range(dist.low, dist.high + 1, dist.step))
+        else:
+            raise ConfigError(f"sampler=grid: {key} is an interval; a grid takes choice(...) or range(...)")
+    return grid
+
+
+def trial_overrides(fixed: Sequence[str], params: dict[str, Any]) -> list[str]:
+    """The overrides of one trial: the fixed ones and a value for each searched key."""
+    return [*fixed, *(f"{key}={format_value(value)}" for key, value in sorted(params.items()))]
+
+
+def format_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def low_point(space: dict[str, BaseDistribution]) -> dict[str, Any]:
+    """One point of the space (each parameter's first value): composed once before anything is queued."""
+    point = {}
+    for key, dist in space.items():
+        point[key] = dist.choices[0] if isinstance(dist, CategoricalDistribution) else dist.low
+    return point

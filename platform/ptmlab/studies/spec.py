@@ -1,0 +1,39 @@
+"""What a study asks for (stored as `ptmlab_studies.spec`): the trials' stage and overrides, the
+search space, the objective, the sampler, the pruner, the budget and how many trials run at once.
+One model for the API body, the CLI and the Hydra sweeper."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SAMPLERS = ("tpe", "random", "grid", "cmaes")
+PRUNERS = ("none", "asha", "hyperband", "median")
+
+
+class StudySpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(None, max_length=200)
+    stage: str = Field(max_length=100)
+    # Hydra overrides as for `-m`: those with interval/choice/range are the search space.
+    overrides: list[str] = Field(max_length=200)
+    objective: str = Field(max_length=200, description="a metric the stage reports at each validation, e.g. val/sentiment/accuracy")
+    direction: Literal["maximize", "minimize"] = "maximize"
+    sampler: Literal["tpe", "random", "grid", "cmaes"] = "tpe"
+    pruner: Literal["none", "asha", "hyperband", "median"] = "none"
+    # The pruner's resource is the validation count (1, 2, ...): trials with different batch sizes
+    # validate at different steps, but each validation is one epoch of data for all of them.
+    min_resource: int = Field(1, ge=1)
+    reduction_factor: int = Field(2, ge=2)
+    n_trials: int = Field(16, ge=1, le=10_000)
+    n_parallel: int = Field(2, ge=1, le=1000)
+    max_wall_s: float | None = Field(None, gt=0)
+    max_steps: int | None = Field(None, ge=1, description="total training steps over all trials")
+    seed: int = 0  # the sampler's seed; every trial runs with the same job seed (`job_seed`)
+    job_seed: int = 42
+    queue: str = Field("default", max_length=100)
+    priority: int = 0
+    gpus: int = Field(0, ge=0)
+    timeout_s: float | None = Field(None, gt=0)
