@@ -66,7 +66,7 @@ class _TooLarge(HTTPException):
 
 def create_app(settings: Settings | None = None, *, extra_roots: Iterable[str | Path] = (),
                max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
-    from ptmlab.api.routes import catalogue, health, jobs, pipelines, results, sweeps, workers
+    from ptmlab.api.routes import catalogue, health, jobs, pipelines, results, studies, sweeps, workers
     from ptmlab.db import get_engine
 
     settings = settings or get_settings()
@@ -94,7 +94,7 @@ def create_app(settings: Settings | None = None, *, extra_roots: Iterable[str | 
     app.state.sessionmaker = sessionmaker(bind=get_engine(url), expire_on_commit=False)
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)
-    for module in (jobs, sweeps, pipelines, workers, catalogue, results):
+    for module in (jobs, sweeps, pipelines, studies, workers, catalogue, results):
         app.include_router(module.router, prefix="/api/v1")
     app.include_router(health.router)
     # The dashboard: its JSON views under /api/v1/views, its pages and static files at /.

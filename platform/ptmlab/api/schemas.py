@@ -177,6 +177,8 @@ class JobOut(BaseModel):
     run_dir: str | None
     sweep_id: str | None
     pipeline_id: str | None
+    study_id: str | None = None  # a study's trial: the study and Optuna's trial number
+    trial_number: int | None = None
     depends_on: list[int]
     created_at: str | None
     started_at: str | None
@@ -368,3 +370,34 @@ class ErrorOut(BaseModel):
         {"error": {"code": "config_error", "message": "In 'config': Could not find 'model/nope' ..."}}]})
 
     error: ErrorBody
+
+
+class StudyTrialOut(BaseModel):
+    number: int
+    state: str  # running | complete | pruned | fail | withdrawn (stopped by a budget or a stop)
+    params: dict[str, Any]
+    value: float | None
+    intermediate: dict[str, float]  # validation number -> objective
+    steps: int  # training steps the trial's job reached
+    job_id: int | None
+    job_status: str | None
+
+
+class StudyOut(BaseModel):
+    id: str
+    name: str | None
+    spec: dict[str, Any]
+    status: str  # running | stopped | finished
+    stop_reason: str | None
+    created_at: str | None
+    started_at: str | None
+    finished_at: str | None
+    trials: list[StudyTrialOut] = []
+    best: StudyTrialOut | None = None
+    counts: dict[str, int] = {}
+    steps_total: int = 0
+
+
+class StudyPage(BaseModel):
+    total: int
+    items: list[StudyOut]

@@ -226,6 +226,17 @@ def compose_job(overrides: Sequence[str], *, stage: str | None = None, seed: int
         compose_config(full)
 
 
+def compose_checked(overrides: Sequence[str], roots: Sequence[Path], *, stage: str):
+    """The composed config of one job whose overrides pass the remote-submission checks (a study
+    reads it: which metrics its stage reports)."""
+    from ptmlab.config import compose_config
+
+    check_overrides_allowed(overrides, roots)
+    check_override_allowed(f"stage={stage}", roots)
+    with _compose_lock:
+        return compose_config([f"stage={stage}", *overrides])
+
+
 def validate_job(overrides: Sequence[str], roots: Sequence[Path], *, stage: str | None = None,
                  seed: int | None = None) -> None:
     check_overrides_allowed(overrides, roots)

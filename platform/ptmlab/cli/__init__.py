@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "ptmlab.cli.api_cmds",
     "ptmlab.cli.slurm_cmds",
     "ptmlab.cli.cache_cmds",
+    "ptmlab.cli.study_cmds",
 ]
 
 

@@ -48,6 +48,7 @@ class ClaimedJob:
     log_path: str
     gpu_ids: list[int] = field(default_factory=list)  # granted (when the worker passed its free ids)
     nodes: int = 1  # > 1: launched across hosts through srun (a --multinode worker)
+    study_id: str | None = None  # a study's trial: its end advances the study at once
 
     def run_overrides(self) -> list[str]:
         """The arguments after `python -m ptmlab.run`."""
@@ -166,7 +167,7 @@ def claim_next_job(session: Session, *, worker_id: str, queues: list[str], free_
     claimed = ClaimedJob(
         job_id=job.id, attempt_id=attempt.id, attempt_number=number, stage=job.stage, overrides=overrides,
         seed=job.seed, resume=job.resume, gpus=job.gpus, timeout_s=job.timeout_s, run_dir=job.run_dir,
-        log_path=attempt.log_path, gpu_ids=list(attempt.gpu_ids), nodes=job.nodes,
+        log_path=attempt.log_path, gpu_ids=list(attempt.gpu_ids), nodes=job.nodes, study_id=job.study_id,
     )
     session.commit()
     return claimed

@@ -385,6 +385,21 @@ class WorkerAgent:
             reaped = [] if recovering else reap_expired_leases(s)
         if reaped:
             log.info("reaped expired leases of jobs %s", reaped)
+        self._advance_studies()
+
+    def _advance_studies(self) -> None:
+        """Every worker drives the running studies (one at a time per study, by a short lease): new
+        validations become intermediate values the pruner judges, ended trials are told, new ones
+        asked. Workers do it, not the API, so a study goes on while the API restarts."""
+        from ptmlab.studies import advance_running_studies  # Optuna only where studies run
+
+        try:
+            with self.Session() as s:
+                advance_running_studies(s, url=self.database_url, driver_id=self.worker_id)
+        except (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.DBAPIError):
+            raise  # _guarded's retry
+        except Exception:  # a study's fault must never take the worker and its jobs down
+            log.exception("advancing the running studies failed; retried at the next heartbeat")
 
     def _enforce_timeouts(self, now: float) -> None:
         for rj in self.running.values():
@@ -441,6 +456,8 @@ class WorkerAgent:
             if last is not None:  # where it got to, also when it was killed
                 store_final_progress(s, job_id=claim.job_id, worker_id=self.worker_id, progress=last)
             ending = self._finish(s, rj, code, ids)
+        if claim.study_id:  # the next trial is asked now, not at the next heartbeat
+            self._guarded(self._advance_studies)
         # The log's last line says how the attempt ended (written once the database took it).
         _append_line(claim.log_path, f"== {ending} after {elapsed:.1f} s (attempt {claim.attempt_number})")
         log.info("job %d attempt %d: %s after %.1f s", claim.job_id, claim.attempt_number, ending, elapsed)

@@ -17,7 +17,7 @@ from ptmlab.contracts.progress import history_series, split_for_listing
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 ERRORS = {401: {"model": ErrorOut}, 404: {"model": ErrorOut}, 409: {"model": ErrorOut}, 422: {"model": ErrorOut}}
 JobIdPath = Annotated[int, Path(ge=1, le=INT4_MAX)]
-Status = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+Status = Literal["queued", "running", "succeeded", "failed", "cancelled", "pruned"]
 Name = Annotated[str | None, Query(max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$")]
 
 
