@@ -161,6 +161,8 @@ def run_all(label: str, url: str, home: Path, rows: int, requests: int, paint_vi
             ("overview (JSON)", "/api/v1/views/overview", None),
             ("overview page (HTML)", "/", None),
             ("compare 3 runs", f"/api/v1/views/compare?runs={runs}", None),
+            ("runs table, by a metric", "/api/v1/views/runs?sort=main_score&column=main_score&column=task", "finetune"),
+            ("runs table, filter+search", "/api/v1/views/runs?filter=main_score%3E%3D0.5&q=sst2", "finetune"),
         ]
         print(f"{'view':<26} {'fresh p50':>10} {'fresh p95':>10} {'repeat p50':>11} {'repeat p95':>11}  (ms, {requests} requests)")
         worst = 0.0

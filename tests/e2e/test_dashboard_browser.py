@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from synthetic_results import SEED_COMPRESS, SEED_PROBE_MODELS, SEED_PROBE_TASKS
+from synthetic_results import SEED_COMPRESS, SEED_FINETUNE, SEED_PROBE_MODELS, SEED_PROBE_TASKS
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -666,3 +666,52 @@ def test_a_board_without_glue_tasks_opens_sorted_by_a_task(page, dashboard):
     assert page.get_attribute("#leaderboard thead th.sorted", "data-column") == "task:mr"
     means = page.eval_on_selector_all("#leaderboard tbody td[data-task=mr]", "cells => cells.map(c => Number(c.dataset.mean))")
     assert means == sorted(means, reverse=True) and len(means) == 3, means
+
+
+def test_runs_table_columns_sort_filter_search_and_compare(browser, dashboard):
+    """At 1,280 px: add a metric column and sort by it, filter, search, tick two runs and open
+    them side by side; the state lives in the URL."""
+    base, ids = dashboard
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(WAIT_MS)
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{base}/runs")
+    page.wait_for_selector("#runs-table tbody tr")
+    page.fill("#runs-controls input[name=add]", "metrics.accuracy")
+    page.press("#runs-controls input[name=add]", "Enter")
+    page.wait_for_selector("#runs-table th[data-column='metrics.accuracy']")
+    page.click("#runs-table th[data-column='metrics.accuracy']")
+    page.wait_for_selector("#runs-table th.sorted[data-column='metrics.accuracy']")
+    values = page.eval_on_selector_all("#runs-table tbody tr", """rows => rows.map(r =>
+        r.querySelector('td:nth-child(' + (1 + [...r.closest('table').querySelectorAll('thead th')]
+        .findIndex(th => th.dataset.column === 'metrics.accuracy')) + ')').dataset.value ?? null)""")
+    numbers = [float(v) for v in values if v is not None]
+    with_accuracy = sum("accuracy" in m for *_, m in SEED_FINETUNE)
+    assert len(numbers) >= with_accuracy and numbers == sorted(numbers, reverse=True), values  # best first
+    assert values[:len(numbers)] == [v for v in values if v is not None]  # runs without one after them
+    assert "sort=metrics.accuracy" in page.url and "columns=" in page.url
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280  # no sideways scroll
+
+    matching = httpx.get(f"{base}/api/v1/views/runs", params=[("filter", "task=sst2"), ("filter", "metrics.accuracy>=0.8"),
+                                                               ("column", "task"), ("limit", 500)]).json()
+    assert matching["total"] >= 3 and {r["values"]["task"] for r in matching["rows"]} == {"sst2"}
+    page.fill("#runs-controls input[name=filter]", "task=sst2; metrics.accuracy>=0.8")
+    page.press("#runs-controls input[name=filter]", "Enter")
+    rows = "() => document.querySelectorAll('#runs-table tbody tr').length"
+    page.wait_for_function(f"({rows})() === {matching['total']}")
+    page.fill("#runs-controls input[name=q]", "electra")  # the one ELECTRA run among them
+    page.wait_for_function(f"({rows})() === 1")
+    assert "electra_tiny" in page.inner_text("#runs-table tbody tr")
+    page.fill("#runs-controls input[name=q]", "")
+    page.wait_for_function(f"({rows})() === {matching['total']}")
+    shot(page, "runs-table")
+    picked = page.eval_on_selector_all("#runs-table tbody tr", "rows => rows.slice(0, 2).map(r => Number(r.dataset.id))")
+    for result_id in picked:
+        page.check(f"#runs-table tr[data-id='{result_id}'] input.pick")
+    page.click("#compare-selected")
+    page.wait_for_url(f"{base}/compare?runs={','.join(map(str, sorted(picked)))}")
+    page.wait_for_selector("#config-table tbody tr")
+    context.close()
+    assert not errors, errors

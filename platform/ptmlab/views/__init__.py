@@ -58,8 +58,9 @@ from ptmlab.views.compression import compression_view, pareto_front
 from ptmlab.views.leaderboard import leaderboard_compare, leaderboard_export, leaderboard_view
 from ptmlab.views.overview import overview_view
 from ptmlab.views.probing import probing_view
+from ptmlab.views.runs import runs_view
 
 __all__ = [
     "compare_view", "compression_view", "leaderboard_compare", "leaderboard_export", "leaderboard_view", "metric_curves",
-    "overview_view", "pareto_front", "probing_view",
+    "overview_view", "pareto_front", "probing_view", "runs_view",
 ]

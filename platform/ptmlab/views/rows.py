@@ -25,6 +25,7 @@ class ResultRow:
     mlflow_run_id: str | None
     summary: dict[str, Any]
     tags: dict[str, Any]
+    flat: Any = None  # the runs table's flattened columns and search text, made once (ptmlab.views.runs)
 
 
 def parse_tag_filter(tag: str | None) -> dict[str, str]:

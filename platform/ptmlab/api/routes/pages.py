@@ -32,8 +32,9 @@ STATIC_CACHE = "public, max-age=300"
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=str(WEB_DIR / "templates"))
 
-NAV = [("/", "Overview"), ("/jobs", "Jobs"), ("/sweeps", "Sweeps"), ("/pipelines", "Pipelines"), ("/submit", "Submit"), ("/leaderboard", "GLUE leaderboard"),
-       ("/compression", "Compression"), ("/probing", "Probing"), ("/compare", "Compare runs")]
+NAV = [("/", "Overview"), ("/jobs", "Jobs"), ("/runs", "Runs"), ("/sweeps", "Sweeps"), ("/pipelines", "Pipelines"),
+       ("/submit", "Submit"), ("/leaderboard", "Leaderboard"), ("/compression", "Compression"), ("/probing", "Probing"),
+       ("/compare", "Compare")]
 
 
 def _page(request: Request, template: str, active: str, title: str, status_code: int = 200, **context) -> HTMLResponse:
@@ -194,6 +195,11 @@ def probe_drift_page(request: Request) -> HTMLResponse:
 @router.get("/compare", response_class=HTMLResponse)
 def compare_page(request: Request, runs: Annotated[str, Query(max_length=400)] = "") -> HTMLResponse:
     return _page(request, "compare.html", "/compare", "Compare runs", runs=runs, single=False)
+
+
+@router.get("/runs", response_class=HTMLResponse)
+def runs_page(request: Request) -> HTMLResponse:
+    return _page(request, "runs.html", "/runs", "Runs")
 
 
 @router.get("/runs/{result_id}", response_class=HTMLResponse)

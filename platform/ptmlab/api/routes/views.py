@@ -99,6 +99,22 @@ def probing(session: SessionDep, sweep_id: Name = None, tag: TagFilter = None) -
     return _json(views.probing_view(session, sweep_id=sweep_id, tags=parse_tag_filter(tag)))
 
 
+Column = Annotated[str, Query(max_length=200, pattern=r"^[A-Za-z0-9_.:/\-]+$")]
+
+
+@router.get("/runs", responses=ERRORS,
+            summary="Every result as a row: any summary key as a column (dotted), sorted, filtered and searched")
+def runs(session: SessionDep, kind: Name = None, q: Annotated[str | None, Query(max_length=200)] = None,
+         filter: Annotated[list[str] | None, Query(max_length=20,  # noqa: A002 - the query parameter's name
+                                                   description="<column><op><value>, op = != > >= < <= ~ (contains)")] = None,
+         sort: Column = "id", order: Literal["asc", "desc"] = "desc",
+         column: Annotated[list[Column] | None, Query(max_length=30, description="columns to show; default: a few")] = None,
+         limit: Annotated[int, Query(ge=1, le=500)] = 50, offset: Annotated[int, Query(ge=0, le=INT4_MAX)] = 0,
+         ) -> dict[str, Any]:
+    return _json(views.runs_view(session, kind=kind, q=q, filters=filter, sort=sort, order=order, columns=column,
+                                 limit=limit, offset=offset))
+
+
 @router.get("/compare", responses=ERRORS, summary="Runs (result ids) side by side: configs, differing keys, numbers")
 def compare(session: SessionDep, runs: RunIds) -> dict[str, Any]:
     return views.compare_view(session, _ids(runs))
