@@ -34,7 +34,7 @@ from ptmlab.db.models import short_id
 from ptmlab.db import CANCELLED, FAILED, PRUNED, QUEUED, RUNNING, SUCCEEDED, Job, Study, utcnow
 from ptmlab.errors import ConflictError, NotFoundError
 from ptmlab.queue import submit_job
-from ptmlab.studies.objective import final_value, objective_points, steps_trained
+from ptmlab.studies.objective import final_value, is_last_step, objective_points, steps_trained
 from ptmlab.studies.plan import StudyPlan, replan
 from ptmlab.studies.storage import make_pruner, make_sampler, optuna_storage
 
@@ -164,12 +164,14 @@ def _report(session: Session, ostudy: optuna.Study, trial: optuna.trial.FrozenTr
     storage = ostudy._storage
     points = objective_points(job.progress, plan.spec.objective)
     judged = set(trial.intermediate_values)
-    for k, value in enumerate(points, start=1):
+    for k, (step, value) in enumerate(points, start=1):
         if k in judged:
             continue
         storage.set_trial_intermediate_value(trial._trial_id, k, value)
         if job.status != RUNNING or job.cancel_requested or plan.spec.pruner == "none":
             continue
+        if is_last_step(job.progress, step):
+            continue  # trained to the end already: the trial completes, it is not pruned
         if ostudy.pruner.prune(ostudy, storage.get_trial(trial._trial_id)):
             _prune_job(session, job, f"pruned by study {job.study_id} ({plan.spec.pruner}) at validation {k}: "
                                      f"{plan.spec.objective}={value:g}")
@@ -252,6 +254,14 @@ def resume_study(session: Session, study_id: str, *, url: str, driver_id: str = 
     study.started_at = utcnow()  # the wall-clock budget counts from the resume
     study.driver_id = study.driver_until = None
     session.commit()
+    # The trials the stop withdrew run again with the same parameters (a grid's points included:
+    # the grid sampler counts a failed trial's point as visited), each once.
+    ostudy = _load(study, url, replan(study.spec))
+    trials = ostudy.get_trials(deepcopy=False)
+    retried = {t.user_attrs.get("retry_of") for t in trials}
+    for t in trials:
+        if t.user_attrs.get(WITHDRAWN) and t.number not in retried:
+            ostudy.enqueue_trial(dict(t.params), user_attrs={"retry_of": t.number}, skip_if_exists=False)
     advance_study(session, study_id, url=url, driver_id=driver_id)
     return get_study(session, study_id)
 

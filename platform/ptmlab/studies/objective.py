@@ -31,10 +31,17 @@ def check_objective(cfg: Any, objective: str, pruner: str) -> None:
         raise ConfigError(f"objective {objective!r}: stage={stage} does not report it (it reports: {known})")
 
 
-def objective_points(progress: dict[str, Any] | None, objective: str) -> list[float]:
-    """The objective's value at each validation, in order, from a job's progress history."""
+def objective_points(progress: dict[str, Any] | None, objective: str) -> list[tuple[int | None, float]]:
+    """(training step, the objective's value) at each validation, in order, from a job's progress."""
     history = (progress or {}).get("history") or []
-    return [float(p[objective]) for p in history if isinstance(p, dict) and isinstance(p.get(objective), int | float)]
+    return [(p.get("step"), float(p[objective])) for p in history
+            if isinstance(p, dict) and isinstance(p.get(objective), int | float)]
+
+
+def is_last_step(progress: dict[str, Any] | None, step: int | None) -> bool:
+    """A validation at the end of training: nothing is left to save by pruning there."""
+    total = (progress or {}).get("total_steps")
+    return isinstance(step, int | float) and isinstance(total, int | float) and step >= total
 
 
 def final_value(progress: dict[str, Any] | None, objective: str) -> float | None:
@@ -43,7 +50,7 @@ def final_value(progress: dict[str, Any] | None, objective: str) -> float | None
     if isinstance(latest, int | float):
         return float(latest)
     points = objective_points(progress, objective)
-    return points[-1] if points else None
+    return points[-1][1] if points else None
 
 
 def steps_trained(progress: dict[str, Any] | None) -> int:

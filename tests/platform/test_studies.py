@@ -1,0 +1,247 @@
+"""Hyperparameter studies (issue 26) against real components: a real API server, real worker
+subprocesses, SQLite. The sleep stage's made-up validation curve (`stage.validations`,
+`stage.quality`) stands in for training so the platform's part (ask, queue, report, prune, tell,
+budgets, kill -9, API restart) is tested in seconds; the fine-tune study against a grid is the
+slow test at the end."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from api_server import LiveApi
+from waiting import wait_until
+
+from ptmlab.errors import ConfigError
+
+SLEEP_SPACE = ["stage.seconds=2.5", "stage.validations=4", "stage.quality=interval(0.05,1)"]
+
+
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'platform.db'}"
+
+
+def jobs_of(db_url: str):
+    import sqlalchemy as sa
+
+    from ptmlab.db import Job, session_scope
+
+    with session_scope(db_url) as s:
+        return s.scalars(sa.select(Job).order_by(Job.id)).all()
+
+
+# -- the search space ---------------------------------------------------------------------------
+def test_search_space_from_hydra_sweep_grammar():
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    from ptmlab.studies.search_space import grid_of, parse_space, trial_overrides
+
+    fixed, space = parse_space(["task=demo/sentiment", "stage.lr=tag(log,interval(1e-5,1e-3))",
+                                "stage.batch_size=choice(8,16,32)", "stage.epochs=range(1,4)"])
+    assert fixed == ["task=demo/sentiment"]
+    assert space["stage.lr"] == FloatDistribution(1e-5, 1e-3, log=True)
+    assert space["stage.batch_size"] == CategoricalDistribution([8, 16, 32])
+    assert space["stage.epochs"] == IntDistribution(1, 3)  # range's end is excluded, as in a Hydra sweep
+    assert trial_overrides(fixed, {"stage.lr": 3e-4, "stage.batch_size": 16}) == [
+        "task=demo/sentiment", "stage.batch_size=16", "stage.lr=0.0003"]
+    with pytest.raises(ConfigError, match="interval"):
+        grid_of(space)
+    assert grid_of({k: v for k, v in space.items() if k != "stage.lr"}) == {
+        "stage.batch_size": [8, 16, 32], "stage.epochs": [1, 2, 3]}
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["stage.seconds=1"], "empty search space"),
+    (["stage.quality=interval(1,0)"], "interval(1,0) is empty"),
+    (["stage.quality=tag(log,interval(0,1))"], "log interval must start above 0"),
+    (["stage.quality=choice(1,1)"], "repeat"),
+    (["stage.quality=range(3,1)"], "is empty"),
+])
+def test_bad_search_spaces_are_one_line(overrides, message):
+    from ptmlab.studies.search_space import parse_space
+
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")) as info:
+        parse_space(overrides)
+    assert "\n" not in str(info.value)
+
+
+# -- bad input: one line, exit 2 / 422, nothing queued -----------------------------------------
+BAD_STUDIES = {
+    "empty search space": ({"overrides": ["stage.validations=2"], "objective": "val/score"}, "empty search space"),
+    "interval(1,0)": ({"overrides": ["stage.validations=2", "stage.quality=interval(1,0)"], "objective": "val/score"},
+                      "interval(1,0) is empty"),
+    "objective no stage reports": ({"overrides": ["stage.validations=2", "stage.quality=interval(0,1)"],
+                                    "objective": "val/accuracy"}, "does not report it"),
+    "pruner without intermediate values": ({"overrides": ["stage.quality=interval(0,1)"], "objective": "val/score",
+                                            "pruner": "asha"}, "reports no intermediate values"),
+    "grid over an interval": ({"overrides": ["stage.validations=2", "stage.quality=interval(0,1)"],
+                               "objective": "val/score", "sampler": "grid"}, "a grid takes choice"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_STUDIES))
+def test_bad_study_is_a_422_with_one_line_and_nothing_queued(case, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from ptmlab.api.app import create_app
+    from ptmlab.db import dispose_engines
+    from ptmlab.settings import Settings
+
+    body, message = BAD_STUDIES[case]
+    settings = Settings(home=tmp_path / "home", database_url=sqlite_url(tmp_path), data_dir=tmp_path / "data")
+    with TestClient(create_app(settings)) as client:
+        r = client.post("/api/v1/studies", json={"stage": "sleep", **body})
+        assert r.status_code == 422, r.text
+        text = r.json()["error"]["message"]
+        assert message in text and "\n" not in text
+        assert client.get("/api/v1/studies").json()["total"] == 0
+        assert client.get("/api/v1/jobs").json()["total"] == 0
+    dispose_engines()
+
+
+@pytest.mark.parametrize("case", list(BAD_STUDIES)[:4])
+def test_bad_study_on_the_command_line_exits_2_with_one_line(case, tmp_path, monkeypatch, capsys):
+    from ptmlab.cli import main
+    from ptmlab.db import dispose_engines
+
+    body, message = BAD_STUDIES[case]
+    monkeypatch.setenv("PTMLAB_HOME", str(tmp_path / "home"))
+    argv = ["study", "create", "--stage", "sleep", "--objective", body["objective"],
+            "--database-url", sqlite_url(tmp_path), *(["--pruner", body["pruner"]] if "pruner" in body else []),
+            *body["overrides"]]
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and message in err and err.count("\n") == 1
+    assert jobs_of(sqlite_url(tmp_path)) == []
+    dispose_engines()
+
+
+def test_a_searched_value_that_selects_code_is_refused(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from ptmlab.api.app import create_app
+    from ptmlab.db import dispose_engines
+    from ptmlab.settings import Settings
+
+    settings = Settings(home=tmp_path / "home", database_url=sqlite_url(tmp_path), data_dir=tmp_path / "data")
+    with TestClient(create_app(settings)) as client:
+        r = client.post("/api/v1/studies", json={
+            "stage": "sleep", "objective": "val/score",
+            "overrides": ["stage.validations=2", "stage.entry=choice(ptmlab.stages.sleep.run_sleep,os.system)"]})
+        assert r.status_code == 422 and "stage.entry" in r.json()["error"]["message"]
+        assert client.get("/api/v1/jobs").json()["total"] == 0
+    dispose_engines()
+
+
+# -- through a real API and two real workers ----------------------------------------------------
+def _api(tmp_path: Path) -> LiveApi:
+    api = LiveApi(sqlite_url(tmp_path), tmp_path / "home", tmp_path)
+    api.start()
+    return api
+
+
+def _status(api: LiveApi, study_id: str) -> dict:
+    r = httpx.get(f"{api.base}/api/v1/studies/{study_id}", timeout=30)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def _finished(api: LiveApi, study_id: str):
+    status = _status(api, study_id)
+    return status if status["status"] == "finished" else None
+
+
+def test_asha_prunes_trials_through_the_queue_and_keeps_their_curves(tmp_path, spawn_worker):
+    api = _api(tmp_path)
+    try:
+        r = httpx.post(f"{api.base}/api/v1/studies", timeout=60, json={
+            "stage": "sleep", "overrides": SLEEP_SPACE, "objective": "val/score", "pruner": "asha",
+            "sampler": "random", "n_trials": 10, "n_parallel": 2, "seed": 3})
+        assert r.status_code == 201, r.text
+        study = r.json()
+        assert [t["job_status"] for t in study["trials"]] == ["queued", "queued"]  # n_parallel in flight
+        for _ in range(2):
+            spawn_worker(api.db_url, tmp_path / "home")
+        status = wait_until(lambda: _finished(api, study["id"]), 120, "the study to finish")
+    finally:
+        api.kill()
+    trials = status["trials"]
+    assert len(trials) == 10 and sorted(t["number"] for t in trials) == list(range(10))
+    pruned = [t for t in trials if t["state"] == "pruned"]
+    complete = [t for t in trials if t["state"] == "complete"]
+    assert pruned, f"ASHA pruned nothing: {[(t['state'], t['params']) for t in trials]}"
+    assert len(pruned) + len(complete) == 10
+    assert max(t["steps"] for t in pruned) < min(t["steps"] for t in complete)
+    jobs = {j.id: j for j in jobs_of(api.db_url)}
+    assert len(jobs) == 10 and sorted(j.trial_number for j in jobs.values()) == list(range(10))
+    for t in pruned:
+        job = jobs[t["job_id"]]
+        assert job.status == "pruned" and "pruned by study" in job.error
+        assert job.progress["history"], "a pruned trial's partial curve is kept"
+        assert len(t["intermediate"]) < 4
+    best = status["best"]
+    assert best["value"] == max(t["value"] for t in complete)
+    assert status["steps_total"] == sum(t["steps"] for t in trials)
+
+
+def test_kill_9_of_a_worker_and_an_api_restart_mid_study_count_each_trial_once(tmp_path, spawn_worker):
+    api = _api(tmp_path)
+    home = tmp_path / "home"
+    try:
+        r = httpx.post(f"{api.base}/api/v1/studies", timeout=60, json={
+            "stage": "sleep", "overrides": ["stage.seconds=3", "stage.validations=3", "stage.quality=interval(0.1,1)"],
+            "objective": "val/score", "sampler": "tpe", "n_trials": 6, "n_parallel": 2, "seed": 1})
+        assert r.status_code == 201, r.text
+        study_id = r.json()["id"]
+        doomed = spawn_worker(api.db_url, home)
+
+        def a_trial_running():
+            return [j for j in jobs_of(api.db_url) if j.status == "running" and (j.progress or {}).get("step")]
+        victim = wait_until(a_trial_running, 60, "a trial to be running")[0]
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait(timeout=30)
+        api.kill()  # and the API goes away mid-study too
+        spawn_worker(api.db_url, home)
+        spawn_worker(api.db_url, home)
+        time.sleep(1.0)
+        api.start()
+        status = wait_until(lambda: _finished(api, study_id), 150, "the study to finish after the kills")
+    finally:
+        api.kill()
+    trials = status["trials"]
+    assert sorted(t["number"] for t in trials) == list(range(6))
+    assert all(t["state"] == "complete" for t in trials), [(t["number"], t["state"]) for t in trials]
+    jobs = jobs_of(api.db_url)
+    assert sorted(j.trial_number for j in jobs) == list(range(6))  # one job per trial: none asked twice
+    killed = next(j for j in jobs if j.id == victim.id)
+    assert killed.status == "succeeded" and killed.attempts == 2  # the same trial, requeued and resumed
+    assert status["counts"] == {"complete": 6}
+
+
+def test_stop_withdraws_and_resume_asks_what_is_owed(tmp_path, spawn_worker):
+    api = _api(tmp_path)
+    try:
+        r = httpx.post(f"{api.base}/api/v1/studies", timeout=60, json={
+            "stage": "sleep", "overrides": ["stage.seconds=1", "stage.validations=2", "stage.quality=choice(0.2,0.4,0.6)"],
+            "objective": "val/score", "sampler": "grid", "n_trials": 10, "n_parallel": 2})
+        assert r.status_code == 201, r.text
+        study = r.json()
+        stopped = httpx.post(f"{api.base}/api/v1/studies/{study['id']}/stop", timeout=60).json()
+        assert stopped["status"] == "stopped" and stopped["counts"] == {"withdrawn": 2}
+        assert {j.status for j in jobs_of(api.db_url)} == {"cancelled"}
+        again = httpx.post(f"{api.base}/api/v1/studies/{study['id']}/stop", timeout=60)
+        assert again.status_code == 409
+        resumed = httpx.post(f"{api.base}/api/v1/studies/{study['id']}/resume", timeout=60).json()
+        assert resumed["status"] == "running" and resumed["counts"] == {"withdrawn": 2, "running": 2}
+        spawn_worker(api.db_url, tmp_path / "home")
+        status = wait_until(lambda: _finished(api, study["id"]), 90, "the resumed study to finish")
+    finally:
+        api.kill()
+    # The grid has 3 points: the budget is the grid, the 2 withdrawn trials do not count.
+    done = [t for t in status["trials"] if t["state"] == "complete"]
+    assert sorted(t["params"]["stage.quality"] for t in done) == [0.2, 0.4, 0.6]
+    assert status["best"]["params"]["stage.quality"] == 0.6
