@@ -715,3 +715,51 @@ def test_runs_table_columns_sort_filter_search_and_compare(browser, dashboard):
     page.wait_for_selector("#config-table tbody tr")
     context.close()
     assert not errors, errors
+
+
+def test_compare_draws_every_curve_validation_first_with_legends(page, dashboard):
+    """Two runs with 18 curves in a real MLflow store (the one the API reads) and a one-point
+    measurement: validation curves come first, a page of 12 charts then "more" shows the rest,
+    each chart has its legend, and the one-point number sits in a table, not a chart."""
+    from mlflow.entities import Metric
+
+    from ptmlab.db import dispose_engines, session_scope
+    from ptmlab.results import new_result
+    from ptmlab.settings import Settings
+    from ptmlab.tracking import mlflow_client
+    from synthetic_results import _finetune
+
+    base, ids = dashboard
+    home = Path(ids["home"])
+    client = mlflow_client(Settings(home=home).resolved_tracking_uri)
+    experiment = client.create_experiment(f"compare-{time.time_ns()}")
+    curve_keys = ["val/accuracy", "val/loss", "train/loss", *[f"train/extra_{i:02d}" for i in range(15)]]
+    result_ids = []
+    with session_scope(f"sqlite:///{home / 'ptmlab.db'}") as s:
+        for r in range(2):
+            run = client.create_run(experiment).info.run_id
+            now = int(time.time() * 1000)
+            client.log_batch(run, metrics=[Metric(k, 0.1 * r + step / 10, now, step) for k in curve_keys for step in range(5)]
+                             + [Metric("compress/size_bytes", 526_465_000_000 + r, now, 0)])
+            row = new_result({**_finetune("bert_tiny", "mlm", "full", "sst2", r, {"accuracy": 0.8}), "mlflow_run_id": run})
+            s.add(row)
+            s.flush()
+            result_ids.append(row.id)
+        s.commit()
+    dispose_engines()
+    page.goto(f"{base}/compare?runs={','.join(map(str, result_ids))}")
+    page.wait_for_selector("#curves .small-chart .main-svg")
+    charts = "() => [...document.querySelectorAll('#curves .small-chart')].map(d => d.dataset.metric)"
+    first_page = page.evaluate(charts)
+    assert len(first_page) == 12 and first_page[:2] == ["val/accuracy", "val/loss"], first_page
+    page.click("#more-curves")
+    page.wait_for_function(f"({charts})().length === {len(curve_keys)}")
+    assert sorted(page.evaluate(charts)) == sorted(curve_keys)
+    assert page.locator("#more-curves").count() == 0
+    legends = page.evaluate("() => [...document.querySelectorAll('#curves .small-chart')].map(d => d.layout.showlegend)")
+    assert all(legends) and page.locator("#curves .small-chart .legend").count() == len(curve_keys)
+    single = page.locator("#single-metrics tr[data-metric='compress/size_bytes'] td.num")
+    assert single.count() == 2 and "–" not in single.all_inner_texts(), single.all_inner_texts()  # both runs' values
+    assert page.locator("#single-metrics .main-svg").count() == 0  # numbers, not a chart
+    assert page.locator("#curves .small-chart[data-metric='compress/size_bytes']").count() == 0
+    shot(page, "compare-curves")

@@ -142,7 +142,7 @@ def metric_curves(session: Session, result_ids: Sequence[int | str], keys: Seque
             if client is None:
                 client = mlflow_client(tracking_uri)
             run = client.get_run(row.mlflow_run_id)
-            names = wanted or sorted(run.data.metrics)[:MAX_CURVES]
+            names = wanted or sorted(run.data.metrics, key=metric_order)[:MAX_CURVES]
             for key in names:
                 history = sorted(client.get_metric_history(row.mlflow_run_id, key), key=lambda m: (m.step, m.timestamp))
                 if history:
@@ -150,4 +150,11 @@ def metric_curves(session: Session, result_ids: Sequence[int | str], keys: Seque
                         "result_id": i, "steps": [m.step for m in history], "values": [m.value for m in history]})
         except Exception as exc:  # noqa: BLE001 - MLflow's errors are many; report, keep the page
             errors[str(i)] = f"MLflow: {' '.join(str(exc).split())[:300]}"
-    return {"curves": dict(sorted(curves.items())), "errors": errors}
+    return {"curves": dict(sorted(curves.items(), key=lambda kv: metric_order(kv[0]))), "errors": errors}
+
+
+def metric_order(key: str) -> tuple[int, str]:
+    """Validation metrics first, then training, then the rest (throughput, one-off measurements):
+    where a cap or a page cuts the list, what compares runs stays (alphabetical order put `train/*`
+    and one-point compress numbers ahead of `val/*`)."""
+    return (0 if key.startswith("val") else 1 if key.startswith("train") else 2, key)

@@ -4,7 +4,8 @@ import { PALETTE, api, badge, el, flash, plotConfig, setQuery } from "/static/js
 
 const root = document.getElementById("compare");
 const single = root.dataset.single === "true";
-const MAX_CHARTS = 12;
+const MAX_CHARTS = 12;  // small charts per page of the curves section
+let chartsShown = MAX_CHARTS;
 let view = null;
 let curves = null;
 
@@ -69,28 +70,53 @@ function renderConfig() {
     : `${view.differing.length} of ${view.config_keys.length} keys differ (${[...new Set(view.runs.map((r) => r.config_source))].join(", ")})`;
 }
 
+// Curves (metrics with more than one point per run) as small charts, validation first (the server's
+// order), a page at a time with "more" below — none hidden; one-point metrics (a compress stage's
+// measurements) in a table instead of a chart each.
 function renderCurves() {
   const box = document.getElementById("curves");
   const filter = document.getElementById("curve-filter").value.trim().toLowerCase();
   const keys = Object.keys(curves.curves).filter((k) => !filter || k.toLowerCase().includes(filter));
+  const isCurve = (k) => curves.curves[k].some((c) => c.steps.length > 1);
+  const charted = keys.filter(isCurve);
+  const single = keys.filter((k) => !isCurve(k));
   const errors = Object.entries(curves.errors).map(([id, msg]) => `#${id}: ${msg}`);
   document.getElementById("curve-info").textContent = [
-    keys.length > MAX_CHARTS ? `${keys.length} metrics, the first ${MAX_CHARTS} shown: narrow with the filter` : "",
-    ...errors].filter(Boolean).join(" · ");
-  box.replaceChildren(...keys.slice(0, MAX_CHARTS).map((k) => el("div", { class: "chart small-chart", "data-metric": k })));
+    `${charted.length} curves${single.length ? `, ${single.length} one-point metrics in the table below` : ""}`, ...errors]
+    .filter(Boolean).join(" · ");
+  const shown = charted.slice(0, chartsShown);
+  box.replaceChildren(...shown.map((k) => el("div", { class: "chart small-chart", "data-metric": k })));
   if (!keys.length) box.replaceChildren(el("p", { class: "empty" }, "No metric history for these runs."));
-  for (const div of box.querySelectorAll("[data-metric]")) {
+  if (charted.length > shown.length) {
+    box.append(el("p", { class: "more" }, el("button", { type: "button", id: "more-curves", onclick: () => {
+      chartsShown += MAX_CHARTS;
+      renderCurves();
+    } }, `show ${Math.min(MAX_CHARTS, charted.length - shown.length)} more of ${charted.length - shown.length}`)));
+  }
+  if (single.length) box.append(singleTable(single));
+  for (const div of box.querySelectorAll(".small-chart[data-metric]")) {
     const key = div.dataset.metric;
     const traces = curves.curves[key].map((c) => {
       const i = view.runs.findIndex((r) => r.result_id === c.result_id);
       return { type: "scatter", mode: c.steps.length > 1 ? "lines" : "markers", name: `#${c.result_id}`, x: c.steps, y: c.values,
         line: { color: colour(i) }, marker: { color: colour(i) } };
     });
-    Plotly.react(div, traces, { title: { text: key, font: { size: 13 } }, height: 260, margin: { t: 30, r: 10, b: 35, l: 50 },
-      // Colours match the swatches of the runs table above; a legend per small chart would crowd it.
-      xaxis: { title: { text: "step" } }, showlegend: false },
+    const big = Math.max(...curves.curves[key].flatMap((c) => c.values.map(Math.abs))) >= 1e4;
+    Plotly.react(div, traces, { title: { text: key, font: { size: 13 } }, height: 280, margin: { t: 30, r: 10, b: 35, l: 55 },
+      xaxis: { title: { text: "step" } }, yaxis: { tickformat: big ? "~s" : "" },
+      showlegend: true, legend: { orientation: "h", y: -0.25, font: { size: 10 } } },
     plotConfig(`compare-${key.replace(/\W+/g, "_")}`));
   }
+}
+
+function singleTable(keys) {
+  const ids = view.runs.map((r) => r.result_id);
+  return el("table", { class: "grid small", id: "single-metrics" },
+    el("thead", {}, el("tr", {}, el("th", {}, "metric (one point)"), ids.map((id) => el("th", {}, `#${id}`)))),
+    el("tbody", {}, keys.map((k) => el("tr", { "data-metric": k }, el("td", { class: "mono" }, k), ids.map((id) => {
+      const c = curves.curves[k].find((x) => x.result_id === id);
+      return el("td", { class: "num" }, c ? value(c.values.at(-1)) : "–");
+    })))));
 }
 
 async function showPicker() {
