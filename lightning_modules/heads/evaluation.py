@@ -5,7 +5,8 @@
                                                    gives accuracy_mm)
     evaluate(loaded, task, "dev")                  the same for a `load_task_model(...)` result
                                                    (it carries its tokenizer)
-    predict(model, task, "dev", tokenizer=tok)     N×C logits in split order (float32, CPU)
+    predict(model, task, "dev", tokenizer=tok)     N×C logits in split order (float32, CPU); token
+                                                   classification: N×L×C, L = task.max_length
 
 `model` is a `PooledEncoder` (heads' TaskModel or MultiTaskModel): the head of
 `task.spec.name` is read. `task` is a `LoadedTask` (tasks.spec.load_task). The Lightning
@@ -22,11 +23,17 @@ import torch.nn.functional as F
 from lightning_modules.heads.pooling import PooledEncoder
 from lightning_modules.tasks.metrics import compute_metrics
 from lightning_modules.tasks.spec import LoadedTask, TaskSpec
+from lightning_modules.tasks.tagged_predictions import first_subword_predictions, gold_tags, word_tags
+from lightning_modules.tasks.token_encoding import IGNORE
+from lightning_modules.tasks.token_metrics import token_metrics
 from ptmlab.contracts import ConfigError, DataError
 
 
 def task_loss(spec: TaskSpec, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy on B×C logits, or MSE on a B×1 regression head."""
+    """Cross-entropy on B×C logits (B×T×C per token, -100 labels ignored), or MSE on a B×1
+    regression head."""
+    if spec.is_token_level:
+        return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE)  # B×T×C -> BT×C
     if spec.is_regression:
         return F.mse_loss(logits.squeeze(-1).float(), labels.float())
     return F.cross_entropy(logits.float(), labels)
@@ -39,7 +46,13 @@ def prediction_scores(spec: TaskSpec, logits: torch.Tensor) -> torch.Tensor:
 
 
 def split_metrics(task: LoadedTask, split: str, predictions, labels) -> dict[str, float]:
-    """The task's metrics on one eval split, keyed by `spec.metric_key` (accuracy, accuracy_mm, ...)."""
+    """The task's metrics on one eval split, keyed by `spec.metric_key` (accuracy, accuracy_mm, ...).
+    Token classification: `predictions` are N×L first-sub-word tag indices in split order
+    (tasks/tagged_predictions.py), scored word by word against the split's full gold tags."""
+    if task.spec.is_token_level:
+        data = task.data.splits[split]
+        values = token_metrics(task.spec.metrics, gold_tags(task.spec, data), word_tags(task.spec, data, predictions))
+        return {task.spec.metric_key(name, split): float(value) for name, value in values.items()}
     values = compute_metrics(task.spec.metrics, predictions, labels, num_labels=task.num_labels)
     return {task.spec.metric_key(name, split): float(value) for name, value in values.items()}
 
@@ -68,7 +81,10 @@ def predict(model, task: LoadedTask, split: str, *, tokenizer=None, batch_size: 
         outputs = []
         for start in range(0, len(items), int(batch_size)):
             batch = {k: v.to(device) for k, v in encoder.collate(items[start:start + int(batch_size)]).items()}
-            outputs.append(model.task_logits(task.spec.name, batch).float().cpu())
+            logits = model.task_logits(task.spec.name, batch).float().cpu()
+            if task.spec.is_token_level:  # B×T×C, T per batch -> B×L×C (L = max_length, zero-padded)
+                logits = F.pad(logits, (0, 0, 0, task.spec.max_length - logits.size(1)))
+            outputs.append(logits)
     finally:
         model.train(was_training)
     return torch.cat(outputs)
@@ -79,6 +95,27 @@ def evaluate(model, task: LoadedTask, split: str, *, tokenizer=None, batch_size:
     data = task.data.splits.get(split)
     if data is not None and not data.has_labels:
         raise DataError(f"{data.source}: split '{split}' of task {task.spec.name} has no labels to score")
+    if task.spec.is_token_level:
+        return _evaluate_tokens(model, task, split, tokenizer=tokenizer, batch_size=batch_size)
     logits = predict(model, task, split, tokenizer=tokenizer, batch_size=batch_size)
     labels = torch.tensor([ex.label for ex in data.examples])
     return split_metrics(task, split, prediction_scores(task.spec, logits), labels)
+
+
+@torch.no_grad()
+def _evaluate_tokens(model, task: LoadedTask, split: str, *, tokenizer, batch_size: int) -> dict[str, float]:
+    """`evaluate` for token classification: first-sub-word predictions need each batch's word starts."""
+    model, tokenizer = _model_and_tokenizer(model, tokenizer)
+    encoder = model.input_encoder(tokenizer, task.spec.max_length)
+    items = encoder.encode_split(task.data.splits[split])
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    try:
+        rows = []
+        for start in range(0, len(items), int(batch_size)):
+            batch = {k: v.to(device) for k, v in encoder.collate(items[start:start + int(batch_size)]).items()}
+            rows.append(first_subword_predictions(model.task_logits(task.spec.name, batch), batch, task.spec.max_length))
+    finally:
+        model.train(was_training)
+    return split_metrics(task, split, torch.cat(rows), None)

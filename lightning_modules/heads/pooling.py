@@ -9,6 +9,8 @@ one head per task in `heads`) subclass it, so pooling is written once. Both give
     pool_index   the representation at batch["pool_index"]: [CLS] (position 0) for encoders,
                  GPT's <extract> token for causal decoders (see tasks/encoding.py)
     mean         the attention-mask-weighted mean over tokens
+    tokens       no pooling: every position's state (B×T×H), for a per-token head (token
+                 classification); inputs are then encoded word by word (tasks/token_encoding.py)
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from torch import nn
 
 from lightning_modules.adaptation.feature import ScalarMix
 from lightning_modules.tasks.encoding import PairEncoder
+from lightning_modules.tasks.token_encoding import WordTokenEncoder
 from ptmlab.contracts import ConfigError
 
-POOLINGS = ("pool_index", "mean")
+POOLINGS = ("pool_index", "mean", "tokens")
 
 
 def check_pooling(pooling: str) -> str:
@@ -30,7 +33,9 @@ def check_pooling(pooling: str) -> str:
 
 
 def pool(states: torch.Tensor, batch: dict[str, torch.Tensor], pooling: str) -> torch.Tensor:
-    """B×T×H hidden states -> B×H."""
+    """B×T×H hidden states -> B×H (B×T×H unchanged for `tokens`)."""
+    if pooling == "tokens":
+        return states
     if pooling == "mean":
         mask = batch["attention_mask"].unsqueeze(-1).to(states.dtype)  # B×T -> B×T×1
         return (states * mask).sum(1) / mask.sum(1).clamp(min=1.0)  # B×H
@@ -59,6 +64,8 @@ class PooledEncoder(nn.Module):
     def input_encoder(self, tokenizer, max_length: int):
         """How this model's inputs are encoded (tasks/encoding.py): every path that feeds it text
         (training, evaluation, a loaded task model) asks here."""
+        if self.pooling == "tokens":
+            return WordTokenEncoder(tokenizer, max_length=max_length)
         if self.input_template is not None:
             return self.input_template.encoder(tokenizer, causal=bool(self.backbone.is_causal), max_length=max_length)
 

@@ -10,7 +10,9 @@ from ptmlab.contracts import ConfigError
 
 
 class TaskModel(PooledEncoder):
-    """Backbone → pooled representation (heads/pooling.py) → one dropout+linear `head`.
+    """Backbone → pooled representation (heads/pooling.py) → one dropout+linear `head`; with
+    pooling=tokens the same head reads every position (token classification, as Hugging Face's
+    `*ForTokenClassification`: dropout + linear on the last hidden states).
     `task_name` names the head in `logits()` (None: whichever task is asked for)."""
 
     def __init__(self, backbone: nn.Module, num_labels: int, pooling: str = "pool_index",
@@ -20,7 +22,7 @@ class TaskModel(PooledEncoder):
         self.head = linear_head(backbone.hidden_size, num_labels, head_dropout)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.head(self.pooled(batch))  # B×C (C=1 for regression)
+        return self.head(self.pooled(batch))  # B×C (C=1 for regression); B×T×C with pooling=tokens
 
     @property
     def head_sizes(self) -> dict[str, int]:

@@ -26,6 +26,8 @@ from lightning_modules.tasks.datamodule import TaskDataModule
 from lightning_modules.tasks.metrics import prediction_stats
 from lightning_modules.tasks.predictions import write_glue_submission, write_predictions
 from lightning_modules.tasks.spec import LoadedTask, load_task
+from lightning_modules.tasks.tagged_predictions import word_tags, write_tagged_predictions
+from lightning_modules.tasks.token_metrics import TOKEN_METRIC_MODES
 from ptmlab.contracts import ConfigError
 from ptmlab.contracts.identity import config_hash
 
@@ -54,7 +56,9 @@ def build_finetune(cfg: DictConfig) -> FinetuneParts:
     record_backbone(cfg, resolved)  # the stored config and MLflow params say which backbone runs
     adaptation = build_adaptation(cfg.get("adaptation"))
     adaptation.bind(task, resolved)
-    model = TaskModel(resolved.backbone, task.num_labels, pooling=str(stage.pooling),
+    # Token classification: the head reads every position (heads/pooling.py `tokens`), whatever stage.pooling says.
+    pooling = "tokens" if task.spec.is_token_level else str(stage.pooling)
+    model = TaskModel(resolved.backbone, task.num_labels, pooling=pooling,
                       head_dropout=float(stage.head_dropout), scalar_mix=adaptation.uses_scalar_mix,
                       task_name=task.spec.name)
     adaptation.prepare(model)
@@ -83,6 +87,11 @@ def write_prediction_files(run: StageRun, trainer, parts: FinetuneParts, write: 
     for split_name, batches in zip(datamodule.split_names_predict, predictions):
         preds = torch.cat(batches)
         split = task.data.splits[split_name]
+        if task.spec.is_token_level:  # every split, scored or not, as the input's columns + the predicted tag
+            if write:
+                write_tagged_predictions(pred_dir / f"{split_name}.{task.spec.name}.tsv", split,
+                                         word_tags(task.spec, split, preds))
+            continue
         if split_name in datamodule.split_names_val:
             if write:
                 write_predictions(pred_dir / f"{split_name}.tsv", split, preds.tolist(), task.spec)
@@ -135,6 +144,7 @@ def run_finetune(cfg: DictConfig) -> dict:
             "main_metric": main_key,
             "main_score": metrics.get(main_key),
             "prediction_stats": stats,
+            **({"metric_modes": TOKEN_METRIC_MODES} if task.spec.is_token_level else {}),
             **numbers,
             **delta,
             "task_model_dir": str(task_model_dir),

@@ -12,6 +12,7 @@ from lightning_modules.heads.evaluation import prediction_scores, split_metrics,
 from lightning_modules.heads.task_model import TaskModel
 from lightning_modules.optim import build_optimizer, build_scheduler
 from lightning_modules.stages.pretrain_module import log_this_step, training_flops_per_token
+from lightning_modules.tasks.tagged_predictions import first_subword_predictions
 
 
 class FinetuneModule(pl.LightningModule):
@@ -73,7 +74,16 @@ class FinetuneModule(pl.LightningModule):
     def on_validation_epoch_start(self) -> None:
         self._outputs = {}
 
+    def _token_predictions(self, batch) -> torch.Tensor:
+        """B×L first-sub-word tag indices (tasks/tagged_predictions.py): rows of one length, so
+        batches of different lengths concatenate."""
+        return first_subword_predictions(self.model(batch), batch, self.task.spec.max_length)
+
     def validation_step(self, batch, batch_idx, dataloader_idx: int = 0):
+        if self.task.spec.is_token_level:  # scored against the split's word-level gold (split_metrics)
+            preds = self._token_predictions(batch)
+            self._outputs.setdefault(dataloader_idx, []).append((preds, torch.zeros(len(preds))))
+            return
         preds = prediction_scores(self.task.spec, self.model(batch))
         self._outputs.setdefault(dataloader_idx, []).append((preds.cpu(), batch["labels"].cpu()))
 
@@ -90,6 +100,8 @@ class FinetuneModule(pl.LightningModule):
         self.last_metrics = metrics
 
     def predict_step(self, batch, batch_idx, dataloader_idx: int = 0):
+        if self.task.spec.is_token_level:
+            return self._token_predictions(batch)
         logits = self.model(batch).detach().float()
         return logits.squeeze(-1) if self.is_regression else logits.argmax(-1)
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from omegaconf import DictConfig, OmegaConf
 
+from lightning_modules.data.tagged import TaggedSentence, is_bio, sort_tags
 from lightning_modules.data.task_data import Split, TaskData, TextExample
 from ptmlab.contracts import ConfigError, DataError
 
@@ -19,7 +20,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class TaskSpec:
     name: str
-    kind: str  # classification | regression
+    kind: str  # classification | regression | token_classification
     labels: tuple[str, ...] | None  # raw file values in class-index order; None: regression/inferred
     metrics: tuple[str, ...]
     main_metric: str
@@ -36,6 +37,11 @@ class TaskSpec:
     @property
     def is_regression(self) -> bool:
         return self.kind == "regression"
+
+    @property
+    def is_token_level(self) -> bool:
+        """One label per word (token classification): per-token head, seqeval metrics."""
+        return self.kind == "token_classification"
 
     @property
     def num_labels(self) -> int:
@@ -141,8 +147,9 @@ def load_task(task_cfg: DictConfig) -> LoadedTask:
     data: TaskData = reader.read()
     for note in data.notes:
         log.warning(note)
-    if spec.kind == "classification" and spec.labels is None:
-        spec = dataclasses.replace(spec, labels=infer_labels(data.train))
+    if spec.kind != "regression" and spec.labels is None:
+        labels = infer_tags(data.train) if spec.is_token_level else infer_labels(data.train)
+        spec = dataclasses.replace(spec, labels=labels)
         declared = task_cfg.get("num_labels")
         if declared is not None and int(declared) != len(spec.labels):
             raise ConfigError(f"task.num_labels={declared} but the train split {data.train.source} has "
@@ -157,7 +164,8 @@ def load_task(task_cfg: DictConfig) -> LoadedTask:
                 if limit is not None and split.examples else ""
             raise DataError(f"{split.source}: split '{name}' of task {spec.name} is empty{why}")
         if split.has_labels:
-            examples = [_map_label(spec, split, ex) for ex in examples]
+            label = _map_tags if spec.is_token_level else _map_label
+            examples = [label(spec, split, ex) for ex in examples]
         splits[name] = dataclasses.replace(split, examples=examples)
     return LoadedTask(spec=spec, data=dataclasses.replace(data, splits=splits))
 
@@ -172,6 +180,29 @@ def infer_labels(split: Split) -> tuple[str, ...]:
         return tuple(sorted(values, key=int))
     except ValueError:
         return tuple(sorted(values))
+
+
+def infer_tags(split: Split) -> tuple[str, ...]:
+    """Tag set of a token-classification task without `task.labels`: every tag of the train
+    split, O first, then by entity type, B- before I- (data/tagged.py sort_tags). A BIO tag set
+    gets both B-X and I-X for every type X seen (a one-word-entity type has no I-X in train, and
+    dev may still hold one)."""
+    tags = {str(t) for ex in split.examples for t in (ex.label or ())}
+    if not tags:
+        raise DataError(f"{split.source}: no tags to infer the tag set from (set task.labels)")
+    if all(is_bio(t) for t in tags):
+        tags |= {f"{p}-{t[2:]}" for t in tags if t != "O" for p in "BI"}
+    return sort_tags(tags)
+
+
+def _map_tags(spec: TaskSpec, split: Split, ex: TaggedSentence) -> TaggedSentence:
+    index = {label: i for i, label in enumerate(spec.labels)}
+    try:
+        return dataclasses.replace(ex, label=tuple(index[str(t)] for t in ex.label))
+    except KeyError:
+        i = next(i for i, t in enumerate(ex.label) if str(t) not in index)
+        raise DataError(f"{split.source}: line {ex.lines[i]}: tag '{ex.label[i]}' is not in the tag set of task "
+                        f"{spec.name} (task.labels: {', '.join(spec.labels)})") from None
 
 
 def _map_label(spec: TaskSpec, split: Split, ex: TextExample) -> TextExample:

@@ -61,7 +61,7 @@ class PromptNode(Node):
 class TaskNode(Node):
     name: Name
     display_name: Name | None = None
-    kind: Literal["classification", "regression"]
+    kind: Literal["classification", "regression", "token_classification"]
     num_labels: PositiveInt | None = None
     labels: Annotated[Any, checked(_labels, "a list of label values")] = None
     label_names: list[str] | None = None
@@ -108,7 +108,37 @@ class TabularReader(TargetNode):
     quoting: Literal["none", "minimal"] | None = None
 
 
+class ConllReader(TargetNode):
+    """CoNLL-style columns (lightning_modules/data/conll_columns.py): word and tag column indices,
+    negative counting from the end; whether one is inside a file's rows is known only on reading."""
+
+    train: Name
+    dev: Name
+    test: Name | None = None
+    token_column: int = 0
+    label_column: int = -1
+    repair: bool = True
+
+    @model_validator(mode="after")
+    def _two_columns(self):
+        if self.token_column == self.label_column:
+            raise ValueError(f"{NODE}.token_column and {NODE}.label_column are both {self.token_column}")
+        return self
+
+
+class ConlluTagReader(TargetNode):
+    """CoNLL-U with a UD column as the label (lightning_modules/data/conllu_tags.py)."""
+
+    train: Name
+    dev: Name
+    test: Name | None = None
+    label_column: Literal["upos", "xpos", "deprel"] = "upos"
+    max_sentences: PositiveInt | None = None
+
+
 READERS = {
+    "lightning_modules.data.conll_columns.ConllReader": ConllReader,
+    "lightning_modules.data.conllu_tags.ConlluTagReader": ConlluTagReader,
     "lightning_modules.data.glue.GlueReader": GlueReader,
     "lightning_modules.data.senteval.SentEvalReader": SentEvalReader,
     "lightning_modules.data.tabular.TabularReader": TabularReader,

@@ -16,13 +16,19 @@ from pathlib import Path
 
 from ptmlab.contracts.errors import ConfigError
 
-TASK_KINDS = ("classification", "regression")
+TASK_KINDS = ("classification", "regression", "token_classification")
 # Metric names (Hugging Face `evaluate` glue names) -> the task kind they apply to.
 METRIC_KINDS = {
     "accuracy": "classification", "f1": "classification", "macro_f1": "classification",
     "matthews_correlation": "classification",
     "pearson": "regression", "spearmanr": "regression", "mse": "regression", "mae": "regression",
+    # seqeval's entity scores: default (conlleval) mode, and strict mode with the IOB2 scheme
+    # (lightning_modules/tasks/token_metrics.py); token_accuracy for tagging (UPOS).
+    **{f"entity_{m}{mode}": "token_classification" for m in ("f1", "precision", "recall") for mode in ("", "_strict")},
+    "token_accuracy": "token_classification",
 }
+# Readers that return one tag per word (lightning_modules/data/): the token kind reads only these.
+TOKEN_READERS = ("lightning_modules.data.conll_columns.ConllReader", "lightning_modules.data.conllu_tags.ConlluTagReader")
 REQUIRED_KEYS = ("name", "kind", "metrics", "main_metric", "data")
 TASK_NAME = re.compile(r"[A-Za-z0-9_\-]+(/[A-Za-z0-9_\-]+)*")  # conf/task/<name>.yaml, e.g. glue/sst2
 
@@ -34,6 +40,11 @@ def check_task_node(task: DictConfig, key: str = "task") -> None:
     kind = str(task.kind)
     if kind not in TASK_KINDS:
         raise ConfigError(f"{key}.kind={kind} is unknown; valid: {', '.join(TASK_KINDS)}")
+    reader = OmegaConf.select(task, "data._target_", default=None)
+    if reader is not None and (kind == "token_classification") != (str(reader) in TOKEN_READERS):
+        wants = "a word-tagging reader (" + ", ".join(TOKEN_READERS) + ")" if kind == "token_classification" \
+            else "a sentence reader, not a word-tagging one"
+        raise ConfigError(f"{key}.kind={kind} needs {wants}; {key}.data._target_={reader}")
     metrics = [str(m) for m in task.metrics] if isinstance(task.metrics, ListConfig) else [str(task.metrics)]
     if not metrics:
         raise ConfigError(f"{key}.metrics is empty")
