@@ -137,6 +137,31 @@ def test_a_searched_value_that_selects_code_is_refused(tmp_path):
     dispose_engines()
 
 
+def test_hydra_sweeper_turns_a_multirun_into_a_study(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PTMLAB_HOME": str(tmp_path / "home"), "PTMLAB_DATABASE_URL": sqlite_url(tmp_path)}
+
+    def multirun(*overrides):
+        return subprocess.run([sys.executable, "-m", "ptmlab.run", "-m", "hydra/sweeper=ptmlab_optuna",
+                               "hydra.sweeper.objective=val/score", "hydra.sweeper.n_parallel=3", "stage=sleep",
+                               "stage.validations=2", *overrides], capture_output=True, text=True, env=env,
+                              cwd=tmp_path, timeout=120)
+
+    ok = multirun("stage.quality=tag(log,interval(0.01,1))", "stage.seconds=choice(0.5,1)")
+    assert ok.returncode == 0, ok.stderr
+    assert "3 trial(s) queued" in ok.stdout
+    jobs = jobs_of(sqlite_url(tmp_path))
+    assert len(jobs) == 3 and len({j.study_id for j in jobs}) == 1 and sorted(j.trial_number for j in jobs) == [0, 1, 2]
+    assert all(j.stage == "sleep" and "stage.validations=2" in j.overrides for j in jobs)
+    assert all(any(o.startswith("stage.quality=") for o in j.overrides) for j in jobs)
+    bad = multirun("stage.quality=interval(1,0)")
+    assert bad.returncode == 2 and "interval(1,0) is empty" in bad.stderr
+    assert len(jobs_of(sqlite_url(tmp_path))) == 3
+
+
 # -- through a real API and two real workers ----------------------------------------------------
 def _api(tmp_path: Path) -> LiveApi:
     api = LiveApi(sqlite_url(tmp_path), tmp_path / "home", tmp_path)
@@ -245,3 +270,52 @@ def test_stop_withdraws_and_resume_asks_what_is_owed(tmp_path, spawn_worker):
     done = [t for t in status["trials"] if t["state"] == "complete"]
     assert sorted(t["params"]["stage.quality"] for t in done) == [0.2, 0.4, 0.6]
     assert status["best"]["params"]["stage.quality"] == 0.6
+
+
+# -- done when: ASHA against a grid on a tiny fine-tune -----------------------------------------
+FINETUNE_FIXED = ["task=demo/sentiment", "task.max_train_samples=256", "stage.epochs=4", "stage.pooling=mean",
+                  "stage.write_predictions=false", "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0"]
+FINETUNE_OBJECTIVE = "val/sentiment/accuracy"
+
+
+@pytest.mark.slow
+def test_asha_study_matches_the_grid_with_at_most_60_percent_of_its_steps(tmp_path, spawn_worker):
+    """16 trials of stage.lr (log) x stage.batch_size with ASHA, 2 in parallel, beside the 16-point
+    grid over the same space, through a real API and two real workers sharing both studies."""
+    api = _api(tmp_path)
+    common = {"stage": "finetune", "objective": FINETUNE_OBJECTIVE, "n_trials": 16, "n_parallel": 2}
+    try:
+        asha = httpx.post(f"{api.base}/api/v1/studies", timeout=120, json={
+            **common, "name": "asha", "sampler": "tpe", "pruner": "asha", "reduction_factor": 3, "seed": 0,
+            "overrides": [*FINETUNE_FIXED, "stage.lr=tag(log,interval(1e-3,3e-2))",
+                          "stage.batch_size=choice(8,16,32,64)"]})
+        assert asha.status_code == 201, asha.text
+        grid = httpx.post(f"{api.base}/api/v1/studies", timeout=120, json={
+            **common, "name": "grid", "sampler": "grid",
+            "overrides": [*FINETUNE_FIXED, "stage.lr=choice(0.001,0.003,0.01,0.03)",
+                          "stage.batch_size=choice(8,16,32,64)"]})
+        assert grid.status_code == 201, grid.text
+        for _ in range(2):
+            spawn_worker(api.db_url, tmp_path / "home")
+        ids = [asha.json()["id"], grid.json()["id"]]
+        done = wait_until(lambda: all(_finished(api, i) for i in ids) and [_status(api, i) for i in ids],
+                          1500, "both studies to finish", interval=2.0)
+    finally:
+        api.kill()
+    asha, grid = done
+    trials = asha["trials"]
+    pruned = [t for t in trials if t["state"] == "pruned"]
+    complete = [t for t in trials if t["state"] == "complete"]
+    print(f"\nASHA: {len(complete)} complete, {len(pruned)} pruned, {asha['steps_total']} steps, "
+          f"best {asha['best']['value']:.3f} {asha['best']['params']}")
+    print(f"grid: {grid['counts']}, {grid['steps_total']} steps, best {grid['best']['value']:.3f} "
+          f"{grid['best']['params']}; ASHA / grid steps = {asha['steps_total'] / grid['steps_total']:.2f}")
+    assert len(trials) == 16 and grid["counts"] == {"complete": 16}
+    assert pruned and len(pruned) + len(complete) == 16
+    full = {(t["params"]["stage.batch_size"]): t["steps"] for t in complete}
+    for t in pruned:  # fewer steps than a survivor with the same batch size would have trained
+        assert t["steps"] < 4 * -(-256 // t["params"]["stage.batch_size"])
+        assert t["job_status"] == "pruned"
+    assert full, "no trial survived"
+    assert asha["best"]["value"] >= grid["best"]["value"] - 0.01
+    assert asha["steps_total"] <= 0.6 * grid["steps_total"]

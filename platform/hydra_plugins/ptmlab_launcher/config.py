@@ -1,5 +1,6 @@
 """Config nodes: `hydra/launcher=ptmlab` (set its fields as `hydra.launcher.<field>=`) and
-`hydra/sweeper=ptmlab` (Hydra's basic sweeper, composing each distinct combination once)."""
+`hydra/sweeper=ptmlab` (Hydra's basic sweeper, composing each distinct combination once),
+`hydra/sweeper=ptmlab_optuna` (a `-m` with a search space becomes a ptmlab study)."""
 
 from dataclasses import dataclass, field
 from typing import Dict, Optional
@@ -40,3 +41,35 @@ class PtmlabSweeperConf:
 
 
 ConfigStore.instance().store(group="hydra/sweeper", name="ptmlab", node=PtmlabSweeperConf, provider="ptmlab")
+
+
+@dataclass
+class PtmlabOptunaSweeperConf:
+    """`hydra/sweeper=ptmlab_optuna`: a `-m` with interval/choice/range becomes a ptmlab study
+    (ptmlab.studies.spec.StudySpec's fields; null: the spec's default)."""
+
+    _target_: str = "hydra_plugins.ptmlab_launcher.ptmlab_optuna_sweeper.PtmlabOptunaSweeper"
+    objective: Optional[str] = None  # required: a metric the stage reports at each validation
+    direction: Optional[str] = None  # maximize | minimize
+    sampler: Optional[str] = None  # tpe | random | grid | cmaes
+    pruner: Optional[str] = None  # none | asha | hyperband | median
+    min_resource: Optional[int] = None
+    reduction_factor: Optional[int] = None
+    n_trials: Optional[int] = None
+    n_parallel: Optional[int] = None
+    max_wall_s: Optional[float] = None
+    max_steps: Optional[int] = None
+    seed: Optional[int] = None
+    name: Optional[str] = None
+    queue: Optional[str] = None
+    priority: Optional[int] = None
+    gpus: Optional[int] = None
+    timeout_s: Optional[float] = None
+    # Where the study goes: the platform database, or a running API when api_url is set.
+    database_url: Optional[str] = None
+    api_url: Optional[str] = None
+    api_token: Optional[str] = None
+
+
+ConfigStore.instance().store(group="hydra/sweeper", name="ptmlab_optuna", node=PtmlabOptunaSweeperConf,
+                             provider="ptmlab")
