@@ -763,3 +763,26 @@ def test_compare_draws_every_curve_validation_first_with_legends(page, dashboard
     assert page.locator("#single-metrics .main-svg").count() == 0  # numbers, not a chart
     assert page.locator("#curves .small-chart[data-metric='compress/size_bytes']").count() == 0
     shot(page, "compare-curves")
+
+
+def test_name_tags_and_note_edited_on_the_job_page_show_in_the_lists(page, dashboard):
+    base, _ = dashboard
+    job = httpx.post(f"{base}/api/v1/jobs", json={"stage": "sleep", "overrides": ["stage.seconds=0.1"], "queue": "parked",
+                                                  "tags": {"origin": "form"}}).json()
+    page.goto(f"{base}/jobs/{job['id']}")
+    if not page.evaluate("document.getElementById('job-labels').open"):  # open when the job has tags or a note
+        page.click("#job-labels summary")
+    page.fill("#label-form input[name=name]", "warmup-ablation")
+    page.fill("#label-form input[name=tags]", "idea=warmup")  # origin=form left out: removed
+    page.fill("#label-form textarea[name=note]", "diverged after epoch 2")
+    page.click("#label-save")
+    page.wait_for_selector("#label-tags code:has-text('idea=warmup')")
+    stored = httpx.get(f"{base}/api/v1/jobs/{job['id']}").json()
+    assert (stored["name"], stored["tags"], stored["note"]) == ("warmup-ablation", {"idea": "warmup"}, "diverged after epoch 2")
+    page.goto(f"{base}/jobs?queue=parked")
+    row = page.wait_for_selector(f"#jobs-table tr[data-job-id='{job['id']}']")
+    assert "warmup-ablation" in row.inner_text() and "idea=warmup" in row.inner_text()
+    page.goto(f"{base}/jobs/{job['id']}")  # the page opens with what was saved
+    assert page.input_value("#label-form input[name=name]") == "warmup-ablation"
+    assert page.input_value("#label-form textarea[name=note]") == "diverged after epoch 2"
+    httpx.post(f"{base}/api/v1/jobs/{job['id']}/cancel")

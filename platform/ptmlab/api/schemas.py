@@ -70,6 +70,18 @@ class JobSubmit(JobOptions):
     name: Annotated[str, Field(min_length=1, max_length=200)] | None = None
 
 
+class JobLabels(_Strict):
+    """PATCH /jobs/{id}: only the fields given change; a tag set to null is removed."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"name": "lr-1e-4", "tags": {"idea": "warmup", "old": None}, "note": "diverged after epoch 2; rerun with clipping"}]})
+
+    name: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    tags: dict[Annotated[str, Field(min_length=1, max_length=100)], Annotated[str, Field(max_length=500)] | None] = Field(
+        default_factory=dict, max_length=50)
+    note: Annotated[str, Field(max_length=10_000)] | None = None
+
+
 class SweepSubmit(JobOptions):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
         {"overrides": ["stage=sleep", "stage.seconds=0.1,0.2", "seed=range(0,3)"], "dry_run": True},
@@ -166,6 +178,7 @@ class JobOut(BaseModel):
     max_attempts: int
     idempotency_key: str | None
     tags: dict[str, Any]
+    note: str | None = None
     status: str
     cancel_requested: bool
     resume: bool

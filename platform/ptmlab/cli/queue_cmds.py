@@ -1,4 +1,4 @@
-"""Queue commands: `ptmlab worker | submit | status | logs | cancel | retry | up`.
+"""Queue commands: `ptmlab worker | submit | status | logs | cancel | retry | label | up`.
 
 They talk to the platform database directly (PTMLAB_DATABASE_URL, default SQLite in
 PTMLAB_HOME), so they work on any host that reaches it, with or without the API running.
@@ -217,6 +217,25 @@ def _cmd_retry(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_label(args: argparse.Namespace) -> int:
+    from ptmlab import queue
+    from ptmlab.errors import ConfigError
+
+    tags: dict[str, str | None] = {}
+    for item in args.tag or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--tag {item!r} is not key=value")
+        tags[key] = value
+    tags.update(dict.fromkeys(args.untag or []))
+    changes = {k: getattr(args, k) for k in ("name", "note") if getattr(args, k) is not None}
+    with _session(args) as s:
+        job = queue.label_job(s, args.job_id, tags=tags, **changes)
+        tag_text = ", ".join(f"{k}={v}" for k, v in sorted((job.tags or {}).items())) or "no tags"
+        print(f"job {job.id}: name {job.name or '-'}; {tag_text}" + (f"; note: {job.note}" if job.note else ""))
+    return 0
+
+
 # -- doctor -------------------------------------------------------------------------------------
 def _cmd_doctor(args: argparse.Namespace) -> int:
     from ptmlab.doctor import run_doctor
@@ -394,6 +413,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("job_ids", type=int, nargs="+")
         db_option(p)
         p.set_defaults(func=func)
+
+    p = sub.add_parser("label", help="rename a job, (un)tag it, write its note: ptmlab label 12 --name lr-small --tag idea=warmup")
+    p.add_argument("job_id", type=int)
+    p.add_argument("--name", default=None)
+    p.add_argument("--tag", action="append", help="key=value, repeatable")
+    p.add_argument("--untag", action="append", help="a tag key to remove, repeatable")
+    p.add_argument("--note", default=None, help="free text kept with the run ('' clears it)")
+    db_option(p)
+    p.set_defaults(func=_cmd_label)
 
     p = sub.add_parser("doctor", help="check Python, torch and its device, the database, MLflow, data, disk")
     p.set_defaults(func=_cmd_doctor)

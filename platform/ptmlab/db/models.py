@@ -75,6 +75,7 @@ class Job(Base):
     max_attempts: Mapped[int] = mapped_column(default=3)
     idempotency_key: Mapped[str | None] = mapped_column(sa.String(200), unique=True)
     tags: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    note: Mapped[str | None] = mapped_column(sa.Text)  # free text a researcher keeps with the run
 
     status: Mapped[str] = mapped_column(sa.String(20), default=QUEUED, index=True)
     cancel_requested: Mapped[bool] = mapped_column(default=False)
@@ -120,7 +121,7 @@ class Job(Base):
             "id": self.id, "name": self.name, "stage": self.stage, "overrides": list(self.overrides or []),
             "seed": self.seed, "queue": self.queue, "priority": self.priority, "gpus": self.gpus,
             "nodes": self.nodes, "progress": split_for_listing(self.progress)[0], "timeout_s": self.timeout_s, "max_attempts": self.max_attempts,
-            "idempotency_key": self.idempotency_key, "tags": dict(self.tags or {}),
+            "idempotency_key": self.idempotency_key, "tags": dict(self.tags or {}), "note": self.note,
             "status": self.status, "cancel_requested": self.cancel_requested, "resume": self.resume,
             "attempts": self.attempts, "worker_id": self.worker_id, "exit_code": self.exit_code,
             "error": redact(self.error), "mlflow_run_id": self.mlflow_run_id, "run_dir": self.run_dir,

@@ -18,6 +18,7 @@ Submitting and managing (API, CLI, sweep launcher):
     expand_pipeline(spec_or_name, overrides=()) -> list[PipelineJob]    (pure, for validation/dry runs)
     cancel_job(session, job_id) -> Job      queued: cancelled now; running: cancel_requested,
                                             its worker kills the process group within seconds.
+    label_job(session, job_id, *, name=, tags={k: v|None}, note=) -> Job   rename, (un)tag, note; any state
     retry_job(session, job_id) -> Job       failed/cancelled -> queued again (and the children
                                             it had failed); other states -> ConflictError.
     get_job(session, job_id) -> Job         NotFoundError when missing.
@@ -52,7 +53,7 @@ from ptmlab.queue.claim import (
     register_worker, requeue_job, stop_worker, store_final_progress,
 )
 from ptmlab.queue.jobs import (
-    LogChunk, cancel_job, get_job, get_pipeline, get_sweep, list_attempts, list_jobs, list_workers,
+    LogChunk, cancel_job, get_job, label_job, get_pipeline, get_sweep, list_attempts, list_jobs, list_workers,
     read_log, retry_job, submit_job, submit_sweep,
 )
 from ptmlab.queue.groups import list_groups
@@ -60,7 +61,7 @@ from ptmlab.queue.pipelines import PipelineJob, expand_pipeline, load_pipeline, 
 
 __all__ = [
     "ClaimedJob", "HeartbeatReply", "LogChunk", "PipelineJob", "cancel_job", "claim_next_job",
-    "expand_pipeline", "finish_attempt", "get_job", "get_pipeline", "get_sweep", "heartbeat",
+    "expand_pipeline", "finish_attempt", "get_job", "get_pipeline", "get_sweep", "heartbeat", "label_job",
     "list_attempts", "list_groups", "list_jobs", "list_workers", "load_pipeline", "read_log", "reap_expired_leases",
     "register_worker", "requeue_job", "retry_job", "stop_worker", "store_final_progress", "submit_job", "submit_pipeline",
     "submit_sweep",

@@ -268,6 +268,35 @@ def cancel_job(session: Session, job_id: int) -> Job:
     return job
 
 
+UNCHANGED: Any = object()  # label_job: leave this field as it is
+
+
+def label_job(session: Session, job_id: int, *, name: str | None = UNCHANGED, tags: dict[str, str | None] | None = None,
+              note: str | None = UNCHANGED) -> Job:
+    """Rename a job, set or remove tags (a None value removes the key) and set its note, in any
+    state: labels say what a run is and never change what it ran. A name another job of its
+    pipeline has -> ConflictError (`job:<name>` references there are unique)."""
+    job = _locked_job(session, job_id)
+    if name is not UNCHANGED and name != job.name:
+        if name is not None and job.pipeline_id is not None and session.scalar(
+                sa.select(Job.id).where(Job.pipeline_id == job.pipeline_id, Job.name == name, Job.id != job.id)):
+            session.rollback()
+            raise ConflictError(f"job {job_id}: another job of pipeline {job.pipeline_id} is named {name!r}")
+        job.name = name
+    if tags:
+        merged = dict(job.tags or {})
+        for key, value in tags.items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+        job.tags = merged
+    if note is not UNCHANGED:
+        job.note = note or None
+    session.commit()
+    return job
+
+
 def retry_job(session: Session, job_id: int) -> Job:
     """Queue a failed or cancelled job again (fresh attempts budget), with the descendants its
     failure had failed."""

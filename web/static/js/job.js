@@ -276,6 +276,29 @@ async function action(name) {
   }
 }
 
+// Name, tags and note: labels only (PATCH /api/v1/jobs/<id>); a tag left out of the list is removed.
+async function saveLabels() {
+  const form = document.getElementById("label-form");
+  const before = (await api(`/api/v1/jobs/${jobId}`)).tags || {};
+  const tags = {};
+  for (const part of form.elements.tags.value.split(",").map((x) => x.trim()).filter(Boolean)) {
+    const at = part.indexOf("=");
+    if (at < 1) { flash(`tag ${JSON.stringify(part)} is not key=value`); return; }
+    tags[part.slice(0, at).trim()] = part.slice(at + 1).trim();
+  }
+  for (const key of Object.keys(before)) if (!(key in tags)) tags[key] = null;
+  const name = form.elements.name.value.trim();
+  try {
+    const job = await api(`/api/v1/jobs/${jobId}`, { method: "PATCH",
+      body: { ...(name ? { name } : {}), tags, note: form.elements.note.value } });
+    document.getElementById("label-tags").replaceChildren(...Object.entries(job.tags).map(([k, v]) => el("code", { class: "chip" }, `${k}=${v}`)));
+    flash("saved", "info");
+  } catch (err) {
+    flash(`labels: ${err.message}`);
+  }
+}
+
+document.getElementById("label-form").addEventListener("submit", saveLabels);
 document.getElementById("cancel-button").addEventListener("click", () => action("cancel"));
 document.getElementById("curve-log").addEventListener("change", () => drawCurves(lastSeries));
 document.getElementById("retry-button").addEventListener("click", () => action("retry"));

@@ -40,7 +40,8 @@ function row(job) {
   }
   return el("tr", { "data-job-id": job.id, "data-status": job.status },
     el("td", {}, el("a", { href: `/jobs/${job.id}` }, job.id)),
-    el("td", {}, job.name || ""),
+    el("td", {}, job.name || "", Object.entries(job.tags || {})
+      .map(([k, v]) => el("code", { class: "chip small", title: "tag" }, `${k}=${v}`))),
     el("td", {}, badge(job.status)),
     el("td", { class: "progress" }, progressBar(job.progress, job.status)),
     el("td", {}, job.stage),

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Path, Query
 from ptmlab import queue
 from ptmlab.api.deps import Authorized, RootsDep, SessionDep
 from ptmlab.api.schemas import (
-    INT4_MAX, AttemptOut, ErrorOut, JobOut, JobPage, JobSubmit, LogOut, ProgressHistoryOut,
+    INT4_MAX, AttemptOut, ErrorOut, JobLabels, JobOut, JobPage, JobSubmit, LogOut, ProgressHistoryOut,
 )
 from ptmlab.api.validation import validate_job
 from ptmlab.contracts.progress import history_series, split_for_listing
@@ -63,6 +63,14 @@ def cancel_job(job_id: JobIdPath, session: SessionDep) -> dict:
              summary="Queue a failed or cancelled job again")
 def retry_job(job_id: JobIdPath, session: SessionDep) -> dict:
     return queue.retry_job(session, job_id).to_dict()
+
+
+@router.patch("/{job_id}", response_model=JobOut, responses=ERRORS, dependencies=[Authorized],
+              summary="Rename a job, set or remove tags (null removes), write its note; any state")
+def label_job(job_id: JobIdPath, body: JobLabels, session: SessionDep) -> dict:
+    given = body.model_fields_set
+    return queue.label_job(session, job_id, tags=body.tags,
+                           **{k: getattr(body, k) for k in ("name", "note") if k in given}).to_dict()
 
 
 @router.get("/{job_id}/attempts", response_model=list[AttemptOut], responses=ERRORS)
