@@ -786,3 +786,31 @@ def test_name_tags_and_note_edited_on_the_job_page_show_in_the_lists(page, dashb
     assert page.input_value("#label-form input[name=name]") == "warmup-ablation"
     assert page.input_value("#label-form textarea[name=note]") == "diverged after epoch 2"
     httpx.post(f"{base}/api/v1/jobs/{job['id']}/cancel")
+
+
+def test_every_page_loads_without_a_console_error_or_a_failed_request(browser, dashboard):
+    """Every page of the navigation and every kind of detail page, offline: no console error, no
+    request that fails or answers 4xx/5xx, no request leaving the machine."""
+    base, ids = dashboard
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(WAIT_MS)
+    external = _no_external_requests(page)
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    page.on("requestfailed", lambda r: problems.append(f"failed: {r.url} {r.failure}"))
+    page.on("response", lambda r: problems.append(f"{r.status}: {r.url}") if r.status >= 400 else None)
+    sweep = httpx.post(f"{base}/api/v1/sweeps", json={"name": "pages", "queue": "parked",
+                                                     "overrides": ["stage=sleep", "stage.seconds=0.1,0.2"]}).json()
+    jobs, results = ids["jobs"], ids["results"]
+    paths = ["/", "/jobs", "/runs", "/sweeps", f"/sweeps/{sweep['id']}", "/pipelines", "/submit", "/leaderboard",
+             "/compression", "/probing", "/probing/drift", "/compare", f"/compare?runs={results['finetune'][0]}",
+             f"/runs/{results['probe'][0]}", f"/jobs/{jobs['failed']}", f"/jobs/{jobs['succeeded']}",
+             f"/jobs/{jobs['pipeline_child']}", "/docs", "/redoc"]
+    for path in paths:
+        page.goto(base + path, wait_until="networkidle")
+    context.close()
+    for job_id in sweep["job_ids"]:
+        httpx.post(f"{base}/api/v1/jobs/{job_id}/cancel")
+    assert not problems and not external, (problems, external)
