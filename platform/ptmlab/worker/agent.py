@@ -38,13 +38,14 @@ import sqlalchemy as sa
 from ptmlab.code_keys import code_selecting_override
 from ptmlab.contracts import ConfigError, validate_summary
 from ptmlab.contracts.progress import PROGRESS_FILE, read_progress
-from ptmlab.db import CANCELLED, FAILED, SUCCEEDED, get_sessionmaker
+from ptmlab.db import CANCELLED, FAILED, SUCCEEDED, Study, get_sessionmaker
 from ptmlab.disk import DISK_FULL_ERRNOS, EXIT_DISK_FULL, describe_disk_full, free_bytes, is_nearly_full
 from ptmlab.queue import (
     ClaimedJob, claim_next_job, finish_attempt, heartbeat, reap_expired_leases, register_worker,
     requeue_job, stop_worker, store_final_progress,
 )
 from ptmlab.slurm import current_allocation, srun_prefix
+from ptmlab.worker.warm_start import WarmLauncher, WarmProcess
 
 log = logging.getLogger("ptmlab.worker")
 LOG_TAIL_LINES = 40
@@ -69,6 +70,7 @@ class WorkerOptions:
     python: str = sys.executable
     multinode: bool = False  # launch nodes > 1 jobs through srun, and nothing else
     srun_args: list[str] = field(default_factory=list)  # appended to the srun command (partition, account)
+    warm_start: bool = True  # fork CPU jobs from a launcher with the heavy modules imported (worker/warm_start.py)
 
     @property
     def heartbeat_s(self) -> float:
@@ -79,7 +81,7 @@ class WorkerOptions:
 @dataclass
 class RunningJob:
     claim: ClaimedJob
-    proc: subprocess.Popen
+    proc: subprocess.Popen | WarmProcess
     started: float
     kill_reason: str | None = None  # cancel | timeout | lost | requeue
     kill_deadline: float | None = None  # when SIGTERM turns into SIGKILL
@@ -139,6 +141,7 @@ class WorkerAgent:
         self.worker_id = options.worker_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:4]}"
         self.Session = get_sessionmaker(self.database_url)
         self.running: dict[int, RunningJob] = {}
+        self.launcher: WarmLauncher | None = None  # started by run()
         self.free_gpus = list(options.gpus)
         self.free_cpu_slots = options.cpu_slots
         self.draining = False
@@ -180,6 +183,9 @@ class WorkerAgent:
                  f" slurm job {allocation.job_id} on {allocation.node}" if allocation else "",
                  sa.make_url(self.database_url).render_as_string(hide_password=True))
         next_heartbeat = 0.0
+        if self.options.warm_start and not self.options.multinode:
+            # Imports in the background: jobs claimed meanwhile start cold.
+            self.launcher = WarmLauncher(self.options.python, env=self._job_environment())
         try:
             while True:
                 now = time.monotonic()
@@ -210,6 +216,8 @@ class WorkerAgent:
             for rj in list(self.running.values()):  # only on an unexpected error: never leave orphans
                 self._kill(rj, "requeue", hard=True)
             self._collect_exited(wait=True)
+            if self.launcher is not None:
+                self.launcher.close()
             if self.unrecorded:
                 log.warning("outcomes of jobs %s not recorded (database unreachable); their leases will expire and "
                             "they will be requeued", [claim.job_id for claim, _ in self.unrecorded])
@@ -292,17 +300,8 @@ class WorkerAgent:
         self.started_jobs += 1
         log_path = Path(claim.log_path)
         argv = [self.options.python, "-m", "ptmlab.run", *claim.run_overrides()]
-        env = {
-            # The API token is the platform's, not the job's: a job's log never holds it. Inside a
-            # Slurm allocation the job is one process of the worker's, not a Slurm task: without
-            # SLURM_* Lightning neither takes ranks from them nor requeues the worker's allocation.
-            **{k: v for k, v in os.environ.items()
-               if k != "PTMLAB_API_TOKEN" and not (k.startswith("SLURM_") and k != "SLURM_CONF")},
-            "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in claim.gpu_ids),
-            "PTMLAB_JOB_ID": str(claim.job_id),
-            "PTMLAB_HOME": str(self.home),
-            "PYTHONUNBUFFERED": "1",
-        }
+        env = {**self._job_environment(), "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in claim.gpu_ids),
+               "PTMLAB_JOB_ID": str(claim.job_id)}
         if claim.nodes > 1:
             argv, env = self._across_nodes(claim, argv, env)
         try:
@@ -330,8 +329,9 @@ class WorkerAgent:
             self._fail_unstarted(claim, f"could not write the job's folder: {detail}")
             return
         with out:
+            proc = self._warm_start(claim, env, out)
             try:
-                proc = subprocess.Popen(
+                proc = proc or subprocess.Popen(
                     argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                     start_new_session=True, preexec_fn=_die_with_parent if sys.platform == "linux" else None,
                 )
@@ -342,6 +342,39 @@ class WorkerAgent:
         self.running[claim.job_id] = RunningJob(claim=claim, proc=proc, started=time.monotonic())
         log.info("job %d attempt %d started (pid %d, gpus=%s)%s", claim.job_id, claim.attempt_number, proc.pid,
                  claim.gpu_ids or "-", " resuming" if claim.resume else "")
+
+    def _job_environment(self) -> dict[str, str]:
+        return {
+            # The API token is the platform's, not the job's: a job's log never holds it. Inside a
+            # Slurm allocation the job is one process of the worker's, not a Slurm task: without
+            # SLURM_* Lightning neither takes ranks from them nor requeues the worker's allocation.
+            **{k: v for k, v in os.environ.items()
+               if k != "PTMLAB_API_TOKEN" and not (k.startswith("SLURM_") and k != "SLURM_CONF")},
+            "CUDA_VISIBLE_DEVICES": "",
+            "PTMLAB_HOME": str(self.home),
+            "PYTHONUNBUFFERED": "1",
+        }
+
+    def _warm_start(self, claim: ClaimedJob, env: dict[str, str], out) -> WarmProcess | None:
+        """The job forked from the warm launcher, or None to start it cold (said in its log)."""
+        if self.launcher is None:
+            return None
+        if claim.gpus or claim.nodes > 1:
+            # A GPU job starts cold: what the launcher's imports may have cached about devices
+            # (it sees none) must not reach a job that uses them.
+            why = "a GPU job" if claim.gpus else "a multi-node job"
+        elif not self.launcher.ready:
+            why = self.launcher.why_not()
+        else:
+            out.write(f"== warm start: forked from the worker's launcher (pid {self.launcher.proc.pid})\n".encode())
+            out.flush()
+            proc = self.launcher.launch(claim.run_overrides(), env, claim.log_path)
+            if proc is not None:
+                return proc
+            why = self.launcher.why_not()
+        out.write(f"== cold start: {why}\n".encode())
+        out.flush()
+        return None
 
     def _across_nodes(self, claim: ClaimedJob, argv: list[str], env: dict[str, str]) -> tuple[list[str], dict]:
         """The job's command under `srun` on `nodes` hosts, one task per GPU (one per node on CPU);
@@ -391,7 +424,10 @@ class WorkerAgent:
         """Every worker drives the running studies (one at a time per study, by a short lease): new
         validations become intermediate values the pruner judges, ended trials are told, new ones
         asked. Workers do it, not the API, so a study goes on while the API restarts."""
-        from ptmlab.studies import advance_running_studies  # Optuna only where studies run
+        with self.Session() as s:
+            if not s.scalar(sa.select(Study.id).where(Study.status == "running").limit(1)):
+                return  # no study: Optuna is never imported by a worker that runs none
+        from ptmlab.studies import advance_running_studies
 
         try:
             with self.Session() as s:
