@@ -203,6 +203,10 @@ def build_task(cfg, ctx):
             (ctx["tmp"] / f"{split}.csv").write_text("text,label\nthe cat sat,a\na dog ran,b\n")
         task_cfg = OmegaConf.merge(task_cfg, {"data": {"train": str(ctx["tmp"] / "train.csv"),
                                                        "dev": str(ctx["tmp"] / "dev.csv")}})
+    elif cfg.task.name == "ner":  # no default files: a tiny CoNLL pair
+        (ctx["tmp"] / "tiny.conll").write_text("the\tO\ncat\tB-animal\n\na\tO\ndog\tB-animal\n")
+        task_cfg = OmegaConf.merge(task_cfg, {"data": {"train": str(ctx["tmp"] / "tiny.conll"),
+                                                       "dev": str(ctx["tmp"] / "tiny.conll")}})
     elif "glue" in str(cfg.task.data.get("data_dir", "")):
         from lightning_modules.data.glue import glue_layout
 
@@ -211,6 +215,10 @@ def build_task(cfg, ctx):
             task_cfg.data.data_dir = str(Path(__file__).parent / "fixtures" / "glue")
     task = load_task(task_cfg)
     encoder = PairEncoder(ctx["tokenizer"], causal=False, max_length=task.spec.max_length)
+    if task.spec.is_token_level:  # one label per word: the word-boundary encoder
+        from lightning_modules.tasks.token_encoding import WordTokenEncoder
+
+        encoder = WordTokenEncoder(ctx["tokenizer"], max_length=task.spec.max_length)
     batch = encoder.collate(encoder.encode_split(task.train)[:4])
     assert batch["labels"].shape[0] == batch["input_ids"].shape[0] > 0
 
