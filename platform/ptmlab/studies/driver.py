@@ -57,25 +57,31 @@ def create_study(session: Session, plan: StudyPlan, *, url: str, driver_id: str 
     return study
 
 
-def advance_running_studies(session: Session, *, url: str, driver_id: str) -> None:
+def advance_running_studies(session: Session, *, url: str, driver_id: str) -> set[int]:
+    """Advance every running study; the ids of the jobs whose stop it asked for (a worker kills
+    its own at once instead of at its next heartbeat: each second is training steps spent)."""
     ids = session.scalars(sa.select(Study.id).where(Study.status == STUDY_RUNNING)).all()
     session.rollback()
+    stopped: set[int] = set()
     for study_id in ids:
-        advance_study(session, study_id, url=url, driver_id=driver_id)
+        stopped |= advance_study(session, study_id, url=url, driver_id=driver_id)
+    return stopped
 
 
-def advance_study(session: Session, study_id: str, *, url: str, driver_id: str) -> bool:
-    """One step of the study (see the module docstring); False when another driver holds it."""
+def advance_study(session: Session, study_id: str, *, url: str, driver_id: str) -> set[int]:
+    """One step of the study (see the module docstring): the ids of the running jobs it asked to
+    stop; nothing when another driver holds the study."""
     if not _take_lease(session, study_id, driver_id):
-        return False
+        return set()
+    stopped: set[int] = set()
     try:
-        _advance(session, session.get(Study, study_id, populate_existing=True), url)
+        _advance(session, session.get(Study, study_id, populate_existing=True), url, stopped)
     finally:
         session.rollback()
         session.execute(sa.update(Study).where(Study.id == study_id, Study.driver_id == driver_id)
                         .values(driver_until=None))
         session.commit()
-    return True
+    return stopped
 
 
 def _take_lease(session: Session, study_id: str, driver_id: str) -> bool:
@@ -104,7 +110,7 @@ def _jobs(session: Session, study_id: str) -> dict[int, Job]:
     return {j.trial_number: j for j in jobs}
 
 
-def _advance(session: Session, study: Study, url: str) -> None:
+def _advance(session: Session, study: Study, url: str, stopped: set[int]) -> None:
     plan = replan(study.spec)
     ostudy = _load(study, url, plan)
     storage = ostudy._storage
@@ -115,7 +121,7 @@ def _advance(session: Session, study: Study, url: str) -> None:
         if job is None:
             jobs[trial.number] = _submit_trial(session, study, plan, trial, storage)
             continue
-        _report(session, ostudy, trial, job, plan)
+        _report(session, ostudy, trial, job, plan, stopped)
         if job.status in (SUCCEEDED, FAILED, CANCELLED, PRUNED):
             _tell(ostudy, trial, job, plan)
     session.commit()
@@ -124,7 +130,7 @@ def _advance(session: Session, study: Study, url: str) -> None:
     running = ostudy.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
     if reason is not None and reason != "n_trials":
         for trial in running:
-            _withdraw(session, storage, trial, jobs.get(trial.number), f"study {study.id}: {reason} reached")
+            _withdraw(session, storage, trial, jobs.get(trial.number), f"study {study.id}: {reason} reached", stopped)
         running = []
     if reason is None:
         ostudy = _load(study, url, plan)
@@ -159,7 +165,8 @@ def _submit_trial(session: Session, study: Study, plan: StudyPlan, trial: optuna
     return job
 
 
-def _report(session: Session, ostudy: optuna.Study, trial: optuna.trial.FrozenTrial, job: Job, plan: StudyPlan) -> None:
+def _report(session: Session, ostudy: optuna.Study, trial: optuna.trial.FrozenTrial, job: Job, plan: StudyPlan,
+            stopped: set[int]) -> None:
     """New validations → intermediate values, each judged by the pruner as it arrives."""
     storage = ostudy._storage
     points = objective_points(job.progress, plan.spec.objective)
@@ -173,18 +180,19 @@ def _report(session: Session, ostudy: optuna.Study, trial: optuna.trial.FrozenTr
         if is_last_step(job.progress, step):
             continue  # trained to the end already: the trial completes, it is not pruned
         if ostudy.pruner.prune(ostudy, storage.get_trial(trial._trial_id)):
-            _prune_job(session, job, f"pruned by study {job.study_id} ({plan.spec.pruner}) at validation {k}: "
+            _prune_job(session, job, stopped, f"pruned by study {job.study_id} ({plan.spec.pruner}) at validation {k}: "
                                      f"{plan.spec.objective}={value:g}")
             break
 
 
-def _prune_job(session: Session, job: Job, reason: str) -> None:
+def _prune_job(session: Session, job: Job, stopped: set[int], reason: str) -> None:
     job = session.get(Job, job.id, populate_existing=True)
     if job.status == QUEUED:  # never started: withdrawn at once
         job.status, job.finished_at, job.error = PRUNED, utcnow(), reason
     elif job.status == RUNNING:
         # The queue's cancel path: the worker kills it at its next heartbeat; it ends `pruned`.
         job.cancel_requested, job.cancel_as, job.error = True, PRUNED, reason
+        stopped.add(job.id)
     session.commit()
     log.info("job %d: %s", job.id, reason)
 
@@ -205,7 +213,8 @@ def _tell(ostudy: optuna.Study, trial: optuna.trial.FrozenTrial, job: Job, plan:
     ostudy.tell(trial.number, state=TrialState.FAIL)
 
 
-def _withdraw(session: Session, storage, trial: optuna.trial.FrozenTrial, job: Job | None, reason: str) -> None:
+def _withdraw(session: Session, storage, trial: optuna.trial.FrozenTrial, job: Job | None, reason: str,
+              stopped: set[int]) -> None:
     """A trial the study no longer wants: its job withdrawn (queued) or stopped (running)."""
     if job is not None:
         job = session.get(Job, job.id, populate_existing=True)
@@ -213,6 +222,7 @@ def _withdraw(session: Session, storage, trial: optuna.trial.FrozenTrial, job: J
             job.status, job.finished_at, job.error = CANCELLED, utcnow(), f"withdrawn: {reason}"
         elif job.status == RUNNING and not job.cancel_requested:
             job.cancel_requested, job.error = True, f"stopped: {reason}"
+            stopped.add(job.id)
         session.commit()
         storage.set_trial_user_attr(trial._trial_id, "steps", steps_trained(job.progress))
     storage.set_trial_user_attr(trial._trial_id, WITHDRAWN, reason)
@@ -242,7 +252,7 @@ def stop_study(session: Session, study_id: str, *, url: str) -> Study:
     jobs = _jobs(session, study_id)
     session.commit()
     for trial in ostudy.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        _withdraw(session, ostudy._storage, trial, jobs.get(trial.number), f"study {study_id} stopped")
+        _withdraw(session, ostudy._storage, trial, jobs.get(trial.number), f"study {study_id} stopped", set())
     return study
 
 

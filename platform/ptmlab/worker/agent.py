@@ -431,11 +431,14 @@ class WorkerAgent:
 
         try:
             with self.Session() as s:
-                advance_running_studies(s, url=self.database_url, driver_id=self.worker_id)
+                stopped = advance_running_studies(s, url=self.database_url, driver_id=self.worker_id)
         except (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.DBAPIError):
             raise  # _guarded's retry
         except Exception:  # a study's fault must never take the worker and its jobs down
             log.exception("advancing the running studies failed; retried at the next heartbeat")
+            return
+        for job_id in stopped & set(self.running):  # pruned here: no need to wait for the next heartbeat
+            self._kill(self.running[job_id], "cancel")
 
     def _enforce_timeouts(self, now: float) -> None:
         for rj in self.running.values():
