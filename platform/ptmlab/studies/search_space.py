@@ -17,6 +17,8 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 
 from ptmlab.errors import ConfigError
 
+MAX_CHOICES = 10_000  # values a range is listed as, points of a grid
+
 
 def _parser():
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -59,11 +61,18 @@ def distribution(text: str, sweep: Any) -> BaseDistribution:
             raise ConfigError(f"{text}: a log interval must start above 0")
         return FloatDistribution(low, high, log=log)
     if isinstance(sweep, RangeSweep):
-        values = _range_values(text, sweep)
-        if all(isinstance(v, int) for v in values):
-            step = int(sweep.step)
-            return IntDistribution(values[0], values[-1], log=log, step=1 if log else step)
-        return CategoricalDistribution(values)
+        start, stop, step = sweep.start, sweep.stop, sweep.step
+        if step == 0 or (stop - start) / step <= 0:
+            raise ConfigError(f"{text}: range({start:g},{stop:g},{step:g}) is empty")
+        count = math.ceil((stop - start) / step - 1e-9)
+        if all(isinstance(v, int) for v in (start, stop, step)):
+            low, high = sorted((start, start + step * (count - 1)))
+            if log and low <= 0:
+                raise ConfigError(f"{text}: a log range must start above 0")
+            return IntDistribution(low, high, log=log, step=1 if log else abs(step))
+        if count > MAX_CHOICES:
+            raise ConfigError(f"{text}: {count:,} values; a float range takes at most {MAX_CHOICES:,} (or use interval)")
+        return CategoricalDistribution([round(float(start + i * step), 12) for i in range(count)])  # 0.1+2*0.1 reads 0.3
     if isinstance(sweep, ChoiceSweep):
         choices = list(sweep.list)
         if not choices:
@@ -76,21 +85,15 @@ def distribution(text: str, sweep: Any) -> BaseDistribution:
     raise ConfigError(f"{text}: a study searches interval(a,b), choice(...) or range(...), not {type(sweep).__name__}")
 
 
-def _range_values(text: str, sweep) -> list[int | float]:
-    start, stop, step = sweep.start, sweep.stop, sweep.step
-    if step == 0 or (stop - start) / step <= 0:
-        raise ConfigError(f"{text}: range({start:g},{stop:g},{step:g}) is empty")
-    count = math.ceil((stop - start) / step - 1e-9)
-    values = [start + i * step for i in range(count)]
-    if all(isinstance(v, int) for v in (start, stop, step)):
-        return [int(v) for v in values]
-    return [round(float(v), 12) for v in values]  # 0.1 + 2 * 0.1 must read 0.3
-
-
 def grid_of(space: dict[str, BaseDistribution]) -> dict[str, list[Any]]:
     """Every value of each parameter, for the grid sampler: continuous intervals have none."""
     grid: dict[str, list[Any]] = {}
+    size = 1
     for key, dist in space.items():
+        size *= len(dist.choices) if isinstance(dist, CategoricalDistribution) else (
+            (dist.high - dist.low) // dist.step + 1 if isinstance(dist, IntDistribution) else 1)
+        if size > MAX_CHOICES:
+            raise ConfigError(f"sampler=grid: the grid has over {MAX_CHOICES:,} points; search it with tpe or random")
         if isinstance(dist, CategoricalDistribution):
             grid[key] = list(dist.choices)
         elif isinstance(dist, IntDistribution) and not dist.log:
