@@ -162,6 +162,53 @@ def test_hydra_sweeper_turns_a_multirun_into_a_study(tmp_path):
     assert len(jobs_of(sqlite_url(tmp_path))) == 3
 
 
+@pytest.mark.parametrize("pruner", ["asha", "hyperband", "median"])
+def test_each_pruner_stops_bad_trials_from_their_intermediate_values(pruner, tmp_path):
+    """The driver alone, the worker's part played by hand: each trial's job reports a validation at a
+    time (quality * sqrt(k/4), as the sleep stage's curve) and the study advances after each."""
+    import sqlalchemy as sa
+
+    from ptmlab import studies
+    from ptmlab.db import PRUNED, QUEUED, RUNNING, SUCCEEDED, Job, dispose_engines, get_sessionmaker
+
+    url = sqlite_url(tmp_path)
+    plan = studies.plan_study(studies.StudySpec(
+        stage="sleep", overrides=["stage.validations=4", "stage.quality=interval(0.05,1)"], objective="val/score",
+        pruner=pruner, sampler="random", n_trials=12, n_parallel=1, seed=0))
+    with get_sessionmaker(url)() as s:
+        study = studies.create_study(s, plan, url=url, driver_id="test")
+        for _ in range(12):
+            job = s.scalar(sa.select(Job).where(Job.study_id == study.id, Job.status == QUEUED))
+            quality = float(next(o for o in job.overrides if o.startswith("stage.quality=")).split("=")[1])
+            job.status, job.worker_id = RUNNING, "by-hand"
+            history = []
+            for k in range(1, 5):
+                history.append({"step": k, "val/score": quality * (k / 4) ** 0.5})
+                job.progress = {"step": k, "total_steps": 4, "metrics": {"val/score": history[-1]["val/score"]},
+                                "history": list(history)}
+                s.commit()
+                studies.advance_study(s, study.id, url=url, driver_id="test")
+                s.refresh(job)
+                if job.cancel_requested:
+                    assert job.cancel_as == PRUNED and "pruned by study" in job.error
+                    break
+            job.status = PRUNED if job.cancel_requested else SUCCEEDED
+            s.commit()
+            studies.advance_study(s, study.id, url=url, driver_id="test")
+        status = studies.study_status(s, study.id, url=url)
+    dispose_engines()
+    assert status["status"] == "finished" and len(status["trials"]) == 12
+    pruned = [t for t in status["trials"] if t["state"] == "pruned"]
+    complete = [t for t in status["trials"] if t["state"] == "complete"]
+    assert pruned and complete and len(pruned) + len(complete) == 12
+    assert all(len(t["intermediate"]) < 4 for t in pruned)
+    # What was pruned was worse, on average, than what survived (Hyperband's widest bracket lets
+    # even a bad trial run to the end, so not each one).
+    def mean_quality(trials):
+        return sum(t["params"]["stage.quality"] for t in trials) / len(trials)
+    assert mean_quality(pruned) < mean_quality(complete)
+
+
 # -- through a real API and two real workers ----------------------------------------------------
 def _api(tmp_path: Path) -> LiveApi:
     api = LiveApi(sqlite_url(tmp_path), tmp_path / "home", tmp_path)

@@ -40,7 +40,7 @@ from ptmlab.studies.storage import make_pruner, make_sampler, optuna_storage
 
 log = logging.getLogger(__name__)
 
-DRIVER_LEASE_S = 60.0
+DRIVER_LEASE_S = 20.0  # a step takes well under a second; a driver killed holding it delays the study this long
 WITHDRAWN = "withdrawn"  # a trial's user attr: it never ran to an end, so it does not count
 STUDY_RUNNING, STUDY_STOPPED, STUDY_FINISHED = "running", "stopped", "finished"
 

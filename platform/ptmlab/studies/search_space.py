@@ -40,13 +40,22 @@ def parse_space(overrides: Sequence[str]) -> tuple[list[str], dict[str, BaseDist
         if not parsed.is_sweep_override():
             fixed.append(text)
             continue
-        key = parsed.key_or_group
+        key = _prefix(text, parsed) + parsed.key_or_group
         if key in space:
             raise ConfigError(f"{text}: {key} is searched twice")
         space[key] = distribution(text, parsed.value())
     if not space:
         raise ConfigError("empty search space: give at least one override with interval(a,b), choice(...) or range(...)")
     return fixed, space
+
+
+def _prefix(text: str, parsed) -> str:
+    """`+key=` / `++key=` stay on each trial's override (the key is added, not changed)."""
+    from hydra.core.override_parser.types import OverrideType
+
+    if parsed.type == OverrideType.DEL:
+        raise ConfigError(f"{text}: a deletion cannot be searched")
+    return {OverrideType.ADD: "+", OverrideType.FORCE_ADD: "++"}.get(parsed.type, "")
 
 
 def distribution(text: str, sweep: Any) -> BaseDistribution:
