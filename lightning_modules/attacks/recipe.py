@@ -1,0 +1,124 @@
+"""What every attack recipe shares: the constraints (config keys, the recipe's published
+defaults in conf/attack/<name>.yaml), the per-example record, and the greedy word-by-word search
+the word- and character-level recipes in the literature use (TextAttack's `GreedyWordSwapWIR`):
+
+    rank the modifiable words by importance (each recipe's own scoring) → in that order, try
+    every candidate the recipe proposes for the word, keep the one that lowers the gold label's
+    probability most → stop when the prediction flips (success), when the next change would
+    exceed `max_perturbed_ratio`, or when the example's `max_queries` are spent (failure).
+
+A recipe is a subclass that says which words are important (`rank`) and what a word may become
+(`candidates`); `conf/attack/<name>.yaml` names it by `_target_`.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from lightning_modules.attacks.stopwords import STOPWORDS
+from lightning_modules.attacks.victim import QueryBudgetSpent, Victim
+from ptmlab.contracts import ConfigError
+
+SUCCEEDED, FAILED, SKIPPED = "succeeded", "failed", "skipped"   # skipped: misclassified before any attack
+UNK = "<unk>"   # what a word becomes when its importance is measured by removing its meaning
+
+
+@dataclass
+class AttackRecord:
+    """One attacked example, as saved in <run>/attack/records.jsonl."""
+
+    index: int                  # row in the task's split
+    id: str
+    original: str               # the attacked text (for a pair: the second one)
+    context: str | None         # the other text of a pair, held fixed
+    label: int                  # gold class index
+    prediction_before: int
+    status: str                 # succeeded | failed | skipped
+    perturbed: str | None = None
+    prediction_after: int | None = None
+    queries: int = 0
+    words: int = 0
+    changed_indices: list[int] = field(default_factory=list)
+
+    @property
+    def perturbed_ratio(self) -> float:
+        return len(self.changed_indices) / self.words if self.words else 0.0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class AttackRecipe:
+    """Base of every recipe: the shared constraints and the greedy search."""
+
+    def __init__(self, name: str, max_perturbed_ratio: float | None = None, max_queries: int | None = None,
+                 stop_words: bool = True):
+        self.name = name
+        self.max_perturbed_ratio = max_perturbed_ratio
+        self.max_queries = max_queries
+        self.stop_words = stop_words
+
+    def settings(self) -> dict:
+        """The constraints as run (the summary's `constraints`)."""
+        return {k: v for k, v in vars(self).items() if not k.startswith("_") and k != "name"}
+
+    def prepare(self, victim: Victim) -> None:
+        """Load what the recipe needs beyond the victim (a masked LM); raise ConfigError on bad input."""
+
+    # -- what a recipe defines -----------------------------------------------------------------
+
+    def rank(self, victim: Victim, words: list[str], gold: int, p_gold: float, indices: list[int],
+             rng: random.Random) -> list[int]:
+        raise NotImplementedError
+
+    def candidates(self, words: list[str], i: int, rng: random.Random) -> list[str]:
+        raise NotImplementedError
+
+    # -- shared ----------------------------------------------------------------------------------
+
+    def modifiable(self, word: str) -> bool:
+        return any(c.isalpha() for c in word) and not (self.stop_words and word.lower() in STOPWORDS)
+
+    def leave_one_out(self, victim: Victim, words: list[str], gold: int, p_gold: float, indices: list[int],
+                      replacement: str | None) -> torch.Tensor:
+        """Drop in the gold probability when word i becomes `replacement` (None: deleted), per index."""
+        sentences = [words[:i] + ([] if replacement is None else [replacement]) + words[i + 1:] for i in indices]
+        return p_gold - victim.probabilities(sentences)[:, gold]
+
+    def attack(self, victim: Victim, texts: tuple[str, ...], gold: int, probs: torch.Tensor,
+               rng: random.Random) -> tuple[list[str], list[int], torch.Tensor | None, str]:
+        """(perturbed words, changed indices, their probabilities, status) for a correctly classified example."""
+        words = victim.start(texts, self.max_queries)
+        victim.queries = 1   # the clean prediction (`probs`), as TextAttack counts it
+        allowed = len(words) if self.max_perturbed_ratio is None else math.floor(self.max_perturbed_ratio * len(words))
+        indices = [i for i, w in enumerate(words) if self.modifiable(w)]
+        current, changed, p_gold, last = list(words), [], float(probs[gold]), None
+        try:
+            order = self.rank(victim, words, gold, p_gold, indices, rng) if indices and allowed else []
+            for i in order:
+                if len(changed) >= allowed:
+                    break
+                proposals = [c for c in dict.fromkeys(self.candidates(current, i, rng)) if c and c != current[i]]
+                if not proposals:
+                    continue
+                sentences = [current[:i] + [c] + current[i + 1:] for c in proposals]
+                out = victim.probabilities(sentences)
+                best = int(torch.argmin(out[:, gold]))
+                if float(out[best, gold]) >= p_gold:
+                    continue   # no candidate helps: leave the word as it is
+                current, p_gold, last = sentences[best], float(out[best, gold]), out[best]
+                changed.append(i)
+                if int(torch.argmax(last)) != gold:
+                    return current, sorted(changed), last, SUCCEEDED
+        except QueryBudgetSpent:
+            pass
+        return current, sorted(changed), last, FAILED
+
+
+def check_ratio(value: float | None, key: str = "attack.max_perturbed_ratio") -> None:
+    if value is not None and not 0 < value <= 1:
+        raise ConfigError(f"{key}={value}: expected a ratio in (0, 1]")

@@ -1,0 +1,189 @@
+"""stage=attack: an adversarial attack (`attack=<recipe>`) on a task model (`source=`), on a
+seeded sample of `attack.num_examples` examples of the task's dev split (`attack.split`).
+
+    python -m ptmlab.run stage=attack attack=pwws source=<job:<id> | mlflow:<run_id> | run folder>
+
+`task=` is optional, as for stage=compress (the source's manifest records its task). For a pair
+task the second text is attacked (the hypothesis of an entailment pair), the first held fixed.
+
+`build_attack(cfg)` loads the source, the task and the recipe (a masked LM for bae) and refuses
+what cannot be attacked (a regression or token-level head, a sample of 0, an MLM reference that is
+not a masked LM) in one line before any MLflow run opens. `run_attack(cfg)` attacks every sampled
+example the model classifies correctly and writes the numbers attack papers report
+(`ptmlab.contracts.AttackSummary`) and one record per example (attack/records.jsonl).
+
+Determinism: the sample is drawn from `seed`, and each example's random choices (DeepWordBug's
+edit positions) from its own generator seeded by (`seed`, row), so the same model and seed give
+the same perturbed examples; a second job with the same settings recomputes them (the attack is
+not cached) and gets identical records.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from lightning_modules.artifacts.saved_task_model import LoadedTaskModel, load_task_model
+from lightning_modules.attacks.recipe import SKIPPED, SUCCEEDED, AttackRecipe, AttackRecord
+from lightning_modules.attacks.victim import Victim
+from lightning_modules.runtime.stage_run import StageRun, tracking_uri
+from lightning_modules.stages.compress import source_run_id, use_source_task
+from lightning_modules.tasks.spec import LoadedTask, load_task
+from ptmlab.contracts import BackboneError, ConfigError
+
+RECORDS_FILE = "attack/records.jsonl"
+# keys of the `attack` node the stage reads; the rest build the recipe
+SAMPLE_KEYS = ("num_examples", "split", "batch_size")
+
+
+@dataclass
+class AttackParts:
+    source: LoadedTaskModel
+    task: LoadedTask
+    split: str
+    rows: list[int]          # the sampled rows of the split, in order
+    recipe: AttackRecipe
+    victim: Victim
+
+
+def build_recipe(node: DictConfig) -> AttackRecipe:
+    from hydra.utils import get_class
+
+    args = OmegaConf.to_container(node, resolve=True)
+    for key in SAMPLE_KEYS:
+        args.pop(key, None)
+    recipe = get_class(args.pop("_target_"))(**args)
+    if not isinstance(recipe, AttackRecipe):
+        raise ConfigError(f"attack._target_={node._target_}: not a lightning_modules.attacks recipe")
+    return recipe
+
+
+def sample_rows(size: int, num_examples: int, seed: int) -> list[int]:
+    """`num_examples` rows of a split of `size`, drawn from `seed` (all of them when it has fewer)."""
+    return sorted(random.Random(seed).sample(range(size), min(num_examples, size)))
+
+
+def build_attack(cfg: DictConfig) -> AttackParts:
+    ref = cfg.get("source")
+    if not ref:
+        raise ConfigError("source=null: stage=attack needs source=<job:<id> | mlflow:<run_id> | run or export folder>")
+    node = cfg.get("attack")
+    if node is None:
+        raise ConfigError("attack=null: stage=attack needs a recipe (attack=deepwordbug, pwws, bae)")
+    num_examples = int(node.get("num_examples", 0))
+    if num_examples < 1:
+        raise ConfigError(f"attack.num_examples={num_examples}: expected a positive number of examples")
+    try:
+        source = load_task_model(str(ref), tracking_uri=tracking_uri(cfg))
+    except BackboneError as exc:
+        raise ConfigError(f"source={ref}: not a task model that loads ({exc}); attack takes a finetune or "
+                          f"compress run") from None
+    use_source_task(cfg, source, str(ref))
+    spec = source.tasks[str(cfg.task.name)]
+    if spec.kind != "classification":
+        raise ConfigError(f"source={ref}: task {spec.name} is {spec.kind}; stage=attack takes classification "
+                          f"and pair-classification task models")
+    task = load_task(cfg.task)
+    split = node.get("split") or task.eval_splits[0].name
+    if split not in task.data.splits or not task.data.splits[split].has_labels:
+        raise ConfigError(f"attack.split={split}: task {spec.name} has no labelled split of that name "
+                          f"(splits: {', '.join(task.data.splits)})")
+    recipe = build_recipe(node)
+    victim = Victim(source, spec.name, batch_size=int(node.get("batch_size") or 64))
+    recipe.prepare(victim)
+    rows = sample_rows(len(task.data.splits[split].examples), num_examples, int(cfg.seed))
+    return AttackParts(source, task, split, rows, recipe, victim)
+
+
+def attack_examples(parts: AttackParts, seed: int, progress=None) -> list[AttackRecord]:
+    """One record per sampled row: the clean prediction, then the attack on those it gets right."""
+    examples = [parts.task.data.splits[parts.split].examples[r] for r in parts.rows]
+    victim, recipe = parts.victim, parts.recipe
+    clean = []
+    for ex in examples:
+        victim.start(ex.texts, None)
+        clean.append(victim.probabilities([ex.texts[victim.side].split()], count=False)[0])
+    records = []
+    for k, (row, ex, probs) in enumerate(zip(parts.rows, examples, clean)):
+        words = victim.start(ex.texts, None)
+        gold, before = int(ex.label), int(probs.argmax())
+        record = AttackRecord(index=row, id=str(ex.id), original=" ".join(words),
+                              context=ex.texts[0] if len(ex.texts) == 2 else None, label=gold,
+                              prediction_before=before, status=SKIPPED, words=len(words))
+        if before == gold:
+            rng = random.Random(f"{seed}:{row}")
+            perturbed, changed, after, status = recipe.attack(victim, ex.texts, gold, probs, rng)
+            record.status, record.queries, record.changed_indices = status, victim.queries, changed
+            record.perturbed = " ".join(perturbed)
+            record.prediction_after = before if after is None else int(after.argmax())
+        records.append(record)
+        if progress is not None:
+            progress(k + 1, len(examples))
+    return records
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 6) if values else None
+
+
+def attack_numbers(records: list[AttackRecord]) -> dict:
+    """TextAttack's report: success rate over the attacked (correct before) examples; perturbed
+    ratio over the successful ones; queries over the attacked ones."""
+    n = len(records)
+    attacked = [r for r in records if r.status != SKIPPED]
+    succeeded = [r for r in attacked if r.status == SUCCEEDED]
+    return {
+        "clean_accuracy": round(len(attacked) / n, 6),
+        "accuracy_under_attack": round((len(attacked) - len(succeeded)) / n, 6),
+        "success_rate": round(len(succeeded) / len(attacked), 6) if attacked else None,
+        "perturbed_word_ratio": _mean([r.perturbed_ratio for r in succeeded]),
+        "queries": _mean([float(r.queries) for r in attacked]),
+        "counts": {"succeeded": len(succeeded), "failed": len(attacked) - len(succeeded),
+                   "skipped": n - len(attacked)},
+    }
+
+
+def write_records(records: list[AttackRecord], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in records))
+    return path
+
+
+def run_attack(cfg: DictConfig) -> dict:
+    parts = build_attack(cfg)
+    with StageRun(cfg) as run:
+        split = parts.task.data.splits[parts.split]
+        if Path(split.source).is_file():
+            run.log_data_files([Path(split.source)])
+        run.progress.phase(f"attacking ({parts.recipe.name})", step=0, total=len(parts.rows))
+        started = time.perf_counter()
+        records = attack_examples(parts, int(cfg.seed),
+                                  progress=lambda step, total: run.progress.update(step, total=total))
+        seconds = time.perf_counter() - started
+        numbers = attack_numbers(records)
+        path = write_records(records, run.run_dir / RECORDS_FILE)
+        run.log_artifact(path, "attack")
+        run.logger.log_metrics({f"attack/{k}": v for k, v in numbers.items() if isinstance(v, (int, float))},
+                               step=0)
+        summary = {
+            "recipe": parts.recipe.name,
+            "source": str(cfg.source),
+            "source_run": source_run_id(parts.source),
+            "source_dir": str(parts.source.folder),
+            "task": parts.task.spec.name,
+            "split": parts.split,
+            "model": str(parts.source.manifest["model"].get("name", "")),
+            "num_examples": len(records),
+            "attacked_text": "second" if any(r.context is not None for r in records) else "only",
+            "constraints": parts.recipe.settings(),
+            **numbers,
+            "seconds_per_example": round(seconds / len(records), 6),
+            "records_file": str(path),
+        }
+        run.write_summary(summary)
+    return summary
