@@ -21,7 +21,6 @@ import torch
 
 from lightning_modules.attacks.stopwords import STOPWORDS
 from lightning_modules.attacks.victim import QueryBudgetSpent, Victim
-from ptmlab.contracts import ConfigError
 
 SUCCEEDED, FAILED, SKIPPED = "succeeded", "failed", "skipped"   # skipped: misclassified before any attack
 UNK = "<unk>"   # what a word becomes when its importance is measured by removing its meaning
@@ -117,8 +116,3 @@ class AttackRecipe:
         except QueryBudgetSpent:
             pass
         return current, sorted(changed), last, FAILED
-
-
-def check_ratio(value: float | None, key: str = "attack.max_perturbed_ratio") -> None:
-    if value is not None and not 0 < value <= 1:
-        raise ConfigError(f"{key}={value}: expected a ratio in (0, 1]")

@@ -34,7 +34,7 @@ from lightning_modules.attacks.victim import Victim
 from lightning_modules.runtime.stage_run import StageRun, tracking_uri
 from lightning_modules.stages.compress import source_run_id, use_source_task
 from lightning_modules.tasks.spec import LoadedTask, load_task
-from ptmlab.contracts import BackboneError, ConfigError
+from ptmlab.contracts import AttackSummary, BackboneError, ConfigError
 
 RECORDS_FILE = "attack/records.jsonl"
 # keys of the `attack` node the stage reads; the rest build the recipe
@@ -185,5 +185,7 @@ def run_attack(cfg: DictConfig) -> dict:
             "seconds_per_example": round(seconds / len(records), 6),
             "records_file": str(path),
         }
+        # the contract the worker validates against, checked before the file is written
+        AttackSummary.model_validate({"stage": "attack", "seed": int(cfg.seed), "wall_time_s": 0, **summary})
         run.write_summary(summary)
     return summary

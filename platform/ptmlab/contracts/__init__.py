@@ -8,6 +8,7 @@ from ptmlab.contracts.errors import *  # noqa: F403
 from ptmlab.contracts.errors import __all__ as _errors
 from ptmlab.contracts.summaries import (
     SUMMARY_BY_KIND,
+    AttackSummary,
     CompressSummary,
     FinetuneSummary,
     PretrainSummary,
@@ -17,5 +18,5 @@ from ptmlab.contracts.summaries import (
     validate_summary,
 )
 
-__all__ = [*_errors, "SUMMARY_BY_KIND", "CompressSummary", "FinetuneSummary", "PretrainSummary", "ProbeSummary",
-           "SleepSummary", "StageSummary", "validate_summary"]
+__all__ = [*_errors, "SUMMARY_BY_KIND", "AttackSummary", "CompressSummary", "FinetuneSummary", "PretrainSummary",
+           "ProbeSummary", "SleepSummary", "StageSummary", "validate_summary"]

@@ -342,6 +342,34 @@ class ProbeSummary(StageSummary):
     probe_time_s: float | None = Field(None, ge=0)
 
 
+class AttackCounts(BaseModel):
+    succeeded: int = Field(ge=0)
+    failed: int = Field(ge=0)
+    skipped: int = Field(ge=0)   # misclassified before any attack
+
+
+class AttackSummary(StageSummary):
+    """stage=attack: the numbers attack papers report (TextAttack's definitions). Accuracies are
+    over the `num_examples` sampled; `success_rate` over those classified correctly before the
+    attack; `perturbed_word_ratio` (mean) over the successful attacks; `queries` (mean per example)
+    over the attacked ones; the per-example records are in `records_file`."""
+
+    stage: Literal["attack"] = "attack"
+    recipe: str
+    source: str
+    task: str
+    num_examples: int = Field(ge=1)
+    constraints: dict[str, Any]
+    clean_accuracy: float = Field(ge=0, le=1)
+    accuracy_under_attack: float = Field(ge=0, le=1)
+    success_rate: float | None = Field(None, ge=0, le=1)
+    perturbed_word_ratio: float | None = Field(None, ge=0, le=1)
+    queries: float | None = Field(None, ge=0)
+    seconds_per_example: float = Field(ge=0)
+    counts: AttackCounts | None = None
+    records_file: str | None = None
+
+
 class SleepSummary(StageSummary):
     """stage=sleep, the torch-free stage of the platform's tests and demos."""
 
@@ -358,6 +386,7 @@ SUMMARY_BY_KIND: dict[str, type[StageSummary]] = {
     "multitask": FinetuneSummary,
     "compress": CompressSummary,
     "probe": ProbeSummary,
+    "attack": AttackSummary,
     "sleep": SleepSummary,
 }
 

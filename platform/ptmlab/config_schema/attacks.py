@@ -1,0 +1,49 @@
+"""`attack` (one schema per recipe class in lightning_modules/attacks/) and stage=attack.
+A sample of 0, a ratio outside (0, 1] or a query budget below 1 fails here, at compose time
+(exit 2 / HTTP 422, nothing run); what needs the source model (a regression head, an MLM
+reference that is not a masked LM) is refused by the stage before any run opens."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from ptmlab.config_schema.fields import Name, NonZeroProbability, PositiveInt, TargetNode
+from ptmlab.config_schema.stages import Stage
+
+
+class Recipe(TargetNode):
+    name: Name
+    num_examples: PositiveInt = 100            # a seeded sample of the split
+    split: Name | None = None                  # null: the task's first dev split
+    batch_size: PositiveInt = 64
+    max_perturbed_ratio: NonZeroProbability | None = None   # null: no limit
+    max_queries: PositiveInt | None = None
+    stop_words: bool = True
+
+
+class DeepWordBug(Recipe):
+    scoring: Literal["combined", "unk"] = "combined"
+    max_edit_distance: PositiveInt | None = 30
+
+
+class PWWS(Recipe):
+    pass
+
+
+class BAE(Recipe):
+    mlm: Name                                   # a masked LM: HF *ForMaskedLM folder or a ptmlab pretrain run/export
+    max_candidates: PositiveInt = 50
+    pos_match: bool = True
+
+
+class Attack(Stage):
+    pass
+
+
+_A = "lightning_modules.attacks."
+ATTACKS = {
+    _A + "deepwordbug.DeepWordBug": DeepWordBug,
+    _A + "pwws.PWWS": PWWS,
+    _A + "bae.BAE": BAE,
+}
+ATTACK_STAGES = {"lightning_modules.stages.attack.run_attack": Attack}
