@@ -189,6 +189,13 @@ def build_stage(cfg, ctx):
     assert callable(get_method(cfg.stage.entry))
 
 
+def build_attack_recipe(cfg, ctx):
+    """The recipe built as stage=attack builds it (bae's masked LM loads only when a run prepares it)."""
+    from lightning_modules.stages.attack import build_recipe
+
+    assert build_recipe(cfg.attack).name == cfg.attack.name
+
+
 def build_experiment(cfg, ctx):
     assert cfg.stage.name  # composing (with its compatibility checks) is the check; runs below
 
@@ -298,6 +305,7 @@ BUILDERS = {
     "stage": build_stage,
     "probe": build_probe,
     "compression": build_compression,
+    "attack": build_attack_recipe,
     "experiment": build_experiment,
 }
 
