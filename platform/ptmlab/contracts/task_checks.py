@@ -160,6 +160,9 @@ def multitask_task_nodes(cfg: DictConfig) -> dict[str, DictConfig]:
         node = task_config(str(name), cfg)
         if str(node.name) in nodes:
             raise ConfigError(f"stage.tasks: two tasks are named '{node.name}' ({name})")
+        if str(node.get("kind")) == "token_classification":  # the multi-task model pools one vector per sequence
+            raise ConfigError(f"stage.tasks: {name} is a token_classification task; stage=multitask takes "
+                              f"sentence-level tasks only (fine-tune it with stage=finetune)")
         nodes[str(node.name)] = node
     unknown = set(cfg.stage.get("task_overrides") or {}) - set(nodes)
     if unknown:
