@@ -70,6 +70,8 @@ class BAE(AttackRecipe):
         top = torch.topk(row, min(len(row), 4 * self.max_candidates)).indices.tolist()
         out = []
         for token in tokenizer.convert_ids_to_tokens(top):
+            if token is None:   # an id of the LM head past the tokenizer's vocabulary
+                continue
             word = token.lstrip("Ġ▁")   # byte-level BPE and SentencePiece word starts
             if word.isalpha() and not token.startswith("##") and token not in tokenizer.all_special_tokens:
                 out.append(word)
