@@ -32,8 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "platform"))
 ARMS = {
     "finetune": {
         "objective": "val/sentiment/accuracy",
-        "fixed": ["task=demo/sentiment", "task.max_train_samples=256", "stage.epochs=4", "stage.pooling=mean",
-                  "stage.write_predictions=false", "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0"],
+        "fixed": ["task=demo/sentiment", "task.max_train_samples=128", "task.max_eval_samples=100", "stage.epochs=8",
+                  "stage.pooling=mean", "stage.write_predictions=false", "trainer.enable_progress_bar=false",
+                  "checkpoint_every_n_steps=0"],
         "space": ["stage.lr=tag(log,interval(1e-3,3e-2))", "stage.batch_size=choice(8,16,32,64)"],
         "grid": ["stage.lr=choice(0.001,0.003,0.01,0.03)", "stage.batch_size=choice(8,16,32,64)"],
     },
@@ -68,7 +69,7 @@ def run_seed(seed: int, stage: str) -> dict:
         url = f"sqlite:///{tmp}/platform.db"
         common = {"stage": stage, "objective": arm["objective"], "n_trials": 16, "n_parallel": 2, "job_seed": seed}
         asha_plan = studies.plan_study(studies.StudySpec(
-            **common, name="asha", sampler="tpe", pruner="asha", reduction_factor=4, seed=seed,
+            **common, name="asha", sampler="tpe", pruner="asha", reduction_factor=3, seed=seed,
             overrides=[*arm["fixed"], *arm["space"]]))
         grid_plan = studies.plan_study(studies.StudySpec(
             **common, name="grid", sampler="grid", seed=seed, overrides=[*arm["fixed"], *arm["grid"]]))
