@@ -209,6 +209,45 @@ def test_each_pruner_stops_bad_trials_from_their_intermediate_values(pruner, tmp
     assert mean_quality(pruned) < mean_quality(complete)
 
 
+@pytest.mark.parametrize("budget", ["max_steps", "max_wall_s"])
+def test_the_first_budget_reached_stops_the_study_and_withdraws_its_trials(budget, tmp_path):
+    import sqlalchemy as sa
+
+    from ptmlab import studies
+    from ptmlab.db import CANCELLED, QUEUED, RUNNING, Job, dispose_engines, get_sessionmaker
+
+    url = sqlite_url(tmp_path)
+    limit = {"max_steps": 5} if budget == "max_steps" else {"max_wall_s": 5.0}
+    plan = studies.plan_study(studies.StudySpec(
+        stage="sleep", overrides=["stage.validations=2", "stage.quality=interval(0.05,1)"], objective="val/score",
+        sampler="random", n_trials=10, n_parallel=2, **limit))
+    started = time.time()
+    with get_sessionmaker(url)() as s:
+        study = studies.create_study(s, plan, url=url, driver_id="test")
+        running, queued = s.scalars(sa.select(Job).where(Job.study_id == study.id).order_by(Job.id)).all()
+        running.status, running.worker_id = RUNNING, "by-hand"
+        running.progress = {"step": 3, "total_steps": 8, "metrics": {}, "history": []}
+        s.commit()
+        assert studies.advance_study(s, study.id, url=url, driver_id="test") == set()  # under budget
+        assert studies.get_study(s, study.id).status == "running"
+        if budget == "max_steps":
+            running.progress = {**running.progress, "step": 5}
+            s.commit()
+        else:
+            time.sleep(max(0.0, 5.1 - (time.time() - started)))
+        stopped = studies.advance_study(s, study.id, url=url, driver_id="test")
+        assert stopped == {running.id}  # the running trial is stopped through the cancel path
+        s.refresh(running)
+        s.refresh(queued)
+        assert running.cancel_requested and running.cancel_as is None
+        assert queued.status == CANCELLED and queued.error.startswith("withdrawn")
+        status = studies.study_status(s, study.id, url=url)
+        assert s.scalar(sa.select(sa.func.count()).select_from(Job).where(Job.status == QUEUED)) == 0
+    dispose_engines()
+    assert status["status"] == "finished" and status["stop_reason"] == f"{budget} reached"
+    assert status["counts"] == {"withdrawn": 2} and len(status["trials"]) == 2
+
+
 # -- through a real API and two real workers ----------------------------------------------------
 def _api(tmp_path: Path) -> LiveApi:
     api = LiveApi(sqlite_url(tmp_path), tmp_path / "home", tmp_path)
