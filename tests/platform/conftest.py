@@ -64,7 +64,7 @@ def db_url(request, tmp_path) -> str:
 @pytest.fixture()
 def spawn_worker(tmp_path):
     """Start real `ptmlab worker` processes: spawn_worker(db_url, home, "--gpus", "0,1", ...),
-    `env` adding to the environment. Each gets a short lease (3 s) and a fast poll; all are killed
+    `env` adding to the environment, `warm=True` for the warm-start launcher (default: --cold-start). Each gets a short lease (3 s) and a fast poll; all are killed
     at teardown. Safe to call from several threads (tests/platform/test_kill_matrix.py)."""
     import itertools
     import signal
@@ -74,12 +74,15 @@ def spawn_worker(tmp_path):
     numbers = itertools.count()  # one log file per worker, whichever thread starts it
 
     def spawn(db_url: str, home: Path, *args: str, lease_s: float = 3.0,
-              env: dict[str, str] | None = None) -> subprocess.Popen:
+              env: dict[str, str] | None = None, warm: bool = False) -> subprocess.Popen:
         log = open(tmp_path / f"worker-{next(numbers)}.log", "wb")
         env = {**os.environ, "PTMLAB_HOME": str(home), "PTMLAB_DATABASE_URL": db_url, "PYTHONUNBUFFERED": "1",
                **(env or {})}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "ptmlab.cli", "worker", "--lease-s", str(lease_s), "--poll-s", "0.2", *args],
+            # Cold unless asked: a warm launcher costs ~10 s of imports per worker, and most tests start
+            # a worker for a job or two (tests/platform/test_warm_start.py covers the warm path).
+            [sys.executable, "-m", "ptmlab.cli", "worker", "--lease-s", str(lease_s), "--poll-s", "0.2",
+             *([] if warm else ["--cold-start"]), *args],
             stdout=log, stderr=subprocess.STDOUT, env=env,
         )
         proc.log_path = log.name  # for failure messages

@@ -38,7 +38,7 @@ import sqlalchemy as sa
 from ptmlab.code_keys import code_selecting_override
 from ptmlab.contracts import ConfigError, validate_summary
 from ptmlab.contracts.progress import PROGRESS_FILE, read_progress
-from ptmlab.db import CANCELLED, FAILED, SUCCEEDED, Study, get_sessionmaker
+from ptmlab.db import CANCELLED, FAILED, PRUNED, SUCCEEDED, Job, Study, get_sessionmaker
 from ptmlab.disk import DISK_FULL_ERRNOS, EXIT_DISK_FULL, describe_disk_full, free_bytes, is_nearly_full
 from ptmlab.queue import (
     ClaimedJob, claim_next_job, finish_attempt, heartbeat, reap_expired_leases, register_worker,
@@ -509,7 +509,8 @@ class WorkerAgent:
             return "requeued: the worker is stopping; it resumes on the next worker"
         if rj.kill_reason == "cancel":
             finish_attempt(s, **ids, outcome=CANCELLED, exit_code=code, error="cancelled while running")
-            return "cancelled"
+            # A study's pruner asks through the same cancel: the log says which it was.
+            return "pruned" if s.scalar(sa.select(Job.status).where(Job.id == claim.job_id)) == PRUNED else "cancelled"
         tail = log_tail(claim.log_path)
         if rj.kill_reason == "timeout":
             error = f"timed out after {claim.timeout_s:g} s (timeout_s); log tail:\n{tail}"
