@@ -88,3 +88,15 @@ def test_the_endpoint_and_a_bad_filter(seeded, tmp_path):
     assert bad.status_code == 422 and "filter 'accuracy>>'" in bad.json()["error"]["message"]
     assert client.get("/api/v1/views/runs", params={"sort": "a b"}).status_code == 422
     assert client.get("/runs").status_code == 200
+
+
+def test_a_groups_status_in_one_word():
+    from ptmlab.queue.groups import group_status
+
+    assert group_status({}) == "queued"
+    assert group_status({"succeeded": 3, "running": 1}) == "running"
+    assert group_status({"succeeded": 3, "queued": 1}) == "queued"
+    assert group_status({"succeeded": 3, "failed": 1}) == "failed"
+    assert group_status({"succeeded": 3, "pruned": 9}) == "succeeded"  # a study's normal end
+    assert group_status({"cancelled": 2, "pruned": 1}) == "cancelled"
+    assert group_status({"pruned": 2}) == "pruned"

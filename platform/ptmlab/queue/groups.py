@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from ptmlab.db.models import (
-    CANCELLED, FAILED, JOB_STATES, QUEUED, RUNNING, SUCCEEDED, TERMINAL_STATES, Job, Pipeline, Result, Sweep,
+    CANCELLED, FAILED, JOB_STATES, PRUNED, QUEUED, RUNNING, SUCCEEDED, TERMINAL_STATES, Job, Pipeline, Result, Sweep,
 )
 from ptmlab.queue.claim import result_score
 
@@ -24,13 +24,14 @@ _COLUMN = {"sweep": Job.sweep_id, "pipeline": Job.pipeline_id}
 
 def group_status(counts: dict[str, int]) -> str:
     """One word for a group: running while any job runs, queued while any waits, then failed if
-    any failed, cancelled if all that ended were cancelled, else succeeded (empty: queued)."""
-    for state in (RUNNING, QUEUED, FAILED):
+    any failed, succeeded if any succeeded (a study's pruned trials beside it are its normal end),
+    else cancelled or pruned, whichever ended more jobs (empty: queued)."""
+    for state in (RUNNING, QUEUED, FAILED, SUCCEEDED):
         if counts.get(state):
             return state
-    if counts.get(CANCELLED) and not counts.get(SUCCEEDED):
-        return CANCELLED
-    return SUCCEEDED if counts.get(SUCCEEDED) else QUEUED
+    if counts.get(CANCELLED) or counts.get(PRUNED):
+        return CANCELLED if counts.get(CANCELLED, 0) >= counts.get(PRUNED, 0) else PRUNED
+    return QUEUED
 
 
 def list_groups(session: Session, kind: GroupKind, *, limit: int = 50, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
