@@ -7,8 +7,17 @@ AdamW betas 0.9/0.999 eps 1e-8 with weight decay 0.01 on matrices, linear schedu
 warm-up, gradient clipping at 1.0, length-grouped batches). The test file is the run's `dev`
 split so it is scored once, after the last epoch.
 
-Measured (CPU, one thread): see REFERENCE_F1 / PTMLAB_F1 below and tests/README.md. The threshold
-is the reference minus one point; all-O tagging scores 0."""
+Measured (CPU, one thread, seed 42, commit of this test; tests/README.md has the table):
+  reference, the classifier initialised as nn.Linear does (--head-init torch)   0.307
+  ptmlab (its linear head: nn.Linear's own initialisation)                      0.320 (strict 0.320)
+  reference, Hugging Face's classifier init (normal, std 0.02; the default)      0.260 (seed 43: 0.096)
+The threshold is the matched reference minus one point: 0.297 (all-O tagging scores 0). Why the
+matched reference: after one epoch at lr 5e-5 WNUT-17 F1 is still climbing steeply, and there
+the head's initial scale decides how far it got: HF's smaller init learns entities later (and
+varies by 16 points between two seeds), nn.Linear's larger one gets further. With the same head
+init, the plain loop and ptmlab agree to 1.3 points (ptmlab above; batch order and dropout draws
+differ). ptmlab's run is deterministic on one thread, so the test does not flake on the seed.
+Cost: about 3 CPU-minutes (213 steps + two passes over the test file); 11 min wall at load 8-12."""
 
 from __future__ import annotations
 
@@ -20,9 +29,9 @@ import sys
 import pytest
 
 EPOCHS, BATCH, LR, MAX_LENGTH, SEED = 1, 16, 5e-5, 64, 42
-REFERENCE_F1 = None  # bench/ner_reference.py with the settings above
-PTMLAB_F1 = None     # this test's run, measured when the threshold was set
-THRESHOLD = None
+REFERENCE_F1 = 0.307  # bench/ner_reference.py --epochs 1 --head-init torch (the settings above)
+PTMLAB_F1 = 0.320     # this test's run, measured when the threshold was set
+THRESHOLD = REFERENCE_F1 - 0.01
 
 
 def recipe(data_dir) -> list[str]:
