@@ -41,7 +41,7 @@ def repair_bio(tags: list[str] | tuple[str, ...]) -> list[str]:
     for tag in tags:
         if tag.startswith("I-") and len(tag) > 2:
             kind = tag[2:]
-            if previous == "O" or previous[2:] != kind or not previous[:2] in ("B-", "I-"):
+            if previous[:2] not in ("B-", "I-") or previous[2:] != kind:
                 tag = "B-" + kind
         out.append(tag)
         previous = tag
