@@ -179,7 +179,7 @@ BAD = [
     (["seed=-1"], "seed=-1: expected a seed in [0, 4294967295]"),
     (["resume=maybe"], "resume='maybe': expected true or false"),
     (["checkpoint_every_n_steps=-10"], "checkpoint_every_n_steps=-10: expected an integer >= 0"),
-    (["+foo=1"], "foo: unknown key (known: adaptation, backbone,"),
+    (["+foo=1"], "foo: unknown key (known: adaptation, attack, backbone,"),
     (["+paths.foo=x"], "paths.foo: unknown key"),
     (["tracking.experiment=${nope}"], "tracking.experiment=${nope}: cannot be resolved"),
 ]
