@@ -10,7 +10,8 @@ import argparse
 import importlib
 import sys
 
-TABLE_MODULES: list[str] = ["ptmlab.cli.results_compression", "ptmlab.cli.results_probing"]
+TABLE_MODULES: list[str] = ["ptmlab.cli.results_compression", "ptmlab.cli.results_probing",
+                             "ptmlab.cli.results_robustness"]
 
 
 def _cmd_glue(args: argparse.Namespace) -> int:

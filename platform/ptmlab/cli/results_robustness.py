@@ -1,0 +1,63 @@
+"""`ptmlab results robustness [--format table|csv|latex] [--task T] [--recipe R]`: one row per
+attack result (stage=attack, `ptmlab.contracts.AttackSummary`), grouped by attacked model then
+recipe: clean accuracy, accuracy under attack, the drop, success rate, mean perturbed-word
+ratio, queries per attacked example, the sample size and seed, so models (a source, its int8 or
+distilled student, each adaptation mode) compare under the same attack and sample."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ptmlab.cli.results_compression import render_rows
+
+COLUMNS = [  # (header, key, format)
+    ("model", "source", "s"), ("task", "task", "s"), ("recipe", "recipe", "s"), ("examples", "num_examples", "d"),
+    ("seed", "seed", "d"), ("clean", "clean_accuracy", ".4f"), ("under attack", "accuracy_under_attack", ".4f"),
+    ("drop", "drop", ".4f"), ("success", "success_rate", ".4f"), ("perturbed ratio", "perturbed_word_ratio", ".4f"),
+    ("queries", "queries", ".1f"), ("s/example", "seconds_per_example", ".3f"),
+]
+
+
+def table_rows(summaries: list[dict]) -> list[dict]:
+    """Each attack summary's values, sorted by model, task, recipe (the order they ran within one)."""
+    rows = []
+    for k, s in enumerate(summaries):
+        clean, under = s.get("clean_accuracy"), s.get("accuracy_under_attack")
+        drop = clean - under if isinstance(clean, (int, float)) and isinstance(under, (int, float)) else None
+        rows.append((str(s.get("source")), str(s.get("task")), str(s.get("recipe")), k,
+                     {**{key: s.get(key) for _, key, _ in COLUMNS}, "drop": drop}))
+    return [row for *_, row in sorted(rows, key=lambda r: r[:4])]
+
+
+def _cmd(args: argparse.Namespace) -> int:
+    from ptmlab.contracts.summaries import validate_summary
+    from ptmlab.leaderboard import load_summaries
+
+    summaries = [s for s in load_summaries(args.database_url, kind="attack", sweep_id=args.sweep)
+                 if (args.task is None or s.get("task") == args.task)
+                 and (args.recipe is None or s.get("recipe") == args.recipe)]
+    for s in summaries:
+        validate_summary(s)  # the contract the worker checked when the row was written
+    if not summaries:
+        print("no attack results" + (f" in sweep {args.sweep}" if args.sweep else ""), file=sys.stderr)
+        return 0
+    text = render_rows(table_rows(summaries), args.format, columns=COLUMNS)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+        print(f"wrote {args.output} ({len(summaries)} attack results)", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def register(results_sub: argparse._SubParsersAction) -> None:
+    p = results_sub.add_parser("robustness", help="attack results: accuracy under attack per recipe, per model")
+    p.add_argument("--format", choices=("table", "csv", "latex"), default="table")
+    p.add_argument("--task", default=None, help="only results of this task")
+    p.add_argument("--recipe", default=None, help="only results of this attack recipe")
+    p.add_argument("--sweep", default=None, help="only results of this sweep id")
+    p.add_argument("--output", "-o", default=None, help="write to this file instead of stdout")
+    p.add_argument("--database-url", default=None, help="default: the platform database (PTMLAB_DATABASE_URL)")
+    p.set_defaults(func=_cmd)
