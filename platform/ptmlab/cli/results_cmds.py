@@ -1,7 +1,7 @@
 """`ptmlab results glue`: the GLUE leaderboard of finetune results (table, CSV or LaTeX), with each
 configuration's trainable parameters and per-task delta size, optionally of some adaptation modes.
 
-Other result tables (`ptmlab results compression`, `... probing`) live in their own modules, listed
+Other result tables (`ptmlab results compression`, `... probing`, `... robustness`) live in their own modules, listed
 in TABLE_MODULES, each with a `register(results_subparsers)` function."""
 
 from __future__ import annotations
