@@ -69,7 +69,7 @@ def run_seed(seed: int, stage: str) -> dict:
         url = f"sqlite:///{tmp}/platform.db"
         common = {"stage": stage, "objective": arm["objective"], "n_trials": 16, "n_parallel": 2, "job_seed": seed}
         asha_plan = studies.plan_study(studies.StudySpec(
-            **common, name="asha", sampler="tpe", pruner="asha", reduction_factor=3, min_resource=2, seed=seed,
+            **common, name="asha", sampler="tpe", pruner="asha", reduction_factor=3, seed=seed,
             overrides=[*arm["fixed"], *arm["space"]]))
         grid_plan = studies.plan_study(studies.StudySpec(
             **common, name="grid", sampler="grid", seed=seed, overrides=[*arm["fixed"], *arm["grid"]]))

@@ -375,7 +375,7 @@ def test_asha_study_matches_the_grid_with_at_most_60_percent_of_its_steps(tmp_pa
     common = {"stage": "finetune", "objective": FINETUNE_OBJECTIVE, "n_trials": 16, "n_parallel": 2}
     try:
         asha = httpx.post(f"{api.base}/api/v1/studies", timeout=120, json={
-            **common, "name": "asha", "sampler": "tpe", "pruner": "asha", "reduction_factor": 3, "min_resource": 2, "seed": 0,
+            **common, "name": "asha", "sampler": "tpe", "pruner": "asha", "reduction_factor": 3, "seed": 0,
             "overrides": [*FINETUNE_FIXED, "stage.lr=tag(log,interval(1e-3,3e-2))",
                           "stage.batch_size=choice(8,16,32,64)"]})
         assert asha.status_code == 201, asha.text
