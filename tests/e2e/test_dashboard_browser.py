@@ -712,7 +712,8 @@ def test_runs_table_columns_sort_filter_search_and_compare(browser, dashboard):
         page.check(f"#runs-table tr[data-id='{result_id}'] input.pick")
     page.click("#compare-selected")
     page.wait_for_url(f"{base}/compare?runs={','.join(map(str, sorted(picked)))}")
-    page.wait_for_selector("#config-table tbody tr")
+    page.wait_for_selector("#numbers-table tbody tr")  # the two runs side by side
+    assert page.locator("#runs-section #runs-table tbody tr").count() == 2
     context.close()
     assert not errors, errors
 
