@@ -61,6 +61,7 @@ def test_search_space_from_hydra_sweep_grammar():
     (["stage.quality=tag(log,interval(0,1))"], "log interval must start above 0"),
     (["stage.quality=choice(1,1)"], "repeat"),
     (["stage.quality=range(3,1)"], "is empty"),
+    (["\tstage.quality=interval(0,1)"], "token recognition error"),  # the lexer's error, not Hydra's parser's
 ])
 def test_bad_search_spaces_are_one_line(overrides, message):
     from ptmlab.studies.search_space import parse_space

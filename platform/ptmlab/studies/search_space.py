@@ -28,15 +28,15 @@ def _parser():
 
 def parse_space(overrides: Sequence[str]) -> tuple[list[str], dict[str, BaseDistribution]]:
     """(fixed overrides, {key: distribution}); ConfigError with one line on anything else."""
-    from hydra.errors import OverrideParseException
+    from hydra.errors import HydraException
 
     fixed: list[str] = []
     space: dict[str, BaseDistribution] = {}
     for text in overrides:
         try:
             parsed = _parser().parse_override(text)
-        except OverrideParseException as exc:
-            raise ConfigError(f"{text}: {str(exc).splitlines()[0]}") from None
+        except HydraException as exc:  # OverrideParseException, and the lexer's own (a tab, a stray byte)
+            raise ConfigError(f"{text!r}: {str(exc).splitlines()[0]}") from None
         if not parsed.is_sweep_override():
             fixed.append(text)
             continue
