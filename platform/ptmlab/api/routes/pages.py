@@ -24,6 +24,8 @@ from ptmlab.db.models import Result
 from ptmlab.errors import NotFoundError
 from ptmlab.queue.groups import summarise_groups, sweep_jobs
 from ptmlab.settings import Settings
+from ptmlab.studies import get_study
+from ptmlab.views.studies import studies_list_view
 
 WEB_DIR = Settings().web_dir  # read once: templates are loaded at import
 STATIC_DIR = WEB_DIR / "static"
@@ -33,7 +35,7 @@ router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=str(WEB_DIR / "templates"))
 
 NAV = [("/", "Overview"), ("/jobs", "Jobs"), ("/runs", "Runs"), ("/sweeps", "Sweeps"), ("/pipelines", "Pipelines"),
-       ("/submit", "Submit"), ("/leaderboard", "Leaderboard"), ("/compression", "Compression"), ("/probing", "Probing"),
+       ("/studies", "Studies"), ("/submit", "Submit"), ("/leaderboard", "Leaderboard"), ("/compression", "Compression"), ("/probing", "Probing"),
        ("/compare", "Compare")]
 
 
@@ -165,6 +167,24 @@ def pipeline_page(request: Request, pipeline_id: Annotated[str, PathParam(max_le
         return not_found_page(request, str(exc), "/pipelines")
     return _page(request, "pipeline.html", "/pipelines", f"Pipeline {pipeline.name}", pipeline={"id": pipeline.id,
                  "name": pipeline.name})
+
+
+@router.get("/studies", response_class=HTMLResponse)
+def studies_page(request: Request, session: SessionDep,
+                 offset: Annotated[int, Query(ge=0, le=INT4_MAX)] = 0) -> HTMLResponse:
+    items, total = studies_list_view(session, url=request.app.state.database_url, limit=GROUP_PAGE_SIZE, offset=offset)
+    return _page(request, "studies.html", "/studies", "Studies", items=items, total=total, offset=offset,
+                 limit=GROUP_PAGE_SIZE)
+
+
+@router.get("/studies/{study_id}", response_class=HTMLResponse)
+def study_page(request: Request, study_id: Annotated[str, PathParam(max_length=32, pattern=r"^[A-Za-z0-9_\-]+$")],
+               session: SessionDep) -> HTMLResponse:
+    try:
+        study = get_study(session, study_id).to_dict()
+    except NotFoundError as exc:
+        return not_found_page(request, str(exc), "/studies")
+    return _page(request, "study.html", "/studies", f"Study {study['name'] or study['id']}", study=study)
 
 
 @router.get("/submit", response_class=HTMLResponse)

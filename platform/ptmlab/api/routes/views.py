@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import sqlalchemy as sa
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from ptmlab import queue, views
@@ -16,6 +16,7 @@ from ptmlab.db.models import Job, JobDependency, Result
 from ptmlab.errors import ConfigError
 from ptmlab.leaderboard import parse_adaptation_filter
 from ptmlab.views.rows import parse_tag_filter
+from ptmlab.views.studies import study_view
 
 router = APIRouter(prefix="/views", tags=["dashboard views"])
 ERRORS = {404: {"model": ErrorOut}, 422: {"model": ErrorOut}}
@@ -149,6 +150,14 @@ def job_detail(job_id: Annotated[int, Path(ge=1, le=INT4_MAX)], session: Session
                      "digest": result_digest(r.kind, r.summary)} for r in results],
         "mlflow_url": mlflow_run_link(job.mlflow_run_id), "config": config, "config_source": source,
     }
+
+
+@router.get("/studies/{study_id}", responses=ERRORS,
+            summary="A study's page: trials (state, params, objective, steps trained, job, intermediate values), "
+                    "the best trial, the optimisation history, Optuna's parameter importances or why there are none")
+def study(study_id: Annotated[str, Path(max_length=32, pattern=r"^[A-Za-z0-9_\-]+$")], request: Request,
+          session: SessionDep) -> dict[str, Any]:
+    return _json(study_view(session, study_id, url=request.app.state.database_url))
 
 
 def _brief(job) -> dict[str, Any]:

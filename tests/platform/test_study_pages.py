@@ -1,0 +1,156 @@
+"""The studies pages (issue 26 item 6): the study view and its endpoint, the list and study pages,
+404s. The study is real (ptmlab.studies on SQLite, Optuna's tables in the same database), its
+trials' jobs played by hand as in test_studies.py's pruner test: each job reports one validation
+at a time and the study advances after each, so the pruner really prunes. No worker runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+SPACE = ["stage.validations=4", "stage.quality=interval(0.05,1)", "stage.seconds=choice(1,2)"]
+VALIDATIONS, STEPS_PER_VALIDATION = 4, 4
+
+
+def drive_study_by_hand(url: str, *, n_trials: int, name: str = "by_hand") -> str:
+    """A sleep-stage study under ASHA whose trials run one at a time by hand: trial k's score at
+    validation v is quality * sqrt(v / 4) (the sleep stage's curve), at training step 4 v."""
+    import sqlalchemy as sa
+
+    from ptmlab import studies
+    from ptmlab.db import PRUNED, QUEUED, RUNNING, SUCCEEDED, Job, get_sessionmaker
+
+    plan = studies.plan_study(studies.StudySpec(
+        name=name, stage="sleep", overrides=SPACE, objective="val/score", pruner="asha", sampler="random",
+        n_trials=n_trials, n_parallel=1, seed=0))
+    with get_sessionmaker(url)() as s:
+        study = studies.create_study(s, plan, url=url, driver_id="test")
+        for _ in range(n_trials):
+            job = s.scalar(sa.select(Job).where(Job.study_id == study.id, Job.status == QUEUED))
+            quality = float(next(o for o in job.overrides if o.startswith("stage.quality=")).split("=")[1])
+            job.status, job.worker_id = RUNNING, "by-hand"
+            history = []
+            for v in range(1, VALIDATIONS + 1):
+                step = v * STEPS_PER_VALIDATION
+                history.append({"step": step, "val/score": quality * (v / VALIDATIONS) ** 0.5})
+                job.progress = {"step": step, "total_steps": VALIDATIONS * STEPS_PER_VALIDATION,
+                                "metrics": {"val/score": history[-1]["val/score"]}, "history": list(history)}
+                s.commit()
+                studies.advance_study(s, study.id, url=url, driver_id="test")
+                s.refresh(job)
+                if job.cancel_requested:
+                    break
+            job.status = PRUNED if job.cancel_requested else SUCCEEDED
+            s.commit()
+            studies.advance_study(s, study.id, url=url, driver_id="test")
+        return study.id
+
+
+@pytest.fixture(scope="module")
+def driven(tmp_path_factory):
+    """(database URL, home, the driven study's id, a just-created study's id) on one SQLite file."""
+    from ptmlab import studies
+    from ptmlab.db import dispose_engines, get_sessionmaker
+    from ptmlab.studies.storage import forget_storages
+
+    tmp = tmp_path_factory.mktemp("study_pages")
+    url = f"sqlite:///{tmp / 'platform.db'}"
+    done = drive_study_by_hand(url, n_trials=8)
+    # A study whose only trial is queued: nothing complete, so no importances.
+    plan = studies.plan_study(studies.StudySpec(name="fresh", stage="sleep", overrides=SPACE, objective="val/score",
+                                                n_trials=4, n_parallel=1))
+    with get_sessionmaker(url)() as s:
+        fresh = studies.create_study(s, plan, url=url, driver_id="test").id
+    yield url, tmp / "home", done, fresh
+    forget_storages()
+    dispose_engines()
+
+
+def _client(url: str, home: Path, monkeypatch) -> TestClient:
+    from ptmlab.api.app import create_app
+    from ptmlab.settings import Settings
+
+    monkeypatch.setenv("PTMLAB_HOME", str(home))
+    return TestClient(create_app(Settings(home=home, database_url=url)))
+
+
+def test_study_view_trials_best_history_importances_and_curves(driven):
+    from ptmlab.db import session_scope
+    from ptmlab.views.studies import study_view
+
+    url, _, study_id, _ = driven
+    with session_scope(url) as s:
+        view = study_view(s, study_id, url=url)
+    trials = view["trials"]
+    assert view["study"]["status"] == "finished" and view["objective"] == "val/score"
+    assert [t["number"] for t in trials] == list(range(8))
+    assert [p["name"] for p in view["params"]] == ["stage.quality", "stage.seconds"]
+    assert view["params"][0]["kind"] == "float" and view["params"][1] == {
+        "name": "stage.seconds", "kind": "categorical", "log": False, "choices": [1, 2]}
+    pruned = [t for t in trials if t["state"] == "pruned"]
+    complete = [t for t in trials if t["state"] == "complete"]
+    assert pruned and len(complete) >= 2 and len(pruned) + len(complete) == 8
+    for t in trials:
+        assert set(t["params"]) == {"stage.quality", "stage.seconds"} and t["job_id"] is not None
+        # Steps trained: where the job was when it ended (every validation is 4 steps).
+        assert t["steps"] == STEPS_PER_VALIDATION * len(t["intermediate"])
+        assert [p["validation"] for p in t["intermediate"]] == list(range(1, len(t["intermediate"]) + 1))
+    # A pruned trial's curve stops early, beside the survivors' full ones.
+    assert all(1 <= len(t["intermediate"]) < VALIDATIONS for t in pruned)
+    # Optuna records a pruned trial's value as its last intermediate one; the history leaves it out.
+    assert all(t["value"] == t["intermediate"][-1]["value"] for t in pruned)
+    assert all(len(t["intermediate"]) == VALIDATIONS for t in complete)
+    best = max(complete, key=lambda t: t["value"])
+    assert view["best"] == best["number"] and best["job_status"] == "succeeded"
+    # The history: complete trials in order, with the running best.
+    assert [h["number"] for h in view["history"]] == [t["number"] for t in complete]
+    running_best = [max(t["value"] for t in complete[:i + 1]) for i in range(len(complete))]
+    assert [h["best"] for h in view["history"]] == pytest.approx(running_best)
+    assert view["history"][-1]["best"] == pytest.approx(best["value"])
+    # Optuna's importances over both searched keys; the score follows stage.quality alone.
+    imp = view["importances"]
+    assert set(imp) == {"stage.quality", "stage.seconds"} and sum(imp.values()) == pytest.approx(1.0)
+    assert imp["stage.quality"] > imp["stage.seconds"]
+
+
+def test_importances_say_why_they_are_missing(driven):
+    from ptmlab.db import session_scope
+    from ptmlab.views.studies import study_view
+
+    url, _, _, fresh = driven
+    with session_scope(url) as s:
+        view = study_view(s, fresh, url=url)
+    assert view["importances"] is None and "at least 2 complete trials (0 so far)" in view["importances_note"]
+    assert [t["state"] for t in view["trials"]] == ["running"] and view["history"] == [] and view["best"] is None
+
+
+def test_study_endpoint_pages_and_not_found(driven, monkeypatch):
+    url, home, study_id, fresh = driven
+    client = _client(url, home, monkeypatch)
+    r = client.get(f"/api/v1/views/studies/{study_id}")
+    assert r.status_code == 200 and r.json()["study"]["id"] == study_id and r.json()["importances"]
+    missing = client.get("/api/v1/views/studies/nosuchstudy")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+    assert client.get("/api/v1/views/studies/bad%20id").status_code == 422
+
+    listing = client.get("/studies")
+    assert listing.status_code == 200 and 'href="/studies"' in listing.text
+    for sid, name in ((study_id, "by_hand"), (fresh, "fresh")):
+        assert f'data-id="{sid}"' in listing.text and f'href="/studies/{sid}"' in listing.text and name in listing.text
+    assert "1 running" in listing.text and "finished" in listing.text
+    page = client.get(f"/studies/{study_id}")
+    assert page.status_code == 200 and f'data-study-id="{study_id}"' in page.text and "/static/js/study.js" in page.text
+    assert 'aria-current="page"' in page.text
+    unknown = client.get("/studies/nosuchstudy")
+    assert unknown.status_code == 404 and "Not found" in unknown.text and "study nosuchstudy not found" in unknown.text
+
+
+def test_studies_list_when_there_are_none(tmp_path, monkeypatch):
+    from ptmlab.db import dispose_engines
+
+    client = _client(f"sqlite:///{tmp_path / 'platform.db'}", tmp_path / "home", monkeypatch)
+    r = client.get("/studies")
+    assert r.status_code == 200 and "No studies yet" in r.text
+    dispose_engines()

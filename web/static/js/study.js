@@ -1,0 +1,146 @@
+// A study's page: its trials, the optimisation history, every trial's intermediate values (the
+// pruned ones beside the survivors), the parameters against the objective and Optuna's parameter
+// importances, all from /api/v1/views/studies/{id}; polled while the study runs.
+import { api, badge, el, flash, human, plotConfig, poll } from "/static/js/api.js";
+
+const studyId = document.getElementById("study").dataset.studyId;
+const STATE_COLOUR = { complete: "#1a7f37", pruned: "#cf222e", running: "#1f6feb" };
+const LAYOUT = { height: 320, margin: { t: 20, r: 10, b: 45, l: 60 } };
+
+function value(v) {
+  if (v === null || v === undefined) return "–";
+  if (typeof v === "number") return Number.isInteger(v) ? String(v) : v.toPrecision(4);
+  return String(v);
+}
+
+function trialsTable(view) {
+  const table = document.getElementById("study-trials");
+  const names = view.params.map((p) => p.name);
+  table.querySelector("thead").replaceChildren(el("tr", {}, el("th", {}, "trial"), el("th", {}, "state"),
+    names.map((n) => el("th", { class: "mono" }, n)), el("th", {}, view.objective), el("th", {}, "steps trained"),
+    el("th", {}, "job")));
+  table.querySelector("tbody").replaceChildren(...view.trials.map((t) => el("tr", {
+    "data-number": t.number, "data-state": t.state, class: t.number === view.best ? "best-row" : undefined,
+  },
+  el("td", { class: "num" }, t.number), el("td", {}, badge(t.state)),
+  names.map((n) => el("td", { class: "mono" }, value(t.params[n]))),
+  // Optuna keeps a pruned trial's last intermediate value as its value: shown, but told apart.
+  t.state === "pruned" && t.value !== null
+    ? el("td", { class: "num small", title: "its last intermediate value, when it was pruned" }, `${value(t.value)} (pruned)`)
+    : el("td", { class: "num" }, value(t.value)),
+  el("td", { class: "num" }, t.steps.toLocaleString("en-US")),
+  el("td", {}, t.job_id ? el("a", { href: `/jobs/${t.job_id}` }, `job ${t.job_id}`) : "–",
+    t.job_status ? [" ", badge(t.job_status)] : ""))));
+  document.getElementById("study-empty").hidden = view.trials.length > 0;
+}
+
+function summary(view) {
+  const s = view.study;
+  const status = document.getElementById("study-status");
+  status.textContent = s.status;
+  status.className = `badge state-${s.status}`;
+  const best = view.trials.find((t) => t.number === view.best);
+  document.getElementById("study-summary").replaceChildren(
+    ...Object.entries(s.counts).map(([state, n]) => [el("span", { class: `badge state-${state}` }, `${n} ${state}`), " "]).flat(),
+    `· ${human(s.steps_total)} training steps in all · best: `,
+    best ? el("a", { id: "study-best", href: `/jobs/${best.job_id}` }, `trial ${best.number}, ${value(best.value)} (job ${best.job_id})`)
+      : "none complete yet");
+}
+
+function historyChart(view) {
+  const h = view.history;
+  Plotly.react("history-chart", [
+    { type: "scatter", mode: "markers", name: "objective", x: h.map((p) => p.number), y: h.map((p) => p.value),
+      marker: { color: "#1f77b4", size: 8 } },
+    { type: "scatter", mode: "lines", name: "best so far", x: h.map((p) => p.number), y: h.map((p) => p.best),
+      line: { color: "#d62728", shape: "hv" } },
+  ], { ...LAYOUT, xaxis: { title: { text: "trial" } }, yaxis: { title: { text: view.objective } },
+    legend: { orientation: "h", y: 1.12 } }, plotConfig(`study-${studyId}-history`));
+}
+
+function curvesChart(view) {
+  const traces = view.trials.filter((t) => t.intermediate.length).map((t) => ({
+    type: "scatter", mode: "lines+markers", name: `trial ${t.number} (${t.state})`, legendgroup: t.state,
+    x: t.intermediate.map((p) => p.validation), y: t.intermediate.map((p) => p.value),
+    line: { color: STATE_COLOUR[t.state] || "#7a869a", dash: t.state === "pruned" ? "dash" : "solid",
+      width: t.number === view.best ? 3 : 1.5 },
+    marker: { size: 5 },
+  }));
+  Plotly.react("curves-chart", traces, { ...LAYOUT, xaxis: { title: { text: "validation" }, dtick: 1 },
+    yaxis: { title: { text: view.objective } }, showlegend: traces.length <= 20 },
+  plotConfig(`study-${studyId}-intermediate`));
+}
+
+// A parameter's axis in the parallel coordinates: categories as their indices, log scales as log10.
+function dimension(param, trials) {
+  const raw = trials.map((t) => t.params[param.name]);
+  if (param.kind === "categorical") {
+    const labels = param.choices.map(String);
+    return { label: param.name, values: raw.map((v) => labels.indexOf(String(v))), tickvals: labels.map((_, i) => i),
+      ticktext: labels, range: [0, Math.max(labels.length - 1, 1)] };
+  }
+  if (param.log) {
+    return { label: `log10 ${param.name}`, values: raw.map((v) => Math.log10(v)),
+      range: [Math.log10(param.low), Math.log10(param.high)] };
+  }
+  return { label: param.name, values: raw, range: [param.low, param.high] };
+}
+
+function parametersCharts(view) {
+  const done = view.trials.filter((t) => t.state === "complete" && t.value !== null);
+  const values = done.map((t) => t.value);
+  const scale = { colorscale: "Viridis", reversescale: view.direction === "minimize" };
+  Plotly.react("parcoords-chart", [{
+    type: "parcoords",
+    dimensions: [...view.params.map((p) => dimension(p, done)), { label: view.objective, values }],
+    line: { color: values, ...scale, showscale: true },
+  }], { height: 340, margin: { t: 50, r: 60, b: 30, l: 60 } }, plotConfig(`study-${studyId}-parallel`));
+
+  const grid = document.getElementById("scatter-charts");
+  // One chart per searched key, made once: later polls redraw them in place.
+  if (grid.children.length !== view.params.length) {
+    grid.replaceChildren(...view.params.map((p, i) => el("div", { class: "chart scatter-chart", id: `scatter-${i}`,
+      "data-param": p.name })));
+  }
+  view.params.forEach((p, i) => {
+    Plotly.react(`scatter-${i}`, [{
+      type: "scatter", mode: "markers", x: done.map((t) => t.params[p.name]), y: values,
+      text: done.map((t) => `trial ${t.number}`), hovertemplate: "%{text}<br>%{x}: %{y}<extra></extra>",
+      marker: { size: 8, color: done.map((t) => t.number), colorscale: "Blues", showscale: i === view.params.length - 1,
+        colorbar: { title: { text: "trial" } } },
+    }], { ...LAYOUT, height: 280, title: { text: `${p.name} against the objective`, font: { size: 13 } },
+      margin: { t: 35, r: 10, b: 45, l: 60 },
+      xaxis: { title: { text: p.name }, type: p.kind === "categorical" ? "category" : p.log ? "log" : "linear" },
+      yaxis: { title: { text: view.objective } } }, plotConfig(`study-${studyId}-${p.name}`));
+  });
+}
+
+function importancesChart(view) {
+  const chart = document.getElementById("importance-chart");
+  const note = document.getElementById("importance-note");
+  const entries = Object.entries(view.importances || {}).sort((a, b) => a[1] - b[1]);
+  note.textContent = view.importances_note || (entries.length ? "Optuna's parameter importances over the complete trials." : "");
+  chart.hidden = !entries.length;
+  if (!entries.length) return;
+  Plotly.react("importance-chart", [{
+    type: "bar", orientation: "h", x: entries.map((e) => e[1]), y: entries.map((e) => e[0]),
+    text: entries.map((e) => e[1].toFixed(3)), textposition: "auto", marker: { color: "#2456c9" },
+  }], { height: Math.max(160, 60 + 34 * entries.length), margin: { t: 10, r: 20, b: 40, l: 200 },
+    xaxis: { title: { text: "importance" }, range: [0, 1] } }, plotConfig(`study-${studyId}-importances`));
+}
+
+async function load() {
+  const view = await api(`/api/v1/views/studies/${encodeURIComponent(studyId)}`);
+  summary(view);
+  trialsTable(view);
+  historyChart(view);
+  curvesChart(view);
+  parametersCharts(view);
+  importancesChart(view);
+  document.getElementById("study").dataset.loaded = "true";
+  return view.study.status === "running";
+}
+
+load().then((running) => {
+  if (running) poll(load, 5000);
+}).catch((err) => flash(`study: ${err.message}`));
