@@ -13,18 +13,23 @@ members (`is_causal`, `hidden_size`, ...; see lightning_modules.models.base.Back
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lightning_modules.objectives.masking import IGNORE_INDEX
+
 
 @dataclass
 class ObjectiveOutput:
     loss: torch.Tensor
     metrics: dict[str, torch.Tensor] = field(default_factory=dict)  # e.g. {"mlm_acc": ...}
-    num_predicted_tokens: int | None = None  # tokens the loss is averaged over (for perplexity)
+    # Tokens the loss is averaged over (for perplexity). A 0-dim tensor where counting them on the
+    # host would make it wait for the device inside the training step.
+    num_predicted_tokens: int | torch.Tensor | None = None
 
 
 class Objective(nn.Module):
@@ -59,3 +64,37 @@ def token_loss(logits: torch.Tensor, targets: torch.Tensor, *graph: torch.Tensor
         zero = zero_loss(logits, *graph)
         return zero, zero.detach()
     return F.cross_entropy(logits.float(), targets), (logits.detach().argmax(-1) == targets).float().mean()
+
+
+def gathers_predicted_positions(device: torch.device) -> bool:
+    """Whether `predicted_token_loss` gathers the predicted positions before the vocabulary
+    projection. Boolean indexing has a data-dependent output size, so on an accelerator the host
+    waits for the device to count the positions (a sync every step); on a CPU there is nothing
+    to wait for, and projecting only the predicted positions is cheaper: MLM (15% predicted) on
+    bert_tiny (V=8000, B=32, T=128) takes 0.29-0.34 s a step gathered, 0.77-0.82 s projecting
+    every position (one thread)."""
+    return device.type == "cpu"
+
+
+def predicted_token_loss(hidden: torch.Tensor, labels: torch.Tensor,
+                         project: Callable[[torch.Tensor], torch.Tensor]
+                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(mean cross-entropy, accuracy, number of predicted tokens) of `project(hidden)` (…×H ->
+    …×V) against B×T `labels` (IGNORE_INDEX where nothing is predicted); loss and accuracy are 0
+    when nothing is predicted (see `zero_loss`). Gathered on a CPU, every position projected and
+    the ignored ones weighted 0 elsewhere (`gathers_predicted_positions`): the same numbers,
+    but no host synchronisation on a GPU."""
+    predicted = labels != IGNORE_INDEX
+    if gathers_predicted_positions(hidden.device):
+        logits = project(hidden[predicted])  # B×T×H -> N×H -> N×V
+        loss, accuracy = token_loss(logits, labels[predicted], hidden)
+        return loss, accuracy, predicted.sum()
+    logits = project(hidden).float()  # B×T×H -> B×T×V
+    count = predicted.sum()
+    # max(N, 1): a batch with nothing to predict has loss and accuracy 0 (not 0/0), and the loss
+    # still depends on every position, so backward gives zero gradients as `zero_loss` does.
+    denominator = count.clamp(min=1)
+    total = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX,
+                            reduction="sum")  # B×T×V -> BT×V
+    correct = (logits.detach().argmax(-1) == labels) & predicted
+    return total / denominator, correct.sum() / denominator, count

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lightning_modules.objectives.base import Objective, ObjectiveOutput, token_loss
+from lightning_modules.objectives.base import Objective, ObjectiveOutput, predicted_token_loss
 from lightning_modules.objectives.masking import IGNORE_INDEX
 from ptmlab.contracts import ConfigError
 
@@ -45,11 +45,12 @@ class CausalLMObjective(Objective):
         input_ids, attention_mask = batch["input_ids"], batch.get("attention_mask")
         labels = next_token_labels(input_ids, attention_mask)
         out = backbone(input_ids, attention_mask=attention_mask)
-        predicted = labels != IGNORE_INDEX
-        num_predicted = int(predicted.sum())
-        hidden = out.last_hidden_state[predicted]  # B×T×H -> N×H
-        if self.project is not None:
-            hidden = self.project(hidden)
-        logits = F.linear(hidden, backbone.get_input_embeddings().weight)  # N×V
-        loss, accuracy = token_loss(logits, labels[predicted], out.last_hidden_state)
+        embedding_weight = backbone.get_input_embeddings().weight
+
+        def project(hidden: torch.Tensor) -> torch.Tensor:
+            if self.project is not None:
+                hidden = self.project(hidden)  # …×H -> …×E
+            return F.linear(hidden, embedding_weight)  # …×E -> …×V
+
+        loss, accuracy, num_predicted = predicted_token_loss(out.last_hidden_state, labels, project)
         return ObjectiveOutput(loss=loss, metrics={"clm_acc": accuracy}, num_predicted_tokens=num_predicted)

@@ -12,8 +12,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from lightning_modules.models.transformer import build_activation
-from lightning_modules.objectives.base import Objective, ObjectiveOutput, token_loss
-from lightning_modules.objectives.masking import IGNORE_INDEX, replace_selected, replacement_pool, select_tokens
+from lightning_modules.objectives.base import Objective, ObjectiveOutput, predicted_token_loss
+from lightning_modules.objectives.masking import replace_selected, replacement_pool, select_tokens
 from lightning_modules.objectives.seeding import SeededCorruption
 from ptmlab.contracts import ConfigError
 
@@ -96,10 +96,7 @@ class MaskedLMObjective(Objective):
         corrupted, labels = self.corrupt(batch)
         out = backbone(corrupted, attention_mask=batch.get("attention_mask"),
                        token_type_ids=batch.get("token_type_ids"))
-        predicted = labels != IGNORE_INDEX
-        num_predicted = int(predicted.sum())
-        # The V-way projection only at predicted positions (~15% of tokens).
-        hidden = out.last_hidden_state[predicted]  # B×T×H -> N×H
-        logits = self.head(hidden, backbone.get_input_embeddings().weight)  # N×V
-        loss, accuracy = token_loss(logits, labels[predicted], out.last_hidden_state)
+        embedding_weight = backbone.get_input_embeddings().weight
+        loss, accuracy, num_predicted = predicted_token_loss(
+            out.last_hidden_state, labels, lambda hidden: self.head(hidden, embedding_weight))
         return ObjectiveOutput(loss=loss, metrics={"mlm_acc": accuracy}, num_predicted_tokens=num_predicted)

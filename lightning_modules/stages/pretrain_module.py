@@ -150,7 +150,7 @@ class PretrainModule(pl.LightningModule):
         loss, parts = self._compute(batch)
         self._accumulate("__total__", float(loss), 1)
         for name, out in parts.items():
-            n = out.num_predicted_tokens
+            n = int(out.num_predicted_tokens or 0)  # a count kept on the device in training
             self._accumulate(name, float(out.loss), n if n else 1)
             for key, value in out.metrics.items():
                 self._accumulate(f"{name}/{key}", float(value), 1)
