@@ -90,7 +90,7 @@ class MultiHeadAttention(nn.Module):
     """Multi-head scaled dot-product attention.
 
     `attention_bias` is additive (0 where attention is allowed, a large negative number where it
-    is not), broadcastable to B×heads×T_q×T_k. `is_causal=True` with no bias lets
+    is not) or boolean (True where attention is allowed), broadcastable to B×heads×T_q×T_k. `is_causal=True` with no bias lets
     `scaled_dot_product_attention` use its fused causal kernels.
     Self-attention by default; pass `key_value_states` (B×S×H) for cross-attention.
     """
@@ -125,6 +125,8 @@ class MultiHeadAttention(nn.Module):
         probs = None
         if output_attentions:
             # SDPA does not return the weights, so compute them explicitly on request.
+            if attention_bias is not None and attention_bias.dtype == torch.bool:
+                attention_bias = allowed_to_bias(attention_bias, q.dtype)
             if is_causal:
                 attention_bias = _combine_bias(attention_bias, causal_bias(q.shape[2], k.shape[2], q))
             scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)  # B×heads×T_q×T_k
@@ -328,12 +330,27 @@ class TransformerBackbone(Backbone):
             allowed = allowed & causal[None, None]  # -> B×1×T×T
         return allowed_to_bias(allowed, dtype)
 
+    def layer_attention_mask(self, attention_mask: torch.Tensor | None, self_attention_mask: torch.Tensor | None,
+                             seq_len: int, dtype: torch.dtype) -> torch.Tensor | None:
+        """What the layers attend with: when padding is all that is masked (a bidirectional
+        backbone, no `self_attention_mask`), a boolean key mask B×1×1×T (True = may attend), the
+        form scaled_dot_product_attention takes for key padding without a float bias to build
+        and read (issue 28); otherwise `attention_bias`'s additive bias."""
+        if attention_mask is None or self_attention_mask is not None or self.is_causal:
+            return self.attention_bias(attention_mask, self_attention_mask, seq_len, dtype)
+        keys = attention_mask.bool()
+        # A row of padding only (no key to attend to) attends to every key, as it does under the
+        # additive bias (the same -1e4 on every key leaves the softmax unchanged), instead of the
+        # NaN a boolean mask gives a query with no allowed key. No branch, so no host sync.
+        keys = keys | ~keys.any(dim=-1, keepdim=True)
+        return keys[:, None, None, :]  # B×T -> B×1×1×T
+
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, output_attentions: bool = False,
                 self_attention_mask: torch.Tensor | None = None,
                 position_ids: torch.Tensor | None = None) -> BackboneOutput:
         x = self.embeddings(input_ids, token_type_ids=token_type_ids, position_ids=position_ids)
-        bias = self.attention_bias(attention_mask, self_attention_mask, input_ids.shape[1], x.dtype)
+        bias = self.layer_attention_mask(attention_mask, self_attention_mask, input_ids.shape[1], x.dtype)
         hidden_states, attentions = self.stack(x, bias, is_causal=self.is_causal and bias is None,
                                                  output_attentions=output_attentions)
         if self.final_layer_norm is not None:

@@ -155,3 +155,31 @@ def test_half_precision_left_padding_stays_finite(dtype):
         for output_attentions in (False, True):
             out = model(x, attention_mask=attention_mask, output_attentions=output_attentions)
             assert all(torch.isfinite(h).all() for h in out.hidden_states)
+
+
+@pytest.mark.parametrize("output_attentions", [False, True])
+def test_encoder_padding_as_a_boolean_key_mask_equals_the_additive_bias(monkeypatch, output_attentions):
+    """An encoder masking only padding hands SDPA a boolean B×1×1×T key mask instead of an
+    additive float bias (issue 28); the outputs are the additive path's, a row of padding only
+    included (it attends to every key under both, never NaN)."""
+    model = tiny(TransformerEncoder, type_vocab_size=2)
+    x = ids(rows=4, length=12, seed=3)
+    attention_mask = torch.ones_like(x)
+    attention_mask[1, 7:] = 0
+    attention_mask[2, 1:] = 0
+    attention_mask[3] = 0  # padding only
+    mask = model.layer_attention_mask(attention_mask, None, x.shape[1], torch.float32)
+    assert mask.dtype == torch.bool and mask.shape == (4, 1, 1, 12)
+    with torch.no_grad():
+        boolean = model(x, attention_mask=attention_mask, output_attentions=output_attentions)
+        monkeypatch.setattr(model, "layer_attention_mask", model.attention_bias)
+        additive = model(x, attention_mask=attention_mask, output_attentions=output_attentions)
+    for got, expected in zip(boolean.hidden_states, additive.hidden_states, strict=True):
+        assert torch.isfinite(got).all()
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    if output_attentions:
+        # The padding-only row's scores sit at -1e4 + O(1) under the additive bias, where a
+        # float32 step is ~1e-3: its weights agree to 1e-4, every other row's to 1e-6.
+        for got, expected in zip(boolean.attentions, additive.attentions, strict=True):
+            torch.testing.assert_close(got[:3], expected[:3], rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(got[3], expected[3], rtol=0, atol=1e-4)
