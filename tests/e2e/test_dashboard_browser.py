@@ -56,7 +56,9 @@ def dashboard(tmp_path_factory):
         if os.environ.get("PTMLAB_REQUIRE_DATA") == "1" or os.environ.get("CI"):
             pytest.fail(msg)
         pytest.skip(msg)
+    from hand_driven_study import drive_study_by_hand
     from ptmlab.db import dispose_engines, migrate, session_scope
+    from ptmlab.studies.storage import forget_storages
     from synthetic_results import seed_dashboard
 
     home = tmp_path_factory.mktemp("dashboard_home")
@@ -64,6 +66,9 @@ def dashboard(tmp_path_factory):
     migrate(url)
     with session_scope(url) as s:
         ids = seed_dashboard(s)
+    # A study with pruned and complete trials, driven before the worker starts (workers drive studies too).
+    ids["study"] = drive_study_by_hand(url, n_trials=8)
+    forget_storages()
     dispose_engines()
     port = _free_port()
     env = {**os.environ, "PTMLAB_HOME": str(home), "PTMLAB_DATABASE_URL": url, "PYTHONUNBUFFERED": "1"}
@@ -570,6 +575,37 @@ def test_sweep_and_pipeline_lists_and_the_sweep_page(page, dashboard):
         httpx.post(f"{base}/api/v1/jobs/{job_id}/cancel")
 
 
+def test_the_study_page_draws_its_trials_history_parameters_and_pruned_curves(page, dashboard):
+    base, ids = dashboard
+    view = httpx.get(f"{base}/api/v1/views/studies/{ids['study']}", timeout=30).json()  # the first importances import scipy
+    pruned = [t["number"] for t in view["trials"] if t["state"] == "pruned"]
+    complete = [t["number"] for t in view["trials"] if t["state"] == "complete"]
+    best_job = next(t["job_id"] for t in view["trials"] if t["number"] == view["best"])
+    page.goto(f"{base}/studies")
+    row = page.locator(f"#studies-table tr[data-id='{ids['study']}']")
+    assert "finished" in row.inner_text() and f"{len(pruned)} pruned" in row.inner_text()
+    row.locator("a", has_text="by_hand").click()
+    page.wait_for_url(f"{base}/studies/{ids['study']}")
+    page.wait_for_selector("#study[data-loaded=true]")
+    page.wait_for_selector("#importance-chart .main-svg")
+    assert page.get_attribute("nav a[href='/studies']", "aria-current") == "page"
+    states = page.eval_on_selector_all("#study-trials tbody tr", "trs => trs.map(t => t.dataset.state)")
+    assert states == [t["state"] for t in view["trials"]]
+    assert page.get_attribute("#study-trials tr.best-row", "data-number") == str(view["best"])
+    assert page.get_attribute("#study-best", "href") == f"/jobs/{best_job}"
+    # The intermediate curves: one per trial, the pruned ones dashed and shorter than the survivors'.
+    curves = page.evaluate("""() => document.getElementById('curves-chart').data.map(
+        t => ({name: t.name, dash: t.line.dash, n: t.x.length}))""")
+    dashed = [c for c in curves if c["dash"] == "dash"]
+    assert [c["name"] for c in dashed] == [f"trial {n} (pruned)" for n in pruned]
+    assert max(c["n"] for c in dashed) < min(c["n"] for c in curves if c["dash"] == "solid") == 4
+    history = page.evaluate("() => document.getElementById('history-chart').data.map(t => t.x.length)")
+    assert history == [len(complete), len(complete)]
+    assert page.locator("#scatter-charts .scatter-chart.js-plotly-plot").count() == 2  # one per searched key
+    assert page.locator("#parcoords-chart .main-svg").count() >= 1
+    shot(page, "study")
+
+
 def test_api_docs_favicon_and_not_found_pages_work_offline(page, dashboard):
     base, ids = dashboard
     external = _no_external_requests(page)
@@ -584,7 +620,8 @@ def test_api_docs_favicon_and_not_found_pages_work_offline(page, dashboard):
     assert not external and not failed, (external, failed)
     assert httpx.get(f"{base}/favicon.ico").status_code == 200
 
-    for path in ("/no/such/page", f"/runs/{10**6}", f"/jobs/{10**6}", "/sweeps/nosuchsweep", "/pipelines/nosuchpipe"):
+    for path in ("/no/such/page", f"/runs/{10**6}", f"/jobs/{10**6}", "/sweeps/nosuchsweep", "/pipelines/nosuchpipe",
+                 "/studies/nosuchstudy"):
         response = page.goto(base + path)
         assert response.status == 404, path
         assert page.inner_text("h1") == "Not found" and page.locator("nav a").count() >= 8, path
@@ -808,7 +845,7 @@ def test_every_page_loads_without_a_console_error_or_a_failed_request(browser, d
     paths = ["/", "/jobs", "/runs", "/sweeps", f"/sweeps/{sweep['id']}", "/pipelines", "/submit", "/leaderboard",
              "/compression", "/probing", "/probing/drift", "/compare", f"/compare?runs={results['finetune'][0]}",
              f"/runs/{results['probe'][0]}", f"/jobs/{jobs['failed']}", f"/jobs/{jobs['succeeded']}",
-             f"/jobs/{jobs['pipeline_child']}", "/docs", "/redoc"]
+             f"/jobs/{jobs['pipeline_child']}", "/studies", f"/studies/{ids['study']}", "/docs", "/redoc"]
     for path in paths:
         page.goto(base + path, wait_until="networkidle")
     context.close()

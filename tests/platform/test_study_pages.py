@@ -9,44 +9,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-
-SPACE = ["stage.validations=4", "stage.quality=interval(0.05,1)", "stage.seconds=choice(1,2)"]
-VALIDATIONS, STEPS_PER_VALIDATION = 4, 4
-
-
-def drive_study_by_hand(url: str, *, n_trials: int, name: str = "by_hand") -> str:
-    """A sleep-stage study under ASHA whose trials run one at a time by hand: trial k's score at
-    validation v is quality * sqrt(v / 4) (the sleep stage's curve), at training step 4 v."""
-    import sqlalchemy as sa
-
-    from ptmlab import studies
-    from ptmlab.db import PRUNED, QUEUED, RUNNING, SUCCEEDED, Job, get_sessionmaker
-
-    plan = studies.plan_study(studies.StudySpec(
-        name=name, stage="sleep", overrides=SPACE, objective="val/score", pruner="asha", sampler="random",
-        n_trials=n_trials, n_parallel=1, seed=0))
-    with get_sessionmaker(url)() as s:
-        study = studies.create_study(s, plan, url=url, driver_id="test")
-        for _ in range(n_trials):
-            job = s.scalar(sa.select(Job).where(Job.study_id == study.id, Job.status == QUEUED))
-            quality = float(next(o for o in job.overrides if o.startswith("stage.quality=")).split("=")[1])
-            job.status, job.worker_id = RUNNING, "by-hand"
-            history = []
-            for v in range(1, VALIDATIONS + 1):
-                step = v * STEPS_PER_VALIDATION
-                history.append({"step": step, "val/score": quality * (v / VALIDATIONS) ** 0.5})
-                job.progress = {"step": step, "total_steps": VALIDATIONS * STEPS_PER_VALIDATION,
-                                "metrics": {"val/score": history[-1]["val/score"]}, "history": list(history)}
-                s.commit()
-                studies.advance_study(s, study.id, url=url, driver_id="test")
-                s.refresh(job)
-                if job.cancel_requested:
-                    break
-            job.status = PRUNED if job.cancel_requested else SUCCEEDED
-            s.commit()
-            studies.advance_study(s, study.id, url=url, driver_id="test")
-        return study.id
-
+from hand_driven_study import SPACE, STEPS_PER_VALIDATION, VALIDATIONS, drive_study_by_hand
 
 @pytest.fixture(scope="module")
 def driven(tmp_path_factory):

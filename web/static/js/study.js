@@ -106,7 +106,7 @@ function parametersCharts(view) {
     Plotly.react(`scatter-${i}`, [{
       type: "scatter", mode: "markers", x: done.map((t) => t.params[p.name]), y: values,
       text: done.map((t) => `trial ${t.number}`), hovertemplate: "%{text}<br>%{x}: %{y}<extra></extra>",
-      marker: { size: 8, color: done.map((t) => t.number), colorscale: "Blues", showscale: i === view.params.length - 1,
+      marker: { size: 8, color: done.map((t) => t.number), colorscale: "Viridis", showscale: i === view.params.length - 1,
         colorbar: { title: { text: "trial" } } },
     }], { ...LAYOUT, height: 280, title: { text: `${p.name} against the objective`, font: { size: 13 } },
       margin: { t: 35, r: 10, b: 45, l: 60 },
