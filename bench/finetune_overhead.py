@@ -52,7 +52,7 @@ import torch.nn.functional as F  # noqa: E402
 from hydra.utils import instantiate  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
-from lightning_modules.runtime.speed import SpeedSwitches, split_trainer_config  # noqa: E402
+from lightning_modules.runtime.speed import SpeedSwitches, split_trainer_config, unscale_before_clipping  # noqa: E402
 from lightning_modules.runtime.stage_run import StageRun  # noqa: E402
 from lightning_modules.runtime.throughput import ThroughputMonitor, device_name, peak_flops_per_device  # noqa: E402
 from lightning_modules.stages.finetune import FinetuneParts, build_finetune  # noqa: E402
@@ -102,6 +102,7 @@ def ptmlab_arm(cfg, steps: int, block: int) -> list[float]:
                                     peak_flops_per_device(device, trainer_cfg.get("precision"), peak), device)
         trainer = instantiate(trainer_cfg, logger=run.logger, callbacks=[timer, SpeedSwitches(**speed), monitor],
                               default_root_dir=str(run.run_dir))
+        unscale_before_clipping(trainer)  # as StageRun.build_trainer: fused AdamW is clipped unscaled
         trainer.fit(module, datamodule=datamodule)
         assert trainer.global_step == steps, trainer.global_step
     return timer.times[WARMUP_STEPS:]

@@ -27,7 +27,7 @@ from omegaconf import OmegaConf
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lightning_modules.data.pretrain_datamodule import PretrainDataModule  # noqa: E402
-from lightning_modules.runtime.speed import SpeedSwitches, split_trainer_config  # noqa: E402
+from lightning_modules.runtime.speed import SpeedSwitches, split_trainer_config, unscale_before_clipping  # noqa: E402
 from lightning_modules.runtime.throughput import ThroughputMonitor, device_name, peak_flops_per_device  # noqa: E402
 from lightning_modules.stages.pretrain import build_pretrain_module  # noqa: E402
 from ptmlab.config import compose_config  # noqa: E402
@@ -64,6 +64,7 @@ def ptmlab_arm(cfg, datamodule, steps: int, tracking_uri: str) -> list[float]:
                                 peak_flops_per_device(device, trainer_cfg.get("precision"), peak), device)
     trainer = pl.Trainer(**trainer_cfg, callbacks=[timer, SpeedSwitches(**speed), monitor],
                          logger=MLFlowLogger(experiment_name="bench-overhead", tracking_uri=tracking_uri))
+    unscale_before_clipping(trainer)  # as StageRun.build_trainer: fused AdamW is clipped unscaled
     trainer.fit(module, train_dataloaders=datamodule.train_dataloader())
     return timer.times[WARMUP_STEPS:]
 

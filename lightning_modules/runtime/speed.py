@@ -9,6 +9,10 @@
   about one extra forward for memory.
 
 Both are applied in the `setup` hook, before the strategy wraps the model (DDP/FSDP) and moves it.
+
+Fused AdamW is the optimizer default (lightning_modules/optim.py); `UnscalingMixedPrecision` lets
+Lightning clip its gradients under mixed precision, and `check_trainer_and_optimizer` refuses the
+combinations that still cannot work, before training.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import types
 
 import torch
 from lightning.pytorch import Callback
+from lightning.pytorch.plugins.precision import MixedPrecision, Precision
+from lightning.pytorch.utilities import GradClipAlgorithmType
 from torch import nn
 
 log = logging.getLogger(__name__)
@@ -32,15 +38,65 @@ def split_trainer_config(trainer_cfg: dict) -> tuple[dict, dict]:
 
 
 def check_trainer_and_optimizer(trainer_cfg: dict, optimizer_cfg) -> None:
-    """ConfigError for combinations Lightning would refuse only once training has started."""
+    """ConfigError for combinations that would fail (or clip wrongly) only once training has
+    started. A fused optimizer with clipping under mixed precision is not one of them (see
+    `UnscalingMixedPrecision`), except under FSDP with a gradient scaler, whose precision plugin
+    would clip the still-scaled gradients of a fused optimizer."""
     from ptmlab.contracts import ConfigError
 
+    if optimizer_cfg is None or not optimizer_cfg.get("fused"):
+        return
+    if optimizer_cfg.get("foreach"):
+        raise ConfigError("optimizer.fused=true with optimizer.foreach=true: torch takes one or the other; "
+                          "set optimizer.foreach=null")
     precision = str(trainer_cfg.get("precision") or "")
     clip = trainer_cfg.get("gradient_clip_val") or 0
-    if optimizer_cfg is not None and optimizer_cfg.get("fused") and precision.endswith("-mixed") and clip:
-        raise ConfigError(f"optimizer.fused=true with trainer.precision={precision} and trainer.gradient_clip_val="
-                          f"{clip}: Lightning cannot clip the gradients of a fused optimizer under mixed precision; "
-                          f"set trainer.gradient_clip_val=0, optimizer.foreach=true instead of fused, or a -true precision")
+    if "fsdp" in str(trainer_cfg.get("strategy") or "").lower() and precision.startswith("16-mixed") and clip:
+        raise ConfigError(f"optimizer.fused=true with trainer.strategy=fsdp, trainer.precision={precision} and "
+                          f"trainer.gradient_clip_val={clip}: FSDP's precision plugin would clip scaled gradients; "
+                          f"set optimizer.fused=null, trainer.gradient_clip_val=0 or trainer.precision=bf16-mixed")
+
+
+class UnscalingMixedPrecision(MixedPrecision):
+    """Lightning's MixedPrecision plugin, except that a fused optimizer's gradients are unscaled
+    before they are clipped, so a fused optimizer and clipping go together under mixed precision.
+
+    Lightning skips `scaler.unscale_` for an optimizer that unscales inside its own step (fused
+    AdamW) and therefore refuses to clip its gradients. torch's GradScaler supports unscaling
+    first: `scaler.step` then hands the fused step no scale, only the inf/NaN flag, so an
+    overflowing step is still skipped (what the Hugging Face Trainer does through Accelerate).
+    bf16-mixed has no scaler: its gradients are never scaled, so clipping them was always right."""
+
+    # Read by lightning_modules.optim.fused_by_default (optim cannot import runtime/).
+    unscales_fused_optimizers = True
+
+    def optimizer_step(self, optimizer, model, closure, **kwargs):
+        from lightning.fabric.plugins.precision.amp import _optimizer_handles_unscaling
+
+        if self.scaler is None or not _optimizer_handles_unscaling(optimizer):
+            return super().optimizer_step(optimizer, model=model, closure=closure, **kwargs)
+        closure_result = closure()
+        # As Lightning's: a training_step that returned None ran no backward, so nothing to step.
+        if closure_result is None and model.automatic_optimization:
+            self._after_closure(model, optimizer)
+            return closure_result
+        self.scaler.unscale_(optimizer)
+        self._after_closure(model, optimizer)  # on_before_optimizer_step hooks, then clipping
+        step_output = self.scaler.step(optimizer, **kwargs)
+        self.scaler.update()
+        return step_output
+
+    def clip_gradients(self, optimizer, clip_val=0.0, gradient_clip_algorithm=GradClipAlgorithmType.NORM) -> None:
+        # MixedPrecision.clip_gradients refuses a fused optimizer; its gradients are unscaled here.
+        Precision.clip_gradients(self, optimizer, clip_val, gradient_clip_algorithm)
+
+
+def unscale_before_clipping(trainer) -> None:
+    """Give `trainer` UnscalingMixedPrecision where Lightning chose its plain MixedPrecision plugin
+    (FSDP and DeepSpeed bring their own plugins and keep them)."""
+    plugin = trainer.strategy.precision_plugin
+    if type(plugin) is MixedPrecision:
+        trainer.strategy.precision_plugin = UnscalingMixedPrecision(plugin.precision, plugin.device, plugin.scaler)
 
 
 def backbone_of(pl_module) -> nn.Module:

@@ -31,7 +31,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from lightning_modules.runtime.mlflow_logger import BufferedMLFlowLogger, RetryingClient
 from lightning_modules.runtime.progress import ProgressCallback, ProgressReporter
-from lightning_modules.runtime.speed import SpeedSwitches, check_trainer_and_optimizer, split_trainer_config
+from lightning_modules.runtime.speed import (
+    SpeedSwitches, check_trainer_and_optimizer, split_trainer_config, unscale_before_clipping)
 from lightning_modules.runtime.throughput import ThroughputMonitor, device_name, peak_flops_per_device
 from ptmlab.contracts.secrets import redact_url_passwords
 
@@ -307,6 +308,9 @@ class StageRun:
             trainer_cfg, logger=self.logger if self.logger is not None else False, callbacks=all_callbacks,
             default_root_dir=str(self.run_dir)
         )
+        # Fused AdamW is the default (lightning_modules.optim), and Lightning's own mixed-precision
+        # plugin refuses to clip a fused optimizer's gradients; this one unscales them first.
+        unscale_before_clipping(trainer)
         if not distributed and trainer.world_size > 1:
             from ptmlab.contracts import ConfigError
 

@@ -108,6 +108,6 @@ class FinetuneModule(pl.LightningModule):
     def configure_optimizers(self):
         weight_decay = float(self.optimizer_cfg.get("weight_decay", 0.0))
         groups = self.adaptation.param_groups(self.model, self.lr, weight_decay)
-        optimizer = build_optimizer(groups, self.optimizer_cfg)
+        optimizer = build_optimizer(groups, self.optimizer_cfg, self._trainer)
         scheduler = build_scheduler(optimizer, self.scheduler_cfg, self.total_steps)
         return optimizer if scheduler is None else {"optimizer": optimizer, "lr_scheduler": scheduler}

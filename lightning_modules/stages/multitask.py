@@ -151,7 +151,7 @@ class MultiTaskModule(pl.LightningModule):
     def configure_optimizers(self):
         weight_decay = float(self.optimizer_cfg.get("weight_decay", 0.0))
         optimizer = build_optimizer(decay_param_groups(self.model.named_parameters(), weight_decay, lr=self.lr),
-                                    self.optimizer_cfg)
+                                    self.optimizer_cfg, self._trainer)
         scheduler = build_scheduler(optimizer, self.scheduler_cfg, self.total_steps)
         return optimizer if scheduler is None else {"optimizer": optimizer, "lr_scheduler": scheduler}
 

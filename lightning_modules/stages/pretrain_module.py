@@ -189,7 +189,8 @@ class PretrainModule(pl.LightningModule):
     # -- optimisation ---------------------------------------------------------------------------
     def configure_optimizers(self):
         weight_decay = float(self.optimizer_cfg.get("weight_decay", 0.0))
-        optimizer = build_optimizer(decay_param_groups(self.named_parameters(), weight_decay), self.optimizer_cfg)
+        optimizer = build_optimizer(decay_param_groups(self.named_parameters(), weight_decay), self.optimizer_cfg,
+                                    self._trainer)
         scheduler = build_scheduler(optimizer, self.scheduler_cfg, self.total_steps)
         if scheduler is None:
             return optimizer

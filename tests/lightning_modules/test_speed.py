@@ -38,13 +38,13 @@ def pretrain_cfg(corpus: Path, tmp_path: Path, *extra: str):
 
 @pytest.mark.slow
 def test_pretrain_with_every_switch_on(corpus_dir, ptmlab_home, tmp_path):
-    """compile (Dynamo with the cheap `eager` backend), fused AdamW, bf16 autocast on CPU,
+    """compile (Dynamo with the cheap `eager` backend), fused AdamW with clipping, bf16 autocast on CPU,
     accumulation over 2 batches and activation checkpointing in one short run; a configured
     peak gives an MFU."""
     from mlflow.tracking import MlflowClient
 
     cfg = pretrain_cfg(corpus_dir, tmp_path, "trainer.max_steps=4", "trainer.compile=true",
-                       "trainer.compile_backend=eager", "optimizer.fused=true", "trainer.precision=bf16-mixed", "trainer.gradient_clip_val=0",
+                       "trainer.compile_backend=eager", "optimizer.fused=true", "trainer.precision=bf16-mixed", "trainer.gradient_clip_val=1.0",
                        "trainer.accumulate_grad_batches=2", "trainer.activation_checkpointing=true",
                        "trainer.peak_flops=1e12")
     returned = get_method(cfg.stage.entry)(cfg)
@@ -64,17 +64,85 @@ def test_pretrain_with_every_switch_on(corpus_dir, ptmlab_home, tmp_path):
         assert key in run.data.metrics, key
 
 
-def test_fused_adamw_with_mixed_precision_clipping_is_refused_before_training():
+def test_fused_adamw_is_refused_only_where_it_cannot_work():
     from omegaconf import OmegaConf
 
     from lightning_modules.runtime.speed import check_trainer_and_optimizer
     from ptmlab.contracts import ConfigError
 
     fused = OmegaConf.create({"_target_": "torch.optim.AdamW", "fused": True})
-    with pytest.raises(ConfigError, match="gradient_clip_val"):
-        check_trainer_and_optimizer({"precision": "bf16-mixed", "gradient_clip_val": 1.0}, fused)
-    check_trainer_and_optimizer({"precision": "bf16-mixed", "gradient_clip_val": 0}, fused)
-    check_trainer_and_optimizer({"precision": "32-true", "gradient_clip_val": 1.0}, fused)
+    for precision in ("bf16-mixed", "16-mixed", "32-true"):  # clipping a fused optimizer's gradients: fine
+        check_trainer_and_optimizer({"precision": precision, "gradient_clip_val": 1.0}, fused)
+    check_trainer_and_optimizer({"strategy": "fsdp", "precision": "bf16-mixed", "gradient_clip_val": 1.0}, fused)
+    with pytest.raises(ConfigError, match=r"optimizer.fused=true with optimizer.foreach=true"):
+        check_trainer_and_optimizer({"precision": "32-true"}, OmegaConf.create({"fused": True, "foreach": True}))
+    with pytest.raises(ConfigError, match=r"trainer.strategy=fsdp.*16-mixed.*gradient_clip_val=1.0"):
+        check_trainer_and_optimizer({"strategy": "fsdp", "precision": "16-mixed", "gradient_clip_val": 1.0}, fused)
+
+
+def adamw_cfg(**kwargs):
+    from omegaconf import OmegaConf
+
+    return OmegaConf.create({"_target_": "torch.optim.AdamW", "_partial_": True, "lr": 1e-2,
+                             "foreach": None, "fused": None, **kwargs})
+
+
+def test_fused_adamw_is_the_default_where_valid():
+    from lightning_modules.optim import build_optimizer
+
+    layer = torch.nn.Linear(4, 4)
+    groups = [{"params": list(layer.parameters())}]
+    assert build_optimizer(groups, adamw_cfg()).defaults["fused"] is True  # CPU tensors: fused since torch 2.4
+    assert not build_optimizer(groups, adamw_cfg(fused=False)).defaults["fused"]
+    assert not build_optimizer(groups, adamw_cfg(foreach=True)).defaults["fused"]  # torch takes one or the other
+    integer = torch.nn.Parameter(torch.zeros(2, dtype=torch.int64), requires_grad=False)
+    assert not build_optimizer([{"params": [integer]}], adamw_cfg()).defaults["fused"]  # no fused kernel for it
+
+
+class ClippedLinear(__import__("lightning").pytorch.LightningModule):
+    """One linear layer whose gradient norm (~1) is far above the clipping threshold."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.layer = torch.nn.Linear(8, 8)
+
+    def training_step(self, batch, batch_idx):
+        return self.layer(batch[0]).pow(2).mean()
+
+    def configure_optimizers(self):
+        from lightning_modules.optim import build_optimizer
+
+        return build_optimizer([{"params": list(self.parameters())}], adamw_cfg(betas=[0.9, 0.999]), self._trainer)
+
+
+@pytest.mark.parametrize("precision", ["bf16-mixed", "16-mixed"])
+def test_fused_adamw_clips_unscaled_gradients_under_mixed_precision(precision, tmp_path):
+    """One step of the default (fused) AdamW with clipping, through Lightning on a CPU. Adam's
+    first moment after one step is (1 - β1) × the clipped gradient, so its norm shows the
+    gradients were clipped at 1e-3 after unscaling (clipped while scaled by 2^10, it would be
+    2^10 times smaller). 16-mixed is refused on a CPU by Lightning's flag, so its plugin is given
+    directly: the plugin StageRun.build_trainer gives a GPU trainer."""
+    import lightning.pytorch as pl
+
+    from lightning_modules.runtime.speed import UnscalingMixedPrecision, unscale_before_clipping
+
+    clip = 1e-3
+    precision_args = ({"precision": precision} if precision == "bf16-mixed"
+                      else {"plugins": [UnscalingMixedPrecision(precision, "cpu", torch.amp.GradScaler(
+                          "cpu", init_scale=2.0 ** 10))]})
+    trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=1, gradient_clip_val=clip, logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                         default_root_dir=tmp_path, **precision_args)
+    unscale_before_clipping(trainer)
+    assert isinstance(trainer.precision_plugin, UnscalingMixedPrecision)
+    module = ClippedLinear()
+    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(4, 8)), batch_size=4)
+    trainer.fit(module, data)
+    optimizer = trainer.optimizers[0]
+    assert optimizer.defaults["fused"] is True
+    first_moment = torch.cat([optimizer.state[p]["exp_avg"].flatten() for p in module.parameters()])
+    assert first_moment.norm().item() == pytest.approx(0.1 * clip, rel=1e-2)
 
 
 def test_compile_falls_back_to_eager_and_says_why():
@@ -104,7 +172,7 @@ def test_fused_and_foreach_adamw_step_like_the_default(switch):
             optimizer.step()
         return layer.weight.detach()
 
-    torch.testing.assert_close(trained(**switch), trained(foreach=False), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(trained(**switch), trained(foreach=False, fused=False), rtol=1e-5, atol=1e-6)
 
 
 def test_activation_checkpointing_recomputes_and_keeps_gradients():
