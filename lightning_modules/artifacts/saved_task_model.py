@@ -58,7 +58,6 @@ or a tensor that does not fit fails with one line (BackboneError) naming the fil
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from importlib import metadata
@@ -67,6 +66,7 @@ from pathlib import Path
 import torch
 
 from lightning_modules.adaptation.from_config import build_adaptation
+from lightning_modules.artifacts.digests import sha256_file
 from lightning_modules.artifacts.quantization import get_backend, load_quantized_state, quantized_state
 from lightning_modules.artifacts.references import download_run_artifact, refuse_job_ref
 from lightning_modules.artifacts.structural_edits import apply_structure
@@ -117,14 +117,6 @@ class LoadedTaskModel:
         return self.model.logits(batch)
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _versions() -> dict[str, str]:
     out = {}
     for name in ("torch", "transformers", "safetensors", "ptmlab"):
@@ -171,7 +163,7 @@ def save_task_model(model: PooledEncoder, out_dir: Path, *, model_cfg: dict, tok
         "head_dropout": float(next(iter(heads.values()))[0].p),
         "heads": model.head_sizes,
         "tasks": {name: spec.to_dict() for name, spec in tasks.items()},
-        "weights": {"file": WEIGHTS_FILE, "sha256": _sha256(out_dir / WEIGHTS_FILE)},
+        "weights": {"file": WEIGHTS_FILE, "sha256": sha256_file(out_dir / WEIGHTS_FILE)},
         "tokenizer_files": sorted({Path(p).name for p in written if Path(p).is_file()}),
         "versions": _versions(),
     }
@@ -291,7 +283,7 @@ def _load_weights(model: PooledEncoder, manifest: dict, folder: Path) -> None:
 
     path = _required_file(folder, manifest["weights"].get("file", WEIGHTS_FILE))
     expected_sha = manifest["weights"].get("sha256")
-    if expected_sha and _sha256(path) != expected_sha:
+    if expected_sha and sha256_file(path) != expected_sha:
         raise BackboneError(f"{path}: sha256 differs from weights.sha256 in {MANIFEST_FILE} (changed or corrupt)")
     with safe_open(str(path), framework="pt") as f:
         shapes = {key: list(f.get_slice(key).get_shape()) for key in f.keys()}  # noqa: SIM118 - not a dict
@@ -320,7 +312,7 @@ def _load_quantized_weights(model: PooledEncoder, manifest: dict, folder: Path, 
 
     path = _required_file(folder, manifest["weights"].get("file", WEIGHTS_FILE))
     expected_sha = manifest["weights"].get("sha256")
-    if expected_sha and _sha256(path) != expected_sha:
+    if expected_sha and sha256_file(path) != expected_sha:
         raise BackboneError(f"{path}: sha256 differs from weights.sha256 in {MANIFEST_FILE} (changed or corrupt)")
     tensors = load_file(str(path))
     pooler = getattr(getattr(model.backbone, "model", None), "pooler", None)

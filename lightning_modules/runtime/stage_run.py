@@ -18,7 +18,6 @@ and artifacts and writes summary.json; the other ranks train with no logger (`is
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -29,6 +28,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from lightning_modules.artifacts.digests import sha256_file
 from lightning_modules.runtime.mlflow_logger import BufferedMLFlowLogger, RetryingClient
 from lightning_modules.runtime.progress import ProgressCallback, ProgressReporter
 from lightning_modules.runtime.speed import (
@@ -65,14 +65,6 @@ def run_dir_of(cfg: DictConfig) -> Path:
     if explicit:
         return Path(explicit)
     raise RuntimeError("run_dir_of() needs Hydra's runtime or cfg.run_dir")
-
-
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def git_state(conf_dir: str | Path) -> tuple[str | None, str]:
