@@ -526,7 +526,8 @@ class WorkerAgent:
                                error=f"exited 0 without writing {SUMMARY_FILE} in {claim.run_dir}; log tail:\n{tail}")
                 return f"failed: exited 0 without writing {SUMMARY_FILE}"
             try:
-                validate_summary(summary)
+                # The row holds the contract's dump: declared fields typed, extra ones kept as written.
+                summary = validate_summary(summary).model_dump()
             except ConfigError as exc:
                 # Never a silently broken dashboard row: the job fails with the field named.
                 finish_attempt(s, **ids, outcome=FAILED, exit_code=code, error=str(exc))
