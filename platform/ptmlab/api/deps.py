@@ -1,4 +1,5 @@
-"""Dependencies of the routes: the database session, settings, allowed roots, bearer-token auth."""
+"""Dependencies of the routes: the database session, settings, allowed roots, bearer-token auth, and
+the paging parameters of a list."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
+from ptmlab.api.schemas import INT4_MAX
 from ptmlab.errors import AuthError
 from ptmlab.settings import Settings
 
@@ -50,3 +52,6 @@ SessionDep = Annotated[Session, Depends(get_session)]
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 RootsDep = Annotated[list[Path], Depends(get_roots)]
 Authorized = Depends(require_token)
+# A list route's paging: `?limit=&offset=` (offset bounded so the database never sees an overflow).
+PageLimit = Annotated[int, Query(ge=1, le=1000)]
+PageOffset = Annotated[int, Query(ge=0, le=INT4_MAX)]

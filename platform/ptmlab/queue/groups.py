@@ -45,6 +45,12 @@ def list_groups(session: Session, kind: GroupKind, *, limit: int = 50, offset: i
     return summarise_groups(session, kind, groups), total
 
 
+def group_page(session: Session, kind: GroupKind, *, limit: int, offset: int) -> dict[str, Any]:
+    """One page of list_groups as /api/v1/sweeps and /api/v1/pipelines return it (GroupPage)."""
+    items, total = list_groups(session, kind, limit=limit, offset=offset)
+    return {"total": total, "limit": limit, "offset": offset, "items": items}
+
+
 def summarise_groups(session: Session, kind: GroupKind, groups: list[Sweep] | list[Pipeline]) -> list[dict[str, Any]]:
     """list_groups' entries for the given sweeps or pipelines (e.g. the one a page shows)."""
     column = _COLUMN[kind]

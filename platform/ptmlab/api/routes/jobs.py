@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Query
 
 from ptmlab import queue
-from ptmlab.api.deps import Authorized, RootsDep, SessionDep
+from ptmlab.api.deps import Authorized, PageLimit, PageOffset, RootsDep, SessionDep
 from ptmlab.api.schemas import (
     INT4_MAX, AttemptOut, ErrorOut, JobLabels, JobOut, JobPage, JobSubmit, LogOut, ProgressHistoryOut,
 )
@@ -32,8 +32,7 @@ def submit_job(body: JobSubmit, session: SessionDep, roots: RootsDep) -> dict:
 @router.get("", response_model=JobPage, responses=ERRORS, summary="Jobs, newest first")
 def list_jobs(session: SessionDep, status: Status | None = None, queue_name: Annotated[Name, Query(alias="queue")] = None,
               stage: Name = None, sweep_id: Name = None, pipeline_id: Name = None,
-              limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-              offset: Annotated[int, Query(ge=0, le=INT4_MAX)] = 0) -> dict:
+              limit: PageLimit = 50, offset: PageOffset = 0) -> dict:
     jobs, total = queue.list_jobs(session, status=status, queue=queue_name, stage=stage, sweep_id=sweep_id,
                                   pipeline_id=pipeline_id, limit=limit, offset=offset)
     return {"total": total, "limit": limit, "offset": offset, "jobs": [j.to_dict() for j in jobs]}

@@ -18,7 +18,7 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from ptmlab import queue, views
-from ptmlab.api.deps import SessionDep
+from ptmlab.api.deps import PageOffset, SessionDep
 from ptmlab.api.schemas import INT4_MAX
 from ptmlab.db.models import Result
 from ptmlab.errors import NotFoundError
@@ -134,14 +134,12 @@ def _group_list_page(request: Request, session, kind: str, offset: int) -> HTMLR
 
 
 @router.get("/sweeps", response_class=HTMLResponse)
-def sweeps_page(request: Request, session: SessionDep,
-                offset: Annotated[int, Query(ge=0, le=INT4_MAX)] = 0) -> HTMLResponse:
+def sweeps_page(request: Request, session: SessionDep, offset: PageOffset = 0) -> HTMLResponse:
     return _group_list_page(request, session, "sweep", offset)
 
 
 @router.get("/pipelines", response_class=HTMLResponse)
-def pipelines_page(request: Request, session: SessionDep,
-                   offset: Annotated[int, Query(ge=0, le=INT4_MAX)] = 0) -> HTMLResponse:
+def pipelines_page(request: Request, session: SessionDep, offset: PageOffset = 0) -> HTMLResponse:
     return _group_list_page(request, session, "pipeline", offset)
 
 
@@ -170,8 +168,7 @@ def pipeline_page(request: Request, pipeline_id: Annotated[str, PathParam(max_le
 
 
 @router.get("/studies", response_class=HTMLResponse)
-def studies_page(request: Request, session: SessionDep,
-                 offset: Annotated[int, Query(ge=0, le=INT4_MAX)] = 0) -> HTMLResponse:
+def studies_page(request: Request, session: SessionDep, offset: PageOffset = 0) -> HTMLResponse:
     items, total = studies_list_view(session, url=request.app.state.database_url, limit=GROUP_PAGE_SIZE, offset=offset)
     return _page(request, "studies.html", "/studies", "Studies", items=items, total=total, offset=offset,
                  limit=GROUP_PAGE_SIZE)

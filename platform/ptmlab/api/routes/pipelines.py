@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse
 
 from ptmlab import queue
-from ptmlab.api.deps import Authorized, RootsDep, SessionDep
-from ptmlab.api.schemas import INT4_MAX, ErrorOut, GroupPage, PipelineOut, PipelineSubmit
+from ptmlab.api.deps import Authorized, PageLimit, PageOffset, RootsDep, SessionDep
+from ptmlab.api.schemas import ErrorOut, GroupPage, PipelineOut, PipelineSubmit
 from ptmlab.api.validation import (
     VALIDATION_BUDGET_S,
     ValidationBudget,
@@ -20,6 +20,7 @@ from ptmlab.api.validation import (
 from ptmlab.code_keys import code_keys
 from ptmlab.contracts.progress import split_for_listing
 from ptmlab.errors import ConfigError, ForbiddenOverrideError
+from ptmlab.queue.groups import group_page
 
 router = APIRouter(prefix="/pipelines", tags=["pipelines"])
 ERRORS = {401: {"model": ErrorOut}, 404: {"model": ErrorOut}, 422: {"model": ErrorOut}}
@@ -92,10 +93,8 @@ def submit_pipeline(body: PipelineSubmit, session: SessionDep, roots: RootsDep):
 
 @router.get("", response_model=GroupPage, responses=ERRORS,
             summary="Pipelines, newest first, each with its jobs counted by state and its best result")
-def list_pipelines(session: SessionDep, limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-                offset: Annotated[int, Query(ge=0, le=INT4_MAX)] = 0) -> dict:
-    items, total = queue.list_groups(session, "pipeline", limit=limit, offset=offset)
-    return {"total": total, "limit": limit, "offset": offset, "items": items}
+def list_pipelines(session: SessionDep, limit: PageLimit = 50, offset: PageOffset = 0) -> dict:
+    return group_page(session, "pipeline", limit=limit, offset=offset)
 
 
 @router.get("/{pipeline_id}", response_model=PipelineOut, responses=ERRORS)

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse
 from optuna.distributions import CategoricalDistribution
 from sqlalchemy import func, select
 
 from ptmlab import studies
-from ptmlab.api.deps import Authorized, RootsDep, SessionDep
+from ptmlab.api.deps import Authorized, PageLimit, PageOffset, RootsDep, SessionDep
 from ptmlab.api.schemas import ErrorOut, StudyOut, StudyPage
 from ptmlab.api.validation import check_override_allowed, compose_checked
 from ptmlab.db import Study
@@ -44,8 +44,7 @@ def create_study(body: studies.StudySpec, request: Request, session: SessionDep,
 
 
 @router.get("", response_model=StudyPage, responses=ERRORS, summary="Studies, newest first")
-def list_studies(request: Request, session: SessionDep, limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-                 offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0) -> dict:
+def list_studies(request: Request, session: SessionDep, limit: PageLimit = 50, offset: PageOffset = 0) -> dict:
     total = session.scalar(select(func.count()).select_from(Study))
     ids = session.scalars(select(Study.id).order_by(Study.created_at.desc()).limit(limit).offset(offset)).all()
     url = request.app.state.database_url

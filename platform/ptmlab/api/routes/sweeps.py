@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse
 
 from ptmlab import queue
-from ptmlab.api.deps import Authorized, RootsDep, SessionDep
-from ptmlab.api.schemas import INT4_MAX, ErrorOut, GroupPage, SweepOut, SweepSubmit
+from ptmlab.api.deps import Authorized, PageLimit, PageOffset, RootsDep, SessionDep
+from ptmlab.api.schemas import ErrorOut, GroupPage, SweepOut, SweepSubmit
 from ptmlab.api.validation import check_overrides_allowed, expand_sweep, validate_sweep_jobs
+from ptmlab.queue.groups import group_page
 
 router = APIRouter(prefix="/sweeps", tags=["sweeps"])
 ERRORS = {401: {"model": ErrorOut}, 404: {"model": ErrorOut}, 422: {"model": ErrorOut}}
@@ -46,10 +47,8 @@ def submit_sweep(body: SweepSubmit, session: SessionDep, roots: RootsDep):
 
 @router.get("", response_model=GroupPage, responses=ERRORS,
             summary="Sweeps, newest first, each with its jobs counted by state and its best result")
-def list_sweeps(session: SessionDep, limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-                offset: Annotated[int, Query(ge=0, le=INT4_MAX)] = 0) -> dict:
-    items, total = queue.list_groups(session, "sweep", limit=limit, offset=offset)
-    return {"total": total, "limit": limit, "offset": offset, "items": items}
+def list_sweeps(session: SessionDep, limit: PageLimit = 50, offset: PageOffset = 0) -> dict:
+    return group_page(session, "sweep", limit=limit, offset=offset)
 
 
 @router.get("/{sweep_id}", response_model=SweepOut, responses=ERRORS)
