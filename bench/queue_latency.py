@@ -88,7 +88,7 @@ def bench_sweep(url: str, n: int = 1000) -> str:
 
 
 def bench_results(url: str, n: int = 10_000) -> str:
-    from ptmlab.leaderboard import load_summaries
+    from ptmlab.results import read_rows
 
     maker = get_sessionmaker(url)
     with maker() as s:
@@ -107,7 +107,7 @@ def bench_results(url: str, n: int = 10_000) -> str:
                 rows, total = query_results(s, **kwargs)
             timings[label] = (time.perf_counter() - t) / 5 * 1000
     t = time.perf_counter()
-    summaries = load_summaries(url, kind="finetune")
+    summaries = read_rows(url, kind="finetune")
     board_ms = (time.perf_counter() - t) * 1000
     parts = ", ".join(f"{k} {v:.1f} ms" for k, v in timings.items())
     return f"results query at {n} rows: {parts}; leaderboard read of {len(summaries)} summaries {board_ms:.0f} ms"

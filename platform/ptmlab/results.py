@@ -1,10 +1,13 @@
-"""The `results` table: one row per finished job's summary.json (and any summary recorded by
-hand), read by the leaderboard and the dashboard instead of MLflow so they stay fast at tens of
-thousands of runs.
+"""The results store: the `results` table, one row per finished job's summary (the worker stores
+the dump of its `ptmlab.contracts` summary model) and any summary recorded by hand. Every view,
+export and results command reads it here, never MLflow, so they stay fast at tens of thousands of
+runs.
 
-    record_result(session, summary, *, job_id=None, sweep_id=None, tags=None) -> Result
-    query_results(session, *, kind=None, sweep_id=None, job_id=None, tags=None, limit=100,
-                  offset=0, newest_first=True) -> (list[Result], total)
+    record_result / new_result(summary, *, job_id, sweep_id, tags) -> Result     write a row
+    query_results(session, *, kind, sweep_id, job_id, tags, limit, offset)     a page of ORM rows (the API)
+    load_rows(session, *, kind, sweep_id, tags, ids) -> [ResultRow]            oldest first, parsed once
+    read_rows(database_url, *, kind, sweep_id) -> [ResultRow]                  the same for a command line
+    cached_view(session, kind, key, build)                                     a view kept while its rows are unchanged
 
 `tags` filters are equalities on the row's tags (`{"demo": "true"}`), evaluated in SQL on both
 SQLite and PostgreSQL.
@@ -12,13 +15,19 @@ SQLite and PostgreSQL.
 
 from __future__ import annotations
 
+import gc
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from ptmlab.db.models import Result, utcnow
-from ptmlab.errors import ConfigError
+from ptmlab.errors import ConfigError, NotFoundError
 
 MAX_PAGE = 1000
 
@@ -61,3 +70,179 @@ def query_results(session: Session, *, kind: str | None = None, sweep_id: str | 
     limit = max(0, min(int(limit), MAX_PAGE))
     rows = session.scalars(query.order_by(*order).limit(limit).offset(max(0, int(offset)))).all()
     return list(rows), int(total)
+
+
+# -- rows for the views and the results commands -----------------------------------------------
+
+
+@dataclass
+class ResultRow:
+    """One results row as the views and commands read it: the summary parsed once (a dict: rows
+    written before a contract field existed must still load), the row's own id and sweep beside
+    it rather than smuggled into the summary."""
+
+    id: int
+    job_id: int | None
+    sweep_id: str | None
+    mlflow_run_id: str | None
+    summary: dict[str, Any]
+    tags: dict[str, Any]
+    flat: Any = None  # the runs table's flattened columns and search text, made once (ptmlab.views.runs)
+
+
+def parse_tag_filter(tag: str | None) -> dict[str, str]:
+    """`key=value[,key=value]` -> {key: value}; a bad entry names itself."""
+    out: dict[str, str] = {}
+    for part in (tag or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "=" not in part:
+            raise ConfigError(f"tag filter {part!r} is not key=value")
+        key, value = part.split("=", 1)
+        if not key.strip():
+            raise ConfigError(f"tag filter {part!r} has an empty key")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _json(value: Any) -> dict[str, Any]:
+    if isinstance(value, str | bytes):
+        value = json.loads(value)
+    return value if isinstance(value, dict) else {}
+
+
+def _kinds(kind: str | Sequence[str]) -> list[str]:
+    return [kind] if isinstance(kind, str) else list(kind)
+
+
+def load_rows(session: Session, *, kind: str | Sequence[str] | None = None, sweep_id: str | None = None,
+              tags: dict[str, str] | None = None, ids: Sequence[int] | None = None) -> list[ResultRow]:
+    """Matching rows, oldest first (a later re-run replaces an earlier one downstream).
+
+    The filters run in SQL over ids only; each row's JSON is parsed once per process and kept
+    (results rows are only ever inserted), so a view over 10,000 rows does not re-read and
+    re-parse 10,000 summaries every time one more run finishes."""
+    query = sa.select(Result.id)
+    if kind is not None:
+        query = query.where(Result.kind.in_(_kinds(kind)))
+    if sweep_id:
+        query = query.where(Result.sweep_id == sweep_id)
+    for key, value in (tags or {}).items():
+        query = query.where(Result.tags[str(key)].as_string() == str(value))
+    if ids is not None:
+        query = query.where(Result.id.in_([int(i) for i in ids]))
+    wanted = list(session.scalars(query.order_by(Result.created_at, Result.id)))
+    return _parsed_rows(session, wanted)
+
+
+def read_rows(database_url: str | None = None, *, kind: str | Sequence[str] = "finetune",
+              sweep_id: str | None = None) -> list[ResultRow]:
+    """`load_rows` for a command line: the rows of `kind` (oldest first), optionally of one sweep,
+    from `database_url` (default: the platform database). NotFoundError when it has no results
+    table (a database never created or migrated)."""
+    if database_url is None:
+        from ptmlab.settings import get_settings
+
+        database_url = get_settings().resolved_database_url
+    engine = sa.create_engine(database_url)
+    try:
+        if not sa.inspect(engine).has_table(Result.__tablename__):
+            raise NotFoundError(f"no results table in {engine.url.render_as_string(hide_password=True)} "
+                                f"(has the platform database been created?)")
+        with Session(engine) as session:
+            query = sa.select(Result.id, Result.job_id, Result.sweep_id, Result.mlflow_run_id, Result.summary,
+                              Result.tags).where(Result.kind.in_(_kinds(kind)))
+            if sweep_id is not None:
+                query = query.where(Result.sweep_id == sweep_id)
+            rows = session.execute(query.order_by(Result.created_at, Result.id)).all()
+    finally:
+        engine.dispose()
+    return [ResultRow(r.id, r.job_id, r.sweep_id, r.mlflow_run_id, _json(r.summary), _json(r.tags)) for r in rows]
+
+
+_ROW_CACHE_MAX = 200_000
+_FREEZE_AFTER_ROWS = 1_000
+_rows_lock = threading.Lock()
+_parsed: dict[str, dict[int, ResultRow]] = {}  # database URL -> id -> row
+
+
+def _parsed_rows(session: Session, ids: list[int]) -> list[ResultRow]:
+    key = session.get_bind().url.render_as_string(hide_password=False)
+    with _rows_lock:
+        known = _parsed.setdefault(key, {})
+        missing = [i for i in ids if i not in known]
+    fetched: dict[int, ResultRow] = {}
+    for start in range(0, len(missing), 5000):  # bounded IN lists
+        chunk = missing[start:start + 5000]
+        query = sa.select(Result.id, Result.job_id, Result.sweep_id, Result.mlflow_run_id, Result.summary, Result.tags)
+        for r in session.execute(query.where(Result.id.in_(chunk))):
+            fetched[r.id] = ResultRow(r.id, r.job_id, r.sweep_id, r.mlflow_run_id, _json(r.summary), _json(r.tags))
+    with _rows_lock:
+        # A row deleted between the two queries is simply left out.
+        out = [known[i] if i in known else fetched[i] for i in ids if i in known or i in fetched]
+        if len(known) + len(fetched) <= _ROW_CACHE_MAX:
+            known.update(fetched)
+            if len(fetched) >= _FREEZE_AFTER_ROWS:
+                # The cached rows live as long as the process; without this every full collection
+                # walks all of them again (~150 ms of a 10,000-row leaderboard request). Only after
+                # a large load: objects frozen while alive are never collected as cycles later.
+                gc.freeze()
+    return out
+
+
+def filter_options(session: Session, kind: str | Sequence[str]) -> dict[str, Any]:
+    """What the sweep and tag filters can choose from, for rows of `kind` (one or several)."""
+    sweeps: set[str] = set()
+    tags: dict[str, set[str]] = {}
+    # Distinct as text: PostgreSQL's json type has no equality, and most rows share a few tag sets.
+    query = sa.select(Result.sweep_id, sa.cast(Result.tags, sa.Text)).where(Result.kind.in_(_kinds(kind))).distinct()
+    for sweep_id, row_tags in session.execute(query):
+        if sweep_id:
+            sweeps.add(sweep_id)
+        for key, value in _json(row_tags or "{}").items():
+            values = tags.setdefault(str(key), set())
+            if len(values) < 50:  # a tag with a value per run (a run name) is no useful filter
+                values.add(str(value).lower() if isinstance(value, bool) else str(value))
+    return {"sweeps": sorted(sweeps), "tags": {k: sorted(v) for k, v in sorted(tags.items())}}
+
+
+def number(value: Any) -> float | None:
+    """A finite float, or None (missing, text, NaN)."""
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if out == out and out not in (float("inf"), float("-inf")) else None
+
+
+# -- a small cache: the live dashboard asks for the same view every few seconds ---------------------
+_CACHE_SIZE = 64
+_cache: OrderedDict[tuple, Any] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def cached_view(session: Session, kind: str | Sequence[str], key: tuple, build: Callable[[], Any]) -> Any:
+    """`build()`, or its earlier value while the `kind` rows (one kind or several) are unchanged. Results rows are
+    only ever inserted (a re-run adds a row), so (count, max id) of the kind is a fingerprint.
+    Callers must not mutate what they get back."""
+    count, max_id = session.execute(
+        sa.select(sa.func.count(), sa.func.max(Result.id)).where(Result.kind.in_(_kinds(kind)))).one()
+    full_key = (session.get_bind().url.render_as_string(hide_password=False), tuple(_kinds(kind)), key, count, max_id)
+    with _cache_lock:
+        if full_key in _cache:
+            _cache.move_to_end(full_key)
+            return _cache[full_key]
+    value = build()
+    with _cache_lock:
+        _cache[full_key] = value
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return value
+
+
+def clear_cache() -> None:
+    with _cache_lock:
+        _cache.clear()
+    with _rows_lock:
+        _parsed.clear()

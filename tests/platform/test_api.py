@@ -284,12 +284,15 @@ def test_catalogue_results_and_leaderboard(client, tmp_path):
     assert len(client.get(f"{API}/results", params={"sweep_id": "sw1", "limit": 1}).json()["results"]) == 1
     assert client.get(f"{API}/results", params={"tag": "nokeyvalue"}).status_code == 422
     board = client.get(f"{API}/results/glue").json()
-    assert board["tasks"] == ["sst2"] and len(board["rows"]) == 1
+    assert [t["task"] for t in board["tasks"]] == ["sst2"] and len(board["rows"]) == 1
     row = board["rows"][0]
     assert row["config"] == {"model": "bert_tiny", "objective": "mlm", "adaptation": "full"}
-    assert row["cells"]["sst2"]["score"]["n"] == 2
-    assert row["cells"]["sst2"]["score"]["mean"] == pytest.approx(0.85)
-    assert row["glue_average"] == pytest.approx(0.85)
+    # The dashboard's leaderboard view under a second name: GLUE's 0-100 scale, the rows behind each cell.
+    cell = row["cells"]["sst2"]
+    assert cell["n"] == 2 and cell["mean"] == pytest.approx(85.0) and len(cell["result_ids"]) == 2
+    assert row["glue_average"] == pytest.approx(85.0)
+    assert board == client.get(f"{API}/views/leaderboard").json()
+    assert client.get(f"{API}/results/glue", params={"tag": "exp=b"}).json()["rows"] == []
 
 
 def test_openapi_has_every_route_with_examples(client):

@@ -22,9 +22,10 @@ from omegaconf import OmegaConf
 from ptmlab.config import CONF_DIR
 from ptmlab.errors import ConfigError, NotFoundError
 from ptmlab.leaderboard import (
-    GLUE_TASKS, Footprint, build_leaderboard, load_summaries, parse_adaptation_filter, render_csv, render_latex,
+    GLUE_TASKS, Footprint, build_leaderboard, parse_adaptation_filter, render_csv, render_latex,
     render_table,
 )
+from ptmlab.results import read_rows
 
 TASK_METRICS = {"cola": ["matthews_correlation", "accuracy"], "sst2": ["accuracy"], "mrpc": ["f1", "accuracy"],
                 "stsb": ["pearson", "spearmanr"], "mnli": ["accuracy", "accuracy_mm"]}
@@ -188,20 +189,23 @@ def make_results_db(path: Path, summaries: list[dict], *, sweep_of=lambda s: Non
     return url
 
 
-def test_load_summaries_reads_the_results_table(tmp_path, runs):
+def test_read_rows_reads_the_results_table(tmp_path, runs):
     later = summary("full", "sst2", 2, {"accuracy": 0.5})
     pretrain = {"stage": "pretrain", "model": "bert_tiny", "steps": 10}
     url = make_results_db(tmp_path / "ptmlab.db", runs + [later, pretrain],
                           sweep_of=lambda s: "sweep-a" if s.get("adaptation") == "full" else None)
-    loaded = load_summaries(url)
-    assert len(loaded) == len(runs) + 1 and loaded[-1]["metrics"] == {"accuracy": 0.5}  # oldest first
-    assert all(s["stage"] == "finetune" for s in loaded)
-    only_a = load_summaries(url, sweep_id="sweep-a")
-    assert {s["adaptation"] for s in only_a} == {"full"} and only_a[0]["sweep_id"] == "sweep-a"
+    loaded = read_rows(url)
+    assert len(loaded) == len(runs) + 1 and loaded[-1].summary["metrics"] == {"accuracy": 0.5}  # oldest first
+    assert all(r.summary["stage"] == "finetune" for r in loaded) and [r.id for r in loaded] == sorted(r.id for r in loaded)
+    only_a = read_rows(url, sweep_id="sweep-a")
+    assert {r.summary["adaptation"] for r in only_a} == {"full"} and only_a[0].sweep_id == "sweep-a"
     board = build_leaderboard(loaded)
     assert board.rows[0].cells["sst2"].score.n == 3
+    # Every cell carries the rows behind it: the re-run's row, not the one it replaced.
+    shown = [i for r in board.rows for c in r.cells.values() for i in c.result_ids]
+    assert len(shown) == len(set(shown)) == len(loaded) - 1 and loaded[-1].id in shown
     with pytest.raises(NotFoundError, match="no results table in sqlite:///"):
-        load_summaries(f"sqlite:///{tmp_path / 'empty.db'}")
+        read_rows(f"sqlite:///{tmp_path / 'empty.db'}")
 
 
 def _cli(*args, env_extra=None):
@@ -309,9 +313,8 @@ def test_the_leaderboard_api_shows_the_footprint_and_filters_by_mode(db_url, tmp
 
     from ptmlab.api.app import create_app
     from ptmlab.db import session_scope
-    from ptmlab.results import new_result
+    from ptmlab.results import clear_cache, new_result
     from ptmlab.settings import Settings
-    from ptmlab.views.rows import clear_cache
     from synthetic_results import SEED_ADAPTATION_FOOTPRINTS, seed_adaptation_results
 
     clear_cache()

@@ -13,10 +13,9 @@ import pytest
 from ptmlab.contracts import validate_summary
 from ptmlab.contracts.identity import config_hash
 from ptmlab.db import dispose_engines, session_scope
-from ptmlab.leaderboard import build_leaderboard, load_summaries, render_csv, render_latex, render_table
-from ptmlab.results import new_result
+from ptmlab.leaderboard import build_leaderboard, render_csv, render_latex, render_table
+from ptmlab.results import clear_cache, new_result, read_rows
 from ptmlab.views import leaderboard_view
-from ptmlab.views.rows import clear_cache
 
 
 def resolved_config(model: str, objective: str, tokenizer: str, backbone: str, seed: int) -> dict:
@@ -103,7 +102,7 @@ def test_a_multitask_run_shows_one_marked_cell_per_task():
     assert "(n=2, multi-task)" in render_table(board) and "$^\\ast$ multi-task runs" in render_latex(board)
 
 
-def test_the_view_and_load_summaries_read_multitask_results_and_show_colliding_runs(tmp_path):
+def test_the_view_and_read_rows_read_multitask_results_and_show_colliding_runs(tmp_path):
     url = f"sqlite:///{tmp_path / 'p.db'}"
     clear_cache()
     with session_scope(url) as s:
@@ -123,7 +122,10 @@ def test_the_view_and_load_summaries_read_multitask_results_and_show_colliding_r
     assert set(mt) == {"sst2", "rte", "mr"}
     assert all(c["multitask"] and c["multitask_runs"] == 1 and c["result_ids"] == [ids[2]] for c in mt.values())
     assert mt["rte"]["mean"] == pytest.approx(60.0)
-    loaded = load_summaries(url, kind=("finetune", "multitask"))
-    assert [s["stage"] for s in loaded] == ["finetune", "finetune", "multitask"]
-    assert len(build_leaderboard(loaded).rows) == 2
+    loaded = read_rows(url, kind=("finetune", "multitask"))
+    assert [r.summary["stage"] for r in loaded] == ["finetune", "finetune", "multitask"]
+    board = build_leaderboard(loaded)
+    assert len(board.rows) == 2
+    assert {task: c.result_ids for r in board.rows for task, c in r.cells.items() if c.multitask_runs} == \
+        {"sst2": [ids[2]], "rte": [ids[2]], "mr": [ids[2]]}
     dispose_engines()

@@ -9,9 +9,8 @@ from fastapi.testclient import TestClient
 
 from ptmlab.db import session_scope
 from ptmlab.db.models import Job
-from ptmlab.results import new_result
+from ptmlab.results import clear_cache, new_result
 from ptmlab.views import runs_view
-from ptmlab.views.rows import clear_cache
 from ptmlab.views.runs import flatten
 
 RUNS = [  # (job name, summary, tags)

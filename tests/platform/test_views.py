@@ -10,9 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ptmlab.db import session_scope
-from ptmlab.results import new_result
+from ptmlab.results import clear_cache, new_result, parse_tag_filter
 from ptmlab.views import compare_view, compression_view, leaderboard_view, pareto_front, probing_view
-from ptmlab.views.rows import clear_cache, parse_tag_filter
 from synthetic_results import SEED_COMPRESS, SEED_PROBE_MODELS, SEED_PROBE_TASKS, seed_dashboard
 
 PAGES = ["/", "/jobs", "/submit", "/leaderboard", "/compression", "/probing", "/compare", "/compare?runs=1"]

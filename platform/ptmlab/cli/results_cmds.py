@@ -15,11 +15,13 @@ TABLE_MODULES: list[str] = ["ptmlab.cli.results_compression", "ptmlab.cli.result
 
 
 def _cmd_glue(args: argparse.Namespace) -> int:
-    from ptmlab.leaderboard import LEADERBOARD_KINDS, build_leaderboard, load_summaries, parse_adaptation_filter, render
+    from ptmlab.leaderboard.grouping import LEADERBOARD_KINDS, build_leaderboard, parse_adaptation_filter
+    from ptmlab.leaderboard.rendering import render
+    from ptmlab.results import read_rows
 
     modes = parse_adaptation_filter(None if args.adaptation is None else ",".join(args.adaptation))
-    summaries = load_summaries(args.database_url, kind=LEADERBOARD_KINDS, sweep_id=args.sweep)
-    board = build_leaderboard(summaries, group_by=args.group_by, adaptations=modes)
+    rows = read_rows(args.database_url, kind=LEADERBOARD_KINDS, sweep_id=args.sweep)
+    board = build_leaderboard(rows, group_by=args.group_by, adaptations=modes)
     if not board.rows:
         where = f" in sweep {args.sweep}" if args.sweep else ""
         where += f" of adaptation {', '.join(modes)}" if modes else ""

@@ -12,7 +12,7 @@ import csv
 import io
 import sys
 
-from ptmlab.views.rows import number
+from ptmlab.results import number
 
 COLUMNS = [  # (header, key, format)
     ("method", "method", "s"), ("task", "task", "s"), ("source", "source", "s"),
@@ -63,11 +63,11 @@ def render_rows(rows: list[dict], fmt: str = "table", columns=COLUMNS) -> str:
                       for c, (_, _, f) in zip(row, columns)] for row in cells])
         return buf.getvalue()
     if fmt == "latex":
-        from ptmlab.leaderboard import _tex
+        from ptmlab.leaderboard.rendering import latex_text
 
         lines = [f"\\begin{{tabular}}{{{'l' * 3}{'r' * (len(columns) - 3)}}}", "\\toprule",
-                 " & ".join(_tex(h) for h in header) + " \\\\", "\\midrule"]
-        lines += [" & ".join(_tex(c) for c in row) + " \\\\" for row in cells]
+                 " & ".join(latex_text(h) for h in header) + " \\\\", "\\midrule"]
+        lines += [" & ".join(latex_text(c) for c in row) + " \\\\" for row in cells]
         return "\n".join([*lines, "\\bottomrule", "\\end{tabular}"]) + "\n"
     widths = [max(len(x) for x in col) for col in zip(header, *cells)]
     out = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in [header, *cells]]
@@ -77,9 +77,9 @@ def render_rows(rows: list[dict], fmt: str = "table", columns=COLUMNS) -> str:
 
 def _cmd(args: argparse.Namespace) -> int:
     from ptmlab.contracts.summaries import validate_summary
-    from ptmlab.leaderboard import load_summaries
+    from ptmlab.results import read_rows
 
-    summaries = [s for s in load_summaries(args.database_url, kind="compress", sweep_id=args.sweep)
+    summaries = [s for s in (r.summary for r in read_rows(args.database_url, kind="compress", sweep_id=args.sweep))
                  if args.task is None or s.get("task") == args.task]
     for s in summaries:
         validate_summary(s)  # the contract the worker checked when the row was written

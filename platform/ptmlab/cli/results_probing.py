@@ -12,7 +12,7 @@ import csv
 import io
 import sys
 
-from ptmlab.views.rows import number
+from ptmlab.results import number
 
 COLUMNS = [  # (header, key)
     ("#", "result"), ("model", "model"), ("suite", "suite"), ("task", "task"), ("metric", "metric"),
@@ -77,9 +77,9 @@ def render_rows(rows: list[dict], fmt: str = "table") -> str:
 
 def _cmd(args: argparse.Namespace) -> int:
     from ptmlab.contracts.summaries import validate_summary
-    from ptmlab.leaderboard import load_summaries
+    from ptmlab.results import read_rows
 
-    results = list(enumerate(load_summaries(args.database_url, kind="probe", sweep_id=args.sweep), start=1))
+    results = list(enumerate((r.summary for r in read_rows(args.database_url, kind="probe", sweep_id=args.sweep)), start=1))
     for _, s in results:
         validate_summary(s)  # the contract the worker checked when the row was written
     rows = [r for r in table_rows(results)

@@ -32,9 +32,9 @@ def table_rows(summaries: list[dict]) -> list[dict]:
 
 def _cmd(args: argparse.Namespace) -> int:
     from ptmlab.contracts.summaries import validate_summary
-    from ptmlab.leaderboard import load_summaries
+    from ptmlab.results import read_rows
 
-    summaries = [s for s in load_summaries(args.database_url, kind="attack", sweep_id=args.sweep)
+    summaries = [s for s in (r.summary for r in read_rows(args.database_url, kind="attack", sweep_id=args.sweep))
                  if (args.task is None or s.get("task") == args.task)
                  and (args.recipe is None or s.get("recipe") == args.recipe)]
     for s in summaries:

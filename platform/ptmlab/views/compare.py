@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from ptmlab.db.models import Job
 from ptmlab.errors import ConfigError, NotFoundError
 from ptmlab.tracking import mlflow_client, mlflow_run_link
-from ptmlab.views.rows import ResultRow, load_rows
+from ptmlab.results import ResultRow, load_rows
 
 MAX_RUNS = 20  # side by side stops being readable well before this
 MAX_CURVES = 40  # metric keys per run fetched from MLflow

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from ptmlab.config_groups import CONF_DIR
 from ptmlab.db.models import Job
-from ptmlab.views.rows import cached_view, filter_options, load_rows, number
+from ptmlab.results import cached_view, filter_options, load_rows, number
 
 KIND = "compress"
 AXES = {"params": "Parameters", "size_bytes": "Size on disk (bytes)", "latency_ms": "Latency (ms)",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ptmlab.views.rows import number
+from ptmlab.results import number
 
 
 def _row(name: str, value: Any, note: str = "") -> dict[str, Any] | None:

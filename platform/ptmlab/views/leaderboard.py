@@ -1,4 +1,5 @@
-"""The GLUE leaderboard view: ptmlab.leaderboard's grouping, as JSON for the page, with the
+"""The GLUE leaderboard view: ptmlab.leaderboard's grouping, as JSON for the page (scores on
+GLUE's 0-100 scale; `GET /api/v1/results/glue` is the same view), with the
 results rows behind every cell (a click on a cell opens them), each row's footprint (trainable
 parameters, delta size) and an optional filter by adaptation mode. Fine-tunes and multi-task runs
 (one cell per task, marked) are read; every run shown is counted, and a cell whose runs share a
@@ -11,11 +12,11 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from ptmlab.leaderboard import (
+from ptmlab.leaderboard.grouping import (
     DEFAULT_GROUP_BY, GLUE_TASKS, LEADERBOARD_KINDS, METRIC_ABBREV, Stat, build_leaderboard, compare_rows,
-    matches_adaptation, render,
 )
-from ptmlab.views.rows import ResultRow, cached_view, filter_options, load_rows
+from ptmlab.leaderboard.rendering import render
+from ptmlab.results import ResultRow, cached_view, filter_options, load_rows
 
 KIND = LEADERBOARD_KINDS  # finetune and multitask results
 
@@ -25,14 +26,6 @@ def _scaled(stat: Stat | None) -> dict[str, Any]:
         return {"mean": None, "std": None, "n": 0}
     return {"mean": None if stat.mean is None else 100 * stat.mean,
             "std": None if stat.std is None else 100 * stat.std, "n": stat.n}
-
-
-def _summaries(rows: list[ResultRow], adaptations: Collection[str] | None = None) -> list[dict]:
-    # The sweep of the row, not of the summary: what the filter selected on. The adaptation filter
-    # applies here, before grouping, so a cell's result ids hold only the selected modes' runs
-    # even when the rows are not grouped by adaptation.
-    return [{**r.summary, "sweep_id": r.sweep_id, "_result_id": r.id} for r in rows
-            if matches_adaptation(r.summary, adaptations)]
 
 
 def _modes(rows: list[ResultRow]) -> list[str]:
@@ -54,8 +47,9 @@ def leaderboard_view(session: Session, *, sweep_id: str | None = None, tags: dic
 def _leaderboard(session: Session, sweep_id: str | None, tags: dict[str, str] | None,
                  group_by: Sequence[str], adaptations: Collection[str] | None) -> dict[str, Any]:
     rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags)
-    summaries = _summaries(rows, adaptations)
-    board = build_leaderboard(summaries, group_by=group_by, kind=KIND)
+    # The adaptation filter applies before grouping, so a cell's result ids hold only the selected
+    # modes' runs even when the rows are not grouped by adaptation.
+    board = build_leaderboard(rows, group_by=group_by, kind=KIND, adaptations=adaptations)
     out_rows = []
     for row in board.rows:
         cells = {}
@@ -78,7 +72,7 @@ def _leaderboard(session: Session, sweep_id: str | None, tags: dict[str, str] | 
                    "metric_labels": [METRIC_ABBREV.get(m, m) for m in board.column_metrics(t)]}
                   for t in board.tasks],
         "rows": out_rows,
-        "result_count": len(summaries),
+        "result_count": sum(1 for r in rows if not adaptations or str(r.summary.get("adaptation")) in adaptations),
         "filters": {"sweep_id": sweep_id, "tags": dict(tags or {}), "adaptation": list(_key(adaptations))},
         "options": {**filter_options(session, KIND), "adaptations": _modes(rows)},
     }
@@ -89,7 +83,7 @@ def leaderboard_compare(session: Session, label_a: str, label_b: str, *, sweep_i
                         adaptations: Collection[str] | None = None) -> dict:
     """Two rows of the leaderboard compared task by task over their seeds (ptmlab.stats)."""
     rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags)
-    board = build_leaderboard(_summaries(rows, adaptations), group_by=group_by, kind=KIND)
+    board = build_leaderboard(rows, group_by=group_by, kind=KIND, adaptations=adaptations)
     return {"a": label_a, "b": label_b, "comparisons": compare_rows(board, label_a, label_b)}
 
 
@@ -99,7 +93,7 @@ def leaderboard_export(session: Session, fmt: str, *, sweep_id: str | None = Non
     """The same leaderboard as CSV or LaTeX (ptmlab.leaderboard's renderers)."""
     def build() -> str:
         rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags)
-        return render(build_leaderboard(_summaries(rows, adaptations), group_by=group_by, kind=KIND), fmt)
+        return render(build_leaderboard(rows, group_by=group_by, kind=KIND, adaptations=adaptations), fmt)
 
     key = ("export", fmt, sweep_id, tuple(sorted((tags or {}).items())), tuple(group_by), _key(adaptations))
     return cached_view(session, KIND, key, build)

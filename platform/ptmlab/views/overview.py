@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from ptmlab.db.models import JOB_STATES, Job, Result, Worker, utcnow
-from ptmlab.views.rows import number
+from ptmlab.results import number
 
 SKIP = {"seed", "wall_time_s", "job_id", "trainable_params", "total_params", "train_time_s", "resumed_from_s"}
 PREFERRED = ("main_score", "score", "val_loss", "val_perplexity", "loss", "perplexity", "accuracy")

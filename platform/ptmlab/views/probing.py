@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from ptmlab.views.rows import cached_view, filter_options, load_rows, number
+from ptmlab.results import cached_view, filter_options, load_rows, number
 
 KIND = "probe"
 LAYER_METRICS = ("accuracy", "control_accuracy", "selectivity", "uuas", "spearman", "root_accuracy")

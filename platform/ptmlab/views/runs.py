@@ -2,7 +2,7 @@
 `metrics.accuracy`, `config.sparsity`), sorted and filtered on any column, searched as free text
 over the job's name, the tags and the summary's text values.
 
-Rows are the `results` table through `ptmlab.views.rows` (each summary parsed once per process);
+Rows are the `results` table through the results store (`ptmlab.results`) (each summary parsed once per process);
 each row is flattened once too and kept on the cached row (results rows are only ever inserted),
 so a request over 100,000 rows filters and sorts flat dicts and reads nothing again; the same
 request again (a page polling) is served from the view cache."""
@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from ptmlab.db.models import Job, Result
 from ptmlab.errors import ConfigError
-from ptmlab.views.rows import ResultRow, cached_view, load_rows, number
+from ptmlab.results import ResultRow, cached_view, load_rows, number
 
 # Per-layer and per-head arrays say nothing in one cell: the job and run pages draw them.
 SKIP_KEYS = {"layers", "tasks", "attention_heads", "heatmaps", "relations", "random_init", "latency", "source_latency",

@@ -21,7 +21,7 @@ from ptmlab.db import Study
 from ptmlab.studies import get_study, study_status
 from ptmlab.studies.plan import replan
 from ptmlab.studies.storage import optuna_storage
-from ptmlab.views.rows import number
+from ptmlab.results import number
 
 MIN_TRIALS_FOR_IMPORTANCES = 2
 

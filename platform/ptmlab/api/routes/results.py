@@ -1,16 +1,19 @@
-"""/api/v1/results: finished jobs' summaries (filter by kind, sweep, job, tags) and the GLUE leaderboard."""
+"""/api/v1/results: finished jobs' summaries (filter by kind, sweep, job, tags) and the GLUE leaderboard
+(the dashboard's leaderboard view under a second name)."""
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Annotated, Any
+from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
 
 from ptmlab.api.deps import SessionDep
 from ptmlab.api.schemas import INT4_MAX, ErrorOut, ModeFilter, ResultPage
 from ptmlab.errors import ConfigError
-from ptmlab.results import query_results
+from ptmlab.leaderboard.grouping import parse_adaptation_filter
+from ptmlab.results import parse_tag_filter, query_results
+from ptmlab.views.leaderboard import leaderboard_view
 
 router = APIRouter(prefix="/results", tags=["results"])
 Name = Annotated[str | None, Query(max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$")]
@@ -40,28 +43,18 @@ def list_results(session: SessionDep, kind: Name = None, sweep_id: Name = None,
     return {"total": total, "limit": limit, "offset": offset, "results": [r.to_dict() for r in rows]}
 
 
-def _plain(value: Any) -> Any:
-    if dataclasses.is_dataclass(value):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, float) and value != value:  # NaN is not JSON
-        return None
-    return value
-
-
 @router.get("/glue", responses={422: {"model": ErrorOut}},
-            summary="GLUE leaderboard: finetune results grouped by configuration, mean ± std over seeds")
-def glue_leaderboard(request: Request, sweep_id: Name = None,
+            summary="GLUE leaderboard (the dashboard's view, /views/leaderboard): finetune and multi-task results "
+                    "grouped by configuration, mean ± std over seeds on GLUE's 0-100 scale, the result ids behind "
+                    "each cell")
+def glue_leaderboard(session: SessionDep, sweep_id: Name = None,
+                     tag: Annotated[str | None, Query(max_length=600, description="key=value[,key=value]")] = None,
                      group_by: Annotated[str, Query(max_length=200, pattern=r"^[A-Za-z0-9_,]+$")] = "model,objective,adaptation",
                      adaptation: ModeFilter = None,
-                     ) -> dict:
-    from ptmlab.leaderboard import LEADERBOARD_KINDS, build_leaderboard, load_summaries, parse_adaptation_filter
-
-    modes = parse_adaptation_filter(adaptation)
-    summaries = load_summaries(request.app.state.database_url, kind=LEADERBOARD_KINDS, sweep_id=sweep_id)
-    board = build_leaderboard(summaries, group_by=[g for g in group_by.split(",") if g], adaptations=modes)
-    return {"group_by": list(board.group_by), "tasks": board.tasks,
-            "rows": [{**_plain(r), "flags": r.flags, "footprint": r.footprint.as_dict()} for r in board.rows]}
+                     ) -> JSONResponse:
+    keys = [k for k in group_by.split(",") if k]
+    if not keys:
+        raise ConfigError("group_by: name at least one summary key")
+    view = leaderboard_view(session, sweep_id=sweep_id, tags=parse_tag_filter(tag), group_by=keys,
+                            adaptations=parse_adaptation_filter(adaptation))
+    return JSONResponse(view)  # plain JSON already (ptmlab.views makes numbers finite)

@@ -14,8 +14,8 @@ from ptmlab.api.deps import SessionDep
 from ptmlab.api.schemas import INT4_MAX, ErrorOut, ModeFilter
 from ptmlab.db.models import Job, JobDependency, Result
 from ptmlab.errors import ConfigError
-from ptmlab.leaderboard import parse_adaptation_filter
-from ptmlab.views.rows import parse_tag_filter
+from ptmlab.leaderboard.grouping import parse_adaptation_filter
+from ptmlab.results import parse_tag_filter
 from ptmlab.views.studies import study_view
 
 router = APIRouter(prefix="/views", tags=["dashboard views"])

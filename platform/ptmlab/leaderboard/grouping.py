@@ -1,0 +1,442 @@
+"""The GLUE leaderboard's grouping: finetune and multi-task results grouped by configuration,
+mean ± std over seeds. Torch-free (the API and the dashboard use it).
+
+Input is results rows (`ptmlab.results.ResultRow`, oldest first, as `load_rows`/`read_rows`
+return them); each row is read once into typed task runs (`TaskRun`: the row's id, its task, its
+metrics, seed and identity), which is all the grouping reads; the renderers
+(ptmlab.leaderboard.rendering) read the grouped `Leaderboard`. A bare summary dict stands for a
+row not stored: it has no result id.
+
+Per run, a GLUE task's score is the mean of its GLUE metrics (MRPC/QQP: F1 and accuracy; STS-B:
+Pearson and Spearman; MNLI: matched and mismatched accuracy), then per configuration the mean
+over seeds; the GLUE average is the unweighted mean of those task scores over the GLUE tasks the
+configuration has (the count is shown: averages over different task sets do not compare). Numbers
+are shown on GLUE's 0-100 scale. Non-GLUE tasks (SentEval, tabular) get a column, scored by the
+run's main metric, and stay out of the GLUE average.
+
+Beside the scores, each row reports its footprint (`Footprint`): trainable and total parameters and
+the size of what a task stores beside the shared backbone (`delta_params`, `delta_bytes`: LoRA's
+A/B matrices and the head; every parameter for full fine-tuning), mean over the row's runs. Rows
+can be restricted to some adaptation modes (`adaptations`, `parse_adaptation_filter`).
+
+Degenerate runs are flagged, not hidden: a CoLA Matthews correlation of exactly 0 (what a
+constant predictor gets), constant predictions recorded in `prediction_stats` (accuracy then
+equals the majority-class rate), or a NaN metric.
+
+Grouping never hides a run. A run is identified by its resolved config's hash (`config_hash`, see
+ptmlab.contracts.identity) plus its seed, not by the displayed `group_by` keys: only a later run
+of the same config and seed replaces an earlier one (a re-run). Runs of different configs that the
+grouping puts in one cell with the same seed are all counted (`n` is the number of runs shown) and
+the cell says so (`same_seed_runs`, a flag). Multi-task runs (`stage=multitask`) give one cell per
+task they trained, counted in `multitask_runs` and marked in every rendering.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+# GLUE's task table and scoring live in ptmlab.contracts.glue, shared with the science half.
+from ptmlab.contracts.glue import GLUE_TASKS, glue_average, glue_task_score  # noqa: F401 - re-exported
+from ptmlab.errors import ConfigError, NotFoundError
+from ptmlab.results import ResultRow
+from ptmlab.sizes import size_text
+
+METRIC_ABBREV = {"matthews_correlation": "mcc", "accuracy": "acc", "accuracy_mm": "acc_mm", "f1": "f1",
+                 "pearson": "pearson", "spearmanr": "spearman", "macro_f1": "macro_f1"}
+DEFAULT_GROUP_BY = ("model", "objective", "adaptation")
+# The result kinds the leaderboard reads: single-task fine-tunes and multi-task runs.
+LEADERBOARD_KINDS = ("finetune", "multitask")
+MISSING = "—"  # a footprint older runs did not record
+MODE_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+def _sample_std(values: Sequence[float]) -> float:
+    """Sample standard deviation in floats: statistics.stdev computes in exact fractions, which
+    dominated the leaderboard's time at 10,000 results."""
+    mean = statistics.fmean(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
+@dataclass
+class Stat:
+    mean: float | None
+    std: float | None  # sample standard deviation; None with fewer than two seeds
+    n: int
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Stat:
+        values = [v for v in values if v is not None and not math.isnan(v)]
+        if not values:
+            return cls(None, None, 0)
+        return cls(statistics.fmean(values), _sample_std(values) if len(values) > 1 else None, len(values))
+
+
+@dataclass
+class TaskCell:
+    task: str
+    metrics: dict[str, Stat]  # the task's GLUE metrics (or its main metric), over seeds
+    score: Stat  # the task score (mean of its GLUE metrics), over seeds
+    seeds: list
+    flags: list[str] = field(default_factory=list)
+    values: list[float | None] = field(default_factory=list)  # each seed's task score, in `seeds` order
+    # Runs of this cell that share their seed with a run of another config (0: none; the rows-by
+    # keys do not separate them), and runs that came from a multi-task training.
+    same_seed_runs: int = 0
+    multitask_runs: int = 0
+    result_ids: list[int] = field(default_factory=list)  # the results row of each run shown (stored rows only)
+
+    @property
+    def marks(self) -> list[str]:
+        """What the text renderings add after n: several configs under one seed, multi-task runs."""
+        return ([f"{self.same_seed_runs} runs share a seed"] if self.same_seed_runs else []) + \
+            (["multi-task"] if self.multitask_runs else [])
+
+
+@dataclass
+class Footprint:
+    """What a configuration trains and stores per task: the mean over its runs of each summary
+    field (equal across seeds of one config; tasks differ by their head), None where no run
+    reports it (runs from before `delta_params`/`delta_bytes` were recorded)."""
+
+    trainable_params: float | None = None
+    total_params: float | None = None
+    delta_params: float | None = None
+    delta_bytes: float | None = None
+
+    @classmethod
+    def of(cls, runs: Iterable[TaskRun]) -> Footprint:
+        runs = list(runs)
+        return cls(**{f.name: Stat.of([r.footprint.get(f.name) for r in runs]).mean for f in fields(cls)})
+
+    @property
+    def trainable_fraction(self) -> float | None:
+        if self.trainable_params is None or not self.total_params:
+            return None
+        return self.trainable_params / self.total_params
+
+    def texts(self) -> dict[str, str]:
+        """The three columns as shown: trainable parameters, % trainable, delta size."""
+        return {"trainable": MISSING if self.trainable_params is None else count_text(self.trainable_params),
+                "trainable_pct": percent_text(self.trainable_fraction),
+                "delta": MISSING if self.delta_bytes is None else size_text(round(self.delta_bytes))}
+
+    def as_dict(self) -> dict:
+        fraction = self.trainable_fraction
+        return {**{f.name: getattr(self, f.name) for f in fields(self)},
+                "trainable_pct": None if fraction is None else 100 * fraction, "text": self.texts()}
+
+
+def count_text(n: float) -> str:
+    """22_713_986 -> "22.7M", 74_498 -> "74.5k", 770 -> "770"."""
+    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= div:
+            return f"{n / div:.1f}{unit}"
+    return f"{n:.0f}"
+
+
+def percent_text(fraction: float | None) -> str:
+    """Two significant digits below 1 %, where the parameter-efficient modes live (0.33%, 0.037%)."""
+    if fraction is None:
+        return MISSING
+    pct = 100 * fraction
+    return f"{pct:.1f}%" if pct >= 1 or pct == 0 else f"{pct:.2g}%"
+
+
+def parse_adaptation_filter(text: str | None) -> list[str] | None:
+    """`lora,bitfit` -> ["lora", "bitfit"]; None (no filter) -> None. A name no run has is fine (it
+    selects nothing); an empty list or entry, or a name that cannot be a mode, is a ConfigError
+    naming `adaptation`."""
+    if text is None:
+        return None
+    names = [n.strip() for n in str(text).split(",")]
+    if not any(names):
+        raise ConfigError("adaptation: name at least one adaptation mode, e.g. adaptation=lora,bitfit")
+    bad = next((n for n in names if not MODE_NAME.match(n)), None)
+    if bad is not None:
+        raise ConfigError(f"adaptation={text!r}: {bad!r} is not a mode name (letters, digits, _ . -; comma separated)")
+    return list(dict.fromkeys(names))
+
+
+
+
+@dataclass
+class LeaderboardRow:
+    config: dict[str, str]
+    cells: dict[str, TaskCell]
+    glue_average: float | None
+    glue_tasks: int
+    footprint: Footprint = field(default_factory=Footprint)
+
+    @property
+    def flags(self) -> list[str]:
+        return [f for cell in self.cells.values() for f in cell.flags]
+
+
+@dataclass
+class Leaderboard:
+    group_by: tuple[str, ...]
+    tasks: list[str]  # column order: GLUE tasks in GLUE order, then the others alphabetically
+    rows: list[LeaderboardRow]
+
+    def display_name(self, task: str) -> str:
+        return GLUE_TASKS[task][0] if task in GLUE_TASKS else task
+
+    def column_metrics(self, task: str) -> list[str]:
+        if task in GLUE_TASKS:
+            return list(GLUE_TASKS[task][1])
+        names = {m for r in self.rows if task in r.cells for m in r.cells[task].metrics}
+        return sorted(names)
+
+
+def _kinds(kind: str | Collection[str]) -> tuple[str, ...]:
+    return (kind,) if isinstance(kind, str) else tuple(kind)
+
+
+def is_multitask(summary: dict) -> bool:
+    return summary.get("stage") == "multitask" or bool(summary.get("tasks")) and isinstance(
+        summary.get("task_metrics"), dict)
+
+
+# Summary fields that say where or when a run ran, not what: left out of a legacy run's identity.
+BOOKKEEPING_FIELDS = frozenset({"mlflow_run_id", "run_dir", "task_model_dir", "export_dir", "checkpoint", "sweep_id",
+                                "job_id", "seed", "wall_time_s", "train_time_s"})
+
+
+def run_identity(summary: dict) -> tuple:
+    """What a run is, besides its seed: its config hash. A summary from before runs recorded one
+    is identified by what it says of its configuration (its text and whole-number fields but the
+    bookkeeping: model, objective, adaptation, backbone source, steps, sizes ...), so a re-run still
+    replaces its earlier run while two runs that differ in any recorded setting both stay."""
+    if summary.get("config_hash"):
+        return ("config", summary["config_hash"])
+    return ("recorded", *sorted((k, v) for k, v in summary.items()
+                                if k not in BOOKKEEPING_FIELDS and isinstance(v, str | int)))
+
+
+@dataclass(frozen=True)
+class TaskRun:
+    """One task's result in one results row: everything the grouping reads of the row, read once
+    by `task_runs` (a multi-task row gives one per task it trained)."""
+
+    result_id: int | None  # the results row; None for a bare summary
+    row_key: int           # the row's place in the input (a multi-task row stands behind several cells)
+    task: str
+    metrics: dict[str, Any]
+    seed: Any
+    identity: tuple
+    config: dict[str, str]  # every summary key a row may be grouped by, as text ("-" where missing)
+    multitask: bool
+    # The task's main metric: `task_main_metrics` of a multi-task run, the run's `main_metric`
+    # otherwise; a single-task run's `main_score` stands in where the metric is missing.
+    main_metric: str | None
+    main_score: float | None
+    constant_prediction: bool
+    majority_rate: float | None
+    footprint: dict[str, float | None]
+
+
+def _as_number(value) -> float | None:
+    # A summary is JSON from a stage: a field may be missing, null or (in a broken one) text.
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _as_row(row: ResultRow | dict) -> ResultRow:
+    if isinstance(row, ResultRow):
+        return row
+    return ResultRow(None, None, row.get("sweep_id"), row.get("mlflow_run_id"), row, {})
+
+
+def _config_text(row: ResultRow, key: str) -> str:
+    if key == "sweep_id" and row.sweep_id is not None:
+        return str(row.sweep_id)  # the row's sweep: what the sweep filter selects on
+    value = row.summary.get(key)
+    return "-" if value is None else str(value)
+
+
+def task_runs(row: ResultRow | dict, kinds: tuple[str, ...] = LEADERBOARD_KINDS,
+              group_by: Sequence[str] = DEFAULT_GROUP_BY, *, row_key: int = 0) -> list[TaskRun]:
+    """The task runs of one results row (none when it is not of `kinds` or records no metrics).
+    A multi-task row's summary carries `task_metrics: {task: {metric: value}}`: one run per task.
+    The one place the leaderboard reads a summary's fields; rows of older versions lack some."""
+    row = _as_row(row)
+    s = row.summary
+    if not isinstance(s, dict) or s.get("stage", kinds[0]) not in kinds:
+        return []
+    per_task = s.get("task_metrics")
+    if isinstance(per_task, dict) and per_task:
+        pairs = [(str(task), dict(metrics or {})) for task, metrics in per_task.items()]
+    elif s.get("task") and isinstance(s.get("metrics"), dict):
+        pairs = [(str(s["task"]), dict(s["metrics"]))]
+    else:
+        return []
+    mains = s.get("task_main_metrics") if isinstance(s.get("task_main_metrics"), dict) else {}
+    stats = s.get("prediction_stats") if isinstance(s.get("prediction_stats"), dict) else {}
+    per_task_summary = isinstance(per_task, dict)
+    common = {
+        "result_id": row.id, "row_key": row_key, "seed": s.get("seed"), "identity": run_identity(s),
+        "config": {k: _config_text(row, k) for k in dict.fromkeys((*group_by, "adaptation"))},
+        "multitask": is_multitask(s), "constant_prediction": bool(stats.get("constant_prediction")),
+        "majority_rate": _as_number(stats.get("majority_rate")),
+        # A multi-task run's main_score is its first task's: no score for another task's cell.
+        "main_score": None if per_task_summary else _as_number(s.get("main_score")),
+        "footprint": {f.name: _as_number(s.get(f.name)) for f in fields(Footprint)},
+    }
+    out = []
+    for task, metrics in pairs:
+        main = mains.get(task) or s.get("main_metric") or (next(iter(metrics)) if len(metrics) == 1 else None)
+        out.append(TaskRun(task=task, metrics=metrics, main_metric=main, **common))
+    return out
+
+
+def _run_score(run: TaskRun) -> tuple[float | None, dict[str, float]]:
+    task, metrics = run.task, run.metrics
+    if task in GLUE_TASKS:
+        shown = {m: float(metrics[m]) for m in GLUE_TASKS[task][1] if metrics.get(m) is not None}
+        return glue_task_score(task, metrics), shown
+    if run.main_metric and metrics.get(run.main_metric) is not None:
+        return float(metrics[run.main_metric]), {run.main_metric: float(metrics[run.main_metric])}
+    score = run.main_score
+    return score, ({"main_score": score} if score is not None else {})
+
+
+def _degenerate(run: TaskRun) -> list[str]:
+    """Why this run looks degenerate (empty: it does not)."""
+    reasons = []
+    metrics = run.metrics
+    if run.task == "cola" and metrics.get("matthews_correlation") is not None \
+            and float(metrics["matthews_correlation"]) == 0.0:
+        reasons.append("CoLA MCC = 0 (constant predictor?)")
+    if run.constant_prediction:
+        rate = run.majority_rate
+        acc = metrics.get("accuracy")
+        if rate is not None and acc is not None and abs(float(acc) - rate) < 1e-9:
+            reasons.append(f"constant predictions (accuracy = majority rate {100 * rate:.1f})")
+        else:
+            reasons.append("constant predictions")
+    nan = [m for m, v in metrics.items() if isinstance(v, float) and math.isnan(v)]
+    if nan:
+        reasons.append(f"NaN {', '.join(sorted(nan))}")
+    return reasons
+
+
+def build_leaderboard(rows: Iterable[ResultRow | dict], *, group_by: Sequence[str] = DEFAULT_GROUP_BY,
+                      kind: str | Collection[str] = LEADERBOARD_KINDS, tasks: Sequence[str] | None = None,
+                      adaptations: Collection[str] | None = None) -> Leaderboard:
+    """Group runs by the `group_by` summary keys, one cell per task, mean ± std over the runs
+    (seeds); only the runs of `adaptations` (summary key `adaptation`) when given.
+
+    A later row of the same run identity (config hash) and seed replaces an earlier one (a
+    re-run), so pass rows oldest first (as `load_rows` and `read_rows` return them); runs of
+    different configs that share a seed and the `group_by` keys are all kept, and their cell says so."""
+    group_by = tuple(group_by)
+    kinds = _kinds(kind)
+    latest: dict[tuple, TaskRun] = {}
+    for row_key, row in enumerate(rows):
+        for run in task_runs(row, kinds, group_by, row_key=row_key):
+            if (tasks and run.task not in tasks) or (adaptations and run.config["adaptation"] not in adaptations):
+                continue
+            config = tuple(run.config[k] for k in group_by)
+            key = (config, run.task, run.seed if run.seed is not None else f"run:{run.identity}", run.identity)
+            latest.pop(key, None)  # a re-run takes the place of the earlier run, in run order
+            latest[key] = run
+    grouped: dict[tuple, dict[str, list[TaskRun]]] = {}
+    for (config, task, _, _), run in latest.items():
+        grouped.setdefault(config, {}).setdefault(task, []).append(run)
+
+    board_rows = []
+    for config, by_task in grouped.items():
+        cells = {}
+        for task, runs in by_task.items():
+            runs.sort(key=lambda r: (r.seed is None, str(r.seed)))
+            scored = [(r, *_run_score(r)) for r in runs]
+            names = sorted({m for _, _, shown in scored for m in shown},
+                           key=lambda m: (GLUE_TASKS.get(task, ("", ()))[1] + (m,)).index(m))
+            flags = [f"{GLUE_TASKS.get(task, (task,))[0]} seed {r.seed}: {why}" for r in runs for why in _degenerate(r)]
+            clashes = _same_seed_clashes(task, runs)
+            cells[task] = TaskCell(
+                task=task,
+                metrics={m: Stat.of([shown.get(m) for _, _, shown in scored]) for m in names},
+                score=Stat.of([score for _, score, _ in scored]),
+                seeds=[r.seed for r in runs], flags=flags + [why for why, _ in clashes],
+                values=[score for _, score, _ in scored],
+                same_seed_runs=sum(n for _, n in clashes),
+                multitask_runs=sum(1 for r in runs if r.multitask),
+                result_ids=[r.result_id for r in runs if r.result_id is not None],
+            )
+        task_means = {t: c.score.mean for t, c in cells.items()}
+        board_rows.append(LeaderboardRow(
+            config=dict(zip(group_by, config, strict=True)), cells=cells,
+            glue_average=glue_average(task_means),
+            glue_tasks=sum(1 for t, v in task_means.items() if t in GLUE_TASKS and v is not None),
+            footprint=_footprint(by_task),
+        ))
+    board_rows.sort(key=lambda r: (-(r.glue_tasks), -(r.glue_average if r.glue_average is not None else -1e9),
+                                   tuple(r.config.values())))
+    present = {t for r in board_rows for t in r.cells}
+    columns = [t for t in GLUE_TASKS if t in present] + sorted(present - set(GLUE_TASKS))
+    return Leaderboard(group_by=group_by, tasks=columns, rows=board_rows)
+
+
+def _same_seed_clashes(task: str, runs: list[TaskRun]) -> list[tuple[str, int]]:
+    """(why, how many runs) for every seed that several runs of different identities share in one
+    cell: the rows-by keys do not separate them, so they are all shown and counted."""
+    by_seed: dict[str, set[tuple]] = {}
+    for r in runs:
+        if r.seed is not None:
+            by_seed.setdefault(str(r.seed), set()).add(r.identity)
+    out = []
+    for seed, identities in by_seed.items():
+        if len(identities) > 1:
+            why = "runs of different configs (the rows-by keys do not tell them apart)"
+            out.append((f"{GLUE_TASKS.get(task, (task,))[0]} seed {seed}: {len(identities)} {why}", len(identities)))
+    return out
+
+
+def _footprint(by_task: dict[str, list[TaskRun]]) -> Footprint:
+    # A multi-task run stands behind several cells: count its row once.
+    return Footprint.of({r.row_key: r for runs in by_task.values() for r in runs}.values())
+
+
+def per_seed_glue_average(row: LeaderboardRow) -> list[float]:
+    """The row's GLUE average seed by seed, over the seeds every one of its GLUE tasks has."""
+    glue = {t: c for t, c in row.cells.items() if t in GLUE_TASKS}
+    if not glue:
+        return []
+    common = set.intersection(*(set(c.seeds) for c in glue.values()))
+    out = []
+    for seed in sorted(common, key=str):
+        scores = {t: c.values[c.seeds.index(seed)] for t, c in glue.items()}
+        if all(v is not None for v in scores.values()):
+            out.append(glue_average(scores))
+    return out
+
+
+def compare_rows(board: Leaderboard, label_a: str, label_b: str) -> list[dict]:
+    """Row A against row B (labels as `r_label` writes them), per task both have and for the GLUE
+    average: difference of means over seeds with its 95 % interval and p-value (ptmlab.stats),
+    on the 0-100 scale."""
+    from ptmlab.stats import compare_seeds
+
+    rows = {r_label(r): r for r in board.rows}
+    for label in (label_a, label_b):
+        if label not in rows:
+            raise NotFoundError(f"no leaderboard row {label!r} (rows: {', '.join(sorted(rows)) or 'none'})")
+    a, b = rows[label_a], rows[label_b]
+    pairs = [(t, board.display_name(t), a.cells[t].values, b.cells[t].values)
+             for t in board.tasks if t in a.cells and t in b.cells]
+    pairs.append(("glue", "GLUE avg", per_seed_glue_average(a), per_seed_glue_average(b)))
+    out = []
+    for task, name, xs, ys in pairs:
+        xs, ys = [100 * v for v in xs if v is not None], [100 * v for v in ys if v is not None]
+        if xs and ys:
+            out.append({"task": task, "name": name, **compare_seeds(xs, ys).as_dict()})
+    return out
+
+
+def r_label(row: LeaderboardRow) -> str:
+    return " / ".join(row.config.values())

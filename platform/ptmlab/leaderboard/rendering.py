@@ -1,0 +1,184 @@
+"""The GLUE leaderboard rendered: a plain-text table, CSV and LaTeX of a `Leaderboard`
+(ptmlab.leaderboard.grouping), on GLUE's 0-100 scale. Renderers read the typed board only."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from ptmlab.errors import ConfigError
+from ptmlab.leaderboard.grouping import METRIC_ABBREV, MISSING, Footprint, Leaderboard, Stat, TaskCell, r_label
+
+FORMATS = ("table", "csv", "latex")
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.1f}"
+
+
+def _stat_text(s: Stat) -> str:
+    if s.mean is None:
+        return "-"
+    return _pct(s.mean) + (f"±{100 * s.std:.1f}" if s.std is not None else "")
+
+
+def _cell_text(cell: TaskCell | None, metrics: list[str]) -> str:
+    if cell is None:
+        return ""
+    # One slot per column metric, "-" where a run set lacks it (MNLI without a mismatched dev).
+    text = "/".join(_stat_text(cell.metrics.get(m, Stat(None, None, 0))) for m in metrics) or "-"
+    return f"{text} (n={', '.join([str(cell.score.n), *cell.marks])})" + (" !" if cell.flags else "")
+
+
+FOOTPRINT_HEADERS = ("trainable", "% trainable", "delta")
+
+
+def render_table(board: Leaderboard) -> str:
+    """A plain-text table: mean±std over seeds (n = runs shown, then "k runs share a seed" or
+    "multi-task" where it applies), `!` marks a flagged cell; then the
+    footprint: trainable parameters, their share of all, the per-task delta's size."""
+    header = [*board.group_by]
+    for t in board.tasks:
+        metrics = "/".join(METRIC_ABBREV.get(m, m) for m in board.column_metrics(t))
+        header.append(f"{board.display_name(t)} {metrics}".strip())
+    header += ["GLUE avg", *FOOTPRINT_HEADERS]
+    lines = [header]
+    for r in board.rows:
+        avg = "-" if r.glue_average is None else f"{_pct(r.glue_average)} ({r.glue_tasks} tasks)"
+        lines.append([*r.config.values(), *(_cell_text(r.cells.get(t), board.column_metrics(t)) for t in board.tasks), avg,
+                      *r.footprint.texts().values()])
+    widths = [max(len(row[i]) for row in lines) for i in range(len(header))]
+    out = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in lines]
+    out.insert(1, "  ".join("-" * w for w in widths))
+    flags = [f"! {r_label(r)}: {f}" for r in board.rows for f in r.flags]
+    return "\n".join(out + ([""] + flags if flags else [])) + "\n"
+
+
+FOOTPRINT_CSV = ("trainable_params", "total_params", "trainable_pct", "delta_params", "delta_bytes")
+
+
+def _raw(v: float | None) -> str:
+    if v is None:
+        return ""
+    return str(int(v)) if float(v).is_integer() else f"{v:.4f}"
+
+
+def render_csv(board: Leaderboard) -> str:
+    """One row per configuration; per task and metric the mean and std (0-100 scale) and n; the
+    footprint as raw numbers (empty where the runs did not record it)."""
+    header = [*board.group_by]
+    for t in board.tasks:
+        for m in board.column_metrics(t):
+            header += [f"{t}/{m}/mean", f"{t}/{m}/std"]
+        header += [f"{t}/score/mean", f"{t}/score/std", f"{t}/n", f"{t}/flags", f"{t}/same_seed_runs",
+                   f"{t}/multitask_runs"]
+    header += ["glue/average", "glue/tasks", *FOOTPRINT_CSV]
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+
+    def num(v):
+        return "" if v is None else f"{100 * v:.4f}"
+
+    for r in board.rows:
+        row = [*r.config.values()]
+        for t in board.tasks:
+            cell = r.cells.get(t)
+            for m in board.column_metrics(t):
+                s = cell.metrics.get(m) if cell else None
+                row += [num(s.mean), num(s.std)] if s else ["", ""]
+            row += ([num(cell.score.mean), num(cell.score.std), cell.score.n, "; ".join(cell.flags),
+                     cell.same_seed_runs, cell.multitask_runs] if cell else ["", "", 0, "", 0, 0])
+        row += [num(r.glue_average), r.glue_tasks]
+        footprint = r.footprint.as_dict()
+        w.writerow(row + [_raw(footprint[k]) for k in FOOTPRINT_CSV])
+    return buf.getvalue()
+
+
+_LATEX_ESCAPES = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
+                  "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}"}
+
+
+def latex_text(text: str) -> str:
+    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in str(text))
+
+
+def _tex_stat(s: Stat | None, best: bool = False) -> str:
+    if s is None or s.mean is None:
+        return "--"
+    mean = f"\\mathbf{{{_pct(s.mean)}}}" if best else _pct(s.mean)
+    return f"${mean}" + (f" \\pm {100 * s.std:.1f}$" if s.std is not None else "$")
+
+
+def _seed_note(board: Leaderboard) -> str:
+    """The footnote: how many seeds stand behind the cells (one count when they all agree)."""
+    counts = sorted({c.score.n for r in board.rows for c in r.cells.values()})
+    if not counts:
+        return ""
+    seeds = (f"{counts[0]} seed{'s' if counts[0] != 1 else ''} per cell" if len(counts) == 1
+             else f"{counts[0]}--{counts[-1]} seeds per cell: " + "; ".join(
+                 f"{latex_text(r_label(r))} {'/'.join(str(r.cells[t].score.n) if t in r.cells else '--' for t in board.tasks)}"
+                 for r in board.rows))
+    return (f"\\par\\footnotesize Dev scores $\\times 100$, mean $\\pm$ sample std over seeds ({seeds}); "
+            "best per column in bold" + ("; $^\\dagger$ flagged: a degenerate run, or runs of different "
+                                         "configurations under one seed (see the dashboard)" if any(
+                r.flags for r in board.rows) else "") + ("; $^\\ast$ multi-task runs" if any(
+                c.multitask_runs for r in board.rows for c in r.cells.values()) else "") + ".")
+
+
+def _tex_footprint(fp: Footprint) -> str:
+    text = fp.texts()
+    if fp.trainable_fraction is None and fp.delta_bytes is None:
+        return "--"
+    return " / ".join(latex_text(text[k]) if text[k] != MISSING else "--" for k in ("trainable_pct", "delta"))
+
+
+def render_latex(board: Leaderboard) -> str:
+    """A booktabs table for a paper: mean ± std over seeds, the best score of each column in bold,
+    the seed counts in a footnote, \\dagger on a flagged cell; a compact footprint column
+    (% trainable / delta size) when any row's runs recorded one."""
+    footprint = any(r.footprint != Footprint() for r in board.rows)
+    cols = "l" * len(board.group_by) + "r" * (len(board.tasks) + 1 + footprint)
+    head = [latex_text(k.capitalize()) for k in board.group_by]
+    for t in board.tasks:
+        metrics = "/".join(METRIC_ABBREV.get(m, m) for m in board.column_metrics(t))
+        head.append(f"{latex_text(board.display_name(t))} \\tiny{{{latex_text(metrics)}}}" if metrics else latex_text(board.display_name(t)))
+    head.append("GLUE")
+    if footprint:
+        head.append("Trainable \\tiny{\\% / delta}")
+    lines = [f"\\begin{{tabular}}{{{cols}}}", "\\toprule", " & ".join(head) + " \\\\", "\\midrule"]
+    # Best per column, at the precision shown (ties are all bold).
+    best = {t: max((round(100 * r.cells[t].score.mean, 1) for r in board.rows
+                    if t in r.cells and r.cells[t].score.mean is not None), default=None) for t in board.tasks}
+    # GLUE averages over different task sets do not compare: the best among the rows with the most tasks.
+    most = max((r.glue_tasks for r in board.rows), default=0)
+    best_glue = max((round(100 * r.glue_average, 1) for r in board.rows
+                     if r.glue_average is not None and r.glue_tasks == most), default=None)
+    for r in board.rows:
+        cells = [latex_text(v) for v in r.config.values()]
+        for t in board.tasks:
+            cell = r.cells.get(t)
+            if cell is None:
+                cells.append("")
+                continue
+            top = cell.score.mean is not None and round(100 * cell.score.mean, 1) == best[t]
+            text = "/".join(_tex_stat(cell.metrics.get(m), top) for m in board.column_metrics(t)) or "--"
+            cells.append(text + ("$^\\dagger$" if cell.flags else "") + ("$^\\ast$" if cell.multitask_runs else ""))
+        glue = "--" if r.glue_average is None else _pct(r.glue_average)
+        top_glue = r.glue_average is not None and r.glue_tasks == most and round(100 * r.glue_average, 1) == best_glue
+        cells.append(f"\\textbf{{{glue}}}" if top_glue else glue)
+        if footprint:
+            cells.append(_tex_footprint(r.footprint))
+        lines.append(" & ".join(cells) + " \\\\")
+    lines += ["\\bottomrule", "\\end{tabular}"]
+    note = _seed_note(board)
+    return "\n".join(lines + ([note] if note else [])) + "\n"
+
+
+def render(board: Leaderboard, fmt: str = "table") -> str:
+    if fmt == "table":
+        return render_table(board)
+    if fmt == "csv":
+        return render_csv(board)
+    if fmt == "latex":
+        return render_latex(board)
+    raise ConfigError(f"format={fmt} is unknown; valid: {', '.join(FORMATS)}")
