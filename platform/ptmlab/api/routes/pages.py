@@ -184,39 +184,31 @@ def study_page(request: Request, study_id: Annotated[str, PathParam(max_length=3
     return _page(request, "study.html", "/studies", f"Study {study['name'] or study['id']}", study=study)
 
 
-@router.get("/submit", response_class=HTMLResponse)
-def submit_page(request: Request) -> HTMLResponse:
-    return _page(request, "submit.html", "/submit", "Submit")
+# Pages whose JavaScript fetches all they show: path -> (template, nav entry, title).
+TEMPLATE_PAGES = {
+    "/submit": ("submit.html", "/submit", "Submit"),
+    "/leaderboard": ("leaderboard.html", "/leaderboard", "GLUE leaderboard"),
+    "/compression": ("compression.html", "/compression", "Compression trade-offs"),
+    "/probing": ("probing.html", "/probing", "Probing"),
+    "/probing/drift": ("drift.html", "/probing", "Probe drift"),
+    "/runs": ("runs.html", "/runs", "Runs"),
+}
 
 
-@router.get("/leaderboard", response_class=HTMLResponse)
-def leaderboard_page(request: Request) -> HTMLResponse:
-    return _page(request, "leaderboard.html", "/leaderboard", "GLUE leaderboard")
+def _template_page(template: str, active: str, title: str):
+    def template_page(request: Request) -> HTMLResponse:
+        return _page(request, template, active, title)
+    return template_page
 
 
-@router.get("/compression", response_class=HTMLResponse)
-def compression_page(request: Request) -> HTMLResponse:
-    return _page(request, "compression.html", "/compression", "Compression trade-offs")
-
-
-@router.get("/probing", response_class=HTMLResponse)
-def probing_page(request: Request) -> HTMLResponse:
-    return _page(request, "probing.html", "/probing", "Probing")
-
-
-@router.get("/probing/drift", response_class=HTMLResponse)
-def probe_drift_page(request: Request) -> HTMLResponse:
-    return _page(request, "drift.html", "/probing", "Probe drift")
+for _path, (_template, _active, _title) in TEMPLATE_PAGES.items():
+    router.add_api_route(_path, _template_page(_template, _active, _title), methods=["GET"],
+                         response_class=HTMLResponse)
 
 
 @router.get("/compare", response_class=HTMLResponse)
 def compare_page(request: Request, runs: Annotated[str, Query(max_length=400)] = "") -> HTMLResponse:
     return _page(request, "compare.html", "/compare", "Compare runs", runs=runs, single=False)
-
-
-@router.get("/runs", response_class=HTMLResponse)
-def runs_page(request: Request) -> HTMLResponse:
-    return _page(request, "runs.html", "/runs", "Runs")
 
 
 @router.get("/runs/{result_id}", response_class=HTMLResponse)
