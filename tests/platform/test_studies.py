@@ -304,7 +304,8 @@ def test_asha_prunes_trials_through_the_queue_and_keeps_their_curves(tmp_path, s
         judged_at = int(re.search(r"at validation (\d+)", job.error).group(1))
         assert judged_at < 4, job.error  # the last validation is never judged: that trial completes
         assert job.progress["history"], "a pruned trial's partial curve is kept"
-        assert len(t["intermediate"]) < 4
+        # its curve up to the judged validation at least (more when the kill landed late)
+        assert judged_at <= len(t["intermediate"]) <= 4
     best = status["best"]
     assert best["value"] == max(t["value"] for t in complete)
     assert status["steps_total"] == sum(t["steps"] for t in trials)
