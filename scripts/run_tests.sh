@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # `make test`: the whole suite in three lanes side by side, one pytest process each:
-#   models    tests/e2e's MiniLM thresholds on the session's SST-2 teacher (fine-tuning, compression)
-#             and the demo
-#   science   tests/lightning_modules, tests/test_every_config.py, the delta-tuning thresholds, the
-#             two pipeline pages (compression, probing)
+#   models    tests/e2e's MiniLM thresholds (the session's SST-2 teacher, attacks, compression, delta
+#             tuning) and the demo
+#   science   tests/lightning_modules, tests/test_every_config.py, the two pipeline pages
+#             (compression, probing)
 #   platform  tests/platform (mostly waits: servers, worker subprocesses, a browser, a Slurm cluster),
 #             the dashboard in a browser and the WNUT-17 threshold (one MiniLM fine-tuning)
 # The pages and the demo compute (MiniLM pipelines): in the platform lane they made three lanes
@@ -27,16 +27,15 @@ for arg in "$@"; do  # a test path (file, folder, file::test) among the options
 done
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 tmp=${TMPDIR:-/tmp}
-DELTA=tests/e2e/test_delta_tuning_minilm.py
 PAGES=(tests/e2e/test_compression_page.py tests/e2e/test_probing_page.py)
 # WNUT-17 needs no session teacher (~3 CPU-min) and the dashboard's browser tests mostly wait: both
 # in the lane that mostly waits.
 WAITING=(tests/e2e/test_wnut17_minilm.py tests/e2e/test_dashboard_browser.py)
-IGNORED=$(printf -- '--ignore=%s ' "$DELTA" "${PAGES[@]}" "${WAITING[@]}")
+IGNORED=$(printf -- '--ignore=%s ' "${PAGES[@]}" "${WAITING[@]}")
 names=(models science platform)
 declare -A paths=(
   [models]="tests/e2e $IGNORED"
-  [science]="tests/lightning_modules tests/test_every_config.py $DELTA ${PAGES[*]}"
+  [science]="tests/lightning_modules tests/test_every_config.py ${PAGES[*]}"
   [platform]="tests/platform ${WAITING[*]}"
 )
 declare -A logs pids codes

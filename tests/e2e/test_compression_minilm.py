@@ -11,7 +11,8 @@ Thresholds (a plain PyTorch loop on this kind of machine, issue 11): dynamic int
 trained without the teacher, reported beside it); 30 % of heads pruned retains ≥ 0.98 after a
 recovery epoch with fewer parameters and FLOPs; 40 % magnitude sparsity retains ≥ 0.98 after a
 recovery epoch with the nonzero count within 1 % of the target; SVD at 50 % of the encoder
-Linear parameters retains ≥ 0.95 after a recovery epoch."""
+Linear parameters retains ≥ 0.95 after a recovery epoch. Head and magnitude pruning recover on the
+first 4,000 of the teacher's rows; SVD, the distilled student and its control on all 8,000."""
 
 from __future__ import annotations
 
@@ -27,7 +28,12 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.threshold, pytest.mark.timeout(3000)]
 
 # The teacher's recipe (sst2_recipe.py): the same 8,000 rows, length-grouped training batches.
-TASK = ["task=glue/sst2", "task.max_train_samples=8000", "task.max_length=64", "stage.group_by_length=true"]
+TASK = ["task=glue/sst2", "task.max_length=64", "stage.group_by_length=true"]
+TEACHER_ROWS = 8000
+# Head and magnitude pruning recover for an epoch on the first 4,000 of those rows (half the run):
+# on a CI run's teacher, heads 30 % retention 1.022 (the same with 8,000), sparsity 40 % 0.996 (1.003
+# with 8,000). SVD keeps all 8,000: 0.964 with 4,000 is too close to its 0.95 threshold (0.988).
+RECOVERY_ROWS = 4000
 # The recovery methods' no-compression control (the source given the same extra training) is a
 # fairness report, not a threshold here: tests/lightning_modules/test_compression_control.py checks
 # it on a tiny model; these runs mark their retention "with extra training" instead.
@@ -36,11 +42,12 @@ NO_CONTROL = ["compression.control=false"]
 QUICK_MEASURE = ["stage.measure.repeats=3", "stage.measure.warmup=1", "stage.measure.threads=[0]"]
 
 
-def compress(teacher, tmp_path_factory, method: str, extra: list[str], source=None) -> dict:
+def compress(teacher, tmp_path_factory, method: str, extra: list[str], source=None, rows: int = TEACHER_ROWS) -> dict:
     run_dir = tmp_path_factory.mktemp(f"compress_{method}") / "run"
     env = {**os.environ, "PTMLAB_HOME": str(teacher.home)}
     env.pop("MLFLOW_TRACKING_URI", None)
-    overrides = ["stage=compress", f"compression={method}", *TASK, f"source={source or teacher.run_dir}",
+    overrides = ["stage=compress", f"compression={method}", *TASK, f"task.max_train_samples={rows}",
+                 f"source={source or teacher.run_dir}",
                  *QUICK_MEASURE, *extra, f"hydra.run.dir={run_dir}"]
     proc = subprocess.run([sys.executable, "-m", "ptmlab.run", *overrides], env=env, capture_output=True,
                           text=True, timeout=2900)
@@ -78,21 +85,24 @@ def int8(sst2_teacher, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def distilled(sst2_teacher, tmp_path_factory):
+    # One epoch each for the student and its control: half the suite's longest run (two epochs took
+    # 714 s in a CI run). On that CI run's teacher: retention 0.961 with one epoch (0.982 with two),
+    # control 0.805 (0.821); the threshold is 0.94.
     return compress(sst2_teacher, tmp_path_factory, "distill",
-                    ["compression.student_layers=3", "compression.epochs=2", "compression.temperature=2.0",
+                    ["compression.student_layers=3", "compression.epochs=1", "compression.temperature=2.0",
                      "compression.kd_weight=0.5", "compression.ce_weight=0.5", "compression.control=true"])
 
 
 @pytest.fixture(scope="module")
 def heads_pruned(sst2_teacher, tmp_path_factory):
     return compress(sst2_teacher, tmp_path_factory, "prune_heads",
-                    ["compression.fraction=0.3", "compression.finetune_epochs=1", *NO_CONTROL])
+                    ["compression.fraction=0.3", "compression.finetune_epochs=1", *NO_CONTROL], rows=RECOVERY_ROWS)
 
 
 @pytest.fixture(scope="module")
 def sparse(sst2_teacher, tmp_path_factory):
     return compress(sst2_teacher, tmp_path_factory, "prune_magnitude",
-                    ["compression.sparsity=0.4", "compression.finetune_epochs=1", *NO_CONTROL])
+                    ["compression.sparsity=0.4", "compression.finetune_epochs=1", *NO_CONTROL], rows=RECOVERY_ROWS)
 
 
 @pytest.fixture(scope="module")
