@@ -17,6 +17,9 @@ training loss.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 import torch.nn.functional as F
 
@@ -66,27 +69,39 @@ def _model_and_tokenizer(model, tokenizer):
     return model, tokenizer
 
 
+def _encoded_batches(model, tokenizer, task: LoadedTask, split: str, batch_size: int) -> Iterator[dict]:
+    """`split` encoded by the model's input encoder, collated `batch_size` examples at a time, on the
+    model's device, in split order."""
+    encoder = model.input_encoder(tokenizer, task.spec.max_length)
+    items = encoder.encode_split(task.data.splits[split])
+    device = next(model.parameters()).device
+    for start in range(0, len(items), int(batch_size)):
+        yield {k: v.to(device) for k, v in encoder.collate(items[start:start + int(batch_size)]).items()}
+
+
+@contextmanager
+def _eval_mode(model):
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
 @torch.no_grad()
 def predict(model, task: LoadedTask, split: str, *, tokenizer=None, batch_size: int = 128) -> torch.Tensor:
     """Logits of the head of `task` for every example of `split`, in order, in eval mode."""
     model, tokenizer = _model_and_tokenizer(model, tokenizer)
     if split not in task.data.splits:
         raise DataError(f"task {task.spec.name} has no split '{split}' (splits: {', '.join(task.data.splits)})")
-    encoder = model.input_encoder(tokenizer, task.spec.max_length)
-    items = encoder.encode_split(task.data.splits[split])
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    try:
-        outputs = []
-        for start in range(0, len(items), int(batch_size)):
-            batch = {k: v.to(device) for k, v in encoder.collate(items[start:start + int(batch_size)]).items()}
+    outputs = []
+    with _eval_mode(model):
+        for batch in _encoded_batches(model, tokenizer, task, split, batch_size):
             logits = model.task_logits(task.spec.name, batch).float().cpu()
             if task.spec.is_token_level:  # B×T×C, T per batch -> B×L×C (L = max_length, zero-padded)
                 logits = F.pad(logits, (0, 0, 0, task.spec.max_length - logits.size(1)))
             outputs.append(logits)
-    finally:
-        model.train(was_training)
     return torch.cat(outputs)
 
 
@@ -106,16 +121,8 @@ def evaluate(model, task: LoadedTask, split: str, *, tokenizer=None, batch_size:
 def _evaluate_tokens(model, task: LoadedTask, split: str, *, tokenizer, batch_size: int) -> dict[str, float]:
     """`evaluate` for token classification: first-sub-word predictions need each batch's word starts."""
     model, tokenizer = _model_and_tokenizer(model, tokenizer)
-    encoder = model.input_encoder(tokenizer, task.spec.max_length)
-    items = encoder.encode_split(task.data.splits[split])
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    try:
-        rows = []
-        for start in range(0, len(items), int(batch_size)):
-            batch = {k: v.to(device) for k, v in encoder.collate(items[start:start + int(batch_size)]).items()}
+    rows = []
+    with _eval_mode(model):
+        for batch in _encoded_batches(model, tokenizer, task, split, batch_size):
             rows.append(first_subword_predictions(model.task_logits(task.spec.name, batch), batch, task.spec.max_length))
-    finally:
-        model.train(was_training)
     return split_metrics(task, split, torch.cat(rows), None)
