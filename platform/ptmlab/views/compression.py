@@ -146,7 +146,8 @@ def _compression(session: Session, task: str | None, sweep_id: str | None, tags:
             references[p["source"]] = {**p, "from": "run"}
             continue
         points.append(p)
-        if p["source"] not in references and any(k in s for k in ("source_params", "source_size_bytes", "source_latency_ms")):
+        if p["source"] not in references and any(s.get(k) is not None for k in ("source_params", "source_size_bytes",
+                                                                         "source_latency_ms")):
             references[p["source"]] = {
                 "id": None, "method": "uncompressed", "source": p["source"], "task": task, "from": "summary",
                 "score": p["source_score"], "params": number(s.get("source_params")),
