@@ -20,6 +20,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from lightning_modules.data.blocks import line_blocks, packed_blocks, segment_pairs
 from lightning_modules.data.corpus import Corpus
+from lightning_modules.data.padding import padded_tokens
 from lightning_modules.data.tokenizer import build_tokenizer
 from ptmlab.contracts import ConfigError, DataError
 
@@ -45,19 +46,10 @@ def pad_collate(pad_id: int):
             return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
         if isinstance(items[0], list):
             items = [{"input_ids": x} for x in items]
-        length = max(len(x["input_ids"]) for x in items)
-        ids = torch.full((len(items), length), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(items), length), dtype=torch.long)
-        types = torch.zeros((len(items), length), dtype=torch.long)
-        for row, x in enumerate(items):
-            n = len(x["input_ids"])
-            ids[row, :n] = torch.tensor(x["input_ids"])
-            mask[row, :n] = 1
-            if "token_type_ids" in x:
-                types[row, :n] = torch.tensor(x["token_type_ids"])
-        batch = {"input_ids": ids, "attention_mask": mask}
+        padded = padded_tokens(items, pad_id)
+        batch = {"input_ids": padded["input_ids"], "attention_mask": padded["attention_mask"]}
         if "token_type_ids" in items[0]:
-            batch["token_type_ids"] = types
+            batch["token_type_ids"] = padded["token_type_ids"]
             batch["pair_label"] = torch.tensor([x["label"] for x in items], dtype=torch.long)
         return batch
 

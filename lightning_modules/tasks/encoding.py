@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 import torch
 
+from lightning_modules.data.padding import padded_tokens
 from lightning_modules.data.task_data import Split
 from ptmlab.contracts import ConfigError
 
@@ -85,17 +86,8 @@ class PairEncoder:
         return encoded
 
     def collate(self, items: list[dict]) -> dict[str, torch.Tensor]:
-        length = max(len(x["input_ids"]) for x in items)
-        ids = torch.full((len(items), length), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(items), length), dtype=torch.long)
-        types = torch.zeros((len(items), length), dtype=torch.long)
-        for row, x in enumerate(items):
-            n = len(x["input_ids"])
-            ids[row, :n] = torch.tensor(x["input_ids"])
-            mask[row, :n] = 1
-            types[row, :n] = torch.tensor(x["token_type_ids"])
         batch = {
-            "input_ids": ids, "attention_mask": mask, "token_type_ids": types,
+            **padded_tokens(items, self.pad_id),
             "pool_index": torch.tensor([x["pool_index"] for x in items], dtype=torch.long),
             "example_index": torch.tensor([x["example_index"] for x in items], dtype=torch.long),
         }

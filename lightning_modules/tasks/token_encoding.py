@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 import torch
 
+from lightning_modules.data.padding import pad_right, padded_tokens
 from lightning_modules.data.task_data import Split
 from ptmlab.contracts import ConfigError
 
@@ -69,25 +70,11 @@ class WordTokenEncoder:
         return encoded
 
     def collate(self, items: list[dict]) -> dict[str, torch.Tensor]:
-        length = max(len(x["input_ids"]) for x in items)
-        ids = torch.full((len(items), length), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(items), length), dtype=torch.long)
-        types = torch.zeros((len(items), length), dtype=torch.long)
-        starts = torch.zeros((len(items), length), dtype=torch.bool)
-        labels = torch.full((len(items), length), IGNORE, dtype=torch.long)
-        for row, x in enumerate(items):
-            n = len(x["input_ids"])
-            ids[row, :n] = torch.tensor(x["input_ids"])
-            mask[row, :n] = 1
-            types[row, :n] = torch.tensor(x["token_type_ids"])
-            starts[row, :n] = torch.tensor(x["word_start"])
-            if "label" in x:
-                labels[row, :n] = torch.tensor(x["label"])
-        batch = {
-            "input_ids": ids, "attention_mask": mask, "token_type_ids": types, "word_start": starts,
-            "pool_index": torch.zeros(len(items), dtype=torch.long),
-            "example_index": torch.tensor([x["example_index"] for x in items], dtype=torch.long),
-        }
+        batch = padded_tokens(items, self.pad_id)
+        length = batch["input_ids"].size(1)
+        batch["word_start"] = pad_right([x["word_start"] for x in items], False, length=length, dtype=torch.bool)
+        batch["pool_index"] = torch.zeros(len(items), dtype=torch.long)
+        batch["example_index"] = torch.tensor([x["example_index"] for x in items], dtype=torch.long)
         if "label" in items[0]:
-            batch["labels"] = labels
+            batch["labels"] = pad_right([x.get("label", ()) for x in items], IGNORE, length=length)
         return batch
