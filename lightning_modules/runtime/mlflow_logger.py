@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+# Private, and kept: Lightning has no public form of the prefixing its own loggers apply.
 from lightning.fabric.utilities.logger import _add_prefix
 from lightning.pytorch.loggers import MLFlowLogger
 from lightning.pytorch.utilities import rank_zero_only

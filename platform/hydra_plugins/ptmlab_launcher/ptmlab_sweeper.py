@@ -5,6 +5,8 @@ thousand times; combinations that differ only in `seed=` compose alike."""
 
 from collections.abc import Sequence
 
+# Private, and kept: Hydra exports only the abstract Sweeper; its basic sweeper (the grammar and
+# the cross product this one reuses) has no public import path.
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
 
