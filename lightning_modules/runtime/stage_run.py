@@ -35,6 +35,7 @@ from lightning_modules.runtime.speed import (
     SpeedSwitches, check_trainer_and_optimizer, split_trainer_config, unscale_before_clipping)
 from lightning_modules.runtime.throughput import ThroughputMonitor, device_name, peak_flops_per_device
 from ptmlab.contracts.secrets import redact_url_passwords
+from ptmlab.contracts.summaries import validate_summary
 
 
 RUN_ID_FILE = "mlflow_run_id.txt"
@@ -337,6 +338,11 @@ class StageRun:
             "wall_time_s": round(time.time() - self.started, 3),
             **numbers,
         }
+        # The stage's contract model (ptmlab.contracts.summaries) is what gets written: built from
+        # the numbers as the file holds them (paths as text), so a summary that breaks its contract
+        # fails the run that made it, naming the field, wherever it runs; only the fields the stage
+        # set (the file keeps its keys; the worker's row adds the unset ones as null).
+        summary = validate_summary(json.loads(json.dumps(summary, default=str))).model_dump(exclude_unset=True)
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(summary, indent=2, default=str))
         tmp.replace(path)

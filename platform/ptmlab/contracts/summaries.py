@@ -1,10 +1,12 @@
 """The typed contract of `summary.json`: what every stage writes and the platform reads.
 
-A stage builds one of these models and hands it to `StageRun.write_summary`; the worker validates
-the file against the model named by its `stage` (the *kind*) before it becomes a `results` row,
-so a summary that does not validate fails the job with the field named instead of leaving a
-broken dashboard row; the dashboard views read rows through the same models. Torch-free: both
-halves import it. Unknown extra fields are kept (a stage may record more than the dashboard
+`StageRun.write_summary` builds the model named by the summary's `stage` (the *kind*) from a
+stage's numbers and writes its dump, so a summary that breaks its contract fails the run that
+made it; the worker validates the file against the same model again and stores its
+`model_dump()` as the `results` row, so a summary that does not validate fails the job with the
+field named instead of leaving a broken dashboard row. Rows written before a field existed may
+lack it: the readers (`ptmlab.results`, the leaderboard's `TaskRun`) allow for that. Torch-free:
+both halves import it. Unknown extra fields are kept (a stage may record more than the dashboard
 reads); the declared ones are typed.
 """
 
