@@ -15,17 +15,17 @@ back too, not failed.
 
 A `multinode` worker runs only jobs with nodes > 1, each through `srun` across the hosts Slurm
 allocates (ptmlab.slurm.srun_prefix); Lightning takes ranks and the master address from srun.
+
+The loop is here; starting a job's process is job_process.py, killing it supervision.py, storing
+how its attempt ended outcome.py.
 """
 
 from __future__ import annotations
 
-import ctypes
-import json
 import logging
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 import uuid
@@ -36,21 +36,21 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from ptmlab.code_keys import code_selecting_override
-from ptmlab.contracts import ConfigError, validate_summary
-from ptmlab.contracts.progress import PROGRESS_FILE, read_progress
-from ptmlab.db import CANCELLED, FAILED, PRUNED, SUCCEEDED, Job, Study, get_sessionmaker
-from ptmlab.disk import DISK_FULL_ERRNOS, EXIT_DISK_FULL, describe_disk_full, free_bytes, is_nearly_full
+from ptmlab.db import FAILED, Study, get_sessionmaker
+from ptmlab.disk import DISK_FULL_ERRNOS, describe_disk_full, free_bytes, is_nearly_full
 from ptmlab.queue import (
-    ClaimedJob, claim_next_job, finish_attempt, heartbeat, reap_expired_leases, register_worker,
-    requeue_job, stop_worker, store_final_progress,
+    ClaimedJob, claim_next_job, finish_attempt, heartbeat, reap_expired_leases, register_worker, stop_worker,
+    store_final_progress,
 )
-from ptmlab.slurm import current_allocation, srun_prefix
-from ptmlab.worker.warm_start import WarmLauncher, WarmProcess
+from ptmlab.slurm import current_allocation
+from ptmlab.worker.job_process import (
+    across_nodes, job_argv, job_environment, open_job_log, start_cold, warm_start,
+)
+from ptmlab.worker.outcome import append_line, describe_exit, store_outcome
+from ptmlab.worker.supervision import RunningJob, escalate_kills, kill_job, killpg, timed_out
+from ptmlab.worker.warm_start import WarmLauncher
 
 log = logging.getLogger("ptmlab.worker")
-LOG_TAIL_LINES = 40
-LOG_TAIL_CHARS = 4000
-SUMMARY_FILE = "summary.json"
 
 
 @dataclass
@@ -76,57 +76,6 @@ class WorkerOptions:
     def heartbeat_s(self) -> float:
         # Often enough that a cancel lands within seconds whatever the lease.
         return max(0.2, min(self.lease_s / 3, 1.0))
-
-
-@dataclass
-class RunningJob:
-    claim: ClaimedJob
-    proc: subprocess.Popen | WarmProcess
-    started: float
-    kill_reason: str | None = None  # cancel | timeout | lost | requeue
-    kill_deadline: float | None = None  # when SIGTERM turns into SIGKILL
-    progress_mtime: float | None = None  # of the progress.json last sent
-
-    def changed_progress(self) -> dict | None:
-        """The job's progress.json when it changed since the last call (else None)."""
-        try:
-            mtime = (Path(self.claim.run_dir) / PROGRESS_FILE).stat().st_mtime
-        except OSError:
-            return None
-        if mtime == self.progress_mtime:
-            return None
-        data = read_progress(self.claim.run_dir)
-        if data is not None:
-            self.progress_mtime = mtime
-        return data
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
-def log_tail(path: str | Path, lines: int = LOG_TAIL_LINES, chars: int = LOG_TAIL_CHARS) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - chars * 2))
-            text = f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])[-chars:]
-
-
-def describe_exit(returncode: int) -> str:
-    if returncode < 0:
-        sig = signal.Signals(-returncode).name if -returncode in signal.Signals._value2member_map_ else str(-returncode)
-        hint = " (out of memory? the kernel's OOM killer sends SIGKILL)" if -returncode == signal.SIGKILL else ""
-        return f"killed by {sig}{hint}"
-    return f"exit code {returncode}"
 
 
 class WorkerAgent:
@@ -185,13 +134,14 @@ class WorkerAgent:
         next_heartbeat = 0.0
         if self.options.warm_start and not self.options.multinode:
             # Imports in the background: jobs claimed meanwhile start cold.
-            self.launcher = WarmLauncher(self.options.python, env=self._job_environment())
+            self.launcher = WarmLauncher(self.options.python, env=job_environment(self.home))
         try:
             while True:
                 now = time.monotonic()
                 self._collect_exited()
-                self._enforce_timeouts(now)
-                self._escalate_kills(now)
+                for rj in timed_out(self.running.values(), now):
+                    self._kill(rj, "timeout")
+                escalate_kills(self.running.values(), now)
                 if now >= next_heartbeat:
                     self._guarded(self._heartbeat_and_reap)
                     next_heartbeat = now + self.options.heartbeat_s
@@ -298,43 +248,27 @@ class WorkerAgent:
         else:
             self.free_cpu_slots -= 1
         self.started_jobs += 1
-        log_path = Path(claim.log_path)
-        argv = [self.options.python, "-m", "ptmlab.run", *claim.run_overrides()]
-        env = {**self._job_environment(), "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in claim.gpu_ids),
+        argv = job_argv(self.options.python, claim)
+        env = {**job_environment(self.home), "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in claim.gpu_ids),
                "PTMLAB_JOB_ID": str(claim.job_id)}
         if claim.nodes > 1:
-            argv, env = self._across_nodes(claim, argv, env)
+            argv, env = across_nodes(claim, argv, env, self.options.srun_args)
         try:
-            # Made again if it was deleted while the job was queued.
-            Path(claim.run_dir).mkdir(parents=True, exist_ok=True)
-            # A summary left by an earlier attempt must not pass for this attempt's.
-            (Path(claim.run_dir) / SUMMARY_FILE).unlink(missing_ok=True)
-            log_path.parent.mkdir(parents=True, exist_ok=True)
-            out = open(log_path, "ab")
-            try:
-                out.write(f"== job {claim.job_id} attempt {claim.attempt_number} on {self.worker_id} "
-                          f"at {time.strftime('%Y-%m-%d %H:%M:%S')}\n== {' '.join(argv)}\n".encode())
-                out.flush()
-            except OSError:
-                out.close()
-                raise
+            out = open_job_log(claim, argv, self.worker_id)
         except OSError as exc:
             # A full disk (or a folder that cannot be written) fails this job, not the worker.
             self._release(claim)
             if exc.errno in DISK_FULL_ERRNOS:
-                exc.filename = exc.filename or str(log_path)
+                exc.filename = exc.filename or str(Path(claim.log_path))
                 detail = describe_disk_full(self.home, exc)
             else:
                 detail = str(exc)
             self._fail_unstarted(claim, f"could not write the job's folder: {detail}")
             return
         with out:
-            proc = self._warm_start(claim, env, out)
+            proc = warm_start(self.launcher, claim, env, out)
             try:
-                proc = proc or subprocess.Popen(
-                    argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                    start_new_session=True, preexec_fn=_die_with_parent if sys.platform == "linux" else None,
-                )
+                proc = proc or start_cold(argv, env, out)
             except OSError as exc:
                 self._release(claim)
                 self._fail_unstarted(claim, f"could not start {argv[0]}: {exc}")
@@ -342,51 +276,6 @@ class WorkerAgent:
         self.running[claim.job_id] = RunningJob(claim=claim, proc=proc, started=time.monotonic())
         log.info("job %d attempt %d started (pid %d, gpus=%s)%s", claim.job_id, claim.attempt_number, proc.pid,
                  claim.gpu_ids or "-", " resuming" if claim.resume else "")
-
-    def _job_environment(self) -> dict[str, str]:
-        return {
-            # The API token is the platform's, not the job's: a job's log never holds it. Inside a
-            # Slurm allocation the job is one process of the worker's, not a Slurm task: without
-            # SLURM_* Lightning neither takes ranks from them nor requeues the worker's allocation.
-            **{k: v for k, v in os.environ.items()
-               if k != "PTMLAB_API_TOKEN" and not (k.startswith("SLURM_") and k != "SLURM_CONF")},
-            "CUDA_VISIBLE_DEVICES": "",
-            "PTMLAB_HOME": str(self.home),
-            "PYTHONUNBUFFERED": "1",
-        }
-
-    def _warm_start(self, claim: ClaimedJob, env: dict[str, str], out) -> WarmProcess | None:
-        """The job forked from the warm launcher, or None to start it cold (said in its log)."""
-        if self.launcher is None:
-            return None
-        if claim.gpus or claim.nodes > 1:
-            # A GPU job starts cold: what the launcher's imports may have cached about devices
-            # (it sees none) must not reach a job that uses them.
-            why = "a GPU job" if claim.gpus else "a multi-node job"
-        elif not self.launcher.ready:
-            why = self.launcher.why_not()
-        else:
-            out.write(f"== warm start: forked from the worker's launcher (pid {self.launcher.proc.pid})\n".encode())
-            out.flush()
-            proc = self.launcher.launch(claim.run_overrides(), env, claim.log_path)
-            if proc is not None:
-                return proc
-            why = self.launcher.why_not()
-        out.write(f"== cold start: {why}\n".encode())
-        out.flush()
-        return None
-
-    def _across_nodes(self, claim: ClaimedJob, argv: list[str], env: dict[str, str]) -> tuple[list[str], dict]:
-        """The job's command under `srun` on `nodes` hosts, one task per GPU (one per node on CPU);
-        Lightning's trainer is told the same geometry, so its SLURM environment checks agree."""
-        per_node = max(claim.gpus, 1)
-        prefix = srun_prefix(job_id=claim.job_id, attempt=claim.attempt_number, nodes=claim.nodes,
-                             tasks_per_node=per_node, gpus_per_node=claim.gpus,
-                             log_dir=str(Path(claim.log_path).parent), extra=self.options.srun_args)
-        # `++`: trainer configs need not name num_nodes (Lightning's default is 1).
-        geometry = [f"++trainer.num_nodes={claim.nodes}", f"++trainer.devices={per_node}"]
-        env = {k: v for k, v in env.items() if k != "CUDA_VISIBLE_DEVICES"}  # Slurm sets it on each node
-        return [*prefix, *argv, *geometry], env
 
     def _release(self, claim: ClaimedJob) -> None:
         if claim.nodes > 1:
@@ -440,25 +329,8 @@ class WorkerAgent:
         for job_id in stopped & set(self.running):  # pruned here: no need to wait for the next heartbeat
             self._kill(self.running[job_id], "cancel")
 
-    def _enforce_timeouts(self, now: float) -> None:
-        for rj in self.running.values():
-            t = rj.claim.timeout_s
-            if t and rj.kill_reason is None and now - rj.started > t:
-                self._kill(rj, "timeout")
-
     def _kill(self, rj: RunningJob, reason: str, hard: bool = False) -> None:
-        if rj.kill_reason is None:
-            rj.kill_reason = reason
-            log.info("job %d: killing its process group (%s)", rj.claim.job_id, reason)
-        sig = signal.SIGKILL if hard else signal.SIGTERM
-        if rj.kill_deadline is None or hard:
-            _killpg(rj.proc.pid, sig)
-            rj.kill_deadline = time.monotonic() + self.options.kill_grace_s
-
-    def _escalate_kills(self, now: float) -> None:
-        for rj in self.running.values():
-            if rj.kill_deadline is not None and now >= rj.kill_deadline and rj.proc.poll() is None:
-                _killpg(rj.proc.pid, signal.SIGKILL)
+        kill_job(rj, reason, self.options.kill_grace_s, hard=hard)
 
     def _pause_at_fault_point(self, job_id: int, code: int) -> None:
         """PTMLAB_FAULT_POINT=before-outcome: stop here for good, the job exited and its outcome
@@ -475,7 +347,7 @@ class WorkerAgent:
             code = rj.proc.wait() if wait else rj.proc.poll()
             if code is None:
                 continue
-            _killpg(rj.proc.pid, signal.SIGKILL)  # whatever the job left behind in its group
+            killpg(rj.proc.pid, signal.SIGKILL)  # whatever the job left behind in its group
             if self.fault_point == "before-outcome":
                 self._pause_at_fault_point(job_id, code)
             if self.signals and rj.kill_reason is None and code != 0:
@@ -494,76 +366,9 @@ class WorkerAgent:
             last = rj.changed_progress()
             if last is not None:  # where it got to, also when it was killed
                 store_final_progress(s, job_id=claim.job_id, worker_id=self.worker_id, progress=last)
-            ending = self._finish(s, rj, code, ids)
+            ending = store_outcome(s, rj, code, ids)
         if claim.study_id:  # the next trial is asked now, not at the next heartbeat
             self._guarded(self._advance_studies)
         # The log's last line says how the attempt ended (written once the database took it).
-        _append_line(claim.log_path, f"== {ending} after {elapsed:.1f} s (attempt {claim.attempt_number})")
+        append_line(claim.log_path, f"== {ending} after {elapsed:.1f} s (attempt {claim.attempt_number})")
         log.info("job %d attempt %d: %s after %.1f s", claim.job_id, claim.attempt_number, ending, elapsed)
-
-    def _finish(self, s, rj: RunningJob, code: int, ids: dict) -> str:
-        """Store the attempt's outcome; the one-line ending for the log."""
-        claim = rj.claim
-        if rj.kill_reason == "requeue":
-            requeue_job(s, **ids, reason="worker shutting down: requeued to resume elsewhere")
-            return "requeued: the worker is stopping; it resumes on the next worker"
-        if rj.kill_reason == "cancel":
-            finish_attempt(s, **ids, outcome=CANCELLED, exit_code=code, error="cancelled while running")
-            # A study's pruner asks through the same cancel: the log says which it was.
-            return "pruned" if s.scalar(sa.select(Job.status).where(Job.id == claim.job_id)) == PRUNED else "cancelled"
-        tail = log_tail(claim.log_path)
-        if rj.kill_reason == "timeout":
-            error = f"timed out after {claim.timeout_s:g} s (timeout_s); log tail:\n{tail}"
-            finish_attempt(s, **ids, outcome=FAILED, exit_code=code, error=error)
-            return f"failed: timed out after {claim.timeout_s:g} s"
-        if rj.kill_reason == "lost":
-            finish_attempt(s, **ids, outcome=FAILED, exit_code=code, error="lease lost; killed")
-            return "failed: lease lost; killed"
-        if code == 0:
-            summary = _read_summary(Path(claim.run_dir) / SUMMARY_FILE)
-            if summary is None:
-                finish_attempt(s, **ids, outcome=FAILED, exit_code=code,
-                               error=f"exited 0 without writing {SUMMARY_FILE} in {claim.run_dir}; log tail:\n{tail}")
-                return f"failed: exited 0 without writing {SUMMARY_FILE}"
-            try:
-                # The row holds the contract's dump: declared fields typed, extra ones kept as written.
-                summary = validate_summary(summary).model_dump()
-            except ConfigError as exc:
-                # Never a silently broken dashboard row: the job fails with the field named.
-                finish_attempt(s, **ids, outcome=FAILED, exit_code=code, error=str(exc))
-                return f"failed: {exc}"
-            finish_attempt(s, **ids, outcome=SUCCEEDED, exit_code=0, summary=summary)
-            return "succeeded"
-        error = f"{describe_exit(code)}; log tail:\n{tail}"
-        # The job's own message is often lost: its log is on the full disk.
-        if is_nearly_full(claim.run_dir):
-            error = f"disk full: {describe_disk_full(claim.run_dir)}; {error}"
-        elif code == EXIT_DISK_FULL:
-            error = f"could not write under {claim.run_dir}: no space left, a quota or a file size limit; {error}"
-        finish_attempt(s, **ids, outcome=FAILED, exit_code=code, error=error)
-        return f"failed: {describe_exit(code)}"
-
-
-def _append_line(path: str | Path, line: str) -> None:
-    try:
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(line + "\n")
-    except OSError:
-        pass  # a full disk: the outcome is in the database
-
-
-def _killpg(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _read_summary(path: Path) -> dict | None:
-    try:
-        # NaN and ±Infinity (Python's json writes them) are not JSON: PostgreSQL refuses them, and
-        # an outcome the database refuses would be retried forever. They are stored as null.
-        data = json.loads(path.read_text(), parse_constant=lambda _constant: None)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
