@@ -8,8 +8,9 @@ import sys
 
 import pytest
 
-from ptmlab.cli.results_robustness import COLUMNS, table_rows
 from ptmlab.cli.results_compression import render_rows
+from ptmlab.cli.results_robustness import COLUMNS, table_rows
+from ptmlab.contracts.summaries import AttackSummary
 
 
 def attack_summary(source: str, recipe: str, clean: float, under: float, **extra) -> dict:
@@ -24,7 +25,7 @@ SUMMARIES = [attack_summary("runs/int8", "pwws", 0.78, 0.10), attack_summary("ru
 
 
 def test_rows_group_a_models_recipes_and_give_the_drop():
-    rows = table_rows(SUMMARIES)
+    rows = table_rows([AttackSummary.model_validate(s) for s in SUMMARIES])
     assert [(r["source"], r["recipe"]) for r in rows] == [("runs/full", "deepwordbug"), ("runs/full", "pwws"),
                                                          ("runs/int8", "pwws")]
     assert rows[0]["drop"] == pytest.approx(0.68)

@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from ptmlab.cli.results_compression import render_rows
+from ptmlab.contracts.summaries import AttackSummary
 
 COLUMNS = [  # (header, key, format)
     ("model", "source", "s"), ("task", "task", "s"), ("recipe", "recipe", "s"), ("examples", "num_examples", "d"),
@@ -19,14 +20,12 @@ COLUMNS = [  # (header, key, format)
 ]
 
 
-def table_rows(summaries: list[dict]) -> list[dict]:
+def table_rows(summaries: list[AttackSummary]) -> list[dict]:
     """Each attack summary's values, sorted by model, task, recipe (the order they ran within one)."""
     rows = []
     for k, s in enumerate(summaries):
-        clean, under = s.get("clean_accuracy"), s.get("accuracy_under_attack")
-        drop = clean - under if isinstance(clean, (int, float)) and isinstance(under, (int, float)) else None
-        rows.append((str(s.get("source")), str(s.get("task")), str(s.get("recipe")), k,
-                     {**{key: s.get(key) for _, key, _ in COLUMNS}, "drop": drop}))
+        values = {key: getattr(s, key) for _, key, _ in COLUMNS if key != "drop"}
+        rows.append((s.source, s.task, s.recipe, k, {**values, "drop": s.clean_accuracy - s.accuracy_under_attack}))
     return [row for *_, row in sorted(rows, key=lambda r: r[:4])]
 
 
@@ -34,11 +33,11 @@ def _cmd(args: argparse.Namespace) -> int:
     from ptmlab.contracts.summaries import validate_summary
     from ptmlab.results import read_rows
 
-    summaries = [s for s in (r.summary for r in read_rows(args.database_url, kind="attack", sweep_id=args.sweep))
-                 if (args.task is None or s.get("task") == args.task)
-                 and (args.recipe is None or s.get("recipe") == args.recipe)]
-    for s in summaries:
-        validate_summary(s)  # the contract the worker checked when the row was written
+    # Each row through the contract the worker checked when it was written (a broken row: one line, exit 2).
+    rows = read_rows(args.database_url, kind="attack", sweep_id=args.sweep)
+    summaries: list[AttackSummary] = [s for s in (validate_summary(r.summary) for r in rows)
+                                      if (args.task is None or s.task == args.task)
+                                      and (args.recipe is None or s.recipe == args.recipe)]
     if not summaries:
         print("no attack results" + (f" in sweep {args.sweep}" if args.sweep else ""), file=sys.stderr)
         return 0
