@@ -112,10 +112,10 @@ def test_without_a_control_the_retention_is_marked_with_extra_training(source, t
     # the compression page's point and the CSV export say so
     point = _point(SimpleNamespace(id=1, job_id=None, mlflow_run_id=None, sweep_id=None), s)
     assert point["with_extra_training"] is True and point["retention_vs_control"] is None
-    header, row = render_rows(table_rows([s]), "csv").splitlines()
+    header, row = render_rows(table_rows([CompressSummary.model_validate(s)]), "csv").splitlines()
     assert dict(zip(header.split(","), row.split(",")))["with extra training"] == "yes"
     # a method that did not train has nothing to mark or control
     q = compress(source, tmp_path / "int8", "quantize_dynamic")
     assert "extra_training" not in q and q["retention_with_extra_training"] is False
-    header, row = render_rows(table_rows([q]), "csv").splitlines()
+    header, row = render_rows(table_rows([CompressSummary.model_validate(q)]), "csv").splitlines()
     assert dict(zip(header.split(","), row.split(",")))["with extra training"] == ""

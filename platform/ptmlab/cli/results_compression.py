@@ -12,6 +12,7 @@ import csv
 import io
 import sys
 
+from ptmlab.contracts.summaries import CompressSummary
 from ptmlab.results import number
 
 COLUMNS = [  # (header, key, format)
@@ -26,18 +27,17 @@ COLUMNS = [  # (header, key, format)
 ]
 
 
-def table_rows(summaries: list[dict]) -> list[dict]:
+def table_rows(summaries: list[CompressSummary]) -> list[dict]:
     """The table's values of each compress summary (the headline latency setting's speed-up)."""
     rows = []
     for s in summaries:
-        headline = s.get("headline_latency") or ""
-        speedups = s.get("speedup") if isinstance(s.get("speedup"), dict) else {}
-        m = s.get("measurement") if isinstance(s.get("measurement"), dict) else {}
-        measured = f"{headline} seq {m.get('seq_len')} x{m.get('repeats')} {m.get('device', 'cpu')}" if m else ""
-        rows.append({**{key: s.get(key) for _, key, _ in COLUMNS}, "speedup": speedups.get(headline),
+        headline = s.headline_latency or ""
+        m = s.measurement
+        measured = f"{headline} seq {m.seq_len} x{m.repeats} {m.device}" if m is not None else ""
+        rows.append({**{key: getattr(s, key, None) for _, key, _ in COLUMNS}, "speedup": (s.speedup or {}).get(headline),
                      "measured": measured.strip(),
                      # no control trained: the retention mixes compression with the extra training
-                     "with_extra_training": "yes" if s.get("retention_with_extra_training") else None})
+                     "with_extra_training": "yes" if s.retention_with_extra_training else None})
     return rows
 
 
@@ -79,10 +79,10 @@ def _cmd(args: argparse.Namespace) -> int:
     from ptmlab.contracts.summaries import validate_summary
     from ptmlab.results import read_rows
 
-    summaries = [s for s in (r.summary for r in read_rows(args.database_url, kind="compress", sweep_id=args.sweep))
-                 if args.task is None or s.get("task") == args.task]
-    for s in summaries:
-        validate_summary(s)  # the contract the worker checked when the row was written
+    # Each row through the contract the worker checked when it was written (a broken row: one line, exit 2).
+    rows = read_rows(args.database_url, kind="compress", sweep_id=args.sweep)
+    summaries: list[CompressSummary] = [s for s in (validate_summary(r.summary) for r in rows)
+                                        if args.task is None or s.task == args.task]
     if not summaries:
         print("no compress results" + (f" in sweep {args.sweep}" if args.sweep else ""), file=sys.stderr)
         return 0
