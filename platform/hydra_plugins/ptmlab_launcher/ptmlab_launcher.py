@@ -93,12 +93,13 @@ class PtmlabLauncher(Launcher):
         from omegaconf.errors import OmegaConfBaseException
 
         from ptmlab.config import _one_line, check_config
+        from ptmlab.contracts.identity import overrides_but_seed
         from ptmlab.errors import ConfigError
 
         verdicts: dict[tuple[str, ...], str | None] = {}
         valid: list[list[str]] = []
         for combo in combos:
-            key = tuple(o for o in combo if not o.startswith("seed="))
+            key = overrides_but_seed(combo)
             if key not in verdicts:
                 try:
                     cfg = self.hydra_context.config_loader.load_sweep_config(self.config, combo)

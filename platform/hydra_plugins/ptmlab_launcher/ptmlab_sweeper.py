@@ -12,10 +12,12 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
 def distinct_by_config(batch: Sequence[Sequence[str]]) -> list[Sequence[str]]:
     """The first job of each group of jobs whose overrides differ only in `seed=`."""
+    from ptmlab.contracts.identity import overrides_but_seed
+
     seen: set[tuple[str, ...]] = set()
     distinct = []
     for overrides in batch:
-        key = tuple(o for o in overrides if not o.startswith("seed="))
+        key = overrides_but_seed(overrides)
         if key not in seen:
             seen.add(key)
             distinct.append(overrides)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from typing import Any
 
 # Top-level keys that differ between re-runs of one experiment: where it ran (paths, the MLflow
@@ -21,3 +22,9 @@ def config_hash(resolved: dict[str, Any]) -> str:
     kept = {k: v for k, v in resolved.items() if k not in RUN_ONLY_KEYS}
     text = json.dumps(kept, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def overrides_but_seed(overrides: Iterable[str]) -> tuple[str, ...]:
+    """A job's overrides without `seed=`: jobs equal in the rest compose to the same config, so a
+    sweep or pipeline composes each such group once."""
+    return tuple(o for o in overrides if not o.startswith("seed="))

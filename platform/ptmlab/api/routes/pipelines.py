@@ -18,6 +18,7 @@ from ptmlab.api.validation import (
     validate_job,
 )
 from ptmlab.code_keys import code_keys
+from ptmlab.contracts.identity import overrides_but_seed
 from ptmlab.contracts.progress import split_for_listing
 from ptmlab.errors import ConfigError, ForbiddenOverrideError
 from ptmlab.queue.groups import group_page
@@ -71,7 +72,7 @@ def submit_pipeline(body: PipelineSubmit, session: SessionDep, roots: RootsDep):
                 check_override_allowed(f"{key}={value}", roots)
         seed = pj.options.get("seed")
         seeds = [o for o in pj.overrides if o.startswith("seed=")]
-        same_but_seed = (pj.stage, seed is None, tuple(o for o in pj.overrides if not o.startswith("seed=")))
+        same_but_seed = (pj.stage, seed is None, overrides_but_seed(pj.overrides))
         if same_but_seed in composed and all(_plain_seed(o) for o in seeds):
             continue
         composed.add(same_but_seed)
