@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from queue_by_url import get_job, sleep_pid, submit_job
 from waiting import wait_until
 from ptmlab import queue
 from ptmlab.db import CANCELLED, FAILED, QUEUED, RUNNING, SUCCEEDED, get_sessionmaker
@@ -35,10 +36,7 @@ def _alive(pid: int) -> bool:
 
 
 def _sleep_pid(log: Path) -> int | None:
-    for line in log.read_text(errors="replace").splitlines() if log.exists() else []:
-        if line.startswith("sleep: pid "):
-            return int(line.split()[2])
-    return None
+    return sleep_pid(log.read_text(errors="replace")) if log.exists() else None
 
 
 @pytest.fixture(scope="module")
@@ -91,14 +89,6 @@ def test_a_forked_job_has_its_own_group_and_dies_by_signal_or_with_the_launcher(
     assert orphan.wait(30) == -signal.SIGKILL
 
 
-def _job(url, job_id):
-    with get_sessionmaker(url)() as s:
-        return queue.get_job(s, job_id)
-
-
-def _submit(url, **spec):
-    with get_sessionmaker(url)() as s:
-        return queue.submit_job(s, **spec).id
 
 
 def _log(home: Path, job_id: int) -> Path:
@@ -111,23 +101,23 @@ def test_cancel_timeout_sigterm_and_worker_kill_on_the_warm_path(tmp_path, spawn
     worker = spawn_worker(url, home, warm=True)
     wait_until(lambda: "warm launcher ready" in Path(worker.log_path).read_text(), 180, "the worker's warm launcher")
 
-    done = _submit(url, stage="sleep", overrides=["stage.seconds=0.2"])
-    wait_until(lambda: _job(url, done).status == SUCCEEDED, 120, "a warm job to succeed")
+    done = submit_job(url, stage="sleep", overrides=["stage.seconds=0.2"])
+    wait_until(lambda: get_job(url, done).status == SUCCEEDED, 120, "a warm job to succeed")
     assert "== warm start" in _log(home, done).read_text()
 
-    cancelled = _submit(url, stage="sleep", overrides=["stage.seconds=120"])
+    cancelled = submit_job(url, stage="sleep", overrides=["stage.seconds=120"])
     wait_until(lambda: _sleep_pid(_log(home, cancelled)) is not None, 60, "the job to run")
     pid = _sleep_pid(_log(home, cancelled))
     with get_sessionmaker(url)() as s:
         queue.cancel_job(s, cancelled)
-    wait_until(lambda: _job(url, cancelled).status == CANCELLED, 60, "the cancel")
+    wait_until(lambda: get_job(url, cancelled).status == CANCELLED, 60, "the cancel")
     wait_until(lambda: not _alive(pid), 30, "the cancelled job's process to end")
 
-    timed_out = _submit(url, stage="sleep", overrides=["stage.seconds=120"], timeout_s=2, max_attempts=1)
-    wait_until(lambda: _job(url, timed_out).status == FAILED, 90, "the timeout")
-    assert "timeout" in (_job(url, timed_out).error or "").lower()
+    timed_out = submit_job(url, stage="sleep", overrides=["stage.seconds=120"], timeout_s=2, max_attempts=1)
+    wait_until(lambda: get_job(url, timed_out).status == FAILED, 90, "the timeout")
+    assert "timeout" in (get_job(url, timed_out).error or "").lower()
 
-    resumed = _submit(url, stage="sleep", overrides=["stage.seconds=3"])
+    resumed = submit_job(url, stage="sleep", overrides=["stage.seconds=3"])
     progress = home / "jobs" / str(resumed) / "run" / "sleep_progress.json"
 
     def slept() -> float:
@@ -140,19 +130,19 @@ def test_cancel_timeout_sigterm_and_worker_kill_on_the_warm_path(tmp_path, spawn
     assert "== warm start" in _log(home, resumed).read_text()
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=60) == 0
-    assert (_job(url, resumed).status, _job(url, resumed).resume) == (QUEUED, True)
+    assert (get_job(url, resumed).status, get_job(url, resumed).resume) == (QUEUED, True)
 
     second = spawn_worker(url, home, warm=True)
     wait_until(lambda: "warm launcher ready" in Path(second.log_path).read_text(), 180, "the second worker's launcher")
-    wait_until(lambda: _job(url, resumed).status == SUCCEEDED, 120, "the requeued job to finish")
+    wait_until(lambda: get_job(url, resumed).status == SUCCEEDED, 120, "the requeued job to finish")
     with get_sessionmaker(url)() as s:
         summary = query_results(s, job_id=resumed)[0][0].summary
     assert summary["resumed_from_s"] >= 0.75  # continued from the first attempt's progress
 
-    orphaned = _submit(url, stage="sleep", overrides=["stage.seconds=120"])
+    orphaned = submit_job(url, stage="sleep", overrides=["stage.seconds=120"])
     wait_until(lambda: _sleep_pid(_log(home, orphaned)) is not None, 60, "the job to run")
     assert "== warm start" in _log(home, orphaned).read_text()
     pid = _sleep_pid(_log(home, orphaned))
-    assert _job(url, orphaned).status == RUNNING
+    assert get_job(url, orphaned).status == RUNNING
     second.send_signal(signal.SIGKILL)  # the worker dies: its launcher, then its job, die with it
     wait_until(lambda: not _alive(pid), 30, "the job of a killed worker to die")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from queue_by_url import get_job, list_attempts, sleep_pid, submit_job
 from waiting import wait_until
 from ptmlab import queue
 from ptmlab.db import CANCELLED, FAILED, QUEUED, RUNNING, SUCCEEDED, TERMINAL_STATES, get_sessionmaker, session_scope
@@ -27,28 +28,12 @@ def sqlite_url(tmp_path):
     dispose_engines()
 
 
-def _job(url, job_id):
-    with get_sessionmaker(url)() as s:
-        return queue.get_job(s, job_id)
 
-
-def _attempts(url, job_id):
-    with get_sessionmaker(url)() as s:
-        return queue.list_attempts(s, job_id)
-
-
-def _submit(url, **spec):
-    with get_sessionmaker(url)() as s:
-        return queue.submit_job(s, **spec).id
 
 
 def _pid_from_log(url, job_id) -> int | None:
     with get_sessionmaker(url)() as s:
-        text = queue.read_log(s, job_id).text
-    for line in text.splitlines():
-        if line.startswith("sleep: pid "):
-            return int(line.split()[2])
-    return None
+        return sleep_pid(queue.read_log(s, job_id).text)
 
 
 def _group_alive(pgid: int) -> bool:
@@ -61,11 +46,11 @@ def _group_alive(pgid: int) -> bool:
 
 def test_worker_outcomes(sqlite_url, tmp_path, spawn_worker):
     home = tmp_path / "home"
-    gpu = _submit(sqlite_url, stage="sleep", gpus=2, tags={"kind": "gpu"})
-    cpu = _submit(sqlite_url, stage="sleep", overrides=["seed=5"])
-    exits = _submit(sqlite_url, stage="sleep", overrides=["stage.exit_code=3"])
-    crashes = _submit(sqlite_url, stage="sleep", overrides=["stage.fail=true"])
-    slow = _submit(sqlite_url, stage="sleep", overrides=["stage.seconds=60"], timeout_s=1.5)
+    gpu = submit_job(sqlite_url, stage="sleep", gpus=2, tags={"kind": "gpu"})
+    cpu = submit_job(sqlite_url, stage="sleep", overrides=["seed=5"])
+    exits = submit_job(sqlite_url, stage="sleep", overrides=["stage.exit_code=3"])
+    crashes = submit_job(sqlite_url, stage="sleep", overrides=["stage.fail=true"])
+    slow = submit_job(sqlite_url, stage="sleep", overrides=["stage.seconds=60"], timeout_s=1.5)
     worker = spawn_worker(sqlite_url, home, "--gpus", "0,1", "--cpu-slots", "2", "--burst")
     assert worker.wait(timeout=120) == 0, Path(worker.log_path).read_text()[-3000:]
 
@@ -83,18 +68,18 @@ def test_worker_outcomes(sqlite_url, tmp_path, spawn_worker):
     assert "exiting with code 3" in jobs[exits].error  # the log tail
     assert "fails on purpose" in jobs[crashes].error
     assert "timed out after 1.5 s" in jobs[slow].error
-    log = Path(_attempts(sqlite_url, cpu)[0].log_path)
+    log = Path(list_attempts(sqlite_url, cpu)[0].log_path)
     assert log.is_file() and "sleep: 0.10/0.10 s" in log.read_text()
     # A job log starts with the command and ends with a one-line outcome.
     lines = log.read_text().splitlines()
     assert lines[1].startswith("== ") and "-m ptmlab.run stage=sleep" in lines[1]
     assert re.fullmatch(r"== succeeded after [\d.]+ s \(attempt 1\)", lines[-1]), lines[-1]
-    last = Path(_attempts(sqlite_url, exits)[0].log_path).read_text().splitlines()[-1]
+    last = Path(list_attempts(sqlite_url, exits)[0].log_path).read_text().splitlines()[-1]
     assert last.startswith("== failed: exit code 3 after "), last
 
 
 def test_cancel_running_job_kills_its_process_group(sqlite_url, tmp_path, spawn_worker):
-    job = _submit(sqlite_url, stage="sleep", overrides=["stage.seconds=120"])
+    job = submit_job(sqlite_url, stage="sleep", overrides=["stage.seconds=120"])
     spawn_worker(sqlite_url, tmp_path / "home")
     pid = wait_until(lambda: _pid_from_log(sqlite_url, job), 60, "the job to start")
     assert _group_alive(pid)
@@ -103,31 +88,31 @@ def test_cancel_running_job_kills_its_process_group(sqlite_url, tmp_path, spawn_
     asked = time.monotonic()
     wait_until(lambda: not _group_alive(pid), 5, "the job's process group to be gone", interval=0.05)
     print(f"process group gone {time.monotonic() - asked:.2f} s after cancel")
-    wait_until(lambda: _job(sqlite_url, job).status == CANCELLED, 10, "the job to show cancelled")
-    assert _attempts(sqlite_url, job)[-1].status == CANCELLED
+    wait_until(lambda: get_job(sqlite_url, job).status == CANCELLED, 10, "the job to show cancelled")
+    assert list_attempts(sqlite_url, job)[-1].status == CANCELLED
 
 
 def test_progress_reaches_the_job_while_it_runs_and_stays_after_a_kill(sqlite_url, tmp_path, spawn_worker):
-    job = _submit(sqlite_url, stage="sleep", overrides=["stage.seconds=30"])
+    job = submit_job(sqlite_url, stage="sleep", overrides=["stage.seconds=30"])
     spawn_worker(sqlite_url, tmp_path / "home")
-    first = wait_until(lambda: (_job(sqlite_url, job).progress or {}).get("step"), 60, "the job's first progress")
-    later = wait_until(lambda: (p := (_job(sqlite_url, job).progress or {}).get("step", 0)) > first and p, 10,
+    first = wait_until(lambda: (get_job(sqlite_url, job).progress or {}).get("step"), 60, "the job's first progress")
+    later = wait_until(lambda: (p := (get_job(sqlite_url, job).progress or {}).get("step", 0)) > first and p, 10,
                        "its progress to advance")
-    progress = _job(sqlite_url, job).progress
+    progress = get_job(sqlite_url, job).progress
     assert progress["phase"] == "sleeping" and progress["total_steps"] == 120 and progress["eta_s"] > 0
     with get_sessionmaker(sqlite_url)() as s:  # what the API lists: the latest numbers, no history
         listed = queue.get_job(s, job).to_dict()["progress"]
     assert listed["step"] >= later and "history" not in listed
     with get_sessionmaker(sqlite_url)() as s:
         queue.cancel_job(s, job)
-    wait_until(lambda: _job(sqlite_url, job).status == CANCELLED, 15, "the job to show cancelled")
-    last = _job(sqlite_url, job).progress
+    wait_until(lambda: get_job(sqlite_url, job).status == CANCELLED, 15, "the job to show cancelled")
+    last = get_job(sqlite_url, job).progress
     assert last["step"] >= later and last["step"] < 120  # where it was when it was killed
 
 
 def test_sigterm_requeues_and_the_rerun_resumes(sqlite_url, tmp_path, spawn_worker):
     home = tmp_path / "home"
-    job = _submit(sqlite_url, stage="sleep", overrides=["stage.seconds=3"])
+    job = submit_job(sqlite_url, stage="sleep", overrides=["stage.seconds=3"])
     first = spawn_worker(sqlite_url, home)
     progress = home / "jobs" / str(job) / "run" / "sleep_progress.json"
 
@@ -140,12 +125,12 @@ def test_sigterm_requeues_and_the_rerun_resumes(sqlite_url, tmp_path, spawn_work
     wait_until(lambda: slept() >= 0.75, 60, "the job to make progress")
     first.send_signal(signal.SIGTERM)
     assert first.wait(timeout=30) == 0
-    j = _job(sqlite_url, job)
+    j = get_job(sqlite_url, job)
     assert (j.status, j.resume) == (QUEUED, True)
     second = spawn_worker(sqlite_url, home, "--burst")
     assert second.wait(timeout=60) == 0
-    assert _job(sqlite_url, job).status == SUCCEEDED
-    assert [a.status for a in _attempts(sqlite_url, job)] == ["requeued", SUCCEEDED]
+    assert get_job(sqlite_url, job).status == SUCCEEDED
+    assert [a.status for a in list_attempts(sqlite_url, job)] == ["requeued", SUCCEEDED]
     with get_sessionmaker(sqlite_url)() as s:
         summary = query_results(s, job_id=job)[0][0].summary
     assert summary["resumed_from_s"] >= 0.75  # continued from the first attempt's progress
@@ -173,20 +158,20 @@ def test_cli_submit_status_logs_cancel_retry(sqlite_url, tmp_path, spawn_worker,
     assert json.loads(out)["total"] == 2
     code, out, _ = cli("cancel", "--database-url", sqlite_url, "1")
     assert "cancelled" in out
-    assert _job(sqlite_url, 2).status == FAILED  # its parent was cancelled
+    assert get_job(sqlite_url, 2).status == FAILED  # its parent was cancelled
     code, out, _ = cli("retry", "--database-url", sqlite_url, "1")
-    assert "queued" in out and _job(sqlite_url, 2).status == QUEUED
+    assert "queued" in out and get_job(sqlite_url, 2).status == QUEUED
     code, _, err = cli("retry", "--database-url", sqlite_url, "1")
     assert code == 2 and "error[conflict]" in err
     spawn_worker(sqlite_url, tmp_path / "home")
     wait_until(lambda: _pid_from_log(sqlite_url, 2), 60, "job 2 to run after job 1")
-    assert _job(sqlite_url, 2).status == RUNNING
+    assert get_job(sqlite_url, 2).status == RUNNING
     code, out, _ = cli("logs", "--database-url", sqlite_url, "1")
     assert "sleep: 0.20/0.20 s" in out
     code, out, _ = cli("cancel", "--database-url", sqlite_url, "2")
     assert "cancel requested" in out
     code, out, _ = cli("logs", "--database-url", sqlite_url, "2", "-f")  # returns once the job ended
-    assert code == 0 and "sleep: pid" in out and _job(sqlite_url, 2).status in TERMINAL_STATES
+    assert code == 0 and "sleep: pid" in out and get_job(sqlite_url, 2).status in TERMINAL_STATES
     code, out, _ = cli("status", "--database-url", sqlite_url, "2")
     assert "cancelled" in out and "attempt 1" in out
     code, out, _ = cli("status", "--database-url", sqlite_url, "--workers")
@@ -205,14 +190,14 @@ def test_cli_submit_status_logs_cancel_retry(sqlite_url, tmp_path, spawn_worker,
 
 
 def test_sigterm_with_grace_period_lets_running_jobs_finish(sqlite_url, tmp_path, spawn_worker):
-    running = _submit(sqlite_url, stage="sleep", overrides=["stage.seconds=1.5"])
+    running = submit_job(sqlite_url, stage="sleep", overrides=["stage.seconds=1.5"])
     worker = spawn_worker(sqlite_url, tmp_path / "home", "--grace-s", "60")
     wait_until(lambda: _pid_from_log(sqlite_url, running), 60, "the job to start")
-    waiting = _submit(sqlite_url, stage="sleep")
+    waiting = submit_job(sqlite_url, stage="sleep")
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=60) == 0
-    assert _job(sqlite_url, running).status == SUCCEEDED
-    assert _job(sqlite_url, waiting).status == QUEUED  # a draining worker claims nothing new
+    assert get_job(sqlite_url, running).status == SUCCEEDED
+    assert get_job(sqlite_url, waiting).status == QUEUED  # a draining worker claims nothing new
 
 
 def test_a_summary_that_breaks_its_contract_fails_the_job_naming_the_field(tmp_path, spawn_worker):
