@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 from fastapi import Depends, Query, Request
+from fastapi import Path as PathParam
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
@@ -55,3 +56,4 @@ Authorized = Depends(require_token)
 # A list route's paging: `?limit=&offset=` (offset bounded so the database never sees an overflow).
 PageLimit = Annotated[int, Query(ge=1, le=1000)]
 PageOffset = Annotated[int, Query(ge=0, le=INT4_MAX)]
+GroupId = Annotated[str, PathParam(max_length=32, pattern=r"^[A-Za-z0-9_\-]+$")]  # a sweep, pipeline or study

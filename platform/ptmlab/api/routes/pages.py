@@ -18,7 +18,7 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from ptmlab import queue, views
-from ptmlab.api.deps import PageOffset, SessionDep
+from ptmlab.api.deps import GroupId, PageOffset, SessionDep
 from ptmlab.api.schemas import INT4_MAX
 from ptmlab.db.models import Result
 from ptmlab.errors import NotFoundError
@@ -144,8 +144,7 @@ def pipelines_page(request: Request, session: SessionDep, offset: PageOffset = 0
 
 
 @router.get("/sweeps/{sweep_id}", response_class=HTMLResponse)
-def sweep_page(request: Request, sweep_id: Annotated[str, PathParam(max_length=32, pattern=r"^[A-Za-z0-9_\-]+$")],
-               session: SessionDep) -> HTMLResponse:
+def sweep_page(request: Request, sweep_id: GroupId, session: SessionDep) -> HTMLResponse:
     try:
         sweep = queue.get_sweep(session, sweep_id)
     except NotFoundError as exc:
@@ -157,8 +156,7 @@ def sweep_page(request: Request, sweep_id: Annotated[str, PathParam(max_length=3
 
 
 @router.get("/pipelines/{pipeline_id}", response_class=HTMLResponse)
-def pipeline_page(request: Request, pipeline_id: Annotated[str, PathParam(max_length=32, pattern=r"^[A-Za-z0-9_\-]+$")],
-                  session: SessionDep) -> HTMLResponse:
+def pipeline_page(request: Request, pipeline_id: GroupId, session: SessionDep) -> HTMLResponse:
     try:
         pipeline = queue.get_pipeline(session, pipeline_id)
     except NotFoundError as exc:
@@ -175,8 +173,7 @@ def studies_page(request: Request, session: SessionDep, offset: PageOffset = 0) 
 
 
 @router.get("/studies/{study_id}", response_class=HTMLResponse)
-def study_page(request: Request, study_id: Annotated[str, PathParam(max_length=32, pattern=r"^[A-Za-z0-9_\-]+$")],
-               session: SessionDep) -> HTMLResponse:
+def study_page(request: Request, study_id: GroupId, session: SessionDep) -> HTMLResponse:
     try:
         study = get_study(session, study_id).to_dict()
     except NotFoundError as exc:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Path
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from ptmlab import queue
-from ptmlab.api.deps import Authorized, PageLimit, PageOffset, RootsDep, SessionDep
-from ptmlab.api.schemas import ErrorOut, GroupPage, PipelineOut, PipelineSubmit
+from ptmlab.api.deps import Authorized, GroupId, RootsDep, SessionDep
+from ptmlab.api.routes.group_lists import add_group_list_route
+from ptmlab.api.schemas import ErrorOut, PipelineOut, PipelineSubmit
 from ptmlab.api.validation import (
     VALIDATION_BUDGET_S,
     ValidationBudget,
@@ -21,7 +20,6 @@ from ptmlab.code_keys import code_keys
 from ptmlab.contracts.identity import overrides_but_seed
 from ptmlab.contracts.progress import split_for_listing
 from ptmlab.errors import ConfigError, ForbiddenOverrideError
-from ptmlab.queue.groups import group_page
 
 router = APIRouter(prefix="/pipelines", tags=["pipelines"])
 ERRORS = {401: {"model": ErrorOut}, 404: {"model": ErrorOut}, 422: {"model": ErrorOut}}
@@ -92,15 +90,11 @@ def submit_pipeline(body: PipelineSubmit, session: SessionDep, roots: RootsDep):
         "jobs": [_job_out(pj, j.id) for pj, j in zip(expanded, jobs, strict=True)]})
 
 
-@router.get("", response_model=GroupPage, responses=ERRORS,
-            summary="Pipelines, newest first, each with its jobs counted by state and its best result")
-def list_pipelines(session: SessionDep, limit: PageLimit = 50, offset: PageOffset = 0) -> dict:
-    return group_page(session, "pipeline", limit=limit, offset=offset)
+add_group_list_route(router, "pipeline", ERRORS)
 
 
 @router.get("/{pipeline_id}", response_model=PipelineOut, responses=ERRORS)
-def get_pipeline(pipeline_id: Annotated[str, Path(max_length=32, pattern=r"^[A-Za-z0-9_\-]+$")],
-                 session: SessionDep):
+def get_pipeline(pipeline_id: GroupId, session: SessionDep):
     pipeline = queue.get_pipeline(session, pipeline_id)
     jobs, total = queue.list_jobs(session, pipeline_id=pipeline_id, limit=1000)
     by_id = {j.id: j for j in jobs}

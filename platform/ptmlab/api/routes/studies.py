@@ -5,15 +5,13 @@ and nothing queued. Workers drive a study from then on; stop and resume are here
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from optuna.distributions import CategoricalDistribution
 from sqlalchemy import func, select
 
 from ptmlab import studies
-from ptmlab.api.deps import Authorized, PageLimit, PageOffset, RootsDep, SessionDep
+from ptmlab.api.deps import Authorized, GroupId, PageLimit, PageOffset, RootsDep, SessionDep
 from ptmlab.api.schemas import ErrorOut, StudyOut, StudyPage
 from ptmlab.api.validation import check_override_allowed, compose_checked
 from ptmlab.db import Study
@@ -21,7 +19,6 @@ from ptmlab.studies.search_space import format_value
 
 router = APIRouter(prefix="/studies", tags=["studies"])
 ERRORS = {401: {"model": ErrorOut}, 404: {"model": ErrorOut}, 409: {"model": ErrorOut}, 422: {"model": ErrorOut}}
-StudyId = Annotated[str, Path(max_length=32, pattern=r"^[A-Za-z0-9_\-]+$")]
 
 
 def plan_remote_study(spec: studies.StudySpec, roots) -> studies.StudyPlan:
@@ -52,13 +49,13 @@ def list_studies(request: Request, session: SessionDep, limit: PageLimit = 50, o
 
 
 @router.get("/{study_id}", response_model=StudyOut, responses=ERRORS, summary="A study and its trials")
-def get_study(study_id: StudyId, request: Request, session: SessionDep) -> dict:
+def get_study(study_id: GroupId, request: Request, session: SessionDep) -> dict:
     return studies.study_status(session, study_id, url=request.app.state.database_url)
 
 
 @router.post("/{study_id}/stop", response_model=StudyOut, responses=ERRORS, dependencies=[Authorized],
              summary="Stop a study: queued trials withdrawn, running ones stopped")
-def stop_study(study_id: StudyId, request: Request, session: SessionDep) -> dict:
+def stop_study(study_id: GroupId, request: Request, session: SessionDep) -> dict:
     url = request.app.state.database_url
     studies.stop_study(session, study_id, url=url)
     return studies.study_status(session, study_id, url=url)
@@ -66,7 +63,7 @@ def stop_study(study_id: StudyId, request: Request, session: SessionDep) -> dict
 
 @router.post("/{study_id}/resume", response_model=StudyOut, responses=ERRORS, dependencies=[Authorized],
              summary="Resume a stopped study: the trials it still owes are asked again")
-def resume_study(study_id: StudyId, request: Request, session: SessionDep) -> dict:
+def resume_study(study_id: GroupId, request: Request, session: SessionDep) -> dict:
     url = request.app.state.database_url
     studies.resume_study(session, study_id, url=url, driver_id="api")
     return studies.study_status(session, study_id, url=url)

@@ -3,16 +3,14 @@ sweep in one transaction; `dry_run` returns the count and each job's overrides o
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Path
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from ptmlab import queue
-from ptmlab.api.deps import Authorized, PageLimit, PageOffset, RootsDep, SessionDep
-from ptmlab.api.schemas import ErrorOut, GroupPage, SweepOut, SweepSubmit
+from ptmlab.api.deps import Authorized, GroupId, RootsDep, SessionDep
+from ptmlab.api.routes.group_lists import add_group_list_route
+from ptmlab.api.schemas import ErrorOut, SweepOut, SweepSubmit
 from ptmlab.api.validation import check_overrides_allowed, expand_sweep, validate_sweep_jobs
-from ptmlab.queue.groups import group_page
 
 router = APIRouter(prefix="/sweeps", tags=["sweeps"])
 ERRORS = {401: {"model": ErrorOut}, 404: {"model": ErrorOut}, 422: {"model": ErrorOut}}
@@ -45,14 +43,11 @@ def submit_sweep(body: SweepSubmit, session: SessionDep, roots: RootsDep):
         "job_ids": [j.id for j in jobs], "spec": sweep.to_dict()["spec"], "created_at": sweep.to_dict()["created_at"]})
 
 
-@router.get("", response_model=GroupPage, responses=ERRORS,
-            summary="Sweeps, newest first, each with its jobs counted by state and its best result")
-def list_sweeps(session: SessionDep, limit: PageLimit = 50, offset: PageOffset = 0) -> dict:
-    return group_page(session, "sweep", limit=limit, offset=offset)
+add_group_list_route(router, "sweep", ERRORS)
 
 
 @router.get("/{sweep_id}", response_model=SweepOut, responses=ERRORS)
-def get_sweep(sweep_id: Annotated[str, Path(max_length=32, pattern=r"^[A-Za-z0-9_\-]+$")], session: SessionDep):
+def get_sweep(sweep_id: GroupId, session: SessionDep):
     sweep = queue.get_sweep(session, sweep_id)
     jobs, _ = queue.list_jobs(session, sweep_id=sweep_id, limit=1000)
     jobs = sorted(jobs, key=lambda j: j.id)
