@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from queue_by_url import get_job as job, list_attempts as attempts, submit_job as submit
 from waiting import wait_until
 from ptmlab import queue
 from ptmlab.db import QUEUED, REQUEUED, RUNNING, SUCCEEDED, dispose_engines, get_sessionmaker
@@ -50,21 +51,6 @@ def platform(tmp_path, cluster):
 def ptmlab(env, *args, timeout=120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "ptmlab.cli", *args], env=env, capture_output=True, text=True,
                           timeout=timeout)
-
-
-def submit(url, **spec) -> int:
-    with get_sessionmaker(url)() as s:
-        return queue.submit_job(s, **spec).id
-
-
-def job(url, job_id):
-    with get_sessionmaker(url)() as s:
-        return queue.get_job(s, job_id)
-
-
-def attempts(url, job_id):
-    with get_sessionmaker(url)() as s:
-        return queue.list_attempts(s, job_id)
 
 
 def workers(url):
