@@ -292,8 +292,21 @@ def build_compression(cfg, ctx):
     method.check(source, CompressContext(task=None))
 
 
+def build_adversarial_cfg(cfg, ctx):
+    """The defence built as the finetune stage builds it, its perturbation hooked onto a tiny model."""
+    from lightning_modules.adaptation.adversarial import build_adversarial
+    from lightning_modules.heads.task_model import TaskModel
+
+    adversarial = build_adversarial(cfg.defence)
+    assert adversarial.name == cfg.defence.name
+    backbone = instantiate(cfg.model.backbone, vocab_size=len(ctx["tokenizer"]))
+    adversarial.attach(TaskModel(backbone, 2))
+    adversarial.detach()
+
+
 BUILDERS = {
     "adaptation": build_adaptation_cfg,
+    "defence": build_adversarial_cfg,
     "task": build_task,
     "model": build_model,
     "objective": build_objective,

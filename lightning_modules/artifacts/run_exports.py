@@ -27,8 +27,9 @@ def adaptation_node(cfg: DictConfig, adaptation=None) -> dict:
 
 
 def export_models(run, cfg: DictConfig, model: PooledEncoder, resolved: ResolvedBackbone,
-                  tasks: dict[str, TaskSpec], adaptation=None) -> Path:
-    """Exports into <run dir>/export/ and logs them to MLflow; returns the task model folder."""
+                  tasks: dict[str, TaskSpec], adaptation=None, defence: dict | None = None) -> Path:
+    """Exports into <run dir>/export/ and logs them to MLflow; returns the task model folder.
+    `defence`: the adversarial training the run used, recorded in the task model's manifest."""
     export_dir = run.run_dir / "export"
     if bool(cfg.stage.get("export_backbone", False)):
         # The config that rebuilt this backbone (a Hugging Face one turns it into one that loads hf/).
@@ -46,7 +47,8 @@ def export_models(run, cfg: DictConfig, model: PooledEncoder, resolved: Resolved
         run.log_artifacts(export_dir, "export")
     task_dir = save_task_model(model, export_dir / TASK_MODEL_DIR, model_cfg=resolved.model_cfg,
                                tokenizer=resolved.tokenizer, tasks=tasks,
-                               adaptation=adaptation_node(cfg, adaptation), task_configs=task_configs_of(cfg, tasks))
+                               adaptation=adaptation_node(cfg, adaptation), task_configs=task_configs_of(cfg, tasks),
+                               defence=defence)
     run.log_artifacts(task_dir, TASK_MODEL_ARTIFACT)
     return task_dir
 

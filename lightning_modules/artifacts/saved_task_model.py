@@ -130,10 +130,11 @@ def _versions() -> dict[str, str]:
 # -- saving ----------------------------------------------------------------------------------
 def save_task_model(model: PooledEncoder, out_dir: Path, *, model_cfg: dict, tokenizer,
                     tasks: dict[str, TaskSpec], adaptation: dict, compression: list[dict] | None = None,
-                    task_configs: dict[str, dict] | None = None) -> Path:
+                    task_configs: dict[str, dict] | None = None, defence: dict | None = None) -> Path:
     """Write the layout above to `out_dir` (the manifest last: a folder without one is incomplete).
     `compression`: the structural edits the model went through (artifacts/structural_edits.py);
-    `task_configs`: each task's config node, so later stages need no `task=`."""
+    `task_configs`: each task's config node, so later stages need no `task=`; `defence`: the
+    adversarial training it was fine-tuned with (adaptation/adversarial.py `settings()`), read by stage=attack."""
     from safetensors.torch import save_file, save_model
 
     out_dir = Path(out_dir)
@@ -171,6 +172,8 @@ def save_task_model(model: PooledEncoder, out_dir: Path, *, model_cfg: dict, tok
         manifest["task_configs"] = {name: node for name, node in task_configs.items() if name in tasks}
     if compression:
         manifest["compression"] = list(compression)
+    if defence:
+        manifest["defence"] = dict(defence)
     tmp = out_dir / (MANIFEST_FILE + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=2))
     tmp.replace(out_dir / MANIFEST_FILE)

@@ -178,6 +178,9 @@ def run_attack(cfg: DictConfig) -> dict:
             "task": parts.task.spec.name,
             "split": parts.split,
             "model": str(parts.source.manifest["model"].get("name", "")),
+            # how the source was adapted and defended, so attacks on plain and adversarial fine-tunes compare
+            "source_adaptation": str((parts.source.manifest.get("adaptation") or {}).get("name", "full")),
+            "source_defence": parts.source.manifest.get("defence"),
             "num_examples": len(records),
             "attacked_text": "second" if any(r.context is not None for r in records) else "only",
             "constraints": parts.recipe.settings(),

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from lightning_modules.adaptation.adversarial import AdversarialTraining, build_adversarial
 from lightning_modules.adaptation.base import Adaptation
 from lightning_modules.adaptation.from_config import build_adaptation
 from lightning_modules.artifacts.backbone_reference import ResolvedBackbone, backbone_summary, record_backbone, resolve_backbone
@@ -40,6 +41,7 @@ class FinetuneParts:
     datamodule: TaskDataModule
     module: FinetuneModule
     total_steps: int
+    adversarial: AdversarialTraining | None = None  # `defence=freelb | pgd`
 
 
 def build_finetune(cfg: DictConfig) -> FinetuneParts:
@@ -56,6 +58,9 @@ def build_finetune(cfg: DictConfig) -> FinetuneParts:
     record_backbone(cfg, resolved)  # the stored config and MLflow params say which backbone runs
     adaptation = build_adaptation(cfg.get("adaptation"))
     adaptation.bind(task, resolved)
+    adversarial = build_adversarial(cfg.get("defence"))
+    if adversarial is not None:
+        adversarial.check(adaptation)
     # Token classification: the head reads every position (heads/pooling.py `tokens`), whatever stage.pooling says.
     pooling = "tokens" if task.spec.is_token_level else str(stage.pooling)
     model = TaskModel(resolved.backbone, task.num_labels, pooling=pooling,
@@ -69,8 +74,9 @@ def build_finetune(cfg: DictConfig) -> FinetuneParts:
     steps_per_epoch = math.ceil(len(task.train) / int(stage.batch_size))
     total_steps = int(stage.max_steps) if stage.get("max_steps") else steps_per_epoch * int(stage.epochs)
     module = FinetuneModule(model, adaptation, task, cfg.optimizer, cfg.get("scheduler"), lr=float(stage.lr),
-                            total_steps=total_steps, val_split_names=datamodule.split_names_val)
-    return FinetuneParts(task, resolved, adaptation, model, datamodule, module, total_steps)
+                            total_steps=total_steps, val_split_names=datamodule.split_names_val,
+                            adversarial=adversarial)
+    return FinetuneParts(task, resolved, adaptation, model, datamodule, module, total_steps, adversarial)
 
 
 def write_prediction_files(run: StageRun, trainer, parts: FinetuneParts, write: bool) -> dict:
@@ -129,13 +135,16 @@ def run_finetune(cfg: DictConfig) -> dict:
         run.progress.phase("predicting")
         stats = write_prediction_files(run, trainer, parts, bool(stage.write_predictions))
         run.progress.phase("exporting the task model")
+        adversarial = parts.adversarial.settings() if parts.adversarial is not None else None
         task_model_dir = export_models(run, cfg, model, parts.resolved, {task.spec.name: task.spec},
-                                       adaptation=parts.adaptation)
+                                       adaptation=parts.adaptation, defence=adversarial)
         main_key = task.spec.metric_key(task.spec.main_metric, datamodule.split_names_val[0])
         summary = {
             "model": parts.resolved.model_name,
             "objective": parts.resolved.objective,
             "adaptation": str(cfg.adaptation.name) if cfg.get("adaptation") is not None else "full",
+            # the defence it was trained with (null: plain training), for comparing attack results
+            "defence": adversarial,
             "task": task.spec.name,
             "backbone_source": parts.resolved.source,
             **backbone_summary(parts.resolved),

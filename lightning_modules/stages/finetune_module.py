@@ -7,6 +7,7 @@ import time
 import lightning.pytorch as pl
 import torch
 
+from lightning_modules.adaptation.adversarial import AdversarialTraining
 from lightning_modules.adaptation.base import Adaptation
 from lightning_modules.heads.evaluation import prediction_scores, split_metrics, task_loss
 from lightning_modules.heads.task_model import TaskModel
@@ -17,10 +18,12 @@ from lightning_modules.tasks.tagged_predictions import first_subword_predictions
 
 class FinetuneModule(pl.LightningModule):
     def __init__(self, model: TaskModel, adaptation: Adaptation, task, optimizer_cfg, scheduler_cfg,
-                 lr: float, total_steps: int, val_split_names: list[str]):
+                 lr: float, total_steps: int, val_split_names: list[str],
+                 adversarial: AdversarialTraining | None = None):
         super().__init__()
         self.model = model
         self.adaptation = adaptation
+        self.adversarial = adversarial  # embedding-space adversarial training (adaptation/adversarial.py)
         self.task = task
         self.optimizer_cfg, self.scheduler_cfg = optimizer_cfg, scheduler_cfg
         self.lr, self.total_steps = lr, total_steps
@@ -49,19 +52,38 @@ class FinetuneModule(pl.LightningModule):
     def on_fit_end(self) -> None:
         if self._fit_started is not None:
             self.train_time_s = time.perf_counter() - self._fit_started
+        if self.adversarial is not None:
+            self.adversarial.detach()  # predictions and the export see the plain model
 
     def on_train_batch_start(self, batch, batch_idx) -> None:
         self.adaptation.on_train_step(self.model, self.global_step, self.total_steps)
 
     def training_step(self, batch, batch_idx):
-        logits = self.model(batch)
-        loss = self._loss(logits, batch["labels"])
+        size = len(batch["labels"])
+        if self.adversarial is None:
+            loss = logged = self._loss(self.model(batch), batch["labels"])
+        else:
+            loss, logged = self.adversarial.step_loss(self.model, batch, self._loss, self._backward_within_step,
+                                                      loss_scale=1.0 if self.adversarial.accumulates else self._loss_scale())
         reg = self.adaptation.regularization(self.model)
         if torch.is_tensor(reg):
-            self.log("train/regularization", reg.detach(), batch_size=len(logits))
-            loss = loss + reg
-        self.log("train/loss", loss, prog_bar=True, batch_size=len(logits))
+            self.log("train/regularization", reg.detach(), batch_size=size)
+            loss, logged = loss + reg, logged + reg.detach()
+        self.log("train/loss", logged, prog_bar=True, batch_size=size)
         return loss
+
+    def _backward_within_step(self, loss: torch.Tensor) -> None:
+        """A backward pass of part of this step's loss, done as Lightning's closure does the returned
+        loss's: divided by the gradient accumulation, scaled under mixed precision, hooks run. The
+        optimizer step, unscaling and clipping stay Lightning's, after the closure."""
+        with torch.autocast(self.device.type, enabled=False):  # backward passes run outside autocast
+            self.trainer.strategy.backward(loss / self.trainer.accumulate_grad_batches, None)
+
+    def _loss_scale(self) -> float:
+        """The mixed-precision scaler's scale (1 without one): PGD's δ-only gradients are taken of the
+        loss times it, as Lightning's backward would scale it (a host sync: PGD only)."""
+        scaler = getattr(self.trainer.precision_plugin, "scaler", None) if self._trainer is not None else None
+        return float(scaler.get_scale()) if scaler is not None and scaler.is_enabled() else 1.0
 
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
         # Straight to the logger on logging steps (`self.log` of a number copies it to the device

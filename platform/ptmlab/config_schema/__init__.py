@@ -6,7 +6,7 @@ config (`hydra` aside) and validates each group node with a pydantic model: stri
 unknown key, ranges (sizes > 0, dropouts in [0, 1), heads dividing the hidden size, lr > 0 ...).
 Groups whose options build different classes are keyed by `_target_` (`model.backbone`,
 `objective.module`, `data.corpus`, `task.data`, `adaptation`, `trainer`, `optimizer`,
-`scheduler`, `attack`) or, for `stage`, by `stage.entry`. A failure is one ConfigError naming the dotted
+`scheduler`, `attack`, `defence`) or, for `stage`, by `stage.entry`. A failure is one ConfigError naming the dotted
 key, the value and what is expected:
 
     model.backbone.hidden_size='abc': expected an integer
@@ -28,6 +28,7 @@ from omegaconf.errors import InterpolationResolutionError, InterpolationToMissin
 from pydantic import BaseModel, ValidationError
 
 from ptmlab.config_groups import list_config_groups
+from ptmlab.config_schema.defence import DEFENCES, check_defence
 from ptmlab.config_schema.attacks import ATTACK_STAGES, ATTACKS
 from ptmlab.config_schema.compression import COMPRESSIONS
 from ptmlab.config_schema.data import CORPORA, DataNode, TokenizerNode
@@ -43,14 +44,14 @@ from ptmlab.errors import ConfigError
 # `_target_` -> schema of its node, over every group.
 TARGETS: dict[str, type[BaseModel]] = {
     **BACKBONES, **OBJECTIVES, **CORPORA, **READERS, **ADAPTATIONS, **TRAINERS, **OPTIMIZERS, **SCHEDULERS,
-    **COMPRESSIONS, **ATTACKS,
+    **COMPRESSIONS, **ATTACKS, **DEFENCES,
 }
 # Groups whose node has no `_target_` of its own.
 NODE_SCHEMAS: dict[str, type[BaseModel]] = {
     "model": ModelNode, "objective": ObjectiveNode, "data": DataNode, "tokenizer": TokenizerNode, "task": TaskNode,
     "probe": ProbeNode,
 }
-TARGET_GROUPS = ("trainer", "optimizer", "scheduler", "adaptation", "compression", "attack")
+TARGET_GROUPS = ("trainer", "optimizer", "scheduler", "adaptation", "compression", "attack", "defence")
 # Checked in this order: a value that others interpolate (`${tokenizer.vocab_size}`) is named first.
 GROUPS = ("stage", "tokenizer", "data", "model", "objective", "task", "probe", *TARGET_GROUPS)
 STAGES = {**STAGES, **PROBE_STAGES, **ATTACK_STAGES}
@@ -182,7 +183,7 @@ def _check_virtual_tokens(plain: dict) -> list[str]:
 def _check_across_groups(plain: dict) -> list[str]:
     """Ranges that involve two groups (only once each group is valid on its own)."""
     if (plain.get("stage") or {}).get("entry") != PRETRAIN_ENTRY:
-        return _check_virtual_tokens(plain)
+        return _check_virtual_tokens(plain) + check_defence(plain)
     errors = []
     max_steps = (plain.get("trainer") or {}).get("max_steps")
     if isinstance(max_steps, int) and max_steps <= 0:
