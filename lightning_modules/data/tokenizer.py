@@ -3,6 +3,11 @@ Unigram) and cached by corpus hash + settings, or loaded from a Hugging Face che
 
 Every tokenizer comes back as a `transformers.PreTrainedTokenizerFast`, so objectives read
 mask/pad/cls/sep ids uniformly and `save_pretrained` gives the Hugging Face export.
+
+A trained WordPiece vocabulary is not bit-reproducible from one cache to the next: `tokenizers`
+numbers its `##` pieces in hash-map order and breaks equal-count merges by id
+(huggingface/tokenizers#1794). The cache is what makes runs comparable: every run in one
+PTMLAB_HOME on the same corpus and settings shares one tokenizer, recorded in the run's export.
 """
 
 from __future__ import annotations

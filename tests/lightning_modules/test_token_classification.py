@@ -207,7 +207,7 @@ def test_decoder_tags_truncated_words_o_and_writes_columns(tmp_path):
 # -- finetune under every adaptation mode, round trip, bad input ---------------------------------
 
 MODES = {
-    "full": ["adaptation=full"],
+    "full": ["adaptation=full", "stage.epochs=10"],  # 10 epochs: see the F1 bar below
     "lora": ["adaptation=lora", "adaptation.rank=4", "adaptation.merge=false", "stage.lr=1e-2"],
     "bitfit": ["adaptation=bitfit", "stage.lr=1e-2"],
     "adapters": ["adaptation=adapters", "adaptation.bottleneck=8", "stage.lr=1e-2"],
@@ -284,6 +284,10 @@ def test_every_adaptation_mode_trains_the_token_head_and_summarises(runs, mode):
 
 
 def test_full_finetuning_learns_the_synthetic_entities(runs):
+    # The WordPiece vocabulary is not the same in every session: `tokenizers` numbers its `##`
+    # pieces in hash-map order and breaks merge ties by those ids (huggingface/tokenizers#1794).
+    # With 5 epochs entity F1 ranged 0.49-0.64 over sessions (one CI failure); with 10 it ranged
+    # 0.60-0.69 over 12 sessions.
     assert runs["full"]["summary"]["metrics"]["entity_f1"] > 0.5  # all-O scores 0
 
 
