@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,15 +121,25 @@ def encode_words(tokenizer, sentences: list[list[str]], max_length: int) -> list
     return out
 
 
-def alignment_weights(encoded: list[dict], alignment: str, max_tokens: int) -> torch.Tensor:
-    """B × W_max × T: row w averages word w's chosen subwords (one-hot for first/last)."""
-    max_words = max(len(e["positions"]) for e in encoded)
-    weights = torch.zeros(len(encoded), max_words, max_tokens)
+def word_sources(encoded: list[dict], alignment: str, tokens_per_row: int
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Where each word of a batch reads its state, in the batch flattened to (B·T) token rows:
+    the token rows, the word (0..words-1, sentence by sentence) each row feeds and its weight
+    (1 for first/last, 1/subwords for mean). Indices instead of a B × W × T weight matrix: the
+    states are gathered, not multiplied out."""
+    rows: list[int] = []
+    words: list[int] = []
+    weights: list[float] = []
+    word = 0
     for b, e in enumerate(encoded):
-        for w, pos in enumerate(e["positions"]):
+        base = b * tokens_per_row
+        for pos in e["positions"]:
             chosen = pos[:1] if alignment == "first" else pos[-1:] if alignment == "last" else pos
-            weights[b, w, chosen] = 1.0 / len(chosen)
-    return weights
+            rows.extend(base + p for p in chosen)
+            words.extend([word] * len(chosen))
+            weights.extend([1.0 / len(chosen)] * len(chosen))
+            word += 1
+    return torch.tensor(rows), torch.tensor(words), torch.tensor(weights)
 
 
 def batches_of(encoded: list[dict], batch_size: int) -> list[list[int]]:
@@ -149,14 +160,22 @@ def pad_batch(encoded: list[dict], pad_id: int) -> tuple[torch.Tensor, torch.Ten
 
 @torch.no_grad()
 def word_states(backbone, encoded: list[dict], alignment: str, pad_id: int) -> list[torch.Tensor]:
-    """One forward pass over a batch → per sentence (L+1) × words × H float32."""
+    """One forward pass over a batch → per layer (embeddings first) words × H float32, the batch's
+    sentences in order."""
     ids, mask = pad_batch(encoded, pad_id)
     out = backbone(ids, attention_mask=mask)
     FORWARD_PASSES["count"] += 1
-    hidden = torch.stack(out.hidden_states)  # (L+1) × B × T × H
-    weights = alignment_weights(encoded, alignment, ids.shape[1]).to(hidden.dtype)
-    words = torch.einsum("bwt,lbth->lbwh", weights, hidden)  # (L+1) × B × W × H
-    return [words[:, b, :len(e["positions"])] for b, e in enumerate(encoded)]
+    rows, words, weights = word_sources(encoded, alignment, ids.shape[1])
+    n_words = sum(len(e["positions"]) for e in encoded)
+    layers = []
+    for hidden in out.hidden_states:  # each B × T × H
+        flat = hidden.reshape(-1, hidden.shape[-1])  # (B·T) × H
+        picked = flat.index_select(0, rows)  # subword rows × H
+        if alignment == "mean":
+            picked = torch.zeros(n_words, flat.shape[1], dtype=flat.dtype).index_add_(
+                0, words, picked * weights.to(flat.dtype)[:, None])
+        layers.append(picked)
+    return layers
 
 
 class ActivationCache:
@@ -188,11 +207,47 @@ def write_json_atomic(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
+def shard_states(backbone, tokenizer, chunk: list[list[str]], alignment: str, batch_size: int, pad_id: int,
+                 max_length: int) -> dict[str, torch.Tensor]:
+    """One shard's tensors: states (L+1) × words × H fp16 in sentence order, lengths per sentence."""
+    encoded = encode_words(tokenizer, chunk, max_length)
+    lengths = torch.tensor([len(s) for s in chunk], dtype=torch.int32)
+    starts = torch.cumsum(lengths, 0) - lengths  # first row of each sentence
+    states: torch.Tensor | None = None
+    for batch in batches_of(encoded, batch_size):
+        layers = word_states(backbone, [encoded[i] for i in batch], alignment, pad_id)  # each batch words × H
+        if states is None:
+            states = torch.empty(len(layers), int(lengths.sum()), layers[0].shape[1], dtype=torch.float16)
+        rows = torch.cat([torch.arange(int(starts[i]), int(starts[i]) + len(chunk[i])) for i in batch])
+        for layer, words in enumerate(layers):
+            states[layer].index_copy_(0, rows, words.to(torch.float16))
+    return {"states": states, "lengths": lengths}
+
+
+def write_shard(folder: Path, path: Path, tensors: dict[str, torch.Tensor], manifest: dict) -> None:
+    """Write one shard (temporary file, then an atomic rename) and bring the index up to date."""
+    from safetensors.torch import save_file
+
+    tmp = folder / f".{path.name}.{os.getpid()}.tmp"
+    save_file(tensors, str(tmp))
+    os.replace(tmp, path)
+    # The index follows shard by shard, so `ptmlab cache list` shows a partial entry's size.
+    done = sorted(folder.glob("shard_*.safetensors"))
+    manifest.update(shards_done=len(done), size_bytes=sum(p.stat().st_size for p in done), last_used=time.time())
+    write_json_atomic(folder / MANIFEST, manifest)
+
+
+def wait_for_shard(written: Future, shard: int, n_shards: int, progress) -> None:
+    written.result()  # re-raises a failed write (a full disk) in the extracting thread
+    if progress is not None:
+        progress(shard + 1, n_shards)
+
+
 def extract(backbone, tokenizer, sentences: list[list[str]], *, cache_dir: str | Path, alignment: str = "first",
             batch_size: int = 32, shard_sentences: int = 256, model_label: str = "", model_digest: str | None = None,
             data_label: str = "", progress=None) -> Activations:
     """Every layer's word states of `sentences`, from the cache where present (see module doc)."""
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import load_file
 
     if alignment not in ALIGNMENTS:
         raise ConfigError(f"stage.alignment={alignment!r}: expected one of {', '.join(ALIGNMENTS)}")
@@ -218,34 +273,27 @@ def extract(backbone, tokenizer, sentences: list[list[str]], *, cache_dir: str |
             "created": time.time(), "complete": False}
         was_complete = bool(manifest.get("complete"))
         backbone.eval()
-        for shard in range(n_shards):
-            path = folder / f"shard_{shard:05d}.safetensors"
-            if path.exists():
-                continue
-            chunk = sentences[shard * shard_sentences:(shard + 1) * shard_sentences]
-            encoded = encode_words(tokenizer, chunk, max_length)
-            states: list[torch.Tensor | None] = [None] * len(chunk)
-            for batch in batches_of(encoded, batch_size):
-                for i, s in zip(batch, word_states(backbone, [encoded[i] for i in batch], alignment, pad_id)):
-                    states[i] = s
-            tensors = {"states": torch.cat(states, dim=1).to(torch.float16).contiguous(),  # (L+1) × words × H
-                       "lengths": torch.tensor([len(s) for s in chunk], dtype=torch.int32)}
-            tmp = folder / f".{path.name}.{os.getpid()}.tmp"
-            save_file(tensors, str(tmp))
-            os.replace(tmp, path)
-            # The index follows shard by shard, so `ptmlab cache list` shows a partial entry's size.
-            done = sorted(folder.glob("shard_*.safetensors"))
-            manifest.update(shards_done=len(done), size_bytes=sum(p.stat().st_size for p in done),
-                            last_used=time.time())
-            write_json_atomic(manifest_path, manifest)
-            if progress is not None:
-                progress(shard + 1, n_shards)
         shard_files = [folder / f"shard_{i:05d}.safetensors" for i in range(n_shards)]
-        loaded = [load_file(str(p)) for p in shard_files]
+        extracted: dict[int, dict[str, torch.Tensor]] = {}
+        # One writer thread: shard i is written (safetensors serialises without the GIL) while
+        # shard i+1 runs its forward passes. Shards still land in order, each whole.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="shard-writer") as writer:
+            pending: tuple[Future, int] | None = None
+            for shard, path in enumerate(shard_files):
+                if path.exists():
+                    continue
+                chunk = sentences[shard * shard_sentences:(shard + 1) * shard_sentences]
+                extracted[shard] = shard_states(backbone, tokenizer, chunk, alignment, batch_size, pad_id, max_length)
+                if pending is not None:
+                    wait_for_shard(*pending, n_shards, progress)
+                pending = (writer.submit(write_shard, folder, path, extracted[shard], manifest), shard)
+            if pending is not None:
+                wait_for_shard(*pending, n_shards, progress)
+        loaded = [extracted.get(i) or load_file(str(p)) for i, p in enumerate(shard_files)]
         states = torch.cat([t["states"] for t in loaded], dim=1)
         lengths = torch.cat([t["lengths"] for t in loaded])
         manifest.update({"complete": True, "shards_done": n_shards, "num_layers": int(states.shape[0]), "hidden_size": int(states.shape[2]),
                          "size_bytes": sum(p.stat().st_size for p in shard_files), "last_used": time.time()})
-        write_json_atomic(manifest_path, manifest)
+        write_json_atomic(folder / MANIFEST, manifest)
     passes = FORWARD_PASSES["count"] - passes_before
     return Activations(states, lengths, key, passes, cache_hit=was_complete and passes == 0)

@@ -321,3 +321,39 @@ def test_cache_command_lists_and_prunes(tmp_path, capsys):
         main(["cache", "prune", "--max-size", "1K", "--cache-dir", str(cache), "--dry-run"])
     assert f"would remove {first.key}" in capsys.readouterr().out
     assert (cache / "activations" / first.key).exists()
+
+
+@pytest.mark.parametrize("alignment", ["first", "last", "mean"])
+def test_word_states_are_the_chosen_subwords_of_each_sentence_run_alone(tmp_path, alignment):
+    """Extraction batches, pads and gathers; a word's state must still be its first, last or mean
+    subword's state from a forward pass over its sentence alone, in sentence order, every layer."""
+    from lightning_modules.models.transformer import TransformerEncoder
+    from lightning_modules.probing.activations import extract
+    from transformers import BertTokenizerFast
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "dog", "##s",
+                                "##ty", "run"]) + "\n")
+    tokenizer = BertTokenizerFast(str(vocab))
+    torch.manual_seed(0)
+    backbone = TransformerEncoder(vocab_size=12, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=32).eval()
+    sentences = [["the", "cats", "sat"], ["dogs"], ["the", "catty", "dogs", "run", "runs"], ["sat", "the", "cat"]]
+    acts = extract(backbone, tokenizer, sentences, cache_dir=tmp_path / "cache", alignment=alignment, batch_size=3,
+                   shard_sentences=3)
+    expected = []
+    with torch.no_grad():
+        for words in sentences:
+            enc = tokenizer(words, is_split_into_words=True, return_tensors="pt")
+            hidden = torch.stack(backbone(enc["input_ids"], attention_mask=enc["attention_mask"]).hidden_states)[:, 0]
+            word_ids = enc.word_ids(0)
+            for w in range(len(words)):
+                pos = [p for p, i in enumerate(word_ids) if i == w]
+                chosen = pos[:1] if alignment == "first" else pos[-1:] if alignment == "last" else pos
+                expected.append(hidden[:, chosen].mean(1))  # (L+1) × H
+    expected = torch.stack(expected, 1)  # (L+1) × words × H
+    assert any(len(tokenizer.tokenize(w)) > 1 for s in sentences for w in s)  # words that split into subwords
+    assert acts.states.shape == expected.shape and acts.lengths.tolist() == [3, 1, 5, 3]
+    assert torch.allclose(acts.states.float(), expected.half().float(), atol=2e-3)
+    again = extract(backbone, tokenizer, sentences, cache_dir=tmp_path / "cache", alignment=alignment, batch_size=3,
+                    shard_sentences=3)
+    assert again.cache_hit and torch.equal(again.states, acts.states)  # the shards on disk are what it returned
