@@ -380,6 +380,10 @@ class SleepSummary(StageSummary):
     resumed_from_s: float | None = None
     job_id: str | None = None
     cuda_visible_devices: str | None = None
+    # `stage.size_bytes` set: a made-up compression trade-off (score = stage.quality) for the
+    # multi-objective study tests, read as a compress summary's fields are.
+    score: float | None = None
+    size_bytes: int | None = Field(None, ge=0)
 
 
 SUMMARY_BY_KIND: dict[str, type[StageSummary]] = {
