@@ -5,6 +5,11 @@ written to `<run dir>/progress.json` (ptmlab.contracts.progress) for the worker 
 activations, measuring latency); `ProgressCallback` feeds it from a Lightning Trainer. Writes are
 throttled (at most one every `every_s` seconds, plus every phase change and the end): the file is
 for people watching, not a log.
+
+Each history point also carries where it lies on the dashboard's other x-axes (ptmlab.contracts.progress
+AXIS_KEYS): `epoch` (fractional: 1.5 is half-way through the second epoch), `time_s` (seconds since
+the reporter started) and, for modules that count them (`tokens_seen`), `tokens`. Older progress
+files lack them and are drawn against steps only.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ class ProgressReporter:
         # The training the next history points belong to: a job that trains more than once (a
         # distilled student, then its no-teacher control) draws one labelled curve per training.
         self.series = DEFAULT_SERIES
+        self._started = time.monotonic()
+        self._axes: dict[str, float] = {}  # the latest epoch and tokens given, stamped on every history point
 
     def start_series(self, name: str) -> None:
         """Later history points belong to the training `name` (its steps count from its own start)."""
@@ -45,7 +52,8 @@ class ProgressReporter:
         self.flush()
 
     def update(self, step: int, *, total: int | None = None, epoch: int | None = None,
-               metrics: dict[str, Any] | None = None, force: bool = False, series: str | None = None) -> None:
+               metrics: dict[str, Any] | None = None, force: bool = False, series: str | None = None,
+               epoch_fraction: float | None = None, tokens: int | None = None) -> None:
         if series is not None and series != self.series:
             self.start_series(series)
         now = time.monotonic()
@@ -57,6 +65,10 @@ class ProgressReporter:
             state["total_steps"] = int(total)
         if epoch is not None:
             state["epoch"] = int(epoch)
+        if epoch_fraction is not None or epoch is not None:
+            self._axes["epoch"] = round(float(epoch if epoch_fraction is None else epoch_fraction), 4)
+        if tokens is not None:
+            self._axes["tokens"] = int(tokens)
         t0, s0 = self._rate_from
         if step > s0 and now > t0:
             state["steps_per_s"] = round((step - s0) / (now - t0), 4)
@@ -66,10 +78,13 @@ class ProgressReporter:
         if latest:
             state["metrics"].update(latest)
             history = state["history"]
+            axes = {**self._axes, "time_s": round(now - self._started, 2)}
             if history and history[-1]["step"] == step and history[-1].get("series") == self.series:
                 history[-1].update(latest)
+                for key, value in axes.items():
+                    history[-1].setdefault(key, value)  # a validation at this step keeps the step's position
             else:
-                history.append({"step": int(step), "series": self.series, **latest})
+                history.append({"step": int(step), "series": self.series, **axes, **latest})
             state["history"] = thin_history(history)
         if force or now - self._last_write >= self.every_s:
             self.flush()
@@ -108,7 +123,13 @@ class ProgressCallback(pl.Callback):
         metrics = {k: v for k, v in trainer.callback_metrics.items() if not str(k).startswith(("val/", "test/"))}
         if trainer.optimizers and "train/lr" not in metrics:  # modules that log none still show theirs
             metrics["lr"] = trainer.optimizers[0].param_groups[0]["lr"]
-        self.reporter.update(trainer.global_step, epoch=trainer.current_epoch, metrics=metrics)
+        batches = trainer.num_training_batches
+        fraction = trainer.current_epoch + (batch_idx + 1) / batches if 0 < batches < float("inf") else None
+        # Summed over ranks as if each saw rank 0's count: close enough for an x-axis (the summary has the exact sum).
+        tokens = getattr(pl_module, "tokens_seen", None)
+        tokens = tokens * trainer.world_size if isinstance(tokens, int) else None
+        self.reporter.update(trainer.global_step, epoch=trainer.current_epoch, metrics=metrics,
+                             epoch_fraction=fraction, tokens=tokens)
 
     def on_validation_start(self, trainer, pl_module) -> None:
         if not trainer.sanity_checking:

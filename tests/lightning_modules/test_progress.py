@@ -64,10 +64,24 @@ def test_history_is_thinned_not_cut(tmp_path):
     history = json.loads((tmp_path / PROGRESS_FILE).read_text())["history"]
     assert len(history) <= MAX_HISTORY
     assert history[0]["step"] == 1 and history[-1]["step"] == 3 * MAX_HISTORY - 1  # the whole run, coarser
-    assert all(set(p) == {"step", "series", "train/loss"} for p in history)  # one training: one series
+    assert all(set(p) == {"step", "time_s", "series", "train/loss"} for p in history)  # one training: one series
 
 
 def test_a_disabled_reporter_writes_nothing(tmp_path):
     reporter = ProgressReporter(tmp_path, enabled=False, every_s=0.0)  # a DDP rank other than 0
     reporter.update(1, total=2, metrics={"train/loss": 1.0}, force=True)
     assert not (tmp_path / PROGRESS_FILE).exists()
+
+
+def test_history_points_carry_epoch_wall_time_and_tokens(tmp_path):
+    """Every point knows its fractional epoch and seconds since the start (the dashboard's other
+    x-axes); tokens where the reporter is given them; a validation at a step keeps that step's position."""
+    reporter = ProgressReporter(tmp_path, every_s=0.0)
+    reporter.update(1, epoch=0, epoch_fraction=0.5, tokens=64, metrics={"train/loss": 2.0})
+    reporter.update(2, epoch=0, epoch_fraction=1.0, tokens=128, metrics={"train/loss": 1.5})
+    reporter.update(2, metrics={"val/loss": 1.7})
+    reporter.update(3, epoch=1, metrics={"train/loss": 1.2})
+    history = read_progress(tmp_path)["history"]
+    assert [(p["step"], p["epoch"], p.get("tokens")) for p in history] == [(1, 0.5, 64), (2, 1.0, 128), (3, 1.0, 128)]
+    assert history[1]["val/loss"] == 1.7 and all(p["time_s"] >= 0 for p in history)
+    assert [p["time_s"] for p in history] == sorted(p["time_s"] for p in history)

@@ -4,6 +4,8 @@ whole contract.
 
 `progress.json` = {phase, step, total_steps, epoch, metrics (the latest value of each),
 steps_per_s, eta_s, updated_at, history: [{"step": s, "series": name, "<metric>": value, ...}]}.
+A history point may also carry its other x-axis positions (AXIS_KEYS: fractional `epoch`, `time_s`
+since the stage started, `tokens` seen); files written before they existed have steps only.
 `series` names the training a point belongs to: a job that trains more than once (a distilled
 student and its no-teacher control, recovery fine-tuning after pruning, QAT) counts each training's
 steps from its own start, so its history is several curves, not one (`history_series`). The history
@@ -27,6 +29,8 @@ MAX_HISTORY = 400
 METRIC_PREFIXES = ("train/", "val/", "test/", "lr")
 # Running totals grow without bound and say nothing a curve should show (the summary has them).
 COUNTERS = ("tokens_seen", "samples_seen", "flops")
+# What a history point holds besides its metrics: where it lies on each x-axis the dashboard offers.
+AXIS_KEYS = ("step", "epoch", "time_s", "tokens")
 
 
 DEFAULT_SERIES = "training"
