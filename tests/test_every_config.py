@@ -4,6 +4,7 @@ group it does not know, so nothing in conf/ goes untested."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 from pathlib import Path
@@ -214,6 +215,13 @@ def build_task(cfg, ctx):
         (ctx["tmp"] / "tiny.conll").write_text("the\tO\ncat\tB-animal\n\na\tO\ndog\tB-animal\n")
         task_cfg = OmegaConf.merge(task_cfg, {"data": {"train": str(ctx["tmp"] / "tiny.conll"),
                                                        "dev": str(ctx["tmp"] / "tiny.conll")}})
+    elif cfg.task.name == "squad":  # no default files: a tiny SQuAD v1.1 file
+        context = "the cat sat on the mat"
+        qas = [{"id": "q1", "question": "where did the cat sit ?", "answers": [{"text": "the mat", "answer_start": 15}]}]
+        (ctx["tmp"] / "tiny.json").write_text(json.dumps({"data": [{"title": "t", "paragraphs": [
+            {"context": context, "qas": qas}]}]}))
+        task_cfg = OmegaConf.merge(task_cfg, {"data": {"train": str(ctx["tmp"] / "tiny.json"),
+                                                       "dev": str(ctx["tmp"] / "tiny.json")}})
     elif "glue" in str(cfg.task.data.get("data_dir", "")):
         from lightning_modules.data.glue import glue_layout
 
@@ -226,6 +234,11 @@ def build_task(cfg, ctx):
         from lightning_modules.tasks.token_encoding import WordTokenEncoder
 
         encoder = WordTokenEncoder(ctx["tokenizer"], max_length=task.spec.max_length)
+    if task.spec.is_span_level:  # question + context windows with start/end labels
+        from lightning_modules.tasks.span_encoding import QuestionContextEncoder
+
+        encoder = QuestionContextEncoder(ctx["tokenizer"], max_length=task.spec.max_length,
+                                         doc_stride=task.spec.doc_stride)
     batch = encoder.collate(encoder.encode_split(task.train)[:4])
     assert batch["labels"].shape[0] == batch["input_ids"].shape[0] > 0
 

@@ -105,10 +105,10 @@ class LoadedTaskModel:
     def encode(self, texts, task: str | None = None) -> dict[str, torch.Tensor]:
         """A batch from 1- or 2-tuples of strings, encoded as in training (tasks/encoding.py)."""
         spec = self.tasks[task] if task is not None else self.task
-        encoder = self.model.input_encoder(self.tokenizer, spec.max_length)
+        encoder = self.model.input_encoder(self.tokenizer, spec.max_length, doc_stride=spec.doc_stride)
         items = encoder.encode(list(texts))
         for i, item in enumerate(items):
-            item["example_index"] = i
+            item.setdefault("example_index", i)  # a span model's windows already name their pair
         device = next(self.model.parameters()).device
         return {k: v.to(device) for k, v in encoder.collate(items).items()}
 

@@ -6,7 +6,10 @@
     evaluate(loaded, task, "dev")                  the same for a `load_task_model(...)` result
                                                    (it carries its tokenizer)
     predict(model, task, "dev", tokenizer=tok)     N×C logits in split order (float32, CPU); token
-                                                   classification: N×L×C, L = task.max_length
+                                                   classification: N×L×C, L = task.max_length;
+                                                   span extraction: W×L×2 per context window
+    predict_answers(model, task, "dev", ...)       span extraction: each question's best span
+                                                   (tasks/span_answers.py SpanAnswer), split order
 
 `model` is a `PooledEncoder` (heads' TaskModel or MultiTaskModel): the head of
 `task.spec.name` is read. `task` is a `LoadedTask` (tasks.spec.load_task). The Lightning
@@ -25,6 +28,7 @@ import torch.nn.functional as F
 
 from lightning_modules.heads.pooling import PooledEncoder
 from lightning_modules.tasks.metrics import compute_metrics
+from lightning_modules.tasks.span_answers import SpanAnswer, SpanWindows, best_spans, score_answers
 from lightning_modules.tasks.spec import LoadedTask, TaskSpec
 from lightning_modules.tasks.tagged_predictions import first_subword_predictions, gold_tags, word_tags
 from lightning_modules.tasks.token_encoding import IGNORE
@@ -37,6 +41,9 @@ def task_loss(spec: TaskSpec, logits: torch.Tensor, labels: torch.Tensor) -> tor
     regression head."""
     if spec.is_token_level:
         return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE)  # B×T×C -> BT×C
+    if spec.is_span_level:  # B×T×2 start/end logits, B×2 positions: Hugging Face's QA loss, the mean of the two
+        start, end = logits.float().unbind(-1)  # B×T each
+        return (F.cross_entropy(start, labels[:, 0]) + F.cross_entropy(end, labels[:, 1])) / 2
     if spec.is_regression:
         return F.mse_loss(logits.squeeze(-1).float(), labels.float())
     return F.cross_entropy(logits.float(), labels)
@@ -52,6 +59,10 @@ def split_metrics(task: LoadedTask, split: str, predictions, labels) -> dict[str
     """The task's metrics on one eval split, keyed by `spec.metric_key` (accuracy, accuracy_mm, ...).
     Token classification: `predictions` are N×L first-sub-word tag indices in split order
     (tasks/tagged_predictions.py), scored word by word against the split's full gold tags."""
+    if task.spec.is_span_level:  # `predictions`: every window's logits (tasks/span_answers.py SpanWindows)
+        data = task.data.splits[split]
+        values = score_answers(task.spec, data, best_spans(task.spec, data, predictions))
+        return {task.spec.metric_key(name, split): float(value) for name, value in values.items()}
     if task.spec.is_token_level:
         data = task.data.splits[split]
         values = token_metrics(task.spec.metrics, gold_tags(task.spec, data), word_tags(task.spec, data, predictions))
@@ -72,7 +83,7 @@ def _model_and_tokenizer(model, tokenizer):
 def _encoded_batches(model, tokenizer, task: LoadedTask, split: str, batch_size: int) -> Iterator[dict]:
     """`split` encoded by the model's input encoder, collated `batch_size` examples at a time, on the
     model's device, in split order."""
-    encoder = model.input_encoder(tokenizer, task.spec.max_length)
+    encoder = model.input_encoder(tokenizer, task.spec.max_length, doc_stride=task.spec.doc_stride)
     items = encoder.encode_split(task.data.splits[split])
     device = next(model.parameters()).device
     for start in range(0, len(items), int(batch_size)):
@@ -99,7 +110,7 @@ def predict(model, task: LoadedTask, split: str, *, tokenizer=None, batch_size: 
     with _eval_mode(model):
         for batch in _encoded_batches(model, tokenizer, task, split, batch_size):
             logits = model.task_logits(task.spec.name, batch).float().cpu()
-            if task.spec.is_token_level:  # B×T×C, T per batch -> B×L×C (L = max_length, zero-padded)
+            if task.spec.is_token_level or task.spec.is_span_level:  # B×T×C, T per batch -> B×L×C (L = max_length, zero-padded)
                 logits = F.pad(logits, (0, 0, 0, task.spec.max_length - logits.size(1)))
             outputs.append(logits)
     return torch.cat(outputs)
@@ -112,9 +123,25 @@ def evaluate(model, task: LoadedTask, split: str, *, tokenizer=None, batch_size:
         raise DataError(f"{data.source}: split '{split}' of task {task.spec.name} has no labels to score")
     if task.spec.is_token_level:
         return _evaluate_tokens(model, task, split, tokenizer=tokenizer, batch_size=batch_size)
+    if task.spec.is_span_level:
+        return split_metrics(task, split, _span_windows(model, task, split, tokenizer, batch_size), None)
     logits = predict(model, task, split, tokenizer=tokenizer, batch_size=batch_size)
     labels = torch.tensor([ex.label for ex in data.examples])
     return split_metrics(task, split, prediction_scores(task.spec, logits), labels)
+
+
+@torch.no_grad()
+def _span_windows(model, task: LoadedTask, split: str, tokenizer, batch_size: int) -> SpanWindows:
+    model, tokenizer = _model_and_tokenizer(model, tokenizer)
+    with _eval_mode(model):
+        return SpanWindows.cat([SpanWindows.from_batch(model.task_logits(task.spec.name, batch), batch,
+                                                       task.spec.max_length)
+                                for batch in _encoded_batches(model, tokenizer, task, split, batch_size)])
+
+
+def predict_answers(model, task: LoadedTask, split: str, *, tokenizer=None, batch_size: int = 128) -> list[SpanAnswer]:
+    """Span extraction: each question's best span over its windows (before any no-answer threshold)."""
+    return best_spans(task.spec, task.data.splits[split], _span_windows(model, task, split, tokenizer, batch_size))
 
 
 @torch.no_grad()

@@ -11,6 +11,8 @@ one head per task in `heads`) subclass it, so pooling is written once. Both give
     mean         the attention-mask-weighted mean over tokens
     tokens       no pooling: every position's state (B×T×H), for a per-token head (token
                  classification); inputs are then encoded word by word (tasks/token_encoding.py)
+    spans        no pooling either, for the start/end head of extractive QA; inputs are then
+                 question + context windows (tasks/span_encoding.py)
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ from torch import nn
 
 from lightning_modules.adaptation.feature import ScalarMix
 from lightning_modules.tasks.encoding import PairEncoder
+from lightning_modules.tasks.span_encoding import QuestionContextEncoder
 from lightning_modules.tasks.token_encoding import WordTokenEncoder
 from ptmlab.contracts import ConfigError
 
-POOLINGS = ("pool_index", "mean", "tokens")
+POOLINGS = ("pool_index", "mean", "tokens", "spans")
 
 
 def check_pooling(pooling: str) -> str:
@@ -33,8 +36,8 @@ def check_pooling(pooling: str) -> str:
 
 
 def pool(states: torch.Tensor, batch: dict[str, torch.Tensor], pooling: str) -> torch.Tensor:
-    """B×T×H hidden states -> B×H (B×T×H unchanged for `tokens`)."""
-    if pooling == "tokens":
+    """B×T×H hidden states -> B×H (B×T×H unchanged for `tokens` and `spans`)."""
+    if pooling in ("tokens", "spans"):
         return states
     if pooling == "mean":
         mask = batch["attention_mask"].unsqueeze(-1).to(states.dtype)  # B×T -> B×T×1
@@ -61,9 +64,13 @@ class PooledEncoder(nn.Module):
         # it and the head reads the mask slot. None: the plain (pair) encoding.
         self.input_template = None
 
-    def input_encoder(self, tokenizer, max_length: int):
+    def input_encoder(self, tokenizer, max_length: int, *, doc_stride: int | None = None):
         """How this model's inputs are encoded (tasks/encoding.py): every path that feeds it text
-        (training, evaluation, a loaded task model) asks here."""
+        (training, evaluation, a loaded task model) asks here. `doc_stride`: the overlap of a span
+        model's context windows (task.doc_stride; other poolings ignore it)."""
+        if self.pooling == "spans":
+            return QuestionContextEncoder(tokenizer, max_length=max_length,
+                                          doc_stride=max_length // 4 if doc_stride is None else doc_stride)
         if self.pooling == "tokens":
             return WordTokenEncoder(tokenizer, max_length=max_length)
         if self.input_template is not None:

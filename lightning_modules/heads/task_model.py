@@ -12,7 +12,8 @@ from ptmlab.contracts import ConfigError
 class TaskModel(PooledEncoder):
     """Backbone → pooled representation (heads/pooling.py) → one dropout+linear `head`; with
     pooling=tokens the same head reads every position (token classification, as Hugging Face's
-    `*ForTokenClassification`: dropout + linear on the last hidden states).
+    `*ForTokenClassification`: dropout + linear on the last hidden states); with pooling=spans it
+    is the start/end head of extractive QA (C=2, as `*ForQuestionAnswering`'s `qa_outputs`).
     `task_name` names the head in `logits()` (None: whichever task is asked for)."""
 
     def __init__(self, backbone: nn.Module, num_labels: int, pooling: str = "pool_index",

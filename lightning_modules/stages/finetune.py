@@ -26,8 +26,10 @@ from lightning_modules.stages.finetune_module import FinetuneModule
 from lightning_modules.tasks.datamodule import TaskDataModule
 from lightning_modules.tasks.metrics import prediction_stats
 from lightning_modules.tasks.predictions import write_glue_submission, write_predictions
+from lightning_modules.tasks.span_answers import SpanWindows, best_spans, write_span_predictions
 from lightning_modules.tasks.spec import LoadedTask, load_task
 from lightning_modules.tasks.tagged_predictions import word_tags, write_tagged_predictions
+from lightning_modules.tasks.span_metrics import SPAN_METRIC_MODES
 from lightning_modules.tasks.token_metrics import TOKEN_METRIC_MODES
 from ptmlab.contracts import ConfigError
 from ptmlab.contracts.identity import config_hash
@@ -61,8 +63,9 @@ def build_finetune(cfg: DictConfig) -> FinetuneParts:
     adversarial = build_adversarial(cfg.get("defence"))
     if adversarial is not None:
         adversarial.check(adaptation)
-    # Token classification: the head reads every position (heads/pooling.py `tokens`), whatever stage.pooling says.
-    pooling = "tokens" if task.spec.is_token_level else str(stage.pooling)
+    # Token classification and span extraction: the head reads every position (heads/pooling.py
+    # `tokens`, `spans`), whatever stage.pooling says.
+    pooling = "tokens" if task.spec.is_token_level else "spans" if task.spec.is_span_level else str(stage.pooling)
     model = TaskModel(resolved.backbone, task.num_labels, pooling=pooling,
                       head_dropout=float(stage.head_dropout), scalar_mix=adaptation.uses_scalar_mix,
                       task_name=task.spec.name)
@@ -70,8 +73,11 @@ def build_finetune(cfg: DictConfig) -> FinetuneParts:
     datamodule = TaskDataModule(task, resolved.tokenizer, causal=bool(resolved.backbone.is_causal),
                                 batch_size=int(stage.batch_size), eval_batch_size=int(stage.eval_batch_size),
                                 seed=int(cfg.seed), group_by_length=bool(stage.get("group_by_length", False)),
-                                encoder=model.input_encoder(resolved.tokenizer, task.spec.max_length))
-    steps_per_epoch = math.ceil(len(task.train) / int(stage.batch_size))
+                                encoder=model.input_encoder(resolved.tokenizer, task.spec.max_length,
+                                                            doc_stride=task.spec.doc_stride))
+    # span extraction trains on windows, several per long context: an epoch is as many batches as they fill
+    rows = len(datamodule.encoded(task.data.train_split)) if task.spec.is_span_level else len(task.train)
+    steps_per_epoch = math.ceil(rows / int(stage.batch_size))
     total_steps = int(stage.max_steps) if stage.get("max_steps") else steps_per_epoch * int(stage.epochs)
     module = FinetuneModule(model, adaptation, task, cfg.optimizer, cfg.get("scheduler"), lr=float(stage.lr),
                             total_steps=total_steps, val_split_names=datamodule.split_names_val,
@@ -91,8 +97,14 @@ def write_prediction_files(run: StageRun, trainer, parts: FinetuneParts, write: 
         return stats
     pred_dir = run.run_dir / "predictions"
     for split_name, batches in zip(datamodule.split_names_predict, predictions):
-        preds = torch.cat(batches)
         split = task.data.splits[split_name]
+        if task.spec.is_span_level:  # one JSON line per question: id, predicted answer, gold answers
+            if write:
+                threshold = parts.module.last_metrics.get(task.spec.metric_key("no_answer_threshold", split_name))
+                write_span_predictions(pred_dir / f"{split_name}.{task.spec.name}.jsonl", split,
+                                       best_spans(task.spec, split, SpanWindows.cat(batches)), threshold)
+            continue
+        preds = torch.cat(batches)
         if task.spec.is_token_level:  # every split, scored or not, as the input's columns + the predicted tag
             if write:
                 write_tagged_predictions(pred_dir / f"{split_name}.{task.spec.name}.tsv", split,
@@ -154,6 +166,9 @@ def run_finetune(cfg: DictConfig) -> dict:
             "main_score": metrics.get(main_key),
             "prediction_stats": stats,
             **({"metric_modes": TOKEN_METRIC_MODES} if task.spec.is_token_level else {}),
+            # SQuAD EM/F1 on ptmlab's 0-1 scale; v2.0: the no-answer threshold chosen on dev (null: v1.1)
+            **({"metric_modes": SPAN_METRIC_MODES, "no_answer_threshold": metrics.get("no_answer_threshold")}
+               if task.spec.is_span_level else {}),
             **numbers,
             **delta,
             "task_model_dir": str(task_model_dir),

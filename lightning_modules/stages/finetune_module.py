@@ -13,6 +13,7 @@ from lightning_modules.heads.evaluation import prediction_scores, split_metrics,
 from lightning_modules.heads.task_model import TaskModel
 from lightning_modules.optim import build_optimizer, build_scheduler
 from lightning_modules.stages.pretrain_module import log_this_step, training_flops_per_token
+from lightning_modules.tasks.span_answers import SpanWindows
 from lightning_modules.tasks.tagged_predictions import first_subword_predictions
 
 
@@ -102,6 +103,10 @@ class FinetuneModule(pl.LightningModule):
         return first_subword_predictions(self.model(batch), batch, self.task.spec.max_length)
 
     def validation_step(self, batch, batch_idx, dataloader_idx: int = 0):
+        if self.task.spec.is_span_level:  # every window's logits; answers per question in split_metrics
+            self._outputs.setdefault(dataloader_idx, []).append(
+                SpanWindows.from_batch(self.model(batch), batch, self.task.spec.max_length))
+            return
         if self.task.spec.is_token_level:  # scored against the split's word-level gold (split_metrics)
             preds = self._token_predictions(batch)
             self._outputs.setdefault(dataloader_idx, []).append((preds, torch.zeros(len(preds))))
@@ -114,6 +119,9 @@ class FinetuneModule(pl.LightningModule):
         metrics: dict[str, float] = {}
         for idx, outputs in self._outputs.items():
             split = self.val_split_names[idx]
+            if self.task.spec.is_span_level:
+                metrics.update(split_metrics(self.task, split, SpanWindows.cat(outputs), None))
+                continue
             preds = torch.cat([p for p, _ in outputs])
             labels = torch.cat([y for _, y in outputs])
             metrics.update(split_metrics(self.task, split, preds, labels))
@@ -122,6 +130,8 @@ class FinetuneModule(pl.LightningModule):
         self.last_metrics = metrics
 
     def predict_step(self, batch, batch_idx, dataloader_idx: int = 0):
+        if self.task.spec.is_span_level:
+            return SpanWindows.from_batch(self.model(batch), batch, self.task.spec.max_length)
         if self.task.spec.is_token_level:
             return self._token_predictions(batch)
         logits = self.model(batch).detach().float()

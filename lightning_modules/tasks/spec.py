@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class TaskSpec:
     name: str
-    kind: str  # classification | regression | token_classification
+    kind: str  # classification | regression | token_classification | span_extraction
     labels: tuple[str, ...] | None  # raw file values in class-index order; None: regression/inferred
     metrics: tuple[str, ...]
     main_metric: str
@@ -33,6 +33,13 @@ class TaskSpec:
     max_length: int = 128
     # Prompt-based modes (tasks/templates.py): {"template": str, "verbalizer": {label: [words]}}
     prompt: dict | None = None
+    # Span extraction (tasks/span_encoding.py, tasks/span_answers.py): window overlap in sub-words, the
+    # longest answer in sub-words, start/end candidates per window, the v2.0 no-answer threshold
+    # (None: chosen on dev)
+    doc_stride: int = 128
+    max_answer_length: int = 30
+    n_best_size: int = 20
+    no_answer_threshold: float | None = None
 
     @property
     def is_regression(self) -> bool:
@@ -44,10 +51,17 @@ class TaskSpec:
         return self.kind == "token_classification"
 
     @property
+    def is_span_level(self) -> bool:
+        """A start and an end per answer (extractive QA): start/end logits per token, SQuAD metrics."""
+        return self.kind == "span_extraction"
+
+    @property
     def num_labels(self) -> int:
         """Output size of the head: 1 for regression, else the size of the label set."""
         if self.is_regression:
             return 1
+        if self.is_span_level:
+            return 2  # a start and an end logit per token
         if self.labels is None:
             raise ConfigError(f"task {self.name}: labels not known yet (inferred by load_task)")
         return len(self.labels)
@@ -91,6 +105,8 @@ class TaskSpec:
             submission_files=dict(c.get("submission_files") or {}),
             max_train_samples=c.get("max_train_samples"), max_eval_samples=c.get("max_eval_samples"),
             max_length=int(c.get("max_length") or 128), prompt=_prompt(c.get("prompt")),
+            **{k: c[k] for k in ("doc_stride", "max_answer_length", "n_best_size", "no_answer_threshold")
+               if c.get(k) is not None},
         )
 
 
@@ -147,7 +163,7 @@ def load_task(task_cfg: DictConfig) -> LoadedTask:
     data: TaskData = reader.read()
     for note in data.notes:
         log.warning(note)
-    if spec.kind != "regression" and spec.labels is None:
+    if spec.kind not in ("regression", "span_extraction") and spec.labels is None:
         labels = infer_tags(data.train) if spec.is_token_level else infer_labels(data.train)
         spec = dataclasses.replace(spec, labels=labels)
         declared = task_cfg.get("num_labels")
@@ -165,7 +181,8 @@ def load_task(task_cfg: DictConfig) -> LoadedTask:
             raise DataError(f"{split.source}: split '{name}' of task {spec.name} is empty{why}")
         if split.has_labels:
             label = _map_tags if spec.is_token_level else _map_label
-            examples = [label(spec, split, ex) for ex in examples]
+            if not spec.is_span_level:  # span answers are checked against their context by the reader
+                examples = [label(spec, split, ex) for ex in examples]
         splits[name] = dataclasses.replace(split, examples=examples)
     return LoadedTask(spec=spec, data=dataclasses.replace(data, splits=splits))
 

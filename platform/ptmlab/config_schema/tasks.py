@@ -61,7 +61,7 @@ class PromptNode(Node):
 class TaskNode(Node):
     name: Name
     display_name: Name | None = None
-    kind: Literal["classification", "regression", "token_classification"]
+    kind: Literal["classification", "regression", "token_classification", "span_extraction"]
     num_labels: PositiveInt | None = None
     labels: Annotated[Any, checked(_labels, "a list of label values")] = None
     label_names: list[str] | None = None
@@ -74,6 +74,11 @@ class TaskNode(Node):
     max_eval_samples: PositiveInt | None = None
     max_length: Annotated[int, in_range(4, what="an integer")] = 128
     prompt: PromptNode | None = None
+    # span extraction (lightning_modules/tasks/span_encoding.py, span_answers.py; task_checks checks the values)
+    doc_stride: NonNegativeInt | None = None
+    max_answer_length: PositiveInt | None = None
+    n_best_size: PositiveInt | None = None
+    no_answer_threshold: float | None = None
     data: TargetSlot
 
 
@@ -136,9 +141,17 @@ class ConlluTagReader(TargetNode):
     max_sentences: PositiveInt | None = None
 
 
+class SquadReader(TargetNode):
+    """SQuAD v1.1 / v2.0 JSON (lightning_modules/data/squad_json.py)."""
+
+    train: Name
+    dev: Name
+
+
 READERS = {
     "lightning_modules.data.conll_columns.ConllReader": ConllReader,
     "lightning_modules.data.conllu_tags.ConlluTagReader": ConlluTagReader,
+    "lightning_modules.data.squad_json.SquadReader": SquadReader,
     "lightning_modules.data.glue.GlueReader": GlueReader,
     "lightning_modules.data.senteval.SentEvalReader": SentEvalReader,
     "lightning_modules.data.tabular.TabularReader": TabularReader,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ptmlab.contracts.errors import ConfigError
 
-TASK_KINDS = ("classification", "regression", "token_classification")
+TASK_KINDS = ("classification", "regression", "token_classification", "span_extraction")
 # Metric names (Hugging Face `evaluate` glue names) -> the task kind they apply to.
 METRIC_KINDS = {
     "accuracy": "classification", "f1": "classification", "macro_f1": "classification",
@@ -26,9 +26,15 @@ METRIC_KINDS = {
     # (lightning_modules/tasks/token_metrics.py); token_accuracy for tagging (UPOS).
     **{f"entity_{m}{mode}": "token_classification" for m in ("f1", "precision", "recall") for mode in ("", "_strict")},
     "token_accuracy": "token_classification",
+    # the official SQuAD scripts' EM and token F1 (lightning_modules/tasks/span_metrics.py); f1 below
+    "exact_match": "span_extraction",
 }
 # Readers that return one tag per word (lightning_modules/data/): the token kind reads only these.
 TOKEN_READERS = ("lightning_modules.data.conll_columns.ConllReader", "lightning_modules.data.conllu_tags.ConlluTagReader")
+# The SQuAD JSON reader: the span kind reads only it (questions, contexts, answers as character spans).
+SPAN_READERS = ("lightning_modules.data.squad_json.SquadReader",)
+# A metric name more than one kind reports: f1 is a class F1 and SQuAD's token F1.
+SHARED_METRICS = {"f1": ("classification", "span_extraction")}
 REQUIRED_KEYS = ("name", "kind", "metrics", "main_metric", "data")
 TASK_NAME = re.compile(r"[A-Za-z0-9_\-]+(/[A-Za-z0-9_\-]+)*")  # conf/task/<name>.yaml, e.g. glue/sst2
 
@@ -45,13 +51,18 @@ def check_task_node(task: DictConfig, key: str = "task") -> None:
         wants = "a word-tagging reader (" + ", ".join(TOKEN_READERS) + ")" if kind == "token_classification" \
             else "a sentence reader, not a word-tagging one"
         raise ConfigError(f"{key}.kind={kind} needs {wants}; {key}.data._target_={reader}")
+    if reader is not None and (kind == "span_extraction") != (str(reader) in SPAN_READERS):
+        wants = "the SQuAD reader " + SPAN_READERS[0] if kind == "span_extraction" else "a reader other than the SQuAD one"
+        raise ConfigError(f"{key}.kind={kind} needs {wants}; {key}.data._target_={reader}")
+    if kind == "span_extraction":
+        _check_spans(task, key)
     metrics = [str(m) for m in task.metrics] if isinstance(task.metrics, ListConfig) else [str(task.metrics)]
     if not metrics:
         raise ConfigError(f"{key}.metrics is empty")
     for m in metrics:
         if m not in METRIC_KINDS:
             raise ConfigError(f"{key}.metrics: unknown metric '{m}'; valid: {', '.join(METRIC_KINDS)}")
-        if METRIC_KINDS[m] != kind:
+        if METRIC_KINDS[m] != kind and kind not in SHARED_METRICS.get(m, ()):
             raise ConfigError(f"{key}.metrics={m} is a {METRIC_KINDS[m]} metric but {key}.kind={kind}")
     if str(task.main_metric) not in metrics:
         raise ConfigError(f"{key}.main_metric={task.main_metric} is not one of {key}.metrics ({', '.join(metrics)})")
@@ -160,8 +171,8 @@ def multitask_task_nodes(cfg: DictConfig) -> dict[str, DictConfig]:
         node = task_config(str(name), cfg)
         if str(node.name) in nodes:
             raise ConfigError(f"stage.tasks: two tasks are named '{node.name}' ({name})")
-        if str(node.get("kind")) == "token_classification":  # the multi-task model pools one vector per sequence
-            raise ConfigError(f"stage.tasks: {name} is a token_classification task; stage=multitask takes "
+        if str(node.get("kind")) in ("token_classification", "span_extraction"):  # the multi-task model pools one vector per sequence
+            raise ConfigError(f"stage.tasks: {name} is a {node.kind} task; stage=multitask takes "
                               f"sentence-level tasks only (fine-tune it with stage=finetune)")
         nodes[str(node.name)] = node
     unknown = set(cfg.stage.get("task_overrides") or {}) - set(nodes)
@@ -178,6 +189,18 @@ def check_multitask(cfg: DictConfig) -> None:
         return
     for name, node in multitask_task_nodes(cfg).items():
         check_task_node(node, key=f"stage.tasks[{name}]")
+
+
+def _check_spans(task: DictConfig, key: str) -> None:
+    """Windows that overlap less than they are long, positive answer lengths and candidate counts."""
+    for k in ("max_answer_length", "n_best_size"):
+        v = task.get(k)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+            raise ConfigError(f"{key}.{k}={v} must be a positive integer")
+    stride, length = task.get("doc_stride"), task.get("max_length")
+    if stride is not None and (not isinstance(stride, int) or stride < 0 or (isinstance(length, int) and stride >= length)):
+        raise ConfigError(f"{key}.doc_stride={stride} must be an integer >= 0 and below {key}.max_length={length} "
+                          "(the overlap of consecutive windows)")
 
 
 def _literal(node: DictConfig, key: str):
