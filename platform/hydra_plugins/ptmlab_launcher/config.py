@@ -3,7 +3,7 @@
 `hydra/sweeper=ptmlab_optuna` (a `-m` with a search space becomes a ptmlab study)."""
 
 from dataclasses import dataclass, field
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 
@@ -51,7 +51,11 @@ class PtmlabOptunaSweeperConf:
     _target_: str = "hydra_plugins.ptmlab_launcher.ptmlab_optuna_sweeper.PtmlabOptunaSweeper"
     objective: Optional[str] = None  # required: a metric the stage reports at each validation
     direction: Optional[str] = None  # maximize | minimize
-    sampler: Optional[str] = None  # tpe | random | grid | cmaes
+    # a multi-objective study instead: summary fields and one direction each, e.g.
+    # hydra.sweeper.objectives=[score,size_bytes] hydra.sweeper.directions=[maximize,minimize]
+    objectives: Optional[List[str]] = None
+    directions: Optional[List[str]] = None
+    sampler: Optional[str] = None  # tpe | random | grid | cmaes | nsga2
     pruner: Optional[str] = None  # none | asha | hyperband | median
     min_resource: Optional[int] = None
     reduction_factor: Optional[int] = None

@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 
-SPEC_FIELDS = ("name", "objective", "direction", "sampler", "pruner", "min_resource", "reduction_factor", "n_trials",
+SPEC_FIELDS = ("name", "objective", "direction", "objectives", "directions", "sampler", "pruner", "min_resource", "reduction_factor", "n_trials",
                "n_parallel", "max_wall_s", "max_steps", "seed", "queue", "priority", "gpus", "timeout_s")
 
 
@@ -64,6 +64,7 @@ class PtmlabOptunaSweeper(Sweeper):
         from ptmlab.studies import StudySpec
 
         fields = {k: self.options[k] for k in SPEC_FIELDS if self.options.get(k) is not None}
+        fields = {k: OmegaConf.to_container(v) if OmegaConf.is_config(v) else v for k, v in fields.items()}
         try:
             return StudySpec(stage=stage, overrides=overrides, **fields)
         except ValidationError as exc:

@@ -390,6 +390,8 @@ class StudyTrialOut(BaseModel):
     state: str  # running | complete | pruned | fail | withdrawn (stopped by a budget or a stop)
     params: dict[str, Any]
     value: float | None
+    values: list[float] | None = None  # a multi-objective study's: one per objective
+    pareto: bool = False  # on a multi-objective study's Pareto front (Optuna's best_trials)
     intermediate: dict[str, float]  # validation number -> objective
     steps: int  # training steps the trial's job reached
     job_id: int | None
@@ -407,6 +409,7 @@ class StudyOut(BaseModel):
     finished_at: str | None
     trials: list[StudyTrialOut] = []
     best: StudyTrialOut | None = None
+    pareto: list[int] = []  # a multi-objective study's Pareto-optimal trial numbers
     counts: dict[str, int] = {}
     steps_total: int = 0
 

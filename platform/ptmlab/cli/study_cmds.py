@@ -3,7 +3,8 @@
 Like the queue commands they talk to the platform database directly (PTMLAB_DATABASE_URL), so a
 study is created, watched and stopped with or without the API running. Bad input (an empty
 search space, `interval(1,0)`, an objective the stage never reports, a pruner on a stage without
-intermediate values) is one line on stderr, exit 2, nothing queued.
+intermediate values) is one line on stderr, exit 2, nothing queued. A multi-objective study takes
+`--objectives score,size_bytes --directions maximize,minimize` (fields of the stage's summary).
 
     ptmlab study create --stage finetune --objective val/sentiment/accuracy --pruner asha \\
         --n-trials 16 --n-parallel 2 task=demo/sentiment 'stage.lr=tag(log,interval(1e-4,1e-2))' \\
@@ -37,6 +38,9 @@ def spec_from_args(args: argparse.Namespace):
     fields = {k: getattr(args, k) for k in (
         "name", "stage", "objective", "direction", "sampler", "pruner", "min_resource", "reduction_factor",
         "n_trials", "n_parallel", "max_wall_s", "max_steps", "seed", "queue", "priority", "gpus", "timeout_s")}
+    for key in ("objectives", "directions"):  # comma-separated on the command line
+        value = getattr(args, key)
+        fields[key] = [v.strip() for v in value.split(",") if v.strip()] if value is not None else None
     try:
         return StudySpec(**{k: v for k, v in fields.items() if v is not None}, overrides=list(args.overrides))
     except ValidationError as exc:
@@ -62,17 +66,26 @@ def _cmd_create(args: argparse.Namespace) -> int:
 def _print_status(status: dict) -> None:
     spec = status["spec"]
     print(f"study {status['id']} {status['name'] or ''}: {status['status']}"
-          f"{' (' + status['stop_reason'] + ')' if status['stop_reason'] else ''}; {spec['objective']} "
-          f"({spec['direction']}), sampler {spec['sampler']}, pruner {spec['pruner']}; "
+          f"{' (' + status['stop_reason'] + ')' if status['stop_reason'] else ''}; {_objectives(spec)}, sampler {spec['sampler']}, pruner {spec['pruner']}; "
           f"{status['steps_total']} training steps in all")
     print(f"{'trial':>5}  {'state':<9} {'job':>5} {'steps':>6} {'value':>10}  params")
     for t in status["trials"]:
         value = "" if t["value"] is None else f"{t['value']:.4g}"
+        if t.get("values"):  # a multi-objective study's: * on the Pareto front
+            value = "/".join(f"{v:.4g}" for v in t["values"]) + (" *" if t.get("pareto") else "")
         params = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in t["params"].items())
         print(f"{t['number']:>5}  {t['state']:<9} {t['job_id'] or '':>5} {t['steps']:>6} {value:>10}  {params}")
     if status["best"]:
         b = status["best"]
         print(f"best: trial {b['number']} (job {b['job_id']}) {spec['objective']}={b['value']:.4g}")
+    if status.get("pareto"):
+        print(f"Pareto front (*): trials {', '.join(map(str, status['pareto']))}")
+
+
+def _objectives(spec: dict) -> str:
+    if spec.get("objectives"):
+        return ", ".join(f"{o} ({d})" for o, d in zip(spec["objectives"], spec.get("directions") or [], strict=False))
+    return f"{spec['objective']} ({spec['direction']})"
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
@@ -92,7 +105,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
     with _session(args) as s:
         rows = s.scalars(sa.select(Study).order_by(Study.created_at.desc())).all()
     for study in rows:
-        print(f"{study.id}  {study.status:<8} {study.spec.get('stage')}  {study.spec.get('objective')}  {study.name or ''}")
+        print(f"{study.id}  {study.status:<8} {study.spec.get('stage')}  "
+              f"{study.spec.get('objective') or ','.join(study.spec.get('objectives') or [])}  {study.name or ''}")
     return 0
 
 
@@ -121,9 +135,11 @@ def register(sub) -> None:
     create.add_argument("overrides", nargs="*", help="Hydra overrides; interval(a,b)/choice(...)/range(...) are searched")
     create.add_argument("--name")
     create.add_argument("--stage", required=True)
-    create.add_argument("--objective", required=True, help="a metric reported at each validation")
+    create.add_argument("--objective", help="a metric reported at each validation")
     create.add_argument("--direction", choices=("maximize", "minimize"))
-    create.add_argument("--sampler", choices=("tpe", "random", "grid", "cmaes"))
+    create.add_argument("--objectives", help="several summary fields, comma-separated (a multi-objective study)")
+    create.add_argument("--directions", help="one per objective, comma-separated: maximize,minimize")
+    create.add_argument("--sampler", choices=("tpe", "random", "grid", "cmaes", "nsga2"))
     create.add_argument("--pruner", choices=("none", "asha", "hyperband", "median"))
     create.add_argument("--min-resource", dest="min_resource", type=int)
     create.add_argument("--reduction-factor", dest="reduction_factor", type=int)

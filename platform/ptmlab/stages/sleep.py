@@ -109,6 +109,10 @@ def run_sleep(cfg: DictConfig) -> dict:
         "job_id": Settings().job_id,
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
     }
+    size_bytes = OmegaConf.select(cfg, "stage.size_bytes", default=None)
+    if size_bytes is not None:  # a made-up compressed model: its score and its size (study tests)
+        summary["score"] = float(OmegaConf.select(cfg, "stage.quality", default=0.5))
+        summary["size_bytes"] = int(size_bytes)
     if bool(OmegaConf.select(cfg, "stage.break_summary", default=False)):
         summary["seconds"] = "not a number"
     _write_json(run_dir / "summary.json", summary)

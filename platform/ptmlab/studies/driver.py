@@ -9,8 +9,9 @@ and however often, each trial is told once:
 2. each new validation in a running trial's progress becomes an intermediate value (step = the
    validation's number), and the pruner judges it; a trial it prunes has its job stopped through
    the queue's cancel path, ending `pruned` with its partial curve kept;
-3. a trial whose job ended is told: succeeded → its last objective value, pruned → PRUNED,
-   failed or cancelled → FAIL;
+3. a trial whose job ended is told: succeeded → its last objective value (a multi-objective
+   study: each objective read from the job's stored summary), pruned → PRUNED, failed or
+   cancelled → FAIL;
 4. the budget (trials, wall-clock, total training steps): the first one reached stops the asking,
    withdraws queued trials and stops running ones;
 5. new trials are asked until `n_parallel` are in flight, each queued as a job tagged with the
@@ -31,10 +32,10 @@ from optuna.trial import TrialState
 from sqlalchemy.orm import Session
 
 from ptmlab.db.models import short_id
-from ptmlab.db import CANCELLED, FAILED, PRUNED, QUEUED, RUNNING, SUCCEEDED, Job, Study, utcnow
+from ptmlab.db import CANCELLED, FAILED, PRUNED, QUEUED, RUNNING, SUCCEEDED, Job, Result, Study, utcnow
 from ptmlab.errors import ConflictError, NotFoundError
 from ptmlab.queue import submit_job
-from ptmlab.studies.objective import final_value, is_last_step, objective_points, steps_trained
+from ptmlab.studies.objective import final_value, is_last_step, objective_points, steps_trained, summary_value
 from ptmlab.studies.plan import StudyPlan, replan
 from ptmlab.studies.storage import make_pruner, make_sampler, optuna_storage
 
@@ -52,7 +53,10 @@ def create_study(session: Session, plan: StudyPlan, *, url: str, driver_id: str 
                   status=STUDY_RUNNING)
     session.add(study)
     session.commit()  # Optuna writes through its own connections: never while we hold SQLite's lock
-    optuna.create_study(storage=optuna_storage(url), study_name=study.optuna_name, direction=spec.direction)
+    if spec.multi_objective:
+        optuna.create_study(storage=optuna_storage(url), study_name=study.optuna_name, directions=spec.directions)
+    else:
+        optuna.create_study(storage=optuna_storage(url), study_name=study.optuna_name, direction=spec.direction)
     advance_study(session, study.id, url=url, driver_id=driver_id)
     return study
 
@@ -121,9 +125,10 @@ def _advance(session: Session, study: Study, url: str, stopped: set[int]) -> Non
         if job is None:
             jobs[trial.number] = _submit_trial(session, study, plan, trial, storage)
             continue
-        _report(session, ostudy, trial, job, plan, stopped)
+        if not plan.spec.multi_objective:  # its objectives come at the end, from the summary
+            _report(session, ostudy, trial, job, plan, stopped)
         if job.status in (SUCCEEDED, FAILED, CANCELLED, PRUNED):
-            _tell(ostudy, trial, job, plan)
+            _tell(session, ostudy, trial, job, plan)
     session.commit()
 
     reason = _budget_reached(study, plan, ostudy, jobs)
@@ -197,11 +202,18 @@ def _prune_job(session: Session, job: Job, stopped: set[int], reason: str) -> No
     log.info("job %d: %s", job.id, reason)
 
 
-def _tell(ostudy: optuna.Study, trial: optuna.trial.FrozenTrial, job: Job, plan: StudyPlan) -> None:
+def _tell(session: Session, ostudy: optuna.Study, trial: optuna.trial.FrozenTrial, job: Job, plan: StudyPlan) -> None:
     storage = ostudy._storage
     storage.set_trial_user_attr(trial._trial_id, "steps", steps_trained(job.progress))
     storage.set_trial_user_attr(trial._trial_id, "job_status", job.status)
-    if job.status == SUCCEEDED:
+    if job.status == SUCCEEDED and plan.spec.multi_objective:
+        values = _summary_values(session, job, plan.spec.objective_names)
+        missing = [name for name, v in zip(plan.spec.objective_names, values, strict=True) if v is None]
+        if not missing:
+            ostudy.tell(trial.number, values)
+            return
+        storage.set_trial_user_attr(trial._trial_id, "error", f"job {job.id}'s summary has no {', '.join(missing)}")
+    elif job.status == SUCCEEDED:
         value = final_value(job.progress, plan.spec.objective)
         if value is not None:
             ostudy.tell(trial.number, value)
@@ -211,6 +223,13 @@ def _tell(ostudy: optuna.Study, trial: optuna.trial.FrozenTrial, job: Job, plan:
         ostudy.tell(trial.number, state=TrialState.PRUNED)
         return
     ostudy.tell(trial.number, state=TrialState.FAIL)
+
+
+def _summary_values(session: Session, job: Job, names: list[str]) -> list[float | None]:
+    """The objectives from the job's stored summary (the worker stores it as the job succeeds)."""
+    summary = session.scalar(sa.select(Result.summary).where(Result.job_id == job.id).order_by(Result.id.desc()).limit(1))
+    session.commit()
+    return [summary_value(summary, name) for name in names]
 
 
 def _withdraw(session: Session, storage, trial: optuna.trial.FrozenTrial, job: Job | None, reason: str,

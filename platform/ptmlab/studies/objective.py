@@ -1,12 +1,20 @@
 """Which metrics a trial's stage reports at each validation (the names the worker finds in its
 progress.json history), so a study whose objective no stage reports, or whose pruner has no
-intermediate values to judge, is refused before anything is queued."""
+intermediate values to judge, is refused before anything is queued.
+
+A multi-objective study reads its objectives from the trial job's stored summary instead (the
+`results` row, ptmlab.contracts.summaries): compression has no validation curve, and its cost
+(size, latency) is known only at the end. Its objectives are the summary model's number fields
+(`score`, `latency_ms`, `size_bytes`, ... of CompressSummary) and `metrics.<name>` for a metric
+the stage records in `metrics`."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ptmlab.errors import ConfigError
+
+NUMBER_TYPES = (int, float)
 
 
 def validation_metrics(cfg: Any) -> set[str]:
@@ -56,3 +64,53 @@ def final_value(progress: dict[str, Any] | None, objective: str) -> float | None
 def steps_trained(progress: dict[str, Any] | None) -> int:
     step = (progress or {}).get("step")
     return int(step) if isinstance(step, int | float) else 0
+
+
+# -- objectives read from the summary (multi-objective studies) ---------------------------------
+def summary_objectives(cfg: Any) -> set[str]:
+    """The names a multi-objective study of `cfg`'s stage may optimise: the number fields of the
+    stage's summary model, and `metrics.<name>` for the metrics a fine-tune records."""
+    import types
+    import typing
+
+    from ptmlab.contracts.summaries import SUMMARY_BY_KIND
+
+    stage = str(cfg.stage.name)
+    model = SUMMARY_BY_KIND.get(stage)
+    if model is None:
+        return set()
+    names = set()
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        members = typing.get_args(annotation) if isinstance(annotation, types.UnionType) or \
+            typing.get_origin(annotation) is typing.Union else (annotation,)
+        if name not in ("seed",) and any(m in NUMBER_TYPES for m in members) and bool not in members:
+            names.add(name)
+    if stage in ("finetune", "multitask") and cfg.get("task") is not None:
+        names |= {f"metrics.{m}" for m in validation_metrics(cfg)}
+    return names
+
+
+def check_summary_objectives(cfg: Any, objectives: list[str], pruner: str) -> None:
+    stage = str(cfg.stage.name)
+    if pruner != "none":
+        raise ConfigError(f"pruner={pruner}: a multi-objective study cannot prune (Optuna's pruners judge one "
+                          f"objective); use pruner=none")
+    known = summary_objectives(cfg)
+    for name in objectives:
+        if name not in known:
+            raise ConfigError(f"objective {name!r}: the stage={stage} summary has no such number "
+                              f"(it has: {', '.join(sorted(known)) or 'none'})")
+
+
+def summary_value(summary: dict[str, Any] | None, name: str) -> float | None:
+    """`name` (a field, or `metrics.<metric>`) in a stored summary; None when missing or not a
+    finite number."""
+    node: Any = summary or {}
+    head, _, rest = name.partition(".")
+    node = node.get(head) if isinstance(node, dict) else None
+    if rest:
+        node = node.get(rest) if isinstance(node, dict) else None
+    if isinstance(node, bool) or not isinstance(node, int | float) or node != node or node in (float("inf"), float("-inf")):
+        return None
+    return float(node)

@@ -1,6 +1,6 @@
 """What a study asks for (stored as `ptmlab_studies.spec`): the trials' stage and overrides, the
-search space, the objective, the sampler, the pruner, the budget and how many trials run at once.
-One model for the API body, the CLI and the Hydra sweeper."""
+search space, the objective (or several: a multi-objective study), the sampler, the pruner, the
+budget and how many trials run at once. One model for the API body, the CLI and the Hydra sweeper."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SAMPLERS = ("tpe", "random", "grid", "cmaes")
+SAMPLERS = ("tpe", "random", "grid", "cmaes", "nsga2")
 PRUNERS = ("none", "asha", "hyperband", "median")
 
 
@@ -19,9 +19,15 @@ class StudySpec(BaseModel):
     stage: str = Field(max_length=100)
     # Hydra overrides as for `-m`: those with interval/choice/range are the search space.
     overrides: list[str] = Field(max_length=200)
-    objective: str = Field(max_length=200, description="a metric the stage reports at each validation, e.g. val/sentiment/accuracy")
+    objective: str | None = Field(None, max_length=200,
+                                  description="a metric the stage reports at each validation, e.g. val/sentiment/accuracy")
     direction: Literal["maximize", "minimize"] = "maximize"
-    sampler: Literal["tpe", "random", "grid", "cmaes"] = "tpe"
+    # A multi-objective study instead (plan.py refuses both, or lengths that differ): fields of the
+    # stage's summary read when a trial's job ends, e.g. score and latency_ms of stage=compress.
+    objectives: list[str] | None = Field(None, min_length=2, max_length=8,
+                                         description="several summary fields, e.g. [score, size_bytes]")
+    directions: list[Literal["maximize", "minimize"]] | None = Field(None, max_length=8)
+    sampler: Literal["tpe", "random", "grid", "cmaes", "nsga2"] = "tpe"
     pruner: Literal["none", "asha", "hyperband", "median"] = "none"
     # The pruner's resource is the validation count (1, 2, ...): trials with different batch sizes
     # validate at different steps, but each validation is one epoch of data for all of them.
@@ -37,3 +43,15 @@ class StudySpec(BaseModel):
     priority: int = 0
     gpus: int = Field(0, ge=0)
     timeout_s: float | None = Field(None, gt=0)
+
+    @property
+    def multi_objective(self) -> bool:
+        return self.objectives is not None
+
+    @property
+    def objective_names(self) -> list[str]:
+        return list(self.objectives) if self.objectives is not None else [self.objective or ""]
+
+    @property
+    def direction_list(self) -> list[str]:
+        return list(self.directions or []) if self.objectives is not None else [self.direction]

@@ -54,6 +54,10 @@ def make_sampler(spec: StudySpec, space: dict[str, BaseDistribution], asked: int
         return optuna.samplers.RandomSampler(seed=seed)
     if spec.sampler == "grid":
         return optuna.samplers.GridSampler(grid_of(space), seed=spec.seed)
+    if spec.sampler == "nsga2":
+        # Its generations live in the trials' system attributes, so a rebuilt sampler carries on.
+        # A generation of half the trial budget (2 to 50, Optuna's default): a small study still breeds.
+        return optuna.samplers.NSGAIISampler(seed=seed, population_size=max(2, min(50, spec.n_trials // 2)))
     if spec.sampler == "cmaes":
         try:
             import cmaes  # noqa: F401
