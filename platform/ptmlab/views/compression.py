@@ -4,7 +4,12 @@ front per x axis, the uncompressed source as reference, retention relative to th
 Rows are compress results (`ptmlab.contracts.summaries.CompressSummary`): each carries its
 source measured beside it (source_* fields), which becomes the reference point; the latency is
 the summary's headline one (`headline_latency`, batch 32 on one thread when measured) and the
-measurement settings travel with every point (a latency without its settings is not a result)."""
+measurement settings travel with every point (a latency without its settings is not a result).
+
+With `study_id`, the compress results of one multi-objective study's trials (issue 26 item 5):
+each point carries its trial number and whether the trial is on the study's Pareto front
+(Optuna's `best_trials` over the study's own objectives), and `study` names the objectives and
+the Pareto trials with their jobs."""
 
 from __future__ import annotations
 
@@ -126,9 +131,40 @@ def _point(row, s: dict) -> dict[str, Any]:
 
 
 def compression_view(session: Session, *, task: str | None = None, sweep_id: str | None = None,
-                     tags: dict[str, str] | None = None) -> dict[str, Any]:
+                     tags: dict[str, str] | None = None, study_id: str | None = None) -> dict[str, Any]:
+    if study_id is not None:
+        # Its trials' results carry the study's id as a tag (a job's tags travel to its results row).
+        tags = {**(tags or {}), "study_id": study_id}
+        front = study_front(session, study_id)  # NotFoundError first; never cached: trials are told later
     key = ("compression", task, sweep_id, tuple(sorted((tags or {}).items())))
-    return cached_view(session, KIND, key, lambda: _compression(session, task, sweep_id, tags))
+    view = cached_view(session, KIND, key, lambda: _compression(session, task, sweep_id, tags))
+    return view if study_id is None else _with_study(view, front)
+
+
+def study_front(session: Session, study_id: str) -> dict[str, Any]:
+    """A study's objectives and its Pareto-optimal trials (number, job, values)."""
+    from ptmlab.studies import study_status
+
+    status = study_status(session, study_id, url=session.get_bind().url.render_as_string(hide_password=False))
+    spec = status["spec"]
+    trials = status["trials"]
+    return {
+        "id": status["id"], "name": status["name"], "status": status["status"], "stage": spec.get("stage"),
+        "objectives": spec.get("objectives") or [spec.get("objective")],
+        "directions": spec.get("directions") or [spec.get("direction", "maximize")],
+        "trials": {t["job_id"]: t["number"] for t in trials if t["job_id"] is not None},
+        "pareto_trials": [{"number": t["number"], "job_id": t["job_id"], "values": t.get("values")}
+                          for t in trials if t.get("pareto")],
+    }
+
+
+def _with_study(view: dict[str, Any], front: dict[str, Any]) -> dict[str, Any]:
+    """The cached view with the study's marks on new point dicts (the cached ones stay as they are)."""
+    on_front = {t["job_id"] for t in front["pareto_trials"]}
+    points = [{**p, "trial": front["trials"].get(p["job_id"]), "study_pareto": p["job_id"] in on_front}
+              for p in view["points"]]
+    study = {k: v for k, v in front.items() if k != "trials"}
+    return {**view, "points": points, "study": study, "filters": {**view["filters"], "study": front["id"]}}
 
 
 def _compression(session: Session, task: str | None, sweep_id: str | None, tags: dict[str, str] | None) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """The studies pages: the list (each study's trials by state and its best) and one study's page
 (trials table, optimisation history, parameters against the objective, Optuna's parameter
-importances, every trial's intermediate curve). Read from the platform database and Optuna's
-tables in it (ptmlab.studies.study_status); nothing heavier than Optuna is imported.
+importances, every trial's intermediate curve; a multi-objective study's Pareto front instead of
+the history and the curves). Read from the platform database and Optuna's tables in it
+(ptmlab.studies.study_status); nothing heavier than Optuna is imported.
 
     studies_list_view(session, *, url, limit, offset) -> (items, total)
     study_view(session, study_id, *, url) -> dict       NotFoundError for an unknown id
@@ -38,7 +39,7 @@ def studies_list_view(session: Session, *, url: str, limit: int = 50, offset: in
         items.append({
             "id": status["id"], "name": status["name"], "status": status["status"],
             "stop_reason": status["stop_reason"], "created_at": status["created_at"],
-            "stage": spec.get("stage"), "objective": spec.get("objective"),
+            "stage": spec.get("stage"), "objective": spec.get("objective") or " · ".join(spec.get("objectives") or []),
             "direction": spec.get("direction", "maximize"), "sampler": spec.get("sampler"),
             "pruner": spec.get("pruner"), "n_trials": spec.get("n_trials"),
             "trials": len(status["trials"]), "counts": status["counts"], "steps_total": status["steps_total"],
@@ -51,19 +52,24 @@ def study_view(session: Session, study_id: str, *, url: str) -> dict[str, Any]:
     status = study_status(session, study_id, url=url)
     spec = status["spec"]
     maximize = spec.get("direction", "maximize") == "maximize"
+    objectives = spec.get("objectives")
     params = _params(spec)
     trials = [{**t, "value": number(t["value"]),
+               "values": [number(v) for v in t["values"]] if t.get("values") else None,
                "intermediate": [{"validation": int(k), "value": number(v)} for k, v in t["intermediate"].items()]}
               for t in status["trials"]]
-    complete = [t for t in trials if t["state"] == "complete" and t["value"] is not None]
-    importances, why_not = _importances(session, study_id, url, complete)
+    complete = [t for t in trials if t["state"] == "complete"
+                and (t["values"] is not None if objectives else t["value"] is not None)]
+    importances, why_not = _importances(session, study_id, url, complete, objectives)
     return {
+        # a multi-objective study: its objectives, their directions, its Pareto-optimal trials
+        "objectives": objectives, "directions": spec.get("directions"), "pareto": status["pareto"],
         "study": {k: status[k] for k in ("id", "name", "spec", "status", "stop_reason", "created_at", "started_at",
                                          "finished_at", "counts", "steps_total")},
         "objective": spec.get("objective"), "direction": "maximize" if maximize else "minimize",
         "params": params, "trials": trials,
         "best": status["best"]["number"] if status["best"] else None,
-        "history": _history(complete, maximize),
+        "history": [] if objectives else _history(complete, maximize),
         "importances": importances, "importances_note": why_not,
     }
 
@@ -90,21 +96,27 @@ def _history(complete: list[dict], maximize: bool) -> list[dict[str, Any]]:
     return out
 
 
-def _importances(session: Session, study_id: str, url: str, complete: list[dict]) -> tuple[dict | None, str | None]:
+def _importances(session: Session, study_id: str, url: str, complete: list[dict],
+                 objectives: list[str] | None = None) -> tuple[dict | None, str | None]:
     if len(complete) < MIN_TRIALS_FOR_IMPORTANCES:
         return None, (f"parameter importances need at least {MIN_TRIALS_FOR_IMPORTANCES} complete trials "
                       f"({len(complete)} so far)")
     optuna_name = get_study(session, study_id).optuna_name
     session.commit()
-    key = tuple((t["number"], t["value"]) for t in complete)  # a new complete trial is a new answer
+    # a new complete trial is a new answer
+    key = tuple((t["number"], t["value"], tuple(t.get("values") or ())) for t in complete)
     try:
-        return _cached_importances(url, optuna_name, key)
+        values, caveat = _cached_importances(url, optuna_name, key, bool(objectives))
+        if objectives:  # Optuna's importances judge one target: the first objective's
+            caveat = " ".join(filter(None, [f"Importances for {objectives[0]}, the first objective.", caveat]))
+        return values, caveat
     except Exception as exc:  # noqa: BLE001 - Optuna's evaluators raise what they raise; the page says why
         return None, f"Optuna could not compute parameter importances: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
 
 
 @functools.lru_cache(maxsize=64)
-def _cached_importances(url: str, optuna_name: str, complete_key: tuple) -> tuple[dict, str | None]:
+def _cached_importances(url: str, optuna_name: str, complete_key: tuple, first_objective: bool = False
+                        ) -> tuple[dict, str | None]:
     """Optuna's importances (its default evaluator) and the caveat it warned of, if any. Cached by
     the complete trials: a running study's page asks every few seconds, the answer changes only
     when a trial completes."""
@@ -113,6 +125,7 @@ def _cached_importances(url: str, optuna_name: str, complete_key: tuple) -> tupl
     study = optuna.load_study(study_name=optuna_name, storage=optuna_storage(url))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        values = optuna.importance.get_param_importances(study)
+        values = optuna.importance.get_param_importances(
+            study, target=(lambda t: t.values[0]) if first_objective else None)
     caveats = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
     return {k: float(v) for k, v in values.items()}, (" ".join(caveats) or None)

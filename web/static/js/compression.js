@@ -1,4 +1,5 @@
-// Compression trade-offs: score vs params / size / latency, a colour per method, the Pareto front.
+// Compression trade-offs: score vs params / size / latency, a colour per method, the Pareto front;
+// with ?study=<id>, one multi-objective study's trials and its own Pareto front (◆, linked to their jobs).
 import { PALETTE, api, el, flash, fmt, human, query, setQuery } from "/static/js/api.js";
 
 const form = document.getElementById("comp-filters");
@@ -24,7 +25,8 @@ function hover(p, axisLabel, axis) {
     (p.speedup ? `<br>speed-up ${p.speedup.toFixed(2)}×` : "") +
     (p.control_score !== null && p.control_score !== undefined ? `<br>control (same training, uncompressed) ${p.control_score}` : "") +
     (settings(p.changed) ? `<br>${settings(p.changed)}` : "") + (p.measured ? `<br>measured: ${p.measured}` : "") +
-    (p.id ? `<br>result #${p.id}` : "");
+    (p.id ? `<br>result #${p.id}` : "") + (p.trial !== undefined && p.trial !== null ? `<br>study trial ${p.trial}` +
+      (p.study_pareto ? " (on the study's Pareto front)" : "") : "");
 }
 
 function draw() {
@@ -48,6 +50,15 @@ function draw() {
     line: { color: "#222", width: 1.5, dash: "dot", shape: "hv" },
     marker: { size: 15, color: "rgba(0,0,0,0)", line: { color: "#222", width: 2 } },
   });
+  if (data.study) {
+    const mine = points.filter((p) => p.study_pareto);
+    traces.push({
+      type: "scatter", mode: "markers", name: `study ${data.study.name || data.study.id}: Pareto front (${data.study.objectives.join(", ")})`,
+      x: mine.map((p) => p[axis]), y: mine.map((p) => p.score), customdata: mine.map((p) => p.id),
+      text: mine.map((p) => hover(p, axisLabel, axis)), hoverinfo: "text",
+      marker: { symbol: "diamond-open", size: 17, color: "#cf222e", line: { color: "#cf222e", width: 2 } },
+    });
+  }
   const refs = data.references.filter((r) => r[axis] !== null && r.score !== null);
   if (refs.length) {
     traces.push({
@@ -80,16 +91,33 @@ function table() {
       el("td", { class: "num" }, fmt(p.latency_ms, 2)),
       el("td", { class: "num", title: p.with_extra_training ? "with extra training: no control was trained" : "" },
         p.retention === null ? "–" : `${(100 * p.retention).toFixed(1)}%${p.with_extra_training ? " *" : ""}`),
-      el("td", {}, p.pareto[axis] ? "✓" : ""))));
+      el("td", {}, p.pareto[axis] ? "✓" : ""),
+      data.study ? el("td", { class: "study-trial" }, p.trial === null || p.trial === undefined ? "–"
+        : el("a", { href: `/jobs/${p.job_id}`, title: `job ${p.job_id}` }, `trial ${p.trial}${p.study_pareto ? " ◆" : ""}`)) : "")));
+  const head = document.querySelector("#comp-table thead tr");
+  head.querySelector(".study-col")?.remove();
+  if (data.study) head.append(el("th", { class: "study-col", title: "◆ on the study's Pareto front" }, "study trial"));
   document.getElementById("comp-count").textContent = data.points.length > TABLE_ROWS
     ? `(${data.points.length} for ${data.task}; the ${TABLE_ROWS} cheapest on this axis shown)` : `(${data.points.length} for ${data.task || "–"})`;
 }
 
+// The study's objectives and Pareto trials, each linked to its job.
+function studyNote() {
+  const note = document.getElementById("comp-study");
+  note.hidden = !data.study;
+  if (!data.study) return;
+  const s = data.study;
+  note.replaceChildren("Study ", el("a", { href: `/studies/${s.id}` }, s.name || s.id), ` (${s.status}): `,
+    s.objectives.map((o, i) => `${s.directions[i] === "minimize" ? "minimise" : "maximise"} ${o}`).join(", "),
+    `; ${s.pareto_trials.length} trial(s) on its Pareto front (◆): `,
+    ...s.pareto_trials.flatMap((t, i) => [i ? ", " : "", el("a", { href: `/jobs/${t.job_id}` }, `trial ${t.number}`)]));
+}
+
 async function load() {
   const params = new URLSearchParams();
-  for (const name of ["task", "sweep_id", "tag"]) if (form.elements[name].value) params.set(name, form.elements[name].value);
+  for (const name of ["task", "sweep_id", "tag", "study"]) if (form.elements[name].value) params.set(name, form.elements[name].value);
   setQuery({ task: params.get("task") || "", sweep_id: params.get("sweep_id") || "", tag: params.get("tag") || "",
-    axis: form.elements.axis.value || query().get("axis") || "" });
+    study: params.get("study") || "", axis: form.elements.axis.value || query().get("axis") || "" });
   try {
     data = await api(`/api/v1/views/compression?${params}`);
     flash("");
@@ -104,6 +132,9 @@ async function load() {
   fill(form.elements.sweep_id, ["", ...data.options.sweeps], ["all", ...data.options.sweeps], params.get("sweep_id") || "");
   const tagValues = Object.entries(data.options.tags).flatMap(([k, vs]) => vs.map((v) => `${k}=${v}`));
   fill(form.elements.tag, ["", ...tagValues], ["any", ...tagValues], params.get("tag") || "");
+  const studies = [...new Set([...(data.options.tags.study_id || []), ...(params.get("study") ? [params.get("study")] : [])])];
+  fill(form.elements.study, ["", ...studies], ["none", ...studies], params.get("study") || "");
+  studyNote();
   const empty = data.points.length === 0 && data.references.length === 0;
   document.getElementById("comp-empty").hidden = !empty;
   chart.hidden = empty;
@@ -111,7 +142,7 @@ async function load() {
   table();
 }
 
-for (const name of ["task", "sweep_id", "tag"]) {
+for (const name of ["task", "sweep_id", "tag", "study"]) {
   const value = query().get(name);
   if (value) { form.elements[name].append(el("option", { value }, value)); form.elements[name].value = value; }
   form.elements[name].addEventListener("change", load);

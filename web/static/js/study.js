@@ -1,6 +1,8 @@
 // A study's page: its trials, the optimisation history, every trial's intermediate values (the
 // pruned ones beside the survivors), the parameters against the objective and Optuna's parameter
-// importances, all from /api/v1/views/studies/{id}; polled while the study runs.
+// importances, all from /api/v1/views/studies/{id}; polled while the study runs. A multi-objective
+// study: one column per objective, its Pareto-optimal trials marked (◆) and its Pareto front drawn
+// instead of the history and the curves; the parameter charts show its first objective.
 import { api, badge, el, flash, human, plotConfig, poll } from "/static/js/api.js";
 
 const studyId = document.getElementById("study").dataset.studyId;
@@ -13,19 +15,30 @@ function value(v) {
   return String(v);
 }
 
+// The objective the single-objective charts show: a multi-objective study's first.
+const firstObjective = (view) => view.objective || view.objectives[0];
+const firstValue = (view, t) => (view.objectives ? (t.values ? t.values[0] : null) : t.value);
+
 function trialsTable(view) {
   const table = document.getElementById("study-trials");
   const names = view.params.map((p) => p.name);
+  const multi = Boolean(view.objectives);
   table.querySelector("thead").replaceChildren(el("tr", {}, el("th", {}, "trial"), el("th", {}, "state"),
-    names.map((n) => el("th", { class: "mono" }, n)), el("th", {}, view.objective), el("th", {}, "steps trained"),
-    el("th", {}, "job")));
+    names.map((n) => el("th", { class: "mono" }, n)),
+    multi ? [...view.objectives.map((o, i) => el("th", {}, `${o} (${view.directions[i] === "minimize" ? "↓" : "↑"})`)),
+      el("th", { title: "on the Pareto front: no other trial is at least as good on every objective and better on one" }, "Pareto")]
+      : el("th", {}, view.objective),
+    el("th", {}, "steps trained"), el("th", {}, "job")));
   table.querySelector("tbody").replaceChildren(...view.trials.map((t) => el("tr", {
-    "data-number": t.number, "data-state": t.state, class: t.number === view.best ? "best-row" : undefined,
+    "data-number": t.number, "data-state": t.state, "data-pareto": multi ? String(t.pareto) : undefined,
+    class: t.number === view.best || (multi && t.pareto) ? "best-row" : undefined,
   },
   el("td", { class: "num" }, t.number), el("td", {}, badge(t.state)),
   names.map((n) => el("td", { class: "mono" }, value(t.params[n]))),
+  multi ? [...view.objectives.map((_, i) => el("td", { class: "num" }, value(t.values ? t.values[i] : null))),
+    el("td", { class: "pareto-mark" }, t.pareto ? "◆" : "")]
   // Optuna keeps a pruned trial's last intermediate value as its value: shown, but told apart.
-  t.state === "pruned" && t.value !== null
+  : t.state === "pruned" && t.value !== null
     ? el("td", { class: "num small", title: "its last intermediate value, when it was pruned" }, `${value(t.value)} (pruned)`)
     : el("td", { class: "num" }, value(t.value)),
   el("td", { class: "num" }, t.steps.toLocaleString("en-US")),
@@ -40,11 +53,15 @@ function summary(view) {
   status.textContent = s.status;
   status.className = `badge state-${s.status}`;
   const best = view.trials.find((t) => t.number === view.best);
+  const front = view.trials.filter((t) => t.pareto);
   document.getElementById("study-summary").replaceChildren(
     ...Object.entries(s.counts).map(([state, n]) => [el("span", { class: `badge state-${state}` }, `${n} ${state}`), " "]).flat(),
-    `· ${human(s.steps_total)} training steps in all · best: `,
-    best ? el("a", { id: "study-best", href: `/jobs/${best.job_id}` }, `trial ${best.number}, ${value(best.value)} (job ${best.job_id})`)
-      : "none complete yet");
+    `· ${human(s.steps_total)} training steps in all · `,
+    ...(view.objectives
+      ? ["Pareto front: ", ...(front.length ? front.flatMap((t, i) => [i ? ", " : "",
+        el("a", { class: "pareto-trial", href: `/jobs/${t.job_id}` }, `trial ${t.number}`)]) : ["none complete yet"])]
+      : ["best: ", best ? el("a", { id: "study-best", href: `/jobs/${best.job_id}` }, `trial ${best.number}, ${value(best.value)} (job ${best.job_id})`)
+        : "none complete yet"]));
 }
 
 function historyChart(view) {
@@ -56,6 +73,24 @@ function historyChart(view) {
       line: { color: "#d62728", shape: "hv" } },
   ], { ...LAYOUT, xaxis: { title: { text: "trial" } }, yaxis: { title: { text: view.objective } },
     legend: { orientation: "h", y: 1.12 } }, plotConfig(`study-${studyId}-history`));
+}
+
+// A multi-objective study: the first two objectives of every complete trial, the Pareto front joined.
+function paretoChart(view) {
+  const [x, y] = view.objectives;
+  const done = view.trials.filter((t) => t.state === "complete" && t.values);
+  const text = (t) => `trial ${t.number} (job ${t.job_id})<br>` +
+    view.objectives.map((o, i) => `${o}: ${value(t.values[i])}`).join("<br>") + (t.pareto ? "<br>on the Pareto front" : "");
+  const front = done.filter((t) => t.pareto).sort((a, b) => a.values[0] - b.values[0]);
+  const rest = done.filter((t) => !t.pareto);
+  Plotly.react("pareto-chart", [
+    { type: "scatter", mode: "markers", name: "dominated", x: rest.map((t) => t.values[0]), y: rest.map((t) => t.values[1]),
+      text: rest.map(text), hoverinfo: "text", marker: { color: "#7a869a", size: 8 } },
+    { type: "scatter", mode: "lines+markers", name: "Pareto front", x: front.map((t) => t.values[0]),
+      y: front.map((t) => t.values[1]), text: front.map(text), hoverinfo: "text",
+      line: { color: "#cf222e", dash: "dot", shape: "hv" }, marker: { symbol: "diamond", color: "#cf222e", size: 11 } },
+  ], { ...LAYOUT, height: 380, xaxis: { title: { text: x } }, yaxis: { title: { text: y } },
+    legend: { orientation: "h", y: 1.1 } }, plotConfig(`study-${studyId}-pareto`));
 }
 
 function curvesChart(view) {
@@ -87,12 +122,14 @@ function dimension(param, trials) {
 }
 
 function parametersCharts(view) {
-  const done = view.trials.filter((t) => t.state === "complete" && t.value !== null);
-  const values = done.map((t) => t.value);
-  const scale = { colorscale: "Viridis", reversescale: view.direction === "minimize" };
+  const done = view.trials.filter((t) => t.state === "complete" && firstValue(view, t) !== null);
+  const values = done.map((t) => firstValue(view, t));
+  const objective = firstObjective(view);
+  const directions = view.directions || [view.direction];
+  const scale = { colorscale: "Viridis", reversescale: directions[0] === "minimize" };
   Plotly.react("parcoords-chart", [{
     type: "parcoords",
-    dimensions: [...view.params.map((p) => dimension(p, done)), { label: view.objective, values }],
+    dimensions: [...view.params.map((p) => dimension(p, done)), { label: objective, values }],
     line: { color: values, ...scale, showscale: true },
   }], { height: 340, margin: { t: 50, r: 60, b: 30, l: 60 } }, plotConfig(`study-${studyId}-parallel`));
 
@@ -111,7 +148,7 @@ function parametersCharts(view) {
     }], { ...LAYOUT, height: 280, title: { text: `${p.name} against the objective`, font: { size: 13 } },
       margin: { t: 35, r: 10, b: 45, l: 60 },
       xaxis: { title: { text: p.name }, type: p.kind === "categorical" ? "category" : p.log ? "log" : "linear" },
-      yaxis: { title: { text: view.objective } } }, plotConfig(`study-${studyId}-${p.name}`));
+      yaxis: { title: { text: objective } } }, plotConfig(`study-${studyId}-${p.name}`));
   });
 }
 
@@ -133,8 +170,12 @@ async function load() {
   const view = await api(`/api/v1/views/studies/${encodeURIComponent(studyId)}`);
   summary(view);
   trialsTable(view);
-  historyChart(view);
-  curvesChart(view);
+  if (view.objectives) {
+    paretoChart(view);
+  } else {
+    historyChart(view);
+    curvesChart(view);
+  }
   parametersCharts(view);
   importancesChart(view);
   document.getElementById("study").dataset.loaded = "true";

@@ -89,9 +89,12 @@ def probe_drift(session: SessionDep, source: Annotated[int | None, Query(ge=1, l
 
 
 @router.get("/compression", responses=ERRORS,
-            summary="Compressed models of one task: points, uncompressed references, Pareto fronts per x axis")
-def compression(session: SessionDep, task: Name = None, sweep_id: Name = None, tag: TagFilter = None) -> dict[str, Any]:
-    return _json(views.compression_view(session, task=task, sweep_id=sweep_id, tags=parse_tag_filter(tag)))
+            summary="Compressed models of one task: points, uncompressed references, Pareto fronts per x axis; "
+                    "with study=<id>, one study's trials and its own Pareto front")
+def compression(session: SessionDep, task: Name = None, sweep_id: Name = None, tag: TagFilter = None,
+                study: Annotated[str | None, Query(max_length=32, pattern=r"^[A-Za-z0-9_\-]+$")] = None) -> dict[str, Any]:
+    return _json(views.compression_view(session, task=task, sweep_id=sweep_id, tags=parse_tag_filter(tag),
+                                        study_id=study))
 
 
 @router.get("/probing", responses=ERRORS,
