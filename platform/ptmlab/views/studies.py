@@ -127,5 +127,7 @@ def _cached_importances(url: str, optuna_name: str, complete_key: tuple, first_o
         warnings.simplefilter("always")
         values = optuna.importance.get_param_importances(
             study, target=(lambda t: t.values[0]) if first_objective else None)
-    caveats = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+    caveats = [str(w.message) for w in caught if issubclass(w.category, UserWarning)
+               # the target is the first objective on purpose; the direction does not change what matters
+               and not (first_objective and "`target`" in str(w.message))]
     return {k: float(v) for k, v in values.items()}, (" ".join(caveats) or None)

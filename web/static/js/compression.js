@@ -83,7 +83,7 @@ function table() {
       el("td", {}, r.id ? el("a", { href: `/runs/${r.id}` }, `#${r.id}`) : "–"), el("td", {}, "uncompressed ★"), el("td", { title: r.source }, r.source_label ?? r.source),
       el("td", {}, ""), el("td", { class: "num" }, fmt(r.score, 4)), el("td", { class: "num" }, human(r.params)),
       el("td", { class: "num" }, human(r.size_bytes)), el("td", { class: "num" }, fmt(r.latency_ms, 2)),
-      el("td", { class: "num" }, "100%"), el("td", {}, ""))),
+      el("td", { class: "num" }, "100%"), el("td", {}, ""), data.study ? el("td", {}, "") : "")),
     ...rows.map((p) => el("tr", { "data-id": p.id, "data-pareto": String(p.pareto[axis]) },
       el("td", {}, el("a", { href: `/runs/${p.id}` }, `#${p.id}`)), el("td", {}, p.method), el("td", { title: p.source }, p.source_label ?? p.source),
       el("td", { class: "small settings" }, settings(p.changed)), el("td", { class: "num" }, fmt(p.score, 4)),
