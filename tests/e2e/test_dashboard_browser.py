@@ -312,33 +312,33 @@ def test_a_running_job_shows_live_progress_and_keeps_it_after_a_kill(page, dashb
     assert "id" in job, job
     page.goto(f"{base}/jobs/{job['id']}")
     step_of = "() => Number(document.querySelector('#job-progress .progress-cell')?.dataset.step || 0)"
-    points_of = "() => (document.getElementById('job-curves').data || []).reduce((n, t) => n + t.x.length, 0)"
+    points_of = ("() => [...document.querySelectorAll('#job-curves .small-chart')]"
+                 ".reduce((n, c) => n + (c.data || []).reduce((m, t) => m + t.x.length, 0), 0)")
     page.wait_for_function(f"({step_of})() > 0 && ({points_of})() > 0", timeout=180_000)
     step, points = page.evaluate(step_of), page.evaluate(points_of)
     page.wait_for_function(f"({step_of})() > {step} && ({points_of})() > {points}", timeout=60_000)
     text = page.inner_text("#job-progress")
     assert "/100000" in text and "loss" in text and "ETA" in text, text
     assert "train/loss" in page.inner_text("#job-metrics")
-    names = page.evaluate("() => document.getElementById('job-curves').data.map((t) => t.name)")
-    assert "train/loss" in names
-    # One panel per kind of number: the loss and the learning rate each on their own y axis.
-    axes = page.evaluate("() => Object.fromEntries(document.getElementById('job-curves').data.map((t) => [t.name, t.yaxis]))")
-    panels = page.evaluate("() => Object.fromEntries(document.getElementById('job-curves').data.map((t) => [t.name, t.meta.panel]))")
-    assert panels["train/loss"] == "loss" and panels.get("lr", panels.get("train/lr")) == "learning rate", panels
-    assert len(set(axes.values())) == len(set(panels.values())) >= 2, (axes, panels)
-    loss_axis = "yaxis" + axes["train/loss"][1:]
-    axis_type = f"() => document.getElementById('job-curves').layout['{loss_axis}'].type"
-    assert page.evaluate(axis_type) == "log"
-    page.uncheck("#curve-log")
+    # One chart per metric (curves.js), grouped by prefix: the loss and the learning rate each on their own.
+    charts = page.evaluate("() => Object.fromEntries([...document.querySelectorAll('#job-curves .small-chart')]"
+                           ".map((c) => [c.dataset.metric, c.closest('.curve-group').dataset.group]))")
+    assert charts["train/loss"] == "train" and charts.get("lr", charts.get("train/lr")) == "train", charts
+    # A pretraining's points carry their epoch, wall time and tokens seen: each is an x-axis.
+    assert page.evaluate("() => [...document.querySelectorAll('#curve-x option')].map((o) => o.value)") == \
+        ["step", "epoch", "time_s", "tokens"]
+    axis_type = "() => document.querySelector(\"#job-curves .small-chart[data-metric='train/loss']\").layout.yaxis.type"
     assert page.evaluate(axis_type) == "linear"
     page.check("#curve-log")
+    assert page.evaluate(axis_type) == "log"
     shot(page, "job-live-progress")
     # Every chart downloads as PNG and SVG (Plotly's own export).
+    chart = "#job-curves .small-chart[data-metric='train/loss']"
     for title, suffix in (("Download plot as a PNG", ".png"), ("Download plot as SVG", ".svg")):
-        page.hover("#job-curves")
+        page.hover(chart)
         with page.expect_download() as download:
-            page.click(f"#job-curves .modebar-btn[data-title='{title}']")
-        assert download.value.suggested_filename == f"job-{job['id']}-curves{suffix}"
+            page.click(f"{chart} .modebar-btn[data-title='{title}']")
+        assert download.value.suggested_filename == f"job-{job['id']}-train_loss{suffix}"
 
     page.goto(f"{base}/jobs")
     cell = page.wait_for_selector(f"tr[data-job-id='{job['id']}'] .progress-cell")
@@ -757,8 +757,8 @@ def test_runs_table_columns_sort_filter_search_and_compare(browser, dashboard):
 
 def test_compare_draws_every_curve_validation_first_with_legends(page, dashboard):
     """Two runs with 18 curves in a real MLflow store (the one the API reads) and a one-point
-    measurement: validation curves come first, a page of 12 charts then "more" shows the rest,
-    each chart has its legend, and the one-point number sits in a table, not a chart."""
+    measurement: every curve is drawn (no cap), validation first, each chart with its legend, and
+    the one-point number sits in a table, not a chart."""
     from mlflow.entities import Metric
 
     from ptmlab.db import dispose_engines, session_scope
@@ -788,12 +788,9 @@ def test_compare_draws_every_curve_validation_first_with_legends(page, dashboard
     page.goto(f"{base}/compare?runs={','.join(map(str, result_ids))}")
     page.wait_for_selector("#curves .small-chart .main-svg")
     charts = "() => [...document.querySelectorAll('#curves .small-chart')].map(d => d.dataset.metric)"
-    first_page = page.evaluate(charts)
-    assert len(first_page) == 12 and first_page[:2] == ["val/accuracy", "val/loss"], first_page
-    page.click("#more-curves")
-    page.wait_for_function(f"({charts})().length === {len(curve_keys)}")
-    assert sorted(page.evaluate(charts)) == sorted(curve_keys)
-    assert page.locator("#more-curves").count() == 0
+    page.wait_for_function(f"document.querySelectorAll('#curves .small-chart.js-plotly-plot').length === {len(curve_keys)}")
+    drawn = page.evaluate(charts)
+    assert drawn[:2] == ["val/accuracy", "val/loss"] and sorted(drawn) == sorted(curve_keys), drawn
     legends = page.evaluate("() => [...document.querySelectorAll('#curves .small-chart')].map(d => d.layout.showlegend)")
     assert all(legends) and page.locator("#curves .small-chart .legend").count() == len(curve_keys)
     single = page.locator("#single-metrics tr[data-metric='compress/size_bytes'] td.num")

@@ -16,7 +16,6 @@ from ptmlab.tracking import mlflow_client, mlflow_run_link
 from ptmlab.results import ResultRow, load_rows
 
 MAX_RUNS = 20  # side by side stops being readable well before this
-MAX_CURVES = 40  # metric keys per run fetched from MLflow
 # Summary keys that are bookkeeping, not results: shown in the header, not in the numbers table.
 BOOKKEEPING = {"stage", "mlflow_run_id", "run_dir", "job_id"}
 
@@ -120,7 +119,9 @@ def _label(result_id: int, s: dict) -> str:
 
 def metric_curves(session: Session, result_ids: Sequence[int | str], keys: Sequence[str] | None = None,
                   tracking_uri: str | None = None) -> dict[str, Any]:
-    """{metric key: [{result_id, steps, values}]} from MLflow's metric history of each run.
+    """{metric key: [{result_id, steps, values, times}]} from MLflow's metric history of each run,
+    every metric it logged (the page groups and collapses them, it does not cap them); `times` are
+    seconds since the run started (the wall-time axis).
 
     A run MLflow does not know (or an unreachable server) is reported per run, not raised: the
     rest of the page still shows."""
@@ -142,12 +143,14 @@ def metric_curves(session: Session, result_ids: Sequence[int | str], keys: Seque
             if client is None:
                 client = mlflow_client(tracking_uri)
             run = client.get_run(row.mlflow_run_id)
-            names = wanted or sorted(run.data.metrics, key=metric_order)[:MAX_CURVES]
+            names = wanted or sorted(run.data.metrics, key=metric_order)
             for key in names:
                 history = sorted(client.get_metric_history(row.mlflow_run_id, key), key=lambda m: (m.step, m.timestamp))
                 if history:
+                    start = run.info.start_time or min(m.timestamp for m in history)  # milliseconds
                     curves.setdefault(key, []).append({
-                        "result_id": i, "steps": [m.step for m in history], "values": [m.value for m in history]})
+                        "result_id": i, "steps": [m.step for m in history], "values": [m.value for m in history],
+                        "times": [round((m.timestamp - start) / 1000, 3) for m in history]})
         except Exception as exc:  # noqa: BLE001 - MLflow's errors are many; report, keep the page
             errors[str(i)] = f"MLflow: {' '.join(str(exc).split())[:300]}"
     return {"curves": dict(sorted(curves.items(), key=lambda kv: metric_order(kv[0]))), "errors": errors}

@@ -167,10 +167,13 @@ export function progressBar(progress, status) {
 }
 
 // Plotly's config for every chart: its modebar keeps "download as PNG" (Plotly's own export) and
-// gains "download as SVG" for papers; `name` becomes the file name.
+// gains "download as SVG" for papers; `name` becomes the file name. No "Share chart" button (Plotly
+// 4 shows one by default; it uploads to Plotly Cloud, which an offline dashboard has no account on).
+if (typeof Plotly !== "undefined") Plotly.setPlotConfig({ showSendToCloud: false, displaylogo: false });
+
 export function plotConfig(name) {
   return {
-    responsive: true, displaylogo: false,
+    responsive: true, displaylogo: false, showSendToCloud: false,
     toImageButtonOptions: { format: "png", filename: name, scale: 2 },
     modeBarButtonsToAdd: [{
       name: "downloadSvg", title: "Download plot as SVG", icon: Plotly.Icons.disk,

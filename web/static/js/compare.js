@@ -1,13 +1,13 @@
 // Run detail and comparison: headline numbers and configs side by side (differences marked),
 // metric curves overlaid from MLflow's metric history.
-import { PALETTE, api, badge, el, flash, plotConfig, setQuery } from "/static/js/api.js";
+import { PALETTE, api, badge, el, flash, setQuery } from "/static/js/api.js";
+import { CurveCharts } from "/static/js/curves.js";
 
 const root = document.getElementById("compare");
 const single = root.dataset.single === "true";
-const MAX_CHARTS = 12;  // small charts per page of the curves section
-let chartsShown = MAX_CHARTS;
 let view = null;
 let curves = null;
+let charts = null;  // the CurveCharts of the curves section
 
 function ids() {
   return (root.dataset.runs || "").split(",").map((s) => s.trim()).filter(Boolean);
@@ -70,43 +70,56 @@ function renderConfig() {
     : `${view.differing.length} of ${view.config_keys.length} keys differ (${[...new Set(view.runs.map((r) => r.config_source))].join(", ")})`;
 }
 
-// Curves (metrics with more than one point per run) as small charts, validation first (the server's
-// order), a page at a time with "more" below — none hidden; one-point metrics (a compress stage's
-// measurements) in a table instead of a chart each.
+// Curves (metrics with more than one point for some run) in the dashboard's chart component
+// (curves.js: a chart per metric, grouped by prefix, validation first, none capped), one colour per
+// run as in the runs table; one-point metrics (a compress stage's measurements) in a table instead.
+// Lightning's `epoch` metric and pretraining's `train/tokens_seen` are the epoch and tokens x-axes.
+const AXIS_METRICS = { epoch: "epoch", "train/tokens_seen": "tokens" };
+
+function runSeries() {
+  return view.runs.map((r, i) => {
+    const byStep = new Map();
+    for (const [key, perRun] of Object.entries(curves.curves)) {
+      const c = perRun.find((x) => x.result_id === r.result_id);
+      if (!c) continue;
+      c.steps.forEach((step, j) => {
+        if (!byStep.has(step)) byStep.set(step, { step });
+        const point = byStep.get(step);
+        point[AXIS_METRICS[key] || key] = c.values[j];
+        const t = c.times?.[j];
+        if (t != null) point.time_s = point.time_s == null ? t : Math.min(point.time_s, t);
+      });
+    }
+    const points = [...byStep.values()].sort((a, b) => a.step - b.step);
+    const last = {};  // an axis value holds until the next one logged (validation steps log no epoch of their own)
+    for (const p of points) {
+      for (const axis of Object.values(AXIS_METRICS)) {
+        if (p[axis] != null) last[axis] = p[axis];
+        else if (last[axis] != null) p[axis] = last[axis];
+      }
+    }
+    return { label: `#${r.result_id}`, colour: colour(i), points };
+  });
+}
+
 function renderCurves() {
-  const box = document.getElementById("curves");
-  const filter = document.getElementById("curve-filter").value.trim().toLowerCase();
-  const keys = Object.keys(curves.curves).filter((k) => !filter || k.toLowerCase().includes(filter));
+  const keys = Object.keys(curves.curves).filter((k) => !(k in AXIS_METRICS));
   const isCurve = (k) => curves.curves[k].some((c) => c.steps.length > 1);
-  const charted = keys.filter(isCurve);
-  const single = keys.filter((k) => !isCurve(k));
+  const onePoint = keys.filter((k) => !isCurve(k));
   const errors = Object.entries(curves.errors).map(([id, msg]) => `#${id}: ${msg}`);
-  document.getElementById("curve-info").textContent = [
-    `${charted.length} curves${single.length ? `, ${single.length} one-point metrics in the table below` : ""}`, ...errors]
-    .filter(Boolean).join(" · ");
-  const shown = charted.slice(0, chartsShown);
-  box.replaceChildren(...shown.map((k) => el("div", { class: "chart small-chart", "data-metric": k })));
-  if (!keys.length) box.replaceChildren(el("p", { class: "empty" }, "No metric history for these runs."));
-  if (charted.length > shown.length) {
-    box.append(el("p", { class: "more" }, el("button", { type: "button", id: "more-curves", onclick: () => {
-      chartsShown += MAX_CHARTS;
-      renderCurves();
-    } }, `show ${Math.min(MAX_CHARTS, charted.length - shown.length)} more of ${charted.length - shown.length}`)));
+  document.getElementById("curve-errors").textContent = errors.join(" · ");
+  document.getElementById("one-point").replaceChildren(onePoint.length ? singleTable(onePoint) : "");
+  const box = document.getElementById("curves");
+  if (!keys.some(isCurve)) {
+    charts = null;
+    box.replaceChildren(el("p", { class: "empty" }, onePoint.length ? "No curves: one point per metric (the table below)."
+      : "No metric history for these runs."));
+    return;
   }
-  if (single.length) box.append(singleTable(single));
-  for (const div of box.querySelectorAll(".small-chart[data-metric]")) {
-    const key = div.dataset.metric;
-    const traces = curves.curves[key].map((c) => {
-      const i = view.runs.findIndex((r) => r.result_id === c.result_id);
-      return { type: "scatter", mode: c.steps.length > 1 ? "lines" : "markers", name: `#${c.result_id}`, x: c.steps, y: c.values,
-        line: { color: colour(i) }, marker: { color: colour(i) } };
-    });
-    const big = Math.max(...curves.curves[key].flatMap((c) => c.values.map(Math.abs))) >= 1e4;
-    Plotly.react(div, traces, { title: { text: key, font: { size: 13 } }, height: 280, margin: { t: 30, r: 10, b: 35, l: 55 },
-      xaxis: { title: { text: "step" } }, yaxis: { tickformat: big ? "~s" : "" },
-      showlegend: true, legend: { orientation: "h", y: -0.25, font: { size: 10 } } },
-    plotConfig(`compare-${key.replace(/\W+/g, "_")}`));
-  }
+  const series = runSeries().map((s) => ({ ...s, points: s.points.map((p) => Object.fromEntries(Object.entries(p)
+    .filter(([k]) => !onePoint.includes(k)))) }));
+  charts ??= new CurveCharts(box, { filename: single ? `run-${ids()[0]}` : "compare" });
+  charts.draw(series);
 }
 
 function singleTable(keys) {
@@ -139,6 +152,7 @@ async function load() {
   }
   document.getElementById("only-diff").checked = !single && view.runs.length > 1;
   renderRuns();
+  charts = null;
   document.getElementById("curves").replaceChildren(el("p", { class: "empty" }, "loading curves from MLflow…"));
   try {
     curves = await api(`/api/v1/views/curves?runs=${ids().join(",")}`);
@@ -159,5 +173,4 @@ document.getElementById("pick-button").addEventListener("click", () => {
   if (chosen.length) window.location.href = `/compare?runs=${chosen.join(",")}`;
 });
 document.getElementById("only-diff").addEventListener("change", renderConfig);
-document.getElementById("curve-filter").addEventListener("input", () => curves && renderCurves());
 load();

@@ -1,5 +1,6 @@
 // One job: status, actions, pipeline neighbours, attempts, a log tail that follows while it runs.
 import { api, badge, duration, el, flash, plotConfig, poll, progressBar, seconds, shortTime } from "/static/js/api.js";
+import { CurveCharts } from "/static/js/curves.js";
 
 const jobId = Number(document.getElementById("job").dataset.jobId);
 const TERMINAL = ["succeeded", "failed", "cancelled"];
@@ -9,7 +10,7 @@ let logOffset = null;
 let logAttempt = null;
 let detailStatus = null;  // the job status the detail was fetched for
 let progressSeen = null;  // updated_at and status of the progress last drawn
-let lastSeries = [];  // the curves last drawn (redrawn when the log-scale box changes)
+let charts = null;  // the job's CurveCharts, made when it first has a curve
 
 function toYaml(value, indent = "") {
   if (value === null || value === undefined) return "null";
@@ -184,56 +185,17 @@ async function followLog() {
   document.getElementById("log-info").textContent = chunk.path ? `attempt ${chunk.attempt} · ${chunk.size} bytes` : "(no log yet)";
 }
 
-// Live curves from the platform's own store (the worker copies progress.json at each heartbeat), one
-// panel per kind of number so that each reads on its own scale: losses, perplexities, the learning
-// rate (log), and task metrics (0–1). One curve per training and metric: a job that trains more than
-// once (a distilled student, then its no-teacher control) counts each training's steps from its
-// start, and one line through all its points would run back in x. Each training gets its own
-// colour, named in the legend. Grows while the job runs.
-const PANELS = [
-  { name: "loss", test: (k) => k.includes("loss"), log: true },
-  { name: "perplexity", test: (k) => k.includes("perplexity"), log: true, format: "~s" },
-  { name: "learning rate", test: (k) => k === "lr" || k.endsWith("/lr"), log: true, format: "~e" },
-  { name: "metrics", test: () => true, log: false },
-];
-
-function panelOf(key) {
-  return PANELS.findIndex((p) => p.test(key));
-}
-
+// Live curves from the platform's own store (the worker copies progress.json at each heartbeat): the
+// dashboard's chart component (curves.js), one chart per metric, one curve per training (a job that
+// trains more than once, a distilled student and its no-teacher control, counts each training's steps
+// from its start, so each is its own labelled curve). Grows while the job runs.
 function drawCurves(series) {
+  if (typeof Plotly === "undefined" || !series.length) return;
   const div = document.getElementById("job-curves");
-  const keys = [...new Set(series.flatMap((s) => s.points.flatMap((p) => Object.keys(p))))].filter((k) => k !== "step").sort();
-  if (!keys.length || typeof Plotly === "undefined") return;
   div.hidden = false;
-  document.getElementById("curve-options").hidden = false;
-  const used = [...new Set(keys.map(panelOf))].sort();  // the panels this job has numbers for, top to bottom
-  const axisOf = (key) => { const i = used.indexOf(panelOf(key)); return i === 0 ? "y" : `y${i + 1}`; };
-  const several = series.length > 1;
-  const traces = series.flatMap((s, i) => keys.map((key) => {
-    const points = s.points.filter((p) => key in p);
-    return { name: several ? `${s.label}: ${key}` : key, x: points.map((p) => p.step), y: points.map((p) => p[key]),
-      mode: points.length > 40 ? "lines" : "lines+markers", yaxis: axisOf(key), meta: { series: s.name, panel: PANELS[panelOf(key)].name },
-      legendgroup: several ? s.label : undefined,
-      line: { dash: key.startsWith("val/") ? "dot" : "solid", color: several ? SERIES_COLOURS[i % SERIES_COLOURS.length] : undefined } };
-  }).filter((t) => t.x.length));
-  const logScale = document.getElementById("curve-log").checked;
-  const gap = 0.06, height = (1 - gap * (used.length - 1)) / used.length;
-  const layout = {
-    height: 120 + 170 * used.length, margin: { t: 20, r: 20, b: 40, l: 70 }, legend: { orientation: "h", y: -0.12 },
-    xaxis: { title: { text: several ? "step (of each training)" : "step" }, anchor: axisOf(keys.find((k) => panelOf(k) === used.at(-1))) },
-  };
-  used.forEach((panel, i) => {
-    const spec = PANELS[panel];
-    const top = 1 - i * (height + gap);
-    layout[i === 0 ? "yaxis" : `yaxis${i + 1}`] = {
-      domain: [Math.max(0, top - height), top], title: { text: spec.name },
-      type: spec.log && (logScale || spec.name === "learning rate") ? "log" : "linear", tickformat: spec.format ?? "",
-    };
-  });
-  Plotly.react(div, traces, layout, plotConfig(`job-${jobId}-curves`));
+  charts ??= new CurveCharts(div, { filename: `job-${jobId}` });
+  charts.draw(series);
 }
-const SERIES_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"];
 
 async function showProgress(job) {
   // Redrawn when the progress or the job's state changes: a job that ended shows its final state
@@ -250,8 +212,7 @@ async function showProgress(job) {
       running && p.eta_s != null ? ` · ${seconds(p.eta_s)} left` : ""].join("")));
   document.getElementById("job-metrics").replaceChildren(...Object.entries(p.metrics || {}).map(([k, v]) =>
     el("code", { class: "chip", "data-metric": k }, `${k} ${Number(v).toPrecision(4)}`)));
-  lastSeries = (await api(`/api/v1/jobs/${jobId}/progress`)).series;
-  drawCurves(lastSeries);
+  drawCurves((await api(`/api/v1/jobs/${jobId}/progress`)).series);
 }
 
 async function refresh() {
@@ -300,7 +261,6 @@ async function saveLabels() {
 
 document.getElementById("label-form").addEventListener("submit", saveLabels);
 document.getElementById("cancel-button").addEventListener("click", () => action("cancel"));
-document.getElementById("curve-log").addEventListener("change", () => drawCurves(lastSeries));
 document.getElementById("retry-button").addEventListener("click", () => action("retry"));
 refresh().catch((err) => flash(err.message));
 poll(refresh, 1500);

@@ -1,6 +1,6 @@
 // Probing: per-layer curves per model × probe task overlaid, selectivity beside accuracy,
 // structural-probe UUAS/Spearman, and an attention-head heatmap (layer × head).
-import { PALETTE, api, el, flash, query, setQuery } from "/static/js/api.js";
+import { PALETTE, api, el, flash, plotConfig, query, setQuery } from "/static/js/api.js";
 
 const form = document.getElementById("probe-filters");
 const DASHES = ["solid", "dash", "dot", "dashdot", "longdash"];
@@ -45,7 +45,7 @@ function layout(yTitle) {
 }
 
 function plot(id, curves, metric, title) {
-  Plotly.react(id, traces(curves, metric), layout(title), { responsive: true, displaylogo: false });
+  Plotly.react(id, traces(curves, metric), layout(title), plotConfig(`probing-${id.replace(/-chart$/, "")}`));
 }
 
 function drawHeatmap() {
@@ -61,7 +61,7 @@ function drawHeatmap() {
     hovertemplate: "layer %{y}, head %{x}: %{z}<extra></extra>",
   }], { margin: { t: 10, r: 10, b: 45, l: 55 }, height: 40 + 28 * Math.max(6, map.values.length),
     xaxis: { title: { text: "head" }, dtick: 1 }, yaxis: { title: { text: "layer" }, dtick: 1, autorange: "reversed" } },
-  { responsive: true, displaylogo: false });
+  plotConfig("probing-heads"));
 }
 
 function drawAll() {
