@@ -307,7 +307,11 @@ def test_metric_curves_come_from_mlflow_history(tmp_path):
         s.commit()
         out = metric_curves(s, [rows[0].id, rows[1].id], tracking_uri=uri)
         only = metric_curves(s, [rows[0].id], keys=["val/sst2/acc"], tracking_uri=uri)
-    assert out["curves"]["train/loss"] == [{"result_id": rows[0].id, "steps": [0, 10, 20], "values": [3.0, 2.5, 2.1]}]
+    loss = out["curves"]["train/loss"]
+    assert [{k: c[k] for k in ("result_id", "steps", "values")} for c in loss] == [
+        {"result_id": rows[0].id, "steps": [0, 10, 20], "values": [3.0, 2.5, 2.1]}]
+    # Seconds since the run started, for the wall-time axis.
+    assert loss[0]["times"] == sorted(loss[0]["times"]) and 0 <= loss[0]["times"][0] < 60
     assert out["curves"]["val/sst2/acc"][0]["values"] == [0.8]
     assert list(out["errors"]) == [str(rows[1].id)] and out["errors"][str(rows[1].id)].startswith("MLflow:")
     assert list(only["curves"]) == ["val/sst2/acc"]
