@@ -232,9 +232,9 @@ def test_windows_find_an_answer_past_the_first_and_map_back_to_characters(tokeni
 
 # -- finetune under every adaptation mode, round trip, bad input ---------------------------------
 
-MODES = {
+MODES = {  # full learns (the EM bar below); the others train two epochs, enough to move the head
     "full": ["adaptation=full", "stage.epochs=8"],
-    "full_v2": ["adaptation=full", "stage.epochs=8", "v2"],
+    "full_v2": ["adaptation=full", "stage.epochs=3", "v2"],  # no-answer questions: the threshold chosen on dev
     "lora": ["adaptation=lora", "adaptation.rank=4", "adaptation.merge=false", "stage.lr=1e-2"],
     "bitfit": ["adaptation=bitfit", "stage.lr=1e-2"],
     "adapters": ["adaptation=adapters", "adaptation.bottleneck=8", "stage.lr=1e-2"],
@@ -248,7 +248,7 @@ def overrides(files, extra) -> list[str]:
             f"task.data.dev={files / f'dev{suffix}.json'}", "task.max_length=32", "task.doc_stride=8",
             "task.max_answer_length=4", "model=bert_tiny", "data=text_files", f"data.corpus.path={files / 'corpus'}",
             "tokenizer.vocab_size=100", "tokenizer.min_frequency=1", "trainer.enable_progress_bar=false",
-            "checkpoint_every_n_steps=0", "stage.lr=3e-3", "stage.batch_size=16", "stage.epochs=3", "seed=5",
+            "checkpoint_every_n_steps=0", "stage.lr=3e-3", "stage.batch_size=16", "stage.epochs=2", "seed=5",
             *[x for x in extra if x != "v2"]]
 
 
