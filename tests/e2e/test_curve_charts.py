@@ -70,6 +70,11 @@ def site(tmp_path_factory):
         history = _history("training", 1.0) + _history("control", 1.2)
         job.status, job.attempts = SUCCEEDED, 1
         job.progress = {"phase": "finishing", "step": 590, "total_steps": 590, "epoch": 2, "metrics": {}, "history": history}
+        # A job with 35 metrics: the sections past the first 24 charts start collapsed.
+        many = submit_job(s, stage="sleep", overrides=["stage.seconds=0.1"], queue="parked", name="many")
+        many.progress = {"phase": "finishing", "step": 4, "metrics": {}, "history": [
+            {"step": step, **{f"{g}/m{i:02d}": step + i for g, n in (("val", 10), ("train", 20), ("zeta", 5))
+                              for i in range(n)}} for step in range(5)]}
         for r in range(2):
             run = client.create_run(experiment).info.run_id
             t0 = int(time.time() * 1000)
@@ -89,6 +94,7 @@ def site(tmp_path_factory):
             result_ids.append(row.id)
         s.commit()
         job_id = job.id
+        many_id = many.id
     dispose_engines()
     port = _free_port()
     env = {**os.environ, "PTMLAB_HOME": str(home), "PTMLAB_DATABASE_URL": url, "PYTHONUNBUFFERED": "1"}
@@ -100,7 +106,7 @@ def site(tmp_path_factory):
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_http(f"{base}/healthz", api, log)
-        yield base, job_id, result_ids
+        yield base, job_id, result_ids, many_id
     finally:
         api.send_signal(signal.SIGKILL)
         api.wait(timeout=30)
@@ -149,7 +155,7 @@ def set_smoothing(page, value: float) -> None:
 
 
 def test_job_page_curves_switch_axis_log_scale_and_smoothing(page, site):
-    base, job_id, _ = site
+    base, job_id, _, _ = site
     page.goto(f"{base}/jobs/{job_id}")
     page.wait_for_selector("#job-curves .small-chart[data-metric='train/loss'] .main-svg")
     groups = page.evaluate("() => [...document.querySelectorAll('#job-curves .curve-group')]"
@@ -220,7 +226,7 @@ def _diffs(values: list[float]) -> list[float]:
 
 
 def test_compare_and_run_pages_draw_the_same_charts_from_mlflow(page, site):
-    base, _, result_ids = site
+    base, _, result_ids, _ = site
     page.goto(f"{base}/compare?runs={','.join(map(str, result_ids))}")
     page.wait_for_selector("#curves .small-chart[data-metric='train/loss'] .main-svg")
     charts = page.evaluate("() => [...document.querySelectorAll('#curves .small-chart')].map((c) => c.dataset.metric)")
@@ -255,3 +261,17 @@ def test_compare_and_run_pages_draw_the_same_charts_from_mlflow(page, site):
     page.wait_for_selector("#curves .small-chart[data-metric='train/loss'] .main-svg")
     assert [t["name"] for t in traces(page, "train/loss")] == [f"#{result_ids[0]}"]
     assert page.evaluate("() => document.querySelectorAll('#curves .curve-group').length") == 2
+
+
+def test_sections_past_the_first_charts_start_collapsed_and_draw_when_opened(page, site):
+    base, _, _, many_id = site
+    page.goto(f"{base}/jobs/{many_id}")
+    page.wait_for_selector("#job-curves .small-chart[data-metric='train/m19'] .main-svg")
+    sections = page.evaluate("() => [...document.querySelectorAll('#job-curves .curve-group')]"
+                             ".map((g) => [g.dataset.group, g.open, g.querySelector('summary').textContent])")
+    assert sections == [["val", True, "val (10)"], ["train", True, "train (20)"], ["zeta", False, "zeta (5)"]]
+    drawn = "() => document.querySelectorAll('#job-curves .small-chart.js-plotly-plot').length"
+    assert page.evaluate(drawn) == 30  # the collapsed section's charts wait until it opens
+    page.click("#job-curves .curve-group[data-group='zeta'] summary")
+    page.wait_for_function(f"({drawn})() === 35")
+    assert traces(page, "zeta/m04")[0]["y"] == [step + 4 for step in range(5)]

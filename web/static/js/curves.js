@@ -20,6 +20,9 @@ const AXIS_KEYS = new Set(X_AXES.map((a) => a.key));
 const GROUP_ORDER = ["val", "train", "test", "throughput"];
 const THROUGHPUT = /per_s|throughput|mfu|latency|_ms$/;
 const MARKERS_UP_TO = 40;  // points per curve drawn with markers; longer curves are lines only
+// Charts drawn open at first; the sections after them start collapsed (their count in the heading)
+// and draw when opened, so that a run with hundreds of metrics opens quickly and hides none.
+const OPEN_CHARTS = 24;
 
 // TensorBoard's smoothing: an exponential moving average debiased at the start (so the first
 // points are not pulled towards 0); a constant series and non-finite values are left as they are.
@@ -151,16 +154,22 @@ export class CurveCharts {
     for (const [name, section] of this.groups) {
       if (!byGroup.has(name)) { section.remove(); this.groups.delete(name); }
     }
+    let before = 0;  // charts in the sections above
     for (const name of order) {
       let section = this.groups.get(name);
       if (!section) {
-        section = el("details", { class: "curve-group", open: true, "data-group": name },
+        section = el("details", { class: "curve-group", open: before < OPEN_CHARTS, "data-group": name },
           el("summary", {}, name), el("div", { class: "chart-grid" }));
         section.addEventListener("toggle", () => {
-          if (section.open) for (const div of section.querySelectorAll(".small-chart")) Plotly.Plots.resize(div);
+          if (!section.open) return;
+          for (const div of section.querySelectorAll(".small-chart")) {
+            if (div.dataset.stale) this.plot(div.dataset.metric, this.drawn.x, this.drawn.unit);
+            else Plotly.Plots.resize(div);
+          }
         });
         this.groups.set(name, section);
       }
+      before += byGroup.get(name).length;
       const members = byGroup.get(name);
       section.querySelector("summary").textContent = `${name} (${members.length})`;
       const grid = section.querySelector(".chart-grid");
@@ -177,7 +186,12 @@ export class CurveCharts {
     const unit = x === "time_s"
       ? timeUnit(Math.max(0, ...this.series.flatMap((s) => s.points.map((p) => (isNumber(p.time_s) ? p.time_s : 0)))))
       : { div: 1, label: X_AXES.find((a) => a.key === x).label };
-    for (const key of keys) this.plot(key, x, unit);
+    this.drawn = { x, unit };
+    for (const key of keys) {
+      const div = this.charts.get(key);
+      if (div.closest("details").open) this.plot(key, x, unit);
+      else div.dataset.stale = "1";  // drawn when its section opens
+    }
   }
 
   plot(key, x, unit) {
@@ -209,6 +223,7 @@ export class CurveCharts {
     const decades = yLog ? Math.log10(Math.max(...ys) / Math.min(...ys)) : 0;
     const yTicks = decades > 2 ? { dtick: 1 } : decades > 0.5 ? { dtick: "D2" } : { nticks: 5 };
     const div = this.charts.get(key);
+    delete div.dataset.stale;
     Plotly.react(div, traces, {
       title: { text: key, font: { size: 13 } }, height: 280, margin: { t: 30, r: 10, b: 40, l: 55 },
       xaxis: { title: { text: unit.label }, tickformat: tickFormat(xs), automargin: true },
