@@ -144,6 +144,32 @@ def test_bad_multiobjective_study_on_the_command_line_exits_2(case, tmp_path, mo
     dispose_engines()
 
 
+def test_hydra_sweeper_takes_objectives_and_directions(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PTMLAB_HOME": str(tmp_path / "home"), "PTMLAB_DATABASE_URL": sqlite_url(tmp_path)}
+
+    def multirun(*overrides):
+        return subprocess.run([sys.executable, "-m", "ptmlab.run", "-m", "hydra/sweeper=ptmlab_optuna",
+                               "hydra.sweeper.directions=[maximize,minimize]", "hydra.sweeper.sampler=nsga2",
+                               "stage=sleep", *SLEEP_TRADEOFF, *overrides], capture_output=True, text=True, env=env,
+                              cwd=tmp_path, timeout=120)
+
+    ok = multirun("hydra.sweeper.objectives=[score,size_bytes]")
+    assert ok.returncode == 0 and "2 trial(s) queued" in ok.stdout, ok.stderr
+    bad = multirun("hydra.sweeper.objectives=[score,latency_ms]")
+    assert bad.returncode == 2 and "objective 'latency_ms'" in bad.stderr and bad.stderr.count("\n") == 1, bad.stderr
+    import sqlalchemy as sa
+
+    from ptmlab.db import Job, Study, dispose_engines, session_scope
+    with session_scope(sqlite_url(tmp_path)) as s:
+        assert s.scalar(sa.select(sa.func.count()).select_from(Job)) == 2
+        assert [st.spec["objectives"] for st in s.scalars(sa.select(Study))] == [["score", "size_bytes"]]
+    dispose_engines()
+
+
 def test_objectives_of_compress_and_finetune_summaries():
     from ptmlab.config import compose_config
     from ptmlab.studies.objective import summary_objectives, summary_value
@@ -263,7 +289,7 @@ def test_a_sleep_tradeoff_study_through_the_queue(tmp_path, spawn_worker):
     try:
         r = httpx.post(f"{api.base}/api/v1/studies", timeout=60, json={
             "stage": "sleep", "overrides": ["stage.seconds=0.25", *SLEEP_TRADEOFF], **OBJECTIVES,
-            "sampler": "nsga2", "n_trials": 6, "n_parallel": 2, "seed": 0})
+            "sampler": "nsga2", "n_trials": 4, "n_parallel": 2, "seed": 0})
         assert r.status_code == 201, r.text
         spawn_worker(api.db_url, tmp_path / "home")
 
@@ -275,7 +301,7 @@ def test_a_sleep_tradeoff_study_through_the_queue(tmp_path, spawn_worker):
     finally:
         api.kill()
     trials = status["trials"]
-    assert len(trials) == 6 and all(t["state"] == "complete" for t in trials), trials
+    assert len(trials) == 4 and all(t["state"] == "complete" for t in trials), trials
     for t in trials:  # the sleep stage's summary: score = quality, size_bytes as searched
         assert t["values"] == [pytest.approx(t["params"]["stage.quality"]), t["params"]["stage.size_bytes"]]
     assert set(status["pareto"]) == non_dominated({t["number"]: tuple(t["values"]) for t in trials})
