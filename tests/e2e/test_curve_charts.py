@@ -272,6 +272,11 @@ def test_sections_past_the_first_charts_start_collapsed_and_draw_when_opened(pag
     assert sections == [["val", True, "val (10)"], ["train", True, "train (20)"], ["zeta", False, "zeta (5)"]]
     drawn = "() => document.querySelectorAll('#job-curves .small-chart.js-plotly-plot').length"
     assert page.evaluate(drawn) == 30  # the collapsed section's charts wait until it opens
+    # Each plot fits its box (a first draw took its container's 200 px min-height, and the plots overlapped).
+    overflow = page.evaluate("() => [...document.querySelectorAll('#job-curves .small-chart.js-plotly-plot')]"
+                             ".filter((c) => c.querySelector('.svg-container').offsetHeight > c.offsetHeight"
+                             " || c.offsetHeight < 250).map((c) => c.dataset.metric)")
+    assert not overflow, overflow
     page.click("#job-curves .curve-group[data-group='zeta'] summary")
     page.wait_for_function(f"({drawn})() === 35")
     assert traces(page, "zeta/m04")[0]["y"] == [step + 4 for step in range(5)]

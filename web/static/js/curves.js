@@ -23,6 +23,8 @@ const MARKERS_UP_TO = 40;  // points per curve drawn with markers; longer curves
 // Charts drawn open at first; the sections after them start collapsed (their count in the heading)
 // and draw when opened, so that a run with hundreds of metrics opens quickly and hides none.
 const OPEN_CHARTS = 24;
+// A chart's height, on its div too: a responsive plot takes its first height from its container.
+const CHART_HEIGHT = 280;
 
 // TensorBoard's smoothing: an exponential moving average debiased at the start (so the first
 // points are not pulled towards 0); a constant series and non-finite values are left as they are.
@@ -176,7 +178,7 @@ export class CurveCharts {
       for (const key of members) {
         let div = this.charts.get(key);
         if (!div) {
-          div = el("div", { class: "chart small-chart", "data-metric": key });
+          div = el("div", { class: "chart small-chart", "data-metric": key, style: `height: ${CHART_HEIGHT}px` });
           this.charts.set(key, div);
         }
         grid.append(div);  // in order (an existing chart moves, keeping its plot)
@@ -225,7 +227,7 @@ export class CurveCharts {
     const div = this.charts.get(key);
     delete div.dataset.stale;
     Plotly.react(div, traces, {
-      title: { text: key, font: { size: 13 } }, height: 280, margin: { t: 30, r: 10, b: 40, l: 55 },
+      title: { text: key, font: { size: 13 } }, height: CHART_HEIGHT, margin: { t: 30, r: 10, b: 40, l: 55 },
       xaxis: { title: { text: unit.label }, tickformat: tickFormat(xs), automargin: true },
       yaxis: { type: yLog ? "log" : "linear", tickformat: tickFormat(ys, yLog), automargin: true, ...(yLog ? yTicks : {}) },
       showlegend: true, legend: { orientation: "h", y: -0.3, font: { size: 10 } }, hovermode: "closest",
