@@ -70,6 +70,7 @@ from lightning_modules.artifacts.digests import sha256_file
 from lightning_modules.artifacts.quantization import get_backend, load_quantized_state, quantized_state
 from lightning_modules.artifacts.references import download_run_artifact, refuse_job_ref
 from lightning_modules.artifacts.structural_edits import apply_structure
+from lightning_modules.heads.generation_model import GenerationModel
 from lightning_modules.heads.multitask_model import MultiTaskModel
 from lightning_modules.heads.pooling import PooledEncoder
 from lightning_modules.heads.task_model import TaskModel
@@ -271,7 +272,13 @@ def _build_model(manifest: dict, folder: Path) -> PooledEncoder:
     heads = {str(name): int(size) for name, size in manifest["heads"].items()}
     common = {"pooling": str(manifest["pooling"]), "head_dropout": float(manifest["head_dropout"]),
               "scalar_mix": bool(manifest["scalar_mix"])}
-    if manifest["kind"] == MULTI:
+    specs = list(manifest["tasks"].values())
+    if manifest["kind"] == SINGLE and specs[0].get("kind") == "generation":  # heads/generation_model.py
+        (name, _), = heads.items()
+        model = GenerationModel(backbone, task_name=name, head_dropout=common["head_dropout"],
+                                max_target_length=int(specs[0].get("max_target_length", 128)),
+                                source_prefix=specs[0].get("source_prefix"))
+    elif manifest["kind"] == MULTI:
         model = MultiTaskModel(backbone, heads, **common)
     else:
         (name, size), = heads.items()

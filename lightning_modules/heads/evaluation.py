@@ -26,7 +26,9 @@ from contextlib import contextmanager
 import torch
 import torch.nn.functional as F
 
+from lightning_modules.heads.generation_model import decode_split
 from lightning_modules.heads.pooling import PooledEncoder
+from lightning_modules.tasks.generation_metrics import score_split
 from lightning_modules.tasks.metrics import compute_metrics
 from lightning_modules.tasks.span_answers import SpanAnswer, SpanWindows, best_spans, score_answers
 from lightning_modules.tasks.spec import LoadedTask, TaskSpec
@@ -38,7 +40,11 @@ from ptmlab.contracts import ConfigError, DataError
 
 def task_loss(spec: TaskSpec, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Cross-entropy on B×C logits (B×T×C per token, -100 labels ignored), or MSE on a B×1
-    regression head."""
+    regression head. Generation: token-level cross-entropy on the B×T×V teacher-forced logits with
+    the task's label smoothing."""
+    if spec.is_generation:
+        return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE,
+                               label_smoothing=spec.label_smoothing)  # B×T×V -> BT×V
     if spec.is_token_level:
         return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE)  # B×T×C -> BT×C
     if spec.is_span_level:  # B×T×2 start/end logits, B×2 positions: Hugging Face's QA loss, the mean of the two
@@ -58,7 +64,10 @@ def prediction_scores(spec: TaskSpec, logits: torch.Tensor) -> torch.Tensor:
 def split_metrics(task: LoadedTask, split: str, predictions, labels) -> dict[str, float]:
     """The task's metrics on one eval split, keyed by `spec.metric_key` (accuracy, accuracy_mm, ...).
     Token classification: `predictions` are N×L first-sub-word tag indices in split order
-    (tasks/tagged_predictions.py), scored word by word against the split's full gold tags."""
+    (tasks/tagged_predictions.py), scored word by word against the split's full gold tags.
+    Generation: `predictions` are the output texts in split order (tasks/generation_metrics.py)."""
+    if task.spec.is_generation:
+        return score_split(task, split, predictions)[0]
     if task.spec.is_span_level:  # `predictions`: every window's logits (tasks/span_answers.py SpanWindows)
         data = task.data.splits[split]
         values = score_answers(task.spec, data, best_spans(task.spec, data, predictions))
@@ -125,6 +134,10 @@ def evaluate(model, task: LoadedTask, split: str, *, tokenizer=None, batch_size:
         return _evaluate_tokens(model, task, split, tokenizer=tokenizer, batch_size=batch_size)
     if task.spec.is_span_level:
         return split_metrics(task, split, _span_windows(model, task, split, tokenizer, batch_size), None)
+    if task.spec.is_generation:  # decoded with the task's settings (task.generation)
+        model, tokenizer = _model_and_tokenizer(model, tokenizer)
+        return split_metrics(task, split, decode_split(model, tokenizer, task, split, batch_size=batch_size).outputs,
+                             None)
     logits = predict(model, task, split, tokenizer=tokenizer, batch_size=batch_size)
     labels = torch.tensor([ex.label for ex in data.examples])
     return split_metrics(task, split, prediction_scores(task.spec, logits), labels)

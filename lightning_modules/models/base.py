@@ -86,3 +86,10 @@ class Backbone(nn.Module):
         """The same weights as a Hugging Face model (saved under `hf/` of an export), or None where
         the architecture has no Hugging Face counterpart."""
         return None
+
+    def to_hf_generator(self):
+        """The same weights as a Hugging Face model with an LM head tied to the token table that
+        `generate()` decodes with (`*ForConditionalGeneration`), or None where there is none: the
+        generation task model's logits are the decoder's last states × the token table, and this
+        twin's are the same numbers."""
+        return None

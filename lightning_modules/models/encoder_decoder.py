@@ -213,6 +213,19 @@ class TransformerEncoderDecoder(Backbone):
         model.load_state_dict(bart_state_dict_to_hf(self.state_dict(), e.num_layers, d.num_layers), strict=True)
         return model.eval()
 
+    def to_hf_generator(self):
+        """`BartForConditionalGeneration` over `to_hf()`'s weights: its LM head is the token table
+        and its final_logits_bias zero, so its logits are the generation task model's."""
+        base = self.to_hf()
+        if base is None:
+            return None
+        from transformers import BartForConditionalGeneration
+
+        model = BartForConditionalGeneration(base.config)
+        model.model.load_state_dict(base.state_dict(), strict=True)
+        model.lm_head.weight = model.model.shared.weight
+        return model.eval()
+
     @classmethod
     def from_hf(cls, model) -> "TransformerEncoderDecoder":
         """Build from a Hugging Face `BartModel`."""

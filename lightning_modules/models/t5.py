@@ -234,6 +234,21 @@ class T5EncoderDecoder(TransformerEncoderDecoder):
         model.load_state_dict(t5_state_dict_to_hf(self.state_dict(), e.num_layers, d.num_layers), strict=True)
         return model.eval()
 
+    def to_hf_generator(self):
+        """`T5ForConditionalGeneration` over `to_hf()`'s weights, its LM head the token table and its
+        decoder outputs unscaled (`scale_decoder_outputs=False`: Hugging Face T5 otherwise multiplies
+        them by d_model^-0.5 before a tied head), so its logits are the generation task model's."""
+        from transformers import T5ForConditionalGeneration
+
+        base = self.to_hf()
+        base.config.scale_decoder_outputs = False
+        model = T5ForConditionalGeneration(base.config)
+        missing, unexpected = model.load_state_dict(base.state_dict(), strict=False)
+        if unexpected or set(missing) - {"lm_head.weight"}:
+            raise BackboneError(f"T5ForConditionalGeneration: weights do not map ({(unexpected or missing)[0]})")
+        model.lm_head.weight = model.shared.weight
+        return model.eval()
+
     @classmethod
     def from_hf(cls, model) -> "T5EncoderDecoder":
         c = model.config

@@ -19,11 +19,14 @@ from lightning_modules.adaptation.base import Adaptation
 from lightning_modules.adaptation.from_config import build_adaptation
 from lightning_modules.artifacts.backbone_reference import ResolvedBackbone, backbone_summary, record_backbone, resolve_backbone
 from lightning_modules.artifacts.run_exports import export_models, save_delta
+from lightning_modules.heads.generation_model import GenerationModel, decode_split
 from lightning_modules.heads.task_model import TaskModel
 from lightning_modules.runtime.stage_run import StageRun, tracking_uri
 from lightning_modules.runtime.training_numbers import training_numbers
 from lightning_modules.stages.finetune_module import FinetuneModule
 from lightning_modules.tasks.datamodule import TaskDataModule
+from lightning_modules.tasks.generation_metrics import score_split
+from lightning_modules.tasks.generation_predictions import write_generations
 from lightning_modules.tasks.metrics import prediction_stats
 from lightning_modules.tasks.predictions import write_glue_submission, write_predictions
 from lightning_modules.tasks.span_answers import SpanWindows, best_spans, write_span_predictions
@@ -32,6 +35,7 @@ from lightning_modules.tasks.tagged_predictions import word_tags, write_tagged_p
 from lightning_modules.tasks.span_metrics import SPAN_METRIC_MODES
 from lightning_modules.tasks.token_metrics import TOKEN_METRIC_MODES
 from ptmlab.contracts import ConfigError
+from ptmlab.contracts.decoding import DecodingSettings
 from ptmlab.contracts.identity import config_hash
 
 @dataclass
@@ -66,9 +70,16 @@ def build_finetune(cfg: DictConfig) -> FinetuneParts:
     # Token classification and span extraction: the head reads every position (heads/pooling.py
     # `tokens`, `spans`), whatever stage.pooling says.
     pooling = "tokens" if task.spec.is_token_level else "spans" if task.spec.is_span_level else str(stage.pooling)
-    model = TaskModel(resolved.backbone, task.num_labels, pooling=pooling,
-                      head_dropout=float(stage.head_dropout), scalar_mix=adaptation.uses_scalar_mix,
-                      task_name=task.spec.name)
+    if task.spec.is_generation:  # the decoder's states on the token table (heads/generation_model.py)
+        DecodingSettings.from_dict(task.spec.generation).check(vocab_size=len(resolved.tokenizer))
+        # no dropout of its own before the tied LM head: the decoder's last layer has T5's/BART's
+        model = GenerationModel(resolved.backbone, task_name=task.spec.name, head_dropout=0.0,
+                                max_target_length=task.spec.max_target_length, source_prefix=task.spec.source_prefix,
+                                scalar_mix=adaptation.uses_scalar_mix)
+    else:
+        model = TaskModel(resolved.backbone, task.num_labels, pooling=pooling,
+                          head_dropout=float(stage.head_dropout), scalar_mix=adaptation.uses_scalar_mix,
+                          task_name=task.spec.name)
     adaptation.prepare(model)
     datamodule = TaskDataModule(task, resolved.tokenizer, causal=bool(resolved.backbone.is_causal),
                                 batch_size=int(stage.batch_size), eval_batch_size=int(stage.eval_batch_size),
@@ -123,6 +134,31 @@ def write_prediction_files(run: StageRun, trainer, parts: FinetuneParts, write: 
     return stats
 
 
+def write_generation_files(run: StageRun, parts: FinetuneParts, write: bool) -> dict:
+    """Generation: every eval and test split decoded with the task's settings, written as
+    source / reference(s) / output lines (predictions/<split>.jsonl); returns the summary's
+    `generation` entry: the settings, each scored split's metric signatures, and the decoding
+    speed (generated tokens/s, latency per example) over all of them."""
+    task, model = parts.task, parts.model
+    settings = DecodingSettings.from_dict(task.spec.generation)
+    pred_dir = run.run_dir / "predictions"
+    signatures, tokens, seconds, examples = {}, 0, 0.0, 0
+    for split_name in parts.datamodule.split_names_predict:
+        decoded = decode_split(model, parts.resolved.tokenizer, task, split_name, settings,
+                               batch_size=int(run.cfg.stage.eval_batch_size))
+        tokens, seconds, examples = tokens + decoded.new_tokens, seconds + decoded.seconds, examples + len(decoded.outputs)
+        split = task.data.splits[split_name]
+        if split.has_labels:
+            signatures.update(score_split(task, split_name, decoded.outputs)[1])
+        if write:
+            write_generations(pred_dir / f"{split_name}.jsonl", split, decoded.outputs)
+    if write and pred_dir.exists():
+        run.log_artifacts(pred_dir, "predictions")
+    return {"decoding": settings.to_dict(), "metric_signatures": signatures, "generated_tokens": tokens,
+            "tokens_per_s": round(tokens / seconds, 3) if seconds > 0 else None,
+            "latency_ms_per_example": round(1000.0 * seconds / max(examples, 1), 3)}
+
+
 def run_finetune(cfg: DictConfig) -> dict:
     stage = cfg.stage
     parts = build_finetune(cfg)
@@ -145,7 +181,10 @@ def run_finetune(cfg: DictConfig) -> dict:
         delta = save_delta(run, parts.adaptation.delta_state(model))
         parts.adaptation.finalize(model)
         run.progress.phase("predicting")
-        stats = write_prediction_files(run, trainer, parts, bool(stage.write_predictions))
+        if task.spec.is_generation:
+            generation, stats = write_generation_files(run, parts, bool(stage.write_predictions)), {}
+        else:
+            generation, stats = None, write_prediction_files(run, trainer, parts, bool(stage.write_predictions))
         run.progress.phase("exporting the task model")
         adversarial = parts.adversarial.settings() if parts.adversarial is not None else None
         task_model_dir = export_models(run, cfg, model, parts.resolved, {task.spec.name: task.spec},
@@ -169,6 +208,7 @@ def run_finetune(cfg: DictConfig) -> dict:
             # SQuAD EM/F1 on ptmlab's 0-1 scale; v2.0: the no-answer threshold chosen on dev (null: v1.1)
             **({"metric_modes": SPAN_METRIC_MODES, "no_answer_threshold": metrics.get("no_answer_threshold")}
                if task.spec.is_span_level else {}),
+            **({"generation": generation} if generation is not None else {}),
             **numbers,
             **delta,
             "task_model_dir": str(task_model_dir),

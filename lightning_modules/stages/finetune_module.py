@@ -10,6 +10,8 @@ import torch
 from lightning_modules.adaptation.adversarial import AdversarialTraining
 from lightning_modules.adaptation.base import Adaptation
 from lightning_modules.heads.evaluation import prediction_scores, split_metrics, task_loss
+from lightning_modules.heads.generation_model import generate_batch
+from ptmlab.contracts.decoding import DecodingSettings
 from lightning_modules.heads.task_model import TaskModel
 from lightning_modules.optim import build_optimizer, build_scheduler
 from lightning_modules.stages.pretrain_module import log_this_step, training_flops_per_token
@@ -35,6 +37,9 @@ class FinetuneModule(pl.LightningModule):
         self.train_time_s = 0.0
         self._fit_started = None
         self._flops_cache: dict[int, float] = {}
+        # Generation: the Hugging Face twin validation decodes with (made per validation epoch)
+        self._generator = None
+        self._decoding = DecodingSettings.from_dict(task.spec.generation) if task.spec.is_generation else None
 
     def training_flops_per_token(self, seq_len: int) -> float:
         """Kaplan et al.'s 6·N + 6·L·T·H per token of the backbone at this batch's padded length
@@ -102,10 +107,24 @@ class FinetuneModule(pl.LightningModule):
         batches of different lengths concatenate."""
         return first_subword_predictions(self.model(batch), batch, self.task.spec.max_length)
 
+    def _generated_texts(self, batch) -> tuple[torch.Tensor, list[str]]:
+        """(example indices, output texts) of a batch, decoded on the Hugging Face twin made at the
+        epoch's start with the task's decoding settings (heads/generation_model.py)."""
+        encoder = self.trainer.datamodule.encoder
+        rows = generate_batch(self._generator, encoder, batch, self._decoding)[:, 1:].tolist()  # drop the start
+        rows = [row[: row.index(encoder.eos_id) + 1] if encoder.eos_id in row else row for row in rows]
+        texts = encoder.tokenizer.batch_decode(rows, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        return batch["example_index"].cpu(), [t.strip() for t in texts]
+
     def validation_step(self, batch, batch_idx, dataloader_idx: int = 0):
         if self.task.spec.is_span_level:  # every window's logits; answers per question in split_metrics
             self._outputs.setdefault(dataloader_idx, []).append(
                 SpanWindows.from_batch(self.model(batch), batch, self.task.spec.max_length))
+            return
+        if self.task.spec.is_generation:
+            if self._generator is None:
+                self._generator = self.model.hf_generator()  # the weights as they are now
+            self._outputs.setdefault(dataloader_idx, []).append(self._generated_texts(batch))
             return
         if self.task.spec.is_token_level:  # scored against the split's word-level gold (split_metrics)
             preds = self._token_predictions(batch)
@@ -117,10 +136,16 @@ class FinetuneModule(pl.LightningModule):
     def on_validation_epoch_end(self) -> None:
         task_name = self.task.spec.name
         metrics: dict[str, float] = {}
+        self._generator = None
         for idx, outputs in self._outputs.items():
             split = self.val_split_names[idx]
             if self.task.spec.is_span_level:
                 metrics.update(split_metrics(self.task, split, SpanWindows.cat(outputs), None))
+                continue
+            if self.task.spec.is_generation:  # texts back in split order
+                order = torch.cat([i for i, _ in outputs]).argsort().tolist()
+                texts = [t for _, batch_texts in outputs for t in batch_texts]
+                metrics.update(split_metrics(self.task, split, [texts[i] for i in order], None))
                 continue
             preds = torch.cat([p for p, _ in outputs])
             labels = torch.cat([y for _, y in outputs])

@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class TaskSpec:
     name: str
-    kind: str  # classification | regression | token_classification | span_extraction
+    kind: str  # classification | regression | token_classification | generation | span_extraction
     labels: tuple[str, ...] | None  # raw file values in class-index order; None: regression/inferred
     metrics: tuple[str, ...]
     main_metric: str
@@ -40,6 +40,12 @@ class TaskSpec:
     max_answer_length: int = 30
     n_best_size: int = 20
     no_answer_threshold: float | None = None
+    # Generation (task.kind: generation; tasks/seq2seq_encoding.py, tasks/decoding.py): max_length is
+    # the source's limit; the target's, a source prefix, label smoothing and the decoding settings.
+    max_target_length: int = 128
+    source_prefix: str | None = None
+    label_smoothing: float = 0.0
+    generation: dict | None = None
 
     @property
     def is_regression(self) -> bool:
@@ -54,6 +60,11 @@ class TaskSpec:
     def is_span_level(self) -> bool:
         """A start and an end per answer (extractive QA): start/end logits per token, SQuAD metrics."""
         return self.kind == "span_extraction"
+
+    @property
+    def is_generation(self) -> bool:
+        """A target text per example (references as labels): a decoder, teacher forcing, BLEU/ROUGE."""
+        return self.kind == "generation"
 
     @property
     def num_labels(self) -> int:
@@ -107,7 +118,16 @@ class TaskSpec:
             max_length=int(c.get("max_length") or 128), prompt=_prompt(c.get("prompt")),
             **{k: c[k] for k in ("doc_stride", "max_answer_length", "n_best_size", "no_answer_threshold")
                if c.get(k) is not None},
+            **(_generation_fields(c) if str(c["kind"]) == "generation" else {}),
         )
+
+
+def _generation_fields(c: dict) -> dict:
+    from ptmlab.contracts.decoding import DecodingSettings
+
+    return {"max_target_length": int(c.get("max_target_length", 128)), "source_prefix": c.get("source_prefix"),
+            "label_smoothing": float(c.get("label_smoothing") or 0.0),
+            "generation": DecodingSettings.from_dict(c.get("generation")).to_dict()}
 
 
 def _prompt(node: dict | None) -> dict | None:
@@ -163,7 +183,7 @@ def load_task(task_cfg: DictConfig) -> LoadedTask:
     data: TaskData = reader.read()
     for note in data.notes:
         log.warning(note)
-    if spec.kind not in ("regression", "span_extraction") and spec.labels is None:
+    if spec.kind not in ("regression", "generation", "span_extraction") and spec.labels is None:
         labels = infer_tags(data.train) if spec.is_token_level else infer_labels(data.train)
         spec = dataclasses.replace(spec, labels=labels)
         declared = task_cfg.get("num_labels")
@@ -179,7 +199,7 @@ def load_task(task_cfg: DictConfig) -> LoadedTask:
             why = f" after task.max_{'train' if name == data.train_split else 'eval'}_samples={limit}" \
                 if limit is not None and split.examples else ""
             raise DataError(f"{split.source}: split '{name}' of task {spec.name} is empty{why}")
-        if split.has_labels:
+        if split.has_labels and not spec.is_generation:  # generation: the references are the labels
             label = _map_tags if spec.is_token_level else _map_label
             if not spec.is_span_level:  # span answers are checked against their context by the reader
                 examples = [label(spec, split, ex) for ex in examples]

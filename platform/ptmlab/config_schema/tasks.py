@@ -61,7 +61,7 @@ class PromptNode(Node):
 class TaskNode(Node):
     name: Name
     display_name: Name | None = None
-    kind: Literal["classification", "regression", "token_classification", "span_extraction"]
+    kind: Literal["classification", "regression", "token_classification", "generation", "span_extraction"]
     num_labels: PositiveInt | None = None
     labels: Annotated[Any, checked(_labels, "a list of label values")] = None
     label_names: list[str] | None = None
@@ -79,6 +79,11 @@ class TaskNode(Node):
     max_answer_length: PositiveInt | None = None
     n_best_size: PositiveInt | None = None
     no_answer_threshold: float | None = None
+    # generation (lightning_modules/tasks/seq2seq_encoding.py; task_checks checks the values)
+    max_target_length: int | None = None
+    source_prefix: str | None = None
+    label_smoothing: float | None = None
+    generation: dict[str, Any] | None = None
     data: TargetSlot
 
 
@@ -141,6 +146,17 @@ class ConlluTagReader(TargetNode):
     max_sentences: PositiveInt | None = None
 
 
+class Seq2SeqReader(TargetNode):
+    """Source/target pairs (lightning_modules/data/seq2seq_files.py): per split a JSONL path or
+    {source, target} line-aligned files; one or several target keys."""
+
+    train: str | dict[str, str | None]
+    dev: str | dict[str, str | None]
+    test: str | dict[str, str | None] | None = None
+    source_field: Name = "source"
+    target_field: Name | list[Name] = "target"
+
+
 class SquadReader(TargetNode):
     """SQuAD v1.1 / v2.0 JSON (lightning_modules/data/squad_json.py)."""
 
@@ -149,6 +165,7 @@ class SquadReader(TargetNode):
 
 
 READERS = {
+    "lightning_modules.data.seq2seq_files.Seq2SeqReader": Seq2SeqReader,
     "lightning_modules.data.conll_columns.ConllReader": ConllReader,
     "lightning_modules.data.conllu_tags.ConlluTagReader": ConlluTagReader,
     "lightning_modules.data.squad_json.SquadReader": SquadReader,

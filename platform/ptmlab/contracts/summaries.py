@@ -77,6 +77,18 @@ class PredictionStats(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+class GenerationNumbers(BaseModel):
+    """A generation task's decoding (lightning_modules/stages/finetune.py `write_generation_files`):
+    the settings, each metric's sacreBLEU signature or rouge-score setting, and the speed over
+    every decoded split (generated sub-words, end tokens included)."""
+
+    decoding: dict[str, Any]
+    metric_signatures: dict[str, str]
+    generated_tokens: int = Field(ge=0)
+    tokens_per_s: float | None = Field(default=None, ge=0)
+    latency_ms_per_example: float = Field(ge=0)
+
+
 class FinetuneSummary(StageSummary):
     """stage=finetune, and stage=multitask (one head per task: `tasks`, `task_metrics`)."""
 
@@ -100,6 +112,7 @@ class FinetuneSummary(StageSummary):
     steps: int = Field(ge=0)
     task_model_dir: str | None = None
     throughput: Throughput | None = None
+    generation: GenerationNumbers | None = None  # task.kind=generation only
     # The resolved config's hash (ptmlab.contracts.identity): with the seed, what tells a re-run
     # from a different configuration on the leaderboard.
     config_hash: str | None = None

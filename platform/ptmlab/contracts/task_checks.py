@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ptmlab.contracts.errors import ConfigError
 
-TASK_KINDS = ("classification", "regression", "token_classification", "span_extraction")
+TASK_KINDS = ("classification", "regression", "token_classification", "generation", "span_extraction")
 # Metric names (Hugging Face `evaluate` glue names) -> the task kind they apply to.
 METRIC_KINDS = {
     "accuracy": "classification", "f1": "classification", "macro_f1": "classification",
@@ -28,7 +28,11 @@ METRIC_KINDS = {
     "token_accuracy": "token_classification",
     # the official SQuAD scripts' EM and token F1 (lightning_modules/tasks/span_metrics.py); f1 below
     "exact_match": "span_extraction",
+    # sacreBLEU and rouge-score (lightning_modules/tasks/generation_metrics.py)
+    **dict.fromkeys(("bleu", "chrf", "length_ratio", "rouge1", "rouge2", "rougeL", "rougeLsum"), "generation"),
 }
+# The reader of source/target pairs: the generation kind reads only it.
+GENERATION_READERS = ("lightning_modules.data.seq2seq_files.Seq2SeqReader",)
 # Readers that return one tag per word (lightning_modules/data/): the token kind reads only these.
 TOKEN_READERS = ("lightning_modules.data.conll_columns.ConllReader", "lightning_modules.data.conllu_tags.ConlluTagReader")
 # The SQuAD JSON reader: the span kind reads only it (questions, contexts, answers as character spans).
@@ -47,7 +51,13 @@ def check_task_node(task: DictConfig, key: str = "task") -> None:
     if kind not in TASK_KINDS:
         raise ConfigError(f"{key}.kind={kind} is unknown; valid: {', '.join(TASK_KINDS)}")
     reader = OmegaConf.select(task, "data._target_", default=None)
-    if reader is not None and (kind == "token_classification") != (str(reader) in TOKEN_READERS):
+    if reader is not None and (kind == "generation") != (str(reader) in GENERATION_READERS):
+        wants = "the source/target reader " + GENERATION_READERS[0] if kind == "generation" \
+            else "a labelled reader, not the source/target one"
+        raise ConfigError(f"{key}.kind={kind} needs {wants}; {key}.data._target_={reader}")
+    if kind == "generation":
+        _check_generation(task, key)
+    elif reader is not None and (kind == "token_classification") != (str(reader) in TOKEN_READERS):
         wants = "a word-tagging reader (" + ", ".join(TOKEN_READERS) + ")" if kind == "token_classification" \
             else "a sentence reader, not a word-tagging one"
         raise ConfigError(f"{key}.kind={kind} needs {wants}; {key}.data._target_={reader}")
@@ -171,6 +181,9 @@ def multitask_task_nodes(cfg: DictConfig) -> dict[str, DictConfig]:
         node = task_config(str(name), cfg)
         if str(node.name) in nodes:
             raise ConfigError(f"stage.tasks: two tasks are named '{node.name}' ({name})")
+        if str(node.get("kind")) == "generation":
+            raise ConfigError(f"stage.tasks: {name} is a generation task; stage=multitask takes classification "
+                              f"tasks only (fine-tune it with stage=finetune)")
         if str(node.get("kind")) in ("token_classification", "span_extraction"):  # the multi-task model pools one vector per sequence
             raise ConfigError(f"stage.tasks: {name} is a {node.kind} task; stage=multitask takes "
                               f"sentence-level tasks only (fine-tune it with stage=finetune)")
@@ -189,6 +202,20 @@ def check_multitask(cfg: DictConfig) -> None:
         return
     for name, node in multitask_task_nodes(cfg).items():
         check_task_node(node, key=f"stage.tasks[{name}]")
+
+
+def _check_generation(task: DictConfig, key: str) -> None:
+    """A generation task's limits, label smoothing and decoding settings (ptmlab.contracts.decoding)."""
+    from ptmlab.contracts.decoding import DecodingSettings
+
+    n = task.get("max_target_length", 128)
+    if not isinstance(n, int) or isinstance(n, bool) or n < 2:
+        raise ConfigError(f"{key}.max_target_length={n} must be an integer >= 2 (a target token and the end token)")
+    smoothing = task.get("label_smoothing") or 0.0
+    if not isinstance(smoothing, (int, float)) or not 0.0 <= float(smoothing) < 1.0:
+        raise ConfigError(f"{key}.label_smoothing={smoothing} must be in [0, 1)")
+    node = task.get("generation")
+    DecodingSettings.from_dict(OmegaConf.to_container(node, resolve=True) if node is not None else None)
 
 
 def _check_spans(task: DictConfig, key: str) -> None:
