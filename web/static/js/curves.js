@@ -174,6 +174,8 @@ export class CurveCharts {
       before += byGroup.get(name).length;
       const members = byGroup.get(name);
       section.querySelector("summary").textContent = `${name} (${members.length})`;
+      // Small sections share a row (a lone val/ chart beside a lone train/ one), big ones take it whole.
+      section.style.flex = `1 1 ${Math.min(members.length, 3) * 440}px`;
       const grid = section.querySelector(".chart-grid");
       for (const key of members) {
         let div = this.charts.get(key);
