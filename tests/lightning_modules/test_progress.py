@@ -54,6 +54,10 @@ def test_a_fit_leaves_its_progress_with_steps_metrics_and_history(tmp_path):
     losses = [p["train/loss"] for p in history if "train/loss" in p]
     assert len(losses) >= 20 and losses[-1] < losses[0]
     assert sum("val/loss" in p for p in history) == 3  # one point per validation
+    # The other x-axes: the fractional epoch (8 batches an epoch) and seconds since the start.
+    epochs = [p["epoch"] for p in history]
+    assert epochs == sorted(epochs) and history[0]["epoch"] == 0.125 and epochs[-1] == 3.0
+    assert all(p["time_s"] >= 0 for p in history) and "tokens" not in history[0]  # this module counts no tokens
 
 
 def test_history_is_thinned_not_cut(tmp_path):
