@@ -222,6 +222,11 @@ def build_task(cfg, ctx):
             {"context": context, "qas": qas}]}]}))
         task_cfg = OmegaConf.merge(task_cfg, {"data": {"train": str(ctx["tmp"] / "tiny.json"),
                                                        "dev": str(ctx["tmp"] / "tiny.json")}})
+    elif cfg.task.name == "seq2seq":  # no default files: a tiny line-aligned pair
+        (ctx["tmp"] / "tiny.src").write_text("the cat sat\na dog ran\n")
+        (ctx["tmp"] / "tiny.tgt").write_text("sat cat the\nran dog a\n")
+        pair = {"source": str(ctx["tmp"] / "tiny.src"), "target": str(ctx["tmp"] / "tiny.tgt")}
+        task_cfg = OmegaConf.merge(task_cfg, {"data": {"train": pair, "dev": pair}})
     elif "glue" in str(cfg.task.data.get("data_dir", "")):
         from lightning_modules.data.glue import glue_layout
 
@@ -239,6 +244,11 @@ def build_task(cfg, ctx):
 
         encoder = QuestionContextEncoder(ctx["tokenizer"], max_length=task.spec.max_length,
                                          doc_stride=task.spec.doc_stride)
+    if task.spec.is_generation:  # source -> target with the decoder's inputs shifted right
+        from lightning_modules.tasks.seq2seq_encoding import Seq2SeqEncoder
+
+        encoder = Seq2SeqEncoder(ctx["tokenizer"], max_source_length=task.spec.max_length,
+                                 max_target_length=task.spec.max_target_length, source_prefix=task.spec.source_prefix)
     batch = encoder.collate(encoder.encode_split(task.train)[:4])
     assert batch["labels"].shape[0] == batch["input_ids"].shape[0] > 0
 
