@@ -206,11 +206,17 @@ def test_each_pruner_stops_bad_trials_from_their_intermediate_values(pruner, tmp
     complete = [t for t in status["trials"] if t["state"] == "complete"]
     assert pruned and complete and len(pruned) + len(complete) == 12
     assert all(len(t["intermediate"]) < 4 for t in pruned)
-    # What was pruned was worse, on average, than what survived (Hyperband's widest bracket lets
-    # even a bad trial run to the end, so not each one).
-    def mean_quality(trials):
-        return sum(t["params"]["stage.quality"] for t in trials) / len(trials)
-    assert mean_quality(pruned) < mean_quality(complete)
+    # Never pruned without cause: each pruned trial was worse than the best trial run before it
+    # (trials ran one at a time, in number order; the curves rise with quality).
+    quality = {t["number"]: t["params"]["stage.quality"] for t in status["trials"]}
+    assert all(quality[t["number"]] < max((quality[n] for n in range(t["number"])), default=0) for t in pruned)
+    if pruner != "hyperband":
+        # And worse, on average, than what survived. Not asserted for Hyperband: it puts each
+        # trial in a bracket by a hash of the study's (random) name, so a good trial can meet
+        # better ones in its bracket and be pruned (seen: 1 run in 10 failed this).
+        def mean_quality(trials):
+            return sum(t["params"]["stage.quality"] for t in trials) / len(trials)
+        assert mean_quality(pruned) < mean_quality(complete)
 
 
 @pytest.mark.parametrize("budget", ["max_steps", "max_wall_s"])
