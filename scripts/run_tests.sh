@@ -2,8 +2,8 @@
 # `make test`: the whole suite in three lanes side by side, one pytest process each:
 #   models    tests/e2e's MiniLM thresholds on the session's SST-2 teacher (fine-tuning, attacks,
 #             compression) and the demo
-#   science   tests/lightning_modules, tests/test_every_config.py, the two pipeline pages
-#             (compression, probing)
+#   science   tests/lightning_modules, tests/test_every_config.py, the pipeline pages
+#             (compression, probing) and the other pages that need no teacher (PAGES)
 #   platform  tests/platform (mostly waits: servers, worker subprocesses, a browser, a Slurm cluster),
 #             the dashboard in a browser, and the MiniLM thresholds that need no session teacher
 #             (WNUT-17, delta tuning)
@@ -28,7 +28,10 @@ for arg in "$@"; do  # a test path (file, folder, file::test) among the options
 done
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 tmp=${TMPDIR:-/tmp}
-PAGES=(tests/e2e/test_compression_page.py tests/e2e/test_probing_page.py)
+# Dashboard pages in a browser that need no session teacher: the two pipeline pages (MiniLM
+# pipelines through a worker), the chart component, the studies' Pareto pages.
+PAGES=(tests/e2e/test_compression_page.py tests/e2e/test_probing_page.py tests/e2e/test_curve_charts.py
+       tests/e2e/test_study_pareto_browser.py)
 # WNUT-17 (~4 min) and delta tuning (~6 min) need no session teacher and the dashboard's browser
 # tests mostly wait: all in the lane that mostly waits. (A clean-clone run with delta tuning in the
 # models lane: models 36.5 min, science 28.6, platform 25.7.)
