@@ -47,14 +47,11 @@ class QuestionContextEncoder:
         pairs = [tuple(p) for p in pairs]
         if not pairs:
             return []
-        try:
-            enc = self.tokenizer([q.lstrip() for q, _ in pairs], [c for _, c in pairs], truncation="only_second",
-                                 max_length=self.max_length, stride=self.doc_stride,
-                                 return_overflowing_tokens=True, return_offsets_mapping=True,
-                                 return_token_type_ids=True, return_attention_mask=False)
-        except Exception as exc:  # the Rust tokenizer's error type: a question that leaves no room for context
-            raise ConfigError(f"cannot window the questions at task.max_length={self.max_length}, "
-                              f"task.doc_stride={self.doc_stride}: {exc}") from None
+        questions = [q.lstrip() for q, _ in pairs]
+        self._check_room(questions)
+        enc = self.tokenizer(questions, [c for _, c in pairs], truncation="only_second", max_length=self.max_length,
+                             stride=self.doc_stride, return_overflowing_tokens=True, return_offsets_mapping=True,
+                             return_token_type_ids=True, return_attention_mask=False)
         out = []
         for i, ids in enumerate(enc["input_ids"]):
             sequence = enc.sequence_ids(i)
@@ -62,6 +59,15 @@ class QuestionContextEncoder:
             out.append({"input_ids": ids, "token_type_ids": enc["token_type_ids"][i], "offsets": offsets,
                         "example_index": int(enc["overflow_to_sample_mapping"][i])})
         return out
+
+    def _check_room(self, questions: list[str]) -> None:
+        """A window must hold more context than the overlap (the tokenizer panics otherwise)."""
+        lengths = [len(ids) for ids in self.tokenizer(questions, add_special_tokens=False)["input_ids"]]
+        room = self.max_length - max(lengths) - self.tokenizer.num_special_tokens_to_add(pair=True)
+        if room <= self.doc_stride:
+            raise ConfigError(f"the longest question has {max(lengths)} sub-words: task.max_length={self.max_length} "
+                              f"leaves {room} for the context, not more than task.doc_stride={self.doc_stride} "
+                              "(raise task.max_length or lower task.doc_stride)")
 
     def encode_split(self, split: Split) -> list[dict]:
         items = self.encode([q.texts for q in split.examples])
