@@ -320,7 +320,7 @@ def test_full_finetuning_learns_the_synthetic_answers(runs):
     # The WordPiece vocabulary is not the same in every session (huggingface/tokenizers#1794): the
     # bar sits well below the lowest exact match measured over separate sessions (see tests/README.md).
     metrics = runs["full"]["summary"]["metrics"]
-    assert metrics["exact_match"] > 0.6 and metrics["f1"] > 0.6  # a span at random scores ~0
+    assert metrics["exact_match"] > 0.5 and metrics["f1"] > 0.5  # 0.781 measured; a span at random scores ~0
 
 
 FRESH_PROCESS = textwrap.dedent("""
