@@ -9,7 +9,13 @@ measurement settings travel with every point (a latency without its settings is 
 With `study_id`, the compress results of one multi-objective study's trials (issue 26 item 5):
 each point carries its trial number and whether the trial is on the study's Pareto front
 (Optuna's `best_trials` over the study's own objectives), and `study` names the objectives and
-the Pareto trials with their jobs."""
+the Pareto trials with their jobs.
+
+Robustness (issue 25 item 4): each point and reference carries `robustness`, recipe -> the latest
+attack result whose `source` is that model (the compress job, by its run folder or `job:<id>`;
+the reference by the compress summary's `source`), so accuracy under attack can replace the
+score on the y axis; `robustness_fronts` are the Pareto fronts against it and
+`robustness_missing` counts, per recipe, the models without such a result."""
 
 from __future__ import annotations
 
@@ -23,6 +29,8 @@ from sqlalchemy.orm import Session
 from ptmlab.config_groups import CONF_DIR
 from ptmlab.db.models import Job
 from ptmlab.results import cached_view, filter_options, load_rows, number
+from ptmlab.views.robustness import KIND as ATTACK_KIND
+from ptmlab.views.robustness import attacks_by_model, model_ref
 
 KIND = "compress"
 AXES = {"params": "Parameters", "size_bytes": "Size on disk (bytes)", "latency_ms": "Latency (ms)",
@@ -126,7 +134,7 @@ def _point(row, s: dict) -> dict[str, Any]:
         "with_extra_training": bool(s.get("retention_with_extra_training")),
         "config": s.get("config") if isinstance(s.get("config"), dict) else {},
         "changed": changed_settings(str(s.get("method", "-")), s.get("config") if isinstance(s.get("config"), dict) else {}),
-        "seed": s.get("seed"),
+        "seed": s.get("seed"), "run_dir": s.get("run_dir"),
     }
 
 
@@ -137,7 +145,8 @@ def compression_view(session: Session, *, task: str | None = None, sweep_id: str
         tags = {**(tags or {}), "study_id": study_id}
         front = study_front(session, study_id)  # NotFoundError first; never cached: trials are told later
     key = ("compression", task, sweep_id, tuple(sorted((tags or {}).items())))
-    view = cached_view(session, KIND, key, lambda: _compression(session, task, sweep_id, tags))
+    # attack rows too: a new attack result changes the robustness axis
+    view = cached_view(session, (KIND, ATTACK_KIND), key, lambda: _compression(session, task, sweep_id, tags))
     return view if study_id is None else _with_study(view, front)
 
 
@@ -198,6 +207,7 @@ def _compression(session: Session, task: str | None, sweep_id: str | None, tags:
     labels = source_labels(session, {p["source"] for p in points} | set(references))
     for p in [*points, *references.values()]:
         p["source_label"] = labels.get(p["source"], p["source"])
+    recipes, robustness_fronts, missing = _robustness_axis(session, points, list(references.values()))
     fronts = {}
     for axis in AXES:
         front = pareto_front(points, axis)
@@ -208,6 +218,31 @@ def _compression(session: Session, task: str | None, sweep_id: str | None, tags:
         "task": task, "tasks": tasks, "axes": [{"key": k, "label": v} for k, v in AXES.items()],
         "methods": sorted({p["method"] for p in points}),
         "points": points, "references": list(references.values()), "fronts": fronts,
+        "recipes": recipes, "robustness_fronts": robustness_fronts, "robustness_missing": missing,
         "result_count": len(rows), "options": filter_options(session, KIND),
         "filters": {"sweep_id": sweep_id, "tags": dict(tags or {})},
     }
+
+
+def _robustness_axis(session: Session, points: list[dict], references: list[dict]) -> tuple[list, dict, dict]:
+    """Each point's and reference's attack results by recipe (`robustness`); per recipe and x axis
+    the Pareto front of accuracy under attack; per recipe how many models have no attack result."""
+    attacks = attacks_by_model(session)
+    for p in points:
+        keys = [f"job:{p['job_id']}"] if p["job_id"] is not None else []
+        keys += [model_ref(p["run_dir"])] if p.get("run_dir") else []
+        p["robustness"] = next((attacks[k] for k in keys if k in attacks), {})
+    for r in references:
+        r["robustness"] = attacks.get(model_ref(r["source"]), {})
+    models = [*points, *references]
+    recipes = sorted({recipe for m in models for recipe in m["robustness"]})
+    fronts: dict[str, dict[str, list]] = {}
+    for recipe in recipes:
+        under = [{"id": p["id"], **{a: p[a] for a in AXES},
+                  "y": p["robustness"].get(recipe, {}).get("accuracy_under_attack")} for p in points]
+        fronts[recipe] = {}
+        for axis in AXES:
+            front = pareto_front(under, axis, "y")
+            fronts[recipe][axis] = [p["id"] for p in sorted((p for p in under if p["id"] in front), key=lambda p: p[axis])]
+    missing = {recipe: sum(recipe not in m["robustness"] for m in models) for recipe in recipes}
+    return recipes, fronts, missing

@@ -1,5 +1,6 @@
 // Compression trade-offs: score vs params / size / latency, a colour per method, the Pareto front;
-// with ?study=<id>, one multi-objective study's trials and its own Pareto front (◆, linked to their jobs).
+// with ?study=<id>, one multi-objective study's trials and its own Pareto front (◆, linked to their jobs);
+// y = score or, per attack recipe, accuracy under attack (?y=attack:<recipe>; models without that attack left out, counted).
 import { PALETTE, api, el, flash, fmt, human, query, setQuery } from "/static/js/api.js";
 
 const form = document.getElementById("comp-filters");
@@ -17,6 +18,32 @@ function fill(select, values, labels, current) {
   if (values.includes(current)) select.value = current;
 }
 
+// The y value: the task score, or accuracy under the chosen recipe's attack (null: not attacked).
+function yRecipe() {
+  const y = form.elements.y.value || "score";
+  return y.startsWith("attack:") ? y.slice(7) : null;
+}
+
+function yOf(p) {
+  const recipe = yRecipe();
+  if (!recipe) return p.score;
+  const a = (p.robustness || {})[recipe];
+  return a ? a.accuracy_under_attack : null;
+}
+
+function attacks(p) {
+  return Object.entries(p.robustness || {}).map(([r, a]) =>
+    `<br>${r}: ${fmt(a.accuracy_under_attack, 4)} under attack (clean ${fmt(a.clean_accuracy, 4)}, ${a.num_examples} ex., seed ${a.seed})`).join("");
+}
+
+function robustnessNote() {
+  const note = document.getElementById("comp-robustness");
+  const recipe = yRecipe();
+  const missing = recipe ? (data.robustness_missing || {})[recipe] || 0 : 0;
+  note.hidden = !missing;
+  note.textContent = missing ? `${missing} of ${data.points.length + data.references.length} models have no ${recipe} attack result and are left out of this axis.` : "";
+}
+
 function hover(p, axisLabel, axis) {
   return `<b>${p.method}</b> on ${p.source_label ?? p.source}<br>score ${p.score}<br>${axisLabel}: ${human(p[axis])}` +
     (p.retention !== null && p.retention !== undefined ? `<br>retention ${(100 * p.retention).toFixed(1)}%` +
@@ -25,27 +52,29 @@ function hover(p, axisLabel, axis) {
     (p.speedup ? `<br>speed-up ${p.speedup.toFixed(2)}×` : "") +
     (p.control_score !== null && p.control_score !== undefined ? `<br>control (same training, uncompressed) ${p.control_score}` : "") +
     (settings(p.changed) ? `<br>${settings(p.changed)}` : "") + (p.measured ? `<br>measured: ${p.measured}` : "") +
-    (p.id ? `<br>result #${p.id}` : "") + (p.trial !== undefined && p.trial !== null ? `<br>study trial ${p.trial}` +
+    attacks(p) + (p.id ? `<br>result #${p.id}` : "") + (p.trial !== undefined && p.trial !== null ? `<br>study trial ${p.trial}` +
       (p.study_pareto ? " (on the study's Pareto front)" : "") : "");
 }
 
 function draw() {
   const axis = form.elements.axis.value;
   const axisLabel = data.axes.find((a) => a.key === axis).label;
-  const points = data.points.filter((p) => p[axis] !== null && p.score !== null);
+  const recipe = yRecipe();
+  const points = data.points.filter((p) => p[axis] !== null && yOf(p) !== null && yOf(p) !== undefined);
   const type = points.length > 1000 ? "scattergl" : "scatter";
   const traces = data.methods.map((method, i) => {
     const mine = points.filter((p) => p.method === method);
     return {
-      type, mode: "markers", name: method, x: mine.map((p) => p[axis]), y: mine.map((p) => p.score),
+      type, mode: "markers", name: method, x: mine.map((p) => p[axis]), y: mine.map(yOf),
       customdata: mine.map((p) => p.id), text: mine.map((p) => hover(p, axisLabel, axis)), hoverinfo: "text",
       marker: { color: PALETTE[i % PALETTE.length], size: 9, opacity: 0.85 },
     };
   });
   const byId = new Map(points.map((p) => [p.id, p]));
-  const front = (data.fronts[axis] || []).map((id) => byId.get(id)).filter(Boolean);
+  const fronts = recipe ? (data.robustness_fronts || {})[recipe] || {} : data.fronts;
+  const front = (fronts[axis] || []).map((id) => byId.get(id)).filter(Boolean);
   traces.push({
-    type: "scatter", mode: "lines+markers", name: "Pareto front", x: front.map((p) => p[axis]), y: front.map((p) => p.score),
+    type: "scatter", mode: "lines+markers", name: "Pareto front", x: front.map((p) => p[axis]), y: front.map(yOf),
     customdata: front.map((p) => p.id), text: front.map((p) => hover(p, axisLabel, axis)), hoverinfo: "text",
     line: { color: "#222", width: 1.5, dash: "dot", shape: "hv" },
     marker: { size: 15, color: "rgba(0,0,0,0)", line: { color: "#222", width: 2 } },
@@ -54,16 +83,16 @@ function draw() {
     const mine = points.filter((p) => p.study_pareto);
     traces.push({
       type: "scatter", mode: "markers", name: `study ${data.study.name || data.study.id}: Pareto front (${data.study.objectives.join(", ")})`,
-      x: mine.map((p) => p[axis]), y: mine.map((p) => p.score), customdata: mine.map((p) => p.id),
+      x: mine.map((p) => p[axis]), y: mine.map(yOf), customdata: mine.map((p) => p.id),
       text: mine.map((p) => hover(p, axisLabel, axis)), hoverinfo: "text",
       marker: { symbol: "diamond-open", size: 17, color: "#cf222e", line: { color: "#cf222e", width: 2 } },
     });
   }
-  const refs = data.references.filter((r) => r[axis] !== null && r.score !== null);
+  const refs = data.references.filter((r) => r[axis] !== null && yOf(r) !== null && yOf(r) !== undefined);
   if (refs.length) {
     traces.push({
       // Labels only while they cannot overlap; with several sources the hover names them.
-      type: "scatter", mode: refs.length === 1 ? "markers+text" : "markers", name: "uncompressed source", x: refs.map((r) => r[axis]), y: refs.map((r) => r.score),
+      type: "scatter", mode: refs.length === 1 ? "markers+text" : "markers", name: "uncompressed source", x: refs.map((r) => r[axis]), y: refs.map(yOf),
       text: refs.map((r) => r.source_label ?? r.source), textposition: "top center", hovertext: refs.map((r) => hover({ ...r, method: "uncompressed" }, axisLabel, axis)),
       hoverinfo: "text", marker: { symbol: "star", size: 16, color: "#f5b700", line: { color: "#444", width: 1 } },
     });
@@ -71,7 +100,7 @@ function draw() {
   Plotly.react(chart, traces, {
     margin: { t: 20, r: 20, b: 50, l: 60 }, height: 460, hovermode: "closest",
     xaxis: { title: { text: axisLabel }, type: form.elements.logx.checked ? "log" : "linear" },
-    yaxis: { title: { text: `${data.task} score` } }, legend: { orientation: "h", y: -0.18 },
+    yaxis: { title: { text: recipe ? `${data.task} accuracy under ${recipe}` : `${data.task} score` } }, legend: { orientation: "h", y: -0.18 },
   }, { responsive: true, displaylogo: false });
 }
 
@@ -117,7 +146,8 @@ async function load() {
   const params = new URLSearchParams();
   for (const name of ["task", "sweep_id", "tag", "study"]) if (form.elements[name].value) params.set(name, form.elements[name].value);
   setQuery({ task: params.get("task") || "", sweep_id: params.get("sweep_id") || "", tag: params.get("tag") || "",
-    study: params.get("study") || "", axis: form.elements.axis.value || query().get("axis") || "" });
+    study: params.get("study") || "", axis: form.elements.axis.value || query().get("axis") || "",
+    y: form.elements.y.value || query().get("y") || "" });
   try {
     data = await api(`/api/v1/views/compression?${params}`);
     flash("");
@@ -134,7 +164,11 @@ async function load() {
   fill(form.elements.tag, ["", ...tagValues], ["any", ...tagValues], params.get("tag") || "");
   const studies = [...new Set([...(data.options.tags.study_id || []), ...(params.get("study") ? [params.get("study")] : [])])];
   fill(form.elements.study, ["", ...studies], ["none", ...studies], params.get("study") || "");
+  const y = form.elements.y.value || query().get("y") || "score";
+  fill(form.elements.y, ["score", ...data.recipes.map((r) => `attack:${r}`)],
+    ["score", ...data.recipes.map((r) => `accuracy under attack: ${r}`)], y);
   studyNote();
+  robustnessNote();
   const empty = data.points.length === 0 && data.references.length === 0;
   document.getElementById("comp-empty").hidden = !empty;
   chart.hidden = empty;
@@ -147,7 +181,10 @@ for (const name of ["task", "sweep_id", "tag", "study"]) {
   if (value) { form.elements[name].append(el("option", { value }, value)); form.elements[name].value = value; }
   form.elements[name].addEventListener("change", load);
 }
-for (const name of ["axis", "logx"]) {
-  form.elements[name].addEventListener("change", () => { setQuery({ axis: form.elements.axis.value }); draw(); table(); });
+for (const name of ["axis", "logx", "y"]) {
+  form.elements[name].addEventListener("change", () => {
+    setQuery({ axis: form.elements.axis.value, y: form.elements.y.value });
+    robustnessNote(); draw(); table();
+  });
 }
 load();

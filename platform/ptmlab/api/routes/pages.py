@@ -35,8 +35,8 @@ router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=str(WEB_DIR / "templates"))
 
 NAV = [("/", "Overview"), ("/jobs", "Jobs"), ("/runs", "Runs"), ("/sweeps", "Sweeps"), ("/pipelines", "Pipelines"),
-       ("/studies", "Studies"), ("/submit", "Submit"), ("/leaderboard", "Leaderboard"), ("/compression", "Compression"), ("/probing", "Probing"),
-       ("/compare", "Compare")]
+       ("/studies", "Studies"), ("/submit", "Submit"), ("/leaderboard", "Leaderboard"), ("/compression", "Compression"),
+       ("/robustness", "Robustness"), ("/probing", "Probing"), ("/compare", "Compare")]
 
 
 def _page(request: Request, template: str, active: str, title: str, status_code: int = 200, **context) -> HTMLResponse:
@@ -201,6 +201,17 @@ def _template_page(template: str, active: str, title: str):
 for _path, (_template, _active, _title) in TEMPLATE_PAGES.items():
     router.add_api_route(_path, _template_page(_template, _active, _title), methods=["GET"],
                          response_class=HTMLResponse)
+
+
+@router.get("/robustness", response_class=HTMLResponse)
+def robustness_page(request: Request, session: SessionDep,
+                    pipeline: Annotated[str | None, Query(max_length=32, pattern=r"^[A-Za-z0-9_\-]+$")] = None) -> HTMLResponse:
+    if pipeline is not None:
+        try:
+            queue.get_pipeline(session, pipeline)
+        except NotFoundError as exc:
+            return not_found_page(request, str(exc), "/robustness")
+    return _page(request, "robustness.html", "/robustness", "Robustness")
 
 
 @router.get("/compare", response_class=HTMLResponse)

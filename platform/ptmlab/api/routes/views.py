@@ -97,6 +97,18 @@ def compression(session: SessionDep, task: Name = None, sweep_id: Name = None, t
                                         study_id=study))
 
 
+@router.get("/robustness", responses=ERRORS,
+            summary="Attack results: one row per attacked model (what made it: fine-tune, adaptation, defence, "
+                    "compress method), per recipe accuracy under attack, success rate, perturbed-word ratio; "
+                    "pipeline=<id> keeps one pipeline's attacks")
+def robustness(session: SessionDep, task: Name = None, sweep_id: Name = None, tag: TagFilter = None,
+               pipeline: Annotated[str | None, Query(max_length=32, pattern=r"^[A-Za-z0-9_\-]+$")] = None) -> dict[str, Any]:
+    from ptmlab.views.robustness import robustness_view
+
+    return _json(robustness_view(session, pipeline_id=pipeline, task=task, sweep_id=sweep_id,
+                                 tags=parse_tag_filter(tag)))
+
+
 @router.get("/probing", responses=ERRORS,
             summary="Per-layer probe curves per model × probe task, selectivity, structural probes, head heatmaps")
 def probing(session: SessionDep, sweep_id: Name = None, tag: TagFilter = None) -> dict[str, Any]:
