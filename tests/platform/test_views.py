@@ -14,7 +14,7 @@ from ptmlab.results import clear_cache, new_result, parse_tag_filter
 from ptmlab.views import compare_view, compression_view, leaderboard_view, pareto_front, probing_view
 from synthetic_results import SEED_COMPRESS, SEED_PROBE_MODELS, SEED_PROBE_TASKS, seed_dashboard
 
-PAGES = ["/", "/jobs", "/submit", "/leaderboard", "/compression", "/probing", "/compare", "/compare?runs=1"]
+PAGES = ["/", "/jobs", "/submit", "/leaderboard", "/compression", "/robustness", "/probing", "/compare", "/compare?runs=1"]
 
 
 def brute_force_front(points, x, y="score"):
