@@ -840,7 +840,7 @@ def test_every_page_loads_without_a_console_error_or_a_failed_request(browser, d
                                                      "overrides": ["stage=sleep", "stage.seconds=0.1,0.2"]}).json()
     jobs, results = ids["jobs"], ids["results"]
     paths = ["/", "/jobs", "/runs", "/sweeps", f"/sweeps/{sweep['id']}", "/pipelines", "/submit", "/leaderboard",
-             "/compression", "/probing", "/probing/drift", "/compare", f"/compare?runs={results['finetune'][0]}",
+             "/compression", "/robustness", "/probing", "/probing/drift", "/compare", f"/compare?runs={results['finetune'][0]}",
              f"/runs/{results['probe'][0]}", f"/jobs/{jobs['failed']}", f"/jobs/{jobs['succeeded']}",
              f"/jobs/{jobs['pipeline_child']}", "/studies", f"/studies/{ids['study']}", "/docs", "/redoc"]
     for path in paths:
