@@ -39,10 +39,15 @@ def _attack(recipe: str, source: str, clean: float, under: float, success: float
 
 @pytest.fixture()
 def seeded(db_url, tmp_path):
-    """Two pipelines: `compressed` (teacher, int8, student; the teacher and int8 attacked by two
-    recipes, the student by one) and `adaptation` (full and FreeLB fine-tunes, one recipe)."""
     clear_cache()
-    home = tmp_path / "home"
+    ids, pipeline_ids = seed_robustness(db_url, tmp_path / "home")
+    return db_url, ids, pipeline_ids
+
+
+def seed_robustness(db_url: str, home) -> tuple[dict[str, int], dict[str, str]]:
+    """Two pipelines: `compressed` (teacher, int8, student; the teacher and int8 attacked by two
+    recipes, the student by one) and `adaptation` (full, FreeLB and LoRA fine-tunes, one recipe);
+    returns job ids by name and pipeline ids by name."""
     ids: dict[str, int] = {}
     with session_scope(db_url) as s:
         pipes = {name: Pipeline(name=name, spec={}) for name in ("robustness_compressed", "robustness_adaptation")}
@@ -87,7 +92,7 @@ def seeded(db_url, tmp_path):
             job(name, "attack", "robustness_adaptation", ["attack=deepwordbug"])
             result(name, _attack("deepwordbug", model.run_dir, 0.9, under, 0.5, 0.1))
         pipeline_ids = {name: p.id for name, p in pipes.items()}
-    return db_url, ids, pipeline_ids
+    return ids, pipeline_ids
 
 
 def test_one_row_per_attacked_model_and_a_column_group_per_recipe(seeded):
