@@ -10,6 +10,7 @@ thousands of runs; only the run-detail/comparison curves come from MLflow's metr
     compression_view(session, *, task=None, sweep_id=None, tags=None) -> dict        points, Pareto fronts
     pareto_front(points, x, y="score") -> set of point ids                           lower x, higher y
     probing_view(session, *, sweep_id=None, tags=None) -> dict                       per-layer curves, heatmaps
+    robustness_view(session, *, pipeline_id=None, task=None, ...) -> dict            attacked models × recipes
     compare_view(session, result_ids) -> dict                                        configs side by side
     metric_curves(session, result_ids, keys=None) -> dict                            MLflow metric history
     overview_view(session) -> dict                                                   counts, recent results
@@ -58,9 +59,10 @@ from ptmlab.views.compression import compression_view, pareto_front
 from ptmlab.views.leaderboard import leaderboard_compare, leaderboard_export, leaderboard_view
 from ptmlab.views.overview import overview_view
 from ptmlab.views.probing import probing_view
+from ptmlab.views.robustness import robustness_view
 from ptmlab.views.runs import runs_view
 
 __all__ = [
     "compare_view", "compression_view", "leaderboard_compare", "leaderboard_export", "leaderboard_view", "metric_curves",
-    "overview_view", "pareto_front", "probing_view", "runs_view",
+    "overview_view", "pareto_front", "probing_view", "robustness_view", "runs_view",
 ]

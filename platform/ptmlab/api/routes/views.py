@@ -103,9 +103,7 @@ def compression(session: SessionDep, task: Name = None, sweep_id: Name = None, t
                     "pipeline=<id> keeps one pipeline's attacks")
 def robustness(session: SessionDep, task: Name = None, sweep_id: Name = None, tag: TagFilter = None,
                pipeline: Annotated[str | None, Query(max_length=32, pattern=r"^[A-Za-z0-9_\-]+$")] = None) -> dict[str, Any]:
-    from ptmlab.views.robustness import robustness_view
-
-    return _json(robustness_view(session, pipeline_id=pipeline, task=task, sweep_id=sweep_id,
+    return _json(views.robustness_view(session, pipeline_id=pipeline, task=task, sweep_id=sweep_id,
                                  tags=parse_tag_filter(tag)))
 
 
