@@ -104,7 +104,7 @@ def compression(session: SessionDep, task: Name = None, sweep_id: Name = None, t
 def robustness(session: SessionDep, task: Name = None, sweep_id: Name = None, tag: TagFilter = None,
                pipeline: Annotated[str | None, Query(max_length=32, pattern=r"^[A-Za-z0-9_\-]+$")] = None) -> dict[str, Any]:
     return _json(views.robustness_view(session, pipeline_id=pipeline, task=task, sweep_id=sweep_id,
-                                 tags=parse_tag_filter(tag)))
+                                       tags=parse_tag_filter(tag)))
 
 
 @router.get("/probing", responses=ERRORS,
