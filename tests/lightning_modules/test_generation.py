@@ -169,8 +169,8 @@ TRAIN_PAIRS = 1000
 def overrides(files, extra=(), epochs: int = 1) -> list[str]:
     return ["stage=finetune", "task=seq2seq", f"task.data.train.source={files / 'train.src'}",
             f"task.data.train.target={files / 'train.tgt'}", f"task.data.dev.source={files / 'dev.src'}",
-            f"task.data.dev.target={files / 'dev.tgt'}", "task.max_length=12", "task.max_target_length=8",
-            "task.generation.max_new_tokens=8", "task.label_smoothing=0.0", "model=t5_tiny",
+            f"task.data.dev.target={files / 'dev.tgt'}", "task.max_length=24", "task.max_target_length=16",
+            "task.generation.max_new_tokens=16", "task.label_smoothing=0.0", "model=t5_tiny",
             "model.backbone.hidden_size=64", "model.backbone.intermediate_size=256", "model.backbone.dropout=0.0",
             "objective=span_corruption", "data=text_files", f"data.corpus.path={files / 'corpus'}",
             "tokenizer.vocab_size=60", "tokenizer.min_frequency=1", "trainer.enable_progress_bar=false",
@@ -178,7 +178,7 @@ def overrides(files, extra=(), epochs: int = 1) -> list[str]:
             "stage.eval_batch_size=64", "stage.val_every_n_epochs=100", "seed=3", *extra]
 
 
-EPOCHS = 8
+EPOCHS = 10
 
 
 @pytest.fixture(scope="module")
@@ -190,12 +190,13 @@ def run(module_ptmlab_home, files, tmp_path_factory):
 
     run_dir = tmp_path_factory.mktemp("runs") / "t5"
     args = overrides(files, epochs=EPOCHS)
-    summary = run_finetune(compose_config([*args, f"+run_dir={run_dir}"]))
+    run_finetune(compose_config([*args, f"+run_dir={run_dir}"]))
+    summary = json.loads((run_dir / "summary.json").read_text())
     parts = build_finetune(compose_config([*args, f"+run_dir={run_dir.parent / 'scratch'}"]))
     state = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     parts.model.load_state_dict({k[6:]: v for k, v in state["state_dict"].items() if k.startswith("model.")})
     tok = parts.resolved.tokenizer
-    beam = decode_split(parts.model, tok, parts.task, "dev", DecodingSettings("beam", num_beams=4, max_new_tokens=8))
+    beam = decode_split(parts.model, tok, parts.task, "dev", DecodingSettings("beam", num_beams=4, max_new_tokens=16))
     greedy = decode_split(parts.model, tok, parts.task, "dev")
     return {"dir": run_dir, "args": args, "summary": summary, "task": parts.task, "greedy": greedy, "beam": beam}
 
@@ -248,7 +249,7 @@ FRESH_PROCESS = textwrap.dedent("""
     loaded = load_task_model(ref)
     task = load_task(compose_config(overrides).task)
     assert loaded.task == task.spec
-    beam = DecodingSettings("beam", num_beams=4, max_new_tokens=8)
+    beam = DecodingSettings("beam", num_beams=4, max_new_tokens=16)
     print(json.dumps([decode_split(loaded.model, loaded.tokenizer, task, "dev", s).output_ids for s in (None, beam)]))
 """)
 
