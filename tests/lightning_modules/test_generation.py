@@ -178,7 +178,7 @@ def overrides(files, extra=(), epochs: int = 1) -> list[str]:
             "stage.eval_batch_size=64", "stage.val_every_n_epochs=100", "seed=3", *extra]
 
 
-EPOCHS = 10
+EPOCHS = 14
 
 
 @pytest.fixture(scope="module")
