@@ -34,9 +34,12 @@ def test_every_task_config_is_a_valid_spec(option):
     cfg = compose_config([f"task={option}"])
     spec = TaskSpec.from_config(cfg.task)
     assert spec.main_metric in spec.metrics
-    # the benchmarks' configs cap inputs at 128 tokens; the demo's short generated sentences at 32
+    # the benchmarks' configs cap inputs at 128 tokens; the demo's short generated sentences at 32,
+    # SQuAD's question + context windows at 384 (the Hugging Face recipe), dialogues at 512
     assert spec.max_train_samples is None and spec.max_eval_samples is None
-    assert spec.max_length == (32 if option.startswith("demo/") else 128)
+    expected = {"span_extraction": 384}.get(spec.kind, 32 if option.startswith("demo/") else
+                                            512 if option.startswith("summarization/") else 128)
+    assert spec.max_length == expected
     if spec.is_regression:
         assert spec.num_labels == 1 and spec.labels is None
     elif spec.labels is not None:
@@ -52,7 +55,8 @@ def test_every_task_config_is_a_valid_spec(option):
     (["task=glue/rte", "task.max_train_samples=0"], "task.max_train_samples=0: expected a positive integer"),
     (["task=glue/rte", "task.kind=ranking"], "task.kind='ranking': expected one of 'classification', 'regression'"),
     (["task=glue/rte", "task.num_labels=abc"], "task.num_labels='abc': expected an integer"),
-    (["task=glue/mrpc", "task.metrics=[f1,bleu]"], "task.metrics: unknown metric 'bleu'"),
+    (["task=glue/mrpc", "task.metrics=[f1,blue]"], "task.metrics: unknown metric 'blue'"),
+    (["task=glue/mrpc", "task.metrics=[f1,bleu]"], "task.metrics=bleu is a generation metric but task.kind=classification"),
 ])
 def test_bad_task_configs_fail_at_compose_time_naming_the_keys(overrides, message):
     with pytest.raises(ConfigError, match=message):
