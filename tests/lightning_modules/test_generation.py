@@ -156,14 +156,14 @@ def test_metrics_are_the_libraries_own():
 def files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("reverse")
     reversal_pairs(folder, "train", TRAIN_PAIRS, 1)
-    reversal_pairs(folder, "dev", 48, 2)
+    reversal_pairs(folder, "dev", 96, 2)
     corpus = folder / "corpus"
     corpus.mkdir()
     (corpus / "doc.txt").write_text(" ".join(SYMBOLS * 40))
     return folder
 
 
-TRAIN_PAIRS = 1000
+TRAIN_PAIRS = 1500
 
 
 def overrides(files, extra=(), epochs: int = 1) -> list[str]:
@@ -178,7 +178,7 @@ def overrides(files, extra=(), epochs: int = 1) -> list[str]:
             "stage.eval_batch_size=64", "stage.val_every_n_epochs=100", "seed=3", *extra]
 
 
-EPOCHS = 14
+EPOCHS = 16
 
 
 @pytest.fixture(scope="module")
