@@ -62,7 +62,13 @@ def site(tmp_path_factory):
     home = tmp_path_factory.mktemp("curves_home")
     url = f"sqlite:///{home / 'ptmlab.db'}"
     migrate(url)
-    client = mlflow_client(Settings(home=home).resolved_tracking_uri)
+    # This home's own store, as the API below (started without MLFLOW_TRACKING_URI) reads it: a test
+    # earlier in the session can leave MLFLOW_TRACKING_URI set in this process (MLflow's
+    # set_tracking_uri exports it), and the runs then went to that store instead.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+        tracking_uri = Settings(home=home).resolved_tracking_uri
+    client = mlflow_client(tracking_uri)
     experiment = client.create_experiment("curves")
     result_ids = []
     with session_scope(url) as s:
@@ -112,7 +118,8 @@ def site(tmp_path_factory):
         import httpx
 
         runs = ",".join(map(str, result_ids))
-        assert httpx.get(f"{base}/api/v1/views/curves", params={"runs": runs}, timeout=180).status_code == 200
+        curves = httpx.get(f"{base}/api/v1/views/curves", params={"runs": runs}, timeout=180)
+        assert curves.status_code == 200 and "train/loss" in curves.text, curves.text[:500]
         yield base, job_id, result_ids, many_id
     finally:
         api.send_signal(signal.SIGKILL)
