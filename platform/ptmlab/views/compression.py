@@ -23,14 +23,12 @@ import functools
 from collections.abc import Iterable
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from ptmlab.config_groups import CONF_DIR
-from ptmlab.db.models import Job
 from ptmlab.results import cached_view, filter_options, load_rows, number
 from ptmlab.views.robustness import KIND as ATTACK_KIND
-from ptmlab.views.robustness import attacks_by_model, model_ref
+from ptmlab.views.robustness import attacks_by_model, model_jobs, model_ref
 
 KIND = "compress"
 AXES = {"params": "Parameters", "size_bytes": "Size on disk (bytes)", "latency_ms": "Latency (ms)",
@@ -94,24 +92,12 @@ def changed_settings(method: str, config: dict[str, Any]) -> dict[str, Any]:
 
 def source_labels(session: Session, sources: set[str]) -> dict[str, str]:
     """`job:<id>` or a job's run folder -> "<job name or job id> (<stage>)"; other references
-    (an MLflow run, a Hugging Face folder) stay as they are."""
-    ids = {src: int(src[4:]) for src in sources if src.startswith("job:") and src[4:].isdigit()}
-    folders = {src for src in sources if src.startswith("/")}
-    query = sa.select(Job.id, Job.name, Job.stage, Job.run_dir)
-    conditions = []
-    if ids:
-        conditions.append(Job.id.in_(set(ids.values())))
-    if folders:
-        conditions.append(Job.run_dir.in_(folders))
-    labels = {}
-    if conditions:
-        by_id, by_dir = {}, {}
-        for job_id, name, stage, run_dir in session.execute(query.where(sa.or_(*conditions))):
-            text = f"{name or f'job {job_id}'} ({stage})"
-            by_id[job_id], by_dir[run_dir] = text, text
-        labels = {src: by_id[i] for src, i in ids.items() if i in by_id}
-        labels.update({src: by_dir[src] for src in folders if src in by_dir})
-    return {src: labels.get(src, src) for src in sources}
+    (an MLflow run, a Hugging Face folder) stay as they are. The jobs are found as the robustness
+    view finds attacked models (`model_jobs`: one query, folders compared without a trailing slash)."""
+    refs = {src: model_ref(src) for src in sources}
+    jobs = model_jobs(session, set(refs.values()))
+    return {src: f"{job.name or f'job {job.id}'} ({job.stage})" if (job := jobs.get(ref)) else src
+            for src, ref in refs.items()}
 
 
 def _point(row, s: dict) -> dict[str, Any]:
