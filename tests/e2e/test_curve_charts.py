@@ -8,15 +8,11 @@ and nothing trains: the test writes the rows a finished job leaves."""
 from __future__ import annotations
 
 import math
-import os
-import signal
-import subprocess
-import sys
 import time
 
 import pytest
 
-from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, _free_port, _no_external_requests, _wait_http, shot
+from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, _no_external_requests, require_chromium, served_home, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -48,8 +44,7 @@ def tensorboard_ema(values: list[float], weight: float) -> list[float]:
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     """(base URL, job id, two result ids with MLflow history) on a fresh home, `ptmlab serve` only."""
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip(f"{CHROMIUM} missing (make test installs it: scripts/install_system_deps.sh)")
+    require_chromium()
     from mlflow.entities import Metric
 
     from ptmlab.db import SUCCEEDED, dispose_engines, migrate, session_scope
@@ -102,16 +97,7 @@ def site(tmp_path_factory):
         job_id = job.id
         many_id = many.id
     dispose_engines()
-    port = _free_port()
-    env = {**os.environ, "PTMLAB_HOME": str(home), "PTMLAB_DATABASE_URL": url, "PYTHONUNBUFFERED": "1"}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    log = home / "api.log"
-    with open(log, "wb") as out:
-        api = subprocess.Popen([sys.executable, "-m", "ptmlab.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-                                "--log-level", "warning"], stdout=out, stderr=subprocess.STDOUT, env=env)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        _wait_http(f"{base}/healthz", api, log)
+    with served_home(home, url) as base:
         # The API process opens the MLflow store on its first curves request (imports and the
         # store's schema check): seconds alone, over 20 under the suite's load, which is not what
         # these tests measure. Opened here, once.
@@ -121,9 +107,6 @@ def site(tmp_path_factory):
         curves = httpx.get(f"{base}/api/v1/views/curves", params={"runs": runs}, timeout=180)
         assert curves.status_code == 200 and "train/loss" in curves.text, curves.text[:500]
         yield base, job_id, result_ids, many_id
-    finally:
-        api.send_signal(signal.SIGKILL)
-        api.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")

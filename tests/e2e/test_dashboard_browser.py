@@ -5,12 +5,14 @@ test-artifacts/screenshots/ (look at them)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -46,6 +48,35 @@ def _wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60)
             pass
         time.sleep(0.2)
     pytest.fail(f"the API did not answer {url} within {timeout} s: {log.read_text()[-2000:]}")
+
+
+def require_chromium() -> None:
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip(f"{CHROMIUM} missing (make test installs it: scripts/install_system_deps.sh)")
+
+
+@contextlib.contextmanager
+def served_home(home: Path, url: str) -> Iterator[str]:
+    """`ptmlab serve` alone (no worker) for one PTMLAB_HOME and database on a free loopback port:
+    yields its base URL once it answers, and kills it after. Started without an API token, and
+    without MLFLOW_TRACKING_URI: a stage run earlier in the test process can leave that set (MLflow's
+    set_tracking_uri exports it), and the API must read the home's own store."""
+    port = _free_port()
+    env = {**os.environ, "PTMLAB_HOME": str(home), "PTMLAB_DATABASE_URL": url, "PYTHONUNBUFFERED": "1"}
+    env.pop("PTMLAB_API_TOKEN", None)
+    env.pop("MLFLOW_TRACKING_URI", None)
+    log = home / "api.log"
+    with open(log, "wb") as out:
+        api = subprocess.Popen([sys.executable, "-m", "ptmlab.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+                                "--log-level", "warning"], stdout=out, stderr=subprocess.STDOUT, env=env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_http(f"{base}/healthz", api, log)
+        yield base
+    finally:
+        if api.poll() is None:
+            api.send_signal(signal.SIGKILL)
+            api.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")

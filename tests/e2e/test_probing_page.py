@@ -10,13 +10,12 @@ from __future__ import annotations
 import csv
 import io
 import os
-import signal
 import subprocess
 import sys
 
 import pytest
 
-from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, _free_port, _wait_http, shot
+from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, require_chromium, served_home, shot
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(1800)]
 
@@ -83,24 +82,10 @@ def test_the_probe_results_print_as_a_table(finished_pipeline):
 
 @pytest.fixture(scope="module")
 def served(finished_pipeline):
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip(f"{CHROMIUM} missing (make test installs it)")
+    require_chromium()
     url, home, ids = finished_pipeline
-    port = _free_port()
-    env = {**os.environ, "PTMLAB_HOME": str(home), "PTMLAB_DATABASE_URL": url, "PYTHONUNBUFFERED": "1"}
-    env.pop("PTMLAB_API_TOKEN", None)
-    log = home / "api.log"
-    with open(log, "wb") as out:
-        api = subprocess.Popen([sys.executable, "-m", "ptmlab.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-                                "--log-level", "warning"], stdout=out, stderr=subprocess.STDOUT, env=env)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        _wait_http(f"{base}/healthz", api, log)
+    with served_home(home, url) as base:
         yield base, home, ids
-    finally:
-        if api.poll() is None:
-            api.send_signal(signal.SIGKILL)
-            api.wait(timeout=30)
 
 
 def test_the_probing_page_overlays_the_teacher_and_its_student(served):

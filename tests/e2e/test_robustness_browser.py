@@ -5,22 +5,17 @@ FreeLB and LoRA fine-tunes attacked by deepwordbug). `ptmlab serve` runs, no wor
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 
 import pytest
 
-from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, _free_port, _wait_http, shot
+from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, require_chromium, served_home, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip(f"{CHROMIUM} missing (make test installs it: scripts/install_system_deps.sh)")
+    require_chromium()
     from test_robustness_view import seed_robustness
 
     from ptmlab.db import dispose_engines, migrate
@@ -30,20 +25,8 @@ def served(tmp_path_factory):
     migrate(url)
     ids, pipelines = seed_robustness(url, home)
     dispose_engines()
-    port = _free_port()
-    env = {**os.environ, "PTMLAB_HOME": str(home), "PTMLAB_DATABASE_URL": url, "PYTHONUNBUFFERED": "1"}
-    env.pop("PTMLAB_API_TOKEN", None)
-    log = home / "api.log"
-    with open(log, "wb") as out:
-        api = subprocess.Popen([sys.executable, "-m", "ptmlab.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-                                "--log-level", "warning"], stdout=out, stderr=subprocess.STDOUT, env=env)
-    try:
-        base = f"http://127.0.0.1:{port}"
-        _wait_http(f"{base}/healthz", api, log)
+    with served_home(home, url) as base:
         yield base, ids, pipelines
-    finally:
-        api.send_signal(signal.SIGKILL)
-        api.wait(timeout=30)
 
 
 def test_robustness_bars_table_filter_and_the_compression_axis(served):

@@ -5,22 +5,17 @@ test_study_multiobjective.py's hand-driven compress study; `ptmlab serve` runs, 
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 
 import pytest
 
-from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, _free_port, _wait_http, shot
+from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, require_chromium, served_home, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip(f"{CHROMIUM} missing (make test installs it: scripts/install_system_deps.sh)")
+    require_chromium()
     from test_study_multiobjective import drive_compress_study
 
     from ptmlab import studies
@@ -35,20 +30,8 @@ def served(tmp_path_factory):
         status = studies.study_status(s, study_id, url=url)
     forget_storages()
     dispose_engines()
-    port = _free_port()
-    env = {**os.environ, "PTMLAB_HOME": str(home), "PTMLAB_DATABASE_URL": url, "PYTHONUNBUFFERED": "1"}
-    env.pop("PTMLAB_API_TOKEN", None)
-    log = home / "api.log"
-    with open(log, "wb") as out:
-        api = subprocess.Popen([sys.executable, "-m", "ptmlab.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-                                "--log-level", "warning"], stdout=out, stderr=subprocess.STDOUT, env=env)
-    try:
-        base = f"http://127.0.0.1:{port}"
-        _wait_http(f"{base}/healthz", api, log)
+    with served_home(home, url) as base:
         yield base, status
-    finally:
-        api.send_signal(signal.SIGKILL)
-        api.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")
