@@ -57,26 +57,18 @@ def require_chromium() -> None:
 
 @contextlib.contextmanager
 def served_home(home: Path, url: str) -> Iterator[str]:
-    """`ptmlab serve` alone (no worker) for one PTMLAB_HOME and database on a free loopback port:
-    yields its base URL once it answers, and kills it after. Started without an API token, and
-    without MLFLOW_TRACKING_URI: a stage run earlier in the test process can leave that set (MLflow's
-    set_tracking_uri exports it), and the API must read the home's own store."""
-    port = _free_port()
-    env = {**os.environ, "PTMLAB_HOME": str(home), "PTMLAB_DATABASE_URL": url, "PYTHONUNBUFFERED": "1"}
-    env.pop("PTMLAB_API_TOKEN", None)
-    env.pop("MLFLOW_TRACKING_URI", None)
-    log = home / "api.log"
-    with open(log, "wb") as out:
-        api = subprocess.Popen([sys.executable, "-m", "ptmlab.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-                                "--log-level", "warning"], stdout=out, stderr=subprocess.STDOUT, env=env)
-    base = f"http://127.0.0.1:{port}"
+    """`ptmlab serve` alone (no worker, no API token) for one PTMLAB_HOME and database
+    (tests/platform/api_server.py's LiveApi): yields its base URL once it answers, kills it after.
+    Without MLFLOW_TRACKING_URI: a stage run earlier in the test process can leave that set
+    (MLflow's set_tracking_uri exports it), and the API must read the home's own store."""
+    from api_server import LiveApi
+
+    api = LiveApi(url, home, home, env={"MLFLOW_TRACKING_URI": None})
+    api.start()
     try:
-        _wait_http(f"{base}/healthz", api, log)
-        yield base
+        yield api.base
     finally:
-        if api.poll() is None:
-            api.send_signal(signal.SIGKILL)
-            api.wait(timeout=30)
+        api.kill()
 
 
 @pytest.fixture(scope="module")
