@@ -21,6 +21,7 @@ class TextExample:
     label: str | int | float | None  # file value (str), HF class index (int) / score, None: unlabelled
     row: int  # 1-based line number in the file (header included), or the index in an HF split
     id: str  # the example's id in submission files (the file's index column, else row order)
+    group: str | None = None  # examples scored together (MultiRC: a question's answer options)
 
 
 @dataclass
@@ -46,6 +47,9 @@ class TaskData:
     test_splits: list[str] = field(default_factory=list)
     train_split: str = "train"
     notes: list[str] = field(default_factory=list)  # e.g. "MNLI dev is the 240-row subset"
+    # split -> where its examples came from, when a reader draws or splits them (SuperGLUE's
+    # few-shot sample, a seeded split of the dev file): the finetune summary's `data_origin`
+    origin: dict[str, str] = field(default_factory=dict)
 
     @property
     def train(self) -> Split:

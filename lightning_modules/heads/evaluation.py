@@ -28,6 +28,7 @@ import torch.nn.functional as F
 
 from lightning_modules.heads.generation_model import decode_split
 from lightning_modules.heads.pooling import PooledEncoder
+from lightning_modules.tasks.answer_option_metrics import ANSWER_OPTION_METRICS, answer_option_metrics
 from lightning_modules.tasks.generation_metrics import score_split
 from lightning_modules.tasks.metrics import compute_metrics
 from lightning_modules.tasks.span_answers import SpanAnswer, SpanWindows, best_spans, score_answers
@@ -76,7 +77,13 @@ def split_metrics(task: LoadedTask, split: str, predictions, labels) -> dict[str
         data = task.data.splits[split]
         values = token_metrics(task.spec.metrics, gold_tags(task.spec, data), word_tags(task.spec, data, predictions))
         return {task.spec.metric_key(name, split): float(value) for name, value in values.items()}
-    values = compute_metrics(task.spec.metrics, predictions, labels, num_labels=task.num_labels)
+    # MultiRC: F1 over answer options, exact match over the questions they group into (the split's `group`s)
+    per_option = [m for m in task.spec.metrics if m in ANSWER_OPTION_METRICS]
+    values = compute_metrics([m for m in task.spec.metrics if m not in per_option], predictions, labels,
+                             num_labels=task.num_labels)
+    if per_option:
+        groups = [ex.group for ex in task.data.splits[split].examples]
+        values.update(answer_option_metrics(per_option, predictions, labels, groups))
     return {task.spec.metric_key(name, split): float(value) for name, value in values.items()}
 
 

@@ -209,6 +209,8 @@ def run_finetune(cfg: DictConfig) -> dict:
             **({"metric_modes": SPAN_METRIC_MODES, "no_answer_threshold": metrics.get("no_answer_threshold")}
                if task.spec.is_span_level else {}),
             **({"generation": generation} if generation is not None else {}),
+            # where the splits came from when a reader drew or split them (SuperGLUE: few-shot, a split of dev)
+            **({"data_origin": task.data.origin} if task.data.origin else {}),
             **numbers,
             **delta,
             "task_model_dir": str(task_model_dir),

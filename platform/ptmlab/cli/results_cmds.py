@@ -1,5 +1,7 @@
-"""`ptmlab results glue`: the GLUE leaderboard of finetune results (table, CSV or LaTeX), with each
-configuration's trainable parameters and per-task delta size, optionally of some adaptation modes.
+"""`ptmlab results glue` / `ptmlab results superglue`: the GLUE or SuperGLUE leaderboard of finetune
+results (table, CSV or LaTeX), with each configuration's trainable parameters and per-task delta
+size, optionally of some adaptation modes. The SuperGLUE table holds the SuperGLUE tasks only
+(ptmlab.contracts.superglue; COPA's runs join it when they exist); the GLUE table shows every task.
 
 Other result tables (`ptmlab results compression`, `... probing`, `... robustness`) live in their own modules, listed
 in TABLE_MODULES, each with a `register(results_subparsers)` function."""
@@ -14,17 +16,20 @@ TABLE_MODULES: list[str] = ["ptmlab.cli.results_compression", "ptmlab.cli.result
                              "ptmlab.cli.results_robustness"]
 
 
-def _cmd_glue(args: argparse.Namespace) -> int:
+def _cmd_benchmark(args: argparse.Namespace) -> int:
+    from ptmlab.contracts.superglue import BENCHMARKS
     from ptmlab.leaderboard.grouping import LEADERBOARD_KINDS, build_leaderboard, parse_adaptation_filter
     from ptmlab.leaderboard.rendering import render
     from ptmlab.results import read_rows
 
     modes = parse_adaptation_filter(None if args.adaptation is None else ",".join(args.adaptation))
     rows = read_rows(args.database_url, kind=LEADERBOARD_KINDS, sweep_id=args.sweep)
-    board = build_leaderboard(rows, group_by=args.group_by, adaptations=modes)
+    only = list(BENCHMARKS[args.benchmark].tasks) if args.benchmark != "glue" else None
+    board = build_leaderboard(rows, group_by=args.group_by, adaptations=modes, benchmark=args.benchmark, tasks=only)
     if not board.rows:
         where = f" in sweep {args.sweep}" if args.sweep else ""
         where += f" of adaptation {', '.join(modes)}" if modes else ""
+        where += " of SuperGLUE tasks" if only else ""
         print(f"no finetune results{where}", file=sys.stderr)
         return 0
     text = render(board, args.format)
@@ -38,17 +43,18 @@ def _cmd_glue(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("results", help="result tables: ptmlab results glue [--format table|csv|latex]")
+    p = sub.add_parser("results", help="result tables: ptmlab results glue|superglue [--format table|csv|latex]")
     results_sub = p.add_subparsers(dest="results_command", required=True)
-    g = results_sub.add_parser("glue", help="GLUE leaderboard: mean ± std over seeds per configuration")
-    g.add_argument("--format", choices=("table", "csv", "latex"), default="table")
-    g.add_argument("--sweep", default=None, help="only results of this sweep id")
-    g.add_argument("--adaptation", nargs="+", default=None, metavar="MODE",
-                   help="only these adaptation modes (space or comma separated: --adaptation lora bitfit)")
-    g.add_argument("--group-by", nargs="+", default=["model", "objective", "adaptation"],
-                   help="summary keys that make a configuration (default: model objective adaptation)")
-    g.add_argument("--output", "-o", default=None, help="write to this file instead of stdout")
-    g.add_argument("--database-url", default=None, help="default: the platform database (PTMLAB_DATABASE_URL)")
-    g.set_defaults(func=_cmd_glue)
+    for benchmark, name in (("glue", "GLUE"), ("superglue", "SuperGLUE")):
+        g = results_sub.add_parser(benchmark, help=f"{name} leaderboard: mean ± std over seeds per configuration")
+        g.add_argument("--format", choices=("table", "csv", "latex"), default="table")
+        g.add_argument("--sweep", default=None, help="only results of this sweep id")
+        g.add_argument("--adaptation", nargs="+", default=None, metavar="MODE",
+                       help="only these adaptation modes (space or comma separated: --adaptation lora bitfit)")
+        g.add_argument("--group-by", nargs="+", default=["model", "objective", "adaptation"],
+                       help="summary keys that make a configuration (default: model objective adaptation)")
+        g.add_argument("--output", "-o", default=None, help="write to this file instead of stdout")
+        g.add_argument("--database-url", default=None, help="default: the platform database (PTMLAB_DATABASE_URL)")
+        g.set_defaults(func=_cmd_benchmark, benchmark=benchmark)
     for name in TABLE_MODULES:
         importlib.import_module(name).register(results_sub)

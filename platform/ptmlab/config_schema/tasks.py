@@ -68,6 +68,8 @@ class TaskNode(Node):
     metrics: Annotated[Any, checked(_names, "a metric name or a list of them")]
     main_metric: Name
     glue_metrics: list[str] | None = None
+    superglue_metrics: list[str] | None = None  # what a SuperGLUE task adds to that average (ptmlab.contracts.superglue)
+    few_shot: PositiveInt | None = None  # SuperGLUE: train records (lightning_modules/data/superglue.py)
     eval_metric_suffix: dict[str, str] | None = None   # per eval split, e.g. {dev_mismatched: _mm}
     submission_files: dict[str, str] | None = None     # per test split: GLUE submission file name
     max_train_samples: PositiveInt | None = None
@@ -164,7 +166,19 @@ class SquadReader(TargetNode):
     dev: Name
 
 
+class SuperGlueReader(TargetNode):
+    """SuperGLUE JSONL (lightning_modules/data/superglue.py); train may be absent with train_from_dev."""
+
+    task: Literal["boolq", "cb", "rte", "wic", "wsc", "multirc"]
+    train: Name | None = None
+    dev: Name
+    few_shot: PositiveInt | None = None
+    train_from_dev: PositiveInt | None = None
+    seed: int = 42
+
+
 READERS = {
+    "lightning_modules.data.superglue.SuperGlueReader": SuperGlueReader,
     "lightning_modules.data.seq2seq_files.Seq2SeqReader": Seq2SeqReader,
     "lightning_modules.data.conll_columns.ConllReader": ConllReader,
     "lightning_modules.data.conllu_tags.ConlluTagReader": ConlluTagReader,

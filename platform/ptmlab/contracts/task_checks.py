@@ -21,6 +21,8 @@ TASK_KINDS = ("classification", "regression", "token_classification", "generatio
 METRIC_KINDS = {
     "accuracy": "classification", "f1": "classification", "macro_f1": "classification",
     "matthews_correlation": "classification",
+    # MultiRC's F1 over answer options (lightning_modules/tasks/answer_option_metrics.py); exact_match below
+    "f1a": "classification",
     "pearson": "regression", "spearmanr": "regression", "mse": "regression", "mae": "regression",
     # seqeval's entity scores: default (conlleval) mode, and strict mode with the IOB2 scheme
     # (lightning_modules/tasks/token_metrics.py); token_accuracy for tagging (UPOS).
@@ -37,8 +39,9 @@ GENERATION_READERS = ("lightning_modules.data.seq2seq_files.Seq2SeqReader",)
 TOKEN_READERS = ("lightning_modules.data.conll_columns.ConllReader", "lightning_modules.data.conllu_tags.ConlluTagReader")
 # The SQuAD JSON reader: the span kind reads only it (questions, contexts, answers as character spans).
 SPAN_READERS = ("lightning_modules.data.squad_json.SquadReader",)
-# A metric name more than one kind reports: f1 is a class F1 and SQuAD's token F1.
-SHARED_METRICS = {"f1": ("classification", "span_extraction")}
+# A metric name more than one kind reports: f1 is a class F1 and SQuAD's token F1; exact_match is
+# SQuAD's and MultiRC's (all of a question's answer options right).
+SHARED_METRICS = {"f1": ("classification", "span_extraction"), "exact_match": ("span_extraction", "classification")}
 REQUIRED_KEYS = ("name", "kind", "metrics", "main_metric", "data")
 TASK_NAME = re.compile(r"[A-Za-z0-9_\-]+(/[A-Za-z0-9_\-]+)*")  # conf/task/<name>.yaml, e.g. glue/sst2
 

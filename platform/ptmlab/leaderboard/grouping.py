@@ -12,7 +12,10 @@ Pearson and Spearman; MNLI: matched and mismatched accuracy), then per configura
 over seeds; the GLUE average is the unweighted mean of those task scores over the GLUE tasks the
 configuration has (the count is shown: averages over different task sets do not compare). Numbers
 are shown on GLUE's 0-100 scale. Non-GLUE tasks (SentEval, tabular) get a column, scored by the
-run's main metric, and stay out of the GLUE average.
+run's main metric, and stay out of the GLUE average. The same board averages another benchmark
+(`benchmark="superglue"`, ptmlab.contracts.superglue): its tasks scored by its metrics (CB: mean of
+accuracy and macro-F1; MultiRC: of F1a and exact match), its average over them; a SuperGLUE task
+on the GLUE board is scored the same way and stays out of the GLUE average.
 
 Beside the scores, each row reports its footprint (`Footprint`): trainable and total parameters and
 the size of what a task stores beside the shared backbone (`delta_params`, `delta_bytes`: LoRA's
@@ -42,12 +45,14 @@ from typing import Any
 
 # GLUE's task table and scoring live in ptmlab.contracts.glue, shared with the science half.
 from ptmlab.contracts.glue import GLUE_TASKS, glue_average, glue_task_score  # noqa: F401 - re-exported
+from ptmlab.contracts.superglue import BENCHMARKS, Benchmark, benchmark_of
 from ptmlab.errors import ConfigError, NotFoundError
 from ptmlab.results import ResultRow
 from ptmlab.sizes import size_text
 
 METRIC_ABBREV = {"matthews_correlation": "mcc", "accuracy": "acc", "accuracy_mm": "acc_mm", "f1": "f1",
-                 "pearson": "pearson", "spearmanr": "spearman", "macro_f1": "macro_f1"}
+                 "pearson": "pearson", "spearmanr": "spearman", "macro_f1": "macro_f1", "f1a": "f1a",
+                 "exact_match": "em"}
 DEFAULT_GROUP_BY = ("model", "objective", "adaptation")
 # The result kinds the leaderboard reads: single-task fine-tunes and multi-task runs.
 LEADERBOARD_KINDS = ("finetune", "multitask")
@@ -168,27 +173,39 @@ def parse_adaptation_filter(text: str | None) -> list[str] | None:
 class LeaderboardRow:
     config: dict[str, str]
     cells: dict[str, TaskCell]
-    glue_average: float | None
-    glue_tasks: int
+    average: float | None  # the board's benchmark average (GLUE unless the board says otherwise)
+    average_tasks: int  # how many of the benchmark's tasks it is over
     footprint: Footprint = field(default_factory=Footprint)
 
     @property
     def flags(self) -> list[str]:
         return [f for cell in self.cells.values() for f in cell.flags]
 
+    # The names the GLUE board's readers (dashboard view, tests) use.
+    @property
+    def glue_average(self) -> float | None:
+        return self.average
+
+    @property
+    def glue_tasks(self) -> int:
+        return self.average_tasks
+
 
 @dataclass
 class Leaderboard:
     group_by: tuple[str, ...]
-    tasks: list[str]  # column order: GLUE tasks in GLUE order, then the others alphabetically
+    tasks: list[str]  # column order: the benchmark's tasks in its order, then the others alphabetically
     rows: list[LeaderboardRow]
+    benchmark: Benchmark = BENCHMARKS["glue"]
 
     def display_name(self, task: str) -> str:
-        return GLUE_TASKS[task][0] if task in GLUE_TASKS else task
+        table = benchmark_of(task)
+        return table.tasks[task][0] if table is not None else task
 
     def column_metrics(self, task: str) -> list[str]:
-        if task in GLUE_TASKS:
-            return list(GLUE_TASKS[task][1])
+        table = benchmark_of(task)
+        if table is not None:
+            return list(table.tasks[task][1])
         names = {m for r in self.rows if task in r.cells for m in r.cells[task].metrics}
         return sorted(names)
 
@@ -295,9 +312,10 @@ def task_runs(row: ResultRow | dict, kinds: tuple[str, ...] = LEADERBOARD_KINDS,
 
 def _run_score(run: TaskRun) -> tuple[float | None, dict[str, float]]:
     task, metrics = run.task, run.metrics
-    if task in GLUE_TASKS:
-        shown = {m: float(metrics[m]) for m in GLUE_TASKS[task][1] if metrics.get(m) is not None}
-        return glue_task_score(task, metrics), shown
+    table = benchmark_of(task)  # GLUE or SuperGLUE: the benchmark's metrics, their mean the score
+    if table is not None:
+        shown = {m: float(metrics[m]) for m in table.tasks[task][1] if metrics.get(m) is not None}
+        return table.task_score(task, metrics), shown
     if run.main_metric and metrics.get(run.main_metric) is not None:
         return float(metrics[run.main_metric]), {run.main_metric: float(metrics[run.main_metric])}
     score = run.main_score
@@ -326,13 +344,17 @@ def _degenerate(run: TaskRun) -> list[str]:
 
 def build_leaderboard(rows: Iterable[ResultRow | dict], *, group_by: Sequence[str] = DEFAULT_GROUP_BY,
                       kind: str | Collection[str] = LEADERBOARD_KINDS, tasks: Sequence[str] | None = None,
-                      adaptations: Collection[str] | None = None) -> Leaderboard:
+                      adaptations: Collection[str] | None = None, benchmark: str = "glue") -> Leaderboard:
     """Group runs by the `group_by` summary keys, one cell per task, mean ± std over the runs
-    (seeds); only the runs of `adaptations` (summary key `adaptation`) when given.
+    (seeds); only the runs of `adaptations` (summary key `adaptation`) when given; each row's
+    average is `benchmark`'s (glue, superglue: ptmlab.contracts.superglue BENCHMARKS).
 
     A later row of the same run identity (config hash) and seed replaces an earlier one (a
     re-run), so pass rows oldest first (as `load_rows` and `read_rows` return them); runs of
     different configs that share a seed and the `group_by` keys are all kept, and their cell says so."""
+    if benchmark not in BENCHMARKS:
+        raise ConfigError(f"benchmark={benchmark} is unknown; valid: {', '.join(BENCHMARKS)}")
+    bench = BENCHMARKS[benchmark]
     group_by = tuple(group_by)
     kinds = _kinds(kind)
     latest: dict[tuple, TaskRun] = {}
@@ -354,9 +376,9 @@ def build_leaderboard(rows: Iterable[ResultRow | dict], *, group_by: Sequence[st
         for task, runs in by_task.items():
             runs.sort(key=lambda r: (r.seed is None, str(r.seed)))
             scored = [(r, *_run_score(r)) for r in runs]
-            names = sorted({m for _, _, shown in scored for m in shown},
-                           key=lambda m: (GLUE_TASKS.get(task, ("", ()))[1] + (m,)).index(m))
-            flags = [f"{GLUE_TASKS.get(task, (task,))[0]} seed {r.seed}: {why}" for r in runs for why in _degenerate(r)]
+            order = benchmark_of(task).tasks[task][1] if benchmark_of(task) is not None else ()
+            names = sorted({m for _, _, shown in scored for m in shown}, key=lambda m: (order + (m,)).index(m))
+            flags = [f"{_display(task)} seed {r.seed}: {why}" for r in runs for why in _degenerate(r)]
             clashes = _same_seed_clashes(task, runs)
             cells[task] = TaskCell(
                 task=task,
@@ -371,15 +393,20 @@ def build_leaderboard(rows: Iterable[ResultRow | dict], *, group_by: Sequence[st
         task_means = {t: c.score.mean for t, c in cells.items()}
         board_rows.append(LeaderboardRow(
             config=dict(zip(group_by, config, strict=True)), cells=cells,
-            glue_average=glue_average(task_means),
-            glue_tasks=sum(1 for t, v in task_means.items() if t in GLUE_TASKS and v is not None),
+            average=bench.average(task_means),
+            average_tasks=sum(1 for t, v in task_means.items() if t in bench.tasks and v is not None),
             footprint=_footprint(by_task),
         ))
-    board_rows.sort(key=lambda r: (-(r.glue_tasks), -(r.glue_average if r.glue_average is not None else -1e9),
+    board_rows.sort(key=lambda r: (-(r.average_tasks), -(r.average if r.average is not None else -1e9),
                                    tuple(r.config.values())))
     present = {t for r in board_rows for t in r.cells}
-    columns = [t for t in GLUE_TASKS if t in present] + sorted(present - set(GLUE_TASKS))
-    return Leaderboard(group_by=group_by, tasks=columns, rows=board_rows)
+    columns = [t for t in bench.tasks if t in present] + sorted(present - set(bench.tasks))
+    return Leaderboard(group_by=group_by, tasks=columns, rows=board_rows, benchmark=bench)
+
+
+def _display(task: str) -> str:
+    table = benchmark_of(task)
+    return table.tasks[task][0] if table is not None else task
 
 
 def _same_seed_clashes(task: str, runs: list[TaskRun]) -> list[tuple[str, int]]:
@@ -393,7 +420,7 @@ def _same_seed_clashes(task: str, runs: list[TaskRun]) -> list[tuple[str, int]]:
     for seed, identities in by_seed.items():
         if len(identities) > 1:
             why = "runs of different configs (the rows-by keys do not tell them apart)"
-            out.append((f"{GLUE_TASKS.get(task, (task,))[0]} seed {seed}: {len(identities)} {why}", len(identities)))
+            out.append((f"{_display(task)} seed {seed}: {len(identities)} {why}", len(identities)))
     return out
 
 
@@ -402,17 +429,18 @@ def _footprint(by_task: dict[str, list[TaskRun]]) -> Footprint:
     return Footprint.of({r.row_key: r for runs in by_task.values() for r in runs}.values())
 
 
-def per_seed_glue_average(row: LeaderboardRow) -> list[float]:
-    """The row's GLUE average seed by seed, over the seeds every one of its GLUE tasks has."""
-    glue = {t: c for t, c in row.cells.items() if t in GLUE_TASKS}
-    if not glue:
+def per_seed_glue_average(row: LeaderboardRow, benchmark: Benchmark = BENCHMARKS["glue"]) -> list[float]:
+    """The row's benchmark (GLUE) average seed by seed, over the seeds every one of its tasks in
+    the benchmark has."""
+    cells = {t: c for t, c in row.cells.items() if t in benchmark.tasks}
+    if not cells:
         return []
-    common = set.intersection(*(set(c.seeds) for c in glue.values()))
+    common = set.intersection(*(set(c.seeds) for c in cells.values()))
     out = []
     for seed in sorted(common, key=str):
-        scores = {t: c.values[c.seeds.index(seed)] for t, c in glue.items()}
+        scores = {t: c.values[c.seeds.index(seed)] for t, c in cells.items()}
         if all(v is not None for v in scores.values()):
-            out.append(glue_average(scores))
+            out.append(benchmark.average(scores))
     return out
 
 
@@ -429,7 +457,9 @@ def compare_rows(board: Leaderboard, label_a: str, label_b: str) -> list[dict]:
     a, b = rows[label_a], rows[label_b]
     pairs = [(t, board.display_name(t), a.cells[t].values, b.cells[t].values)
              for t in board.tasks if t in a.cells and t in b.cells]
-    pairs.append(("glue", "GLUE avg", per_seed_glue_average(a), per_seed_glue_average(b)))
+    bench = board.benchmark
+    pairs.append((bench.name, f"{bench.display_name} avg", per_seed_glue_average(a, bench),
+                  per_seed_glue_average(b, bench)))
     out = []
     for task, name, xs, ys in pairs:
         xs, ys = [100 * v for v in xs if v is not None], [100 * v for v in ys if v is not None]

@@ -1,5 +1,6 @@
-"""The GLUE leaderboard rendered: a plain-text table, CSV and LaTeX of a `Leaderboard`
-(ptmlab.leaderboard.grouping), on GLUE's 0-100 scale. Renderers read the typed board only."""
+"""The GLUE (or SuperGLUE) leaderboard rendered: a plain-text table, CSV and LaTeX of a `Leaderboard`
+(ptmlab.leaderboard.grouping), on GLUE's 0-100 scale, the average column named after the board's
+benchmark. Renderers read the typed board only."""
 
 from __future__ import annotations
 
@@ -40,10 +41,10 @@ def render_table(board: Leaderboard) -> str:
     for t in board.tasks:
         metrics = "/".join(METRIC_ABBREV.get(m, m) for m in board.column_metrics(t))
         header.append(f"{board.display_name(t)} {metrics}".strip())
-    header += ["GLUE avg", *FOOTPRINT_HEADERS]
+    header += [f"{board.benchmark.display_name} avg", *FOOTPRINT_HEADERS]
     lines = [header]
     for r in board.rows:
-        avg = "-" if r.glue_average is None else f"{_pct(r.glue_average)} ({r.glue_tasks} tasks)"
+        avg = "-" if r.average is None else f"{_pct(r.average)} ({r.average_tasks} tasks)"
         lines.append([*r.config.values(), *(_cell_text(r.cells.get(t), board.column_metrics(t)) for t in board.tasks), avg,
                       *r.footprint.texts().values()])
     widths = [max(len(row[i]) for row in lines) for i in range(len(header))]
@@ -71,7 +72,7 @@ def render_csv(board: Leaderboard) -> str:
             header += [f"{t}/{m}/mean", f"{t}/{m}/std"]
         header += [f"{t}/score/mean", f"{t}/score/std", f"{t}/n", f"{t}/flags", f"{t}/same_seed_runs",
                    f"{t}/multitask_runs"]
-    header += ["glue/average", "glue/tasks", *FOOTPRINT_CSV]
+    header += [f"{board.benchmark.name}/average", f"{board.benchmark.name}/tasks", *FOOTPRINT_CSV]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(header)
@@ -88,7 +89,7 @@ def render_csv(board: Leaderboard) -> str:
                 row += [num(s.mean), num(s.std)] if s else ["", ""]
             row += ([num(cell.score.mean), num(cell.score.std), cell.score.n, "; ".join(cell.flags),
                      cell.same_seed_runs, cell.multitask_runs] if cell else ["", "", 0, "", 0, 0])
-        row += [num(r.glue_average), r.glue_tasks]
+        row += [num(r.average), r.average_tasks]
         footprint = r.footprint.as_dict()
         w.writerow(row + [_raw(footprint[k]) for k in FOOTPRINT_CSV])
     return buf.getvalue()
@@ -142,17 +143,17 @@ def render_latex(board: Leaderboard) -> str:
     for t in board.tasks:
         metrics = "/".join(METRIC_ABBREV.get(m, m) for m in board.column_metrics(t))
         head.append(f"{latex_text(board.display_name(t))} \\tiny{{{latex_text(metrics)}}}" if metrics else latex_text(board.display_name(t)))
-    head.append("GLUE")
+    head.append(latex_text(board.benchmark.display_name))
     if footprint:
         head.append("Trainable \\tiny{\\% / delta}")
     lines = [f"\\begin{{tabular}}{{{cols}}}", "\\toprule", " & ".join(head) + " \\\\", "\\midrule"]
     # Best per column, at the precision shown (ties are all bold).
     best = {t: max((round(100 * r.cells[t].score.mean, 1) for r in board.rows
                     if t in r.cells and r.cells[t].score.mean is not None), default=None) for t in board.tasks}
-    # GLUE averages over different task sets do not compare: the best among the rows with the most tasks.
-    most = max((r.glue_tasks for r in board.rows), default=0)
-    best_glue = max((round(100 * r.glue_average, 1) for r in board.rows
-                     if r.glue_average is not None and r.glue_tasks == most), default=None)
+    # Averages over different task sets do not compare: the best among the rows with the most tasks.
+    most = max((r.average_tasks for r in board.rows), default=0)
+    best_glue = max((round(100 * r.average, 1) for r in board.rows
+                     if r.average is not None and r.average_tasks == most), default=None)
     for r in board.rows:
         cells = [latex_text(v) for v in r.config.values()]
         for t in board.tasks:
@@ -163,8 +164,8 @@ def render_latex(board: Leaderboard) -> str:
             top = cell.score.mean is not None and round(100 * cell.score.mean, 1) == best[t]
             text = "/".join(_tex_stat(cell.metrics.get(m), top) for m in board.column_metrics(t)) or "--"
             cells.append(text + ("$^\\dagger$" if cell.flags else "") + ("$^\\ast$" if cell.multitask_runs else ""))
-        glue = "--" if r.glue_average is None else _pct(r.glue_average)
-        top_glue = r.glue_average is not None and r.glue_tasks == most and round(100 * r.glue_average, 1) == best_glue
+        glue = "--" if r.average is None else _pct(r.average)
+        top_glue = r.average is not None and r.average_tasks == most and round(100 * r.average, 1) == best_glue
         cells.append(f"\\textbf{{{glue}}}" if top_glue else glue)
         if footprint:
             cells.append(_tex_footprint(r.footprint))
