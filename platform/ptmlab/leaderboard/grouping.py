@@ -43,8 +43,8 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-# GLUE's task table and scoring live in ptmlab.contracts.glue, shared with the science half.
-from ptmlab.contracts.glue import GLUE_TASKS, glue_average, glue_task_score  # noqa: F401 - re-exported
+# GLUE's and SuperGLUE's task tables and scoring live in ptmlab.contracts, shared with the science half.
+from ptmlab.contracts.glue import GLUE_TASKS  # noqa: F401 - re-exported
 from ptmlab.contracts.superglue import BENCHMARKS, Benchmark, benchmark_of
 from ptmlab.errors import ConfigError, NotFoundError
 from ptmlab.results import ResultRow
