@@ -91,3 +91,32 @@ def test_ptmlab_results_superglue_text_csv_latex(tmp_path):
     empty = make_results_db(tmp_path / "glue_only.db", rows()[8:9])
     out = _cli("--database-url", empty)
     assert out.returncode == 0 and out.stdout == "" and "no finetune results of SuperGLUE tasks" in out.stderr
+
+
+def test_the_superglue_api_view(tmp_path, monkeypatch):
+    from fastapi.testclient import TestClient
+
+    from ptmlab.api.app import create_app
+    from ptmlab.db import dispose_engines, session_scope
+    from ptmlab.results import clear_cache, new_result
+    from ptmlab.settings import Settings
+
+    url = f"sqlite:///{tmp_path / 'platform.db'}"
+    clear_cache()
+    try:
+        client = TestClient(create_app(Settings(home=tmp_path / "home", database_url=url)))
+        monkeypatch.setenv("PTMLAB_HOME", str(tmp_path / "home"))
+        with session_scope(url) as s:
+            for summary in rows():
+                s.add(new_result(summary))
+            s.commit()
+        view = client.get("/api/v1/results/superglue").json()
+        assert view["benchmark"] == {"name": "superglue", "display_name": "SuperGLUE"}
+        assert [t["task"] for t in view["tasks"]] == ["boolq", "cb", "copa", "multirc", "superglue_rte", "wic"]
+        full = next(r for r in view["rows"] if r["config"]["adaptation"] == "full")
+        assert full["average"] == pytest.approx(64.375) and full["average_tasks"] == 4
+        glue = client.get("/api/v1/results/glue").json()
+        assert glue["benchmark"]["name"] == "glue" and "rte" in [t["task"] for t in glue["tasks"]]
+    finally:
+        clear_cache()
+        dispose_engines()

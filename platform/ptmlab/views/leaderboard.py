@@ -1,5 +1,6 @@
 """The GLUE leaderboard view: ptmlab.leaderboard's grouping, as JSON for the page (scores on
-GLUE's 0-100 scale; `GET /api/v1/results/glue` is the same view), with the
+GLUE's 0-100 scale; `GET /api/v1/results/glue` is the same view; `GET /api/v1/results/superglue`
+the SuperGLUE tasks with their average), with the
 results rows behind every cell (a click on a cell opens them), each row's footprint (trainable
 parameters, delta size) and an optional filter by adaptation mode. Fine-tunes and multi-task runs
 (one cell per task, marked) are read; every run shown is counted, and a cell whose runs share a
@@ -15,6 +16,7 @@ from sqlalchemy.orm import Session
 from ptmlab.leaderboard.grouping import (
     DEFAULT_GROUP_BY, GLUE_TASKS, LEADERBOARD_KINDS, METRIC_ABBREV, Stat, build_leaderboard, compare_rows,
 )
+from ptmlab.contracts.superglue import BENCHMARKS
 from ptmlab.leaderboard.rendering import render
 from ptmlab.results import ResultRow, cached_view, filter_options, load_rows
 
@@ -39,17 +41,20 @@ def _key(adaptations: Collection[str] | None) -> tuple[str, ...]:
 
 def leaderboard_view(session: Session, *, sweep_id: str | None = None, tags: dict[str, str] | None = None,
                      group_by: Sequence[str] = DEFAULT_GROUP_BY,
-                     adaptations: Collection[str] | None = None) -> dict[str, Any]:
-    key = ("leaderboard", sweep_id, tuple(sorted((tags or {}).items())), tuple(group_by), _key(adaptations))
-    return cached_view(session, KIND, key, lambda: _leaderboard(session, sweep_id, tags, group_by, adaptations))
+                     adaptations: Collection[str] | None = None, benchmark: str = "glue") -> dict[str, Any]:
+    key = ("leaderboard", sweep_id, tuple(sorted((tags or {}).items())), tuple(group_by), _key(adaptations), benchmark)
+    return cached_view(session, KIND, key, lambda: _leaderboard(session, sweep_id, tags, group_by, adaptations, benchmark))
 
 
 def _leaderboard(session: Session, sweep_id: str | None, tags: dict[str, str] | None,
-                 group_by: Sequence[str], adaptations: Collection[str] | None) -> dict[str, Any]:
+                 group_by: Sequence[str], adaptations: Collection[str] | None, benchmark: str = "glue") -> dict[str, Any]:
     rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags)
     # The adaptation filter applies before grouping, so a cell's result ids hold only the selected
-    # modes' runs even when the rows are not grouped by adaptation.
-    board = build_leaderboard(rows, group_by=group_by, kind=KIND, adaptations=adaptations)
+    # modes' runs even when the rows are not grouped by adaptation. A benchmark other than GLUE shows
+    # its own tasks only (as `ptmlab results superglue`).
+    only = list(BENCHMARKS[benchmark].tasks) if benchmark != "glue" else None
+    board = build_leaderboard(rows, group_by=group_by, kind=KIND, adaptations=adaptations, benchmark=benchmark,
+                              tasks=only)
     out_rows = []
     for row in board.rows:
         cells = {}
@@ -63,9 +68,13 @@ def _leaderboard(session: Session, sweep_id: str | None, tags: dict[str, str] | 
         out_rows.append({
             "config": row.config, "cells": cells, "flags": row.flags, "glue_tasks": row.glue_tasks,
             "glue_average": None if row.glue_average is None else 100 * row.glue_average,
+            # the same under the names that hold for any benchmark (the page reads glue_*)
+            "average": None if row.average is None else 100 * row.average, "average_tasks": row.average_tasks,
             "footprint": row.footprint.as_dict(),
         })
     return {
+        # the board's average: GLUE's (the rows' glue_average, glue_tasks) or SuperGLUE's
+        "benchmark": {"name": board.benchmark.name, "display_name": board.benchmark.display_name},
         "group_by": list(board.group_by),
         "tasks": [{"task": t, "name": board.display_name(t), "glue": t in GLUE_TASKS,
                    "metrics": board.column_metrics(t),

@@ -1,5 +1,5 @@
-"""/api/v1/results: finished jobs' summaries (filter by kind, sweep, job, tags) and the GLUE leaderboard
-(the dashboard's leaderboard view under a second name)."""
+"""/api/v1/results: finished jobs' summaries (filter by kind, sweep, job, tags), the GLUE leaderboard
+(the dashboard's leaderboard view under a second name) and the SuperGLUE one (its tasks and average)."""
 
 from __future__ import annotations
 
@@ -58,3 +58,19 @@ def glue_leaderboard(session: SessionDep, sweep_id: Name = None,
     view = leaderboard_view(session, sweep_id=sweep_id, tags=parse_tag_filter(tag), group_by=keys,
                             adaptations=parse_adaptation_filter(adaptation))
     return JSONResponse(view)  # plain JSON already (ptmlab.views makes numbers finite)
+
+
+@router.get("/superglue", responses={422: {"model": ErrorOut}},
+            summary="SuperGLUE leaderboard: the GLUE leaderboard's view of the SuperGLUE tasks, each row's average "
+                    "theirs (CB: mean of accuracy and macro-F1; MultiRC: of F1a and exact match)")
+def superglue_leaderboard(session: SessionDep, sweep_id: Name = None,
+                          tag: Annotated[str | None, Query(max_length=600, description="key=value[,key=value]")] = None,
+                          group_by: Annotated[str, Query(max_length=200, pattern=r"^[A-Za-z0-9_,]+$")] = "model,objective,adaptation",
+                          adaptation: ModeFilter = None,
+                          ) -> JSONResponse:
+    keys = [k for k in group_by.split(",") if k]
+    if not keys:
+        raise ConfigError("group_by: name at least one summary key")
+    view = leaderboard_view(session, sweep_id=sweep_id, tags=parse_tag_filter(tag), group_by=keys,
+                            adaptations=parse_adaptation_filter(adaptation), benchmark="superglue")
+    return JSONResponse(view)
