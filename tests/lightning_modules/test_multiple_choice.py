@@ -356,3 +356,44 @@ def test_zero_shot_needs_a_decoder_and_multitask_refuses_the_kind(files, tmp_pat
         build_finetune(compose_config([*run_overrides(files, "full"), "adaptation=zero_shot", f"+run_dir={tmp_path}"]))
     with pytest.raises(ConfigError, match="stage.tasks: superglue/copa is a multiple_choice task"):
         compose_config(["stage=multitask", "stage.tasks=[glue/sst2,superglue/copa]"])
+
+
+def test_a_hugging_face_causal_lm_is_scored_with_its_own_lm_head(tmp_path):
+    """A GPT-2 checkpoint (tiny, random, saved here): the choice scores are the log-probabilities of
+    GPT2LMHeadModel's own logits, padding and all; an untied LM head is refused."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from lightning_modules.heads.multiple_choice_model import MultipleChoiceModel
+    from lightning_modules.models.hf import HFBackbone
+
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=50, n_positions=32, n_embd=32, n_layer=2, n_head=2)
+    reference = GPT2LMHeadModel(config).eval()
+    reference.save_pretrained(tmp_path / "gpt2")
+    model = MultipleChoiceModel(HFBackbone(str(tmp_path / "gpt2")), scoring="log_likelihood").eval()
+    # two examples, three and two choices; each sequence: context tokens then the choice's (target) tokens
+    sequences = [([1, 5, 6, 7], [8, 9]), ([1, 5, 6, 7], [10]), ([1, 5, 6, 7], [11, 12, 13]), ([1, 20], [21, 22]),
+                 ([1, 20], [23])]
+    length = max(len(c) + len(t) for c, t in sequences)
+    ids = torch.zeros(len(sequences), length, dtype=torch.long)
+    attention, target = torch.zeros_like(ids), torch.zeros_like(ids, dtype=torch.bool)
+    for i, (context, choice) in enumerate(sequences):
+        n = len(context) + len(choice)
+        ids[i, :n], attention[i, :n] = torch.tensor(context + choice), 1
+        target[i, len(context):n] = True
+    batch = {"input_ids": ids, "attention_mask": attention, "target_mask": target,
+             "choice_mask": torch.tensor([[True, True, True], [True, True, False]]), "pool_index": attention.sum(1) - 1}
+    with torch.no_grad():
+        scores = model(batch)
+        expected = []
+        for context, choice in sequences:
+            row = torch.tensor([context + choice])
+            log_probs = reference(row).logits[0].double().log_softmax(-1)
+            expected.append(sum(float(log_probs[t - 1, row[0, t]]) for t in range(len(context), row.size(1))))
+    assert scores[1, 2] == float("-inf")
+    torch.testing.assert_close(scores[batch["choice_mask"]].double(), torch.tensor(expected, dtype=torch.float64),
+                               atol=1e-4, rtol=0)
+    GPT2LMHeadModel(GPT2Config(vocab_size=50, n_positions=32, n_embd=32, n_layer=1, n_head=2,
+                               tie_word_embeddings=False)).save_pretrained(tmp_path / "untied")
+    with pytest.raises(ConfigError, match="does not tie its LM head"):
+        MultipleChoiceModel(HFBackbone(str(tmp_path / "untied")), scoring="log_likelihood")
