@@ -50,6 +50,9 @@ class MultipleChoiceModel(PooledEncoder):
                 raise ConfigError("task.choice_scoring=log_likelihood reads the decoder's next-token logits (its top "
                                   "layer); a scalar-mix (feature-based) adaptation does not apply")
             pooling = "tokens"
+        elif pooling not in ("pool_index", "mean"):
+            raise ConfigError(f"task.kind=multiple_choice scores each (context, choice) sequence from one vector: "
+                              f"stage.pooling must be pool_index or mean, not {pooling}")
         super().__init__(backbone, pooling=pooling, scalar_mix=scalar_mix)
         self.task_name, self.scoring = task_name, scoring
         self.head = linear_head(backbone.hidden_size, 1, head_dropout) if scoring == "head" \
