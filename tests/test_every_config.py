@@ -15,7 +15,7 @@ from hydra.utils import get_method, instantiate
 from omegaconf import OmegaConf
 
 from ptmlab.config import CONF_DIR, compose_config, list_config_groups
-from ptmlab.errors import DataError
+from ptmlab.errors import ConfigError, DataError
 from ptmlab.run import ptmlab_error_in_chain
 
 GROUPS = list_config_groups()
@@ -227,6 +227,11 @@ def build_task(cfg, ctx):
         (ctx["tmp"] / "tiny.tgt").write_text("sat cat the\nran dog a\n")
         pair = {"source": str(ctx["tmp"] / "tiny.src"), "target": str(ctx["tmp"] / "tiny.tgt")}
         task_cfg = OmegaConf.merge(task_cfg, {"data": {"train": pair, "dev": pair}})
+    elif cfg.task.name == "multiple_choice":  # no default files: a tiny JSONL of two-choice rows
+        rows = [{"context": "the cat sat on", "choices": ["the mat", "a dog"], "label": 0}] * 2
+        (ctx["tmp"] / "tiny.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        task_cfg = OmegaConf.merge(task_cfg, {"data": {"train": str(ctx["tmp"] / "tiny.jsonl"),
+                                                       "dev": str(ctx["tmp"] / "tiny.jsonl")}})
     elif "glue" in str(cfg.task.data.get("data_dir", "")):
         from lightning_modules.data.glue import glue_layout
 
@@ -249,6 +254,14 @@ def build_task(cfg, ctx):
 
         encoder = Seq2SeqEncoder(ctx["tokenizer"], max_source_length=task.spec.max_length,
                                  max_target_length=task.spec.max_target_length, source_prefix=task.spec.source_prefix)
+    if task.spec.is_multiple_choice:  # a sequence per (context, choice); an example's choices side by side
+        from lightning_modules.tasks.choice_encoding import ChoiceEncoder
+
+        encoder = ChoiceEncoder(ctx["tokenizer"], causal=False, max_length=task.spec.max_length)
+        batch = encoder.collate(encoder.encode_split(task.train)[:4])
+        assert batch["labels"].shape[0] == batch["choice_mask"].shape[0] and \
+            batch["input_ids"].shape[0] == int(batch["choice_mask"].sum()) > 0
+        return
     batch = encoder.collate(encoder.encode_split(task.train)[:4])
     assert batch["labels"].shape[0] == batch["input_ids"].shape[0] > 0
 
@@ -279,7 +292,11 @@ def build_adaptation_cfg(cfg, ctx):
     adaptation = build_adaptation(cfg.adaptation)
     backbone = instantiate(cfg.model.backbone, vocab_size=len(ctx["tokenizer"]))
     model = TaskModel(backbone, 2, scalar_mix=adaptation.uses_scalar_mix)
-    bind_toy_task(adaptation, backbone, ctx["tokenizer"])
+    if adaptation.name == "zero_shot":  # multiple choice on a decoder only: the toy classification task is refused
+        with pytest.raises(ConfigError, match="adaptation=zero_shot scores choices"):
+            bind_toy_task(adaptation, backbone, ctx["tokenizer"])
+    else:
+        bind_toy_task(adaptation, backbone, ctx["tokenizer"])
     adaptation.prepare(model)
     adaptation.on_train_step(model, 0, 10)
     trainable = count_trainable(model)

@@ -71,6 +71,7 @@ from lightning_modules.artifacts.quantization import get_backend, load_quantized
 from lightning_modules.artifacts.references import download_run_artifact, refuse_job_ref
 from lightning_modules.artifacts.structural_edits import apply_structure
 from lightning_modules.heads.generation_model import GenerationModel
+from lightning_modules.heads.multiple_choice_model import MultipleChoiceModel
 from lightning_modules.heads.multitask_model import MultiTaskModel
 from lightning_modules.heads.pooling import PooledEncoder
 from lightning_modules.heads.task_model import TaskModel
@@ -278,6 +279,10 @@ def _build_model(manifest: dict, folder: Path) -> PooledEncoder:
         model = GenerationModel(backbone, task_name=name, head_dropout=common["head_dropout"],
                                 max_target_length=int(specs[0].get("max_target_length", 128)),
                                 source_prefix=specs[0].get("source_prefix"))
+    elif manifest["kind"] == SINGLE and specs[0].get("kind") == "multiple_choice":  # heads/multiple_choice_model.py
+        (name, _), = heads.items()
+        model = MultipleChoiceModel(backbone, scoring=str(specs[0].get("choice_scoring", "head")), task_name=name,
+                                    **common)
     elif manifest["kind"] == MULTI:
         model = MultiTaskModel(backbone, heads, **common)
     else:

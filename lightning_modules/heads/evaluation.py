@@ -7,7 +7,9 @@
                                                    (it carries its tokenizer)
     predict(model, task, "dev", tokenizer=tok)     N×C logits in split order (float32, CPU); token
                                                    classification: N×L×C, L = task.max_length;
-                                                   span extraction: W×L×2 per context window
+                                                   span extraction: W×L×2 per context window;
+                                                   multiple choice: N×C choice scores (-inf past
+                                                   a row's choices)
     predict_answers(model, task, "dev", ...)       span extraction: each question's best span
                                                    (tasks/span_answers.py SpanAnswer), split order
 
@@ -29,6 +31,7 @@ import torch.nn.functional as F
 from lightning_modules.heads.generation_model import decode_split
 from lightning_modules.heads.pooling import PooledEncoder
 from lightning_modules.tasks.answer_option_metrics import ANSWER_OPTION_METRICS, answer_option_metrics
+from lightning_modules.tasks.choice_metrics import choice_metrics
 from lightning_modules.tasks.generation_metrics import score_split
 from lightning_modules.tasks.metrics import compute_metrics
 from lightning_modules.tasks.span_answers import SpanAnswer, SpanWindows, best_spans, score_answers
@@ -40,9 +43,9 @@ from ptmlab.contracts import ConfigError, DataError
 
 
 def task_loss(spec: TaskSpec, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy on B×C logits (B×T×C per token, -100 labels ignored), or MSE on a B×1
-    regression head. Generation: token-level cross-entropy on the B×T×V teacher-forced logits with
-    the task's label smoothing."""
+    """Cross-entropy on B×C logits (B×T×C per token, -100 labels ignored; multiple choice: the B×N
+    choice scores, a softmax over choices), or MSE on a B×1 regression head. Generation: token-level
+    cross-entropy on the B×T×V teacher-forced logits with the task's label smoothing."""
     if spec.is_generation:
         return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE,
                                label_smoothing=spec.label_smoothing)  # B×T×V -> BT×V
@@ -72,6 +75,9 @@ def split_metrics(task: LoadedTask, split: str, predictions, labels) -> dict[str
     if task.spec.is_span_level:  # `predictions`: every window's logits (tasks/span_answers.py SpanWindows)
         data = task.data.splits[split]
         values = score_answers(task.spec, data, best_spans(task.spec, data, predictions))
+        return {task.spec.metric_key(name, split): float(value) for name, value in values.items()}
+    if task.spec.is_multiple_choice:  # B×N choice scores; accuracy_norm for log-likelihood scores
+        values = choice_metrics(task.spec, task.data.splits[split], predictions, labels)
         return {task.spec.metric_key(name, split): float(value) for name, value in values.items()}
     if task.spec.is_token_level:
         data = task.data.splits[split]

@@ -7,6 +7,7 @@ trains them inside a `StageRun`."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,10 +21,12 @@ from lightning_modules.adaptation.from_config import build_adaptation
 from lightning_modules.artifacts.backbone_reference import ResolvedBackbone, backbone_summary, record_backbone, resolve_backbone
 from lightning_modules.artifacts.run_exports import export_models, save_delta
 from lightning_modules.heads.generation_model import GenerationModel, decode_split
+from lightning_modules.heads.multiple_choice_model import MultipleChoiceModel
 from lightning_modules.heads.task_model import TaskModel
 from lightning_modules.runtime.stage_run import StageRun, tracking_uri
 from lightning_modules.runtime.training_numbers import training_numbers
 from lightning_modules.stages.finetune_module import FinetuneModule
+from lightning_modules.tasks.choice_metrics import NORMALISATION, write_choice_predictions
 from lightning_modules.tasks.datamodule import TaskDataModule
 from lightning_modules.tasks.generation_metrics import score_split
 from lightning_modules.tasks.generation_predictions import write_generations
@@ -62,6 +65,9 @@ def build_finetune(cfg: DictConfig) -> FinetuneParts:
     task = load_task(cfg.task)
     resolved = resolve_backbone(cfg, tracking_uri(cfg))
     record_backbone(cfg, resolved)  # the stored config and MLflow params say which backbone runs
+    if task.spec.is_multiple_choice and task.spec.choice_scoring == "auto":  # a decoder scores by log-likelihood
+        scoring = "log_likelihood" if resolved.backbone.is_causal else "head"
+        task = dataclasses.replace(task, spec=dataclasses.replace(task.spec, choice_scoring=scoring))
     adaptation = build_adaptation(cfg.get("adaptation"))
     adaptation.bind(task, resolved)
     adversarial = build_adversarial(cfg.get("defence"))
@@ -76,6 +82,10 @@ def build_finetune(cfg: DictConfig) -> FinetuneParts:
         model = GenerationModel(resolved.backbone, task_name=task.spec.name, head_dropout=0.0,
                                 max_target_length=task.spec.max_target_length, source_prefix=task.spec.source_prefix,
                                 scalar_mix=adaptation.uses_scalar_mix)
+    elif task.spec.is_multiple_choice:  # one score per (context, choice) (heads/multiple_choice_model.py)
+        model = MultipleChoiceModel(resolved.backbone, scoring=task.spec.choice_scoring, pooling=str(stage.pooling),
+                                    head_dropout=float(stage.head_dropout), scalar_mix=adaptation.uses_scalar_mix,
+                                    task_name=task.spec.name)
     else:
         model = TaskModel(resolved.backbone, task.num_labels, pooling=pooling,
                           head_dropout=float(stage.head_dropout), scalar_mix=adaptation.uses_scalar_mix,
@@ -116,6 +126,12 @@ def write_prediction_files(run: StageRun, trainer, parts: FinetuneParts, write: 
                                        best_spans(task.spec, split, SpanWindows.cat(batches)), threshold)
             continue
         preds = torch.cat(batches)
+        if task.spec.is_multiple_choice:  # one JSON line per example: the chosen index and every choice's score
+            if write:
+                write_choice_predictions(pred_dir / f"{split_name}.{task.spec.name}.jsonl", split, preds, task.spec)
+            if split_name == datamodule.split_names_val[0]:
+                stats = prediction_stats(preds, torch.tensor([ex.label for ex in split.examples]))
+            continue
         if task.spec.is_token_level:  # every split, scored or not, as the input's columns + the predicted tag
             if write:
                 write_tagged_predictions(pred_dir / f"{split_name}.{task.spec.name}.tsv", split,
@@ -211,6 +227,12 @@ def run_finetune(cfg: DictConfig) -> dict:
             **({"generation": generation} if generation is not None else {}),
             # where the splits came from when a reader drew or split them (SuperGLUE: few-shot, a split of dev)
             **({"data_origin": task.data.origin} if task.data.origin else {}),
+            # how choices were scored; accuracy_norm (log-likelihood) divides by the choice's characters
+            **({"multiple_choice": {"scoring": task.spec.choice_scoring,
+                                    **({"normalisation": NORMALISATION} if "accuracy_norm" in metrics else {})}}
+               if task.spec.is_multiple_choice else {}),
+            # what the reader says of the data (a seeded split of a validation set, a subset ...)
+            **({"data_notes": list(task.data.notes)} if task.data.notes else {}),
             **numbers,
             **delta,
             "task_model_dir": str(task_model_dir),

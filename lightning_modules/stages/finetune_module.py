@@ -160,6 +160,8 @@ class FinetuneModule(pl.LightningModule):
         if self.task.spec.is_token_level:
             return self._token_predictions(batch)
         logits = self.model(batch).detach().float()
+        if self.task.spec.is_multiple_choice:  # every choice's score: the prediction file holds them all
+            return logits
         return logits.squeeze(-1) if self.is_regression else logits.argmax(-1)
 
     def configure_optimizers(self):

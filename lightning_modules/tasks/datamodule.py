@@ -74,7 +74,9 @@ class TaskDataModule(pl.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         split = self.task.data.train_split
         if self.group_by_length:
-            batches = LengthGroupedBatches([len(x["input_ids"]) for x in self.encoded(split)], self.batch_size,
+            # an example of several sequences (multiple choice) says its own length
+            batches = LengthGroupedBatches([x.get("length") or len(x["input_ids"]) for x in self.encoded(split)],
+                                           self.batch_size,
                                            seed=self.seed)
             return DataLoader(self.encoded(split), batch_sampler=batches, collate_fn=self.encoder.collate,
                               num_workers=self.num_workers)

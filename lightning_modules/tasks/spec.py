@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class TaskSpec:
     name: str
-    kind: str  # classification | regression | token_classification | generation | span_extraction
+    kind: str  # classification | regression | token_classification | generation | span_extraction | multiple_choice
     labels: tuple[str, ...] | None  # raw file values in class-index order; None: regression/inferred
     metrics: tuple[str, ...]
     main_metric: str
@@ -46,6 +46,9 @@ class TaskSpec:
     source_prefix: str | None = None
     label_smoothing: float = 0.0
     generation: dict | None = None
+    # Multiple choice (heads/multiple_choice_model.py): head | log_likelihood, or auto (the finetune
+    # stage resolves it: log_likelihood for a causal decoder, head otherwise)
+    choice_scoring: str = "auto"
 
     @property
     def is_regression(self) -> bool:
@@ -67,9 +70,14 @@ class TaskSpec:
         return self.kind == "generation"
 
     @property
+    def is_multiple_choice(self) -> bool:
+        """N choices per example, one score each (the head is 1 wide), the right one's index as label."""
+        return self.kind == "multiple_choice"
+
+    @property
     def num_labels(self) -> int:
-        """Output size of the head: 1 for regression, else the size of the label set."""
-        if self.is_regression:
+        """Output size of the head: 1 for regression and multiple choice, else the size of the label set."""
+        if self.is_regression or self.is_multiple_choice:
             return 1
         if self.is_span_level:
             return 2  # a start and an end logit per token
@@ -116,7 +124,7 @@ class TaskSpec:
             submission_files=dict(c.get("submission_files") or {}),
             max_train_samples=c.get("max_train_samples"), max_eval_samples=c.get("max_eval_samples"),
             max_length=int(c.get("max_length") or 128), prompt=_prompt(c.get("prompt")),
-            **{k: c[k] for k in ("doc_stride", "max_answer_length", "n_best_size", "no_answer_threshold")
+            **{k: c[k] for k in ("doc_stride", "max_answer_length", "n_best_size", "no_answer_threshold", "choice_scoring")
                if c.get(k) is not None},
             **(_generation_fields(c) if str(c["kind"]) == "generation" else {}),
         )
@@ -183,7 +191,7 @@ def load_task(task_cfg: DictConfig) -> LoadedTask:
     data: TaskData = reader.read()
     for note in data.notes:
         log.warning(note)
-    if spec.kind not in ("regression", "generation", "span_extraction") and spec.labels is None:
+    if spec.kind not in ("regression", "generation", "span_extraction", "multiple_choice") and spec.labels is None:
         labels = infer_tags(data.train) if spec.is_token_level else infer_labels(data.train)
         spec = dataclasses.replace(spec, labels=labels)
         declared = task_cfg.get("num_labels")
@@ -201,7 +209,8 @@ def load_task(task_cfg: DictConfig) -> LoadedTask:
             raise DataError(f"{split.source}: split '{name}' of task {spec.name} is empty{why}")
         if split.has_labels and not spec.is_generation:  # generation: the references are the labels
             label = _map_tags if spec.is_token_level else _map_label
-            if not spec.is_span_level:  # span answers are checked against their context by the reader
+            # span answers are checked against their context, choice indices against the row's choices, by the reader
+            if not (spec.is_span_level or spec.is_multiple_choice):
                 examples = [label(spec, split, ex) for ex in examples]
         splits[name] = dataclasses.replace(split, examples=examples)
     return LoadedTask(spec=spec, data=dataclasses.replace(data, splits=splits))

@@ -22,7 +22,7 @@ class AdversarialTraining(TargetNode):
 _D = "lightning_modules.adaptation.adversarial."
 DEFENCES = {_D + "FreeLB": AdversarialTraining, _D + "PGD": AdversarialTraining}
 MULTITASK_ENTRY = "lightning_modules.stages.multitask.run_multitask"
-NOT_TRAINING = {"lightning_modules.adaptation.prompt_based.ZeroShotPrompting"}
+NOT_TRAINING = {"lightning_modules.adaptation.prompt_based.ZeroShotPrompting", "lightning_modules.adaptation.zero_shot.ZeroShot"}
 
 
 def check_defence(plain: dict) -> list[str]:

@@ -61,7 +61,8 @@ class PromptNode(Node):
 class TaskNode(Node):
     name: Name
     display_name: Name | None = None
-    kind: Literal["classification", "regression", "token_classification", "generation", "span_extraction"]
+    kind: Literal["classification", "regression", "token_classification", "generation", "span_extraction",
+                  "multiple_choice"]
     num_labels: PositiveInt | None = None
     labels: Annotated[Any, checked(_labels, "a list of label values")] = None
     label_names: list[str] | None = None
@@ -86,6 +87,8 @@ class TaskNode(Node):
     source_prefix: str | None = None
     label_smoothing: float | None = None
     generation: dict[str, Any] | None = None
+    # multiple choice (lightning_modules/heads/multiple_choice_model.py)
+    choice_scoring: Literal["auto", "head", "log_likelihood"] | None = None
     data: TargetSlot
 
 
@@ -177,8 +180,25 @@ class SuperGlueReader(TargetNode):
     seed: int = 42
 
 
+class MultipleChoiceReader(TargetNode):
+    """A context and N choices per JSON line (lightning_modules/data/choice_jsonl.py)."""
+
+    train: Name
+    dev: Name
+    test: Name | None = None
+    context_field: Name | list[Name] | None = "context"
+    choices_field: Name | list[Name] = "choices"   # a list field, [field, ...], or a pattern with {i}
+    label_field: Name = "label"
+    id_field: Name | None = None
+    connective_field: Name | None = None
+    connectives: dict[str, str] | None = None
+    train_from_dev: PositiveInt | None = None     # a seeded split of dev when only dev exists
+    split_seed: NonNegativeInt = 0
+
+
 READERS = {
     "lightning_modules.data.superglue.SuperGlueReader": SuperGlueReader,
+    "lightning_modules.data.choice_jsonl.MultipleChoiceReader": MultipleChoiceReader,
     "lightning_modules.data.seq2seq_files.Seq2SeqReader": Seq2SeqReader,
     "lightning_modules.data.conll_columns.ConllReader": ConllReader,
     "lightning_modules.data.conllu_tags.ConlluTagReader": ConlluTagReader,
@@ -274,4 +294,5 @@ ADAPTATIONS = {
     _A + "prefix_tuning.PrefixTuning": PrefixTuning,
     _A + "prompt_based.PromptBasedFineTuning": PromptBased,
     _A + "prompt_based.ZeroShotPrompting": PromptBased,
+    _A + "zero_shot.ZeroShot": Adaptation,
 }

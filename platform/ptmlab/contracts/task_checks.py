@@ -16,7 +16,8 @@ from pathlib import Path
 
 from ptmlab.contracts.errors import ConfigError
 
-TASK_KINDS = ("classification", "regression", "token_classification", "generation", "span_extraction")
+TASK_KINDS = ("classification", "regression", "token_classification", "generation", "span_extraction",
+              "multiple_choice")
 # Metric names (Hugging Face `evaluate` glue names) -> the task kind they apply to.
 METRIC_KINDS = {
     "accuracy": "classification", "f1": "classification", "macro_f1": "classification",
@@ -39,9 +40,13 @@ GENERATION_READERS = ("lightning_modules.data.seq2seq_files.Seq2SeqReader",)
 TOKEN_READERS = ("lightning_modules.data.conll_columns.ConllReader", "lightning_modules.data.conllu_tags.ConlluTagReader")
 # The SQuAD JSON reader: the span kind reads only it (questions, contexts, answers as character spans).
 SPAN_READERS = ("lightning_modules.data.squad_json.SquadReader",)
+# The multiple-choice JSONL reader: the multiple-choice kind reads only it (a context, N choices, an index).
+CHOICE_READERS = ("lightning_modules.data.choice_jsonl.MultipleChoiceReader",)
 # A metric name more than one kind reports: f1 is a class F1 and SQuAD's token F1; exact_match is
-# SQuAD's and MultiRC's (all of a question's answer options right).
-SHARED_METRICS = {"f1": ("classification", "span_extraction"), "exact_match": ("span_extraction", "classification")}
+# SQuAD's and MultiRC's (all of a question's answer options right); accuracy is also the right
+# choice's rate of a multiple-choice task.
+SHARED_METRICS = {"f1": ("classification", "span_extraction"), "exact_match": ("span_extraction", "classification"),
+                  "accuracy": ("multiple_choice",)}
 REQUIRED_KEYS = ("name", "kind", "metrics", "main_metric", "data")
 TASK_NAME = re.compile(r"[A-Za-z0-9_\-]+(/[A-Za-z0-9_\-]+)*")  # conf/task/<name>.yaml, e.g. glue/sst2
 
@@ -69,6 +74,13 @@ def check_task_node(task: DictConfig, key: str = "task") -> None:
         raise ConfigError(f"{key}.kind={kind} needs {wants}; {key}.data._target_={reader}")
     if kind == "span_extraction":
         _check_spans(task, key)
+    if reader is not None and (kind == "multiple_choice") != (str(reader) in CHOICE_READERS):
+        wants = "the multiple-choice reader " + CHOICE_READERS[0] if kind == "multiple_choice" \
+            else "a reader other than the multiple-choice one"
+        raise ConfigError(f"{key}.kind={kind} needs {wants}; {key}.data._target_={reader}")
+    scoring = task.get("choice_scoring")
+    if scoring is not None and str(scoring) not in ("auto", "head", "log_likelihood"):
+        raise ConfigError(f"{key}.choice_scoring={scoring} is unknown; valid: auto, head, log_likelihood")
     metrics = [str(m) for m in task.metrics] if isinstance(task.metrics, ListConfig) else [str(task.metrics)]
     if not metrics:
         raise ConfigError(f"{key}.metrics is empty")
@@ -187,7 +199,7 @@ def multitask_task_nodes(cfg: DictConfig) -> dict[str, DictConfig]:
         if str(node.get("kind")) == "generation":
             raise ConfigError(f"stage.tasks: {name} is a generation task; stage=multitask takes classification "
                               f"tasks only (fine-tune it with stage=finetune)")
-        if str(node.get("kind")) in ("token_classification", "span_extraction"):  # the multi-task model pools one vector per sequence
+        if str(node.get("kind")) in ("token_classification", "span_extraction", "multiple_choice"):  # the multi-task model pools one vector per sequence
             raise ConfigError(f"stage.tasks: {name} is a {node.kind} task; stage=multitask takes "
                               f"sentence-level tasks only (fine-tune it with stage=finetune)")
         nodes[str(node.name)] = node
