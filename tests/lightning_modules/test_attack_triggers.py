@@ -1,0 +1,239 @@
+"""Universal adversarial triggers (`attack=triggers`, lightning_modules/attacks/triggers.py).
+
+By hand: a bag-of-embeddings classifier with a fixed 2-d embedding matrix (logits = the sum of
+the tokens' embeddings, so ∂CE/∂e_t = p − y at every position) behind a real WordPiece tokenizer
+and ptmlab's encoder: the gradient the victim returns, HotFlip's candidate ranking, the beam
+search's choice, when the search stops, the queries it spent, and the attack on each example are
+all worked out in the test. Through the stage: a tiny random model trained on a synthetic
+sentiment task (a sentence is positive iff it holds good or great) falls to the trigger found on
+its positive dev sentences; the same seed gives the same trigger and records; bad settings are
+one line, exit 2, nothing run."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch import nn
+
+from lightning_modules.artifacts.saved_task_model import LoadedTaskModel
+from lightning_modules.attacks.recipe import FAILED, SUCCEEDED
+from lightning_modules.attacks.triggers import UniversalTriggers, beam_search, hotflip_candidates
+from lightning_modules.attacks.victim import Victim
+from lightning_modules.tasks.encoding import PairEncoder
+from ptmlab.contracts import ConfigError
+from test_attack_stage import entry_point, home, records  # noqa: F401 - fixtures
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "good", "bad", "film", "great", "awful", "##s"]
+# class 0 = negative, 1 = positive; specials embed to 0, so only the words count
+EMBEDDING = {"the": (0.0, 0.0), "good": (0.0, 2.0), "bad": (2.5, 0.0), "film": (0.5, 0.5), "great": (0.0, 1.0),
+             "awful": (1.5, 0.0)}
+
+
+class BagOfEmbeddings(nn.Module):
+    """logits = Σ_t e(token_t): a classifier whose gradients are worked out by hand."""
+
+    def __init__(self, tokenizer):
+        super().__init__()
+        weight = torch.zeros(len(VOCAB), 2)
+        for word, vector in EMBEDDING.items():
+            weight[VOCAB.index(word)] = torch.tensor(vector)
+        self.backbone = SimpleNamespace(get_input_embeddings=lambda: self.embeddings)
+        self.embeddings = nn.Embedding.from_pretrained(weight)
+
+    def input_encoder(self, tokenizer, max_length, *, doc_stride=None):
+        return PairEncoder(tokenizer, causal=False, max_length=max_length)
+
+    def task_logits(self, task, batch):
+        return (self.embeddings(batch["input_ids"]) * batch["attention_mask"].unsqueeze(-1)).sum(1)   # B×T×2 -> B×2
+
+
+@pytest.fixture()
+def victim(tmp_path) -> Victim:
+    from transformers import BertTokenizer
+
+    tokenizer = BertTokenizer(vocab={w: i for i, w in enumerate(VOCAB)})   # WordPiece over VOCAB
+    loaded = LoadedTaskModel(BagOfEmbeddings(tokenizer), tokenizer, {"toy": SimpleNamespace(max_length=32, doc_stride=None)},
+                             {}, tmp_path)
+    return Victim(loaded, "toy")
+
+
+def p_positive(*words: str) -> float:
+    logits = torch.tensor([EMBEDDING[w] for w in words]).sum(0)
+    return float(torch.softmax(logits, 0)[1])
+
+
+def test_gradient_and_hotflip_ranking_by_hand(victim):
+    recipe = UniversalTriggers(trigger_length=2, num_candidates=3)
+    recipe.prepare(victim)
+    ids = {w: VOCAB.index(w) for w in EMBEDDING}
+    # every letters-only token that encodes back to itself: not the specials, not "##s"
+    assert recipe._allowed.nonzero().flatten().tolist() == sorted(ids.values())
+    assert recipe._trigger == (ids["the"], ids["the"])
+    sentences = [["good", "film"], ["great", "film"]]
+    # "the the good film" -> [CLS] the the good film [SEP]: the trigger's slots are tokens 1 and 2
+    assert recipe.slots(victim, sentences, recipe._trigger) == [[1, 2], [1, 2]]
+    # ∂CE(positive)/∂e = p − y = (1 − p₁, p₁ − 1) at every token; the trigger ("the" = 0) changes nothing
+    g = [torch.tensor([1 - p_positive("good", "film"), p_positive("good", "film") - 1]),
+         torch.tensor([1 - p_positive("great", "film"), p_positive("great", "film") - 1])]
+    grads = victim.embedding_gradients([recipe.with_trigger(s, recipe._trigger) for s in sentences], [1, 1])
+    assert [tuple(x.shape) for x in grads] == [(6, 2), (6, 2)] and victim.queries == 2
+    assert torch.allclose(grads[0], g[0].expand(6, 2), atol=1e-6)
+    mean = (g[0] + g[1]) / 2
+    assert torch.allclose(recipe.average_gradient(victim, sentences, [1, 1]), mean.expand(2, 2), atol=1e-6)
+    # e_v · g with g = (a, −a), a > 0: bad 2.5a, awful 1.5a, film and the 0 (tie: the lower id), good −2a, great −a
+    candidates = hotflip_candidates(mean.expand(2, 2), victim.embedding_matrix(), recipe._allowed, 3)
+    assert candidates.tolist() == [[ids["bad"], ids["awful"], ids["the"]]] * 2
+
+
+def test_beam_search_by_hand():
+    loss = {(0, 0): 1.0, (1, 0): 3.0, (2, 0): 2.0, (1, 3): 2.5, (1, 4): 4.0, (2, 3): 5.0, (2, 4): 0.5}
+    seen = []
+
+    def score(trigger):
+        seen.append(trigger)
+        return loss[trigger]
+
+    # beam 1: position 0 keeps (1, 0) (3.0); position 1: (1, 4) (4.0) — (2, 3)'s 5.0 is never seen
+    assert beam_search((0, 0), [[1, 2], [3, 4]], score, 1) == ((1, 4), 4.0)
+    assert (2, 3) not in seen
+    # beam 2 keeps (1, 0) and (2, 0), and finds (2, 3)
+    assert beam_search((0, 0), [[1, 2], [3, 4]], lambda t: loss[t], 2) == ((2, 3), 5.0)
+    # no candidate raises the loss: the unchanged trigger (scored first) wins
+    assert beam_search((1, 4), [[1], [4]], lambda t: loss[t], 1) == ((1, 4), 4.0)
+
+
+def test_search_and_attack_by_hand(victim):
+    """One slot, 2 candidates: iteration 1 ranks bad, awful (as above) and keeps bad, the higher
+    loss; iteration 2's candidates are the same, awful scores below bad: no candidate improves,
+    the search stops. Queries: the start (2 sentences); iteration 1: the gradient (2), bad (2),
+    awful (2); iteration 2: the gradient (2) only (bad is the trigger, awful was scored before)."""
+    recipe = UniversalTriggers(trigger_length=1, num_candidates=2)
+    recipe.prepare(victim)
+    examples = [(("good film",), 1), (("great film",), 1)]
+    recipe.search(victim, examples)
+    report = recipe.report()
+    assert report["trigger"] == "bad" and report["trigger_tokens"] == [VOCAB.index("bad")]
+    search = report["trigger_search"]
+    assert search["iterations"] == 1 and search["queries"] == 2 + (2 + 2 + 2) + 2
+    ce = [-math.log(p_positive(*w)) for w in (["the", "good", "film"], ["the", "great", "film"])]
+    ce_bad = [-math.log(p_positive(*w)) for w in (["bad", "good", "film"], ["bad", "great", "film"])]
+    assert search["history"][0]["loss"] == pytest.approx(sum(ce) / 2, abs=1e-5)
+    assert search["history"][1] == {"iteration": 1, "trigger": "bad", "loss": pytest.approx(sum(ce_bad) / 2, abs=1e-5),
+                                    "accuracy": 0.0}   # bad good film: (3, 2.5) -> negative
+    probs = victim.probabilities([["good", "film"]], count=False)[0]
+    words, changed, after, status = recipe.attack(victim, ("good film",), 1, probs, random.Random(0))
+    assert (words, changed, status, victim.queries) == (["bad", "good", "film"], [0], SUCCEEDED, 2)
+    assert float(after[1]) == pytest.approx(p_positive("bad", "good", "film"), abs=1e-6)
+    appended = UniversalTriggers(trigger_length=1, position="append")
+    appended.prepare(victim)
+    appended._trigger = (VOCAB.index("awful"),)
+    assert appended.slots(victim, [["good", "film"]], appended._trigger) == [[3]]
+    words, changed, after, status = appended.attack(victim, ("good film",), 1, probs, random.Random(0))
+    assert (words, changed, status) == (["good", "film", "awful"], [2], FAILED)   # (2, 2.5): still positive
+
+
+def test_bad_settings_refused_in_one_line(victim):
+    with pytest.raises(ConfigError, match="attack.trigger_length=0: expected at least one trigger token"):
+        UniversalTriggers(trigger_length=0)
+    with pytest.raises(ConfigError, match="attack.position=middle is unknown"):
+        UniversalTriggers(position="middle")
+    with pytest.raises(ConfigError, match="attack.init_token=films: not a whole-word token"):
+        UniversalTriggers(init_token="films").prepare(victim)
+
+
+# -- through the stage, on a tiny model ------------------------------------------------------
+
+NEUTRAL = "the a film movie was is it very and of to story plot".split()
+SENTIMENT = {"good": "1", "great": "1", "bad": "0", "awful": "0"}
+TINY = ["model=bert_tiny", "model.backbone.num_layers=2", "model.backbone.num_heads=2", "model.backbone.hidden_size=32",
+        "model.backbone.intermediate_size=64", "tokenizer.vocab_size=100", "tokenizer.min_frequency=1",
+        "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0", "seed=3"]
+
+
+def sentiment_rows(n: int, rng: random.Random) -> list[tuple[str, str]]:
+    """Five words, one or three of them sentiment words; positive iff most of those are good or
+    great (so a negative word added can outvote a positive one)."""
+    rows = []
+    for _ in range(n):
+        marked = [rng.choice(sorted(SENTIMENT)) for _ in range(rng.choice((1, 3)))]
+        words = marked + [rng.choice(NEUTRAL) for _ in range(5 - len(marked))]
+        rng.shuffle(words)
+        positive = sum(SENTIMENT[w] == "1" for w in marked) * 2 > len(marked)
+        rows.append((" ".join(words), "1" if positive else "0"))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def sentiment(tmp_path_factory) -> dict:
+    """The synthetic task's files (train 240, dev 60) and its tokenizer corpus."""
+    folder = tmp_path_factory.mktemp("sentiment")
+    rng = random.Random(0)
+    for split, n in (("train", 240), ("dev", 60)):
+        rows = sentiment_rows(n, rng)
+        (folder / f"{split}.tsv").write_text("sentence\tlabel\n" + "".join(f"{s}\t{y}\n" for s, y in rows))
+    (folder / "corpus").mkdir()
+    (folder / "corpus" / "doc.txt").write_text((folder / "train.tsv").read_text().replace("\t", " "))
+    return {"folder": folder, "task": ["task=tabular", f"task.data.train={folder / 'train.tsv'}",
+                                       f"task.data.dev={folder / 'dev.tsv'}", "task.data.text_fields=[sentence]",
+                                       "task.name=sentiment", "task.max_length=32"]}
+
+
+def finetune_sentiment(run_dir: Path, sentiment: dict, *extra: str) -> dict:
+    from lightning_modules.stages.finetune import run_finetune
+    from ptmlab.config import compose_config
+
+    return run_finetune(compose_config(["stage=finetune", *TINY, "data=text_files",
+                                        f"data.corpus.path={sentiment['folder'] / 'corpus'}", *sentiment["task"],
+                                        "stage.epochs=6", "stage.batch_size=16", "stage.lr=3e-3", "stage.pooling=mean", f"+run_dir={run_dir}",
+                                        *extra]))
+
+
+@pytest.fixture(scope="module")
+def sentiment_model(home, sentiment, tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("sentiment_model") / "run"
+    summary = finetune_sentiment(run_dir, sentiment)
+    assert summary["main_score"] >= 0.9, summary["metrics"]   # it learned the rule the trigger must break
+    return run_dir
+
+
+def attack(run_dir: Path, *overrides: str) -> dict:
+    from lightning_modules.stages.attack import run_attack
+    from ptmlab.config import compose_config
+
+    return run_attack(compose_config(["stage=attack", *overrides, f"+run_dir={run_dir}"]))
+
+
+def test_a_trigger_found_on_positive_sentences_breaks_them_and_is_deterministic(sentiment_model, tmp_path):
+    args = ["attack=triggers", f"source={sentiment_model}", "attack.num_examples=20", "attack.label=1",
+            "attack.num_candidates=10", "attack.iterations=3", "seed=5"]
+    first, second = attack(tmp_path / "a", *args), attack(tmp_path / "b", *args)
+    assert records(first) == records(second) and first["trigger"] == second["trigger"]
+    assert first["label"] == "1" and first["constraints"]["trigger_length"] == 3
+    assert first["clean_accuracy"] - first["accuracy_under_attack"] >= 0.5, (first["trigger_search"], first["constraints"])
+    trigger = first["trigger"].split()
+    assert len(trigger) == 3 and first["trigger_search"]["iterations"] >= 1
+    assert set(trigger) & {"bad", "awful"}, first["trigger_search"]   # the negative words, found by the gradient
+    for r in records(first):
+        assert r["label"] == 1
+        if r["status"] != "skipped":
+            assert r["perturbed"].split() == trigger + r["original"].split() and r["changed_indices"] == [0, 1, 2]
+            assert r["queries"] == 2 and r["inserted"] == 3
+    assert first["perturbed_word_ratio"] == pytest.approx(3 / (3 + 5))   # the trigger's share of each 8-word text
+
+
+def test_bad_input_is_one_line_exit_2(home, sentiment_model, tmp_path):
+    run_dir = tmp_path / "zero"
+    proc = entry_point(home, run_dir, "attack=triggers", f"source={sentiment_model}", "attack.trigger_length=0")
+    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "attack.trigger_length=0" in lines[0], proc.stderr[-2000:]
+    assert not (run_dir / "summary.json").exists()
+    from lightning_modules.stages.attack import build_attack
+    from ptmlab.config import compose_config
+
+    with pytest.raises(ConfigError, match="attack.label=2: not a label of task sentiment"):
+        build_attack(compose_config(["stage=attack", "attack=triggers", f"source={sentiment_model}", "attack.label=2"]))
