@@ -26,6 +26,7 @@ from lightning_modules.attacks.victim import QueryBudgetSpent, Victim
 
 SUCCEEDED, FAILED, SKIPPED = "succeeded", "failed", "skipped"   # skipped: misclassified before any attack
 UNK = "<unk>"   # what a word becomes when its importance is measured by removing its meaning
+RECORDS_FILE = "attack/records.jsonl"   # an attack run's records, under its run folder
 
 
 @dataclass

@@ -32,14 +32,13 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from lightning_modules.artifacts.saved_task_model import LoadedTaskModel, load_task_model
-from lightning_modules.attacks.recipe import SKIPPED, SUCCEEDED, AttackRecipe, AttackRecord
+from lightning_modules.attacks.recipe import RECORDS_FILE, SKIPPED, SUCCEEDED, AttackRecipe, AttackRecord
 from lightning_modules.attacks.victim import Victim
 from lightning_modules.runtime.stage_run import StageRun, tracking_uri
 from lightning_modules.stages.compress import source_run_id, use_source_task
 from lightning_modules.tasks.spec import LoadedTask, load_task
 from ptmlab.contracts import AttackSummary, BackboneError, ConfigError
 
-RECORDS_FILE = "attack/records.jsonl"
 # keys of the `attack` node the stage reads; the rest build the recipe
 SAMPLE_KEYS = ("num_examples", "split", "batch_size", "label")
 

@@ -1,16 +1,22 @@
-"""Universal adversarial triggers (`attack=triggers`, lightning_modules/attacks/triggers.py).
+"""Universal adversarial triggers (`attack=triggers`, lightning_modules/attacks/triggers.py) and
+training on attack-augmented data (`defence=augment`, lightning_modules/attacks/augmentation.py).
 
 By hand: a bag-of-embeddings classifier with a fixed 2-d embedding matrix (logits = the sum of
 the tokens' embeddings, so ∂CE/∂e_t = p − y at every position) behind a real WordPiece tokenizer
 and ptmlab's encoder: the gradient the victim returns, HotFlip's candidate ranking, the beam
 search's choice, when the search stops, the queries it spent, and the attack on each example are
 all worked out in the test. Through the stage: a tiny random model trained on a synthetic
-sentiment task (a sentence is positive iff it holds good or great) falls to the trigger found on
-its positive dev sentences; the same seed gives the same trigger and records; bad settings are
-one line, exit 2, nothing run."""
+sentiment task (positive iff most of its sentiment words are good or great) falls to the trigger
+found on its positive dev sentences; the same seed gives the same trigger and records; bad
+settings are one line, exit 2, nothing run. Augmentation: a deepwordbug attack on the same model's
+training split feeds a fine-tune, whose training split then holds each successful adversarial
+example with its gold label (counted, and the steps trained over them), recorded as the defence
+that an attack on the augmented model reports; a source that is no attack run, another task's
+attack, or an attack on the dev split is one line, exit 2."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from pathlib import Path
@@ -237,3 +243,74 @@ def test_bad_input_is_one_line_exit_2(home, sentiment_model, tmp_path):
 
     with pytest.raises(ConfigError, match="attack.label=2: not a label of task sentiment"):
         build_attack(compose_config(["stage=attack", "attack=triggers", f"source={sentiment_model}", "attack.label=2"]))
+
+
+# -- training on attack-augmented data -------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def train_attack(sentiment_model, tmp_path_factory) -> tuple[Path, dict]:
+    """deepwordbug on 40 rows of the sentiment model's training split: (its run folder, summary)."""
+    run_dir = tmp_path_factory.mktemp("train_attack") / "run"
+    return run_dir, attack(run_dir, "attack=deepwordbug", f"source={sentiment_model}", "attack.split=train",
+                           "attack.num_examples=40", "seed=1")
+
+
+def augmented(sentiment: dict, source: Path, *extra: str, task: list[str] | None = None) -> list[str]:
+    """A fine-tune's overrides: 48 training rows of the task, one epoch, plus the attack's examples."""
+    return ["stage=finetune", *TINY, "data=text_files", f"data.corpus.path={sentiment['folder'] / 'corpus'}",
+            *(sentiment["task"] if task is None else task), "task.max_train_samples=48", "stage.epochs=1",
+            "stage.batch_size=16", "defence=augment", f"defence.source={source}", *extra]
+
+
+def compose(overrides: list[str], run_dir: Path):
+    from ptmlab.config import compose_config
+
+    return compose_config([*overrides, f"+run_dir={run_dir}"])
+
+
+def test_a_fine_tune_trains_on_the_attacks_adversarial_examples(sentiment, train_attack, tmp_path):
+    from lightning_modules.stages.finetune import build_finetune, run_finetune
+
+    source, summary = train_attack
+    adversarial = [r for r in records(summary) if r["status"] == "succeeded"]
+    assert summary["split"] == "train" and len(adversarial) == summary["counts"]["succeeded"] >= 5
+    parts = build_finetune(compose(augmented(sentiment, source), tmp_path / "built"))
+    train = parts.task.train.examples
+    assert len(train) == 48 + len(adversarial)
+    assert [(ex.texts, ex.label) for ex in train[48:]] == [((r["perturbed"],), r["label"]) for r in adversarial]
+    # the data module's training batches are drawn from all of them
+    assert len(parts.datamodule.encoded(parts.task.data.train_split)) == len(train)
+    finetuned = run_finetune(compose(augmented(sentiment, source), tmp_path / "run"))
+    assert finetuned["steps"] == math.ceil(len(train) / 16)
+    assert finetuned["defence"] == {"name": "augment", "source": str(source), "recipe": "deepwordbug",
+                                    "attack_split": "train", "include_failed": False, "max_examples": None,
+                                    "added": len(adversarial)}
+    measured = attack(tmp_path / "attack", "attack=deepwordbug", f"source={tmp_path / 'run'}", "attack.num_examples=4")
+    assert measured["source_defence"]["name"] == "augment" and measured["source_defence"]["added"] == len(adversarial)
+    capped = build_finetune(compose(augmented(sentiment, source, "defence.max_examples=2"), tmp_path / "capped"))
+    assert len(capped.task.train.examples) == 48 + 2 and capped.augmentation.settings()["added"] == 2
+
+
+def test_augment_bad_source_is_one_line_exit_2(home, sentiment, sentiment_model, train_attack, tmp_path):
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from lightning_modules.stages.finetune import build_finetune
+
+    run_dir = tmp_path / "not_an_attack"
+    proc = subprocess.run([sys.executable, "-m", "ptmlab.run", *augmented(sentiment, sentiment_model),
+                           f"hydra.run.dir={run_dir}"], env={**os.environ, "PTMLAB_HOME": str(home)},
+                          capture_output=True, text=True, timeout=300)
+    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "not a stage=attack run folder" in lines[0], proc.stderr[-2000:]
+    assert not (run_dir / "summary.json").exists()
+    source, summary = train_attack
+    with pytest.raises(ConfigError, match="an attack on task sentiment; this fine-tune's task is sst2"):
+        build_finetune(compose(augmented(sentiment, source, task=["task=glue/sst2"]), tmp_path / "sst2"))
+    on_dev = tmp_path / "attack_on_dev"
+    shutil.copytree(source, on_dev)
+    (on_dev / "summary.json").write_text(json.dumps({**json.loads((source / "summary.json").read_text()), "split": "dev"}))
+    with pytest.raises(ConfigError, match="the attack ran on split 'dev', which this fine-tune evaluates on"):
+        build_finetune(compose(augmented(sentiment, on_dev), tmp_path / "dev"))
