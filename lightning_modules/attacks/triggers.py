@@ -92,6 +92,10 @@ class UniversalTriggers(AttackRecipe):
 
     def prepare(self, victim: Victim) -> None:
         """The whole-word tokens a trigger may use; the initial trigger, checked to encode in place."""
+        if any(op.get("op") == "quantize" for op in victim.loaded.manifest.get("compression") or ()):
+            # quantized layers have no autograd kernel: no gradient reaches the embeddings
+            raise ConfigError("attack=triggers: the source is an int8 model, whose quantized layers give no "
+                              "gradients; attack its float source with triggers, or this model with deepwordbug/pwws")
         tokenizer = victim.loaded.tokenizer
         size = int(victim.embedding_matrix().shape[0])
         special = set(tokenizer.all_special_ids)

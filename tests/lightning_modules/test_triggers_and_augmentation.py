@@ -150,6 +150,9 @@ def test_bad_settings_refused_in_one_line(victim):
         UniversalTriggers(position="middle")
     with pytest.raises(ConfigError, match="attack.init_token=films: not a whole-word token"):
         UniversalTriggers(init_token="films").prepare(victim)
+    victim.loaded.manifest["compression"] = [{"op": "quantize", "backend": "torch.ao", "embeddings": True}]
+    with pytest.raises(ConfigError, match="the source is an int8 model, whose quantized layers give no gradients"):
+        UniversalTriggers().prepare(victim)
 
 
 # -- through the stage, on a tiny model ------------------------------------------------------
