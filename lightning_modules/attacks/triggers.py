@@ -133,11 +133,13 @@ class UniversalTriggers(AttackRecipe):
         allowed = self._allowed.nonzero().flatten().tolist()
         return tuple(next(a for a in allowed if a != t) for t in trigger)
 
-    def slots(self, victim: Victim, sentences: list[list[str]], trigger: tuple[int, ...]) -> list[list[int]]:
-        """Per sentence, the token positions of the trigger's slots 0, 1, ... (fewer where the
-        encoder's truncation cut the trigger off): where its encoding differs from the contrast's."""
-        ours = victim.token_ids([self.with_trigger(w, trigger) for w in sentences])
-        theirs = victim.token_ids([self.with_trigger(w, self.contrast(trigger)) for w in sentences])
+    def slots(self, victim: Victim, sentences: list[list[str]], trigger: tuple[int, ...],
+              contexts: list[tuple[str, ...]] | None = None) -> list[list[int]]:
+        """Per sentence (of its example in `contexts`), the token positions of the trigger's slots
+        0, 1, ... (fewer where the encoder's truncation cut the trigger off): where its encoding
+        differs from the contrast's."""
+        ours = victim.token_ids([self.with_trigger(w, trigger) for w in sentences], contexts)
+        theirs = victim.token_ids([self.with_trigger(w, self.contrast(trigger)) for w in sentences], contexts)
         out = []
         for a, b in zip(ours, theirs):
             if a.shape != b.shape:
@@ -152,22 +154,23 @@ class UniversalTriggers(AttackRecipe):
 
     # -- the search ------------------------------------------------------------------------------
 
-    def average_gradient(self, victim: Victim, sentences: list[list[str]], golds: list[int]) -> torch.Tensor:
+    def average_gradient(self, victim: Victim, sentences: list[list[str]], golds: list[int],
+                         contexts: list[tuple[str, ...]] | None = None) -> torch.Tensor:
         """L×E: the gold loss's gradient at each trigger slot, averaged over the sentences that hold it."""
-        grads = victim.embedding_gradients([self.with_trigger(w, self._trigger) for w in sentences], golds)
+        grads = victim.embedding_gradients([self.with_trigger(w, self._trigger) for w in sentences], golds, contexts)
         total = torch.zeros(self.trigger_length, grads[0].shape[1])
         counts = torch.zeros(self.trigger_length, 1)
-        for grad, positions in zip(grads, self.slots(victim, sentences, self._trigger)):
+        for grad, positions in zip(grads, self.slots(victim, sentences, self._trigger, contexts)):
             total[: len(positions)] += grad[positions]
             counts[: len(positions)] += 1
         return total / counts.clamp(min=1)
 
     def search(self, victim: Victim, examples: list[tuple[tuple[str, ...], int]]) -> None:
-        victim.queries, victim.max_queries = 0, None
-        sentences, golds = [], []
+        sentences, golds, contexts = [], [], []
         for texts, gold in examples:
-            sentences.append(victim.start(texts, None))
+            sentences.append(victim.start(texts, None))   # each example's attacked words
             golds.append(int(gold))
+            contexts.append(tuple(texts))
         victim.queries = 0
         trigger, history = self._trigger, []
         if sentences:
@@ -177,7 +180,8 @@ class UniversalTriggers(AttackRecipe):
             def evaluate(candidate: tuple[int, ...]) -> tuple[float, float]:
                 """(mean gold loss, accuracy) over the examples with `candidate` added, each trigger scored once."""
                 if candidate not in cache:
-                    losses, predicted = victim.gold_losses([self.with_trigger(w, candidate) for w in sentences], golds)
+                    losses, predicted = victim.gold_losses([self.with_trigger(w, candidate) for w in sentences], golds,
+                                                           contexts)
                     cache[candidate] = (float(losses.mean()), float((predicted == torch.tensor(golds)).float().mean()))
                 return cache[candidate]
 
@@ -186,7 +190,7 @@ class UniversalTriggers(AttackRecipe):
                             "accuracy": round(accuracy, 6)})
             for iteration in range(1, self.iterations + 1):
                 self._trigger = trigger
-                gradient = self.average_gradient(victim, sentences, golds)
+                gradient = self.average_gradient(victim, sentences, golds, contexts)
                 candidates = hotflip_candidates(gradient, embeddings, self._allowed, self.num_candidates).tolist()
                 best, loss = beam_search(trigger, candidates, lambda t: evaluate(t)[0], self.beam_size)
                 if best == trigger:

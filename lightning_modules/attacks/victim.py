@@ -39,9 +39,10 @@ class Victim:
         self.queries, self.max_queries = 0, max_queries
         return texts[self.side].split()
 
-    def texts(self, words: list[str]) -> tuple[str, ...]:
-        out = list(self.context)
-        out[self.side] = " ".join(words)
+    def texts(self, words: list[str], context: tuple[str, ...] | None = None) -> tuple[str, ...]:
+        """The model's input with `words` as the attacked text of `context` (None: the current example's)."""
+        out = list(self.context if context is None else context)
+        out[self.side if context is None else ATTACKED_SIDE[len(context)]] = " ".join(words)
         return tuple(out)
 
     def count(self, sentences: list[list[str]]) -> None:
@@ -50,10 +51,13 @@ class Victim:
             raise QueryBudgetSpent
         self.queries += len(sentences)
 
-    def batches(self, sentences: list[list[str]]):
-        """The sentences encoded as the model was trained, `batch_size` at a time."""
+    def batches(self, sentences: list[list[str]], contexts: list[tuple[str, ...]] | None = None):
+        """The sentences encoded as the model was trained, `batch_size` at a time; `contexts`: each
+        sentence's own example (a universal search scores many examples in one call)."""
         for start in range(0, len(sentences), self.batch_size):
-            yield self.loaded.encode([self.texts(w) for w in sentences[start:start + self.batch_size]], self.task)
+            chunk = range(start, min(start + self.batch_size, len(sentences)))
+            yield self.loaded.encode([self.texts(sentences[i], None if contexts is None else contexts[i]) for i in chunk],
+                                     self.task)
 
     @torch.no_grad()
     def probabilities(self, sentences: list[list[str]], *, count: bool = True) -> torch.Tensor:
@@ -65,12 +69,13 @@ class Victim:
         return torch.cat(out) if out else torch.empty(0)
 
     @torch.no_grad()
-    def gold_losses(self, sentences: list[list[str]], golds: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    def gold_losses(self, sentences: list[list[str]], golds: list[int],
+                    contexts: list[tuple[str, ...]] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(N cross-entropies of the gold labels, N predicted labels), from the logits (no softmax
         round trip: a confident model's losses stay apart)."""
         self.count(sentences)
         losses, predicted = [], []
-        for k, batch in enumerate(self.batches(sentences)):
+        for k, batch in enumerate(self.batches(sentences, contexts)):
             logits = self.loaded.model.task_logits(self.task, batch).float().cpu()
             gold = torch.tensor(golds[k * self.batch_size:(k + 1) * self.batch_size])
             losses.append(torch.nn.functional.cross_entropy(logits, gold, reduction="none"))
@@ -86,14 +91,15 @@ class Victim:
         """V×E: the word embedding of every token id."""
         return self.word_embeddings().weight.detach().float().cpu()
 
-    def token_ids(self, sentences: list[list[str]]) -> list[torch.Tensor]:
+    def token_ids(self, sentences: list[list[str]], contexts: list[tuple[str, ...]] | None = None) -> list[torch.Tensor]:
         """Each sentence's token ids as the model reads it (special tokens included, no padding); not a query."""
         out = []
-        for batch in self.batches(sentences):
+        for batch in self.batches(sentences, contexts):
             out.extend(ids[mask.bool()].cpu() for ids, mask in zip(batch["input_ids"], batch["attention_mask"]))
         return out
 
-    def embedding_gradients(self, sentences: list[list[str]], golds: list[int]) -> list[torch.Tensor]:
+    def embedding_gradients(self, sentences: list[list[str]], golds: list[int],
+                            contexts: list[tuple[str, ...]] | None = None) -> list[torch.Tensor]:
         """Per sentence, T×E: ∂ CE(gold) / ∂ (the word embedding of each of its T tokens), the
         positions of `token_ids`. The embeddings' output is swapped for a leaf that requires grad
         (a forward hook), so no parameter gets a gradient and any backbone takes it."""
@@ -107,7 +113,7 @@ class Victim:
         out = []
         handle = self.word_embeddings().register_forward_hook(leaf)
         try:
-            for k, batch in enumerate(self.batches(sentences)):
+            for k, batch in enumerate(self.batches(sentences, contexts)):
                 captured.clear()
                 with torch.enable_grad():
                     logits = self.loaded.model.task_logits(self.task, batch).float()

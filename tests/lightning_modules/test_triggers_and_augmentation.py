@@ -94,6 +94,12 @@ def test_gradient_and_hotflip_ranking_by_hand(victim):
     # e_v · g with g = (a, −a), a > 0: bad 2.5a, awful 1.5a, film and the 0 (tie: the lower id), good −2a, great −a
     candidates = hotflip_candidates(mean.expand(2, 2), victim.embedding_matrix(), recipe._allowed, 3)
     assert candidates.tolist() == [[ids["bad"], ids["awful"], ids["the"]]] * 2
+    # pairs: the trigger goes in front of each example's own second text, [CLS] a [SEP] t t b [SEP]
+    pairs = [("great", "good film"), ("bad film", "good film")]
+    assert recipe.slots(victim, sentences[:1] * 2, recipe._trigger, pairs) == [[3, 4], [4, 5]]
+    losses, predicted = victim.gold_losses([recipe.with_trigger(["good", "film"], recipe._trigger)] * 2, [1, 1], pairs)
+    assert torch.allclose(losses, torch.tensor([-math.log(p_positive("great", "good", "film")),
+                                                -math.log(p_positive("bad", "film", "good", "film"))]), atol=1e-6)
 
 
 def test_beam_search_by_hand():
