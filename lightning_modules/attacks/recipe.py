@@ -23,10 +23,11 @@ import torch
 
 from lightning_modules.attacks.stopwords import STOPWORDS
 from lightning_modules.attacks.victim import QueryBudgetSpent, Victim
+from ptmlab.contracts import ATTACK_RECORDS_FILE
 
 SUCCEEDED, FAILED, SKIPPED = "succeeded", "failed", "skipped"   # skipped: misclassified before any attack
 UNK = "<unk>"   # what a word becomes when its importance is measured by removing its meaning
-RECORDS_FILE = "attack/records.jsonl"   # an attack run's records, under its run folder
+RECORDS_FILE = ATTACK_RECORDS_FILE   # an attack run's records, under its run folder (the dashboard reads them)
 
 
 @dataclass

@@ -201,7 +201,7 @@ class UniversalTriggers(AttackRecipe):
         self._trigger = trigger
         self._report = {"trigger": " ".join(self.text(trigger)), "trigger_tokens": list(trigger),
                         "trigger_search": {"examples": len(sentences), "queries": victim.queries,
-                                           "iterations": len(history) - 1, "history": history}}
+                                           "iterations": max(len(history) - 1, 0), "history": history}}
 
     def report(self) -> dict:
         return dict(self._report)

@@ -205,6 +205,7 @@ def run_attack(cfg: DictConfig) -> dict:
             "attacked_text": "second" if any(r.context is not None for r in records) else "only",
             "constraints": parts.recipe.settings(),
             "label": parts.label,
+            "class_labels": [str(name) for name in parts.task.spec.labels],
             **parts.recipe.report(),
             **numbers,
             "seconds_per_example": round(seconds / len(records), 6),
