@@ -12,7 +12,10 @@ settings are one line, exit 2, nothing run. Augmentation: a deepwordbug attack o
 training split feeds a fine-tune, whose training split then holds each successful adversarial
 example with its gold label (counted, and the steps trained over them), recorded as the defence
 that an attack on the augmented model reports; a source that is no attack run, another task's
-attack, or an attack on the dev split is one line, exit 2."""
+attack, or an attack on the dev split is one line, exit 2. The job page: the records endpoint on
+these real runs (deepwordbug's substitutions marked on both sides where the attack changed them,
+the trigger only where it was inserted), every status paged, the summary's typed trigger fields and
+its figures in the stage's terms; bad requests 422, a job without records 404."""
 
 from __future__ import annotations
 
@@ -223,10 +226,20 @@ def attack(run_dir: Path, *overrides: str) -> dict:
     return run_attack(compose_config(["stage=attack", *overrides, f"+run_dir={run_dir}"]))
 
 
-def test_a_trigger_found_on_positive_sentences_breaks_them_and_is_deterministic(sentiment_model, tmp_path):
-    args = ["attack=triggers", f"source={sentiment_model}", "attack.num_examples=20", "attack.label=1",
-            "attack.num_candidates=10", "attack.iterations=3", "seed=5"]
-    first, second = attack(tmp_path / "a", *args), attack(tmp_path / "b", *args)
+TRIGGER_ARGS = ["attack=triggers", "attack.num_examples=20", "attack.label=1", "attack.num_candidates=10",
+                "attack.iterations=3", "seed=5"]
+
+
+@pytest.fixture(scope="module")
+def trigger_attack(sentiment_model, tmp_path_factory) -> tuple[Path, dict]:
+    """The trigger searched on 20 positive dev sentences: (its run folder, summary)."""
+    run_dir = tmp_path_factory.mktemp("trigger_attack") / "run"
+    return run_dir, attack(run_dir, *TRIGGER_ARGS, f"source={sentiment_model}")
+
+
+def test_a_trigger_found_on_positive_sentences_breaks_them_and_is_deterministic(sentiment_model, trigger_attack,
+                                                                               tmp_path):
+    first, second = trigger_attack[1], attack(tmp_path / "b", *TRIGGER_ARGS, f"source={sentiment_model}")
     assert records(first) == records(second) and first["trigger"] == second["trigger"]
     assert first["label"] == "1" and first["constraints"]["trigger_length"] == 3
     assert first["clean_accuracy"] - first["accuracy_under_attack"] >= 0.5, (first["trigger_search"], first["constraints"])
@@ -323,3 +336,97 @@ def test_augment_bad_source_is_one_line_exit_2(home, sentiment, sentiment_model,
     (on_dev / "summary.json").write_text(json.dumps({**json.loads((source / "summary.json").read_text()), "split": "dev"}))
     with pytest.raises(ConfigError, match="the attack ran on split 'dev', which this fine-tune evaluates on"):
         build_finetune(compose(augmented(sentiment, on_dev), tmp_path / "dev"))
+
+
+# -- the job page: the summary's figures and the records, changed words marked -----------------
+
+def attack_job(db_url: str, summary_file: Path, run_dir: Path | None = None) -> int:
+    """A succeeded attack job whose result row is what the worker stores for `summary_file` (the
+    contract's dump); `run_dir` moves where the row says the run is."""
+    from ptmlab.contracts import validate_summary
+    from ptmlab.db import session_scope
+    from ptmlab.db.models import SUCCEEDED
+    from ptmlab.queue import submit_job
+    from ptmlab.results import new_result
+
+    row = validate_summary(json.loads(summary_file.read_text())).model_dump()
+    if run_dir is not None:
+        row["run_dir"] = str(run_dir)
+    with session_scope(db_url) as s:
+        job = submit_job(s, stage="attack", overrides=[f"attack={row['recipe']}"], queue="seeded")
+        job.status, job.run_dir = SUCCEEDED, row["run_dir"]
+        s.add(new_result(row, job_id=job.id))
+        s.commit()
+        return job.id
+
+
+def marked(words: list[dict] | None) -> list[int]:
+    return [i for i, w in enumerate(words or []) if w["changed"]]
+
+
+def test_the_job_page_serves_the_records_with_the_changed_words_marked(train_attack, trigger_attack, tmp_path,
+                                                                        monkeypatch):
+    from fastapi.testclient import TestClient
+
+    from ptmlab.api.app import create_app
+    from ptmlab.contracts import AttackSummary, validate_summary
+    from ptmlab.contracts.summaries import TriggerSearch
+    from ptmlab.db import dispose_engines, migrate, session_scope
+    from ptmlab.queue import submit_job
+    from ptmlab.settings import Settings
+
+    (dwb_dir, dwb), (trigger_dir, triggers) = train_attack, trigger_attack
+    typed = validate_summary(json.loads((trigger_dir / "summary.json").read_text()))
+    assert isinstance(typed, AttackSummary) and isinstance(typed.trigger_search, TriggerSearch)
+    assert typed.trigger == triggers["trigger"] and all(isinstance(t, int) for t in typed.trigger_tokens)
+    assert typed.label == "1" and typed.class_labels == ["0", "1"] and typed.attacked_text == "only"
+    url = f"sqlite:///{tmp_path / 'ptmlab.db'}"
+    migrate(url)
+    ids = {"dwb": attack_job(url, dwb_dir / "summary.json"), "triggers": attack_job(url, trigger_dir / "summary.json"),
+           "moved": attack_job(url, dwb_dir / "summary.json", run_dir=tmp_path / "elsewhere")}
+    monkeypatch.setenv("PTMLAB_HOME", str(tmp_path / "home"))
+    client = TestClient(create_app(Settings(home=tmp_path / "home", database_url=url)))
+    try:
+        every = records(dwb)
+        for status in ("succeeded", "failed", "skipped"):
+            of_status = [r for r in every if r["status"] == status]
+            first = client.get(f"/api/v1/jobs/{ids['dwb']}/attack-records?status={status}&limit=3").json()
+            rest = client.get(f"/api/v1/jobs/{ids['dwb']}/attack-records?status={status}&limit=200&offset=3").json()
+            assert first["counts"] == dwb["counts"] and first["total"] == len(of_status) == dwb["counts"][status]
+            shown = first["records"] + rest["records"]
+            assert [r["index"] for r in shown] == [r["index"] for r in of_status] and len(first["records"]) <= 3
+            for got, record in zip(shown, of_status):
+                assert " ".join(w["word"] for w in got["original"]) == record["original"]
+                if status == "skipped":
+                    assert got["perturbed"] is None and not marked(got["original"])
+                    continue
+                # deepwordbug substitutes in place: the diff marks what the attack changed, on both sides
+                assert " ".join(w["word"] for w in got["perturbed"]) == record["perturbed"]
+                assert marked(got["perturbed"]) == marked(got["original"]) == record["changed_indices"]
+
+        page = client.get(f"/api/v1/jobs/{ids['triggers']}/attack-records").json()   # succeeded, 20 at most
+        assert page["trigger"] == triggers["trigger"] and page["records"]
+        for got in page["records"]:   # an inserted trigger: marked where it stands, nothing marked in the original
+            assert marked(got["perturbed"]) == [0, 1, 2] and not marked(got["original"])
+            assert [w["word"] for w in got["perturbed"][:3]] == triggers["trigger"].split()
+
+        written = json.loads((trigger_dir / "summary.json").read_text())
+        rows = {r["name"]: r for r in client.get(f"/api/v1/views/jobs/{ids['triggers']}").json()["results"][0]["digest"]["rows"]}
+        for name, key in (("clean accuracy", "clean_accuracy"), ("accuracy under attack", "accuracy_under_attack"),
+                          ("success rate", "success_rate"), ("perturbed word ratio", "perturbed_word_ratio"),
+                          ("queries", "queries"), ("seconds per example", "seconds_per_example"),
+                          ("sample size", "num_examples"), ("recipe", "recipe"), ("trigger", "trigger"), ("seed", "seed")):
+            assert rows[name]["value"] == written[key], name
+        assert rows["sample size"]["note"] == "dev split, gold class 1"
+
+        moved = client.get(f"/api/v1/jobs/{ids['moved']}/attack-records")
+        assert moved.status_code == 404 and "elsewhere/attack/records.jsonl" in moved.json()["error"]["message"]
+        assert client.get("/api/v1/jobs/999/attack-records").status_code == 404
+        with session_scope(url) as s:
+            sleep = submit_job(s, stage="sleep", overrides=[], queue="seeded").id
+        refused = client.get(f"/api/v1/jobs/{sleep}/attack-records")
+        assert refused.status_code == 404 and f"job {sleep} has no attack result" in refused.json()["error"]["message"]
+        for bad in ("status=nosuch", "limit=0", "limit=201", "offset=-1"):
+            assert client.get(f"/api/v1/jobs/{ids['dwb']}/attack-records?{bad}").status_code == 422, bad
+    finally:
+        dispose_engines()
