@@ -9,7 +9,10 @@ PWWS/BAE recipes fetch NLTK data and a sentence encoder at run time), so there i
 runner to divide by: the recipes are ptmlab's own (lightning_modules/attacks/).
 
     OMP_NUM_THREADS=1 PTMLAB_DATA_DIR=../shared/data .venv/bin/python bench/attack.py \\
-        --source <finetune run> [--recipes deepwordbug pwws] [--examples 50] [--mlm <MLM folder>]
+        --source <finetune run> [--recipes deepwordbug pwws triggers] [--examples 50] [--mlm <MLM folder>] \\
+        [--overrides attack.label=1 attack.num_candidates=20]
+
+A universal recipe's (triggers) queries include its search's; its trigger is printed below the table.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=50)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--mlm", default=None, help="attack.mlm for bae")
+    parser.add_argument("--overrides", nargs="*", default=[], help="more attack.* overrides, for every recipe")
     args = parser.parse_args()
 
     import torch
@@ -52,15 +56,21 @@ def main() -> None:
     print("| recipe | examples/s | queries/s | bare model sentences/s | queries/s ÷ bare | clean | under attack | "
           "success | perturbed ratio | queries/example |")
     print("|---|---|---|---|---|---|---|---|---|---|")
+    notes = []
     for recipe in args.recipes:
         extra = [f"attack.mlm={args.mlm}"] if recipe == "bae" and args.mlm else []
         parts = build_attack(compose_config(["stage=attack", f"attack={recipe}", f"source={args.source}",
-                                             f"attack.num_examples={args.examples}", f"seed={args.seed}", *extra]))
+                                             f"attack.num_examples={args.examples}", f"seed={args.seed}", *extra,
+                                             *args.overrides]))
         started = time.perf_counter()
         records = attack_examples(parts, args.seed)
         seconds = time.perf_counter() - started
         numbers = attack_numbers(records)
-        queries = sum(r.queries for r in records)
+        found = parts.recipe.report()   # a universal trigger and its search ({} for per-example recipes)
+        queries = sum(r.queries for r in records) + found.get("trigger_search", {}).get("queries", 0)
+        if found:
+            notes.append(f"{recipe}: trigger '{found['trigger']}' after {found['trigger_search']['iterations']} "
+                         f"iteration(s), {found['trigger_search']['queries']} search queries")
         # the bare model on perturbed-like inputs: each attacked sentence, a batch's worth of times
         texts = [r.original.split() for r in records]
         batch = [random.Random(k).choice(texts) for k in range(parts.victim.batch_size * 4)]
@@ -69,6 +79,8 @@ def main() -> None:
         print(f"| {recipe} | {len(records) / seconds:.2f} | {queries / seconds:.1f} | {bare:.1f} | "
               f"{queries / seconds / bare:.2f} | {numbers['clean_accuracy']:.3f} | {numbers['accuracy_under_attack']:.3f} "
               f"| {numbers['success_rate']:.3f} | {numbers['perturbed_word_ratio']:.3f} | {numbers['queries']:.1f} |")
+    for note in notes:
+        print(note)
 
 
 if __name__ == "__main__":

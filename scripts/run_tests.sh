@@ -29,9 +29,10 @@ done
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 tmp=${TMPDIR:-/tmp}
 # Dashboard pages in a browser that need no session teacher: the two pipeline pages (MiniLM
-# pipelines through a worker), the chart component, the studies' Pareto pages, the robustness page.
+# pipelines through a worker), the chart component, the studies' Pareto pages, the robustness page,
+# an attack job's page.
 PAGES=(tests/e2e/test_compression_page.py tests/e2e/test_probing_page.py tests/e2e/test_curve_charts.py
-       tests/e2e/test_study_pareto_browser.py tests/e2e/test_robustness_browser.py)
+       tests/e2e/test_study_pareto_browser.py tests/e2e/test_robustness_browser.py tests/e2e/test_attack_job_browser.py)
 # WNUT-17 (~4 min) and delta tuning (~6 min) need no session teacher and the dashboard's browser
 # tests mostly wait: all in the lane that mostly waits. (A clean-clone run with delta tuning in the
 # models lane: models 36.5 min, science 28.6, platform 25.7.)

@@ -332,12 +332,20 @@ def build_compression(cfg, ctx):
     method.check(source, CompressContext(task=None))
 
 
-def build_adversarial_cfg(cfg, ctx):
-    """The defence built as the finetune stage builds it, its perturbation hooked onto a tiny model."""
-    from lightning_modules.adaptation.adversarial import build_adversarial
+def build_defence_cfg(cfg, ctx):
+    """The defence built as the finetune stage builds it: embedding-space training with its
+    perturbation hooked onto a tiny model; augment given a folder that is no attack run, refused."""
+    from lightning_modules.adaptation.adversarial import build_defence
+    from lightning_modules.attacks.augmentation import AttackAugmentation
     from lightning_modules.heads.task_model import TaskModel
 
-    adversarial = build_adversarial(cfg.defence)
+    if cfg.defence._target_.endswith(".AttackAugmentation"):   # defence.source is ??? until given
+        augmentation = build_defence(OmegaConf.merge(cfg.defence, {"source": str(ctx["tmp"])}))
+        assert isinstance(augmentation, AttackAugmentation) and augmentation.name == cfg.defence.name
+        with pytest.raises(ConfigError, match="not a stage=attack run folder"):
+            augmentation.read()
+        return
+    adversarial = build_defence(cfg.defence)
     assert adversarial.name == cfg.defence.name
     backbone = instantiate(cfg.model.backbone, vocab_size=len(ctx["tokenizer"]))
     adversarial.attach(TaskModel(backbone, 2))
@@ -346,7 +354,7 @@ def build_adversarial_cfg(cfg, ctx):
 
 BUILDERS = {
     "adaptation": build_adaptation_cfg,
-    "defence": build_adversarial_cfg,
+    "defence": build_defence_cfg,
     "task": build_task,
     "model": build_model,
     "objective": build_objective,

@@ -1,5 +1,6 @@
 """Adversarial training in embedding space, a defence that composes with any adaptation mode that
-trains (`defence=freelb` or `defence=pgd` beside `adaptation=full | lora | bitfit | ...`).
+trains (`defence=freelb` or `defence=pgd` beside `adaptation=full | lora | bitfit | ...`). The
+other defence, training on attack-augmented data (`defence=augment`), is lightning_modules/attacks/augmentation.py.
 
 A perturbation δ (B×T×E) is added to the output of the backbone's word-embedding module
 (`backbone.get_input_embeddings()`, a forward hook, so every backbone takes it: ptmlab's own and
@@ -204,8 +205,9 @@ class PGD(AdversarialTraining):
     accumulates = False
 
 
-def build_adversarial(node) -> AdversarialTraining | None:
-    """The defence a `defence` config node names (None: plain training)."""
+def build_defence(node):
+    """The defence a `defence` config node names (None: plain training): an AdversarialTraining
+    here (the training step), or attacks/augmentation.py's AttackAugmentation (the training data)."""
     if node is None:
         return None
     from hydra.utils import instantiate

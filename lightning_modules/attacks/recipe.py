@@ -8,7 +8,9 @@ the word- and character-level recipes in the literature use (TextAttack's `Greed
     exceed `max_perturbed_ratio`, or when the example's `max_queries` are spent (failure).
 
 A recipe is a subclass that says which words are important (`rank`) and what a word may become
-(`candidates`); `conf/attack/<name>.yaml` names it by `_target_`.
+(`candidates`); `conf/attack/<name>.yaml` names it by `_target_`. A universal recipe (triggers.py)
+instead searches once over the whole sample (`search`) before any example is attacked, overrides
+`attack`, and says what it found (`report`, into the summary).
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ import torch
 
 from lightning_modules.attacks.stopwords import STOPWORDS
 from lightning_modules.attacks.victim import QueryBudgetSpent, Victim
+from ptmlab.contracts import ATTACK_RECORDS_FILE
 
 SUCCEEDED, FAILED, SKIPPED = "succeeded", "failed", "skipped"   # skipped: misclassified before any attack
 UNK = "<unk>"   # what a word becomes when its importance is measured by removing its meaning
+RECORDS_FILE = ATTACK_RECORDS_FILE   # an attack run's records, under its run folder (the dashboard reads them)
 
 
 @dataclass
@@ -41,11 +45,14 @@ class AttackRecord:
     prediction_after: int | None = None
     queries: int = 0
     words: int = 0
-    changed_indices: list[int] = field(default_factory=list)
+    changed_indices: list[int] = field(default_factory=list)   # in the perturbed text
+    inserted: int = 0           # words the attack added (a trigger); 0 for substitutions
 
     @property
     def perturbed_ratio(self) -> float:
-        return len(self.changed_indices) / self.words if self.words else 0.0
+        """Changed words over the words of the perturbed text (the original's, for substitutions)."""
+        total = self.words + self.inserted
+        return len(self.changed_indices) / total if total else 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -67,6 +74,14 @@ class AttackRecipe:
 
     def prepare(self, victim: Victim) -> None:
         """Load what the recipe needs beyond the victim (a masked LM); raise ConfigError on bad input."""
+
+    def search(self, victim: Victim, examples: list[tuple[tuple[str, ...], int]]) -> None:
+        """A universal recipe's search over the sample's correctly classified (texts, gold) before
+        any is attacked; per-example recipes search nothing."""
+
+    def report(self) -> dict:
+        """What the search found, for the summary (a universal trigger); {} for per-example recipes."""
+        return {}
 
     # -- what a recipe defines -----------------------------------------------------------------
 

@@ -1,5 +1,7 @@
 """stage=attack: an adversarial attack (`attack=<recipe>`) on a task model (`source=`), on a
-seeded sample of `attack.num_examples` examples of the task's dev split (`attack.split`).
+seeded sample of `attack.num_examples` examples of the task's dev split (`attack.split`; `train`
+makes adversarial training data for `defence=augment`), optionally of one gold class
+(`attack.label`, as universal triggers are searched per class).
 
     python -m ptmlab.run stage=attack attack=pwws source=<job:<id> | mlflow:<run_id> | run folder>
 
@@ -9,7 +11,8 @@ task the second text is attacked (the hypothesis of an entailment pair), the fir
 `build_attack(cfg)` loads the source, the task and the recipe (a masked LM for bae) and refuses
 what cannot be attacked (a regression or token-level head, a sample of 0, an MLM reference that is
 not a masked LM) in one line before any MLflow run opens. `run_attack(cfg)` attacks every sampled
-example the model classifies correctly and writes the numbers attack papers report
+example the model classifies correctly (a universal recipe, triggers, first searches its trigger on
+them) and writes the numbers attack papers report
 (`ptmlab.contracts.AttackSummary`) and one record per example (attack/records.jsonl).
 
 Determinism: the sample is drawn from `seed`, and each example's random choices (DeepWordBug's
@@ -29,16 +32,15 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from lightning_modules.artifacts.saved_task_model import LoadedTaskModel, load_task_model
-from lightning_modules.attacks.recipe import SKIPPED, SUCCEEDED, AttackRecipe, AttackRecord
+from lightning_modules.attacks.recipe import RECORDS_FILE, SKIPPED, SUCCEEDED, AttackRecipe, AttackRecord
 from lightning_modules.attacks.victim import Victim
 from lightning_modules.runtime.stage_run import StageRun, tracking_uri
 from lightning_modules.stages.compress import source_run_id, use_source_task
 from lightning_modules.tasks.spec import LoadedTask, load_task
 from ptmlab.contracts import AttackSummary, BackboneError, ConfigError
 
-RECORDS_FILE = "attack/records.jsonl"
 # keys of the `attack` node the stage reads; the rest build the recipe
-SAMPLE_KEYS = ("num_examples", "split", "batch_size")
+SAMPLE_KEYS = ("num_examples", "split", "batch_size", "label")
 
 
 @dataclass
@@ -49,6 +51,7 @@ class AttackParts:
     rows: list[int]          # the sampled rows of the split, in order
     recipe: AttackRecipe
     victim: Victim
+    label: str | None = None  # `attack.label`: only examples of this gold class are sampled
 
 
 def build_recipe(node: DictConfig) -> AttackRecipe:
@@ -63,9 +66,22 @@ def build_recipe(node: DictConfig) -> AttackRecipe:
     return recipe
 
 
-def sample_rows(size: int, num_examples: int, seed: int) -> list[int]:
-    """`num_examples` rows of a split of `size`, drawn from `seed` (all of them when it has fewer)."""
-    return sorted(random.Random(seed).sample(range(size), min(num_examples, size)))
+def sample_rows(rows: range | list[int], num_examples: int, seed: int) -> list[int]:
+    """`num_examples` of `rows` (a split's, or those of one label), drawn from `seed` (all of them
+    when there are fewer)."""
+    return sorted(random.Random(seed).sample(rows, min(num_examples, len(rows))))
+
+
+def label_rows(task: LoadedTask, split: str, label) -> tuple[range | list[int], str | None]:
+    """The rows of `split` whose gold class is `label` (a label of the task; None: every row)."""
+    examples = task.data.splits[split].examples
+    if label is None:
+        return range(len(examples)), None
+    labels = [str(name) for name in task.spec.labels]
+    if str(label) not in labels:
+        raise ConfigError(f"attack.label={label}: not a label of task {task.spec.name} ({', '.join(labels)})")
+    index = labels.index(str(label))
+    return [i for i, ex in enumerate(examples) if int(ex.label) == index], str(label)
 
 
 def build_attack(cfg: DictConfig) -> AttackParts:
@@ -74,7 +90,7 @@ def build_attack(cfg: DictConfig) -> AttackParts:
         raise ConfigError("source=null: stage=attack needs source=<job:<id> | mlflow:<run_id> | run or export folder>")
     node = cfg.get("attack")
     if node is None:
-        raise ConfigError("attack=null: stage=attack needs a recipe (attack=deepwordbug, pwws, bae)")
+        raise ConfigError("attack=null: stage=attack needs a recipe (attack=deepwordbug, pwws, bae, triggers)")
     num_examples = int(node.get("num_examples", 0))
     if num_examples < 1:
         raise ConfigError(f"attack.num_examples={num_examples}: expected a positive number of examples")
@@ -93,11 +109,12 @@ def build_attack(cfg: DictConfig) -> AttackParts:
     if split not in task.data.splits or not task.data.splits[split].has_labels:
         raise ConfigError(f"attack.split={split}: task {spec.name} has no labelled split of that name "
                           f"(splits: {', '.join(task.data.splits)})")
+    candidates, label = label_rows(task, split, node.get("label"))
     recipe = build_recipe(node)
     victim = Victim(source, spec.name, batch_size=int(node.get("batch_size") or 64))
     recipe.prepare(victim)
-    rows = sample_rows(len(task.data.splits[split].examples), num_examples, int(cfg.seed))
-    return AttackParts(source, task, split, rows, recipe, victim)
+    rows = sample_rows(candidates, num_examples, int(cfg.seed))
+    return AttackParts(source, task, split, rows, recipe, victim, label)
 
 
 def attack_examples(parts: AttackParts, seed: int, progress=None) -> list[AttackRecord]:
@@ -108,6 +125,9 @@ def attack_examples(parts: AttackParts, seed: int, progress=None) -> list[Attack
     for ex in examples:
         victim.start(ex.texts, None)
         clean.append(victim.probabilities([ex.texts[victim.side].split()], count=False)[0])
+    # a universal recipe (triggers) searches once, on the examples it will attack
+    recipe.search(victim, [(ex.texts, int(ex.label)) for ex, probs in zip(examples, clean)
+                           if int(probs.argmax()) == int(ex.label)])
     records = []
     for k, (row, ex, probs) in enumerate(zip(parts.rows, examples, clean)):
         words = victim.start(ex.texts, None)
@@ -119,7 +139,7 @@ def attack_examples(parts: AttackParts, seed: int, progress=None) -> list[Attack
             rng = random.Random(f"{seed}:{row}")
             perturbed, changed, after, status = recipe.attack(victim, ex.texts, gold, probs, rng)
             record.status, record.queries, record.changed_indices = status, victim.queries, changed
-            record.perturbed = " ".join(perturbed)
+            record.perturbed, record.inserted = " ".join(perturbed), len(perturbed) - len(words)
             record.prediction_after = before if after is None else int(after.argmax())
         records.append(record)
         if progress is not None:
@@ -184,6 +204,9 @@ def run_attack(cfg: DictConfig) -> dict:
             "num_examples": len(records),
             "attacked_text": "second" if any(r.context is not None for r in records) else "only",
             "constraints": parts.recipe.settings(),
+            "label": parts.label,
+            "class_labels": [str(name) for name in parts.task.spec.labels],
+            **parts.recipe.report(),
             **numbers,
             "seconds_per_example": round(seconds / len(records), 6),
             "records_file": str(path),

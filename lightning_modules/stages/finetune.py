@@ -15,11 +15,12 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from lightning_modules.adaptation.adversarial import AdversarialTraining, build_adversarial
+from lightning_modules.adaptation.adversarial import AdversarialTraining, build_defence
 from lightning_modules.adaptation.base import Adaptation
 from lightning_modules.adaptation.from_config import build_adaptation
 from lightning_modules.artifacts.backbone_reference import ResolvedBackbone, backbone_summary, record_backbone, resolve_backbone
 from lightning_modules.artifacts.run_exports import export_models, save_delta
+from lightning_modules.attacks.augmentation import AttackAugmentation
 from lightning_modules.heads.generation_model import GenerationModel, decode_split
 from lightning_modules.heads.multiple_choice_model import MultipleChoiceModel
 from lightning_modules.heads.task_model import TaskModel
@@ -51,6 +52,13 @@ class FinetuneParts:
     module: FinetuneModule
     total_steps: int
     adversarial: AdversarialTraining | None = None  # `defence=freelb | pgd`
+    augmentation: AttackAugmentation | None = None  # `defence=augment`: the train split holds its examples
+
+    @property
+    def defence(self) -> dict | None:
+        """The defence as the summary and the task model record it (null: plain training)."""
+        defence = self.adversarial or self.augmentation
+        return defence.settings() if defence is not None else None
 
 
 def build_finetune(cfg: DictConfig) -> FinetuneParts:
@@ -63,6 +71,11 @@ def build_finetune(cfg: DictConfig) -> FinetuneParts:
         raise ConfigError("stage=finetune needs a task (task=glue/sst2, task=senteval/mr, task=tabular ...)")
     pl.seed_everything(int(cfg.seed), workers=True, verbose=False)
     task = load_task(cfg.task)
+    defence = build_defence(cfg.get("defence"))
+    augmentation = defence if isinstance(defence, AttackAugmentation) else None
+    adversarial = None if augmentation is not None else defence
+    if augmentation is not None:
+        task = augmentation.augment(task)   # a source that is no attack run fails here, before the backbone loads
     resolved = resolve_backbone(cfg, tracking_uri(cfg))
     record_backbone(cfg, resolved)  # the stored config and MLflow params say which backbone runs
     if task.spec.is_multiple_choice and task.spec.choice_scoring == "auto":  # a decoder scores by log-likelihood
@@ -70,9 +83,8 @@ def build_finetune(cfg: DictConfig) -> FinetuneParts:
         task = dataclasses.replace(task, spec=dataclasses.replace(task.spec, choice_scoring=scoring))
     adaptation = build_adaptation(cfg.get("adaptation"))
     adaptation.bind(task, resolved)
-    adversarial = build_adversarial(cfg.get("defence"))
-    if adversarial is not None:
-        adversarial.check(adaptation)
+    if defence is not None:
+        defence.check(adaptation)
     # Token classification and span extraction: the head reads every position (heads/pooling.py
     # `tokens`, `spans`), whatever stage.pooling says.
     pooling = "tokens" if task.spec.is_token_level else "spans" if task.spec.is_span_level else str(stage.pooling)
@@ -103,7 +115,7 @@ def build_finetune(cfg: DictConfig) -> FinetuneParts:
     module = FinetuneModule(model, adaptation, task, cfg.optimizer, cfg.get("scheduler"), lr=float(stage.lr),
                             total_steps=total_steps, val_split_names=datamodule.split_names_val,
                             adversarial=adversarial)
-    return FinetuneParts(task, resolved, adaptation, model, datamodule, module, total_steps, adversarial)
+    return FinetuneParts(task, resolved, adaptation, model, datamodule, module, total_steps, adversarial, augmentation)
 
 
 def write_prediction_files(run: StageRun, trainer, parts: FinetuneParts, write: bool) -> dict:
@@ -202,16 +214,15 @@ def run_finetune(cfg: DictConfig) -> dict:
         else:
             generation, stats = None, write_prediction_files(run, trainer, parts, bool(stage.write_predictions))
         run.progress.phase("exporting the task model")
-        adversarial = parts.adversarial.settings() if parts.adversarial is not None else None
         task_model_dir = export_models(run, cfg, model, parts.resolved, {task.spec.name: task.spec},
-                                       adaptation=parts.adaptation, defence=adversarial)
+                                       adaptation=parts.adaptation, defence=parts.defence)
         main_key = task.spec.metric_key(task.spec.main_metric, datamodule.split_names_val[0])
         summary = {
             "model": parts.resolved.model_name,
             "objective": parts.resolved.objective,
             "adaptation": str(cfg.adaptation.name) if cfg.get("adaptation") is not None else "full",
             # the defence it was trained with (null: plain training), for comparing attack results
-            "defence": adversarial,
+            "defence": parts.defence,
             "task": task.spec.name,
             "backbone_source": parts.resolved.source,
             **backbone_summary(parts.resolved),

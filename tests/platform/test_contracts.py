@@ -56,3 +56,23 @@ def test_url_passwords_are_redacted_wherever_they_stand():
     text = "uri=postgresql+psycopg://ptm:s3cr%21t@db:5432/x, http://u:p@h/ and sqlite:///a/b user:pw plain"
     assert redact_url_passwords(text) == ("uri=postgresql+psycopg://ptm:***@db:5432/x, http://u:***@h/ and "
                                           "sqlite:///a/b user:pw plain")
+
+
+@pytest.mark.parametrize("change, named", [
+    ({"trigger_tokens": ["bad"]}, "trigger_tokens.0"),
+    ({"trigger_search": {"examples": 3, "queries": 9, "iterations": -1}}, "trigger_search.iterations"),
+    ({"attacked_text": "third"}, "attacked_text"),
+    ({"class_labels": "0,1"}, "class_labels"),
+])
+def test_an_attack_summarys_trigger_and_sample_fields_are_typed(change, named):
+    summary = {"stage": "attack", "seed": 5, "wall_time_s": 1.0, "recipe": "triggers", "source": "/runs/ft", "task": "sst2",
+               "num_examples": 4, "constraints": {}, "clean_accuracy": 1.0, "accuracy_under_attack": 0.25,
+               "seconds_per_example": 0.1, "label": "1", "class_labels": ["0", "1"], "trigger": "bad bad bad",
+               "trigger_tokens": [7, 7, 7], "trigger_search": {"examples": 4, "queries": 30, "iterations": 1, "history": [
+                   {"iteration": 0, "trigger": "the the the", "loss": 0.1, "accuracy": 1.0},
+                   {"iteration": 1, "trigger": "bad bad bad", "loss": 2.3, "accuracy": 0.25}]}}
+    row = validate_summary(summary).model_dump()   # what the worker stores: declared, so typed
+    assert row["trigger_search"]["history"][1] == {"iteration": 1, "trigger": "bad bad bad", "loss": 2.3, "accuracy": 0.25}
+    assert row["trigger_tokens"] == [7, 7, 7] and row["label"] == "1" and row["source_defence"] is None
+    with pytest.raises(ConfigError, match=named.replace(".", r"\.")):
+        validate_summary({**summary, **change})

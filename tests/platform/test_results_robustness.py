@@ -51,3 +51,30 @@ def test_the_command_reads_the_platform_database(tmp_path):
     lines = proc.stdout.splitlines()
     assert lines[0].split()[:3] == ["model", "task", "recipe"] and len(lines) == 4   # header, rule, 2 rows
     assert "runs/full" in lines[2] and "runs/int8" in lines[3] and "deepwordbug" not in proc.stdout
+
+
+def test_pipeline_keeps_one_pipelines_attack_jobs(db_url, tmp_path, capsys):
+    """`--pipeline <id>`: the robustness page's pipeline filter (seeded as in test_robustness_view:
+    robustness_adaptation attacks full, freelb and lora once each, robustness_compressed six times);
+    an unknown pipeline is one line, exit 2."""
+    from ptmlab.cli import main
+    from ptmlab.results import clear_cache
+    from test_robustness_view import seed_robustness
+
+    clear_cache()
+    ids, pipes = seed_robustness(db_url, tmp_path / "home")
+
+    def run(*args: str) -> tuple[int, str, str]:
+        with pytest.raises(SystemExit) as exit_:
+            main(["results", "robustness", "--database-url", db_url, "--format", "csv", *args])
+        out, err = capsys.readouterr()
+        return exit_.value.code, out, err
+
+    code, out, _ = run("--pipeline", pipes["robustness_adaptation"])
+    sources = [line.split(",")[0] for line in out.splitlines()[1:]]
+    assert code == 0 and sorted(sources) == sorted(str(tmp_path / "home" / "jobs" / str(ids[n]) / "run")
+                                                  for n in ("full", "freelb", "lora"))
+    code, out, _ = run("--pipeline", pipes["robustness_compressed"], "--recipe", "pwws")
+    assert code == 0 and len(out.splitlines()) == 1 + 2   # the teacher's and int8's pwws results
+    code, out, err = run("--pipeline", "nosuchpipe")
+    assert code == 2 and out == "" and err.strip().splitlines() == ["error[not_found]: pipeline nosuchpipe not found"]

@@ -238,6 +238,40 @@ class LogOut(BaseModel):
     path: str | None
 
 
+class MarkedWord(BaseModel):
+    word: str
+    changed: bool   # outside the word diff's matching blocks: substituted, or inserted (a trigger)
+
+
+class AttackRecordOut(BaseModel):
+    index: int      # the row in the attacked split
+    id: str
+    status: str     # succeeded | failed | skipped (misclassified before any attack)
+    label: int      # gold class index (class_labels names it)
+    prediction_before: int
+    prediction_after: int | None
+    queries: int
+    context: str | None          # a pair's first text, held fixed
+    original: list[MarkedWord]
+    perturbed: list[MarkedWord] | None   # None: not attacked (skipped)
+
+
+class AttackRecordsOut(BaseModel):
+    """A page of an attack job's records of one status, from its records artifact."""
+
+    job_id: int
+    result_id: int
+    recipe: str | None
+    class_labels: list[str] | None
+    trigger: str | None
+    status: str
+    total: int = Field(description="records with this status")
+    counts: dict[str, int]   # records per status
+    limit: int
+    offset: int
+    records: list[AttackRecordOut]
+
+
 class SweepOut(BaseModel):
     model_config = ConfigDict(json_schema_extra={"examples": [{
         "id": "3f2a9c1b0d4e", "name": None, "dry_run": False, "count": 6,

@@ -11,11 +11,15 @@ from ptmlab.config_schema.fields import Name, NonZeroProbability, PositiveInt, T
 from ptmlab.config_schema.stages import Stage
 
 
-class Recipe(TargetNode):
+class Sample(TargetNode):
     name: Name
     num_examples: PositiveInt = 100            # a seeded sample of the split
     split: Name | None = None                  # null: the task's first dev split
+    label: Name | int | None = None            # only examples of this gold class; null: all
     batch_size: PositiveInt = 64
+
+
+class Recipe(Sample):
     max_perturbed_ratio: NonZeroProbability | None = None   # null: no limit
     max_queries: PositiveInt | None = None
     stop_words: bool = True
@@ -36,6 +40,15 @@ class BAE(Recipe):
     pos_match: bool = True
 
 
+class UniversalTriggers(Sample):
+    trigger_length: PositiveInt = 3
+    init_token: Name = "the"
+    position: Literal["prepend", "append"] = "prepend"
+    num_candidates: PositiveInt = 40
+    beam_size: PositiveInt = 1
+    iterations: PositiveInt = 10
+
+
 class Attack(Stage):
     pass
 
@@ -45,5 +58,6 @@ ATTACKS = {
     _A + "deepwordbug.DeepWordBug": DeepWordBug,
     _A + "pwws.PWWS": PWWS,
     _A + "bae.BAE": BAE,
+    _A + "triggers.UniversalTriggers": UniversalTriggers,
 }
 ATTACK_STAGES = {"lightning_modules.stages.attack.run_attack": Attack}

@@ -1,6 +1,7 @@
-"""`defence` (lightning_modules/adaptation/adversarial.py: FreeLB, PGD-K in embedding space), and
-where it may go: a fine-tune whose adaptation trains. A bad value or combination fails here, at
-compose time (exit 2 / HTTP 422, nothing run)."""
+"""`defence` (lightning_modules/adaptation/adversarial.py: FreeLB, PGD-K in embedding space;
+lightning_modules/attacks/augmentation.py: training on attack-augmented data), and where it may
+go: a fine-tune whose adaptation trains. A bad value or combination fails here, at compose time
+(exit 2 / HTTP 422, nothing run); a source that is not an attack run, before the run opens."""
 
 from __future__ import annotations
 
@@ -19,8 +20,16 @@ class AdversarialTraining(TargetNode):
     same_dropout_mask: bool = True
 
 
+class AttackAugmentation(TargetNode):
+    name: Name
+    source: Name                       # a stage=attack run folder (its records on the training split)
+    include_failed: bool = False
+    max_examples: PositiveInt | None = None
+
+
 _D = "lightning_modules.adaptation.adversarial."
-DEFENCES = {_D + "FreeLB": AdversarialTraining, _D + "PGD": AdversarialTraining}
+DEFENCES = {_D + "FreeLB": AdversarialTraining, _D + "PGD": AdversarialTraining,
+            "lightning_modules.attacks.augmentation.AttackAugmentation": AttackAugmentation}
 MULTITASK_ENTRY = "lightning_modules.stages.multitask.run_multitask"
 NOT_TRAINING = {"lightning_modules.adaptation.prompt_based.ZeroShotPrompting", "lightning_modules.adaptation.zero_shot.ZeroShot"}
 

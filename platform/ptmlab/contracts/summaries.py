@@ -363,16 +363,49 @@ class AttackCounts(BaseModel):
     skipped: int = Field(ge=0)   # misclassified before any attack
 
 
+class TriggerStep(BaseModel):
+    """One iteration of the universal-trigger search: the trigger after it, the loss it raised the
+    gold labels' cross-entropy to, and the sample's accuracy with it inserted."""
+
+    iteration: int = Field(ge=0)
+    trigger: str
+    loss: float
+    accuracy: float = Field(ge=0, le=1)
+
+
+class TriggerSearch(BaseModel):
+    examples: int = Field(ge=0)      # the correctly classified examples it searched on
+    queries: int = Field(ge=0)       # forward passes the search spent
+    iterations: int = Field(ge=0)
+    history: list[TriggerStep] = Field(default_factory=list)
+
+
+ATTACK_RECORDS_FILE = "attack/records.jsonl"   # an attack run's per-example records, under its run folder
+
+
 class AttackSummary(StageSummary):
     """stage=attack: the numbers attack papers report (TextAttack's definitions). Accuracies are
     over the `num_examples` sampled; `success_rate` over those classified correctly before the
     attack; `perturbed_word_ratio` (mean) over the successful attacks; `queries` (mean per example)
-    over the attacked ones; the per-example records are in `records_file`."""
+    over the attacked ones; the per-example records are in `records_file`
+    (`<run_dir>/ATTACK_RECORDS_FILE`). `trigger*` only for a universal recipe (attack=triggers)."""
 
     stage: Literal["attack"] = "attack"
     recipe: str
     source: str
     task: str
+    split: str | None = None
+    model: str | None = None
+    source_run: str | None = None          # the source's MLflow run
+    source_dir: str | None = None
+    source_adaptation: str | None = None   # how the source was adapted (full, lora, ...)
+    source_defence: dict[str, Any] | None = None   # its defence's settings (freelb, augment), if any
+    attacked_text: Literal["only", "second"] | None = None   # a pair task attacks its second text
+    label: str | None = None               # `attack.label`: only examples of this gold class were sampled
+    class_labels: list[str] | None = None  # the task's labels in class-index order (records hold indices)
+    trigger: str | None = None
+    trigger_tokens: list[int] | None = None   # its token ids in the source's vocabulary
+    trigger_search: TriggerSearch | None = None
     num_examples: int = Field(ge=1)
     constraints: dict[str, Any]
     clean_accuracy: float = Field(ge=0, le=1)

@@ -1,6 +1,7 @@
 """A result on its job's page, in its stage's own terms: a fine-tune's metrics, a compressed model
 against its source (score, size, speed-up, latency, the settings it ran with), a probe's score per
-layer beside its baselines, a pre-training's loss and perplexity.
+layer beside its baselines, a pre-training's loss and perplexity, an attack's accuracy before and
+under attack with what the attack cost (its examples: ptmlab.views.attack_records).
 
 `result_digest(kind, summary)` -> {"rows": [{"name", "value", "note"}], "probes": [...]}: numbers
 stay numbers (the page formats them); a summary a stage wrote without some key just has fewer rows.
@@ -83,7 +84,29 @@ def _probe_curves(s: dict[str, Any]) -> list[dict[str, Any]]:
     return curves
 
 
-ROWS = {"finetune": _finetune_rows, "multitask": _finetune_rows, "compress": _compress_rows, "pretrain": _pretrain_rows}
+def _attack_rows(s: dict[str, Any]) -> list:
+    counts = s.get("counts") if isinstance(s.get("counts"), dict) else {}
+    attacked = int(sum(number(counts.get(k)) or 0 for k in ("succeeded", "failed")))
+    sample = f"{s.get('split', '?')} split" + (f", gold class {s['label']}" if s.get("label") is not None else "")
+    search = s.get("trigger_search") if isinstance(s.get("trigger_search"), dict) else {}
+    return [
+        _row("recipe", str(s.get("recipe", "?")), f"on {s.get('source', '?')}"),
+        _row("clean accuracy", s.get("clean_accuracy"), "on the sample, before any attack"),
+        _row("accuracy under attack", s.get("accuracy_under_attack")),
+        _row("success rate", s.get("success_rate"), f"of the {attacked} attacked (classified correctly before)"
+             if counts else ""),
+        _row("perturbed word ratio", s.get("perturbed_word_ratio"), "mean, over the successful attacks"),
+        _row("queries", s.get("queries"), "mean per attacked example"),
+        _row("seconds per example", s.get("seconds_per_example")),
+        _row("sample size", s.get("num_examples"), sample),
+        _row("seed", s.get("seed"), "draws the sample and each example's random choices"),
+        _row("trigger", s.get("trigger"), f"found on {search.get('examples', '?')} examples in "
+             f"{search.get('iterations', '?')} iterations ({search.get('queries', '?')} queries)" if search else ""),
+    ]
+
+
+ROWS = {"finetune": _finetune_rows, "multitask": _finetune_rows, "compress": _compress_rows, "pretrain": _pretrain_rows,
+        "attack": _attack_rows}
 
 
 def result_digest(kind: str, summary: dict[str, Any] | None) -> dict[str, Any]:

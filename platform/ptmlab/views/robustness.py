@@ -117,6 +117,24 @@ def attacks_by_model(session: Session, rows: list[ResultRow] | None = None) -> d
     return out
 
 
+def jobs_of(session: Session, rows: list[ResultRow]) -> dict[int, Job]:
+    """The jobs that wrote `rows`, by id."""
+    ids = {r.job_id for r in rows if r.job_id is not None}
+    return {j.id: j for j in session.scalars(sa.select(Job).where(Job.id.in_(ids)))} if ids else {}
+
+
+def in_pipeline(rows: list[ResultRow], jobs: dict[int, Job], pipeline_id: str) -> list[ResultRow]:
+    """The rows whose job (`jobs`: `jobs_of`) belongs to pipeline `pipeline_id`."""
+    return [r for r in rows if r.job_id in jobs and jobs[r.job_id].pipeline_id == pipeline_id]
+
+
+def pipeline_rows(session: Session, rows: list[ResultRow], pipeline_id: str) -> list[ResultRow]:
+    """`rows` of one pipeline's jobs, as the robustness page's pipeline filter keeps them
+    (`ptmlab results robustness --pipeline`); NotFoundError naming an unknown pipeline."""
+    queue.get_pipeline(session, pipeline_id)
+    return in_pipeline(rows, jobs_of(session, rows), pipeline_id)
+
+
 def robustness_view(session: Session, *, pipeline_id: str | None = None, task: str | None = None,
                     sweep_id: str | None = None, tags: dict[str, str] | None = None) -> dict[str, Any]:
     pipeline = None
@@ -132,10 +150,9 @@ def robustness_view(session: Session, *, pipeline_id: str | None = None, task: s
 def _robustness(session: Session, pipeline_id: str | None, task: str | None, sweep_id: str | None,
                 tags: dict[str, str] | None) -> dict[str, Any]:
     rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags)
-    attack_jobs = {j.id: j for j in session.scalars(
-        sa.select(Job).where(Job.id.in_({r.job_id for r in rows if r.job_id is not None})))}
+    attack_jobs = jobs_of(session, rows)
     if pipeline_id is not None:
-        rows = [r for r in rows if r.job_id in attack_jobs and attack_jobs[r.job_id].pipeline_id == pipeline_id]
+        rows = in_pipeline(rows, attack_jobs, pipeline_id)
     tasks = sorted({str(r.summary.get("task", "-")) for r in rows})
     if task is not None:
         rows = [r for r in rows if str(r.summary.get("task", "-")) == task]

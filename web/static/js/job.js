@@ -103,6 +103,7 @@ function showDetail(detail) {
         digestTable(r.digest), ...(r.digest?.probes || []).map((p, i) => probeCurve(r.id, p, i)),
         r.throughput ? speedTable(r.throughput) : "")));
     for (const r of detail.results) (r.digest?.probes || []).forEach((p, i) => drawProbeCurve(r.id, p, i));
+    if (detail.results.some((r) => r.kind === "attack")) showAttackRecords().catch((err) => flash(`attacked examples: ${err.message}`));
   }
   document.getElementById("config-source").textContent = detail.config_source ? `(${detail.config_source})` : "";
   document.getElementById("config").textContent = detail.config ? toYaml(detail.config).trimStart() : "–";
@@ -149,6 +150,34 @@ function drawProbeCurve(resultId, probe, i) {
   Plotly.react(`probe-chart-${resultId}-${i}`, traces, { height: 240, margin: { t: 10, r: 10, b: 40, l: 50 }, shapes,
     xaxis: { title: { text: "layer" }, dtick: 1 }, yaxis: { title: { text: probe.metric } }, legend: { orientation: "h", y: -0.3 } },
   plotConfig(`job-${jobId}-probe-${probe.probe_task}`));
+}
+
+// An attack job's examples (GET /api/v1/jobs/<id>/attack-records, read from its records artifact):
+// the first successful attacks and a few failed ones, original and perturbed side by side, each word a
+// text node and the changed ones (the server's word diff) in <mark>.
+const SHOWN = { succeeded: 20, failed: 5 };
+
+async function showAttackRecords() {
+  const [succeeded, failed] = await Promise.all(Object.entries(SHOWN).map(([status, limit]) =>
+    api(`/api/v1/jobs/${jobId}/attack-records?status=${status}&limit=${limit}`)));
+  const { counts, class_labels: names } = succeeded;
+  const label = (i) => (i == null ? "–" : names?.[i] ?? String(i));
+  const words = (marked) => marked.flatMap((w, i) => [i ? " " : "", w.changed ? el("mark", { class: "changed" }, w.word) : w.word]);
+  const row = (r) => el("tr", { "data-status": r.status, "data-row": r.index },
+    el("td", {}, r.index), el("td", {}, badge(r.status)), el("td", {}, label(r.label)),
+    el("td", {}, `${label(r.prediction_before)} → ${label(r.prediction_after)}`), el("td", { class: "num" }, r.queries),
+    el("td", { class: "text original" }, r.context ? el("div", { class: "context small" }, r.context) : "", words(r.original)),
+    el("td", { class: "text perturbed" }, words(r.perturbed || [])));
+  document.getElementById("attack-records-counts").textContent =
+    `${counts.succeeded} succeeded · ${counts.failed} failed · ${counts.skipped} skipped (misclassified before the attack)`;
+  const shown = [...succeeded.records, ...failed.records];
+  document.getElementById("attack-records-body").replaceChildren(
+    el("p", { class: "small" }, `the first ${succeeded.records.length} of ${counts.succeeded} successful attacks and `,
+      `${failed.records.length} of ${counts.failed} failed ones, in sample order; changed words marked`),
+    shown.length ? el("table", { class: "grid small attack-records" },
+      el("thead", {}, el("tr", {}, ["row", "status", "gold", "prediction", "queries", "original", "perturbed"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, shown.map(row))) : el("p", { class: "empty" }, "no example was attacked"));
+  document.getElementById("attack-records").hidden = false;
 }
 
 async function showAttempts(job) {

@@ -1,4 +1,4 @@
-"""/api/v1/jobs: submit, list, get, progress, cancel, retry, logs, attempts."""
+"""/api/v1/jobs: submit, list, get, progress, cancel, retry, logs, attempts, an attack job's records."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from fastapi import APIRouter, Path, Query
 from ptmlab import queue
 from ptmlab.api.deps import Authorized, PageLimit, PageOffset, RootsDep, SessionDep
 from ptmlab.api.schemas import (
-    INT4_MAX, AttemptOut, ErrorOut, JobLabels, JobOut, JobPage, JobSubmit, LogOut, ProgressHistoryOut,
+    INT4_MAX, AttackRecordsOut, AttemptOut, ErrorOut, JobLabels, JobOut, JobPage, JobSubmit, LogOut, ProgressHistoryOut,
 )
 from ptmlab.api.validation import validate_job
 from ptmlab.contracts.progress import history_series, split_for_listing
+from ptmlab.views.attack_records import attack_records_view
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 ERRORS = {401: {"model": ErrorOut}, 404: {"model": ErrorOut}, 409: {"model": ErrorOut}, 422: {"model": ErrorOut}}
@@ -88,3 +89,13 @@ def read_log(job_id: JobIdPath, session: SessionDep,
     chunk = queue.read_log(session, job_id, attempt=attempt, offset=offset, tail=tail)
     return {"job_id": job_id, "attempt": chunk.attempt, "text": chunk.text, "offset": chunk.offset,
             "size": chunk.size, "path": chunk.path}
+
+
+@router.get("/{job_id}/attack-records", response_model=AttackRecordsOut, responses=ERRORS,
+            summary="An attack job's per-example records of one status (its attack/records.jsonl), a page at a "
+                    "time, each text as words with the changed ones marked; the count of each status")
+def attack_records(job_id: JobIdPath, session: SessionDep,
+                   status: Literal["succeeded", "failed", "skipped"] = "succeeded",
+                   limit: Annotated[int, Query(ge=1, le=200)] = 20,
+                   offset: Annotated[int, Query(ge=0, le=INT4_MAX)] = 0) -> dict:
+    return attack_records_view(session, job_id, status, limit, offset)
