@@ -36,12 +36,13 @@ def test_every_task_config_is_a_valid_spec(option):
     assert spec.main_metric in spec.metrics
     # the benchmarks' configs cap inputs at 128 tokens; the demo's short generated sentences at 32,
     # SQuAD's question + context windows at 384 (the Hugging Face recipe), dialogues at 512, SuperGLUE's
-    # passage tasks at 256 (PET's FewGLUE setting)
+    # passage tasks at 256 (PET's FewGLUE setting), COPA's one-sentence premise + choice at 64
     assert spec.max_train_samples is None and spec.max_eval_samples is None
     passages = ("superglue/boolq", "superglue/cb", "superglue/rte", "superglue/multirc")
     expected = {"span_extraction": 384}.get(spec.kind, 32 if option.startswith("demo/") else
                                             512 if option.startswith("summarization/") else
-                                            256 if option in passages else 128)
+                                            256 if option in passages else
+                                            64 if option == "superglue/copa" else 128)
     assert spec.max_length == expected
     if spec.is_regression:
         assert spec.num_labels == 1 and spec.labels is None
