@@ -31,9 +31,7 @@ class GenerationModel(PooledEncoder):
     def __init__(self, backbone: nn.Module, task_name: str | None = None, head_dropout: float = 0.0,
                  max_target_length: int = 128, source_prefix: str | None = None, pooling: str = "tokens",
                  scalar_mix: bool = False):
-        if getattr(backbone, "family", None) != "encoder_decoder":
-            raise ConfigError(f"task.kind=generation needs an encoder-decoder (model=t5_tiny, bart_tiny ...); "
-                              f"{type(backbone).__name__} is family {getattr(backbone, 'family', '?')}")
+        self.check_backbone(backbone)
         if scalar_mix:
             raise ConfigError("task.kind=generation: the decoder reads the encoder's last layer; "
                               "a scalar-mix (feature-based) adaptation does not apply")
@@ -41,6 +39,13 @@ class GenerationModel(PooledEncoder):
         self.task_name = task_name
         self.head = nn.Sequential(nn.Dropout(head_dropout))
         self.max_target_length, self.source_prefix = int(max_target_length), source_prefix
+
+    @staticmethod
+    def check_backbone(backbone: nn.Module) -> None:
+        if getattr(backbone, "family", None) != "encoder_decoder":
+            raise ConfigError(f"task.kind=generation needs an encoder-decoder (model=t5_tiny, bart_tiny ...), a "
+                              f"decoder (model=gpt_tiny ...) or a Hugging Face LM (model=hf); "
+                              f"{type(backbone).__name__} is family {getattr(backbone, 'family', '?')}")
 
     def input_encoder(self, tokenizer, max_length: int, *, doc_stride: int | None = None) -> Seq2SeqEncoder:
         return Seq2SeqEncoder(tokenizer, max_source_length=max_length, max_target_length=self.max_target_length,
@@ -90,14 +95,9 @@ class Decoded:
         return 1000.0 * self.seconds / max(len(self.outputs), 1)
 
 
-@torch.no_grad()
-def generate_batch(twin, encoder: Seq2SeqEncoder, batch: dict[str, torch.Tensor],
-                   settings: DecodingSettings) -> torch.Tensor:
-    """B×T generated ids (decoder start token first) for one collated batch."""
-    kwargs = settings.generate_kwargs()
-    ids = encoder.eos_id, encoder.pad_id, encoder.decoder_start_id
-    return twin.generate(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                         eos_token_id=ids[0], pad_token_id=ids[1], decoder_start_token_id=ids[2], **kwargs)
+def continuations(encoder, rows: list[list[int]]) -> list[list[int]]:
+    """Each generated row up to and including its end token (what follows is padding)."""
+    return [row[: row.index(encoder.eos_id) + 1] if encoder.eos_id in row else row for row in rows]
 
 
 @torch.no_grad()
@@ -113,10 +113,7 @@ def decode_items(model: GenerationModel, tokenizer, encoder: Seq2SeqEncoder, ite
         started = time.perf_counter()
         for start in range(0, len(items), int(batch_size)):
             batch = {k: v.to(device) for k, v in encoder.collate(items[start:start + int(batch_size)]).items()}
-            out = generate_batch(twin, encoder, batch, settings)[:, 1:].cpu()  # drop the decoder start
-            for row in out.tolist():
-                if encoder.eos_id in row:
-                    row = row[: row.index(encoder.eos_id) + 1]
+            for row in continuations(encoder, encoder.generate(twin, batch, settings).tolist()):
                 rows.append(row)
                 new_tokens += len(row)
         if device.type == "cuda":

@@ -19,7 +19,8 @@ from lightning_modules.adaptation.base import Adaptation
 from lightning_modules.adaptation.from_config import build_adaptation
 from lightning_modules.artifacts.backbone_reference import ResolvedBackbone, backbone_summary, record_backbone, resolve_backbone
 from lightning_modules.artifacts.run_exports import export_models, save_delta
-from lightning_modules.heads.generation_model import GenerationModel, decode_split
+from lightning_modules.heads.generation_model import decode_split
+from lightning_modules.heads.generation_model_for import generation_model_for
 from lightning_modules.heads.task_model import TaskModel
 from lightning_modules.runtime.stage_run import StageRun, tracking_uri
 from lightning_modules.runtime.training_numbers import training_numbers
@@ -73,7 +74,7 @@ def build_finetune(cfg: DictConfig) -> FinetuneParts:
     if task.spec.is_generation:  # the decoder's states on the token table (heads/generation_model.py)
         DecodingSettings.from_dict(task.spec.generation).check(vocab_size=len(resolved.tokenizer))
         # no dropout of its own before the tied LM head: the decoder's last layer has T5's/BART's
-        model = GenerationModel(resolved.backbone, task_name=task.spec.name, head_dropout=0.0,
+        model = generation_model_for(resolved.backbone, task_name=task.spec.name, head_dropout=0.0,
                                 max_target_length=task.spec.max_target_length, source_prefix=task.spec.source_prefix,
                                 scalar_mix=adaptation.uses_scalar_mix)
     else:
