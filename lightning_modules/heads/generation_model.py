@@ -72,7 +72,10 @@ class GenerationModel(PooledEncoder):
 
     def hf_generator(self):
         """The Hugging Face twin `generate()` runs on (the current weights, eval mode, same device)."""
-        twin = self.backbone.to_hf_generator()
+        from transformers.initialization import no_init_weights
+
+        with no_init_weights():  # every weight is ours, loaded right after: a random init first is wasted time
+            twin = self.backbone.to_hf_generator()
         if twin is None:
             raise ConfigError(f"{type(self.backbone).__name__} has no Hugging Face generation counterpart "
                               "(pre-LN BART arrangement?): decoding it needs a hand-written decoder, not built yet")
