@@ -80,7 +80,7 @@ def test_gpt_twin_gives_the_task_models_logits_and_decodes_continuations(word_to
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("reverse")
-    reversal_pairs(folder, "train", 1500, 1)
+    reversal_pairs(folder, "train", GPT_TRAIN_PAIRS, 1)
     reversal_pairs(folder, "dev", 96, 2)
     corpus = folder / "corpus"
     corpus.mkdir()
@@ -103,6 +103,7 @@ GPT = ["model=gpt_tiny", "model.backbone.hidden_size=64", "model.backbone.interm
        "model.backbone.dropout=0.0", "model.backbone.attention_dropout=0.0", "model.backbone.max_position_embeddings=64",
        "objective=clm"]
 GPT_EPOCHS = 12
+GPT_TRAIN_PAIRS = 1500
 
 
 def fine_tuned(args: list[str], run_dir):
