@@ -14,6 +14,7 @@ and reloads it like any single-head model; `head_sizes` is the vocabulary.
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass
 
@@ -21,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lightning_modules.adaptation.lora import has_lora, merge_lora
 from lightning_modules.heads.pooling import PooledEncoder
 from ptmlab.contracts.decoding import DecodingSettings
 from lightning_modules.tasks.seq2seq_encoding import Seq2SeqEncoder
@@ -74,8 +76,12 @@ class GenerationModel(PooledEncoder):
         """The Hugging Face twin `generate()` runs on (the current weights, eval mode, same device)."""
         from transformers.initialization import no_init_weights
 
+        backbone = self.backbone
+        if has_lora(backbone):  # the twin takes plain weights: B·A folded into W, on a copy (training goes on)
+            backbone = copy.deepcopy(backbone)
+            merge_lora(backbone)
         with no_init_weights():  # every weight is ours, loaded right after: a random init first is wasted time
-            twin = self.backbone.to_hf_generator()
+            twin = backbone.to_hf_generator()
         if twin is None:
             raise ConfigError(f"{type(self.backbone).__name__} has no Hugging Face generation counterpart "
                               "(pre-LN BART arrangement?): decoding it needs a hand-written decoder, not built yet")

@@ -2,16 +2,21 @@
 the prompt + target encoding (loss on the target only), the GPT2LMHeadModel twin `generate()` runs
 on (the same logits as ptmlab's GPT, left-padded prompts included), a tiny ptmlab GPT fine-tuned on
 the synthetic reversal test_generation.py's T5 learns (held-out sacreBLEU with greedy and beam
-decoding), and tiny Hugging Face T5 / GPT-2 checkpoints made here with random weights fine-tuned
-and decoded through the same stage (no download)."""
+decoding) and reloaded from its export in a fresh process (the same generations), tiny Hugging Face
+T5 / GPT-2 checkpoints made here with random weights fine-tuned and decoded through the same stage
+(no download), and LoRA / BitFit on a generator (the twin follows the adapted weights; LoRA's
+export is merged)."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
-from test_generation import SYMBOLS, reversal_pairs, word_tokenizer  # noqa: F401 - `word_tokenizer` is a fixture
+from test_generation import FRESH_PROCESS, SYMBOLS, reversal_pairs, word_tokenizer  # noqa: F401 - a fixture
 
 from lightning_modules.tasks.seq2seq_encoding import IGNORE
 
@@ -121,22 +126,41 @@ def load_last_weights(parts, run_dir) -> None:
     parts.model.load_state_dict({k[6:]: v for k, v in state["state_dict"].items() if k.startswith("model.")})
 
 
-def test_gpt_learns_the_reversal_with_greedy_and_beam(files, module_ptmlab_home, tmp_path):
+@pytest.fixture(scope="module")
+def gpt_run(files, module_ptmlab_home, tmp_path_factory):
     from lightning_modules.heads.generation_model import decode_split
-    from lightning_modules.tasks.generation_metrics import generation_metrics
     from ptmlab.contracts.decoding import DecodingSettings
 
-    summary, parts = fine_tuned(overrides(files, GPT, GPT_EPOCHS), tmp_path / "gpt")
-    load_last_weights(parts, tmp_path / "gpt")
-    tok, dev = parts.resolved.tokenizer, parts.task.data.splits["dev"]
+    run_dir = tmp_path_factory.mktemp("runs") / "gpt"
+    args = overrides(files, GPT, GPT_EPOCHS)
+    summary, parts = fine_tuned(args, run_dir)
+    load_last_weights(parts, run_dir)
+    tok = parts.resolved.tokenizer
     greedy = decode_split(parts.model, tok, parts.task, "dev")
     beam = decode_split(parts.model, tok, parts.task, "dev", DecodingSettings("beam", num_beams=4, max_new_tokens=16))
-    refs = [ex.label for ex in dev.examples]
-    scores = {how: generation_metrics(["bleu"], d.outputs, refs)[0]["bleu"] for how, d in (("greedy", greedy),
-                                                                                            ("beam", beam))}
-    print(f"held-out sacreBLEU (tiny GPT) {scores}; vocabulary {len(tok)}")
-    assert summary["metrics"]["bleu"] == pytest.approx(scores["greedy"])  # the run's own greedy decoding
+    return {"dir": run_dir, "args": args, "summary": summary, "parts": parts, "greedy": greedy, "beam": beam}
+
+
+def test_gpt_learns_the_reversal_with_greedy_and_beam(gpt_run):
+    from lightning_modules.tasks.generation_metrics import generation_metrics
+
+    parts = gpt_run["parts"]
+    refs = [ex.label for ex in parts.task.data.splits["dev"].examples]
+    scores = {how: generation_metrics(["bleu"], gpt_run[how].outputs, refs)[0]["bleu"] for how in ("greedy", "beam")}
+    print(f"held-out sacreBLEU (tiny GPT) {scores}; vocabulary {len(parts.resolved.tokenizer)}")
+    assert gpt_run["summary"]["metrics"]["bleu"] == pytest.approx(scores["greedy"])  # the run's own greedy decoding
     assert scores["greedy"] >= 95 and scores["beam"] >= 95, scores
+
+
+def test_gpt_task_model_reloads_in_a_fresh_process_with_the_same_generations(gpt_run, module_ptmlab_home):
+    env = {**os.environ, "PTMLAB_HOME": str(module_ptmlab_home)}
+    proc = subprocess.run([sys.executable, "-c", FRESH_PROCESS, str(gpt_run["dir"]), json.dumps(gpt_run["args"])],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    greedy, beam = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert greedy == gpt_run["greedy"].output_ids and beam == gpt_run["beam"].output_ids
+    manifest = json.loads((gpt_run["dir"] / "export" / "task_model" / "task_model.json").read_text())
+    assert manifest["model"]["family"] == "decoder" and manifest["tasks"]["seq2seq"]["kind"] == "generation"
 
 
 # -- any Hugging Face seq2seq or causal checkpoint (model=hf) -----------------------------------------
@@ -186,3 +210,51 @@ def test_hf_checkpoint_fine_tunes_and_decodes_through_the_stage(kind, twin, file
 
 
 HF_EPOCHS = 3
+
+
+# -- adaptation modes on a generator --------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", ["lora", "bitfit"])
+def test_lora_and_bitfit_train_a_generator_whose_twin_follows(mode, word_tokenizer):
+    import torch.nn.functional as F
+
+    from lightning_modules.adaptation.bitfit import BitFit
+    from lightning_modules.adaptation.lora import LoRA, has_lora
+    from lightning_modules.heads.generation_model_for import generation_model_for
+
+    model = generation_model_for(tiny_gpt(len(word_tokenizer)), task_name="t")
+    adaptation = LoRA(rank=4) if mode == "lora" else BitFit()
+    adaptation.prepare(model)
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert trainable and all(("lora_" in n) if mode == "lora" else n.endswith(".bias") for n in trainable), trainable
+    enc = model.input_encoder(word_tokenizer, 8)
+    batch = enc.collate([{"input_ids": s, "target_ids": t, "example_index": i} for i, (s, t) in enumerate(zip(
+        enc.encode_sources(["red green", "blue gold pink"]), enc.encode_targets(["green red", "pink gold blue"])))])
+    frozen = {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    for _ in range(3):
+        loss = F.cross_entropy(model(batch).flatten(0, 1), batch["labels"].flatten(), ignore_index=IGNORE)  # BT×V
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert all(torch.equal(p, frozen[n]) for n, p in model.named_parameters() if n in frozen)
+    model.eval()
+    twin = model.hf_generator()  # LoRA: B·A folded into a copy's weights; the model keeps its LoRA layers
+    assert torch.allclose(model(batch), twin(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits,
+                          atol=1e-5)
+    assert has_lora(model.backbone) == (mode == "lora")
+
+
+def test_lora_generator_through_the_stage_exports_merged_and_reloads(files, module_ptmlab_home, tmp_path):
+    from lightning_modules.adaptation.lora import has_lora
+    from lightning_modules.artifacts.saved_task_model import load_task_model
+    from lightning_modules.heads.generation_model import decode_split
+
+    args = [*overrides(files, [*GPT, "adaptation=lora"], epochs=1), "task.max_train_samples=200"]
+    summary, parts = fine_tuned(args, tmp_path / "lora")
+    load_last_weights(parts, tmp_path / "lora")
+    assert has_lora(parts.model.backbone)  # trained with LoRA layers
+    loaded = load_task_model(tmp_path / "lora")
+    assert not has_lora(loaded.model.backbone)  # merge=true: the export is a plain GPT
+    assert decode_split(loaded.model, loaded.tokenizer, parts.task, "dev").output_ids == \
+        decode_split(parts.model, parts.resolved.tokenizer, parts.task, "dev").output_ids
