@@ -83,8 +83,9 @@ class GenerationModel(PooledEncoder):
         with no_init_weights():  # every weight is ours, loaded right after: a random init first is wasted time
             twin = backbone.to_hf_generator()
         if twin is None:
-            raise ConfigError(f"{type(self.backbone).__name__} has no Hugging Face generation counterpart "
-                              "(pre-LN BART arrangement?): decoding it needs a hand-written decoder, not built yet")
+            raise ConfigError(f"{type(self.backbone).__name__} has no Hugging Face generation counterpart (a pre-LN "
+                              "BART, a post-LN GPT: model.backbone.pre_layer_norm): decoding it needs a hand-written "
+                              "decoder, not built yet")
         return twin.to(next(self.parameters()).device).eval()
 
 

@@ -75,8 +75,9 @@ def build_finetune(cfg: DictConfig) -> FinetuneParts:
         DecodingSettings.from_dict(task.spec.generation).check(vocab_size=len(resolved.tokenizer))
         # no dropout of its own before the tied LM head: the decoder's last layer has T5's/BART's
         model = generation_model_for(resolved.backbone, task_name=task.spec.name, head_dropout=0.0,
-                                max_target_length=task.spec.max_target_length, source_prefix=task.spec.source_prefix,
-                                scalar_mix=adaptation.uses_scalar_mix)
+                                     max_target_length=task.spec.max_target_length,
+                                     source_prefix=task.spec.source_prefix, scalar_mix=adaptation.uses_scalar_mix)
+        model.hf_generator()  # a backbone without a generate() twin is refused here, not after training
     else:
         model = TaskModel(resolved.backbone, task.num_labels, pooling=pooling,
                           head_dropout=float(stage.head_dropout), scalar_mix=adaptation.uses_scalar_mix,

@@ -258,3 +258,17 @@ def test_lora_generator_through_the_stage_exports_merged_and_reloads(files, modu
     assert not has_lora(loaded.model.backbone)  # merge=true: the export is a plain GPT
     assert decode_split(loaded.model, loaded.tokenizer, parts.task, "dev").output_ids == \
         decode_split(parts.model, parts.resolved.tokenizer, parts.task, "dev").output_ids
+
+
+@pytest.mark.parametrize("model, message", [
+    ([*GPT, "model.backbone.pre_layer_norm=false"], "TransformerDecoder has no Hugging Face generation counterpart"),
+    (["model=elmo_tiny", "objective=bilm"], "task.kind=generation needs an encoder-decoder .* is family lstm"),
+])
+def test_a_backbone_that_cannot_generate_is_refused_before_training(model, message, files, module_ptmlab_home,
+                                                                    tmp_path):
+    from lightning_modules.stages.finetune import build_finetune
+    from ptmlab.config import compose_config
+    from ptmlab.contracts import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        build_finetune(compose_config([*overrides(files, model, 1), f"+run_dir={tmp_path / 'run'}"]))
