@@ -1,7 +1,7 @@
 """The task model of `task.kind: generation` on an encoder–decoder (T5, BART; MASS pre-trains the
 same `TransformerEncoderDecoder`): the backbone's decoder states projected on its token table,
 trained with teacher forcing, decoded with Hugging Face `generate()` on the backbone's
-`to_hf_generator()` twin (the same weights; greedy, beam search, sampling: tasks/decoding.py).
+`to_hf_generator()` twin (the same weights; greedy, beam search, sampling: ptmlab/contracts/decoding.py).
 
 `head` is the dropout before the projection (no weights of its own: the LM head is the shared
 token table, as in T5 and BART), so the task-model export (artifacts/saved_task_model.py) saves
