@@ -7,6 +7,7 @@
 #   1. gpu_throughput.py     BERT-base MLM seq 128/512, GPT-2 small CLM seq 1024, bf16, eager vs compiled
 #   2. overhead.py           pre-training step: ptmlab ÷ plain PyTorch loop, on the GPU
 #   3. finetune_overhead.py  fine-tuning step: ptmlab ÷ plain loop ÷ Hugging Face Trainer, on the GPU
+#   4. generation.py         decoding: ptmlab ÷ generate() (T5/BART/GPT tiny, greedy and beam 4)
 #
 # On a machine without a CUDA device it runs what means something there (the CPU overhead
 # benchmarks, and gpu_throughput.py --cpu-smoke to check that script still runs) and says which
@@ -82,6 +83,9 @@ for path in sorted(out.glob("*overhead_*.json")):
     print(f"| {r['bench']} ({r.get('model')}) | {r['device']} | {f(ms.get('ptmlab'))} | {f(ms.get('plain'))} | "
           f"{f(ms.get('hf'))} | {f(r.get('ratio_vs_plain'), 3)} | {f(r.get('ratio_vs_hf'), 3)} |")
 EOF
+run generation "$OUT/generation.log" "$PY" bench/generation.py --rounds "$ROUNDS" --json "$OUT/generation.json"
+{ echo; echo "### Decoding: ptmlab ÷ generate() (median of alternating rounds)"; echo
+  grep '^|' "$OUT/generation.log"; } >> "$MD"
 echo
 echo "wrote $MD and the JSON files beside it"
 cat "$MD"

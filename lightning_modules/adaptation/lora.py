@@ -97,6 +97,10 @@ def _is_lora_layer(module: nn.Module) -> bool:
     return isinstance(module, LoraLayer)
 
 
+def has_lora(root: nn.Module) -> bool:
+    return any(_is_lora_layer(m) for m in root.modules())
+
+
 def merge_lora(root: nn.Module) -> int:
     """Folds every LoRA layer's B·A into its base Linear and puts the plain Linear back in its
     place; returns how many were merged."""

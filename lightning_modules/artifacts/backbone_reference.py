@@ -32,6 +32,7 @@ from lightning_modules.artifacts.references import download_run_artifact, refuse
 from lightning_modules.artifacts.saved_task_model import TASK_MODEL_ARTIFACT
 from lightning_modules.data.tokenizer import build_tokenizer, load_pretrained_tokenizer
 from lightning_modules.models.hf import HFBackbone, resolve_name_or_path
+from lightning_modules.models.hf_generator import HFGenerator
 from ptmlab.contracts import BackboneError
 
 # What a backbone's record holds (summary.json `backbone`, the config's `resolved_backbone`).
@@ -76,9 +77,10 @@ def _record(resolved: ResolvedBackbone, **known) -> ResolvedBackbone:
     return resolved
 
 
-def _from_hf(name_or_path: str, pretrained: bool, label: str | None = None) -> ResolvedBackbone:
-
-    backbone = HFBackbone(name_or_path, pretrained=pretrained)
+def _from_hf(name_or_path: str, pretrained: bool, label: str | None = None,
+             with_lm_head: bool = False) -> ResolvedBackbone:
+    # A generation task trains the checkpoint's own LM head (models/hf_generator.py).
+    backbone = (HFGenerator if with_lm_head else HFBackbone)(name_or_path, pretrained=pretrained)
     tokenizer = load_pretrained_tokenizer(resolve_name_or_path(name_or_path))
     name = label or Path(str(name_or_path)).name
     resolved = ResolvedBackbone(backbone, tokenizer, name, "hf" if pretrained else "none", str(name_or_path),
@@ -120,13 +122,13 @@ def _manifest_of_older_export(folder: Path) -> dict:
     return manifest
 
 
-def _from_folder(folder: Path, source: str) -> ResolvedBackbone:
+def _from_folder(folder: Path, source: str, with_lm_head: bool = False) -> ResolvedBackbone:
     if (folder / "export" / MODEL_FILE).exists():
         return _from_export(folder / "export", source)
     if (folder / MODEL_FILE).exists():
         return _from_export(folder, source)
     if (folder / "config.json").exists():
-        return _from_hf(str(folder), pretrained=True)
+        return _from_hf(str(folder), pretrained=True, with_lm_head=with_lm_head)
     raise BackboneError(f"backbone={source}: {folder} holds no ptmlab export ({MODEL_FILE}) and no Hugging Face config.json")
 
 
@@ -141,6 +143,7 @@ def _fresh_from_model_cfg(cfg: DictConfig) -> ResolvedBackbone:
         # A model config that names a checkpoint brings its own weights and tokenizer (`backbone=random`:
         # its architecture only); the others train a tokenizer on the corpus.
         return _from_hf(str(cfg.model.name_or_path), pretrained=OmegaConf.select(cfg, "backbone") != "random",
+                        with_lm_head=OmegaConf.select(cfg, "task.kind") == "generation",
                         label=str(cfg.model.name))
     corpus = instantiate(cfg.data.corpus)
     tokenizer = build_tokenizer(cfg.tokenizer, corpus, Path(cfg.paths.cache_dir))
@@ -199,7 +202,7 @@ def resolve_backbone(cfg: DictConfig, tracking_uri: str) -> ResolvedBackbone:
         return _from_mlflow(ref[len("mlflow:"):], tracking_uri)
     path = Path(ref).expanduser()
     if path.is_dir():
-        return _from_folder(path, ref)
+        return _from_folder(path, ref, with_lm_head=OmegaConf.select(cfg, "task.kind") == "generation")
     if ref.startswith(("/", ".", "~")):
         raise BackboneError(f"backbone={ref}: folder not found")
-    return _from_hf(ref, pretrained=True)
+    return _from_hf(ref, pretrained=True, with_lm_head=OmegaConf.select(cfg, "task.kind") == "generation")

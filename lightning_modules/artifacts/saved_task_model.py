@@ -70,7 +70,7 @@ from lightning_modules.artifacts.digests import sha256_file
 from lightning_modules.artifacts.quantization import get_backend, load_quantized_state, quantized_state
 from lightning_modules.artifacts.references import download_run_artifact, refuse_job_ref
 from lightning_modules.artifacts.structural_edits import apply_structure
-from lightning_modules.heads.generation_model import GenerationModel
+from lightning_modules.heads.generation_model_for import generation_model_for
 from lightning_modules.heads.multiple_choice_model import MultipleChoiceModel
 from lightning_modules.heads.multitask_model import MultiTaskModel
 from lightning_modules.heads.pooling import PooledEncoder
@@ -89,6 +89,7 @@ REQUIRED_KEYS = ("kind", "model", "adaptation", "pooling", "scalar_mix", "head_d
                  "weights", "tokenizer_files")
 BUILDABLE = {"model.backbone": "lightning_modules.models.", "adaptation": "lightning_modules.adaptation."}
 HF_BACKBONE = "lightning_modules.models.hf.HFBackbone"
+HF_BACKBONES = (HF_BACKBONE, "lightning_modules.models.hf_generator.HFGenerator")  # weights in the checkpoint's format
 
 
 @dataclass
@@ -146,7 +147,8 @@ def save_task_model(model: PooledEncoder, out_dir: Path, *, model_cfg: dict, tok
     if backbone.hf_native:
         backbone.config.save_pretrained(str(out_dir / HF_CONFIG_DIR))
         model_cfg = {"name": str(model_cfg.get("name", "hf")), "family": "hf",
-                     "backbone": {"_target_": HF_BACKBONE, "name_or_path": HF_CONFIG_DIR, "pretrained": False}}
+                     "backbone": {"_target_": f"{type(backbone).__module__}.{type(backbone).__qualname__}",
+                                  "name_or_path": HF_CONFIG_DIR, "pretrained": False}}
     heads = dict(model.heads) if isinstance(model, MultiTaskModel) else {model.task_name: model.head}
     if None in heads or set(heads) != set(tasks):
         raise BackboneError(f"save_task_model: heads {sorted(map(str, heads))} do not match tasks {sorted(tasks)}")
@@ -265,7 +267,7 @@ def _build_model(manifest: dict, folder: Path) -> PooledEncoder:
     from omegaconf import OmegaConf
 
     node = OmegaConf.create(manifest["model"]["backbone"])
-    if node._target_ == HF_BACKBONE:  # the architecture from its config.json; weights come below
+    if node._target_ in HF_BACKBONES:  # the architecture from its config.json; weights come below
         config_dir = _required_file(folder, f"{node.name_or_path}/config.json").parent
         backbone = instantiate(node, name_or_path=str(config_dir), pretrained=False)
     else:
@@ -276,7 +278,7 @@ def _build_model(manifest: dict, folder: Path) -> PooledEncoder:
     specs = list(manifest["tasks"].values())
     if manifest["kind"] == SINGLE and specs[0].get("kind") == "generation":  # heads/generation_model.py
         (name, _), = heads.items()
-        model = GenerationModel(backbone, task_name=name, head_dropout=common["head_dropout"],
+        model = generation_model_for(backbone, task_name=name, head_dropout=common["head_dropout"],
                                 max_target_length=int(specs[0].get("max_target_length", 128)),
                                 source_prefix=specs[0].get("source_prefix"))
     elif manifest["kind"] == SINGLE and specs[0].get("kind") == "multiple_choice":  # heads/multiple_choice_model.py

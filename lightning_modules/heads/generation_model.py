@@ -1,7 +1,7 @@
 """The task model of `task.kind: generation` on an encoder–decoder (T5, BART; MASS pre-trains the
 same `TransformerEncoderDecoder`): the backbone's decoder states projected on its token table,
 trained with teacher forcing, decoded with Hugging Face `generate()` on the backbone's
-`to_hf_generator()` twin (the same weights; greedy, beam search, sampling: tasks/decoding.py).
+`to_hf_generator()` twin (the same weights; greedy, beam search, sampling: ptmlab/contracts/decoding.py).
 
 `head` is the dropout before the projection (no weights of its own: the LM head is the shared
 token table, as in T5 and BART), so the task-model export (artifacts/saved_task_model.py) saves
@@ -14,6 +14,7 @@ and reloads it like any single-head model; `head_sizes` is the vocabulary.
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass
 
@@ -21,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lightning_modules.adaptation.lora import has_lora, merge_lora
 from lightning_modules.heads.pooling import PooledEncoder
 from ptmlab.contracts.decoding import DecodingSettings
 from lightning_modules.tasks.seq2seq_encoding import Seq2SeqEncoder
@@ -31,9 +33,7 @@ class GenerationModel(PooledEncoder):
     def __init__(self, backbone: nn.Module, task_name: str | None = None, head_dropout: float = 0.0,
                  max_target_length: int = 128, source_prefix: str | None = None, pooling: str = "tokens",
                  scalar_mix: bool = False):
-        if getattr(backbone, "family", None) != "encoder_decoder":
-            raise ConfigError(f"task.kind=generation needs an encoder-decoder (model=t5_tiny, bart_tiny ...); "
-                              f"{type(backbone).__name__} is family {getattr(backbone, 'family', '?')}")
+        self.check_backbone(backbone)
         if scalar_mix:
             raise ConfigError("task.kind=generation: the decoder reads the encoder's last layer; "
                               "a scalar-mix (feature-based) adaptation does not apply")
@@ -41,6 +41,13 @@ class GenerationModel(PooledEncoder):
         self.task_name = task_name
         self.head = nn.Sequential(nn.Dropout(head_dropout))
         self.max_target_length, self.source_prefix = int(max_target_length), source_prefix
+
+    @staticmethod
+    def check_backbone(backbone: nn.Module) -> None:
+        if getattr(backbone, "family", None) != "encoder_decoder":
+            raise ConfigError(f"task.kind=generation needs an encoder-decoder (model=t5_tiny, bart_tiny ...), a "
+                              f"decoder (model=gpt_tiny ...) or a Hugging Face LM (model=hf); "
+                              f"{type(backbone).__name__} is family {getattr(backbone, 'family', '?')}")
 
     def input_encoder(self, tokenizer, max_length: int, *, doc_stride: int | None = None) -> Seq2SeqEncoder:
         return Seq2SeqEncoder(tokenizer, max_source_length=max_length, max_target_length=self.max_target_length,
@@ -67,10 +74,18 @@ class GenerationModel(PooledEncoder):
 
     def hf_generator(self):
         """The Hugging Face twin `generate()` runs on (the current weights, eval mode, same device)."""
-        twin = self.backbone.to_hf_generator()
+        from transformers.initialization import no_init_weights
+
+        backbone = self.backbone
+        if has_lora(backbone):  # the twin takes plain weights: B·A folded into W, on a copy (training goes on)
+            backbone = copy.deepcopy(backbone)
+            merge_lora(backbone)
+        with no_init_weights():  # every weight is ours, loaded right after: a random init first is wasted time
+            twin = backbone.to_hf_generator()
         if twin is None:
-            raise ConfigError(f"{type(self.backbone).__name__} has no Hugging Face generation counterpart "
-                              "(pre-LN BART arrangement?): decoding it needs a hand-written decoder, not built yet")
+            raise ConfigError(f"{type(self.backbone).__name__} has no Hugging Face generation counterpart (a pre-LN "
+                              "BART, a post-LN GPT: model.backbone.pre_layer_norm): decoding it needs a hand-written "
+                              "decoder, not built yet")
         return twin.to(next(self.parameters()).device).eval()
 
 
@@ -90,14 +105,9 @@ class Decoded:
         return 1000.0 * self.seconds / max(len(self.outputs), 1)
 
 
-@torch.no_grad()
-def generate_batch(twin, encoder: Seq2SeqEncoder, batch: dict[str, torch.Tensor],
-                   settings: DecodingSettings) -> torch.Tensor:
-    """B×T generated ids (decoder start token first) for one collated batch."""
-    kwargs = settings.generate_kwargs()
-    ids = encoder.eos_id, encoder.pad_id, encoder.decoder_start_id
-    return twin.generate(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                         eos_token_id=ids[0], pad_token_id=ids[1], decoder_start_token_id=ids[2], **kwargs)
+def continuations(encoder, rows: list[list[int]]) -> list[list[int]]:
+    """Each generated row up to and including its end token (what follows is padding)."""
+    return [row[: row.index(encoder.eos_id) + 1] if encoder.eos_id in row else row for row in rows]
 
 
 @torch.no_grad()
@@ -113,10 +123,7 @@ def decode_items(model: GenerationModel, tokenizer, encoder: Seq2SeqEncoder, ite
         started = time.perf_counter()
         for start in range(0, len(items), int(batch_size)):
             batch = {k: v.to(device) for k, v in encoder.collate(items[start:start + int(batch_size)]).items()}
-            out = generate_batch(twin, encoder, batch, settings)[:, 1:].cpu()  # drop the decoder start
-            for row in out.tolist():
-                if encoder.eos_id in row:
-                    row = row[: row.index(encoder.eos_id) + 1]
+            for row in continuations(encoder, encoder.generate(twin, batch, settings).tolist()):
                 rows.append(row)
                 new_tokens += len(row)
         if device.type == "cuda":

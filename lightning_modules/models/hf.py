@@ -62,7 +62,7 @@ class HFBackbone(Backbone):
     def __init__(self, name_or_path: str, pretrained: bool = True, vocab_size: int | None = None,
                  attn_implementation: str = "sdpa"):
         super().__init__()
-        from transformers import AutoConfig, AutoModel
+        from transformers import AutoConfig
 
         self.name_or_path = resolve_name_or_path(name_or_path)
         try:
@@ -70,11 +70,9 @@ class HFBackbone(Backbone):
             # SDPA trains faster (fused kernels); a call that asks for attention maps switches the
             # model to "eager", the implementation that returns them (forward).
             config._attn_implementation = attn_implementation
-            if pretrained:
-                self.model = AutoModel.from_pretrained(self.name_or_path, config=config, add_pooling_layer=False) \
-                    if config.model_type in ("bert", "roberta", "electra") else AutoModel.from_pretrained(self.name_or_path, config=config)
-            else:
-                self.model = AutoModel.from_config(config)
+            auto, extra = self.auto_class(config)
+            self.model = auto.from_pretrained(self.name_or_path, config=config, **extra) if pretrained \
+                else auto.from_config(config)
         except (OSError, ValueError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise BackboneError(f"cannot load Hugging Face model '{name_or_path}' (model.name_or_path): {first}") from None
@@ -86,6 +84,13 @@ class HFBackbone(Backbone):
         self.is_causal = bool(getattr(config, "is_decoder", False)) or config.model_type in ("gpt2", "gpt_neo", "llama", "opt")
         self.activation = getattr(config, "hidden_act", "gelu")
         self.layer_norm_eps = float(getattr(config, "layer_norm_eps", 1e-12))
+
+    def auto_class(self, config) -> tuple[type, dict]:
+        """(the transformers Auto class that loads the checkpoint, its from_pretrained extras): the
+        bare model, without the BERT family's pooler."""
+        from transformers import AutoModel
+
+        return AutoModel, {"add_pooling_layer": False} if config.model_type in ("bert", "roberta", "electra") else {}
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, output_attentions: bool = False,
@@ -123,7 +128,7 @@ class HFBackbone(Backbone):
         """Itself, with a model config that reloads it from the export's `hf/` folder (the path is
         relative to the export; lightning_modules.artifacts.backbone_export resolves it)."""
         return self, {"name": str(model_cfg.get("name", "hf")), "family": self.family,
-                      "backbone": {"_target_": f"{HFBackbone.__module__}.{HFBackbone.__qualname__}",
+                      "backbone": {"_target_": f"{type(self).__module__}.{type(self).__qualname__}",
                                    "name_or_path": "hf"}}
 
     def to_hf(self):

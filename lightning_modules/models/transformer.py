@@ -452,6 +452,19 @@ class TransformerDecoder(TransformerBackbone):
         model.load_state_dict(gpt2_state_dict_to_hf(self.state_dict(), self.num_layers), strict=True)
         return model.eval()
 
+    def to_hf_generator(self):
+        """`GPT2LMHeadModel` over `to_hf()`'s weights, its LM head the token table (tied, as the
+        causal generation task model projects: heads/causal_generation_model.py), or None."""
+        base = self.to_hf()
+        if base is None:
+            return None
+        from transformers import GPT2LMHeadModel
+
+        model = GPT2LMHeadModel(base.config)
+        model.transformer.load_state_dict(base.state_dict(), strict=True)
+        model.lm_head.weight = model.transformer.wte.weight
+        return model.eval()
+
     @classmethod
     def from_hf(cls, model) -> "TransformerDecoder":
         """Build from a Hugging Face `GPT2Model` (its config and weights)."""

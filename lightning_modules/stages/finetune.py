@@ -21,7 +21,8 @@ from lightning_modules.adaptation.from_config import build_adaptation
 from lightning_modules.artifacts.backbone_reference import ResolvedBackbone, backbone_summary, record_backbone, resolve_backbone
 from lightning_modules.artifacts.run_exports import export_models, save_delta
 from lightning_modules.attacks.augmentation import AttackAugmentation
-from lightning_modules.heads.generation_model import GenerationModel, decode_split
+from lightning_modules.heads.generation_model import decode_split
+from lightning_modules.heads.generation_model_for import generation_model_for
 from lightning_modules.heads.multiple_choice_model import MultipleChoiceModel
 from lightning_modules.heads.task_model import TaskModel
 from lightning_modules.runtime.stage_run import StageRun, tracking_uri
@@ -91,9 +92,10 @@ def build_finetune(cfg: DictConfig) -> FinetuneParts:
     if task.spec.is_generation:  # the decoder's states on the token table (heads/generation_model.py)
         DecodingSettings.from_dict(task.spec.generation).check(vocab_size=len(resolved.tokenizer))
         # no dropout of its own before the tied LM head: the decoder's last layer has T5's/BART's
-        model = GenerationModel(resolved.backbone, task_name=task.spec.name, head_dropout=0.0,
-                                max_target_length=task.spec.max_target_length, source_prefix=task.spec.source_prefix,
-                                scalar_mix=adaptation.uses_scalar_mix)
+        model = generation_model_for(resolved.backbone, task_name=task.spec.name, head_dropout=0.0,
+                                     max_target_length=task.spec.max_target_length,
+                                     source_prefix=task.spec.source_prefix, scalar_mix=adaptation.uses_scalar_mix)
+        model.hf_generator()  # a backbone without a generate() twin is refused here, not after training
     elif task.spec.is_multiple_choice:  # one score per (context, choice) (heads/multiple_choice_model.py)
         model = MultipleChoiceModel(resolved.backbone, scoring=task.spec.choice_scoring, pooling=str(stage.pooling),
                                     head_dropout=float(stage.head_dropout), scalar_mix=adaptation.uses_scalar_mix,

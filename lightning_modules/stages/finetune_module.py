@@ -10,7 +10,7 @@ import torch
 from lightning_modules.adaptation.adversarial import AdversarialTraining
 from lightning_modules.adaptation.base import Adaptation
 from lightning_modules.heads.evaluation import prediction_scores, split_metrics, task_loss
-from lightning_modules.heads.generation_model import generate_batch
+from lightning_modules.heads.generation_model import continuations
 from ptmlab.contracts.decoding import DecodingSettings
 from lightning_modules.heads.task_model import TaskModel
 from lightning_modules.optim import build_optimizer, build_scheduler
@@ -111,8 +111,7 @@ class FinetuneModule(pl.LightningModule):
         """(example indices, output texts) of a batch, decoded on the Hugging Face twin made at the
         epoch's start with the task's decoding settings (heads/generation_model.py)."""
         encoder = self.trainer.datamodule.encoder
-        rows = generate_batch(self._generator, encoder, batch, self._decoding)[:, 1:].tolist()  # drop the start
-        rows = [row[: row.index(encoder.eos_id) + 1] if encoder.eos_id in row else row for row in rows]
+        rows = continuations(encoder, encoder.generate(self._generator, batch, self._decoding).tolist())
         texts = encoder.tokenizer.batch_decode(rows, skip_special_tokens=True, clean_up_tokenization_spaces=False)
         return batch["example_index"].cpu(), [t.strip() for t in texts]
 

@@ -24,6 +24,7 @@ import torch
 from lightning_modules.data.padding import pad_right, padded_tokens
 from lightning_modules.data.task_data import Split
 from ptmlab.contracts import ConfigError
+from ptmlab.contracts.decoding import DecodingSettings
 
 IGNORE = -100
 
@@ -82,3 +83,11 @@ class Seq2SeqEncoder:
                                                    length=length)
             batch["decoder_attention_mask"] = pad_right([[1] * len(t) for t in targets], 0, length=length)
         return batch
+
+    @torch.no_grad()
+    def generate(self, twin, batch: dict[str, torch.Tensor], settings: DecodingSettings) -> torch.Tensor:
+        """B×N generated ids for one collated batch, the decoder start token dropped."""
+        out = twin.generate(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                            eos_token_id=self.eos_id, pad_token_id=self.pad_id,
+                            decoder_start_token_id=self.decoder_start_id, **settings.generate_kwargs())
+        return out[:, 1:]
