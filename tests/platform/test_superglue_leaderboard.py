@@ -120,3 +120,41 @@ def test_the_superglue_api_view(tmp_path, monkeypatch):
     finally:
         clear_cache()
         dispose_engines()
+
+
+def test_dashboard_leaderboard_route_takes_the_benchmark(tmp_path, monkeypatch):
+    # The page's view route (GET /api/v1/views/leaderboard?benchmark=) on the same hand-made rows.
+    from fastapi.testclient import TestClient
+
+    from ptmlab.api.app import create_app
+    from ptmlab.db import dispose_engines, session_scope
+    from ptmlab.results import clear_cache, new_result
+    from ptmlab.settings import Settings
+
+    url = f"sqlite:///{tmp_path / 'platform.db'}"
+    monkeypatch.setenv("PTMLAB_HOME", str(tmp_path / "home"))
+    clear_cache()
+    with TestClient(create_app(Settings(home=tmp_path / "home", database_url=url))) as client:
+        with session_scope(url) as s:
+            s.add_all([new_result(r) for r in rows()])
+        view = "/api/v1/views/leaderboard"
+        sg = client.get(view, params={"benchmark": "superglue"}).json()
+        assert sg["benchmark"] == {"name": "superglue", "display_name": "SuperGLUE"}
+        assert [t["task"] for t in sg["tasks"]] == ["boolq", "cb", "copa", "multirc", "superglue_rte", "wic"]
+        full = next(r for r in sg["rows"] if r["config"]["adaptation"] == "full")
+        assert full["average"] == pytest.approx(100 * (0.75 + 0.35 + 0.65 + 0.825) / 4) and full["average_tasks"] == 4
+        assert [b["name"] for b in sg["options"]["benchmarks"]] == ["glue", "superglue"]
+        glue = client.get(view).json()  # the default board: GLUE's average, every task a column
+        glue_full = next(r for r in glue["rows"] if r["config"]["adaptation"] == "full")
+        assert glue["benchmark"]["name"] == "glue" and glue_full["average"] == pytest.approx(50.0)
+        assert "rte" in [t["task"] for t in glue["tasks"]]
+        csv_text = client.get(view, params={"benchmark": "superglue", "format": "csv"})
+        assert "superglue/average" in csv_text.text.splitlines()[0]
+        assert 'superglue_leaderboard.csv' in csv_text.headers["content-disposition"]
+        label = "bert_tiny / mlm / full"
+        compared = client.get(f"{view}/compare", params={"a": label, "b": label, "benchmark": "superglue"}).json()
+        assert compared["comparisons"][-1]["name"] == "SuperGLUE avg"
+        bad = client.get(view, params={"benchmark": "superglu"})
+        assert bad.status_code == 422
+        assert bad.json()["error"]["message"] == "benchmark=superglu is unknown; valid: glue, superglue"
+    dispose_engines()

@@ -1,4 +1,4 @@
-"""The GLUE leaderboard view: ptmlab.leaderboard's grouping, as JSON for the page (scores on
+"""The GLUE (or SuperGLUE: `benchmark=superglue`) leaderboard view: ptmlab.leaderboard's grouping, as JSON for the page (scores on
 GLUE's 0-100 scale; `GET /api/v1/results/glue` is the same view; `GET /api/v1/results/superglue`
 the SuperGLUE tasks with their average), with the
 results rows behind every cell (a click on a cell opens them), each row's footprint (trainable
@@ -13,10 +13,11 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from ptmlab.contracts.superglue import BENCHMARKS
+from ptmlab.errors import ConfigError
 from ptmlab.leaderboard.grouping import (
     DEFAULT_GROUP_BY, GLUE_TASKS, LEADERBOARD_KINDS, METRIC_ABBREV, Stat, build_leaderboard, compare_rows,
 )
-from ptmlab.contracts.superglue import BENCHMARKS
 from ptmlab.leaderboard.rendering import render
 from ptmlab.results import ResultRow, cached_view, filter_options, load_rows
 
@@ -39,9 +40,22 @@ def _key(adaptations: Collection[str] | None) -> tuple[str, ...]:
     return tuple(sorted(adaptations or ()))
 
 
+def check_benchmark(benchmark: str) -> None:
+    """An unknown benchmark is one line naming the valid ones, before any row is read."""
+    if benchmark not in BENCHMARKS:
+        raise ConfigError(f"benchmark={benchmark} is unknown; valid: {', '.join(BENCHMARKS)}")
+
+
+def _board_tasks(benchmark: str) -> list[str] | None:
+    # A benchmark other than GLUE shows its own tasks only (as `ptmlab results superglue`); GLUE's
+    # board shows every task, the others outside its average.
+    return list(BENCHMARKS[benchmark].tasks) if benchmark != "glue" else None
+
+
 def leaderboard_view(session: Session, *, sweep_id: str | None = None, tags: dict[str, str] | None = None,
                      group_by: Sequence[str] = DEFAULT_GROUP_BY,
                      adaptations: Collection[str] | None = None, benchmark: str = "glue") -> dict[str, Any]:
+    check_benchmark(benchmark)
     key = ("leaderboard", sweep_id, tuple(sorted((tags or {}).items())), tuple(group_by), _key(adaptations), benchmark)
     return cached_view(session, KIND, key, lambda: _leaderboard(session, sweep_id, tags, group_by, adaptations, benchmark))
 
@@ -50,11 +64,9 @@ def _leaderboard(session: Session, sweep_id: str | None, tags: dict[str, str] | 
                  group_by: Sequence[str], adaptations: Collection[str] | None, benchmark: str = "glue") -> dict[str, Any]:
     rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags)
     # The adaptation filter applies before grouping, so a cell's result ids hold only the selected
-    # modes' runs even when the rows are not grouped by adaptation. A benchmark other than GLUE shows
-    # its own tasks only (as `ptmlab results superglue`).
-    only = list(BENCHMARKS[benchmark].tasks) if benchmark != "glue" else None
+    # modes' runs even when the rows are not grouped by adaptation.
     board = build_leaderboard(rows, group_by=group_by, kind=KIND, adaptations=adaptations, benchmark=benchmark,
-                              tasks=only)
+                              tasks=_board_tasks(benchmark))
     out_rows = []
     for row in board.rows:
         cells = {}
@@ -82,27 +94,35 @@ def _leaderboard(session: Session, sweep_id: str | None, tags: dict[str, str] | 
                   for t in board.tasks],
         "rows": out_rows,
         "result_count": sum(1 for r in rows if not adaptations or str(r.summary.get("adaptation")) in adaptations),
-        "filters": {"sweep_id": sweep_id, "tags": dict(tags or {}), "adaptation": list(_key(adaptations))},
-        "options": {**filter_options(session, KIND), "adaptations": _modes(rows)},
+        "filters": {"sweep_id": sweep_id, "tags": dict(tags or {}), "adaptation": list(_key(adaptations)),
+                    "benchmark": benchmark},
+        "options": {**filter_options(session, KIND), "adaptations": _modes(rows),
+                    "benchmarks": [{"name": b.name, "display_name": b.display_name} for b in BENCHMARKS.values()]},
     }
 
 
 def leaderboard_compare(session: Session, label_a: str, label_b: str, *, sweep_id: str | None = None,
                         tags: dict[str, str] | None = None, group_by: Sequence[str] = DEFAULT_GROUP_BY,
-                        adaptations: Collection[str] | None = None) -> dict:
+                        adaptations: Collection[str] | None = None, benchmark: str = "glue") -> dict:
     """Two rows of the leaderboard compared task by task over their seeds (ptmlab.stats)."""
+    check_benchmark(benchmark)
     rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags)
-    board = build_leaderboard(rows, group_by=group_by, kind=KIND, adaptations=adaptations)
+    board = build_leaderboard(rows, group_by=group_by, kind=KIND, adaptations=adaptations, benchmark=benchmark,
+                              tasks=_board_tasks(benchmark))
     return {"a": label_a, "b": label_b, "comparisons": compare_rows(board, label_a, label_b)}
 
 
 def leaderboard_export(session: Session, fmt: str, *, sweep_id: str | None = None,
                        tags: dict[str, str] | None = None, group_by: Sequence[str] = DEFAULT_GROUP_BY,
-                       adaptations: Collection[str] | None = None) -> str:
+                       adaptations: Collection[str] | None = None, benchmark: str = "glue") -> str:
     """The same leaderboard as CSV or LaTeX (ptmlab.leaderboard's renderers)."""
+    check_benchmark(benchmark)
+
     def build() -> str:
         rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags)
-        return render(build_leaderboard(rows, group_by=group_by, kind=KIND, adaptations=adaptations), fmt)
+        return render(build_leaderboard(rows, group_by=group_by, kind=KIND, adaptations=adaptations,
+                                        benchmark=benchmark, tasks=_board_tasks(benchmark)), fmt)
 
-    key = ("export", fmt, sweep_id, tuple(sorted((tags or {}).items())), tuple(group_by), _key(adaptations))
+    key = ("export", fmt, sweep_id, tuple(sorted((tags or {}).items())), tuple(group_by), _key(adaptations),
+           benchmark)
     return cached_view(session, KIND, key, build)

@@ -1,4 +1,4 @@
-// The GLUE leaderboard: rows by configuration, a column per task, each row's footprint (trainable
+// The GLUE or SuperGLUE leaderboard (?benchmark=): rows by configuration, a column per task, the benchmark's average, each row's footprint (trainable
 // parameters, delta size), sortable, filterable (by sweep, tag, adaptation mode), exportable.
 import { api, el, flash, fmt, query, setQuery } from "/static/js/api.js";
 
@@ -22,6 +22,8 @@ function filterParams() {
     const value = form.elements[name].value.trim();
     if (value) p.set(name, value);
   }
+  // GLUE is the default board: its URL stays without the parameter
+  if (form.elements.benchmark.value && form.elements.benchmark.value !== "glue") p.set("benchmark", form.elements.benchmark.value);
   if (modes.size) p.set("adaptation", [...modes].sort().join(","));
   return p;
 }
@@ -46,7 +48,7 @@ function statText(s) {
 }
 
 function sortValue(row, column) {
-  if (column === "glue") return row.glue_average;
+  if (column === "glue") return row.average;
   if (column.startsWith("config:")) return row.config[column.slice(7)];
   if (column.startsWith("fp:")) return row.footprint[column.slice(3)];
   const cell = row.cells[column.slice(5)];
@@ -156,7 +158,7 @@ function render() {
     el("th", { title: "tick two rows to compare them over seeds" }, "A/B"),
     groupBy.map((k) => header(k, `config:${k}`)),
     data.tasks.map((t) => header(t.name, `task:${t.task}`, t.metric_labels.join("/"))),
-    header("GLUE avg", "glue", "tasks"),
+    header(`${data.benchmark.display_name} avg`, "glue", "tasks"),
     FOOTPRINT.map(([name, column, sub]) => header(name, column, sub))));
   const rows = sortedRows();
   table.querySelector("tbody").replaceChildren(...rows.map((row) => el("tr", { "data-config": label(row) },
@@ -165,8 +167,8 @@ function render() {
       picked.indexOf(label(row)) >= 0 ? el("span", { class: "small" }, " " + "AB"[picked.indexOf(label(row))]) : ""),
     groupBy.map((k) => el("td", {}, row.config[k])),
     data.tasks.map((t) => cell(row, t)),
-    el("td", { class: "num glue", "data-glue": row.glue_average ?? "" },
-      row.glue_average === null ? "–" : fmt(row.glue_average), el("span", { class: "n" }, ` (${row.glue_tasks})`)),
+    el("td", { class: "num glue", "data-glue": row.average ?? "" },
+      row.average === null ? "–" : fmt(row.average), el("span", { class: "n" }, ` (${row.average_tasks})`)),
     footprintCells(row))));
   document.getElementById("lb-empty").hidden = rows.length > 0;
   const flags = rows.flatMap((r) => r.flags.map((f) => `${Object.values(r.config).join(" / ")}: ${f}`));
@@ -176,7 +178,7 @@ function render() {
 
 async function load() {
   const params = filterParams();
-  setQuery(Object.fromEntries(["sweep_id", "tag", "group_by", "adaptation"].map((k) => [k, params.get(k) || ""])));
+  setQuery(Object.fromEntries(["sweep_id", "tag", "group_by", "adaptation", "benchmark"].map((k) => [k, params.get(k) || ""])));
   for (const [id, fmtName] of [["export-csv", "csv"], ["export-latex", "latex"]]) {
     const p = new URLSearchParams(params);
     p.set("format", fmtName);
@@ -193,21 +195,27 @@ async function load() {
   const tagValues = Object.entries(data.options.tags).flatMap(([k, vs]) => vs.map((v) => `${k}=${v}`));
   setOptions(form.elements.tag, tagValues, params.get("tag") || "", "any");
   modeBoxes(data.options.adaptations || []);
+  const bench = form.elements.benchmark;
+  bench.replaceChildren(...data.options.benchmarks.map((b) => el("option", { value: b.name }, b.display_name)));
+  bench.value = data.benchmark.name;
+  let chosen = Boolean(query().get("sort"));
   const known = sort.column === "glue" || sort.column.startsWith("config:") || FOOTPRINT.some(([, c]) => c === sort.column);
   if (!known && !data.tasks.some((t) => `task:${t.task}` === sort.column)) {
+    // a task column the board no longer has (another benchmark): back to the default order
     sort = { column: "glue", desc: true };
+    chosen = false;
   }
-  // No row has a GLUE average (a board of single tasks): by default sort by the task most rows have,
-  // not by a column that reads "– (0)" everywhere.
-  if (sort.column === "glue" && !query().get("sort") && data.tasks.length
-      && data.rows.every((r) => r.glue_average === null || r.glue_average === undefined)) {
+  // No row has the benchmark's average (a board of single tasks): by default sort by the task most
+  // rows have, not by a column that reads "– (0)" everywhere.
+  if (sort.column === "glue" && !chosen && data.tasks.length
+      && data.rows.every((r) => r.average === null || r.average === undefined)) {
     const filled = (t) => data.rows.filter((r) => r.cells[t.task]?.mean != null).length;
     sort = { column: `task:${[...data.tasks].sort((a, b) => filled(b) - filled(a))[0].task}`, desc: true };
   }
   render();
 }
 
-for (const name of ["sweep_id", "tag", "group_by"]) {
+for (const name of ["sweep_id", "tag", "group_by", "benchmark"]) {
   const value = query().get(name);
   if (value) {
     if (form.elements[name].tagName === "SELECT") form.elements[name].append(el("option", { value }, value));

@@ -22,6 +22,7 @@ router = APIRouter(prefix="/views", tags=["dashboard views"])
 ERRORS = {404: {"model": ErrorOut}, 422: {"model": ErrorOut}}
 Name = Annotated[str | None, Query(max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$")]
 TagFilter = Annotated[str | None, Query(max_length=600, description="key=value[,key=value]")]
+Benchmark = Annotated[str, Query(max_length=40, pattern=r"^[A-Za-z0-9_]+$", description="glue | superglue")]
 RunIds = Annotated[str, Query(max_length=400, pattern=r"^[0-9, ]+$", description="result ids: 1,2,3")]
 
 
@@ -41,22 +42,25 @@ def overview(session: SessionDep) -> dict[str, Any]:
 
 
 @router.get("/leaderboard", responses=ERRORS,
-            summary="GLUE leaderboard rows with the result ids behind each cell and each row's footprint "
-                    "(trainable parameters, delta size); adaptation=lora,bitfit keeps those modes; "
-                    "format=csv|latex exports")
+            summary="GLUE (benchmark=superglue: SuperGLUE) leaderboard rows with the result ids behind each cell "
+                    "and each row's footprint (trainable parameters, delta size); adaptation=lora,bitfit keeps "
+                    "those modes; format=csv|latex exports")
 def leaderboard(session: SessionDep, sweep_id: Name = None, tag: TagFilter = None, adaptation: ModeFilter = None,
                 group_by: Annotated[str, Query(max_length=200, pattern=r"^[A-Za-z0-9_,]+$")] = "model,objective,adaptation",
-                format: Literal["json", "csv", "latex"] = "json"):  # noqa: A002 - the query parameter's name
+                format: Literal["json", "csv", "latex"] = "json",  # noqa: A002 - the query parameter's name
+                benchmark: Benchmark = "glue"):
     tags, modes = parse_tag_filter(tag), parse_adaptation_filter(adaptation)
     keys = [k for k in group_by.split(",") if k]
     if not keys:
         raise ConfigError("group_by: name at least one summary key")
     if format == "json":
-        return _json(views.leaderboard_view(session, sweep_id=sweep_id, tags=tags, group_by=keys, adaptations=modes))
-    text = views.leaderboard_export(session, format, sweep_id=sweep_id, tags=tags, group_by=keys, adaptations=modes)
+        return _json(views.leaderboard_view(session, sweep_id=sweep_id, tags=tags, group_by=keys, adaptations=modes,
+                                            benchmark=benchmark))
+    text = views.leaderboard_export(session, format, sweep_id=sweep_id, tags=tags, group_by=keys, adaptations=modes,
+                                    benchmark=benchmark)
     media, ext = ("text/csv", "csv") if format == "csv" else ("application/x-tex", "tex")
     return PlainTextResponse(text, media_type=media,
-                             headers={"Content-Disposition": f'attachment; filename="glue_leaderboard.{ext}"'})
+                             headers={"Content-Disposition": f'attachment; filename="{benchmark}_leaderboard.{ext}"'})
 
 
 RowLabel = Annotated[str, Query(min_length=1, max_length=600, description="a row's configuration values joined by ' / '")]
@@ -66,13 +70,13 @@ RowLabel = Annotated[str, Query(min_length=1, max_length=600, description="a row
             summary="Two leaderboard rows over seeds: per task and GLUE average, difference of means, 95 % CI, "
                     "p-value (Welch's t-test, or a bootstrap with fewer than 3 seeds)")
 def leaderboard_compare(session: SessionDep, a: RowLabel, b: RowLabel, sweep_id: Name = None, tag: TagFilter = None,
-                        adaptation: ModeFilter = None,
+                        adaptation: ModeFilter = None, benchmark: Benchmark = "glue",
                         group_by: Annotated[str, Query(max_length=200, pattern=r"^[A-Za-z0-9_,]+$")] = "model,objective,adaptation"):
     keys = [k for k in group_by.split(",") if k]
     if not keys:
         raise ConfigError("group_by: name at least one summary key")
     return _json(views.leaderboard_compare(session, a, b, sweep_id=sweep_id, tags=parse_tag_filter(tag), group_by=keys,
-                                           adaptations=parse_adaptation_filter(adaptation)))
+                                           adaptations=parse_adaptation_filter(adaptation), benchmark=benchmark))
 
 
 @router.get("/probe-drift", responses=ERRORS,
