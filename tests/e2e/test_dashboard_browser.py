@@ -727,6 +727,28 @@ def test_a_board_without_glue_tasks_opens_sorted_by_a_task(page, dashboard):
     means = page.eval_on_selector_all("#leaderboard tbody td[data-task=mr]", "cells => cells.map(c => Number(c.dataset.mean))")
     assert means == sorted(means, reverse=True) and len(means) == 3, means
 
+    # SuperGLUE rows: on the GLUE board extra columns without an average; the benchmark selector
+    # switches to SuperGLUE's board, its average column, sorted by it, kept in the URL.
+    with session_scope(f"sqlite:///{Path(ids['home']) / 'ptmlab.db'}") as s:
+        s.add_all([new_result(_finetune(model, "mlm", "full", task, 1, {"accuracy": acc + delta}),
+                              tags={"suite": "superglue"})
+                   for model, acc in accuracies.items() for task, delta in (("boolq", 0.0), ("wic", -0.1))])
+        s.commit()
+    dispose_engines()
+    page.goto(f"{base}/leaderboard?tag=suite%3Dsuperglue")
+    page.wait_for_selector("#leaderboard tbody tr")
+    assert page.inner_text("#leaderboard thead th[data-column=glue]").startswith("GLUE avg")
+    assert page.get_attribute("#leaderboard thead th.sorted", "data-column").startswith("task:")
+    page.select_option("#lb-filters select[name=benchmark]", "superglue")
+    page.wait_for_selector("#leaderboard thead th.sorted[data-column=glue]")
+    assert page.inner_text("#leaderboard thead th[data-column=glue]").startswith("SuperGLUE avg")
+    averages = page.eval_on_selector_all("#leaderboard tbody td.glue", "cells => cells.map(c => Number(c.dataset.glue))")
+    assert averages == pytest.approx([72.0, 66.0, 59.0]), averages  # (acc + acc - 10) / 2, best first
+    assert "benchmark=superglue" in page.url
+    page.reload()
+    page.wait_for_selector("#leaderboard thead th.sorted[data-column=glue]")
+    assert page.input_value("#lb-filters select[name=benchmark]") == "superglue"
+
 
 def test_runs_table_columns_sort_filter_search_and_compare(browser, dashboard):
     """At 1,280 px: add a metric column and sort by it, filter, search, tick two runs and open

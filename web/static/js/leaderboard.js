@@ -1,5 +1,6 @@
-// The GLUE or SuperGLUE leaderboard (?benchmark=): rows by configuration, a column per task, the benchmark's average, each row's footprint (trainable
-// parameters, delta size), sortable, filterable (by sweep, tag, adaptation mode), exportable.
+// The GLUE or SuperGLUE leaderboard (?benchmark=): rows by configuration, a column per task, the
+// benchmark's average, each row's footprint (trainable parameters, delta size), sortable,
+// filterable (by sweep, tag, adaptation mode), exportable.
 import { api, el, flash, fmt, query, setQuery } from "/static/js/api.js";
 
 const form = document.getElementById("lb-filters");
@@ -198,7 +199,10 @@ async function load() {
   const bench = form.elements.benchmark;
   bench.replaceChildren(...data.options.benchmarks.map((b) => el("option", { value: b.name }, b.display_name)));
   bench.value = data.benchmark.name;
+  // The order nobody chose (no sort in the URL) is worked out again for each board: another
+  // benchmark may have the average the last one lacked.
   let chosen = Boolean(query().get("sort"));
+  if (!chosen) sort = { column: "glue", desc: true };
   const known = sort.column === "glue" || sort.column.startsWith("config:") || FOOTPRINT.some(([, c]) => c === sort.column);
   if (!known && !data.tasks.some((t) => `task:${t.task}` === sort.column)) {
     // a task column the board no longer has (another benchmark): back to the default order
