@@ -1,8 +1,9 @@
 """`make demo` / `ptmlab demo`: the whole research loop on the embedded default, offline, through
 the queue as one `demo` pipeline (conf/pipeline/demo.yaml): pre-train a tiny MLM encoder and a
 tiny causal decoder, fine-tune each on the shipped sentiment task, compress the better one (int8
-and a distilled student), probe both encoders for UPOS by layer with the control task. A worker
-runs it while one line per job shows its progress; then a results table and where to look (the
+and a distilled student), probe both encoders for UPOS by layer with the control task; and the
+packaged MiniLM through the same fine-tune -> int8 + distillation -> probe path. A worker runs it
+while one line per job shows its progress; then a results table and where to look (the
 dashboard's overview, leaderboard, compression, probing and pipeline pages all show it)."""
 
 from __future__ import annotations
@@ -40,10 +41,12 @@ def result_line(job: dict[str, Any], summary: dict[str, Any]) -> str:
         return (f"{summary.get('objective')} on {summary.get('model')}: {summary.get('steps')} steps, "
                 f"val loss {_num(summary.get('val_loss'))}, perplexity {_num(summary.get('val_perplexity'), '.1f')}")
     if stage == "finetune":
-        return f"{summary.get('task')} {summary.get('main_metric')} {_num(summary.get('main_score'))}"
+        return (f"{summary.get('model')} on {summary.get('task')}: {summary.get('main_metric')} "
+                f"{_num(summary.get('main_score'))}")
     if stage == "compress":
         speedup = (summary.get("speedup") or {}).get(summary.get("headline_latency") or "", None)
-        text = (f"{summary.get('method')}: {summary.get('main_metric')} {_num(summary.get('score'))} "
+        text = (f"{summary.get('method')} of {summary.get('model')}: "
+                f"{summary.get('main_metric')} {_num(summary.get('score'))} "
                 f"(source {_num(summary.get('source_score'))}, retention {_num(summary.get('retention'))}), "
                 f"size x{_num(summary.get('size_ratio'), '.2f')}, speed-up {_num(speedup, '.2f')}")
         if summary.get("control_score") is not None:
@@ -56,8 +59,16 @@ def result_line(job: dict[str, Any], summary: dict[str, Any]) -> str:
             random_best = (t.get("random_init") or {}).get("best_score")
             parts.append(f"{t.get('probe_task')} best layer {t.get('best_layer')} {_num(t.get('best_score'))} "
                          f"(selectivity {_num(t.get('best_selectivity'))}, random init {_num(random_best)})")
-        return f"{summary.get('model')}: " + "; ".join(parts)
+        return f"{summary.get('model')} ({probed_backbone(summary)}): " + "; ".join(parts)
     return ""
+
+
+def probed_backbone(summary: dict[str, Any]) -> str:
+    """Which weights a probe read: a job's pre-trained export, or a packaged checkpoint as shipped."""
+    record = summary.get("backbone") or {}
+    if record.get("source_job") is not None:
+        return f"{record.get('source_stage')} job {record['source_job']}"
+    return f"as packaged: {record.get('reference') or summary.get('backbone_source')}"
 
 
 def _wait(job_ids: list[int], worker: subprocess.Popen) -> bool:
@@ -105,11 +116,13 @@ def run_demo(steps: int = 300) -> int:
 
     print()
     with session_scope() as session:
-        for job_id in job_ids:
-            job = get_job(session, job_id).to_dict()
-            results = query_results(session, job_id=job_id)[0]
+        jobs = [get_job(session, job_id).to_dict() for job_id in job_ids]
+        width = max(len(job["name"]) for job in jobs)
+        for job in jobs:
+            results = query_results(session, job_id=job["id"])[0]
             found = result_line(job, results[0].summary) if results else (job.get("error") or "").splitlines()[:1]
-            print(f"{job_id:>4} {job['name']:<17} {job['status']:<9} {found if isinstance(found, str) else ' '.join(found)}")
+            print(f"{job['id']:>4} {job['name']:<{width}} {job['status']:<9} "
+                  f"{found if isinstance(found, str) else ' '.join(found)}")
     print(f"\n{'all' if ok else 'not all'} {len(job_ids)} jobs succeeded in {time.monotonic() - started:.0f} s")
     url = f"http://{settings.bind_host}:{settings.bind_port}"
     print(f"\nDashboard:  .venv/bin/ptmlab up   then open {url}/ (overview), {url}/pipelines/{pipeline_id} "
