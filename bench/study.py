@@ -15,8 +15,8 @@ best completed. A study that never gets there counts all its steps and is flagge
     .venv/bin/python bench/study.py [--seeds 0,1,2] [--stage finetune|sleep] [--json out.json]
 
 `--stage sleep` runs the same comparison on the torch-free stage's made-up learning curves (a
-check of the machinery in about a minute a seed); the fine-tune takes about 4 minutes a seed on
-2 quiet CPU cores. PTMLAB_DATA_DIR is not needed (the task is generated).
+check of the machinery in about a minute a seed); the fine-tune took 17 minutes a seed on 2 CPU
+cores at a load of about 12. PTMLAB_DATA_DIR is not needed (the task is generated).
 """
 
 from __future__ import annotations
