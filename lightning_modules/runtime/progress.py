@@ -143,6 +143,12 @@ class ProgressCallback(pl.Callback):
         val = {k: v for k, v in trainer.callback_metrics.items() if str(k).startswith("val/")}
         self.reporter.update(trainer.global_step, metrics=val, force=True)
 
+    def on_exception(self, trainer, pl_module, exception) -> None:
+        # Stopped mid-training (a cancel, a study's pruner, a pre-emption: Lightning turns SIGTERM
+        # into an exception at the next step): the steps it trained are written now, not up to
+        # `every_s` stale. A study counts a pruned trial's steps from this file.
+        self.reporter.update(trainer.global_step, force=True)
+
     def on_train_end(self, trainer, pl_module) -> None:
         self.reporter.update(trainer.global_step, metrics=dict(trainer.callback_metrics), force=True)
         self.reporter.phase("finishing")

@@ -5,9 +5,13 @@ the history stays bounded on a long run."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 
 import lightning.pytorch as pl
+import pytest
 import torch
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from lightning_modules.runtime.progress import ProgressCallback, ProgressReporter
 from ptmlab.contracts.progress import MAX_HISTORY, PROGRESS_FILE, read_progress
@@ -89,3 +93,29 @@ def test_history_points_carry_epoch_wall_time_and_tokens(tmp_path):
     assert [(p["step"], p["epoch"], p.get("tokens")) for p in history] == [(1, 0.5, 64), (2, 1.0, 128), (3, 1.0, 128)]
     assert history[1]["val/loss"] == 1.7 and all(p["time_s"] >= 0 for p in history)
     assert [p["time_s"] for p in history] == sorted(p["time_s"] for p in history)
+
+
+class SigtermAt(Regression):
+    """Sends itself SIGTERM at a training step, as the worker's cancel path does."""
+
+    def __init__(self, step: int):
+        super().__init__()
+        self.step = step
+
+    def training_step(self, batch, batch_idx):
+        if self.global_step == self.step:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return super().training_step(batch, batch_idx)
+
+
+def test_a_fit_stopped_by_sigterm_leaves_the_steps_it_trained(tmp_path):
+    # Throttled writes never come (every_s): only the forced ones. A study counts a pruned
+    # trial's steps from this file, so the step it stopped at must be there, not the last
+    # validation's (8).
+    reporter = ProgressReporter(tmp_path, every_s=3600)
+    trainer = pl.Trainer(max_epochs=3, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, log_every_n_steps=1, callbacks=[ProgressCallback(reporter)])
+    with pytest.raises(SIGTERMException):
+        trainer.fit(SigtermAt(13), loader(), loader(16))
+    assert trainer.global_step > 13
+    assert read_progress(tmp_path)["step"] == trainer.global_step

@@ -83,3 +83,21 @@ def test_the_progress_endpoint_gives_the_job_page_one_series_per_training(client
     assert len(body["history"]) == 5 and {p["series"] for p in body["history"]} == {"distill", "control"}
     assert [(s["label"], [p["step"] for p in s["points"]]) for s in body["series"]] == [
         ("student (distillation)", [25, 50, 75, 76]), ("control run", [25])]
+
+
+def test_thinning_keeps_every_validation_a_study_counts():
+    # A fine-tune logs a point per training step; a study numbers a trial's validations by their
+    # order in the history (ptmlab.studies.objective), so thinning must not drop one.
+    from ptmlab.studies.objective import objective_points
+
+    history: list[dict] = []
+    for step in range(1, 1201):
+        point = {"step": step, "series": "training", "train/loss": 1 / step}
+        if step % 100 == 0:
+            point["val/acc"] = step / 1200
+        history = thin_history([*history, point], limit=100)
+    assert len(history) <= 100
+    assert objective_points({"history": history}, "val/acc") == [(s, s / 1200) for s in range(100, 1201, 100)]
+    # Validations alone past half the limit are thinned with the rest: the history stays bounded.
+    many = [{"step": i, "series": "training", "val/acc": 0.5} for i in range(1, 301)]
+    assert len(thin_history(many, limit=100)) <= 151

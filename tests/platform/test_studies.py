@@ -1,10 +1,9 @@
 """Hyperparameter studies (issue 26) against real components: a real API server, real worker
 subprocesses, SQLite. The sleep stage's made-up validation curve (`stage.validations`,
 `stage.quality`) stands in for training so the platform's part (ask, queue, report, prune, tell,
-budgets, kill -9, API restart) is tested in seconds. The fine-tune study against a 16-point grid
-(the issue's Done-when) is bench/study.py: it does not yet meet its figures on this machine (ASHA
-either spent over 60 % of the grid's steps or missed its best by more than a point with a tiny
-model that scores near chance), so it is not a test that would only fail."""
+budgets, kill -9, API restart) is tested in seconds. The issue's Done-when, an ASHA study of a
+tiny fine-tune against the 16-point grid over the same space, is the slow test at the end (the
+task it fine-tunes: study_task.py; bench/study.py runs the same design over seeds)."""
 
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import study_task
 from api_server import LiveApi
 from waiting import wait_until
 
@@ -374,3 +374,45 @@ def test_stop_withdraws_and_resume_asks_what_is_owed(tmp_path, spawn_worker):
     done = [t for t in status["trials"] if t["state"] == "complete"]
     assert sorted(t["params"]["stage.quality"] for t in done) == [0.2, 0.4, 0.6]
     assert status["best"]["params"]["stage.quality"] == 0.6
+
+
+# -- done when: ASHA against a grid on a tiny fine-tune -----------------------------------------
+@pytest.mark.slow
+@pytest.mark.timeout(2400)  # 32 fine-tunes: 15 min measured on 2 cores at a load of 10-15
+def test_asha_study_matches_the_grid_with_at_most_60_percent_of_its_steps(tmp_path, spawn_worker):
+    """16 trials of stage.lr (log) x stage.batch_size with ASHA, 2 in parallel, beside the 16-point
+    grid over the same space, through a real API and two real workers sharing both studies (warm:
+    32 jobs would spend most of the test importing torch and Lightning)."""
+    fixed = study_task.fixed_overrides(study_task.write_polarity_task(tmp_path / "home" / "polarity"))
+    api = _api(tmp_path)
+    common = {"stage": "finetune", "objective": study_task.OBJECTIVE, "n_trials": 16, "n_parallel": 2}
+    try:
+        asha = httpx.post(f"{api.base}/api/v1/studies", timeout=120, json={
+            **common, **study_task.ASHA, "name": "asha", "seed": 0, "overrides": [*fixed, *study_task.SPACE]})
+        assert asha.status_code == 201, asha.text
+        grid = httpx.post(f"{api.base}/api/v1/studies", timeout=120, json={
+            **common, "name": "grid", "sampler": "grid", "overrides": [*fixed, *study_task.GRID]})
+        assert grid.status_code == 201, grid.text
+        for _ in range(2):
+            spawn_worker(api.db_url, tmp_path / "home", lease_s=10.0, warm=True)
+        ids = [asha.json()["id"], grid.json()["id"]]
+        done = wait_until(lambda: all(_finished(api, i) for i in ids) and [_status(api, i) for i in ids],
+                          2100, "both studies to finish", interval=2.0)
+    finally:
+        api.kill()
+    asha, grid = done
+    trials = asha["trials"]
+    pruned = [t for t in trials if t["state"] == "pruned"]
+    complete = [t for t in trials if t["state"] == "complete"]
+    print(f"\nASHA: {len(complete)} complete, {len(pruned)} pruned, {asha['steps_total']} steps, best "
+          f"{asha['best']['value']:.3f} {asha['best']['params']}; grid: {grid['steps_total']} steps, best "
+          f"{grid['best']['value']:.3f} {grid['best']['params']}; ASHA / grid steps = "
+          f"{asha['steps_total'] / grid['steps_total']:.2f}")
+    assert grid["counts"] == {"complete": 16} and len(trials) == 16
+    assert pruned and len(pruned) + len(complete) == 16, asha["counts"]
+    for t in complete:  # every epoch trained
+        assert t["steps"] == study_task.steps_per_trial(t["params"]["stage.batch_size"])
+    for t in pruned:  # fewer steps than it would have trained to the end
+        assert t["job_status"] == "pruned" and t["steps"] < study_task.steps_per_trial(t["params"]["stage.batch_size"])
+    assert asha["best"]["value"] >= grid["best"]["value"] - 0.01
+    assert asha["steps_total"] <= 0.6 * grid["steps_total"]

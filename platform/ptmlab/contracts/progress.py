@@ -10,7 +10,9 @@ since the stage started, `tokens` seen); files written before they existed have 
 student and its no-teacher control, recovery fine-tuning after pruning, QAT) counts each training's
 steps from its own start, so its history is several curves, not one (`history_series`). The history
 keeps every logged point up to MAX_HISTORY points, then every other one (a long run's curve keeps
-its shape at a bounded size; each series keeps its first and last point). Written atomically (a reader never sees half a file); a file that does
+its shape at a bounded size; each series keeps its first and last point, and the validation points
+are kept while they are under half of it: a study counts a trial's validations from the history,
+ptmlab.studies.objective). Written atomically (a reader never sees half a file); a file that does
 not parse is ignored, never an error: progress is advisory, the summary and MLflow are the record.
 """
 
@@ -76,15 +78,23 @@ def finite_metrics(metrics: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def is_validation_point(point: dict[str, Any]) -> bool:
+    return any(str(key).startswith("val/") for key in point)
+
+
 def thin_history(history: list[dict[str, Any]], limit: int = MAX_HISTORY) -> list[dict[str, Any]]:
     """Every other point once `limit` is reached; the newest point and the first and last point of
-    every series (so no training's curve loses its start or end) are always kept."""
+    every series (so no training's curve loses its start or end) are always kept, and so is every
+    validation point while they are fewer than half of `limit`. A study numbers a trial's
+    validations by their order in the history: a fine-tune of more steps than `limit` logs a point
+    per step, and dropping validations with them would hand its pruner the wrong curve."""
     if len(history) <= limit:
         return history
     last = len(history) - 1
+    keep_validations = sum(map(is_validation_point, history)) < limit // 2
     return [p for i, p in enumerate(history)
             if i % 2 == 0 or i == last or p.get("series") != history[i - 1].get("series")
-            or p.get("series") != history[i + 1].get("series")]
+            or p.get("series") != history[i + 1].get("series") or (keep_validations and is_validation_point(p))]
 
 
 def history_series(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
