@@ -52,12 +52,7 @@ def glue_leaderboard(session: SessionDep, sweep_id: Name = None,
                      group_by: Annotated[str, Query(max_length=200, pattern=r"^[A-Za-z0-9_,]+$")] = "model,objective,adaptation",
                      adaptation: ModeFilter = None,
                      ) -> JSONResponse:
-    keys = [k for k in group_by.split(",") if k]
-    if not keys:
-        raise ConfigError("group_by: name at least one summary key")
-    view = leaderboard_view(session, sweep_id=sweep_id, tags=parse_tag_filter(tag), group_by=keys,
-                            adaptations=parse_adaptation_filter(adaptation))
-    return JSONResponse(view)  # plain JSON already (ptmlab.views makes numbers finite)
+    return _board(session, sweep_id, tag, group_by, adaptation, "glue")
 
 
 @router.get("/superglue", responses={422: {"model": ErrorOut}},
@@ -68,9 +63,15 @@ def superglue_leaderboard(session: SessionDep, sweep_id: Name = None,
                           group_by: Annotated[str, Query(max_length=200, pattern=r"^[A-Za-z0-9_,]+$")] = "model,objective,adaptation",
                           adaptation: ModeFilter = None,
                           ) -> JSONResponse:
+    return _board(session, sweep_id, tag, group_by, adaptation, "superglue")
+
+
+def _board(session, sweep_id: str | None, tag: str | None, group_by: str, adaptation: str | None,
+           benchmark: str) -> JSONResponse:
+    """One benchmark's leaderboard view, as the dashboard's /views/leaderboard serves it."""
     keys = [k for k in group_by.split(",") if k]
     if not keys:
         raise ConfigError("group_by: name at least one summary key")
     view = leaderboard_view(session, sweep_id=sweep_id, tags=parse_tag_filter(tag), group_by=keys,
-                            adaptations=parse_adaptation_filter(adaptation), benchmark="superglue")
-    return JSONResponse(view)
+                            adaptations=parse_adaptation_filter(adaptation), benchmark=benchmark)
+    return JSONResponse(view)  # plain JSON already (ptmlab.views makes numbers finite)
