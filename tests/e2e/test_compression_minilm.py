@@ -7,12 +7,12 @@ measured (few repeats, to keep the suite short) but never asserted: bench/compre
 them side by side with the settings printed.
 
 Thresholds (a plain PyTorch loop on this kind of machine, issue 11): dynamic int8 size ratio
-≤ 0.30 and accuracy drop ≤ 1.5 points; a 3-layer distilled student retains ≥ 0.94 (its control,
-trained without the teacher, reported beside it); 30 % of heads pruned retains ≥ 0.98 after a
+≤ 0.30 and accuracy drop ≤ 1.5 points; a 3-layer distilled student retains ≥ 0.94 (its no-teacher
+control is run by the demo and bench/compression.py, not here); 30 % of heads pruned retains ≥ 0.98 after a
 recovery epoch with fewer parameters and FLOPs; 40 % magnitude sparsity retains ≥ 0.98 after a
 recovery epoch with the nonzero count within 1 % of the target; SVD at 50 % of the encoder
 Linear parameters retains ≥ 0.95 after a recovery epoch. Head and magnitude pruning recover on the
-first 4,000 of the teacher's rows; SVD, the distilled student and its control on all 8,000."""
+first 4,000 of the teacher's rows; SVD and the distilled student on all 8,000."""
 
 from __future__ import annotations
 
@@ -85,12 +85,15 @@ def int8(sst2_teacher, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def distilled(sst2_teacher, tmp_path_factory):
-    # One epoch each for the student and its control: half the suite's longest run (two epochs took
-    # 714 s in a CI run). On that CI run's teacher: retention 0.961 with one epoch (0.982 with two),
-    # control 0.805 (0.821); the threshold is 0.94.
+    # One epoch (two took 714 s in a CI run). On that CI run's teacher: retention 0.961 with one
+    # epoch (0.982 with two); the threshold is 0.94. The no-teacher control (0.805 on that teacher,
+    # an epoch of its own: a third of this fixture, 599 s loaded) is a report, not a threshold: the
+    # tiny-model distillation in tests/lightning_modules/test_compression.py and the demo's MiniLM
+    # student run with it (the default, compression.control=true), and bench/compression.py prints
+    # it beside the student of such a run.
     return compress(sst2_teacher, tmp_path_factory, "distill",
                     ["compression.student_layers=3", "compression.epochs=1", "compression.temperature=2.0",
-                     "compression.kd_weight=0.5", "compression.ce_weight=0.5", "compression.control=true"])
+                     "compression.kd_weight=0.5", "compression.ce_weight=0.5", *NO_CONTROL])
 
 
 @pytest.fixture(scope="module")
@@ -157,11 +160,11 @@ def sst2_teacher_data_dev():
     return Path(os.environ["PTMLAB_DATA_DIR"]) / "glue" / "SST-2" / "dev.tsv"
 
 
-def test_three_layer_student_retains_94_percent_beside_its_control(distilled, sst2_teacher):
+def test_three_layer_student_retains_94_percent(distilled, sst2_teacher):
     common_checks(distilled, sst2_teacher)
     assert distilled["student_layers"] == 3 and distilled["layer_map"] == [[1, 2], [2, 4], [3, 6]]
     assert distilled["retention"] >= 0.94
-    assert distilled["control_score"] is not None  # reported beside it, not a threshold
+    assert distilled["control_score"] is None and distilled["config"]["control"] is False
     assert distilled["params"] < distilled["source_params"]
     assert distilled["flops_ratio"] < 0.6  # three of six layers (embeddings cost no FLOPs)
     cache = sst2_teacher.home / "cache" / "compression" / "teacher_logits"
