@@ -37,10 +37,15 @@ def _hydra_main(cfg: DictConfig):
             # Config is the registry: a stage function is imported only when a conf/stage file names it.
             raise ConfigError(f"stage.entry={cfg.stage.entry!r} is not a stage of conf/stage/ "
                               f"(registered: {', '.join(sorted(registered))})")
+        print(job_header(cfg, _run_folder(cfg)), flush=True)
+        if cfg.stage.get("preflight"):
+            # The stage's inputs read before its entry imports the training stack (~10 s): bad data
+            # fails in seconds, before the tracking store is opened (lightning_modules/tasks/read_ahead.py).
+            if cfg.stage.preflight not in code_keys().registered.get("preflight", frozenset()):
+                raise ConfigError(f"stage.preflight={cfg.stage.preflight!r} is not a preflight of conf/stage/")
+            get_method(cfg.stage.preflight)(cfg)
         if cfg.stage.entry.startswith("lightning_modules."):
             quiet_dependencies()
-        print(job_header(cfg, _run_folder(cfg)), flush=True)
-        if cfg.stage.entry.startswith("lightning_modules."):
             from ptmlab.tracking import ensure_tracking_store
 
             # Two jobs opening a fresh embedded store at once would both create it (MLflow does

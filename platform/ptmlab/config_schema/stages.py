@@ -20,6 +20,7 @@ from ptmlab.config_schema.fields import (
 class Stage(Node):
     name: Name
     entry: Name   # module.function that ptmlab.run calls
+    preflight: Name | None = None   # module.function ptmlab.run calls first: reads the inputs, torch-light
 
 
 class Pretrain(Stage):
