@@ -232,3 +232,23 @@ def test_prediction_and_glue_submission_files(tmp_path):
     assert sub.read_text() == "index\tprediction\n0\t1\n1\t0\n"
     with pytest.raises(ValueError, match="1 predictions for 3 examples"):
         write_predictions(tmp_path / "x.tsv", dev, [0], mnli.spec)
+
+
+def test_the_preflight_hands_what_it_read_to_the_stage_once(data_dir):
+    """stage.preflight (ptmlab.run) reads the task before the training stack is imported; the
+    stage's load_task of the same node takes that read, and a later load_task reads afresh."""
+    from lightning_modules.tasks import spec
+    from lightning_modules.tasks.read_ahead import task_data
+
+    cfg = compose_config(["stage=finetune", "task=glue/rte", "task.max_train_samples=40"])
+    assert cfg.stage.preflight == "lightning_modules.tasks.read_ahead.task_data"
+    task_data(cfg)
+    ahead = next(iter(spec._READ_AHEAD.values()))
+    first = load_task(cfg.task)
+    assert first is ahead and not spec._READ_AHEAD
+    again = load_task(cfg.task)
+    assert again is not first and again.data.train.examples == first.data.train.examples
+    other = compose_config(["stage=finetune", "task=glue/rte", "task.max_train_samples=20"])
+    task_data(other)
+    assert len(load_task(cfg.task).data.train.examples) == 40  # another node's read is not taken
+    assert len(load_task(other.task).data.train.examples) == 20 and not spec._READ_AHEAD

@@ -51,6 +51,15 @@ def test_deleting_a_node_that_selects_code_is_a_422_not_a_500(client, override):
     assert "selects code" in r.json()["error"]["message"]
 
 
+def test_a_preflight_no_stage_config_names_is_refused_before_it_is_imported(tmp_path):
+    env = {**os.environ, "PTMLAB_HOME": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-m", "ptmlab.run", "stage=sleep", "+stage.preflight=os.abort"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error[")]
+    assert len(errors) == 1 and "stage.preflight='os.abort' is not a preflight of conf/stage/" in errors[0], errors
+
+
 def test_deleting_model_locally_is_one_line_and_exit_2(tmp_path):
     env = {**os.environ, "PTMLAB_HOME": str(tmp_path)}
     proc = subprocess.run([sys.executable, "-m", "ptmlab.run", "~model"], capture_output=True, text=True,
