@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 
+from ptmlab.contracts.benchmarks import KIND_COLUMNS, KindColumns
 from ptmlab.errors import ConfigError
 from ptmlab.leaderboard.grouping import METRIC_ABBREV, MISSING, Footprint, Leaderboard, Stat, TaskCell, r_label
 
@@ -122,7 +123,11 @@ def _seed_note(board: Leaderboard) -> str:
              else f"{counts[0]}--{counts[-1]} seeds per cell: " + "; ".join(
                  f"{latex_text(r_label(r))} {'/'.join(str(r.cells[t].score.n) if t in r.cells else '--' for t in board.tasks)}"
                  for r in board.rows))
-    return (f"\\par\\footnotesize Dev scores $\\times 100$, mean $\\pm$ sample std over seeds ({seeds}); "
+    # BLEU, chrF and ROUGE are on their own 0-100 scale already (a generation board)
+    stored_100 = board.tasks and all(KIND_COLUMNS.get(board.task_kinds.get(t) or "", KindColumns(())).stored_scale == 100
+                                     for t in board.tasks)
+    scale = "Dev scores (0--100, as sacreBLEU and rouge-score print them)" if stored_100 else "Dev scores $\\times 100$"
+    return (f"\\par\\footnotesize {scale}, mean $\\pm$ sample std over seeds ({seeds}); "
             "best per column in bold" + ("; $^\\dagger$ flagged: a degenerate run, or runs of different "
                                          "configurations under one seed (see the dashboard)" if any(
                 r.flags for r in board.rows) else "") + ("; $^\\ast$ multi-task runs" if any(
