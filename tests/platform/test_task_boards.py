@@ -156,3 +156,41 @@ def test_the_api_boards_and_the_page_view(tmp_path, monkeypatch):
     finally:
         clear_cache()
         dispose_engines()
+
+
+def test_the_compression_view_names_its_axis_by_the_tasks_main_metric(tmp_path):
+    from ptmlab.contracts import CompressSummary
+    from ptmlab.db import dispose_engines, migrate, session_scope
+    from ptmlab.results import clear_cache, new_result
+    from ptmlab.views import compression_view
+
+    def compressed(task: str, metric: str, score: float, source_score: float, params: int, latency: float) -> dict:
+        return CompressSummary(seed=1, wall_time_s=1.0, method="quantize_dynamic", source=f"job:{task}", task=task,
+                               main_metric=metric, score=score, params=params, size_bytes=4 * params,
+                               latency_ms=latency, source_score=source_score).model_dump(exclude_none=True)
+
+    url = f"sqlite:///{tmp_path / 'platform.db'}"
+    migrate(url)
+    clear_cache()
+    try:
+        with session_scope(url) as s:
+            s.add_all([new_result(r) for r in (
+                compressed("wmt16_en_ro", "bleu", 21.0, 24.0, 100, 9.0),   # sacreBLEU's 0-100
+                compressed("wmt16_en_ro", "bleu", 18.0, 24.0, 50, 5.0),
+                compressed("wmt16_en_ro", "bleu", 17.0, 24.0, 60, 6.0),    # dominated: bigger and worse
+                compressed("dialogsum", "rougeL", 20.0, 25.0, 100, 9.0),
+                compressed("sst2", "accuracy", 0.85, 0.9, 100, 2.0))])
+            s.commit()
+            mt = compression_view(s, task="wmt16_en_ro")
+            assert (mt["metric"], mt["metric_label"], mt["metric_scale"]) == ("bleu", "BLEU", "0-100")
+            by_score = {p["score"]: p for p in mt["points"]}
+            assert by_score[21.0]["retention"] == pytest.approx(21 / 24)
+            assert by_score[21.0]["pareto"]["params"] and by_score[18.0]["pareto"]["params"]
+            assert not by_score[17.0]["pareto"]["params"]
+            summ = compression_view(s, task="dialogsum")
+            assert (summ["metric_label"], summ["metric_scale"]) == ("ROUGE-L", "0-100")
+            glue = compression_view(s, task="sst2")
+            assert (glue["metric"], glue["metric_label"], glue["metric_scale"]) == ("accuracy", "accuracy", "0-1")
+    finally:
+        clear_cache()
+        dispose_engines()
