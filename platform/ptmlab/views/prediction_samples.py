@@ -45,7 +45,7 @@ def _file_name(kind: str, split: str, task: str) -> str:
     return f"{split}.{task}.{'tsv' if kind == 'token_classification' else 'jsonl'}"
 
 
-def _splits(folder: Path, kind: str, task: str) -> list[str]:
+def prediction_splits(folder: Path, kind: str, task: str) -> list[str]:
     """The splits the folder has a predictions file of, evaluation splits (dev ...) first."""
     names = sorted(p.name for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
     suffix = _file_name(kind, "", task)  # ".jsonl", ".<task>.jsonl", ".<task>.tsv"
@@ -89,7 +89,7 @@ def _choice(record: dict[str, Any]) -> tuple[dict[str, Any], bool]:
             "correct": correct}, correct is False
 
 
-def _tag_columns(run_dir: str) -> tuple[int | None, int | str | None]:
+def tag_columns(run_dir: str) -> tuple[int | None, int | str | None]:
     """(token column, label column) of the run's reader (task.data in its config.yaml); the
     defaults (first, last) where the config is gone. A named label column is CoNLL-U's."""
     data = ((resolved_config(run_dir) or {}).get("task") or {}).get("data") or {}
@@ -99,7 +99,7 @@ def _tag_columns(run_dir: str) -> tuple[int | None, int | str | None]:
     return int(data.get("token_column", 0) or 0), int(label)
 
 
-def _sentences(path: Path, token_column: int, label_column: int | None) -> Iterator[dict[str, Any]]:
+def tagged_sentences(path: Path, token_column: int, label_column: int | None) -> Iterator[dict[str, Any]]:
     """Each sentence of a tagged predictions file: its words with gold and predicted tags. The
     prediction is the last column; the input's columns come before it."""
     words: list[dict[str, Any]] = []
@@ -139,7 +139,7 @@ def prediction_samples_view(session: Session, job_id: int, split: str | None, li
     run_dir = summary.get("run_dir") or job.run_dir
     # under the run folder, never a path read from the row: the API reads no file a summary names
     folder = Path(str(run_dir)) / PREDICTIONS_DIR if run_dir else None
-    splits = _splits(folder, kind, task) if folder is not None else []
+    splits = prediction_splits(folder, kind, task) if folder is not None else []
     if split is None and splits:
         split = splits[0]
     path = folder / _file_name(kind, split, task) if folder is not None and split else None
@@ -147,7 +147,7 @@ def prediction_samples_view(session: Session, job_id: int, split: str | None, li
         raise NotFoundError(f"job {job_id}: its {split or ''} predictions ({path or PREDICTIONS_DIR}) are not on "
                             f"this machine" + (f"; splits: {', '.join(splits)}" if splits else ""))
     if kind == "token_classification":
-        records = ((s, s["errors"] > 0) for s in _sentences(path, *_tag_columns(str(run_dir))))
+        records = ((s, s["errors"] > 0) for s in tagged_sentences(path, *tag_columns(str(run_dir))))
     else:
         shown = {"generation": _generation, "span_extraction": _span, "multiple_choice": _choice}[kind]
         records = (shown(r) for r in _json_lines(path))
