@@ -92,11 +92,13 @@ def _choice(record: dict[str, Any]) -> tuple[dict[str, Any], bool]:
 def tag_columns(run_dir: str) -> tuple[int | None, int | str | None]:
     """(token column, label column) of the run's reader (task.data in its config.yaml); the
     defaults (first, last) where the config is gone. A named label column is CoNLL-U's."""
-    data = ((resolved_config(run_dir) or {}).get("task") or {}).get("data") or {}
-    label = data.get("label_column", -1)
+    task = (resolved_config(run_dir) or {}).get("task")
+    data = task.get("data") if isinstance(task, dict) else None
+    data = data if isinstance(data, dict) else {}
+    label, token = data.get("label_column"), data.get("token_column")
     if isinstance(label, str):
         return CONLLU_FORM_INDEX, CONLLU_LABEL_INDEX.get(label)
-    return int(data.get("token_column", 0) or 0), int(label)
+    return (token if isinstance(token, int) else 0), (label if isinstance(label, int) else -1)
 
 
 def tagged_sentences(path: Path, token_column: int, label_column: int | None) -> Iterator[dict[str, Any]]:
