@@ -299,7 +299,6 @@ def task_runs(row: ResultRow | dict, kinds: tuple[str, ...] = LEADERBOARD_KINDS,
     else:
         return []
     mains = s.get("task_main_metrics") if isinstance(s.get("task_main_metrics"), dict) else {}
-    kinds = s.get("task_kinds") if isinstance(s.get("task_kinds"), dict) else {}
     stats = s.get("prediction_stats") if isinstance(s.get("prediction_stats"), dict) else {}
     per_task_summary = isinstance(per_task, dict)
     common = {
@@ -314,7 +313,8 @@ def task_runs(row: ResultRow | dict, kinds: tuple[str, ...] = LEADERBOARD_KINDS,
     out = []
     for task, metrics in pairs:
         main = mains.get(task) or s.get("main_metric") or (next(iter(metrics)) if len(metrics) == 1 else None)
-        kind = kinds.get(task) if per_task_summary else summary_task_kind(s)
+        # a multi-task summary records no task kinds (its tasks are classification and regression)
+        kind = None if per_task_summary else summary_task_kind(s)
         out.append(TaskRun(task=task, kind=kind, metrics=metrics, main_metric=main, **common))
     return out
 
@@ -326,8 +326,8 @@ def _run_score(run: TaskRun) -> tuple[float | None, dict[str, float]]:
         shown = {m: float(metrics[m]) for m in table.tasks[task][1] if metrics.get(m) is not None}
         return table.task_score(task, metrics), shown
     kind = KIND_COLUMNS.get(run.kind or "")
-    scale = kind.stored_scale if kind else 1.0
     if kind is not None:  # a task of a kind-held board: the kind's metrics, the run's main metric the score
+        scale = kind.stored_scale
         shown = {m: float(metrics[m]) / scale for m in kind.metrics if _as_number(metrics.get(m)) is not None}
         main = metrics.get(run.main_metric) if run.main_metric else None
         score = float(main) / scale if _as_number(main) is not None else None
