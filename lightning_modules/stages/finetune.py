@@ -226,6 +226,7 @@ def run_finetune(cfg: DictConfig) -> dict:
             # the defence it was trained with (null: plain training), for comparing attack results
             "defence": parts.defence,
             "task": task.spec.name,
+            "task_kind": task.spec.kind,
             "backbone_source": parts.resolved.source,
             **backbone_summary(parts.resolved),
             "config_hash": config_hash(OmegaConf.to_container(cfg, resolve=True)),

@@ -1,6 +1,8 @@
 """An attack job's page in a real browser (issue 25 item 2): the summary's figures in the stage's
 terms and the attacked examples, original and perturbed side by side with the changed words marked,
-no console error. The records are written by the stage's own writer (AttackRecord, write_records)
+no console error; on the same server, fine-tune job pages with their predictions (issues 23 and 24,
+item 6: a tagged sentence with its wrong tag marked, source / reference / output triples), written
+by the stage's own writers. The records are written by the stage's own writer (AttackRecord, write_records)
 and hold HTML-like text, which the page must show as text. The records endpoint on a real tiny
 attack run: tests/lightning_modules/test_triggers_and_augmentation.py. `ptmlab serve` runs, no worker."""
 
@@ -39,6 +41,34 @@ def write_attack_run(run_dir) -> dict:
                          records_file=str(run_dir / RECORDS_FILE)).model_dump()
 
 
+def write_finetune_runs(home) -> list[dict]:
+    """A NER run and a generation run: predictions written by the finetune stage's writers, the
+    summaries as the worker stores them."""
+    from lightning_modules.data.tagged import TaggedSentence
+    from lightning_modules.data.task_data import Split, TextExample
+    from lightning_modules.tasks.generation_predictions import write_generations
+    from lightning_modules.tasks.tagged_predictions import write_tagged_predictions
+    from ptmlab.contracts import FinetuneSummary
+
+    words = ("alice", "met", "<i>bob</i>")
+    tagged = Split("dev", [TaggedSentence(words, None, 1, "0", (1, 2, 3),
+                                          tuple(zip(words, ("B-PER", "O", "B-PER"))))], "dev.conll", has_labels=True)
+    write_tagged_predictions(home / "ner" / "predictions" / "dev.ner.tsv", tagged, [["B-PER", "O", "O"]])
+    pairs = Split("dev", [TextExample(texts=("a b <c>",), label=("c b a",), row=1, id="0")], "dev.jsonl", has_labels=True)
+    write_generations(home / "gen" / "predictions" / "dev.jsonl", pairs, ["c a b"])
+
+    def summary(task, kind, folder, metrics, **extra):
+        main = next(iter(metrics))
+        return FinetuneSummary(seed=1, wall_time_s=1.0, run_dir=str(home / folder), model="t5_tiny", adaptation="full",
+                               task=task, task_kind=kind, metrics=metrics, main_metric=main, main_score=metrics[main],
+                               trainable_params=1, total_params=1, train_time_s=1.0, steps=1, **extra).model_dump()
+
+    return [summary("ner", "token_classification", "ner", {"entity_f1": 0.5}),
+            summary("seq2seq", "generation", "gen", {"bleu": 30.0}, generation={
+                "decoding": {"strategy": "greedy"}, "metric_signatures": {}, "generated_tokens": 3,
+                "latency_ms_per_example": 2.5})]
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     require_chromium()
@@ -55,17 +85,23 @@ def served(tmp_path_factory):
         job = submit_job(s, stage="attack", overrides=["attack=deepwordbug"], queue="seeded")
         job.status, job.run_dir = SUCCEEDED, summary["run_dir"]
         s.add(new_result(summary, job_id=job.id))
+        finetunes = []
+        for row in write_finetune_runs(home):
+            finetune = submit_job(s, stage="finetune", overrides=[], queue="seeded")
+            finetune.status, finetune.run_dir = SUCCEEDED, row["run_dir"]
+            s.add(new_result(row, job_id=finetune.id))
+            finetunes.append(finetune)
         s.commit()
-        job_id = job.id
+        job_id, finetune_ids = job.id, [f.id for f in finetunes]
     dispose_engines()
     with served_home(home, url) as base:
-        yield base, job_id
+        yield base, job_id, finetune_ids
 
 
 def test_the_attack_job_page_shows_the_figures_and_the_changed_words(served):
     from playwright.sync_api import sync_playwright
 
-    base, job_id = served
+    base, job_id, (ner_job, generation_job) = served
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
@@ -91,5 +127,16 @@ def test_the_attack_job_page_shows_the_figures_and_the_changed_words(served):
         assert failure.locator("td.perturbed mark.changed").all_inner_texts() == ["graet"]
         assert page.locator('table.attack-records tr[data-status="skipped"]').count() == 0
         shot(page, "attack-job")
+
+        page.goto(f"{base}/jobs/{ner_job}", wait_until="networkidle")
+        page.wait_for_selector("#predictions:not([hidden]) table.predictions")
+        assert page.inner_text("#predictions-info") == "ner · dev split · 1–1 of 1"
+        sentence = page.locator("table.predictions td.tagged-sentence")
+        assert sentence.locator("mark.tag-error").all_inner_texts() == ["<i>bob</i>O≠B-PER"]  # text, not markup
+        assert page.locator("#predictions i").count() == 0
+        page.goto(f"{base}/jobs/{generation_job}", wait_until="networkidle")
+        page.wait_for_selector("#predictions:not([hidden]) table.predictions")
+        assert page.locator("table.predictions tbody td").all_inner_texts() == ["0", "a b <c>", "c b a", "c a b"]
+        assert page.inner_text('table.result-digest tr[data-name="decoding latency (ms per example)"] td.num') == "2.500"
         browser.close()
     assert not problems, problems

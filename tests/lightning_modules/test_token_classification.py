@@ -283,6 +283,24 @@ def test_every_adaptation_mode_trains_the_token_head_and_summarises(runs, mode):
     assert run["logits"].shape == (len(dev), 24, len(run["task"].spec.labels))
 
 
+def test_the_job_page_reads_a_runs_tagged_predictions(runs):
+    # ptmlab.views.prediction_samples (GET /api/v1/jobs/{id}/predictions) on a real run's folder and
+    # config.yaml: each sentence's words, the gold column as read, the tag written beside it
+    from ptmlab.views.prediction_samples import prediction_splits, tag_columns, tagged_sentences
+
+    run = runs["full"]
+    assert run["summary"]["task_kind"] == "token_classification"
+    folder = run["run_dir"] / "predictions"
+    assert prediction_splits(folder, "token_classification", "ner") == ["dev"]
+    sentences = list(tagged_sentences(folder / "dev.ner.tsv", *tag_columns(str(run["run_dir"]))))
+    dev = run["task"].data.splits["dev"].examples
+    assert [[w["word"] for w in s["words"]] for s in sentences] == [list(ex.words) for ex in dev]
+    assert [[w["gold"] for w in s["words"]] for s in sentences] == [[cols[-1] for cols in ex.columns] for ex in dev]
+    written = [line.split("\t")[-1] for line in (folder / "dev.ner.tsv").read_text().splitlines() if line]
+    assert [w["predicted"] for s in sentences for w in s["words"]] == written
+    assert sum(s["errors"] for s in sentences) == sum(w["gold"] != w["predicted"] for s in sentences for w in s["words"])
+
+
 def test_full_finetuning_learns_the_synthetic_entities(runs):
     # The WordPiece vocabulary is not the same in every session: `tokenizers` numbers its `##`
     # pieces in hash-map order and breaks merge ties by those ids (huggingface/tokenizers#1794).

@@ -301,7 +301,7 @@ def test_openapi_has_every_route_with_examples(client):
     for p in ("/api/v1/jobs", "/api/v1/jobs/{job_id}", "/api/v1/jobs/{job_id}/cancel", "/api/v1/jobs/{job_id}/retry",
               "/api/v1/jobs/{job_id}/logs", "/api/v1/jobs/{job_id}/attempts", "/api/v1/sweeps",
               "/api/v1/sweeps/{sweep_id}", "/api/v1/pipelines", "/api/v1/workers", "/api/v1/catalogue",
-              "/api/v1/results", "/api/v1/results/glue", "/healthz"):
+              "/api/v1/results", "/api/v1/results/{benchmark}", "/healthz"):
         assert p in paths, p
     schemas = spec["components"]["schemas"]
     for name in ("JobSubmit", "SweepSubmit", "PipelineSubmit", "JobOut", "WorkerOut", "ErrorOut"):

@@ -111,7 +111,7 @@ def test_the_superglue_api_view(tmp_path, monkeypatch):
                 s.add(new_result(summary))
             s.commit()
         view = client.get("/api/v1/results/superglue").json()
-        assert view["benchmark"] == {"name": "superglue", "display_name": "SuperGLUE"}
+        assert view["benchmark"] == {"name": "superglue", "display_name": "SuperGLUE", "averaged": True}
         assert [t["task"] for t in view["tasks"]] == ["boolq", "cb", "copa", "multirc", "superglue_rte", "wic"]
         full = next(r for r in view["rows"] if r["config"]["adaptation"] == "full")
         assert full["average"] == pytest.approx(64.375) and full["average_tasks"] == 4
@@ -139,11 +139,11 @@ def test_dashboard_leaderboard_route_takes_the_benchmark(tmp_path, monkeypatch):
             s.add_all([new_result(r) for r in rows()])
         view = "/api/v1/views/leaderboard"
         sg = client.get(view, params={"benchmark": "superglue"}).json()
-        assert sg["benchmark"] == {"name": "superglue", "display_name": "SuperGLUE"}
+        assert sg["benchmark"] == {"name": "superglue", "display_name": "SuperGLUE", "averaged": True}
         assert [t["task"] for t in sg["tasks"]] == ["boolq", "cb", "copa", "multirc", "superglue_rte", "wic"]
         full = next(r for r in sg["rows"] if r["config"]["adaptation"] == "full")
         assert full["average"] == pytest.approx(100 * (0.75 + 0.35 + 0.65 + 0.825) / 4) and full["average_tasks"] == 4
-        assert [b["name"] for b in sg["options"]["benchmarks"]] == ["glue", "superglue"]
+        assert [b["name"] for b in sg["options"]["benchmarks"]] == ["glue", "superglue", "tasks", "generation"]
         glue = client.get(view).json()  # the default board: GLUE's average, every task a column
         glue_full = next(r for r in glue["rows"] if r["config"]["adaptation"] == "full")
         assert glue["benchmark"]["name"] == "glue" and glue_full["average"] == pytest.approx(50.0)
@@ -156,5 +156,5 @@ def test_dashboard_leaderboard_route_takes_the_benchmark(tmp_path, monkeypatch):
         assert compared["comparisons"][-1]["name"] == "SuperGLUE avg"
         bad = client.get(view, params={"benchmark": "superglu"})
         assert bad.status_code == 422
-        assert bad.json()["error"]["message"] == "benchmark=superglu is unknown; valid: glue, superglue"
+        assert bad.json()["error"]["message"] == "benchmark=superglu is unknown; valid: glue, superglue, tasks, generation"
     dispose_engines()

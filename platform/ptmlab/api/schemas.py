@@ -272,6 +272,26 @@ class AttackRecordsOut(BaseModel):
     records: list[AttackRecordOut]
 
 
+class PredictionSamplesOut(BaseModel):
+    """A page of a fine-tune job's predictions of one split, from its predictions folder
+    (ptmlab.views.prediction_samples): each example in its task kind's terms."""
+
+    job_id: int
+    result_id: int
+    task: str
+    kind: str = Field(description="generation | span_extraction | multiple_choice | token_classification")
+    split: str
+    splits: list[str] = Field(description="the splits with a predictions file, evaluation splits first")
+    errors_only: bool
+    total: int = Field(description="examples of the split (with errors_only: the wrong ones)")
+    limit: int
+    offset: int
+    examples: list[dict[str, Any]] = Field(description="generation: source, references, output; span_extraction: "
+                                           "prediction, gold, matches_gold; multiple_choice: prediction, label, "
+                                           "scores, correct; token_classification: words [{word, gold, predicted, "
+                                           "error}], errors")
+
+
 class SweepOut(BaseModel):
     model_config = ConfigDict(json_schema_extra={"examples": [{
         "id": "3f2a9c1b0d4e", "name": None, "dry_run": False, "count": 6,

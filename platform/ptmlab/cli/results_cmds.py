@@ -1,7 +1,9 @@
-"""`ptmlab results glue` / `ptmlab results superglue`: the GLUE or SuperGLUE leaderboard of finetune
-results (table, CSV or LaTeX), with each configuration's trainable parameters and per-task delta
-size, optionally of some adaptation modes. The SuperGLUE table holds the SuperGLUE tasks only
-(ptmlab.contracts.superglue; COPA's runs join it when they exist); the GLUE table shows every task.
+"""`ptmlab results glue|superglue|tasks|generation`: a benchmark's leaderboard of finetune results
+(table, CSV or LaTeX; the benchmarks are ptmlab.contracts.benchmarks' table), with each
+configuration's trainable parameters and per-task delta size, optionally of some adaptation modes.
+The GLUE table shows every task; the others their own: SuperGLUE's named tasks with their average,
+`tasks` SQuAD-style QA (EM/F1), tagging (entity F1, token accuracy) and multiple choice (accuracy),
+`generation` BLEU/chrF and ROUGE-1/2/L/Lsum, each task scored by its main metric, without an average.
 
 Other result tables (`ptmlab results compression`, `... probing`, `... robustness`) live in their own modules, listed
 in TABLE_MODULES, each with a `register(results_subparsers)` function."""
@@ -12,24 +14,27 @@ import argparse
 import importlib
 import sys
 
+from ptmlab.errors import ConfigError
+
 TABLE_MODULES: list[str] = ["ptmlab.cli.results_compression", "ptmlab.cli.results_probing",
                              "ptmlab.cli.results_robustness"]
 
 
 def _cmd_benchmark(args: argparse.Namespace) -> int:
-    from ptmlab.contracts.superglue import BENCHMARKS
+    from ptmlab.contracts.benchmarks import BENCHMARKS
     from ptmlab.leaderboard.grouping import LEADERBOARD_KINDS, build_leaderboard, parse_adaptation_filter
     from ptmlab.leaderboard.rendering import render
     from ptmlab.results import read_rows
 
     modes = parse_adaptation_filter(None if args.adaptation is None else ",".join(args.adaptation))
     rows = read_rows(args.database_url, kind=LEADERBOARD_KINDS, sweep_id=args.sweep)
-    only = list(BENCHMARKS[args.benchmark].tasks) if args.benchmark != "glue" else None
-    board = build_leaderboard(rows, group_by=args.group_by, adaptations=modes, benchmark=args.benchmark, tasks=only)
+    bench = BENCHMARKS[args.benchmark]
+    board = build_leaderboard(rows, group_by=args.group_by, adaptations=modes, benchmark=args.benchmark,
+                              own_tasks=not bench.every_task)
     if not board.rows:
         where = f" in sweep {args.sweep}" if args.sweep else ""
         where += f" of adaptation {', '.join(modes)}" if modes else ""
-        where += " of SuperGLUE tasks" if only else ""
+        where += "" if bench.every_task else f" of {bench.description()}"
         print(f"no finetune results{where}", file=sys.stderr)
         return 0
     text = render(board, args.format)
@@ -42,11 +47,24 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
     return 0
 
 
+def _one_line_error(prog: str):
+    """An unknown table (`ptmlab results glu`) is one line and exit 2, without argparse's usage line."""
+    def error(message: str):
+        print(f"error[{ConfigError.code}]: {prog}: {message}", file=sys.stderr)
+        sys.exit(2)
+    return error
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("results", help="result tables: ptmlab results glue|superglue [--format table|csv|latex]")
+    from ptmlab.contracts.benchmarks import BENCHMARKS
+
+    names = "|".join(BENCHMARKS)
+    p = sub.add_parser("results", help=f"result tables: ptmlab results {names} [--format table|csv|latex]")
+    p.error = _one_line_error(p.prog)
     results_sub = p.add_subparsers(dest="results_command", required=True)
-    for benchmark, name in (("glue", "GLUE"), ("superglue", "SuperGLUE")):
-        g = results_sub.add_parser(benchmark, help=f"{name} leaderboard: mean ± std over seeds per configuration")
+    for benchmark, bench in BENCHMARKS.items():
+        g = results_sub.add_parser(benchmark, help=f"{bench.display_name} leaderboard: mean ± std over seeds per "
+                                                   "configuration")
         g.add_argument("--format", choices=("table", "csv", "latex"), default="table")
         g.add_argument("--sweep", default=None, help="only results of this sweep id")
         g.add_argument("--adaptation", nargs="+", default=None, metavar="MODE",

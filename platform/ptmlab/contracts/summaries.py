@@ -97,6 +97,9 @@ class FinetuneSummary(StageSummary):
     objective: str | None = None
     adaptation: str
     task: str
+    # task.kind (classification, token_classification, span_extraction, multiple_choice, generation ...):
+    # what puts a task on the leaderboard's "tasks" or "generation" board whatever its name
+    task_kind: str | None = None
     backbone_source: str | None = None
     metrics: Metrics
     main_metric: str

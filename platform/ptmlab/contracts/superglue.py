@@ -1,5 +1,5 @@
-"""SuperGLUE's task table and scoring (torch-free, shared), and the benchmarks the leaderboard
-averages over (GLUE, SuperGLUE).
+"""SuperGLUE's task table (torch-free, shared); the leaderboard's benchmarks (this one among them)
+are ptmlab.contracts.benchmarks.
 
 A task's SuperGLUE score is the mean of its metrics as the official leaderboard shows them (CB:
 accuracy and macro-F1; MultiRC: F1a and exact match); the SuperGLUE average is the unweighted mean
@@ -10,10 +10,6 @@ are the `name` of conf/task/superglue/*.yaml; RTE is `superglue_rte`, apart from
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-
-from ptmlab.contracts.glue import GLUE_TASKS
 
 # task -> (display name, the metrics whose mean is its score). Kept in step with
 # conf/task/superglue/*.yaml `superglue_metrics` (tests/lightning_modules/test_superglue.py checks it).
@@ -27,32 +23,3 @@ SUPERGLUE_TASKS: dict[str, tuple[str, tuple[str, ...]]] = {
     "wic": ("WiC", ("accuracy",)),
     "wsc": ("WSC", ("accuracy",)),
 }
-
-
-@dataclass(frozen=True)
-class Benchmark:
-    name: str  # as `ptmlab results <name>` spells it
-    display_name: str
-    tasks: dict[str, tuple[str, tuple[str, ...]]]  # task -> (display name, scored metrics)
-
-    def task_score(self, task: str, metrics: dict[str, float]) -> float | None:
-        """Mean of the task's scored metrics that are present; None when none is (or not its task)."""
-        names = self.tasks[task][1] if task in self.tasks else ()
-        values = [float(metrics[m]) for m in names if metrics.get(m) is not None]
-        return sum(values) / len(values) if values else None
-
-    def average(self, task_scores: dict[str, float | None]) -> float | None:
-        """Unweighted mean of the benchmark's task scores present (other tasks are ignored)."""
-        values = [float(v) for t, v in task_scores.items() if t in self.tasks and v is not None]
-        return sum(values) / len(values) if values else None
-
-
-BENCHMARKS: dict[str, Benchmark] = {
-    "glue": Benchmark("glue", "GLUE", GLUE_TASKS),
-    "superglue": Benchmark("superglue", "SuperGLUE", SUPERGLUE_TASKS),
-}
-
-
-def benchmark_of(task: str) -> Benchmark | None:
-    """The benchmark a task name scores in (task names are unique across benchmarks)."""
-    return next((b for b in BENCHMARKS.values() if task in b.tasks), None)

@@ -15,7 +15,10 @@ are shown on GLUE's 0-100 scale. Non-GLUE tasks (SentEval, tabular) get a column
 run's main metric, and stay out of the GLUE average. The same board averages another benchmark
 (`benchmark="superglue"`, ptmlab.contracts.superglue): its tasks scored by its metrics (CB: mean of
 accuracy and macro-F1; MultiRC: of F1a and exact match), its average over them; a SuperGLUE task
-on the GLUE board is scored the same way and stays out of the GLUE average.
+on the GLUE board is scored the same way and stays out of the GLUE average. The "tasks" and
+"generation" boards hold tasks by their kind (ptmlab.contracts.benchmarks: SQuAD EM/F1, entity F1 and
+token accuracy, multiple-choice accuracy; BLEU, chrF, ROUGE-1/2/L/Lsum, read from their 0-100 scale):
+one column per task, scored by its run's main metric, no average.
 
 Beside the scores, each row reports its footprint (`Footprint`): trainable and total parameters and
 the size of what a task stores beside the shared backbone (`delta_params`, `delta_bytes`: LoRA's
@@ -45,14 +48,16 @@ from typing import Any
 
 # GLUE's and SuperGLUE's task tables and scoring live in ptmlab.contracts, shared with the science half.
 from ptmlab.contracts.glue import GLUE_TASKS  # noqa: F401 - re-exported
-from ptmlab.contracts.superglue import BENCHMARKS, Benchmark, benchmark_of
+from ptmlab.contracts.benchmarks import BENCHMARKS, KIND_COLUMNS, Benchmark, benchmark_of, summary_task_kind
 from ptmlab.errors import ConfigError, NotFoundError
 from ptmlab.results import ResultRow
 from ptmlab.sizes import size_text
 
 METRIC_ABBREV = {"matthews_correlation": "mcc", "accuracy": "acc", "accuracy_mm": "acc_mm", "f1": "f1",
                  "pearson": "pearson", "spearmanr": "spearman", "macro_f1": "macro_f1", "f1a": "f1a",
-                 "exact_match": "em"}
+                 "exact_match": "em", "entity_f1": "entity_f1", "token_accuracy": "token_acc",
+                 "accuracy_norm": "acc_norm", "bleu": "BLEU", "chrf": "chrF", "rouge1": "R-1", "rouge2": "R-2",
+                 "rougeL": "R-L", "rougeLsum": "R-Lsum"}
 DEFAULT_GROUP_BY = ("model", "objective", "adaptation")
 # The result kinds the leaderboard reads: single-task fine-tunes and multi-task runs.
 LEADERBOARD_KINDS = ("finetune", "multitask")
@@ -197,17 +202,18 @@ class Leaderboard:
     tasks: list[str]  # column order: the benchmark's tasks in its order, then the others alphabetically
     rows: list[LeaderboardRow]
     benchmark: Benchmark = BENCHMARKS["glue"]
+    task_kinds: dict[str, str | None] = field(default_factory=dict)  # each column's task.kind, where its runs say
 
     def display_name(self, task: str) -> str:
-        table = benchmark_of(task)
-        return table.tasks[task][0] if table is not None else task
+        return _display(task, self.task_kinds.get(task))
 
     def column_metrics(self, task: str) -> list[str]:
-        table = benchmark_of(task)
-        if table is not None:
+        table = benchmark_of(task, self.task_kinds.get(task))
+        if table is not None and task in table.tasks:
             return list(table.tasks[task][1])
         names = {m for r in self.rows if task in r.cells for m in r.cells[task].metrics}
-        return sorted(names)
+        kind = KIND_COLUMNS.get(self.task_kinds.get(task) or "")
+        return [m for m in kind.metrics if m in names] if kind else sorted(names)
 
 
 def _kinds(kind: str | Collection[str]) -> tuple[str, ...]:
@@ -243,6 +249,7 @@ class TaskRun:
     result_id: int | None  # the results row; None for a bare summary
     row_key: int           # the row's place in the input (a multi-task row stands behind several cells)
     task: str
+    kind: str | None  # task.kind where the row records it (or its kind-specific fields show it)
     metrics: dict[str, Any]
     seed: Any
     identity: tuple
@@ -306,16 +313,25 @@ def task_runs(row: ResultRow | dict, kinds: tuple[str, ...] = LEADERBOARD_KINDS,
     out = []
     for task, metrics in pairs:
         main = mains.get(task) or s.get("main_metric") or (next(iter(metrics)) if len(metrics) == 1 else None)
-        out.append(TaskRun(task=task, metrics=metrics, main_metric=main, **common))
+        # a multi-task summary records no task kinds (its tasks are classification and regression)
+        kind = None if per_task_summary else summary_task_kind(s)
+        out.append(TaskRun(task=task, kind=kind, metrics=metrics, main_metric=main, **common))
     return out
 
 
 def _run_score(run: TaskRun) -> tuple[float | None, dict[str, float]]:
     task, metrics = run.task, run.metrics
-    table = benchmark_of(task)  # GLUE or SuperGLUE: the benchmark's metrics, their mean the score
-    if table is not None:
+    table = benchmark_of(task, run.kind)
+    if table is not None and task in table.tasks:  # GLUE or SuperGLUE: the benchmark's metrics, their mean the score
         shown = {m: float(metrics[m]) for m in table.tasks[task][1] if metrics.get(m) is not None}
         return table.task_score(task, metrics), shown
+    kind = KIND_COLUMNS.get(run.kind or "")
+    if kind is not None:  # a task of a kind-held board: the kind's metrics, the run's main metric the score
+        scale = kind.stored_scale
+        shown = {m: float(metrics[m]) / scale for m in kind.metrics if _as_number(metrics.get(m)) is not None}
+        main = metrics.get(run.main_metric) if run.main_metric else None
+        score = float(main) / scale if _as_number(main) is not None else None
+        return score, shown
     if run.main_metric and metrics.get(run.main_metric) is not None:
         return float(metrics[run.main_metric]), {run.main_metric: float(metrics[run.main_metric])}
     score = run.main_score
@@ -344,10 +360,12 @@ def _degenerate(run: TaskRun) -> list[str]:
 
 def build_leaderboard(rows: Iterable[ResultRow | dict], *, group_by: Sequence[str] = DEFAULT_GROUP_BY,
                       kind: str | Collection[str] = LEADERBOARD_KINDS, tasks: Sequence[str] | None = None,
-                      adaptations: Collection[str] | None = None, benchmark: str = "glue") -> Leaderboard:
+                      adaptations: Collection[str] | None = None, benchmark: str = "glue",
+                      own_tasks: bool = False) -> Leaderboard:
     """Group runs by the `group_by` summary keys, one cell per task, mean ± std over the runs
-    (seeds); only the runs of `adaptations` (summary key `adaptation`) when given; each row's
-    average is `benchmark`'s (glue, superglue: ptmlab.contracts.superglue BENCHMARKS).
+    (seeds); only the runs of `adaptations` (summary key `adaptation`) when given, only the
+    benchmark's own tasks with `own_tasks` (named in its table or of its kinds); each row's average
+    is `benchmark`'s (glue, superglue; none for tasks, generation: ptmlab.contracts.benchmarks).
 
     A later row of the same run identity (config hash) and seed replaces an earlier one (a
     re-run), so pass rows oldest first (as `load_rows` and `read_rows` return them); runs of
@@ -358,10 +376,15 @@ def build_leaderboard(rows: Iterable[ResultRow | dict], *, group_by: Sequence[st
     group_by = tuple(group_by)
     kinds = _kinds(kind)
     latest: dict[tuple, TaskRun] = {}
+    task_kinds: dict[str, str | None] = {}
     for row_key, row in enumerate(rows):
         for run in task_runs(row, kinds, group_by, row_key=row_key):
             if (tasks and run.task not in tasks) or (adaptations and run.config["adaptation"] not in adaptations):
                 continue
+            if own_tasks and not bench.holds(run.task, run.kind):
+                continue
+            if run.kind is not None:
+                task_kinds[run.task] = run.kind
             config = tuple(run.config[k] for k in group_by)
             key = (config, run.task, run.seed if run.seed is not None else f"run:{run.identity}", run.identity)
             latest.pop(key, None)  # a re-run takes the place of the earlier run, in run order
@@ -376,10 +399,10 @@ def build_leaderboard(rows: Iterable[ResultRow | dict], *, group_by: Sequence[st
         for task, runs in by_task.items():
             runs.sort(key=lambda r: (r.seed is None, str(r.seed)))
             scored = [(r, *_run_score(r)) for r in runs]
-            order = benchmark_of(task).tasks[task][1] if benchmark_of(task) is not None else ()
+            order = _metric_order(task, task_kinds.get(task))
             names = sorted({m for _, _, shown in scored for m in shown}, key=lambda m: (order + (m,)).index(m))
-            flags = [f"{_display(task)} seed {r.seed}: {why}" for r in runs for why in _degenerate(r)]
-            clashes = _same_seed_clashes(task, runs)
+            flags = [f"{_display(task, r.kind)} seed {r.seed}: {why}" for r in runs for why in _degenerate(r)]
+            clashes = _same_seed_clashes(_display(task, task_kinds.get(task)), runs)
             cells[task] = TaskCell(
                 task=task,
                 metrics={m: Stat.of([shown.get(m) for _, _, shown in scored]) for m in names},
@@ -400,16 +423,27 @@ def build_leaderboard(rows: Iterable[ResultRow | dict], *, group_by: Sequence[st
     board_rows.sort(key=lambda r: (-(r.average_tasks), -(r.average if r.average is not None else -1e9),
                                    tuple(r.config.values())))
     present = {t for r in board_rows for t in r.cells}
-    columns = [t for t in bench.tasks if t in present] + sorted(present - set(bench.tasks))
-    return Leaderboard(group_by=group_by, tasks=columns, rows=board_rows, benchmark=bench)
+    # a kind-held board's columns by kind in the benchmark's order (QA, tagging, choice), then by name
+    rank = {k: i for i, k in enumerate(bench.kinds)}
+    rest = sorted(present - set(bench.tasks), key=lambda t: (rank.get(task_kinds.get(t) or "", len(rank)), t))
+    columns = [t for t in bench.tasks if t in present] + rest
+    return Leaderboard(group_by=group_by, tasks=columns, rows=board_rows, benchmark=bench,
+                       task_kinds={t: task_kinds.get(t) for t in columns})
 
 
-def _display(task: str) -> str:
-    table = benchmark_of(task)
-    return table.tasks[task][0] if table is not None else task
+def _display(task: str, kind: str | None = None) -> str:
+    table = benchmark_of(task, kind)
+    return table.tasks[task][0] if table is not None and task in table.tasks else task
 
 
-def _same_seed_clashes(task: str, runs: list[TaskRun]) -> list[tuple[str, int]]:
+def _metric_order(task: str, kind: str | None) -> tuple[str, ...]:
+    table = benchmark_of(task, kind)
+    if table is not None and task in table.tasks:
+        return table.tasks[task][1]
+    return KIND_COLUMNS[kind].metrics if kind in KIND_COLUMNS else ()
+
+
+def _same_seed_clashes(name: str, runs: list[TaskRun]) -> list[tuple[str, int]]:
     """(why, how many runs) for every seed that several runs of different identities share in one
     cell: the rows-by keys do not separate them, so they are all shown and counted."""
     by_seed: dict[str, set[tuple]] = {}
@@ -420,7 +454,7 @@ def _same_seed_clashes(task: str, runs: list[TaskRun]) -> list[tuple[str, int]]:
     for seed, identities in by_seed.items():
         if len(identities) > 1:
             why = "runs of different configs (the rows-by keys do not tell them apart)"
-            out.append((f"{_display(task)} seed {seed}: {len(identities)} {why}", len(identities)))
+            out.append((f"{name} seed {seed}: {len(identities)} {why}", len(identities)))
     return out
 
 
@@ -458,8 +492,9 @@ def compare_rows(board: Leaderboard, label_a: str, label_b: str) -> list[dict]:
     pairs = [(t, board.display_name(t), a.cells[t].values, b.cells[t].values)
              for t in board.tasks if t in a.cells and t in b.cells]
     bench = board.benchmark
-    pairs.append((bench.name, f"{bench.display_name} avg", per_seed_glue_average(a, bench),
-                  per_seed_glue_average(b, bench)))
+    if bench.averaged:
+        pairs.append((bench.name, f"{bench.display_name} avg", per_seed_glue_average(a, bench),
+                      per_seed_glue_average(b, bench)))
     out = []
     for task, name, xs, ys in pairs:
         xs, ys = [100 * v for v in xs if v is not None], [100 * v for v in ys if v is not None]

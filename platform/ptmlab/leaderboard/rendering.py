@@ -1,12 +1,14 @@
-"""The GLUE (or SuperGLUE) leaderboard rendered: a plain-text table, CSV and LaTeX of a `Leaderboard`
-(ptmlab.leaderboard.grouping), on GLUE's 0-100 scale, the average column named after the board's
-benchmark. Renderers read the typed board only."""
+"""A benchmark's leaderboard rendered: a plain-text table, CSV and LaTeX of a `Leaderboard`
+(ptmlab.leaderboard.grouping), on a 0-100 scale, the average column named after the board's
+benchmark (none for a benchmark without an average: tasks, generation). Renderers read the typed
+board only."""
 
 from __future__ import annotations
 
 import csv
 import io
 
+from ptmlab.contracts.benchmarks import KIND_COLUMNS, KindColumns
 from ptmlab.errors import ConfigError
 from ptmlab.leaderboard.grouping import METRIC_ABBREV, MISSING, Footprint, Leaderboard, Stat, TaskCell, r_label
 
@@ -41,12 +43,13 @@ def render_table(board: Leaderboard) -> str:
     for t in board.tasks:
         metrics = "/".join(METRIC_ABBREV.get(m, m) for m in board.column_metrics(t))
         header.append(f"{board.display_name(t)} {metrics}".strip())
-    header += [f"{board.benchmark.display_name} avg", *FOOTPRINT_HEADERS]
+    averaged = board.benchmark.averaged
+    header += [f"{board.benchmark.display_name} avg"] * averaged + [*FOOTPRINT_HEADERS]
     lines = [header]
     for r in board.rows:
         avg = "-" if r.average is None else f"{_pct(r.average)} ({r.average_tasks} tasks)"
-        lines.append([*r.config.values(), *(_cell_text(r.cells.get(t), board.column_metrics(t)) for t in board.tasks), avg,
-                      *r.footprint.texts().values()])
+        lines.append([*r.config.values(), *(_cell_text(r.cells.get(t), board.column_metrics(t)) for t in board.tasks),
+                      *[avg] * averaged, *r.footprint.texts().values()])
     widths = [max(len(row[i]) for row in lines) for i in range(len(header))]
     out = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in lines]
     out.insert(1, "  ".join("-" * w for w in widths))
@@ -72,7 +75,8 @@ def render_csv(board: Leaderboard) -> str:
             header += [f"{t}/{m}/mean", f"{t}/{m}/std"]
         header += [f"{t}/score/mean", f"{t}/score/std", f"{t}/n", f"{t}/flags", f"{t}/same_seed_runs",
                    f"{t}/multitask_runs"]
-    header += [f"{board.benchmark.name}/average", f"{board.benchmark.name}/tasks", *FOOTPRINT_CSV]
+    averaged = board.benchmark.averaged
+    header += [f"{board.benchmark.name}/average", f"{board.benchmark.name}/tasks"] * averaged + [*FOOTPRINT_CSV]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(header)
@@ -89,7 +93,7 @@ def render_csv(board: Leaderboard) -> str:
                 row += [num(s.mean), num(s.std)] if s else ["", ""]
             row += ([num(cell.score.mean), num(cell.score.std), cell.score.n, "; ".join(cell.flags),
                      cell.same_seed_runs, cell.multitask_runs] if cell else ["", "", 0, "", 0, 0])
-        row += [num(r.average), r.average_tasks]
+        row += [num(r.average), r.average_tasks] * averaged
         footprint = r.footprint.as_dict()
         w.writerow(row + [_raw(footprint[k]) for k in FOOTPRINT_CSV])
     return buf.getvalue()
@@ -119,7 +123,11 @@ def _seed_note(board: Leaderboard) -> str:
              else f"{counts[0]}--{counts[-1]} seeds per cell: " + "; ".join(
                  f"{latex_text(r_label(r))} {'/'.join(str(r.cells[t].score.n) if t in r.cells else '--' for t in board.tasks)}"
                  for r in board.rows))
-    return (f"\\par\\footnotesize Dev scores $\\times 100$, mean $\\pm$ sample std over seeds ({seeds}); "
+    # BLEU, chrF and ROUGE are on their own 0-100 scale already (a generation board)
+    stored_100 = board.tasks and all(KIND_COLUMNS.get(board.task_kinds.get(t) or "", KindColumns(())).stored_scale == 100
+                                     for t in board.tasks)
+    scale = "Dev scores (0--100, as sacreBLEU and rouge-score print them)" if stored_100 else "Dev scores $\\times 100$"
+    return (f"\\par\\footnotesize {scale}, mean $\\pm$ sample std over seeds ({seeds}); "
             "best per column in bold" + ("; $^\\dagger$ flagged: a degenerate run, or runs of different "
                                          "configurations under one seed (see the dashboard)" if any(
                 r.flags for r in board.rows) else "") + ("; $^\\ast$ multi-task runs" if any(
@@ -138,12 +146,14 @@ def render_latex(board: Leaderboard) -> str:
     the seed counts in a footnote, \\dagger on a flagged cell; a compact footprint column
     (% trainable / delta size) when any row's runs recorded one."""
     footprint = any(r.footprint != Footprint() for r in board.rows)
-    cols = "l" * len(board.group_by) + "r" * (len(board.tasks) + 1 + footprint)
+    averaged = board.benchmark.averaged
+    cols = "l" * len(board.group_by) + "r" * (len(board.tasks) + averaged + footprint)
     head = [latex_text(k.capitalize()) for k in board.group_by]
     for t in board.tasks:
         metrics = "/".join(METRIC_ABBREV.get(m, m) for m in board.column_metrics(t))
         head.append(f"{latex_text(board.display_name(t))} \\tiny{{{latex_text(metrics)}}}" if metrics else latex_text(board.display_name(t)))
-    head.append(latex_text(board.benchmark.display_name))
+    if averaged:
+        head.append(latex_text(board.benchmark.display_name))
     if footprint:
         head.append("Trainable \\tiny{\\% / delta}")
     lines = [f"\\begin{{tabular}}{{{cols}}}", "\\toprule", " & ".join(head) + " \\\\", "\\midrule"]
@@ -166,7 +176,8 @@ def render_latex(board: Leaderboard) -> str:
             cells.append(text + ("$^\\dagger$" if cell.flags else "") + ("$^\\ast$" if cell.multitask_runs else ""))
         glue = "--" if r.average is None else _pct(r.average)
         top_glue = r.average is not None and r.average_tasks == most and round(100 * r.average, 1) == best_glue
-        cells.append(f"\\textbf{{{glue}}}" if top_glue else glue)
+        if averaged:
+            cells.append(f"\\textbf{{{glue}}}" if top_glue else glue)
         if footprint:
             cells.append(_tex_footprint(r.footprint))
         lines.append(" & ".join(cells) + " \\\\")

@@ -14,6 +14,7 @@ thousands of runs; only the run-detail/comparison curves come from MLflow's metr
     compare_view(session, result_ids) -> dict                                        configs side by side
     metric_curves(session, result_ids, keys=None) -> dict                            MLflow metric history
     overview_view(session) -> dict                                                   counts, recent results
+    prediction_samples_view(session, job_id, split, limit, offset) -> dict           a fine-tune's predictions, a page
 
 Summary formats read here (the `summary` JSON of a results row; the keys every stage writes —
 stage, mlflow_run_id, run_dir, seed, wall_time_s — are assumed):

@@ -15,17 +15,24 @@ Robustness (issue 25 item 4): each point and reference carries `robustness`, rec
 attack result whose `source` is that model (the compress job, by its run folder or `job:<id>`;
 the reference by the compress summary's `source`), so accuracy under attack can replace the
 score on the y axis; `robustness_fronts` are the Pareto fronts against it and
-`robustness_missing` counts, per recipe, the models without such a result."""
+`robustness_missing` counts, per recipe, the models without such a result.
+
+The y axis is the task's main metric, named (`metric`, `metric_label`: the compress summaries'
+`main_metric`, the most common one of the task's rows): accuracy for SST-2, F1 for SQuAD, BLEU for a
+translation task, ROUGE-L for a summarization one (generation scores on sacreBLEU's and rouge-score's
+0-100 scale, `metric_scale` says which; retention is a ratio either way)."""
 
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from ptmlab.config_groups import CONF_DIR
+from ptmlab.contracts.benchmarks import KIND_COLUMNS
 from ptmlab.results import cached_view, filter_options, load_rows, number
 from ptmlab.views.robustness import KIND as ATTACK_KIND
 from ptmlab.views.robustness import attacks_by_model, model_jobs, model_ref
@@ -34,6 +41,21 @@ KIND = "compress"
 AXES = {"params": "Parameters", "size_bytes": "Size on disk (bytes)", "latency_ms": "Latency (ms)",
         "flops": "FLOPs per example"}
 UNCOMPRESSED_METHODS = {"none", "uncompressed", "identity", "source"}
+# How the y axis names a main metric (others: the key with spaces).
+METRIC_LABELS = {"bleu": "BLEU", "chrf": "chrF", "rouge1": "ROUGE-1", "rouge2": "ROUGE-2", "rougeL": "ROUGE-L",
+                 "rougeLsum": "ROUGE-Lsum", "f1": "F1", "entity_f1": "entity F1", "exact_match": "exact match",
+                 "matthews_correlation": "Matthews correlation", "spearmanr": "Spearman"}
+
+
+def metric_axis(metric: str | None) -> dict[str, Any]:
+    """The score axis of a task whose main metric is `metric`: its name, label and scale."""
+    if metric is None:
+        return {"metric": None, "metric_label": "score", "metric_scale": "0-1"}
+    # a metric key may carry a split suffix (bleu_test): the metric is its stem
+    stem = next((m for m in METRIC_LABELS if metric == m or metric.startswith(f"{m}_")), metric)
+    scale = KIND_COLUMNS["generation"].stored_scale if stem in KIND_COLUMNS["generation"].metrics else 1.0
+    return {"metric": metric, "metric_label": METRIC_LABELS.get(stem, stem.replace("_", " ")),
+            "metric_scale": "0-100" if scale == 100 else "0-1"}
 
 
 def pareto_front(points: Iterable[dict], x: str, y: str = "score", key: str = "id") -> set:
@@ -168,10 +190,13 @@ def _compression(session: Session, task: str | None, sweep_id: str | None, tags:
     if task is None and tasks:
         task = tasks[0]  # one task at a time: scores of different tasks do not compare
     points, references = [], {}
+    metrics: Counter = Counter()
     for row in rows:
         s = row.summary
         if str(s.get("task", "-")) != task:
             continue
+        if s.get("main_metric"):
+            metrics[str(s["main_metric"])] += 1
         p = _point(row, s)
         if p["method"].lower() in UNCOMPRESSED_METHODS:
             references[p["source"]] = {**p, "from": "run"}
@@ -202,6 +227,7 @@ def _compression(session: Session, task: str | None, sweep_id: str | None, tags:
             p.setdefault("pareto", {})[axis] = p["id"] in front
     return {
         "task": task, "tasks": tasks, "axes": [{"key": k, "label": v} for k, v in AXES.items()],
+        **metric_axis(metrics.most_common(1)[0][0] if metrics else None),
         "methods": sorted({p["method"] for p in points}),
         "points": points, "references": list(references.values()), "fronts": fronts,
         "recipes": recipes, "robustness_fronts": robustness_fronts, "robustness_missing": missing,

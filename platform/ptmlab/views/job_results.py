@@ -3,14 +3,17 @@ against its source (score, size, speed-up, latency, the settings it ran with), a
 layer beside its baselines, a pre-training's loss and perplexity, an attack's accuracy before and
 under attack with what the attack cost (its examples: ptmlab.views.attack_records).
 
-`result_digest(kind, summary)` -> {"rows": [{"name", "value", "note"}], "probes": [...]}: numbers
-stay numbers (the page formats them); a summary a stage wrote without some key just has fewer rows.
+`result_digest(kind, summary)` -> {"rows": [{"name", "value", "note"}], "probes": [...], "task_kind"}:
+numbers stay numbers (the page formats them); a summary a stage wrote without some key just has fewer
+rows. A fine-tune's `task_kind` tells the page it has prediction samples to show
+(ptmlab.views.prediction_samples); a generation run adds its decoding speed and settings.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ptmlab.contracts.benchmarks import summary_task_kind
 from ptmlab.results import number
 
 
@@ -29,6 +32,12 @@ def _finetune_rows(s: dict[str, Any]) -> list:
     rows = [_row(f"{s.get('task', 'task')} {main}", s.get("main_score"), "main score") if main else None]
     metrics = s.get("metrics") if isinstance(s.get("metrics"), dict) else {}
     rows += [_row(k, v) for k, v in sorted(metrics.items()) if k != main]
+    generation = s.get("generation") if isinstance(s.get("generation"), dict) else {}
+    if generation:
+        decoding = generation.get("decoding") if isinstance(generation.get("decoding"), dict) else {}
+        how = ", ".join(f"{k}={decoding[k]}" for k in ("strategy", "num_beams", "max_new_tokens") if k in decoding)
+        rows += [_row("decoding latency (ms per example)", generation.get("latency_ms_per_example"), how),
+                 _row("generated tokens/s", generation.get("tokens_per_s"))]
     rows += [_row("trainable parameters", s.get("trainable_params"), f"adaptation {s.get('adaptation', '?')}"),
              _row("training steps", s.get("steps")), _row("training time (s)", s.get("train_time_s"))]
     return rows
@@ -112,4 +121,5 @@ ROWS = {"finetune": _finetune_rows, "multitask": _finetune_rows, "compress": _co
 def result_digest(kind: str, summary: dict[str, Any] | None) -> dict[str, Any]:
     s = summary if isinstance(summary, dict) else {}
     rows = [r for r in ROWS.get(kind, lambda _: [])(s) if r is not None]
-    return {"rows": rows, "probes": _probe_curves(s) if kind == "probe" else []}
+    return {"rows": rows, "probes": _probe_curves(s) if kind == "probe" else [],
+            "task_kind": summary_task_kind(s) if kind == "finetune" else None}

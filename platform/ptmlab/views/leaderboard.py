@@ -1,6 +1,7 @@
-"""The GLUE (or SuperGLUE: `benchmark=superglue`) leaderboard view: ptmlab.leaderboard's grouping, as JSON for the page (scores on
-GLUE's 0-100 scale; `GET /api/v1/results/glue` is the same view; `GET /api/v1/results/superglue`
-the SuperGLUE tasks with their average), with the
+"""A benchmark's leaderboard view (`benchmark=glue|superglue|tasks|generation`, the table in
+ptmlab.contracts.benchmarks): ptmlab.leaderboard's grouping, as JSON for the page (scores on a 0-100
+scale; `GET /api/v1/results/<benchmark>` is the same view: GLUE's board every task, the others their
+own tasks, SuperGLUE's with its average, tasks and generation without one), with the
 results rows behind every cell (a click on a cell opens them), each row's footprint (trainable
 parameters, delta size) and an optional filter by adaptation mode. Fine-tunes and multi-task runs
 (one cell per task, marked) are read; every run shown is counted, and a cell whose runs share a
@@ -13,7 +14,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from ptmlab.contracts.superglue import BENCHMARKS
+from ptmlab.contracts.benchmarks import BENCHMARKS
 from ptmlab.errors import ConfigError
 from ptmlab.leaderboard.grouping import (
     DEFAULT_GROUP_BY, GLUE_TASKS, LEADERBOARD_KINDS, METRIC_ABBREV, Stat, build_leaderboard, compare_rows,
@@ -46,10 +47,10 @@ def check_benchmark(benchmark: str) -> None:
         raise ConfigError(f"benchmark={benchmark} is unknown; valid: {', '.join(BENCHMARKS)}")
 
 
-def _board_tasks(benchmark: str) -> list[str] | None:
+def _own_tasks(benchmark: str) -> bool:
     # A benchmark other than GLUE shows its own tasks only (as `ptmlab results superglue`); GLUE's
     # board shows every task, the others outside its average.
-    return list(BENCHMARKS[benchmark].tasks) if benchmark != "glue" else None
+    return not BENCHMARKS[benchmark].every_task
 
 
 def leaderboard_view(session: Session, *, sweep_id: str | None = None, tags: dict[str, str] | None = None,
@@ -66,7 +67,7 @@ def _leaderboard(session: Session, sweep_id: str | None, tags: dict[str, str] | 
     # The adaptation filter applies before grouping, so a cell's result ids hold only the selected
     # modes' runs even when the rows are not grouped by adaptation.
     board = build_leaderboard(rows, group_by=group_by, kind=KIND, adaptations=adaptations, benchmark=benchmark,
-                              tasks=_board_tasks(benchmark))
+                              own_tasks=_own_tasks(benchmark))
     out_rows = []
     for row in board.rows:
         cells = {}
@@ -85,10 +86,12 @@ def _leaderboard(session: Session, sweep_id: str | None, tags: dict[str, str] | 
             "footprint": row.footprint.as_dict(),
         })
     return {
-        # the board's average: GLUE's (the rows' glue_average, glue_tasks) or SuperGLUE's
-        "benchmark": {"name": board.benchmark.name, "display_name": board.benchmark.display_name},
+        # the board's average: GLUE's (the rows' glue_average, glue_tasks) or SuperGLUE's; none (averaged
+        # false: the page leaves the column out) for the boards of task kinds
+        "benchmark": {"name": board.benchmark.name, "display_name": board.benchmark.display_name,
+                      "averaged": board.benchmark.averaged},
         "group_by": list(board.group_by),
-        "tasks": [{"task": t, "name": board.display_name(t), "glue": t in GLUE_TASKS,
+        "tasks": [{"task": t, "name": board.display_name(t), "glue": t in GLUE_TASKS, "kind": board.task_kinds.get(t),
                    "metrics": board.column_metrics(t),
                    "metric_labels": [METRIC_ABBREV.get(m, m) for m in board.column_metrics(t)]}
                   for t in board.tasks],
@@ -108,7 +111,7 @@ def leaderboard_compare(session: Session, label_a: str, label_b: str, *, sweep_i
     check_benchmark(benchmark)
     rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags)
     board = build_leaderboard(rows, group_by=group_by, kind=KIND, adaptations=adaptations, benchmark=benchmark,
-                              tasks=_board_tasks(benchmark))
+                              own_tasks=_own_tasks(benchmark))
     return {"a": label_a, "b": label_b, "comparisons": compare_rows(board, label_a, label_b)}
 
 
@@ -121,7 +124,7 @@ def leaderboard_export(session: Session, fmt: str, *, sweep_id: str | None = Non
     def build() -> str:
         rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags)
         return render(build_leaderboard(rows, group_by=group_by, kind=KIND, adaptations=adaptations,
-                                        benchmark=benchmark, tasks=_board_tasks(benchmark)), fmt)
+                                        benchmark=benchmark, own_tasks=_own_tasks(benchmark)), fmt)
 
     key = ("export", fmt, sweep_id, tuple(sorted((tags or {}).items())), tuple(group_by), _key(adaptations),
            benchmark)

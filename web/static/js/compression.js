@@ -45,7 +45,7 @@ function robustnessNote() {
 }
 
 function hover(p, axisLabel, axis) {
-  return `<b>${p.method}</b> on ${p.source_label ?? p.source}<br>score ${p.score}<br>${axisLabel}: ${human(p[axis])}` +
+  return `<b>${p.method}</b> on ${p.source_label ?? p.source}<br>${data.metric_label ?? "score"} ${p.score}<br>${axisLabel}: ${human(p[axis])}` +
     (p.retention !== null && p.retention !== undefined ? `<br>retention ${(100 * p.retention).toFixed(1)}%` +
       (p.with_extra_training ? " (with extra training, no control)" : "") : "") +
     (p.retention_vs_control ? `<br>vs its control ${(100 * p.retention_vs_control).toFixed(1)}%` : "") +
@@ -100,13 +100,16 @@ function draw() {
   Plotly.react(chart, traces, {
     margin: { t: 20, r: 20, b: 50, l: 60 }, height: 460, hovermode: "closest",
     xaxis: { title: { text: axisLabel }, type: form.elements.logx.checked ? "log" : "linear" },
-    yaxis: { title: { text: recipe ? `${data.task} accuracy under ${recipe}` : `${data.task} score` } }, legend: { orientation: "h", y: -0.18 },
+    // the task's main metric names the axis: BLEU or ROUGE-L (0-100) for a generation task, accuracy, F1 ...
+    yaxis: { title: { text: recipe ? `${data.task} accuracy under ${recipe}` : `${data.task} ${data.metric_label ?? "score"}` +
+      (data.metric_scale === "0-100" ? " (0-100)" : "") } }, legend: { orientation: "h", y: -0.18 },
   }, { responsive: true, displaylogo: false });
 }
 
 function table() {
   const axis = form.elements.axis.value;
   const rows = [...data.points].sort((a, b) => (a[axis] ?? Infinity) - (b[axis] ?? Infinity)).slice(0, TABLE_ROWS);
+  document.getElementById("comp-score-head").textContent = data.metric_label ?? "score";
   document.querySelector("#comp-table tbody").replaceChildren(
     ...data.references.map((r) => el("tr", { class: "reference" },
       el("td", {}, r.id ? el("a", { href: `/runs/${r.id}` }, `#${r.id}`) : "–"), el("td", {}, "uncompressed ★"), el("td", { title: r.source }, r.source_label ?? r.source),

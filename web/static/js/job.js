@@ -104,6 +104,8 @@ function showDetail(detail) {
         r.throughput ? speedTable(r.throughput) : "")));
     for (const r of detail.results) (r.digest?.probes || []).forEach((p, i) => drawProbeCurve(r.id, p, i));
     if (detail.results.some((r) => r.kind === "attack")) showAttackRecords().catch((err) => flash(`attacked examples: ${err.message}`));
+    const sampled = detail.results.find((r) => PREDICTION_KINDS.includes(r.digest?.task_kind));
+    if (sampled) showPredictions({}).catch((err) => flash(`predictions: ${err.message}`));
   }
   document.getElementById("config-source").textContent = detail.config_source ? `(${detail.config_source})` : "";
   document.getElementById("config").textContent = detail.config ? toYaml(detail.config).trimStart() : "–";
@@ -178,6 +180,60 @@ async function showAttackRecords() {
       el("thead", {}, el("tr", {}, ["row", "status", "gold", "prediction", "queries", "original", "perturbed"].map((h) => el("th", {}, h)))),
       el("tbody", {}, shown.map(row))) : el("p", { class: "empty" }, "no example was attacked"));
   document.getElementById("attack-records").hidden = false;
+}
+
+// A fine-tune's predictions (GET /api/v1/jobs/<id>/predictions, read from its predictions folder): a page
+// of one split in its task kind's terms; every text is a text node, a wrong tag or answer in <mark>.
+const PREDICTION_KINDS = ["generation", "span_extraction", "multiple_choice", "token_classification"];
+const PREDICTIONS_PAGE = 20;
+let predictionQuery = { split: "", errors_only: false, offset: 0 };
+
+function taggedWords(words) {
+  return words.flatMap((w, i) => [i ? " " : "", w.error
+    ? el("mark", { class: "tag-error", title: `gold ${w.gold}, predicted ${w.predicted}` }, w.word, el("sub", {}, `${w.predicted}≠${w.gold}`))
+    : el("span", { class: "tagged", title: w.gold == null ? `predicted ${w.predicted}` : `gold ${w.gold}` }, w.word,
+      w.predicted !== "O" ? el("sub", {}, w.predicted) : "")]);
+}
+
+const PREDICTION_TABLES = {
+  generation: [["#", "source", "reference(s)", "output"], (x) => [x.index, el("td", { class: "text" }, x.source ?? ""),
+    el("td", { class: "text" }, (x.references || []).map((r) => el("div", {}, r))), el("td", { class: "text output" }, x.output ?? "")]],
+  span_extraction: [["#", "question", "predicted answer", "gold answers"], (x) => [x.index, x.id,
+    el("td", { class: "text" }, x.matches_gold ? x.prediction || "(no answer)" : el("mark", { class: "tag-error" }, x.prediction || "(no answer)")),
+    el("td", { class: "text" }, x.gold.length ? x.gold.join(" | ") : "(no answer)")]],
+  multiple_choice: [["#", "id", "chosen", "gold", "scores"], (x) => [x.index, x.id,
+    x.correct === false ? el("td", {}, el("mark", { class: "tag-error" }, x.prediction)) : x.prediction, x.label ?? "–",
+    (x.scores || []).map((v) => Number(v).toFixed(3)).join(" · ")]],
+  token_classification: [["#", "errors", "sentence (predicted tags; wrong ones marked with gold)"], (x) => [x.index, x.errors,
+    el("td", { class: "text tagged-sentence" }, taggedWords(x.words))]],
+};
+
+async function showPredictions(change) {
+  predictionQuery = { ...predictionQuery, ...change };
+  const p = new URLSearchParams({ limit: PREDICTIONS_PAGE, offset: predictionQuery.offset });
+  if (predictionQuery.split) p.set("split", predictionQuery.split);
+  if (predictionQuery.errors_only) p.set("errors_only", "true");
+  const page = await api(`/api/v1/jobs/${jobId}/predictions?${p}`);
+  const [head, cells] = PREDICTION_TABLES[page.kind];
+  const last = Math.min(page.offset + page.examples.length, page.total);
+  document.getElementById("predictions-info").textContent =
+    `${page.task} · ${page.split} split · ${page.total ? page.offset + 1 : 0}–${last} of ${page.total}${page.errors_only ? " wrong" : ""}`;
+  document.getElementById("predictions-body").replaceChildren(
+    el("div", { class: "filters small" },
+      page.splits.length > 1 ? el("label", {}, "split ", el("select", { onchange: (e) => showPredictions({ split: e.target.value, offset: 0 }) },
+        page.splits.map((s) => el("option", { value: s, selected: s === page.split || null }, s)))) : "",
+      page.kind === "generation" ? "" : el("label", { class: "check" }, el("input", { type: "checkbox", id: "predictions-errors",
+        checked: page.errors_only || null, onchange: (e) => showPredictions({ errors_only: e.target.checked, offset: 0 }) }), " wrong only"),
+      el("button", { type: "button", disabled: page.offset === 0 || null,
+        onclick: () => showPredictions({ offset: Math.max(0, page.offset - PREDICTIONS_PAGE) }) }, "◀"),
+      el("button", { type: "button", disabled: last >= page.total || null,
+        onclick: () => showPredictions({ offset: page.offset + PREDICTIONS_PAGE }) }, "▶")),
+    page.examples.length ? el("table", { class: `grid small predictions kind-${page.kind}` },
+      el("thead", {}, el("tr", {}, head.map((h) => el("th", {}, h)))),
+      el("tbody", {}, page.examples.map((x) => el("tr", { "data-index": x.index },
+        cells(x).map((c) => (c instanceof Node ? c : el("td", {}, c)))))))
+      : el("p", { class: "empty" }, "no example"));
+  document.getElementById("predictions").hidden = false;
 }
 
 async function showAttempts(job) {

@@ -1,5 +1,5 @@
-// The GLUE or SuperGLUE leaderboard (?benchmark=): rows by configuration, a column per task, the
-// benchmark's average, each row's footprint (trainable parameters, delta size), sortable,
+// A benchmark's leaderboard (?benchmark=glue|superglue|tasks|generation): rows by configuration, a
+// column per task, the benchmark's average where it has one (not tasks, generation), each row's footprint (trainable parameters, delta size), sortable,
 // filterable (by sweep, tag, adaptation mode), exportable.
 import { api, el, flash, fmt, query, setQuery } from "/static/js/api.js";
 
@@ -159,7 +159,7 @@ function render() {
     el("th", { title: "tick two rows to compare them over seeds" }, "A/B"),
     groupBy.map((k) => header(k, `config:${k}`)),
     data.tasks.map((t) => header(t.name, `task:${t.task}`, t.metric_labels.join("/"))),
-    header(`${data.benchmark.display_name} avg`, "glue", "tasks"),
+    data.benchmark.averaged === false ? "" : header(`${data.benchmark.display_name} avg`, "glue", "tasks"),
     FOOTPRINT.map(([name, column, sub]) => header(name, column, sub))));
   const rows = sortedRows();
   table.querySelector("tbody").replaceChildren(...rows.map((row) => el("tr", { "data-config": label(row) },
@@ -168,7 +168,7 @@ function render() {
       picked.indexOf(label(row)) >= 0 ? el("span", { class: "small" }, " " + "AB"[picked.indexOf(label(row))]) : ""),
     groupBy.map((k) => el("td", {}, row.config[k])),
     data.tasks.map((t) => cell(row, t)),
-    el("td", { class: "num glue", "data-glue": row.average ?? "" },
+    data.benchmark.averaged === false ? "" : el("td", { class: "num glue", "data-glue": row.average ?? "" },
       row.average === null ? "–" : fmt(row.average), el("span", { class: "n" }, ` (${row.average_tasks})`)),
     footprintCells(row))));
   document.getElementById("lb-empty").hidden = rows.length > 0;

@@ -1,4 +1,5 @@
-"""/api/v1/jobs: submit, list, get, progress, cancel, retry, logs, attempts, an attack job's records."""
+"""/api/v1/jobs: submit, list, get, progress, cancel, retry, logs, attempts, an attack job's records, a
+fine-tune job's prediction samples."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ from fastapi import APIRouter, Path, Query
 from ptmlab import queue
 from ptmlab.api.deps import Authorized, PageLimit, PageOffset, RootsDep, SessionDep
 from ptmlab.api.schemas import (
-    INT4_MAX, AttackRecordsOut, AttemptOut, ErrorOut, JobLabels, JobOut, JobPage, JobSubmit, LogOut, ProgressHistoryOut,
+    INT4_MAX, AttackRecordsOut, AttemptOut, ErrorOut, JobLabels, JobOut, JobPage, JobSubmit, LogOut, PredictionSamplesOut,
+    ProgressHistoryOut,
 )
 from ptmlab.api.validation import validate_job
 from ptmlab.contracts.progress import history_series, split_for_listing
 from ptmlab.views.attack_records import attack_records_view
+from ptmlab.views.prediction_samples import prediction_samples_view
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 ERRORS = {401: {"model": ErrorOut}, 404: {"model": ErrorOut}, 409: {"model": ErrorOut}, 422: {"model": ErrorOut}}
@@ -99,3 +102,16 @@ def attack_records(job_id: JobIdPath, session: SessionDep,
                    limit: Annotated[int, Query(ge=1, le=200)] = 20,
                    offset: Annotated[int, Query(ge=0, le=INT4_MAX)] = 0) -> dict:
     return attack_records_view(session, job_id, status, limit, offset)
+
+
+@router.get("/{job_id}/predictions", response_model=PredictionSamplesOut, responses=ERRORS,
+            summary="A fine-tune job's predictions of one split (default: its first evaluation split), a page at a "
+                    "time, from its predictions folder: source / references / output (generation), the answer "
+                    "beside the gold ones (span extraction), tagged sentences with errors marked (token "
+                    "classification), the choice beside the gold one (multiple choice)")
+def prediction_samples(job_id: JobIdPath, session: SessionDep,
+                       split: Annotated[str | None, Query(max_length=100, pattern=r"^[A-Za-z0-9_\-]+$")] = None,
+                       errors_only: bool = False,
+                       limit: Annotated[int, Query(ge=1, le=200)] = 20,
+                       offset: Annotated[int, Query(ge=0, le=INT4_MAX)] = 0) -> dict:
+    return prediction_samples_view(session, job_id, split, limit, offset, errors_only)

@@ -1,11 +1,12 @@
-"""/api/v1/results: finished jobs' summaries (filter by kind, sweep, job, tags), the GLUE leaderboard
-(the dashboard's leaderboard view under a second name) and the SuperGLUE one (its tasks and average)."""
+"""/api/v1/results: finished jobs' summaries (filter by kind, sweep, job, tags) and each benchmark's
+leaderboard, `/results/<benchmark>` (the dashboard's leaderboard view under a second name; the
+benchmarks are ptmlab.contracts.benchmarks' table)."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 from fastapi.responses import JSONResponse
 
 from ptmlab.api.deps import SessionDep
@@ -43,27 +44,20 @@ def list_results(session: SessionDep, kind: Name = None, sweep_id: Name = None,
     return {"total": total, "limit": limit, "offset": offset, "results": [r.to_dict() for r in rows]}
 
 
-@router.get("/glue", responses={422: {"model": ErrorOut}},
-            summary="GLUE leaderboard (the dashboard's view, /views/leaderboard): finetune and multi-task results "
-                    "grouped by configuration, mean ± std over seeds on GLUE's 0-100 scale, the result ids behind "
-                    "each cell")
-def glue_leaderboard(session: SessionDep, sweep_id: Name = None,
-                     tag: Annotated[str | None, Query(max_length=600, description="key=value[,key=value]")] = None,
-                     group_by: Annotated[str, Query(max_length=200, pattern=r"^[A-Za-z0-9_,]+$")] = "model,objective,adaptation",
-                     adaptation: ModeFilter = None,
-                     ) -> JSONResponse:
-    return _board(session, sweep_id, tag, group_by, adaptation, "glue")
-
-
-@router.get("/superglue", responses={422: {"model": ErrorOut}},
-            summary="SuperGLUE leaderboard: the GLUE leaderboard's view of the SuperGLUE tasks, each row's average "
-                    "theirs (CB: mean of accuracy and macro-F1; MultiRC: of F1a and exact match)")
-def superglue_leaderboard(session: SessionDep, sweep_id: Name = None,
+@router.get("/{benchmark}", responses={422: {"model": ErrorOut}},
+            summary="A benchmark's leaderboard (glue | superglue | tasks | generation; the dashboard's view, "
+                    "/views/leaderboard?benchmark=): finetune and multi-task results grouped by configuration, "
+                    "mean ± std over seeds on a 0-100 scale, the result ids behind each cell; GLUE's and "
+                    "SuperGLUE's with their average, tasks (SQuAD EM/F1, entity F1, choice accuracy) and "
+                    "generation (BLEU/chrF, ROUGE) scored by each task's main metric")
+def benchmark_leaderboard(session: SessionDep,
+                          benchmark: Annotated[str, Path(max_length=40, pattern=r"^[A-Za-z0-9_]+$")],
+                          sweep_id: Name = None,
                           tag: Annotated[str | None, Query(max_length=600, description="key=value[,key=value]")] = None,
                           group_by: Annotated[str, Query(max_length=200, pattern=r"^[A-Za-z0-9_,]+$")] = "model,objective,adaptation",
                           adaptation: ModeFilter = None,
                           ) -> JSONResponse:
-    return _board(session, sweep_id, tag, group_by, adaptation, "superglue")
+    return _board(session, sweep_id, tag, group_by, adaptation, benchmark)
 
 
 def _board(session, sweep_id: str | None, tag: str | None, group_by: str, adaptation: str | None,

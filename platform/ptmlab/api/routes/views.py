@@ -22,7 +22,8 @@ router = APIRouter(prefix="/views", tags=["dashboard views"])
 ERRORS = {404: {"model": ErrorOut}, 422: {"model": ErrorOut}}
 Name = Annotated[str | None, Query(max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$")]
 TagFilter = Annotated[str | None, Query(max_length=600, description="key=value[,key=value]")]
-Benchmark = Annotated[str, Query(max_length=40, pattern=r"^[A-Za-z0-9_]+$", description="glue | superglue")]
+Benchmark = Annotated[str, Query(max_length=40, pattern=r"^[A-Za-z0-9_]+$",
+                                 description="glue | superglue | tasks | generation")]
 RunIds = Annotated[str, Query(max_length=400, pattern=r"^[0-9, ]+$", description="result ids: 1,2,3")]
 
 
@@ -42,7 +43,7 @@ def overview(session: SessionDep) -> dict[str, Any]:
 
 
 @router.get("/leaderboard", responses=ERRORS,
-            summary="GLUE (benchmark=superglue: SuperGLUE) leaderboard rows with the result ids behind each cell "
+            summary="A benchmark's leaderboard (glue, superglue, tasks, generation) rows with the result ids behind each cell "
                     "and each row's footprint (trainable parameters, delta size); adaptation=lora,bitfit keeps "
                     "those modes; format=csv|latex exports")
 def leaderboard(session: SessionDep, sweep_id: Name = None, tag: TagFilter = None, adaptation: ModeFilter = None,
