@@ -204,6 +204,12 @@ class PGD(AdversarialTraining):
     name = "pgd"
     accumulates = False
 
+    # The FreeLB authors' vanilla-PGD SST-2 settings (conf/defence/pgd.yaml says where from).
+    def __init__(self, adv_k: int = 2, adv_lr: float = 0.1, adv_init_mag: float = 1.0, adv_max_norm: float = 0.6,
+                 adv_norm_type: str = "l2", same_dropout_mask: bool = True):
+        super().__init__(adv_k=adv_k, adv_lr=adv_lr, adv_init_mag=adv_init_mag, adv_max_norm=adv_max_norm,
+                         adv_norm_type=adv_norm_type, same_dropout_mask=same_dropout_mask)
+
 
 def build_defence(node):
     """The defence a `defence` config node names (None: plain training): an AdversarialTraining

@@ -57,12 +57,14 @@ class Controlled(Method):
 
 
 class PruneHeads(Controlled):
+    finetune_epochs: NonNegativeInt = 1    # one recovery epoch unless told otherwise
     fraction: Share = 0.3
     steps: PositiveInt = 3
     importance_batches: PositiveInt = 32
 
 
 class PruneMagnitude(Controlled):
+    finetune_epochs: NonNegativeInt = 1    # one recovery epoch unless told otherwise
     sparsity: Sparsity = 0.4
     schedule: Literal["one_shot", "cubic"] = "one_shot"
     prune_every: PositiveInt = 10
@@ -81,6 +83,7 @@ class QuantizeDynamic(Method):
 
 
 class QuantizeQAT(QuantizeDynamic):
+    finetune_epochs: NonNegativeInt = 1    # QAT trains with fake quantization: at least one epoch
     control: bool = True   # as Controlled
 
 
@@ -89,6 +92,7 @@ class CastHalf(Method):
 
 
 class LowRank(Controlled):
+    finetune_epochs: NonNegativeInt = 1    # one recovery epoch unless told otherwise
     param_ratio: Share | None = 0.5
     rank: PositiveInt | None = None
     energy: Share | None = None

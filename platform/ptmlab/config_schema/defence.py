@@ -20,6 +20,11 @@ class AdversarialTraining(TargetNode):
     same_dropout_mask: bool = True
 
 
+class PGDTraining(AdversarialTraining):
+    adv_init_mag: NonNegativeFloat = 1.0
+    adv_max_norm: NonNegativeFloat = 0.6
+
+
 class AttackAugmentation(TargetNode):
     name: Name
     source: Name                       # a stage=attack run folder (its records on the training split)
@@ -28,7 +33,7 @@ class AttackAugmentation(TargetNode):
 
 
 _D = "lightning_modules.adaptation.adversarial."
-DEFENCES = {_D + "FreeLB": AdversarialTraining, _D + "PGD": AdversarialTraining,
+DEFENCES = {_D + "FreeLB": AdversarialTraining, _D + "PGD": PGDTraining,
             "lightning_modules.attacks.augmentation.AttackAugmentation": AttackAugmentation}
 MULTITASK_ENTRY = "lightning_modules.stages.multitask.run_multitask"
 NOT_TRAINING = {"lightning_modules.adaptation.prompt_based.ZeroShotPrompting", "lightning_modules.adaptation.zero_shot.ZeroShot"}

@@ -66,6 +66,7 @@ class TransformerEncoder(TransformerArgs):
 
 
 class TransformerDecoder(TransformerArgs):
+    layer_norm_eps: PositiveFloat = 1e-5          # GPT-2's
     max_position_embeddings: PositiveInt = 1024
     attention_dropout: Dropout = 0.1
     pre_layer_norm: bool = True
@@ -87,10 +88,17 @@ class FactorisedEncoder(TransformerArgs):
 
 
 class AlbertEncoder(FactorisedEncoder):
+    dropout: Dropout = 0.0                          # ALBERT v2's: no dropout
     sharing: Literal["all", "attention", "ffn", "none"] = "all"
 
 
 class ElectraPair(FactorisedEncoder):
+    # The discriminator's defaults (lightning_modules/models/electra.py): ELECTRA-small's depth
+    hidden_size: PositiveInt = 256
+    num_layers: PositiveInt = 12
+    num_heads: PositiveInt = 4
+    intermediate_size: PositiveInt = 1024
+    attention_dropout: Dropout = 0.1
     generator_hidden_size: PositiveInt = 64
     generator_num_layers: PositiveInt | None = None   # null: as many as the discriminator
     generator_num_heads: PositiveInt = 1

@@ -141,7 +141,7 @@ class Adam(Partial):
     """torch.optim.Adam / AdamW."""
 
     lr: PositiveFloat = 1e-3
-    betas: Annotated[Any, checked(_betas, "two numbers in [0, 1), like [0.9, 0.999]")] = None
+    betas: Annotated[Any, checked(_betas, "two numbers in [0, 1), like [0.9, 0.999]")] = [0.9, 0.999]
     eps: PositiveFloat = 1e-8
     weight_decay: NonNegativeFloat = 0.01
     amsgrad: bool = False

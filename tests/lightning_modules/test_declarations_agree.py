@@ -1,0 +1,145 @@
+"""Every `_target_` of conf/ is declared once, and its three spellings agree (issue 22, item 2):
+
+- the torch-free declaration (`ptmlab.config_schema`'s pydantic model for that `_target_`: the
+  compose-time check, the API's 422 and the declared defaults),
+- the constructor it builds (its parameters and their defaults),
+- the YAML options of the method groups (adaptation, compression, attack, defence, objective: one
+  file per method, which states the declared defaults so a reader sees them).
+
+A key added to one of the three and not the others, or a default changed in one place only, fails
+here, naming the target and the key. The few keys that legitimately differ are listed below with
+the reason; the list is checked too (a stale entry fails).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+from pydantic_core import PydanticUndefined
+
+from ptmlab.config import CONF_DIR
+from ptmlab.config_schema import TARGETS
+
+HYDRA_KEYS = {"_target_", "_partial_", "_recursive_", "_convert_", "_args_"}
+# Constructor parameters the code supplies at run time, never a config: the backbone or model being
+# adapted, the tokenizer, the optimizer's parameters and a scheduler's optimizer and step counts,
+# the Trainer's callbacks/logger/plugins/folder, and a task model's saved state on reload.
+RUNTIME_PARAMETERS = {"backbone", "tokenizer", "params", "optimizer", "num_warmup_steps", "num_training_steps",
+                      "last_epoch", "logger", "callbacks", "plugins", "default_root_dir", "merged", "resolved"}
+# Declared keys that a stage reads from the node instead of passing them to the constructor.
+READ_BY_THE_STAGE = {
+    "name": "every group: the option's name, popped before instantiation",
+    "compatible_families": "adaptation: the finetune stage refuses a backbone family the method cannot adapt",
+    "freeze_backbone": "adaptation=prompt_zero_shot: read by the stage (nothing trains)",
+    "warmup_ratio": "scheduler: the stage turns it into num_warmup_steps",
+    "compile": "trainer: ptmlab's trainer builder (torch.compile of the module)",
+    "compile_backend": "trainer: ptmlab's trainer builder",
+    "compile_mode": "trainer: ptmlab's trainer builder",
+    "activation_checkpointing": "trainer: ptmlab's trainer builder",
+    "peak_flops": "trainer: the MFU callback",
+    "num_examples": "attack: the attack stage draws the examples",
+    "split": "attack: the attack stage reads the split",
+    "label": "attack: the attack stage selects the rows",
+    "batch_size": "attack: the attack stage batches the victim's queries",
+}
+# YAML values of a method group that are not the declared default, on purpose.
+YAML_CHOICES = {
+    ("adaptation/freeze_layers.yaml", "num_frozen"): "exactly one of num_frozen / num_trainable: both default to null",
+    ("objective/unilm.yaml.module", "mode_weights"): "null declares UniLM's own mixture; the YAML spells it out",
+}
+METHOD_GROUPS = ("adaptation", "compression", "attack", "defence", "objective")
+
+
+def _target_nodes(value, where: str):
+    if isinstance(value, dict):
+        if "_target_" in value:
+            yield where, value
+        for key, sub in value.items():
+            yield from _target_nodes(sub, f"{where}.{key}")
+    elif isinstance(value, list):
+        for i, sub in enumerate(value):
+            yield from _target_nodes(sub, f"{where}[{i}]")
+
+
+def _uses() -> dict[str, list[tuple[str, dict]]]:
+    uses: dict[str, list[tuple[str, dict]]] = {}
+    for path in sorted(Path(CONF_DIR).rglob("*.yaml")):
+        raw = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+        for where, node in _target_nodes(raw, str(path.relative_to(CONF_DIR))):
+            uses.setdefault(node["_target_"], []).append((where, node))
+    return uses
+
+
+USES = _uses()
+
+
+def _declared(target: str) -> dict:
+    return {(field.alias or key): field for key, field in TARGETS[target].model_fields.items()}
+
+
+def _same(a, b) -> bool:
+    as_list = (lambda v: list(v) if isinstance(v, tuple) else v)
+    return as_list(a) == as_list(b)
+
+
+@pytest.mark.parametrize("target", sorted(USES))
+def test_the_declaration_and_the_constructor_agree(target):
+    assert target in TARGETS, f"{target}: no declaration in ptmlab.config_schema (used by {USES[target][0][0]})"
+    module, _, attr = target.rpartition(".")
+    built = getattr(importlib.import_module(module), attr)
+    signature = inspect.signature(built.__init__ if inspect.isclass(built) else built)
+    parameters = {k: p for k, p in signature.parameters.items()
+                  if k != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    takes_any = any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values())
+    declared = _declared(target)
+    problems = []
+    for key, field in declared.items():
+        if key in HYDRA_KEYS or key in READ_BY_THE_STAGE:
+            continue
+        if key not in parameters:
+            if not takes_any:
+                problems.append(f"{key}: declared, but the constructor has no such parameter")
+            continue
+        default = parameters[key].default
+        if default is not inspect.Parameter.empty and field.default is not PydanticUndefined \
+                and not _same(field.default, default):
+            problems.append(f"{key}: declared default {field.default!r}, constructor default {default!r}")
+    for key, parameter in parameters.items():
+        if key in RUNTIME_PARAMETERS or key in declared:
+            continue
+        if parameter.default is not inspect.Parameter.empty:
+            problems.append(f"{key}: a constructor parameter no config can set (not declared)")
+    assert not problems, f"{target}: " + "; ".join(problems)
+
+
+METHOD_USES = [(where, node) for uses in USES.values() for where, node in uses if where.split("/")[0] in METHOD_GROUPS]
+
+
+@pytest.mark.parametrize("where, node", METHOD_USES, ids=[w for w, _ in METHOD_USES])
+def test_a_method_yaml_states_the_declared_defaults(where, node):
+    declared = _declared(node["_target_"])
+    problems = []
+    for key, value in node.items():
+        if key in HYDRA_KEYS or key == "name":
+            continue
+        if key not in declared:
+            problems.append(f"{key}: not declared")
+            continue
+        default = declared[key].default
+        if default is PydanticUndefined or (isinstance(value, str) and "${" in value) or (where, key) in YAML_CHOICES:
+            continue
+        if not _same(value, default):
+            problems.append(f"{key}: {value!r} here, declared default {default!r}")
+    assert not problems, f"{where}: " + "; ".join(problems)
+
+
+def test_every_listed_exception_is_still_needed():
+    keys = {key for uses in USES.values() for _, node in uses for key in node}
+    keys |= {key for target in USES for key in _declared(target)}
+    assert set(READ_BY_THE_STAGE) <= keys, set(READ_BY_THE_STAGE) - keys
+    for where, key in YAML_CHOICES:
+        assert any(w == where and key in node for uses in USES.values() for w, node in uses), (where, key)
