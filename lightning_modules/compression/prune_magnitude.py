@@ -1,5 +1,6 @@
 """Global unstructured magnitude pruning with `torch.nn.utils.prune`: the smallest-magnitude
-weights over every encoder Linear (`scope=encoder`; `all` adds the head and any other Linear)
+weights over every Linear of the layers (`scope=encoder`: an encoder–decoder's encoder and decoder
+layers; `all` adds the head and any other Linear)
 are masked to reach `sparsity`, either at once before the recovery fine-tune (`one_shot`) or
 along it on the cubic schedule of Zhu & Gupta 2017 (`cubic`: s_t = s·(1 − (1 − t/(¾T))³), masks
 updated every `prune_every` steps). Masks stay applied during training and are made permanent
@@ -21,7 +22,7 @@ from ptmlab.contracts import ConfigError
 def prunable_linears(model, scope: str) -> list[tuple[str, nn.Linear]]:
     if scope == "all":
         return [(n, m) for n, m in model.named_modules() if isinstance(m, nn.Linear)]
-    inside = {id(m) for layer in model.backbone.layer_modules() for m in layer.modules()}
+    inside = {id(m) for stack in model.backbone.layer_stacks() for layer in stack.layer_modules() for m in layer.modules()}
     return [(n, m) for n, m in model.named_modules() if isinstance(m, nn.Linear) and id(m) in inside]
 
 

@@ -124,6 +124,8 @@ def comparison(src: dict, out: dict) -> dict:
         numbers[f"{prefix}latency_ms"] = row["latency"][headline]["latency_ms"] if headline else None
     numbers["metrics"] = out.get("metrics", {})
     numbers["source_metrics"] = src.get("metrics", {})
+    if "generation" in out:  # a generator: its decoding speed over the scored split, both models
+        numbers["generation"], numbers["source_generation"] = out["generation"], src["generation"]
     numbers["retention"] = _ratio(out.get("score"), src.get("score"))
     numbers["size_ratio"] = _ratio(out["size_bytes"], src["size_bytes"])
     numbers["non_embedding_size_ratio"] = _ratio(out["non_embedding_size_bytes"], src["non_embedding_size_bytes"])
