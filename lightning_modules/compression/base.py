@@ -63,6 +63,9 @@ class CompressionMethod:
 
     name = "compression"
     control = False  # methods that never train have nothing to control
+    # Whether it compresses a generator (task.kind=generation): its decoding twin, decoder layers and
+    # per-token losses handled; the stage refuses the others on one before any work.
+    takes_generators = False
 
     def __init__(self, finetune_epochs: int = 0, lr: float | None = None):
         self.finetune_epochs = int(finetune_epochs)

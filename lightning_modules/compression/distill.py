@@ -75,6 +75,7 @@ def with_num_layers(model_node: dict, n: int) -> dict:
 
 class Distill(CompressionMethod):
     name = "distill"
+    takes_generators = True
 
     def __init__(self, student_layers: int | None = 3, student_model: dict | None = None, epochs: int = 2,
                  temperature: float = 2.0, kd_weight: float = 0.5, ce_weight: float = 0.5,
@@ -266,7 +267,11 @@ class Distill(CompressionMethod):
         taught = ctx
         if self.sequence_level:
             taught = dataclasses.replace(ctx, task=teacher_output_task(source, ctx))
-            numbers["sequence_level_targets"] = len(taught.task.data.splits[taught.task.data.train_split].examples)
+            pairs = zip(ctx.task.data.splits[ctx.task.data.train_split].examples,
+                        taught.task.data.splits[taught.task.data.train_split].examples)
+            changed = sum(gold.label[0] != out.label[0] for gold, out in pairs)
+            numbers.update(sequence_level_targets=len(taught.task.data.splits[taught.task.data.train_split].examples),
+                           sequence_level_changed_targets=changed)  # outputs that are not the first reference
         trained = train_epochs(student, source.tokenizer, taught, epochs=self.epochs, lr=self.lr, loss_fn=loss_fn,
                                prefix="distill", params=params)
         teacher.requires_grad_(True)

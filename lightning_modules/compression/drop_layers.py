@@ -15,6 +15,7 @@ from ptmlab.contracts import ConfigError
 
 class DropLayers(CompressionMethod):
     name = "drop_layers"
+    takes_generators = True
 
     def __init__(self, keep_every: int | None = 2, keep_bottom: int | None = None, layers: list | None = None,
                  finetune_epochs: int = 0, lr: float | None = None, control: bool = True):

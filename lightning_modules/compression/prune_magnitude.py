@@ -32,6 +32,7 @@ def zeros(linears) -> int:
 
 class PruneMagnitude(CompressionMethod):
     name = "prune_magnitude"
+    takes_generators = True
 
     def __init__(self, sparsity: float = 0.4, schedule: str = "one_shot", prune_every: int = 10,
                  scope: str = "encoder", finetune_epochs: int = 1, lr: float | None = None, control: bool = True):

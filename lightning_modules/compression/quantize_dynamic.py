@@ -22,6 +22,7 @@ def refuse_quantized_source(source, method: str) -> None:
 
 class QuantizeDynamic(CompressionMethod):
     name = "quantize_dynamic"
+    takes_generators = True
 
     def __init__(self, backend: str = "torch.ao", embeddings: bool | None = None, finetune_epochs: int = 0,
                  lr: float | None = None):

@@ -91,6 +91,9 @@ def build_compress(cfg: DictConfig) -> CompressParts:
                           warmup_ratio=float(stage.warmup_ratio),
                           group_by_length=bool(stage.get("group_by_length", False)),
                           cache_dir=Path(str(cfg.paths.cache_dir)) / "compression")
+    if task.spec.is_generation and not method.takes_generators:
+        raise ConfigError(f"compression={method.name} does not apply to task.kind=generation (task {task.spec.name}): "
+                          f"quantize_dynamic, drop_layers, prune_magnitude and distill do")
     method.check(source, ctx)
     return CompressParts(source, task, method, ctx, MeasureSettings.from_cfg(OmegaConf.to_container(stage.measure)))
 
