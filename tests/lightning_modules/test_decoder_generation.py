@@ -286,7 +286,7 @@ def test_every_compression_method_takes_a_gpt_generator(method, gpt_run, tmp_pat
     assert s["main_metric"] == "bleu" and s["source_score"] == pytest.approx(gpt_run["summary"]["metrics"]["bleu"])
     print(f"GPT {method}: sacreBLEU {s['score']:.1f} (source {s['source_score']:.1f}), decoding "
           f"{s['generation']['latency_ms_per_example']:.2f} ms/example (source "
-          f"{s['source_generation']['latency_ms_per_example']:.2f}), size ratio {s["size_ratio"]:.3f}, stage {s["wall_time_s"]:.1f} s")
+          f"{s['source_generation']['latency_ms_per_example']:.2f}), size ratio {s['size_ratio']:.3f}, stage {s['wall_time_s']:.1f} s")
     if method == "quantize_dynamic":  # query/key/value as int8 Linears side by side in the twin's fused c_attn
         assert s["size_ratio"] < 0.5 and s["edits"] == ["quantize"]
     elif method in ("drop_layers", "distill"):

@@ -304,7 +304,7 @@ def test_every_compression_method_takes_a_t5_generator(compressed, run, method):
     assert s["main_metric"] == "bleu" and s["source_score"] == pytest.approx(run["summary"]["metrics"]["bleu"])
     print(f"{method}: sacreBLEU {s['score']:.1f} (source {s['source_score']:.1f}), decoding "
           f"{s['generation']['latency_ms_per_example']:.2f} ms/example (source "
-          f"{s['source_generation']['latency_ms_per_example']:.2f}), size ratio {s["size_ratio"]:.3f}, stage {s["wall_time_s"]:.1f} s")
+          f"{s['source_generation']['latency_ms_per_example']:.2f}), size ratio {s['size_ratio']:.3f}, stage {s['wall_time_s']:.1f} s")
     if method == "quantize_dynamic":  # the token table is the output layer: it stays float
         assert s["edits"] == ["quantize"] and s["size_ratio"] < 0.5 and s["params"] == s["source_params"]
     elif method == "drop_layers":  # every 2nd layer of the encoder and of the decoder
