@@ -19,11 +19,15 @@ from lightning_modules.compression.quantize_dynamic import refuse_quantized_sour
 from ptmlab.contracts import ConfigError
 
 
-def prunable_linears(model, scope: str) -> list[tuple[str, nn.Linear]]:
+def prunable_linears(model, scope: str) -> list[tuple[str, nn.Module]]:
+    """Every Linear in `scope` (and Hugging Face GPT-2's Conv1D: a Linear with its weight transposed)."""
+    from transformers.pytorch_utils import Conv1D
+
+    linears = [(n, m) for n, m in model.named_modules() if isinstance(m, (nn.Linear, Conv1D))]
     if scope == "all":
-        return [(n, m) for n, m in model.named_modules() if isinstance(m, nn.Linear)]
+        return linears
     inside = {id(m) for stack in model.backbone.layer_stacks() for layer in stack.layer_modules() for m in layer.modules()}
-    return [(n, m) for n, m in model.named_modules() if isinstance(m, nn.Linear) and id(m) in inside]
+    return [(n, m) for n, m in linears if id(m) in inside]
 
 
 def zeros(linears) -> int:
