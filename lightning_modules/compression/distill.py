@@ -24,9 +24,10 @@ keeps every k-th layer of its encoder and of its decoder; hidden/attention/embed
 an encoder's states and are refused on a generator. Sentence-level teacher logits for the
 training set are computed once and cached on disk (safetensors, keyed by the teacher's weights
 hash and the training data), so when only kd/ce are used every epoch runs the student alone; the
-per-token logits of the other kinds are the teacher's forward pass on the same batch. `control=true` (the default) has the stage train the same initial student on
-the labels alone, the same epochs over the same examples, and report its score beside the
-distilled one (compression/control.py).
+per-token logits of the other kinds are the teacher's forward pass on the same batch.
+`control=true` (the default) has the stage train the same initial student on the labels alone
+(the references, for sequence-level KD too), the same epochs over the same examples, and report
+its score beside the distilled one (compression/control.py).
 """
 
 from __future__ import annotations
