@@ -323,13 +323,16 @@ def build_compression(cfg, ctx):
     from lightning_modules.compression.base import CompressContext
     from lightning_modules.heads.task_model import TaskModel
     from lightning_modules.stages.compress import build_method
+    from lightning_modules.tasks.spec import TaskSpec
 
     method = build_method(cfg.compression)
     assert method.name == cfg.compression.name
     backbone = instantiate(cfg.model.backbone, vocab_size=len(ctx["tokenizer"]), num_layers=6, num_heads=4)
+    spec = TaskSpec(name="t", kind="classification", labels=("a", "b"), metrics=("accuracy",), main_metric="accuracy")
     source = SimpleNamespace(model=TaskModel(backbone, 2, task_name="t"), tokenizer=ctx["tokenizer"], folder=ctx["tmp"],
-                             manifest={"model": OmegaConf.to_container(cfg.model, resolve=True), "compression": []})
-    method.check(source, CompressContext(task=None))
+                             manifest={"model": OmegaConf.to_container(cfg.model, resolve=True), "compression": []},
+                             task=spec)  # checks depend on the task's kind (a generator's, a token head's)
+    method.check(source, CompressContext(task=SimpleNamespace(spec=spec)))
 
 
 def build_defence_cfg(cfg, ctx):

@@ -22,6 +22,7 @@ import warnings
 import torch
 from torch import nn
 
+from lightning_modules.models.int8_twin import is_dynamic_int8
 from ptmlab.contracts import ConfigError
 
 QWEIGHT = ".qweight."
@@ -91,8 +92,7 @@ def get_backend(name: str, key: str = "compression.backend") -> QuantizationBack
 # -- saving and loading ---------------------------------------------------------------------------
 def _quantized_modules(model: nn.Module):
     for name, module in model.named_modules():
-        w = getattr(module, "weight", None)
-        if callable(w) and not isinstance(w, torch.Tensor) and hasattr(module, "_packed_params"):
+        if is_dynamic_int8(module):
             yield name, module
 
 

@@ -214,6 +214,36 @@ def set_layers(backbone: nn.Module, modules: list[nn.Module], count: bool = True
                     m.layer_idx = i
 
 
+def droppable_stacks(backbone: nn.Module) -> list[nn.Module]:
+    """The backbone's layer stacks (`layer_stacks()`: an encoder–decoder's encoder and decoder, else
+    the backbone), each checked to hold its layers in one list that layers can be dropped from;
+    ConfigError otherwise, before any training."""
+    stacks = backbone.layer_stacks()
+    for stack in stacks:
+        try:
+            _layer_container(stack, stack.layer_modules())
+        except ConfigError:
+            raise ConfigError(f"compression: the layers of {type(backbone).__name__} are not one list per stack "
+                              f"(a Hugging Face seq2seq checkpoint lists encoder and decoder blocks together, and T5 "
+                              f"keeps its position bias in the first block): drop or distil layers of a ptmlab "
+                              f"encoder-decoder (model=t5_tiny, bart_tiny ...) or give a student_model") from None
+    return stacks
+
+
+def with_layer_counts(model_node: dict, backbone: nn.Module) -> dict:
+    """A copy of the `model` node that rebuilds `backbone` after layers were dropped: its layer
+    counts (an encoder–decoder's `num_decoder_layers` too)."""
+    import json
+
+    node = json.loads(json.dumps(model_node))
+    args = node.get("backbone", {})
+    if "num_layers" in args:
+        args["num_layers"] = int(backbone.num_layers)
+    if hasattr(backbone, "num_decoder_layers"):
+        args["num_decoder_layers"] = int(backbone.num_decoder_layers)
+    return node
+
+
 def _layer_container(backbone: nn.Module, layers: list[nn.Module]) -> tuple[nn.Module, str]:
     """The module and attribute that hold the layer stack (found by identity of its first layer)."""
     first = layers[0]

@@ -63,6 +63,9 @@ class CompressionMethod:
 
     name = "compression"
     control = False  # methods that never train have nothing to control
+    # Whether it compresses a generator (task.kind=generation): its decoding twin, decoder layers and
+    # per-token losses handled; the stage refuses the others on one before any work.
+    takes_generators = False
 
     def __init__(self, finetune_epochs: int = 0, lr: float | None = None):
         self.finetune_epochs = int(finetune_epochs)
@@ -85,10 +88,13 @@ def copy_model(source) -> nn.Module:
     return model
 
 
-def train_loader(ctx: CompressContext, tokenizer, causal: bool, shuffle: bool = True):
-
-    dm = TaskDataModule(ctx.task, tokenizer, causal=causal, batch_size=ctx.batch_size,
-                        eval_batch_size=ctx.eval_batch_size, seed=ctx.seed, group_by_length=ctx.group_by_length)
+def train_loader(ctx: CompressContext, model: nn.Module, tokenizer, shuffle: bool = True):
+    """The task's training batches as `model` reads them: its own input encoder (a token or span
+    head's word/window encoding, a generator's source and target), as the finetune stage feeds it."""
+    spec = ctx.task.spec
+    dm = TaskDataModule(ctx.task, tokenizer, causal=bool(model.backbone.is_causal), batch_size=ctx.batch_size,
+                        eval_batch_size=ctx.eval_batch_size, seed=ctx.seed, group_by_length=ctx.group_by_length,
+                        encoder=model.input_encoder(tokenizer, spec.max_length, doc_stride=spec.doc_stride))
     return dm.train_dataloader() if shuffle else dm._loader(ctx.task.data.train_split, False, ctx.batch_size)  # noqa: SLF001
 
 
@@ -104,7 +110,7 @@ def train_epochs(model: nn.Module, tokenizer, ctx: CompressContext, *, epochs: i
     if epochs <= 0:
         return {**record, "steps": 0, "examples": 0, "examples_digest": None, "train_time_s": 0.0}
     torch.manual_seed(ctx.seed)
-    loader = train_loader(ctx, tokenizer, causal=bool(model.backbone.is_causal))
+    loader = train_loader(ctx, model, tokenizer)
     total = epochs * len(loader)
     params = params if params is not None else [p for p in model.parameters() if p.requires_grad]
     decay = [p for p in params if p.ndim >= 2]

@@ -15,16 +15,25 @@ init, the teacher's tokenizer). Losses, each with a weight, summed:
                (MiniLM; averaged over heads when the head counts differ)
     embedding  MSE or cosine distance between the embedding outputs (DistilBERT)
 
-Teacher logits for the training set are computed once and cached on disk (safetensors, keyed by
-the teacher's weights hash and the training data), so when only kd/ce are used every epoch runs
-the student alone. `control=true` (the default) has the stage train the same initial student on
-the labels alone, the same epochs over the same examples, and report its score beside the
-distilled one (compression/control.py).
+Every task kind distils (compression/soft_targets.py): a token tagger per labelled sub-word, a span
+head on its start and end distributions over each window, a generator word-level on each target
+token's distribution over the vocabulary; `sequence_level=true` (generation only; Kim & Rush 2016)
+trains the student on the teacher's greedy outputs of the training sources instead of the
+references (with `kd_weight` > 0 both: the soft targets of those outputs). A generator's student
+keeps every k-th layer of its encoder and of its decoder; hidden/attention/embedding losses read
+an encoder's states and are refused on a generator. Sentence-level teacher logits for the
+training set are computed once and cached on disk (safetensors, keyed by the teacher's weights
+hash and the training data), so when only kd/ce are used every epoch runs the student alone; the
+per-token logits of the other kinds are the teacher's forward pass on the same batch.
+`control=true` (the default) has the stage train the same initial student on the labels alone
+(the references, for sequence-level KD too), the same epochs over the same examples, and report
+its score beside the distilled one (compression/control.py).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 
@@ -32,14 +41,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lightning_modules.artifacts.structural_edits import keep_layers
+from lightning_modules.artifacts.structural_edits import droppable_stacks, keep_layers, with_layer_counts
 from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model, \
     train_epochs, train_loader
 from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
+from lightning_modules.compression.soft_targets import soft_target_loss
 from lightning_modules.heads.evaluation import task_loss
+from lightning_modules.heads.generation_model import decode_split
+from lightning_modules.heads.generation_model_for import generation_model_for
 from lightning_modules.heads.pooling import pool
 from lightning_modules.heads.task_model import TaskModel
 from ptmlab.contracts import ConfigError
+from ptmlab.contracts.decoding import DecodingSettings
 
 
 def default_layer_map(student_layers: int, teacher_layers: int) -> list[list[int]]:
@@ -63,13 +76,14 @@ def with_num_layers(model_node: dict, n: int) -> dict:
 
 class Distill(CompressionMethod):
     name = "distill"
+    takes_generators = True
 
     def __init__(self, student_layers: int | None = 3, student_model: dict | None = None, epochs: int = 2,
                  temperature: float = 2.0, kd_weight: float = 0.5, ce_weight: float = 0.5,
                  hidden_weight: float = 0.0, attention_weight: float = 0.0, embedding_weight: float = 0.0,
                  embedding_loss: str = "mse", layer_map: list | None = None, projection: bool = True,
                  attention_layers: int = 1, cache_logits: bool = True, control: bool = True,
-                 finetune_epochs: int = 0, lr: float | None = None):
+                 sequence_level: bool = False, finetune_epochs: int = 0, lr: float | None = None):
         super().__init__(finetune_epochs=finetune_epochs, lr=lr)
         self.student_layers = None if student_layers is None else int(student_layers)
         self.student_model = student_model
@@ -80,6 +94,7 @@ class Distill(CompressionMethod):
         self.layer_map = [list(map(int, pair)) for pair in layer_map] if layer_map else None
         self.projection, self.attention_layers = bool(projection), int(attention_layers)
         self.cache_logits, self.control = bool(cache_logits), bool(control)
+        self.sequence_level = bool(sequence_level)
 
     # -- the student --------------------------------------------------------------------------
     def _student_shape(self, source) -> tuple[int, int]:
@@ -94,6 +109,18 @@ class Distill(CompressionMethod):
         refuse_quantized_source(source, self.name)
         teacher = source.model.backbone
         n_teacher, w_teacher = int(teacher.num_layers), int(teacher.hidden_size)
+        spec = ctx.task.spec
+        if self.sequence_level and not spec.is_generation:
+            raise ConfigError(f"compression.sequence_level=true: sequence-level KD trains on a generator's outputs; "
+                              f"task {spec.name} is {spec.kind}")
+        if spec.is_generation:
+            for key in ("hidden_weight", "attention_weight", "embedding_weight"):
+                if getattr(self, key) > 0:
+                    raise ConfigError(f"compression.{key}={getattr(self, key)}: a generator is distilled on its "
+                                      f"output distributions (kd_weight, ce_weight); this loss reads an encoder's states")
+            if not self.student_model:
+                droppable_stacks(teacher)
+                n_teacher = min(int(stack.num_layers) for stack in teacher.layer_stacks())
         if self.student_model:
             backbone = dict(self.student_model.get("backbone") or {})
             if not str(backbone.get("_target_", "")).startswith("lightning_modules.models."):
@@ -125,24 +152,34 @@ class Distill(CompressionMethod):
     def build_student(self, source) -> tuple[nn.Module, dict]:
         if not self.student_model:
             student = copy_model(source)
-            n = int(student.backbone.num_layers)
-            keep_layers(student.backbone, every_kth(self.student_layers, n))
-            return student, with_num_layers(source.manifest["model"], self.student_layers)
+            for stack in student.backbone.layer_stacks():  # an encoder–decoder: each side alike
+                keep_layers(stack, every_kth(self.student_layers, int(stack.num_layers)))
+            return student, with_layer_counts(source.manifest["model"], student.backbone)
         from hydra.utils import instantiate
 
         node = json.loads(json.dumps(self.student_model))
         node["backbone"]["vocab_size"] = len(source.tokenizer)
         backbone = instantiate(node["backbone"])
         (task_name, size), = source.model.head_sizes.items()
-        student = TaskModel(backbone, size, pooling=source.model.pooling,
-                            head_dropout=float(source.manifest["head_dropout"]), task_name=task_name)
+        head_dropout = float(source.manifest["head_dropout"])
+        spec = source.tasks[task_name]
+        if spec.is_generation:  # the teacher's kind of generator head on the student's backbone
+            student = generation_model_for(backbone, task_name=task_name, head_dropout=head_dropout,
+                                           max_target_length=spec.max_target_length, source_prefix=spec.source_prefix)
+        else:
+            student = TaskModel(backbone, size, pooling=source.model.pooling, head_dropout=head_dropout,
+                                task_name=task_name)
         return student, {"name": str(node.get("name", "student")), "family": str(node.get("family", "transformer")),
                          "backbone": node["backbone"]}
 
     # -- teacher logits, cached ---------------------------------------------------------------
     @torch.no_grad()
-    def teacher_logits(self, source, ctx: CompressContext) -> torch.Tensor:
-        """N×C logits of the teacher for the train split in example order (cached on disk)."""
+    def teacher_logits(self, source, ctx: CompressContext) -> torch.Tensor | None:
+        """N×C logits of the teacher for the train split in example order (cached on disk); None
+        for a per-token head (token, span, generation): the teacher then runs on each batch."""
+        spec = ctx.task.spec
+        if spec.is_token_level or spec.is_span_level or spec.is_generation:
+            return None
         from safetensors.torch import load_file, save_file
 
         split = ctx.task.data.splits[ctx.task.data.train_split]
@@ -156,7 +193,7 @@ class Distill(CompressionMethod):
             return load_file(str(path))["logits"]
         out = torch.zeros(len(split.examples), max(source.model.head_sizes.values()))
         teacher = source.model.eval()
-        for batch in train_loader(ctx, source.tokenizer, bool(teacher.backbone.is_causal), shuffle=False):
+        for batch in train_loader(ctx, teacher, source.tokenizer, shuffle=False):
             out[batch["example_index"]] = teacher(batch).float()
         if self.cache_logits and path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -167,10 +204,11 @@ class Distill(CompressionMethod):
 
     # -- the loss -----------------------------------------------------------------------------
     def _loss_fn(self, teacher: nn.Module, cached: torch.Tensor, spec, layer_map, projections: nn.ModuleDict):
-        T = self.temperature
         needs_teacher_states = self.hidden_weight > 0 or self.attention_weight > 0 or self.embedding_weight > 0
 
         def forward(model, batch, attentions: bool):
+            if spec.is_generation:  # the generator's own forward (encoder–decoder, prompt, Hugging Face LM)
+                return model(batch), None
             out = model.backbone(batch["input_ids"], attention_mask=batch["attention_mask"],
                                  token_type_ids=batch.get("token_type_ids"), output_attentions=attentions)
             logits = model.head(pool(out.last_hidden_state, batch, model.pooling))
@@ -179,17 +217,14 @@ class Distill(CompressionMethod):
         def loss_fn(model, batch):
             need_att = self.attention_weight > 0
             s_logits, s_out = forward(model, batch, need_att)
-            t_logits = cached[batch["example_index"]].to(s_logits.dtype)
-            if needs_teacher_states:
+            if needs_teacher_states or cached is None:
                 with torch.no_grad():
                     t_logits, t_out = forward(teacher, batch, need_att)
+            else:
+                t_logits = cached[batch["example_index"]].to(s_logits.dtype)
             parts = {}
             if self.kd_weight > 0:
-                if spec.is_regression:
-                    parts["kd"] = F.mse_loss(s_logits.squeeze(-1), t_logits.squeeze(-1))
-                else:
-                    parts["kd"] = F.kl_div(F.log_softmax(s_logits / T, -1), F.softmax(t_logits / T, -1),
-                                           reduction="batchmean") * T * T
+                parts["kd"] = soft_target_loss(spec, s_logits, t_logits, batch, self.temperature)
             if self.ce_weight > 0:
                 parts["ce"] = task_loss(spec, s_logits, batch["labels"])
             if self.hidden_weight > 0:
@@ -229,10 +264,34 @@ class Distill(CompressionMethod):
         cached = self.teacher_logits(source, ctx)
         loss_fn = self._loss_fn(teacher, cached, ctx.task.spec, layer_map, projections)
         params = [p for p in student.parameters()] + [p for p in projections.parameters()]
-        trained = train_epochs(student, source.tokenizer, ctx, epochs=self.epochs, lr=self.lr, loss_fn=loss_fn,
+        numbers = {}
+        taught = ctx
+        if self.sequence_level:
+            taught = dataclasses.replace(ctx, task=teacher_output_task(source, ctx))
+            pairs = zip(ctx.task.data.splits[ctx.task.data.train_split].examples,
+                        taught.task.data.splits[taught.task.data.train_split].examples)
+            changed = sum(gold.label[0] != out.label[0] for gold, out in pairs)
+            numbers.update(sequence_level_targets=len(taught.task.data.splits[taught.task.data.train_split].examples),
+                           sequence_level_changed_targets=changed)  # outputs that are not the first reference
+        trained = train_epochs(student, source.tokenizer, taught, epochs=self.epochs, lr=self.lr, loss_fn=loss_fn,
                                prefix="distill", params=params)
         teacher.requires_grad_(True)
-        numbers = {"student_layers": n_student, "student_hidden_size": w_student, "layer_map": layer_map,
-                   "distill_steps": trained["steps"], "train_time_s": trained["train_time_s"]}
+        numbers.update({"student_layers": n_student, "student_hidden_size": w_student, "layer_map": layer_map,
+                        "distill_steps": trained["steps"], "train_time_s": trained["train_time_s"]})
+        if ctx.task.spec.is_generation:
+            numbers["student_decoder_layers"] = int(getattr(student.backbone, "num_decoder_layers", n_student))
         # the control is the student before the teacher taught it (the source would not be one)
         return Compressed(student, [], numbers, model_cfg=model_cfg, training=[trained], control_start=initial)
+
+
+def teacher_output_task(source, ctx: CompressContext):
+    """The task with its training targets replaced by the teacher's outputs for the training sources,
+    decoded greedily (sequence-level KD; the eval splits keep their references)."""
+    task = ctx.task
+    split = task.data.splits[task.data.train_split]
+    greedy = DecodingSettings.from_dict({**dict(task.spec.generation), "strategy": "greedy", "num_beams": 1})
+    outputs = decode_split(source.model, source.tokenizer, task, split.name, greedy,
+                           batch_size=ctx.eval_batch_size).outputs
+    examples = [dataclasses.replace(ex, label=(out,)) for ex, out in zip(split.examples, outputs)]
+    splits = {**task.data.splits, split.name: dataclasses.replace(split, examples=examples)}
+    return dataclasses.replace(task, data=dataclasses.replace(task.data, splits=splits))

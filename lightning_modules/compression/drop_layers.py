@@ -1,19 +1,21 @@
 """Layer dropping (Fan et al. 2019; Sajjad et al. 2020): keep every k-th layer (`keep_every`),
 the bottom n (`keep_bottom`) or an explicit list (`layers`, 0-based), with an optional short
-recovery fine-tune. The model is saved with its own, shallower config."""
+recovery fine-tune. The model is saved with its own, shallower config. An encoder–decoder drops
+from its encoder and its decoder alike (the same rule on each side; the decoder's layers are what
+each generated token runs through)."""
 
 from __future__ import annotations
 
-from lightning_modules.artifacts.structural_edits import keep_layers
+from lightning_modules.artifacts.structural_edits import droppable_stacks, keep_layers, with_layer_counts
 from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model, \
     train_epochs
-from lightning_modules.compression.distill import with_num_layers
 from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
 from ptmlab.contracts import ConfigError
 
 
 class DropLayers(CompressionMethod):
     name = "drop_layers"
+    takes_generators = True
 
     def __init__(self, keep_every: int | None = 2, keep_bottom: int | None = None, layers: list | None = None,
                  finetune_epochs: int = 0, lr: float | None = None, control: bool = True):
@@ -41,13 +43,18 @@ class DropLayers(CompressionMethod):
     def check(self, source, ctx: CompressContext) -> None:
 
         refuse_quantized_source(source, self.name)
-        self.kept(int(source.model.backbone.num_layers))
+        for stack in droppable_stacks(source.model.backbone):
+            self.kept(int(stack.num_layers))
 
     def compress(self, source, ctx: CompressContext) -> Compressed:
         model = copy_model(source)
-        kept = self.kept(int(model.backbone.num_layers))
-        keep_layers(model.backbone, kept)
+        kept = []
+        for stack in droppable_stacks(model.backbone):
+            kept.append(self.kept(int(stack.num_layers)))
+            keep_layers(stack, kept[-1])
         trained = train_epochs(model, source.tokenizer, ctx, epochs=self.finetune_epochs, lr=self.lr)
-        numbers = {"kept_layers": kept, "recovery_steps": trained["steps"], "train_time_s": trained["train_time_s"]}
-        return Compressed(model, [], numbers, model_cfg=with_num_layers(source.manifest["model"], len(kept)),
+        numbers = {"kept_layers": kept[0], "recovery_steps": trained["steps"], "train_time_s": trained["train_time_s"]}
+        if len(kept) > 1:  # an encoder–decoder: kept_layers are the encoder's
+            numbers["kept_decoder_layers"] = kept[1]
+        return Compressed(model, [], numbers, model_cfg=with_layer_counts(source.manifest["model"], model.backbone),
                           training=[trained])

@@ -10,6 +10,8 @@ size and thread count, source and compressed alternating (and swapping which goe
 machine noise hits both. Throughput = batch ÷ latency. The settings (device, threads, batch,
 sequence length, CPU model and ISA flags, quantized engine) are returned with the numbers:
 int8 speed-ups flip sign between CPUs, so a latency without its settings is not a result.
+A generator is timed decoding instead (compression/decoding_speed.py; `latency_of` says which),
+its FLOPs are one teacher-forced pass of `seq_len` source and target tokens.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from torch import nn
 
 from lightning_modules.artifacts.quantization import quantized_counts
 from lightning_modules.artifacts.structural_edits import attention_heads
+from lightning_modules.compression.decoding_speed import decoding_latencies, scored_decoding
 from lightning_modules.heads.evaluation import evaluate
 
 ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_int8", "amx_bf16", "avx_vnni")
@@ -129,10 +132,12 @@ def flops_per_example(model: nn.Module, batch: dict[str, torch.Tensor]) -> float
 
 
 def dummy_batch(batch_size: int, seq_len: int, vocab_size: int, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Random ids; an encoder–decoder generator reads the same ids as its decoder's (a teacher-forced pass)."""
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(1000 if vocab_size > 2000 else 1, vocab_size, (batch_size, seq_len), generator=g)
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids),
-            "pool_index": torch.zeros(batch_size, dtype=torch.long)}
+            "pool_index": torch.zeros(batch_size, dtype=torch.long), "decoder_input_ids": ids,
+            "decoder_attention_mask": torch.ones_like(ids)}
 
 
 # -- side by side ---------------------------------------------------------------------------------
@@ -185,11 +190,18 @@ def measure_side_by_side(source, compressed, task, settings: MeasureSettings) ->
                "flops": flops_per_example(model, dummy_batch(1, settings.seq_len, len(loaded.tokenizer)))}
         if settings.score:
             split = task.eval_splits[0].name
-            metrics = evaluate(loaded, task, split)
+            if task.spec.is_generation:  # the metric and the decoding speed of the same decoding
+                metrics, row["generation"] = scored_decoding(loaded, task, split)
+            else:
+                metrics = evaluate(loaded, task, split)
             row["metrics"] = metrics
             row["score"] = metrics.get(task.spec.metric_key(task.spec.main_metric, split))
         rows.append(row)
-    timed = latencies([source.model, compressed.model], [len(source.tokenizer), len(compressed.tokenizer)], settings)
+    if task.spec.is_generation:  # what a generator is used for: decoding, timed per batch of dev sources
+        timed = decoding_latencies([source, compressed], task, settings, all_cores)
+    else:
+        timed = latencies([source.model, compressed.model], [len(source.tokenizer), len(compressed.tokenizer)],
+                          settings)
     for row, lat in zip(rows, timed):
         row["latency"] = lat
         first = next(iter(lat.values()), None)
@@ -197,5 +209,6 @@ def measure_side_by_side(source, compressed, task, settings: MeasureSettings) ->
     described = {"device": "cpu", "seq_len": settings.seq_len, "batch_sizes": settings.batch_sizes,
                  "threads": [t or all_cores() for t in settings.threads], "warmup": settings.warmup,
                  "repeats": settings.repeats, "quantized_engine": torch.backends.quantized.engine,
+                 "latency_of": "generate() on dev sources" if task.spec.is_generation else "forward pass",
                  "torch": torch.__version__, **cpu_description()}
     return rows[0], rows[1], described

@@ -26,7 +26,7 @@ def head_importance(model, tokenizer, ctx: CompressContext, batches: int) -> lis
     was_training = model.training
     model.eval()  # no dropout: the gradient of the gate, not of a random sub-network
     try:
-        for i, batch in enumerate(train_loader(ctx, tokenizer, bool(model.backbone.is_causal))):
+        for i, batch in enumerate(train_loader(ctx, model, tokenizer)):
             if i >= batches:
                 break
             loss = task_loss(ctx.task.spec, model(batch), batch["labels"])

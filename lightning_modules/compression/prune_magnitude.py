@@ -1,5 +1,6 @@
 """Global unstructured magnitude pruning with `torch.nn.utils.prune`: the smallest-magnitude
-weights over every encoder Linear (`scope=encoder`; `all` adds the head and any other Linear)
+weights over every Linear of the layers (`scope=encoder`: an encoder–decoder's encoder and decoder
+layers; `all` adds the head and any other Linear)
 are masked to reach `sparsity`, either at once before the recovery fine-tune (`one_shot`) or
 along it on the cubic schedule of Zhu & Gupta 2017 (`cubic`: s_t = s·(1 − (1 − t/(¾T))³), masks
 updated every `prune_every` steps). Masks stay applied during training and are made permanent
@@ -18,11 +19,15 @@ from lightning_modules.compression.quantize_dynamic import refuse_quantized_sour
 from ptmlab.contracts import ConfigError
 
 
-def prunable_linears(model, scope: str) -> list[tuple[str, nn.Linear]]:
+def prunable_linears(model, scope: str) -> list[tuple[str, nn.Module]]:
+    """Every Linear in `scope` (and Hugging Face GPT-2's Conv1D: a Linear with its weight transposed)."""
+    from transformers.pytorch_utils import Conv1D
+
+    linears = [(n, m) for n, m in model.named_modules() if isinstance(m, (nn.Linear, Conv1D))]
     if scope == "all":
-        return [(n, m) for n, m in model.named_modules() if isinstance(m, nn.Linear)]
-    inside = {id(m) for layer in model.backbone.layer_modules() for m in layer.modules()}
-    return [(n, m) for n, m in model.named_modules() if isinstance(m, nn.Linear) and id(m) in inside]
+        return linears
+    inside = {id(m) for stack in model.backbone.layer_stacks() for layer in stack.layer_modules() for m in layer.modules()}
+    return [(n, m) for n, m in linears if id(m) in inside]
 
 
 def zeros(linears) -> int:
@@ -31,6 +36,7 @@ def zeros(linears) -> int:
 
 class PruneMagnitude(CompressionMethod):
     name = "prune_magnitude"
+    takes_generators = True
 
     def __init__(self, sparsity: float = 0.4, schedule: str = "one_shot", prune_every: int = 10,
                  scope: str = "encoder", finetune_epochs: int = 1, lr: float | None = None, control: bool = True):

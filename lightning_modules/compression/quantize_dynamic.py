@@ -1,7 +1,10 @@
 """Post-training dynamic int8 quantization: int8 weights of every Linear (per output channel;
 activations quantized per batch at run time) and, by default, weight-only int8 embedding tables
 (per-row scales). MiniLM's embeddings are over half its parameters, so leaving them in fp32
-would cap the size ratio near 0.65. The backend is artifacts/quantization.py's."""
+would cap the size ratio near 0.65. A generator's token table is also its output projection (the
+logits of every decoding step), so it stays float (`embeddings: null` picks that; `true` on a
+generator is refused) and its int8 Linears are what its Hugging Face twin decodes with
+(models/int8_twin.py). The backend is artifacts/quantization.py's."""
 
 from __future__ import annotations
 
@@ -19,15 +22,25 @@ def refuse_quantized_source(source, method: str) -> None:
 
 class QuantizeDynamic(CompressionMethod):
     name = "quantize_dynamic"
+    takes_generators = True
 
-    def __init__(self, backend: str = "torch.ao", embeddings: bool = True, finetune_epochs: int = 0,
+    def __init__(self, backend: str = "torch.ao", embeddings: bool | None = None, finetune_epochs: int = 0,
                  lr: float | None = None):
         super().__init__(finetune_epochs=finetune_epochs, lr=lr)
-        self.backend, self.embeddings = str(backend), bool(embeddings)
+        self.backend = str(backend)
+        self.embeddings = None if embeddings is None else bool(embeddings)  # None: all but a generator's
+
+    def quantizes_embeddings(self, source) -> bool:
+        return not source.task.is_generation if self.embeddings is None else self.embeddings
 
     def check(self, source, ctx: CompressContext) -> None:
         get_backend(self.backend)
         refuse_quantized_source(source, self.name)
+        if self.embeddings and source.task.is_generation:
+            from ptmlab.contracts import ConfigError
+
+            raise ConfigError(f"compression.embeddings=true: task {source.task.name} is generation, whose token "
+                              f"table is also its output layer; it stays float (compression.embeddings=null or false)")
         if any(op.get("op") == "cast" for op in source.manifest.get("compression") or ()):
             from ptmlab.contracts import ConfigError
 
@@ -36,6 +49,7 @@ class QuantizeDynamic(CompressionMethod):
 
     def compress(self, source, ctx: CompressContext) -> Compressed:
         model = copy_model(source).eval()
-        get_backend(self.backend).quantize_dynamic(model, embeddings=self.embeddings)
-        edit = {"op": "quantize", "backend": self.backend, "embeddings": self.embeddings, "scheme": "dynamic_int8"}
+        embeddings = self.quantizes_embeddings(source)
+        get_backend(self.backend).quantize_dynamic(model, embeddings=embeddings)
+        edit = {"op": "quantize", "backend": self.backend, "embeddings": embeddings, "scheme": "dynamic_int8"}
         return Compressed(model, [edit])

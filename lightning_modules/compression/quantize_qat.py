@@ -29,6 +29,7 @@ class FakeQuantizedRows(nn.Module):
 
 class QuantizeQAT(QuantizeDynamic):
     name = "quantize_qat"
+    takes_generators = False  # its fake-quantized training is not wired to a generator's twin
 
     def __init__(self, backend: str = "torch.ao", embeddings: bool = True, finetune_epochs: int = 1,
                  lr: float | None = None, control: bool = True):

@@ -41,6 +41,10 @@ from lightning_modules.tasks.token_encoding import IGNORE
 from lightning_modules.tasks.token_metrics import token_metrics
 from ptmlab.contracts import ConfigError, DataError
 
+# Examples per forward pass when scoring; what is scored twice (compression/decoding_speed.py) uses the
+# same, since int8 activations are quantized per batch.
+EVAL_BATCH_SIZE = 128
+
 
 def task_loss(spec: TaskSpec, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Cross-entropy on B×C logits (B×T×C per token, -100 labels ignored; multiple choice: the B×N
@@ -123,7 +127,7 @@ def _eval_mode(model):
 
 
 @torch.no_grad()
-def predict(model, task: LoadedTask, split: str, *, tokenizer=None, batch_size: int = 128) -> torch.Tensor:
+def predict(model, task: LoadedTask, split: str, *, tokenizer=None, batch_size: int = EVAL_BATCH_SIZE) -> torch.Tensor:
     """Logits of the head of `task` for every example of `split`, in order, in eval mode."""
     model, tokenizer = _model_and_tokenizer(model, tokenizer)
     if split not in task.data.splits:
@@ -138,7 +142,7 @@ def predict(model, task: LoadedTask, split: str, *, tokenizer=None, batch_size: 
     return torch.cat(outputs)
 
 
-def evaluate(model, task: LoadedTask, split: str, *, tokenizer=None, batch_size: int = 128) -> dict[str, float]:
+def evaluate(model, task: LoadedTask, split: str, *, tokenizer=None, batch_size: int = EVAL_BATCH_SIZE) -> dict[str, float]:
     """The task's GLUE metrics of `model` on a labelled split (see the module docstring)."""
     data = task.data.splits.get(split)
     if data is not None and not data.has_labels:
@@ -165,7 +169,7 @@ def _span_windows(model, task: LoadedTask, split: str, tokenizer, batch_size: in
                                 for batch in _encoded_batches(model, tokenizer, task, split, batch_size)])
 
 
-def predict_answers(model, task: LoadedTask, split: str, *, tokenizer=None, batch_size: int = 128) -> list[SpanAnswer]:
+def predict_answers(model, task: LoadedTask, split: str, *, tokenizer=None, batch_size: int = EVAL_BATCH_SIZE) -> list[SpanAnswer]:
     """Span extraction: each question's best span over its windows (before any no-answer threshold)."""
     return best_spans(task.spec, task.data.splits[split], _span_windows(model, task, split, tokenizer, batch_size))
 

@@ -24,6 +24,7 @@ from torch import nn
 
 from lightning_modules.adaptation.lora import has_lora, merge_lora
 from lightning_modules.heads.pooling import PooledEncoder
+from lightning_modules.models.int8_twin import dynamic_int8_modules, int8_twin
 from ptmlab.contracts.decoding import DecodingSettings
 from lightning_modules.tasks.seq2seq_encoding import Seq2SeqEncoder
 from ptmlab.contracts import ConfigError
@@ -81,7 +82,9 @@ class GenerationModel(PooledEncoder):
             backbone = copy.deepcopy(backbone)
             merge_lora(backbone)
         with no_init_weights():  # every weight is ours, loaded right after: a random init first is wasted time
-            twin = backbone.to_hf_generator()
+            # int8 Linears (compression=quantize_dynamic): the twin runs them (models/int8_twin.py)
+            twin = int8_twin(backbone) if dynamic_int8_modules(backbone) and not backbone.hf_native \
+                else backbone.to_hf_generator()
         if twin is None:
             raise ConfigError(f"{type(self.backbone).__name__} has no Hugging Face generation counterpart (a pre-LN "
                               "BART, a post-LN GPT: model.backbone.pre_layer_norm): decoding it needs a hand-written "

@@ -71,6 +71,11 @@ class Backbone(nn.Module):
 
         raise ConfigError(f"{type(self).__name__} does not expose its layers for this adaptation mode")
 
+    def layer_stacks(self) -> list[nn.Module]:
+        """The separately numbered stacks of layers (each with `layer_modules()` and `num_layers`):
+        the backbone itself; an encoder–decoder's encoder and decoder (layer dropping, distillation)."""
+        return [self]
+
     def embedding_modules(self) -> list[nn.Module]:
         embeddings = getattr(self, "embeddings", None)
         return [embeddings] if embeddings is not None else [self.get_input_embeddings()]
@@ -93,3 +98,9 @@ class Backbone(nn.Module):
         generation task model's logits are the decoder's last states × the token table, and this
         twin's are the same numbers."""
         return None
+
+    def hf_generator_linears(self) -> dict[str, list[str]]:
+        """Twin module name -> this backbone's Linear(s) it computes (`to_hf_generator()`'s
+        correspondence; several: a fused projection), so an int8 twin can run this backbone's own
+        int8 modules (models/int8_twin.py). Empty where there is no twin."""
+        return {}

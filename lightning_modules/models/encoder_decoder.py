@@ -153,10 +153,21 @@ class TransformerEncoderDecoder(Backbone):
         self.decoder.embeddings.word_embeddings = self.encoder.embeddings.word_embeddings  # shared table
 
         e = self.encoder
-        self.vocab_size, self.hidden_size, self.num_layers = e.vocab_size, e.hidden_size, e.num_layers
-        self.num_decoder_layers = self.decoder.num_layers
+        self.vocab_size, self.hidden_size = e.vocab_size, e.hidden_size
         self.num_heads, self.pre_layer_norm = e.num_heads, e.pre_layer_norm
         self.activation, self.layer_norm_eps = e.activation, e.layer_norm_eps
+
+    # the counts follow the sides, so dropping layers of a side (compression) updates them
+    @property
+    def num_layers(self) -> int:
+        return self.encoder.num_layers
+
+    @property
+    def num_decoder_layers(self) -> int:
+        return self.decoder.num_layers
+
+    def layer_stacks(self) -> list[nn.Module]:
+        return [self.encoder, self.decoder]
 
     # -- hooks for variants (T5 swaps both sides) --------------------------------------------------
     def build_encoder(self, **side) -> TransformerBackbone:
@@ -225,6 +236,10 @@ class TransformerEncoderDecoder(Backbone):
         model.model.load_state_dict(base.state_dict(), strict=True)
         model.lm_head.weight = model.model.shared.weight
         return model.eval()
+
+    def hf_generator_linears(self) -> dict[str, list[str]]:
+        return {f"model.{theirs}": [ours] for ours, theirs in
+                _bart_module_map(self.num_layers, self.num_decoder_layers).items()}
 
     @classmethod
     def from_hf(cls, model) -> "TransformerEncoderDecoder":

@@ -249,6 +249,10 @@ class T5EncoderDecoder(TransformerEncoderDecoder):
         model.lm_head.weight = model.shared.weight
         return model.eval()
 
+    def hf_generator_linears(self) -> dict[str, list[str]]:
+        return {theirs.removesuffix(".weight"): [ours.removesuffix(".weight")] for ours, theirs in
+                _t5_param_map(self.num_layers, self.num_decoder_layers).items()}
+
     @classmethod
     def from_hf(cls, model) -> "T5EncoderDecoder":
         c = model.config

@@ -465,6 +465,14 @@ class TransformerDecoder(TransformerBackbone):
         model.lm_head.weight = model.transformer.wte.weight
         return model.eval()
 
+    def hf_generator_linears(self) -> dict[str, list[str]]:
+        out = {}
+        for i in range(self.num_layers):
+            ours, theirs = f"stack.layers.{i}", f"transformer.h.{i}"
+            out[f"{theirs}.attn.c_attn"] = [f"{ours}.attention.{n}" for n in ("query", "key", "value")]
+            out.update({f"{theirs}.{t}": [f"{ours}.{o}"] for o, t in _GPT2_LAYER.items()})
+        return out
+
     @classmethod
     def from_hf(cls, model) -> "TransformerDecoder":
         """Build from a Hugging Face `GPT2Model` (its config and weights)."""

@@ -91,6 +91,9 @@ def build_compress(cfg: DictConfig) -> CompressParts:
                           warmup_ratio=float(stage.warmup_ratio),
                           group_by_length=bool(stage.get("group_by_length", False)),
                           cache_dir=Path(str(cfg.paths.cache_dir)) / "compression")
+    if task.spec.is_generation and not method.takes_generators:
+        raise ConfigError(f"compression={method.name} does not apply to task.kind=generation (task {task.spec.name}): "
+                          f"quantize_dynamic, drop_layers, prune_magnitude and distill do")
     method.check(source, ctx)
     return CompressParts(source, task, method, ctx, MeasureSettings.from_cfg(OmegaConf.to_container(stage.measure)))
 
@@ -124,6 +127,8 @@ def comparison(src: dict, out: dict) -> dict:
         numbers[f"{prefix}latency_ms"] = row["latency"][headline]["latency_ms"] if headline else None
     numbers["metrics"] = out.get("metrics", {})
     numbers["source_metrics"] = src.get("metrics", {})
+    if "generation" in out:  # a generator: its decoding speed over the scored split, both models
+        numbers["generation"], numbers["source_generation"] = out["generation"], src["generation"]
     numbers["retention"] = _ratio(out.get("score"), src.get("score"))
     numbers["size_ratio"] = _ratio(out["size_bytes"], src["size_bytes"])
     numbers["non_embedding_size_ratio"] = _ratio(out["non_embedding_size_bytes"], src["non_embedding_size_bytes"])

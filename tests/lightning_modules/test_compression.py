@@ -319,3 +319,41 @@ def test_hugging_face_layers_copied_before_any_forward_still_report_hidden_state
     for stack in ([successors[0], *layers[2:]], successors, [layers[0], successors[1]]):
         set_layers(backbone, list(stack), count=False)
         assert len(backbone(ids).hidden_states) == len(stack) + 1
+
+
+def test_soft_targets_of_each_task_kind_read_only_what_the_head_predicts():
+    """KD per kind (compression/soft_targets.py): zero when the student equals the teacher; a token
+    tagger's and a generator's only at labelled positions; a span head's over the window's real
+    positions (padding ignored), start and end apart; the T² scale of Hinton et al."""
+    import torch.nn.functional as F
+
+    from lightning_modules.compression.soft_targets import soft_target_loss
+    from lightning_modules.tasks.spec import TaskSpec
+
+    torch.manual_seed(0)
+    spec = lambda kind: TaskSpec(name="t", kind=kind, labels=None, metrics=("accuracy",),  # noqa: E731
+                                 main_metric="accuracy")
+    teacher, student = torch.randn(2, 5, 7), torch.randn(2, 5, 7)  # B×T×C
+    labels = torch.tensor([[-100, 3, -100, 1, -100], [2, -100, -100, -100, -100]])
+    for kind in ("token_classification", "generation"):
+        assert soft_target_loss(spec(kind), teacher, teacher, {"labels": labels}, 2.0) == pytest.approx(0.0, abs=1e-6)
+        loss = soft_target_loss(spec(kind), student, teacher, {"labels": labels}, 2.0)
+        moved = student.clone()
+        moved[0, 0] += 5.0  # an unlabelled position
+        assert soft_target_loss(spec(kind), moved, teacher, {"labels": labels}, 2.0) == pytest.approx(float(loss))
+        kept = labels != -100
+        by_hand = F.kl_div(F.log_softmax(student[kept] / 2, -1), F.softmax(teacher[kept] / 2, -1),
+                           reduction="batchmean") * 4
+        assert float(loss) == pytest.approx(float(by_hand), rel=1e-5)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    span_t, span_s = teacher[..., :2], student[..., :2]  # B×T×2
+    loss = soft_target_loss(spec("span_extraction"), span_s, span_t, {"attention_mask": mask}, 1.0)
+    moved = span_s.clone()
+    moved[0, 4] += 5.0  # padding
+    assert soft_target_loss(spec("span_extraction"), moved, span_t, {"attention_mask": mask}, 1.0) == \
+        pytest.approx(float(loss))
+    start_only = [F.kl_div(F.log_softmax(span_s[1, :, i], -1), F.softmax(span_t[1, :, i], -1), reduction="sum")
+                  for i in (0, 1)]
+    first = [F.kl_div(F.log_softmax(span_s[0, :3, i], -1), F.softmax(span_t[0, :3, i], -1), reduction="sum")
+             for i in (0, 1)]
+    assert float(loss) == pytest.approx(float(sum(start_only) + sum(first)) / 4, rel=1e-4)  # 2B distributions

@@ -154,10 +154,10 @@ def test_gpt_learns_the_reversal_with_greedy_and_beam(gpt_run):
 
 def test_gpt_task_model_reloads_in_a_fresh_process_with_the_same_generations(gpt_run, module_ptmlab_home):
     env = {**os.environ, "PTMLAB_HOME": str(module_ptmlab_home)}
-    proc = subprocess.run([sys.executable, "-c", FRESH_PROCESS, str(gpt_run["dir"]), json.dumps(gpt_run["args"])],
-                          env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", FRESH_PROCESS, json.dumps([str(gpt_run["dir"])]),
+                           json.dumps(gpt_run["args"])], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    greedy, beam = json.loads(proc.stdout.strip().splitlines()[-1])
+    (greedy, beam), = json.loads(proc.stdout.strip().splitlines()[-1])
     assert greedy == gpt_run["greedy"].output_ids and beam == gpt_run["beam"].output_ids
     manifest = json.loads((gpt_run["dir"] / "export" / "task_model" / "task_model.json").read_text())
     assert manifest["model"]["family"] == "decoder" and manifest["tasks"]["seq2seq"]["kind"] == "generation"
@@ -165,15 +165,15 @@ def test_gpt_task_model_reloads_in_a_fresh_process_with_the_same_generations(gpt
 
 # -- any Hugging Face seq2seq or causal checkpoint (model=hf) -----------------------------------------
 
-def save_tiny_checkpoint(kind: str, tokenizer, folder):
+def save_tiny_checkpoint(kind: str, tokenizer, folder, layers: int = 1):
     """A Hugging Face T5 or GPT-2 with random weights and the word-level tokenizer, saved to `folder`."""
     from transformers import GPT2Config, GPT2LMHeadModel, T5Config, T5ForConditionalGeneration
 
     torch.manual_seed(0)
     ids = {"vocab_size": len(tokenizer), "pad_token_id": tokenizer.pad_token_id, "eos_token_id": tokenizer.sep_token_id}
-    model = T5ForConditionalGeneration(T5Config(d_model=32, d_kv=16, d_ff=64, num_layers=1, num_heads=2,
+    model = T5ForConditionalGeneration(T5Config(d_model=32, d_kv=16, d_ff=64, num_layers=layers, num_heads=2,
                                                 decoder_start_token_id=tokenizer.pad_token_id, **ids)) \
-        if kind == "t5" else GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=1, n_head=2, n_positions=64,
+        if kind == "t5" else GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=layers, n_head=2, n_positions=64,
                                                       bos_token_id=tokenizer.cls_token_id, **ids))
     model.save_pretrained(str(folder))
     tokenizer.save_pretrained(str(folder))
@@ -272,3 +272,53 @@ def test_a_backbone_that_cannot_generate_is_refused_before_training(model, messa
 
     with pytest.raises(ConfigError, match=message):
         build_finetune(compose_config([*overrides(files, model, 1), f"+run_dir={tmp_path / 'run'}"]))
+
+
+# -- compression of decoders and Hugging Face generators (stage=compress) ------------------------------
+
+# layer dropping and pruning of a causal stack: the Hugging Face GPT-2 below (suite time)
+@pytest.mark.parametrize("method", ["quantize_dynamic", "distill"])
+def test_compression_takes_a_gpt_generator(method, gpt_run, tmp_path):
+    from compress_any_kind import check_reloads_as_measured, compress, task_overrides
+
+    common = [*task_overrides(gpt_run["args"]), "task.max_train_samples=64"]
+    s = compress(gpt_run["dir"], tmp_path / method, method, common)
+    check_reloads_as_measured(s, gpt_run["parts"].task)
+    assert s["main_metric"] == "bleu" and s["source_score"] == pytest.approx(gpt_run["summary"]["metrics"]["bleu"])
+    print(f"GPT {method}: sacreBLEU {s['score']:.1f} (source {s['source_score']:.1f}), decoding "
+          f"{s['generation']['latency_ms_per_example']:.2f} ms/example (source "
+          f"{s['source_generation']['latency_ms_per_example']:.2f}), size ratio {s['size_ratio']:.3f}, stage {s['wall_time_s']:.1f} s")
+    if method == "quantize_dynamic":  # query/key/value as int8 Linears side by side in the twin's fused c_attn
+        assert s["size_ratio"] < 0.5 and s["edits"] == ["quantize"]
+    else:  # a one-layer student taught per target token, beside its no-teacher control
+        assert s["student_layers"] == 1 and s["params"] < s["source_params"] and s["control_score"] is not None
+
+
+@pytest.mark.parametrize("kind", ["t5", "gpt2"])
+def test_compression_of_hugging_face_generators(kind, files, word_tokenizer, module_ptmlab_home, tmp_path):
+    """int8 on any checkpoint; pruning (GPT-2's Conv1D too) and layer dropping on a causal LM's one
+    stack; dropping or distilling layers refused on a seq2seq checkpoint (its encoder and decoder
+    blocks in one list, T5's position bias in block 0)."""
+    from compress_any_kind import build, check_reloads_as_measured, compress, task_overrides
+
+    from lightning_modules.stages.compress import build_compress
+    from ptmlab.contracts import ConfigError
+
+    save_tiny_checkpoint(kind, word_tokenizer, tmp_path / kind, layers=2)
+    args = [*overrides(files, ["model=hf", f"model.name_or_path={tmp_path / kind}"], epochs=1),
+            "task.max_train_samples=64", "stage.lr=5e-3"]
+    summary, parts = fine_tuned(args, tmp_path / "run")
+    common = task_overrides(args)
+    methods = ["quantize_dynamic"] + (["prune_magnitude", "drop_layers"] if kind == "gpt2" else [])
+    for method in methods:
+        s = compress(tmp_path / "run", tmp_path / method, method, common)
+        check_reloads_as_measured(s, parts.task)
+        assert s["source_score"] == pytest.approx(summary["metrics"]["bleu"])
+        if method == "prune_magnitude":
+            assert s["sparsity"] == pytest.approx(0.3, abs=0.01) and s["nonzero_params"] < s["source_nonzero_params"]
+        if method == "drop_layers":
+            assert s["kept_layers"] == [1] and s["params"] < s["source_params"]
+    if kind == "t5":
+        for method in ("drop_layers", "distill"):
+            with pytest.raises(ConfigError, match="compression: the layers of HFGenerator are not one list per stack"):
+                build_compress(build(tmp_path / "run", tmp_path / f"refused_{method}", method, common))

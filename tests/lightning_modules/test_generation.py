@@ -245,24 +245,120 @@ FRESH_PROCESS = textwrap.dedent("""
     from ptmlab.config import compose_config
     from ptmlab.contracts.decoding import DecodingSettings
 
-    ref, overrides = sys.argv[1], json.loads(sys.argv[2])
-    loaded = load_task_model(ref)
+    refs, overrides = json.loads(sys.argv[1]), json.loads(sys.argv[2])
     task = load_task(compose_config(overrides).task)
-    assert loaded.task == task.spec
     beam = DecodingSettings("beam", num_beams=4, max_new_tokens=16)
-    print(json.dumps([decode_split(loaded.model, loaded.tokenizer, task, "dev", s).output_ids for s in (None, beam)]))
+    out = []
+    for ref in refs:  # [greedy, beam] output ids of each task model
+        loaded = load_task_model(ref)
+        assert loaded.task == task.spec
+        out.append([decode_split(loaded.model, loaded.tokenizer, task, "dev", s).output_ids for s in (None, beam)])
+    print(json.dumps(out))
 """)
 
 
-def test_task_model_reloads_in_a_fresh_process_with_the_same_generations(run, module_ptmlab_home):
+def test_task_model_reloads_in_a_fresh_process_with_the_same_generations(run, compressed, module_ptmlab_home):
+    """The fine-tuned T5 and its int8 compression (decoded by a twin running its int8 Linears)."""
+    from lightning_modules.artifacts.saved_task_model import load_task_model
+    from lightning_modules.heads.generation_model import decode_split
+    from ptmlab.contracts.decoding import DecodingSettings
+
+    int8 = load_task_model(compressed["quantize_dynamic"]["task_model_dir"])
+    here = [decode_split(int8.model, int8.tokenizer, run["task"], "dev", s).output_ids
+            for s in (None, DecodingSettings("beam", num_beams=4, max_new_tokens=16))]
     env = {**os.environ, "PTMLAB_HOME": str(module_ptmlab_home)}
-    proc = subprocess.run([sys.executable, "-c", FRESH_PROCESS, str(run["dir"]), json.dumps(run["args"])], env=env,
+    refs = [str(run["dir"]), str(int8.folder)]
+    proc = subprocess.run([sys.executable, "-c", FRESH_PROCESS, json.dumps(refs), json.dumps(run["args"])], env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    greedy, beam = json.loads(proc.stdout.strip().splitlines()[-1])
+    (greedy, beam), int8_decoded = json.loads(proc.stdout.strip().splitlines()[-1])
     assert greedy == run["greedy"].output_ids and beam == run["beam"].output_ids
+    assert int8_decoded == here
     manifest = json.loads((run["dir"] / "export" / "task_model" / "task_model.json").read_text())
     assert manifest["tasks"]["seq2seq"]["kind"] == "generation" and manifest["heads"]["seq2seq"] > len(SYMBOLS)
+
+
+# -- compression of a generator (stage=compress on the fine-tuned T5) ----------------------------
+
+@pytest.fixture(scope="module")
+def compressed(run, tmp_path_factory):
+    """Every method on the fine-tuned T5 (methods that train: 64 training pairs), and distillation
+    on the teacher's greedy outputs (sequence-level KD)."""
+    from compress_any_kind import METHODS, compress, task_overrides
+
+    folder = tmp_path_factory.mktemp("compressed")
+    common = [*task_overrides(run["args"]), "task.max_train_samples=64"]
+    out = {method: compress(run["dir"], folder / method, method, common) for method in METHODS}
+    out["distill_sequence_level"] = compress(run["dir"], folder / "sequence_level", "distill", common,
+                                             ["compression.sequence_level=true"])
+    return out
+
+
+@pytest.mark.parametrize("method", ["quantize_dynamic", "drop_layers", "prune_magnitude", "distill",
+                                    "distill_sequence_level"])
+def test_every_compression_method_takes_a_t5_generator(compressed, run, method):
+    from compress_any_kind import check_reloads_as_measured
+
+    s = compressed[method]
+    check_reloads_as_measured(s, run["task"])
+    assert s["main_metric"] == "bleu" and s["source_score"] == pytest.approx(run["summary"]["metrics"]["bleu"])
+    print(f"{method}: sacreBLEU {s['score']:.1f} (source {s['source_score']:.1f}), decoding "
+          f"{s['generation']['latency_ms_per_example']:.2f} ms/example (source "
+          f"{s['source_generation']['latency_ms_per_example']:.2f}), size ratio {s['size_ratio']:.3f}, stage {s['wall_time_s']:.1f} s")
+    if method == "quantize_dynamic":  # the token table is the output layer: it stays float
+        assert s["edits"] == ["quantize"] and s["size_ratio"] < 0.5 and s["params"] == s["source_params"]
+    elif method == "drop_layers":  # every 2nd layer of the encoder and of the decoder
+        assert s["kept_layers"] == [1] and s["kept_decoder_layers"] == [1] and s["params"] < s["source_params"]
+    elif method.startswith("distill"):
+        assert s["student_layers"] == 1 and s["student_decoder_layers"] == 1 and s["control_score"] is not None
+        assert s.get("sequence_level_targets") == (64 if method == "distill_sequence_level" else None)
+
+
+def test_sequence_level_kd_trains_on_the_teachers_greedy_outputs(compressed, run):
+    from compress_any_kind import task_overrides
+
+    from lightning_modules.artifacts.saved_task_model import load_task_model
+    from lightning_modules.compression.base import CompressContext
+    from lightning_modules.compression.distill import teacher_output_task
+    from lightning_modules.heads.generation_model import decode_split
+    from lightning_modules.tasks.spec import load_task
+    from ptmlab.config import compose_config
+
+    # a teacher whose outputs are not the references: the T5 with a layer of each side dropped
+    teacher = load_task_model(compressed["drop_layers"]["task_model_dir"])
+    task = load_task(compose_config([*task_overrides(run["args"]), "task.max_train_samples=16"]).task)
+    taught = teacher_output_task(teacher, CompressContext(task=task))
+    greedy = decode_split(teacher.model, teacher.tokenizer, task, "train").outputs  # the task decodes greedily
+    assert [ex.label for ex in taught.data.splits["train"].examples] == [(out,) for out in greedy]
+    assert [ex.texts for ex in taught.data.splits["train"].examples] == [ex.texts for ex in task.data.splits["train"].examples]
+    assert any(out != ex.label[0] for out, ex in zip(greedy, task.data.splits["train"].examples))
+    assert taught.data.splits["dev"] is task.data.splits["dev"]  # scored on the references
+
+
+def test_an_int8_generator_decodes_with_its_own_int8_linears(compressed):
+    from lightning_modules.artifacts.saved_task_model import load_task_model
+    from lightning_modules.models.int8_twin import dynamic_int8_modules
+
+    model = load_task_model(compressed["quantize_dynamic"]["task_model_dir"]).model
+    ours = dynamic_int8_modules(model.backbone)
+    twin = dynamic_int8_modules(model.hf_generator())
+    assert len(ours) == len(twin) > 0 and {id(m) for m in twin.values()} == {id(m) for m in ours.values()}
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["compression=distill", "compression.hidden_weight=1.0"], "compression.hidden_weight=1.0: a generator is distilled"),
+    (["compression=quantize_dynamic", "compression.embeddings=true"], "compression.embeddings=true: task seq2seq is generation"),
+    (["compression=low_rank"], "compression=low_rank does not apply to task.kind=generation"),
+])
+def test_what_does_not_apply_to_a_generator_is_refused_before_compressing(extra, message, run, tmp_path):
+    from compress_any_kind import build, task_overrides
+
+    from lightning_modules.stages.compress import build_compress
+
+    method = extra[0].split("=")[1]
+    with pytest.raises(ConfigError, match=message):
+        build_compress(build(run["dir"], tmp_path / "run", method, task_overrides(run["args"]), extra[1:]))
+    assert not (tmp_path / "run" / "summary.json").exists()
 
 
 # -- bad input ----------------------------------------------------------------------------------

@@ -397,3 +397,20 @@ def test_multitask_refuses_a_span_task_at_compose_time(data_dir):
 
     with pytest.raises(ConfigError, match="stage.tasks: squad/v1 is a span_extraction task"):
         compose_config(["stage=multitask", "stage.tasks=[glue/sst2,squad/v1]"])
+
+
+# -- compression of the span head (stage=compress on the full v1.1 fine-tune) --------------------
+
+@pytest.mark.parametrize("method", ["quantize_dynamic", "drop_layers", "prune_magnitude", "distill"])
+def test_every_compression_method_takes_the_span_head(method, runs, files, tmp_path):
+    from compress_any_kind import check_reloads_as_measured, compress, task_overrides
+
+    full = runs["full"]
+    summary = compress(full["run_dir"], tmp_path / method, method, task_overrides(overrides(files, MODES["full"])))
+    assert summary["main_metric"] == "f1" and summary["source_score"] == pytest.approx(full["metrics"]["f1"])
+    assert set(summary["metrics"]) == {"exact_match", "f1"}
+    check_reloads_as_measured(summary, full["task"])
+    if method == "quantize_dynamic":
+        assert summary["size_ratio"] < 0.5 and summary["edits"] == ["quantize"]
+    if method == "distill":  # start/end soft targets on a one-layer student
+        assert summary["student_layers"] == 1 and summary["params"] < summary["source_params"]

@@ -380,3 +380,19 @@ def test_multitask_refuses_a_token_task_at_compose_time():
 
     with pytest.raises(ConfigError, match="stage.tasks: ner/wnut17 is a token_classification task"):
         compose_config(["stage=multitask", "stage.tasks=[glue/sst2,ner/wnut17]"])
+
+
+# -- compression of the token head (stage=compress on the full fine-tune) ------------------------
+
+@pytest.mark.parametrize("method", ["quantize_dynamic", "drop_layers", "prune_magnitude", "distill"])
+def test_every_compression_method_takes_the_token_head(method, runs, files, tmp_path):
+    from compress_any_kind import check_reloads_as_measured, compress, task_overrides
+
+    full = runs["full"]
+    summary = compress(full["run_dir"], tmp_path / method, method, task_overrides(overrides(files, MODES["full"])))
+    assert summary["main_metric"] == "entity_f1" and summary["source_score"] == pytest.approx(
+        full["summary"]["metrics"]["entity_f1"])
+    check_reloads_as_measured(summary, full["task"])
+    if method == "distill":  # per-token soft targets on a one-layer student, beside its no-teacher control
+        assert summary["student_layers"] == 1 and summary["control_score"] is not None
+        assert summary["params"] < summary["source_params"]

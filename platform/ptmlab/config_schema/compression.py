@@ -46,6 +46,7 @@ class Distill(Method):
     attention_layers: PositiveInt = 1        # attention KL over the last n layers (MiniLM)
     cache_logits: bool = True
     control: bool = True                     # also train the same student without the teacher
+    sequence_level: bool = False             # generation: train on the teacher's greedy outputs (Kim & Rush)
 
 
 class Controlled(Method):
@@ -79,11 +80,12 @@ class DropLayers(Controlled):
 
 class QuantizeDynamic(Method):
     backend: Backend = "torch.ao"
-    embeddings: bool = True
+    embeddings: bool | None = None   # null: int8 tables except a generator's (its output layer)
 
 
 class QuantizeQAT(QuantizeDynamic):
     finetune_epochs: NonNegativeInt = 1    # QAT trains with fake quantization: at least one epoch
+    embeddings: bool = True
     control: bool = True   # as Controlled
 
 

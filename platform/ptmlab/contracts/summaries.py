@@ -256,6 +256,10 @@ class CompressSummary(StageSummary):
     retention_with_extra_training: bool = False    # no control: retention mixes compression and extra training
     measurement: MeasurementSettings | None = None
     task_model_dir: str | None = None
+    # task.kind=generation: the scored dev split's decoding (settings, signatures, tokens/s, latency
+    # per example) of the compressed model and of its source; `latency` then times generate()
+    generation: GenerationNumbers | None = None
+    source_generation: GenerationNumbers | None = None
 
 
 class ProbeLayer(BaseModel):
