@@ -1,0 +1,97 @@
+"""Does span-corruption pre-training make a better translator? (issue 24's WMT16 question.)
+
+A tiny ptmlab T5 (`t5_tiny`) is pre-trained with `objective=span_corruption` on the English and
+Romanian sides of newsdev2016 (the only training text on disk: no WMT16 training corpus ships) for a
+fixed number of steps, then fine-tuned English->Romanian on newsdev2016's 1,999 pairs; the same
+architecture with the same tokenizer is fine-tuned from random init (the control, one override
+away: no `backbone=`). Both are scored with sacreBLEU on newstest2016 (the first --eval sentences),
+beside the copy-the-source baseline (the English source as the "translation", which shares names,
+numbers and punctuation with the reference). Every run goes through `python -m ptmlab.run`, as a
+user's would; seeds as given, mean ± std printed.
+
+    .venv/bin/python bench/wmt16_pretraining.py [--seeds 1 2] [--pretrain-steps 1500] [--epochs 12]
+
+Prints one line per run and the table; --out keeps the run folders (a temporary one otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PAIRS = "mt/wmt16_en_ro"
+
+
+def run(overrides: list[str], run_dir: Path, env: dict) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "ptmlab.run", *overrides, f"hydra.run.dir={run_dir}"],
+                          cwd=REPO, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(overrides[:3])} failed:\n{proc.stderr[-3000:]}")
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def copy_baseline(data: Path, n: int) -> float:
+    from sacrebleu import corpus_bleu
+
+    sources = (data / PAIRS / "newstest2016-enro.en").read_text(encoding="utf-8").splitlines()[:n]
+    references = (data / PAIRS / "newstest2016-enro.ro").read_text(encoding="utf-8").splitlines()[:n]
+    return corpus_bleu(sources, [references]).score
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--pretrain-steps", type=int, default=1500)
+    parser.add_argument("--epochs", type=int, default=12)
+    parser.add_argument("--eval", type=int, default=500, help="newstest2016 sentences scored")
+    parser.add_argument("--vocab", type=int, default=4000)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    data = Path(os.environ.get("PTMLAB_DATA_DIR", REPO.parent / "shared" / "data"))
+    out = args.out or Path(tempfile.mkdtemp(prefix="wmt16_pretraining_"))
+    corpus = out / "corpus"
+    corpus.mkdir(parents=True, exist_ok=True)
+    for side in ("en", "ro"):  # the pre-training text: both sides of the training pairs, nothing of the test set
+        (corpus / f"newsdev2016.{side}.txt").write_text(
+            (data / PAIRS / f"newsdev2016-enro.{side}").read_text(encoding="utf-8"), encoding="utf-8")
+    env = {**os.environ, "PTMLAB_HOME": str(out / "home"), "PTMLAB_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    shared = ["model=t5_tiny", "data=text_files", f"data.corpus.path={corpus}", f"tokenizer.vocab_size={args.vocab}",
+              "tokenizer.lowercase=false", "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0"]
+    finetune = ["stage=finetune", f"task={PAIRS}", "objective=span_corruption", "task.max_length=64",
+                "task.max_target_length=64", f"task.max_eval_samples={args.eval}", "task.generation.strategy=greedy",
+                "task.generation.max_new_tokens=64", f"stage.epochs={args.epochs}", "stage.batch_size=32",
+                "stage.lr=1e-3", f"stage.val_every_n_epochs={args.epochs}", "stage.write_predictions=false"]
+    scores: dict[str, list[float]] = {"pre-trained (span corruption)": [], "random init": []}
+    for seed in args.seeds:
+        pretrained = out / f"pretrain_{seed}"
+        summary = run(["stage=pretrain", "objective=span_corruption", *shared, f"trainer.max_steps={args.pretrain_steps}",
+                       "data.block_size=128", f"seed={seed}"], pretrained, env)
+        print(f"seed {seed}: pre-trained {summary.get('steps')} steps, final train loss {summary.get('final_train_loss')}",
+              flush=True)
+        for name, extra in (("pre-trained (span corruption)", [f"backbone={pretrained}"]), ("random init", [])):
+            tag = "pretrained" if extra else "random"
+            result = run([*finetune, *shared, *extra, f"seed={seed}"], out / f"finetune_{tag}_{seed}", env)
+            bleu = float(result["metrics"]["bleu"])
+            scores[name].append(bleu)
+            print(f"seed {seed}: {name}: newstest2016[:{args.eval}] sacreBLEU {bleu:.2f} "
+                  f"(chrF {result['metrics'].get('chrf', float('nan')):.1f})", flush=True)
+    copy = copy_baseline(data, args.eval)
+    print(f"\n| arm | sacreBLEU, newstest2016[:{args.eval}] (mean ± std over seeds {args.seeds}) |\n|---|---|")
+    for name, values in scores.items():
+        spread = statistics.stdev(values) if len(values) > 1 else 0.0
+        print(f"| {name} | {statistics.mean(values):.2f} ± {spread:.2f} ({', '.join(f'{v:.2f}' for v in values)}) |")
+    print(f"| copy the source | {copy:.2f} |")
+    print(f"\nsettings: t5_tiny, {args.pretrain_steps} pre-training steps, {args.epochs} fine-tuning epochs, "
+          f"vocab {args.vocab}, greedy decoding; run folders in {out}")
+
+
+if __name__ == "__main__":
+    main()
