@@ -16,6 +16,8 @@ from ptmlab import queue
 from ptmlab.db import SUCCEEDED, dispose_engines, get_sessionmaker, migrate
 from ptmlab.queue.pipelines import load_pipeline
 
+pytestmark = pytest.mark.slow  # 16 jobs through one worker
+
 # the smallest version: 20 pre-training steps on one short book, a few fine-tuning steps per task
 TINY = {"pretrain_steps": ["20"], "corpus_files": ["shakespeare-macbeth.txt"], "vocab_size": ["2000"],
         "train_rows": ["16"], "eval_rows": ["16"],
@@ -48,7 +50,7 @@ def finished_survey(tmp_path_factory):
     with open(log, "wb") as out:  # the warm-start launcher (the default): 16 jobs share one set of imports
         worker = subprocess.run([sys.executable, "-m", "ptmlab.cli", "worker", "--lease-s", "10", "--poll-s", "0.2",
                                  "--cpu-slots", "2", "--burst"], stdout=out, stderr=subprocess.STDOUT, env=env,
-                                timeout=900)
+                                timeout=800)
     assert worker.returncode == 0, log.read_text()[-3000:]
     with get_sessionmaker(url)() as s:
         done, total = queue.list_jobs(s, pipeline_id=pipeline.id)
