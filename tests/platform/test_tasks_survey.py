@@ -3,12 +3,15 @@ BoolQ -> int8 -> leaderboards. The shipped sizes compose (tests/platform/test_qu
 composes every job of every shipped pipeline); here the same spec with its size vars made tiny runs
 through a real warm-start worker, every job succeeds, each edge is the lineage the spec names, and
 `ptmlab results tasks` / `superglue` / `compression` hold a row per objective with the survey's tasks.
-The weights do not matter: nothing here asserts a score, only that every stage ran on every head kind."""
+The weights do not matter: nothing here asserts a score, only that each stage ran on the head kinds it takes."""
 
 from __future__ import annotations
 
 import csv
 import io
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -31,10 +34,6 @@ COMPRESSED = ["wnut17", "squad", "boolq"]  # not COPA's yet: the pipeline's YAML
 @pytest.fixture(scope="module")
 def finished_survey(tmp_path_factory):
     """(database URL, PTMLAB_HOME, {job name: (id, parent ids)}) once a real worker has run the tiny survey."""
-    import os
-    import subprocess
-    import sys
-
     home = tmp_path_factory.mktemp("tasks_survey_home")
     url = f"sqlite:///{home / 'ptmlab.db'}"
     migrate(url)
