@@ -132,12 +132,16 @@ def flops_per_example(model: nn.Module, batch: dict[str, torch.Tensor]) -> float
 
 
 def dummy_batch(batch_size: int, seq_len: int, vocab_size: int, seed: int = 0) -> dict[str, torch.Tensor]:
-    """Random ids; an encoder–decoder generator reads the same ids as its decoder's (a teacher-forced pass)."""
+    """Random ids; an encoder–decoder generator reads the same ids as its decoder's (a teacher-forced
+    pass); a multiple-choice model reads each sequence as an example with one choice (a row with N
+    choices costs N of these sequences: latency and FLOPs are per scored sequence)."""
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(1000 if vocab_size > 2000 else 1, vocab_size, (batch_size, seq_len), generator=g)
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids),
             "pool_index": torch.zeros(batch_size, dtype=torch.long), "decoder_input_ids": ids,
-            "decoder_attention_mask": torch.ones_like(ids)}
+            "decoder_attention_mask": torch.ones_like(ids),
+            "choice_mask": torch.ones(batch_size, 1, dtype=torch.bool),
+            "target_mask": torch.ones_like(ids, dtype=torch.bool)}
 
 
 # -- side by side ---------------------------------------------------------------------------------

@@ -2,8 +2,8 @@
 activations quantized per batch at run time) and, by default, weight-only int8 embedding tables
 (per-row scales). MiniLM's embeddings are over half its parameters, so leaving them in fp32
 would cap the size ratio near 0.65. A generator's token table is also its output projection (the
-logits of every decoding step), so it stays float (`embeddings: null` picks that; `true` on a
-generator is refused) and its int8 Linears are what its Hugging Face twin decodes with
+logits of every decoding step), as is that of a decoder scoring choices by their log-likelihood,
+so it stays float (`embeddings: null` picks that; `true` on such a model is refused) and its int8 Linears are what its Hugging Face twin decodes with
 (models/int8_twin.py). The backend is artifacts/quantization.py's."""
 
 from __future__ import annotations
@@ -20,6 +20,12 @@ def refuse_quantized_source(source, method: str) -> None:
                           f"(quantization is the last step of a chain)")
 
 
+def token_table_is_output(source) -> bool:
+    """The model's logits are its token table times its states: a generator, or a decoder that
+    scores each choice by its log-likelihood (heads/multiple_choice_model.py)."""
+    return source.task.is_generation or getattr(source.model, "scoring", None) == "log_likelihood"
+
+
 class QuantizeDynamic(CompressionMethod):
     name = "quantize_dynamic"
     takes_generators = True
@@ -31,15 +37,16 @@ class QuantizeDynamic(CompressionMethod):
         self.embeddings = None if embeddings is None else bool(embeddings)  # None: all but a generator's
 
     def quantizes_embeddings(self, source) -> bool:
-        return not source.task.is_generation if self.embeddings is None else self.embeddings
+        return not token_table_is_output(source) if self.embeddings is None else self.embeddings
 
     def check(self, source, ctx: CompressContext) -> None:
         get_backend(self.backend)
         refuse_quantized_source(source, self.name)
-        if self.embeddings and source.task.is_generation:
+        if self.embeddings and token_table_is_output(source):
             from ptmlab.contracts import ConfigError
 
-            raise ConfigError(f"compression.embeddings=true: task {source.task.name} is generation, whose token "
+            what = "generation" if source.task.is_generation else "multiple choice scored by log-likelihood"
+            raise ConfigError(f"compression.embeddings=true: task {source.task.name} is {what}, whose token "
                               f"table is also its output layer; it stays float (compression.embeddings=null or false)")
         if any(op.get("op") == "cast" for op in source.manifest.get("compression") or ()):
             from ptmlab.contracts import ConfigError

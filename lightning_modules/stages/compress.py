@@ -13,6 +13,8 @@ the saved model and measures it beside the source (lightning_modules/compression
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,6 +86,8 @@ def build_compress(cfg: DictConfig) -> CompressParts:
     source = load_source(str(ref), cfg)
     use_source_task(cfg, source, str(ref))
     task = load_task(cfg.task)
+    if task.spec.is_multiple_choice:  # scored as the source scores its choices (finetune resolved `auto`)
+        task = dataclasses.replace(task, spec=dataclasses.replace(task.spec, choice_scoring=source.model.scoring))
     method = build_method(cfg.compression)
     stage = cfg.stage
     ctx = CompressContext(task=task, seed=int(cfg.seed), batch_size=int(stage.batch_size),

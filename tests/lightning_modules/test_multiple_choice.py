@@ -403,3 +403,16 @@ def test_a_hugging_face_causal_lm_is_scored_with_its_own_lm_head(tmp_path):
                                tie_word_embeddings=False)).save_pretrained(tmp_path / "untied")
     with pytest.raises(ConfigError, match="does not tie its LM head"):
         MultipleChoiceModel(HFBackbone(str(tmp_path / "untied")), scoring="log_likelihood")
+
+
+@pytest.mark.parametrize("name", ["full", "gpt_full"])
+def test_int8_of_a_multiple_choice_model_scores_what_it_measured(runs, files, name, tmp_path):
+    """stage=compress on the choice head (an encoder's per-choice score, a decoder's log-likelihoods):
+    measured per scored sequence, reloaded scoring exactly what the stage measured."""
+    from compress_any_kind import check_reloads_as_measured, compress, task_overrides
+
+    run = runs[name]
+    summary = compress(run["run_dir"], tmp_path / "int8", "quantize_dynamic", task_overrides(run_overrides(files, name)))
+    assert summary["main_metric"] == "accuracy" and summary["source_score"] == pytest.approx(run["metrics"]["accuracy"])
+    assert summary["edits"] == ["quantize"] and summary["size_ratio"] < 1
+    check_reloads_as_measured(summary, run["parts"].task)
