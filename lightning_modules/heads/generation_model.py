@@ -46,7 +46,8 @@ class GenerationModel(PooledEncoder):
     def check_backbone(backbone: nn.Module) -> None:
         if getattr(backbone, "family", None) != "encoder_decoder":
             raise ConfigError(f"task.kind=generation needs an encoder-decoder (model=t5_tiny, bart_tiny ...), a "
-                              f"decoder (model=gpt_tiny ...) or a Hugging Face LM (model=hf); "
+                              f"decoder (model=gpt_tiny ...), a Transformer encoder under UniLM's seq2seq mask "
+                              f"(model=unilm_tiny ...) or a Hugging Face LM (model=hf); "
                               f"{type(backbone).__name__} is family {getattr(backbone, 'family', '?')}")
 
     def input_encoder(self, tokenizer, max_length: int, *, doc_stride: int | None = None) -> Seq2SeqEncoder:
@@ -115,7 +116,7 @@ def decode_items(model: GenerationModel, tokenizer, encoder: Seq2SeqEncoder, ite
                  settings: DecodingSettings, batch_size: int = 64) -> Decoded:
     """Decode encoded items in order: outputs as text (special tokens dropped)."""
     twin = model.hf_generator()
-    device = next(twin.parameters()).device
+    device = twin.device
     rows: list[list[int]] = []
     new_tokens = 0
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
