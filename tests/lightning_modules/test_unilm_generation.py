@@ -97,7 +97,7 @@ def test_a_tiny_unilm_learns_the_reversal_with_greedy_and_beam(files, module_ptm
     from lightning_modules.tasks.generation_metrics import generation_metrics
     from ptmlab.contracts.decoding import DecodingSettings
 
-    args = [*overrides(files, UNILM, epochs=UNILM_EPOCHS), f"task.max_train_samples={UNILM_PAIRS}", "stage.lr=3e-3"]
+    args = [*overrides(files, UNILM, epochs=UNILM_EPOCHS), f"task.max_train_samples={UNILM_PAIRS}", "stage.lr=5e-3"]
     summary, parts = fine_tuned(args, tmp_path / "unilm")
     load_last_weights(parts, tmp_path / "unilm")
     refs = [ex.label for ex in parts.task.data.splits["dev"].examples]
@@ -108,5 +108,5 @@ def test_a_tiny_unilm_learns_the_reversal_with_greedy_and_beam(files, module_ptm
     assert scores["greedy"] >= 95 and scores["beam"] >= 95, scores
 
 
-UNILM_EPOCHS = 6
-UNILM_PAIRS = 600
+UNILM_EPOCHS = 10
+UNILM_PAIRS = 800
