@@ -74,7 +74,11 @@ class GenerationModel(PooledEncoder):
         return {self.task_name or "task": self(batch)}
 
     def hf_generator(self):
-        """The Hugging Face twin `generate()` runs on (the current weights, eval mode, same device)."""
+        """The Hugging Face twin `generate()` runs on (the current weights, eval mode, same device).
+        A model with virtual tokens (prefix tuning) decodes on a recomputing twin instead: a
+        converted one would not carry them."""
+        if getattr(self, "virtual_tokens", None) is not None:
+            return self.recomputing_generator()
         from transformers.initialization import no_init_weights
 
         backbone = self.backbone
@@ -88,6 +92,16 @@ class GenerationModel(PooledEncoder):
                               "BART, a post-LN GPT: model.backbone.pre_layer_norm): decoding it needs a hand-written "
                               "decoder, not built yet")
         return twin.to(next(self.parameters()).device).eval()
+
+    def recomputing_generator(self):
+        """A `generate()` twin over this model's own forward (heads/recomputing_generator.py)."""
+        from lightning_modules.heads.recomputing_generator import Seq2SeqRecomputingGenerator  # transformers: decoding
+
+        def step_logits(decoder_ids, decoder_mask, source_ids, source_mask):
+            return self({"input_ids": source_ids, "attention_mask": source_mask, "decoder_input_ids": decoder_ids,
+                         "decoder_attention_mask": decoder_mask})
+        return Seq2SeqRecomputingGenerator(step_logits, self.head_sizes[self.task_name or "task"],
+                                           next(self.parameters()).device)
 
 
 @dataclass

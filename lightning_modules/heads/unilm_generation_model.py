@@ -56,7 +56,4 @@ class UnilmGenerationModel(CausalGenerationModel):
         return self.seq2seq_logits(input_ids, attention_mask, widths, position_ids=positions)
 
     def hf_generator(self):
-        from lightning_modules.heads.recomputing_generator import RecomputingGenerator  # transformers: decoding only
-
-        return RecomputingGenerator(self.step_logits, self.head_sizes[self.task_name or "task"],
-                                    next(self.parameters()).device)
+        return self.recomputing_generator()  # no Hugging Face model has this mask

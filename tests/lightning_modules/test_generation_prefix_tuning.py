@@ -1,0 +1,158 @@
+"""Prefix tuning on generators (issue 24 item 5; Li & Liang 2021 designed it for generation): one
+prefix on ptmlab's GPT, one per side on its T5 and BART (adaptation/seq2seq_prefix.py). A converted
+Hugging Face twin would not carry the prefix, so these decode with `generate()` over a recomputing
+twin (heads/recomputing_generator.py), which first proves to give the converted twins' own tokens on
+the plain models. Then: only the prefix trains (everything else bit for bit), the twin decodes the
+model's own logits, the task model exports and reloads to identical generations, and what cannot
+carry virtual tokens under a generation task is refused before training, naming the key."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+import torch.nn.functional as F
+from test_decoder_generation import (  # noqa: F401 - fixtures
+    GPT, files, fine_tuned, load_last_weights, overrides, save_tiny_checkpoint, tiny_gpt)
+from test_generation import SYMBOLS, word_tokenizer  # noqa: F401 - a fixture
+
+from lightning_modules.tasks.seq2seq_encoding import IGNORE
+
+BACKBONES = {"t5": "lightning_modules.models.t5.T5EncoderDecoder",
+             "bart": "lightning_modules.models.encoder_decoder.TransformerEncoderDecoder"}
+
+
+def tiny_generator(kind: str, tokenizer):
+    from hydra.utils import instantiate
+
+    from lightning_modules.heads.generation_model_for import generation_model_for
+
+    if kind == "gpt":
+        backbone = tiny_gpt(len(tokenizer))
+    else:
+        torch.manual_seed(0)
+        backbone = instantiate({"_target_": BACKBONES[kind], "vocab_size": len(tokenizer), "hidden_size": 32,
+                                "intermediate_size": 64, "num_heads": 2, "dropout": 0.0})
+    return generation_model_for(backbone, task_name="t").eval()
+
+
+def batch_of(model, tokenizer):
+    enc = model.input_encoder(tokenizer, 8)
+    items = [{"input_ids": s, "target_ids": t, "example_index": i} for i, (s, t) in enumerate(zip(
+        enc.encode_sources(["red green", "blue gold pink gray"]), enc.encode_targets(["green red", "gray pink"])))]
+    return enc, items, enc.collate(items)
+
+
+@pytest.mark.parametrize("kind", ["t5", "bart", "gpt"])
+def test_recomputing_twin_decodes_what_the_converted_twin_decodes(kind, word_tokenizer):
+    from ptmlab.contracts.decoding import DecodingSettings
+
+    model = tiny_generator(kind, word_tokenizer)
+    enc, _, batch = batch_of(model, word_tokenizer)
+    # a random model repeats one token; a few steps on reversals give varied, peaked outputs
+    rng = random.Random(0)
+    sources = [" ".join(rng.choice(SYMBOLS) for _ in range(rng.randint(2, 4))) for _ in range(32)]
+    train = enc.collate([{"input_ids": s, "target_ids": t, "example_index": i} for i, (s, t) in enumerate(zip(
+        enc.encode_sources(sources), enc.encode_targets([" ".join(s.split()[::-1]) for s in sources])))])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for _ in range(30):
+        loss = F.cross_entropy(model(train).flatten(0, 1), train["labels"].flatten(), ignore_index=IGNORE)  # BT×V
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    converted, recomputing = model.hf_generator(), model.recomputing_generator()
+    for settings in (DecodingSettings(max_new_tokens=6), DecodingSettings("beam", num_beams=3, max_new_tokens=6),
+                     DecodingSettings("beam", num_beams=4, length_penalty=0.6, no_repeat_ngram_size=2,
+                                      max_new_tokens=6)):
+        theirs = enc.generate(converted, batch, settings)
+        assert torch.equal(enc.generate(recomputing, batch, settings), theirs), settings
+        assert theirs.shape[1] > 2 and len(set(theirs.flatten().tolist())) > 2, theirs  # not one repeated token
+
+
+@pytest.mark.parametrize("kind", ["t5", "bart", "gpt"])
+def test_only_the_prefix_trains_and_the_twin_decodes_the_models_own_logits(kind, word_tokenizer):
+    from lightning_modules.adaptation.prefix_tuning import PrefixTuning
+    from lightning_modules.heads.generation_model import decode_items
+    from lightning_modules.heads.recomputing_generator import RecomputingGenerator
+    from ptmlab.contracts.decoding import DecodingSettings
+
+    model = tiny_generator(kind, word_tokenizer)
+    plain = model(batch_of(model, word_tokenizer)[2]).detach()
+    PrefixTuning(num_tokens=3).prepare(model)
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    sides = {"virtual_tokens.encoder.prefix", "virtual_tokens.decoder.prefix"} if kind != "gpt" \
+        else {"virtual_tokens.prefix"}
+    assert set(trainable) == sides  # the head is a dropout: nothing else of the model trains
+    enc, items, batch = batch_of(model, word_tokenizer)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    model.train()
+    for _ in range(3):
+        loss = F.cross_entropy(model(batch).flatten(0, 1), batch["labels"].flatten(), ignore_index=IGNORE)  # BT×V
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    for name, p in model.named_parameters():
+        assert torch.equal(p, before[name]) != (name in sides), name
+    logits = model(batch)
+    assert logits.shape == plain.shape and not torch.allclose(logits, plain)  # the prefix is read, text positions only
+    twin = model.hf_generator()
+    assert isinstance(twin, RecomputingGenerator)
+    greedy = decode_items(model, word_tokenizer, enc, items, DecodingSettings(max_new_tokens=1)).output_ids
+    if kind == "gpt":  # the first token is the argmax at the prompt's end, prefix included
+        ends = [len(x["input_ids"]) - 1 for x in items]
+    else:  # ... at the decoder's start
+        ends = [0, 0]
+    assert greedy == [[int(logits[i, end].argmax())] for i, end in enumerate(ends)]
+
+
+@pytest.mark.parametrize("model_args", [["model=t5_tiny", "model.backbone.hidden_size=32",
+                                         "model.backbone.intermediate_size=64", "objective=span_corruption"], GPT],
+                         ids=["t5", "gpt"])
+def test_prefix_tuned_generator_through_the_stage_reloads_to_the_same_generations(model_args, files,
+                                                                                  module_ptmlab_home, tmp_path):
+    from lightning_modules.artifacts.saved_task_model import load_task_model
+    from lightning_modules.heads.generation_model import decode_split
+    from ptmlab.contracts.decoding import DecodingSettings
+
+    args = [*overrides(files, [*model_args, "adaptation=prefix_tuning", "adaptation.num_tokens=4",
+                               "adaptation.reparameterize=true", "adaptation.reparameterize_hidden=32"], epochs=1),
+            "task.max_train_samples=96", "stage.lr=1e-2"]
+    summary, parts = fine_tuned(args, tmp_path / "run")
+    before = {n: p.detach().clone() for n, p in parts.model.named_parameters()}
+    load_last_weights(parts, tmp_path / "run")
+    parts.adaptation.finalize(parts.model)  # as the stage did after training: the MLP folded into the prefix
+    changed = sorted(n for n, p in parts.model.named_parameters() if not torch.equal(p, before[n]))
+    assert changed and all(n.startswith("virtual_tokens.") for n in changed), changed
+    loaded = load_task_model(tmp_path / "run")
+    beam = DecodingSettings("beam", num_beams=3, max_new_tokens=16)
+    for settings in (None, beam):
+        ours = decode_split(parts.model, parts.resolved.tokenizer, parts.task, "dev", settings).output_ids
+        assert decode_split(loaded.model, loaded.tokenizer, parts.task, "dev", settings).output_ids == ours
+    assert summary["adaptation"] == "prefix_tuning" if "adaptation" in summary else True
+
+
+@pytest.mark.parametrize("case, message", [
+    ("hf", "adaptation=prefix_tuning does not apply to a Hugging Face checkpoint under task.kind=generation"),
+    ("unilm", "adaptation=prefix_tuning does not apply to UniLM's seq2seq generation"),
+    ("t5_prompt", "adaptation=prompt_tuning does not apply to an encoder-decoder under task.kind=generation"),
+])
+def test_virtual_tokens_a_generator_cannot_carry_are_refused_before_training(case, message, files, word_tokenizer,
+                                                                             module_ptmlab_home, tmp_path):
+    from lightning_modules.stages.finetune import build_finetune
+    from ptmlab.config import compose_config
+    from ptmlab.contracts import ConfigError
+
+    if case == "hf":
+        save_tiny_checkpoint("gpt2", word_tokenizer, tmp_path / "gpt2")
+        model = ["model=hf", f"model.name_or_path={tmp_path / 'gpt2'}", "adaptation=prefix_tuning"]
+    elif case == "unilm":
+        model = ["model=unilm_tiny", "objective=unilm", "adaptation=prefix_tuning"]
+    else:
+        model = ["model=t5_tiny", "objective=span_corruption", "adaptation=prompt_tuning"]
+    with pytest.raises(ConfigError, match=message) as error:
+        build_finetune(compose_config([*overrides(files, model, 1), f"+run_dir={tmp_path / 'run'}"]))
+    assert "\n" not in str(error.value)
