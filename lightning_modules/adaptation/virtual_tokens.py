@@ -32,6 +32,9 @@ PLACEHOLDER_ID = 0  # any valid id: the subclass overwrites what those positions
 
 def max_positions(backbone: nn.Module) -> int | None:
     """The longest sequence the backbone's position embeddings cover (None: unbounded)."""
+    embeddings = getattr(backbone, "embeddings", None)
+    if embeddings is not None and getattr(embeddings, "position_embeddings", None) is None:
+        return None  # no position table (T5's relative positions): any length
     value = getattr(backbone, "max_position_embeddings", None)
     config = getattr(backbone, "config", None)
     if value is None and config is not None:

@@ -120,7 +120,7 @@ def test_prefix_tuned_generator_through_the_stage_reloads_to_the_same_generation
 
     args = [*overrides(files, [*model_args, "adaptation=prefix_tuning", "adaptation.num_tokens=4",
                                "adaptation.reparameterize=true", "adaptation.reparameterize_hidden=32"], epochs=1),
-            "task.max_train_samples=96", "stage.lr=1e-2"]
+            "task.max_train_samples=64", "task.max_eval_samples=24", "task.generation.max_new_tokens=8", "stage.lr=1e-2"]
     summary, parts = fine_tuned(args, tmp_path / "run")
     before = {n: p.detach().clone() for n, p in parts.model.named_parameters()}
     load_last_weights(parts, tmp_path / "run")
@@ -128,11 +128,11 @@ def test_prefix_tuned_generator_through_the_stage_reloads_to_the_same_generation
     changed = sorted(n for n, p in parts.model.named_parameters() if not torch.equal(p, before[n]))
     assert changed and all(n.startswith("virtual_tokens.") for n in changed), changed
     loaded = load_task_model(tmp_path / "run")
-    beam = DecodingSettings("beam", num_beams=3, max_new_tokens=16)
+    beam = DecodingSettings("beam", num_beams=3, max_new_tokens=8)
     for settings in (None, beam):
         ours = decode_split(parts.model, parts.resolved.tokenizer, parts.task, "dev", settings).output_ids
         assert decode_split(loaded.model, loaded.tokenizer, parts.task, "dev", settings).output_ids == ours
-    assert summary["adaptation"] == "prefix_tuning" if "adaptation" in summary else True
+    assert len(ours) == 24 and summary["metrics"]["bleu"] >= 0
 
 
 @pytest.mark.parametrize("case, message", [
