@@ -135,24 +135,34 @@ def test_prefix_tuned_generator_through_the_stage_reloads_to_the_same_generation
     assert len(ours) == 24 and summary["metrics"]["bleu"] >= 0
 
 
-@pytest.mark.parametrize("case, message", [
-    ("hf", "adaptation=prefix_tuning does not apply to a Hugging Face checkpoint under task.kind=generation"),
-    ("unilm", "adaptation=prefix_tuning does not apply to UniLM's seq2seq generation"),
-    ("t5_prompt", "adaptation=prompt_tuning does not apply to an encoder-decoder under task.kind=generation"),
+@pytest.mark.parametrize("model, message", [
+    (["model=hf", "model.name_or_path=gpt2", "adaptation=prefix_tuning"],
+     "adaptation=prefix_tuning does not apply to a model.family=hf generator under task.kind=generation; it takes "
+     "decoder or encoder_decoder models"),
+    (["model=unilm_tiny", "objective=unilm", "adaptation=prefix_tuning"],
+     "adaptation=prefix_tuning does not apply to a model.family=encoder generator"),
+    (["model=t5_tiny", "objective=span_corruption", "adaptation=prompt_tuning"],
+     "adaptation=prompt_tuning does not apply to a model.family=encoder_decoder generator .* it takes decoder models"),
 ])
-def test_virtual_tokens_a_generator_cannot_carry_are_refused_before_training(case, message, files, word_tokenizer,
-                                                                             module_ptmlab_home, tmp_path):
-    from lightning_modules.stages.finetune import build_finetune
+def test_virtual_tokens_a_generator_cannot_carry_are_refused_at_compose_time(model, message, files):
     from ptmlab.config import compose_config
     from ptmlab.contracts import ConfigError
 
-    if case == "hf":
-        save_tiny_checkpoint("gpt2", word_tokenizer, tmp_path / "gpt2")
-        model = ["model=hf", f"model.name_or_path={tmp_path / 'gpt2'}", "adaptation=prefix_tuning"]
-    elif case == "unilm":
-        model = ["model=unilm_tiny", "objective=unilm", "adaptation=prefix_tuning"]
-    else:
-        model = ["model=t5_tiny", "objective=span_corruption", "adaptation=prompt_tuning"]
     with pytest.raises(ConfigError, match=message) as error:
-        build_finetune(compose_config([*overrides(files, model, 1), f"+run_dir={tmp_path / 'run'}"]))
+        compose_config(overrides(files, model, 1))
     assert "\n" not in str(error.value)
+
+
+def test_a_backbone_a_reference_loads_is_refused_at_build_time(word_tokenizer, tmp_path):
+    """`backbone=<folder>` replaces the model group after composing: the same refusal when it loads."""
+    from lightning_modules.adaptation.virtual_tokens import refuse_on_generator
+    from lightning_modules.models.hf_generator import HFGenerator
+    from lightning_modules.models.unilm import UnilmEncoder
+    from ptmlab.contracts import ConfigError
+
+    save_tiny_checkpoint("gpt2", word_tokenizer, tmp_path / "gpt2")
+    with pytest.raises(ConfigError, match="adaptation=prefix_tuning does not apply to a Hugging Face checkpoint"):
+        refuse_on_generator(HFGenerator(str(tmp_path / "gpt2")), "prefix_tuning", encoder_decoder_ok=True)
+    with pytest.raises(ConfigError, match="adaptation=prefix_tuning does not apply to UniLM's seq2seq generation"):
+        refuse_on_generator(UnilmEncoder(len(word_tokenizer), hidden_size=32), "prefix_tuning", encoder_decoder_ok=True)
+    refuse_on_generator(tiny_gpt(len(word_tokenizer)), "prompt_tuning", encoder_decoder_ok=False)  # a GPT takes both
