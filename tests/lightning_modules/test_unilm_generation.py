@@ -89,16 +89,29 @@ def test_recomputing_twin_gives_the_task_models_logits_and_greedy_is_a_naive_loo
 
 UNILM = ["model=unilm_tiny", "model.backbone.hidden_size=64", "model.backbone.intermediate_size=128",
          "model.backbone.dropout=0.0", "model.backbone.attention_dropout=0.0",
-         "model.backbone.max_position_embeddings=64", "objective=unilm", "model.backbone.mode=seq2seq"]
+         "model.backbone.max_position_embeddings=64", "objective=unilm"]
 
 
-def test_a_tiny_unilm_learns_the_reversal_with_greedy_and_beam(files, module_ptmlab_home, tmp_path):
+def test_a_tiny_unilm_pretrained_with_its_objective_learns_the_reversal_with_greedy_and_beam(
+        files, module_ptmlab_home, tmp_path):
     from lightning_modules.heads.generation_model import decode_split
+    from lightning_modules.heads.unilm_generation_model import UnilmGenerationModel
+    from lightning_modules.stages.pretrain import run_pretrain
     from lightning_modules.tasks.generation_metrics import generation_metrics
+    from ptmlab.config import compose_config
     from ptmlab.contracts.decoding import DecodingSettings
 
-    args = [*overrides(files, UNILM, epochs=UNILM_EPOCHS), f"task.max_train_samples={UNILM_PAIRS}", "stage.lr=5e-3"]
+    # the pretrain stage's export (20 steps of UniLM's four masks) is the backbone fine-tuned here
+    pretrained = tmp_path / "pretrain"
+    run_pretrain(compose_config(["stage=pretrain", *UNILM, "data=text_files", f"data.corpus.path={files / 'corpus'}",
+                                 "tokenizer.vocab_size=60", "tokenizer.min_frequency=1", "data.block_size=16",
+                                 "data.batch_size=16", "trainer.max_steps=20", "trainer.val_check_interval=20",
+                                 "trainer.limit_val_batches=1", "checkpoint_every_n_steps=0",
+                                 "trainer.enable_progress_bar=false", "seed=3", f"+run_dir={pretrained}"]))
+    args = [*overrides(files, [f"backbone={pretrained}"], epochs=UNILM_EPOCHS), f"task.max_train_samples={UNILM_PAIRS}",
+            "stage.lr=5e-3"]
     summary, parts = fine_tuned(args, tmp_path / "unilm")
+    assert isinstance(parts.model, UnilmGenerationModel) and summary["backbone"]["objective"] == "unilm"
     load_last_weights(parts, tmp_path / "unilm")
     refs = [ex.label for ex in parts.task.data.splits["dev"].examples]
     beam = decode_split(parts.model, parts.resolved.tokenizer, parts.task, "dev",
