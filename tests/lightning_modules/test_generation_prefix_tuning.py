@@ -109,6 +109,25 @@ def test_only_the_prefix_trains_and_the_twin_decodes_the_models_own_logits(kind,
     assert greedy == [[int(logits[i, end].argmax())] for i, end in enumerate(ends)]
 
 
+def test_prompt_tuned_gpt_decodes_its_soft_prompt(word_tokenizer):
+    """Prompt tuning's virtual tokens ride the same hooks: a GPT decodes them over the recomputing twin."""
+    from lightning_modules.adaptation.prompt_tuning import PromptTuning
+    from lightning_modules.heads.generation_model import decode_items
+    from lightning_modules.heads.recomputing_generator import RecomputingGenerator
+    from ptmlab.contracts.decoding import DecodingSettings
+
+    model = tiny_generator("gpt", word_tokenizer)
+    enc, items, batch = batch_of(model, word_tokenizer)
+    plain = model(batch).detach()
+    PromptTuning(num_tokens=3, init="random").prepare(model)
+    assert [n for n, p in model.named_parameters() if p.requires_grad] == ["virtual_tokens.embeddings"]
+    model.eval()
+    logits = model(batch)
+    assert not torch.allclose(logits, plain) and isinstance(model.hf_generator(), RecomputingGenerator)
+    first = decode_items(model, word_tokenizer, enc, items, DecodingSettings(max_new_tokens=1)).output_ids
+    assert first == [[int(logits[i, len(x["input_ids"]) - 1].argmax())] for i, x in enumerate(items)]
+
+
 @pytest.mark.parametrize("model_args", [["model=t5_tiny", "model.backbone.hidden_size=32",
                                          "model.backbone.intermediate_size=64", "objective=span_corruption"], GPT],
                          ids=["t5", "gpt"])
