@@ -7,15 +7,16 @@ task model holds the prefixes alone.
 Generators (`task.kind: generation`, Li & Liang's own setting): a GPT decoder takes one prefix
 (prompt + target after it); an encoder–decoder (ptmlab's T5, BART) one on each side
 (adaptation/seq2seq_prefix.py). Their Hugging Face twins would not carry the prefix, so they decode
-on a recomputing twin (heads/recomputing_generator.py). Refused (`bind`, before training): a Hugging
-Face checkpoint under a generation task (its logits are computed inside the checkpoint, past the
-hooks) and UniLM's seq2seq mask (built for the text positions alone)."""
+on a recomputing twin (heads/recomputing_generator.py). A Hugging Face LM checkpoint computes its
+logits past the hooks: it takes peft's prefix tuning instead (adaptation/hf_prefix.py). Refused
+(`bind`, before training): UniLM's seq2seq mask (built for the text positions alone)."""
 
 from __future__ import annotations
 
 from torch import nn
 
 from lightning_modules.adaptation.base import Adaptation, set_trainable
+from lightning_modules.adaptation.hf_prefix import fold_peft_projection, wrap_with_peft_prefix
 from lightning_modules.adaptation.seq2seq_prefix import Seq2SeqPrefix
 from lightning_modules.adaptation.virtual_tokens import Prefix, key_value_projections, refuse_on_generator
 
@@ -31,7 +32,7 @@ class PrefixTuning(Adaptation):
     def bind(self, task, resolved) -> None:
         self.max_length = task.spec.max_length
         if task.spec.is_generation:
-            refuse_on_generator(resolved.backbone, self.name, encoder_decoder_ok=True)
+            refuse_on_generator(resolved.backbone, self.name, encoder_decoder_ok=True, hf_ok=True)
             if resolved.backbone.is_causal:  # the prompt and the target are one sequence after the prefix
                 self.max_length += int(task.spec.max_target_length)
             else:
@@ -39,6 +40,8 @@ class PrefixTuning(Adaptation):
 
     def insert_modules(self, model: nn.Module, reparameterize: bool = False) -> list[nn.Module]:
         backbone = model.backbone
+        if hasattr(backbone, "lm_logits"):  # a Hugging Face LM under a generation task: peft's prefix
+            return [wrap_with_peft_prefix(backbone, self.num_tokens, reparameterize, self.reparameterize_hidden)]
         if backbone.family == "encoder_decoder":
             prefix = Seq2SeqPrefix(self.num_tokens, backbone.encoder, backbone.decoder, reparameterize=reparameterize,
                                    hidden=self.reparameterize_hidden)
@@ -60,6 +63,8 @@ class PrefixTuning(Adaptation):
 
     def delta_state(self, model: nn.Module) -> dict:
         """The head and the prefixes themselves (what is kept after the MLP is folded away)."""
+        if not hasattr(model, "virtual_tokens"):  # peft's prefix (a Hugging Face LM): what trains
+            return super().delta_state(model)
         state = {k: v for k, v in super().delta_state(model).items() if not k.startswith("virtual_tokens.")}
         kept = {f"virtual_tokens.{name + '.' if name else ''}prefix": prefix.vectors().detach()
                 for name, prefix in model.virtual_tokens.named_modules() if isinstance(prefix, Prefix)}
@@ -68,8 +73,11 @@ class PrefixTuning(Adaptation):
     def finalize(self, model: nn.Module) -> None:
         for prefix in prefixes(model):
             prefix.fold_reparameterization()
+        if hasattr(model.backbone, "lm_logits") and hasattr(model.backbone.model, "peft_config"):
+            fold_peft_projection(model.backbone)
 
 
 def prefixes(model: nn.Module) -> list[Prefix]:
-    """Every Prefix the model carries (one; an encoder–decoder's two)."""
-    return [m for m in model.virtual_tokens.modules() if isinstance(m, Prefix)]
+    """Every Prefix the model carries (one; an encoder–decoder's two; none under peft's)."""
+    holder = getattr(model, "virtual_tokens", None)
+    return [m for m in holder.modules() if isinstance(m, Prefix)] if holder is not None else []

@@ -212,10 +212,12 @@ class Prefix(VirtualTokens):
         return write
 
 
-def refuse_on_generator(backbone: nn.Module, mode: str, encoder_decoder_ok: bool) -> None:
+def refuse_on_generator(backbone: nn.Module, mode: str, encoder_decoder_ok: bool, hf_ok: bool = False) -> None:
     """Virtual tokens under `task.kind: generation` work where ptmlab's own forward computes the
-    logits and the positions are free: a GPT decoder, and (prefix tuning only) an encoder–decoder.
-    ConfigError naming the key for the rest, before anything trains."""
+    logits and the positions are free: a GPT decoder, and (prefix tuning only) an encoder–decoder
+    and, through peft, a Hugging Face LM. ConfigError naming the key for the rest, before anything trains."""
+    if backbone.hf_native and hf_ok:
+        return
     if backbone.hf_native:
         raise ConfigError(f"adaptation={mode} does not apply to a Hugging Face checkpoint under task.kind=generation "
                           f"(its LM computes the logits past the virtual-token hooks); use adaptation=lora or bitfit")

@@ -109,6 +109,45 @@ def test_only_the_prefix_trains_and_the_twin_decodes_the_models_own_logits(kind,
     assert greedy == [[int(logits[i, end].argmax())] for i, end in enumerate(ends)]
 
 
+@pytest.mark.parametrize("kind", ["t5", "gpt2"])
+def test_hugging_face_checkpoint_takes_pefts_prefix_and_decodes_with_it(kind, word_tokenizer, tmp_path):
+    """A Hugging Face LM computes its logits past ptmlab's hooks: peft's prefix tuning, its own generate()."""
+    from lightning_modules.adaptation.prefix_tuning import PrefixTuning
+    from lightning_modules.heads.generation_model import decode_items
+    from lightning_modules.heads.generation_model_for import generation_model_for
+    from lightning_modules.models.hf_generator import HFGenerator
+    from ptmlab.contracts.decoding import DecodingSettings
+
+    save_tiny_checkpoint(kind, word_tokenizer, tmp_path / kind)
+    model = generation_model_for(HFGenerator(str(tmp_path / kind), pretrained=True), task_name="t")
+    enc, items, batch = batch_of(model, word_tokenizer)
+    plain = model(batch).detach()
+    adaptation = PrefixTuning(num_tokens=3, reparameterize=True, reparameterize_hidden=16)
+    adaptation.prepare(model)
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert trainable and all(".prompt_encoder." in n for n in trainable), trainable
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    for _ in range(3):
+        loss = F.cross_entropy(model(batch).flatten(0, 1), batch["labels"].flatten(), ignore_index=IGNORE)  # BT×V
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    for name, p in model.named_parameters():
+        assert torch.equal(p, before[name]) != (name in trainable), name
+    logits = model(batch)
+    assert logits.shape == plain.shape and not torch.allclose(logits, plain)
+    adaptation.finalize(model)  # the MLP folded into the prefix it produces: the same logits, no MLP left
+    assert torch.allclose(model(batch), logits, atol=1e-5)
+    assert not any(".transform." in n for n, _ in model.named_parameters())
+    first = decode_items(model, word_tokenizer, enc, items, DecodingSettings(max_new_tokens=1)).output_ids
+    ends = [len(x["input_ids"]) - 1 for x in items] if kind == "gpt2" else [0, 0]
+    assert first == [[int(logits[i, end].argmax())] for i, end in enumerate(ends)]  # the prefix decodes too
+    beam = decode_items(model, word_tokenizer, enc, items, DecodingSettings("beam", num_beams=3, max_new_tokens=4))
+    assert len(beam.output_ids) == 2
+
+
 def test_prompt_tuned_gpt_decodes_its_soft_prompt(word_tokenizer):
     """Prompt tuning's virtual tokens ride the same hooks: a GPT decodes them over the recomputing twin."""
     from lightning_modules.adaptation.prompt_tuning import PromptTuning
@@ -129,13 +168,17 @@ def test_prompt_tuned_gpt_decodes_its_soft_prompt(word_tokenizer):
 
 
 @pytest.mark.parametrize("model_args", [["model=t5_tiny", "model.backbone.hidden_size=32",
-                                         "model.backbone.intermediate_size=64", "objective=span_corruption"], GPT],
-                         ids=["t5", "gpt"])
-def test_prefix_tuned_generator_through_the_stage_reloads_to_the_same_generations(model_args, files,
+                                         "model.backbone.intermediate_size=64", "objective=span_corruption"], GPT,
+                                        ["model=hf"]], ids=["t5", "gpt", "hf_gpt2"])
+def test_prefix_tuned_generator_through_the_stage_reloads_to_the_same_generations(model_args, files, word_tokenizer,
                                                                                   module_ptmlab_home, tmp_path):
     from lightning_modules.artifacts.saved_task_model import load_task_model
     from lightning_modules.heads.generation_model import decode_split
     from ptmlab.contracts.decoding import DecodingSettings
+
+    if model_args == ["model=hf"]:  # peft's prefix on a Hugging Face GPT-2 made here
+        save_tiny_checkpoint("gpt2", word_tokenizer, tmp_path / "gpt2")
+        model_args = ["model=hf", f"model.name_or_path={tmp_path / 'gpt2'}"]
 
     args = [*overrides(files, [*model_args, "adaptation=prefix_tuning", "adaptation.num_tokens=4",
                                "adaptation.reparameterize=true", "adaptation.reparameterize_hidden=32"], epochs=1),
@@ -145,7 +188,7 @@ def test_prefix_tuned_generator_through_the_stage_reloads_to_the_same_generation
     load_last_weights(parts, tmp_path / "run")
     parts.adaptation.finalize(parts.model)  # as the stage did after training: the MLP folded into the prefix
     changed = sorted(n for n, p in parts.model.named_parameters() if not torch.equal(p, before[n]))
-    assert changed and all(n.startswith("virtual_tokens.") for n in changed), changed
+    assert changed and all(n.startswith("virtual_tokens.") or ".prompt_encoder." in n for n in changed), changed
     loaded = load_task_model(tmp_path / "run")
     beam = DecodingSettings("beam", num_beams=3, max_new_tokens=8)
     for settings in (None, beam):
@@ -155,9 +198,9 @@ def test_prefix_tuned_generator_through_the_stage_reloads_to_the_same_generation
 
 
 @pytest.mark.parametrize("model, message", [
-    (["model=hf", "model.name_or_path=gpt2", "adaptation=prefix_tuning"],
-     "adaptation=prefix_tuning does not apply to a model.family=hf generator under task.kind=generation; it takes "
-     "decoder or encoder_decoder models"),
+    (["model=hf", "model.name_or_path=gpt2", "adaptation=prompt_tuning"],
+     "adaptation=prompt_tuning does not apply to a model.family=hf generator under task.kind=generation; it takes "
+     "decoder models"),
     (["model=unilm_tiny", "objective=unilm", "adaptation=prefix_tuning"],
      "adaptation=prefix_tuning does not apply to a model.family=encoder generator"),
     (["model=t5_tiny", "objective=span_corruption", "adaptation=prompt_tuning"],
@@ -180,8 +223,10 @@ def test_a_backbone_a_reference_loads_is_refused_at_build_time(word_tokenizer, t
     from ptmlab.contracts import ConfigError
 
     save_tiny_checkpoint("gpt2", word_tokenizer, tmp_path / "gpt2")
-    with pytest.raises(ConfigError, match="adaptation=prefix_tuning does not apply to a Hugging Face checkpoint"):
-        refuse_on_generator(HFGenerator(str(tmp_path / "gpt2")), "prefix_tuning", encoder_decoder_ok=True)
+    hf = HFGenerator(str(tmp_path / "gpt2"))
+    refuse_on_generator(hf, "prefix_tuning", encoder_decoder_ok=True, hf_ok=True)  # peft's prefix
+    with pytest.raises(ConfigError, match="adaptation=prompt_tuning does not apply to a Hugging Face checkpoint"):
+        refuse_on_generator(hf, "prompt_tuning", encoder_decoder_ok=False)
     with pytest.raises(ConfigError, match="adaptation=prefix_tuning does not apply to UniLM's seq2seq generation"):
         refuse_on_generator(UnilmEncoder(len(word_tokenizer), hidden_size=32), "prefix_tuning", encoder_decoder_ok=True)
     refuse_on_generator(tiny_gpt(len(word_tokenizer)), "prompt_tuning", encoder_decoder_ok=False)  # a GPT takes both

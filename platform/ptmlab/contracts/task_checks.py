@@ -237,7 +237,7 @@ def _check_generation(task: DictConfig, key: str) -> None:
 
 # Virtual tokens under task.kind=generation, by the composed model's family (lightning_modules/adaptation/
 # virtual_tokens.py `refuse_on_generator` says the same at build time, for backbones a reference loads)
-VIRTUAL_TOKEN_GENERATORS = {"prefix_tuning": ("decoder", "encoder_decoder"), "prompt_tuning": ("decoder",)}
+VIRTUAL_TOKEN_GENERATORS = {"prefix_tuning": ("decoder", "encoder_decoder", "hf"), "prompt_tuning": ("decoder",)}
 
 
 def _check_generation_adaptation(cfg: DictConfig) -> None:
