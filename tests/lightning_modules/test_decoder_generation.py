@@ -285,7 +285,7 @@ def test_lora_on_a_hugging_face_gpt2_adapts_its_conv1d_layers_and_exports_merged
     save_tiny_checkpoint("gpt2", word_tokenizer, tmp_path / "gpt2")
     hf = ["model=hf", f"model.name_or_path={tmp_path / 'gpt2'}", "adaptation=lora", "adaptation.rank=4",
           "adaptation.target_modules=[c_attn]"]
-    args = [*overrides(files, hf, epochs=1), "task.max_train_samples=160", "stage.lr=5e-3"]
+    args = [*overrides(files, hf, epochs=1), "task.max_train_samples=160", "task.max_eval_samples=24", "stage.lr=5e-3"]
     summary, parts = fine_tuned(args, tmp_path / "run")
     before = {n: p.detach().clone() for n, p in parts.model.named_parameters()}
     load_last_weights(parts, tmp_path / "run")
