@@ -3,7 +3,9 @@ A (rank×in, random) and B (out×rank, zero) trained, so training starts from th
 The backbone is frozen; the task head trains.
 
 The low-rank pair is `peft`'s LoRA layer, injected into any backbone (ptmlab's own Transformers
-and Hugging Face checkpoints alike: peft wraps nn.Linear modules, whatever model holds them).
+and Hugging Face checkpoints alike: peft wraps nn.Linear modules, whatever model holds them, and
+Hugging Face's `Conv1D` — GPT-2's c_attn/c_proj/c_fc, a Linear whose weight is stored in×out —
+with peft's `fan_in_fan_out=True`).
 `target_modules` are matched as peft matches them: a module whose dotted name ends in the given
 name (`query` matches `…attention.self.query` and ptmlab's `…attention.query`).
 
@@ -20,8 +22,25 @@ from lightning_modules.adaptation.base import Adaptation, set_trainable
 from ptmlab.contracts import ConfigError
 
 
-def _linear_names(backbone: nn.Module) -> dict[str, nn.Linear]:
-    return {name: m for name, m in backbone.named_modules() if isinstance(m, nn.Linear)}
+def _conv1d_class() -> type | None:
+    try:  # transformers is imported by every Hugging Face backbone; without it there is no Conv1D to adapt
+        from transformers.pytorch_utils import Conv1D
+    except ImportError:
+        return None
+    return Conv1D
+
+
+def _linear_names(backbone: nn.Module) -> dict[str, nn.Module]:
+    """Every layer LoRA can adapt: nn.Linear and Hugging Face's Conv1D (GPT-2)."""
+    kinds = tuple(k for k in (nn.Linear, _conv1d_class()) if k is not None)
+    return {name: m for name, m in backbone.named_modules() if isinstance(m, kinds)}
+
+
+def _features(layer: nn.Module) -> tuple[int, int]:
+    """(in, out) of a Linear or a Conv1D (whose weight is in×out: nx inputs, nf outputs)."""
+    if isinstance(layer, nn.Linear):
+        return layer.in_features, layer.out_features
+    return int(layer.nx), int(layer.nf)
 
 
 def _matches(name: str, target: str) -> bool:
@@ -45,8 +64,8 @@ class LoRA(Adaptation):
         self.merge = bool(merge)
         self.merged = bool(merged)  # a saved task model whose update is already in its weights
 
-    def targets(self, backbone: nn.Module) -> dict[str, nn.Linear]:
-        """The Linear layers LoRA adapts; ConfigError naming the key and value for a target that
+    def targets(self, backbone: nn.Module) -> dict[str, nn.Module]:
+        """The Linear (or Conv1D) layers LoRA adapts; ConfigError naming the key and value for a target that
         matches nothing (with the names there are) or a rank larger than a layer allows."""
         linears = _linear_names(backbone)
         chosen: dict[str, nn.Linear] = {}
@@ -58,10 +77,10 @@ class LoRA(Adaptation):
                                   f"{type(backbone).__name__}; its Linear layers are named: {', '.join(leaves)}")
             chosen.update(found)
         for name, linear in chosen.items():
-            limit = min(linear.in_features, linear.out_features)
-            if self.rank > limit:
+            fan_in, fan_out = _features(linear)
+            if self.rank > min(fan_in, fan_out):
                 raise ConfigError(f"adaptation.rank={self.rank} is larger than layer {name} allows "
-                                  f"({linear.in_features}→{linear.out_features}: rank ≤ {limit})")
+                                  f"({fan_in}→{fan_out}: rank ≤ {min(fan_in, fan_out)})")
         return chosen
 
     def insert_modules(self, model: nn.Module) -> list[nn.Module]:
@@ -69,9 +88,11 @@ class LoRA(Adaptation):
             return []  # the update is part of the saved weights: a plain backbone
         from peft import LoraConfig, inject_adapter_in_model
 
-        self.targets(model.backbone)
+        chosen = self.targets(model.backbone)
+        # Conv1D keeps its weight in×out: peft must transpose B·A before adding it (GPT-2's layers)
+        fan_in_fan_out = any(not isinstance(m, nn.Linear) for m in chosen.values())
         config = LoraConfig(r=self.rank, lora_alpha=self.alpha, lora_dropout=self.dropout,
-                            target_modules=list(self.target_modules), bias="none")
+                            target_modules=list(self.target_modules), bias="none", fan_in_fan_out=fan_in_fan_out)
         inject_adapter_in_model(config, model.backbone)
         return [m for m in model.backbone.modules() if _is_lora_layer(m)]
 

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from lightning_modules.adaptation.base import Adaptation, set_trainable
-from lightning_modules.adaptation.virtual_tokens import SoftPrompt
+from lightning_modules.adaptation.virtual_tokens import SoftPrompt, refuse_on_generator
 from ptmlab.contracts import ConfigError
 
 INITS = ("random", "vocab", "words")
@@ -34,6 +34,9 @@ class PromptTuning(Adaptation):
 
     def bind(self, task, resolved) -> None:
         self.tokenizer, self.max_length = resolved.tokenizer, task.spec.max_length
+        if task.spec.is_generation:  # a GPT only; it decodes on a recomputing twin (heads/generation_model.py)
+            refuse_on_generator(resolved.backbone, self.name, encoder_decoder_ok=False)
+            self.max_length += int(task.spec.max_target_length)
 
     def insert_modules(self, model: nn.Module) -> list[nn.Module]:
         embedding = model.backbone.get_input_embeddings()

@@ -7,7 +7,8 @@ forward hooks, so the backbone's code, its state-dict names and its exports stay
 
 1. a pre-hook on the backbone prepends P placeholder ids to `input_ids`, ones to
    `attention_mask` (the prefix is attended to) and zeros to `token_type_ids`; padding stays
-   masked, and positions follow on from the prefix (as with Hugging Face's past key values);
+   masked, and positions follow on from the prefix (as with Hugging Face's past key values;
+   `position_ids` a caller passes are shifted by P and the prefix's prepended);
 2. the subclass's hooks put the trained vectors at those P positions (the word-embedding output,
    or each layer's key and value projections);
 3. a hook on the backbone's output drops the P positions from every hidden state (and attention
@@ -31,6 +32,9 @@ PLACEHOLDER_ID = 0  # any valid id: the subclass overwrites what those positions
 
 def max_positions(backbone: nn.Module) -> int | None:
     """The longest sequence the backbone's position embeddings cover (None: unbounded)."""
+    embeddings = getattr(backbone, "embeddings", None)
+    if embeddings is not None and getattr(embeddings, "position_embeddings", None) is None:
+        return None  # no position table (T5's relative positions): any length
     value = getattr(backbone, "max_position_embeddings", None)
     config = getattr(backbone, "config", None)
     if value is None and config is not None:
@@ -41,16 +45,19 @@ def max_positions(backbone: nn.Module) -> int | None:
 class VirtualTokens(nn.Module):
     """Base class: P virtual positions; subclasses add the vectors and `attach_vectors`."""
 
+    # the forward's per-token arguments after input_ids, in positional order, and what the prefix holds there
+    token_args = (("attention_mask", 1), ("token_type_ids", 0))
+
     def __init__(self, num_tokens: int):
         super().__init__()
         if int(num_tokens) <= 0:
             raise ConfigError(f"adaptation.num_tokens={num_tokens} must be a positive integer")
         self.num_tokens = int(num_tokens)
 
-    def check_length(self, backbone: nn.Module, max_length: int) -> None:
+    def check_length(self, backbone: nn.Module, max_length: int, key: str = "task.max_length") -> None:
         limit = max_positions(backbone)
         if limit is not None and self.num_tokens + int(max_length) > limit:
-            raise ConfigError(f"adaptation.num_tokens={self.num_tokens} + task.max_length={max_length} = "
+            raise ConfigError(f"adaptation.num_tokens={self.num_tokens} + {key}={max_length} = "
                               f"{self.num_tokens + int(max_length)} exceeds the {limit} positions of "
                               f"{type(backbone).__name__}: shorten one of them")
 
@@ -81,8 +88,7 @@ class VirtualTokens(nn.Module):
             args[0] = input_ids
         else:
             kwargs["input_ids"] = input_ids
-        names = ("attention_mask", "token_type_ids")
-        for position, name in enumerate(names, start=1):
+        for position, (name, fill) in enumerate(self.token_args, start=1):
             in_args = len(args) > position
             value = args[position] if in_args else kwargs.get(name)
             if value is None:
@@ -90,12 +96,15 @@ class VirtualTokens(nn.Module):
                     value = torch.ones_like(input_ids[:, p:])
                 else:
                     continue
-            fill = 1 if name == "attention_mask" else 0
             value = torch.cat([torch.full((b, p), fill, dtype=value.dtype, device=value.device), value], dim=1)
             if in_args:
                 args[position] = value
             else:
                 kwargs[name] = value
+        if kwargs.get("position_ids") is not None:  # the prefix at 0..P-1, the text after it
+            positions = kwargs["position_ids"]
+            ahead = torch.arange(p, dtype=positions.dtype, device=positions.device).expand(b, p)
+            kwargs["position_ids"] = torch.cat([ahead, positions + p], dim=1)  # B×T -> B×(P+T)
         return tuple(args), kwargs
 
     def _strip(self, module, args, output: BackboneOutput) -> BackboneOutput:
@@ -184,8 +193,11 @@ class Prefix(VirtualTokens):
             self.prefix.copy_(self.vectors())
             self.mlp, self.seed = None, None
 
+    def key_value_pairs(self, backbone: nn.Module) -> list[tuple[nn.Linear, nn.Linear]]:
+        return key_value_projections(backbone)
+
     def attach_vectors(self, backbone: nn.Module) -> None:
-        pairs = key_value_projections(backbone)
+        pairs = self.key_value_pairs(backbone)
         if len(pairs) != self.num_layers:
             raise ConfigError(f"prefix for {self.num_layers} layers, backbone has {len(pairs)}")
         for index, (key, value) in enumerate(pairs):
@@ -198,3 +210,20 @@ class Prefix(VirtualTokens):
             prefix = prefix.unsqueeze(0).expand(output.shape[0], -1, -1)  # -> B×P×H
             return torch.cat([prefix, output[:, self.num_tokens:]], dim=1)
         return write
+
+
+def refuse_on_generator(backbone: nn.Module, mode: str, encoder_decoder_ok: bool, hf_ok: bool = False) -> None:
+    """Virtual tokens under `task.kind: generation` work where ptmlab's own forward computes the
+    logits and the positions are free: a GPT decoder, and (prefix tuning only) an encoder–decoder
+    and, through peft, a Hugging Face LM. ConfigError naming the key for the rest, before anything trains."""
+    if backbone.hf_native and hf_ok:
+        return
+    if backbone.hf_native:
+        raise ConfigError(f"adaptation={mode} does not apply to a Hugging Face checkpoint under task.kind=generation "
+                          f"(its LM computes the logits past the virtual-token hooks); use adaptation=lora or bitfit")
+    if backbone.family == "encoder_decoder" and not encoder_decoder_ok:
+        raise ConfigError(f"adaptation={mode} does not apply to an encoder-decoder under task.kind=generation (the "
+                          f"token table it writes into feeds the decoder too); use adaptation=prefix_tuning")
+    if not backbone.is_causal and backbone.family != "encoder_decoder":
+        raise ConfigError(f"adaptation={mode} does not apply to UniLM's seq2seq generation ({type(backbone).__name__}: "
+                          f"its attention mask is built for the text positions); use adaptation=lora, bitfit or full")

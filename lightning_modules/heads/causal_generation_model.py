@@ -33,3 +33,16 @@ class CausalGenerationModel(GenerationModel):
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         states = self.head(self.backbone(batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state)
         return F.linear(states, self.backbone.get_input_embeddings().weight)  # B×T×H -> B×T×V
+
+    def step_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, prompt_width: int) -> torch.Tensor:
+        """B×T×V for a left-padded prompt + generated tokens: positions count real tokens only, as in
+        the right-padded training rows (what the recomputing twin calls)."""
+        positions = (attention_mask.cumsum(dim=-1) - 1).clamp(min=0)  # B×T
+        states = self.backbone(input_ids, attention_mask=attention_mask, position_ids=positions).last_hidden_state
+        return F.linear(self.head(states), self.backbone.get_input_embeddings().weight)  # B×T×H -> B×T×V
+
+    def recomputing_generator(self):
+        from lightning_modules.heads.recomputing_generator import RecomputingGenerator  # transformers: decoding
+
+        return RecomputingGenerator(self.step_logits, self.head_sizes[self.task_name or "task"],
+                                    next(self.parameters()).device)

@@ -47,7 +47,8 @@ class GenerationModel(PooledEncoder):
     def check_backbone(backbone: nn.Module) -> None:
         if getattr(backbone, "family", None) != "encoder_decoder":
             raise ConfigError(f"task.kind=generation needs an encoder-decoder (model=t5_tiny, bart_tiny ...), a "
-                              f"decoder (model=gpt_tiny ...) or a Hugging Face LM (model=hf); "
+                              f"decoder (model=gpt_tiny ...), a Transformer encoder under UniLM's seq2seq mask "
+                              f"(model=unilm_tiny ...) or a Hugging Face LM (model=hf); "
                               f"{type(backbone).__name__} is family {getattr(backbone, 'family', '?')}")
 
     def input_encoder(self, tokenizer, max_length: int, *, doc_stride: int | None = None) -> Seq2SeqEncoder:
@@ -74,7 +75,11 @@ class GenerationModel(PooledEncoder):
         return {self.task_name or "task": self(batch)}
 
     def hf_generator(self):
-        """The Hugging Face twin `generate()` runs on (the current weights, eval mode, same device)."""
+        """The Hugging Face twin `generate()` runs on (the current weights, eval mode, same device).
+        A model with virtual tokens (prefix tuning) decodes on a recomputing twin instead: a
+        converted one would not carry them."""
+        if getattr(self, "virtual_tokens", None) is not None:
+            return self.recomputing_generator()
         from transformers.initialization import no_init_weights
 
         backbone = self.backbone
@@ -90,6 +95,16 @@ class GenerationModel(PooledEncoder):
                               "BART, a post-LN GPT: model.backbone.pre_layer_norm): decoding it needs a hand-written "
                               "decoder, not built yet")
         return twin.to(next(self.parameters()).device).eval()
+
+    def recomputing_generator(self):
+        """A `generate()` twin over this model's own forward (heads/recomputing_generator.py)."""
+        from lightning_modules.heads.recomputing_generator import Seq2SeqRecomputingGenerator  # transformers: decoding
+
+        def step_logits(decoder_ids, decoder_mask, source_ids, source_mask):
+            return self({"input_ids": source_ids, "attention_mask": source_mask, "decoder_input_ids": decoder_ids,
+                         "decoder_attention_mask": decoder_mask})
+        return Seq2SeqRecomputingGenerator(step_logits, self.head_sizes[self.task_name or "task"],
+                                           next(self.parameters()).device)
 
 
 @dataclass
@@ -118,7 +133,7 @@ def decode_items(model: GenerationModel, tokenizer, encoder: Seq2SeqEncoder, ite
                  settings: DecodingSettings, batch_size: int = 64) -> Decoded:
     """Decode encoded items in order: outputs as text (special tokens dropped)."""
     twin = model.hf_generator()
-    device = next(twin.parameters()).device
+    device = twin.device
     rows: list[list[int]] = []
     new_tokens = 0
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):

@@ -235,6 +235,9 @@ class TransformerEncoderDecoder(Backbone):
         model = BartForConditionalGeneration(base.config)
         model.model.load_state_dict(base.state_dict(), strict=True)
         model.lm_head.weight = model.model.shared.weight
+        # BartConfig's defaults force id 2 (facebook/bart's </s>) as the last token at the length limit:
+        # in a ptmlab vocabulary id 2 is whatever the tokenizer put there, and the task model never forces it
+        model.generation_config.forced_eos_token_id = model.generation_config.forced_bos_token_id = None
         return model.eval()
 
     def hf_generator_linears(self) -> dict[str, list[str]]:

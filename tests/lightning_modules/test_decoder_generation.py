@@ -322,3 +322,26 @@ def test_compression_of_hugging_face_generators(kind, files, word_tokenizer, mod
         for method in ("drop_layers", "distill"):
             with pytest.raises(ConfigError, match="compression: the layers of HFGenerator are not one list per stack"):
                 build_compress(build(tmp_path / "run", tmp_path / f"refused_{method}", method, common))
+
+
+def test_lora_on_a_hugging_face_gpt2_adapts_its_conv1d_layers_and_exports_merged(files, word_tokenizer,
+                                                                                 module_ptmlab_home, tmp_path):
+    """GPT-2's projections are Hugging Face `Conv1D` (weight in×out), not nn.Linear: peft adapts them
+    with fan_in_fan_out; the rest of the checkpoint stays bit for bit, the export is merged."""
+    from lightning_modules.adaptation.lora import has_lora
+    from lightning_modules.artifacts.saved_task_model import load_task_model
+    from lightning_modules.heads.generation_model import decode_split
+
+    save_tiny_checkpoint("gpt2", word_tokenizer, tmp_path / "gpt2")
+    hf = ["model=hf", f"model.name_or_path={tmp_path / 'gpt2'}", "adaptation=lora", "adaptation.rank=4",
+          "adaptation.target_modules=[c_attn]"]
+    args = [*overrides(files, hf, epochs=1), "task.max_train_samples=160", "task.max_eval_samples=24", "stage.lr=5e-3"]
+    summary, parts = fine_tuned(args, tmp_path / "run")
+    before = {n: p.detach().clone() for n, p in parts.model.named_parameters()}
+    load_last_weights(parts, tmp_path / "run")
+    changed = sorted(n for n, p in parts.model.named_parameters() if not torch.equal(p, before[n]))
+    assert changed and all("lora_" in n and ".c_attn." in n for n in changed), changed
+    loaded = load_task_model(tmp_path / "run")
+    assert has_lora(parts.model.backbone) and not has_lora(loaded.model.backbone)
+    assert decode_split(loaded.model, loaded.tokenizer, parts.task, "dev").output_ids == \
+        decode_split(parts.model, parts.resolved.tokenizer, parts.task, "dev").output_ids

@@ -125,6 +125,8 @@ def check_task(cfg: DictConfig) -> None:
         return
     check_task_node(task)
     kind = str(task.kind)
+    if kind == "generation":
+        _check_generation_adaptation(cfg)
     expected = 1 if kind == "regression" else task.get("num_labels")
     if kind == "classification" and expected is None and task.get("labels") is not None:
         expected = len(task.labels)
@@ -231,6 +233,22 @@ def _check_generation(task: DictConfig, key: str) -> None:
         raise ConfigError(f"{key}.label_smoothing={smoothing} must be in [0, 1)")
     node = task.get("generation")
     DecodingSettings.from_dict(OmegaConf.to_container(node, resolve=True) if node is not None else None)
+
+
+# Virtual tokens under task.kind=generation, by the composed model's family (lightning_modules/adaptation/
+# virtual_tokens.py `refuse_on_generator` says the same at build time, for backbones a reference loads)
+VIRTUAL_TOKEN_GENERATORS = {"prefix_tuning": ("decoder", "encoder_decoder", "hf"), "prompt_tuning": ("decoder",)}
+
+
+def _check_generation_adaptation(cfg: DictConfig) -> None:
+    mode = OmegaConf.select(cfg, "adaptation.name", default=None)
+    family = OmegaConf.select(cfg, "model.family", default=None)
+    if mode not in VIRTUAL_TOKEN_GENERATORS or family is None or OmegaConf.select(cfg, "backbone", default=None):
+        return  # a backbone reference replaces the model group: checked when it loads
+    if str(family) not in VIRTUAL_TOKEN_GENERATORS[mode]:
+        raise ConfigError(f"adaptation={mode} does not apply to a model.family={family} generator under "
+                          f"task.kind=generation; it takes {' or '.join(VIRTUAL_TOKEN_GENERATORS[mode])} models "
+                          f"(use adaptation=lora, bitfit or full)")
 
 
 def _check_spans(task: DictConfig, key: str) -> None:
