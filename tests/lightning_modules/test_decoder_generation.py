@@ -16,7 +16,7 @@ import sys
 
 import pytest
 import torch
-from test_generation import FRESH_PROCESS, SYMBOLS, reversal_pairs, word_tokenizer  # noqa: F401 - a fixture
+from test_generation import FRESH_PROCESS, SYMBOLS, reversal_pairs, symbol_tokenizer, word_tokenizer  # noqa: F401 - a fixture
 
 from lightning_modules.tasks.seq2seq_encoding import IGNORE
 
@@ -132,7 +132,9 @@ def gpt_run(files, module_ptmlab_home, tmp_path_factory):
     from ptmlab.contracts.decoding import DecodingSettings
 
     run_dir = tmp_path_factory.mktemp("runs") / "gpt"
-    args = overrides(files, GPT, GPT_EPOCHS)
+    # a fixed tokenizer, as the T5 reversal's (test_generation.py says why): the same ids every session
+    symbol_tokenizer().save_pretrained(str(run_dir.parent / "tokenizer"))
+    args = [*overrides(files, GPT, GPT_EPOCHS), "tokenizer.kind=pretrained", f"tokenizer.path={run_dir.parent / 'tokenizer'}"]
     summary, parts = fine_tuned(args, run_dir)
     load_last_weights(parts, run_dir)
     tok = parts.resolved.tokenizer
