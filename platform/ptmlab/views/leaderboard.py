@@ -8,7 +8,7 @@ seed across different configs says so (`same_seed_runs`)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -16,10 +16,10 @@ from sqlalchemy.orm import Session
 from ptmlab.contracts.superglue import BENCHMARKS
 from ptmlab.errors import ConfigError
 from ptmlab.leaderboard.grouping import (
-    DEFAULT_GROUP_BY, GLUE_TASKS, LEADERBOARD_KINDS, METRIC_ABBREV, Stat, build_leaderboard, compare_rows,
+    DEFAULT_GROUP_BY, GLUE_TASKS, LEADERBOARD_KINDS, METRIC_ABBREV, Leaderboard, LeaderboardFold, Stat, compare_rows,
 )
 from ptmlab.leaderboard.rendering import render
-from ptmlab.results import ResultRow, cached_view, filter_options, load_rows
+from ptmlab.results import cached_view, filter_options, folded
 
 KIND = LEADERBOARD_KINDS  # finetune and multitask results
 
@@ -29,11 +29,6 @@ def _scaled(stat: Stat | None) -> dict[str, Any]:
         return {"mean": None, "std": None, "n": 0}
     return {"mean": None if stat.mean is None else 100 * stat.mean,
             "std": None if stat.std is None else 100 * stat.std, "n": stat.n}
-
-
-def _modes(rows: list[ResultRow]) -> list[str]:
-    """The adaptation modes the rows have: what the page's mode filter offers."""
-    return sorted({str(r.summary["adaptation"]) for r in rows if r.summary.get("adaptation")})
 
 
 def _key(adaptations: Collection[str] | None) -> tuple[str, ...]:
@@ -52,6 +47,20 @@ def _board_tasks(benchmark: str) -> list[str] | None:
     return list(BENCHMARKS[benchmark].tasks) if benchmark != "glue" else None
 
 
+def _board(session: Session, sweep_id: str | None, tags: dict[str, str] | None, group_by: Sequence[str],
+           adaptations: Collection[str] | None, benchmark: str, read: Callable[[LeaderboardFold, Leaderboard], Any]) -> Any:
+    """`read(fold, board)` of the leaderboard kept up to date as results arrive (ptmlab.results
+    `folded`): a new run rebuilds its own row, not the board."""
+    def start() -> LeaderboardFold:
+        return LeaderboardFold(group_by=group_by, kind=KIND, adaptations=adaptations, benchmark=benchmark,
+                               tasks=_board_tasks(benchmark))
+
+    key = ("leaderboard", tuple(group_by), _key(adaptations), benchmark)
+    fold, lock = folded(session, KIND, key, start, LeaderboardFold.add, sweep_id=sweep_id, tags=tags)
+    with lock:
+        return read(fold, fold.board())
+
+
 def leaderboard_view(session: Session, *, sweep_id: str | None = None, tags: dict[str, str] | None = None,
                      group_by: Sequence[str] = DEFAULT_GROUP_BY,
                      adaptations: Collection[str] | None = None, benchmark: str = "glue") -> dict[str, Any]:
@@ -62,11 +71,14 @@ def leaderboard_view(session: Session, *, sweep_id: str | None = None, tags: dic
 
 def _leaderboard(session: Session, sweep_id: str | None, tags: dict[str, str] | None,
                  group_by: Sequence[str], adaptations: Collection[str] | None, benchmark: str = "glue") -> dict[str, Any]:
-    rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags)
     # The adaptation filter applies before grouping, so a cell's result ids hold only the selected
     # modes' runs even when the rows are not grouped by adaptation.
-    board = build_leaderboard(rows, group_by=group_by, kind=KIND, adaptations=adaptations, benchmark=benchmark,
-                              tasks=_board_tasks(benchmark))
+    return _board(session, sweep_id, tags, group_by, adaptations, benchmark,
+                  lambda fold, board: _board_json(session, fold, board, sweep_id, tags, adaptations, benchmark))
+
+
+def _board_json(session: Session, fold: LeaderboardFold, board: Leaderboard, sweep_id: str | None,
+                tags: dict[str, str] | None, adaptations: Collection[str] | None, benchmark: str) -> dict[str, Any]:
     out_rows = []
     for row in board.rows:
         cells = {}
@@ -93,10 +105,10 @@ def _leaderboard(session: Session, sweep_id: str | None, tags: dict[str, str] | 
                    "metric_labels": [METRIC_ABBREV.get(m, m) for m in board.column_metrics(t)]}
                   for t in board.tasks],
         "rows": out_rows,
-        "result_count": sum(1 for r in rows if not adaptations or str(r.summary.get("adaptation")) in adaptations),
+        "result_count": fold.result_count,
         "filters": {"sweep_id": sweep_id, "tags": dict(tags or {}), "adaptation": list(_key(adaptations)),
                     "benchmark": benchmark},
-        "options": {**filter_options(session, KIND), "adaptations": _modes(rows),
+        "options": {**filter_options(session, KIND), "adaptations": sorted(fold.modes),
                     "benchmarks": [{"name": b.name, "display_name": b.display_name} for b in BENCHMARKS.values()]},
     }
 
@@ -106,10 +118,9 @@ def leaderboard_compare(session: Session, label_a: str, label_b: str, *, sweep_i
                         adaptations: Collection[str] | None = None, benchmark: str = "glue") -> dict:
     """Two rows of the leaderboard compared task by task over their seeds (ptmlab.stats)."""
     check_benchmark(benchmark)
-    rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags)
-    board = build_leaderboard(rows, group_by=group_by, kind=KIND, adaptations=adaptations, benchmark=benchmark,
-                              tasks=_board_tasks(benchmark))
-    return {"a": label_a, "b": label_b, "comparisons": compare_rows(board, label_a, label_b)}
+    comparisons = _board(session, sweep_id, tags, group_by, adaptations, benchmark,
+                         lambda _, board: compare_rows(board, label_a, label_b))
+    return {"a": label_a, "b": label_b, "comparisons": comparisons}
 
 
 def leaderboard_export(session: Session, fmt: str, *, sweep_id: str | None = None,
@@ -119,9 +130,7 @@ def leaderboard_export(session: Session, fmt: str, *, sweep_id: str | None = Non
     check_benchmark(benchmark)
 
     def build() -> str:
-        rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags)
-        return render(build_leaderboard(rows, group_by=group_by, kind=KIND, adaptations=adaptations,
-                                        benchmark=benchmark, tasks=_board_tasks(benchmark)), fmt)
+        return _board(session, sweep_id, tags, group_by, adaptations, benchmark, lambda _, board: render(board, fmt))
 
     key = ("export", fmt, sweep_id, tuple(sorted((tags or {}).items())), tuple(group_by), _key(adaptations),
            benchmark)
