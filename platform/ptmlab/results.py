@@ -66,11 +66,25 @@ def query_results(session: Session, *, kind: str | None = None, sweep_id: str | 
         query = query.where(Result.job_id == int(job_id))
     for key, value in (tags or {}).items():
         query = query.where(Result.tags[str(key)].as_string() == str(value))
-    total = session.scalar(sa.select(sa.func.count()).select_from(query.subquery())) or 0
+    if tags and job_id is None and sweep_id != "":
+        # A tag is in the JSON: counting in SQL reads every row's tags; the count is kept instead.
+        total = _folded_count(session, kind, sweep_id, tags)
+    else:
+        total = session.scalar(sa.select(sa.func.count()).select_from(query.subquery())) or 0
     order = (Result.created_at.desc(), Result.id.desc()) if newest_first else (Result.created_at, Result.id)
     limit = max(0, min(int(limit), MAX_PAGE))
     rows = session.scalars(query.order_by(*order).limit(limit).offset(max(0, int(offset)))).all()
     return list(rows), int(total)
+
+
+def _folded_count(session: Session, kind: str | None, sweep_id: str | None, tags: dict[str, Any]) -> int:
+    def add(state: list[int], rows: list[ResultRow]) -> None:
+        state[0] += len(rows)
+
+    state, lock = folded(session, kind, ("count",), lambda: [0], add, sweep_id=sweep_id,
+                         tags={str(k): str(v) for k, v in tags.items()})
+    with lock:
+        return state[0]
 
 
 # -- rows for the views and the results commands -----------------------------------------------
@@ -115,6 +129,11 @@ def _json(value: Any) -> dict[str, Any]:
 
 def _kinds(kind: str | Sequence[str]) -> list[str]:
     return [kind] if isinstance(kind, str) else list(kind)
+
+
+def _of_kinds(query: Any, kinds: list[str] | None) -> Any:
+    """`query` restricted to rows of `kinds`; None: every row."""
+    return query if kinds is None else query.where(Result.kind.in_(kinds))
 
 
 def load_rows(session: Session, *, kind: str | Sequence[str] | None = None, sweep_id: str | None = None,
@@ -229,12 +248,13 @@ _cache: OrderedDict[tuple, Any] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-def cached_view(session: Session, kind: str | Sequence[str], key: tuple, build: Callable[[], Any]) -> Any:
-    """`build()`, or its earlier value while the `kind` rows (one kind or several) are unchanged. Results rows are
+def cached_view(session: Session, kind: str | Sequence[str] | None, key: tuple, build: Callable[[], Any]) -> Any:
+    """`build()`, or its earlier value while the `kind` rows (one kind or several; None: all) are unchanged. Results rows are
     only ever inserted (a re-run adds a row), so (count, max id) of the kind is a fingerprint.
     Callers must not mutate what they get back."""
-    count, max_id = _fingerprint(session, _kinds(kind))
-    full_key = (session.get_bind().url.render_as_string(hide_password=False), tuple(_kinds(kind)), key, count, max_id)
+    kinds = None if kind is None else _kinds(kind)
+    count, max_id = _fingerprint(session, kinds)
+    full_key = (session.get_bind().url.render_as_string(hide_password=False), kinds and tuple(kinds), key, count, max_id)
     with _cache_lock:
         if full_key in _cache:
             _cache.move_to_end(full_key)
@@ -247,9 +267,8 @@ def cached_view(session: Session, kind: str | Sequence[str], key: tuple, build: 
     return value
 
 
-def _fingerprint(session: Session, kinds: list[str]) -> tuple[int, int | None]:
-    count, max_id = session.execute(
-        sa.select(sa.func.count(), sa.func.max(Result.id)).where(Result.kind.in_(kinds))).one()
+def _fingerprint(session: Session, kinds: list[str] | None) -> tuple[int, int | None]:
+    count, max_id = session.execute(_of_kinds(sa.select(sa.func.count(), sa.func.max(Result.id)), kinds)).one()
     return int(count), max_id
 
 
@@ -269,7 +288,7 @@ class _Fold:
 _folds: OrderedDict[tuple, _Fold] = OrderedDict()
 
 
-def folded(session: Session, kind: str | Sequence[str], key: tuple, start: Callable[[], Any],
+def folded(session: Session, kind: str | Sequence[str] | None, key: tuple, start: Callable[[], Any],
            add: Callable[[Any, list[ResultRow]], None], *, sweep_id: str | None = None,
            tags: dict[str, str] | None = None) -> tuple[Any, threading.Lock]:
     """(`state`, its lock): `start()` with every matching row folded in by `add(state, rows)`
@@ -279,9 +298,9 @@ def folded(session: Session, kind: str | Sequence[str], key: tuple, start: Calla
     fewer than counted (a row deleted) or a new row is older than one folded (a clock step), the
     state is rebuilt from every row. Read the state under its lock (another request may be
     folding into it) and never mutate it outside `add`."""
-    kinds = _kinds(kind)
+    kinds = None if kind is None else _kinds(kind)  # None: every row
     count, max_id = _fingerprint(session, kinds)
-    full_key = (session.get_bind().url.render_as_string(hide_password=False), tuple(kinds), key, sweep_id,
+    full_key = (session.get_bind().url.render_as_string(hide_password=False), kinds and tuple(kinds), key, sweep_id,
                 tuple(sorted((tags or {}).items())))
     with _cache_lock:
         fold = _folds.get(full_key)
@@ -294,15 +313,15 @@ def folded(session: Session, kind: str | Sequence[str], key: tuple, start: Calla
         if (fold.count, fold.max_id) == (count, max_id):
             return fold.state, fold.lock
         # Only rows up to the counted max id: one inserted meanwhile is folded in by the next call.
-        since = sa.select(sa.func.count(), sa.func.min(Result.created_at), sa.func.max(Result.created_at)) \
-            .where(Result.kind.in_(kinds), Result.id <= (max_id or 0))
+        since = _of_kinds(sa.select(sa.func.count(), sa.func.min(Result.created_at), sa.func.max(Result.created_at))
+                          .where(Result.id <= (max_id or 0)), kinds)
         if fold.max_id is not None:
             since = since.where(Result.id > fold.max_id)
         added, oldest, newest = session.execute(since).one()
         if fold.count + int(added) != count or (fold.newest is not None and oldest is not None and oldest < fold.newest):
             fold.state, fold.count, fold.max_id, fold.newest = start(), 0, None, None
-            _, newest = session.execute(sa.select(sa.func.min(Result.created_at), sa.func.max(Result.created_at))
-                                        .where(Result.kind.in_(kinds), Result.id <= (max_id or 0))).one()
+            newest = session.scalar(_of_kinds(sa.select(sa.func.max(Result.created_at))
+                                              .where(Result.id <= (max_id or 0)), kinds))
         try:
             add(fold.state, load_rows(session, kind=kinds, sweep_id=sweep_id, tags=tags, after_id=fold.max_id,
                                       through_id=max_id or 0))

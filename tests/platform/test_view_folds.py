@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse
 
 from ptmlab.db import session_scope
 from ptmlab.db.models import Result
-from ptmlab.results import clear_cache, new_result
+from ptmlab.results import clear_cache, new_result, query_results
 from ptmlab.views import (
     compression_view, leaderboard_export, leaderboard_view, pareto_front, probing_view, runs_view,
 )
@@ -85,6 +85,22 @@ def test_folded_views_equal_views_built_from_scratch(db_url):
     after = _views(db_url)
     assert newest not in {p["id"] for p in after["compression"]["v"]["points"]}
     assert after == _from_scratch(db_url)
+
+
+def test_result_list_count_by_tag_follows_new_rows(db_url):
+    clear_cache()
+    rng = random.Random(3)
+    row = lambda suite: new_result(finetune_summary(rng, "bert_tiny", "mlm", "full", "sst2", 1),  # noqa: E731
+                                   tags={"suite": suite}, sweep_id="s1")
+    with session_scope(db_url) as s:
+        s.add_all([row("glue"), row("glue"), row("other")])
+        s.commit()
+        assert query_results(s, kind="finetune", tags={"suite": "glue"})[1] == 2
+        s.add_all([row("glue"), row("other")])
+        s.commit()
+        rows, total = query_results(s, kind="finetune", tags={"suite": "glue"}, sweep_id="s1", limit=1)
+        assert (len(rows), total) == (1, 3)
+        assert query_results(s, tags={"suite": "other"})[1] == 2
 
 
 def test_joined_response_body_is_what_starlette_would_send(db_url):

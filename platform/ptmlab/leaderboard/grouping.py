@@ -374,6 +374,9 @@ class LeaderboardFold:
         self._rows_seen = 0  # row_key of the next row: a multi-task row stands behind several cells
         self.modes: set[str] = set()  # every adaptation mode the rows have (the page's mode filter)
         self.result_count = 0  # rows of the selected adaptation modes
+        # A reader's rendering of each built row, kept beside it while the row stands
+        # (ptmlab.views.leaderboard: its JSON): config -> (row, what the reader made of it ...).
+        self.rendered: dict[tuple, tuple] = {}
 
     def add(self, rows: Iterable[ResultRow | dict]) -> LeaderboardFold:
         for row in rows:

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 
 from ptmlab.config_groups import CONF_DIR
 from ptmlab.results import cached_view, filter_options, folded, number
-from ptmlab.views.encoded import EncodedList, dumps
+from ptmlab.views.encoded import EncodedList, dumps, encode
 from ptmlab.views.robustness import KIND as ATTACK_KIND
 from ptmlab.views.robustness import attacks_by_model, model_jobs, model_ref
 
@@ -187,7 +187,9 @@ class _TaskPoints:
         self.references: dict[str, dict] = {}
         self.fronts: dict[str, dict] = {axis: {} for axis in AXES}
         self.methods: set[str] = set()
-        self.finished: dict[int, tuple[dict, str]] = {}  # point id -> (as shown, its JSON)
+        self.sources: set[str] = set()
+        self.shown: list[dict] = []  # each point as shown, in `points` order
+        self.texts: list[bytes] = []  # and its JSON
         self.dirty: set[int] = set()  # points whose dict must be made again
         self.context: str | None = None  # what every point's dict depends on besides itself
 
@@ -198,7 +200,10 @@ class _TaskPoints:
             return
         self.place[p["id"]] = len(self.points)
         self.points.append(p)
+        self.shown.append(p)
+        self.texts.append(b"")
         self.methods.add(p["method"])
+        self.sources.add(p["source"])
         self.dirty.add(p["id"])
         for axis, front in self.fronts.items():
             self.dirty.update(_front_add(front, p["id"], number(p.get(axis)), number(p.get("score"))))
@@ -211,7 +216,7 @@ class _TaskPoints:
                 "flops": number(s.get("source_flops")), "mlflow_run_id": s.get("source_run"),
             }
 
-    def finish(self, labels: dict[str, str], attacks: dict) -> tuple[list[dict], list[str]]:
+    def finish(self, labels: dict[str, str], attacks: dict) -> tuple[list[dict], list[bytes]]:
         """Every point as shown (retention against a measured reference, source label, attack
         results, Pareto marks) with its JSON; made again only for a new point, one whose Pareto
         mark changed, or all of them when a reference, a label or an attack result changed."""
@@ -229,10 +234,9 @@ class _TaskPoints:
             keys += [model_ref(p["run_dir"])] if p.get("run_dir") else []
             p["robustness"] = next((attacks[k] for k in keys if k in attacks), {})
             p["pareto"] = {axis: pid in front for axis, front in self.fronts.items()}
-            self.finished[pid] = (p, dumps(p))
+            self.shown[self.place[pid]], self.texts[self.place[pid]] = p, encode(p)
         self.dirty = set()
-        done = [self.finished[p["id"]] for p in self.points]
-        return [p for p, _ in done], [text for _, text in done]
+        return list(self.shown), list(self.texts)
 
 
 class CompressionFold:
@@ -260,7 +264,7 @@ def _compression(session: Session, task: str | None, sweep_id: str | None, tags:
             task = tasks[0]  # one task at a time: scores of different tasks do not compare
         one = fold.tasks.get(task) or _TaskPoints()
         references = {k: dict(r) for k, r in one.references.items()}
-        labels = source_labels(session, {p["source"] for p in one.points} | set(references))
+        labels = source_labels(session, one.sources | set(references))
         points, texts = one.finish(labels, attacks)
         # each front by its x, ties in point order (as a stable sort of the points)
         fronts = {axis: [pid for _, _, pid in sorted((x, one.place[pid], pid) for pid, (x, _) in front.items())]
@@ -284,7 +288,8 @@ def _robustness_axis(points: list[dict], references: list[dict], attacks: dict) 
     for r in references:
         r["robustness"] = attacks.get(model_ref(r["source"]), {})
     models = [*points, *references]
-    recipes = sorted({recipe for m in models for recipe in m["robustness"]})
+    # no attack results: no model has any (the common case, and no walk over 25,000 points)
+    recipes = sorted({recipe for m in models for recipe in m["robustness"]}) if attacks else []
     fronts: dict[str, dict[str, list]] = {}
     for recipe in recipes:
         under = [{"id": p["id"], **{a: p[a] for a in AXES},

@@ -16,10 +16,12 @@ from sqlalchemy.orm import Session
 from ptmlab.contracts.superglue import BENCHMARKS
 from ptmlab.errors import ConfigError
 from ptmlab.leaderboard.grouping import (
-    DEFAULT_GROUP_BY, GLUE_TASKS, LEADERBOARD_KINDS, METRIC_ABBREV, Leaderboard, LeaderboardFold, Stat, compare_rows,
+    DEFAULT_GROUP_BY, GLUE_TASKS, LEADERBOARD_KINDS, METRIC_ABBREV, Leaderboard, LeaderboardFold, LeaderboardRow, Stat,
+    compare_rows,
 )
 from ptmlab.leaderboard.rendering import render
 from ptmlab.results import cached_view, filter_options, folded
+from ptmlab.views.encoded import EncodedList, encode
 
 KIND = LEADERBOARD_KINDS  # finetune and multitask results
 
@@ -77,25 +79,35 @@ def _leaderboard(session: Session, sweep_id: str | None, tags: dict[str, str] | 
                   lambda fold, board: _board_json(session, fold, board, sweep_id, tags, adaptations, benchmark))
 
 
+def _row_json(row: LeaderboardRow) -> dict[str, Any]:
+    cells = {}
+    for task, cell in row.cells.items():
+        # n (in _scaled) counts the runs shown; result_ids are exactly those runs.
+        cells[task] = {**_scaled(cell.score), "metrics": {m: _scaled(s) for m, s in cell.metrics.items()},
+                       "seeds": [s for s in cell.seeds], "flags": list(cell.flags),
+                       "result_ids": list(cell.result_ids), "runs": len(cell.seeds),
+                       "mixed_configs": cell.same_seed_runs > 0, "same_seed_runs": cell.same_seed_runs,
+                       "multitask": cell.multitask_runs > 0, "multitask_runs": cell.multitask_runs}
+    return {
+        "config": row.config, "cells": cells, "flags": row.flags, "glue_tasks": row.glue_tasks,
+        "glue_average": None if row.glue_average is None else 100 * row.glue_average,
+        # the same under the names that hold for any benchmark (the page reads glue_*)
+        "average": None if row.average is None else 100 * row.average, "average_tasks": row.average_tasks,
+        "footprint": row.footprint.as_dict(),
+    }
+
+
 def _board_json(session: Session, fold: LeaderboardFold, board: Leaderboard, sweep_id: str | None,
                 tags: dict[str, str] | None, adaptations: Collection[str] | None, benchmark: str) -> dict[str, Any]:
-    out_rows = []
+    out_rows, texts = [], []
     for row in board.rows:
-        cells = {}
-        for task, cell in row.cells.items():
-            # n (in _scaled) counts the runs shown; result_ids are exactly those runs.
-            cells[task] = {**_scaled(cell.score), "metrics": {m: _scaled(s) for m, s in cell.metrics.items()},
-                           "seeds": [s for s in cell.seeds], "flags": list(cell.flags),
-                           "result_ids": list(cell.result_ids), "runs": len(cell.seeds),
-                           "mixed_configs": cell.same_seed_runs > 0, "same_seed_runs": cell.same_seed_runs,
-                           "multitask": cell.multitask_runs > 0, "multitask_runs": cell.multitask_runs}
-        out_rows.append({
-            "config": row.config, "cells": cells, "flags": row.flags, "glue_tasks": row.glue_tasks,
-            "glue_average": None if row.glue_average is None else 100 * row.glue_average,
-            # the same under the names that hold for any benchmark (the page reads glue_*)
-            "average": None if row.average is None else 100 * row.average, "average_tasks": row.average_tasks,
-            "footprint": row.footprint.as_dict(),
-        })
+        key = tuple(row.config.values())
+        shown = fold.rendered.get(key)
+        if shown is None or shown[0] is not row:  # a row a new run changed (the fold built it again)
+            out = _row_json(row)
+            shown = fold.rendered[key] = (row, out, encode(out))
+        out_rows.append(shown[1])
+        texts.append(shown[2])
     return {
         # the board's average: GLUE's (the rows' glue_average, glue_tasks) or SuperGLUE's
         "benchmark": {"name": board.benchmark.name, "display_name": board.benchmark.display_name},
@@ -104,7 +116,7 @@ def _board_json(session: Session, fold: LeaderboardFold, board: Leaderboard, swe
                    "metrics": board.column_metrics(t),
                    "metric_labels": [METRIC_ABBREV.get(m, m) for m in board.column_metrics(t)]}
                   for t in board.tasks],
-        "rows": out_rows,
+        "rows": EncodedList(out_rows, texts),
         "result_count": fold.result_count,
         "filters": {"sweep_id": sweep_id, "tags": dict(tags or {}), "adaptation": list(_key(adaptations)),
                     "benchmark": benchmark},

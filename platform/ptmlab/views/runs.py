@@ -17,7 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from ptmlab.db.models import Job, Result
+from ptmlab.db.models import Job
 from ptmlab.errors import ConfigError
 from ptmlab.results import ResultRow, cached_view, folded, number
 
@@ -95,10 +95,9 @@ def runs_view(session: Session, *, kind: str | None = None, q: str | None = None
               sort: str = "id", order: str = "desc", columns: list[str] | None = None,
               limit: int = 50, offset: int = 0) -> dict[str, Any]:
     parsed = [parse_filter(f) for f in filters or []]
-    kinds = [kind] if kind else list(session.scalars(sa.select(Result.kind).distinct()))
+    kinds = [kind] if kind else None  # None: every row
     key = ("runs", kind, q, tuple(filters or ()), sort, order, tuple(columns or ()), limit, offset)
-    return cached_view(session, kinds or ["-"], key,
-                       lambda: _runs(session, kinds or ["-"], q, parsed, sort, order, columns, limit, offset))
+    return cached_view(session, kinds, key, lambda: _runs(session, kinds, q, parsed, sort, order, columns, limit, offset))
 
 
 class _Desc:
@@ -162,7 +161,7 @@ class RunsFold:
         return present, missing
 
 
-def _runs(session: Session, kinds: list[str], q: str | None, parsed: list[tuple[str, str, str]], sort: str, order: str,
+def _runs(session: Session, kinds: list[str] | None, q: str | None, parsed: list[tuple[str, str, str]], sort: str, order: str,
           columns: list[str] | None, limit: int, offset: int) -> dict[str, Any]:
     fold, lock = folded(session, kinds, ("runs",), RunsFold, lambda state, rows: state.add(session, rows))
     with lock:
