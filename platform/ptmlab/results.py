@@ -6,6 +6,7 @@ runs.
     record_result / new_result(summary, *, job_id, sweep_id, tags) -> Result     write a row
     query_results(session, *, kind, sweep_id, job_id, tags, limit, offset)     a page of ORM rows (the API)
     load_rows(session, *, kind, sweep_id, tags, ids) -> [ResultRow]            oldest first, parsed once
+    rows_by_id(session, ids) -> {id: ResultRow}                                the same by id, any number of ids
     read_rows(database_url, *, kind, sweep_id) -> [ResultRow]                  the same for a command line
     cached_view(session, kind, key, build)                                     a view kept while its rows are unchanged
     folded(session, kind, key, start, add, *, sweep_id, tags) -> state         an aggregate kept up to date row by row
@@ -159,6 +160,11 @@ def load_rows(session: Session, *, kind: str | Sequence[str] | None = None, swee
         query = query.where(Result.id <= int(through_id))
     wanted = list(session.scalars(query.order_by(Result.created_at, Result.id)))
     return _parsed_rows(session, wanted)
+
+
+def rows_by_id(session: Session, ids: Sequence[int]) -> dict[int, ResultRow]:
+    """The rows of `ids` (any number: read in bounded chunks), each parsed once per process."""
+    return {r.id: r for r in _parsed_rows(session, list(dict.fromkeys(int(i) for i in ids)))}
 
 
 def read_rows(database_url: str | None = None, *, kind: str | Sequence[str] = "finetune",

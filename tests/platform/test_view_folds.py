@@ -13,7 +13,8 @@ import sqlalchemy as sa
 from starlette.responses import JSONResponse
 
 from ptmlab.db import session_scope
-from ptmlab.db.models import Result
+from ptmlab.db.models import Job, Result, Sweep
+from ptmlab.queue import list_groups
 from ptmlab.results import clear_cache, new_result, query_results
 from ptmlab.views import (
     compression_view, leaderboard_export, leaderboard_view, pareto_front, probing_view, runs_view,
@@ -101,6 +102,24 @@ def test_result_list_count_by_tag_follows_new_rows(db_url):
         rows, total = query_results(s, kind="finetune", tags={"suite": "glue"}, sweep_id="s1", limit=1)
         assert (len(rows), total) == (1, 3)
         assert query_results(s, tags={"suite": "other"})[1] == 2
+
+
+def test_sweep_list_best_run_from_cached_rows(db_url):
+    clear_cache()
+    with session_scope(db_url) as s:
+        s.add(Sweep(id="sw1", name="grid", spec={}))
+        s.flush()
+        jobs = [Job(stage="finetune", overrides=[], sweep_id="sw1", status="succeeded") for _ in range(3)]
+        s.add_all(jobs)
+        s.flush()
+        for job, score in zip(jobs, (0.7, 0.9, 0.8), strict=True):
+            s.add(new_result({"stage": "finetune", "main_score": score}, job_id=job.id))
+        s.commit()
+        [group] = list_groups(s, "sweep")[0]
+        assert group["best"]["score"] == 0.9 and group["best"]["job_id"] == jobs[1].id
+        s.add(new_result({"stage": "finetune", "main_score": 0.95}, job_id=jobs[2].id))  # a later, better run
+        s.commit()
+        assert list_groups(s, "sweep")[0][0]["best"]["job_id"] == jobs[2].id
 
 
 def test_joined_response_body_is_what_starlette_would_send(db_url):
