@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse
 
 from ptmlab.db import session_scope
 from ptmlab.db.models import Job, Result, Sweep
-from ptmlab.queue import list_groups
+from ptmlab.queue import list_groups, list_jobs, submit_job
 from ptmlab.results import clear_cache, new_result, query_results
 from ptmlab.views import (
     compression_view, leaderboard_export, leaderboard_view, pareto_front, probing_view, runs_view,
@@ -120,6 +120,15 @@ def test_sweep_list_best_run_from_cached_rows(db_url):
         s.add(new_result({"stage": "finetune", "main_score": 0.95}, job_id=jobs[2].id))  # a later, better run
         s.commit()
         assert list_groups(s, "sweep")[0][0]["best"]["job_id"] == jobs[2].id
+
+
+def test_job_list_names_each_jobs_parents(db_url):
+    with session_scope(db_url) as s:
+        a, b = submit_job(s, stage="sleep", queue="folds"), submit_job(s, stage="sleep", queue="folds")
+        child = submit_job(s, stage="sleep", queue="folds", depends_on=[b.id, a.id])
+        jobs, total = list_jobs(s, queue="folds", limit=2)
+        assert total == 3 and [j.to_dict()["depends_on"] for j in jobs] == [[a.id, b.id], []]
+        assert [j.id for j in jobs] == [child.id, b.id]
 
 
 def test_joined_response_body_is_what_starlette_would_send(db_url):
