@@ -1,18 +1,24 @@
-"""Dashboard response times at 10,000 result rows: each result view of /api/v1/views (and the
-HTML pages that carry data) through a real `ptmlab serve` on loopback, p50/p95 over repeated
-requests, printed (goal: under 300 ms). SQLite (WAL), and PostgreSQL when its binaries exist.
+"""Dashboard response times at 10,000 result rows (`--rows 100000`: the goal set for the project)
+and 20,000 jobs (`--jobs`): each view of /api/v1/views, the job, sweep, pipeline and result lists
+(and the HTML pages that carry data) through a real `ptmlab serve` on loopback, p50/p95 over
+repeated requests, printed (goal: p50 under 300 ms fresh, 100 ms repeat). SQLite (WAL), and
+PostgreSQL when its binaries exist.
 
 First paint of the chart pages on a first visit (cold cache, a new browser context per visit, Debian's
 Chromium through Playwright): as served (Plotly's 4.8 MB bundle loaded with `defer`) and, side by
 side, the same pages with the script made blocking again in the browser (the layout before);
 the ratio deferred ÷ blocking is the figure (goal: first paint ≤ 0.5 s).
 
-Two figures per view: "fresh" — a result row of the view's kind is inserted before every
-request, so the view is recomputed from the table each time (what the first visitor after a job
-finishes waits); "repeat" — the same data asked again (the views cache on (count, max id) of the
-kind's rows, which is what the live pages polling every few seconds get).
+Two figures per view: "fresh" — a result row of the view's kind (a job, for the job
+lists) is inserted before every request, so the view must take it in (what the first visitor
+after a job finishes waits); "repeat" — the same data asked again (the views cache on (count,
+max id) of the kind's rows, which is what the live pages polling every few seconds get).
 
-    .venv/bin/python bench/dashboard_latency.py [--rows 10000] [--requests 15] [--no-postgres] [--paint-visits 5]
+The seeded jobs: finetune/probe/compress/pretrain jobs in every state, a tenth of them in the 5
+sweeps the results name, 200 pipelines of 10 (each probe job depending on the fine-tune before
+it: the probe-drift view's lineage), the first results rows each written by one of them.
+
+    .venv/bin/python bench/dashboard_latency.py [--rows 10000] [--jobs 20000] [--requests 15] [--no-postgres] [--paint-visits 5]
 """
 
 from __future__ import annotations
@@ -35,10 +41,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "platform"))
 
 from ptmlab.db import dispose_engines, migrate, session_scope  # noqa: E402
+from ptmlab.db.models import Job, JobDependency, Pipeline, Sweep  # noqa: E402
 from ptmlab.results import new_result  # noqa: E402
 from synthetic_results import compress_summary, finetune_summary, probe_summary, synthetic_summaries  # noqa: E402
 
-GOAL_MS = 300
+GOAL_MS = 300  # p50, fresh
+REPEAT_GOAL_MS = 100  # p50, repeat
+BENCH_QUEUE = "bench"  # no worker takes jobs from it
 
 
 def pct(values: list[float], q: float) -> float:
@@ -52,19 +61,49 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def seed(url: str, rows: int) -> dict[str, list[int]]:
+JOB_STAGES = ("finetune", "probe", "compress", "pretrain")
+JOB_STATES = ("succeeded", "succeeded", "succeeded", "failed", "cancelled", "queued", "running", "pruned")
+
+
+def seed_jobs(s, n: int) -> list[int]:
+    """`n` jobs (see the module's docstring); their ids."""
+    s.add_all([Sweep(id=f"sweep{i}", name=f"sweep {i}", spec={}, job_count=n // 50) for i in range(5)])
+    pipelines = [Pipeline(id=f"pipe{i:04d}", name=f"pipeline {i}", spec={}) for i in range(min(200, n // 10))]
+    s.add_all(pipelines)
+    s.flush()
+    jobs = []
+    for i in range(n):
+        status = JOB_STATES[i % len(JOB_STATES)]
+        jobs.append(Job(name=f"job{i}", stage=JOB_STAGES[i % len(JOB_STAGES)], overrides=["model=bert_tiny"],
+                        queue=BENCH_QUEUE, status=status, sweep_id=f"sweep{i % 5}" if i % 10 == 0 else None,
+                        pipeline_id=pipelines[i // 10].id if i // 10 < len(pipelines) else None,
+                        tags={"suite": "glue"}, attempts=0 if status == "queued" else 1))
+    s.add_all(jobs)
+    s.flush()
+    # within a pipeline: job 4k+1 (a probe) depends on job 4k (a fine-tune)
+    s.add_all([JobDependency(job_id=jobs[i].id, parent_id=jobs[i - 1].id)
+               for i in range(1, len(pipelines) * 10) if i % 4 == 1])
+    return [j.id for j in jobs]
+
+
+def seed(url: str, rows: int, jobs: int = 0) -> dict[str, list[int]]:
     migrate(url)
     with session_scope(url) as s:
-        batch = [new_result(x, sweep_id=f"sweep{i % 5}", tags={"suite": "glue" if i % 2 else "other"})
+        job_ids = seed_jobs(s, jobs) if jobs else []
+        batch = [new_result(x, sweep_id=f"sweep{i % 5}", tags={"suite": "glue" if i % 2 else "other"},
+                            job_id=job_ids[i] if i < len(job_ids) else None)
                  for i, x in enumerate(synthetic_summaries(rows))]
         s.add_all(batch)
         s.commit()
-        ids = {"finetune": [r.id for r in batch if r.kind == "finetune"][:3]}
+        ids = {"finetune": [r.id for r in batch if r.kind == "finetune"][:3],
+               "drift": [job_ids[0]] if job_ids else []}
     dispose_engines()
     return ids
 
 
 def fresh_row(kind: str, rng: random.Random):
+    if kind == "job":
+        return Job(name=f"fresh{rng.randint(0, 10**9)}", stage="finetune", overrides=[], queue=BENCH_QUEUE)
     if kind == "finetune":
         return new_result(finetune_summary(rng, "bert_tiny", "mlm", "full", "sst2", rng.randint(100, 10**6)))
     if kind == "compress":
@@ -129,11 +168,11 @@ def first_paint(base: str, visits: int) -> None:
         browser.close()
 
 
-def run_all(label: str, url: str, home: Path, rows: int, requests: int, paint_visits: int = 0) -> None:
+def run_all(label: str, url: str, home: Path, rows: int, requests: int, paint_visits: int = 0, jobs: int = 0) -> None:
     home.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    ids = seed(url, rows)
-    print(f"\n== {label}: {rows} result rows seeded in {time.perf_counter() - t0:.1f} s")
+    ids = seed(url, rows, jobs)
+    print(f"\n== {label}: {rows} result rows and {jobs} jobs seeded in {time.perf_counter() - t0:.1f} s")
     port = free_port()
     env = {**os.environ, "PTMLAB_HOME": str(home), "PTMLAB_DATABASE_URL": url}
     env.pop("PTMLAB_API_TOKEN", None)
@@ -163,17 +202,31 @@ def run_all(label: str, url: str, home: Path, rows: int, requests: int, paint_vi
             ("compare 3 runs", f"/api/v1/views/compare?runs={runs}", None),
             ("runs table, by a metric", "/api/v1/views/runs?sort=main_score&column=main_score&column=task", "finetune"),
             ("runs table, filter+search", "/api/v1/views/runs?filter=main_score%3E%3D0.5&q=sst2", "finetune"),
+            ("runs table, page 100", "/api/v1/views/runs?offset=4950", "finetune"),
+            ("robustness", "/api/v1/views/robustness", "finetune"),
+            ("results list", "/api/v1/results?kind=finetune&tag=suite%3Dglue", "finetune"),
+            ("jobs list", "/api/v1/jobs", "job"),
+            ("jobs list, status", "/api/v1/jobs?status=failed", "job"),
+            ("jobs list, stage page 21", "/api/v1/jobs?stage=finetune&offset=1000", "job"),
+            ("sweeps list", "/api/v1/sweeps", "job"),
+            ("pipelines list", "/api/v1/pipelines", "job"),
+            ("pipelines page (HTML)", "/pipelines?offset=100", "job"),
+            ("probe-drift sources", "/api/v1/views/probe-drift", "job"),
         ]
+        if ids["drift"]:
+            views.append(("probe drift, one source", f"/api/v1/views/probe-drift?source={ids['drift'][0]}", "job"))
         print(f"{'view':<26} {'fresh p50':>10} {'fresh p95':>10} {'repeat p50':>11} {'repeat p95':>11}  (ms, {requests} requests)")
-        worst = 0.0
+        worst, worst_repeat = 0.0, 0.0
         for name, path, kind in views:
             fresh = measure(base, url, path, kind, requests, fresh=True)
             repeat = measure(base, url, path, kind, requests, fresh=False)
-            worst = max(worst, pct(fresh, 0.95))
+            worst, worst_repeat = max(worst, statistics.median(fresh)), max(worst_repeat, statistics.median(repeat))
             print(f"{name:<26} {statistics.median(fresh):>10.1f} {pct(fresh, 0.95):>10.1f} "
-                  f"{statistics.median(repeat):>11.1f} {pct(repeat, 0.95):>11.1f}")
-        verdict = "under" if worst < GOAL_MS else "OVER"
-        print(f"slowest fresh p95: {worst:.0f} ms ({verdict} the {GOAL_MS} ms goal; 2 shared CPU cores)")
+                  f"{statistics.median(repeat):>11.1f} {pct(repeat, 0.95):>11.1f}", flush=True)
+        verdict = "under" if worst <= GOAL_MS else "OVER"
+        verdict_repeat = "under" if worst_repeat <= REPEAT_GOAL_MS else "OVER"
+        print(f"slowest p50: fresh {worst:.0f} ms ({verdict} the {GOAL_MS} ms goal), repeat {worst_repeat:.0f} ms "
+              f"({verdict_repeat} the {REPEAT_GOAL_MS} ms goal; {os.cpu_count()} CPU cores)")
         if paint_visits and os.access(CHROMIUM, os.X_OK):
             first_paint(base, paint_visits)
     finally:
@@ -187,13 +240,14 @@ def run_all(label: str, url: str, home: Path, rows: int, requests: int, paint_vi
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000)
+    parser.add_argument("--jobs", type=int, default=20_000, help="jobs seeded beside the results")
     parser.add_argument("--requests", type=int, default=15)
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--paint-visits", type=int, default=5, help="cold visits per chart page (0: skip)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         run_all("SQLite (WAL)", f"sqlite:///{Path(tmp) / 'ptmlab.db'}", Path(tmp) / "home", args.rows, args.requests,
-                args.paint_visits)
+                args.paint_visits, args.jobs)
         from pg import find_pg_bin, start_postgres
 
         if args.no_postgres or find_pg_bin() is None:
@@ -202,7 +256,7 @@ def main() -> None:
         server = start_postgres()
         try:
             run_all("PostgreSQL (loopback)", server.create_database("dashboard_bench"), Path(tmp) / "home_pg",
-                    args.rows, args.requests)
+                    args.rows, args.requests, jobs=args.jobs)
         finally:
             server.stop()
 

@@ -6,8 +6,10 @@ runs.
     record_result / new_result(summary, *, job_id, sweep_id, tags) -> Result     write a row
     query_results(session, *, kind, sweep_id, job_id, tags, limit, offset)     a page of ORM rows (the API)
     load_rows(session, *, kind, sweep_id, tags, ids) -> [ResultRow]            oldest first, parsed once
+    rows_by_id(session, ids) -> {id: ResultRow}                                the same by id, any number of ids
     read_rows(database_url, *, kind, sweep_id) -> [ResultRow]                  the same for a command line
     cached_view(session, kind, key, build)                                     a view kept while its rows are unchanged
+    folded(session, kind, key, start, add, *, sweep_id, tags) -> state         an aggregate kept up to date row by row
 
 `tags` filters are equalities on the row's tags (`{"demo": "true"}`), evaluated in SQL on both
 SQLite and PostgreSQL.
@@ -65,11 +67,25 @@ def query_results(session: Session, *, kind: str | None = None, sweep_id: str | 
         query = query.where(Result.job_id == int(job_id))
     for key, value in (tags or {}).items():
         query = query.where(Result.tags[str(key)].as_string() == str(value))
-    total = session.scalar(sa.select(sa.func.count()).select_from(query.subquery())) or 0
+    if tags and job_id is None and sweep_id != "":
+        # A tag is in the JSON: counting in SQL reads every row's tags; the count is kept instead.
+        total = _folded_count(session, kind, sweep_id, tags)
+    else:
+        total = session.scalar(sa.select(sa.func.count()).select_from(query.subquery())) or 0
     order = (Result.created_at.desc(), Result.id.desc()) if newest_first else (Result.created_at, Result.id)
     limit = max(0, min(int(limit), MAX_PAGE))
     rows = session.scalars(query.order_by(*order).limit(limit).offset(max(0, int(offset)))).all()
     return list(rows), int(total)
+
+
+def _folded_count(session: Session, kind: str | None, sweep_id: str | None, tags: dict[str, Any]) -> int:
+    def add(state: list[int], rows: list[ResultRow]) -> None:
+        state[0] += len(rows)
+
+    state, lock = folded(session, kind, ("count",), lambda: [0], add, sweep_id=sweep_id,
+                         tags={str(k): str(v) for k, v in tags.items()})
+    with lock:
+        return state[0]
 
 
 # -- rows for the views and the results commands -----------------------------------------------
@@ -116,8 +132,14 @@ def _kinds(kind: str | Sequence[str]) -> list[str]:
     return [kind] if isinstance(kind, str) else list(kind)
 
 
+def _of_kinds(query: Any, kinds: list[str] | None) -> Any:
+    """`query` restricted to rows of `kinds`; None: every row."""
+    return query if kinds is None else query.where(Result.kind.in_(kinds))
+
+
 def load_rows(session: Session, *, kind: str | Sequence[str] | None = None, sweep_id: str | None = None,
-              tags: dict[str, str] | None = None, ids: Sequence[int] | None = None) -> list[ResultRow]:
+              tags: dict[str, str] | None = None, ids: Sequence[int] | None = None,
+              after_id: int | None = None, through_id: int | None = None) -> list[ResultRow]:
     """Matching rows, oldest first (a later re-run replaces an earlier one downstream).
 
     The filters run in SQL over ids only; each row's JSON is parsed once per process and kept
@@ -132,8 +154,17 @@ def load_rows(session: Session, *, kind: str | Sequence[str] | None = None, swee
         query = query.where(Result.tags[str(key)].as_string() == str(value))
     if ids is not None:
         query = query.where(Result.id.in_([int(i) for i in ids]))
+    if after_id is not None:  # the rows added since a fold last read (`folded`)
+        query = query.where(Result.id > int(after_id))
+    if through_id is not None:
+        query = query.where(Result.id <= int(through_id))
     wanted = list(session.scalars(query.order_by(Result.created_at, Result.id)))
     return _parsed_rows(session, wanted)
+
+
+def rows_by_id(session: Session, ids: Sequence[int]) -> dict[int, ResultRow]:
+    """The rows of `ids` (any number: read in bounded chunks), each parsed once per process."""
+    return {r.id: r for r in _parsed_rows(session, list(dict.fromkeys(int(i) for i in ids)))}
 
 
 def read_rows(database_url: str | None = None, *, kind: str | Sequence[str] = "finetune",
@@ -192,19 +223,20 @@ def _parsed_rows(session: Session, ids: list[int]) -> list[ResultRow]:
 
 
 def filter_options(session: Session, kind: str | Sequence[str]) -> dict[str, Any]:
-    """What the sweep and tag filters can choose from, for rows of `kind` (one or several)."""
-    sweeps: set[str] = set()
-    tags: dict[str, set[str]] = {}
-    # Distinct as text: PostgreSQL's json type has no equality, and most rows share a few tag sets.
-    query = sa.select(Result.sweep_id, sa.cast(Result.tags, sa.Text)).where(Result.kind.in_(_kinds(kind))).distinct()
-    for sweep_id, row_tags in session.execute(query):
-        if sweep_id:
-            sweeps.add(sweep_id)
-        for key, value in _json(row_tags or "{}").items():
-            values = tags.setdefault(str(key), set())
-            if len(values) < 50:  # a tag with a value per run (a run name) is no useful filter
-                values.add(str(value).lower() if isinstance(value, bool) else str(value))
-    return {"sweeps": sorted(sweeps), "tags": {k: sorted(v) for k, v in sorted(tags.items())}}
+    """What the sweep and tag filters can choose from, for rows of `kind` (one or several); kept up
+    to date row by row (`folded`), not re-read from every row."""
+    def add(options: dict[str, Any], rows: list[ResultRow]) -> None:
+        for row in rows:
+            if row.sweep_id:
+                options["sweeps"].add(row.sweep_id)
+            for key, value in row.tags.items():
+                values = options["tags"].setdefault(str(key), set())
+                if len(values) < 50:  # a tag with a value per run (a run name) is no useful filter
+                    values.add(str(value).lower() if isinstance(value, bool) else str(value))
+
+    options, lock = folded(session, kind, ("filter options",), lambda: {"sweeps": set(), "tags": {}}, add)
+    with lock:
+        return {"sweeps": sorted(options["sweeps"]), "tags": {k: sorted(v) for k, v in sorted(options["tags"].items())}}
 
 
 def number(value: Any) -> float | None:
@@ -222,13 +254,13 @@ _cache: OrderedDict[tuple, Any] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-def cached_view(session: Session, kind: str | Sequence[str], key: tuple, build: Callable[[], Any]) -> Any:
-    """`build()`, or its earlier value while the `kind` rows (one kind or several) are unchanged. Results rows are
+def cached_view(session: Session, kind: str | Sequence[str] | None, key: tuple, build: Callable[[], Any]) -> Any:
+    """`build()`, or its earlier value while the `kind` rows (one kind or several; None: all) are unchanged. Results rows are
     only ever inserted (a re-run adds a row), so (count, max id) of the kind is a fingerprint.
     Callers must not mutate what they get back."""
-    count, max_id = session.execute(
-        sa.select(sa.func.count(), sa.func.max(Result.id)).where(Result.kind.in_(_kinds(kind)))).one()
-    full_key = (session.get_bind().url.render_as_string(hide_password=False), tuple(_kinds(kind)), key, count, max_id)
+    kinds = None if kind is None else _kinds(kind)
+    count, max_id = _fingerprint(session, kinds)
+    full_key = (session.get_bind().url.render_as_string(hide_password=False), kinds and tuple(kinds), key, count, max_id)
     with _cache_lock:
         if full_key in _cache:
             _cache.move_to_end(full_key)
@@ -241,8 +273,74 @@ def cached_view(session: Session, kind: str | Sequence[str], key: tuple, build: 
     return value
 
 
+def _fingerprint(session: Session, kinds: list[str] | None) -> tuple[int, int | None]:
+    count, max_id = session.execute(_of_kinds(sa.select(sa.func.count(), sa.func.max(Result.id)), kinds)).one()
+    return int(count), max_id
+
+
+# -- folds: aggregates kept up to date as rows arrive, instead of rebuilt from every row ------------
+_FOLDS_SIZE = 32
+
+
+@dataclass
+class _Fold:
+    state: Any
+    count: int  # rows of the kinds (every sweep and tag) when the fold last read
+    max_id: int | None
+    newest: Any  # the latest created_at folded in: a row older than it must not be appended
+    lock: threading.Lock
+
+
+_folds: OrderedDict[tuple, _Fold] = OrderedDict()
+
+
+def folded(session: Session, kind: str | Sequence[str] | None, key: tuple, start: Callable[[], Any],
+           add: Callable[[Any, list[ResultRow]], None], *, sweep_id: str | None = None,
+           tags: dict[str, str] | None = None) -> tuple[Any, threading.Lock]:
+    """(`state`, its lock): `start()` with every matching row folded in by `add(state, rows)`
+    (oldest first, as `load_rows` returns them), kept per `key` and brought up to date on each call
+    by folding in only the rows added since: a view over 100,000 rows reads the one new row, not
+    all of them, when a job finishes. Results rows are only ever inserted; when the kind's rows are
+    fewer than counted (a row deleted) or a new row is older than one folded (a clock step), the
+    state is rebuilt from every row. Read the state under its lock (another request may be
+    folding into it) and never mutate it outside `add`."""
+    kinds = None if kind is None else _kinds(kind)  # None: every row
+    count, max_id = _fingerprint(session, kinds)
+    full_key = (session.get_bind().url.render_as_string(hide_password=False), kinds and tuple(kinds), key, sweep_id,
+                tuple(sorted((tags or {}).items())))
+    with _cache_lock:
+        fold = _folds.get(full_key)
+        if fold is None:
+            fold = _folds[full_key] = _Fold(start(), 0, None, None, threading.Lock())
+        _folds.move_to_end(full_key)
+        while len(_folds) > _FOLDS_SIZE:
+            _folds.popitem(last=False)
+    with fold.lock:
+        if (fold.count, fold.max_id) == (count, max_id):
+            return fold.state, fold.lock
+        # Only rows up to the counted max id: one inserted meanwhile is folded in by the next call.
+        since = _of_kinds(sa.select(sa.func.count(), sa.func.min(Result.created_at), sa.func.max(Result.created_at))
+                          .where(Result.id <= (max_id or 0)), kinds)
+        if fold.max_id is not None:
+            since = since.where(Result.id > fold.max_id)
+        added, oldest, newest = session.execute(since).one()
+        if fold.count + int(added) != count or (fold.newest is not None and oldest is not None and oldest < fold.newest):
+            fold.state, fold.count, fold.max_id, fold.newest = start(), 0, None, None
+            newest = session.scalar(_of_kinds(sa.select(sa.func.max(Result.created_at))
+                                              .where(Result.id <= (max_id or 0)), kinds))
+        try:
+            add(fold.state, load_rows(session, kind=kinds, sweep_id=sweep_id, tags=tags, after_id=fold.max_id,
+                                      through_id=max_id or 0))
+        except BaseException:
+            fold.state, fold.count, fold.max_id, fold.newest = start(), 0, None, None  # half folded: start over
+            raise
+        fold.count, fold.max_id, fold.newest = count, max_id, newest if newest is not None else fold.newest
+        return fold.state, fold.lock
+
+
 def clear_cache() -> None:
     with _cache_lock:
         _cache.clear()
+        _folds.clear()
     with _rows_lock:
         _parsed.clear()

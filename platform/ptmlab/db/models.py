@@ -55,6 +55,9 @@ class Job(Base):
     __table_args__ = (
         # claim: the highest priority queued job of a queue, oldest first.
         sa.Index("ix_jobs_claim", "status", "queue", "priority", "id"),
+        # the jobs list filtered by stage or queue, newest first (20,000 jobs)
+        sa.Index("ix_jobs_stage_id", "stage", "id"),
+        sa.Index("ix_jobs_queue_id", "queue", "id"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -248,7 +251,12 @@ class Result(Base):
     """A finished job's summary.json (the contract the leaderboard and dashboard read)."""
 
     __tablename__ = "results"
-    __table_args__ = (sa.Index("ix_results_kind_created", "kind", "created_at"),)
+    __table_args__ = (
+        sa.Index("ix_results_kind_created", "kind", "created_at"),
+        # the newest results (overview, results list) and a kind's rows since an id (ptmlab.results `folded`)
+        sa.Index("ix_results_created", "created_at", "id"),
+        sa.Index("ix_results_kind_id", "kind", "id"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     job_id: Mapped[int | None] = mapped_column(sa.ForeignKey("jobs.id", ondelete="SET NULL"), index=True)

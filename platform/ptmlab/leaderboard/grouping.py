@@ -370,39 +370,88 @@ def build_leaderboard(rows: Iterable[ResultRow | dict], *, group_by: Sequence[st
     A later row of the same run identity (config hash) and seed replaces an earlier one (a
     re-run), so pass rows oldest first (as `load_rows` and `read_rows` return them); runs of
     different configs that share a seed and the `group_by` keys are all kept, and their cell says so."""
-    if benchmark not in BENCHMARKS:
-        raise ConfigError(f"benchmark={benchmark} is unknown; valid: {', '.join(BENCHMARKS)}")
-    bench = BENCHMARKS[benchmark]
-    group_by = tuple(group_by)
-    kinds = _kinds(kind)
-    latest: dict[tuple, TaskRun] = {}
-    task_kinds: dict[str, str | None] = {}
-    for row_key, row in enumerate(rows):
-        for run in task_runs(row, kinds, group_by, row_key=row_key):
-            if (tasks and run.task not in tasks) or (adaptations and run.config["adaptation"] not in adaptations):
-                continue
-            if own_tasks and not bench.holds(run.task, run.kind):
-                continue
-            if run.kind is not None:
-                task_kinds[run.task] = run.kind
-            config = tuple(run.config[k] for k in group_by)
-            key = (config, run.task, run.seed if run.seed is not None else f"run:{run.identity}", run.identity)
-            latest.pop(key, None)  # a re-run takes the place of the earlier run, in run order
-            latest[key] = run
-    grouped: dict[tuple, dict[str, list[TaskRun]]] = {}
-    for (config, task, _, _), run in latest.items():
-        grouped.setdefault(config, {}).setdefault(task, []).append(run)
+    return LeaderboardFold(group_by=group_by, kind=kind, tasks=tasks, adaptations=adaptations,
+                           benchmark=benchmark, own_tasks=own_tasks).add(rows).board()
 
-    board_rows = []
-    for config, by_task in grouped.items():
+
+class LeaderboardFold:
+    """`build_leaderboard` kept up to date as rows arrive (the dashboard's view, ptmlab.results
+    `folded`): `add(rows)` files each run under its row and cell, and `board()` rebuilds only the
+    rows a new run changed; the others are reused as built."""
+
+    def __init__(self, *, group_by: Sequence[str] = DEFAULT_GROUP_BY, kind: str | Collection[str] = LEADERBOARD_KINDS,
+                 tasks: Sequence[str] | None = None, adaptations: Collection[str] | None = None,
+                 benchmark: str = "glue", own_tasks: bool = False):
+        if benchmark not in BENCHMARKS:
+            raise ConfigError(f"benchmark={benchmark} is unknown; valid: {', '.join(BENCHMARKS)}")
+        self.bench = BENCHMARKS[benchmark]
+        self.group_by, self.kinds, self.tasks, self.adaptations = tuple(group_by), _kinds(kind), tasks, adaptations
+        self.own_tasks = own_tasks
+        # config -> task -> (seed, identity) -> run, in run order (a re-run moves to the end)
+        self._runs: dict[tuple, dict[str, dict[tuple, TaskRun]]] = {}
+        self._built: dict[tuple, LeaderboardRow] = {}  # rows no run changed since they were built
+        self._rows_seen = 0  # row_key of the next row: a multi-task row stands behind several cells
+        self.task_kinds: dict[str, str | None] = {}  # each task's kind (metric order, column order)
+        self.modes: set[str] = set()  # every adaptation mode the rows have (the page's mode filter)
+        self.result_count = 0  # rows of the selected adaptation modes
+        # A reader's rendering of each built row, kept beside it while the row stands
+        # (ptmlab.views.leaderboard: its JSON): config -> (row, what the reader made of it ...).
+        self.rendered: dict[tuple, tuple] = {}
+
+    def add(self, rows: Iterable[ResultRow | dict]) -> LeaderboardFold:
+        for row in rows:
+            row_key, self._rows_seen = self._rows_seen, self._rows_seen + 1
+            summary = _as_row(row).summary
+            if isinstance(summary, dict):
+                if summary.get("adaptation"):
+                    self.modes.add(str(summary["adaptation"]))
+                if not self.adaptations or str(summary.get("adaptation")) in self.adaptations:
+                    self.result_count += 1
+            for run in task_runs(row, self.kinds, self.group_by, row_key=row_key):
+                if (self.tasks and run.task not in self.tasks) or \
+                        (self.adaptations and run.config["adaptation"] not in self.adaptations):
+                    continue
+                if self.own_tasks and not self.bench.holds(run.task, run.kind):
+                    continue
+                if run.kind is not None and self.task_kinds.get(run.task) != run.kind:
+                    self.task_kinds[run.task] = run.kind
+                    # a task's kind orders its metrics: every row holding the task is built again
+                    for config, by_task in self._runs.items():
+                        if run.task in by_task:
+                            self._built.pop(config, None)
+                config = tuple(run.config[k] for k in self.group_by)
+                cell = self._runs.setdefault(config, {}).setdefault(run.task, {})
+                key = (run.seed if run.seed is not None else f"run:{run.identity}", run.identity)
+                cell.pop(key, None)  # a re-run takes the place of the earlier run, in run order
+                cell[key] = run
+                self._built.pop(config, None)
+        return self
+
+    def board(self) -> Leaderboard:
+        for config, by_task in self._runs.items():
+            if config not in self._built:
+                self._built[config] = self._row(config, {task: list(runs.values()) for task, runs in by_task.items()})
+        board_rows = sorted(self._built.values(),
+                            key=lambda r: (-(r.average_tasks), -(r.average if r.average is not None else -1e9),
+                                           tuple(r.config.values())))
+        bench = self.bench
+        present = {t for r in board_rows for t in r.cells}
+        # a kind-held board's columns by kind in the benchmark's order (QA, tagging, choice), then by name
+        rank = {k: i for i, k in enumerate(bench.kinds)}
+        rest = sorted(present - set(bench.tasks), key=lambda t: (rank.get(self.task_kinds.get(t) or "", len(rank)), t))
+        columns = [t for t in bench.tasks if t in present] + rest
+        return Leaderboard(group_by=self.group_by, tasks=columns, rows=board_rows, benchmark=bench,
+                           task_kinds={t: self.task_kinds.get(t) for t in columns})
+
+    def _row(self, config: tuple, by_task: dict[str, list[TaskRun]]) -> LeaderboardRow:
         cells = {}
         for task, runs in by_task.items():
             runs.sort(key=lambda r: (r.seed is None, str(r.seed)))
             scored = [(r, *_run_score(r)) for r in runs]
-            order = _metric_order(task, task_kinds.get(task))
+            order = _metric_order(task, self.task_kinds.get(task))
             names = sorted({m for _, _, shown in scored for m in shown}, key=lambda m: (order + (m,)).index(m))
             flags = [f"{_display(task, r.kind)} seed {r.seed}: {why}" for r in runs for why in _degenerate(r)]
-            clashes = _same_seed_clashes(_display(task, task_kinds.get(task)), runs)
+            clashes = _same_seed_clashes(_display(task, self.task_kinds.get(task)), runs)
             cells[task] = TaskCell(
                 task=task,
                 metrics={m: Stat.of([shown.get(m) for _, _, shown in scored]) for m in names},
@@ -414,21 +463,12 @@ def build_leaderboard(rows: Iterable[ResultRow | dict], *, group_by: Sequence[st
                 result_ids=[r.result_id for r in runs if r.result_id is not None],
             )
         task_means = {t: c.score.mean for t, c in cells.items()}
-        board_rows.append(LeaderboardRow(
-            config=dict(zip(group_by, config, strict=True)), cells=cells,
-            average=bench.average(task_means),
-            average_tasks=sum(1 for t, v in task_means.items() if t in bench.tasks and v is not None),
+        return LeaderboardRow(
+            config=dict(zip(self.group_by, config, strict=True)), cells=cells,
+            average=self.bench.average(task_means),
+            average_tasks=sum(1 for t, v in task_means.items() if t in self.bench.tasks and v is not None),
             footprint=_footprint(by_task),
-        ))
-    board_rows.sort(key=lambda r: (-(r.average_tasks), -(r.average if r.average is not None else -1e9),
-                                   tuple(r.config.values())))
-    present = {t for r in board_rows for t in r.cells}
-    # a kind-held board's columns by kind in the benchmark's order (QA, tagging, choice), then by name
-    rank = {k: i for i, k in enumerate(bench.kinds)}
-    rest = sorted(present - set(bench.tasks), key=lambda t: (rank.get(task_kinds.get(t) or "", len(rank)), t))
-    columns = [t for t in bench.tasks if t in present] + rest
-    return Leaderboard(group_by=group_by, tasks=columns, rows=board_rows, benchmark=bench,
-                       task_kinds={t: task_kinds.get(t) for t in columns})
+        )
 
 
 def _display(task: str, kind: str | None = None) -> str:

@@ -16,6 +16,7 @@ from ptmlab.db.models import (
     CANCELLED, FAILED, JOB_STATES, PRUNED, QUEUED, RUNNING, SUCCEEDED, TERMINAL_STATES, Job, Pipeline, Result, Sweep,
 )
 from ptmlab.queue.claim import result_score
+from ptmlab.results import rows_by_id
 
 GroupKind = Literal["sweep", "pipeline"]
 _MODEL = {"sweep": Sweep, "pipeline": Pipeline}
@@ -61,9 +62,14 @@ def summarise_groups(session: Session, kind: GroupKind, groups: list[Sweep] | li
         for group_id, state, n in session.execute(sa.select(column, Job.status, sa.func.count())
                                                   .where(column.in_(ids)).group_by(column, Job.status)):
             counts[group_id][state] = int(n)
-        scored = sa.select(column, Result.job_id, Result.id, Result.summary).join(Job, Result.job_id == Job.id) \
-            .where(column.in_(ids))
-        for group_id, job_id, result_id, summary in session.execute(scored):
+        scored = session.execute(sa.select(column, Result.id).join(Job, Result.job_id == Job.id)
+                                 .where(column.in_(ids)).order_by(Result.id)).all()
+        # the summaries through the results store's row cache: each parsed once per process, not per page
+        rows = rows_by_id(session, [result_id for _, result_id in scored])
+        for group_id, result_id in scored:
+            if result_id not in rows:
+                continue
+            job_id, summary = rows[result_id].job_id, rows[result_id].summary
             score = result_score(summary) if isinstance(summary, dict) else None
             if score is not None and (group_id not in best or score > best[group_id]["score"]):
                 best[group_id] = {"score": score, "job_id": job_id, "result_id": result_id}

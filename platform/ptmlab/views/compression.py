@@ -33,7 +33,8 @@ from sqlalchemy.orm import Session
 
 from ptmlab.config_groups import CONF_DIR
 from ptmlab.contracts.benchmarks import KIND_COLUMNS
-from ptmlab.results import cached_view, filter_options, load_rows, number
+from ptmlab.results import cached_view, filter_options, folded, number
+from ptmlab.views.encoded import EncodedList, dumps, encode
 from ptmlab.views.robustness import KIND as ATTACK_KIND
 from ptmlab.views.robustness import attacks_by_model, model_jobs, model_ref
 
@@ -184,70 +185,137 @@ def _with_study(view: dict[str, Any], front: dict[str, Any]) -> dict[str, Any]:
     return {**view, "points": points, "study": study, "filters": {**view["filters"], "study": front["id"]}}
 
 
-def _compression(session: Session, task: str | None, sweep_id: str | None, tags: dict[str, str] | None) -> dict[str, Any]:
-    rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags)
-    tasks = sorted({str(r.summary.get("task", "-")) for r in rows})
-    if task is None and tasks:
-        task = tasks[0]  # one task at a time: scores of different tasks do not compare
-    points, references = [], {}
-    metrics: Counter = Counter()
-    for row in rows:
-        s = row.summary
-        if str(s.get("task", "-")) != task:
-            continue
+def _front_add(front: dict, pid: int, x: float | None, y: float | None) -> list:
+    """Put a new point on a Pareto front (`front`: id -> (x, y), smaller x and larger y better)
+    if nothing on it dominates the point; returns the ids it pushed off. A point off the front is
+    dominated by one on it, so the front alone decides: what `pareto_front` over every point gives."""
+    if x is None or y is None:
+        return []
+    if any(qx <= x and qy >= y and (qx < x or qy > y) for qx, qy in front.values()):
+        return []
+    gone = [q for q, (qx, qy) in front.items() if x <= qx and y >= qy and (x < qx or y > qy)]
+    for q in gone:
+        del front[q]
+    front[pid] = (x, y)
+    return gone
+
+
+class _TaskPoints:
+    """One task's points, references and Pareto fronts, and each point's finished dict and JSON."""
+
+    def __init__(self) -> None:
+        self.points: list[dict] = []  # as `_point` made them (never changed: `finished` copies)
+        self.place: dict[int, int] = {}  # point id -> its index in `points`
+        self.references: dict[str, dict] = {}
+        self.fronts: dict[str, dict] = {axis: {} for axis in AXES}
+        self.methods: set[str] = set()
+        self.sources: set[str] = set()
+        self.shown: list[dict] = []  # each point as shown, in `points` order
+        self.texts: list[bytes] = []  # and its JSON
+        self.dirty: set[int] = set()  # points whose dict must be made again
+        self.context: str | None = None  # what every point's dict depends on besides itself
+        self.metrics: Counter = Counter()  # main metrics of the task's rows: the score axis is the commonest
+
+    def add(self, row, s: dict, task: str) -> None:
         if s.get("main_metric"):
-            metrics[str(s["main_metric"])] += 1
+            self.metrics[str(s["main_metric"])] += 1
         p = _point(row, s)
         if p["method"].lower() in UNCOMPRESSED_METHODS:
-            references[p["source"]] = {**p, "from": "run"}
-            continue
-        points.append(p)
-        if p["source"] not in references and any(s.get(k) is not None for k in ("source_params", "source_size_bytes",
-                                                                         "source_latency_ms")):
-            references[p["source"]] = {
+            self.references[p["source"]] = {**p, "from": "run"}
+            return
+        self.place[p["id"]] = len(self.points)
+        self.points.append(p)
+        self.shown.append(p)
+        self.texts.append(b"")
+        self.methods.add(p["method"])
+        self.sources.add(p["source"])
+        self.dirty.add(p["id"])
+        for axis, front in self.fronts.items():
+            self.dirty.update(_front_add(front, p["id"], number(p.get(axis)), number(p.get("score"))))
+        if p["source"] not in self.references and any(s.get(k) is not None for k in ("source_params", "source_size_bytes",
+                                                                              "source_latency_ms")):
+            self.references[p["source"]] = {
                 "id": None, "method": "uncompressed", "source": p["source"], "task": task, "from": "summary",
                 "score": p["source_score"], "params": number(s.get("source_params")),
                 "size_bytes": number(s.get("source_size_bytes")), "latency_ms": number(s.get("source_latency_ms")),
                 "flops": number(s.get("source_flops")), "mlflow_run_id": s.get("source_run"),
             }
-    # Retention against a measured reference when the summary did not carry the source score.
-    for p in points:
-        ref = references.get(p["source"])
-        if p["retention"] is None and ref and ref["score"] and p["score"] is not None:
-            p["source_score"], p["retention"] = ref["score"], p["score"] / ref["score"]
-    labels = source_labels(session, {p["source"] for p in points} | set(references))
-    for p in [*points, *references.values()]:
-        p["source_label"] = labels.get(p["source"], p["source"])
-    recipes, robustness_fronts, missing = _robustness_axis(session, points, list(references.values()))
-    fronts = {}
-    for axis in AXES:
-        front = pareto_front(points, axis)
-        fronts[axis] = [p["id"] for p in sorted((p for p in points if p["id"] in front), key=lambda p: p[axis])]
-        for p in points:
-            p.setdefault("pareto", {})[axis] = p["id"] in front
+
+    def finish(self, labels: dict[str, str], attacks: dict) -> tuple[list[dict], list[bytes]]:
+        """Every point as shown (retention against a measured reference, source label, attack
+        results, Pareto marks) with its JSON; made again only for a new point, one whose Pareto
+        mark changed, or all of them when a reference, a label or an attack result changed."""
+        context = dumps([{k: r["score"] for k, r in self.references.items()}, labels, attacks])
+        if context != self.context:
+            self.context, self.dirty = context, set(self.place)
+        for pid in self.dirty:
+            p = dict(self.points[self.place[pid]])
+            ref = self.references.get(p["source"])
+            # Retention against a measured reference when the summary did not carry the source score.
+            if p["retention"] is None and ref and ref["score"] and p["score"] is not None:
+                p["source_score"], p["retention"] = ref["score"], p["score"] / ref["score"]
+            p["source_label"] = labels.get(p["source"], p["source"])
+            keys = [f"job:{p['job_id']}"] if p["job_id"] is not None else []
+            keys += [model_ref(p["run_dir"])] if p.get("run_dir") else []
+            p["robustness"] = next((attacks[k] for k in keys if k in attacks), {})
+            p["pareto"] = {axis: pid in front for axis, front in self.fronts.items()}
+            self.shown[self.place[pid]], self.texts[self.place[pid]] = p, encode(p)
+        self.dirty = set()
+        return list(self.shown), list(self.texts)
+
+
+class CompressionFold:
+    """The view's points per task kept up to date as compress results arrive (ptmlab.results
+    `folded`): a new result is one more point, checked against the Pareto fronts alone."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, _TaskPoints] = {}
+        self.result_count = 0
+
+    def add(self, rows: list) -> None:
+        for row in rows:
+            self.result_count += 1
+            task = str(row.summary.get("task", "-"))
+            self.tasks.setdefault(task, _TaskPoints()).add(row, row.summary, task)
+
+
+def _compression(session: Session, task: str | None, sweep_id: str | None, tags: dict[str, str] | None) -> dict[str, Any]:
+    fold, lock = folded(session, KIND, ("compression",), CompressionFold, CompressionFold.add, sweep_id=sweep_id,
+                        tags=tags)
+    attacks = attacks_by_model(session)
+    with lock:
+        tasks = sorted(fold.tasks)
+        if task is None and tasks:
+            task = tasks[0]  # one task at a time: scores of different tasks do not compare
+        one = fold.tasks.get(task) or _TaskPoints()
+        references = {k: dict(r) for k, r in one.references.items()}
+        labels = source_labels(session, one.sources | set(references))
+        points, texts = one.finish(labels, attacks)
+        # each front by its x, ties in point order (as a stable sort of the points)
+        fronts = {axis: [pid for _, _, pid in sorted((x, one.place[pid], pid) for pid, (x, _) in front.items())]
+                  for axis, front in one.fronts.items()}
+        methods, result_count = sorted(one.methods), fold.result_count
+        axis = metric_axis(one.metrics.most_common(1)[0][0] if one.metrics else None)
+    for r in references.values():
+        r["source_label"] = labels.get(r["source"], r["source"])
+    recipes, robustness_fronts, missing = _robustness_axis(points, list(references.values()), attacks)
     return {
-        "task": task, "tasks": tasks, "axes": [{"key": k, "label": v} for k, v in AXES.items()],
-        **metric_axis(metrics.most_common(1)[0][0] if metrics else None),
-        "methods": sorted({p["method"] for p in points}),
-        "points": points, "references": list(references.values()), "fronts": fronts,
-        "recipes": recipes, "robustness_fronts": robustness_fronts, "robustness_missing": missing,
-        "result_count": len(rows), "options": filter_options(session, KIND),
+        "task": task, "tasks": tasks, "axes": [{"key": k, "label": v} for k, v in AXES.items()], **axis,
+        "methods": methods, "points": EncodedList(points, texts), "references": list(references.values()),
+        "fronts": fronts, "recipes": recipes, "robustness_fronts": robustness_fronts, "robustness_missing": missing,
+        "result_count": result_count, "options": filter_options(session, KIND),
         "filters": {"sweep_id": sweep_id, "tags": dict(tags or {})},
     }
 
 
-def _robustness_axis(session: Session, points: list[dict], references: list[dict]) -> tuple[list, dict, dict]:
-    """Each point's and reference's attack results by recipe (`robustness`); per recipe and x axis
-    the Pareto front of accuracy under attack; per recipe how many models have no attack result."""
-    attacks = attacks_by_model(session)
-    for p in points:
-        keys = [f"job:{p['job_id']}"] if p["job_id"] is not None else []
-        keys += [model_ref(p["run_dir"])] if p.get("run_dir") else []
-        p["robustness"] = next((attacks[k] for k in keys if k in attacks), {})
+def _robustness_axis(points: list[dict], references: list[dict], attacks: dict) -> tuple[list, dict, dict]:
+    """Each reference's attack results by recipe (`robustness`; the points have theirs); per recipe
+    and x axis the Pareto front of accuracy under attack; per recipe how many models have no attack result."""
     for r in references:
         r["robustness"] = attacks.get(model_ref(r["source"]), {})
     models = [*points, *references]
-    recipes = sorted({recipe for m in models for recipe in m["robustness"]})
+    # no attack results: no model has any (the common case, and no walk over 25,000 points)
+    recipes = sorted({recipe for m in models for recipe in m["robustness"]}) if attacks else []
     fronts: dict[str, dict[str, list]] = {}
     for recipe in recipes:
         under = [{"id": p["id"], **{a: p[a] for a in AXES},

@@ -9,7 +9,7 @@ seed across different configs says so (`same_seed_runs`)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -17,10 +17,12 @@ from sqlalchemy.orm import Session
 from ptmlab.contracts.benchmarks import BENCHMARKS
 from ptmlab.errors import ConfigError
 from ptmlab.leaderboard.grouping import (
-    DEFAULT_GROUP_BY, GLUE_TASKS, LEADERBOARD_KINDS, METRIC_ABBREV, Stat, build_leaderboard, compare_rows,
+    DEFAULT_GROUP_BY, GLUE_TASKS, LEADERBOARD_KINDS, METRIC_ABBREV, Leaderboard, LeaderboardFold, LeaderboardRow, Stat,
+    compare_rows,
 )
 from ptmlab.leaderboard.rendering import render
-from ptmlab.results import ResultRow, cached_view, filter_options, load_rows
+from ptmlab.results import cached_view, filter_options, folded
+from ptmlab.views.encoded import EncodedList, encode
 
 KIND = LEADERBOARD_KINDS  # finetune and multitask results
 
@@ -30,11 +32,6 @@ def _scaled(stat: Stat | None) -> dict[str, Any]:
         return {"mean": None, "std": None, "n": 0}
     return {"mean": None if stat.mean is None else 100 * stat.mean,
             "std": None if stat.std is None else 100 * stat.std, "n": stat.n}
-
-
-def _modes(rows: list[ResultRow]) -> list[str]:
-    """The adaptation modes the rows have: what the page's mode filter offers."""
-    return sorted({str(r.summary["adaptation"]) for r in rows if r.summary.get("adaptation")})
 
 
 def _key(adaptations: Collection[str] | None) -> tuple[str, ...]:
@@ -53,6 +50,20 @@ def _own_tasks(benchmark: str) -> bool:
     return not BENCHMARKS[benchmark].every_task
 
 
+def _board(session: Session, sweep_id: str | None, tags: dict[str, str] | None, group_by: Sequence[str],
+           adaptations: Collection[str] | None, benchmark: str, read: Callable[[LeaderboardFold, Leaderboard], Any]) -> Any:
+    """`read(fold, board)` of the leaderboard kept up to date as results arrive (ptmlab.results
+    `folded`): a new run rebuilds its own row, not the board."""
+    def start() -> LeaderboardFold:
+        return LeaderboardFold(group_by=group_by, kind=KIND, adaptations=adaptations, benchmark=benchmark,
+                               own_tasks=_own_tasks(benchmark))
+
+    key = ("leaderboard", tuple(group_by), _key(adaptations), benchmark)
+    fold, lock = folded(session, KIND, key, start, LeaderboardFold.add, sweep_id=sweep_id, tags=tags)
+    with lock:
+        return read(fold, fold.board())
+
+
 def leaderboard_view(session: Session, *, sweep_id: str | None = None, tags: dict[str, str] | None = None,
                      group_by: Sequence[str] = DEFAULT_GROUP_BY,
                      adaptations: Collection[str] | None = None, benchmark: str = "glue") -> dict[str, Any]:
@@ -63,28 +74,41 @@ def leaderboard_view(session: Session, *, sweep_id: str | None = None, tags: dic
 
 def _leaderboard(session: Session, sweep_id: str | None, tags: dict[str, str] | None,
                  group_by: Sequence[str], adaptations: Collection[str] | None, benchmark: str = "glue") -> dict[str, Any]:
-    rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags)
     # The adaptation filter applies before grouping, so a cell's result ids hold only the selected
     # modes' runs even when the rows are not grouped by adaptation.
-    board = build_leaderboard(rows, group_by=group_by, kind=KIND, adaptations=adaptations, benchmark=benchmark,
-                              own_tasks=_own_tasks(benchmark))
-    out_rows = []
+    return _board(session, sweep_id, tags, group_by, adaptations, benchmark,
+                  lambda fold, board: _board_json(session, fold, board, sweep_id, tags, adaptations, benchmark))
+
+
+def _row_json(row: LeaderboardRow) -> dict[str, Any]:
+    cells = {}
+    for task, cell in row.cells.items():
+        # n (in _scaled) counts the runs shown; result_ids are exactly those runs.
+        cells[task] = {**_scaled(cell.score), "metrics": {m: _scaled(s) for m, s in cell.metrics.items()},
+                       "seeds": [s for s in cell.seeds], "flags": list(cell.flags),
+                       "result_ids": list(cell.result_ids), "runs": len(cell.seeds),
+                       "mixed_configs": cell.same_seed_runs > 0, "same_seed_runs": cell.same_seed_runs,
+                       "multitask": cell.multitask_runs > 0, "multitask_runs": cell.multitask_runs}
+    return {
+        "config": row.config, "cells": cells, "flags": row.flags, "glue_tasks": row.glue_tasks,
+        "glue_average": None if row.glue_average is None else 100 * row.glue_average,
+        # the same under the names that hold for any benchmark (the page reads glue_*)
+        "average": None if row.average is None else 100 * row.average, "average_tasks": row.average_tasks,
+        "footprint": row.footprint.as_dict(),
+    }
+
+
+def _board_json(session: Session, fold: LeaderboardFold, board: Leaderboard, sweep_id: str | None,
+                tags: dict[str, str] | None, adaptations: Collection[str] | None, benchmark: str) -> dict[str, Any]:
+    out_rows, texts = [], []
     for row in board.rows:
-        cells = {}
-        for task, cell in row.cells.items():
-            # n (in _scaled) counts the runs shown; result_ids are exactly those runs.
-            cells[task] = {**_scaled(cell.score), "metrics": {m: _scaled(s) for m, s in cell.metrics.items()},
-                           "seeds": [s for s in cell.seeds], "flags": list(cell.flags),
-                           "result_ids": list(cell.result_ids), "runs": len(cell.seeds),
-                           "mixed_configs": cell.same_seed_runs > 0, "same_seed_runs": cell.same_seed_runs,
-                           "multitask": cell.multitask_runs > 0, "multitask_runs": cell.multitask_runs}
-        out_rows.append({
-            "config": row.config, "cells": cells, "flags": row.flags, "glue_tasks": row.glue_tasks,
-            "glue_average": None if row.glue_average is None else 100 * row.glue_average,
-            # the same under the names that hold for any benchmark (the page reads glue_*)
-            "average": None if row.average is None else 100 * row.average, "average_tasks": row.average_tasks,
-            "footprint": row.footprint.as_dict(),
-        })
+        key = tuple(row.config.values())
+        shown = fold.rendered.get(key)
+        if shown is None or shown[0] is not row:  # a row a new run changed (the fold built it again)
+            out = _row_json(row)
+            shown = fold.rendered[key] = (row, out, encode(out))
+        out_rows.append(shown[1])
+        texts.append(shown[2])
     return {
         # the board's average: GLUE's (the rows' glue_average, glue_tasks) or SuperGLUE's; none (averaged
         # false: the page leaves the column out) for the boards of task kinds
@@ -95,11 +119,11 @@ def _leaderboard(session: Session, sweep_id: str | None, tags: dict[str, str] | 
                    "metrics": board.column_metrics(t),
                    "metric_labels": [METRIC_ABBREV.get(m, m) for m in board.column_metrics(t)]}
                   for t in board.tasks],
-        "rows": out_rows,
-        "result_count": sum(1 for r in rows if not adaptations or str(r.summary.get("adaptation")) in adaptations),
+        "rows": EncodedList(out_rows, texts),
+        "result_count": fold.result_count,
         "filters": {"sweep_id": sweep_id, "tags": dict(tags or {}), "adaptation": list(_key(adaptations)),
                     "benchmark": benchmark},
-        "options": {**filter_options(session, KIND), "adaptations": _modes(rows),
+        "options": {**filter_options(session, KIND), "adaptations": sorted(fold.modes),
                     "benchmarks": [{"name": b.name, "display_name": b.display_name} for b in BENCHMARKS.values()]},
     }
 
@@ -109,10 +133,9 @@ def leaderboard_compare(session: Session, label_a: str, label_b: str, *, sweep_i
                         adaptations: Collection[str] | None = None, benchmark: str = "glue") -> dict:
     """Two rows of the leaderboard compared task by task over their seeds (ptmlab.stats)."""
     check_benchmark(benchmark)
-    rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags)
-    board = build_leaderboard(rows, group_by=group_by, kind=KIND, adaptations=adaptations, benchmark=benchmark,
-                              own_tasks=_own_tasks(benchmark))
-    return {"a": label_a, "b": label_b, "comparisons": compare_rows(board, label_a, label_b)}
+    comparisons = _board(session, sweep_id, tags, group_by, adaptations, benchmark,
+                         lambda _, board: compare_rows(board, label_a, label_b))
+    return {"a": label_a, "b": label_b, "comparisons": comparisons}
 
 
 def leaderboard_export(session: Session, fmt: str, *, sweep_id: str | None = None,
@@ -122,9 +145,7 @@ def leaderboard_export(session: Session, fmt: str, *, sweep_id: str | None = Non
     check_benchmark(benchmark)
 
     def build() -> str:
-        rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags)
-        return render(build_leaderboard(rows, group_by=group_by, kind=KIND, adaptations=adaptations,
-                                        benchmark=benchmark, own_tasks=_own_tasks(benchmark)), fmt)
+        return _board(session, sweep_id, tags, group_by, adaptations, benchmark, lambda _, board: render(board, fmt))
 
     key = ("export", fmt, sweep_id, tuple(sorted((tags or {}).items())), tuple(group_by), _key(adaptations),
            benchmark)

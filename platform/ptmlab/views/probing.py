@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from ptmlab.results import cached_view, filter_options, load_rows, number
+from ptmlab.results import cached_view, filter_options, folded, number
 
 KIND = "probe"
 LAYER_METRICS = ("accuracy", "control_accuracy", "selectivity", "uuas", "spearman", "root_accuracy")
@@ -81,44 +81,64 @@ def probing_view(session: Session, *, sweep_id: str | None = None, tags: dict[st
     return cached_view(session, KIND, key, lambda: _probing(session, sweep_id, tags))
 
 
+class ProbingFold:
+    """The view's aggregates kept up to date as probe results arrive (ptmlab.results `folded`):
+    a new run re-averages the curves it adds to, not every curve."""
+
+    def __init__(self) -> None:
+        self.groups: dict[tuple[str, str], dict[str, Any]] = {}
+        self.heatmaps: dict[tuple[str, str, str], dict] = {}  # the latest run's map per model × task × statistic
+        self.cloze: list[dict] = []  # LAMA: one row per result × relation
+        self.result_count = 0
+        self.curves: dict[tuple[str, str], dict[str, Any]] = {}  # curves no new run changed
+
+    def add(self, rows: list) -> None:
+        for row in rows:
+            self.result_count += 1
+            self.cloze += _cloze_rows(row.id, row.summary)
+            for model, task, layers, maps in _task_entries(row.summary):
+                if not layers and not maps:
+                    continue
+                for h in maps:
+                    self.heatmaps[(model, task, h["statistic"])] = {"model": model, "probe_task": task,
+                                                                     "result_id": row.id, **h}
+                if not layers:
+                    continue
+                group = self.groups.setdefault((model, task), {"result_ids": [], "layers": {}})
+                self.curves.pop((model, task), None)
+                group["result_ids"].append(row.id)
+                for layer, values in layers.items():
+                    per_layer = group["layers"].setdefault(layer, {})
+                    for metric, value in values.items():
+                        per_layer.setdefault(metric, []).append(value)
+
+    def curve(self, model: str, task: str) -> dict[str, Any]:
+        if (model, task) not in self.curves:
+            group = self.groups[(model, task)]
+            layers = sorted(group["layers"])
+            curve: dict[str, Any] = {"model": model, "probe_task": task, "result_ids": list(group["result_ids"]),
+                                     "runs": len(group["result_ids"]), "layers": layers}
+            for metric in LAYER_METRICS:
+                series = [group["layers"][layer].get(metric) for layer in layers]
+                if not any(series):
+                    continue
+                curve[metric] = [statistics.fmean(v) if v else None for v in series]
+                curve[f"{metric}_std"] = [statistics.stdev(v) if v and len(v) > 1 else None for v in series]
+            self.curves[(model, task)] = curve
+        return self.curves[(model, task)]
+
+
 def _probing(session: Session, sweep_id: str | None, tags: dict[str, str] | None) -> dict[str, Any]:
-    rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags)
-    groups: dict[tuple[str, str], dict[str, Any]] = {}
-    heatmaps: dict[tuple[str, str, str], dict] = {}  # the latest run's map per model × task × statistic
-    cloze: list[dict] = []  # LAMA: one row per result × relation
-    for row in rows:
-        cloze += _cloze_rows(row.id, row.summary)
-        for model, task, layers, maps in _task_entries(row.summary):
-            if not layers and not maps:
-                continue
-            for h in maps:
-                heatmaps[(model, task, h["statistic"])] = {"model": model, "probe_task": task, "result_id": row.id, **h}
-            if not layers:
-                continue
-            group = groups.setdefault((model, task), {"result_ids": [], "layers": {}})
-            group["result_ids"].append(row.id)
-            for layer, values in layers.items():
-                per_layer = group["layers"].setdefault(layer, {})
-                for metric, value in values.items():
-                    per_layer.setdefault(metric, []).append(value)
-    curves = []
-    for (model, task), group in sorted(groups.items()):
-        layers = sorted(group["layers"])
-        curve: dict[str, Any] = {"model": model, "probe_task": task, "result_ids": group["result_ids"],
-                                 "runs": len(group["result_ids"]), "layers": layers}
-        for metric in LAYER_METRICS:
-            series = [group["layers"][layer].get(metric) for layer in layers]
-            if not any(series):
-                continue
-            curve[metric] = [statistics.fmean(v) if v else None for v in series]
-            curve[f"{metric}_std"] = [statistics.stdev(v) if v and len(v) > 1 else None for v in series]
-        curves.append(curve)
-    return {
-        # a suite's attention analysis has heat maps and no per-layer curve: its task is listed too
-        "models": sorted({m for m, _ in groups} | {m for m, _, _ in heatmaps} | {r["model"] for r in cloze}),
-        "probe_tasks": sorted({t for _, t in groups} | {t for _, t, _ in heatmaps}),
-        "curves": curves, "heatmaps": [heatmaps[k] for k in sorted(heatmaps)],
-        "statistics": sorted({stat for _, _, stat in heatmaps}),
-        "cloze": cloze, "result_count": len(rows), "options": filter_options(session, KIND),
-        "filters": {"sweep_id": sweep_id, "tags": dict(tags or {})},
-    }
+    fold, lock = folded(session, KIND, ("probing",), ProbingFold, ProbingFold.add, sweep_id=sweep_id, tags=tags)
+    with lock:
+        groups, heatmaps, cloze = fold.groups, fold.heatmaps, fold.cloze
+        return {
+            # a suite's attention analysis has heat maps and no per-layer curve: its task is listed too
+            "models": sorted({m for m, _ in groups} | {m for m, _, _ in heatmaps} | {r["model"] for r in cloze}),
+            "probe_tasks": sorted({t for _, t in groups} | {t for _, t, _ in heatmaps}),
+            "curves": [fold.curve(model, task) for model, task in sorted(groups)],
+            "heatmaps": [heatmaps[k] for k in sorted(heatmaps)],
+            "statistics": sorted({stat for _, _, stat in heatmaps}),
+            "cloze": list(cloze), "result_count": fold.result_count, "options": filter_options(session, KIND),
+            "filters": {"sweep_id": sweep_id, "tags": dict(tags or {})},
+        }

@@ -9,16 +9,17 @@ request again (a page polling) is served from the view cache."""
 
 from __future__ import annotations
 
+import bisect
 import re
-from collections import Counter
+from collections import Counter, OrderedDict
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from ptmlab.db.models import Job, Result
+from ptmlab.db.models import Job
 from ptmlab.errors import ConfigError
-from ptmlab.results import ResultRow, cached_view, load_rows, number
+from ptmlab.results import ResultRow, cached_view, folded, number
 
 # Per-layer and per-head arrays say nothing in one cell: the job and run pages draw them.
 SKIP_KEYS = {"layers", "tasks", "attention_heads", "heatmaps", "relations", "random_init", "latency", "source_latency",
@@ -94,43 +95,86 @@ def runs_view(session: Session, *, kind: str | None = None, q: str | None = None
               sort: str = "id", order: str = "desc", columns: list[str] | None = None,
               limit: int = 50, offset: int = 0) -> dict[str, Any]:
     parsed = [parse_filter(f) for f in filters or []]
-    kinds = [kind] if kind else list(session.scalars(sa.select(Result.kind).distinct()))
+    kinds = [kind] if kind else None  # None: every row
     key = ("runs", kind, q, tuple(filters or ()), sort, order, tuple(columns or ()), limit, offset)
-    return cached_view(session, kinds or ["-"], key,
-                       lambda: _runs(session, kind, q, parsed, sort, order, columns, limit, offset))
+    return cached_view(session, kinds, key, lambda: _runs(session, kinds, q, parsed, sort, order, columns, limit, offset))
 
 
-def _runs(session: Session, kind: str | None, q: str | None, parsed: list[tuple[str, str, str]], sort: str, order: str,
+class _Desc:
+    """A sort key compared the other way round: a descending list kept sorted with bisect."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: tuple):
+        self.key = key
+
+    def __lt__(self, other: _Desc) -> bool:
+        return other.key < self.key
+
+
+class RunsFold:
+    """The runs table kept up to date as results arrive (ptmlab.results `folded`): every row
+    flattened once, the column counts, and per query (search, filters, sort) its matching rows in
+    order, each new row put in its place rather than the table filtered and sorted again."""
+
+    QUERIES = 16  # the queries kept in order per table (a page polls one or two)
+
+    def __init__(self) -> None:
+        self.table: list[tuple[ResultRow, dict[str, Any], str]] = []  # (row, columns, search text), oldest first
+        self.names: dict[int, str | None] = {}  # job id -> job name
+        self.kinds: Counter = Counter()
+        self.available: Counter = Counter()
+        self.numeric: set[str] = set()
+        # query -> (table rows read, rows with the sort column in order, rows without it in table order)
+        self.queries: OrderedDict[tuple, tuple[int, list, list]] = OrderedDict()
+
+    def add(self, session: Session, rows: list[ResultRow]) -> None:
+        self.names.update(_job_names(session, sorted({r.job_id for r in rows if r.job_id is not None} - set(self.names))))
+        for r in rows:
+            values, text = _flat_row(r, str(r.summary.get("stage") or "?"))
+            self.kinds[values["kind"]] += 1
+            self.available.update(values.keys())
+            self.numeric.update(k for k, v in values.items() if not isinstance(v, bool | str) and number(v) is not None)
+            self.table.append((r, values, f"{text} {(self.names.get(r.job_id) or '').lower()}"))
+
+    def matching(self, q: str | None, parsed: list[tuple[str, str, str]], sort: str, order: str) -> tuple[list, list]:
+        """(rows with a `sort` value in order, rows without it in table order: shown last either way)."""
+        key = (q, tuple(parsed), sort, order)
+        read, present, missing = self.queries.pop(key, None) or (0, [], [])
+        needle = (q or "").strip().lower()
+        column = "id" if sort == "id" else sort
+        if sort == "id":
+            sort_key = (lambda t: t[0].id) if order == "asc" else (lambda t: _Desc((t[0].id,)))
+        else:
+            sort_key = (lambda t: _sort_key(t[1][column])) if order == "asc" else (lambda t: _Desc(_sort_key(t[1][column])))
+        for r, values, text in self.table[read:]:
+            if needle and needle not in text or not all(_keep(values.get(k), op, v) for k, op, v in parsed):
+                continue
+            if sort == "id" or values.get(sort) is not None:
+                # after any equal key: the order a stable sort of the whole table gives
+                bisect.insort_right(present, (r, values), key=sort_key)
+            else:
+                missing.append((r, values))
+        self.queries[key] = (len(self.table), present, missing)
+        while len(self.queries) > self.QUERIES:
+            self.queries.popitem(last=False)
+        return present, missing
+
+
+def _runs(session: Session, kinds: list[str] | None, q: str | None, parsed: list[tuple[str, str, str]], sort: str, order: str,
           columns: list[str] | None, limit: int, offset: int) -> dict[str, Any]:
-    rows = load_rows(session, kind=kind)
-    job_ids = {r.job_id for r in rows if r.job_id is not None}
-    names = _job_names(session, sorted(job_ids))
-    kinds: Counter = Counter()
-    available: Counter = Counter()
-    numeric: set[str] = set()
-    table = []
-    for r in rows:
-        values, text = _flat_row(r, str(r.summary.get("stage") or "?"))
-        kinds[values["kind"]] += 1
-        available.update(values.keys())
-        numeric.update(k for k, v in values.items() if not isinstance(v, bool | str) and number(v) is not None)
-        table.append((r, values, f"{text} {(names.get(r.job_id) or '').lower()}"))
-    needle = (q or "").strip().lower()
-    kept = [(r, values) for r, values, text in table
-            if (not needle or needle in text) and all(_keep(values.get(k), op, v) for k, op, v in parsed)]
-    if sort == "id":
-        kept.sort(key=lambda t: t[0].id, reverse=order != "asc")
-    else:
-        present = [t for t in kept if t[1].get(sort) is not None]
-        present.sort(key=lambda t: _sort_key(t[1][sort]), reverse=order != "asc")
-        kept = present + [t for t in kept if t[1].get(sort) is None]  # missing values last either way
-    chosen = [c for c in (columns or [c for c in DEFAULT_COLUMNS if c in available]) if c][:MAX_COLUMNS]
-    page = kept[max(0, offset):max(0, offset) + max(1, limit)]
-    return {
-        "total": len(kept), "all": len(rows), "limit": limit, "offset": offset, "sort": sort, "order": order,
-        "columns": chosen, "kinds": dict(sorted(kinds.items())),
-        "available": [{"key": k, "count": n, "numeric": k in numeric}
-                      for k, n in sorted(available.items(), key=lambda kv: (-kv[1], kv[0]))],
-        "rows": [{"id": r.id, "job_id": r.job_id, "job_name": names.get(r.job_id), "sweep_id": r.sweep_id,
-                  "values": {c: values.get(c) for c in chosen}} for r, values in page],
-    }
+    fold, lock = folded(session, kinds, ("runs",), RunsFold, lambda state, rows: state.add(session, rows))
+    with lock:
+        present, missing = fold.matching(q, parsed, sort, order)
+        chosen = [c for c in (columns or [c for c in DEFAULT_COLUMNS if c in fold.available]) if c][:MAX_COLUMNS]
+        start, stop = max(0, offset), max(0, offset) + max(1, limit)
+        page = present[start:stop] + missing[max(0, start - len(present)):max(0, stop - len(present))]
+        names = fold.names
+        return {
+            "total": len(present) + len(missing), "all": len(fold.table), "limit": limit, "offset": offset,
+            "sort": sort, "order": order, "columns": chosen, "kinds": dict(sorted(fold.kinds.items())),
+            "available": [{"key": k, "count": n, "numeric": k in fold.numeric}
+                          for k, n in sorted(fold.available.items(), key=lambda kv: (-kv[1], kv[0]))],
+            "rows": [{"id": r.id, "job_id": r.job_id, "job_name": names.get(r.job_id), "sweep_id": r.sweep_id,
+                      "values": {c: values.get(c) for c in chosen}} for r, values in page],
+        }

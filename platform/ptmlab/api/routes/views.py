@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 import sqlalchemy as sa
 from fastapi import APIRouter, Path, Query, Request
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import PlainTextResponse, Response
 
 from ptmlab import queue, views
 from ptmlab.api.deps import SessionDep
@@ -16,6 +16,7 @@ from ptmlab.db.models import Job, JobDependency, Result
 from ptmlab.errors import ConfigError
 from ptmlab.leaderboard.grouping import parse_adaptation_filter
 from ptmlab.results import parse_tag_filter
+from ptmlab.views.encoded import json_body
 from ptmlab.views.studies import study_view
 
 router = APIRouter(prefix="/views", tags=["dashboard views"])
@@ -27,10 +28,11 @@ Benchmark = Annotated[str, Query(max_length=40, pattern=r"^[A-Za-z0-9_]+$",
 RunIds = Annotated[str, Query(max_length=400, pattern=r"^[0-9, ]+$", description="result ids: 1,2,3")]
 
 
-def _json(view: dict[str, Any]) -> JSONResponse:
+def _json(view: dict[str, Any]) -> Response:
     # The views are plain JSON already (numbers made finite by ptmlab.views); FastAPI's generic
-    # encoder would walk every one of 10,000 rows' values again.
-    return JSONResponse(view)
+    # encoder would walk every one of 10,000 rows' values again. A cached view's bytes are kept
+    # and long lists joined from their items' texts (ptmlab.views.encoded).
+    return Response(json_body(view), media_type="application/json")
 
 
 def _ids(runs: str) -> list[str]:
