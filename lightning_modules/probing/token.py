@@ -128,9 +128,8 @@ def stacked_classifier(template: TokenProbe, copies: int) -> nn.Sequential:
 def features(acts: Activations, layer: int | None, index: torch.Tensor) -> torch.Tensor:
     """B × (parts·H) for one layer, or (L+1) × B × (parts·H) over all layers (layer None)."""
     states = acts.states[layer] if layer is not None else acts.states
-    # index_select, not states[..., index, :]: 4x faster on CPU for the fp16 cache (measured, 512 rows × 7 layers)
-    picked = states.index_select(-2, index.reshape(-1))  # [...] × (B·parts) × H
-    return picked.reshape(*picked.shape[:-2], index.shape[0], -1).float()  # [...] × B × (parts·H)
+    picked = states[..., index, :]  # [...] × B × parts × H
+    return picked.flatten(-2).float()
 
 
 def encode_labels(labels: list[str], vocab: dict[str, int]) -> torch.Tensor:
