@@ -68,55 +68,31 @@ def tree_data(sentences: list[ConlluSentence]) -> TreeData:
 
 
 class DistanceProbe(nn.Module):
-    """`proj` H × rank; or L × H × rank for L probes trained at once (`stacked`), one per layer,
-    applied to L × B × T × H states (each probe gets exactly the gradient it would get alone)."""
-
     def __init__(self, hidden_size: int, rank: int):
         super().__init__()
         self.proj = nn.Parameter(torch.empty(hidden_size, rank).uniform_(-0.05, 0.05))
 
-    @classmethod
-    def _with(cls, proj: torch.Tensor) -> "DistanceProbe":
-        out = cls.__new__(cls)  # no fresh (random) initialisation: the weights are given
-        nn.Module.__init__(out)
-        out.proj = nn.Parameter(proj)
-        return out
-
-    def stacked(self, copies: int) -> "DistanceProbe":
-        return self._with(self.proj.detach().repeat(copies, 1, 1))  # L × H × rank
-
-    def layer(self, i: int) -> "DistanceProbe":
-        """The i-th probe of a stacked one, on its own."""
-        return self._with(self.proj.detach()[i].clone())
-
-    def project(self, h: torch.Tensor) -> torch.Tensor:  # [L ×] B × T × H -> [L ×] B × T × rank
-        return h @ (self.proj if self.proj.dim() == 2 else self.proj.unsqueeze(1))
-
-    def forward(self, h: torch.Tensor) -> torch.Tensor:  # [L ×] B × T × H -> [L ×] B × T × T squared distances
-        t = self.project(h)
-        norms = (t ** 2).sum(-1)  # [L ×] B × T
+    def forward(self, h: torch.Tensor) -> torch.Tensor:  # B × T × H -> B × T × T squared distances
+        t = h @ self.proj  # B × T × rank
+        norms = (t ** 2).sum(-1)  # B × T
         # ||t_i - t_j||² = |t_i|² + |t_j|² - 2 t_i·t_j: a B × T × T product instead of B × T × T × rank
-        return (norms.unsqueeze(-1) + norms.unsqueeze(-2) - 2 * t @ t.transpose(-1, -2)).clamp_min(0)
+        return (norms.unsqueeze(2) + norms.unsqueeze(1) - 2 * t @ t.transpose(1, 2)).clamp_min(0)
 
 
 class DepthProbe(DistanceProbe):
-    def forward(self, h: torch.Tensor) -> torch.Tensor:  # [L ×] B × T × H -> [L ×] B × T squared norms
-        return (self.project(h) ** 2).sum(-1)
+    def forward(self, h: torch.Tensor) -> torch.Tensor:  # B × T × H -> B × T squared norms
+        return ((h @ self.proj) ** 2).sum(-1)
 
 
-def padded_layer(acts: Activations, layer: int | list[int], sentences: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(B × T × H float states, B × T mask) of those sentences at one layer; for a list of layers,
-    L × B × T × H states in the activations' own dtype (a stacked fit keeps every layer's batches)."""
+def padded_layer(acts: Activations, layer: int, sentences: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B × T × H float states, B × T mask) of those sentences at one layer."""
     offsets, lengths = acts.offsets, acts.lengths
     longest = int(max(lengths[i] for i in sentences))
-    several = isinstance(layer, list)
-    shape = (len(layer),) if several else ()
-    out = torch.zeros(*shape, len(sentences), longest, acts.states.shape[-1],
-                      dtype=acts.states.dtype if several else torch.float)
+    out = torch.zeros(len(sentences), longest, acts.states.shape[-1])
     mask = torch.zeros(len(sentences), longest, dtype=torch.bool)
     for b, i in enumerate(sentences):
         n = int(lengths[i])
-        out[..., b, :n, :] = acts.states[layer, offsets[i]:offsets[i] + n]
+        out[b, :n] = acts.states[layer, offsets[i]:offsets[i] + n].float()
         mask[b, :n] = True
     return out, mask
 
@@ -136,35 +112,27 @@ def padded_targets(data: TreeData, sentences: list[int], kind: str, longest: int
 
 def train_probe(kind: str, acts: Activations, data: TreeData, layer: int, rank: int,
                 settings: FitSettings) -> DistanceProbe:
-    return train_probes(kind, acts, data, [layer], rank, settings)[0]
-
-
-def train_probes(kind: str, acts: Activations, data: TreeData, layers: list[int], rank: int,
-                 settings: FitSettings) -> list[DistanceProbe]:
-    """One probe per layer, trained at once (DistanceProbe.stacked): the same initialisation,
-    batches and updates as each trained alone, one loop of steps instead of one per layer."""
     torch.manual_seed(settings.seed)
-    probe = (DistanceProbe if kind == "distance" else DepthProbe)(acts.states.shape[-1], rank).stacked(len(layers))
-    # Batches of sentences of similar length, padded once for every epoch: (L × B × T × H states, mask, gold).
+    probe = (DistanceProbe if kind == "distance" else DepthProbe)(acts.states.shape[-1], rank)
+    # Batches of sentences of similar length, padded once for every epoch: (states, mask, gold).
     batches = []
     for bucket in length_buckets(data.lengths, settings.batch_size):
         idx = bucket.tolist()
-        h, mask = padded_layer(acts, list(layers), idx)
-        batches.append((h, mask, padded_targets(data, idx, kind, h.shape[2])))
+        h, mask = padded_layer(acts, layer, idx)
+        batches.append((h, mask, padded_targets(data, idx, kind, h.shape[1])))
 
     def loss(batch: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> torch.Tensor:
         h, mask, gold = batch
-        pred = probe(h.float())  # L × B × T [× T]
+        pred = probe(h)
         n = mask.sum(1).float()
         if kind == "distance":
             pair = mask.unsqueeze(2) & mask.unsqueeze(1)
-            per_sentence = ((pred - gold).abs() * pair).sum((-2, -1)) / n ** 2  # L × B: L1, normalised by n²
+            per_sentence = ((pred - gold).abs() * pair).sum((1, 2)) / n ** 2  # L1, normalised by n²
         else:
-            per_sentence = ((pred - gold).abs() * mask).sum(-1) / n
-        return per_sentence.mean(-1).sum()  # each layer's mean loss, summed
+            per_sentence = ((pred - gold).abs() * mask).sum(1) / n
+        return per_sentence.mean()
 
-    fit(probe, len(data.lengths), loss, settings, buckets=batches)
-    return [probe.layer(i) for i in range(len(layers))]
+    return fit(probe, len(data.lengths), loss, settings, buckets=batches)
 
 
 def minimum_spanning_tree(dist: np.ndarray) -> set[tuple[int, int]]:
@@ -262,9 +230,10 @@ def _round(x: float | None) -> float | None:
 
 def run_structural_task(kind: str, train_acts: Activations, eval_acts: Activations, train: TreeData,
                         eval_: TreeData, layers: list[int], rank: int, settings: FitSettings) -> dict:
-    probes = train_probes(kind, train_acts, train, list(layers), rank, settings)
-    per_layer = [{"layer": layer, **score_probe(kind, probe, eval_acts, eval_, layer)}
-                 for layer, probe in zip(layers, probes)]
+    per_layer = []
+    for layer in layers:
+        probe = train_probe(kind, train_acts, train, layer, rank, settings)
+        per_layer.append({"layer": layer, **score_probe(kind, probe, eval_acts, eval_, layer)})
     return {"probe_task": kind, "family": "structural", "metric": "uuas" if kind == "distance" else "root_accuracy",
             "probe": f"rank{rank}", "rank": rank, "train_examples": len(train.lengths),
             "eval_examples": len(eval_.lengths), "layers": per_layer}

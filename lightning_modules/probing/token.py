@@ -104,27 +104,6 @@ class TokenProbe(nn.Module):
         return self.classifier(x)
 
 
-class StackedLinear(nn.Module):
-    """K copies of one Linear, each trained on its own: K × B × in -> K × B × out (one bmm).
-
-    Summing the K losses gives each copy exactly the gradient, and Adam (elementwise) exactly the
-    update, it would get trained alone; one optimizer step serves K probes instead of K steps."""
-
-    def __init__(self, template: nn.Linear, copies: int):
-        super().__init__()
-        self.weight = nn.Parameter(template.weight.detach().t().repeat(copies, 1, 1))  # K × in × out
-        self.bias = nn.Parameter(template.bias.detach().repeat(copies, 1).unsqueeze(1))  # K × 1 × out
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.baddbmm(self.bias, x, self.weight)
-
-
-def stacked_classifier(template: TokenProbe, copies: int) -> nn.Sequential:
-    """`copies` probes initialised as `template` (the per-layer probes all start from the seed)."""
-    return nn.Sequential(*(StackedLinear(m, copies) if isinstance(m, nn.Linear) else m
-                           for m in template.classifier))
-
-
 def features(acts: Activations, layer: int | None, index: torch.Tensor) -> torch.Tensor:
     """B × (parts·H) for one layer, or (L+1) × B × (parts·H) over all layers (layer None)."""
     states = acts.states[layer] if layer is not None else acts.states
@@ -157,40 +136,6 @@ def fit_and_score(train_acts: Activations, eval_acts: Activations, train_index: 
     return correct / max(len(y_eval), 1), probe
 
 
-def fit_and_score_layers(train_acts: Activations, eval_acts: Activations, train_index: torch.Tensor,
-                         eval_index: torch.Tensor, y_train: list[torch.Tensor], y_eval: list[torch.Tensor],
-                         num_labels: int, layers: list[int], probe_cfg, settings: FitSettings) -> list[list[float]]:
-    """One probe per (label set, layer), all trained at once: accuracy[label set][layer position].
-
-    The same probes as `fit_and_score` per layer (the same initialisation, batches and updates;
-    see StackedLinear), in one loop of small bmm steps instead of len(y_train) × len(layers) loops."""
-    torch.manual_seed(settings.seed)
-    in_dim = train_acts.states.shape[-1] * train_index.shape[1]
-    template = TokenProbe(in_dim, num_labels, str(probe_cfg.kind), int(probe_cfg.hidden_size), float(probe_cfg.dropout))
-    sets, n_layers = len(y_train), len(layers)
-    probes = stacked_classifier(template, sets * n_layers)
-
-    def logits(acts: Activations, index: torch.Tensor) -> torch.Tensor:
-        x = features(acts, None, index)[layers]  # L × B × in
-        x = x.unsqueeze(0).expand(sets, *x.shape).reshape(sets * n_layers, *x.shape[1:])  # (S·L) × B × in
-        return probes(x).view(sets, n_layers, x.shape[1], num_labels)  # S × L × B × C
-
-    def loss(batch: torch.Tensor) -> torch.Tensor:
-        out = logits(train_acts, train_index[batch])
-        gold = torch.stack([y[batch] for y in y_train])[:, None, :].expand(out.shape[:-1])  # S × L × B
-        # the mean over S·L·B rows times S·L: each probe's own mean loss, summed
-        return F.cross_entropy(out.reshape(-1, num_labels), gold.reshape(-1)) * (sets * n_layers)
-
-    fit(probes, len(y_train[0]), loss, settings)
-    correct = torch.zeros(sets, n_layers, dtype=torch.long)
-    with torch.no_grad():
-        for start in range(0, len(eval_index), 4096):
-            out = logits(eval_acts, eval_index[start:start + 4096])
-            gold = torch.stack([y[start:start + 4096] for y in y_eval])[:, None, :]  # S × 1 × B
-            correct += (out.argmax(-1) == gold).sum(-1)
-    return (correct.double() / max(len(eval_index), 1)).tolist()
-
-
 def run_token_task(task: str, train_acts: Activations, eval_acts: Activations, train: TokenData,
                    eval_: TokenData, layers: list[int], probe_cfg, settings: FitSettings,
                    control: bool = True, scalar_mix: bool = True) -> dict:
@@ -201,26 +146,19 @@ def run_token_task(task: str, train_acts: Activations, eval_acts: Activations, t
         c_train, c_eval = control_labels(train.word_types, eval_.word_types, train.labels, settings.seed)
         yc_train, yc_eval = encode_labels(c_train, vocab), encode_labels(c_eval, vocab)
 
-    def entry(acc: float, c_acc: float | None) -> dict:
-        out = {"accuracy": round(acc, 5)}
-        if c_acc is not None:
-            out.update(control_accuracy=round(c_acc, 5), selectivity=round(acc - c_acc, 5))
-        return out
-
-    # Every layer's probe and its control probe in one stacked fit (fit_and_score_layers).
-    accuracy = fit_and_score_layers(train_acts, eval_acts, train.index, eval_.index,
-                                    [y_train, yc_train] if control else [y_train],
-                                    [y_eval, yc_eval] if control else [y_eval], len(vocab), layers, probe_cfg, settings)
-    per_layer = [{"layer": layer, **entry(accuracy[0][i], accuracy[1][i] if control else None)}
-                 for i, layer in enumerate(layers)]
-
-    def mix_scores() -> dict:
+    def scores(layer: int | None) -> dict:
         acc, probe = fit_and_score(train_acts, eval_acts, train.index, eval_.index, y_train, y_eval, len(vocab),
-                                   None, probe_cfg, settings)
-        c_acc = fit_and_score(train_acts, eval_acts, train.index, eval_.index, yc_train, yc_eval, len(vocab),
-                              None, probe_cfg, settings)[0] if control else None
-        return {**entry(acc, c_acc), "weights": [round(float(w), 4) for w in probe.mix.weights.detach().softmax(0)]}
+                                   layer, probe_cfg, settings)
+        entry = {"accuracy": round(acc, 5)}
+        if layer is None:
+            entry["weights"] = [round(float(w), 4) for w in probe.mix.weights.detach().softmax(0)]
+        if control:
+            c_acc, _ = fit_and_score(train_acts, eval_acts, train.index, eval_.index, yc_train, yc_eval, len(vocab),
+                                     layer, probe_cfg, settings)
+            entry.update(control_accuracy=round(c_acc, 5), selectivity=round(acc - c_acc, 5))
+        return entry
 
+    per_layer = [{"layer": layer, **scores(layer)} for layer in layers]
     majority = Counter(train.labels).most_common(1)[0][0]
     result = {
         "probe_task": task, "family": "token", "metric": "accuracy", "probe": str(probe_cfg.kind),
@@ -229,5 +167,5 @@ def run_token_task(task: str, train_acts: Activations, eval_acts: Activations, t
         "baselines": {"majority": round(sum(1 for label in eval_.labels if label == majority) / max(len(y_eval), 1), 5)},
     }
     if scalar_mix:
-        result["scalar_mix"] = mix_scores()
+        result["scalar_mix"] = scores(None)
     return result

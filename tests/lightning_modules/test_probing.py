@@ -117,55 +117,6 @@ def test_tree_distances_mst_and_uuas_by_hand():
     assert np.allclose(rows, 1.0)
 
 
-def _random_activations(sentences: int, layers: int = 4, hidden: int = 24, seed: int = 0):
-    from lightning_modules.probing.activations import Activations
-
-    g = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(3, 12, (sentences,), generator=g, dtype=torch.int32)
-    states = torch.randn(layers, int(lengths.sum()), hidden, generator=g).half()
-    return Activations(states, lengths, key="random", forward_passes=0, cache_hit=False)
-
-
-def test_stacked_probes_train_as_each_layer_trained_alone():
-    """Every layer's probe (and control probe) in one stacked fit: the same accuracies, and for
-    the structural probe the same weights, as a fit per layer (the loop the stacked one replaced)."""
-    from omegaconf import OmegaConf
-
-    from lightning_modules.probing import token
-    from lightning_modules.probing.fit import FitSettings
-
-    train, dev = _random_activations(60), _random_activations(20, seed=1)
-    n_train, n_dev = int(train.lengths.sum()), int(dev.lengths.sum())
-    g = torch.Generator().manual_seed(2)
-    # labels a layer can learn from its states: the sign of a feature that differs per layer
-    y_train = [(train.states[1, :, 0] > 0).long() + 2 * (train.states[2, :, 1] > 0).long(),
-               torch.randint(0, 4, (n_train,), generator=g)]
-    y_dev = [(dev.states[1, :, 0] > 0).long() + 2 * (dev.states[2, :, 1] > 0).long(),
-             torch.randint(0, 4, (n_dev,), generator=g)]
-    cfg = OmegaConf.create({"kind": "linear", "hidden_size": 8, "dropout": 0.0})
-    settings = FitSettings(epochs=8, lr=3e-2, batch_size=64, seed=5)
-    index_train, index_dev = torch.arange(n_train)[:, None], torch.arange(n_dev)[:, None]
-    layers = [0, 1, 2, 3]
-    stacked = token.fit_and_score_layers(train, dev, index_train, index_dev, y_train, y_dev, 4, layers, cfg, settings)
-    alone = [[token.fit_and_score(train, dev, index_train, index_dev, y_tr, y_dv, 4, layer, cfg, settings)[0]
-              for layer in layers] for y_tr, y_dv in zip(y_train, y_dev)]
-    assert np.allclose(stacked, alone, atol=1e-9), (stacked, alone)
-    # the probes learned: layers 1 and 2 each hold half the label (0.47, 0.50 seen), layers 0 and 3 none (0.22, 0.26)
-    assert min(stacked[0][1], stacked[0][2]) > 0.4 and max(stacked[0][0], stacked[0][3]) < 0.35, stacked
-
-    heads = [[0] + [i for i in range(1, n)] for n in train.lengths.tolist()]  # a chain: word i+1 depends on word i
-    sentences = [type("S", (), {"heads": h, "depths": lambda self, h=h: list(range(len(h))),
-                                "is_punct": [False] * len(h), "__len__": lambda self, n=len(h): n})() for h in heads]
-    trees = structural.tree_data(sentences)
-    settings = FitSettings(epochs=2, lr=1e-3, batch_size=8, seed=5)
-    for kind in ("distance", "depth"):
-        together = structural.train_probes(kind, train, trees, layers, 8, settings)
-        for layer, probe in zip(layers, together):
-            single = structural.train_probe(kind, train, trees, layer, 8, settings)
-            assert torch.allclose(probe.proj, single.proj, atol=1e-6), (kind, layer)
-        assert not torch.equal(together[0].proj, together[1].proj)  # each layer trained on its own states
-
-
 # -- LAMA ----------------------------------------------------------------------------------------
 
 def test_lama_records_templates_and_errors(tmp_path):
