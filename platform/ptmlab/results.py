@@ -54,6 +54,13 @@ def record_result(session: Session, summary: dict[str, Any], *, job_id: int | No
     return row
 
 
+def latest_job_result(session: Session, job_id: int, kind: str) -> tuple[int, dict[str, Any]] | None:
+    """(id, summary) of a job's newest result of `kind` (a rerun's row is the later one), or None."""
+    row = session.execute(sa.select(Result.id, Result.summary).where(Result.job_id == job_id, Result.kind == kind)
+                          .order_by(Result.id.desc()).limit(1)).first()
+    return None if row is None else (row.id, row.summary or {})
+
+
 def query_results(session: Session, *, kind: str | None = None, sweep_id: str | None = None,
                   job_id: int | None = None, tags: dict[str, Any] | None = None, limit: int = 100,
                   offset: int = 0, newest_first: bool = True) -> tuple[list[Result], int]:

@@ -15,13 +15,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from ptmlab import queue
 from ptmlab.contracts import ATTACK_RECORDS_FILE
-from ptmlab.db.models import Result
 from ptmlab.errors import DataError, NotFoundError
+from ptmlab.results import latest_job_result
 
 STATUSES = ("succeeded", "failed", "skipped")
 
@@ -55,11 +54,10 @@ def attack_records_view(session: Session, job_id: int, status: str, limit: int, 
     row order), with the count of each status. NotFoundError when the job has no attack result or
     its records file is gone."""
     job = queue.get_job(session, job_id)
-    row = session.execute(sa.select(Result.id, Result.summary).where(Result.job_id == job_id, Result.kind == "attack")
-                          .order_by(Result.id.desc()).limit(1)).first()
+    row = latest_job_result(session, job_id, "attack")
     if row is None:
         raise NotFoundError(f"job {job_id} has no attack result (stage {job.stage}, {job.status})")
-    summary = row.summary or {}
+    result_id, summary = row
     run_dir = summary.get("run_dir") or job.run_dir
     # under the run folder, never a path read from the row: the API reads no file a summary names
     path = Path(str(run_dir)) / ATTACK_RECORDS_FILE if run_dir else None
@@ -79,6 +77,6 @@ def attack_records_view(session: Session, job_id: int, status: str, limit: int, 
             counts[record["status"]] += 1
             if record["status"] == status and offset <= seen < offset + limit:
                 page.append(_shown(record))
-    return {"job_id": job_id, "result_id": row.id, "recipe": summary.get("recipe"),
+    return {"job_id": job_id, "result_id": result_id, "recipe": summary.get("recipe"),
             "class_labels": summary.get("class_labels"), "trigger": summary.get("trigger"), "status": status,
             "total": counts[status], "counts": counts, "limit": limit, "offset": offset, "records": page}

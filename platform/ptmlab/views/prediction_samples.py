@@ -23,13 +23,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from ptmlab import queue
 from ptmlab.contracts.benchmarks import summary_task_kind
-from ptmlab.db.models import Result
 from ptmlab.errors import DataError, NotFoundError
+from ptmlab.results import latest_job_result
 from ptmlab.views.compare import resolved_config
 
 SAMPLED_KINDS = ("generation", "span_extraction", "multiple_choice", "token_classification")
@@ -129,11 +128,10 @@ def prediction_samples_view(session: Session, job_id: int, split: str | None, li
     fine-tune job's predictions, with the split's count and the splits there are. NotFoundError when
     the job has no finetune result, its task kind has no samples, or the file is not on this machine."""
     job = queue.get_job(session, job_id)
-    row = session.execute(sa.select(Result.id, Result.summary).where(Result.job_id == job_id, Result.kind == "finetune")
-                          .order_by(Result.id.desc()).limit(1)).first()
+    row = latest_job_result(session, job_id, "finetune")
     if row is None:
         raise NotFoundError(f"job {job_id} has no finetune result (stage {job.stage}, {job.status})")
-    summary = row.summary or {}
+    result_id, summary = row
     kind, task = summary_task_kind(summary), str(summary.get("task") or "")
     if kind not in SAMPLED_KINDS:
         raise NotFoundError(f"job {job_id}: task {task} ({kind or 'classification'}) has no prediction samples; "
@@ -160,5 +158,5 @@ def prediction_samples_view(session: Session, job_id: int, split: str | None, li
         if offset <= total < offset + limit:
             page.append({"index": index, **record})
         total += 1
-    return {"job_id": job_id, "result_id": row.id, "task": task, "kind": kind, "split": split, "splits": splits,
+    return {"job_id": job_id, "result_id": result_id, "task": task, "kind": kind, "split": split, "splits": splits,
             "errors_only": errors_only, "total": total, "limit": limit, "offset": offset, "examples": page}
