@@ -9,7 +9,6 @@ reports the real nonzero count and the sparsity reached over the pruned weights.
 
 from __future__ import annotations
 
-import torch
 from torch import nn
 from torch.nn.utils import prune
 

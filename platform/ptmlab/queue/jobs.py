@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
 from ptmlab.db.models import (
-    CANCELLED, FAILED, QUEUED, RUNNING, SUCCEEDED, Attempt, Job, JobDependency, Pipeline, Sweep,
+    CANCELLED, FAILED, QUEUED, RUNNING, Attempt, Job, JobDependency, Pipeline, Sweep,
     Worker, utcnow,
 )
 from ptmlab.errors import ConfigError, ConflictError, NotFoundError
