@@ -37,12 +37,18 @@ def run(overrides: list[str], run_dir: Path, env: dict) -> dict:
     return json.loads((run_dir / "summary.json").read_text())
 
 
-def copy_baseline(data: Path, n: int) -> float:
-    from sacrebleu import corpus_bleu
+def copy_baseline(data: Path, n: int) -> tuple[float, float]:
+    """(sacreBLEU, chrF) of the English sources taken as the Romanian translations."""
+    from sacrebleu import corpus_bleu, corpus_chrf
 
     sources = (data / PAIRS / "newstest2016-enro.en").read_text(encoding="utf-8").splitlines()[:n]
     references = (data / PAIRS / "newstest2016-enro.ro").read_text(encoding="utf-8").splitlines()[:n]
-    return corpus_bleu(sources, [references]).score
+    return corpus_bleu(sources, [references]).score, corpus_chrf(sources, [references]).score
+
+
+def mean_std(values: list[float]) -> str:
+    spread = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.mean(values):.2f} ± {spread:.2f} ({', '.join(f'{v:.2f}' for v in values)})"
 
 
 def main() -> None:
@@ -70,6 +76,7 @@ def main() -> None:
                 "task.generation.max_new_tokens=64", f"stage.epochs={args.epochs}", "stage.batch_size=32",
                 "stage.lr=1e-3", f"stage.val_every_n_epochs={args.epochs}", "stage.write_predictions=false"]
     scores: dict[str, list[float]] = {"pre-trained (span corruption)": [], "random init": []}
+    chrf: dict[str, list[float]] = {name: [] for name in scores}
     for seed in args.seeds:
         pretrained = out / f"pretrain_{seed}"
         summary = run(["stage=pretrain", "objective=span_corruption", *shared, f"trainer.max_steps={args.pretrain_steps}",
@@ -81,14 +88,14 @@ def main() -> None:
             result = run([*finetune, *shared, *extra, f"seed={seed}"], out / f"finetune_{tag}_{seed}", env)
             bleu = float(result["metrics"]["bleu"])
             scores[name].append(bleu)
+            chrf[name].append(float(result["metrics"]["chrf"]))
             print(f"seed {seed}: {name}: newstest2016[:{args.eval}] sacreBLEU {bleu:.2f} "
                   f"(chrF {result['metrics'].get('chrf', float('nan')):.1f})", flush=True)
-    copy = copy_baseline(data, args.eval)
-    print(f"\n| arm | sacreBLEU, newstest2016[:{args.eval}] (mean ± std over seeds {args.seeds}) |\n|---|---|")
-    for name, values in scores.items():
-        spread = statistics.stdev(values) if len(values) > 1 else 0.0
-        print(f"| {name} | {statistics.mean(values):.2f} ± {spread:.2f} ({', '.join(f'{v:.2f}' for v in values)}) |")
-    print(f"| copy the source | {copy:.2f} |")
+    copy_bleu, copy_chrf = copy_baseline(data, args.eval)
+    print(f"\n| arm (newstest2016[:{args.eval}], seeds {args.seeds}) | sacreBLEU mean ± std | chrF mean ± std |\n|---|---|---|")
+    for name in scores:
+        print(f"| {name} | {mean_std(scores[name])} | {mean_std(chrf[name])} |")
+    print(f"| copy the source | {copy_bleu:.2f} | {copy_chrf:.2f} |")
     print(f"\nsettings: t5_tiny, {args.pretrain_steps} pre-training steps, {args.epochs} fine-tuning epochs, "
           f"vocab {args.vocab}, greedy decoding; run folders in {out}")
 
