@@ -7,6 +7,7 @@ lazily, inside the stage, so `--help`, validation and the sweep launcher stay li
 
 from __future__ import annotations
 
+import os
 import sys
 
 import hydra
@@ -39,6 +40,9 @@ def _hydra_main(cfg: DictConfig):
                               f"(registered: {', '.join(sorted(registered))})")
         print(job_header(cfg, _run_folder(cfg)), flush=True)
         if cfg.stage.get("preflight"):
+            # as quiet_dependencies does for the stage: a reader that loads a Hugging Face dataset
+            # draws no progress bars into the job's log
+            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
             # The stage's inputs read before its entry imports the training stack (~10 s): bad data
             # fails in seconds, before the tracking store is opened (lightning_modules/tasks/read_ahead.py).
             if cfg.stage.preflight not in code_keys().registered.get("preflight", frozenset()):
