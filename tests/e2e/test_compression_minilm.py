@@ -164,7 +164,7 @@ def test_three_layer_student_retains_94_percent(distilled, sst2_teacher):
     common_checks(distilled, sst2_teacher)
     assert distilled["student_layers"] == 3 and distilled["layer_map"] == [[1, 2], [2, 4], [3, 6]]
     assert distilled["retention"] >= 0.94
-    assert distilled["control_score"] is None and distilled["config"]["control"] is False
+    assert distilled.get("control_score") is None and distilled["config"]["control"] is False  # no control run
     assert distilled["params"] < distilled["source_params"]
     assert distilled["flops_ratio"] < 0.6  # three of six layers (embeddings cost no FLOPs)
     cache = sst2_teacher.home / "cache" / "compression" / "teacher_logits"
