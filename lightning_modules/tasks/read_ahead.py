@@ -12,15 +12,14 @@ from __future__ import annotations
 from omegaconf import DictConfig
 
 from lightning_modules.tasks.spec import read_task_ahead
-from ptmlab.contracts import ConfigError
 from ptmlab.contracts.task_checks import multitask_task_nodes
 
 
 def task_data(cfg: DictConfig) -> None:
-    """stage=finetune: the task's splits, read and label-checked (the stage takes them)."""
-    if cfg.get("task") is None:
-        raise ConfigError("stage=finetune needs a task (task=glue/sst2, task=senteval/mr, task=tabular ...)")
-    read_task_ahead(cfg.task)
+    """stage=finetune: the task's splits, read and label-checked (the stage takes them). Without a
+    task there is nothing to read: the stage itself says what is missing."""
+    if cfg.get("task") is not None:
+        read_task_ahead(cfg.task)
 
 
 def each_task_data(cfg: DictConfig) -> None:

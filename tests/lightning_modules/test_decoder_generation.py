@@ -214,12 +214,22 @@ def test_hf_checkpoint_fine_tunes_and_decodes_through_the_stage(kind, twin, file
 HF_EPOCHS = 3
 
 
+def train_a_few_steps(model, batch, steps: int = 3, lr: float = 1e-2) -> None:
+    """AdamW on the trainable parameters over one batch: the target tokens' cross-entropy."""
+    import torch.nn.functional as F
+
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+    for _ in range(steps):
+        loss = F.cross_entropy(model(batch).flatten(0, 1), batch["labels"].flatten(), ignore_index=IGNORE)  # BT×V
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
 # -- adaptation modes on a generator --------------------------------------------------------------------
 
 @pytest.mark.parametrize("mode", ["lora", "bitfit"])
 def test_lora_and_bitfit_train_a_generator_whose_twin_follows(mode, word_tokenizer):
-    import torch.nn.functional as F
-
     from lightning_modules.adaptation.bitfit import BitFit
     from lightning_modules.adaptation.lora import LoRA, has_lora
     from lightning_modules.heads.generation_model_for import generation_model_for
@@ -233,12 +243,7 @@ def test_lora_and_bitfit_train_a_generator_whose_twin_follows(mode, word_tokeniz
     batch = enc.collate([{"input_ids": s, "target_ids": t, "example_index": i} for i, (s, t) in enumerate(zip(
         enc.encode_sources(["red green", "blue gold pink"]), enc.encode_targets(["green red", "pink gold blue"])))])
     frozen = {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
-    for _ in range(3):
-        loss = F.cross_entropy(model(batch).flatten(0, 1), batch["labels"].flatten(), ignore_index=IGNORE)  # BT×V
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+    train_a_few_steps(model, batch)
     assert all(torch.equal(p, frozen[n]) for n, p in model.named_parameters() if n in frozen)
     model.eval()
     twin = model.hf_generator()  # LoRA: B·A folded into a copy's weights; the model keeps its LoRA layers

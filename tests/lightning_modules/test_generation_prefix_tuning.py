@@ -12,12 +12,10 @@ import random
 
 import pytest
 import torch
-import torch.nn.functional as F
 from test_decoder_generation import (  # noqa: F401 - fixtures
-    GPT, files, fine_tuned, load_last_weights, overrides, save_tiny_checkpoint, tiny_gpt)
+    GPT, files, train_a_few_steps, fine_tuned, load_last_weights, overrides, save_tiny_checkpoint, tiny_gpt)
 from test_generation import SYMBOLS, word_tokenizer  # noqa: F401 - a fixture
 
-from lightning_modules.tasks.seq2seq_encoding import IGNORE
 
 BACKBONES = {"t5": "lightning_modules.models.t5.T5EncoderDecoder",
              "bart": "lightning_modules.models.encoder_decoder.TransformerEncoderDecoder"}
@@ -55,12 +53,7 @@ def test_recomputing_twin_decodes_what_the_converted_twin_decodes(kind, word_tok
     sources = [" ".join(rng.choice(SYMBOLS) for _ in range(rng.randint(2, 4))) for _ in range(32)]
     train = enc.collate([{"input_ids": s, "target_ids": t, "example_index": i} for i, (s, t) in enumerate(zip(
         enc.encode_sources(sources), enc.encode_targets([" ".join(s.split()[::-1]) for s in sources])))])
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    for _ in range(30):
-        loss = F.cross_entropy(model(train).flatten(0, 1), train["labels"].flatten(), ignore_index=IGNORE)  # BT×V
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+    train_a_few_steps(model, train, steps=30)
     model.eval()
     converted, recomputing = model.hf_generator(), model.recomputing_generator()
     for settings in (DecodingSettings(max_new_tokens=6), DecodingSettings("beam", num_beams=3, max_new_tokens=6),
@@ -87,13 +80,8 @@ def test_only_the_prefix_trains_and_the_twin_decodes_the_models_own_logits(kind,
     assert set(trainable) == sides  # the head is a dropout: nothing else of the model trains
     enc, items, batch = batch_of(model, word_tokenizer)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
     model.train()
-    for _ in range(3):
-        loss = F.cross_entropy(model(batch).flatten(0, 1), batch["labels"].flatten(), ignore_index=IGNORE)  # BT×V
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+    train_a_few_steps(model, batch)
     model.eval()
     for name, p in model.named_parameters():
         assert torch.equal(p, before[name]) != (name in sides), name
@@ -127,12 +115,7 @@ def test_hugging_face_checkpoint_takes_pefts_prefix_and_decodes_with_it(kind, wo
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
     assert trainable and all(".prompt_encoder." in n for n in trainable), trainable
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
-    for _ in range(3):
-        loss = F.cross_entropy(model(batch).flatten(0, 1), batch["labels"].flatten(), ignore_index=IGNORE)  # BT×V
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+    train_a_few_steps(model, batch)
     model.eval()
     for name, p in model.named_parameters():
         assert torch.equal(p, before[name]) != (name in trainable), name
