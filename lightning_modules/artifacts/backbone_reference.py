@@ -29,8 +29,9 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from lightning_modules.artifacts.backbone_export import MODEL_FILE, load_exported_backbone, read_backbone_manifest
 from lightning_modules.artifacts.references import download_run_artifact, refuse_job_ref
-from lightning_modules.artifacts.saved_task_model import TASK_MODEL_ARTIFACT
-from lightning_modules.data.tokenizer import build_tokenizer, load_pretrained_tokenizer
+from lightning_modules.artifacts.task_model_manifest import TASK_MODEL_ARTIFACT
+from lightning_modules.data.corpus_tokenizer import load_corpus_tokenizer
+from lightning_modules.data.tokenizer import load_pretrained_tokenizer
 from lightning_modules.models.hf import HFBackbone, resolve_name_or_path
 from lightning_modules.models.hf_generator import HFGenerator
 from ptmlab.contracts import BackboneError
@@ -145,8 +146,7 @@ def _fresh_from_model_cfg(cfg: DictConfig) -> ResolvedBackbone:
         return _from_hf(str(cfg.model.name_or_path), pretrained=OmegaConf.select(cfg, "backbone") != "random",
                         with_lm_head=OmegaConf.select(cfg, "task.kind") == "generation",
                         label=str(cfg.model.name))
-    corpus = instantiate(cfg.data.corpus)
-    tokenizer = build_tokenizer(cfg.tokenizer, corpus, Path(cfg.paths.cache_dir))
+    tokenizer = load_corpus_tokenizer(cfg.data, cfg.tokenizer, cfg.paths.cache_dir).tokenizer  # the preflight's, if it ran
     backbone = instantiate(cfg.model.backbone, vocab_size=len(tokenizer))
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
     model_cfg["backbone"]["vocab_size"] = len(tokenizer)

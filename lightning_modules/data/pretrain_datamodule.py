@@ -6,26 +6,18 @@ pair construction, token_type_ids and pair_label. Objectives corrupt them in the
 
 from __future__ import annotations
 
-import hashlib
-import os
-import random
-import tempfile
 from pathlib import Path
 
 import lightning.pytorch as pl
 import torch
-from hydra.utils import instantiate
 from omegaconf import DictConfig
 from torch.utils.data import DataLoader, Dataset
 
-from lightning_modules.data.blocks import line_blocks, packed_blocks, segment_pairs
 from lightning_modules.data.corpus import Corpus
+from lightning_modules.data.corpus_tokenizer import load_corpus_tokenizer
 from lightning_modules.data.padding import padded_tokens
-from lightning_modules.data.tokenizer import build_tokenizer
-from ptmlab.contracts import ConfigError, DataError
-
-CONSTRUCTIONS = ("packed", "line_by_line", "segment_pairs")
-VAL_SPLIT_SEED = 1234  # fixed, so every run of a corpus validates on the same examples
+from lightning_modules.data.pretrain_examples import VAL_SPLIT_SEED, cache_examples, construction_of, examples_cache_path
+from ptmlab.contracts import DataError
 
 
 class ExampleDataset(Dataset):
@@ -62,13 +54,11 @@ class PretrainDataModule(pl.LightningDataModule):
         self.data_cfg, self.tokenizer_cfg = data_cfg, tokenizer_cfg
         self.cache_dir = Path(cache_dir)
         self.seed = seed
-        construction = str(data_cfg.get("construction", "packed"))
-        if construction not in CONSTRUCTIONS:
-            raise ConfigError(f"data.construction={construction} is unknown; valid: {', '.join(CONSTRUCTIONS)}")
-        self.construction = construction
-        self.corpus: Corpus = instantiate(data_cfg.corpus)
-        self.fingerprint = self.corpus.fingerprint()
-        self.tokenizer = build_tokenizer(tokenizer_cfg, self.corpus, self.cache_dir, self.fingerprint)
+        self.construction = construction_of(data_cfg)
+        read = load_corpus_tokenizer(data_cfg, tokenizer_cfg, self.cache_dir)  # the preflight's, if it ran
+        self.corpus: Corpus = read.corpus
+        self.fingerprint = read.fingerprint
+        self.tokenizer = read.tokenizer
         self.train_set: ExampleDataset | None = None
         self.val_set: ExampleDataset | None = None
         self.num_tokens = 0
@@ -76,57 +66,15 @@ class PretrainDataModule(pl.LightningDataModule):
     def files(self) -> list[Path]:
         return self.corpus.files()
 
-    # -- building ---------------------------------------------------------------------------
-    def _cache_path(self) -> Path:
-        key = hashlib.sha256(
-            f"{self.fingerprint}|{self.tokenizer.name_or_path}|{len(self.tokenizer)}|{self.construction}|"
-            f"{self.data_cfg.block_size}{self._negatives_key()}".encode()
-        ).hexdigest()[:16]
-        return self.cache_dir / "examples" / f"{key}.pt"
-
-    def _negatives_key(self) -> str:
-        # NSP and SOP pairs differ only in their negatives: they must not share a cache entry.
-        if self.construction != "segment_pairs":
-            return ""
-        return f"|{self.data_cfg.get('pair_negative', 'random_document')}"
-
-    def _tokenized_documents(self) -> list[list[list[int]]]:
-        docs = list(self.corpus.documents())
-        flat_lines = [line for doc in docs for line in doc]
-        encoded = self.tokenizer(flat_lines, add_special_tokens=False)["input_ids"]
-        out, pos = [], 0
-        for doc in docs:
-            out.append(encoded[pos: pos + len(doc)])
-            pos += len(doc)
-        return out
-
-    def _build_examples(self):
-        cls_id, sep_id = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
-        block_size = int(self.data_cfg.block_size)
-        docs = self._tokenized_documents()
-        if self.construction == "packed":
-            return packed_blocks([[t for line in d for t in line] for d in docs], block_size, cls_id, sep_id)
-        if self.construction == "line_by_line":
-            return line_blocks([line for d in docs for line in d], block_size, cls_id, sep_id)
-        negative = str(self.data_cfg.get("pair_negative", "random_document"))
-        return segment_pairs(docs, block_size, cls_id, sep_id, random.Random(VAL_SPLIT_SEED), negative)
-
     def prepare_data(self) -> None:
-        path = self._cache_path()
-        if path.exists():
-            return
-        examples = self._build_examples()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="tmp-", suffix=".partial.pt")
-        os.close(fd)
-        torch.save(examples, tmp)
-        os.replace(tmp, path)
+        cache_examples(self.data_cfg, self.tokenizer, self.corpus, self.fingerprint, self.cache_dir)
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
             return
         self.prepare_data()
-        examples = torch.load(self._cache_path(), weights_only=False)
+        examples = torch.load(examples_cache_path(self.data_cfg, self.tokenizer, self.fingerprint, self.cache_dir),
+                              weights_only=False)
         n = len(examples)
         if n < 2:
             raise DataError(f"corpus gives {n} example(s) at data.block_size={self.data_cfg.block_size}; need at least 2 (train + val)")

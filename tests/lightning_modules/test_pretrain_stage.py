@@ -95,18 +95,21 @@ def test_pretrain_logs_everything_and_resumes(ptmlab_home, corpus_dir, tmp_path)
     assert max(steps) > 30 and len(steps) == len(set(steps))  # no step logged twice
 
 
-@pytest.mark.parametrize(
-    "extra, needle",
-    [
-        (["data.corpus.path=/nonexistent/corpus"], "/nonexistent/corpus"),
-        (["data.block_size=100000", "model.backbone.max_position_embeddings=100000"], "data.block_size=100000"),
-        (["tokenizer.vocab_size=50000"], "tokenizer.vocab_size=50000"),
-    ],
-)
-def test_bad_input_fails_before_work_and_loses_nothing(ptmlab_home, corpus_dir, extra, needle):
+BAD_INPUT = {
+    "missing corpus": (["data.corpus.path=/nonexistent/corpus"], "/nonexistent/corpus"),
+    "block larger than the corpus": (["data.block_size=100000", "model.backbone.max_position_embeddings=100000"],
+                                     "data.block_size=100000"),
+    "vocabulary larger than the corpus": (["tokenizer.vocab_size=50000"], "tokenizer.vocab_size=50000"),
+}
+
+
+def test_bad_input_fails_before_work_and_loses_nothing(ptmlab_home, corpus_dir):
+    """Through the entry point once (each `python -m ptmlab.run` costs its imports); the preflight
+    builds the examples before the training stack loads."""
     sentinel = ptmlab_home / "runs" / "earlier" / "summary.json"
     sentinel.parent.mkdir(parents=True)
     sentinel.write_text('{"kept": true}')
+    extra, needle = BAD_INPUT["block larger than the corpus"]
     proc = run_entry(ptmlab_home, [*base_overrides(corpus_dir, 5), *extra])
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error[")]
@@ -115,3 +118,43 @@ def test_bad_input_fails_before_work_and_loses_nothing(ptmlab_home, corpus_dir, 
     if (ptmlab_home / "mlflow.db").exists():  # no MLflow run was opened for the failed job
         client = mlflow_client(ptmlab_home)
         assert all(not client.search_runs([e.experiment_id]) for e in client.search_experiments())
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUT))
+def test_the_preflight_refuses_bad_input(case, ptmlab_home, corpus_dir, monkeypatch):
+    """What ptmlab.run calls before the stage (`stage.preflight`), in process: every case."""
+    from lightning_modules.data import corpus_tokenizer
+    from lightning_modules.data.read_ahead import corpus_and_tokenizer
+    from ptmlab.config import compose_config
+    from ptmlab.run import ptmlab_error_in_chain
+
+    monkeypatch.setattr(corpus_tokenizer, "_READ_AHEAD", {})  # what it reads is for a stage that does not run here
+    extra, needle = BAD_INPUT[case]
+    cfg = compose_config([*base_overrides(corpus_dir, 5), *extra])
+    assert cfg.stage.preflight == "lightning_modules.data.read_ahead.corpus_and_tokenizer"
+    with pytest.raises(Exception) as raised:
+        corpus_and_tokenizer(cfg)
+    # as ptmlab.run reports it: the user's error, not Hydra's instantiate wrapper around it
+    assert needle in str(ptmlab_error_in_chain(raised.value))
+
+
+def test_the_preflight_hands_corpus_tokenizer_and_examples_to_the_stage(ptmlab_home, corpus_dir, monkeypatch):
+    """What the preflight read, the stage's datamodule takes (once); the examples it built are the
+    datamodule's cache hit, not built again."""
+    from lightning_modules.data import corpus_tokenizer
+    from lightning_modules.data.pretrain_datamodule import PretrainDataModule
+    from lightning_modules.data.pretrain_examples import examples_cache_path
+    from lightning_modules.data.read_ahead import corpus_and_tokenizer
+    from ptmlab.config import compose_config
+
+    monkeypatch.setattr(corpus_tokenizer, "_READ_AHEAD", {})
+    cfg = compose_config(base_overrides(corpus_dir, 5))
+    corpus_and_tokenizer(cfg)
+    (ahead,) = corpus_tokenizer._READ_AHEAD.values()
+    cached = examples_cache_path(cfg.data, ahead.tokenizer, ahead.fingerprint, cfg.paths.cache_dir)
+    built = cached.stat().st_mtime_ns
+    datamodule = PretrainDataModule(cfg.data, cfg.tokenizer, cfg.paths.cache_dir, seed=0)
+    assert datamodule.tokenizer is ahead.tokenizer and datamodule.corpus is ahead.corpus
+    assert not corpus_tokenizer._READ_AHEAD  # taken once: a later datamodule reads afresh
+    datamodule.setup()
+    assert cached.stat().st_mtime_ns == built and len(datamodule.train_set) > 0 and len(datamodule.val_set) > 0

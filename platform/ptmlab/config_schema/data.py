@@ -24,7 +24,7 @@ from ptmlab.config_schema.fields import (
 class DataNode(Node):
     name: Name
     corpus: TargetSlot
-    # lightning_modules/data/pretrain_datamodule.py CONSTRUCTIONS; ptmlab.contracts.objective_checks PAIR_NEGATIVES
+    # lightning_modules/data/pretrain_examples.py CONSTRUCTIONS; ptmlab.contracts.objective_checks PAIR_NEGATIVES
     construction: Literal["packed", "line_by_line", "segment_pairs"] = "packed"
     pair_negative: Literal["random_document", "swap", "none"] = "random_document"
     block_size: Annotated[int, in_range(3, what="an integer")] = 128  # [CLS] x [SEP] at the least
