@@ -11,7 +11,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from lightning_modules.artifacts.backbone_export import export_backbone, write_backbone_manifest
 from lightning_modules.artifacts.backbone_reference import ResolvedBackbone
-from lightning_modules.artifacts.saved_task_model import TASK_MODEL_ARTIFACT, TASK_MODEL_DIR, save_task_model, task_configs_of
+from lightning_modules.artifacts.saved_task_model import save_task_model, task_configs_of
+from lightning_modules.artifacts.task_model_manifest import TASK_MODEL_ARTIFACT, TASK_MODEL_DIR
 from lightning_modules.heads.pooling import PooledEncoder
 from lightning_modules.tasks.spec import TaskSpec
 

@@ -68,7 +68,16 @@ import torch
 from lightning_modules.adaptation.from_config import build_adaptation
 from lightning_modules.artifacts.digests import sha256_file
 from lightning_modules.artifacts.quantization import get_backend, load_quantized_state, quantized_state
-from lightning_modules.artifacts.references import download_run_artifact, refuse_job_ref
+from lightning_modules.artifacts.task_model_manifest import (
+    HF_CONFIG_DIR,
+    MANIFEST_FILE,
+    MULTI,
+    SINGLE,
+    WEIGHTS_FILE,
+    read_manifest,
+    recorded_task_node,
+    task_model_folder,
+)
 from lightning_modules.artifacts.structural_edits import apply_structure
 from lightning_modules.heads.generation_model_for import generation_model_for
 from lightning_modules.heads.multiple_choice_model import MultipleChoiceModel
@@ -78,16 +87,6 @@ from lightning_modules.heads.task_model import TaskModel
 from lightning_modules.tasks.spec import TaskSpec
 from ptmlab.contracts import BackboneError, ConfigError
 
-FORMAT_VERSION = 2  # the newest this reader reads; 1 is written unless there are compression edits
-TASK_MODEL_DIR = "task_model"  # under <run dir>/export/
-TASK_MODEL_ARTIFACT = "export/task_model"  # MLflow artifact path
-MANIFEST_FILE = "task_model.json"
-WEIGHTS_FILE = "model.safetensors"
-HF_CONFIG_DIR = "backbone_config"
-SINGLE, MULTI = "task_model", "multitask_model"
-REQUIRED_KEYS = ("kind", "model", "adaptation", "pooling", "scalar_mix", "head_dropout", "heads", "tasks",
-                 "weights", "tokenizer_files")
-BUILDABLE = {"model.backbone": "lightning_modules.models.", "adaptation": "lightning_modules.adaptation."}
 HF_BACKBONE = "lightning_modules.models.hf.HFBackbone"
 HF_BACKBONES = (HF_BACKBONE, "lightning_modules.models.hf_generator.HFGenerator")  # weights in the checkpoint's format
 
@@ -200,61 +199,6 @@ def task_configs_of(cfg, names) -> dict[str, dict]:
 
 
 # -- loading ---------------------------------------------------------------------------------
-def task_model_folder(ref: str, tracking_uri: str | None = None) -> Path:
-    """The task_model folder a reference names (see the module docstring)."""
-    ref = str(ref)
-    refuse_job_ref(ref, "task_model")
-    if ref.startswith("mlflow:"):
-        if tracking_uri is None:
-            import mlflow  # MLflow's own default: $MLFLOW_TRACKING_URI (stages pass their cfg's URI)
-
-            tracking_uri = mlflow.get_tracking_uri()
-        return download_run_artifact(ref[len("mlflow:"):], TASK_MODEL_ARTIFACT, tracking_uri, "task_model")
-    path = Path(ref).expanduser()
-    if not path.is_dir():
-        raise BackboneError(f"task_model={ref}: folder not found")
-    candidates = (path / "export" / TASK_MODEL_DIR, path / TASK_MODEL_DIR, path)
-    for folder in candidates:
-        if (folder / MANIFEST_FILE).is_file():
-            return folder
-    for folder in candidates:
-        if (folder / WEIGHTS_FILE).is_file():
-            raise BackboneError(f"{folder / MANIFEST_FILE}: missing (a task model folder needs its manifest)")
-    raise BackboneError(f"task_model={ref}: no {MANIFEST_FILE} in {path}, {path / TASK_MODEL_DIR} "
-                        f"or {path / 'export' / TASK_MODEL_DIR} (finetune and multitask runs write one)")
-
-
-def read_manifest(folder: Path) -> dict:
-    path = Path(folder) / MANIFEST_FILE
-    try:
-        manifest = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise BackboneError(f"{path}: missing") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BackboneError(f"{path}: not valid JSON ({exc})") from None
-    version = manifest.get("format_version") if isinstance(manifest, dict) else None
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise BackboneError(f"{path}: format_version={version!r} is not a format version (an integer)")
-    if version > FORMAT_VERSION:
-        raise BackboneError(f"{path}: format_version={version} is newer than this ptmlab reads "
-                            f"({FORMAT_VERSION}); upgrade ptmlab to load it")
-    for key in REQUIRED_KEYS:
-        if key not in manifest:
-            raise BackboneError(f"{path}: missing key '{key}'")
-    if manifest["kind"] not in (SINGLE, MULTI):
-        raise BackboneError(f"{path}: kind={manifest['kind']!r} is not {SINGLE} or {MULTI}")
-    if set(manifest["heads"]) != set(manifest["tasks"]) or not manifest["heads"]:
-        raise BackboneError(f"{path}: heads {sorted(manifest['heads'])} and tasks {sorted(manifest['tasks'])} differ")
-    for key, prefix in BUILDABLE.items():
-        node = manifest
-        for part in key.split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        target = node.get("_target_") if isinstance(node, dict) else None
-        if not isinstance(target, str) or not target.startswith(prefix):
-            raise BackboneError(f"{path}: {key}._target_={target!r} is not under {prefix[:-1]}")
-    return manifest
-
-
 def _required_file(folder: Path, name: str) -> Path:
     path = folder / name
     if not path.exists():
@@ -369,38 +313,9 @@ def load_task_model(ref, *, tracking_uri: str | None = None, device: str | torch
 
 # -- the task a task model was trained for ----------------------------------------------------
 def source_task_node(loaded: LoadedTaskModel, ref: str) -> dict:
-    """The `task` node to run with when a stage takes a task model and no `task=`: the one its
-    manifest records (`task_configs`; older manifests: the `task` of the run's config.yaml), with
-    the spec it was trained with laid over it (subset sizes, max_length, the labels in head
-    order), so the stage reads the same task the head was trained on. ConfigError when the
-    model has several heads or records no task config."""
-    if len(loaded.tasks) != 1:
-        raise ConfigError(f"source={ref} has heads for {', '.join(loaded.tasks)}: name one with task=<config>")
-    (name, spec), = loaded.tasks.items()
-    node = (loaded.manifest.get("task_configs") or {}).get(name)
-    if node is None:
-        node = _run_config_task(loaded.folder, name)
-    if node is None:
-        raise ConfigError(f"source={ref}: its {MANIFEST_FILE} records no config for task {name} (written before "
-                          f"ptmlab recorded one): give task=<the config of {name}>")
-    node = dict(node)
-    node.update(max_train_samples=spec.max_train_samples, max_eval_samples=spec.max_eval_samples,
-                max_length=spec.max_length)
-    if spec.labels is not None:
-        node["labels"] = list(spec.labels)
-    return node
-
-
-def _run_config_task(folder: Path, name: str) -> dict | None:
-    """The `task` node of the config.yaml of the run that saved `folder` (…/export/task_model)."""
-    from omegaconf import DictConfig, OmegaConf
-
-    for candidate in (folder.parent.parent / "config.yaml", folder.parent / "config.yaml"):
-        if candidate.is_file():
-            task = OmegaConf.load(candidate).get("task")
-            if isinstance(task, DictConfig) and str(task.get("name")) == name:
-                return OmegaConf.to_container(task, resolve=False)
-    return None
+    """The `task` node to run with when a stage takes a task model and no `task=`
+    (artifacts/task_model_manifest.py `recorded_task_node`)."""
+    return recorded_task_node(loaded.tasks, loaded.manifest, loaded.folder, ref)
 
 
 def check_task_matches(loaded: LoadedTaskModel, task_name: str, labels: list | None, ref: str) -> None:

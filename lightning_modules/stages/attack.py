@@ -32,6 +32,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from lightning_modules.artifacts.saved_task_model import LoadedTaskModel, load_task_model
+from lightning_modules.attacks.read_ahead import check_attackable
 from lightning_modules.attacks.recipe import RECORDS_FILE, SKIPPED, SUCCEEDED, AttackRecipe, AttackRecord
 from lightning_modules.attacks.victim import Victim
 from lightning_modules.runtime.stage_run import StageRun, tracking_uri
@@ -101,9 +102,7 @@ def build_attack(cfg: DictConfig) -> AttackParts:
                           f"compress run") from None
     use_source_task(cfg, source, str(ref))
     spec = source.tasks[str(cfg.task.name)]
-    if spec.kind != "classification":
-        raise ConfigError(f"source={ref}: task {spec.name} is {spec.kind}; stage=attack takes classification "
-                          f"and pair-classification task models")
+    check_attackable(spec, str(ref))
     task = load_task(cfg.task)
     split = node.get("split") or task.eval_splits[0].name
     if split not in task.data.splits or not task.data.splits[split].has_labels:

@@ -25,8 +25,9 @@ from lightning_modules.compression.base import CompressContext, Compressed, Comp
 from lightning_modules.compression.control import extra_training, train_control
 from lightning_modules.compression.measure import MeasureSettings, measure_side_by_side
 from lightning_modules.runtime.stage_run import StageRun, tracking_uri
-from lightning_modules.artifacts.saved_task_model import TASK_MODEL_ARTIFACT, TASK_MODEL_DIR, LoadedTaskModel, \
-    check_task_matches, load_task_model, save_task_model, source_task_node, task_configs_of
+from lightning_modules.artifacts.saved_task_model import LoadedTaskModel, check_task_matches, load_task_model, \
+    save_task_model, source_task_node, task_configs_of
+from lightning_modules.artifacts.task_model_manifest import TASK_MODEL_ARTIFACT, TASK_MODEL_DIR
 from lightning_modules.tasks.spec import LoadedTask, load_task
 from ptmlab.contracts import BackboneError, ConfigError
 

@@ -156,18 +156,37 @@ def entry_point(home: Path, run_dir: Path, *overrides: str) -> subprocess.Comple
 
 
 def test_bad_input_is_one_line_exit_2_nothing_run(home, data_dir, corpus, sst2_model, tmp_path_factory, tmp_path):
+    """Through the entry point once (each `python -m ptmlab.run` costs its imports): the preflight
+    reads the source's manifest before the training stack loads. The other refusals in process,
+    where ptmlab.run meets them: at compose time, and in the stage's build_attack."""
+    from lightning_modules.stages.attack import build_attack
+    from ptmlab.config import compose_config
+    from ptmlab.errors import ConfigError
+
     stsb = finetune(tmp_path_factory, corpus, "glue/stsb", "stsb", f"task.data.data_dir={GLUE_FIXTURES}")
-    cases = {
-        "regression": (["attack=pwws", f"source={stsb}"], "stsb is regression"),
-        "sample of 0": (["attack=pwws", f"source={sst2_model}", "attack.num_examples=0"],
-                        "attack.num_examples=0: expected a positive integer"),
-        "not a masked LM": (["attack=bae", f"source={sst2_model}", f"attack.mlm={sst2_model}"],
-                            "not a masked LM"),
-    }
-    for name, (overrides, expected) in cases.items():
-        run_dir = tmp_path / name.replace(" ", "_")
-        proc = entry_point(home, run_dir, *overrides)
-        lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
-        assert proc.returncode == 2, (name, proc.stderr[-2000:])
-        assert len(lines) == 1 and expected in lines[0], (name, lines)
-        assert not (run_dir / "summary.json").exists() and not (run_dir / "attack").exists()
+    run_dir = tmp_path / "regression"
+    proc = entry_point(home, run_dir, "attack=pwws", f"source={stsb}")
+    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert len(lines) == 1 and "stsb is regression" in lines[0], lines
+    assert not (run_dir / "summary.json").exists() and not (run_dir / "attack").exists()
+    with pytest.raises(ConfigError, match="attack.num_examples=0: expected a positive integer"):
+        compose_config(["stage=attack", "attack=pwws", f"source={sst2_model}", "attack.num_examples=0"])
+    with pytest.raises(ConfigError, match="not a masked LM"):
+        build_attack(compose_config(["stage=attack", "attack=bae", f"source={sst2_model}", f"attack.mlm={sst2_model}"]))
+
+
+def test_the_preflight_hands_the_sources_task_to_the_stage(sst2_model, monkeypatch):
+    """The preflight reads the task the source's manifest records (no `task=`); build_attack takes
+    that read instead of reading the files again."""
+    from lightning_modules.attacks.read_ahead import source_and_task
+    from lightning_modules.stages.attack import build_attack
+    from lightning_modules.tasks import spec
+    from ptmlab.config import compose_config
+
+    monkeypatch.setattr(spec, "_READ_AHEAD", {})
+    cfg = compose_config(["stage=attack", "attack=pwws", f"source={sst2_model}", "attack.num_examples=4"])
+    assert cfg.stage.preflight == "lightning_modules.attacks.read_ahead.source_and_task"
+    source_and_task(cfg)
+    (ahead,) = spec._READ_AHEAD.values()
+    assert build_attack(cfg).task is ahead and not spec._READ_AHEAD

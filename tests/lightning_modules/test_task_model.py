@@ -212,7 +212,7 @@ def load_error(ref) -> str:
 
 
 def test_a_newer_format_version_is_refused_naming_the_manifest(broken):
-    from lightning_modules.artifacts.saved_task_model import FORMAT_VERSION
+    from lightning_modules.artifacts.task_model_manifest import FORMAT_VERSION
 
     newer = FORMAT_VERSION + 1  # 2 is a compressed model's format; a later ptmlab may write 3
     edit_manifest(broken, lambda m: m.update(format_version=newer))
