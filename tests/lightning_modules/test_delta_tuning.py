@@ -4,6 +4,7 @@ library on the same model, keeps attention masks right, and refuses bad settings
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -309,20 +310,41 @@ def test_prefix_tuning_refuses_shared_layers():
 
 # -- through the stage -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("overrides, message", [
-    (["adaptation=lora", "adaptation.target_modules=[q_proj]"], "adaptation.target_modules: 'q_proj' matches no Linear layer"),
-    (["adaptation=lora", "adaptation.rank=200"], "adaptation.rank=200 is larger than layer"),
-    (["adaptation=prompt_tuning", "adaptation.num_tokens=60", "task.max_length=64"], "adaptation.num_tokens=60 + task.max_length=64"),
-], ids=["lora-target", "lora-rank", "prompt-length"])
-def test_bad_settings_exit_2_with_one_line_before_training(overrides, message, data_dir, module_ptmlab_home, tmp_path):
+BAD_SETTINGS = {
+    "lora-target": (["adaptation=lora", "adaptation.target_modules=[q_proj]"],
+                    "adaptation.target_modules: 'q_proj' matches no Linear layer"),
+    "lora-rank": (["adaptation=lora", "adaptation.rank=200"], "adaptation.rank=200 is larger than layer"),
+    "prompt-length": (["adaptation=prompt_tuning", "adaptation.num_tokens=60", "task.max_length=64"],
+                      "adaptation.num_tokens=60 + task.max_length=64"),
+}
+
+
+def finetune_overrides(tmp_path, overrides: list[str]) -> list[str]:
+    from test_task_model import common_overrides
+
+    return ["stage=finetune", *common_overrides(tmp_path), "model.backbone.max_position_embeddings=64", "task=glue/sst2",
+            "task.max_length=32", "task.max_train_samples=16", "task.max_eval_samples=16", *overrides]
+
+
+@pytest.mark.parametrize("case", list(BAD_SETTINGS))
+def test_bad_settings_are_refused_before_training(case, data_dir, module_ptmlab_home, tmp_path):
+    """In process, as ptmlab.run calls the stage: the LoRA checks need the built backbone's Linear
+    layers (build_finetune), the prompt length fails at compose time."""
+    from lightning_modules.stages.finetune import build_finetune
+    from ptmlab.config import compose_config
+
+    overrides, message = BAD_SETTINGS[case]
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        build_finetune(compose_config(finetune_overrides(tmp_path, overrides)))
+
+
+def test_a_bad_setting_exits_2_with_one_line_before_training(data_dir, module_ptmlab_home, tmp_path):
+    """The entry point once (each `python -m ptmlab.run` costs its imports): exit 2, one line, no run."""
     import os
 
     env = {**os.environ, "PTMLAB_HOME": str(module_ptmlab_home)}
-    from test_task_model import common_overrides
-
-    cmd = [sys.executable, "-m", "ptmlab.run", "stage=finetune", *common_overrides(tmp_path),
-           "model.backbone.max_position_embeddings=64", "task=glue/sst2", "task.max_length=32", "task.max_train_samples=16",
-           "task.max_eval_samples=16", *overrides, f"hydra.run.dir={tmp_path / 'run'}"]
+    overrides, message = BAD_SETTINGS["lora-rank"]
+    cmd = [sys.executable, "-m", "ptmlab.run", *finetune_overrides(tmp_path, overrides), f"hydra.run.dir={tmp_path / 'run'}"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
