@@ -34,18 +34,21 @@ _READ_AHEAD: dict[str, CorpusTokenizer] = {}
 def _ahead_key(data_cfg: DictConfig, tokenizer_cfg: DictConfig, cache_dir: str | Path) -> str:
     # each node resolved where it is (its interpolations name the root's `paths`)
     return json.dumps({"corpus": OmegaConf.to_container(data_cfg.corpus, resolve=True),
-                       "tokenizer": OmegaConf.to_container(tokenizer_cfg, resolve=True), "cache_dir": str(Path(cache_dir))},
-                      sort_keys=True, default=str)
+                       "tokenizer": OmegaConf.to_container(tokenizer_cfg, resolve=True),
+                       "cache_dir": str(Path(cache_dir))}, sort_keys=True, default=str)
 
 
-def read_corpus_tokenizer_ahead(data_cfg: DictConfig, tokenizer_cfg: DictConfig, cache_dir: str | Path) -> CorpusTokenizer:
+def read_corpus_tokenizer_ahead(data_cfg: DictConfig, tokenizer_cfg: DictConfig,
+                                cache_dir: str | Path) -> CorpusTokenizer:
     """load_corpus_tokenizer now, kept for the stage's own call with the same nodes."""
-    loaded = _READ_AHEAD[_ahead_key(data_cfg, tokenizer_cfg, cache_dir)] = \
-        load_corpus_tokenizer(data_cfg, tokenizer_cfg, cache_dir)
+    loaded = load_corpus_tokenizer(data_cfg, tokenizer_cfg, cache_dir)
+    _READ_AHEAD[_ahead_key(data_cfg, tokenizer_cfg, cache_dir)] = loaded
     return loaded
 
 
 def load_corpus_tokenizer(data_cfg: DictConfig, tokenizer_cfg: DictConfig, cache_dir: str | Path) -> CorpusTokenizer:
+    """The corpus `data.corpus` names (DataError when missing) and the tokenizer `tokenizer` says,
+    trained on it or read from the cache (data/tokenizer.py)."""
     if _READ_AHEAD and (ahead := _READ_AHEAD.pop(_ahead_key(data_cfg, tokenizer_cfg, cache_dir), None)) is not None:
         return ahead
     corpus = instantiate(data_cfg.corpus)

@@ -16,7 +16,8 @@ from torch.utils.data import DataLoader, Dataset
 from lightning_modules.data.corpus import Corpus
 from lightning_modules.data.corpus_tokenizer import load_corpus_tokenizer
 from lightning_modules.data.padding import padded_tokens
-from lightning_modules.data.pretrain_examples import VAL_SPLIT_SEED, cache_examples, construction_of, examples_cache_path
+from lightning_modules.data.pretrain_examples import (VAL_SPLIT_SEED, cache_examples, construction_of,
+                                                      examples_cache_path)
 from ptmlab.contracts import DataError
 
 
