@@ -35,6 +35,13 @@ class Adaptation:
     name = "full"
     uses_scalar_mix = False  # the head reads an ELMo-style mix of all layers instead of the top
     trains = True  # False: the stage evaluates the adapted model as it is (zero-shot)
+    checks_backbone_layers = False  # True: `check_backbone` refuses settings from the layers alone
+
+    def check_backbone(self, backbone: nn.Module) -> None:
+        """Refuse (ConfigError) what the backbone's layers alone rule out, before any weight
+        exists: stage=finetune's preflight builds the backbone on the meta device to ask
+        (adaptation/read_ahead.py). Default: nothing to check."""
+        return None
 
     def bind(self, task, resolved) -> None:
         """Called before `prepare` with the LoadedTask and the ResolvedBackbone (artifacts/backbone_reference.py).

@@ -49,6 +49,7 @@ def _matches(name: str, target: str) -> bool:
 
 class LoRA(Adaptation):
     name = "lora"
+    checks_backbone_layers = True  # a target that matches no Linear, a rank larger than a layer
 
     def __init__(self, rank: int = 8, alpha: float = 16.0, dropout: float = 0.0,
                  target_modules: list[str] | tuple[str, ...] = ("query", "value"), merge: bool = True,
@@ -82,6 +83,9 @@ class LoRA(Adaptation):
                 raise ConfigError(f"adaptation.rank={self.rank} is larger than layer {name} allows "
                                   f"({fan_in}→{fan_out}: rank ≤ {min(fan_in, fan_out)})")
         return chosen
+
+    def check_backbone(self, backbone: nn.Module) -> None:
+        self.targets(backbone)
 
     def insert_modules(self, model: nn.Module) -> list[nn.Module]:
         if self.merged:

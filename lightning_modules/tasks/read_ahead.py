@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
 
-from lightning_modules.data.corpus_tokenizer import read_corpus_tokenizer_ahead
+from lightning_modules.data.corpus_tokenizer import CorpusTokenizer, read_corpus_tokenizer_ahead
 from lightning_modules.tasks.spec import read_task_ahead
 from ptmlab.contracts.decoding import DecodingSettings
 from ptmlab.contracts.task_checks import multitask_task_nodes
@@ -25,24 +25,27 @@ def builds_its_backbone(cfg: DictConfig) -> bool:
             and OmegaConf.select(cfg, "model.name_or_path", default=None) is None)
 
 
-def corpus_and_tokenizer(cfg: DictConfig) -> None:
+def corpus_and_tokenizer(cfg: DictConfig) -> CorpusTokenizer | None:
     """A backbone built here: its corpus and tokenizer; a beam wider than that vocabulary is refused
     (the stage checks it again for a referenced backbone, whose tokenizer loads with it)."""
     if not builds_its_backbone(cfg):
-        return
-    tokenizer = read_corpus_tokenizer_ahead(cfg.data, cfg.tokenizer, cfg.paths.cache_dir).tokenizer
+        return None
+    read = read_corpus_tokenizer_ahead(cfg.data, cfg.tokenizer, cfg.paths.cache_dir)
+    tokenizer = read.tokenizer
     if OmegaConf.select(cfg, "task.kind", default=None) == "generation":
         node = cfg.task.get("generation")
         decoding = DecodingSettings.from_dict(None if node is None else OmegaConf.to_container(node, resolve=True))
         decoding.check(vocab_size=len(tokenizer))
+    return read
 
 
-def task_data(cfg: DictConfig) -> None:
+def task_data(cfg: DictConfig) -> CorpusTokenizer | None:
     """stage=finetune: the task's splits, read and label-checked (the stage takes them). Without a
     task there is nothing to read: the stage itself says what is missing."""
-    if cfg.get("task") is not None:
-        read_task_ahead(cfg.task)
-        corpus_and_tokenizer(cfg)
+    if cfg.get("task") is None:
+        return None
+    read_task_ahead(cfg.task)
+    return corpus_and_tokenizer(cfg)
 
 
 def each_task_data(cfg: DictConfig) -> None:

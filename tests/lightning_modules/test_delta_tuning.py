@@ -327,15 +327,25 @@ def finetune_overrides(tmp_path, overrides: list[str]) -> list[str]:
 
 
 @pytest.mark.parametrize("case", list(BAD_SETTINGS))
-def test_bad_settings_are_refused_before_training(case, data_dir, module_ptmlab_home, tmp_path):
-    """In process, as ptmlab.run calls the stage: the LoRA checks need the built backbone's Linear
-    layers (build_finetune), the prompt length fails at compose time."""
+def test_bad_settings_are_refused_before_training(case, data_dir, module_ptmlab_home, tmp_path, monkeypatch):
+    """In process, where ptmlab.run meets them: the prompt length at compose time; LoRA's in the
+    preflight (the layers of the backbone built on the meta device) and again in build_finetune,
+    which checks the built model (a referenced backbone's layers are known only once it loads)."""
+    from lightning_modules.adaptation.read_ahead import task_data_and_adaptation
+    from lightning_modules.data import corpus_tokenizer
     from lightning_modules.stages.finetune import build_finetune
+    from lightning_modules.tasks import spec
     from ptmlab.config import compose_config
 
+    monkeypatch.setattr(spec, "_READ_AHEAD", {})  # the preflight's reads, taken by build_finetune below
+    monkeypatch.setattr(corpus_tokenizer, "_READ_AHEAD", {})
     overrides, message = BAD_SETTINGS[case]
     with pytest.raises(ConfigError, match=re.escape(message)):
-        build_finetune(compose_config(finetune_overrides(tmp_path, overrides)))
+        cfg = compose_config(finetune_overrides(tmp_path, overrides))
+        task_data_and_adaptation(cfg)
+    if case.startswith("lora"):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            build_finetune(cfg)
 
 
 def test_a_bad_setting_exits_2_with_one_line_before_training(data_dir, module_ptmlab_home, tmp_path):

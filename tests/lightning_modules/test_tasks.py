@@ -247,7 +247,7 @@ def test_the_preflight_hands_what_it_read_to_the_stage_once(data_dir, ptmlab_hom
     monkeypatch.setattr(corpus_tokenizer, "_READ_AHEAD", {})
     tiny_corpus = ["data=text_files", f"data.corpus.path={tmp_path}", "tokenizer.vocab_size=60", "tokenizer.min_frequency=1"]
     cfg = compose_config(["stage=finetune", "task=glue/rte", "task.max_train_samples=40", *tiny_corpus])
-    assert cfg.stage.preflight == "lightning_modules.tasks.read_ahead.task_data"
+    assert cfg.stage.preflight == "lightning_modules.adaptation.read_ahead.task_data_and_adaptation"
     task_data(cfg)
     ahead = next(iter(spec._READ_AHEAD.values()))
     first = load_task(cfg.task)

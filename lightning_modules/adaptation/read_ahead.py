@@ -1,0 +1,34 @@
+"""stage=finetune's preflight (`stage.preflight`, ptmlab.run): the task data and the corpus and
+tokenizer of a backbone built here (tasks/read_ahead.py), then what the adaptation can refuse from
+the backbone's layers alone (`Adaptation.check_backbone`: LoRA's target_modules and rank), asked
+of that backbone built on the meta device: no weights and no training stack, so a LoRA setting no
+layer allows fails in seconds."""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig
+
+from lightning_modules.tasks.read_ahead import task_data
+
+
+def task_data_and_adaptation(cfg: DictConfig) -> None:
+    read = task_data(cfg)
+    if read is None or cfg.get("adaptation") is None:
+        return  # a referenced backbone's layers are known once it loads: the stage checks them
+    # torch and the adaptation modes imported only here: a bad task file above fails without them
+    import torch
+    from hydra.utils import get_class, instantiate
+
+    from lightning_modules.adaptation.base import Adaptation
+    from lightning_modules.adaptation.from_config import build_adaptation
+
+    mode = get_class(str(cfg.adaptation._target_))
+    if not (issubclass(mode, Adaptation) and mode.checks_backbone_layers):
+        return  # no mode built here that has nothing to ask of the layers: the stage builds it
+    adaptation = build_adaptation(cfg.adaptation)
+    try:
+        with torch.device("meta"):  # the layers' names and shapes only, as the stage builds them
+            backbone = instantiate(cfg.model.backbone, vocab_size=len(read.tokenizer))
+    except Exception:  # noqa: BLE001 - an architecture that cannot be built without weights: the stage builds it and reports
+        return
+    adaptation.check_backbone(backbone)
