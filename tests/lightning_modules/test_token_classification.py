@@ -345,20 +345,45 @@ def test_saved_task_models_reload_in_a_fresh_process_bit_equal(runs, files, modu
         assert torch.equal(reloaded[mode], run["logits"]), mode
 
 
+BAD_CONLL = {
+    "ragged": (lambda folder: [f"task.data.train={folder / 'ragged.conll'}"], "ragged.conll: line 2 has 3 columns"),
+    "missing": (lambda folder: [f"task.data.dev={folder / 'missing.conll'}"], "missing.conll: CoNLL file not found"),
+    "label column": (lambda folder: ["task.data.label_column=4"],
+                     "train.conll: line 4 has 2 columns; task.data.label_column=4"),
+}
+
+
 def test_bad_conll_input_through_the_entry_point_is_one_line_and_exit_2(files, module_ptmlab_home, tmp_path):
+    """Once through `python -m ptmlab.run` (each costs its imports); the other cases in process below."""
     (tmp_path / "ragged.conll").write_text("alice\tB-person\nsat\tO\textra\n")
     env = {**os.environ, "PTMLAB_HOME": str(module_ptmlab_home)}
-    for i, (extra, named) in enumerate((
-            ([f"task.data.train={tmp_path / 'ragged.conll'}"], "ragged.conll: line 2 has 3 columns"),
-            ([f"task.data.dev={tmp_path / 'missing.conll'}"], "missing.conll: CoNLL file not found"),
-            (["task.data.label_column=4"], "train.conll: line 4 has 2 columns; task.data.label_column=4"))):
-        run_dir = tmp_path / f"run{i}"
-        proc = subprocess.run([sys.executable, "-m", "ptmlab.run", *overrides(files, extra),
-                               f"hydra.run.dir={run_dir}"], env=env, capture_output=True, text=True, timeout=300)
-        assert proc.returncode == 2, proc.stderr[-2000:]
-        errors = [line for line in proc.stderr.splitlines() if line.startswith("error[")]
-        assert len(errors) == 1 and errors[0].startswith("error[data_error]") and named in errors[0], errors
-        assert not (run_dir / "summary.json").exists() and not (run_dir / "checkpoints").exists()
+    extra, named = BAD_CONLL["ragged"]
+    run_dir = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "ptmlab.run", *overrides(files, extra(tmp_path)),
+                           f"hydra.run.dir={run_dir}"], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error[")]
+    assert len(errors) == 1 and errors[0].startswith("error[data_error]") and named in errors[0], errors
+    assert not (run_dir / "summary.json").exists() and not (run_dir / "checkpoints").exists()
+
+
+@pytest.mark.parametrize("case", ["missing", "label column"])
+def test_bad_conll_input_fails_in_the_preflight(case, files, module_ptmlab_home, tmp_path, monkeypatch):
+    """What ptmlab.run calls before the training stack (`stage.preflight`), in process."""
+    from lightning_modules.data import corpus_tokenizer
+    from lightning_modules.tasks import spec
+    from lightning_modules.tasks.read_ahead import task_data
+    from ptmlab.config import compose_config
+    from ptmlab.errors import DataError
+    from ptmlab.run import ptmlab_error_in_chain
+
+    monkeypatch.setattr(spec, "_READ_AHEAD", {})  # what it reads is for a stage that does not run here
+    monkeypatch.setattr(corpus_tokenizer, "_READ_AHEAD", {})
+    extra, named = BAD_CONLL[case]
+    with pytest.raises(Exception) as raised:
+        task_data(compose_config(overrides(files, extra(tmp_path))))
+    error = ptmlab_error_in_chain(raised.value)   # as ptmlab.run reports it, not Hydra's instantiate wrapper
+    assert isinstance(error, DataError) and named in str(error) and "\n" not in str(error)
 
 
 @pytest.mark.parametrize("extra, message", [
