@@ -3,7 +3,6 @@ optionally grouped by length (`stage.group_by_length`) so a batch pads little.""
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator
 
 import lightning.pytorch as pl
@@ -15,14 +14,15 @@ from lightning_modules.tasks.spec import LoadedTask
 
 
 class LengthGroupedBatches(Sampler[list[int]]):
-    """Training batches of similar lengths, still random: each epoch shuffles the examples (seeded
-    by seed + epoch), cuts them into mega-batches of `batch_size × mega_batches`, sorts each
-    mega-batch by length, cuts it into batches and shuffles the batch order (as Hugging Face's
-    `group_by_length`). Every example appears once per epoch; the last batch may be short."""
+    """Training batches of similar lengths, still random: Hugging Face's `group_by_length`
+    order (transformers' `LengthGroupedSampler`: a permutation cut into mega-batches of up to 50
+    batches, each sorted longest first, the longest example moved to the first batch) cut into
+    batches as the Trainer's DataLoader cuts it. The permutation is drawn from its own generator,
+    seeded by seed + epoch, so the dropout stream does not move it and a resumed run redraws it.
+    Every example appears once per epoch; the last batch may be short."""
 
-    def __init__(self, lengths: list[int], batch_size: int, seed: int = 0, mega_batches: int = 50):
+    def __init__(self, lengths: list[int], batch_size: int, seed: int = 0):
         self.lengths, self.batch_size, self.seed = list(lengths), int(batch_size), int(seed)
-        self.mega = self.batch_size * int(mega_batches)
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:  # Lightning calls it at each epoch start
@@ -32,15 +32,11 @@ class LengthGroupedBatches(Sampler[list[int]]):
         return -(-len(self.lengths) // self.batch_size)
 
     def __iter__(self) -> Iterator[list[int]]:
-        rng = random.Random(self.seed * 1_000_003 + self.epoch)
-        order = list(range(len(self.lengths)))
-        rng.shuffle(order)
-        batches = []
-        for start in range(0, len(order), self.mega):
-            mega = sorted(order[start:start + self.mega], key=lambda i: self.lengths[i], reverse=True)
-            batches += [mega[i:i + self.batch_size] for i in range(0, len(mega), self.batch_size)]
-        rng.shuffle(batches)
-        return iter(batches)
+        from transformers.trainer_pt_utils import LengthGroupedSampler  # deferred: a heavy import
+
+        generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        order = list(LengthGroupedSampler(self.batch_size, lengths=self.lengths, generator=generator))
+        return iter([order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)])
 
 
 class TaskDataModule(pl.LightningDataModule):

@@ -225,7 +225,9 @@ def test_length_grouped_batches_cover_every_example_and_pad_less():
     from lightning_modules.tasks.datamodule import LengthGroupedBatches
 
     rng = random.Random(1)
-    lengths = [max(3, int(rng.lognormvariate(3.0, 0.6))) for _ in range(2000)]  # SST-2-like spread
+    # SST-2-like spread, as many rows as its threshold runs train on: from 6,400 rows at batch 32
+    # Hugging Face's sampler sorts mega-batches of 50 batches (fewer rows: four mega-batches)
+    lengths = [max(3, int(rng.lognormvariate(3.0, 0.6))) for _ in range(8000)]
     grouped = LengthGroupedBatches(lengths, batch_size=32, seed=0)
 
     def pad(batches) -> float:
@@ -234,6 +236,7 @@ def test_length_grouped_batches_cover_every_example_and_pad_less():
 
     epoch0 = list(grouped)
     assert sorted(i for b in epoch0 for i in b) == list(range(len(lengths))) and len(epoch0) == len(grouped)
+    assert lengths.index(max(lengths)) in epoch0[0]  # the Trainer's order: the longest batch first
     grouped.set_epoch(1)
     assert list(grouped) != epoch0  # reshuffled each epoch
     order = list(range(len(lengths)))
