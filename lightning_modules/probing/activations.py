@@ -158,24 +158,92 @@ def pad_batch(encoded: list[dict], pad_id: int) -> tuple[torch.Tensor, torch.Ten
     return ids, mask
 
 
+@dataclass
+class PreparedBatch:
+    """One forward pass of a shard, built before it runs: the padded inputs, the (B·T) token row
+    each chosen subword reads with the batch word it feeds and its weight, and where the batch's
+    words start in the shard's batch order."""
+
+    ids: torch.Tensor       # B × T
+    mask: torch.Tensor      # B × T
+    sources: torch.Tensor   # chosen subwords
+    words: torch.Tensor     # chosen subwords: batch word 0..W-1
+    weights: torch.Tensor   # chosen subwords: 1, or 1/subwords for mean
+    first: int              # the batch's word 0 in the shard's batch order
+    n_words: int            # W
+
+
+@dataclass
+class PreparedShard:
+    """One shard tokenised, aligned and padded: its batches (sorted by length), and its words in
+    sentence order, each one's row in batch order."""
+
+    batches: list[PreparedBatch]
+    order: torch.Tensor     # shard words
+
+
+def prepare_shard(tokenizer, chunk: list[list[str]], alignment: str, batch_size: int, pad_id: int,
+                  max_length: int) -> PreparedShard:
+    """Runs a shard ahead of the forward passes, in a thread beside them (the tokenizer releases
+    the GIL), so tokenising and aligning costs the extraction only its first shard's."""
+    encoded = encode_words(tokenizer, chunk, max_length)
+    starts = torch.cumsum(torch.tensor([0, *(len(s) for s in chunk)]), 0).tolist()  # first word of each sentence
+    batches, sentence_order = [], []
+    for batch in batches_of(encoded, batch_size):
+        members = [encoded[i] for i in batch]
+        ids, mask = pad_batch(members, pad_id)
+        sources, words, weights = word_sources(members, alignment, ids.shape[1])
+        n_words = sum(len(e["positions"]) for e in members)
+        batches.append(PreparedBatch(ids, mask, sources, words, weights, len(sentence_order), n_words))
+        sentence_order.extend(w for i in batch for w in range(starts[i], starts[i + 1]))
+    order = torch.empty(len(sentence_order), dtype=torch.long)
+    order[torch.tensor(sentence_order)] = torch.arange(len(sentence_order))  # inverse of batch order
+    return PreparedShard(batches, order)
+
+
 @torch.no_grad()
-def word_states(backbone, encoded: list[dict], alignment: str, pad_id: int) -> list[torch.Tensor]:
+def word_states(backbone, batch: PreparedBatch, alignment: str) -> list[torch.Tensor]:
     """One forward pass over a batch → per layer (embeddings first) words × H float32, the batch's
     sentences in order."""
-    ids, mask = pad_batch(encoded, pad_id)
-    out = backbone(ids, attention_mask=mask)
+    out = backbone(batch.ids, attention_mask=batch.mask)
     FORWARD_PASSES["count"] += 1
-    rows, words, weights = word_sources(encoded, alignment, ids.shape[1])
-    n_words = sum(len(e["positions"]) for e in encoded)
     layers = []
     for hidden in out.hidden_states:  # each B × T × H
         flat = hidden.reshape(-1, hidden.shape[-1])  # (B·T) × H
-        picked = flat.index_select(0, rows)  # subword rows × H
+        picked = flat.index_select(0, batch.sources)  # chosen subwords × H
         if alignment == "mean":
-            picked = torch.zeros(n_words, flat.shape[1], dtype=flat.dtype).index_add_(
-                0, words, picked * weights.to(flat.dtype)[:, None])
+            picked = torch.zeros(batch.n_words, flat.shape[1], dtype=flat.dtype).index_add_(
+                0, batch.words, picked * batch.weights.to(flat.dtype)[:, None])
         layers.append(picked)
     return layers
+
+
+class WordStateRows:
+    """The extraction's output, (L+1) × all words × H fp16 in sentence order, and a staging area
+    one shard fills in batch order; allocated at the first forward pass, where L and H are known."""
+
+    def __init__(self, total_words: int, shard_words: int):
+        self.total_words, self.shard_words = total_words, shard_words
+        self.states: torch.Tensor | None = None
+        self.staging: torch.Tensor | None = None
+
+    def allocate(self, num_layers: int, hidden_size: int) -> None:
+        self.states = torch.empty(num_layers, self.total_words, hidden_size, dtype=torch.float16)
+        self.staging = torch.empty(num_layers, self.shard_words, hidden_size, dtype=torch.float16)
+
+    def fill(self, backbone, shard: PreparedShard, alignment: str, rows: slice) -> None:
+        """Run one shard's batches; its words land in `states[:, rows]`."""
+        for batch in shard.batches:
+            layers = word_states(backbone, batch, alignment)  # each batch words × H
+            if self.states is None:
+                self.allocate(len(layers), layers[0].shape[1])
+            for layer, words in enumerate(layers):
+                self.staging[layer, batch.first:batch.first + batch.n_words].copy_(words)  # fp32 → fp16
+        n = len(shard.order)
+        for layer in range(self.states.shape[0]):
+            # one gather per layer puts the shard back in sentence order: a per-batch index_copy_
+            # into fp16 rows costs several times more on CPU
+            torch.index_select(self.staging[layer, :n], 0, shard.order, out=self.states[layer, rows])
 
 
 class ActivationCache:
@@ -207,29 +275,14 @@ def write_json_atomic(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def shard_states(backbone, tokenizer, chunk: list[list[str]], alignment: str, batch_size: int, pad_id: int,
-                 max_length: int) -> dict[str, torch.Tensor]:
-    """One shard's tensors: states (L+1) × words × H fp16 in sentence order, lengths per sentence."""
-    encoded = encode_words(tokenizer, chunk, max_length)
-    lengths = torch.tensor([len(s) for s in chunk], dtype=torch.int32)
-    starts = torch.cumsum(lengths, 0) - lengths  # first row of each sentence
-    states: torch.Tensor | None = None
-    for batch in batches_of(encoded, batch_size):
-        layers = word_states(backbone, [encoded[i] for i in batch], alignment, pad_id)  # each batch words × H
-        if states is None:
-            states = torch.empty(len(layers), int(lengths.sum()), layers[0].shape[1], dtype=torch.float16)
-        rows = torch.cat([torch.arange(int(starts[i]), int(starts[i]) + len(chunk[i])) for i in batch])
-        for layer, words in enumerate(layers):
-            states[layer].index_copy_(0, rows, words.to(torch.float16))
-    return {"states": states, "lengths": lengths}
-
-
-def write_shard(folder: Path, path: Path, tensors: dict[str, torch.Tensor], manifest: dict) -> None:
-    """Write one shard (temporary file, then an atomic rename) and bring the index up to date."""
+def write_shard(folder: Path, path: Path, states: torch.Tensor, lengths: torch.Tensor, manifest: dict) -> None:
+    """Write one shard (temporary file, then an atomic rename) and bring the index up to date.
+    `states` is the shard's slice of the extraction's output, (L+1) × words × H: packed here, in
+    the writer thread, not in the one running forward passes."""
     from safetensors.torch import save_file
 
     tmp = folder / f".{path.name}.{os.getpid()}.tmp"
-    save_file(tensors, str(tmp))
+    save_file({"states": states.contiguous(), "lengths": lengths}, str(tmp))
     os.replace(tmp, path)
     # The index follows shard by shard, so `ptmlab cache list` shows a partial entry's size.
     done = sorted(folder.glob("shard_*.safetensors"))
@@ -259,6 +312,9 @@ def extract(backbone, tokenizer, sentences: list[list[str]], *, cache_dir: str |
     key = hashlib.sha256(json.dumps([FORMAT_VERSION, digest, dhash, alignment, shard_sentences]).encode()).hexdigest()[:24]
     cache = ActivationCache(cache_dir)
     n_shards = (len(sentences) + shard_sentences - 1) // shard_sentences
+    lengths = torch.tensor([len(s) for s in sentences], dtype=torch.int32)
+    sentence_rows = torch.cumsum(torch.cat([torch.zeros(1, dtype=torch.long), lengths.long()]), 0)  # n_sentences + 1
+    shard_rows = [int(sentence_rows[min(i * shard_sentences, len(sentences))]) for i in range(n_shards + 1)]
     passes_before = FORWARD_PASSES["count"]
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     with cache.locked(key) as folder:
@@ -269,29 +325,42 @@ def extract(backbone, tokenizer, sentences: list[list[str]], *, cache_dir: str |
         manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {
             "format_version": FORMAT_VERSION, "key": key, "model": model_label, "model_hash": digest,
             "data": data_label, "data_hash": dhash, "alignment": alignment, "sentences": len(sentences),
-            "words": sum(len(s) for s in sentences), "shard_sentences": shard_sentences, "shards": n_shards,
+            "words": int(lengths.sum()), "shard_sentences": shard_sentences, "shards": n_shards,
             "created": time.time(), "complete": False}
         was_complete = bool(manifest.get("complete"))
         backbone.eval()
         shard_files = [folder / f"shard_{i:05d}.safetensors" for i in range(n_shards)]
-        extracted: dict[int, dict[str, torch.Tensor]] = {}
-        # One writer thread: shard i is written (safetensors serialises without the GIL) while
-        # shard i+1 runs its forward passes. Shards still land in order, each whole.
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="shard-writer") as writer:
-            pending: tuple[Future, int] | None = None
-            for shard, path in enumerate(shard_files):
-                if path.exists():
-                    continue
+        missing = [i for i, path in enumerate(shard_files) if not path.exists()]
+        output = WordStateRows(shard_rows[-1], max(b - a for a, b in zip(shard_rows, shard_rows[1:])))
+        # Two threads beside the forward passes: one tokenises and aligns shard i+1 while shard i
+        # runs, one writes shard i-1 (safetensors serialises without the GIL). Shards still land in
+        # order, each whole; every word's state goes straight into its row of the output.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="shard-preparer") as preparer, \
+                ThreadPoolExecutor(max_workers=1, thread_name_prefix="shard-writer") as writer:
+            def prepare(shard: int) -> Future:
                 chunk = sentences[shard * shard_sentences:(shard + 1) * shard_sentences]
-                extracted[shard] = shard_states(backbone, tokenizer, chunk, alignment, batch_size, pad_id, max_length)
+                return preparer.submit(prepare_shard, tokenizer, chunk, alignment, batch_size, pad_id, max_length)
+
+            upcoming = prepare(missing[0]) if missing else None
+            pending: tuple[Future, int] | None = None
+            for n, shard in enumerate(missing):
+                prepared = upcoming.result()
+                upcoming = prepare(missing[n + 1]) if n + 1 < len(missing) else None
+                rows = slice(shard_rows[shard], shard_rows[shard + 1])
+                output.fill(backbone, prepared, alignment, rows)
                 if pending is not None:
                     wait_for_shard(*pending, n_shards, progress)
-                pending = (writer.submit(write_shard, folder, path, extracted[shard], manifest), shard)
+                shard_lengths = lengths[shard * shard_sentences:(shard + 1) * shard_sentences].clone()
+                pending = (writer.submit(write_shard, folder, shard_files[shard], output.states[:, rows], shard_lengths,
+                                         manifest), shard)
             if pending is not None:
                 wait_for_shard(*pending, n_shards, progress)
-        loaded = [extracted.get(i) or load_file(str(p)) for i, p in enumerate(shard_files)]
-        states = torch.cat([t["states"] for t in loaded], dim=1)
-        lengths = torch.cat([t["lengths"] for t in loaded])
+        for shard in sorted(set(range(n_shards)) - set(missing)):  # written by an earlier job
+            stored = load_file(str(shard_files[shard]))["states"]
+            if output.states is None:
+                output.states = torch.empty(stored.shape[0], shard_rows[-1], stored.shape[2], dtype=stored.dtype)
+            output.states[:, shard_rows[shard]:shard_rows[shard + 1]].copy_(stored)
+        states = output.states
         manifest.update({"complete": True, "shards_done": n_shards, "num_layers": int(states.shape[0]), "hidden_size": int(states.shape[2]),
                          "size_bytes": sum(p.stat().st_size for p in shard_files), "last_used": time.time()})
         write_json_atomic(folder / MANIFEST, manifest)

@@ -106,9 +106,11 @@ class TokenProbe(nn.Module):
 
 def features(acts: Activations, layer: int | None, index: torch.Tensor) -> torch.Tensor:
     """B × (parts·H) for one layer, or (L+1) × B × (parts·H) over all layers (layer None)."""
-    states = acts.states[layer] if layer is not None else acts.states
-    picked = states[..., index, :]  # [...] × B × parts × H
-    return picked.flatten(-2).float()
+    states = acts.states[layer] if layer is not None else acts.states  # [...] × words × H
+    # index_select, not states[..., index, :]: the same rows, gathered from fp16 about twice as fast
+    # on CPU, and every minibatch of every probe fit gathers
+    picked = states.index_select(-2, index.reshape(-1))  # [...] × (B·parts) × H
+    return picked.unflatten(-2, tuple(index.shape)).flatten(-2).float()  # [...] × B × (parts·H)
 
 
 def encode_labels(labels: list[str], vocab: dict[str, int]) -> torch.Tensor:
