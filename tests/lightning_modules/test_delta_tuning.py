@@ -10,10 +10,9 @@ import sys
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from lightning_modules.adaptation.bitfit import BitFit
-from lightning_modules.adaptation.lora import LoRA, merge_lora
+from lightning_modules.adaptation.lora import LoRA
 from lightning_modules.adaptation.prefix_tuning import PrefixTuning
 from lightning_modules.adaptation.prompt_tuning import PromptTuning
 from lightning_modules.heads.task_model import TaskModel
