@@ -10,7 +10,7 @@ the recipe reaches, not guessed.
   - encoding: the fast tokenizer on pre-split words (`is_split_into_words=True`), the label on
     each word's first sub-word, -100 on the others and on special tokens (run_ner.py's
     `label_all_tokens=False`), truncation at --max-length;
-  - training: AdamW (weight decay on matrices only, as the HF Trainer), linear schedule with
+  - training (bench/hf_recipe.py): AdamW (weight decay on matrices only, as the HF Trainer), linear schedule with
     warm-up, gradient clipping at 1.0, length-grouped batches (the Trainer's `group_by_length`:
     transformers' LengthGroupedSampler, its permutation from a generator seeded by seed + epoch),
     the seed set again once the model is built (as the Trainer's constructor does);
@@ -36,18 +36,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
-import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from seqeval.metrics import f1_score, precision_score, recall_score  # noqa: E402
-from torch.utils.data import DataLoader  # noqa: E402
-from transformers import AutoModelForTokenClassification, AutoTokenizer, get_linear_schedule_with_warmup  # noqa: E402
-from transformers.trainer_pt_utils import LengthGroupedSampler  # noqa: E402
+from transformers import AutoModelForTokenClassification, AutoTokenizer  # noqa: E402
+from hf_recipe import seed_all, train_like_the_trainer  # noqa: E402 - bench/ is the script's own folder
 
 
 def read_conll(path: Path) -> list[tuple[list[str], list[str]]]:
@@ -87,10 +83,6 @@ def collate(items: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
     mask = torch.tensor([[1] * len(x["input_ids"]) + [0] * (length - len(x["input_ids"])) for x in items])
     return {"input_ids": padded("input_ids", pad_id), "token_type_ids": padded("token_type_ids", 0),
             "attention_mask": mask, "labels": padded("labels", -100)}
-
-
-def seed_all(seed: int) -> None:
-    random.seed(seed), np.random.seed(seed), torch.manual_seed(seed)
 
 
 def tag_order(tags: set[str]) -> list[str]:
@@ -133,33 +125,9 @@ def main() -> dict:
         model.classifier.reset_parameters()
     train_items = encode(tokenizer, train, label_ids, args.max_length)
 
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=args.lr)
-    steps = -(-len(train_items) // args.batch_size) * args.epochs
-    scheduler = get_linear_schedule_with_warmup(optimizer, int(args.warmup_ratio * steps), steps)
-    lengths = [len(x["input_ids"]) for x in train_items]
-    # seeded again once the model is built, as the Trainer's constructor (set_seed) and ptmlab's
-    # StageRun do: the dropout draws start at the seed, whatever the model's construction drew
-    seed_all(args.seed)
-    started = time.perf_counter()
-    model.train()
-    for epoch in range(args.epochs):
-        # the Trainer's group_by_length order, its permutation from a generator of its own
-        # (seed + epoch), so the dropout draws do not move it
-        sampler = LengthGroupedSampler(args.batch_size, lengths=lengths,
-                                       generator=torch.Generator().manual_seed(args.seed + epoch))
-        loader = DataLoader(train_items, batch_size=args.batch_size, sampler=sampler,
-                            collate_fn=lambda items: collate(items, tokenizer.pad_token_id))
-        for batch in loader:
-            loss = model(**batch).loss
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
-    train_s = time.perf_counter() - started
+    steps, train_s = train_like_the_trainer(model, train_items, lambda items: collate(items, tokenizer.pad_token_id),
+                                            epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                                            weight_decay=args.weight_decay, warmup_ratio=args.warmup_ratio, seed=args.seed)
 
     model.eval()
     test_items = encode(tokenizer, test, {t: label_ids.get(t, 0) for _, ts in test for t in ts}, args.max_length)

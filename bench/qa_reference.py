@@ -11,7 +11,7 @@ threshold is set from a measurement of what the recipe reaches, not guessed.
     a long context split by the fast tokenizer's own overflow into windows of --max-length
     sub-words overlapping by --doc-stride, with offset mappings; training labels: the first gold
     answer's first and last sub-word, CLS twice when the answer is not wholly inside the window;
-  - training: start/end cross-entropy, their mean; AdamW (weight decay on matrices only, as the HF
+  - training (bench/hf_recipe.py): start/end cross-entropy, their mean; AdamW (weight decay on matrices only, as the HF
     Trainer), linear schedule with warm-up, gradient clipping at 1.0, length-grouped batches of
     windows (the Trainer's `group_by_length`: transformers' LengthGroupedSampler, its permutation
     from a generator seeded by seed + epoch), the seed set again once the model is built;
@@ -36,9 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import random
 import re
 import string
 import time
@@ -49,9 +47,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from torch.utils.data import DataLoader  # noqa: E402
-from transformers import AutoModelForQuestionAnswering, AutoTokenizer, get_linear_schedule_with_warmup  # noqa: E402
-from transformers.trainer_pt_utils import LengthGroupedSampler  # noqa: E402
+from transformers import AutoModelForQuestionAnswering, AutoTokenizer  # noqa: E402
+from hf_recipe import seed_all, train_like_the_trainer  # noqa: E402 - bench/ is the script's own folder
 
 
 def read_squad(path: Path, limit: int) -> list[dict]:
@@ -130,10 +127,6 @@ def collate(items: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
     return batch
 
 
-def seed_all(seed: int) -> None:
-    random.seed(seed), np.random.seed(seed), torch.manual_seed(seed)
-
-
 # -- utils_qa.postprocess_qa_predictions (SQuAD v1.1: no null answer) -------------------------
 def best_answers(questions: list[dict], features: list[dict], logits: list[np.ndarray], n_best: int,
                  max_answer_length: int) -> tuple[list[str], int]:
@@ -203,34 +196,10 @@ def main() -> dict:
         model.qa_outputs.reset_parameters()
     train_items = windows(tokenizer, train, args.max_length, args.doc_stride, labelled=True)
 
-    decay = [p for p in model.parameters() if p.ndim >= 2]
-    no_decay = [p for p in model.parameters() if p.ndim < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=args.lr,
-                                  betas=(0.9, 0.999), eps=1e-8)
-    steps = -(-len(train_items) // args.batch_size) * args.epochs
-    scheduler = get_linear_schedule_with_warmup(optimizer, math.ceil(args.warmup_ratio * steps), max(steps, 1))
-    lengths = [len(x["input_ids"]) for x in train_items]
-    # seeded again once the model is built, as the Trainer's constructor (set_seed) and ptmlab's
-    # StageRun do: the dropout draws start at the seed, whatever the model's construction drew
-    seed_all(args.seed)
     started = time.perf_counter()
-    model.train()
-    for epoch in range(args.epochs):
-        # the Trainer's group_by_length order (transformers' LengthGroupedSampler), its permutation
-        # from a generator of its own (seed + epoch), so the dropout draws do not move it
-        sampler = LengthGroupedSampler(args.batch_size, lengths=lengths,
-                                       generator=torch.Generator().manual_seed(args.seed + epoch))
-        loader = DataLoader(train_items, batch_size=args.batch_size, sampler=sampler,
-                            collate_fn=lambda items: collate(items, tokenizer.pad_token_id))
-        for batch in loader:
-            loss = model(**batch).loss
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
-    train_s = time.perf_counter() - started
+    steps, train_s = train_like_the_trainer(model, train_items, lambda items: collate(items, tokenizer.pad_token_id),
+                                            epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                                            weight_decay=args.weight_decay, warmup_ratio=args.warmup_ratio, seed=args.seed)
 
     model.eval()
     features = windows(tokenizer, evaluation, args.max_length, args.doc_stride, labelled=False)

@@ -34,6 +34,7 @@ import subprocess
 import sys
 
 import pytest
+from hf_trainer_recipe import TRAINER_RECIPE
 
 TRAIN_QUESTIONS, EVAL_QUESTIONS = 1000, 400
 EPOCHS, BATCH, LR, MAX_LENGTH, DOC_STRIDE, SEED = 1, 8, 2e-4, 256, 64, 42
@@ -48,10 +49,7 @@ def recipe() -> list[str]:
             f"task.max_eval_samples={EVAL_QUESTIONS}", f"task.max_length={MAX_LENGTH}",
             f"task.doc_stride={DOC_STRIDE}", "stage.head_dropout=0.0", f"stage.epochs={EPOCHS}",
             f"stage.val_every_n_epochs={EPOCHS}", f"stage.batch_size={BATCH}", "stage.eval_batch_size=64",
-            f"stage.lr={LR}", "stage.group_by_length=true", "optimizer.betas=[0.9,0.999]", "optimizer.eps=1e-8",
-            "optimizer.weight_decay=0.01", "scheduler=linear_warmup", "scheduler.warmup_ratio=0.1",
-            "trainer.gradient_clip_val=1.0", "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0",
-            f"seed={SEED}"]
+            f"stage.lr={LR}", *TRAINER_RECIPE, f"seed={SEED}"]
 
 
 @pytest.mark.slow

@@ -30,6 +30,7 @@ import subprocess
 import sys
 
 import pytest
+from hf_trainer_recipe import TRAINER_RECIPE
 
 EPOCHS, BATCH, LR, MAX_LENGTH, SEED = 1, 16, 5e-5, 64, 42
 REFERENCE_F1 = 0.299  # bench/ner_reference.py --epochs 1 --head-init torch (the settings above): 0.2991
@@ -42,10 +43,7 @@ def recipe(data_dir) -> list[str]:
     return ["stage=finetune", "model=minilm", "task=ner/wnut17", f"task.data.dev={wnut / 'emerging.test.annotated'}",
             "task.data.test=null", f"task.max_length={MAX_LENGTH}", f"stage.epochs={EPOCHS}",
             f"stage.val_every_n_epochs={EPOCHS}", f"stage.batch_size={BATCH}", f"stage.lr={LR}",
-            "stage.group_by_length=true", "optimizer.betas=[0.9,0.999]", "optimizer.eps=1e-8",
-            "optimizer.weight_decay=0.01", "scheduler=linear_warmup", "scheduler.warmup_ratio=0.1",
-            "trainer.gradient_clip_val=1.0", "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0",
-            f"seed={SEED}"]
+            *TRAINER_RECIPE, f"seed={SEED}"]
 
 
 @pytest.mark.slow
