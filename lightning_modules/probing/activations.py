@@ -333,8 +333,10 @@ def extract(backbone, tokenizer, sentences: list[list[str]], *, cache_dir: str |
         missing = [i for i, path in enumerate(shard_files) if not path.exists()]
         output = WordStateRows(shard_rows[-1], max(b - a for a, b in zip(shard_rows, shard_rows[1:])))
         # Two threads beside the forward passes: one tokenises and aligns shard i+1 while shard i
-        # runs, one writes shard i-1 (safetensors serialises without the GIL). Shards still land in
-        # order, each whole; every word's state goes straight into its row of the output.
+        # runs (the tokenizer releases the GIL), one writes shard i-1. safetensors 0.8's save_file
+        # holds the GIL through its disk write, which stalls the forward thread briefly; writing its
+        # bytes from Python instead measured slower. Shards still land in order, each whole; every
+        # word's state goes straight into its row of the output.
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="shard-preparer") as preparer, \
                 ThreadPoolExecutor(max_workers=1, thread_name_prefix="shard-writer") as writer:
             def prepare(shard: int) -> Future:
