@@ -12,13 +12,15 @@
 # On a machine without a CUDA device it runs what means something there (the CPU overhead
 # benchmarks, and gpu_throughput.py --cpu-smoke to check that script still runs) and says which
 # GPU parts it skipped. PYTHON (default .venv/bin/python), PTMLAB_DATA_DIR (default ../shared/data),
-# STEPS and ROUNDS (overhead benchmarks) can be set in the environment.
+# STEPS and ROUNDS (overhead benchmarks), THROUGHPUT_STEPS (gpu_throughput.py's timed steps) and
+# CPU_TOO=0 (on a GPU machine, skip the CPU overhead runs) can be set in the environment.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
 OUT=${1:-bench/results/gpu-$(date -u +%Y%m%dT%H%M%SZ)}
 STEPS=${STEPS:-30}
 ROUNDS=${ROUNDS:-3}
+THROUGHPUT_STEPS=${THROUGHPUT_STEPS:-60}
 export PTMLAB_DATA_DIR=${PTMLAB_DATA_DIR:-../shared/data}
 export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} HF_DATASETS_OFFLINE=${HF_DATASETS_OFFLINE:-1}
 mkdir -p "$OUT"
@@ -45,10 +47,11 @@ run() {  # name, log file, command...
 }
 
 if [ -n "$GPU_NAME" ]; then
-  run gpu_throughput "$OUT/gpu_throughput.log" "$PY" bench/gpu_throughput.py \
+  run gpu_throughput "$OUT/gpu_throughput.log" "$PY" bench/gpu_throughput.py --steps "$THROUGHPUT_STEPS" \
       --json "$OUT/gpu_throughput.json" --markdown "$OUT/gpu_throughput.md"
   [ -f "$OUT/gpu_throughput.md" ] && cat "$OUT/gpu_throughput.md" >> "$MD"
-  DEVICES="gpu cpu"
+  DEVICES="gpu"
+  [ "${CPU_TOO:-1}" = 0 ] || DEVICES="gpu cpu"
 else
   echo "no CUDA device: skipping gpu_throughput.py (BERT-base / GPT-2 small) and the --device gpu overhead runs"
   echo "No CUDA device: **skipped** gpu_throughput.py and the GPU overhead runs; ran the CPU parts only." >> "$MD"
