@@ -36,8 +36,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-# Private, and kept: Lightning has no public form of the prefixing its own loggers apply.
-from lightning.fabric.utilities.logger import _add_prefix
 from lightning.pytorch.loggers import MLFlowLogger
 from lightning.pytorch.utilities import rank_zero_only
 
@@ -147,7 +145,9 @@ class BufferedMLFlowLogger(MLFlowLogger):
             raise self._send_error
         timestamp_ms = int(time.time() * 1000)  # when measured, not when sent
         batch = []
-        for key, value in _add_prefix(metrics, self._prefix, self.LOGGER_JOIN_CHAR).items():
+        prefix = f"{self._prefix}{self.LOGGER_JOIN_CHAR}" if self._prefix else ""  # as MLFlowLogger's prefix
+        for key, value in metrics.items():
+            key = prefix + key
             if isinstance(value, str):
                 continue
             key = re.sub("[^a-zA-Z0-9_/. -]+", "", key)  # MLflow's allowed characters, as MLFlowLogger
