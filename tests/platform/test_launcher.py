@@ -89,6 +89,21 @@ def test_model_objective_grid_becomes_one_sweep(tmp_path, db_url):
         assert sweep.spec["overrides"] == ["model=bert_tiny,gpt_tiny", "objective=mlm,clm", "seed=1,2"]
 
 
+def test_the_sweeper_keeps_hydras_grammar_and_order():
+    """The cross product of Hydra's basic sweeper, built on its public override parser: values in the
+    order given, ranges expanded, a repeated key's last value kept, an interval refused by name."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+    from hydra_plugins.ptmlab_launcher.ptmlab_sweeper import cross_product
+
+    parse = OverridesParser.create().parse_overrides
+    assert cross_product(parse(["a=1,2", "b=x", "c=range(0,2)", "b=y"])) == [
+        ["a=1", "b=y", "c=0"], ["a=1", "b=y", "c=1"], ["a=2", "b=y", "c=0"], ["a=2", "b=y", "c=1"]]
+    assert cross_product(parse([])) == [[]]  # no override: one job
+    with pytest.raises(HydraException, match="does not support sweep type: INTERVAL"):
+        cross_product(parse(["lr=interval(0.1,1.0)"]))
+
+
 def test_default_sweeper_composes_each_distinct_config_once(tmp_path):
     """hydra/sweeper=ptmlab is the default (conf/config.yaml): no override needed."""
     from hydra_plugins.ptmlab_launcher.ptmlab_sweeper import distinct_by_config
