@@ -323,12 +323,9 @@ def test_cache_command_lists_and_prunes(tmp_path, capsys):
     assert (cache / "activations" / first.key).exists()
 
 
-@pytest.mark.parametrize("alignment", ["first", "last", "mean"])
-def test_word_states_are_the_chosen_subwords_of_each_sentence_run_alone(tmp_path, alignment):
-    """Extraction batches, pads and gathers; a word's state must still be its first, last or mean
-    subword's state from a forward pass over its sentence alone, in sentence order, every layer."""
+def tiny_encoder_and_sentences(tmp_path):
+    """A 2-layer ptmlab encoder, a 12-piece WordPiece vocabulary, and sentences with split words."""
     from lightning_modules.models.transformer import TransformerEncoder
-    from lightning_modules.probing.activations import extract
     from transformers import BertTokenizerFast
 
     vocab = tmp_path / "vocab.txt"
@@ -338,6 +335,41 @@ def test_word_states_are_the_chosen_subwords_of_each_sentence_run_alone(tmp_path
     torch.manual_seed(0)
     backbone = TransformerEncoder(vocab_size=12, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=32).eval()
     sentences = [["the", "cats", "sat"], ["dogs"], ["the", "catty", "dogs", "run", "runs"], ["sat", "the", "cat"]]
+    return backbone, tokenizer, sentences
+
+
+def test_side_work_runs_inline_where_torch_takes_every_core(tmp_path, monkeypatch):
+    """Tokenising and writing shards go to threads only where torch leaves a core free; inline, the
+    activations and shard files are the same bits, and a failed write still surfaces at its wait."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from lightning_modules.probing import activations
+
+    backbone, tokenizer, sentences = tiny_encoder_and_sentences(tmp_path)
+    monkeypatch.setattr(activations.torch, "get_num_threads", lambda: 1)
+    with activations.side_executor("t") as executor:
+        assert isinstance(executor, ThreadPoolExecutor) or len(os.sched_getaffinity(0)) == 1
+    threaded = activations.extract(backbone, tokenizer, sentences, cache_dir=tmp_path / "a", batch_size=3,
+                                   shard_sentences=3)
+    monkeypatch.setattr(activations.torch, "get_num_threads", lambda: len(os.sched_getaffinity(0)))
+    assert isinstance(activations.side_executor("t"), activations.InlineExecutor)
+    inline = activations.extract(backbone, tokenizer, sentences, cache_dir=tmp_path / "b", batch_size=3,
+                                 shard_sentences=3)
+    assert inline.key == threaded.key and torch.equal(inline.states, threaded.states)
+    for shard in sorted((tmp_path / "a" / "activations" / threaded.key).glob("shard_*")):
+        assert shard.read_bytes() == (tmp_path / "b" / "activations" / inline.key / shard.name).read_bytes()
+    failed = activations.InlineExecutor().submit(lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        failed.result()
+
+
+@pytest.mark.parametrize("alignment", ["first", "last", "mean"])
+def test_word_states_are_the_chosen_subwords_of_each_sentence_run_alone(tmp_path, alignment):
+    """Extraction batches, pads and gathers; a word's state must still be its first, last or mean
+    subword's state from a forward pass over its sentence alone, in sentence order, every layer."""
+    from lightning_modules.probing.activations import extract
+
+    backbone, tokenizer, sentences = tiny_encoder_and_sentences(tmp_path)
     acts = extract(backbone, tokenizer, sentences, cache_dir=tmp_path / "cache", alignment=alignment, batch_size=3,
                    shard_sentences=3)
     expected = []
