@@ -14,7 +14,7 @@ Scores, as in the paper:
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -58,6 +58,14 @@ class TreeData:
     depths: list[torch.Tensor]      # n gold depths
     punct: list[list[bool]]
     heads: list[list[int]]
+    # sentence -> its gold distances' centred row ranks: every layer of every model is scored
+    # against the same gold ranks, so each sentence's are computed once
+    gold_row_ranks: dict[int, np.ndarray] = field(default_factory=dict)
+
+    def centred_gold_ranks(self, i: int) -> np.ndarray:
+        if i not in self.gold_row_ranks:
+            self.gold_row_ranks[i] = _centred_row_ranks(self.distances[i].numpy())
+        return self.gold_row_ranks[i]
 
 
 def tree_data(sentences: list[ConlluSentence]) -> TreeData:
@@ -164,18 +172,25 @@ def _spearman(a: np.ndarray, b: np.ndarray) -> float | None:
     return float(spearmanr(a, b).correlation)
 
 
-def _row_spearmans(pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
-    """Per word (row), Spearman between its predicted and gold distances to every other word."""
+def _centred_row_ranks(dist: np.ndarray) -> np.ndarray:
+    """n × (n−1): each word's ranks of its distances to every other word, minus their mean."""
     from scipy.stats import rankdata
 
+    n = len(dist)
+    off = ~np.eye(n, dtype=bool)
+    ranks = rankdata(dist[off].reshape(n, n - 1), axis=1)
+    ranks -= ranks.mean(1, keepdims=True)
+    return ranks
+
+
+def _row_spearmans(pred: np.ndarray, gold: np.ndarray, gold_ranks: np.ndarray | None = None) -> np.ndarray:
+    """Per word (row), Spearman between its predicted and gold distances to every other word
+    (`gold_ranks`: the gold's `_centred_row_ranks`, where already known)."""
     n = len(pred)
     if n < 3:
         return np.zeros(0)
-    off = ~np.eye(n, dtype=bool)
-    rp = rankdata(pred[off].reshape(n, n - 1), axis=1)
-    rg = rankdata(gold[off].reshape(n, n - 1), axis=1)
-    rp -= rp.mean(1, keepdims=True)
-    rg -= rg.mean(1, keepdims=True)
+    rp = _centred_row_ranks(pred)
+    rg = _centred_row_ranks(gold) if gold_ranks is None else gold_ranks
     den = np.sqrt((rp ** 2).sum(1) * (rg ** 2).sum(1))
     valid = den > 0
     return (rp * rg).sum(1)[valid] / den[valid]
@@ -207,7 +222,7 @@ def score_probe(kind: str, probe: DistanceProbe, acts: Activations, data: TreeDa
                                   for j in keep if data.heads[i][j] > 0 and not data.punct[i][data.heads[i][j] - 1]}
                     correct += len(predicted & gold_edges)
                     total += len(gold_edges)
-                rows = _row_spearmans(pred, gold)
+                rows = _row_spearmans(pred, gold, data.centred_gold_ranks(i) if n >= 3 else None)
                 if len(rows):
                     per_length[n].append(float(rows.mean()))
             else:

@@ -64,10 +64,17 @@ class ProbePlan:
     lama: cloze_probe.LamaData | None = None
     mlm: cloze_probe.MaskedLM | None = None
     extraction: dict = field(default_factory=dict)
+    # "train"/"eval" -> gold trees, built once for every model (their gold Spearman ranks too)
+    trees: dict[str, structural_probe.TreeData] = field(default_factory=dict)
 
     @property
     def families(self) -> set[str]:
         return {FAMILY_OF[t] for t in self.tasks}
+
+    def tree_data(self, split: str) -> structural_probe.TreeData:
+        if split not in self.trees:
+            self.trees[split] = structural_probe.tree_data((self.train if split == "train" else self.eval).sentences)
+        return self.trees[split]
 
 
 def resolve_probe_backbone(cfg: DictConfig) -> ResolvedBackbone:
@@ -239,8 +246,8 @@ def run_model(plan: ProbePlan, model: ProbeModel, cfg: DictConfig, run: StageRun
         elif family == "structural":
             with one_thread():
                 results[task] = structural_probe.run_structural_task(
-                    task, train_acts, eval_acts, structural_probe.tree_data(plan.train.sentences),
-                    structural_probe.tree_data(plan.eval.sentences), plan.layers, int(stage.structural.rank),
+                    task, train_acts, eval_acts, plan.tree_data("train"), plan.tree_data("eval"), plan.layers,
+                    int(stage.structural.rank),
                     FitSettings.from_cfg(stage.structural, seed))
         elif family == "sentence":
             results[task] = sentence_probe.run_sentence_task(

@@ -2,8 +2,10 @@
 (finetune MiniLM on SST-2 → distill a 3-layer student → probe the teacher and the student), its
 probe results printed by `ptmlab results probing` and drawn by the dashboard's probing page in a
 real browser (Chromium through Playwright): the teacher's and the student's curves overlaid.
-Shrunk to keep the suite short: 300 SST-2 rows, 200 training / 100 dev sentences for the probes,
-no random-init baseline (tests/lightning_modules/test_probing_minilm.py checks those)."""
+Shrunk to keep the suite short: 300 SST-2 training rows, 200 dev rows, a one-epoch student,
+200 training / 100 dev sentences for the probes, one epoch for the distance probes (this page checks
+their curves, not their scores), no random-init baseline (tests/lightning_modules/test_probing_minilm.py
+checks those)."""
 
 from __future__ import annotations
 
@@ -19,10 +21,11 @@ from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, require_chr
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(1800)]
 
-QUICK = ["task.max_train_samples=300"]
+QUICK = ["task.max_train_samples=300", "task.max_eval_samples=200"]
 QUICK_PROBE = ["probe.data.max_train_sentences=200", "probe.data.max_eval_sentences=100", "stage.token.epochs=3",
-               "stage.structural.epochs=3", "stage.random_init_baseline=false"]
-QUICK_MEASURE = ["stage.measure.repeats=2", "stage.measure.warmup=1", "stage.measure.threads=[0]"]
+               "stage.structural.epochs=1", "stage.random_init_baseline=false"]
+QUICK_COMPRESS = ["compression.epochs=1", "stage.measure.repeats=2", "stage.measure.warmup=1",
+                  "stage.measure.threads=[0]"]
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +44,7 @@ def finished_pipeline(data_dir, tmp_path_factory):
         if job["stage"] == "probe":
             job["overrides"] = [*job["overrides"], *QUICK_PROBE]
         if job["stage"] == "compress":
-            job["overrides"] = [*job["overrides"], *QUICK_MEASURE]
+            job["overrides"] = [*job["overrides"], *QUICK_COMPRESS]
     with get_sessionmaker(url)() as s:
         pipeline, jobs = queue.submit_pipeline(s, spec, overrides=QUICK)
         ids = {j.name: j.id for j in jobs}

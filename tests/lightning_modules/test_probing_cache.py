@@ -1,6 +1,8 @@
 """The activation cache survives a kill: a real `python -m ptmlab.run stage=probe` is killed with
 SIGKILL after some shards are written; the same job run again extracts only the missing shards,
-and every shard equals the one an uninterrupted extraction writes (bit for bit)."""
+and every shard equals the one an uninterrupted extraction writes (bit for bit). The resumed job
+and the uninterrupted reference run in this process (on one thread, as the killed one did): the
+kill needs a process of its own, two more `python -m ptmlab.run` only paid their imports again."""
 
 from __future__ import annotations
 
@@ -31,13 +33,22 @@ def environment(home: Path) -> dict:
     return {**os.environ, "PTMLAB_HOME": str(home), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
+def run_in_process(run_dir: Path, cache_dir: Path) -> dict:
+    from lightning_modules.probing.fit import one_thread
+    from lightning_modules.stages.probe import run_probe
+    from ptmlab.config import compose_config
+
+    with one_thread():  # the subprocesses' OMP_NUM_THREADS=1: the same reduction order
+        return run_probe(compose_config([*OVERRIDES, f"paths.cache_dir={cache_dir}", f"+run_dir={run_dir}"]))
+
+
 def shards(cache_dir: Path) -> dict[str, list[Path]]:
     root = cache_dir / "activations"
     return {d.name: sorted(d.glob("shard_*.safetensors")) for d in root.iterdir()} if root.is_dir() else {}
 
 
-def test_a_killed_extraction_resumes_and_gives_identical_activations(tmp_path, data_dir):
-    home, cache = tmp_path / "home", tmp_path / "cache"
+def test_a_killed_extraction_resumes_and_gives_identical_activations(tmp_path, data_dir, ptmlab_home):
+    home, cache = ptmlab_home, tmp_path / "cache"
     proc = subprocess.Popen(command(tmp_path / "killed", cache), env=environment(home),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.time() + 300
@@ -58,12 +69,8 @@ def test_a_killed_extraction_resumes_and_gives_identical_activations(tmp_path, d
     assert not manifest["complete"] and 3 <= len(before) < 30  # 240 sentences / 8 per shard
     written_before = {p.name: p.stat().st_mtime_ns for p in before}
 
-    resumed = subprocess.run(command(tmp_path / "resumed", cache), env=environment(home), capture_output=True,
-                             text=True, timeout=900)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    reference = subprocess.run(command(tmp_path / "reference", tmp_path / "reference_cache"), env=environment(home),
-                               capture_output=True, text=True, timeout=900)
-    assert reference.returncode == 0, reference.stderr[-3000:]
+    resumed_summary = run_in_process(tmp_path / "resumed", cache)
+    reference_summary = run_in_process(tmp_path / "reference", tmp_path / "reference_cache")
 
     after, full = shards(cache), shards(tmp_path / "reference_cache")
     assert set(after) == set(full)  # same keys: model hash + data hash + alignment
@@ -77,8 +84,6 @@ def test_a_killed_extraction_resumes_and_gives_identical_activations(tmp_path, d
         for mine, theirs in zip(after[entry], full[entry], strict=True):
             a, b = load_file(str(mine)), load_file(str(theirs))
             assert a["lengths"].equal(b["lengths"]) and a["states"].equal(b["states"]), (entry, mine.name)
-    resumed_summary = json.loads((tmp_path / "resumed" / "summary.json").read_text())
-    reference_summary = json.loads((tmp_path / "reference" / "summary.json").read_text())
     passes = resumed_summary["extraction"]["minilm"]["forward_passes"]
     assert 0 < passes < reference_summary["extraction"]["minilm"]["forward_passes"]  # only the missing shards
     assert resumed_summary["tasks"][0]["layers"] == reference_summary["tasks"][0]["layers"]
