@@ -389,21 +389,17 @@ def test_bad_generation_configs_fail_at_compose_time(files, extra, message):
 def test_bad_input_is_one_line_in_the_preflight(files, module_ptmlab_home, tmp_path, monkeypatch):
     """What ptmlab.run calls before the training stack (`stage.preflight`: the files are read there),
     in process; exit 2 through the entry point is the finetune stage's one run (stage_preflight.py)."""
-    from stage_preflight import preflight_error_line
-
-    from ptmlab.config import compose_config
+    from stage_preflight import error_line_before_work
 
     (tmp_path / "short.tgt").write_text("red\n")
-    cfg = compose_config(overrides(files, [f"task.data.train.target={tmp_path / 'short.tgt'}"]))
-    line = preflight_error_line(cfg, monkeypatch)
+    line = error_line_before_work(overrides(files, [f"task.data.train.target={tmp_path / 'short.tgt'}"]), monkeypatch)
     assert line.startswith("error[data_error]") and f"{tmp_path / 'short.tgt'}: 1 lines but the source" in line, line
 
 
 def test_a_beam_wider_than_the_vocabulary_is_refused_by_the_preflight(files, module_ptmlab_home, monkeypatch):
     """The preflight reads the tokenizer the backbone will be built with."""
-    from stage_preflight import preflight_error_line
+    from stage_preflight import error_line_before_work
 
-    from ptmlab.config import compose_config
-
-    cfg = compose_config(overrides(files, ["task.generation.strategy=beam", "task.generation.num_beams=500"]))
-    assert "task.generation.num_beams=500 is larger than the vocabulary" in preflight_error_line(cfg, monkeypatch)
+    line = error_line_before_work(overrides(files, ["task.generation.strategy=beam", "task.generation.num_beams=500"]),
+                                  monkeypatch)
+    assert "task.generation.num_beams=500 is larger than the vocabulary" in line

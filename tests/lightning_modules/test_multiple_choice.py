@@ -329,14 +329,12 @@ def test_saved_task_models_reload_in_a_fresh_process_with_identical_scores(runs,
 def test_a_row_with_one_choice_is_one_line_in_the_preflight(files, module_ptmlab_home, tmp_path, monkeypatch):
     """In process, through what ptmlab.run calls before the training stack (`stage.preflight`); exit 2
     through the entry point is the finetune stage's one run (stage_preflight.py)."""
-    from stage_preflight import preflight_error_line
-
-    from ptmlab.config import compose_config
+    from stage_preflight import error_line_before_work
 
     rows = synthetic_rows(6, 3)
     rows[4]["choices"] = rows[4]["choices"][:1]
     bad = write_jsonl(tmp_path / "one_choice.jsonl", rows)
-    line = preflight_error_line(compose_config([*run_overrides(files, "full"), f"task.data.dev={bad}"]), monkeypatch)
+    line = error_line_before_work([*run_overrides(files, "full"), f"task.data.dev={bad}"], monkeypatch)
     assert line.startswith("error[data_error]"), line
     assert "one_choice.jsonl: line 5: 1 choice(s); a multiple-choice row needs at least 2" in line
 

@@ -365,16 +365,13 @@ def test_saved_task_models_reload_in_a_fresh_process_with_the_same_answers(runs,
 def test_a_bad_answer_is_one_line_in_the_preflight(files, module_ptmlab_home, tmp_path, monkeypatch):
     """In process, through what ptmlab.run calls before the training stack (`stage.preflight`); exit 2
     through the entry point is the finetune stage's one run (stage_preflight.py)."""
-    from stage_preflight import preflight_error_line
-
-    from ptmlab.config import compose_config
+    from stage_preflight import error_line_before_work
 
     doc = json.loads((files / "dev.json").read_text())
     qa = doc["data"][0]["paragraphs"][2]["qas"][0]
     qa["answers"][0]["answer_start"] += 2
     (tmp_path / "shifted.json").write_text(json.dumps(doc))
-    line = preflight_error_line(compose_config(overrides(files, [f"task.data.dev={tmp_path / 'shifted.json'}"])),
-                                monkeypatch)
+    line = error_line_before_work(overrides(files, [f"task.data.dev={tmp_path / 'shifted.json'}"]), monkeypatch)
     assert line.startswith("error[data_error]"), line
     assert f"shifted.json: question {qa['id']}: answer" in line and "does not match the context" in line
 

@@ -265,13 +265,11 @@ def test_multirc_through_the_stage_scores_questions_from_its_predictions(runs):
 def test_a_bad_label_is_one_line_in_the_preflight(module_ptmlab_home, corpus, tmp_path, monkeypatch):
     """In process, through what ptmlab.run calls before the training stack (`stage.preflight`); exit 2
     through the entry point is the finetune stage's one run (stage_preflight.py)."""
-    from stage_preflight import preflight_error_line
-
-    from ptmlab.config import compose_config
+    from stage_preflight import error_line_before_work
 
     bad = _write(tmp_path / "cb.jsonl", [{"premise": "p", "hypothesis": "h", "label": "neutral"},
                                          {"premise": "p", "hypothesis": "h", "label": "unsure"}])
-    line = preflight_error_line(compose_config(tiny(corpus, "task=superglue/cb", f"task.data.dev={bad}")), monkeypatch)
+    line = error_line_before_work(tiny(corpus, "task=superglue/cb", f"task.data.dev={bad}"), monkeypatch)
     assert line == (f"error[data_error]: {bad}: line 2: label 'unsure' is not in the label set of task cb "
                     f"(task.labels: entailment, contradiction, neutral)")
 
