@@ -1,6 +1,6 @@
 """stage=pretrain end to end through the real entry point (`python -m ptmlab.run`): MLflow run
-with metrics, params and provenance, summary.json, export, resume, and bad input that fails
-before any work with one line and leaves earlier runs intact."""
+with metrics, params and provenance, summary.json, export; resume (in process, into the same
+MLflow run); and bad input that fails before any work with one line and leaves earlier runs intact."""
 
 from __future__ import annotations
 
