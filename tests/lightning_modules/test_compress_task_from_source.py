@@ -8,11 +8,8 @@ message says to give `task=`."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -49,12 +46,6 @@ def source(home, data_dir, tmp_path_factory):
     return run_dir
 
 
-def entry_point(home: Path, run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PTMLAB_HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", "ptmlab.run", "stage=compress", *QUICK, *overrides,
-                           f"hydra.run.dir={run_dir}"], env=env, capture_output=True, text=True, timeout=300)
-
-
 def test_the_manifest_records_the_task_config(source):
     manifest = json.loads((source / "export" / "task_model" / "task_model.json").read_text())
     node = manifest["task_configs"]["sst2"]
@@ -62,10 +53,14 @@ def test_the_manifest_records_the_task_config(source):
     assert node["data"]["data_dir"] == "${paths.data_dir}/glue"  # unresolved: follows the machine that loads it
 
 
-def test_compress_without_task_through_the_entry_point(home, source, tmp_path):
+def test_compress_without_task_runs_and_records_the_task(home, source, tmp_path):
+    """In process, as ptmlab.run composes and calls the stage (its exit statuses: test_compression.py)."""
+    from lightning_modules.stages.compress import run_compress
+    from ptmlab.config import compose_config
+
     run_dir = tmp_path / "quantized"
-    proc = entry_point(home, run_dir, "compression=quantize_dynamic", f"source={source}")
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_compress(compose_config(["stage=compress", *QUICK, "compression=quantize_dynamic", f"source={source}",
+                                 f"+run_dir={run_dir}"]))
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["task"] == "sst2" and summary["main_metric"] == "accuracy" and summary["score"] is not None
     # the stored config says which task ran, with the source's subset (what the head was trained on)

@@ -5,8 +5,6 @@ library on the same model, keeps attention masks right, and refuses bad settings
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -329,7 +327,8 @@ def finetune_overrides(tmp_path, overrides: list[str]) -> list[str]:
 def test_bad_settings_are_refused_before_training(case, data_dir, module_ptmlab_home, tmp_path, monkeypatch):
     """In process, where ptmlab.run meets them: the prompt length at compose time; LoRA's in the
     preflight (the layers of the backbone built on the meta device) and again in build_finetune,
-    which checks the built model (a referenced backbone's layers are known only once it loads)."""
+    which checks the built model (a referenced backbone's layers are known only once it loads).
+    Exit 2 and one line through the entry point: the finetune stage's one run (stage_preflight.py)."""
     from lightning_modules.adaptation.read_ahead import task_data_and_adaptation
     from lightning_modules.data import corpus_tokenizer
     from lightning_modules.stages.finetune import build_finetune
@@ -339,23 +338,10 @@ def test_bad_settings_are_refused_before_training(case, data_dir, module_ptmlab_
     monkeypatch.setattr(spec, "_READ_AHEAD", {})  # the preflight's reads, taken by build_finetune below
     monkeypatch.setattr(corpus_tokenizer, "_READ_AHEAD", {})
     overrides, message = BAD_SETTINGS[case]
-    with pytest.raises(ConfigError, match=re.escape(message)):
+    with pytest.raises(ConfigError, match=re.escape(message)) as raised:
         cfg = compose_config(finetune_overrides(tmp_path, overrides))
         task_data_and_adaptation(cfg)
+    assert "\n" not in str(raised.value)  # the one line ptmlab.run prints
     if case.startswith("lora"):
         with pytest.raises(ConfigError, match=re.escape(message)):
             build_finetune(cfg)
-
-
-def test_a_bad_setting_exits_2_with_one_line_before_training(data_dir, module_ptmlab_home, tmp_path):
-    """The entry point once (each `python -m ptmlab.run` costs its imports): exit 2, one line, no run."""
-    import os
-
-    env = {**os.environ, "PTMLAB_HOME": str(module_ptmlab_home)}
-    overrides, message = BAD_SETTINGS["lora-rank"]
-    cmd = [sys.executable, "-m", "ptmlab.run", *finetune_overrides(tmp_path, overrides), f"hydra.run.dir={tmp_path / 'run'}"]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
-    assert message in lines[-1], proc.stderr[-2000:]
-    assert not (tmp_path / "run" / "summary.json").exists()

@@ -4,7 +4,7 @@ logits as the task model, T5 and BART), the metrics against sacreBLEU and rouge-
 a run's stored predictions, a tiny ptmlab T5 fine-tuned on a synthetic transduction (reverse a
 short symbol sequence, made here) scored on held-out items with greedy and beam decoding, the
 task-model round trip (the same generations in a fresh process), and bad input (one line naming
-file/row/key, exit 2, nothing trained)."""
+file/row/key before anything trains)."""
 
 from __future__ import annotations
 
@@ -386,33 +386,20 @@ def test_bad_generation_configs_fail_at_compose_time(files, extra, message):
         compose_config(overrides(files, extra))
 
 
-def test_bad_input_through_the_entry_point_is_one_line_and_exit_2(files, module_ptmlab_home, tmp_path):
-    """Once through `python -m ptmlab.run` (each costs its imports): the finetune preflight reads the
-    files before the training stack loads."""
+def test_bad_input_is_one_line_in_the_preflight(files, module_ptmlab_home, tmp_path, monkeypatch):
+    """What ptmlab.run calls before the training stack (`stage.preflight`: the files are read there),
+    in process; exit 2 through the entry point is the finetune stage's one run (stage_preflight.py)."""
+    from stage_preflight import error_line_before_work
+
     (tmp_path / "short.tgt").write_text("red\n")
-    env = {**os.environ, "PTMLAB_HOME": str(module_ptmlab_home)}
-    run_dir = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "ptmlab.run", *overrides(files, [f"task.data.train.target={tmp_path / 'short.tgt'}"]),
-                           f"hydra.run.dir={run_dir}"], env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error[")]
-    named = f"{tmp_path / 'short.tgt'}: 1 lines but the source"
-    assert len(errors) == 1 and errors[0].startswith("error[data_error]") and named in errors[0], errors
-    assert not (run_dir / "summary.json").exists() and not (run_dir / "checkpoints").exists()
+    line = error_line_before_work(overrides(files, [f"task.data.train.target={tmp_path / 'short.tgt'}"]), monkeypatch)
+    assert line.startswith("error[data_error]") and f"{tmp_path / 'short.tgt'}: 1 lines but the source" in line, line
 
 
 def test_a_beam_wider_than_the_vocabulary_is_refused_by_the_preflight(files, module_ptmlab_home, monkeypatch):
-    """The preflight ptmlab.run calls before the training stack (in process: the entry point's one
-    line and exit 2 are the test above's) reads the tokenizer the backbone will be built with."""
-    from lightning_modules.data import corpus_tokenizer
-    from lightning_modules.tasks import spec
-    from lightning_modules.tasks.read_ahead import task_data
-    from ptmlab.config import compose_config
+    """The preflight reads the tokenizer the backbone will be built with."""
+    from stage_preflight import error_line_before_work
 
-    # what this preflight reads ahead is for a stage that does not run here
-    monkeypatch.setattr(spec, "_READ_AHEAD", {})
-    monkeypatch.setattr(corpus_tokenizer, "_READ_AHEAD", {})
-    cfg = compose_config(overrides(files, ["task.generation.strategy=beam", "task.generation.num_beams=500"]))
-    with pytest.raises(ConfigError, match="task.generation.num_beams=500 is larger than the vocabulary"):
-        task_data(cfg)
-
+    line = error_line_before_work(overrides(files, ["task.generation.strategy=beam", "task.generation.num_beams=500"]),
+                                  monkeypatch)
+    assert "task.generation.num_beams=500 is larger than the vocabulary" in line

@@ -1,6 +1,6 @@
 """Multiple choice (issue 23, item 3) with tiny models: the JSONL reader (choices as a list, as fields,
 SWAG's ending{i}, COPA's connectives, a seeded split of a validation set), bad rows (one line naming file
-and row, exit 2, nothing trained), a tiny GPT pre-trained here scored zero-shot exactly as the summed
+and row, before anything trains), a tiny GPT pre-trained here scored zero-shot exactly as the summed
 log-probabilities computed by hand from its logits (acc and acc_norm), an encoder that learns a synthetic
 set well above chance, the choice head under full, LoRA and BitFit, the decoder fine-tuned on its
 log-likelihoods, the task-model round trip in a fresh process (identical choice scores), COPA through
@@ -326,19 +326,17 @@ def test_saved_task_models_reload_in_a_fresh_process_with_identical_scores(runs,
         assert torch.equal(reloaded[name], run["scores"]), name
 
 
-def test_a_row_with_one_choice_through_the_entry_point_is_one_line_and_exit_2(files, module_ptmlab_home, tmp_path):
+def test_a_row_with_one_choice_is_one_line_in_the_preflight(files, module_ptmlab_home, tmp_path, monkeypatch):
+    """In process, through what ptmlab.run calls before the training stack (`stage.preflight`); exit 2
+    through the entry point is the finetune stage's one run (stage_preflight.py)."""
+    from stage_preflight import error_line_before_work
+
     rows = synthetic_rows(6, 3)
     rows[4]["choices"] = rows[4]["choices"][:1]
     bad = write_jsonl(tmp_path / "one_choice.jsonl", rows)
-    run_dir = tmp_path / "run"
-    env = {**os.environ, "PTMLAB_HOME": str(module_ptmlab_home)}
-    proc = subprocess.run([sys.executable, "-m", "ptmlab.run", *run_overrides(files, "full"), f"task.data.dev={bad}",
-                           f"hydra.run.dir={run_dir}"], env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error[")]
-    assert len(errors) == 1 and errors[0].startswith("error[data_error]"), errors
-    assert "one_choice.jsonl: line 5: 1 choice(s); a multiple-choice row needs at least 2" in errors[0]
-    assert not (run_dir / "summary.json").exists() and not (run_dir / "checkpoints").exists()
+    line = error_line_before_work([*run_overrides(files, "full"), f"task.data.dev={bad}"], monkeypatch)
+    assert line.startswith("error[data_error]"), line
+    assert "one_choice.jsonl: line 5: 1 choice(s); a multiple-choice row needs at least 2" in line
 
 
 @pytest.mark.parametrize("extra, message", [

@@ -185,9 +185,8 @@ BAD = {  # case -> (overrides on top of prompt_finetune on sst2, what the one li
 }
 
 
-@pytest.mark.parametrize("case", list(BAD))
-def test_bad_input_exits_2_with_one_line_before_training(home, mlm_run, tmp_path, case):
-    extra, expected = BAD[case]
+def bad_overrides(mlm_run: Path, tmp_path: Path, case: str) -> list[str]:
+    extra, _ = BAD[case]
     overrides = finetune_overrides(mlm_run, "prompt_finetune", *extra)
     if case == "regression":  # a tiny scored TSV (STS-B is not in the shared data)
         rows = "text\tlabel\n" + "".join(f"film number {i}\t{i / 10}\n" for i in range(10))
@@ -198,14 +197,34 @@ def test_bad_input_exits_2_with_one_line_before_training(home, mlm_run, tmp_path
     if case == "no_lm_head":
         overrides = [o if not o.startswith("backbone=") else f"backbone={without_lm_head(mlm_run, tmp_path)}"
                      for o in overrides]
-    proc = run_entry(home, [*overrides, f"hydra.run.dir={tmp_path / 'run'}"])
+    return overrides
+
+
+def test_bad_input_exits_2_with_one_line_before_training(home, mlm_run, tmp_path):
+    """Through the entry point once (each `python -m ptmlab.run` costs its imports): the case the
+    stage itself refuses (its builder, after the preflight); every case in process below."""
+    proc = run_entry(home, [*bad_overrides(mlm_run, tmp_path, "no_lm_head"), f"hydra.run.dir={tmp_path / 'run'}"])
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    print(f"{case}: exit {proc.returncode}: {lines[-1] if lines else ''}")
     assert proc.returncode == 2, proc.stderr[-3000:]
-    assert len(lines) == 1 and expected in lines[0], proc.stderr
-    if case == "several_tokens":
-        assert "tokens (" in lines[0] and "pick a word that is one token" in lines[0]
+    assert len(lines) == 1 and BAD["no_lm_head"][1] in lines[0], proc.stderr
     assert not (tmp_path / "run" / "summary.json").exists()
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input_is_one_line_before_training(home, mlm_run, tmp_path, monkeypatch, case):
+    """In process, where ptmlab.run meets each: at compose time, in the preflight, or in
+    build_finetune, which run_finetune calls before it opens a run (stage_preflight.py)."""
+    from stage_preflight import error_line_before_work
+
+    from lightning_modules.stages.finetune import build_finetune
+
+    overrides = [*bad_overrides(mlm_run, tmp_path, case), f"+run_dir={tmp_path / 'run'}"]
+    line = error_line_before_work(overrides, monkeypatch, build=build_finetune)
+    print(f"{case}: {line}")
+    assert BAD[case][1] in line, line
+    if case == "several_tokens":
+        assert "tokens (" in line and "pick a word that is one token" in line
+    assert not (tmp_path / "run").exists()
 
 
 def test_truncation_cuts_the_sentences_never_the_template_or_the_slot(mlm_run):

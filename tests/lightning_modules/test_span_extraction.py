@@ -4,7 +4,7 @@ written here, and the shipped split's first questions), question-first windows w
 hand-computed cases from the scripts' rules, a synthetic task bert_tiny learns (the answer is the
 word after a cue word), the span head under every adaptation mode, per-question prediction
 files, the task-model round trip (a fresh process gives bit-equal logits and the same answers), and
-bad input (one line naming file and question, exit 2, nothing trained)."""
+bad input (one line naming file and question, before anything trains)."""
 
 from __future__ import annotations
 
@@ -362,20 +362,18 @@ def test_saved_task_models_reload_in_a_fresh_process_with_the_same_answers(runs,
         assert answers[mode] == run["answers"], mode
 
 
-def test_bad_answer_through_the_entry_point_is_one_line_and_exit_2(files, module_ptmlab_home, tmp_path):
+def test_a_bad_answer_is_one_line_in_the_preflight(files, module_ptmlab_home, tmp_path, monkeypatch):
+    """In process, through what ptmlab.run calls before the training stack (`stage.preflight`); exit 2
+    through the entry point is the finetune stage's one run (stage_preflight.py)."""
+    from stage_preflight import error_line_before_work
+
     doc = json.loads((files / "dev.json").read_text())
     qa = doc["data"][0]["paragraphs"][2]["qas"][0]
     qa["answers"][0]["answer_start"] += 2
     (tmp_path / "shifted.json").write_text(json.dumps(doc))
-    run_dir = tmp_path / "run"
-    env = {**os.environ, "PTMLAB_HOME": str(module_ptmlab_home)}
-    proc = subprocess.run([sys.executable, "-m", "ptmlab.run", *overrides(files, [f"task.data.dev={tmp_path / 'shifted.json'}"]),
-                           f"hydra.run.dir={run_dir}"], env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error[")]
-    assert len(errors) == 1 and errors[0].startswith("error[data_error]"), errors
-    assert f"shifted.json: question {qa['id']}: answer" in errors[0] and "does not match the context" in errors[0]
-    assert not (run_dir / "summary.json").exists() and not (run_dir / "checkpoints").exists()
+    line = error_line_before_work(overrides(files, [f"task.data.dev={tmp_path / 'shifted.json'}"]), monkeypatch)
+    assert line.startswith("error[data_error]"), line
+    assert f"shifted.json: question {qa['id']}: answer" in line and "does not match the context" in line
 
 
 @pytest.mark.parametrize("extra, message", [

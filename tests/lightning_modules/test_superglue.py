@@ -1,6 +1,6 @@
 """SuperGLUE and FewGLUE (issue 23, item 4) with tiny random models: the reader on the shipped files
 (counts, the WiC/WSC marks, MultiRC's questions), the few-shot draw and the seeded split of the dev
-file (and the summary field that says so), bad rows (one line naming file and line, exit 2), the
+file (and the summary field that says so), bad rows (one line naming file and line, before anything trains), the
 metrics against hand-computed cases (MultiRC F1a and exact match, CB macro-F1), one fine-tune per
 input shape through the stage (a pair task; MultiRC, whose exact match is recomputed by hand from
 the prediction file) with the task model's round trip, and the PET templates of all six tasks on a
@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -265,18 +262,16 @@ def test_multirc_through_the_stage_scores_questions_from_its_predictions(runs):
     assert _reloaded_metrics(run_dir, cfg) == pytest.approx(summary["metrics"], abs=1e-6)
 
 
-def test_bad_label_through_the_entry_point_is_one_line_and_exit_2(module_ptmlab_home, corpus, tmp_path):
+def test_a_bad_label_is_one_line_in_the_preflight(module_ptmlab_home, corpus, tmp_path, monkeypatch):
+    """In process, through what ptmlab.run calls before the training stack (`stage.preflight`); exit 2
+    through the entry point is the finetune stage's one run (stage_preflight.py)."""
+    from stage_preflight import error_line_before_work
+
     bad = _write(tmp_path / "cb.jsonl", [{"premise": "p", "hypothesis": "h", "label": "neutral"},
                                          {"premise": "p", "hypothesis": "h", "label": "unsure"}])
-    run_dir = tmp_path / "run"
-    env = {**os.environ, "PTMLAB_HOME": str(module_ptmlab_home)}
-    proc = subprocess.run([sys.executable, "-m", "ptmlab.run", *tiny(corpus, "task=superglue/cb", f"task.data.dev={bad}"),
-                           f"hydra.run.dir={run_dir}"], env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error[")]
-    assert errors == [f"error[data_error]: {bad}: line 2: label 'unsure' is not in the label set of task cb "
-                      f"(task.labels: entailment, contradiction, neutral)"]
-    assert not (run_dir / "summary.json").exists()
+    line = error_line_before_work(tiny(corpus, "task=superglue/cb", f"task.data.dev={bad}"), monkeypatch)
+    assert line == (f"error[data_error]: {bad}: line 2: label 'unsure' is not in the label set of task cb "
+                    f"(task.labels: entailment, contradiction, neutral)")
 
 
 # -- PET templates and verbalizers on a tiny MLM -------------------------------------------------

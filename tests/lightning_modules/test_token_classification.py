@@ -354,7 +354,9 @@ BAD_CONLL = {
 
 
 def test_bad_conll_input_through_the_entry_point_is_one_line_and_exit_2(files, module_ptmlab_home, tmp_path):
-    """Once through `python -m ptmlab.run` (each costs its imports); the other cases in process below."""
+    """The finetune stage's one run through `python -m ptmlab.run` (each costs its imports): exit 2 and
+    one line from its preflight. The other cases, and other task kinds' bad input, in process
+    (stage_preflight.py)."""
     (tmp_path / "ragged.conll").write_text("alice\tB-person\nsat\tO\textra\n")
     env = {**os.environ, "PTMLAB_HOME": str(module_ptmlab_home)}
     extra, named = BAD_CONLL["ragged"]

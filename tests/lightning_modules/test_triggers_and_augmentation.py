@@ -8,11 +8,11 @@ search's choice, when the search stops, the queries it spent, and the attack on 
 all worked out in the test. Through the stage: a tiny random model trained on a synthetic
 sentiment task (positive iff most of its sentiment words are good or great) falls to the trigger
 found on its positive dev sentences; the same seed gives the same trigger and records; bad
-settings are one line, exit 2, nothing run. Augmentation: a deepwordbug attack on the same model's
+settings are one line before anything runs. Augmentation: a deepwordbug attack on the same model's
 training split feeds a fine-tune, whose training split then holds each successful adversarial
 example with its gold label (counted, and the steps trained over them), recorded as the defence
 that an attack on the augmented model reports; a source that is no attack run, another task's
-attack, or an attack on the dev split is one line, exit 2. The job page: the records endpoint on
+attack, or an attack on the dev split is one line before training. The job page: the records endpoint on
 these real runs (deepwordbug's substitutions marked on both sides where the attack changed them,
 the trigger only where it was inserted), every status paged, the summary's typed trigger fields and
 its figures in the stage's terms; bad requests 422, a job without records 404."""
@@ -35,7 +35,7 @@ from lightning_modules.attacks.triggers import UniversalTriggers, beam_search, h
 from lightning_modules.attacks.victim import Victim
 from lightning_modules.tasks.encoding import PairEncoder
 from ptmlab.contracts import ConfigError
-from test_attack_stage import entry_point, home, records  # noqa: F401 - fixtures
+from test_attack_stage import home, records  # noqa: F401 - fixtures
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "good", "bad", "film", "great", "awful", "##s"]
 # class 0 = negative, 1 = positive; specials embed to 0, so only the words count
@@ -254,17 +254,19 @@ def test_a_trigger_found_on_positive_sentences_breaks_them_and_is_deterministic(
     assert first["perturbed_word_ratio"] == pytest.approx(3 / (3 + 5))   # the trigger's share of each 8-word text
 
 
-def test_bad_input_is_one_line_exit_2(home, sentiment_model, tmp_path):
-    run_dir = tmp_path / "zero"
-    proc = entry_point(home, run_dir, "attack=triggers", f"source={sentiment_model}", "attack.trigger_length=0")
-    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
-    assert proc.returncode == 2 and len(lines) == 1 and "attack.trigger_length=0" in lines[0], proc.stderr[-2000:]
-    assert not (run_dir / "summary.json").exists()
-    from lightning_modules.stages.attack import build_attack
-    from ptmlab.config import compose_config
+def test_bad_input_is_one_line_before_the_attack(home, sentiment_model, tmp_path, monkeypatch):
+    """In process, where ptmlab.run meets them (stage_preflight.py; exit 2 through the entry point is
+    the attack stage's one run, test_attack_stage.py)."""
+    from stage_preflight import error_line_before_work
 
-    with pytest.raises(ConfigError, match="attack.label=2: not a label of task sentiment"):
-        build_attack(compose_config(["stage=attack", "attack=triggers", f"source={sentiment_model}", "attack.label=2"]))
+    from lightning_modules.stages.attack import build_attack
+
+    for extra, message in (("attack.trigger_length=0", "attack.trigger_length=0"),
+                           ("attack.label=2", "attack.label=2: not a label of task sentiment")):
+        line = error_line_before_work(["stage=attack", "attack=triggers", f"source={sentiment_model}", extra,
+                                       f"+run_dir={tmp_path / 'run'}"], monkeypatch, build=build_attack)
+        assert line.startswith("error[config_error]") and message in line, line
+    assert not (tmp_path / "run" / "summary.json").exists()
 
 
 # -- training on attack-augmented data -------------------------------------------------------
@@ -313,21 +315,20 @@ def test_a_fine_tune_trains_on_the_attacks_adversarial_examples(sentiment, train
     assert len(capped.task.train.examples) == 48 + 2 and capped.augmentation.settings()["added"] == 2
 
 
-def test_augment_bad_source_is_one_line_exit_2(home, sentiment, sentiment_model, train_attack, tmp_path):
-    import os
+def test_augment_bad_source_is_one_line_before_training(home, sentiment, sentiment_model, train_attack, tmp_path,
+                                                        monkeypatch):
+    """In process, where ptmlab.run meets them (stage_preflight.py; exit 2 through the entry point is
+    the finetune stage's one run)."""
     import shutil
-    import subprocess
-    import sys
+
+    from stage_preflight import error_line_before_work
 
     from lightning_modules.stages.finetune import build_finetune
 
-    run_dir = tmp_path / "not_an_attack"
-    proc = subprocess.run([sys.executable, "-m", "ptmlab.run", *augmented(sentiment, sentiment_model),
-                           f"hydra.run.dir={run_dir}"], env={**os.environ, "PTMLAB_HOME": str(home)},
-                          capture_output=True, text=True, timeout=300)
-    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
-    assert proc.returncode == 2 and len(lines) == 1 and "not a stage=attack run folder" in lines[0], proc.stderr[-2000:]
-    assert not (run_dir / "summary.json").exists()
+    line = error_line_before_work([*augmented(sentiment, sentiment_model), f"+run_dir={tmp_path / 'not_an_attack'}"],
+                                  monkeypatch, build=build_finetune)
+    assert line.startswith("error[config_error]") and "not a stage=attack run folder" in line, line
+    assert not (tmp_path / "not_an_attack" / "summary.json").exists()
     source, summary = train_attack
     with pytest.raises(ConfigError, match="an attack on task sentiment; this fine-tune's task is sst2"):
         build_finetune(compose(augmented(sentiment, source, task=["task=glue/sst2"]), tmp_path / "sst2"))
