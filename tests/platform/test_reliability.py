@@ -29,7 +29,9 @@ def test_two_workers_fifty_jobs_each_runs_exactly_once(db_url, tmp_path, spawn_w
         _, jobs = queue.submit_sweep(s, [{"stage": "sleep", "overrides": ["stage.seconds=0.05"], "seed": i}
                                          for i in range(50)], name="reliability")
     ids = {j.id for j in jobs}
-    workers = [spawn_worker(db_url, home, "--cpu-slots", "2") for _ in range(2)]
+    # A 10 s lease: nothing here waits for one to expire, and at load 9-12 a worker starved for
+    # over 3 s (spawn_worker's lease) had a job reaped and run twice (1 of 2 runs on PostgreSQL).
+    workers = [spawn_worker(db_url, home, "--cpu-slots", "2", lease_s=10.0) for _ in range(2)]
     started = time.monotonic()
     wait_until(lambda: _counts(db_url)[SUCCEEDED] == 50 or _counts(db_url).keys() - {"queued", "running", SUCCEEDED},
                300, "50 jobs to finish", interval=0.5)

@@ -64,7 +64,9 @@ def test_up_starts_worker_and_mlflow_ui_and_a_signal_stops_all(tmp_path, stop_si
     env = {**os.environ, "PTMLAB_HOME": str(home), "PTMLAB_MLFLOW_UI_PORT": str(port), "PTMLAB_BIND_PORT": str(free_port())}
     env.pop("MLFLOW_TRACKING_URI", None)
     env.pop("PTMLAB_DATABASE_URL", None)
-    up = subprocess.Popen([sys.executable, "-m", "ptmlab.cli", "up"], env=env, stdout=subprocess.PIPE,
+    # --cold-start: the one job here is a sleep, and a warm worker's launcher would spend ~10 CPU-s
+    # importing torch, Lightning and the stages for it (test_warm_start.py covers the warm path).
+    up = subprocess.Popen([sys.executable, "-m", "ptmlab.cli", "up", "--cold-start"], env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, start_new_session=True)
     groups: list[int] = []
     try:
@@ -81,6 +83,8 @@ def test_up_starts_worker_and_mlflow_ui_and_a_signal_stops_all(tmp_path, stop_si
         wait_until(lambda: _status(url, job_id) == SUCCEEDED, 60, "the embedded worker to run a job")
         groups = _children(up.pid)  # each child leads its own process group
         assert len(groups) >= 2
+        # The flag reaches the worker: started cold, it runs no launcher.
+        assert any(_cmdline(pid)[-1:] == ["--cold-start"] and "worker" in _cmdline(pid) for pid in groups)
         # The MLflow UI's group holds its uvicorn workers and job consumers: they must go too.
         assert len(_group_members(groups)) > len(groups)
         os.killpg(up.pid, stop_signal)  # Ctrl-C in the terminal signals the foreground group
@@ -104,6 +108,13 @@ def test_up_starts_worker_and_mlflow_ui_and_a_signal_stops_all(tmp_path, stop_si
 def _status(url, job_id):
     with get_sessionmaker(url)() as s:
         return queue.get_job(s, job_id).status
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return open(f"/proc/{pid}/cmdline", "rb").read().decode().split("\0")[:-1]
+    except OSError:
+        return []
 
 
 def _children(pid: int) -> list[int]:

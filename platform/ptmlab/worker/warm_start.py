@@ -21,6 +21,7 @@ PDEATHSIG, every job it started.
 from __future__ import annotations
 
 import ctypes
+import gc
 import importlib
 import json
 import logging
@@ -156,6 +157,10 @@ def launcher_main() -> None:
             importlib.import_module(name)
         except Exception as exc:  # noqa: BLE001 - see PRELOAD
             print(f"warm start: {name} not preloaded: {exc}", file=sys.stderr, flush=True)
+    # Every object imported so far moves to the collector's permanent generation: a forked job's
+    # collections no longer touch (and so copy, page by page) the launcher's heap. Measured at
+    # load 11-14: a forked 0.05 s sleep job 4.6-5.8 CPU-s without it, 1.0-1.4 with it (cold: 1.3).
+    gc.freeze()
     _send(answers_fd, {"ready": round(time.monotonic() - started, 2)})
     try:
         _serve(requests_fd, answers_fd)
