@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from lightning_modules.artifacts.backbone_reference import ResolvedBackbone, backbone_summary, record_backbone, resolve_backbone
 from lightning_modules.artifacts.saved_task_model import load_task_model
-from lightning_modules.data.conllu import ConlluSentence, Treebank, read_conllu
+from lightning_modules.data.conllu import Treebank, read_conllu
 from lightning_modules.models.hf import HFBackbone
 from lightning_modules.probing import attention as attention_probe
 from lightning_modules.probing import cloze as cloze_probe

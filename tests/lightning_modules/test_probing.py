@@ -255,13 +255,12 @@ def test_bad_input_is_refused_before_any_extraction(tmp_path, data_dir, home):
                          .replace("\tNNS\t", "\t_\t").replace("\tVBZ\t", "\t_\t"))
     empty = write(tmp_path, "empty.conllu", "# nothing here\n")
     minilm = ["model=minilm"]
-    small = ["probe.data.max_train_sentences=5", "probe.data.max_eval_sentences=5"]
     cases = [
-        ([f"probe=xpos", f"probe.data.train={xpos_missing}", f"probe.data.eval={xpos_missing}"],
+        (["probe=xpos", f"probe.data.train={xpos_missing}", f"probe.data.eval={xpos_missing}"],
          f"{xpos_missing}: probe task 'xpos' needs the XPOS column"),
-        ([f"probe=upos", f"probe.data.train={empty}"], f"probe.data.train={empty}: no sentences"),
+        (["probe=upos", f"probe.data.train={empty}"], f"probe.data.train={empty}: no sentences"),
         (["probe=upos", "stage.layers=[2,9]"], "stage.layers: layer 9 is beyond the model"),
-        ([f"probe=lama", f"probe.data.path={LAMA}", *minilm], "probe=lama needs a model with a masked-LM head"),
+        (["probe=lama", f"probe.data.path={LAMA}", *minilm], "probe=lama needs a model with a masked-LM head"),
     ]
     before = FORWARD_PASSES["count"]
     for overrides, message in cases:
