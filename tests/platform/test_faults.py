@@ -192,7 +192,15 @@ def test_postgres_restarts_mid_sweep_no_job_lost_or_run_twice(own_postgres, spaw
         wait_until(lambda: succeeded() >= 6, 300, "the sweep to go on after the restart", interval=0.3)
 
         # A longer outage, while jobs finish: their outcomes wait in the workers, and every lease
-        # runs out before the server is back.
+        # runs out before the server is back. The server stops just after a job starts, so that job
+        # is still running: sleep jobs started together also end together, and stopping after the
+        # sixth success once found every job of that round already done and none to finish.
+        def a_job_just_started() -> bool:
+            now = time.time()
+            return any(now - job.stat().st_mtime < 1.0 and not (job / "run" / "summary.json").exists()
+                       for job in (home / "jobs").iterdir())
+
+        wait_until(a_job_just_started, 120, "a job to start before the database stops", interval=0.05)
         own_postgres.stop_server()
         stopped = time.time()
 
