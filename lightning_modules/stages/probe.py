@@ -27,7 +27,7 @@ from lightning_modules.probing import cloze as cloze_probe
 from lightning_modules.probing import sentence as sentence_probe
 from lightning_modules.probing import structural as structural_probe
 from lightning_modules.probing import token as token_probe
-from lightning_modules.probing.activations import Activations, extract, model_hash
+from lightning_modules.probing.activations import Activations, PreparedInputs, extract, model_hash, tokenized_max_length
 from lightning_modules.probing.fit import FitSettings, one_thread
 from lightning_modules.runtime.stage_run import StageRun, tracking_uri
 from ptmlab.contracts import BackboneError, ConfigError, DataError, ProbeSummary
@@ -66,6 +66,8 @@ class ProbePlan:
     extraction: dict = field(default_factory=dict)
     # "train"/"eval" -> gold trees, built once for every model (their gold Spearman ranks too)
     trees: dict[str, structural_probe.TreeData] = field(default_factory=dict)
+    # dataset name -> its sentences tokenised and aligned, once for the model and its random-init twin
+    inputs: dict[str, PreparedInputs] = field(default_factory=dict)
 
     @property
     def families(self) -> set[str]:
@@ -207,10 +209,13 @@ def activations(plan: ProbePlan, model: ProbeModel, cfg: DictConfig, name: str,
     if run is not None:
         run.progress.phase(f"extracting {model.label} {name}", step=0, total=None)
         progress = lambda done, total: run.progress.update(done, total=total)  # noqa: E731 - shards written
-    acts = extract(model.backbone, model.tokenizer, sentences, cache_dir=cfg.paths.cache_dir,
-                   alignment=str(stage.alignment), batch_size=int(stage.batch_size),
-                   shard_sentences=int(stage.shard_sentences), model_label=model.label, model_digest=model.digest,
-                   data_label=name, progress=progress)
+    settings = dict(alignment=str(stage.alignment), batch_size=int(stage.batch_size),
+                    shard_sentences=int(stage.shard_sentences))
+    inputs = plan.inputs.setdefault(name, PreparedInputs(model.tokenizer, sentences, **settings,
+                                                         max_length=tokenized_max_length(model.backbone)))
+    acts = extract(model.backbone, model.tokenizer, sentences, cache_dir=cfg.paths.cache_dir, **settings,
+                   model_label=model.label, model_digest=model.digest, data_label=name, progress=progress,
+                   inputs=inputs)
     record = plan.extraction.setdefault(model.label, {"forward_passes": 0, "cache_hits": 0, "datasets": {}})
     record["forward_passes"] += acts.forward_passes
     record["cache_hits"] += int(acts.cache_hit)

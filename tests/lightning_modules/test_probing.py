@@ -388,3 +388,32 @@ def test_word_states_are_the_chosen_subwords_of_each_sentence_run_alone(tmp_path
     again = extract(backbone, tokenizer, sentences, cache_dir=tmp_path / "cache", alignment=alignment, batch_size=3,
                     shard_sentences=3)
     assert again.cache_hit and torch.equal(again.states, acts.states)  # the shards on disk are what it returned
+
+
+def test_prepared_inputs_tokenise_once_for_a_model_and_its_twin(tmp_path, monkeypatch):
+    """A probe job extracts its model and the random-init twin from the same sentences: the second
+    extraction reuses the first's tokenised shards, gives the states it would alone, and a cache
+    hit prepares nothing."""
+    from lightning_modules.models.transformer import TransformerEncoder
+    from lightning_modules.probing import activations
+
+    backbone, tokenizer, sentences = tiny_encoder_and_sentences(tmp_path)
+    torch.manual_seed(1)
+    twin = TransformerEncoder(vocab_size=12, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=32).eval()
+    prepared = []
+    real_prepare = activations.prepare_shard
+    monkeypatch.setattr(activations, "prepare_shard", lambda *a: prepared.append(a[1]) or real_prepare(*a))
+    settings = dict(alignment="mean", batch_size=3, shard_sentences=3)
+    inputs = activations.PreparedInputs(tokenizer, sentences, **settings,
+                                        max_length=activations.tokenized_max_length(backbone))
+    activations.extract(backbone, tokenizer, sentences, cache_dir=tmp_path / "a", inputs=inputs, **settings)
+    assert prepared == [sentences[:3], sentences[3:]]
+    shared = activations.extract(twin, tokenizer, sentences, cache_dir=tmp_path / "a", inputs=inputs, **settings)
+    assert len(prepared) == 2 and shared.forward_passes > 0  # the twin ran, on the shards already prepared
+    alone = activations.extract(twin, tokenizer, sentences, cache_dir=tmp_path / "b", **settings)
+    assert len(prepared) == 4 and torch.equal(alone.states, shared.states)
+    hit = activations.extract(twin, tokenizer, sentences, cache_dir=tmp_path / "b", **settings)
+    assert hit.cache_hit and len(prepared) == 4
+    other_settings = activations.extract(twin, tokenizer, sentences, cache_dir=tmp_path / "c", inputs=inputs,
+                                         alignment="first", batch_size=3, shard_sentences=3)
+    assert len(prepared) == 6 and other_settings.key != shared.key  # inputs of other settings are not reused
