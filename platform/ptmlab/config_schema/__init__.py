@@ -6,7 +6,9 @@ config (`hydra` aside) and validates each group node with a pydantic model: stri
 unknown key, ranges (sizes > 0, dropouts in [0, 1), heads dividing the hidden size, lr > 0 ...).
 Groups whose options build different classes are keyed by `_target_` (`model.backbone`,
 `objective.module`, `data.corpus`, `task.data`, `adaptation`, `trainer`, `optimizer`,
-`scheduler`, `attack`, `defence`) or, for `stage`, by `stage.entry`. A failure is one ConfigError naming the dotted
+`scheduler`, `attack`, `defence`: each target's declaration in ptmlab.methods) or, for `stage`, by
+`stage.entry`. This package holds the rest: the root, the group and stage node shapes and the
+checks that span groups. A failure is one ConfigError naming the dotted
 key, the value and what is expected:
 
     model.backbone.hidden_size='abc': expected an integer

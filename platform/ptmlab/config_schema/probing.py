@@ -15,6 +15,9 @@ ProbeTask = Literal["upos", "xpos", "deprel", "distance", "depth", "sentence_len
 
 
 class AttentionSettings(Node):
+    """`stage.attention`: how many sentences the stage feeds the attention analysis (a function of
+    the backbone's maps with nothing to declare)."""
+
     max_sentences: PositiveInt = 300
 
 

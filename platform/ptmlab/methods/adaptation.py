@@ -7,18 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import model_validator
 
-from ptmlab.methods.fields import (
-    NODE,
-    Dropout,
-    Name,
-    NonNegativeFloat,
-    NonNegativeInt,
-    PositiveFloat,
-    PositiveInt,
-    TargetNode,
-    checked,
-    in_range,
-)
+from ptmlab.methods.fields import (NODE, Dropout, Name, NonNegativeFloat, NonNegativeInt, PositiveFloat,
+                                   PositiveInt, TargetNode, checked, in_range)
 
 
 class AdaptationParams(TargetNode):

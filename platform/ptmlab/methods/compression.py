@@ -7,15 +7,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from ptmlab.methods.fields import (
-    Name,
-    NonNegativeFloat,
-    NonNegativeInt,
-    PositiveFloat,
-    PositiveInt,
-    TargetNode,
-    in_range,
-)
+from ptmlab.methods.fields import (Name, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, TargetNode,
+                                   in_range)
 
 Sparsity = Annotated[float, in_range(0.0, 1.0, hi_open=True, what="a sparsity in [0, 1)")]
 Share = Annotated[float, in_range(0.0, 1.0, lo_open=True, hi_open=True, what="a share in (0, 1)")]

@@ -7,15 +7,7 @@ from typing import Literal
 
 from pydantic import model_validator
 
-from ptmlab.methods.fields import (
-    NODE,
-    Dropout,
-    Name,
-    NonNegativeInt,
-    PositiveFloat,
-    PositiveInt,
-    TargetNode,
-)
+from ptmlab.methods.fields import NODE, Dropout, Name, NonNegativeInt, PositiveFloat, PositiveInt, TargetNode
 
 # lightning_modules/models/transformer.py ACTIVATIONS
 Activation = Literal["gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish"]

@@ -7,18 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import model_validator
 
-from ptmlab.methods.fields import (
-    NODE,
-    Fraction,
-    NonNegativeFloat,
-    NonNegativeInt,
-    NonZeroProbability,
-    PositiveFloat,
-    PositiveInt,
-    Probability,
-    TargetNode,
-    in_range,
-)
+from ptmlab.methods.fields import (NODE, Fraction, NonNegativeFloat, NonNegativeInt, NonZeroProbability,
+                                   PositiveFloat, PositiveInt, Probability, TargetNode, in_range)
 
 
 class SeededObjectiveParams(TargetNode):

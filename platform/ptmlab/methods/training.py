@@ -8,21 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from ptmlab.methods.fields import (
-    Dropout,
-    NODE,
-    Name,
-    NonNegativeFloat,
-    NonNegativeInt,
-    PositiveFloat,
-    PositiveInt,
-    TargetNode,
-    WarmupRatio,
-    checked,
-    in_range,
-    is_int,
-    is_number,
-)
+from ptmlab.methods.fields import (Dropout, NODE, Name, NonNegativeFloat, NonNegativeInt, PositiveFloat,
+                                   PositiveInt, TargetNode, WarmupRatio, checked, in_range, is_int, is_number)
 
 
 def _devices(v: Any) -> bool:
