@@ -11,6 +11,7 @@ from torch import nn
 
 from lightning_modules.adaptation.base import Adaptation, set_trainable
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.adaptation import AdaptersParams
 
 # (attention output projection, feed-forward output projection) inside one layer, by naming
 # scheme: Hugging Face BERT-family (BertSelfOutput.dense, BertOutput.dense) and ptmlab's own.
@@ -55,6 +56,8 @@ def _linear_at(root: nn.Module, dotted: str) -> nn.Linear | None:
 
 
 class Adapters(Adaptation):
+    declaration = AdaptersParams
+
     name = "adapters"
 
     def __init__(self, bottleneck: int = 64):

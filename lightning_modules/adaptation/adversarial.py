@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.defences import FreeLBParams, PGDParams
 
 NORMS = ("l2", "linf")
 
@@ -196,11 +197,15 @@ class AdversarialTraining:
 
 
 class FreeLB(AdversarialTraining):
+    declaration = FreeLBParams
+
     name = "freelb"
     accumulates = True
 
 
 class PGD(AdversarialTraining):
+    declaration = PGDParams
+
     name = "pgd"
     accumulates = False
 

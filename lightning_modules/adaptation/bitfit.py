@@ -7,9 +7,12 @@ from torch import nn
 
 from lightning_modules.adaptation.base import Adaptation, set_trainable
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.adaptation import AdaptationParams
 
 
 class BitFit(Adaptation):
+    declaration = AdaptationParams
+
     name = "bitfit"
 
     def prepare(self, model: nn.Module) -> None:

@@ -8,9 +8,12 @@ from torch import nn
 
 from lightning_modules.adaptation.base import set_trainable
 from lightning_modules.adaptation.gradual_unfreezing import GradualUnfreezing
+from ptmlab.methods.adaptation import ChainThawParams
 
 
 class ChainThaw(GradualUnfreezing):
+    declaration = ChainThawParams
+
     name = "chain_thaw"
 
     def __init__(self, steps_per_phase: int = 50):

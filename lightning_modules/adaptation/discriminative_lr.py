@@ -7,9 +7,12 @@ from torch import nn
 
 from lightning_modules.adaptation.base import Adaptation
 from lightning_modules.optim import decay_param_groups
+from ptmlab.methods.adaptation import DiscriminativeLRParams
 
 
 class DiscriminativeLR(Adaptation):
+    declaration = DiscriminativeLRParams
+
     name = "discriminative_lr"
 
     def __init__(self, decay: float = 0.9):

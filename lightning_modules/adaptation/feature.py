@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from lightning_modules.adaptation.base import Adaptation, set_trainable
+from ptmlab.methods.adaptation import AdaptationParams
 
 
 class ScalarMix(nn.Module):
@@ -24,6 +25,8 @@ class ScalarMix(nn.Module):
 
 
 class FeatureBased(Adaptation):
+    declaration = AdaptationParams
+
     name = "feature"
     uses_scalar_mix = True
 

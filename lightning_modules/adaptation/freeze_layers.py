@@ -8,9 +8,12 @@ from torch import nn
 
 from lightning_modules.adaptation.base import Adaptation, set_trainable
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.adaptation import FreezeLayersParams
 
 
 class FreezeLayers(Adaptation):
+    declaration = FreezeLayersParams
+
     name = "freeze_layers"
 
     def __init__(self, num_frozen: int | None = None, num_trainable: int | None = None):

@@ -9,9 +9,12 @@ from torch import nn
 
 from lightning_modules.adaptation.base import Adaptation, set_trainable
 from lightning_modules.optim import decay_param_groups
+from ptmlab.methods.adaptation import GradualUnfreezingParams
 
 
 class GradualUnfreezing(Adaptation):
+    declaration = GradualUnfreezingParams
+
     name = "gradual_unfreezing"
 
     def __init__(self, unfreeze_every: int = 50):

@@ -7,9 +7,12 @@ import torch
 from torch import nn
 
 from lightning_modules.adaptation.base import Adaptation
+from ptmlab.methods.adaptation import L2SPParams
 
 
 class L2SP(Adaptation):
+    declaration = L2SPParams
+
     name = "l2sp"
 
     def __init__(self, alpha: float = 0.01):

@@ -20,6 +20,7 @@ from torch import nn
 
 from lightning_modules.adaptation.base import Adaptation, set_trainable
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.adaptation import LoRAParams
 
 
 def _conv1d_class() -> type | None:
@@ -48,6 +49,8 @@ def _matches(name: str, target: str) -> bool:
 
 
 class LoRA(Adaptation):
+    declaration = LoRAParams
+
     name = "lora"
     checks_backbone_layers = True  # a target that matches no Linear, a rank larger than a layer
 

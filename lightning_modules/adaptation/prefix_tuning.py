@@ -19,9 +19,12 @@ from lightning_modules.adaptation.base import Adaptation, set_trainable
 from lightning_modules.adaptation.hf_prefix import fold_peft_projection, wrap_with_peft_prefix
 from lightning_modules.adaptation.seq2seq_prefix import Seq2SeqPrefix
 from lightning_modules.adaptation.virtual_tokens import Prefix, key_value_projections, refuse_on_generator
+from ptmlab.methods.adaptation import PrefixTuningParams
 
 
 class PrefixTuning(Adaptation):
+    declaration = PrefixTuningParams
+
     name = "prefix_tuning"
 
     def __init__(self, num_tokens: int = 16, reparameterize: bool = False, reparameterize_hidden: int = 512):

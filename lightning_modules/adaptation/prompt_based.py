@@ -21,6 +21,7 @@ from lightning_modules.adaptation.lm_head import VerbalizerHead, build_lm_head, 
 from lightning_modules.tasks.templates import (PromptTemplate, draw_demonstrations, resolve_label_words,
                                                template_fields)
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.adaptation import PromptBasedParams
 
 
 def _plain(value):
@@ -31,6 +32,8 @@ def _plain(value):
 
 
 class PromptBasedFineTuning(Adaptation):
+    declaration = PromptBasedParams
+
     name = "prompt_finetune"
 
     def __init__(self, freeze_backbone: bool = False, demonstrations: int = 0, resolved: dict | None = None):
@@ -107,6 +110,8 @@ class PromptBasedFineTuning(Adaptation):
 
 
 class ZeroShotPrompting(PromptBasedFineTuning):
+    declaration = PromptBasedParams
+
     name = "prompt_zero_shot"
     trains = False
 

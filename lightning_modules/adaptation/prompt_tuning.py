@@ -16,11 +16,14 @@ from torch import nn
 from lightning_modules.adaptation.base import Adaptation, set_trainable
 from lightning_modules.adaptation.virtual_tokens import SoftPrompt, refuse_on_generator
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.adaptation import PromptTuningParams
 
 INITS = ("random", "vocab", "words")
 
 
 class PromptTuning(Adaptation):
+    declaration = PromptTuningParams
+
     name = "prompt_tuning"
 
     def __init__(self, num_tokens: int = 20, init: str = "vocab", init_words: list[str] | None = None):

@@ -10,9 +10,12 @@ from torch import nn
 
 from lightning_modules.adaptation.base import Adaptation, set_trainable
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.adaptation import AdaptationParams
 
 
 class ZeroShot(Adaptation):
+    declaration = AdaptationParams
+
     name = "zero_shot"
     trains = False
 

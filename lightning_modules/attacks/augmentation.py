@@ -30,6 +30,7 @@ from lightning_modules.attacks.recipe import RECORDS_FILE
 from lightning_modules.data.task_data import TextExample
 from lightning_modules.tasks.spec import LoadedTask
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.defences import AttackAugmentationParams
 
 SUMMARY_FILE = "summary.json"
 MANIFEST_FILE = "task_model.json"       # the attacked task model's (artifacts/saved_task_model.py)
@@ -37,6 +38,8 @@ MANIFEST_FILE = "task_model.json"       # the attacked task model's (artifacts/s
 
 class AttackAugmentation:
     """`_target_` of conf/defence/augment.yaml."""
+
+    declaration = AttackAugmentationParams
 
     name = "augment"
 

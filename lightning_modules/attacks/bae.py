@@ -23,6 +23,7 @@ from lightning_modules.attacks.victim import Victim
 from lightning_modules.attacks.wordnet import load_wordnet
 from lightning_modules.probing.cloze import MaskedLM, load_masked_lm
 from ptmlab.contracts import BackboneError, ConfigError
+from ptmlab.methods.attacks import BAEParams
 
 
 def load_attack_mlm(ref: str) -> MaskedLM:
@@ -38,6 +39,8 @@ def load_attack_mlm(ref: str) -> MaskedLM:
 
 
 class BAE(AttackRecipe):
+    declaration = BAEParams
+
     def __init__(self, name: str = "bae", mlm: str = "", max_candidates: int = 50, pos_match: bool = True,
                  **constraints):
         super().__init__(name, **constraints)

@@ -22,6 +22,7 @@ import torch
 
 from lightning_modules.attacks.recipe import AttackRecipe
 from lightning_modules.attacks.victim import Victim
+from ptmlab.methods.attacks import DeepWordBugParams
 
 LETTERS = string.ascii_lowercase
 
@@ -54,6 +55,8 @@ EDITS = (swap_neighbours, substitute, delete, insert)
 
 
 class DeepWordBug(AttackRecipe):
+    declaration = DeepWordBugParams
+
     def __init__(self, name: str = "deepwordbug", scoring: str = "combined", max_edit_distance: int | None = 30,
                  **constraints):
         super().__init__(name, **constraints)

@@ -17,6 +17,7 @@ import torch
 from lightning_modules.attacks.recipe import UNK, AttackRecipe
 from lightning_modules.attacks.victim import Victim
 from lightning_modules.attacks.wordnet import load_wordnet
+from ptmlab.methods.attacks import PWWSParams
 
 
 def keep_case(original: str, replacement: str) -> str:
@@ -24,6 +25,8 @@ def keep_case(original: str, replacement: str) -> str:
 
 
 class PWWS(AttackRecipe):
+    declaration = PWWSParams
+
     def __init__(self, name: str = "pwws", **constraints):
         super().__init__(name, **constraints)
 

@@ -34,6 +34,7 @@ import torch
 from lightning_modules.attacks.recipe import FAILED, SUCCEEDED, AttackRecipe
 from lightning_modules.attacks.victim import Victim
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.attacks import UniversalTriggersParams
 
 POSITIONS = ("prepend", "append")
 
@@ -67,6 +68,8 @@ def beam_search(trigger: tuple[int, ...], candidates: list[list[int]], score, be
 
 
 class UniversalTriggers(AttackRecipe):
+    declaration = UniversalTriggersParams
+
     def __init__(self, name: str = "triggers", trigger_length: int = 3, init_token: str = "the",
                  position: str = "prepend", num_candidates: int = 40, beam_size: int = 1, iterations: int = 10):
         super().__init__(name)

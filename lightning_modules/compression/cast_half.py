@@ -8,9 +8,12 @@ import torch
 from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model
 from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.compression import CastHalfParams
 
 
 class CastHalf(CompressionMethod):
+    declaration = CastHalfParams
+
     name = "cast_half"
 
     def __init__(self, dtype: str = "bfloat16", finetune_epochs: int = 0, lr: float | None = None):

@@ -53,6 +53,7 @@ from lightning_modules.heads.pooling import pool
 from lightning_modules.heads.task_model import TaskModel
 from ptmlab.contracts import ConfigError
 from ptmlab.contracts.decoding import DecodingSettings
+from ptmlab.methods.compression import DistillParams
 
 
 def default_layer_map(student_layers: int, teacher_layers: int) -> list[list[int]]:
@@ -75,6 +76,8 @@ def with_num_layers(model_node: dict, n: int) -> dict:
 
 
 class Distill(CompressionMethod):
+    declaration = DistillParams
+
     name = "distill"
     takes_generators = True
 

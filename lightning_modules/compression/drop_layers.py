@@ -11,9 +11,12 @@ from lightning_modules.compression.base import CompressContext, Compressed, Comp
     train_epochs
 from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.compression import DropLayersParams
 
 
 class DropLayers(CompressionMethod):
+    declaration = DropLayersParams
+
     name = "drop_layers"
     takes_generators = True
 

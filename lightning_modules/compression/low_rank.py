@@ -14,9 +14,12 @@ from lightning_modules.compression.base import CompressContext, Compressed, Comp
 from lightning_modules.compression.prune_magnitude import prunable_linears
 from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.compression import LowRankParams
 
 
 class LowRank(CompressionMethod):
+    declaration = LowRankParams
+
     name = "low_rank"
 
     def __init__(self, param_ratio: float | None = 0.5, rank: int | None = None, energy: float | None = None,

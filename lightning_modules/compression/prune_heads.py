@@ -16,6 +16,7 @@ from lightning_modules.compression.base import CompressContext, Compressed, Comp
 from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
 from lightning_modules.heads.evaluation import task_loss
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.compression import PruneHeadsParams
 
 
 def head_importance(model, tokenizer, ctx: CompressContext, batches: int) -> list[torch.Tensor]:
@@ -40,6 +41,8 @@ def head_importance(model, tokenizer, ctx: CompressContext, batches: int) -> lis
 
 
 class PruneHeads(CompressionMethod):
+    declaration = PruneHeadsParams
+
     name = "prune_heads"
 
     def __init__(self, fraction: float = 0.3, steps: int = 3, importance_batches: int = 32,

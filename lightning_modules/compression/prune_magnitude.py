@@ -16,6 +16,7 @@ from lightning_modules.compression.base import CompressContext, Compressed, Comp
     train_epochs
 from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.compression import PruneMagnitudeParams
 
 
 def prunable_linears(model, scope: str) -> list[tuple[str, nn.Module]]:
@@ -34,6 +35,8 @@ def zeros(linears) -> int:
 
 
 class PruneMagnitude(CompressionMethod):
+    declaration = PruneMagnitudeParams
+
     name = "prune_magnitude"
     takes_generators = True
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from lightning_modules.artifacts.quantization import get_backend
 from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model
+from ptmlab.methods.compression import QuantizeDynamicParams
 
 
 def refuse_quantized_source(source, method: str) -> None:
@@ -27,6 +28,8 @@ def token_table_is_output(source) -> bool:
 
 
 class QuantizeDynamic(CompressionMethod):
+    declaration = QuantizeDynamicParams
+
     name = "quantize_dynamic"
     takes_generators = True
 

@@ -16,6 +16,7 @@ from lightning_modules.artifacts.quantization import get_backend
 from lightning_modules.compression.base import CompressContext, Compressed, copy_model, train_epochs
 from lightning_modules.compression.quantize_dynamic import QuantizeDynamic
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.compression import QuantizeQATParams
 
 
 class FakeQuantizedRows(nn.Module):
@@ -28,6 +29,8 @@ class FakeQuantizedRows(nn.Module):
 
 
 class QuantizeQAT(QuantizeDynamic):
+    declaration = QuantizeQATParams
+
     name = "quantize_qat"
     takes_generators = False  # its fake-quantized training is not wired to a generator's twin
 

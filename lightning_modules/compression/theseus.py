@@ -18,6 +18,7 @@ from lightning_modules.compression.base import CompressContext, Compressed, Comp
 from lightning_modules.compression.distill import with_num_layers
 from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.compression import TheseusParams
 
 
 def blocks_of(layers: list[nn.Module], n: int) -> list[list[nn.Module]]:
@@ -26,6 +27,8 @@ def blocks_of(layers: list[nn.Module], n: int) -> list[list[nn.Module]]:
 
 
 class Theseus(CompressionMethod):
+    declaration = TheseusParams
+
     name = "theseus"
 
     def __init__(self, successor_layers: int = 3, replace_rate: float = 0.5, replace_rate_end: float = 1.0,

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from lightning_modules.data.task_data import Split, TaskData
 from ptmlab.contracts import DataError
+from ptmlab.methods.readers import MultipleChoiceReaderParams
 
 CHOICE_INDEX = "{i}"  # in choices_field: SWAG-style numbered fields
 
@@ -52,6 +53,8 @@ class ChoiceExample:
 
 
 class MultipleChoiceReader:
+    declaration = MultipleChoiceReaderParams
+
     def __init__(self, train: str, dev: str, test: str | None = None, context_field: str | list[str] | None = "context",
                  choices_field: str | list[str] = "choices", label_field: str = "label", id_field: str | None = None,
                  connective_field: str | None = None, connectives: dict[str, str] | None = None,

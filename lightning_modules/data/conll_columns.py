@@ -24,6 +24,7 @@ from pathlib import Path
 from lightning_modules.data.tagged import TaggedSentence, is_bio, repair_bio
 from lightning_modules.data.task_data import Split, TaskData
 from ptmlab.contracts import DataError
+from ptmlab.methods.readers import ConllReaderParams
 
 WHITESPACE = re.compile(r"\s+")
 
@@ -33,6 +34,8 @@ def is_comment(line: str) -> bool:
 
 
 class ConllReader:
+    declaration = ConllReaderParams
+
     def __init__(self, train: str, dev: str, test: str | None = None, token_column: int = 0,
                  label_column: int = -1, repair: bool = True):
         self.files = {"train": train, "dev": dev, **({"test": test} if test else {})}

@@ -14,11 +14,14 @@ from lightning_modules.data.conllu import ConlluSentence, read_conllu
 from lightning_modules.data.tagged import TaggedSentence
 from lightning_modules.data.task_data import Split, TaskData
 from ptmlab.contracts import ConfigError, DataError
+from ptmlab.methods.readers import ConlluTagReaderParams
 
 UD_COLUMNS = {"upos": "upos", "xpos": "xpos", "deprel": "deprels"}  # label_column -> ConlluSentence field
 
 
 class ConlluTagReader:
+    declaration = ConlluTagReaderParams
+
     def __init__(self, train: str, dev: str, test: str | None = None, label_column: str = "upos",
                  max_sentences: int | None = None):
         if label_column not in UD_COLUMNS:

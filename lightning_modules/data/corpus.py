@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ptmlab.contracts import DataError
+from ptmlab.methods.readers import CorpusParams, HFDatasetCorpusParams, TextFilesCorpusParams
 
 
 class Corpus:
@@ -61,6 +62,8 @@ class TextFilesCorpus(Corpus):
     documents (speeches in tiny-shakespeare, paragraphs in a book).
     """
 
+    declaration = TextFilesCorpusParams
+
     name = "text_files"
 
     def __init__(self, path: str, pattern: str = "*.txt", paragraph_documents: bool = False,
@@ -100,6 +103,8 @@ class PythonDocstringCorpus(Corpus):
     """An offline corpus that ships with Python itself: the docstrings of the standard library
     (one document per module, paragraphs as lines). Deterministic for a given Python build, so
     the demo runs with no network and no shared data folder."""
+
+    declaration = CorpusParams
 
     name = "python_docstrings"
 
@@ -152,6 +157,8 @@ class PythonDocstringCorpus(Corpus):
 class HFDatasetCorpus(Corpus):
     """A Hugging Face dataset by name (needs the network or a local HF cache). Rows are lines;
     empty rows separate documents (the wikitext convention)."""
+
+    declaration = HFDatasetCorpusParams
 
     name = "hf_dataset"
 

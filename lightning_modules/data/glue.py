@@ -36,6 +36,7 @@ from lightning_modules.data.task_data import (
     report_malformed,
 )
 from ptmlab.contracts import ConfigError, DataError
+from ptmlab.methods.readers import GlueReaderParams
 
 # Some GLUE rows (QNLI, MNLI parses) are longer than csv's default 128 KiB field limit.
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
@@ -145,6 +146,8 @@ class GlueReader:
     the task as config name through `datasets.load_dataset` (needs the network or a cache).
     `files` overrides file names per split, e.g. `{dev: dev_tokenized.tsv}` for MRPC.
     """
+
+    declaration = GlueReaderParams
 
     def __init__(self, task: str, data_dir: str | None = None, source: str = "local",
                  hf_name: str = "nyu-mll/glue", files: dict[str, str] | None = None,

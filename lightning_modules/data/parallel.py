@@ -12,9 +12,12 @@ from collections.abc import Iterator
 
 from lightning_modules.data.corpus import TextFilesCorpus
 from ptmlab.contracts import DataError
+from ptmlab.methods.readers import ParallelTextCorpusParams
 
 
 class ParallelTextCorpus(TextFilesCorpus):
+    declaration = ParallelTextCorpusParams
+
     name = "parallel_text"
 
     def __init__(self, path: str, pattern: str = "*.tsv", max_documents: int | None = None,

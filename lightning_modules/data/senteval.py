@@ -14,6 +14,7 @@ from pathlib import Path
 
 from lightning_modules.data.task_data import MAX_REPORTED_ROWS, Split, TaskData, TextExample, report_malformed
 from ptmlab.contracts import ConfigError, DataError
+from ptmlab.methods.readers import SentEvalReaderParams
 
 SENTEVAL_TASKS = ("MR", "CR", "SUBJ", "MPQA")
 
@@ -43,6 +44,8 @@ def read_senteval_file(path: str | Path, split: str) -> Split:
 
 class SentEvalReader:
     """`_target_` of `task.data` in conf/task/senteval/*.yaml."""
+
+    declaration = SentEvalReaderParams
 
     def __init__(self, task: str, data_dir: str):
         if task not in SENTEVAL_TASKS:

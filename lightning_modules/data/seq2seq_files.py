@@ -11,9 +11,12 @@ from lightning_modules.data.jsonl_pairs import read_jsonl_pairs
 from lightning_modules.data.line_pairs import read_line_pairs
 from lightning_modules.data.task_data import Split, TaskData
 from ptmlab.contracts import ConfigError, DataError
+from ptmlab.methods.readers import Seq2SeqReaderParams
 
 
 class Seq2SeqReader:
+    declaration = Seq2SeqReaderParams
+
     def __init__(self, train, dev, test=None, source_field: str = "source", target_field="target"):
         self.files = {"train": train, "dev": dev, **({"test": test} if test is not None else {})}
         self.source_field = str(source_field)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from lightning_modules.data.task_data import Split, TaskData
 from ptmlab.contracts import DataError
+from ptmlab.methods.readers import SquadReaderParams
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,8 @@ def is_v2(split: Split) -> bool:
 
 
 class SquadReader:
+    declaration = SquadReaderParams
+
     def __init__(self, train: str, dev: str):
         self.files = {"train": train, "dev": dev}
 

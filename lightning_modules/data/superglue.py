@@ -24,6 +24,7 @@ from pathlib import Path
 from lightning_modules.data.superglue_rows import ROW_READERS, RowContext
 from lightning_modules.data.task_data import Split, TaskData, TextExample
 from ptmlab.contracts import ConfigError, DataError
+from ptmlab.methods.readers import SuperGlueReaderParams
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,8 @@ def records_to_split(task: str, name: str, path: str | Path, records: list[tuple
 
 class SuperGlueReader:
     """`_target_` of `task.data` in conf/task/superglue/*.yaml."""
+
+    declaration = SuperGlueReaderParams
 
     def __init__(self, task: str, train: str | None = None, dev: str | None = None, few_shot: int | None = None,
                  train_from_dev: int | None = None, seed: int = 42):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from lightning_modules.data.task_data import MAX_REPORTED_ROWS, Split, TaskData, TextExample, report_malformed
 from ptmlab.contracts import ConfigError, DataError
+from ptmlab.methods.readers import TabularReaderParams
 
 FORMATS = ("tsv", "csv", "jsonl")
 QUOTING = {"none": csv.QUOTE_NONE, "minimal": csv.QUOTE_MINIMAL}
@@ -22,6 +23,8 @@ EXTENSIONS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl",
 
 class TabularReader:
     """`_target_` of `task.data` in conf/task/tabular.yaml."""
+
+    declaration = TabularReaderParams
 
     def __init__(self, train: str, dev: str, text_fields: list[str], label_field: str | None = "label",
                  test: str | None = None, id_field: str | None = None, format: str = "auto",  # noqa: A002

@@ -23,6 +23,7 @@ from torch import nn
 
 from lightning_modules.models.transformer import TransformerEmbeddings, TransformerEncoder, rename_state_keys
 from ptmlab.contracts import BackboneError, ConfigError
+from ptmlab.methods.models import AlbertEncoderParams
 
 SHARING_MODES = ("all", "attention", "ffn", "none")
 
@@ -72,6 +73,8 @@ class FactorisedEmbeddingEncoder(TransformerEncoder):
 
 
 class AlbertEncoder(FactorisedEmbeddingEncoder):
+    declaration = AlbertEncoderParams
+
     def __init__(self, vocab_size: int, embedding_size: int = 128, hidden_size: int = 128, num_layers: int = 2,
                  num_heads: int = 2, intermediate_size: int = 512, max_position_embeddings: int = 512,
                  type_vocab_size: int = 2, dropout: float = 0.0, attention_dropout: float = 0.0,

@@ -25,6 +25,7 @@ from lightning_modules.models.albert import FactorisedEmbeddingEncoder
 from lightning_modules.models.base import Backbone, BackboneOutput
 from lightning_modules.models.transformer import bert_state_dict_from_hf, bert_state_dict_to_hf
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.models import ElectraPairParams
 
 SHARED_EMBEDDINGS = ("word_embeddings", "position_embeddings", "token_type_embeddings", "layer_norm")
 
@@ -76,6 +77,8 @@ class ElectraEncoder(FactorisedEmbeddingEncoder):
 
 
 class ElectraPair(Backbone):
+    declaration = ElectraPairParams
+
     family = "electra"
     is_causal = False
 

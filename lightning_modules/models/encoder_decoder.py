@@ -38,6 +38,7 @@ from lightning_modules.models.transformer import (
     allowed_to_bias,
 )
 from ptmlab.contracts import BackboneError
+from ptmlab.methods.models import TransformerEncoderDecoderParams
 
 
 @dataclass
@@ -133,6 +134,8 @@ class Seq2SeqDecoder(TransformerBackbone):
 
 
 class TransformerEncoderDecoder(Backbone):
+    declaration = TransformerEncoderDecoderParams
+
     family = "encoder_decoder"
     is_causal = False  # the encoder is bidirectional; the decoder's causality is its own
 

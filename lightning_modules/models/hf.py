@@ -14,6 +14,7 @@ from torch import nn
 
 from lightning_modules.models.base import Backbone, BackboneOutput
 from ptmlab.contracts import BackboneError
+from ptmlab.methods.models import HFBackboneParams
 
 # Where the stack of layers lives in common Hugging Face architectures.
 LAYER_CONTAINERS = ("encoder.layer", "transformer.layer", "layers", "h", "encoder.layers", "layer")
@@ -56,6 +57,8 @@ def _install_output_hooks(model: nn.Module) -> None:
 
 
 class HFBackbone(Backbone):
+    declaration = HFBackboneParams
+
     family = "hf"
     hf_native = True
 

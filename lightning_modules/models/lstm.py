@@ -32,6 +32,7 @@ from torch import nn
 
 from lightning_modules.models.base import Backbone, BackboneOutput
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.models import BidirectionalLSTMLMParams
 
 
 @dataclass
@@ -81,6 +82,8 @@ class DirectionalLSTMStack(nn.Module):
 
 
 class BidirectionalLSTMLM(Backbone):
+    declaration = BidirectionalLSTMLMParams
+
     family = "lstm"
     is_causal = False  # the concatenated states see both sides; each direction alone is causal
     has_attention = False

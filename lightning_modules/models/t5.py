@@ -31,6 +31,7 @@ from lightning_modules.models.encoder_decoder import (
 )
 from lightning_modules.models.transformer import MultiHeadAttention, PreLNLayer, allowed_to_bias
 from ptmlab.contracts import BackboneError
+from ptmlab.methods.models import T5EncoderDecoderParams
 
 
 def relative_position_bucket(relative_position: torch.Tensor, bidirectional: bool, num_buckets: int,
@@ -203,6 +204,8 @@ class T5Decoder(_T5Side, Seq2SeqDecoder):
 
 
 class T5EncoderDecoder(TransformerEncoderDecoder):
+    declaration = T5EncoderDecoderParams
+
     def __init__(self, vocab_size: int, hidden_size: int = 128, num_layers: int = 2,
                  num_decoder_layers: int | None = None, num_heads: int = 2, intermediate_size: int = 512,
                  dropout: float = 0.1, layer_norm_eps: float = 1e-6, initializer_range: float = 0.02):

@@ -34,6 +34,7 @@ from torch import nn
 
 from lightning_modules.models.base import Backbone, BackboneOutput
 from ptmlab.contracts import BackboneError, ConfigError
+from ptmlab.methods.models import TransformerDecoderParams, TransformerEncoderParams
 
 ACTIVATIONS = {
     "gelu": lambda: nn.GELU(),  # exact (erf) GELU, as BERT
@@ -367,6 +368,8 @@ class TransformerBackbone(Backbone):
 class TransformerEncoder(TransformerBackbone):
     """BERT (Devlin et al. 2019): bidirectional self-attention, post-LN, token-type embeddings."""
 
+    declaration = TransformerEncoderParams
+
     family = "encoder"
     is_causal = False
 
@@ -413,6 +416,8 @@ class TransformerEncoder(TransformerBackbone):
 class TransformerDecoder(TransformerBackbone):
     """GPT-2 (Radford et al. 2019): causal self-attention, pre-LN, a final LayerNorm, no token
     types (`token_type_ids` is accepted and ignored, so batches built for encoders still work)."""
+
+    declaration = TransformerDecoderParams
 
     family = "decoder"
     is_causal = True

@@ -25,6 +25,7 @@ import torch
 from lightning_modules.models.base import BackboneOutput
 from lightning_modules.models.transformer import TransformerEncoder
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.models import UnilmEncoderParams
 
 UNILM_MODES = ("bidirectional", "left_to_right", "right_to_left", "seq2seq")
 
@@ -60,6 +61,8 @@ def unilm_attention_mask(mode: str, attention_mask: torch.Tensor, token_type_ids
 
 
 class UnilmEncoder(TransformerEncoder):
+    declaration = UnilmEncoderParams
+
     family = "encoder"
     is_causal = False  # per call: left_to_right / right_to_left / seq2seq masks come from `mode`
 

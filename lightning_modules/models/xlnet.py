@@ -48,6 +48,7 @@ from torch import nn
 from lightning_modules.models.base import Backbone, BackboneOutput
 from lightning_modules.models.transformer import FeedForward, init_weights
 from ptmlab.contracts import BackboneError, ConfigError
+from ptmlab.methods.models import XLNetEncoderParams
 
 # A masked score: finite, as in XLNet, so a row with nothing to attend to softmaxes to uniform
 # instead of NaN (the first position of the order in the query stream).
@@ -222,6 +223,8 @@ class XLNetEmbeddings(nn.Module):
 
 
 class XLNetEncoder(Backbone):
+    declaration = XLNetEncoderParams
+
     family = "permutation"
     is_causal = False
 

@@ -13,6 +13,7 @@ from torch import nn
 from lightning_modules.objectives.base import Objective, ObjectiveOutput, token_loss
 from lightning_modules.objectives.clm import next_token_labels
 from lightning_modules.objectives.masking import IGNORE_INDEX
+from ptmlab.methods.objectives import NoArgumentsParams
 
 
 def previous_token_labels(input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
@@ -27,6 +28,8 @@ def previous_token_labels(input_ids: torch.Tensor, attention_mask: torch.Tensor 
 
 
 class BidirectionalLMObjective(Objective):
+    declaration = NoArgumentsParams
+
     name = "bilm"
 
     def __init__(self, backbone: nn.Module, tokenizer=None):

@@ -10,6 +10,7 @@ from torch import nn
 from lightning_modules.objectives.base import Objective, ObjectiveOutput, predicted_token_loss
 from lightning_modules.objectives.masking import IGNORE_INDEX
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.objectives import NoArgumentsParams
 
 
 def next_token_labels(input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
@@ -25,6 +26,8 @@ def next_token_labels(input_ids: torch.Tensor, attention_mask: torch.Tensor | No
 
 
 class CausalLMObjective(Objective):
+    declaration = NoArgumentsParams
+
     name = "clm"
 
     def __init__(self, backbone: nn.Module, tokenizer=None):

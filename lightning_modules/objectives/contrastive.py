@@ -18,6 +18,7 @@ from torch import nn
 
 from lightning_modules.objectives.base import Objective, ObjectiveOutput
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.objectives import ContrastiveSentenceParams
 
 POOLINGS = ("cls", "mean")
 
@@ -40,6 +41,8 @@ def info_nce(queries: torch.Tensor, keys: torch.Tensor, temperature: float) -> t
 
 
 class ContrastiveSentenceObjective(Objective):
+    declaration = ContrastiveSentenceParams
+
     name = "contrastive"
     predicts_tokens = False
     backbone_passes = 2.0

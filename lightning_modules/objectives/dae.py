@@ -11,6 +11,7 @@ import torch
 from lightning_modules.objectives.corruption.denoising import NoiseConfig, apply_noise
 from lightning_modules.objectives.seq2seq import Seq2SeqObjective, framing
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.objectives import DenoisingAutoencoderParams
 
 FULL_STOPS = (".", "!", "?")
 
@@ -21,6 +22,8 @@ def full_stop_ids(tokenizer) -> list[int]:
 
 
 class DenoisingAutoencoderObjective(Seq2SeqObjective):
+    declaration = DenoisingAutoencoderParams
+
     name = "dae"
 
     def __init__(self, backbone, tokenizer, token_masking: float = 0.0, token_deletion: float = 0.0,

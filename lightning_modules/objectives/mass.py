@@ -12,9 +12,12 @@ import torch
 from lightning_modules.objectives.corruption.sentinels import mass_span
 from lightning_modules.objectives.seq2seq import Seq2SeqObjective, framing
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.objectives import MassParams
 
 
 class MassObjective(Seq2SeqObjective):
+    declaration = MassParams
+
     name = "mass"
 
     def __init__(self, backbone, tokenizer, fragment_ratio: float = 0.5, seed: int | None = None):

@@ -16,6 +16,7 @@ from lightning_modules.objectives.base import Objective, ObjectiveOutput, predic
 from lightning_modules.objectives.masking import replace_selected, replacement_pool, select_tokens
 from lightning_modules.objectives.seeding import SeededCorruption
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.objectives import MaskedLMParams
 
 
 class MaskedLMHead(nn.Module):
@@ -48,6 +49,8 @@ def special_tokens_mask_for(input_ids: torch.Tensor, special_ids: torch.Tensor,
 
 
 class MaskedLMObjective(Objective):
+    declaration = MaskedLMParams
+
     name = "mlm"
 
     def __init__(self, backbone: nn.Module, tokenizer, mask_prob: float = 0.15, mask_token_prob: float = 0.8,

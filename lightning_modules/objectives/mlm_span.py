@@ -15,6 +15,7 @@ from lightning_modules.objectives.corruption.word_spans import span_boundaries, 
 from lightning_modules.objectives.masking import IGNORE_INDEX
 from lightning_modules.objectives.mlm import MaskedLMObjective
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.objectives import SpanMaskedLMParams
 
 
 class SpanBoundaryHead(nn.Module):
@@ -36,6 +37,8 @@ class SpanBoundaryHead(nn.Module):
 
 
 class SpanMaskedLMObjective(MaskedLMObjective):
+    declaration = SpanMaskedLMParams
+
     name = "mlm_span"
 
     def __init__(self, backbone, tokenizer, mask_prob: float = 0.15, mask_token_prob: float = 0.8,

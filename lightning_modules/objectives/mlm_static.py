@@ -16,6 +16,7 @@ import torch
 from lightning_modules.objectives.masking import replace_selected
 from lightning_modules.objectives.mlm import MaskedLMObjective, special_tokens_mask_for
 from lightning_modules.objectives.seeding import global_seed
+from ptmlab.methods.objectives import MaskedLMParams
 
 
 def example_seed(tokens: torch.Tensor, seed: int) -> int:
@@ -26,6 +27,8 @@ def example_seed(tokens: torch.Tensor, seed: int) -> int:
 
 
 class StaticMaskedLMObjective(MaskedLMObjective):
+    declaration = MaskedLMParams
+
     name = "mlm_static"
 
     def corrupt(self, batch):

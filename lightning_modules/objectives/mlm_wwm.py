@@ -8,9 +8,12 @@ import torch
 
 from lightning_modules.objectives.corruption.word_spans import whole_word_select, word_start_table
 from lightning_modules.objectives.mlm import MaskedLMObjective
+from ptmlab.methods.objectives import MaskedLMParams
 
 
 class WholeWordMaskedLMObjective(MaskedLMObjective):
+    declaration = MaskedLMParams
+
     name = "mlm_wwm"
 
     def __init__(self, backbone, tokenizer, mask_prob: float = 0.15, mask_token_prob: float = 0.8,

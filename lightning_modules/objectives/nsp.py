@@ -15,6 +15,7 @@ from torch import nn
 
 from lightning_modules.objectives.base import Objective, ObjectiveOutput
 from ptmlab.contracts import ConfigError, DataError
+from ptmlab.methods.objectives import NoArgumentsParams
 
 
 class PairClassificationHead(nn.Module):
@@ -33,6 +34,8 @@ class PairClassificationHead(nn.Module):
 
 
 class NextSentencePredictionObjective(Objective):
+    declaration = NoArgumentsParams
+
     name = "nsp"
     predicts_tokens = False
     data_construction = "segment_pairs"

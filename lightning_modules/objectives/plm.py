@@ -14,9 +14,12 @@ from lightning_modules.objectives.base import Objective, ObjectiveOutput, token_
 from lightning_modules.objectives.mlm import MaskedLMHead
 from lightning_modules.objectives.seeding import SeededCorruption
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.objectives import PermutedLMParams
 
 
 class PermutedLMObjective(Objective):
+    declaration = PermutedLMParams
+
     name = "plm"
 
     def __init__(self, backbone: nn.Module, tokenizer=None, partial_prediction_k: float = 6.0,

@@ -24,6 +24,7 @@ from lightning_modules.objectives.masking import IGNORE_INDEX, replace_selected,
 from lightning_modules.objectives.mlm import MaskedLMHead, special_tokens_mask_for
 from lightning_modules.objectives.seeding import SeededCorruption
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.objectives import ReplacedTokenDetectionParams
 
 
 def sample_replacements(logits: torch.Tensor, generator: torch.Generator, temperature: float = 1.0) -> torch.Tensor:
@@ -47,6 +48,8 @@ class DiscriminatorHead(nn.Module):
 
 
 class ReplacedTokenDetectionObjective(Objective):
+    declaration = ReplacedTokenDetectionParams
+
     name = "rtd"
     predicts_tokens = False  # the loss mixes MLM and RTD: not a token NLL, no perplexity
 

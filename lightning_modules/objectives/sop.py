@@ -5,8 +5,11 @@ cannot solve it and the model must learn discourse coherence."""
 from __future__ import annotations
 
 from lightning_modules.objectives.nsp import NextSentencePredictionObjective
+from ptmlab.methods.objectives import NoArgumentsParams
 
 
 class SentenceOrderPredictionObjective(NextSentencePredictionObjective):
+    declaration = NoArgumentsParams
+
     name = "sop"
     pair_negative = "swap"

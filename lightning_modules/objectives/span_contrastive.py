@@ -20,6 +20,7 @@ from lightning_modules.objectives.contrastive import info_nce, pool
 from lightning_modules.objectives.mlm import special_tokens_mask_for
 from lightning_modules.objectives.seeding import SeededCorruption
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.objectives import SpanContrastiveParams
 
 
 def sample_ngram_spans(special_tokens_mask: torch.Tensor, max_ngram: int, generator: torch.Generator
@@ -44,6 +45,8 @@ def sample_ngram_spans(special_tokens_mask: torch.Tensor, max_ngram: int, genera
 
 
 class SpanContrastiveObjective(Objective):
+    declaration = SpanContrastiveParams
+
     name = "span_contrastive"
     predicts_tokens = False
 

@@ -11,6 +11,7 @@ import torch
 from lightning_modules.objectives.corruption.sentinels import random_spans_noise_mask, sentinel_corrupt
 from lightning_modules.objectives.seq2seq import Seq2SeqObjective, framing
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.objectives import SpanCorruptionParams
 
 
 def sentinel_ids(tokenizer) -> list[int]:
@@ -23,6 +24,8 @@ def sentinel_ids(tokenizer) -> list[int]:
 
 
 class SpanCorruptionObjective(Seq2SeqObjective):
+    declaration = SpanCorruptionParams
+
     name = "span_corruption"
 
     def __init__(self, backbone, tokenizer, noise_density: float = 0.15, mean_noise_span_length: float = 3.0,

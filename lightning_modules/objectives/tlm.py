@@ -11,6 +11,7 @@ import torch
 from lightning_modules.objectives.base import ObjectiveOutput
 from lightning_modules.objectives.mlm import MaskedLMObjective
 from ptmlab.contracts import DataError
+from ptmlab.methods.objectives import TranslationLMParams
 
 
 def restarted_positions(token_type_ids: torch.Tensor) -> torch.Tensor:
@@ -24,6 +25,8 @@ def restarted_positions(token_type_ids: torch.Tensor) -> torch.Tensor:
 
 
 class TranslationLMObjective(MaskedLMObjective):
+    declaration = TranslationLMParams
+
     name = "tlm"
 
     def __init__(self, backbone, tokenizer, mask_prob: float = 0.15, mask_token_prob: float = 0.8,

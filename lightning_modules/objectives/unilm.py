@@ -20,6 +20,7 @@ from lightning_modules.objectives.base import ObjectiveOutput, token_loss
 from lightning_modules.objectives.masking import IGNORE_INDEX, replace_selected
 from lightning_modules.objectives.mlm import MaskedLMObjective, special_tokens_mask_for
 from ptmlab.contracts import ConfigError
+from ptmlab.methods.objectives import UnifiedLMParams
 
 DEFAULT_MODE_WEIGHTS = {"bidirectional": 1 / 3, "seq2seq": 1 / 3, "left_to_right": 1 / 6, "right_to_left": 1 / 6}
 
@@ -33,6 +34,8 @@ def random_source_lengths(attention_mask: torch.Tensor, generator: torch.Generat
 
 
 class UnifiedLMObjective(MaskedLMObjective):
+    declaration = UnifiedLMParams
+
     name = "unilm"
 
     def __init__(self, backbone, tokenizer, mask_prob: float = 0.15, mask_token_prob: float = 0.8,

@@ -23,6 +23,7 @@ from torch import nn
 from lightning_modules.data.conllu import ConlluSentence
 from lightning_modules.probing.activations import Activations
 from lightning_modules.probing.fit import FitSettings, fit, length_buckets
+from ptmlab.methods.probing import StructuralProbeParams
 
 STRUCTURAL_TASKS = ("distance", "depth")
 SPEARMAN_LENGTHS = (5, 50)
@@ -76,6 +77,8 @@ def tree_data(sentences: list[ConlluSentence]) -> TreeData:
 
 
 class DistanceProbe(nn.Module):
+    declaration = StructuralProbeParams
+
     def __init__(self, hidden_size: int, rank: int):
         super().__init__()
         self.proj = nn.Parameter(torch.empty(hidden_size, rank).uniform_(-0.05, 0.05))

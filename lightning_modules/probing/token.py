@@ -20,6 +20,7 @@ from lightning_modules.data.conllu import ConlluSentence
 from lightning_modules.probing.activations import Activations
 from lightning_modules.probing.fit import FitSettings, fit
 from ptmlab.contracts import DataError
+from ptmlab.methods.probing import TokenProbeParams
 
 TOKEN_TASKS = ("upos", "xpos", "deprel")
 ABSENT = "_"
@@ -88,6 +89,8 @@ class ScalarMix(nn.Module):
 
 
 class TokenProbe(nn.Module):
+    declaration = TokenProbeParams
+
     def __init__(self, in_dim: int, num_labels: int, kind: str = "linear", hidden_size: int = 256,
                  dropout: float = 0.0, mix_layers: int | None = None):
         super().__init__()

@@ -1,18 +1,23 @@
 """Every `_target_` of conf/ is declared once, and its three spellings agree (issue 22, item 2):
 
-- the torch-free declaration (`ptmlab.config_schema`'s pydantic model for that `_target_`: the
-  compose-time check, the API's 422 and the declared defaults),
+- the torch-free declaration (a pydantic model in `ptmlab.methods`, one module per group: the
+  compose-time check, the API's 422 and the declared defaults), found two ways that must agree:
+  through `ptmlab.config_schema.TARGETS` (assembled from the groups' maps) and through the
+  implementation, which imports it and names it (`declaration = LoRAParams`, its own attribute);
 - the constructor it builds (its parameters and their defaults),
 - the YAML options of the method groups (adaptation, compression, attack, defence, objective: one
   file per method, which states the declared defaults so a reader sees them).
 
-A key added to one of the three and not the others, or a default changed in one place only, fails
-here, naming the target and the key. The few keys that legitimately differ are listed below with
-the reason; the list is checked too (a stale entry fails).
+The probes (not `_target_`s: the probe stage builds them) are declared the same way (`PROBES`).
+A key added to one of the three and not the others, a default changed in one place only, an
+implementation that names no declaration or another one than TARGETS, fails here, naming the target
+and the key. The few keys that legitimately differ are listed below with the reason; the list is
+checked too (a stale entry fails).
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 from pathlib import Path
@@ -23,6 +28,9 @@ from pydantic_core import PydanticUndefined
 
 from ptmlab.config import CONF_DIR
 from ptmlab.config_schema import TARGETS
+from ptmlab.methods.probing import PROBES
+
+LIGHTNING_MODULES = Path(__file__).resolve().parents[2] / "lightning_modules"
 
 HYDRA_KEYS = {"_target_", "_partial_", "_recursive_", "_convert_", "_args_"}
 # Constructor parameters the code supplies at run time, never a config: the backbone or model being
@@ -30,6 +38,8 @@ HYDRA_KEYS = {"_target_", "_partial_", "_recursive_", "_convert_", "_args_"}
 # the Trainer's callbacks/logger/plugins/folder, and a task model's saved state on reload.
 RUNTIME_PARAMETERS = {"backbone", "tokenizer", "params", "optimizer", "num_warmup_steps", "num_training_steps",
                       "last_epoch", "logger", "callbacks", "plugins", "default_root_dir", "merged", "resolved"}
+# A token probe's scalar mix is sized by the probed model's layers when `scalar_mix` is on.
+RUNTIME_PROBE_PARAMETERS = {"mix_layers"}
 # Declared keys that a stage reads from the node instead of passing them to the constructor.
 READ_BY_THE_STAGE = {
     "name": "every group: the option's name, popped before instantiation",
@@ -81,6 +91,61 @@ def _declared(target: str) -> dict:
     return {(field.alias or key): field for key, field in TARGETS[target].model_fields.items()}
 
 
+def _built(target: str):
+    module, _, attr = target.rpartition(".")
+    return getattr(importlib.import_module(module), attr)
+
+
+def _naming_classes() -> dict[str, str]:
+    """`module.Class` -> the name it assigns to `declaration`, for every class of lightning_modules
+    that names one (read from the source, so a class no config reaches is seen too)."""
+    found = {}
+    for path in sorted(LIGHTNING_MODULES.rglob("*.py")):
+        module = ".".join(path.relative_to(LIGHTNING_MODULES.parent).with_suffix("").parts)
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for statement in node.body:
+                if isinstance(statement, ast.Assign) and any(getattr(t, "id", None) == "declaration"
+                                                             for t in statement.targets):
+                    found[f"{module}.{node.name}"] = ast.unparse(statement.value)
+    return found
+
+
+# Every target and probe implemented in lightning_modules; a library's class or function (Lightning's
+# Trainer, torch.optim, transformers' schedules) cannot name a declaration, so TARGETS alone holds it.
+DECLARED = {**{t: d for t, d in TARGETS.items() if t.startswith("lightning_modules.")}, **PROBES}
+
+
+@pytest.mark.parametrize("target", sorted(DECLARED))
+def test_the_implementation_names_the_declaration_targets_holds(target):
+    built = _built(target)
+    own = vars(built).get("declaration")  # its own: an inherited one may be its parent's
+    assert own is not None, f"{target}: names no declaration (declaration = {DECLARED[target].__name__})"
+    assert own is DECLARED[target], (f"{target}: names {own.__name__}, TARGETS holds {DECLARED[target].__name__}")
+
+
+def test_every_class_that_names_a_declaration_is_in_targets():
+    named = _naming_classes()
+    assert len(named) > 60, len(named)
+    missing = sorted(set(named) - set(DECLARED))
+    assert not missing, f"declared by their class but missing from ptmlab.config_schema.TARGETS: {missing}"
+    differ = {t: (named[t], DECLARED[t].__name__) for t in named if named[t] != DECLARED[t].__name__}
+    assert not differ, f"the class names one declaration, TARGETS another: {differ}"
+
+
+@pytest.mark.parametrize("probe", sorted(PROBES))
+def test_a_probe_constructor_and_its_declaration_agree(probe):
+    declared = PROBES[probe].model_fields
+    parameters = inspect.signature(_built(probe).__init__).parameters
+    problems = [f"{key}: constructor default {p.default!r}, declared " + (
+                    repr(declared[key].default) if key in declared else "nothing")
+                for key, p in parameters.items()
+                if p.default is not inspect.Parameter.empty and key not in RUNTIME_PROBE_PARAMETERS
+                and (key not in declared or not _same(declared[key].default, p.default))]
+    assert not problems, f"{probe}: " + "; ".join(problems)
+
+
 def _same(a, b) -> bool:
     as_list = (lambda v: list(v) if isinstance(v, tuple) else v)
     return as_list(a) == as_list(b)
@@ -88,9 +153,8 @@ def _same(a, b) -> bool:
 
 @pytest.mark.parametrize("target", sorted(USES))
 def test_the_declaration_and_the_constructor_agree(target):
-    assert target in TARGETS, f"{target}: no declaration in ptmlab.config_schema (used by {USES[target][0][0]})"
-    module, _, attr = target.rpartition(".")
-    built = getattr(importlib.import_module(module), attr)
+    assert target in TARGETS, f"{target}: no declaration in ptmlab.methods (used by {USES[target][0][0]})"
+    built = _built(target)
     signature = inspect.signature(built.__init__ if inspect.isclass(built) else built)
     parameters = {k: p for k, p in signature.parameters.items()
                   if k != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}

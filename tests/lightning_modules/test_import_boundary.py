@@ -1,5 +1,6 @@
 """The science half knows nothing of the platform: every module of lightning_modules imports
-ptmlab only through `ptmlab.contracts` (errors, typed summaries), the torch-free shared leaf.
+ptmlab only through the torch-free shared leaves, `ptmlab.contracts` (errors, typed summaries) and
+`ptmlab.methods` (each method's declaration of its parameters).
 Imports are read from the source (module level and inside functions alike), not executed."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2] / "lightning_modules"
-ALLOWED = ("ptmlab.contracts",)
+ALLOWED = ("ptmlab.contracts", "ptmlab.methods")
 
 
 def ptmlab_imports(path: Path) -> list[tuple[int, str]]:
@@ -48,6 +49,10 @@ def test_lightning_modules_imports_only_the_shared_leaf(path):
 def test_the_check_catches_a_forbidden_import(tmp_path):
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from ptmlab.settings import get_settings\n    import ptmlab.config\n"
-                      "from ptmlab import leaderboard\nfrom ptmlab.contracts import ConfigError\n")
-    assert sorted(n for _, n in ptmlab_imports(module)) == ["ptmlab.config", "ptmlab.contracts",
-                                                            "ptmlab.leaderboard", "ptmlab.settings"]
+                      "from ptmlab import leaderboard\nfrom ptmlab.contracts import ConfigError\n"
+                      "from ptmlab.config_schema import TARGETS\n")
+    found = sorted(n for _, n in ptmlab_imports(module))
+    assert found == ["ptmlab.config", "ptmlab.config_schema", "ptmlab.contracts", "ptmlab.leaderboard",
+                     "ptmlab.settings"]
+    assert [n for n in found if not any(n == a or n.startswith(a + ".") for a in ALLOWED)] == \
+        ["ptmlab.config", "ptmlab.config_schema", "ptmlab.leaderboard", "ptmlab.settings"]

@@ -68,8 +68,8 @@ def test_pipeline_jobs_compose_with_their_types_checked():
 
 
 def test_every_target_and_stage_in_conf_has_a_schema():
-    """A new `_target_` or stage in conf/ needs its schema in ptmlab/config_schema/ (otherwise it
-    is only checked permissively)."""
+    """A new `_target_` in conf/ needs its declaration in ptmlab/methods/ and a new stage its node in
+    ptmlab/config_schema/ (otherwise it is only checked permissively)."""
     targets, entries = set(), set()
     for path in CONF_DIR.rglob("*.yaml"):
         text = path.read_text()

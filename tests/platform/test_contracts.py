@@ -50,6 +50,16 @@ def test_contracts_import_nothing_else_of_ptmlab_and_no_torch():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_declarations_import_only_the_contracts_and_no_torch():
+    """ptmlab.methods is the other leaf lightning_modules imports (each method's declaration)."""
+    code = ("import sys, pkgutil, importlib, ptmlab.methods; "
+            "[importlib.import_module('ptmlab.methods.' + m.name) for m in pkgutil.iter_modules(ptmlab.methods.__path__)]; "
+            "bad = [m for m in sys.modules if (m.startswith('ptmlab.') and not m.startswith(('ptmlab.contracts', "
+            "'ptmlab.methods'))) or m in ('torch', 'lightning_modules')]; print(bad); assert not bad")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_url_passwords_are_redacted_wherever_they_stand():
     from ptmlab.contracts.secrets import redact_url_passwords
 

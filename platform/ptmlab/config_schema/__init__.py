@@ -6,7 +6,9 @@ config (`hydra` aside) and validates each group node with a pydantic model: stri
 unknown key, ranges (sizes > 0, dropouts in [0, 1), heads dividing the hidden size, lr > 0 ...).
 Groups whose options build different classes are keyed by `_target_` (`model.backbone`,
 `objective.module`, `data.corpus`, `task.data`, `adaptation`, `trainer`, `optimizer`,
-`scheduler`, `attack`, `defence`) or, for `stage`, by `stage.entry`. A failure is one ConfigError naming the dotted
+`scheduler`, `attack`, `defence`: each target's declaration in ptmlab.methods) or, for `stage`, by
+`stage.entry`. This package holds the rest: the root, the group and stage node shapes and the
+checks that span groups. A failure is one ConfigError naming the dotted
 key, the value and what is expected:
 
     model.backbone.hidden_size='abc': expected an integer
@@ -28,20 +30,25 @@ from omegaconf.errors import InterpolationResolutionError, InterpolationToMissin
 from pydantic import BaseModel, ValidationError
 
 from ptmlab.config_groups import list_config_groups
-from ptmlab.config_schema.defence import DEFENCES, check_defence
-from ptmlab.config_schema.attacks import ATTACK_STAGES, ATTACKS
-from ptmlab.config_schema.compression import COMPRESSIONS
-from ptmlab.config_schema.data import CORPORA, DataNode, TokenizerNode
-from ptmlab.config_schema.fields import NODE, AnyTarget, Name, Node, NonNegativeFloat, NonNegativeInt, in_range
-from ptmlab.config_schema.models import BACKBONES, ModelNode
-from ptmlab.config_schema.objectives import OBJECTIVES, ObjectiveNode
+from ptmlab.config_schema.data import DataNode, TokenizerNode
+from ptmlab.config_schema.defence import check_defence
+from ptmlab.config_schema.models import ModelNode
+from ptmlab.config_schema.objectives import ObjectiveNode
 from ptmlab.config_schema.probing import PROBE_STAGES, ProbeNode
 from ptmlab.config_schema.stages import STAGES, AnyStage, Multitask
-from ptmlab.config_schema.tasks import ADAPTATIONS, READERS, TaskNode
-from ptmlab.config_schema.training import OPTIMIZERS, SCHEDULERS, TRAINERS
+from ptmlab.config_schema.tasks import TaskNode
 from ptmlab.errors import ConfigError
+from ptmlab.methods.adaptation import ADAPTATIONS
+from ptmlab.methods.attacks import ATTACKS
+from ptmlab.methods.compression import COMPRESSIONS
+from ptmlab.methods.defences import DEFENCES
+from ptmlab.methods.fields import NODE, AnyTarget, Name, Node, NonNegativeFloat, NonNegativeInt, in_range
+from ptmlab.methods.models import BACKBONES
+from ptmlab.methods.objectives import OBJECTIVES
+from ptmlab.methods.readers import CORPORA, READERS
+from ptmlab.methods.training import OPTIMIZERS, SCHEDULERS, TRAINERS
 
-# `_target_` -> schema of its node, over every group.
+# `_target_` -> its declaration (ptmlab.methods: one module per group), over every group.
 TARGETS: dict[str, type[BaseModel]] = {
     **BACKBONES, **OBJECTIVES, **CORPORA, **READERS, **ADAPTATIONS, **TRAINERS, **OPTIMIZERS, **SCHEDULERS,
     **COMPRESSIONS, **ATTACKS, **DEFENCES,
@@ -54,7 +61,7 @@ NODE_SCHEMAS: dict[str, type[BaseModel]] = {
 TARGET_GROUPS = ("trainer", "optimizer", "scheduler", "adaptation", "compression", "attack", "defence")
 # Checked in this order: a value that others interpolate (`${tokenizer.vocab_size}`) is named first.
 GROUPS = ("stage", "tokenizer", "data", "model", "objective", "task", "probe", *TARGET_GROUPS)
-STAGES = {**STAGES, **PROBE_STAGES, **ATTACK_STAGES}
+STAGES = {**STAGES, **PROBE_STAGES}
 MAX_ERRORS_SHOWN = 3
 PRETRAIN_ENTRY = "lightning_modules.stages.pretrain.run_pretrain"
 

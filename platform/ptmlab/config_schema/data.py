@@ -1,5 +1,5 @@
-"""`data` (pre-training corpus and batching), its `corpus` classes (lightning_modules/data/), and
-`tokenizer`."""
+"""`data` (pre-training corpus and batching; its `corpus` node is declared by its class in
+ptmlab.methods.readers) and `tokenizer`."""
 
 from __future__ import annotations
 
@@ -7,18 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import model_validator
 
-from ptmlab.config_schema.fields import (
-    NODE,
-    Fraction,
-    Name,
-    Node,
-    NonNegativeInt,
-    PositiveInt,
-    TargetNode,
-    TargetSlot,
-    checked,
-    in_range,
-)
+from ptmlab.methods.fields import NODE, Fraction, Name, Node, NonNegativeInt, PositiveInt, TargetSlot, in_range
 
 
 class DataNode(Node):
@@ -31,39 +20,6 @@ class DataNode(Node):
     batch_size: PositiveInt = 32
     val_fraction: Fraction = 0.02
     num_workers: NonNegativeInt = 0
-
-
-class Corpus(TargetNode):
-    max_documents: PositiveInt | None = None
-
-
-class TextFilesCorpus(Corpus):
-    path: Name
-    pattern: Name = "*.txt"
-    paragraph_documents: bool = False
-    encoding: Name = "utf-8"
-
-
-class ParallelTextCorpus(Corpus):
-    path: Name
-    pattern: Name = "*.tsv"
-    encoding: Name = "utf-8"
-    separator: Annotated[str, checked(len, "a non-empty string")] = "\t"
-
-
-class HFDatasetCorpus(Corpus):
-    name: Name
-    config_name: str | None = None
-    split: Name = "train"
-    text_field: Name = "text"
-
-
-CORPORA = {
-    "lightning_modules.data.corpus.TextFilesCorpus": TextFilesCorpus,
-    "lightning_modules.data.corpus.PythonDocstringCorpus": Corpus,
-    "lightning_modules.data.corpus.HFDatasetCorpus": HFDatasetCorpus,
-    "lightning_modules.data.parallel.ParallelTextCorpus": ParallelTextCorpus,
-}
 
 
 class TokenizerNode(Node):

@@ -1,29 +1,13 @@
-"""`model`: the model node and its `backbone`, one schema per backbone class
-(lightning_modules/models/, constructor arguments)."""
+"""`model`: the model node; its `backbone` is declared by its class in ptmlab.methods.models."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import model_validator
-
-from ptmlab.config_schema.fields import (
-    NODE,
-    Dropout,
-    Name,
-    Node,
-    NonNegativeInt,
-    PositiveFloat,
-    PositiveInt,
-    TargetNode,
-    TargetSlot,
-)
 from ptmlab.contracts.families import FAMILIES
+from ptmlab.methods.fields import Name, Node, TargetSlot
 
 Family = Literal[FAMILIES]  # the one vocabulary of model families
-
-# lightning_modules/models/transformer.py ACTIVATIONS
-Activation = Literal["gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish"]
 
 
 class ModelNode(Node):
@@ -31,146 +15,3 @@ class ModelNode(Node):
     family: Family               # one of ptmlab.contracts.families.FAMILIES; read by the compatibility checks
     name_or_path: str | None = None  # family hf: a Hub name, a folder or pypi:<package>
     backbone: TargetSlot
-
-
-def heads_divide(node, hidden: str = "hidden_size", heads: str = "num_heads") -> None:
-    h, n = getattr(node, hidden), getattr(node, heads)
-    if h % n:
-        raise ValueError(f"{NODE}.{heads}={n} does not divide {NODE}.{hidden}={h}")
-
-
-class TransformerArgs(TargetNode):
-    """Shared by every ptmlab Transformer (lightning_modules/models/transformer.py)."""
-
-    vocab_size: PositiveInt      # `${tokenizer.vocab_size}`; the stage passes the trained size
-    hidden_size: PositiveInt = 128
-    num_layers: PositiveInt = 2
-    num_heads: PositiveInt = 2
-    intermediate_size: PositiveInt = 512
-    dropout: Dropout = 0.1
-    layer_norm_eps: PositiveFloat = 1e-12
-    initializer_range: PositiveFloat = 0.02
-
-    @model_validator(mode="after")
-    def _heads(self):
-        heads_divide(self)
-        return self
-
-
-class TransformerEncoder(TransformerArgs):
-    max_position_embeddings: PositiveInt = 512
-    type_vocab_size: NonNegativeInt = 2
-    attention_dropout: Dropout = 0.1
-    pre_layer_norm: bool = False
-    activation: Activation = "gelu"
-
-
-class TransformerDecoder(TransformerArgs):
-    layer_norm_eps: PositiveFloat = 1e-5          # GPT-2's
-    max_position_embeddings: PositiveInt = 1024
-    attention_dropout: Dropout = 0.1
-    pre_layer_norm: bool = True
-    activation: Activation = "gelu_new"
-
-
-class UnilmEncoder(TransformerEncoder):
-    mode: Literal["bidirectional", "left_to_right", "right_to_left", "seq2seq"] = "bidirectional"
-
-
-class FactorisedEncoder(TransformerArgs):
-    """ALBERT and ELECTRA: an E-wide token table projected to H; post-LN only (no pre_layer_norm)."""
-
-    embedding_size: PositiveInt = 128
-    max_position_embeddings: PositiveInt = 512
-    type_vocab_size: NonNegativeInt = 2
-    attention_dropout: Dropout = 0.0
-    activation: Activation = "gelu"
-
-
-class AlbertEncoder(FactorisedEncoder):
-    dropout: Dropout = 0.0                          # ALBERT v2's: no dropout
-    sharing: Literal["all", "attention", "ffn", "none"] = "all"
-
-
-class ElectraPair(FactorisedEncoder):
-    # The discriminator's defaults (lightning_modules/models/electra.py): ELECTRA-small's depth
-    hidden_size: PositiveInt = 256
-    num_layers: PositiveInt = 12
-    num_heads: PositiveInt = 4
-    intermediate_size: PositiveInt = 1024
-    attention_dropout: Dropout = 0.1
-    generator_hidden_size: PositiveInt = 64
-    generator_num_layers: PositiveInt | None = None   # null: as many as the discriminator
-    generator_num_heads: PositiveInt = 1
-    generator_intermediate_size: PositiveInt = 256
-
-    @model_validator(mode="after")
-    def _generator(self):
-        heads_divide(self, "generator_hidden_size", "generator_num_heads")
-        if self.generator_hidden_size > self.hidden_size:
-            # The paper's finding: a generator as wide as the discriminator makes RTD too hard.
-            raise ValueError(f"{NODE}.generator_hidden_size={self.generator_hidden_size} must not exceed "
-                             f"{NODE}.hidden_size={self.hidden_size}")
-        return self
-
-
-class TransformerEncoderDecoder(TransformerArgs):
-    num_decoder_layers: PositiveInt | None = None     # null: as many as the encoder
-    max_position_embeddings: PositiveInt = 512
-    attention_dropout: Dropout = 0.1
-    pre_layer_norm: bool = False
-    activation: Activation = "gelu"
-    layer_norm_eps: PositiveFloat = 1e-5
-
-
-class T5EncoderDecoder(TransformerArgs):
-    """Relative position buckets (no max_position_embeddings), ReLU and pre-RMSNorm fixed."""
-
-    num_decoder_layers: PositiveInt | None = None
-    layer_norm_eps: PositiveFloat = 1e-6
-
-
-class XLNetEncoder(TransformerArgs):
-    """Relative positions (no max_position_embeddings), no token-type table."""
-
-    attention_dropout: Dropout = 0.1
-    activation: Activation = "gelu"
-
-
-class BidirectionalLSTMLM(TargetNode):
-    vocab_size: PositiveInt
-    embedding_size: PositiveInt = 128
-    hidden_size: PositiveInt = 256
-    projection_size: NonNegativeInt | None = None     # null or 0: no projection
-    num_layers: PositiveInt = 2
-    dropout: Dropout = 0.1
-    residual: bool = True
-    initializer_range: PositiveFloat = 0.1
-
-    @model_validator(mode="after")
-    def _projection(self):
-        if self.projection_size and self.projection_size >= self.hidden_size:
-            raise ValueError(f"{NODE}.projection_size={self.projection_size} must be smaller than "
-                             f"{NODE}.hidden_size={self.hidden_size} (or null for no projection)")
-        return self
-
-
-class HFBackbone(TargetNode):
-    name_or_path: Name
-    pretrained: bool = True
-    vocab_size: PositiveInt | None = None
-    attn_implementation: Name = "sdpa"    # Hugging Face's own names (sdpa, eager, ...): it checks them; maps asked for switch to eager
-
-
-BACKBONES = {
-    "lightning_modules.models.transformer.TransformerEncoder": TransformerEncoder,
-    "lightning_modules.models.transformer.TransformerDecoder": TransformerDecoder,
-    "lightning_modules.models.unilm.UnilmEncoder": UnilmEncoder,
-    "lightning_modules.models.albert.AlbertEncoder": AlbertEncoder,
-    "lightning_modules.models.electra.ElectraPair": ElectraPair,
-    "lightning_modules.models.encoder_decoder.TransformerEncoderDecoder": TransformerEncoderDecoder,
-    "lightning_modules.models.t5.T5EncoderDecoder": T5EncoderDecoder,
-    "lightning_modules.models.xlnet.XLNetEncoder": XLNetEncoder,
-    "lightning_modules.models.lstm.BidirectionalLSTMLM": BidirectionalLSTMLM,
-    "lightning_modules.models.hf.HFBackbone": HFBackbone,
-}

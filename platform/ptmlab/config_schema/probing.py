@@ -1,38 +1,23 @@
-"""`stage=probe` and the `probe` group (conf/probe/: a suite of probe tasks and its data)."""
+"""`stage=probe` and the `probe` group (conf/probe/: a suite of probe tasks and its data); the probes' own
+keys (`stage.token`, `stage.structural`) are declared in ptmlab.methods.probing."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from ptmlab.config_schema.fields import Dropout, Name, Node, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 from ptmlab.config_schema.stages import Stage
+from ptmlab.methods.fields import Name, Node, NonNegativeInt, PositiveInt
+from ptmlab.methods.probing import StructuralProbeParams, TokenProbeParams
 
 # lightning_modules/stages/probe.py FAMILY_OF
 ProbeTask = Literal["upos", "xpos", "deprel", "distance", "depth", "sentence_length", "tree_depth", "bigram_shift",
                     "tense", "subject_number", "attention", "lama"]
 
 
-class TokenProbeSettings(Node):
-    kind: Literal["linear", "mlp"] = "linear"
-    hidden_size: PositiveInt = 256
-    dropout: Dropout = 0.0
-    epochs: PositiveInt = 6
-    lr: PositiveFloat = 3e-3
-    batch_size: PositiveInt = 512
-    weight_decay: NonNegativeFloat = 0.0
-    control: bool = True
-    scalar_mix: bool = True
-
-
-class StructuralProbeSettings(Node):
-    rank: PositiveInt = 64
-    epochs: PositiveInt = 10
-    lr: PositiveFloat = 1e-3
-    batch_size: PositiveInt = 20
-    weight_decay: NonNegativeFloat = 0.0
-
-
 class AttentionSettings(Node):
+    """`stage.attention`: how many sentences the stage feeds the attention analysis (a function of
+    the backbone's maps with nothing to declare)."""
+
     max_sentences: PositiveInt = 300
 
 
@@ -43,8 +28,8 @@ class Probe(Stage):
     batch_size: PositiveInt = 32
     shard_sentences: PositiveInt = 256
     random_init_baseline: bool = True
-    token: TokenProbeSettings = TokenProbeSettings()
-    structural: StructuralProbeSettings = StructuralProbeSettings()
+    token: TokenProbeParams = TokenProbeParams()
+    structural: StructuralProbeParams = StructuralProbeParams()
     attention: AttentionSettings = AttentionSettings()
 
 

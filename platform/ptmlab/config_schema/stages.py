@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from ptmlab.config_schema.compression import Measure
-from ptmlab.config_schema.fields import (
+from ptmlab.methods.fields import (
     Dropout,
     Name,
     Node,
     NonNegativeFloat,
+    NonNegativeInt,
     OpenNode,
     PositiveFloat,
     PositiveInt,
@@ -64,6 +64,17 @@ class Multitask(Stage):
     export_backbone: bool = False
 
 
+class Measure(Node):
+    """stage=compress: how the compressed model and its source are measured side by side."""
+
+    seq_len: PositiveInt = 64
+    batch_sizes: list[PositiveInt] = [1, 32]
+    threads: list[NonNegativeInt] = [1, 0]
+    warmup: NonNegativeInt = 5
+    repeats: PositiveInt = 30
+    score: bool = True
+
+
 class Compress(Stage):
     batch_size: PositiveInt = 32
     eval_batch_size: PositiveInt = 128
@@ -71,6 +82,10 @@ class Compress(Stage):
     warmup_ratio: Annotated[float, in_range(0.0, 1.0, hi_open=True)] = 0.1
     group_by_length: bool = False   # training batches of similar lengths (less padding)
     measure: Measure = Measure()
+
+
+class Attack(Stage):
+    """stage=attack: its recipe is the `attack` group (ptmlab.methods.attacks)."""
 
 
 class Sleep(OpenNode):
@@ -96,5 +111,6 @@ STAGES = {
     "lightning_modules.stages.finetune.run_finetune": Finetune,
     "lightning_modules.stages.multitask.run_multitask": Multitask,
     "lightning_modules.stages.compress.run_compress": Compress,
+    "lightning_modules.stages.attack.run_attack": Attack,
     "ptmlab.stages.sleep.run_sleep": Sleep,
 }

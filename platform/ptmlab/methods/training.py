@@ -1,5 +1,6 @@
-"""`trainer` (Lightning's Trainer), `optimizer` (torch.optim, `_partial_`) and `scheduler`
-(transformers' warmup schedules, `_partial_`)."""
+"""`trainer` (Lightning's Trainer and ptmlab's speed switches), `optimizer` (torch.optim,
+`_partial_`) and `scheduler` (transformers' warmup schedules, `_partial_`): library classes and
+functions, which cannot name their declaration, so these maps are the only link."""
 
 from __future__ import annotations
 
@@ -7,21 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from ptmlab.config_schema.fields import (
-    Dropout,
-    NODE,
-    Name,
-    NonNegativeFloat,
-    NonNegativeInt,
-    PositiveFloat,
-    PositiveInt,
-    TargetNode,
-    WarmupRatio,
-    checked,
-    in_range,
-    is_int,
-    is_number,
-)
+from ptmlab.methods.fields import (Dropout, NODE, Name, NonNegativeFloat, NonNegativeInt, PositiveFloat,
+                                   PositiveInt, TargetNode, WarmupRatio, checked, in_range, is_int, is_number)
 
 
 def _devices(v: Any) -> bool:
@@ -52,7 +40,7 @@ Precision = Literal[
 ]
 
 
-class LightningTrainer(TargetNode):
+class LightningTrainerParams(TargetNode):
     """lightning.pytorch.Trainer's arguments, less `logger`, `callbacks`, `default_root_dir` and
     `plugins`: the stage sets those (a value here would be silently replaced)."""
 
@@ -105,7 +93,7 @@ class LightningTrainer(TargetNode):
     model_registry: str | None = None
 
 
-class PtmlabTrainer(LightningTrainer):
+class TrainerParams(LightningTrainerParams):
     """Lightning's arguments plus ptmlab's own speed switches, which `StageRun.build_trainer` takes
     out before the rest reaches Lightning (lightning_modules/runtime/speed.py applies them)."""
 
@@ -124,7 +112,7 @@ class PtmlabTrainer(LightningTrainer):
         return self
 
 
-TRAINERS = {"lightning.pytorch.Trainer": PtmlabTrainer, "pytorch_lightning.Trainer": PtmlabTrainer}
+TRAINERS = {"lightning.pytorch.Trainer": TrainerParams, "pytorch_lightning.Trainer": TrainerParams}
 
 
 def _betas(v: Any) -> bool:
@@ -132,12 +120,12 @@ def _betas(v: Any) -> bool:
             and all(is_number(b) and 0.0 <= b < 1.0 for b in v))
 
 
-class Partial(TargetNode):
+class PartialParams(TargetNode):
     # The stage calls the node with what it builds (the parameter groups, the optimizer).
     partial: Literal[True] = Field(True, alias="_partial_")
 
 
-class Adam(Partial):
+class AdamParams(PartialParams):
     """torch.optim.Adam / AdamW."""
 
     lr: PositiveFloat = 1e-3
@@ -152,7 +140,7 @@ class Adam(Partial):
     fused: bool | None = None
 
 
-class SGD(Partial):
+class SGDParams(PartialParams):
     lr: PositiveFloat = 1e-3
     momentum: Dropout = 0.0           # in [0, 1)
     dampening: NonNegativeFloat = 0.0
@@ -164,22 +152,22 @@ class SGD(Partial):
     fused: bool | None = None
 
 
-OPTIMIZERS = {"torch.optim.AdamW": Adam, "torch.optim.Adam": Adam, "torch.optim.SGD": SGD}
+OPTIMIZERS = {"torch.optim.AdamW": AdamParams, "torch.optim.Adam": AdamParams, "torch.optim.SGD": SGDParams}
 
 
-class WarmupSchedule(Partial):
+class WarmupScheduleParams(PartialParams):
     """`warmup_ratio` is a fraction of the total steps: lightning_modules/optim.py turns it
     into `num_warmup_steps` and passes `num_training_steps`, so neither belongs here."""
 
     warmup_ratio: WarmupRatio = 0.0
 
 
-class CosineSchedule(WarmupSchedule):
+class CosineScheduleParams(WarmupScheduleParams):
     num_cycles: PositiveFloat = 0.5
 
 
 SCHEDULERS = {
-    "transformers.get_linear_schedule_with_warmup": WarmupSchedule,
-    "transformers.get_constant_schedule_with_warmup": WarmupSchedule,
-    "transformers.get_cosine_schedule_with_warmup": CosineSchedule,
+    "transformers.get_linear_schedule_with_warmup": WarmupScheduleParams,
+    "transformers.get_constant_schedule_with_warmup": WarmupScheduleParams,
+    "transformers.get_cosine_schedule_with_warmup": CosineScheduleParams,
 }

@@ -1,17 +1,16 @@
-"""`attack` (one schema per recipe class in lightning_modules/attacks/) and stage=attack.
-A sample of 0, a ratio outside (0, 1] or a query budget below 1 fails here, at compose time
-(exit 2 / HTTP 422, nothing run); what needs the source model (a regression head, an MLM
-reference that is not a masked LM) is refused by the stage before any run opens."""
+"""`attack`: one declaration per recipe class in lightning_modules/attacks/. A sample of 0, a ratio
+outside (0, 1] or a query budget below 1 fails at compose time (exit 2 / HTTP 422, nothing run);
+what needs the source model (a regression head, an MLM reference that is not a masked LM) is
+refused by the stage before any run opens."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from ptmlab.config_schema.fields import Name, NonZeroProbability, PositiveInt, TargetNode
-from ptmlab.config_schema.stages import Stage
+from ptmlab.methods.fields import Name, NonZeroProbability, PositiveInt, TargetNode
 
 
-class Sample(TargetNode):
+class AttackSampleParams(TargetNode):
     name: Name
     num_examples: PositiveInt = 100            # a seeded sample of the split
     split: Name | None = None                  # null: the task's first dev split
@@ -19,28 +18,28 @@ class Sample(TargetNode):
     batch_size: PositiveInt = 64
 
 
-class Recipe(Sample):
+class WordRecipeParams(AttackSampleParams):
     max_perturbed_ratio: NonZeroProbability | None = None   # null: no limit
     max_queries: PositiveInt | None = None
     stop_words: bool = True
 
 
-class DeepWordBug(Recipe):
+class DeepWordBugParams(WordRecipeParams):
     scoring: Literal["combined", "unk"] = "combined"
     max_edit_distance: PositiveInt | None = 30
 
 
-class PWWS(Recipe):
-    pass
+class PWWSParams(WordRecipeParams):
+    """Probability weighted word saliency: the word recipe's keys only."""
 
 
-class BAE(Recipe):
+class BAEParams(WordRecipeParams):
     mlm: Name                                   # a masked LM: HF *ForMaskedLM folder or a ptmlab pretrain run/export
     max_candidates: PositiveInt = 50
     pos_match: bool = True
 
 
-class UniversalTriggers(Sample):
+class UniversalTriggersParams(AttackSampleParams):
     trigger_length: PositiveInt = 3
     init_token: Name = "the"
     position: Literal["prepend", "append"] = "prepend"
@@ -49,15 +48,10 @@ class UniversalTriggers(Sample):
     iterations: PositiveInt = 10
 
 
-class Attack(Stage):
-    pass
-
-
 _A = "lightning_modules.attacks."
 ATTACKS = {
-    _A + "deepwordbug.DeepWordBug": DeepWordBug,
-    _A + "pwws.PWWS": PWWS,
-    _A + "bae.BAE": BAE,
-    _A + "triggers.UniversalTriggers": UniversalTriggers,
+    _A + "deepwordbug.DeepWordBug": DeepWordBugParams,
+    _A + "pwws.PWWS": PWWSParams,
+    _A + "bae.BAE": BAEParams,
+    _A + "triggers.UniversalTriggers": UniversalTriggersParams,
 }
-ATTACK_STAGES = {"lightning_modules.stages.attack.run_attack": Attack}

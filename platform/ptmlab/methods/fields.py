@@ -1,5 +1,7 @@
-"""Building blocks of the config schemas: node base classes and strict field types whose
-errors read `expected ...` (ptmlab.config_schema turns them into one line naming the key).
+"""Building blocks of the declarations (ptmlab.methods) and the group node shapes
+(ptmlab.config_schema): node base classes and strict field types whose errors read `expected ...`
+(ptmlab.config_schema turns them into one line naming the key). They live here, in the torch-free
+leaf that lightning_modules imports, because a declaration is built from them.
 
 Values reach the schemas as Hydra typed them (`x=2` is an int, `x=2.0` a float, `x=abc` a
 string), so the types are strict: an int field refuses "2", 1.5 and true; a float field takes an
