@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ptmlab.contracts.errors import ConfigError
 
@@ -131,19 +131,6 @@ class FinetuneSummary(StageSummary):
     sampling: str | None = None
 
 
-class Measurement(BaseModel):
-    """One model measured by the shared compression measurement (the source and the result alike)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    score: float | None = None
-    params: int = Field(ge=0)
-    nonzero_params: int | None = Field(None, ge=0)
-    size_bytes: int = Field(ge=0)
-    latency_ms: float | None = Field(None, ge=0)
-    flops: float | None = Field(None, ge=0)
-
-
 class MeasurementSettings(BaseModel):
     """How latency and size were measured, so two rows are comparable only when these match
     (lightning_modules/compression/measure.py writes them with every compress summary)."""
@@ -172,6 +159,48 @@ class LatencyPoint(BaseModel):
     throughput: float | None = Field(None, ge=0)   # examples per second
     threads: int | None = Field(None, ge=1)
     batch_size: int | None = Field(None, ge=1)
+
+
+class Measurement(BaseModel):
+    """One model measured by the shared compression measurement (lightning_modules/compression/
+    measure.py): the source and the compressed model alike, so every number of one has its twin in
+    the other. Latencies are keyed `b<batch>_t<threads>`; `latency_ms` is the summary's headline one."""
+
+    model_config = ConfigDict(extra="allow")
+
+    score: float | None = None
+    metrics: Metrics | None = None
+    params: int | None = Field(None, ge=0)
+    nonzero_params: int | None = Field(None, ge=0)
+    size_bytes: int | None = Field(None, ge=0)
+    non_embedding_size_bytes: int | None = Field(None, ge=0)
+    flops: float | None = Field(None, ge=0)        # estimated forward FLOPs per example
+    latency_ms: float | None = Field(None, ge=0)
+    latency: dict[str, LatencyPoint] | None = None
+    # task.kind=generation: the scored dev split's decoding (settings, signatures, tokens/s, latency
+    # per example); `latency` then times generate()
+    generation: GenerationNumbers | None = None
+
+
+# What a compress summary held flat before `source` and `compressed` were measurements: the
+# compressed model's numbers at the top level, the source's as `source_<name>`, and the
+# reference it compressed as `source` (now `source_ref`).
+MEASUREMENT_KEYS = tuple(Measurement.model_fields)
+
+
+def lift_flat_measurements(data: Any) -> Any:
+    """A compress summary in the earlier flat shape (rows already stored) lifted into `compressed`
+    and `source` measurements; a summary already in the new shape is returned as it is."""
+    if not isinstance(data, dict) or "compressed" in data:
+        return data
+    data = dict(data)
+    if "source" in data and not isinstance(data["source"], dict):
+        data.setdefault("source_ref", data.pop("source"))
+    source = {k: data.pop(f"source_{k}") for k in MEASUREMENT_KEYS if f"source_{k}" in data}
+    data["compressed"] = {k: data.pop(k) for k in MEASUREMENT_KEYS if k in data}
+    if any(v is not None for v in source.values()):
+        data["source"] = source
+    return data
 
 
 Ratios = dict[str, float | None]
@@ -206,8 +235,9 @@ class ExtraTraining(BaseModel):
 
 
 class CompressSummary(StageSummary):
-    """stage=compress: the method, its settings, the compressed model and its source measured side
-    by side. Latencies are keyed `b<batch>_t<threads>`; `latency_ms` is the headline one
+    """stage=compress: the method, its settings, the `compressed` model and its `source` measured
+    side by side (one `Measurement` each; `source_ref` is the reference it compressed). Latencies
+    are keyed `b<batch>_t<threads>`; each measurement's `latency_ms` is the headline one
     (`headline_latency`, batch 32 on one thread when measured); ratios are compressed ÷ source,
     `speedup` source ÷ compressed, `retention` score ÷ source score. A method that trained after
     compressing records that `extra_training` and the score of its control (the source, or
@@ -217,28 +247,12 @@ class CompressSummary(StageSummary):
     stage: Literal["compress"] = "compress"
     method: str
     config: dict[str, Any] = Field(default_factory=dict)  # the method's settings as run
-    source: str                     # the reference it compressed (job:<id>, mlflow:<run>, folder)
+    source_ref: str                 # the reference it compressed (job:<id>, mlflow:<run>, folder)
     source_run: str | None = None   # the source's MLflow run id
     task: str
     main_metric: str | None = None
-    score: float | None = None
-    metrics: Metrics | None = None
-    params: int = Field(ge=0)
-    nonzero_params: int | None = Field(None, ge=0)
-    size_bytes: int = Field(ge=0)
-    non_embedding_size_bytes: int | None = Field(None, ge=0)
-    flops: float | None = Field(None, ge=0)        # estimated forward FLOPs per example
-    latency_ms: float | None = Field(None, ge=0)
-    latency: dict[str, LatencyPoint] | None = None
-    source_score: float | None = None
-    source_metrics: Metrics | None = None
-    source_params: int | None = Field(None, ge=0)
-    source_nonzero_params: int | None = Field(None, ge=0)
-    source_size_bytes: int | None = Field(None, ge=0)
-    source_non_embedding_size_bytes: int | None = Field(None, ge=0)
-    source_flops: float | None = Field(None, ge=0)
-    source_latency_ms: float | None = Field(None, ge=0)
-    source_latency: dict[str, LatencyPoint] | None = None
+    compressed: Measurement
+    source: Measurement | None = None   # None only in rows recorded without their source measured
     headline_latency: str | None = None
     retention: float | None = None
     size_ratio: float | None = Field(None, ge=0)
@@ -256,10 +270,11 @@ class CompressSummary(StageSummary):
     retention_with_extra_training: bool = False    # no control: retention mixes compression and extra training
     measurement: MeasurementSettings | None = None
     task_model_dir: str | None = None
-    # task.kind=generation: the scored dev split's decoding (settings, signatures, tokens/s, latency
-    # per example) of the compressed model and of its source; `latency` then times generate()
-    generation: GenerationNumbers | None = None
-    source_generation: GenerationNumbers | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lift_flat(cls, data: Any) -> Any:
+        return lift_flat_measurements(data)
 
 
 class ProbeLayer(BaseModel):

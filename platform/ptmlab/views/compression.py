@@ -33,6 +33,7 @@ from sqlalchemy.orm import Session
 
 from ptmlab.config_groups import CONF_DIR
 from ptmlab.contracts.benchmarks import KIND_COLUMNS
+from ptmlab.contracts.summaries import lift_flat_measurements
 from ptmlab.results import cached_view, filter_options, folded, number
 from ptmlab.views.encoded import EncodedList, dumps, encode
 from ptmlab.views.robustness import KIND as ATTACK_KIND
@@ -124,16 +125,18 @@ def source_labels(session: Session, sources: set[str]) -> dict[str, str]:
 
 
 def _point(row, s: dict) -> dict[str, Any]:
-    score, source_score = number(s.get("score")), number(s.get("source_score"))
+    measured, source = s.get("compressed") or {}, s.get("source") or {}
+    score, source_score = number(measured.get("score")), number(source.get("score"))
     retention = number(s.get("retention"))
     if retention is None and score is not None and source_score:
         retention = score / source_score
     speedups = s.get("speedup") if isinstance(s.get("speedup"), dict) else {}
     return {
         "id": row.id, "job_id": row.job_id, "mlflow_run_id": row.mlflow_run_id, "sweep_id": row.sweep_id,
-        "method": str(s.get("method", "-")), "source": str(s.get("source", "-")), "task": str(s.get("task", "-")),
-        "score": score, "params": number(s.get("params")), "size_bytes": number(s.get("size_bytes")),
-        "latency_ms": number(s.get("latency_ms")), "flops": number(s.get("flops")), "source_score": source_score,
+        "method": str(s.get("method", "-")), "source": str(s.get("source_ref", "-")), "task": str(s.get("task", "-")),
+        "score": score, "params": number(measured.get("params")), "size_bytes": number(measured.get("size_bytes")),
+        "latency_ms": number(measured.get("latency_ms")), "flops": number(measured.get("flops")),
+        "source_score": source_score,
         "retention": retention, "size_ratio": number(s.get("size_ratio")),
         "speedup": number(speedups.get(s.get("headline_latency") or "")),
         "control_score": number(s.get("control_score")), "measured": _settings(s),
@@ -232,13 +235,14 @@ class _TaskPoints:
         self.dirty.add(p["id"])
         for axis, front in self.fronts.items():
             self.dirty.update(_front_add(front, p["id"], number(p.get(axis)), number(p.get("score"))))
-        if p["source"] not in self.references and any(s.get(k) is not None for k in ("source_params", "source_size_bytes",
-                                                                              "source_latency_ms")):
+        source = s.get("source") or {}
+        if p["source"] not in self.references and any(source.get(k) is not None for k in ("params", "size_bytes",
+                                                                                   "latency_ms")):
             self.references[p["source"]] = {
                 "id": None, "method": "uncompressed", "source": p["source"], "task": task, "from": "summary",
-                "score": p["source_score"], "params": number(s.get("source_params")),
-                "size_bytes": number(s.get("source_size_bytes")), "latency_ms": number(s.get("source_latency_ms")),
-                "flops": number(s.get("source_flops")), "mlflow_run_id": s.get("source_run"),
+                "score": p["source_score"], "params": number(source.get("params")),
+                "size_bytes": number(source.get("size_bytes")), "latency_ms": number(source.get("latency_ms")),
+                "flops": number(source.get("flops")), "mlflow_run_id": s.get("source_run"),
             }
 
     def finish(self, labels: dict[str, str], attacks: dict) -> tuple[list[dict], list[bytes]]:
@@ -276,7 +280,8 @@ class CompressionFold:
         for row in rows:
             self.result_count += 1
             task = str(row.summary.get("task", "-"))
-            self.tasks.setdefault(task, _TaskPoints()).add(row, row.summary, task)
+            # rows stored before the measurements were nested read in the same shape
+            self.tasks.setdefault(task, _TaskPoints()).add(row, lift_flat_measurements(row.summary), task)
 
 
 def _compression(session: Session, task: str | None, sweep_id: str | None, tags: dict[str, str] | None) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ptmlab.contracts.benchmarks import summary_task_kind
+from ptmlab.contracts.summaries import lift_flat_measurements
 from ptmlab.results import number
 
 
@@ -44,20 +45,23 @@ def _finetune_rows(s: dict[str, Any]) -> list:
 
 
 def _compress_rows(s: dict[str, Any]) -> list:
+    s = lift_flat_measurements(s)  # a row stored before the measurements were nested
+    measured, source = s.get("compressed") or {}, s.get("source") or {}
     settings = s.get("config") if isinstance(s.get("config"), dict) else {}
     shown = ", ".join(f"{k}={v}" for k, v in list(settings.items())[:6])
     speedup = s.get("speedup") if isinstance(s.get("speedup"), dict) else {}
     headline = s.get("headline_latency")
     return [
         _row("method", str(s.get("method", "?")), shown),
-        _row(f"score ({s.get('main_metric') or 'main metric'})", s.get("score"),
-             f"source {number(s.get('source_score')):.4g}" if number(s.get("source_score")) is not None else ""),
+        _row(f"score ({s.get('main_metric') or 'main metric'})", measured.get("score"),
+             f"source {number(source.get('score')):.4g}" if number(source.get("score")) is not None else ""),
         _row("retention", s.get("retention"), "score ÷ source score"),
         _row("control score", s.get("control_score"), "the same extra training without compression"),
-        _row("size (bytes)", s.get("size_bytes"), _ratio_note(s.get("size_bytes"), s.get("source_size_bytes"), "size")),
-        _row("parameters", s.get("params"), _ratio_note(s.get("params"), s.get("source_params"), "parameters")),
-        _row("nonzero parameters", s.get("nonzero_params")),
-        _row("latency (ms)", s.get("latency_ms"), _ratio_note(s.get("latency_ms"), s.get("source_latency_ms"), "latency")),
+        *(_row(name, measured.get(key), _ratio_note(measured.get(key), source.get(key), what))
+          for name, key, what in (("size (bytes)", "size_bytes", "size"), ("parameters", "params", "parameters"))),
+        _row("nonzero parameters", measured.get("nonzero_params")),
+        _row("latency (ms)", measured.get("latency_ms"), _ratio_note(measured.get("latency_ms"), source.get("latency_ms"),
+                                                                     "latency")),
         _row("speed-up", speedup.get(headline) if headline else None, f"source ÷ compressed latency, {headline}"),
     ]
 

@@ -23,8 +23,9 @@ from ptmlab.results import ResultRow, cached_view, folded, number
 
 # Per-layer and per-head arrays say nothing in one cell: the job and run pages draw them.
 SKIP_KEYS = {"layers", "tasks", "attention_heads", "heatmaps", "relations", "random_init", "latency", "source_latency",
-             "replica_weights", "loops", "prediction_stats", "extraction"}
-DEFAULT_COLUMNS = ("kind", "model", "task", "adaptation", "method", "probe_task", "main_score", "score")
+             "replica_weights", "loops", "prediction_stats", "extraction", "compressed.latency", "source.latency"}
+DEFAULT_COLUMNS = ("kind", "model", "task", "adaptation", "method", "probe_task", "main_score", "score",
+                   "compressed.score")
 MAX_COLUMNS = 30
 FILTER = re.compile(r"^\s*([A-Za-z0-9_.:/\-]+)\s*(>=|<=|!=|>|<|=|~)\s*([^=!<>~\s].*?)\s*$")
 
@@ -34,7 +35,7 @@ def flatten(value: Any, prefix: str = "", out: dict[str, Any] | None = None) -> 
     out = {} if out is None else out
     for key, v in value.items():
         name = f"{prefix}{key}"
-        if key in SKIP_KEYS and not prefix:
+        if name in SKIP_KEYS:  # a compress summary's measurements hold their latencies one level down
             continue
         if isinstance(v, dict):
             flatten(v, f"{name}.", out)
