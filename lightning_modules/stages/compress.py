@@ -30,6 +30,7 @@ from lightning_modules.artifacts.saved_task_model import LoadedTaskModel, check_
 from lightning_modules.artifacts.task_model_manifest import TASK_MODEL_ARTIFACT, TASK_MODEL_DIR
 from lightning_modules.tasks.spec import LoadedTask, load_task
 from ptmlab.contracts import BackboneError, ConfigError
+from ptmlab.contracts.summaries import CompressSummary
 
 
 
@@ -200,5 +201,6 @@ def run_compress(cfg: DictConfig) -> dict:
             "measurement": settings,
             "task_model_dir": str(task_dir),
         }
+        summary = run.summary(CompressSummary, summary)
         run.write_summary(summary)
-    return summary
+    return summary.model_dump(mode="json", exclude_unset=True)

@@ -1,8 +1,8 @@
 """The typed contract of `summary.json`: what every stage writes and the platform reads.
 
-`StageRun.write_summary` builds the model named by the summary's `stage` (the *kind*) from a
-stage's numbers and writes its dump, so a summary that breaks its contract fails the run that
-made it; the worker validates the file against the same model again and stores its
+Each stage builds the model of its kind (`StageRun.summary`: the stage's numbers and the fields
+every stage writes) and `StageRun.write_summary` writes its `model_dump(mode="json")`, so a
+summary that breaks its contract fails the run that made it; the worker validates the file against the same model again and stores its
 `model_dump()` as the `results` row, so a summary that does not validate fails the job with the
 field named instead of leaving a broken dashboard row. Rows written before a field existed may
 lack it: the readers (`ptmlab.results`, the leaderboard's `TaskRun`) allow for that. Torch-free:
