@@ -75,6 +75,29 @@ def test_a_compress_row_stored_flat_reads_as_its_two_measurements():
         validate_summary({**old, "params": -1})
 
 
+def test_a_stored_row_reads_as_its_model_even_without_a_field_required_since():
+    from ptmlab.contracts.summaries import read_stored_summary
+
+    row = {"stage": "compress", "method": "none", "source": "m", "task": "rte", "score": 0.6}  # no seed, no time
+    summary = read_stored_summary(row)
+    assert isinstance(summary, CompressSummary) and summary.seed is None and summary.source_ref == "m"
+    assert summary.compressed.score == 0.6 and summary.source is None
+    # a field of the wrong type, or no contract for the kind: not a summary the views can read
+    assert read_stored_summary({**row, "score": "high"}) is None and read_stored_summary({"stage": "x"}) is None
+
+
+def test_a_compress_rows_numbers_lead_the_generic_tables_as_they_did_flat():
+    from ptmlab.contracts.summaries import measured_on_top
+    from ptmlab.views.overview import headline
+
+    row = {"stage": "compress", "seed": 1, "compressed": {"score": 0.7, "params": 10}, "source": {"score": 0.9},
+           "retention": 0.778}
+    assert measured_on_top(row) == {"score": 0.7, "params": 10, "stage": "compress", "seed": 1,
+                                    "source": {"score": 0.9}, "retention": 0.778}
+    assert list(headline(row)) == ["score", "params", "retention"]  # the overview's recent results
+    assert measured_on_top({"stage": "finetune", "main_score": 0.8}) == {"stage": "finetune", "main_score": 0.8}
+
+
 def test_contracts_import_nothing_else_of_ptmlab_and_no_torch():
     code = ("import sys; import ptmlab.contracts; "
             "bad = [m for m in sys.modules if (m.startswith('ptmlab.') and not m.startswith('ptmlab.contracts')) "

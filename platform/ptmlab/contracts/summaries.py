@@ -12,9 +12,10 @@ reads); the declared ones are typed.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
 from ptmlab.contracts.errors import ConfigError
 
@@ -481,3 +482,34 @@ def validate_summary(data: Any) -> StageSummary:
         where = ".".join(str(x) for x in first.get("loc", ())) or "summary"
         raise ConfigError(f"summary.json ({kind}): {where}: {first.get('msg', 'invalid')} "
                           f"(got {first.get('input')!r:.80})") from None
+
+
+def measured_on_top(summary: dict[str, Any]) -> dict[str, Any]:
+    """A compress summary with its compressed model's numbers as its own top-level keys (score,
+    params, ...), where the generic tables (runs, overview) look for a row's numbers and where rows
+    stored flat had them; the source's stay `source.*`. Any other summary as it is."""
+    measured = summary.get("compressed")
+    if not isinstance(measured, dict):
+        return summary
+    return {**measured, **{k: v for k, v in summary.items() if k != "compressed"}}
+
+
+@functools.cache
+def stored_model(model: type[StageSummary]) -> type[StageSummary]:
+    """`model` as a stored results row is read: its required fields optional (a row written before
+    a field was required still loads, with the field None), every other field as declared."""
+    optional = {name: (field.annotation | None, None) for name, field in model.model_fields.items()
+                if field.is_required()}
+    return create_model(f"Stored{model.__name__}", __base__=model, **optional)
+
+
+def read_stored_summary(data: Any) -> StageSummary | None:
+    """A results row's summary as its kind's model (`stored_model`); None when it names no kind
+    with a contract or a field has the wrong type (the views leave such a row out)."""
+    model = SUMMARY_BY_KIND.get(str(data.get("stage"))) if isinstance(data, dict) else None
+    if model is None:
+        return None
+    try:
+        return stored_model(model).model_validate(data)
+    except ValidationError:
+        return None
