@@ -2,10 +2,11 @@
 
 Each stage builds the model of its kind (`StageRun.summary`: the stage's numbers and the fields
 every stage writes) and `StageRun.write_summary` writes its `model_dump(mode="json")`, so a
-summary that breaks its contract fails the run that made it; the worker validates the file against the same model again and stores its
-`model_dump()` as the `results` row, so a summary that does not validate fails the job with the
-field named instead of leaving a broken dashboard row. Rows written before a field existed may
-lack it: the readers (`ptmlab.results`, the leaderboard's `TaskRun`) allow for that. Torch-free:
+summary that breaks its contract fails the run that made it; the worker validates the file
+against the same model again and stores its `model_dump()` as the `results` row, so a summary
+that does not validate fails the job with the field named instead of leaving a broken dashboard
+row. Rows written before a field existed may lack it: the readers (`read_stored_summary`, which
+`ptmlab.results` rows are read through, and the leaderboard's `TaskRun`) allow for that. Torch-free:
 both halves import it. Unknown extra fields are kept (a stage may record more than the dashboard
 reads); the declared ones are typed.
 """
@@ -267,7 +268,7 @@ class CompressSummary(StageSummary):
     control_training: ExtraTraining | None = None  # what the control trained (the same examples and steps)
     extra_training: ExtraTraining | None = None    # what the compressed model trained beyond its source
     retention_vs_control: float | None = None      # score ÷ control_score
-    control_retention: float | None = None         # control_score ÷ source_score: the extra training alone
+    control_retention: float | None = None         # control_score ÷ source.score: the extra training alone
     retention_with_extra_training: bool = False    # no control: retention mixes compression and extra training
     measurement: MeasurementSettings | None = None
     task_model_dir: str | None = None
@@ -275,6 +276,7 @@ class CompressSummary(StageSummary):
     @model_validator(mode="before")
     @classmethod
     def _lift_flat(cls, data: Any) -> Any:
+        """Rows the worker stored before the measurements were nested read as the new shape."""
         return lift_flat_measurements(data)
 
 
