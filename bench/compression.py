@@ -90,6 +90,7 @@ def main() -> int:
     from lightning_modules.artifacts.saved_task_model import load_task_model
     from lightning_modules.compression.measure import MeasureSettings, all_cores, cpu_description, latencies
     from ptmlab.cli.results_compression import render_rows  # the CLI's renderer, the bench's columns
+    from ptmlab.contracts.summaries import lift_flat_measurements
 
     runs = {}
     if args.find:
@@ -101,7 +102,9 @@ def main() -> int:
         for method in args.methods:
             if method not in runs:
                 runs[method] = make(method, args.source, args.train_rows, home)
-    summaries = {m: json.loads((runs[m] / "summary.json").read_text()) for m in args.methods if m in runs}
+    # each summary in the contract's shape (a run written before its measurements were nested too)
+    summaries = {m: lift_flat_measurements(json.loads((runs[m] / "summary.json").read_text()))
+                 for m in args.methods if m in runs}
     missing = [m for m in args.methods if m not in runs]
     if missing:
         print(f"no run of {', '.join(missing)} (--make-missing runs them)", file=sys.stderr)
@@ -129,8 +132,8 @@ def main() -> int:
           f"settings {', '.join(keys)} (b<batch>_t<threads>)")
     table = []
     for r in rows:
-        line = {"method": r["method"], "retention": r.get("retention"), "score": r.get("score"),
-                "source_score": r.get("source_score"), "size_ratio": r.get("size_ratio"),
+        line = {"method": r["method"], "retention": r.get("retention"), "score": r["compressed"].get("score"),
+                "source_score": (r.get("source") or {}).get("score"), "size_ratio": r.get("size_ratio"),
                 "param_ratio": r.get("param_ratio"), "flops_ratio": r.get("flops_ratio")}
         for k in keys:
             line[f"lat_{k}"] = r["latency_ratio_bench"][k]

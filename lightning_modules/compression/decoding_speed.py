@@ -6,7 +6,7 @@ batch size and thread count, source and compressed alternating as measure.py's f
 do: per point the median milliseconds per batch, examples/s, and generated sub-words/s (end tokens
 included, padding not). `scored_decoding` decodes the whole dev split once, as `evaluate` does (the
 same batches: int8 activations are quantized per batch), and returns its metrics beside the
-split's decoding speed (the summary's `generation` and `source_generation`).
+split's decoding speed (each measurement's `generation` in the summary).
 """
 
 from __future__ import annotations

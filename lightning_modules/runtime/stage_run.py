@@ -9,7 +9,7 @@ A stage function looks like:
             run.log_data_files(paths)         # sha256 of every input file
             trainer = run.build_trainer()     # Lightning Trainer wired to MLflow + checkpoints
             trainer.fit(module, datamodule=dm, ckpt_path=run.resume_checkpoint)
-            run.write_summary({...})          # headline numbers for the platform
+            run.write_summary(run.summary(PretrainSummary, {...}))   # headline numbers for the platform
 
 Under a multi-process strategy (trainer=ddp) Lightning starts one copy of the command per extra
 device; each runs the stage function. Only global rank 0 opens the MLflow run, logs provenance
@@ -24,7 +24,7 @@ import subprocess
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -35,9 +35,10 @@ from lightning_modules.runtime.speed import (
     SpeedSwitches, check_trainer_and_optimizer, split_trainer_config, unscale_before_clipping)
 from lightning_modules.runtime.throughput import ThroughputMonitor, device_name, peak_flops_per_device
 from ptmlab.contracts.secrets import redact_url_passwords
-from ptmlab.contracts.summaries import validate_summary
+from ptmlab.contracts.summaries import StageSummary, validate_summary
 
 
+Summary = TypeVar("Summary", bound=StageSummary)
 RUN_ID_FILE = "mlflow_run_id.txt"
 SUMMARY_FILE = "summary.json"
 TRACKED_PACKAGES = (
@@ -323,26 +324,32 @@ class StageRun:
             return
         self.logger.experiment.log_artifact(self.run_id, str(local_file), artifact_path)
 
-    def write_summary(self, numbers: dict[str, Any]) -> Path:
-        """Write summary.json (headline numbers the worker copies into the `results` table)
-        and log it to MLflow. Written atomically: a killed job never leaves half a file. Only
-        global rank 0 writes it (the other ranks of a DDP job return the path untouched)."""
-        path = self.run_dir / SUMMARY_FILE
-        if not self.is_global_zero:
-            return path
-        summary = {
+    def summary(self, model: type[Summary], numbers: dict[str, Any]) -> Summary:
+        """The stage's contract model (ptmlab.contracts.summaries) of its `numbers` and the fields
+        every stage writes; a ConfigError naming the field that breaks the contract, wherever the
+        stage runs. Built from the numbers as the file holds them (paths and other objects as text)."""
+        summary = validate_summary(json.loads(json.dumps({
             "stage": str(self.cfg.stage.name),
             "mlflow_run_id": self.run_id,
             "run_dir": str(self.run_dir),
             "seed": int(self.cfg.seed),
             "wall_time_s": round(time.time() - self.started, 3),
             **numbers,
-        }
-        # The stage's contract model (ptmlab.contracts.summaries) is what gets written: built from
-        # the numbers as the file holds them (paths as text), so a summary that breaks its contract
-        # fails the run that made it, naming the field, wherever it runs; only the fields the stage
-        # set (the file keeps its keys; the worker's row adds the unset ones as null).
-        summary = validate_summary(json.loads(json.dumps(summary, default=str))).model_dump(exclude_unset=True)
+        }, default=str)))
+        if not isinstance(summary, model):
+            raise TypeError(f"stage={self.cfg.stage.name} writes a {type(summary).__name__}, not a {model.__name__}")
+        return summary
+
+    def write_summary(self, summary: StageSummary) -> Path:
+        """Write summary.json, the dump of the stage's contract model (`summary`: headline numbers
+        the worker copies into the `results` table), and log it to MLflow. Written atomically: a
+        killed job never leaves half a file. Only global rank 0 writes it (the other ranks of a DDP
+        job return the path untouched). Only the fields the stage set: the file keeps its keys; the
+        worker's row adds the unset ones as null."""
+        path = self.run_dir / SUMMARY_FILE
+        if not self.is_global_zero:
+            return path
+        summary = summary.model_dump(mode="json", exclude_unset=True)
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(summary, indent=2, default=str))
         tmp.replace(path)

@@ -210,7 +210,6 @@ def run_attack(cfg: DictConfig) -> dict:
             "seconds_per_example": round(seconds / len(records), 6),
             "records_file": str(path),
         }
-        # the contract the worker validates against, checked before the file is written
-        AttackSummary.model_validate({"stage": "attack", "seed": int(cfg.seed), "wall_time_s": 0, **summary})
+        summary = run.summary(AttackSummary, summary)
         run.write_summary(summary)
-    return summary
+    return summary.model_dump(mode="json", exclude_unset=True)

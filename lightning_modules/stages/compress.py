@@ -30,6 +30,7 @@ from lightning_modules.artifacts.saved_task_model import LoadedTaskModel, check_
 from lightning_modules.artifacts.task_model_manifest import TASK_MODEL_ARTIFACT, TASK_MODEL_DIR
 from lightning_modules.tasks.spec import LoadedTask, load_task
 from ptmlab.contracts import BackboneError, ConfigError
+from ptmlab.contracts.summaries import CompressSummary
 
 
 
@@ -120,29 +121,23 @@ def _ratio(a, b):
 
 
 def comparison(src: dict, out: dict) -> dict:
-    """The headline numbers: the compressed model's own, the source's as source_*, and the ratios."""
+    """The `source` and `compressed` measurements (each with the headline latency) and the ratios."""
     # the issue's headline setting: one thread, batch 32 (else the fewest threads, the largest batch)
     headline = min(out["latency"], key=lambda k: (out["latency"][k]["threads"], -out["latency"][k]["batch_size"]),
                    default=None)
-    numbers = {}
-    for prefix, row in (("", out), ("source_", src)):
-        numbers.update({f"{prefix}{k}": row.get(k) for k in
-                        ("score", "params", "nonzero_params", "size_bytes", "non_embedding_size_bytes", "flops")})
-        numbers[f"{prefix}latency"] = row["latency"]
-        numbers[f"{prefix}latency_ms"] = row["latency"][headline]["latency_ms"] if headline else None
-    numbers["metrics"] = out.get("metrics", {})
-    numbers["source_metrics"] = src.get("metrics", {})
-    if "generation" in out:  # a generator: its decoding speed over the scored split, both models
-        numbers["generation"], numbers["source_generation"] = out["generation"], src["generation"]
-    numbers["retention"] = _ratio(out.get("score"), src.get("score"))
-    numbers["size_ratio"] = _ratio(out["size_bytes"], src["size_bytes"])
-    numbers["non_embedding_size_ratio"] = _ratio(out["non_embedding_size_bytes"], src["non_embedding_size_bytes"])
-    numbers["param_ratio"] = _ratio(out["params"], src["params"])
-    numbers["flops_ratio"] = _ratio(out["flops"], src["flops"])
-    numbers["latency_ratio"] = {k: _ratio(v["latency_ms"], src["latency"][k]["latency_ms"]) for k, v in out["latency"].items()}
-    numbers["speedup"] = {k: _ratio(src["latency"][k]["latency_ms"], v["latency_ms"]) for k, v in out["latency"].items()}
-    numbers["headline_latency"] = headline
-    return numbers
+    source, compressed = ({**row, "latency_ms": row["latency"][headline]["latency_ms"] if headline else None}
+                          for row in (src, out))
+    return {
+        "source": source, "compressed": compressed,
+        "retention": _ratio(out.get("score"), src.get("score")),
+        "size_ratio": _ratio(out["size_bytes"], src["size_bytes"]),
+        "non_embedding_size_ratio": _ratio(out["non_embedding_size_bytes"], src["non_embedding_size_bytes"]),
+        "param_ratio": _ratio(out["params"], src["params"]),
+        "flops_ratio": _ratio(out["flops"], src["flops"]),
+        "latency_ratio": {k: _ratio(v["latency_ms"], src["latency"][k]["latency_ms"]) for k, v in out["latency"].items()},
+        "speedup": {k: _ratio(src["latency"][k]["latency_ms"], v["latency_ms"]) for k, v in out["latency"].items()},
+        "headline_latency": headline,
+    }
 
 
 def compare_with_control(method: CompressionMethod, source: LoadedTaskModel, ctx: CompressContext,
@@ -187,12 +182,13 @@ def run_compress(cfg: DictConfig) -> dict:
             numbers["retention_vs_control"] = _ratio(out.get("score"), fairness["control_score"])
             numbers["control_retention"] = _ratio(fairness["control_score"], src.get("score"))
         split = task.eval_splits[0].name
-        run.logger.log_metrics({f"compress/{k}": v for k, v in numbers.items() if isinstance(v, (int, float))
+        flat = {**numbers, **{f"source_{k}": v for k, v in numbers["source"].items()}, **numbers["compressed"]}
+        run.logger.log_metrics({f"compress/{k}": v for k, v in flat.items() if isinstance(v, (int, float))
                                 and not isinstance(v, bool)}, step=0)
         summary = {
             "method": method.name,
             "config": method.settings(),
-            "source": str(cfg.source),
+            "source_ref": str(cfg.source),
             "source_run": source_run_id(source),
             "source_dir": str(source.folder),
             "task": task.spec.name,
@@ -205,5 +201,6 @@ def run_compress(cfg: DictConfig) -> dict:
             "measurement": settings,
             "task_model_dir": str(task_dir),
         }
+        summary = run.summary(CompressSummary, summary)
         run.write_summary(summary)
-    return summary
+    return summary.model_dump(mode="json", exclude_unset=True)

@@ -42,6 +42,7 @@ from lightning_modules.tasks.token_metrics import TOKEN_METRIC_MODES
 from ptmlab.contracts import ConfigError
 from ptmlab.contracts.decoding import DecodingSettings
 from ptmlab.contracts.identity import config_hash
+from ptmlab.contracts.summaries import FinetuneSummary
 
 @dataclass
 class FinetuneParts:
@@ -251,5 +252,6 @@ def run_finetune(cfg: DictConfig) -> dict:
             **delta,
             "task_model_dir": str(task_model_dir),
         }
+        summary = run.summary(FinetuneSummary, summary)
         run.write_summary(summary)
-    return summary
+    return summary.model_dump(mode="json", exclude_unset=True)

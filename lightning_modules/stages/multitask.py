@@ -36,6 +36,7 @@ from lightning_modules.tasks.sampling import TaskSampler, temperature_for
 from lightning_modules.tasks.spec import LoadedTask, load_task
 from ptmlab.contracts import ConfigError
 from ptmlab.contracts.identity import config_hash
+from ptmlab.contracts.summaries import FinetuneSummary
 from ptmlab.contracts.task_checks import multitask_task_nodes
 
 
@@ -237,5 +238,6 @@ def run_multitask(cfg: DictConfig) -> dict:
             **training_numbers(model, module, trainer),
             "task_model_dir": str(task_model_dir),
         }
+        summary = run.summary(FinetuneSummary, summary)
         run.write_summary(summary)
-    return summary
+    return summary.model_dump(mode="json", exclude_unset=True)

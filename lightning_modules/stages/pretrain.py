@@ -12,6 +12,7 @@ from lightning_modules.objectives.parts import objective_parts
 from lightning_modules.runtime.stage_run import StageRun
 from lightning_modules.stages.pretrain_module import PretrainModule, count_parameters
 from ptmlab.contracts import ConfigError
+from ptmlab.contracts.summaries import PretrainSummary
 
 
 def build_backbone(model_cfg: DictConfig, vocab_size: int):
@@ -85,5 +86,6 @@ def run_pretrain(cfg: DictConfig) -> dict:
             "throughput": speed,
             "replica_weights": module.replica_digests,
         }
+        summary = run.summary(PretrainSummary, summary)
         run.write_summary(summary)
-    return summary
+    return summary.model_dump(mode="json", exclude_unset=True)

@@ -340,8 +340,8 @@ def run_probe(cfg: DictConfig) -> dict:
             run.logger.log_metrics(metrics)
         headline = tasks[0]
         attention = next((t for t in tasks if t["probe_task"] == "attention"), None)
-        summary = ProbeSummary(
-            seed=int(cfg.seed), wall_time_s=0.0, model=plan.models[0].label, probe_task=plan.suite,
+        numbers = dict(
+            model=plan.models[0].label, probe_task=plan.suite,
             suite=plan.suite, backbone_source=plan.resolved.source, alignment=str(cfg.stage.alignment),
             metric=headline.get("metric"), layers=headline.get("layers") or [],
             baselines=headline.get("baselines") or {}, tasks=tasks,
@@ -349,6 +349,7 @@ def run_probe(cfg: DictConfig) -> dict:
             train_sentences=len(plan.train) if plan.train is not None else None,
             eval_sentences=len(plan.eval) if plan.eval is not None else None,
             extraction=plan.extraction, probe_time_s=round(time.time() - started, 3), **backbone_summary(plan.resolved),
-        ).model_dump(exclude_none=True, exclude={"stage", "seed", "wall_time_s", "mlflow_run_id", "run_dir"})
+        )
+        summary = run.summary(ProbeSummary, {k: v for k, v in numbers.items() if v is not None})
         run.write_summary(summary)
-    return json.loads((run.run_dir / "summary.json").read_text())
+    return summary.model_dump(mode="json", exclude_unset=True)

@@ -45,9 +45,10 @@ def result_line(job: dict[str, Any], summary: dict[str, Any]) -> str:
                 f"{_num(summary.get('main_score'))}")
     if stage == "compress":
         speedup = (summary.get("speedup") or {}).get(summary.get("headline_latency") or "", None)
+        measured, source = summary.get("compressed") or {}, summary.get("source") or {}
         text = (f"{summary.get('method')} of {summary.get('model')}: "
-                f"{summary.get('main_metric')} {_num(summary.get('score'))} "
-                f"(source {_num(summary.get('source_score'))}, retention {_num(summary.get('retention'))}), "
+                f"{summary.get('main_metric')} {_num(measured.get('score'))} "
+                f"(source {_num(source.get('score'))}, retention {_num(summary.get('retention'))}), "
                 f"size x{_num(summary.get('size_ratio'), '.2f')}, speed-up {_num(speedup, '.2f')}")
         if summary.get("control_score") is not None:
             text += f", without the teacher {_num(summary['control_score'])}"

@@ -28,6 +28,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from ptmlab.contracts.summaries import StageSummary, read_stored_summary
 from ptmlab.db.models import Result, utcnow
 from ptmlab.errors import ConfigError, NotFoundError
 
@@ -98,10 +99,14 @@ def _folded_count(session: Session, kind: str | None, sweep_id: str | None, tags
 # -- rows for the views and the results commands -----------------------------------------------
 
 
+_UNREAD = object()
+
+
 @dataclass
 class ResultRow:
-    """One results row as the views and commands read it: the summary parsed once (a dict: rows
-    written before a contract field existed must still load), the row's own id and sweep beside
+    """One results row as the views and commands read it: the summary parsed once, as JSON
+    (`summary`) and as its contract model (`model`, made on first use and kept with the row: rows
+    written before a contract field was required still load), the row's own id and sweep beside
     it rather than smuggled into the summary."""
 
     id: int
@@ -111,6 +116,15 @@ class ResultRow:
     summary: dict[str, Any]
     tags: dict[str, Any]
     flat: Any = None  # the runs table's flattened columns and search text, made once (ptmlab.views.runs)
+    typed: Any = _UNREAD  # `model`, once read
+
+    @property
+    def model(self) -> StageSummary | None:
+        """The summary as its kind's model (`ptmlab.contracts.summaries.read_stored_summary`);
+        None for a row that is not one."""
+        if self.typed is _UNREAD:
+            self.typed = read_stored_summary(self.summary)
+        return self.typed
 
 
 def parse_tag_filter(tag: str | None) -> dict[str, str]:

@@ -62,20 +62,20 @@ def compress(teacher, tmp_path_factory, method: str, extra: list[str], source=No
 
 def report(s: dict) -> None:
     extra = f", control (no teacher) {s['control_score']:.4f}" if s.get("control_score") is not None else ""
-    print(f"\n{s['method']}: accuracy {s['score']:.4f} (source {s['source_score']:.4f}, retention "
-          f"{s['retention']:.4f}{extra}); params {s['params']:,} / {s['source_params']:,} "
-          f"(nonzero {s['nonzero_params']:,}); size ratio {s['size_ratio']:.4f} (non-embedding "
+    print(f"\n{s['method']}: accuracy {s['compressed']['score']:.4f} (source {s['source']['score']:.4f}, retention "
+          f"{s['retention']:.4f}{extra}); params {s['compressed']['params']:,} / {s['source']['params']:,} "
+          f"(nonzero {s['compressed']['nonzero_params']:,}); size ratio {s['size_ratio']:.4f} (non-embedding "
           f"{s['non_embedding_size_ratio']:.4f}); FLOPs ratio {s['flops_ratio']:.4f}; latency ratios "
           f"{s['latency_ratio']} (not asserted); {s['wall_time_s']:.0f} s")
 
 
 def common_checks(s: dict, teacher) -> None:
     assert s["task"] == "sst2" and s["main_metric"] == "accuracy"
-    assert s["source_score"] == pytest.approx(teacher.summary["main_score"], abs=1e-6)  # the same 872 rows
-    assert s["retention"] == pytest.approx(s["score"] / s["source_score"], rel=1e-5)
+    assert s["source"]["score"] == pytest.approx(teacher.summary["main_score"], abs=1e-6)  # the same 872 rows
+    assert s["retention"] == pytest.approx(s["compressed"]["score"] / s["source"]["score"], rel=1e-5)
     settings = s["measurement"]
     assert settings["cpu"] and settings["seq_len"] == 64 and settings["repeats"] == 3
-    assert set(s["latency"]) == set(s["source_latency"]) == {f"b{b}_t{settings['threads'][0]}" for b in (1, 32)}
+    assert set(s["compressed"]["latency"]) == set(s["source"]["latency"]) == {f"b{b}_t{settings['threads'][0]}" for b in (1, 32)}
 
 
 @pytest.fixture(scope="module")
@@ -130,8 +130,8 @@ FRESH_PREDICT = textwrap.dedent("""
 def test_dynamic_int8_quarter_size_within_1_5_points_and_reloads_in_a_fresh_process(int8, sst2_teacher, tmp_path):
     common_checks(int8, sst2_teacher)
     assert int8["size_ratio"] <= 0.30
-    assert int8["source_score"] - int8["score"] <= 0.015
-    assert int8["params"] == int8["source_params"]  # same weights, int8
+    assert int8["source"]["score"] - int8["compressed"]["score"] <= 0.015
+    assert int8["compressed"]["params"] == int8["source"]["params"]  # same weights, int8
     assert int8["edits"] == ["quantize"]
     from safetensors.torch import load_file
 
@@ -153,7 +153,7 @@ def test_dynamic_int8_quarter_size_within_1_5_points_and_reloads_in_a_fresh_proc
     labels = torch.tensor([int(line.split("\t")[1]) for line in
                            (sst2_teacher_data_dev()).read_text().splitlines()[1:]])
     accuracy = float((outputs[0].argmax(-1) == labels).float().mean())
-    assert accuracy == pytest.approx(int8["score"], abs=1e-6)  # the fresh process scores what the stage measured
+    assert accuracy == pytest.approx(int8["compressed"]["score"], abs=1e-6)  # the fresh process scores what the stage measured
 
 
 def sst2_teacher_data_dev():
@@ -165,7 +165,7 @@ def test_three_layer_student_retains_94_percent(distilled, sst2_teacher):
     assert distilled["student_layers"] == 3 and distilled["layer_map"] == [[1, 2], [2, 4], [3, 6]]
     assert distilled["retention"] >= 0.94
     assert distilled.get("control_score") is None and distilled["config"]["control"] is False  # no control run
-    assert distilled["params"] < distilled["source_params"]
+    assert distilled["compressed"]["params"] < distilled["source"]["params"]
     assert distilled["flops_ratio"] < 0.6  # three of six layers (embeddings cost no FLOPs)
     cache = sst2_teacher.home / "cache" / "compression" / "teacher_logits"
     assert len(list(cache.glob("*.safetensors"))) == 1  # teacher logits computed once, on disk
@@ -180,19 +180,19 @@ def test_thirty_percent_of_heads_pruned_retains_98_percent_after_recovery(heads_
     assert heads_pruned["heads_before"] == 72 and heads_pruned["heads_after"] == 72 - round(0.3 * 72)
     assert sum(heads_pruned["heads_per_layer"]) == heads_pruned["heads_after"]
     assert heads_pruned["retention"] >= 0.98
-    assert heads_pruned["params"] < heads_pruned["source_params"]
-    assert heads_pruned["flops"] < heads_pruned["source_flops"]
-    assert heads_pruned["size_bytes"] < heads_pruned["source_size_bytes"]
+    assert heads_pruned["compressed"]["params"] < heads_pruned["source"]["params"]
+    assert heads_pruned["compressed"]["flops"] < heads_pruned["source"]["flops"]
+    assert heads_pruned["compressed"]["size_bytes"] < heads_pruned["source"]["size_bytes"]
 
 
 def test_forty_percent_magnitude_sparsity_retains_98_percent_with_nonzero_on_target(sparse, sst2_teacher):
     common_checks(sparse, sst2_teacher)
     assert abs(sparse["sparsity"] - 0.4) <= 0.01
     # the real nonzero count: the source's nonzero weights less those pruned (within 1 % of the target)
-    pruned = sparse["source_nonzero_params"] - sparse["nonzero_params"]
+    pruned = sparse["source"]["nonzero_params"] - sparse["compressed"]["nonzero_params"]
     assert abs(pruned - 0.4 * sparse["pruned_weights"]) <= 0.01 * sparse["pruned_weights"]
     assert sparse["retention"] >= 0.98
-    assert sparse["params"] == sparse["source_params"]
+    assert sparse["compressed"]["params"] == sparse["source"]["params"]
     assert sparse["size_ratio"] == pytest.approx(1.0, abs=1e-3)  # stored dense: the size does not change
 
 
@@ -201,4 +201,4 @@ def test_svd_at_half_the_encoder_linear_parameters_retains_95_percent(factored, 
     assert 0.45 <= factored["factored_weight_ratio"] <= 0.5
     assert factored["factored_layers"] == 6 * 6  # q, k, v, output, intermediate, output of six layers
     assert factored["retention"] >= 0.95
-    assert factored["params"] < factored["source_params"] and factored["flops"] < factored["source_flops"]
+    assert factored["compressed"]["params"] < factored["source"]["params"] and factored["compressed"]["flops"] < factored["source"]["flops"]

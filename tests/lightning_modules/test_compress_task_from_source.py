@@ -62,7 +62,7 @@ def test_compress_without_task_runs_and_records_the_task(home, source, tmp_path)
     run_compress(compose_config(["stage=compress", *QUICK, "compression=quantize_dynamic", f"source={source}",
                                  f"+run_dir={run_dir}"]))
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["task"] == "sst2" and summary["main_metric"] == "accuracy" and summary["score"] is not None
+    assert summary["task"] == "sst2" and summary["main_metric"] == "accuracy" and summary["compressed"]["score"] is not None
     # the stored config says which task ran, with the source's subset (what the head was trained on)
     ran = OmegaConf.load(run_dir / "config.yaml")
     assert ran.task.name == "sst2" and ran.task.max_train_samples == 24 and ran.task.max_eval_samples == 16

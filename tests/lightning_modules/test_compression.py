@@ -101,36 +101,36 @@ def test_every_method_gives_a_task_model_that_loads_and_scores_what_was_measured
     assert isinstance(validate_summary(s), CompressSummary)  # what the worker checks
     loaded = load_task_model(s["task_model_dir"])
     metrics = evaluate(loaded, dev_task(), "dev")
-    assert metrics["accuracy"] == pytest.approx(s["score"], abs=1e-6)
-    assert s["retention"] == pytest.approx(s["score"] / s["source_score"], rel=1e-5)
-    assert s["measurement"]["repeats"] == 2 and set(s["latency"]) == {"b1_t1", "b4_t1"}
-    assert s["source_params"] == runs["quantize_dynamic"]["source_params"]  # every run measured the same source
+    assert metrics["accuracy"] == pytest.approx(s["compressed"]["score"], abs=1e-6)
+    assert s["retention"] == pytest.approx(s["compressed"]["score"] / s["source"]["score"], rel=1e-5)
+    assert s["measurement"]["repeats"] == 2 and set(s["compressed"]["latency"]) == {"b1_t1", "b4_t1"}
+    assert s["source"]["params"] == runs["quantize_dynamic"]["source"]["params"]  # every run measured the same source
 
 
 def test_what_each_method_changed(runs):
     q, qat, half = runs["quantize_dynamic"], runs["quantize_qat"], runs["cast_half"]
-    assert q["size_ratio"] < 0.4 and q["params"] == q["source_params"] and q["edits"] == ["quantize"]
+    assert q["size_ratio"] < 0.4 and q["compressed"]["params"] == q["source"]["params"] and q["edits"] == ["quantize"]
     assert qat["size_ratio"] < 0.4 and qat["recovery_steps"] == 8 and qat["edits"] == ["quantize"]
     assert half["size_ratio"] == pytest.approx(0.5, abs=0.02)
     d = runs["distill"]
     assert d["student_layers"] == 2 and d["layer_map"] == [[1, 2], [2, 4]] and d["control_score"] is not None
-    assert d["params"] < d["source_params"] and d["flops_ratio"] < 0.6
+    assert d["compressed"]["params"] < d["source"]["params"] and d["flops_ratio"] < 0.6
     # what a watcher saw last (progress.json): the training steps and loss, then the measuring phase
     progress = json.loads((Path(d["run_dir"]) / "progress.json").read_text())
     assert progress["phase"] == "measuring the source and the compressed model"
     assert progress["step"] == progress["total_steps"] > 0 and "train/loss" in progress["metrics"]
     h = runs["prune_heads"]
-    assert h["heads_before"] == 16 and h["heads_after"] == 12 and h["params"] < h["source_params"]
-    assert h["flops"] < h["source_flops"] and h["edits"] == ["prune_heads"]
+    assert h["heads_before"] == 16 and h["heads_after"] == 12 and h["compressed"]["params"] < h["source"]["params"]
+    assert h["compressed"]["flops"] < h["source"]["flops"] and h["edits"] == ["prune_heads"]
     m = runs["prune_magnitude"]
-    assert abs(m["sparsity"] - 0.5) <= 0.01 and m["nonzero_params"] < m["source_nonzero_params"]
+    assert abs(m["sparsity"] - 0.5) <= 0.01 and m["compressed"]["nonzero_params"] < m["source"]["nonzero_params"]
     assert m["size_ratio"] == pytest.approx(1.0, abs=1e-3)  # dense storage: reported, not hidden
     layers = runs["drop_layers"]
-    assert layers["kept_layers"] == [1, 3] and layers["params"] < layers["source_params"]
+    assert layers["kept_layers"] == [1, 3] and layers["compressed"]["params"] < layers["source"]["params"]
     r = runs["low_rank"]
-    assert r["factored_weight_ratio"] <= 0.5 and r["params"] < r["source_params"] and r["edits"] == ["low_rank"]
+    assert r["factored_weight_ratio"] <= 0.5 and r["compressed"]["params"] < r["source"]["params"] and r["edits"] == ["low_rank"]
     t = runs["theseus"]
-    assert t["successor_layers"] == 2 and t["params"] < t["source_params"]
+    assert t["successor_layers"] == 2 and t["compressed"]["params"] < t["source"]["params"]
 
 
 FRESH = textwrap.dedent("""
@@ -156,10 +156,10 @@ def test_methods_chain_and_the_chain_reloads_in_a_fresh_process(home, common, ru
     pruned = compress(common, runs["distill"]["run_dir"], tmp_path / "pruned", "prune_heads",
                       ["compression.fraction=0.25", "compression.steps=1", "compression.importance_batches=2",
                        "compression.finetune_epochs=0"])
-    assert pruned["source_params"] == runs["distill"]["params"]
+    assert pruned["source"]["params"] == runs["distill"]["compressed"]["params"]
     final = compress(common, pruned["run_dir"], tmp_path / "int8", "quantize_dynamic")
     assert final["edits"] == ["prune_heads", "quantize"]
-    assert final["source_params"] == pruned["params"]
+    assert final["source"]["params"] == pruned["compressed"]["params"]
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

@@ -65,8 +65,8 @@ def test_pruning_with_recovery_reports_its_extra_training_and_its_controls_score
     assert [c["prefix"] for c in control["loops"]] == ["control"]
     # its score beside the pruned model's, and the retention against both
     assert s["control_score"] is not None and s["retention_with_extra_training"] is False
-    assert s["retention_vs_control"] == pytest.approx(s["score"] / s["control_score"], rel=1e-5)
-    assert s["control_retention"] == pytest.approx(s["control_score"] / s["source_score"], rel=1e-5)
+    assert s["retention_vs_control"] == pytest.approx(s["compressed"]["score"] / s["control_score"], rel=1e-5)
+    assert s["control_retention"] == pytest.approx(s["control_score"] / s["source"]["score"], rel=1e-5)
     assert s["config"]["control"] is True
 
 

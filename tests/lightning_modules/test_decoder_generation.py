@@ -291,14 +291,14 @@ def test_compression_takes_a_gpt_generator(method, gpt_run, tmp_path):
     common = [*task_overrides(gpt_run["args"]), "task.max_train_samples=64"]
     s = compress(gpt_run["dir"], tmp_path / method, method, common)
     check_reloads_as_measured(s, gpt_run["parts"].task)
-    assert s["main_metric"] == "bleu" and s["source_score"] == pytest.approx(gpt_run["summary"]["metrics"]["bleu"])
-    print(f"GPT {method}: sacreBLEU {s['score']:.1f} (source {s['source_score']:.1f}), decoding "
-          f"{s['generation']['latency_ms_per_example']:.2f} ms/example (source "
-          f"{s['source_generation']['latency_ms_per_example']:.2f}), size ratio {s['size_ratio']:.3f}, stage {s['wall_time_s']:.1f} s")
+    assert s["main_metric"] == "bleu" and s["source"]["score"] == pytest.approx(gpt_run["summary"]["metrics"]["bleu"])
+    print(f"GPT {method}: sacreBLEU {s['compressed']['score']:.1f} (source {s['source']['score']:.1f}), decoding "
+          f"{s['compressed']['generation']['latency_ms_per_example']:.2f} ms/example (source "
+          f"{s['source']['generation']['latency_ms_per_example']:.2f}), size ratio {s['size_ratio']:.3f}, stage {s['wall_time_s']:.1f} s")
     if method == "quantize_dynamic":  # query/key/value as int8 Linears side by side in the twin's fused c_attn
         assert s["size_ratio"] < 0.5 and s["edits"] == ["quantize"]
     else:  # a one-layer student taught per target token, beside its no-teacher control
-        assert s["student_layers"] == 1 and s["params"] < s["source_params"] and s["control_score"] is not None
+        assert s["student_layers"] == 1 and s["compressed"]["params"] < s["source"]["params"] and s["control_score"] is not None
 
 
 @pytest.mark.parametrize("kind", ["t5", "gpt2"])
@@ -320,11 +320,11 @@ def test_compression_of_hugging_face_generators(kind, files, word_tokenizer, mod
     for method in methods:
         s = compress(tmp_path / "run", tmp_path / method, method, common)
         check_reloads_as_measured(s, parts.task)
-        assert s["source_score"] == pytest.approx(summary["metrics"]["bleu"])
+        assert s["source"]["score"] == pytest.approx(summary["metrics"]["bleu"])
         if method == "prune_magnitude":
-            assert s["sparsity"] == pytest.approx(0.3, abs=0.01) and s["nonzero_params"] < s["source_nonzero_params"]
+            assert s["sparsity"] == pytest.approx(0.3, abs=0.01) and s["compressed"]["nonzero_params"] < s["source"]["nonzero_params"]
         if method == "drop_layers":
-            assert s["kept_layers"] == [1] and s["params"] < s["source_params"]
+            assert s["kept_layers"] == [1] and s["compressed"]["params"] < s["source"]["params"]
     if kind == "t5":
         for method in ("drop_layers", "distill"):
             with pytest.raises(ConfigError, match="compression: the layers of HFGenerator are not one list per stack"):

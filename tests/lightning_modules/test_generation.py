@@ -310,14 +310,14 @@ def test_every_compression_method_takes_a_t5_generator(compressed, run, method):
 
     s = compressed[method]
     check_reloads_as_measured(s, run["task"])
-    assert s["main_metric"] == "bleu" and s["source_score"] == pytest.approx(run["summary"]["metrics"]["bleu"])
-    print(f"{method}: sacreBLEU {s['score']:.1f} (source {s['source_score']:.1f}), decoding "
-          f"{s['generation']['latency_ms_per_example']:.2f} ms/example (source "
-          f"{s['source_generation']['latency_ms_per_example']:.2f}), size ratio {s['size_ratio']:.3f}, stage {s['wall_time_s']:.1f} s")
+    assert s["main_metric"] == "bleu" and s["source"]["score"] == pytest.approx(run["summary"]["metrics"]["bleu"])
+    print(f"{method}: sacreBLEU {s['compressed']['score']:.1f} (source {s['source']['score']:.1f}), decoding "
+          f"{s['compressed']['generation']['latency_ms_per_example']:.2f} ms/example (source "
+          f"{s['source']['generation']['latency_ms_per_example']:.2f}), size ratio {s['size_ratio']:.3f}, stage {s['wall_time_s']:.1f} s")
     if method == "quantize_dynamic":  # the token table is the output layer: it stays float
-        assert s["edits"] == ["quantize"] and s["size_ratio"] < 0.5 and s["params"] == s["source_params"]
+        assert s["edits"] == ["quantize"] and s["size_ratio"] < 0.5 and s["compressed"]["params"] == s["source"]["params"]
     elif method == "drop_layers":  # every 2nd layer of the encoder and of the decoder
-        assert s["kept_layers"] == [1] and s["kept_decoder_layers"] == [1] and s["params"] < s["source_params"]
+        assert s["kept_layers"] == [1] and s["kept_decoder_layers"] == [1] and s["compressed"]["params"] < s["source"]["params"]
     elif method.startswith("distill"):
         assert s["student_layers"] == 1 and s["student_decoder_layers"] == 1 and s["control_score"] is not None
         assert s.get("sequence_level_targets") == (64 if method == "distill_sequence_level" else None)

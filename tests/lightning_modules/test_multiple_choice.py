@@ -411,6 +411,6 @@ def test_int8_of_a_multiple_choice_model_scores_what_it_measured(runs, files, na
 
     run = runs[name]
     summary = compress(run["run_dir"], tmp_path / "int8", "quantize_dynamic", task_overrides(run_overrides(files, name)))
-    assert summary["main_metric"] == "accuracy" and summary["source_score"] == pytest.approx(run["metrics"]["accuracy"])
+    assert summary["main_metric"] == "accuracy" and summary["source"]["score"] == pytest.approx(run["metrics"]["accuracy"])
     assert summary["edits"] == ["quantize"] and summary["size_ratio"] < 1
     check_reloads_as_measured(summary, run["parts"].task)

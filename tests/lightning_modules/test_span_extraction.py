@@ -405,10 +405,10 @@ def test_every_compression_method_takes_the_span_head(method, runs, files, tmp_p
 
     full = runs["full"]
     summary = compress(full["run_dir"], tmp_path / method, method, task_overrides(overrides(files, MODES["full"])))
-    assert summary["main_metric"] == "f1" and summary["source_score"] == pytest.approx(full["metrics"]["f1"])
-    assert set(summary["metrics"]) == {"exact_match", "f1"}
+    assert summary["main_metric"] == "f1" and summary["source"]["score"] == pytest.approx(full["metrics"]["f1"])
+    assert set(summary["compressed"]["metrics"]) == {"exact_match", "f1"}
     check_reloads_as_measured(summary, full["task"])
     if method == "quantize_dynamic":
         assert summary["size_ratio"] < 0.5 and summary["edits"] == ["quantize"]
     if method == "distill":  # start/end soft targets on a one-layer student
-        assert summary["student_layers"] == 1 and summary["params"] < summary["source_params"]
+        assert summary["student_layers"] == 1 and summary["compressed"]["params"] < summary["source"]["params"]

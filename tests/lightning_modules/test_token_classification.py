@@ -417,9 +417,9 @@ def test_every_compression_method_takes_the_token_head(method, runs, files, tmp_
 
     full = runs["full"]
     summary = compress(full["run_dir"], tmp_path / method, method, task_overrides(overrides(files, MODES["full"])))
-    assert summary["main_metric"] == "entity_f1" and summary["source_score"] == pytest.approx(
+    assert summary["main_metric"] == "entity_f1" and summary["source"]["score"] == pytest.approx(
         full["summary"]["metrics"]["entity_f1"])
     check_reloads_as_measured(summary, full["task"])
     if method == "distill":  # per-token soft targets on a one-layer student, beside its no-teacher control
         assert summary["student_layers"] == 1 and summary["control_score"] is not None
-        assert summary["params"] < summary["source_params"]
+        assert summary["compressed"]["params"] < summary["source"]["params"]

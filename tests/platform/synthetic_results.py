@@ -8,6 +8,7 @@ import random
 from typing import Any
 
 from ptmlab.contracts import CompressSummary, FinetuneSummary, ProbeSummary
+from ptmlab.contracts.summaries import Measurement
 from ptmlab.leaderboard import GLUE_TASKS
 
 MODELS = ("bert_tiny", "gpt_tiny", "electra_tiny", "albert_tiny", "elmo_tiny", "roberta_tiny")
@@ -38,12 +39,14 @@ def compress_summary(rng: random.Random, method: str, source: str, task: str, se
     source_score, source_params = 0.9, 4_400_000
     keep = rng.uniform(0.1, 0.9)
     return CompressSummary(
-        seed=seed, wall_time_s=1.0, method=method, source=source, task=task,
-        score=round(source_score * (0.7 + 0.3 * keep ** 0.3) - rng.uniform(0, 0.03), 4),
-        params=int(source_params * keep), size_bytes=int(source_params * keep * rng.choice((1, 4))),
-        latency_ms=round(2 + 10 * keep + rng.uniform(0, 1), 3), config={"keep": round(keep, 3)},
-        source_score=source_score, source_params=source_params, source_size_bytes=source_params * 4,
-        source_latency_ms=12.5).model_dump(exclude_none=True)
+        seed=seed, wall_time_s=1.0, method=method, source_ref=source, task=task,
+        compressed=Measurement(score=round(source_score * (0.7 + 0.3 * keep ** 0.3) - rng.uniform(0, 0.03), 4),
+                               params=int(source_params * keep),
+                               size_bytes=int(source_params * keep * rng.choice((1, 4))),
+                               latency_ms=round(2 + 10 * keep + rng.uniform(0, 1), 3)),
+        config={"keep": round(keep, 3)},
+        source=Measurement(score=source_score, params=source_params, size_bytes=source_params * 4,
+                           latency_ms=12.5)).model_dump(exclude_none=True)
 
 
 def probe_summary(rng: random.Random, model: str, probe_task: str, seed: int, layers: int = 5, heads: int = 4) -> dict[str, Any]:
@@ -186,9 +189,11 @@ def seed_dashboard(session) -> dict[str, Any]:
                                job_id=jobs["succeeded"] if not rows else None, tags={"suite": "glue"}))
     for i, (method, score, params, size, latency) in enumerate(SEED_COMPRESS):
         rows.append(new_result(CompressSummary(
-            seed=i, wall_time_s=1.0, method=method, source="bert_tiny-sst2", task="sst2", score=score, params=params,
-            size_bytes=size, latency_ms=latency, config={"variant": i}, source_score=0.88, source_params=4_400_000,
-            source_size_bytes=17_600_000, source_latency_ms=9.0).model_dump(exclude_none=True)))
+            seed=i, wall_time_s=1.0, method=method, source_ref="bert_tiny-sst2", task="sst2",
+            compressed=Measurement(score=score, params=params, size_bytes=size, latency_ms=latency),
+            config={"variant": i},
+            source=Measurement(score=0.88, params=4_400_000, size_bytes=17_600_000, latency_ms=9.0),
+        ).model_dump(exclude_none=True)))
     rng = random.Random(7)
     for model in SEED_PROBE_MODELS:
         for probe_task in SEED_PROBE_TASKS:

@@ -9,6 +9,7 @@ import pytest
 from synthetic_results import synthetic_summaries
 
 from ptmlab.contracts import SUMMARY_BY_KIND, ConfigError, validate_summary
+from ptmlab.contracts.summaries import CompressSummary, Measurement
 
 
 def test_every_synthetic_summary_validates_against_its_kind():
@@ -34,12 +35,67 @@ def test_a_broken_summary_is_refused_naming_the_field(change, named):
 
 def test_compress_and_probe_contracts_carry_what_their_pages_read():
     compress = SUMMARY_BY_KIND["compress"].model_fields
-    for field in ("method", "config", "source", "score", "params", "nonzero_params", "size_bytes", "latency_ms",
-                  "source_score", "source_params", "source_size_bytes", "source_latency_ms", "measurement"):
+    for field in ("method", "config", "source_ref", "compressed", "source", "retention", "measurement"):
         assert field in compress
+    # the source and the compressed model are one type: every number of one has its twin
+    assert compress["compressed"].annotation is Measurement and compress["source"].annotation == Measurement | None
+    assert not [name for name in compress if name.startswith("source_") and name not in ("source_ref", "source_run")]
     probe = SUMMARY_BY_KIND["probe"].model_fields
     for field in ("probe_task", "layers", "baselines", "alignment", "attention_heads"):
         assert field in probe
+
+
+def test_a_compress_row_stored_flat_reads_as_its_two_measurements():
+    """Rows the worker stored before `source` and `compressed` were measurements: the compressed
+    model's numbers at the top level, the source's as `source_*`, `source` the reference."""
+    old = {"stage": "compress", "seed": 3, "wall_time_s": 2.0, "method": "prune_magnitude", "source": "job:7",
+           "source_run": "abc", "task": "sst2", "main_metric": "accuracy", "score": 0.85, "metrics": {"accuracy": 0.85},
+           "params": 90, "nonzero_params": 45, "size_bytes": 360, "non_embedding_size_bytes": 200, "flops": 1e6,
+           "latency_ms": 2.0, "latency": {"b1_t1": {"latency_ms": 2.0, "threads": 1, "batch_size": 1}},
+           "source_score": 0.9, "source_metrics": {"accuracy": 0.9}, "source_params": 90, "source_nonzero_params": 90,
+           "source_size_bytes": 360, "source_non_embedding_size_bytes": 200, "source_flops": 1e6,
+           "source_latency_ms": 2.5, "source_latency": {"b1_t1": {"latency_ms": 2.5, "threads": 1, "batch_size": 1}},
+           "generation": None, "source_generation": None, "retention": 0.944, "sparsity": 0.5}
+    summary = validate_summary(old)
+    assert isinstance(summary, CompressSummary) and summary.source_ref == "job:7" and summary.source_run == "abc"
+    assert summary.compressed == Measurement(
+        score=0.85, metrics={"accuracy": 0.85}, params=90, nonzero_params=45, size_bytes=360,
+        non_embedding_size_bytes=200, flops=1e6, latency_ms=2.0,
+        latency={"b1_t1": {"latency_ms": 2.0, "threads": 1, "batch_size": 1}})
+    assert summary.source == Measurement(
+        score=0.9, metrics={"accuracy": 0.9}, params=90, nonzero_params=90, size_bytes=360,
+        non_embedding_size_bytes=200, flops=1e6, latency_ms=2.5,
+        latency={"b1_t1": {"latency_ms": 2.5, "threads": 1, "batch_size": 1}})
+    assert summary.retention == 0.944 and summary.model_extra == {"sparsity": 0.5}
+    # the dump is the new shape and reads back the same; a row with no source numbers has no source
+    assert validate_summary(summary.model_dump(mode="json")) == summary
+    bare = validate_summary({k: v for k, v in old.items() if not k.startswith("source_")})
+    assert bare.source is None and bare.compressed.score == 0.85
+    with pytest.raises(ConfigError, match=r"compressed\.params"):
+        validate_summary({**old, "params": -1})
+
+
+def test_a_stored_row_reads_as_its_model_even_without_a_field_required_since():
+    from ptmlab.contracts.summaries import read_stored_summary
+
+    row = {"stage": "compress", "method": "none", "source": "m", "task": "rte", "score": 0.6}  # no seed, no time
+    summary = read_stored_summary(row)
+    assert isinstance(summary, CompressSummary) and summary.seed is None and summary.source_ref == "m"
+    assert summary.compressed.score == 0.6 and summary.source is None
+    # a field of the wrong type, or no contract for the kind: not a summary the views can read
+    assert read_stored_summary({**row, "score": "high"}) is None and read_stored_summary({"stage": "x"}) is None
+
+
+def test_a_compress_rows_numbers_lead_the_generic_tables_as_they_did_flat():
+    from ptmlab.contracts.summaries import measured_on_top
+    from ptmlab.views.overview import headline
+
+    row = {"stage": "compress", "seed": 1, "compressed": {"score": 0.7, "params": 10}, "source": {"score": 0.9},
+           "retention": 0.778}
+    assert measured_on_top(row) == {"score": 0.7, "params": 10, "stage": "compress", "seed": 1,
+                                    "source": {"score": 0.9}, "retention": 0.778}
+    assert list(headline(row)) == ["score", "params", "retention"]  # the overview's recent results
+    assert measured_on_top({"stage": "finetune", "main_score": 0.8}) == {"stage": "finetune", "main_score": 0.8}
 
 
 def test_contracts_import_nothing_else_of_ptmlab_and_no_torch():

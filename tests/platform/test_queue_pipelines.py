@@ -103,3 +103,12 @@ def test_best_of_reference_picks_the_parent_that_scored_highest(tmp_path):
         assert claim.job_id == ids["compress"] and queue.get_job(s, claim.job_id).status == RUNNING
         assert claim.overrides == [f"+stage.input={tmp_path / 'jobs' / str(ids['finetune-b']) / 'run'}"]
     dispose_engines()
+
+
+def test_a_compressed_models_score_is_its_measurement_for_job_best():
+    from ptmlab.queue.claim import result_score
+
+    assert result_score({"main_score": 0.8, "metrics": {"accuracy": 0.8}}) == 0.8
+    assert result_score({"compressed": {"score": 0.7}, "source": {"score": 0.9}}) == 0.7  # not the source's
+    assert result_score({"score": 0.6, "source_score": 0.9}) == 0.6  # a row stored flat
+    assert result_score({"compressed": {"score": None}, "source": {"score": 0.9}}) is None

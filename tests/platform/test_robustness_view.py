@@ -10,6 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ptmlab.contracts import AttackSummary, CompressSummary, FinetuneSummary
+from ptmlab.contracts.summaries import Measurement
 from ptmlab.db import session_scope
 from ptmlab.db.models import SUCCEEDED, Pipeline
 from ptmlab.queue import submit_job
@@ -26,9 +27,10 @@ def _finetune(adaptation: str, defence: dict | None = None) -> dict:
 
 
 def _compress(method: str, source: str, score: float, size: int) -> dict:
-    return CompressSummary(seed=0, wall_time_s=1.0, method=method, source=source, task="sst2", score=score,
-                           params=size, size_bytes=size, latency_ms=1.0, source_score=0.9, source_params=100,
-                           source_size_bytes=400, source_latency_ms=2.0).model_dump(exclude_none=True)
+    return CompressSummary(seed=0, wall_time_s=1.0, method=method, source_ref=source, task="sst2",
+                           compressed=Measurement(score=score, params=size, size_bytes=size, latency_ms=1.0),
+                           source=Measurement(score=0.9, params=100, size_bytes=400, latency_ms=2.0)
+                           ).model_dump(exclude_none=True)
 
 
 def _attack(recipe: str, source: str, clean: float, under: float, success: float, ratio: float) -> dict:

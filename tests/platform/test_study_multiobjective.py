@@ -32,10 +32,11 @@ def made_up_summary(job, ratio: float, epochs: int) -> dict:
     """What a low_rank compress job would store: more kept parameters score higher and weigh more;
     the extra epoch adds a little score (so some trials are dominated)."""
     size = int(4_000_000 * ratio) + 100_000
-    return {"stage": "compress", "seed": 42, "wall_time_s": 1.0, "method": "low_rank", "source": "job:1",
-            "task": "sst2", "score": round(0.5 + 0.3 * ratio ** 0.5 + 0.1 * epochs, 6),
-            "params": int(1_000_000 * ratio), "size_bytes": size, "latency_ms": 2.0 + 10 * ratio,
-            "source_score": 0.9, "source_size_bytes": 4_100_000, "source_params": 1_000_000,
+    return {"stage": "compress", "seed": 42, "wall_time_s": 1.0, "method": "low_rank", "source_ref": "job:1",
+            "task": "sst2", "compressed": {"score": round(0.5 + 0.3 * ratio ** 0.5 + 0.1 * epochs, 6),
+                                           "params": int(1_000_000 * ratio), "size_bytes": size,
+                                           "latency_ms": 2.0 + 10 * ratio},
+            "source": {"score": 0.9, "size_bytes": 4_100_000, "params": 1_000_000},
             "config": {"param_ratio": ratio, "finetune_epochs": epochs}, "job_id": job.id}
 
 
@@ -183,6 +184,9 @@ def test_objectives_of_compress_and_finetune_summaries():
     assert summary_value(summary, "score") == 0.8
     assert summary_value(summary, "metrics.val/sentiment/accuracy") == 0.7
     assert summary_value(summary, "latency_ms") is None and summary_value(summary, "flag") is None
+    # a compress summary's objectives are its compressed model's measurement, named as before
+    measured = {"compressed": {"score": 0.6, "size_bytes": 10}, "source": {"score": 0.9}, "size_ratio": 0.5}
+    assert [summary_value(measured, k) for k in ("score", "size_bytes", "size_ratio")] == [0.6, 10, 0.5]
 
 
 # -- a compression study: objectives from the summaries, the Pareto set ---------------------------

@@ -159,15 +159,16 @@ def test_the_api_boards_and_the_page_view(tmp_path, monkeypatch):
 
 
 def test_the_compression_view_names_its_axis_by_the_tasks_main_metric(tmp_path):
-    from ptmlab.contracts import CompressSummary
+    from ptmlab.contracts.summaries import CompressSummary, Measurement
     from ptmlab.db import dispose_engines, migrate, session_scope
     from ptmlab.results import clear_cache, new_result
     from ptmlab.views import compression_view
 
     def compressed(task: str, metric: str, score: float, source_score: float, params: int, latency: float) -> dict:
-        return CompressSummary(seed=1, wall_time_s=1.0, method="quantize_dynamic", source=f"job:{task}", task=task,
-                               main_metric=metric, score=score, params=params, size_bytes=4 * params,
-                               latency_ms=latency, source_score=source_score).model_dump(exclude_none=True)
+        return CompressSummary(seed=1, wall_time_s=1.0, method="quantize_dynamic", source_ref=f"job:{task}", task=task,
+                               main_metric=metric, compressed=Measurement(score=score, params=params,
+                                                                          size_bytes=4 * params, latency_ms=latency),
+                               source=Measurement(score=source_score)).model_dump(exclude_none=True)
 
     url = f"sqlite:///{tmp_path / 'platform.db'}"
     migrate(url)

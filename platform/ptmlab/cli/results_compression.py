@@ -12,7 +12,7 @@ import csv
 import io
 import sys
 
-from ptmlab.contracts.summaries import CompressSummary
+from ptmlab.contracts.summaries import CompressSummary, Measurement
 from ptmlab.results import number
 
 COLUMNS = [  # (header, key, format)
@@ -34,7 +34,11 @@ def table_rows(summaries: list[CompressSummary]) -> list[dict]:
         headline = s.headline_latency or ""
         m = s.measurement
         measured = f"{headline} seq {m.seq_len} x{m.repeats} {m.device}" if m is not None else ""
-        rows.append({**{key: getattr(s, key, None) for _, key, _ in COLUMNS}, "speedup": (s.speedup or {}).get(headline),
+        source = s.source or Measurement()
+        rows.append({**{key: getattr(s, key, None) for _, key, _ in COLUMNS}, "source": s.source_ref,
+                     **{key: getattr(s.compressed, key) for key in ("score", "params", "nonzero_params", "latency_ms")},
+                     "source_score": source.score, "source_latency_ms": source.latency_ms,
+                     "speedup": (s.speedup or {}).get(headline),
                      "measured": measured.strip(),
                      # no control trained: the retention mixes compression with the extra training
                      "with_extra_training": "yes" if s.retention_with_extra_training else None})

@@ -1,20 +1,22 @@
 """The typed contract of `summary.json`: what every stage writes and the platform reads.
 
-`StageRun.write_summary` builds the model named by the summary's `stage` (the *kind*) from a
-stage's numbers and writes its dump, so a summary that breaks its contract fails the run that
-made it; the worker validates the file against the same model again and stores its
-`model_dump()` as the `results` row, so a summary that does not validate fails the job with the
-field named instead of leaving a broken dashboard row. Rows written before a field existed may
-lack it: the readers (`ptmlab.results`, the leaderboard's `TaskRun`) allow for that. Torch-free:
+Each stage builds the model of its kind (`StageRun.summary`: the stage's numbers and the fields
+every stage writes) and `StageRun.write_summary` writes its `model_dump(mode="json")`, so a
+summary that breaks its contract fails the run that made it; the worker validates the file
+against the same model again and stores its `model_dump()` as the `results` row, so a summary
+that does not validate fails the job with the field named instead of leaving a broken dashboard
+row. Rows written before a field existed may lack it: the readers (`read_stored_summary`, which
+`ptmlab.results` rows are read through, and the leaderboard's `TaskRun`) allow for that. Torch-free:
 both halves import it. Unknown extra fields are kept (a stage may record more than the dashboard
 reads); the declared ones are typed.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
 from ptmlab.contracts.errors import ConfigError
 
@@ -131,19 +133,6 @@ class FinetuneSummary(StageSummary):
     sampling: str | None = None
 
 
-class Measurement(BaseModel):
-    """One model measured by the shared compression measurement (the source and the result alike)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    score: float | None = None
-    params: int = Field(ge=0)
-    nonzero_params: int | None = Field(None, ge=0)
-    size_bytes: int = Field(ge=0)
-    latency_ms: float | None = Field(None, ge=0)
-    flops: float | None = Field(None, ge=0)
-
-
 class MeasurementSettings(BaseModel):
     """How latency and size were measured, so two rows are comparable only when these match
     (lightning_modules/compression/measure.py writes them with every compress summary)."""
@@ -172,6 +161,48 @@ class LatencyPoint(BaseModel):
     throughput: float | None = Field(None, ge=0)   # examples per second
     threads: int | None = Field(None, ge=1)
     batch_size: int | None = Field(None, ge=1)
+
+
+class Measurement(BaseModel):
+    """One model measured by the shared compression measurement (lightning_modules/compression/
+    measure.py): the source and the compressed model alike, so every number of one has its twin in
+    the other. Latencies are keyed `b<batch>_t<threads>`; `latency_ms` is the summary's headline one."""
+
+    model_config = ConfigDict(extra="allow")
+
+    score: float | None = None
+    metrics: Metrics | None = None
+    params: int | None = Field(None, ge=0)
+    nonzero_params: int | None = Field(None, ge=0)
+    size_bytes: int | None = Field(None, ge=0)
+    non_embedding_size_bytes: int | None = Field(None, ge=0)
+    flops: float | None = Field(None, ge=0)        # estimated forward FLOPs per example
+    latency_ms: float | None = Field(None, ge=0)
+    latency: dict[str, LatencyPoint] | None = None
+    # task.kind=generation: the scored dev split's decoding (settings, signatures, tokens/s, latency
+    # per example); `latency` then times generate()
+    generation: GenerationNumbers | None = None
+
+
+# What a compress summary held flat before `source` and `compressed` were measurements: the
+# compressed model's numbers at the top level, the source's as `source_<name>`, and the
+# reference it compressed as `source` (now `source_ref`).
+MEASUREMENT_KEYS = tuple(Measurement.model_fields)
+
+
+def lift_flat_measurements(data: Any) -> Any:
+    """A compress summary in the earlier flat shape (rows already stored) lifted into `compressed`
+    and `source` measurements; a summary already in the new shape is returned as it is."""
+    if not isinstance(data, dict) or "compressed" in data:
+        return data
+    data = dict(data)
+    if "source" in data and not isinstance(data["source"], dict):
+        data.setdefault("source_ref", data.pop("source"))
+    source = {k: data.pop(f"source_{k}") for k in MEASUREMENT_KEYS if f"source_{k}" in data}
+    data["compressed"] = {k: data.pop(k) for k in MEASUREMENT_KEYS if k in data}
+    if any(v is not None for v in source.values()):
+        data["source"] = source
+    return data
 
 
 Ratios = dict[str, float | None]
@@ -206,8 +237,9 @@ class ExtraTraining(BaseModel):
 
 
 class CompressSummary(StageSummary):
-    """stage=compress: the method, its settings, the compressed model and its source measured side
-    by side. Latencies are keyed `b<batch>_t<threads>`; `latency_ms` is the headline one
+    """stage=compress: the method, its settings, the `compressed` model and its `source` measured
+    side by side (one `Measurement` each; `source_ref` is the reference it compressed). Latencies
+    are keyed `b<batch>_t<threads>`; each measurement's `latency_ms` is the headline one
     (`headline_latency`, batch 32 on one thread when measured); ratios are compressed ÷ source,
     `speedup` source ÷ compressed, `retention` score ÷ source score. A method that trained after
     compressing records that `extra_training` and the score of its control (the source, or
@@ -217,28 +249,12 @@ class CompressSummary(StageSummary):
     stage: Literal["compress"] = "compress"
     method: str
     config: dict[str, Any] = Field(default_factory=dict)  # the method's settings as run
-    source: str                     # the reference it compressed (job:<id>, mlflow:<run>, folder)
+    source_ref: str                 # the reference it compressed (job:<id>, mlflow:<run>, folder)
     source_run: str | None = None   # the source's MLflow run id
     task: str
     main_metric: str | None = None
-    score: float | None = None
-    metrics: Metrics | None = None
-    params: int = Field(ge=0)
-    nonzero_params: int | None = Field(None, ge=0)
-    size_bytes: int = Field(ge=0)
-    non_embedding_size_bytes: int | None = Field(None, ge=0)
-    flops: float | None = Field(None, ge=0)        # estimated forward FLOPs per example
-    latency_ms: float | None = Field(None, ge=0)
-    latency: dict[str, LatencyPoint] | None = None
-    source_score: float | None = None
-    source_metrics: Metrics | None = None
-    source_params: int | None = Field(None, ge=0)
-    source_nonzero_params: int | None = Field(None, ge=0)
-    source_size_bytes: int | None = Field(None, ge=0)
-    source_non_embedding_size_bytes: int | None = Field(None, ge=0)
-    source_flops: float | None = Field(None, ge=0)
-    source_latency_ms: float | None = Field(None, ge=0)
-    source_latency: dict[str, LatencyPoint] | None = None
+    compressed: Measurement
+    source: Measurement | None = None   # None only in rows recorded without their source measured
     headline_latency: str | None = None
     retention: float | None = None
     size_ratio: float | None = Field(None, ge=0)
@@ -252,14 +268,16 @@ class CompressSummary(StageSummary):
     control_training: ExtraTraining | None = None  # what the control trained (the same examples and steps)
     extra_training: ExtraTraining | None = None    # what the compressed model trained beyond its source
     retention_vs_control: float | None = None      # score ÷ control_score
-    control_retention: float | None = None         # control_score ÷ source_score: the extra training alone
+    control_retention: float | None = None         # control_score ÷ source.score: the extra training alone
     retention_with_extra_training: bool = False    # no control: retention mixes compression and extra training
     measurement: MeasurementSettings | None = None
     task_model_dir: str | None = None
-    # task.kind=generation: the scored dev split's decoding (settings, signatures, tokens/s, latency
-    # per example) of the compressed model and of its source; `latency` then times generate()
-    generation: GenerationNumbers | None = None
-    source_generation: GenerationNumbers | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lift_flat(cls, data: Any) -> Any:
+        """Rows the worker stored before the measurements were nested read as the new shape."""
+        return lift_flat_measurements(data)
 
 
 class ProbeLayer(BaseModel):
@@ -466,3 +484,34 @@ def validate_summary(data: Any) -> StageSummary:
         where = ".".join(str(x) for x in first.get("loc", ())) or "summary"
         raise ConfigError(f"summary.json ({kind}): {where}: {first.get('msg', 'invalid')} "
                           f"(got {first.get('input')!r:.80})") from None
+
+
+def measured_on_top(summary: dict[str, Any]) -> dict[str, Any]:
+    """A compress summary with its compressed model's numbers as its own top-level keys (score,
+    params, ...), where the generic tables (runs, overview) look for a row's numbers and where rows
+    stored flat had them; the source's stay `source.*`. Any other summary as it is."""
+    measured = summary.get("compressed")
+    if not isinstance(measured, dict):
+        return summary
+    return {**measured, **{k: v for k, v in summary.items() if k != "compressed"}}
+
+
+@functools.cache
+def stored_model(model: type[StageSummary]) -> type[StageSummary]:
+    """`model` as a stored results row is read: its required fields optional (a row written before
+    a field was required still loads, with the field None), every other field as declared."""
+    optional = {name: (field.annotation | None, None) for name, field in model.model_fields.items()
+                if field.is_required()}
+    return create_model(f"Stored{model.__name__}", __base__=model, **optional)
+
+
+def read_stored_summary(data: Any) -> StageSummary | None:
+    """A results row's summary as its kind's model (`stored_model`); None when it names no kind
+    with a contract or a field has the wrong type (the views leave such a row out)."""
+    model = SUMMARY_BY_KIND.get(str(data.get("stage"))) if isinstance(data, dict) else None
+    if model is None:
+        return None
+    try:
+        return stored_model(model).model_validate(data)
+    except ValidationError:
+        return None

@@ -194,9 +194,9 @@ def _resolve_job_refs(session: Session, job: Job) -> list[str]:
 
 def result_score(summary: dict[str, Any]) -> float | None:
     """The one number a stage's summary is judged by: a finetune's main score, a compressed
-    model's score."""
-    for key in ("main_score", "score"):
-        value = summary.get(key)
+    model's score (its `compressed` measurement's; top level in rows stored before it was nested)."""
+    measured = summary.get("compressed") if isinstance(summary.get("compressed"), dict) else {}
+    for value in (summary.get("main_score"), summary.get("score"), measured.get("score")):
         if isinstance(value, int | float):
             return float(value)
     return None

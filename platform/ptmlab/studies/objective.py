@@ -5,7 +5,7 @@ intermediate values to judge, is refused before anything is queued.
 A multi-objective study reads its objectives from the trial job's stored summary instead (the
 `results` row, ptmlab.contracts.summaries): compression has no validation curve, and its cost
 (size, latency) is known only at the end. Its objectives are the summary model's number fields
-(`score`, `latency_ms`, `size_bytes`, ... of CompressSummary) and `metrics.<name>` for a metric
+(`score`, `latency_ms`, `size_bytes`, ... of CompressSummary's `compressed` measurement) and `metrics.<name>` for a metric
 the stage records in `metrics`."""
 
 from __future__ import annotations
@@ -73,14 +73,17 @@ def summary_objectives(cfg: Any) -> set[str]:
     import types
     import typing
 
-    from ptmlab.contracts.summaries import SUMMARY_BY_KIND
+    from ptmlab.contracts.summaries import SUMMARY_BY_KIND, Measurement
 
     stage = str(cfg.stage.name)
     model = SUMMARY_BY_KIND.get(stage)
     if model is None:
         return set()
+    fields = dict(model.model_fields)
+    if "compressed" in fields:  # a compress summary: the compressed model's numbers by their own names
+        fields = {**Measurement.model_fields, **fields}
     names = set()
-    for name, field in model.model_fields.items():
+    for name, field in fields.items():
         annotation = field.annotation
         members = typing.get_args(annotation) if isinstance(annotation, types.UnionType) or \
             typing.get_origin(annotation) is typing.Union else (annotation,)
@@ -108,6 +111,8 @@ def summary_value(summary: dict[str, Any] | None, name: str) -> float | None:
     finite number."""
     node: Any = summary or {}
     head, _, rest = name.partition(".")
+    if head not in node and isinstance(node.get("compressed"), dict):
+        node = node["compressed"]  # `score`, `size_bytes`, ... of a compress summary: its compressed model's
     node = node.get(head) if isinstance(node, dict) else None
     if rest:
         node = node.get(rest) if isinstance(node, dict) else None

@@ -22,21 +22,23 @@ stage, mlflow_run_id, run_dir, seed, wall_time_s — are assumed):
 finetune (written by the finetune stage; grouped by ptmlab.leaderboard):
     model, objective, adaptation, task, metrics {name: value}, main_score, ...
 
-compress (one row per compressed model):
+compress (one row per compressed model; ptmlab.contracts.summaries.CompressSummary):
     {"stage": "compress",
      "method": "prune_magnitude",       # a conf/compression option; one colour per method
-     "source": "bert_tiny-sst2",        # what was compressed (display label of the source model)
+     "source_ref": "job:12",            # what was compressed (labelled by its job when it is one)
      "task": "sst2",                    # the task `score` is measured on (scores of different
                                         # tasks never share a chart or a Pareto front)
-     "score": 0.871,                    # the task's main score of the compressed model (0-1)
-     "params": 3_800_000,               # parameters (non-zero ones for pruning)
-     "size_bytes": 14_000_000,          # on-disk size of the saved model
-     "latency_ms": 4.2,                 # measured inference latency per batch
+     "compressed": {                    # the compressed model measured (a Measurement):
+        "score": 0.871,                 #   the task's main score (0-1)
+        "params": 3_800_000,            #   parameters (non-zero ones for pruning)
+        "size_bytes": 14_000_000,       #   on-disk size of the saved model
+        "latency_ms": 4.2},             #   measured inference latency per batch
+     "source": {"score": 0.902, ...},   # optional: the uncompressed model, the same Measurement:
+                                        # retention = score/source score, the reference point drawn
      "config": {"sparsity": 0.5},       # optional: the method's settings, shown on hover
-     "source_run": "<mlflow run id>",   # optional: the uncompressed model's run
-     "source_score": 0.902,             # the uncompressed model's score -> retention = score/source_score
-     "source_params": ..., "source_size_bytes": ..., "source_latency_ms": ...}   # optional: the
-                                        # uncompressed reference point drawn on the chart
+     "source_run": "<mlflow run id>"}   # optional: the uncompressed model's run
+    Rows stored in the earlier flat shape (`score`, `source_score`, ..., `source` the reference)
+    read the same (`lift_flat_measurements`).
     A row with method "none" is the uncompressed source itself (a reference point, not part of
     the Pareto front), for stages that measure the source in a run of its own.
 

@@ -33,6 +33,7 @@ from sqlalchemy.orm import Session
 
 from ptmlab.config_groups import CONF_DIR
 from ptmlab.contracts.benchmarks import KIND_COLUMNS
+from ptmlab.contracts.summaries import CompressSummary, Measurement
 from ptmlab.results import cached_view, filter_options, folded, number
 from ptmlab.views.encoded import EncodedList, dumps, encode
 from ptmlab.views.robustness import KIND as ATTACK_KIND
@@ -85,12 +86,12 @@ def pareto_front(points: Iterable[dict], x: str, y: str = "score", key: str = "i
     return front
 
 
-def _settings(s: dict) -> str:
-    m = s.get("measurement") if isinstance(s.get("measurement"), dict) else {}
-    if not m:
+def _settings(s: CompressSummary) -> str:
+    m = s.measurement
+    if m is None:
         return ""
-    where = f"{m.get('device', 'cpu')}" + (f" {m['cpu']}" if m.get("cpu") else "")
-    return f"{s.get('headline_latency') or ''} seq {m.get('seq_len')}, median of {m.get('repeats')}, {where}".strip()
+    where = f"{m.device}" + (f" {m.cpu}" if m.cpu else "")
+    return f"{s.headline_latency or ''} seq {m.seq_len}, median of {m.repeats}, {where}".strip()
 
 
 @functools.cache
@@ -123,27 +124,28 @@ def source_labels(session: Session, sources: set[str]) -> dict[str, str]:
             for src, ref in refs.items()}
 
 
-def _point(row, s: dict) -> dict[str, Any]:
-    score, source_score = number(s.get("score")), number(s.get("source_score"))
-    retention = number(s.get("retention"))
+def _point(row, s: CompressSummary) -> dict[str, Any]:
+    measured, source = s.compressed or Measurement(), s.source or Measurement()
+    score, source_score = number(measured.score), number(source.score)
+    retention = number(s.retention)
     if retention is None and score is not None and source_score:
         retention = score / source_score
-    speedups = s.get("speedup") if isinstance(s.get("speedup"), dict) else {}
+    method = s.method or "-"
     return {
         "id": row.id, "job_id": row.job_id, "mlflow_run_id": row.mlflow_run_id, "sweep_id": row.sweep_id,
-        "method": str(s.get("method", "-")), "source": str(s.get("source", "-")), "task": str(s.get("task", "-")),
-        "score": score, "params": number(s.get("params")), "size_bytes": number(s.get("size_bytes")),
-        "latency_ms": number(s.get("latency_ms")), "flops": number(s.get("flops")), "source_score": source_score,
-        "retention": retention, "size_ratio": number(s.get("size_ratio")),
-        "speedup": number(speedups.get(s.get("headline_latency") or "")),
-        "control_score": number(s.get("control_score")), "measured": _settings(s),
+        "method": method, "source": s.source_ref or "-", "task": s.task or "-",
+        "score": score, "params": number(measured.params), "size_bytes": number(measured.size_bytes),
+        "latency_ms": number(measured.latency_ms), "flops": number(measured.flops),
+        "source_score": source_score,
+        "retention": retention, "size_ratio": number(s.size_ratio),
+        "speedup": number((s.speedup or {}).get(s.headline_latency or "")),
+        "control_score": number(s.control_score), "measured": _settings(s),
         # a method that trained after compressing: retention against its control, or the mark
         # that its retention mixes compression with extra training (no control was trained)
-        "retention_vs_control": number(s.get("retention_vs_control")),
-        "with_extra_training": bool(s.get("retention_with_extra_training")),
-        "config": s.get("config") if isinstance(s.get("config"), dict) else {},
-        "changed": changed_settings(str(s.get("method", "-")), s.get("config") if isinstance(s.get("config"), dict) else {}),
-        "seed": s.get("seed"), "run_dir": s.get("run_dir"),
+        "retention_vs_control": number(s.retention_vs_control),
+        "with_extra_training": s.retention_with_extra_training,
+        "config": s.config, "changed": changed_settings(method, s.config),
+        "seed": s.seed, "run_dir": s.run_dir,
     }
 
 
@@ -216,9 +218,9 @@ class _TaskPoints:
         self.context: str | None = None  # what every point's dict depends on besides itself
         self.metrics: Counter = Counter()  # main metrics of the task's rows: the score axis is the commonest
 
-    def add(self, row, s: dict, task: str) -> None:
-        if s.get("main_metric"):
-            self.metrics[str(s["main_metric"])] += 1
+    def add(self, row, s: CompressSummary, task: str) -> None:
+        if s.main_metric:
+            self.metrics[s.main_metric] += 1
         p = _point(row, s)
         if p["method"].lower() in UNCOMPRESSED_METHODS:
             self.references[p["source"]] = {**p, "from": "run"}
@@ -232,13 +234,13 @@ class _TaskPoints:
         self.dirty.add(p["id"])
         for axis, front in self.fronts.items():
             self.dirty.update(_front_add(front, p["id"], number(p.get(axis)), number(p.get("score"))))
-        if p["source"] not in self.references and any(s.get(k) is not None for k in ("source_params", "source_size_bytes",
-                                                                              "source_latency_ms")):
+        source = s.source or Measurement()
+        if p["source"] not in self.references and any(v is not None for v in (source.params, source.size_bytes,
+                                                                               source.latency_ms)):
             self.references[p["source"]] = {
                 "id": None, "method": "uncompressed", "source": p["source"], "task": task, "from": "summary",
-                "score": p["source_score"], "params": number(s.get("source_params")),
-                "size_bytes": number(s.get("source_size_bytes")), "latency_ms": number(s.get("source_latency_ms")),
-                "flops": number(s.get("source_flops")), "mlflow_run_id": s.get("source_run"),
+                "score": p["source_score"], "params": number(source.params), "size_bytes": number(source.size_bytes),
+                "latency_ms": number(source.latency_ms), "flops": number(source.flops), "mlflow_run_id": s.source_run,
             }
 
     def finish(self, labels: dict[str, str], attacks: dict) -> tuple[list[dict], list[bytes]]:
@@ -275,8 +277,11 @@ class CompressionFold:
     def add(self, rows: list) -> None:
         for row in rows:
             self.result_count += 1
-            task = str(row.summary.get("task", "-"))
-            self.tasks.setdefault(task, _TaskPoints()).add(row, row.summary, task)
+            summary = row.model  # rows stored before the measurements were nested read in the same shape
+            if not isinstance(summary, CompressSummary):
+                continue  # not a compress summary (a field of the wrong type): nothing to plot
+            task = summary.task or "-"
+            self.tasks.setdefault(task, _TaskPoints()).add(row, summary, task)
 
 
 def _compression(session: Session, task: str | None, sweep_id: str | None, tags: dict[str, str] | None) -> dict[str, Any]:

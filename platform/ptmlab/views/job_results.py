@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ptmlab.contracts.benchmarks import summary_task_kind
+from ptmlab.contracts.summaries import CompressSummary, Measurement, read_stored_summary
 from ptmlab.results import number
 
 
@@ -43,22 +44,24 @@ def _finetune_rows(s: dict[str, Any]) -> list:
     return rows
 
 
-def _compress_rows(s: dict[str, Any]) -> list:
-    settings = s.get("config") if isinstance(s.get("config"), dict) else {}
-    shown = ", ".join(f"{k}={v}" for k, v in list(settings.items())[:6])
-    speedup = s.get("speedup") if isinstance(s.get("speedup"), dict) else {}
-    headline = s.get("headline_latency")
+def _compress_rows(summary: dict[str, Any]) -> list:
+    s = read_stored_summary({**summary, "stage": "compress"})
+    if not isinstance(s, CompressSummary):
+        return []
+    measured, source = s.compressed or Measurement(), s.source or Measurement()
+    shown = ", ".join(f"{k}={v}" for k, v in list(s.config.items())[:6])
+    headline = s.headline_latency
     return [
-        _row("method", str(s.get("method", "?")), shown),
-        _row(f"score ({s.get('main_metric') or 'main metric'})", s.get("score"),
-             f"source {number(s.get('source_score')):.4g}" if number(s.get("source_score")) is not None else ""),
-        _row("retention", s.get("retention"), "score ÷ source score"),
-        _row("control score", s.get("control_score"), "the same extra training without compression"),
-        _row("size (bytes)", s.get("size_bytes"), _ratio_note(s.get("size_bytes"), s.get("source_size_bytes"), "size")),
-        _row("parameters", s.get("params"), _ratio_note(s.get("params"), s.get("source_params"), "parameters")),
-        _row("nonzero parameters", s.get("nonzero_params")),
-        _row("latency (ms)", s.get("latency_ms"), _ratio_note(s.get("latency_ms"), s.get("source_latency_ms"), "latency")),
-        _row("speed-up", speedup.get(headline) if headline else None, f"source ÷ compressed latency, {headline}"),
+        _row("method", s.method or "?", shown),
+        _row(f"score ({s.main_metric or 'main metric'})", measured.score,
+             f"source {source.score:.4g}" if number(source.score) is not None else ""),
+        _row("retention", s.retention, "score ÷ source score"),
+        _row("control score", s.control_score, "the same extra training without compression"),
+        _row("size (bytes)", measured.size_bytes, _ratio_note(measured.size_bytes, source.size_bytes, "size")),
+        _row("parameters", measured.params, _ratio_note(measured.params, source.params, "parameters")),
+        _row("nonzero parameters", measured.nonzero_params),
+        _row("latency (ms)", measured.latency_ms, _ratio_note(measured.latency_ms, source.latency_ms, "latency")),
+        _row("speed-up", (s.speedup or {}).get(headline) if headline else None, f"source ÷ compressed latency, {headline}"),
     ]
 
 

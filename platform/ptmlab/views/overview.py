@@ -8,6 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from ptmlab.contracts.summaries import measured_on_top
 from ptmlab.db.models import JOB_STATES, Job, Result, Worker, utcnow
 from ptmlab.results import number
 
@@ -21,7 +22,7 @@ def headline(summary: dict, limit: int = 4) -> dict[str, float]:
     if layers and any(number(e.get("accuracy")) is not None for e in layers):  # a probe: its best layer
         best = max(layers, key=lambda e: number(e.get("accuracy")) or float("-inf"))
         return {"best_layer": best.get("layer"), "accuracy": number(best.get("accuracy"))}
-    numeric = {k: number(v) for k, v in summary.items()
+    numeric = {k: number(v) for k, v in measured_on_top(summary).items()
                if k not in SKIP and not isinstance(v, bool) and number(v) is not None}
     first = [k for k in PREFERRED if k in numeric]
     rest = [k for k in numeric if k not in first and not k.endswith("_s")]

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from ptmlab import queue
+from ptmlab.contracts.summaries import AttackSummary
 from ptmlab.db.models import Job, Pipeline, Result
 from ptmlab.results import ResultRow, cached_view, filter_options, load_rows, number
 
@@ -90,23 +91,28 @@ def model_summaries(session: Session, job_ids: set[int]) -> dict[int, dict[str, 
     return {r.job_id: r.summary for r in load_rows(session, ids=list(ids))}  # oldest first: the latest wins
 
 
+def attack_rows(rows: list[ResultRow]) -> list[ResultRow]:
+    """The rows that read as attack summaries (`ResultRow.model`); the others have nothing to show."""
+    return [r for r in rows if isinstance(r.model, AttackSummary)]
+
+
 def attack_entry(row: ResultRow) -> dict[str, Any]:
-    s = row.summary
-    return {"result_id": row.id, "job_id": row.job_id, "recipe": str(s.get("recipe", "-")),
-            "clean_accuracy": number(s.get("clean_accuracy")), "num_examples": s.get("num_examples"),
-            "seed": s.get("seed"), **{m: number(s.get(m)) for m in METRICS}}
+    s = row.model
+    return {"result_id": row.id, "job_id": row.job_id, "recipe": s.recipe or "-",
+            "clean_accuracy": number(s.clean_accuracy), "num_examples": s.num_examples,
+            "seed": s.seed, **{m: number(getattr(s, m)) for m in METRICS}}
 
 
 def attacks_by_model(session: Session, rows: list[ResultRow] | None = None) -> dict[str, dict[str, dict[str, Any]]]:
     """Normalised model reference -> recipe -> the latest attack result on it (with `runs`, how
     many results that recipe has on the model). A `job:<id>` reference is also filed under the
     job's run folder, and a run folder under `job:<id>`, so either form finds it."""
-    rows = load_rows(session, kind=KIND) if rows is None else rows
-    refs = {model_ref(r.summary.get("source", "")) for r in rows}
+    rows = attack_rows(load_rows(session, kind=KIND) if rows is None else rows)
+    refs = {model_ref(r.model.source or "") for r in rows}
     jobs = model_jobs(session, refs)
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for row in rows:  # oldest first: a later result replaces an earlier one
-        ref = model_ref(row.summary.get("source", ""))
+        ref = model_ref(row.model.source or "")
         job = jobs.get(ref)
         keys = {ref} | ({f"job:{job.id}", model_ref(job.run_dir)} if job is not None and job.run_dir else set())
         entry = attack_entry(row)
@@ -149,26 +155,26 @@ def robustness_view(session: Session, *, pipeline_id: str | None = None, task: s
 
 def _robustness(session: Session, pipeline_id: str | None, task: str | None, sweep_id: str | None,
                 tags: dict[str, str] | None) -> dict[str, Any]:
-    rows = load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags)
+    rows = attack_rows(load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags))
     attack_jobs = jobs_of(session, rows)
     if pipeline_id is not None:
         rows = in_pipeline(rows, attack_jobs, pipeline_id)
-    tasks = sorted({str(r.summary.get("task", "-")) for r in rows})
+    tasks = sorted({r.model.task or "-" for r in rows})
     if task is not None:
-        rows = [r for r in rows if str(r.summary.get("task", "-")) == task]
-    refs = {model_ref(r.summary.get("source", "")) for r in rows}
+        rows = [r for r in rows if (r.model.task or "-") == task]
+    refs = {model_ref(r.model.source or "") for r in rows}
     jobs = model_jobs(session, refs)
     summaries = model_summaries(session, {j.id for j in jobs.values()})
     models: dict[tuple[str, str], dict[str, Any]] = {}
     for row in rows:  # oldest first: a later result of the same model and recipe replaces an earlier one
-        s = row.summary
-        ref = model_ref(s.get("source", ""))
+        s: AttackSummary = row.model
+        ref = model_ref(s.source or "")
         job = jobs.get(ref)
-        model = models.get((ref, str(s.get("task", "-"))))
+        model = models.get((ref, s.task or "-"))
         if model is None:
-            model = models[(ref, str(s.get("task", "-")))] = {
-                "source": str(s.get("source", "-")), "task": str(s.get("task", "-")),
-                "label": (job.name or f"job {job.id}") if job is not None else str(s.get("source", "-")),
+            model = models[(ref, s.task or "-")] = {
+                "source": s.source or "-", "task": s.task or "-",
+                "label": (job.name or f"job {job.id}") if job is not None else s.source or "-",
                 "job_id": job.id if job is not None else None,
                 "made_by": made_by(job, summaries.get(job.id) if job is not None else None),
                 "clean_accuracy": None, "recipes": {},

@@ -17,13 +17,14 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from ptmlab.contracts.summaries import measured_on_top
 from ptmlab.db.models import Job
 from ptmlab.errors import ConfigError
 from ptmlab.results import ResultRow, cached_view, folded, number
 
 # Per-layer and per-head arrays say nothing in one cell: the job and run pages draw them.
 SKIP_KEYS = {"layers", "tasks", "attention_heads", "heatmaps", "relations", "random_init", "latency", "source_latency",
-             "replica_weights", "loops", "prediction_stats", "extraction"}
+             "replica_weights", "loops", "prediction_stats", "extraction", "source.latency"}
 DEFAULT_COLUMNS = ("kind", "model", "task", "adaptation", "method", "probe_task", "main_score", "score")
 MAX_COLUMNS = 30
 FILTER = re.compile(r"^\s*([A-Za-z0-9_.:/\-]+)\s*(>=|<=|!=|>|<|=|~)\s*([^=!<>~\s].*?)\s*$")
@@ -34,7 +35,7 @@ def flatten(value: Any, prefix: str = "", out: dict[str, Any] | None = None) -> 
     out = {} if out is None else out
     for key, v in value.items():
         name = f"{prefix}{key}"
-        if key in SKIP_KEYS and not prefix:
+        if name in SKIP_KEYS:  # a compress summary's source measurement holds its latencies one level down
             continue
         if isinstance(v, dict):
             flatten(v, f"{name}.", out)
@@ -49,7 +50,7 @@ def flatten(value: Any, prefix: str = "", out: dict[str, Any] | None = None) -> 
 def _flat_row(row: ResultRow, kind: str) -> tuple[dict[str, Any], str]:
     """(columns, search text) of a row, made once and kept on the cached row."""
     if row.flat is None:
-        columns = flatten(row.summary)
+        columns = flatten(measured_on_top(row.summary))  # a compress row's `score` column is its compressed model's
         columns["kind"] = kind
         for tag, value in row.tags.items():
             columns[f"tag.{tag}"] = value
