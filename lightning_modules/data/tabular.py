@@ -9,9 +9,9 @@ the file, the line and the key.
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
+from lightning_modules.data.jsonl_objects import jsonl_objects
 from lightning_modules.data.task_data import MAX_REPORTED_ROWS, Split, TaskData, TextExample, report_malformed
 from ptmlab.contracts import ConfigError, DataError
 
@@ -109,15 +109,7 @@ class TabularReader:
         examples = []
         has_labels = None
         with path.open(encoding="utf-8-sig") as f:
-            for line_no, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DataError(f"{path}:{line_no}: not valid JSON ({exc.msg})") from None
-                if not isinstance(record, dict):
-                    raise DataError(f"{path}:{line_no}: expected a JSON object, got {type(record).__name__}")
+            for line_no, record in jsonl_objects(path, f):
                 for name in self.text_fields:
                     if name not in record:
                         raise DataError(f"{path}:{line_no}: field '{name}' (task.data.text_fields) missing")
