@@ -12,7 +12,7 @@ import csv
 from pathlib import Path
 
 from lightning_modules.data.jsonl_objects import jsonl_objects
-from lightning_modules.data.task_data import MAX_REPORTED_ROWS, Split, TaskData, TextExample, report_malformed
+from lightning_modules.data.task_data import Split, TaskData, TextExample, delimited_split, report_malformed
 from ptmlab.contracts import ConfigError, DataError
 
 FORMATS = ("tsv", "csv", "jsonl")
@@ -69,7 +69,6 @@ class TabularReader:
 
     def _read_delimited(self, path: Path, split: str, fmt: str) -> Split:
         quoting = QUOTING[self.quoting or ("none" if fmt == "tsv" else "minimal")]
-        examples, malformed, n_malformed = [], [], 0
         with path.open(encoding="utf-8-sig", newline="") as f:
             reader = csv.reader(f, delimiter="\t" if fmt == "tsv" else ",", quoting=quoting)
             header = next(reader, None)
@@ -90,18 +89,8 @@ class TabularReader:
                     cols[name] = header.index(name)
             label_col = cols.get(self.label_field) if self.label_field else None
             id_col = cols.get(self.id_field) if self.id_field else None
-            for position, row in enumerate(reader):
-                if len(row) != len(header):
-                    n_malformed += 1
-                    if len(malformed) < MAX_REPORTED_ROWS:
-                        malformed.append(reader.line_num)
-                    continue
-                examples.append(TextExample(
-                    texts=tuple(row[cols[n]] for n in self.text_fields),
-                    label=row[label_col].strip() if label_col is not None else None,
-                    row=reader.line_num, id=row[id_col] if id_col is not None else str(position)))
-        result = Split(split, examples, str(path), has_labels=label_col is not None,
-                       malformed_rows=n_malformed, malformed_row_numbers=malformed)
+            result = delimited_split(split, path, reader, header, [cols[n] for n in self.text_fields], label_col,
+                                     id_col)
         report_malformed(result, f"task.data.{split}")
         return result
 
