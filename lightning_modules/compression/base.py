@@ -8,26 +8,35 @@ A method is a `_target_` node of `conf/compression/<name>.yaml`, built with its 
 
 `source` is a LoadedTaskModel (artifacts/saved_task_model.py); `ctx` carries the task, the training
 settings of `stage`, the cache folder and a metric logger. Recovery fine-tuning, distillation
-and QAT train with `train_epochs`: a plain PyTorch loop (AdamW, linear warm-up then decay,
-seeded shuffling), since a compression run is a few epochs of one model on CPU and the loss is
-the method's own.
+and QAT train with `train_epochs`: a plain PyTorch loop (seeded shuffling, the method's own loss),
+since a compression run is a few epochs of one model on CPU; its AdamW and linear warm-up then
+decay are built by lightning_modules/optim.py, as the fine-tuning stages build theirs.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
+from omegaconf import OmegaConf
 from torch import nn
 
 from lightning_modules.heads.evaluation import task_loss
+from lightning_modules.optim import build_optimizer, build_scheduler, decay_param_groups
 from lightning_modules.tasks.datamodule import TaskDataModule
+
+
+# The loop's optimizer and schedule (lr and warmup_ratio come from the stage or the method): weight
+# decay 0.01 off biases and norms, torch's default betas and eps. Not the root `optimizer` node:
+# that one is pre-training's (betas 0.98, eps 1e-6, lr 5e-4).
+LOOP_OPTIMIZER = OmegaConf.create({"_target_": "torch.optim.AdamW", "_partial_": True, "weight_decay": 0.01,
+                                   "betas": [0.9, 0.999], "eps": 1e-8, "fused": None})
+LOOP_SCHEDULE = {"_target_": "transformers.get_linear_schedule_with_warmup", "_partial_": True}
 
 
 @dataclass
@@ -101,25 +110,24 @@ def train_loader(ctx: CompressContext, model: nn.Module, tokenizer, shuffle: boo
 def train_epochs(model: nn.Module, tokenizer, ctx: CompressContext, *, epochs: int, lr: float | None = None,
                  loss_fn: Callable[[nn.Module, dict], tuple[torch.Tensor, dict]] | None = None,
                  prefix: str = "recovery", on_step: Callable[[int, int], None] | None = None,
-                 params: list[nn.Parameter] | None = None) -> dict:
+                 named_params: list[tuple[str, nn.Parameter]] | None = None) -> dict:
     """Train `model` for `epochs` on the task's train split; returns what it trained: {prefix,
     epochs, lr, steps, examples, examples_digest (sha256 of the example indices in the order
     trained), train_time_s}. `loss_fn(model, batch) -> (loss, metrics)` defaults to the task loss;
-    `on_step(step, total)` runs before each optimizer step (pruning schedules)."""
+    `on_step(step, total)` runs before each optimizer step (pruning schedules); `named_params`
+    (default: the model's trainable ones) are what the optimizer steps."""
     record = {"prefix": prefix, "epochs": max(0, int(epochs)), "lr": float(lr or ctx.lr)}
     if epochs <= 0:
         return {**record, "steps": 0, "examples": 0, "examples_digest": None, "train_time_s": 0.0}
     torch.manual_seed(ctx.seed)
     loader = train_loader(ctx, model, tokenizer)
     total = epochs * len(loader)
-    params = params if params is not None else [p for p in model.parameters() if p.requires_grad]
-    decay = [p for p in params if p.ndim >= 2]
-    no_decay = [p for p in params if p.ndim < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-                                  lr=float(lr or ctx.lr))
-    warmup = max(1, int(math.ceil(ctx.warmup_ratio * total)))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: (s + 1) / warmup if s < warmup else max(0.0, (total - s) / max(1, total - warmup)))
+    named_params = named_params if named_params is not None else list(model.named_parameters())
+    groups = decay_param_groups(named_params, LOOP_OPTIMIZER.weight_decay, lr=record["lr"])
+    params = [p for group in groups for p in group["params"]]
+    optimizer = build_optimizer(groups, LOOP_OPTIMIZER)
+    scheduler = build_scheduler(optimizer, OmegaConf.create({**LOOP_SCHEDULE, "warmup_ratio": ctx.warmup_ratio}),
+                                total)["scheduler"]
     loss_fn = loss_fn or (lambda m, b: (task_loss(ctx.task.spec, m(b), b["labels"]), {}))
     model.train()
     step, examples, order, started = 0, 0, hashlib.sha256(), time.perf_counter()

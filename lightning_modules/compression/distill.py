@@ -266,7 +266,7 @@ class Distill(CompressionMethod):
             for s, t in pairs})
         cached = self.teacher_logits(source, ctx)
         loss_fn = self._loss_fn(teacher, cached, ctx.task.spec, layer_map, projections)
-        params = [p for p in student.parameters()] + [p for p in projections.parameters()]
+        named_params = [*student.named_parameters(), *projections.named_parameters(prefix="projections")]
         numbers = {}
         taught = ctx
         if self.sequence_level:
@@ -277,7 +277,7 @@ class Distill(CompressionMethod):
             numbers.update(sequence_level_targets=len(taught.task.data.splits[taught.task.data.train_split].examples),
                            sequence_level_changed_targets=changed)  # outputs that are not the first reference
         trained = train_epochs(student, source.tokenizer, taught, epochs=self.epochs, lr=self.lr, loss_fn=loss_fn,
-                               prefix="distill", params=params)
+                               prefix="distill", named_params=named_params)
         teacher.requires_grad_(True)
         numbers.update({"student_layers": n_student, "student_hidden_size": w_student, "layer_map": layer_map,
                         "distill_steps": trained["steps"], "train_time_s": trained["train_time_s"]})

@@ -67,9 +67,9 @@ class Theseus(CompressionMethod):
                 chosen += [successor] if swap else block
             set_layers(model.backbone, chosen, count=False)
 
-        params = [p for s in successors for p in s.parameters()]
+        named_params = [named for s in successors for named in s.named_parameters()]
         trained = train_epochs(model, source.tokenizer, ctx, epochs=self.epochs, lr=self.lr, on_step=on_step,
-                               params=params, prefix="theseus")
+                               named_params=named_params, prefix="theseus")
         set_layers(model.backbone, successors)
         model.requires_grad_(True)
         tuned = train_epochs(model, source.tokenizer, ctx, epochs=self.finetune_epochs, lr=self.lr)

@@ -27,11 +27,11 @@ and the line, before anything trains.
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from lightning_modules.data.jsonl_objects import jsonl_objects
 from lightning_modules.data.task_data import Split, TaskData
 from ptmlab.contracts import DataError
 from ptmlab.methods.readers import MultipleChoiceReaderParams
@@ -94,23 +94,14 @@ class MultipleChoiceReader:
         path = Path(path)
         if not path.is_file():
             raise DataError(f"{path}: multiple-choice file not found (task.data.{name})")
-        examples = []
         with path.open(encoding="utf-8-sig") as f:
-            for row, line in enumerate(f, start=1):
-                if line.strip():
-                    examples.append(self._example(path, row, line, labelled))
+            examples = [self._example(path, row, record, labelled) for row, record in jsonl_objects(path, f)]
         if not examples:
             raise DataError(f"{path}: no rows (task.data.{name})")
         return Split(name=name, examples=examples, source=str(path), has_labels=labelled)
 
-    def _example(self, path: Path, row: int, line: str, labelled: bool) -> ChoiceExample:
+    def _example(self, path: Path, row: int, record: dict, labelled: bool) -> ChoiceExample:
         where = f"{path}: line {row}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{where}: not valid JSON ({exc.msg})") from None
-        if not isinstance(record, dict):
-            raise DataError(f"{where}: not a JSON object")
         context = " ".join(_text(record, f, where) for f in self.context_fields)
         choices = self._choices(record, where)
         if self.connective_field:

@@ -83,13 +83,17 @@ class TextFilesCorpus(Corpus):
             return [self.path]
         return sorted(p for p in self.path.rglob(self.pattern) if p.is_file())
 
-    def documents(self) -> Iterator[list[str]]:
-        produced = 0
+    def file_texts(self, what: str = "corpus file") -> Iterator[tuple[Path, str]]:
+        """(file, its text) of every file, in order; an unreadable file is a DataError naming it."""
         for file in self.files():
             try:
-                text = file.read_text(encoding=self.encoding, errors="replace")
+                yield file, file.read_text(encoding=self.encoding, errors="replace")
             except OSError as exc:
-                raise DataError(f"cannot read corpus file {file}: {exc.strerror}") from None
+                raise DataError(f"cannot read {what} {file}: {exc.strerror}") from None
+
+    def documents(self) -> Iterator[list[str]]:
+        produced = 0
+        for _, text in self.file_texts():
             for doc in _split_documents(text, self.paragraph_documents):
                 if not doc:
                     continue

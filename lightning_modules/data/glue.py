@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lightning_modules.data.task_data import (
-    MAX_REPORTED_ROWS,
     Split,
     TaskData,
     TextExample,
+    delimited_split,
     report_malformed,
 )
 from ptmlab.contracts import ConfigError, DataError
@@ -98,9 +98,6 @@ def read_glue_file(path: str | Path, task: str, split: str, *, labelled: bool = 
     path = Path(path)
     if not path.is_file():
         raise DataError(f"GLUE file not found: {path} (task {task}, split {split})")
-    examples: list[TextExample] = []
-    malformed: list[int] = []
-    n_malformed = 0
     # utf-8-sig strips MRPC's byte-order mark; newline="" lets csv see the raw line ends.
     with path.open(encoding="utf-8-sig", newline="") as f:
         reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
@@ -114,20 +111,7 @@ def read_glue_file(path: str | Path, task: str, split: str, *, labelled: bool = 
         label_col = _column(header, layout.label_column, path) if labelled else None
         id_name = layout.id_column if labelled else layout.test_id_column
         id_col = header.index(id_name) if id_name in header else None
-        for position, row in enumerate(reader):
-            if len(row) != len(header):
-                n_malformed += 1
-                if len(malformed) < MAX_REPORTED_ROWS:
-                    malformed.append(reader.line_num)
-                continue
-            examples.append(TextExample(
-                texts=tuple(row[c] for c in text_cols),
-                label=row[label_col].strip() if label_col is not None else None,
-                row=reader.line_num,
-                id=row[id_col] if id_col is not None else str(position),
-            ))
-    result = Split(split, examples, str(path), has_labels=labelled,
-                   malformed_rows=n_malformed, malformed_row_numbers=malformed)
+        result = delimited_split(split, path, reader, header, text_cols, label_col, id_col)
     report_malformed(result, f"GLUE {task} {split}")
     return result
 

@@ -15,9 +15,9 @@ DataError naming the file, line and key.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from lightning_modules.data.jsonl_objects import jsonl_objects
 from lightning_modules.data.line_pairs import read_lines
 from lightning_modules.data.task_data import Split, TextExample
 from ptmlab.contracts import DataError
@@ -44,15 +44,7 @@ def read_jsonl_pairs(name: str, path: str | Path, source_field: str, target_fiel
     path = Path(path)
     fields = [target_field] if isinstance(target_field, str) else [str(f) for f in target_field]
     examples, labelled = [], None
-    for lineno, line in enumerate(read_lines(path, f"task.data.{name}"), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}: line {lineno} is not JSON ({exc.msg})") from None
-        if not isinstance(row, dict):
-            raise DataError(f"{path}: line {lineno} is not a JSON object")
+    for lineno, row in jsonl_objects(path, read_lines(path, f"task.data.{name}")):
         source = row.get(source_field)
         if not isinstance(source, str):
             raise DataError(f"{path}: line {lineno}: no text under key '{source_field}' (task.data.source_field)")

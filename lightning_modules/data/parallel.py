@@ -28,11 +28,7 @@ class ParallelTextCorpus(TextFilesCorpus):
 
     def pairs(self) -> Iterator[tuple[str, str]]:
         produced = 0
-        for file in self.files():
-            try:
-                text = file.read_text(encoding=self.encoding, errors="replace")
-            except OSError as exc:
-                raise DataError(f"cannot read parallel corpus file {file}: {exc.strerror}") from None
+        for file, text in self.file_texts("parallel corpus file"):
             for number, raw in enumerate(text.splitlines(), start=1):
                 if not raw.strip():
                     continue

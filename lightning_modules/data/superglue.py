@@ -16,11 +16,11 @@ so no passage is on both sides of a split. Where each split came from is in `Tas
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 from pathlib import Path
 
+from lightning_modules.data.jsonl_objects import jsonl_objects
 from lightning_modules.data.superglue_rows import ROW_READERS, RowContext
 from lightning_modules.data.task_data import Split, TaskData, TextExample
 from ptmlab.contracts import ConfigError, DataError
@@ -35,18 +35,8 @@ def read_records(path: str | Path, key: str) -> list[tuple[int, dict]]:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: SuperGLUE file not found ({key})")
-    records = []
     with path.open(encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}: line {line_no} is not JSON ({exc.msg})") from None
-            if not isinstance(record, dict):
-                raise DataError(f"{path}: line {line_no} is not a JSON object")
-            records.append((line_no, record))
+        records = list(jsonl_objects(path, f))
     if not records:
         raise DataError(f"{path}: no records ({key})")
     return records

@@ -9,10 +9,10 @@ the file, the line and the key.
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
-from lightning_modules.data.task_data import MAX_REPORTED_ROWS, Split, TaskData, TextExample, report_malformed
+from lightning_modules.data.jsonl_objects import jsonl_objects
+from lightning_modules.data.task_data import Split, TaskData, TextExample, delimited_split, report_malformed
 from ptmlab.contracts import ConfigError, DataError
 from ptmlab.methods.readers import TabularReaderParams
 
@@ -72,7 +72,6 @@ class TabularReader:
 
     def _read_delimited(self, path: Path, split: str, fmt: str) -> Split:
         quoting = QUOTING[self.quoting or ("none" if fmt == "tsv" else "minimal")]
-        examples, malformed, n_malformed = [], [], 0
         with path.open(encoding="utf-8-sig", newline="") as f:
             reader = csv.reader(f, delimiter="\t" if fmt == "tsv" else ",", quoting=quoting)
             header = next(reader, None)
@@ -93,18 +92,8 @@ class TabularReader:
                     cols[name] = header.index(name)
             label_col = cols.get(self.label_field) if self.label_field else None
             id_col = cols.get(self.id_field) if self.id_field else None
-            for position, row in enumerate(reader):
-                if len(row) != len(header):
-                    n_malformed += 1
-                    if len(malformed) < MAX_REPORTED_ROWS:
-                        malformed.append(reader.line_num)
-                    continue
-                examples.append(TextExample(
-                    texts=tuple(row[cols[n]] for n in self.text_fields),
-                    label=row[label_col].strip() if label_col is not None else None,
-                    row=reader.line_num, id=row[id_col] if id_col is not None else str(position)))
-        result = Split(split, examples, str(path), has_labels=label_col is not None,
-                       malformed_rows=n_malformed, malformed_row_numbers=malformed)
+            result = delimited_split(split, path, reader, header, [cols[n] for n in self.text_fields], label_col,
+                                     id_col)
         report_malformed(result, f"task.data.{split}")
         return result
 
@@ -112,15 +101,7 @@ class TabularReader:
         examples = []
         has_labels = None
         with path.open(encoding="utf-8-sig") as f:
-            for line_no, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DataError(f"{path}:{line_no}: not valid JSON ({exc.msg})") from None
-                if not isinstance(record, dict):
-                    raise DataError(f"{path}:{line_no}: expected a JSON object, got {type(record).__name__}")
+            for line_no, record in jsonl_objects(path, f):
                 for name in self.text_fields:
                     if name not in record:
                         raise DataError(f"{path}:{line_no}: field '{name}' (task.data.text_fields) missing")

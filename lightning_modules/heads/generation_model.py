@@ -23,14 +23,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from lightning_modules.adaptation.lora import has_lora, merge_lora
-from lightning_modules.heads.pooling import PooledEncoder
+from lightning_modules.heads.pooling import SingleHeadModel
 from lightning_modules.models.int8_twin import dynamic_int8_modules, int8_twin
 from ptmlab.contracts.decoding import DecodingSettings
 from lightning_modules.tasks.seq2seq_encoding import Seq2SeqEncoder
 from ptmlab.contracts import ConfigError
 
 
-class GenerationModel(PooledEncoder):
+class GenerationModel(SingleHeadModel):
     def __init__(self, backbone: nn.Module, task_name: str | None = None, head_dropout: float = 0.0,
                  max_target_length: int = 128, source_prefix: str | None = None, pooling: str = "tokens",
                  scalar_mix: bool = False):
@@ -65,14 +65,6 @@ class GenerationModel(PooledEncoder):
     @property
     def head_sizes(self) -> dict[str, int]:
         return {self.task_name or "task": int(self.backbone.get_input_embeddings().weight.shape[0])}
-
-    def task_logits(self, task: str, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        if self.task_name is not None and task != self.task_name:
-            raise ConfigError(f"this model's head is for task {self.task_name}, not {task}")
-        return self(batch)
-
-    def logits(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        return {self.task_name or "task": self(batch)}
 
     def hf_generator(self):
         """The Hugging Face twin `generate()` runs on (the current weights, eval mode, same device).

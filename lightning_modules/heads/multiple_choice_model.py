@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lightning_modules.heads.pooling import PooledEncoder, linear_head
+from lightning_modules.heads.pooling import SingleHeadModel, linear_head
 from lightning_modules.tasks.choice_encoding import SCORINGS, ChoiceEncoder
 from ptmlab.contracts import ConfigError
 
@@ -39,7 +39,7 @@ def summed_log_likelihood(logits: torch.Tensor, input_ids: torch.Tensor, target_
     return (picked * target_mask[:, 1:].to(picked.dtype)).sum(-1)
 
 
-class MultipleChoiceModel(PooledEncoder):
+class MultipleChoiceModel(SingleHeadModel):
     def __init__(self, backbone: nn.Module, scoring: str = "head", pooling: str = "pool_index",
                  head_dropout: float = 0.1, scalar_mix: bool = False, task_name: str | None = None):
         if scoring not in SCORINGS:
@@ -76,14 +76,6 @@ class MultipleChoiceModel(PooledEncoder):
     @property
     def head_sizes(self) -> dict[str, int]:
         return {self.task_name or "task": 1}
-
-    def task_logits(self, task: str, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        if self.task_name is not None and task != self.task_name:
-            raise ConfigError(f"this model's head is for task {self.task_name}, not {task}")
-        return self(batch)
-
-    def logits(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        return {self.task_name or "task": self(batch)}
 
 
 def _check_tied_decoder(backbone: nn.Module) -> None:

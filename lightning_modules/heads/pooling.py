@@ -102,3 +102,18 @@ class PooledEncoder(nn.Module):
     def logits(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:  # pragma: no cover
         """Task name -> B×C logits, every head, one backbone pass."""
         raise NotImplementedError
+
+
+class SingleHeadModel(PooledEncoder):
+    """A model with one head (`self.task_name`: the task it was trained for, None: any task asked
+    for); its forward gives that head's logits."""
+
+    task_name: str | None = None
+
+    def task_logits(self, task: str, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        if self.task_name is not None and task != self.task_name:
+            raise ConfigError(f"this model's head is for task {self.task_name}, not {task}")
+        return self(batch)
+
+    def logits(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {self.task_name or "task": self(batch)}

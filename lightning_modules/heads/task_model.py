@@ -5,11 +5,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from lightning_modules.heads.pooling import PooledEncoder, linear_head
-from ptmlab.contracts import ConfigError
+from lightning_modules.heads.pooling import SingleHeadModel, linear_head
 
 
-class TaskModel(PooledEncoder):
+class TaskModel(SingleHeadModel):
     """Backbone → pooled representation (heads/pooling.py) → one dropout+linear `head`; with
     pooling=tokens the same head reads every position (token classification, as Hugging Face's
     `*ForTokenClassification`: dropout + linear on the last hidden states); with pooling=spans it
@@ -28,11 +27,3 @@ class TaskModel(PooledEncoder):
     @property
     def head_sizes(self) -> dict[str, int]:
         return {self.task_name or "task": self.head[-1].out_features}
-
-    def task_logits(self, task: str, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        if self.task_name is not None and task != self.task_name:
-            raise ConfigError(f"this model's head is for task {self.task_name}, not {task}")
-        return self(batch)
-
-    def logits(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        return {self.task_name or "task": self(batch)}

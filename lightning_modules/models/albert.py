@@ -21,7 +21,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from lightning_modules.models.transformer import TransformerEmbeddings, TransformerEncoder, rename_state_keys
+from lightning_modules.models.transformer import TransformerEmbeddings, TransformerEncoder, bert_arguments_from_hf, \
+    bert_config_fields, rename_state_keys
 from ptmlab.contracts import BackboneError, ConfigError
 from ptmlab.methods.models import AlbertEncoderParams
 
@@ -104,14 +105,8 @@ class AlbertEncoder(FactorisedEmbeddingEncoder):
             return None
         from transformers import AlbertConfig, AlbertModel
 
-        config = AlbertConfig(
-            vocab_size=self.vocab_size, embedding_size=self.embedding_size, hidden_size=self.hidden_size,
-            num_hidden_layers=self.num_layers, num_hidden_groups=1, inner_group_num=1,
-            num_attention_heads=self.num_heads, intermediate_size=self.intermediate_size,
-            hidden_act=self.activation, hidden_dropout_prob=self.dropout,
-            attention_probs_dropout_prob=self.attention_dropout,
-            max_position_embeddings=self.max_position_embeddings, type_vocab_size=self.type_vocab_size,
-            layer_norm_eps=self.layer_norm_eps, initializer_range=self.initializer_range)
+        config = AlbertConfig(**bert_config_fields(self), embedding_size=self.embedding_size, num_hidden_groups=1,
+                              inner_group_num=1)
         model = AlbertModel(config, add_pooling_layer=False)
         model.load_state_dict(albert_state_dict_to_hf(self.state_dict()), strict=True)
         return model.eval()
@@ -123,12 +118,7 @@ class AlbertEncoder(FactorisedEmbeddingEncoder):
         if c.num_hidden_groups != 1 or c.inner_group_num != 1:
             raise BackboneError(f"AlbertModel with num_hidden_groups={c.num_hidden_groups}, inner_group_num="
                                 f"{c.inner_group_num} has no AlbertEncoder counterpart (needs 1 and 1)")
-        encoder = cls(vocab_size=c.vocab_size, embedding_size=c.embedding_size, hidden_size=c.hidden_size,
-                      num_layers=c.num_hidden_layers, num_heads=c.num_attention_heads,
-                      intermediate_size=c.intermediate_size, max_position_embeddings=c.max_position_embeddings,
-                      type_vocab_size=c.type_vocab_size, dropout=c.hidden_dropout_prob,
-                      attention_dropout=c.attention_probs_dropout_prob, layer_norm_eps=c.layer_norm_eps,
-                      activation=c.hidden_act, initializer_range=c.initializer_range, sharing="all")
+        encoder = cls(**bert_arguments_from_hf(c), embedding_size=c.embedding_size, sharing="all")
         encoder.load_state_dict(albert_state_dict_from_hf(model.state_dict(), c.num_hidden_layers), strict=True)
         return encoder
 

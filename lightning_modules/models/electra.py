@@ -23,7 +23,8 @@ from torch import nn
 
 from lightning_modules.models.albert import FactorisedEmbeddingEncoder
 from lightning_modules.models.base import Backbone, BackboneOutput
-from lightning_modules.models.transformer import bert_state_dict_from_hf, bert_state_dict_to_hf
+from lightning_modules.models.transformer import bert_arguments_from_hf, bert_config_fields, bert_state_dict_from_hf, \
+    bert_state_dict_to_hf
 from ptmlab.contracts import ConfigError
 from ptmlab.methods.models import ElectraPairParams
 
@@ -41,14 +42,7 @@ class ElectraEncoder(FactorisedEmbeddingEncoder):
             return None
         from transformers import ElectraConfig, ElectraModel
 
-        config = ElectraConfig(
-            vocab_size=self.vocab_size, embedding_size=self.embedding_size, hidden_size=self.hidden_size,
-            num_hidden_layers=self.num_layers, num_attention_heads=self.num_heads,
-            intermediate_size=self.intermediate_size, hidden_act=self.activation,
-            hidden_dropout_prob=self.dropout, attention_probs_dropout_prob=self.attention_dropout,
-            max_position_embeddings=self.max_position_embeddings, type_vocab_size=self.type_vocab_size,
-            layer_norm_eps=self.layer_norm_eps, initializer_range=self.initializer_range)
-        model = ElectraModel(config)
+        model = ElectraModel(ElectraConfig(**bert_config_fields(self), embedding_size=self.embedding_size))
         state = self.state_dict()
         hf_state = bert_state_dict_to_hf(state)
         if self.embeddings.projection is not None:
@@ -61,12 +55,7 @@ class ElectraEncoder(FactorisedEmbeddingEncoder):
     def from_hf(cls, model) -> "ElectraEncoder":
         """Build from a Hugging Face `ElectraModel` (a discriminator's or a generator's body)."""
         c = model.config
-        encoder = cls(vocab_size=c.vocab_size, embedding_size=c.embedding_size, hidden_size=c.hidden_size,
-                      num_layers=c.num_hidden_layers, num_heads=c.num_attention_heads,
-                      intermediate_size=c.intermediate_size, max_position_embeddings=c.max_position_embeddings,
-                      type_vocab_size=c.type_vocab_size, dropout=c.hidden_dropout_prob,
-                      attention_dropout=c.attention_probs_dropout_prob, layer_norm_eps=c.layer_norm_eps,
-                      activation=c.hidden_act, initializer_range=c.initializer_range)
+        encoder = cls(**bert_arguments_from_hf(c), embedding_size=c.embedding_size)
         hf_state = model.state_dict()
         state = bert_state_dict_from_hf(hf_state, c.num_hidden_layers)
         if "embeddings_project.weight" in hf_state:

@@ -36,6 +36,7 @@ from lightning_modules.models.transformer import (
     PostLNLayer,
     TransformerBackbone,
     allowed_to_bias,
+    rename_state_keys,
 )
 from ptmlab.contracts import BackboneError
 from ptmlab.methods.models import TransformerEncoderDecoderParams
@@ -300,12 +301,7 @@ def _bart_module_map(num_encoder_layers: int, num_decoder_layers: int) -> dict[s
 
 def bart_state_dict_to_hf(state: dict[str, torch.Tensor], num_encoder_layers: int,
                           num_decoder_layers: int) -> dict[str, torch.Tensor]:
-    module_map = _bart_module_map(num_encoder_layers, num_decoder_layers)
-    out = {}
-    for key, value in state.items():
-        module, _, param = key.rpartition(".")
-        if module in module_map:
-            out[f"{module_map[module]}.{param}"] = value
+    out = rename_state_keys(state, _bart_module_map(num_encoder_layers, num_decoder_layers))
     table = state["encoder.embeddings.word_embeddings.weight"]
     for key in ("shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight"):
         out[key] = table
@@ -319,11 +315,7 @@ def bart_state_dict_to_hf(state: dict[str, torch.Tensor], num_encoder_layers: in
 def bart_state_dict_from_hf(state: dict[str, torch.Tensor], num_encoder_layers: int,
                             num_decoder_layers: int) -> dict[str, torch.Tensor]:
     inverse = {theirs: ours for ours, theirs in _bart_module_map(num_encoder_layers, num_decoder_layers).items()}
-    out = {}
-    for key, value in state.items():
-        module, _, param = key.rpartition(".")
-        if module in inverse:
-            out[f"{inverse[module]}.{param}"] = value
+    out = rename_state_keys(state, inverse)
     for side in ("encoder", "decoder"):
         out[f"{side}.embeddings.word_embeddings.weight"] = state["shared.weight"]
         out[f"{side}.embeddings.position_embeddings.weight"] = state[f"{side}.embed_positions.weight"][BART_POSITION_OFFSET:]

@@ -388,14 +388,7 @@ class TransformerEncoder(TransformerBackbone):
             return None
         from transformers import BertConfig, BertModel
 
-        config = BertConfig(
-            vocab_size=self.vocab_size, hidden_size=self.hidden_size, num_hidden_layers=self.num_layers,
-            num_attention_heads=self.num_heads, intermediate_size=self.intermediate_size,
-            hidden_act=self.activation, hidden_dropout_prob=self.dropout,
-            attention_probs_dropout_prob=self.attention_dropout,
-            max_position_embeddings=self.max_position_embeddings, type_vocab_size=self.type_vocab_size,
-            layer_norm_eps=self.layer_norm_eps, initializer_range=self.initializer_range)
-        model = BertModel(config, add_pooling_layer=False)
+        model = BertModel(BertConfig(**bert_config_fields(self)), add_pooling_layer=False)
         model.load_state_dict(bert_state_dict_to_hf(self.state_dict()), strict=True)
         return model.eval()
 
@@ -403,12 +396,7 @@ class TransformerEncoder(TransformerBackbone):
     def from_hf(cls, model) -> "TransformerEncoder":
         """Build from a Hugging Face `BertModel` (its config and weights; a pooler is ignored)."""
         c = model.config
-        encoder = cls(vocab_size=c.vocab_size, hidden_size=c.hidden_size, num_layers=c.num_hidden_layers,
-                      num_heads=c.num_attention_heads, intermediate_size=c.intermediate_size,
-                      max_position_embeddings=c.max_position_embeddings, type_vocab_size=c.type_vocab_size,
-                      dropout=c.hidden_dropout_prob, attention_dropout=c.attention_probs_dropout_prob,
-                      pre_layer_norm=False, layer_norm_eps=c.layer_norm_eps, activation=c.hidden_act,
-                      initializer_range=c.initializer_range)
+        encoder = cls(**bert_arguments_from_hf(c), pre_layer_norm=False)
         encoder.load_state_dict(bert_state_dict_from_hf(model.state_dict(), c.num_hidden_layers), strict=True)
         return encoder
 
@@ -523,6 +511,27 @@ def _bert_key_map(num_layers: int) -> dict[str, str]:
     return mapping
 
 
+# Our encoder's constructor argument -> the field of Hugging Face's BertConfig (ElectraConfig and
+# AlbertConfig name them alike): every BERT-style to_hf and from_hf reads this one table.
+BERT_CONFIG_FIELDS = {
+    "vocab_size": "vocab_size", "hidden_size": "hidden_size", "num_layers": "num_hidden_layers",
+    "num_heads": "num_attention_heads", "intermediate_size": "intermediate_size", "activation": "hidden_act",
+    "dropout": "hidden_dropout_prob", "attention_dropout": "attention_probs_dropout_prob",
+    "max_position_embeddings": "max_position_embeddings", "type_vocab_size": "type_vocab_size",
+    "layer_norm_eps": "layer_norm_eps", "initializer_range": "initializer_range",
+}
+
+
+def bert_config_fields(backbone: "TransformerBackbone") -> dict:
+    """The BertConfig-style fields of `backbone` (its settings under Hugging Face's names)."""
+    return {theirs: getattr(backbone, ours) for ours, theirs in BERT_CONFIG_FIELDS.items()}
+
+
+def bert_arguments_from_hf(config) -> dict:
+    """Our constructor's arguments from a BertConfig-style Hugging Face config."""
+    return {ours: getattr(config, theirs) for ours, theirs in BERT_CONFIG_FIELDS.items()}
+
+
 def rename_state_keys(state: dict[str, torch.Tensor], module_map: dict[str, str]) -> dict[str, torch.Tensor]:
     out = {}
     for key, value in state.items():
@@ -552,36 +561,39 @@ _GPT2_LAYER = {
 }
 
 
-def gpt2_state_dict_from_hf(state: dict[str, torch.Tensor], num_layers: int) -> dict[str, torch.Tensor]:
-    out = {"embeddings.word_embeddings.weight": state["wte.weight"],
-           "embeddings.position_embeddings.weight": state["wpe.weight"],
-           "final_layer_norm.weight": state["ln_f.weight"], "final_layer_norm.bias": state["ln_f.bias"]}
+def _gpt2_param_map(num_layers: int) -> dict[str, str]:
+    """ours -> GPT2Model parameter names, for every tensor but q, k, v (fused in c_attn)."""
+    mapping = {"embeddings.word_embeddings.weight": "wte.weight", "embeddings.position_embeddings.weight": "wpe.weight",
+               "final_layer_norm.weight": "ln_f.weight", "final_layer_norm.bias": "ln_f.bias"}
     for i in range(num_layers):
-        ours, theirs = f"stack.layers.{i}", f"h.{i}"
-        for o, t in _GPT2_LAYER.items():
-            w = state[f"{theirs}.{t}.weight"]
-            out[f"{ours}.{o}.weight"] = w.t().contiguous() if w.dim() == 2 else w  # in×out -> out×in
-            out[f"{ours}.{o}.bias"] = state[f"{theirs}.{t}.bias"]
-        qkv_w = state[f"{theirs}.attn.c_attn.weight"].t()  # H×3H -> 3H×H
-        qkv_b = state[f"{theirs}.attn.c_attn.bias"]
+        for ours, theirs in _GPT2_LAYER.items():
+            for param in ("weight", "bias"):
+                mapping[f"stack.layers.{i}.{ours}.{param}"] = f"h.{i}.{theirs}.{param}"
+    return mapping
+
+
+def _conv1d_transposed(hf_name: str, tensor: torch.Tensor) -> torch.Tensor:
+    """A layer's 2-D weight transposed (Conv1D's in×out <-> Linear's out×in, its own inverse);
+    embeddings, norms and biases as they are."""
+    return tensor.t().contiguous() if hf_name.startswith("h.") and tensor.dim() == 2 else tensor
+
+
+def gpt2_state_dict_from_hf(state: dict[str, torch.Tensor], num_layers: int) -> dict[str, torch.Tensor]:
+    out = {ours: _conv1d_transposed(theirs, state[theirs]) for ours, theirs in _gpt2_param_map(num_layers).items()}
+    for i in range(num_layers):
+        qkv_w = state[f"h.{i}.attn.c_attn.weight"].t()  # H×3H -> 3H×H
+        qkv_b = state[f"h.{i}.attn.c_attn.bias"]
         for j, name in enumerate(("query", "key", "value")):
-            out[f"{ours}.attention.{name}.weight"] = qkv_w.chunk(3, dim=0)[j].contiguous()
-            out[f"{ours}.attention.{name}.bias"] = qkv_b.chunk(3)[j].contiguous()
+            out[f"stack.layers.{i}.attention.{name}.weight"] = qkv_w.chunk(3, dim=0)[j].contiguous()
+            out[f"stack.layers.{i}.attention.{name}.bias"] = qkv_b.chunk(3)[j].contiguous()
     return out
 
 
 def gpt2_state_dict_to_hf(state: dict[str, torch.Tensor], num_layers: int) -> dict[str, torch.Tensor]:
-    out = {"wte.weight": state["embeddings.word_embeddings.weight"],
-           "wpe.weight": state["embeddings.position_embeddings.weight"],
-           "ln_f.weight": state["final_layer_norm.weight"], "ln_f.bias": state["final_layer_norm.bias"]}
+    out = {theirs: _conv1d_transposed(theirs, state[ours]) for ours, theirs in _gpt2_param_map(num_layers).items()}
     for i in range(num_layers):
-        ours, theirs = f"stack.layers.{i}", f"h.{i}"
-        for o, t in _GPT2_LAYER.items():
-            w = state[f"{ours}.{o}.weight"]
-            out[f"{theirs}.{t}.weight"] = w.t().contiguous() if w.dim() == 2 else w  # out×in -> in×out
-            out[f"{theirs}.{t}.bias"] = state[f"{ours}.{o}.bias"]
-        qkv_w = torch.cat([state[f"{ours}.attention.{n}.weight"] for n in ("query", "key", "value")], dim=0)
-        out[f"{theirs}.attn.c_attn.weight"] = qkv_w.t().contiguous()  # 3H×H -> H×3H
-        out[f"{theirs}.attn.c_attn.bias"] = torch.cat(
-            [state[f"{ours}.attention.{n}.bias"] for n in ("query", "key", "value")])
+        attention = f"stack.layers.{i}.attention"
+        qkv_w = torch.cat([state[f"{attention}.{n}.weight"] for n in ("query", "key", "value")], dim=0)
+        out[f"h.{i}.attn.c_attn.weight"] = qkv_w.t().contiguous()  # 3H×H -> H×3H
+        out[f"h.{i}.attn.c_attn.bias"] = torch.cat([state[f"{attention}.{n}.bias"] for n in ("query", "key", "value")])
     return out

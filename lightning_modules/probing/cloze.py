@@ -27,13 +27,13 @@ mean over relations (LAMA's convention) and over facts.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from lightning_modules.data.jsonl_objects import jsonl_objects
 from lightning_modules.objectives.mlm import MaskedLMObjective
 from lightning_modules.objectives.parts import objective_parts
 from ptmlab.contracts import ConfigError, DataError
@@ -58,18 +58,7 @@ class LamaData:
 
 
 def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
-    out = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}:{lineno}: not a JSON object ({exc.msg})") from None
-        if not isinstance(record, dict):
-            raise DataError(f"{path}:{lineno}: not a JSON object")
-        out.append((lineno, record))
-    return out
+    return list(jsonl_objects(path, path.read_text(encoding="utf-8").splitlines()))
 
 
 # LAMA's Google-RE templates (scripts/run_experiments.py get_GoogleRE_parameters): not in

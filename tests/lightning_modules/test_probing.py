@@ -130,7 +130,7 @@ def test_lama_records_templates_and_errors(tmp_path):
     with pytest.raises(DataError, match=r"P1.jsonl:2: missing 'obj_label'"):
         cloze.read_lama(str(bad))
     write(tmp_path, "P2.jsonl", "{not json\n")
-    with pytest.raises(DataError, match=r"P2.jsonl:1: not a JSON object"):
+    with pytest.raises(DataError, match=r"P2.jsonl: line 1 is not JSON"):
         cloze.read_lama(str(tmp_path / "P2.jsonl"))
 
 

@@ -60,6 +60,9 @@ def test_bad_input_names_file_line_and_key(tmp_path):
     (tmp_path / "dev.jsonl").write_text('{"text": "a", "label": "pos"}\n')
     with pytest.raises(DataError, match=r"train\.jsonl:2: field 'text' \(task\.data\.text_fields\) missing"):
         load_task(tabular(f"task.data.train={tmp_path / 'train.jsonl'}", f"task.data.dev={tmp_path / 'dev.jsonl'}"))
+    (tmp_path / "train.jsonl").write_text('{"text": "a", "label": "pos"}\n[1]\n')  # every JSONL reader's words
+    with pytest.raises(DataError, match=r"train\.jsonl: line 2 is not a JSON object"):
+        load_task(tabular(f"task.data.train={tmp_path / 'train.jsonl'}", f"task.data.dev={tmp_path / 'dev.jsonl'}"))
     (tmp_path / "train.jsonl").write_text('{"text": "a", "label": "pos"}\n{"text": "b", "label": "meh"}\n')
     with pytest.raises(DataError, match=r"train\.jsonl: line 2: label 'meh' is not in the label set"):
         load_task(tabular(f"task.data.train={tmp_path / 'train.jsonl'}", f"task.data.dev={tmp_path / 'dev.jsonl'}",

@@ -283,6 +283,10 @@ def test_catalogue_results_and_leaderboard(client, tmp_path):
     assert client.get(f"{API}/results", params={"sweep_id": "sw1", "limit": 1}).json()["total"] == 2
     assert len(client.get(f"{API}/results", params={"sweep_id": "sw1", "limit": 1}).json()["results"]) == 1
     assert client.get(f"{API}/results", params={"tag": "nokeyvalue"}).status_code == 422
+    # the views' tag syntax (key=value[,key=value], spaces around key and value dropped), repeatable here
+    assert client.get(f"{API}/results", params={"tag": " exp = b "}).json()["total"] == 1
+    bad = client.get(f"{API}/results", params=[("tag", "exp=a"), ("tag", "nokey")])
+    assert bad.status_code == 422 and "'nokey' is not key=value" in bad.json()["error"]["message"]
     board = client.get(f"{API}/results/glue").json()
     assert [t["task"] for t in board["tasks"]] == ["sst2"] and len(board["rows"]) == 1
     row = board["rows"][0]

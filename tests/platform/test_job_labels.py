@@ -63,9 +63,9 @@ def test_ptmlab_label(db_url, capsys):
     with session_scope(db_url) as s:
         job_id = submit_job(s, stage="sleep", overrides=["stage.seconds=0.1"], queue="parked", tags={"old": "1"}).id
 
-    def cli(*argv) -> tuple[int, str, str]:
+    def cli(*argv, command="label") -> tuple[int, str, str]:
         try:
-            main(["label", "--database-url", db_url, *argv])
+            main([command, "--database-url", db_url, *argv])
             code = 0
         except SystemExit as exc:
             code = exc.code or 0
@@ -75,6 +75,9 @@ def test_ptmlab_label(db_url, capsys):
     code, out, _ = cli(str(job_id), "--name", "lr-small", "--tag", "idea=warmup", "--untag", "old", "--note", "baseline")
     assert code == 0 and out.strip() == f"job {job_id}: name lr-small; idea=warmup; note: baseline"
     code, _, err = cli(str(job_id), "--tag", "novalue")
+    assert code == 2 and "--tag 'novalue' is not key=value" in err and err.count("\n") == 1
+    # submit reads --tag as label does (it was a ValueError traceback)
+    code, _, err = cli("--tag", "novalue", "stage=sleep", command="submit")
     assert code == 2 and "--tag 'novalue' is not key=value" in err and err.count("\n") == 1
     with session_scope(db_url) as s:
         job = get_job(s, job_id)

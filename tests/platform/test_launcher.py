@@ -110,6 +110,10 @@ def test_default_sweeper_composes_each_distinct_config_once(tmp_path):
 
     batch = [["model=a", "seed=0"], ["model=a", "seed=1"], ["model=b", "seed=0"], ["seed=2", "model=b"]]
     assert distinct_by_config(batch) == [["model=a", "seed=0"], ["model=b", "seed=0"]]
+    # the one seed key (contracts.identity.overrides_but_seed, also the API's sweep check): spaces
+    # around `seed` as Hydra reads them; `+seed=` is an addition, not the seed override
+    spaced = [["model=a", " seed =0"], ["model=a", "seed=1"], ["model=a", "+seed=1"]]
+    assert distinct_by_config(spaced) == [["model=a", " seed =0"], ["model=a", "+seed=1"]]
 
     db_url = f"sqlite:///{tmp_path / 'platform.db'}"
     proc = launch(tmp_path, db_url, "stage=sleep", "stage.seconds=0.1,0.2", "seed=range(0,150)")

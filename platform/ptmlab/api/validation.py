@@ -20,7 +20,6 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import re
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -30,6 +29,7 @@ from hydra.core.override_parser.types import ChoiceSweep, Glob, Override, RangeS
 
 from ptmlab.code_keys import check_no_code_selection
 from ptmlab.config import list_config_groups
+from ptmlab.contracts.identity import overrides_but_seed
 from ptmlab.errors import ConfigError, ForbiddenOverrideError, LimitExceededError
 
 # Per-request bounds (also stated in the OpenAPI schema by ptmlab.api.schemas).
@@ -262,7 +262,7 @@ def validate_sweep_jobs(jobs: Sequence[Sequence[str]], roots: Sequence[Path], *,
                 if override not in allowed:
                     check_override_allowed(override, roots)
                     allowed.add(override)
-        key = tuple(o for o in combo if _split(o)[0] != "seed")
+        key = overrides_but_seed(combo)
         if key in seen:
             continue
         seen.add(key)

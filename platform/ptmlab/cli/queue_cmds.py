@@ -61,12 +61,25 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
 
 # -- submit -------------------------------------------------------------------------------------
+def tag_options(items: list[str] | None) -> dict[str, str]:
+    """`--tag key=value` (repeatable) of submit and label; a bad one is one line naming it."""
+    from ptmlab.errors import ConfigError
+
+    tags = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--tag {item!r} is not key=value")
+        tags[key] = value
+    return tags
+
+
 def _cmd_submit(args: argparse.Namespace) -> int:
     from ptmlab import queue
     from ptmlab.config import compose_config
 
     overrides = list(args.overrides)
-    tags = dict(t.split("=", 1) for t in args.tag or [])
+    tags = tag_options(args.tag)
     with _session(args) as s:
         if args.pipeline:
             expanded = queue.expand_pipeline(args.pipeline, overrides)
@@ -216,15 +229,8 @@ def _cmd_retry(args: argparse.Namespace) -> int:
 
 def _cmd_label(args: argparse.Namespace) -> int:
     from ptmlab import queue
-    from ptmlab.errors import ConfigError
 
-    tags: dict[str, str | None] = {}
-    for item in args.tag or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--tag {item!r} is not key=value")
-        tags[key] = value
-    tags.update(dict.fromkeys(args.untag or []))
+    tags: dict[str, str | None] = {**tag_options(args.tag), **dict.fromkeys(args.untag or [])}
     changes = {k: getattr(args, k) for k in ("name", "note") if getattr(args, k) is not None}
     with _session(args) as s:
         job = queue.label_job(s, args.job_id, tags=tags, **changes)

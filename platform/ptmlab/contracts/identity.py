@@ -25,6 +25,6 @@ def config_hash(resolved: dict[str, Any]) -> str:
 
 
 def overrides_but_seed(overrides: Iterable[str]) -> tuple[str, ...]:
-    """A job's overrides without `seed=`: jobs equal in the rest compose to the same config, so a
-    sweep or pipeline composes each such group once."""
-    return tuple(o for o in overrides if not o.startswith("seed="))
+    """A job's overrides without `seed=` (spaces around the key too, as Hydra reads it): jobs equal
+    in the rest compose to the same config, so a sweep or pipeline composes each such group once."""
+    return tuple(o for o in overrides if not ("=" in o and o.split("=", 1)[0].strip() == "seed"))

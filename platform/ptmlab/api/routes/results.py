@@ -20,26 +20,18 @@ router = APIRouter(prefix="/results", tags=["results"])
 Name = Annotated[str | None, Query(max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$")]
 
 
-def _tags(tag: list[str] | None) -> dict[str, str]:
-    out = {}
-    for t in tag or []:
-        if "=" not in t:
-            raise ConfigError(f"tag {t!r}: expected key=value")
-        key, value = t.split("=", 1)
-        out[key] = value
-    return out
-
-
 @router.get("", response_model=ResultPage, responses={422: {"model": ErrorOut}})
 def list_results(session: SessionDep, kind: Name = None, sweep_id: Name = None,
                  job_id: Annotated[int | None, Query(ge=1, le=INT4_MAX)] = None,
-                 tag: Annotated[list[str] | None, Query(max_length=20, description="key=value, repeatable")] = None,
+                 tag: Annotated[list[str] | None, Query(max_length=20, description="key=value[,key=value], repeatable")] = None,
                  limit: Annotated[int, Query(ge=1, le=1000)] = 50,
                  offset: Annotated[int, Query(ge=0, le=INT4_MAX)] = 0) -> dict:
     for t in tag or []:
         if "\x00" in t or len(t) > 600:
             raise ConfigError(f"tag {t[:40]!r}...: invalid")
-    rows, total = query_results(session, kind=kind, sweep_id=sweep_id, job_id=job_id, tags=_tags(tag),
+    # the views' one tag syntax (key=value[,key=value]); each repeat adds its pairs
+    tags = parse_tag_filter(",".join(tag or []))
+    rows, total = query_results(session, kind=kind, sweep_id=sweep_id, job_id=job_id, tags=tags,
                                 limit=limit, offset=offset)
     return {"total": total, "limit": limit, "offset": offset, "results": [r.to_dict() for r in rows]}
 
