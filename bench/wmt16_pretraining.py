@@ -58,6 +58,9 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=12)
     parser.add_argument("--eval", type=int, default=500, help="newstest2016 sentences scored")
     parser.add_argument("--vocab", type=int, default=4000)
+    parser.add_argument("--dropout", type=float, default=0.1)
+    parser.add_argument("--max-length", type=int, default=64, help="source and target tokens")
+    parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     data = Path(os.environ.get("PTMLAB_DATA_DIR", REPO.parent / "shared" / "data"))
@@ -70,11 +73,12 @@ def main() -> None:
     env = {**os.environ, "PTMLAB_HOME": str(out / "home"), "PTMLAB_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1"}
     env.pop("MLFLOW_TRACKING_URI", None)
     shared = ["model=t5_tiny", "data=text_files", f"data.corpus.path={corpus}", f"tokenizer.vocab_size={args.vocab}",
+              f"model.backbone.dropout={args.dropout}",
               "tokenizer.lowercase=false", "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0"]
-    finetune = ["stage=finetune", f"task={PAIRS}", "objective=span_corruption", "task.max_length=64",
-                "task.max_target_length=64", f"task.max_eval_samples={args.eval}", "task.generation.strategy=greedy",
-                "task.generation.max_new_tokens=64", f"stage.epochs={args.epochs}", "stage.batch_size=32",
-                "stage.lr=1e-3", f"stage.val_every_n_epochs={args.epochs}", "stage.write_predictions=false"]
+    finetune = ["stage=finetune", f"task={PAIRS}", "objective=span_corruption", f"task.max_length={args.max_length}",
+                f"task.max_target_length={args.max_length}", f"task.max_eval_samples={args.eval}",
+                "task.generation.strategy=greedy", f"task.generation.max_new_tokens={args.max_length}",
+                f"stage.epochs={args.epochs}", "stage.batch_size=32", f"stage.lr={args.lr}", f"stage.val_every_n_epochs={args.epochs}", "stage.write_predictions=false"]
     scores: dict[str, list[float]] = {"pre-trained (span corruption)": [], "random init": []}
     chrf: dict[str, list[float]] = {name: [] for name in scores}
     for seed in args.seeds:
@@ -97,7 +101,7 @@ def main() -> None:
         print(f"| {name} | {mean_std(scores[name])} | {mean_std(chrf[name])} |")
     print(f"| copy the source | {copy_bleu:.2f} | {copy_chrf:.2f} |")
     print(f"\nsettings: t5_tiny, {args.pretrain_steps} pre-training steps, {args.epochs} fine-tuning epochs, "
-          f"vocab {args.vocab}, greedy decoding; run folders in {out}")
+          f"vocab {args.vocab}, dropout {args.dropout}, max length {args.max_length}, lr {args.lr}, greedy decoding; run folders in {out}")
 
 
 if __name__ == "__main__":
