@@ -130,7 +130,7 @@ class ResultRow:
     def shown(self) -> StageSummary | None:
         """What the views draw: `model`, or for a row with a value of the wrong type (which `model`
         rejects) what of it reads (`salvaged_summary`: the bad values left out, as the views
-        skipped them when they read dicts); None for a row of no known kind."""
+        skipped them when they read dicts; a kind with no contract as a `StageSummary`)."""
         return self.model if self.model is not None else salvaged_summary(self.summary)
 
 

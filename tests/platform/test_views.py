@@ -219,6 +219,25 @@ def test_compare_view_marks_differing_config_keys(tmp_path, db_url, monkeypatch)
         assert compare_view(s, [rows[0].id])["runs"][0]["mlflow_url"] is None
 
 
+def test_compare_view_labels_old_hand_recorded_and_partly_broken_rows_as_it_did(db_url):
+    clear_cache()
+    summaries = [{"stage": "finetune", "model": "bert_tiny", "adaptation": "lora", "task": "rte", "seed": 3},  # old
+                 {"stage": "custom", "task": "rte", "score": 0.5},  # recorded by hand, no contract
+                 {"stage": "probe", "model": "m", "probe_task": "pos", "seed": "3",
+                  "layers": [{"layer": 0, "accuracy": 0.5}, {"accuracy": 0.75, "uuas": "n/a"}]}]
+    with session_scope(db_url) as s:
+        rows = [new_result(summary) for summary in summaries]
+        s.add_all(rows)
+        s.commit()
+        view = compare_view(s, [r.id for r in rows])
+    finetune, custom, probe = view["runs"]
+    assert finetune["label"] == f"#{rows[0].id} finetune: bert_tiny / lora / rte seed 3"
+    assert (custom["kind"], custom["label"], custom["layers"]) == ("custom", f"#{rows[1].id} custom: rte", [])
+    assert custom["numbers"] == {"task": "rte", "score": 0.5}
+    assert probe["label"] == f"#{rows[2].id} probe: m / pos seed 3" and probe["layers"][0] == {"layer": 0, "accuracy": 0.5}
+    assert probe["numbers"]["seed"] == "3"  # the numbers table shows the row as stored
+
+
 def test_tag_filter_parsing():
     assert parse_tag_filter("a=1, b = x=y") == {"a": "1", "b": "x=y"}
     assert parse_tag_filter("") == {}

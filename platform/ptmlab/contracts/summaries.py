@@ -546,11 +546,12 @@ def read_stored_summary(data: Any) -> StageSummary | None:
 def salvaged_summary(data: Any, max_drops: int = 50) -> StageSummary | None:
     """What of a row `read_stored_summary` rejects still reads: each value of the wrong type
     dropped (a field then takes its default, a list loses the entry) until the rest validates, as
-    the views skipped what they could not read before they read models. None when it names no kind
-    with a contract, or nothing validates after `max_drops` drops."""
-    model = SUMMARY_BY_KIND.get(str(data.get("stage"))) if isinstance(data, dict) else None
-    if model is None:
+    the views skipped what they could not read before they read models. A kind with no contract (a
+    result recorded by hand) reads as a `StageSummary`, its own fields as extras. None for a row
+    that is not a JSON object, or when nothing validates after `max_drops` drops."""
+    if not isinstance(data, dict):
         return None
+    model = SUMMARY_BY_KIND.get(str(data.get("stage")), StageSummary)
     data = copy.deepcopy(data)
     for _ in range(max_drops):
         try:
