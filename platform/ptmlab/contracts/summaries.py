@@ -552,11 +552,11 @@ def salvaged_summary(data: Any, max_drops: int = 50) -> StageSummary | None:
     if not isinstance(data, dict):
         return None
     model = SUMMARY_BY_KIND.get(str(data.get("stage")), StageSummary)
-    data = copy.deepcopy(data)
-    for _ in range(max_drops):
+    for drops in range(max_drops):
         try:
             return stored_model(model).model_validate(data)
         except ValidationError as exc:
+            data = data if drops else copy.deepcopy(data)  # the caller's row stays as stored
             if not _drop(data, exc.errors()[0]["loc"]):
                 return None
     return None
