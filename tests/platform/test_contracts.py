@@ -160,3 +160,12 @@ def test_an_attack_summarys_trigger_and_sample_fields_are_typed(change, named):
     assert row["trigger_tokens"] == [7, 7, 7] and row["label"] == "1" and row["source_defence"] is None
     with pytest.raises(ConfigError, match=named.replace(".", r"\.")):
         validate_summary({**summary, **change})
+
+
+def test_the_overviews_headline_of_a_probe_row_is_its_best_layer_even_from_a_partly_broken_row():
+    from ptmlab.views.overview import headline
+
+    probe = {"stage": "probe", "model": "m", "probe_task": "pos", "seed": 1,
+             "layers": [{"layer": 0, "accuracy": 0.5}, {"layer": 1, "accuracy": "n/a"}, {"layer": 2, "accuracy": 0.7}]}
+    assert headline(probe) == {"best_layer": 2, "accuracy": 0.7}
+    assert headline({**probe, "layers": [{"layer": 0}], "probe_time_s": 3.0, "eval_sentences": 9}) == {"eval_sentences": 9.0}
