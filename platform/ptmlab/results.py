@@ -28,7 +28,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from ptmlab.contracts.summaries import StageSummary, read_stored_summary
+from ptmlab.contracts.summaries import StageSummary, read_stored_summary, salvaged_summary
 from ptmlab.db.models import Result, utcnow
 from ptmlab.errors import ConfigError, NotFoundError
 
@@ -125,6 +125,13 @@ class ResultRow:
         if self.typed is _UNREAD:
             self.typed = read_stored_summary(self.summary)
         return self.typed
+
+    @property
+    def shown(self) -> StageSummary | None:
+        """What the views draw: `model`, or for a row with a value of the wrong type (which `model`
+        rejects) what of it reads (`salvaged_summary`: the bad values left out, as the views
+        skipped them when they read dicts; a kind with no contract as a `StageSummary`)."""
+        return self.model if self.model is not None else salvaged_summary(self.summary)
 
 
 def parse_tag_filter(tag: str | None) -> dict[str, str]:

@@ -86,6 +86,24 @@ def test_a_stored_row_reads_as_its_model_even_without_a_field_required_since():
     assert read_stored_summary({**row, "score": "high"}) is None and read_stored_summary({"stage": "x"}) is None
 
 
+def test_a_stored_rows_nested_fields_required_since_read_as_none_and_a_bad_value_is_salvaged():
+    from ptmlab.contracts.summaries import ProbeLayer, ProbeSummary, read_stored_summary, salvaged_summary
+
+    row = {"stage": "probe", "model": "m", "probe_task": "pos", "seed": 1, "wall_time_s": 1.0,
+           "tasks": [{"probe_task": "pos", "layers": [{"accuracy": 0.6}]}]}  # no family, no layer index
+    summary = read_stored_summary(row)
+    assert isinstance(summary, ProbeSummary) and isinstance(summary.tasks[0].layers[0], ProbeLayer)
+    assert summary.tasks[0].family is None and summary.tasks[0].layers[0].layer is None
+    broken = {**row, "layers": ["x", {"layer": 1, "accuracy": "n/a", "uuas": 0.4}], "attention_heads": 5}
+    assert read_stored_summary(broken) is None
+    salvaged = salvaged_summary(broken)  # the bad values left out, the rest as stored
+    assert [(e.layer, e.accuracy, e.uuas) for e in salvaged.layers] == [(1, None, 0.4)]
+    assert salvaged.attention_heads is None and salvaged.tasks == summary.tasks
+    assert salvaged_summary(row) == summary and salvaged_summary([]) is None
+    hand = salvaged_summary({"stage": "x", "score": 0.5})  # a kind with no contract: the common fields
+    assert type(hand).__name__ == "StoredStageSummary" and (hand.stage, hand.seed, hand.score) == ("x", None, 0.5)
+
+
 def test_a_compress_rows_numbers_lead_the_generic_tables_as_they_did_flat():
     from ptmlab.contracts.summaries import measured_on_top
     from ptmlab.views.overview import headline
@@ -142,3 +160,12 @@ def test_an_attack_summarys_trigger_and_sample_fields_are_typed(change, named):
     assert row["trigger_tokens"] == [7, 7, 7] and row["label"] == "1" and row["source_defence"] is None
     with pytest.raises(ConfigError, match=named.replace(".", r"\.")):
         validate_summary({**summary, **change})
+
+
+def test_the_overviews_headline_of_a_probe_row_is_its_best_layer_even_from_a_partly_broken_row():
+    from ptmlab.views.overview import headline
+
+    probe = {"stage": "probe", "model": "m", "probe_task": "pos", "seed": 1,
+             "layers": [{"layer": 0, "accuracy": 0.5}, {"layer": 1, "accuracy": "n/a"}, {"layer": 2, "accuracy": 0.7}]}
+    assert headline(probe) == {"best_layer": 2, "accuracy": 0.7}
+    assert headline({**probe, "layers": [{"layer": 0}], "probe_time_s": 3.0, "eval_sentences": 9}) == {"eval_sentences": 9.0}

@@ -267,6 +267,15 @@ def test_footprint_is_the_mean_over_the_rows_runs_and_missing_fields_stay_missin
     assert rows["old"].texts() == {"trainable": "—", "trainable_pct": "—", "delta": "—"}
 
 
+def test_a_bare_summary_without_a_stage_is_read_as_a_finetune_and_other_kinds_are_left_out():
+    bare = {k: v for k, v in summary("full", "sst2", 2, {"accuracy": 0.9}).items() if k != "stage"}
+    probe = {"stage": "probe", "model": "bert_tiny", "task": "sst2", "metrics": {"accuracy": 0.1}}
+    board = build_leaderboard([summary("full", "sst2", 1, {"accuracy": 0.8}), bare, probe])
+    (row,) = board.rows
+    cell = row.cells["sst2"]
+    assert (cell.seeds, cell.score.mean, cell.result_ids) == ([1, 2], pytest.approx(0.85), [])
+
+
 def test_footprint_columns_in_the_text_csv_and_latex_tables():
     runs = [with_footprint("full", "sst2", 1, 22_713_986, 22_713_986, 90_855_944),
             with_footprint("lora", "sst2", 1, 74_498, 22_787_714, 297_992),

@@ -117,3 +117,13 @@ def test_studies_list_when_there_are_none(tmp_path, monkeypatch):
     r = client.get("/studies")
     assert r.status_code == 200 and "No studies yet" in r.text
     dispose_engines()
+
+
+def test_a_stored_spec_that_no_longer_validates_still_lists_as_stored():
+    from ptmlab.studies.spec import StudySpec, stored_spec
+
+    spec = StudySpec(stage="finetune", overrides=["optimizer.lr=interval(1e-5,1e-3)"], objective="val/acc").model_dump()
+    assert stored_spec(spec) == StudySpec.model_validate(spec)
+    old = {**spec, "budget_s": 60, "sampler": "anneal"}  # a removed field, a sampler no longer offered
+    read = stored_spec(old)
+    assert (read.stage, read.objective, read.sampler, read.n_trials) == ("finetune", "val/acc", "anneal", 16)

@@ -173,6 +173,24 @@ def test_probing_view_draws_every_task_of_a_suite_with_its_random_init_baseline(
                               "p_at_1": 0.3333, "p_at_10": 1.0, "mrr": 0.5, "facts": 4, "oov": 1, "scored": 3}]
 
 
+def test_probing_view_shows_an_old_or_partly_broken_probe_row_as_it_did(db_url):
+    # rows from before `seed`, a layer's `layer` and a task's `family` were required, and one whose
+    # layer holds text where a number belongs (no contract model reads it: `ResultRow.shown`)
+    clear_cache()
+    old = {"stage": "probe", "model": "m", "probe_task": "suite",
+           "tasks": [{"probe_task": "pos", "layers": [{"accuracy": 0.6}, {"accuracy": 0.8}]}]}
+    broken = {"stage": "probe", "model": "m", "probe_task": "pos", "seed": 2,
+              "layers": [{"layer": 0, "accuracy": 0.7}, {"layer": 1, "accuracy": "n/a", "control_accuracy": 0.5}]}
+    with session_scope(db_url) as s:
+        s.add_all([new_result(old), new_result(broken)])
+        s.commit()
+        view = probing_view(s)
+    assert view["result_count"] == 2
+    (curve,) = view["curves"]
+    assert (curve["model"], curve["probe_task"], curve["runs"], curve["layers"]) == ("m", "pos", 2, [0, 1])
+    assert curve["accuracy"] == pytest.approx([0.65, 0.8]) and curve["control_accuracy"] == [None, 0.5]
+
+
 def test_compare_view_marks_differing_config_keys(tmp_path, db_url, monkeypatch):
     from ptmlab.settings import get_settings
 
@@ -199,6 +217,25 @@ def test_compare_view_marks_differing_config_keys(tmp_path, db_url, monkeypatch)
     clear_cache()
     with session_scope(db_url) as s:
         assert compare_view(s, [rows[0].id])["runs"][0]["mlflow_url"] is None
+
+
+def test_compare_view_labels_old_hand_recorded_and_partly_broken_rows_as_it_did(db_url):
+    clear_cache()
+    summaries = [{"stage": "finetune", "model": "bert_tiny", "adaptation": "lora", "task": "rte", "seed": 3},  # old
+                 {"stage": "custom", "task": "rte", "score": 0.5},  # recorded by hand, no contract
+                 {"stage": "probe", "model": "m", "probe_task": "pos", "seed": "3",
+                  "layers": [{"layer": 0, "accuracy": 0.5}, {"accuracy": 0.75, "uuas": "n/a"}]}]
+    with session_scope(db_url) as s:
+        rows = [new_result(summary) for summary in summaries]
+        s.add_all(rows)
+        s.commit()
+        view = compare_view(s, [r.id for r in rows])
+    finetune, custom, probe = view["runs"]
+    assert finetune["label"] == f"#{rows[0].id} finetune: bert_tiny / lora / rte seed 3"
+    assert (custom["kind"], custom["label"], custom["layers"]) == ("custom", f"#{rows[1].id} custom: rte", [])
+    assert custom["numbers"] == {"task": "rte", "score": 0.5}
+    assert probe["label"] == f"#{rows[2].id} probe: m / pos seed 3" and probe["layers"][0] == {"layer": 0, "accuracy": 0.5}
+    assert probe["numbers"]["seed"] == "3"  # the numbers table shows the row as stored
 
 
 def test_tag_filter_parsing():

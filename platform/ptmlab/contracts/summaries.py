@@ -13,7 +13,11 @@ reads); the declared ones are typed.
 
 from __future__ import annotations
 
+import copy
 import functools
+import operator
+import types
+import typing
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
@@ -497,17 +501,39 @@ def measured_on_top(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 @functools.cache
-def stored_model(model: type[StageSummary]) -> type[StageSummary]:
+def stored_model(model: type[BaseModel]) -> type[BaseModel]:
     """`model` as a stored results row is read: its required fields optional (a row written before
-    a field was required still loads, with the field None), every other field as declared."""
-    optional = {name: (field.annotation | None, None) for name, field in model.model_fields.items()
-                if field.is_required()}
-    return create_model(f"Stored{model.__name__}", __base__=model, **optional)
+    a field was required still loads, with the field None), in its nested models too (a probe
+    task's `family`, a layer's `layer`), every other field as declared."""
+    fields = {}
+    for name, field in model.model_fields.items():
+        annotation = _stored_annotation(field.annotation)
+        if field.is_required():
+            fields[name] = (annotation | None, None)
+        elif annotation is not field.annotation:
+            fields[name] = (annotation, field)
+    return create_model(f"Stored{model.__name__}", __base__=model, **fields)
+
+
+def _stored_annotation(annotation: Any) -> Any:
+    """`annotation` with every contract model in it (in a list, a dict's values, a union) read as
+    its `stored_model`; the same object when it holds none."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return stored_model(annotation)
+    args = typing.get_args(annotation)
+    stored = tuple(_stored_annotation(a) for a in args)
+    if all(a is b for a, b in zip(args, stored, strict=True)):
+        return annotation
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return functools.reduce(operator.or_, stored)
+    return origin[stored]
 
 
 def read_stored_summary(data: Any) -> StageSummary | None:
     """A results row's summary as its kind's model (`stored_model`); None when it names no kind
-    with a contract or a field has the wrong type (the views leave such a row out)."""
+    with a contract or a field has the wrong type (the views leave such a row out, or read what of
+    it they can through `salvaged_summary`)."""
     model = SUMMARY_BY_KIND.get(str(data.get("stage"))) if isinstance(data, dict) else None
     if model is None:
         return None
@@ -515,3 +541,42 @@ def read_stored_summary(data: Any) -> StageSummary | None:
         return stored_model(model).model_validate(data)
     except ValidationError:
         return None
+
+
+def salvaged_summary(data: Any, max_drops: int = 50) -> StageSummary | None:
+    """What of a row `read_stored_summary` rejects still reads: each value of the wrong type
+    dropped (a field then takes its default, a list loses the entry) until the rest validates, as
+    the views skipped what they could not read before they read models. A kind with no contract (a
+    result recorded by hand) reads as a `StageSummary`, its own fields as extras. None for a row
+    that is not a JSON object, or when nothing validates after `max_drops` drops."""
+    if not isinstance(data, dict):
+        return None
+    model = SUMMARY_BY_KIND.get(str(data.get("stage")), StageSummary)
+    for drops in range(max_drops):
+        try:
+            return stored_model(model).model_validate(data)
+        except ValidationError as exc:
+            data = data if drops else copy.deepcopy(data)  # the caller's row stays as stored
+            if not _drop(data, exc.errors()[0]["loc"]):
+                return None
+    return None
+
+
+def _drop(data: Any, loc: tuple) -> bool:
+    """Remove the value at `loc` (a validation error's location) from `data`; False where there is
+    none to remove. A union's error names its member (a model name) after the value's position."""
+    parent, key = None, None
+    node = data
+    for part in loc:
+        if isinstance(node, dict) and part in node:
+            parent, key, node = node, part, node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            parent, key, node = node, part, node[part]
+        elif parent is None:
+            return False
+        else:
+            break  # a union member's name, or a field that is missing: drop what holds it
+    if parent is None:
+        return False
+    del parent[key]
+    return True

@@ -49,6 +49,7 @@ from typing import Any
 # GLUE's and SuperGLUE's task tables and scoring live in ptmlab.contracts, shared with the science half.
 from ptmlab.contracts.glue import GLUE_TASKS  # noqa: F401 - re-exported
 from ptmlab.contracts.benchmarks import BENCHMARKS, KIND_COLUMNS, Benchmark, benchmark_of, summary_task_kind
+from ptmlab.contracts.summaries import FinetuneSummary, salvaged_summary
 from ptmlab.errors import ConfigError, NotFoundError
 from ptmlab.results import ResultRow
 from ptmlab.sizes import size_text
@@ -220,9 +221,8 @@ def _kinds(kind: str | Collection[str]) -> tuple[str, ...]:
     return (kind,) if isinstance(kind, str) else tuple(kind)
 
 
-def is_multitask(summary: dict) -> bool:
-    return summary.get("stage") == "multitask" or bool(summary.get("tasks")) and isinstance(
-        summary.get("task_metrics"), dict)
+def is_multitask(summary: FinetuneSummary) -> bool:
+    return summary.stage == "multitask" or bool(summary.tasks) and summary.task_metrics is not None
 
 
 # Summary fields that say where or when a run ran, not what: left out of a legacy run's identity.
@@ -230,14 +230,16 @@ BOOKKEEPING_FIELDS = frozenset({"mlflow_run_id", "run_dir", "task_model_dir", "e
                                 "job_id", "seed", "wall_time_s", "train_time_s"})
 
 
-def run_identity(summary: dict) -> tuple:
+def run_identity(summary: FinetuneSummary, stored: dict[str, Any]) -> tuple:
     """What a run is, besides its seed: its config hash. A summary from before runs recorded one
-    is identified by what it says of its configuration (its text and whole-number fields but the
-    bookkeeping: model, objective, adaptation, backbone source, steps, sizes ...), so a re-run still
-    replaces its earlier run while two runs that differ in any recorded setting both stay."""
-    if summary.get("config_hash"):
-        return ("config", summary["config_hash"])
-    return ("recorded", *sorted((k, v) for k, v in summary.items()
+    is identified by what its stored row (`stored`, as written: the model's defaults and coercions
+    would make it say more than it did) says of its configuration (its text and whole-number
+    fields but the bookkeeping: model, objective, adaptation, backbone source, steps, sizes ...),
+    so a re-run still replaces its earlier run while two runs that differ in any recorded setting
+    both stay."""
+    if summary.config_hash:
+        return ("config", summary.config_hash)
+    return ("recorded", *sorted((k, v) for k, v in stored.items()
                                 if k not in BOOKKEEPING_FIELDS and isinstance(v, str | int)))
 
 
@@ -275,11 +277,20 @@ def _as_row(row: ResultRow | dict) -> ResultRow:
     return ResultRow(None, None, row.get("sweep_id"), row.get("mlflow_run_id"), row, {})
 
 
-def _config_text(row: ResultRow, key: str) -> str:
+def _config_text(row: ResultRow, summary: FinetuneSummary, key: str) -> str:
     if key == "sweep_id" and row.sweep_id is not None:
         return str(row.sweep_id)  # the row's sweep: what the sweep filter selects on
-    value = row.summary.get(key)
+    value = getattr(summary, key, None)  # any key a row may be grouped by: a declared field or an extra one
     return "-" if value is None else str(value)
+
+
+def board_summary(row: ResultRow, kinds: tuple[str, ...] = LEADERBOARD_KINDS) -> FinetuneSummary | None:
+    """The row's summary as the board reads it (`ResultRow.shown`), None when it is not of `kinds`;
+    a bare summary with no `stage` is read as the first of `kinds`."""
+    summary = row.shown
+    if summary is not None and summary.stage is None:
+        summary = salvaged_summary({**row.summary, "stage": kinds[0]})
+    return summary if isinstance(summary, FinetuneSummary) and summary.stage in kinds else None
 
 
 def task_runs(row: ResultRow | dict, kinds: tuple[str, ...] = LEADERBOARD_KINDS,
@@ -288,33 +299,34 @@ def task_runs(row: ResultRow | dict, kinds: tuple[str, ...] = LEADERBOARD_KINDS,
     A multi-task row's summary carries `task_metrics: {task: {metric: value}}`: one run per task.
     The one place the leaderboard reads a summary's fields; rows of older versions lack some."""
     row = _as_row(row)
-    s = row.summary
-    if not isinstance(s, dict) or s.get("stage", kinds[0]) not in kinds:
+    s = board_summary(row, kinds)
+    if s is None:
         return []
-    per_task = s.get("task_metrics")
-    if isinstance(per_task, dict) and per_task:
+    per_task = s.task_metrics
+    if per_task:
         pairs = [(str(task), dict(metrics or {})) for task, metrics in per_task.items()]
-    elif s.get("task") and isinstance(s.get("metrics"), dict):
-        pairs = [(str(s["task"]), dict(s["metrics"]))]
+    elif s.task and s.metrics is not None:
+        pairs = [(s.task, dict(s.metrics))]
     else:
         return []
-    mains = s.get("task_main_metrics") if isinstance(s.get("task_main_metrics"), dict) else {}
-    stats = s.get("prediction_stats") if isinstance(s.get("prediction_stats"), dict) else {}
-    per_task_summary = isinstance(per_task, dict)
+    mains = s.task_main_metrics or {}
+    stats = s.prediction_stats or {}  # free-form in the contract: what a classifier's predictions looked like
+    per_task_summary = per_task is not None
     common = {
-        "result_id": row.id, "row_key": row_key, "seed": s.get("seed"), "identity": run_identity(s),
-        "config": {k: _config_text(row, k) for k in dict.fromkeys((*group_by, "adaptation"))},
+        "result_id": row.id, "row_key": row_key, "seed": s.seed, "identity": run_identity(s, row.summary),
+        "config": {k: _config_text(row, s, k) for k in dict.fromkeys((*group_by, "adaptation"))},
         "multitask": is_multitask(s), "constant_prediction": bool(stats.get("constant_prediction")),
         "majority_rate": _as_number(stats.get("majority_rate")),
         # A multi-task run's main_score is its first task's: no score for another task's cell.
-        "main_score": None if per_task_summary else _as_number(s.get("main_score")),
-        "footprint": {f.name: _as_number(s.get(f.name)) for f in fields(Footprint)},
+        "main_score": None if per_task_summary else s.main_score,
+        "footprint": {f.name: getattr(s, f.name) for f in fields(Footprint)},
     }
     out = []
     for task, metrics in pairs:
-        main = mains.get(task) or s.get("main_metric") or (next(iter(metrics)) if len(metrics) == 1 else None)
-        # a multi-task summary records no task kinds (its tasks are classification and regression)
-        kind = None if per_task_summary else summary_task_kind(s)
+        main = mains.get(task) or s.main_metric or (next(iter(metrics)) if len(metrics) == 1 else None)
+        # a multi-task summary records no task kinds (its tasks are classification and regression);
+        # an older row's kind shows in fields the contract does not declare: read from the row as stored
+        kind = None if per_task_summary else summary_task_kind(row.summary)
         out.append(TaskRun(task=task, kind=kind, metrics=metrics, main_metric=main, **common))
     return out
 
@@ -401,11 +413,12 @@ class LeaderboardFold:
     def add(self, rows: Iterable[ResultRow | dict]) -> LeaderboardFold:
         for row in rows:
             row_key, self._rows_seen = self._rows_seen, self._rows_seen + 1
-            summary = _as_row(row).summary
-            if isinstance(summary, dict):
-                if summary.get("adaptation"):
-                    self.modes.add(str(summary["adaptation"]))
-                if not self.adaptations or str(summary.get("adaptation")) in self.adaptations:
+            row = _as_row(row)
+            summary = board_summary(row, self.kinds)
+            if summary is not None:
+                if summary.adaptation:
+                    self.modes.add(summary.adaptation)
+                if not self.adaptations or str(summary.adaptation) in self.adaptations:
                     self.result_count += 1
             for run in task_runs(row, self.kinds, self.group_by, row_key=row_key):
                 if (self.tasks and run.task not in self.tasks) or \

@@ -4,9 +4,9 @@ budget and how many trials run at once. One model for the API body, the CLI and 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 SAMPLERS = ("tpe", "random", "grid", "cmaes", "nsga2")
 PRUNERS = ("none", "asha", "hyperband", "median")
@@ -55,3 +55,13 @@ class StudySpec(BaseModel):
     @property
     def direction_list(self) -> list[str]:
         return list(self.directions or []) if self.objectives is not None else [self.direction]
+
+
+def stored_spec(data: dict[str, Any]) -> StudySpec:
+    """A study's spec as stored (`ptmlab_studies.spec`, its `model_dump`) read back as its model;
+    one that no longer validates (stored before a field changed) as it was stored, unchecked, so
+    the studies list still shows it."""
+    try:
+        return StudySpec.model_validate(data)
+    except ValidationError:
+        return StudySpec.model_construct(**data)

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from ptmlab import queue
 from ptmlab.contracts import ATTACK_RECORDS_FILE
+from ptmlab.contracts.summaries import salvaged_summary
 from ptmlab.errors import DataError, NotFoundError
 from ptmlab.results import latest_job_result
 
@@ -57,8 +58,9 @@ def attack_records_view(session: Session, job_id: int, status: str, limit: int, 
     row = latest_job_result(session, job_id, "attack")
     if row is None:
         raise NotFoundError(f"job {job_id} has no attack result (stage {job.stage}, {job.status})")
-    result_id, summary = row
-    run_dir = summary.get("run_dir") or job.run_dir
+    result_id, stored = row
+    summary = salvaged_summary({**stored, "stage": "attack"})  # the row's model, or what of a broken row reads
+    run_dir = summary.run_dir or job.run_dir
     # under the run folder, never a path read from the row: the API reads no file a summary names
     path = Path(str(run_dir)) / ATTACK_RECORDS_FILE if run_dir else None
     if path is None or not path.is_file():
@@ -77,6 +79,6 @@ def attack_records_view(session: Session, job_id: int, status: str, limit: int, 
             counts[record["status"]] += 1
             if record["status"] == status and offset <= seen < offset + limit:
                 page.append(_shown(record))
-    return {"job_id": job_id, "result_id": result_id, "recipe": summary.get("recipe"),
-            "class_labels": summary.get("class_labels"), "trigger": summary.get("trigger"), "status": status,
+    return {"job_id": job_id, "result_id": result_id, "recipe": summary.recipe,
+            "class_labels": summary.class_labels, "trigger": summary.trigger, "status": status,
             "total": counts[status], "counts": counts, "limit": limit, "offset": offset, "records": page}

@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from ptmlab.contracts.summaries import ProbeSummary, StageSummary
 from ptmlab.db.models import Job
 from ptmlab.errors import ConfigError, NotFoundError
 from ptmlab.tracking import mlflow_client, mlflow_run_link
@@ -50,7 +51,7 @@ def resolved_config(run_dir: str | None) -> dict[str, Any] | None:
 
 def _config_of(row: ResultRow, job: Job | None) -> tuple[dict[str, Any], str]:
     """(flat config, where it came from)."""
-    run_dir = row.summary.get("run_dir") or (job.run_dir if job else None)
+    run_dir = row.shown.run_dir or (job.run_dir if job else None)
     cfg = resolved_config(run_dir)
     if cfg is not None:
         return flatten(cfg), "run folder"
@@ -91,15 +92,17 @@ def compare_view(session: Session, result_ids: Sequence[int | str]) -> dict[str,
         job = session.get(Job, row.job_id) if row.job_id is not None else None
         flat, source = _config_of(row, job)
         configs[i] = flat
-        s = row.summary
+        s = row.shown
         runs.append({
-            "result_id": i, "job_id": row.job_id, "kind": s.get("stage"), "sweep_id": row.sweep_id,
+            "result_id": i, "job_id": row.job_id, "kind": s.stage, "sweep_id": row.sweep_id,
             "mlflow_run_id": row.mlflow_run_id, "mlflow_url": mlflow_run_link(row.mlflow_run_id),
-            "run_dir": s.get("run_dir") or (job.run_dir if job else None),
+            "run_dir": s.run_dir or (job.run_dir if job else None),
             "job_status": job.status if job else None, "config_source": source,
             "label": _label(i, s), "tags": row.tags,
-            "numbers": {k: v for k, v in flatten(s).items() if k not in BOOKKEEPING and not isinstance(v, list | dict)},
-            "layers": [e for e in s.get("layers") or [] if isinstance(e, dict)],  # a probe's per-layer scores
+            # every number the row recorded, as stored (a kind's extra fields too, none filled in)
+            "numbers": {k: v for k, v in flatten(row.summary).items()
+                        if k not in BOOKKEEPING and not isinstance(v, list | dict)},
+            "layers": _probe_layers(s),
         })
     keys = sorted({k for c in configs.values() for k in c})
     missing_mark = object()
@@ -111,10 +114,18 @@ def compare_view(session: Session, result_ids: Sequence[int | str]) -> dict[str,
     }
 
 
-def _label(result_id: int, s: dict) -> str:
-    parts = [str(s[k]) for k in ("model", "objective", "adaptation", "task", "method", "probe_task") if s.get(k)]
-    seed = f" seed {s['seed']}" if s.get("seed") is not None else ""
-    return f"#{result_id} {s.get('stage', '?')}: {' / '.join(parts)}{seed}".strip()
+def _probe_layers(s: StageSummary) -> list[dict[str, Any]]:
+    """A probe's per-layer scores as it recorded them (the fields it set); [] for other kinds."""
+    return [e.model_dump(exclude_unset=True) for e in s.layers] if isinstance(s, ProbeSummary) else []
+
+
+LABEL_FIELDS = ("model", "objective", "adaptation", "task", "method", "probe_task")  # each kind has some
+
+
+def _label(result_id: int, s: StageSummary) -> str:
+    parts = [str(v) for v in (getattr(s, k, None) for k in LABEL_FIELDS) if v]
+    seed = f" seed {s.seed}" if s.seed is not None else ""
+    return f"#{result_id} {s.stage or '?'}: {' / '.join(parts)}{seed}".strip()
 
 
 def metric_curves(session: Session, result_ids: Sequence[int | str], keys: Sequence[str] | None = None,

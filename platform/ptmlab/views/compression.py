@@ -164,14 +164,15 @@ def compression_view(session: Session, *, task: str | None = None, sweep_id: str
 def study_front(session: Session, study_id: str) -> dict[str, Any]:
     """A study's objectives and its Pareto-optimal trials (number, job, values)."""
     from ptmlab.studies import study_status
+    from ptmlab.studies.spec import stored_spec
 
     status = study_status(session, study_id, url=session.get_bind().url.render_as_string(hide_password=False))
-    spec = status["spec"]
+    spec = stored_spec(status["spec"])
     trials = status["trials"]
     return {
-        "id": status["id"], "name": status["name"], "status": status["status"], "stage": spec.get("stage"),
-        "objectives": spec.get("objectives") or [spec.get("objective")],
-        "directions": spec.get("directions") or [spec.get("direction", "maximize")],
+        "id": status["id"], "name": status["name"], "status": status["status"], "stage": spec.stage,
+        "objectives": spec.objectives or [spec.objective],
+        "directions": spec.directions or [spec.direction],
         "trials": {t["job_id"]: t["number"] for t in trials if t["job_id"] is not None},
         "pareto_trials": [{"number": t["number"], "job_id": t["job_id"], "values": t.get("values")}
                           for t in trials if t.get("pareto")],

@@ -12,6 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from ptmlab.contracts.summaries import ProbeSummary, salvaged_summary
 from ptmlab.db.models import SUCCEEDED, Job, JobDependency, Result
 from ptmlab.errors import NotFoundError
 from ptmlab.views.probing import _task_entries  # one reading of a probe summary, shared with the probing page
@@ -34,10 +35,11 @@ def _curves_of_probes(session: Session, probe_jobs: list[Job]) -> dict[int, dict
     for job in probe_jobs:
         summary = session.scalar(sa.select(Result.summary).where(Result.job_id == job.id).order_by(Result.id.desc())
                                  .limit(1))
-        if not isinstance(summary, dict):
+        probe = salvaged_summary(summary)  # what of the row reads, as on the probing page
+        if not isinstance(probe, ProbeSummary):
             continue
-        model = str(summary.get("model", "-"))
-        out[job.id] = {task: layers for label, task, layers, _ in _task_entries(summary) if label == model}
+        model = probe.model or "-"
+        out[job.id] = {task: layers for label, task, layers, _ in _task_entries(probe) if label == model}
     return out
 
 

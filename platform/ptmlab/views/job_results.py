@@ -14,7 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from ptmlab.contracts.benchmarks import summary_task_kind
-from ptmlab.contracts.summaries import CompressSummary, Measurement, read_stored_summary
+from ptmlab.contracts.summaries import (
+    AttackSummary, CompressSummary, FinetuneSummary, Measurement, PretrainSummary, ProbeSummary, salvaged_summary,
+)
 from ptmlab.results import number
 
 
@@ -28,26 +30,22 @@ def _ratio_note(value: Any, source: Any, what: str) -> str:
     return f"{v / s:.3g}× the source's {what}" if v is not None and s not in (None, 0) else ""
 
 
-def _finetune_rows(s: dict[str, Any]) -> list:
-    main = s.get("main_metric")
-    rows = [_row(f"{s.get('task', 'task')} {main}", s.get("main_score"), "main score") if main else None]
-    metrics = s.get("metrics") if isinstance(s.get("metrics"), dict) else {}
-    rows += [_row(k, v) for k, v in sorted(metrics.items()) if k != main]
-    generation = s.get("generation") if isinstance(s.get("generation"), dict) else {}
-    if generation:
-        decoding = generation.get("decoding") if isinstance(generation.get("decoding"), dict) else {}
+def _finetune_rows(s: FinetuneSummary) -> list:
+    main = s.main_metric
+    rows = [_row(f"{s.task or 'task'} {main}", s.main_score, "main score") if main else None]
+    rows += [_row(k, v) for k, v in sorted((s.metrics or {}).items()) if k != main]
+    generation = s.generation
+    if generation is not None:
+        decoding = generation.decoding or {}
         how = ", ".join(f"{k}={decoding[k]}" for k in ("strategy", "num_beams", "max_new_tokens") if k in decoding)
-        rows += [_row("decoding latency (ms per example)", generation.get("latency_ms_per_example"), how),
-                 _row("generated tokens/s", generation.get("tokens_per_s"))]
-    rows += [_row("trainable parameters", s.get("trainable_params"), f"adaptation {s.get('adaptation', '?')}"),
-             _row("training steps", s.get("steps")), _row("training time (s)", s.get("train_time_s"))]
+        rows += [_row("decoding latency (ms per example)", generation.latency_ms_per_example, how),
+                 _row("generated tokens/s", generation.tokens_per_s)]
+    rows += [_row("trainable parameters", s.trainable_params, f"adaptation {s.adaptation or '?'}"),
+             _row("training steps", s.steps), _row("training time (s)", s.train_time_s)]
     return rows
 
 
-def _compress_rows(summary: dict[str, Any]) -> list:
-    s = read_stored_summary({**summary, "stage": "compress"})
-    if not isinstance(s, CompressSummary):
-        return []
+def _compress_rows(s: CompressSummary) -> list:
     measured, source = s.compressed or Measurement(), s.source or Measurement()
     shown = ", ".join(f"{k}={v}" for k, v in list(s.config.items())[:6])
     headline = s.headline_latency
@@ -65,56 +63,60 @@ def _compress_rows(summary: dict[str, Any]) -> list:
     ]
 
 
-def _pretrain_rows(s: dict[str, Any]) -> list:
-    return [_row("validation loss", s.get("val_loss")), _row("validation perplexity", s.get("val_perplexity")),
-            _row("training loss", s.get("train_loss")), _row("steps", s.get("steps")),
-            _row("tokens seen", s.get("tokens_seen")), _row("parameters", s.get("params"))]
+def _pretrain_rows(s: PretrainSummary) -> list:
+    return [_row("validation loss", s.val_loss), _row("validation perplexity", s.val_perplexity),
+            _row("training loss", s.train_loss), _row("steps", s.steps),
+            _row("tokens seen", s.tokens_seen), _row("parameters", s.params)]
 
 
-def _probe_curves(s: dict[str, Any]) -> list[dict[str, Any]]:
+def _probe_curves(s: ProbeSummary) -> list[dict[str, Any]]:
     """One entry per probe task: its per-layer scores under the task's metric, the same probe on
     the random-init twin when run, and its flat baselines (majority, layer 0, ...)."""
-    tasks = [t for t in s.get("tasks") or [] if isinstance(t, dict)]
-    if not tasks and s.get("layers"):  # a single-task summary keeps its layers at the top
-        tasks = [{"probe_task": s.get("probe_task"), "metric": s.get("metric"), "layers": s.get("layers"),
-                  "baselines": s.get("baselines") or {}}]
+    tasks = [(t.probe_task, t.metric, t.layers, t.random_init, t.baselines, t.best_layer) for t in s.tasks]
+    if not tasks and s.layers:  # a single-task summary keeps its layers at the top
+        tasks = [(s.probe_task, s.metric, s.layers, None, s.baselines, None)]
     curves = []
-    for t in tasks:
-        layers = [e for e in t.get("layers") or [] if isinstance(e, dict)]
-        metric = t.get("metric") or next((k for k in ("accuracy", "uuas", "spearman") if any(k in e for e in layers)), None)
+    for probe_task, metric, layers, random_init, baselines, best_layer in tasks:
+        # the metric a layer recorded (a key it holds, even null), as the stage wrote it
+        metric = metric or next((k for k in ("accuracy", "uuas", "spearman")
+                                 if any(k in e.model_fields_set for e in layers)), None)
         if not layers or metric is None:
             continue  # attention maps and cloze relations have no per-layer curve
-        random_init = t.get("random_init") if isinstance(t.get("random_init"), dict) else {}
         curves.append({
-            "probe_task": t.get("probe_task"), "metric": metric,
-            "layers": [e.get("layer") for e in layers], "scores": [number(e.get(metric)) for e in layers],
-            "control": [number(e.get("control_accuracy")) for e in layers] if any("control_accuracy" in e for e in layers) else None,
-            "random_init": [number(e.get(metric)) for e in random_init.get("layers") or []] or None,
-            "baselines": {k: number(v) for k, v in (t.get("baselines") or {}).items() if number(v) is not None},
-            "best_layer": t.get("best_layer"),
+            "probe_task": probe_task, "metric": metric,
+            "layers": [e.layer for e in layers], "scores": [number(getattr(e, metric, None)) for e in layers],
+            "control": [number(e.control_accuracy) for e in layers]
+            if any("control_accuracy" in e.model_fields_set for e in layers) else None,
+            "random_init": [number(getattr(e, metric, None)) for e in (random_init.layers if random_init else [])] or None,
+            "baselines": {k: number(v) for k, v in (baselines or {}).items() if number(v) is not None},
+            "best_layer": best_layer,
         })
     return curves
 
 
-def _attack_rows(s: dict[str, Any]) -> list:
-    counts = s.get("counts") if isinstance(s.get("counts"), dict) else {}
-    attacked = int(sum(number(counts.get(k)) or 0 for k in ("succeeded", "failed")))
-    sample = f"{s.get('split', '?')} split" + (f", gold class {s['label']}" if s.get("label") is not None else "")
-    search = s.get("trigger_search") if isinstance(s.get("trigger_search"), dict) else {}
+def _attack_rows(s: AttackSummary) -> list:
+    counts = s.counts
+    attacked = (counts.succeeded or 0) + (counts.failed or 0) if counts is not None else 0
+    sample = f"{s.split or '?'} split" + (f", gold class {s.label}" if s.label is not None else "")
+    search = s.trigger_search
     return [
-        _row("recipe", str(s.get("recipe", "?")), f"on {s.get('source', '?')}"),
-        _row("clean accuracy", s.get("clean_accuracy"), "on the sample, before any attack"),
-        _row("accuracy under attack", s.get("accuracy_under_attack")),
-        _row("success rate", s.get("success_rate"), f"of the {attacked} attacked (classified correctly before)"
-             if counts else ""),
-        _row("perturbed word ratio", s.get("perturbed_word_ratio"), "mean, over the successful attacks"),
-        _row("queries", s.get("queries"), "mean per attacked example"),
-        _row("seconds per example", s.get("seconds_per_example")),
-        _row("sample size", s.get("num_examples"), sample),
-        _row("seed", s.get("seed"), "draws the sample and each example's random choices"),
-        _row("trigger", s.get("trigger"), f"found on {search.get('examples', '?')} examples in "
-             f"{search.get('iterations', '?')} iterations ({search.get('queries', '?')} queries)" if search else ""),
+        _row("recipe", s.recipe or "?", f"on {s.source or '?'}"),
+        _row("clean accuracy", s.clean_accuracy, "on the sample, before any attack"),
+        _row("accuracy under attack", s.accuracy_under_attack),
+        _row("success rate", s.success_rate, f"of the {attacked} attacked (classified correctly before)"
+             if counts is not None else ""),
+        _row("perturbed word ratio", s.perturbed_word_ratio, "mean, over the successful attacks"),
+        _row("queries", s.queries, "mean per attacked example"),
+        _row("seconds per example", s.seconds_per_example),
+        _row("sample size", s.num_examples, sample),
+        _row("seed", s.seed, "draws the sample and each example's random choices"),
+        _row("trigger", s.trigger, f"found on {_known(search.examples)} examples in {_known(search.iterations)} "
+             f"iterations ({_known(search.queries)} queries)" if search is not None else ""),
     ]
+
+
+def _known(value: Any) -> Any:
+    return "?" if value is None else value
 
 
 ROWS = {"finetune": _finetune_rows, "multitask": _finetune_rows, "compress": _compress_rows, "pretrain": _pretrain_rows,
@@ -122,7 +124,9 @@ ROWS = {"finetune": _finetune_rows, "multitask": _finetune_rows, "compress": _co
 
 
 def result_digest(kind: str, summary: dict[str, Any] | None) -> dict[str, Any]:
-    s = summary if isinstance(summary, dict) else {}
-    rows = [r for r in ROWS.get(kind, lambda _: [])(s) if r is not None]
+    stored = summary if isinstance(summary, dict) else {}
+    s = salvaged_summary({**stored, "stage": kind})  # the row's model, or what of a broken row reads
+    rows = [r for r in ROWS[kind](s) if r is not None] if kind in ROWS else []
+    # an older row's task kind shows in fields the contract does not declare: read from the row as stored
     return {"rows": rows, "probes": _probe_curves(s) if kind == "probe" else [],
-            "task_kind": summary_task_kind(s) if kind == "finetune" else None}
+            "task_kind": summary_task_kind(stored) if kind == "finetune" else None}

@@ -8,7 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from ptmlab.contracts.summaries import measured_on_top
+from ptmlab.contracts.summaries import ProbeSummary, measured_on_top, salvaged_summary
 from ptmlab.db.models import JOB_STATES, Job, Result, Worker, utcnow
 from ptmlab.results import number
 
@@ -17,11 +17,13 @@ PREFERRED = ("main_score", "score", "val_loss", "val_perplexity", "loss", "perpl
 
 
 def headline(summary: dict, limit: int = 4) -> dict[str, float]:
-    """The few numbers that say how a run went, whatever its stage."""
-    layers = [entry for entry in summary.get("layers") or [] if isinstance(entry, dict)]
-    if layers and any(number(e.get("accuracy")) is not None for e in layers):  # a probe: its best layer
-        best = max(layers, key=lambda e: number(e.get("accuracy")) or float("-inf"))
-        return {"best_layer": best.get("layer"), "accuracy": number(best.get("accuracy"))}
+    """The few numbers that say how a run went, whatever its stage: a probe's best layer, else the
+    first numbers the row recorded (as stored: any kind's own fields too)."""
+    probe = salvaged_summary(summary)
+    layers = probe.layers if isinstance(probe, ProbeSummary) else []
+    if any(number(e.accuracy) is not None for e in layers):
+        best = max(layers, key=lambda e: number(e.accuracy) or float("-inf"))
+        return {"best_layer": best.layer, "accuracy": number(best.accuracy)}
     numeric = {k: number(v) for k, v in measured_on_top(summary).items()
                if k not in SKIP and not isinstance(v, bool) and number(v) is not None}
     first = [k for k in PREFERRED if k in numeric]

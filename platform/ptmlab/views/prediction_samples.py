@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 
 from ptmlab import queue
 from ptmlab.contracts.benchmarks import summary_task_kind
+from ptmlab.contracts.summaries import salvaged_summary
 from ptmlab.errors import DataError, NotFoundError
 from ptmlab.results import latest_job_result
 from ptmlab.views.compare import resolved_config
@@ -131,12 +132,14 @@ def prediction_samples_view(session: Session, job_id: int, split: str | None, li
     row = latest_job_result(session, job_id, "finetune")
     if row is None:
         raise NotFoundError(f"job {job_id} has no finetune result (stage {job.stage}, {job.status})")
-    result_id, summary = row
-    kind, task = summary_task_kind(summary), str(summary.get("task") or "")
+    result_id, stored = row
+    summary = salvaged_summary({**stored, "stage": "finetune"})  # the row's model, or what of a broken row reads
+    # an older row's task kind shows in fields the contract does not declare: read from the row as stored
+    kind, task = summary_task_kind(stored), summary.task or ""
     if kind not in SAMPLED_KINDS:
         raise NotFoundError(f"job {job_id}: task {task} ({kind or 'classification'}) has no prediction samples; "
                             f"kinds with samples: {', '.join(SAMPLED_KINDS)}")
-    run_dir = summary.get("run_dir") or job.run_dir
+    run_dir = summary.run_dir or job.run_dir
     # under the run folder, never a path read from the row: the API reads no file a summary names
     folder = Path(str(run_dir)) / PREDICTIONS_DIR if run_dir else None
     splits = prediction_splits(folder, kind, task) if folder is not None else []

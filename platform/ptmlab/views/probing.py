@@ -12,68 +12,55 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from ptmlab.results import cached_view, filter_options, folded, number
+from ptmlab.contracts.summaries import AttentionStatistic, ProbeLayer, ProbeSummary
+from ptmlab.results import ResultRow, cached_view, filter_options, folded, number
 
 KIND = "probe"
 LAYER_METRICS = ("accuracy", "control_accuracy", "selectivity", "uuas", "spearman", "root_accuracy")
 RANDOM_INIT_SUFFIX = " (random init)"
 
 
-def _layers(summary: dict) -> dict[int, dict[str, float]]:
+def _layers(layers: list[ProbeLayer]) -> dict[int, dict[str, float]]:
     out: dict[int, dict[str, float]] = {}
-    for i, entry in enumerate((summary or {}).get("layers") or []):
-        if not isinstance(entry, dict):
-            continue
-        layer = int(entry.get("layer", i))
-        values = {m: number(entry.get(m)) for m in LAYER_METRICS}
+    for i, entry in enumerate(layers):
+        layer = i if entry.layer is None else entry.layer  # a row from before `layer` was required
+        values = {m: number(getattr(entry, m)) for m in LAYER_METRICS}
         if values["selectivity"] is None and values["accuracy"] is not None and values["control_accuracy"] is not None:
             values["selectivity"] = values["accuracy"] - values["control_accuracy"]
         out[layer] = {m: v for m, v in values.items() if v is not None}
     return out
 
 
-def _heatmaps(summary: dict) -> list[dict]:
-    heads = summary.get("attention_heads")
-    items = heads if isinstance(heads, list) else [heads] if isinstance(heads, dict) else []
-    out = []
-    for item in items:
-        values = item.get("values") if isinstance(item, dict) else None
-        if not isinstance(values, list) or not values:
-            continue
-        grid = [[number(v) for v in (layer if isinstance(layer, list) else [])] for layer in values]
-        out.append({"statistic": str(item.get("statistic", "value")), "values": grid})
-    return out
+def _heatmaps(heads: AttentionStatistic | list[AttentionStatistic] | None) -> list[dict]:
+    items = heads if isinstance(heads, list) else [] if heads is None else [heads]
+    return [{"statistic": item.statistic or "value", "values": [[number(v) for v in layer] for layer in item.values]}
+            for item in items if item.values]
 
 
-def _task_entries(summary: dict) -> list[tuple[str, str, dict, list[dict]]]:
+def _task_entries(summary: ProbeSummary) -> list[tuple[str, str, dict, list[dict]]]:
     """(model label, task, {layer: values}, heatmaps) for every curve a summary holds."""
-    model = str(summary.get("model", "-"))
-    tasks = summary.get("tasks")
-    if not isinstance(tasks, list) or not tasks:
-        return [(model, str(summary.get("probe_task", "-")), _layers(summary), _heatmaps(summary))]
+    model = summary.model or "-"
+    if not summary.tasks:
+        return [(model, summary.probe_task or "-", _layers(summary.layers), _heatmaps(summary.attention_heads))]
     out = []
-    for task in tasks:
-        if not isinstance(task, dict):
-            continue
-        name = str(task.get("probe_task", "-"))
-        out.append((model, name, _layers(task), _heatmaps({"attention_heads": task.get("heatmaps")})))
-        random_init = task.get("random_init")
-        if isinstance(random_init, dict) and random_init.get("layers"):
-            out.append((model + RANDOM_INIT_SUFFIX, name, _layers(random_init), []))
+    for task in summary.tasks:
+        name = task.probe_task or "-"
+        out.append((model, name, _layers(task.layers), _heatmaps(task.heatmaps)))
+        if task.random_init is not None and task.random_init.layers:
+            out.append((model + RANDOM_INIT_SUFFIX, name, _layers(task.random_init.layers), []))
     return out
 
 
-def _cloze_rows(result_id: int, summary: dict) -> list[dict]:
-    out = []
-    for task in summary.get("tasks") or []:
-        if not isinstance(task, dict) or task.get("family") != "cloze":
-            continue
-        for rel in task.get("relations") or []:
-            if isinstance(rel, dict):
-                out.append({"model": str(summary.get("model", "-")), "result_id": result_id,
-                            "relation": str(rel.get("relation", "-")),
-                            **{k: number(rel.get(k)) for k in ("p_at_1", "p_at_10", "mrr", "facts", "oov", "scored")}})
-    return out
+def _cloze_rows(result_id: int, summary: ProbeSummary) -> list[dict]:
+    return [{"model": summary.model or "-", "result_id": result_id, "relation": rel.relation or "-",
+             **{k: number(getattr(rel, k)) for k in ("p_at_1", "p_at_10", "mrr", "facts", "oov", "scored")}}
+            for task in summary.tasks if task.family == "cloze" for rel in task.relations or []]
+
+
+def probe_summary(row: ResultRow) -> ProbeSummary | None:
+    """A probe row as the page reads it (`ResultRow.shown`); None for a row of another kind."""
+    summary = row.shown
+    return summary if isinstance(summary, ProbeSummary) else None
 
 
 def probing_view(session: Session, *, sweep_id: str | None = None, tags: dict[str, str] | None = None) -> dict[str, Any]:
@@ -92,11 +79,14 @@ class ProbingFold:
         self.result_count = 0
         self.curves: dict[tuple[str, str], dict[str, Any]] = {}  # curves no new run changed
 
-    def add(self, rows: list) -> None:
+    def add(self, rows: list[ResultRow]) -> None:
         for row in rows:
             self.result_count += 1
-            self.cloze += _cloze_rows(row.id, row.summary)
-            for model, task, layers, maps in _task_entries(row.summary):
+            summary = probe_summary(row)
+            if summary is None:
+                continue
+            self.cloze += _cloze_rows(row.id, summary)
+            for model, task, layers, maps in _task_entries(summary):
                 if not layers and not maps:
                     continue
                 for h in maps:

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from ptmlab import queue
-from ptmlab.contracts.summaries import AttackSummary
+from ptmlab.contracts.summaries import AttackSummary, CompressSummary, FinetuneSummary, StageSummary
 from ptmlab.db.models import Job, Pipeline, Result
 from ptmlab.results import ResultRow, cached_view, filter_options, load_rows, number
 
@@ -62,33 +62,34 @@ def _override(job: Job, key: str) -> str | None:
     return None
 
 
-def made_by(job: Job | None, summary: dict[str, Any] | None) -> dict[str, Any]:
+def made_by(job: Job | None, summary: StageSummary | None) -> dict[str, Any]:
     """What made a model: its stage, and a fine-tune's adaptation and defence or a compress
     job's method; from the model job's own result, else from its overrides."""
     if job is None:
         return {"stage": None, "adaptation": None, "defence": None, "method": None, "text": "–"}
-    s = summary or {}
-    defence = s.get("defence", _override(job, "defence"))
+    # a fine-tune's defence settings are a field the contract does not declare (kept as an extra)
+    defence = getattr(summary, "defence", _override(job, "defence"))
     if isinstance(defence, dict):
         defence = defence.get("name") or "yes"
     out = {"stage": job.stage, "adaptation": None, "defence": defence or None, "method": None}
     if job.stage == "compress":
-        out["method"] = s.get("method") or _override(job, "compression")
+        out["method"] = (summary.method if isinstance(summary, CompressSummary) else None) or _override(job, "compression")
         out["text"] = f"compress: {out['method'] or '?'}"
     else:
         if job.stage in ("finetune", "multitask"):
-            out["adaptation"] = s.get("adaptation") or _override(job, "adaptation") or "full"
+            adaptation = summary.adaptation if isinstance(summary, FinetuneSummary) else None
+            out["adaptation"] = adaptation or _override(job, "adaptation") or "full"
         out["text"] = job.stage + (f" ({out['adaptation']})" if out["adaptation"] else "") + \
             (f" + {out['defence']}" if out["defence"] else "")
     return out
 
 
-def model_summaries(session: Session, job_ids: set[int]) -> dict[int, dict[str, Any]]:
-    """Each model job's latest finetune/compress summary."""
+def model_summaries(session: Session, job_ids: set[int]) -> dict[int, StageSummary | None]:
+    """Each model job's latest finetune/compress summary, as the views read it (`ResultRow.shown`)."""
     if not job_ids:
         return {}
     ids = session.scalars(sa.select(Result.id).where(Result.job_id.in_(job_ids), Result.kind.in_(MODEL_KINDS)))
-    return {r.job_id: r.summary for r in load_rows(session, ids=list(ids))}  # oldest first: the latest wins
+    return {r.job_id: r.shown for r in load_rows(session, ids=list(ids))}  # oldest first: the latest wins
 
 
 def attack_rows(rows: list[ResultRow]) -> list[ResultRow]:

@@ -132,7 +132,7 @@ class RunsFold:
     def add(self, session: Session, rows: list[ResultRow]) -> None:
         self.names.update(_job_names(session, sorted({r.job_id for r in rows if r.job_id is not None} - set(self.names))))
         for r in rows:
-            values, text = _flat_row(r, str(r.summary.get("stage") or "?"))
+            values, text = _flat_row(r, r.shown.stage or "?")
             self.kinds[values["kind"]] += 1
             self.available.update(values.keys())
             self.numeric.update(k for k, v in values.items() if not isinstance(v, bool | str) and number(v) is not None)

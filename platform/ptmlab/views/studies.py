@@ -20,7 +20,8 @@ from sqlalchemy.orm import Session
 
 from ptmlab.db import Study
 from ptmlab.studies import get_study, study_status
-from ptmlab.studies.plan import replan
+from ptmlab.studies.plan import StudyPlan, replan
+from ptmlab.studies.spec import stored_spec
 from ptmlab.studies.storage import optuna_storage
 from ptmlab.results import number
 
@@ -34,14 +35,13 @@ def studies_list_view(session: Session, *, url: str, limit: int = 50, offset: in
     items = []
     for study_id in ids:
         status = study_status(session, study_id, url=url)
-        spec = status["spec"]
+        spec = stored_spec(status["spec"])
         best = status["best"]
         items.append({
             "id": status["id"], "name": status["name"], "status": status["status"],
             "stop_reason": status["stop_reason"], "created_at": status["created_at"],
-            "stage": spec.get("stage"), "objective": spec.get("objective") or " · ".join(spec.get("objectives") or []),
-            "direction": spec.get("direction", "maximize"), "sampler": spec.get("sampler"),
-            "pruner": spec.get("pruner"), "n_trials": spec.get("n_trials"),
+            "stage": spec.stage, "objective": spec.objective or " · ".join(spec.objectives or []),
+            "direction": spec.direction, "sampler": spec.sampler, "pruner": spec.pruner, "n_trials": spec.n_trials,
             "trials": len(status["trials"]), "counts": status["counts"], "steps_total": status["steps_total"],
             "best": {"number": best["number"], "value": best["value"], "job_id": best["job_id"]} if best else None,
         })
@@ -50,10 +50,11 @@ def studies_list_view(session: Session, *, url: str, limit: int = 50, offset: in
 
 def study_view(session: Session, study_id: str, *, url: str) -> dict[str, Any]:
     status = study_status(session, study_id, url=url)
-    spec = status["spec"]
-    maximize = spec.get("direction", "maximize") == "maximize"
-    objectives = spec.get("objectives")
-    params = _params(spec)
+    plan = replan(status["spec"])  # the spec validated (as every study's page needs) and its search space
+    spec = plan.spec
+    maximize = spec.direction == "maximize"
+    objectives = spec.objectives
+    params = _params(plan)
     trials = [{**t, "value": number(t["value"]),
                "values": [number(v) for v in t["values"]] if t.get("values") else None,
                "intermediate": [{"validation": int(k), "value": number(v)} for k, v in t["intermediate"].items()]}
@@ -63,10 +64,10 @@ def study_view(session: Session, study_id: str, *, url: str) -> dict[str, Any]:
     importances, why_not = _importances(session, study_id, url, complete, objectives)
     return {
         # a multi-objective study: its objectives, their directions, its Pareto-optimal trials
-        "objectives": objectives, "directions": spec.get("directions"), "pareto": status["pareto"],
+        "objectives": objectives, "directions": spec.directions, "pareto": status["pareto"],
         "study": {k: status[k] for k in ("id", "name", "spec", "status", "stop_reason", "created_at", "started_at",
                                          "finished_at", "counts", "steps_total")},
-        "objective": spec.get("objective"), "direction": "maximize" if maximize else "minimize",
+        "objective": spec.objective, "direction": "maximize" if maximize else "minimize",
         "params": params, "trials": trials,
         "best": status["best"]["number"] if status["best"] else None,
         "history": [] if objectives else _history(complete, maximize),
@@ -74,10 +75,10 @@ def study_view(session: Session, study_id: str, *, url: str) -> dict[str, Any]:
     }
 
 
-def _params(spec: dict[str, Any]) -> list[dict[str, Any]]:
+def _params(plan: StudyPlan) -> list[dict[str, Any]]:
     """The searched keys as the charts need them: a numeric axis (log or linear) or categories."""
     out = []
-    for key, dist in replan(spec).space.items():
+    for key, dist in plan.space.items():
         if isinstance(dist, CategoricalDistribution):
             out.append({"name": key, "kind": "categorical", "log": False, "choices": list(dist.choices)})
         elif isinstance(dist, FloatDistribution | IntDistribution):
