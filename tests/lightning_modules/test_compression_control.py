@@ -110,7 +110,8 @@ def test_without_a_control_the_retention_is_marked_with_extra_training(source, t
     assert s["retention_with_extra_training"] is True and s["extra_training"]["steps"] == 3
     assert "control_score" not in s and "retention_vs_control" not in s
     # the compression page's point and the CSV export say so
-    point = _point(SimpleNamespace(id=1, job_id=None, mlflow_run_id=None, sweep_id=None), s)
+    point = _point(SimpleNamespace(id=1, job_id=None, mlflow_run_id=None, sweep_id=None),
+                   CompressSummary.model_validate(s))
     assert point["with_extra_training"] is True and point["retention_vs_control"] is None
     header, row = render_rows(table_rows([CompressSummary.model_validate(s)]), "csv").splitlines()
     assert dict(zip(header.split(","), row.split(",")))["with extra training"] == "yes"
