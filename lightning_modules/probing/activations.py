@@ -338,8 +338,8 @@ def side_executor(name: str) -> ThreadPoolExecutor | InlineExecutor:
     """A thread for tokenising or writing beside the forward passes only where torch leaves a core
     free: where its intra-op threads take every core, a second thread descheduling one of them
     stalls each parallel region (bench/probing.py, two threads on two cores: extraction ÷ bare
-    forward 0.838 with the side threads, 0.897-0.925 inline; 0.963 with torch on one thread and
-    the side threads)."""
+    forward 0.838 with the side threads, 0.897-0.925 inline at load 1-2 and 0.963-0.965 inline on
+    an idle machine; 0.963 with torch on one thread and the side threads)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if torch.get_num_threads() >= cores:
         return InlineExecutor()
@@ -396,8 +396,10 @@ def extract(backbone, tokenizer, sentences: list[list[str]], *, cache_dir: str |
         # Two threads beside the forward passes where a core is free (side_executor): one tokenises
         # and aligns shard i+1 while shard i runs (the tokenizer releases the GIL), one writes i-1.
         # safetensors 0.8's save_file holds the GIL through its disk write, which stalls the forward
-        # thread briefly; writing its bytes from Python instead measured slower. Shards still land in order, each whole; every
-        # word's state goes straight into its row of the output.
+        # thread briefly; writing its bytes from Python instead, layer by layer without the copy,
+        # measured no faster (bench/probing.py prepared 0.940-0.957 against 0.963-0.965, idle
+        # machine). Shards still land in order, each whole; every word's state goes straight into
+        # its row of the output.
         with side_executor("shard-preparer") as preparer, side_executor("shard-writer") as writer:
             def prepare(shard: int) -> Future:
                 return preparer.submit(inputs.shard, shard)
