@@ -88,7 +88,7 @@ def main() -> None:
         pretrained = out / f"pretrain_{seed}"
         summary = run(["stage=pretrain", "objective=span_corruption", *shared, f"trainer.max_steps={args.pretrain_steps}",
                        "data.block_size=128", f"seed={seed}"], pretrained, env)
-        print(f"seed {seed}: pre-trained {summary.get('steps')} steps, final train loss {summary.get('final_train_loss')}",
+        print(f"seed {seed}: pre-trained {summary.get('steps')} steps, train loss {summary.get('train_loss')}, validation loss {summary.get('val_loss')}",
               flush=True)
         for name, extra in (("pre-trained (span corruption)", [f"backbone={pretrained}"]), ("random init", [])):
             tag = "pretrained" if extra else "random"
