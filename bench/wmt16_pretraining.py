@@ -81,14 +81,16 @@ def main() -> None:
     finetune = ["stage=finetune", f"task={PAIRS}", "objective=span_corruption", f"task.max_length={args.max_length}",
                 f"task.max_target_length={args.max_length}", f"task.max_eval_samples={args.eval}",
                 "task.generation.strategy=greedy", f"task.generation.max_new_tokens={args.max_length}",
-                f"stage.epochs={args.epochs}", "stage.batch_size=32", f"stage.lr={args.lr}", f"stage.val_every_n_epochs={args.val_every or args.epochs}", "stage.write_predictions=false"]
+                f"stage.epochs={args.epochs}", "stage.batch_size=32", f"stage.lr={args.lr}",
+                f"stage.val_every_n_epochs={args.val_every or args.epochs}", "stage.write_predictions=false"]
     scores: dict[str, list[float]] = {"pre-trained (span corruption)": [], "random init": []}
     chrf: dict[str, list[float]] = {name: [] for name in scores}
     for seed in args.seeds:
         pretrained = out / f"pretrain_{seed}"
         summary = run(["stage=pretrain", "objective=span_corruption", *shared, f"trainer.max_steps={args.pretrain_steps}",
                        "data.block_size=128", f"seed={seed}"], pretrained, env)
-        print(f"seed {seed}: pre-trained {summary.get('steps')} steps, train loss {summary.get('train_loss')}, validation loss {summary.get('val_loss')}",
+        print(f"seed {seed}: pre-trained {summary.get('steps')} steps, train loss {summary.get('train_loss')}, "
+              f"validation loss {summary.get('val_loss')}",
               flush=True)
         for name, extra in (("pre-trained (span corruption)", [f"backbone={pretrained}"]), ("random init", [])):
             tag = "pretrained" if extra else "random"
