@@ -66,6 +66,9 @@ def main() -> None:
                              "is in the run's MLflow history under --out")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
+    if args.val_every is not None and (args.val_every < 1 or args.epochs % args.val_every):
+        # the summary's BLEU is the last validation's: it must be the one after the last epoch
+        parser.error(f"--val-every {args.val_every} must be >= 1 and divide --epochs {args.epochs}")
     data = Path(os.environ.get("PTMLAB_DATA_DIR", REPO.parent / "shared" / "data"))
     out = args.out or Path(tempfile.mkdtemp(prefix="wmt16_pretraining_"))
     corpus = out / "corpus"
