@@ -12,6 +12,7 @@ PTMLAB_HOME on the same corpus and settings shares one tokenizer, recorded in th
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -116,33 +117,44 @@ def build_tokenizer(tok_cfg: DictConfig, corpus: Corpus | None, cache_dir: Path,
     fingerprint = corpus_fingerprint or corpus.fingerprint()
     target = Path(cache_dir) / "tokenizers" / tokenizer_cache_key(tok_cfg, fingerprint)
     if not (target / "tokenizer.json").exists():
-        raw, specials = _train_raw_tokenizer(kind, int(tok_cfg.vocab_size), int(tok_cfg.get("min_frequency", 2)),
-                                             bool(tok_cfg.get("lowercase", False)), corpus)
-        achieved, requested = raw.get_vocab_size(), int(tok_cfg.vocab_size)
-        # The trainer stops early when the corpus has no more pairs/pieces to merge: a
-        # vocabulary that large cannot be learned from this corpus.
-        if achieved < requested:
-            raise ConfigError(
-                f"tokenizer.vocab_size={requested} is larger than this corpus allows "
-                f"(training stopped at {achieved} tokens); lower tokenizer.vocab_size or tokenizer.min_frequency"
-            )
-        fast = PreTrainedTokenizerFast(tokenizer_object=raw, model_max_length=1 << 20, **specials,
-                                       additional_special_tokens=EXTRA_SPECIALS)
-        # Write to a temporary sibling, then rename: a killed run never leaves a half cache.
+        # One trainer per cache entry at a time: jobs started together on one corpus would each
+        # train, and WordPiece's tie-breaking differs from one training to the next (even in how
+        # many pieces a small corpus allows), so the second waits and reads what the first wrote.
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
-        try:
-            fast.save_pretrained(str(tmp))
-            (tmp / "ptmlab_tokenizer.json").write_text(json.dumps(
-                {"corpus_fingerprint": fingerprint, **OmegaConf.to_container(tok_cfg, resolve=True)}, indent=2))
-            try:
-                os.replace(tmp, target)
-            except OSError:  # another process won the race: its tokenizer is identical
-                shutil.rmtree(tmp, ignore_errors=True)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+        with open(target.parent / f".{target.name}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes or the process dies
+            if not (target / "tokenizer.json").exists():
+                _train_into(target, tok_cfg, fingerprint, corpus)
     try:
         return PreTrainedTokenizerFast.from_pretrained(str(target))
     except Exception as exc:  # noqa: BLE001
         raise DataError(f"tokenizer cache at {target} is unreadable ({type(exc).__name__}); delete it") from None
+
+
+def _train_into(target: Path, tok_cfg: DictConfig, fingerprint: str, corpus: Corpus) -> None:
+    """Train the tokenizer and write it to `target` (under the caller's lock)."""
+    from transformers import PreTrainedTokenizerFast
+
+    raw, specials = _train_raw_tokenizer(str(tok_cfg.kind), int(tok_cfg.vocab_size),
+                                         int(tok_cfg.get("min_frequency", 2)), bool(tok_cfg.get("lowercase", False)),
+                                         corpus)
+    achieved, requested = raw.get_vocab_size(), int(tok_cfg.vocab_size)
+    # The trainer stops early when the corpus has no more pairs/pieces to merge: a
+    # vocabulary that large cannot be learned from this corpus.
+    if achieved < requested:
+        raise ConfigError(
+            f"tokenizer.vocab_size={requested} is larger than this corpus allows "
+            f"(training stopped at {achieved} tokens); lower tokenizer.vocab_size or tokenizer.min_frequency"
+        )
+    fast = PreTrainedTokenizerFast(tokenizer_object=raw, model_max_length=1 << 20, **specials,
+                                   additional_special_tokens=EXTRA_SPECIALS)
+    # Write to a temporary sibling, then rename: a killed run never leaves a half cache.
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
+    try:
+        fast.save_pretrained(str(tmp))
+        (tmp / "ptmlab_tokenizer.json").write_text(json.dumps(
+            {"corpus_fingerprint": fingerprint, **OmegaConf.to_container(tok_cfg, resolve=True)}, indent=2))
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)

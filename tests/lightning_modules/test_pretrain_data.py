@@ -73,13 +73,45 @@ def test_tokenizer_trains_and_is_cached_by_corpus_hash(tmp_path, kind):
     assert tok.mask_token_id is not None and tok.pad_token_id is not None
     ids = tok("the cat", "a dog")["input_ids"]
     assert ids[0] == tok.cls_token_id and ids[-1] == tok.sep_token_id and ids.count(tok.sep_token_id) == 2
-    cached = list((tmp_path / "cache" / "tokenizers").iterdir())
+    cached = list((tmp_path / "cache" / "tokenizers").glob("*/tokenizer.json"))
     assert len(cached) == 1
     build_tokenizer(tok_cfg(kind, size), corpus, tmp_path / "cache")
-    assert list((tmp_path / "cache" / "tokenizers").iterdir()) == cached  # reused, not retrained
+    assert list((tmp_path / "cache" / "tokenizers").glob("*/tokenizer.json")) == cached  # reused, not retrained
     other = TextFilesCorpus(str(write_corpus(tmp_path / "c2", seed=1)))
     build_tokenizer(tok_cfg(kind, size), other, tmp_path / "cache")
-    assert len(list((tmp_path / "cache" / "tokenizers").iterdir())) == 2  # new corpus, new entry
+    assert len(list((tmp_path / "cache" / "tokenizers").glob("*/tokenizer.json"))) == 2  # new corpus, new entry
+
+
+def test_jobs_started_together_train_one_tokenizer_and_share_it(tmp_path, monkeypatch):
+    """Two builds of one cache entry at once: the second waits on the entry's lock and reads what the
+    first wrote (WordPiece's tie-breaking differs between trainings, even in how many pieces a small
+    corpus allows, so two trainings could disagree or one fail where the other passed)."""
+    import threading
+    import time
+
+    from lightning_modules.data import tokenizer as tokenizer_module
+
+    corpus = TextFilesCorpus(str(write_corpus(tmp_path / "c")))
+    trainings, train = [], tokenizer_module._train_raw_tokenizer
+
+    def slow_train(*args):
+        trainings.append(threading.get_ident())
+        time.sleep(0.5)  # the other build arrives while this one trains
+        return train(*args)
+
+    monkeypatch.setattr(tokenizer_module, "_train_raw_tokenizer", slow_train)
+    built = [None, None]
+
+    def build(i):
+        built[i] = build_tokenizer(tok_cfg("wordpiece", 90), corpus, tmp_path / "cache")
+
+    threads = [threading.Thread(target=build, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(trainings) == 1
+    assert built[0].get_vocab() == built[1].get_vocab()
 
 
 def test_vocabulary_larger_than_corpus_allows_is_refused(tmp_path):

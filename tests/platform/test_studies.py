@@ -219,6 +219,61 @@ def test_each_pruner_stops_bad_trials_from_their_intermediate_values(pruner, tmp
         assert mean_quality(pruned) < mean_quality(complete)
 
 
+def test_a_heartbeat_steps_a_study_only_when_what_the_step_reads_changed(tmp_path, monkeypatch):
+    """Workers advance every running study at each heartbeat; a step loads all trials through
+    Optuna several times. One whose inputs (trial states, the jobs' status and objective curves,
+    the budgets) are what this worker's own last step left is skipped, for at most RECHECK_S."""
+    import sqlalchemy as sa
+
+    from ptmlab import studies
+    from ptmlab.db import RUNNING, SUCCEEDED, Job, dispose_engines, get_sessionmaker
+    from ptmlab.studies import driver, step_inputs
+
+    steps = []
+    real_advance = driver._advance
+    monkeypatch.setattr(driver, "_advance", lambda *a: (steps.append(1), real_advance(*a)))
+    url = sqlite_url(tmp_path)
+    plan = studies.plan_study(studies.StudySpec(
+        stage="sleep", overrides=["stage.validations=4", "stage.quality=interval(0.05,1)"], objective="val/score",
+        pruner="asha", sampler="random", n_trials=3, n_parallel=1, seed=0, max_wall_s=3.0, queue="parked"))
+
+    def heartbeat() -> int:
+        before = len(steps)
+        studies.advance_running_studies(s, url=url, driver_id="worker-1")
+        return len(steps) - before
+
+    with get_sessionmaker(url)() as s:
+        study = studies.create_study(s, plan, url=url, driver_id="api")
+        started = time.monotonic()
+        assert heartbeat() == 1  # nothing remembered yet
+        assert heartbeat() == 0
+        job = s.scalar(sa.select(Job).where(Job.study_id == study.id))
+        job.status, job.worker_id = RUNNING, "worker-1"
+        s.commit()
+        assert heartbeat() == 1
+        job.progress = {"step": 2, "total_steps": 16, "metrics": {}, "history": []}
+        s.commit()
+        assert heartbeat() == 0  # steps without a validation: nothing to report (no step budget)
+        job.progress = {"step": 4, "total_steps": 16, "metrics": {"val/score": 0.5},
+                        "history": [{"step": 4, "val/score": 0.5}]}
+        s.commit()
+        assert heartbeat() == 1  # a new validation: the pruner judges it
+        job.status = SUCCEEDED
+        s.commit()
+        # Another driver (the API) tells the trial and asks the next one: trials and jobs changed.
+        studies.advance_study(s, study.id, url=url, driver_id="api")
+        assert heartbeat() == 1
+        assert heartbeat() == 0
+        monkeypatch.setattr(step_inputs, "RECHECK_S", 0.0)
+        assert heartbeat() == 1  # at least every RECHECK_S, whatever the digest says
+        monkeypatch.setattr(step_inputs, "RECHECK_S", 60.0)
+        assert heartbeat() == 0
+        time.sleep(max(0.0, 3.2 - (time.monotonic() - started)))
+        assert heartbeat() == 1  # the wall-clock budget ran out: the step stops the study
+        assert studies.get_study(s, study.id).status == "finished"
+    dispose_engines()
+
+
 @pytest.mark.parametrize("budget", ["max_steps", "max_wall_s"])
 def test_the_first_budget_reached_stops_the_study_and_withdraws_its_trials(budget, tmp_path):
     import sqlalchemy as sa
@@ -412,7 +467,8 @@ def test_asha_study_matches_the_grid_with_at_most_60_percent_of_its_steps(tmp_pa
           f"{grid['best']['value']:.3f} {grid['best']['params']}; ASHA / grid steps = "
           f"{asha['steps_total'] / grid['steps_total']:.2f}")
     assert grid["counts"] == {"complete": 16} and len(trials) == 16
-    assert pruned and len(pruned) + len(complete) == 16, asha["counts"]
+    assert pruned and len(pruned) + len(complete) == 16, (
+        asha["counts"], [t for t in trials if t["state"] not in ("pruned", "complete")])
     for t in complete:  # every epoch trained
         assert t["steps"] == study_task.steps_per_trial(t["params"]["stage.batch_size"])
     for t in pruned:  # fewer steps than it would have trained to the end

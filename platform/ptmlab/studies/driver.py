@@ -37,6 +37,7 @@ from ptmlab.errors import ConflictError, NotFoundError
 from ptmlab.queue import submit_job
 from ptmlab.studies.objective import final_value, is_last_step, objective_points, steps_trained, summary_value
 from ptmlab.studies.plan import StudyPlan, replan
+from ptmlab.studies.step_inputs import remember_step, unchanged_since_own_step
 from ptmlab.studies.storage import make_pruner, make_sampler, optuna_storage
 
 log = logging.getLogger(__name__)
@@ -62,24 +63,30 @@ def create_study(session: Session, plan: StudyPlan, *, url: str, driver_id: str 
 
 
 def advance_running_studies(session: Session, *, url: str, driver_id: str) -> set[int]:
-    """Advance every running study; the ids of the jobs whose stop it asked for (a worker kills
-    its own at once instead of at its next heartbeat: each second is training steps spent)."""
+    """Advance every running study that changed since this process's own last step of it
+    (step_inputs.py); the ids of the jobs whose stop it asked for (a worker kills its own at once
+    instead of at its next heartbeat: each second is training steps spent)."""
     ids = session.scalars(sa.select(Study.id).where(Study.status == STUDY_RUNNING)).all()
     session.rollback()
     stopped: set[int] = set()
     for study_id in ids:
-        stopped |= advance_study(session, study_id, url=url, driver_id=driver_id)
+        if unchanged_since_own_step(session, url, study_id):
+            continue
+        stopped |= advance_study(session, study_id, url=url, driver_id=driver_id, remember=True)
     return stopped
 
 
-def advance_study(session: Session, study_id: str, *, url: str, driver_id: str) -> set[int]:
+def advance_study(session: Session, study_id: str, *, url: str, driver_id: str, remember: bool = False) -> set[int]:
     """One step of the study (see the module docstring): the ids of the running jobs it asked to
-    stop; nothing when another driver holds the study."""
+    stop; nothing when another driver holds the study. `remember`: keep what the step left, so
+    `advance_running_studies` skips the study until something changes."""
     if not _take_lease(session, study_id, driver_id):
         return set()
     stopped: set[int] = set()
     try:
         _advance(session, session.get(Study, study_id, populate_existing=True), url, stopped)
+        if remember:
+            remember_step(session, url, study_id)
     finally:
         session.rollback()
         session.execute(sa.update(Study).where(Study.id == study_id, Study.driver_id == driver_id)
