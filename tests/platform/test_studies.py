@@ -219,23 +219,26 @@ def test_each_pruner_stops_bad_trials_from_their_intermediate_values(pruner, tmp
         assert mean_quality(pruned) < mean_quality(complete)
 
 
-def test_a_heartbeat_steps_a_study_only_when_what_the_step_reads_changed(tmp_path, monkeypatch):
+def test_a_heartbeat_steps_a_study_only_when_what_the_step_reads_changed(db_url, monkeypatch):
     """Workers advance every running study at each heartbeat; a step loads all trials through
     Optuna several times. One whose inputs (trial states, the jobs' status and objective curves,
     the budgets) are what this worker's own last step left is skipped, for at most RECHECK_S."""
+    import datetime as dt
+
     import sqlalchemy as sa
 
     from ptmlab import studies
-    from ptmlab.db import RUNNING, SUCCEEDED, Job, dispose_engines, get_sessionmaker
+    from ptmlab.db import RUNNING, SUCCEEDED, Job, get_sessionmaker
+    from ptmlab.db import utcnow as real_utcnow
     from ptmlab.studies import driver, step_inputs
 
     steps = []
     real_advance = driver._advance
     monkeypatch.setattr(driver, "_advance", lambda *a: (steps.append(1), real_advance(*a)))
-    url = sqlite_url(tmp_path)
+    url = db_url
     plan = studies.plan_study(studies.StudySpec(
         stage="sleep", overrides=["stage.validations=4", "stage.quality=interval(0.05,1)"], objective="val/score",
-        pruner="asha", sampler="random", n_trials=3, n_parallel=1, seed=0, max_wall_s=3.0, queue="parked"))
+        pruner="asha", sampler="random", n_trials=3, n_parallel=1, seed=0, max_wall_s=600.0, queue="parked"))
 
     def heartbeat() -> int:
         before = len(steps)
@@ -244,7 +247,6 @@ def test_a_heartbeat_steps_a_study_only_when_what_the_step_reads_changed(tmp_pat
 
     with get_sessionmaker(url)() as s:
         study = studies.create_study(s, plan, url=url, driver_id="api")
-        started = time.monotonic()
         assert heartbeat() == 1  # nothing remembered yet
         assert heartbeat() == 0
         job = s.scalar(sa.select(Job).where(Job.study_id == study.id))
@@ -268,10 +270,12 @@ def test_a_heartbeat_steps_a_study_only_when_what_the_step_reads_changed(tmp_pat
         assert heartbeat() == 1  # at least every RECHECK_S, whatever the digest says
         monkeypatch.setattr(step_inputs, "RECHECK_S", 60.0)
         assert heartbeat() == 0
-        time.sleep(max(0.0, 3.2 - (time.monotonic() - started)))
-        assert heartbeat() == 1  # the wall-clock budget ran out: the step stops the study
+        # Ten minutes later, nothing else changed: the wall-clock budget ran out, the step stops the study.
+        later = lambda: real_utcnow() + dt.timedelta(seconds=601)  # noqa: E731
+        monkeypatch.setattr(step_inputs, "utcnow", later)
+        monkeypatch.setattr(driver, "utcnow", later)
+        assert heartbeat() == 1
         assert studies.get_study(s, study.id).status == "finished"
-    dispose_engines()
 
 
 @pytest.mark.parametrize("budget", ["max_steps", "max_wall_s"])
@@ -279,14 +283,13 @@ def test_the_first_budget_reached_stops_the_study_and_withdraws_its_trials(budge
     import sqlalchemy as sa
 
     from ptmlab import studies
-    from ptmlab.db import CANCELLED, QUEUED, RUNNING, Job, dispose_engines, get_sessionmaker
+    from ptmlab.db import CANCELLED, QUEUED, RUNNING, Job, dispose_engines, get_sessionmaker, utcnow
 
     url = sqlite_url(tmp_path)
     limit = {"max_steps": 5} if budget == "max_steps" else {"max_wall_s": 5.0}
     plan = studies.plan_study(studies.StudySpec(
         stage="sleep", overrides=["stage.validations=2", "stage.quality=interval(0.05,1)"], objective="val/score",
         sampler="random", n_trials=10, n_parallel=2, **limit))
-    started = time.time()
     with get_sessionmaker(url)() as s:
         study = studies.create_study(s, plan, url=url, driver_id="test")
         running, queued = s.scalars(sa.select(Job).where(Job.study_id == study.id).order_by(Job.id)).all()
@@ -298,8 +301,8 @@ def test_the_first_budget_reached_stops_the_study_and_withdraws_its_trials(budge
         if budget == "max_steps":
             running.progress = {**running.progress, "step": 5}
             s.commit()
-        else:
-            time.sleep(max(0.0, 5.1 - (time.time() - started)))
+        else:  # counted from the study's own start (the database's migration before it can take seconds)
+            time.sleep(max(0.0, 5.1 - (utcnow() - studies.get_study(s, study.id).started_at).total_seconds()))
         stopped = studies.advance_study(s, study.id, url=url, driver_id="test")
         assert stopped == {running.id}  # the running trial is stopped through the cancel path
         s.refresh(running)

@@ -20,6 +20,7 @@ import json
 import time
 
 import sqlalchemy as sa
+from optuna.storages._rdb.models import StudyModel, TrialModel
 from sqlalchemy.orm import Session
 
 from ptmlab.db import Job, Study, utcnow
@@ -41,17 +42,17 @@ def step_inputs_digest(session: Session, study_id: str) -> str | None:
     max_steps, max_wall_s = spec.get("max_steps"), spec.get("max_wall_s")
     wall_out = max_wall_s is not None and study.started_at is not None and (
         (utcnow() - study.started_at).total_seconds() >= float(max_wall_s))
-    # Optuna's own tables (migration 0004 created them): trials counted per state.
-    trial_states = session.execute(sa.text(
-        "SELECT t.state, count(*) FROM trials t JOIN studies s ON t.study_id = s.study_id "
-        "WHERE s.study_name = :name GROUP BY t.state ORDER BY t.state"), {"name": study.optuna_name}).all()
+    # Optuna's own tables (migration 0004 created them from these models): trials counted per state.
+    trial_states = session.execute(
+        sa.select(TrialModel.state, sa.func.count()).join(StudyModel, TrialModel.study_id == StudyModel.study_id)
+        .where(StudyModel.study_name == study.optuna_name).group_by(TrialModel.state)).all()
     jobs = session.execute(
         sa.select(Job.id, Job.trial_number, Job.status, Job.cancel_requested, Job.progress)
         .where(Job.study_id == study_id).order_by(Job.id)).all()
     session.rollback()
     blob = {
         "study": [study.status, str(study.started_at), wall_out],
-        "trials": [[str(state), n] for state, n in trial_states],
+        "trials": sorted([str(state), n] for state, n in trial_states),
         "jobs": [[j.id, j.trial_number, j.status, j.cancel_requested, objective_points(j.progress, objective),
                   steps_trained(j.progress) if max_steps is not None else None] for j in jobs],
     }
