@@ -32,6 +32,7 @@ from lightning_modules.heads.generation_model import decode_split
 from lightning_modules.heads.pooling import PooledEncoder
 from lightning_modules.tasks.answer_option_metrics import ANSWER_OPTION_METRICS, answer_option_metrics
 from lightning_modules.tasks.choice_metrics import choice_metrics
+from lightning_modules.tasks.encoding import longest_first
 from lightning_modules.tasks.generation_metrics import score_split
 from lightning_modules.tasks.metrics import compute_metrics
 from lightning_modules.tasks.span_answers import SpanAnswer, SpanWindows, best_spans, score_answers
@@ -106,14 +107,22 @@ def _model_and_tokenizer(model, tokenizer):
     return model, tokenizer
 
 
-def _encoded_batches(model, tokenizer, task: LoadedTask, split: str, batch_size: int) -> Iterator[dict]:
-    """`split` encoded by the model's input encoder, collated `batch_size` examples at a time, on the
-    model's device, in split order."""
+def _encoded_batches(model, tokenizer, task: LoadedTask, split: str, batch_size: int) -> tuple[torch.Tensor, Iterator[dict]]:
+    """(order, batches): `split` encoded by the model's input encoder and collated `batch_size`
+    examples at a time on the model's device, longest first (tasks/encoding.py `longest_first`);
+    `order[k]` is the split index of the k-th example out, so `rows[order.argsort()]` puts
+    per-example rows back in split order."""
     encoder = model.input_encoder(tokenizer, task.spec.max_length, doc_stride=task.spec.doc_stride)
     items = encoder.encode_split(task.data.splits[split])
+    order = longest_first(items)
     device = next(model.parameters()).device
-    for start in range(0, len(items), int(batch_size)):
-        yield {k: v.to(device) for k, v in encoder.collate(items[start:start + int(batch_size)]).items()}
+
+    def batches() -> Iterator[dict]:
+        for start in range(0, len(order), int(batch_size)):
+            chunk = [items[i] for i in order[start:start + int(batch_size)]]
+            yield {k: v.to(device) for k, v in encoder.collate(chunk).items()}
+
+    return torch.tensor(order, dtype=torch.long), batches()
 
 
 @contextmanager
@@ -134,12 +143,13 @@ def predict(model, task: LoadedTask, split: str, *, tokenizer=None, batch_size: 
         raise DataError(f"task {task.spec.name} has no split '{split}' (splits: {', '.join(task.data.splits)})")
     outputs = []
     with _eval_mode(model):
-        for batch in _encoded_batches(model, tokenizer, task, split, batch_size):
+        order, batches = _encoded_batches(model, tokenizer, task, split, batch_size)
+        for batch in batches:
             logits = model.task_logits(task.spec.name, batch).float().cpu()
             if task.spec.is_token_level or task.spec.is_span_level:  # B×T×C, T per batch -> B×L×C (L = max_length, zero-padded)
                 logits = F.pad(logits, (0, 0, 0, task.spec.max_length - logits.size(1)))
             outputs.append(logits)
-    return torch.cat(outputs)
+    return torch.cat(outputs)[order.argsort()]
 
 
 def evaluate(model, task: LoadedTask, split: str, *, tokenizer=None, batch_size: int = EVAL_BATCH_SIZE) -> dict[str, float]:
@@ -164,9 +174,11 @@ def evaluate(model, task: LoadedTask, split: str, *, tokenizer=None, batch_size:
 def _span_windows(model, task: LoadedTask, split: str, tokenizer, batch_size: int) -> SpanWindows:
     model, tokenizer = _model_and_tokenizer(model, tokenizer)
     with _eval_mode(model):
-        return SpanWindows.cat([SpanWindows.from_batch(model.task_logits(task.spec.name, batch), batch,
-                                                       task.spec.max_length)
-                                for batch in _encoded_batches(model, tokenizer, task, split, batch_size)])
+        order, batches = _encoded_batches(model, tokenizer, task, split, batch_size)
+        windows = SpanWindows.cat([SpanWindows.from_batch(model.task_logits(task.spec.name, batch), batch,
+                                                          task.spec.max_length) for batch in batches])
+    back = order.argsort()  # windows in split order, as a question's windows were made
+    return SpanWindows(windows.logits[back], windows.offsets[back], windows.example_index[back])
 
 
 def predict_answers(model, task: LoadedTask, split: str, *, tokenizer=None, batch_size: int = EVAL_BATCH_SIZE) -> list[SpanAnswer]:
@@ -180,6 +192,7 @@ def _evaluate_tokens(model, task: LoadedTask, split: str, *, tokenizer, batch_si
     model, tokenizer = _model_and_tokenizer(model, tokenizer)
     rows = []
     with _eval_mode(model):
-        for batch in _encoded_batches(model, tokenizer, task, split, batch_size):
+        order, batches = _encoded_batches(model, tokenizer, task, split, batch_size)
+        for batch in batches:
             rows.append(first_subword_predictions(model.task_logits(task.spec.name, batch), batch, task.spec.max_length))
-    return split_metrics(task, split, torch.cat(rows), None)
+    return split_metrics(task, split, torch.cat(rows)[order.argsort()], None)

@@ -32,6 +32,7 @@ from lightning_modules.tasks.choice_metrics import NORMALISATION, write_choice_p
 from lightning_modules.tasks.datamodule import TaskDataModule
 from lightning_modules.tasks.generation_metrics import score_split
 from lightning_modules.tasks.generation_predictions import write_generations
+from lightning_modules.tasks.encoding import in_split_order
 from lightning_modules.tasks.metrics import prediction_stats
 from lightning_modules.tasks.predictions import write_glue_submission, write_predictions
 from lightning_modules.tasks.span_answers import SpanWindows, best_spans, write_span_predictions
@@ -140,7 +141,7 @@ def write_prediction_files(run: StageRun, trainer, parts: FinetuneParts, write: 
                 write_span_predictions(pred_dir / f"{split_name}.{task.spec.name}.jsonl", split,
                                        best_spans(task.spec, split, SpanWindows.cat(batches)), threshold)
             continue
-        preds = torch.cat(batches)
+        preds = in_split_order(batches)  # (example indices, rows) per batch, read longest first
         if task.spec.is_multiple_choice:  # one JSON line per example: the chosen index and every choice's score
             if write:
                 write_choice_predictions(pred_dir / f"{split_name}.{task.spec.name}.jsonl", split, preds, task.spec)

@@ -15,6 +15,7 @@ from ptmlab.contracts.decoding import DecodingSettings
 from lightning_modules.heads.task_model import TaskModel
 from lightning_modules.optim import build_optimizer, build_scheduler
 from lightning_modules.stages.pretrain_module import log_this_step, training_flops_per_token
+from lightning_modules.tasks.encoding import in_split_order
 from lightning_modules.tasks.span_answers import SpanWindows
 from lightning_modules.tasks.tagged_predictions import first_subword_predictions
 
@@ -125,12 +126,13 @@ class FinetuneModule(pl.LightningModule):
                 self._generator = self.model.hf_generator()  # the weights as they are now
             self._outputs.setdefault(dataloader_idx, []).append(self._generated_texts(batch))
             return
+        index = batch["example_index"].cpu()  # the loader reads longest first: rows go back to split order
         if self.task.spec.is_token_level:  # scored against the split's word-level gold (split_metrics)
             preds = self._token_predictions(batch)
-            self._outputs.setdefault(dataloader_idx, []).append((preds, torch.zeros(len(preds))))
+            self._outputs.setdefault(dataloader_idx, []).append((index, preds, torch.zeros(len(preds))))
             return
         preds = prediction_scores(self.task.spec, self.model(batch))
-        self._outputs.setdefault(dataloader_idx, []).append((preds.cpu(), batch["labels"].cpu()))
+        self._outputs.setdefault(dataloader_idx, []).append((index, preds.cpu(), batch["labels"].cpu()))
 
     def on_validation_epoch_end(self) -> None:
         task_name = self.task.spec.name
@@ -146,22 +148,25 @@ class FinetuneModule(pl.LightningModule):
                 texts = [t for _, batch_texts in outputs for t in batch_texts]
                 metrics.update(split_metrics(self.task, split, [texts[i] for i in order], None))
                 continue
-            preds = torch.cat([p for p, _ in outputs])
-            labels = torch.cat([y for _, y in outputs])
+            preds = in_split_order([(i, p) for i, p, _ in outputs])
+            labels = in_split_order([(i, y) for i, _, y in outputs])
             metrics.update(split_metrics(self.task, split, preds, labels))
         for key, value in metrics.items():
             self.log(f"val/{task_name}/{key}", value)
         self.last_metrics = metrics
 
     def predict_step(self, batch, batch_idx, dataloader_idx: int = 0):
+        """A span task's windows (SpanWindows, split order); otherwise (example indices, rows):
+        the loader reads longest first, and finetune.py puts rows back with `in_split_order`."""
         if self.task.spec.is_span_level:
             return SpanWindows.from_batch(self.model(batch), batch, self.task.spec.max_length)
+        index = batch["example_index"].cpu()
         if self.task.spec.is_token_level:
-            return self._token_predictions(batch)
-        logits = self.model(batch).detach().float()
+            return index, self._token_predictions(batch).cpu()
+        logits = self.model(batch).detach().float().cpu()
         if self.task.spec.is_multiple_choice:  # every choice's score: the prediction file holds them all
-            return logits
-        return logits.squeeze(-1) if self.is_regression else logits.argmax(-1)
+            return index, logits
+        return index, logits.squeeze(-1) if self.is_regression else logits.argmax(-1)
 
     def configure_optimizers(self):
         weight_decay = float(self.optimizer_cfg.get("weight_decay", 0.0))

@@ -32,6 +32,7 @@ from lightning_modules.optim import build_optimizer, build_scheduler, decay_para
 from lightning_modules.runtime.stage_run import StageRun, tracking_uri
 from lightning_modules.runtime.training_numbers import training_numbers
 from lightning_modules.tasks.datamodule import TaskDataModule
+from lightning_modules.tasks.encoding import in_split_order
 from lightning_modules.tasks.sampling import TaskSampler, temperature_for
 from lightning_modules.tasks.spec import LoadedTask, load_task
 from ptmlab.contracts import ConfigError
@@ -135,14 +136,16 @@ class MultiTaskModule(pl.LightningModule):
     def validation_step(self, batch, batch_idx, dataloader_idx: int = 0):
         task, _ = self.val_index[dataloader_idx]
         preds = prediction_scores(self.tasks[task].spec, self.model(task, batch))
-        self._outputs.setdefault(dataloader_idx, []).append((preds.cpu(), batch["labels"].cpu()))
+        # the loader reads longest first: rows go back to split order at the epoch's end
+        self._outputs.setdefault(dataloader_idx, []).append((batch["example_index"].cpu(), preds.cpu(),
+                                                             batch["labels"].cpu()))
 
     def on_validation_epoch_end(self) -> None:
         metrics: dict[str, dict[str, float]] = {}
         for idx, outputs in sorted(self._outputs.items()):
             task_name, split = self.val_index[idx]
-            preds = torch.cat([p for p, _ in outputs])
-            labels = torch.cat([y for _, y in outputs])
+            preds = in_split_order([(i, p) for i, p, _ in outputs])
+            labels = in_split_order([(i, y) for i, _, y in outputs])
             metrics.setdefault(task_name, {}).update(split_metrics(self.tasks[task_name], split, preds, labels))
         for task_name, values in metrics.items():
             for key, value in values.items():

