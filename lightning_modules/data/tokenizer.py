@@ -12,7 +12,6 @@ PTMLAB_HOME on the same corpus and settings shares one tokenizer, recorded in th
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -25,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from lightning_modules.data.corpus import Corpus
 from ptmlab.contracts import ConfigError, DataError
+from ptmlab.contracts.file_lock import exclusive
 
 BERT_SPECIALS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]",
                  "sep_token": "[SEP]", "mask_token": "[MASK]"}
@@ -121,8 +121,7 @@ def build_tokenizer(tok_cfg: DictConfig, corpus: Corpus | None, cache_dir: Path,
         # train, and WordPiece's tie-breaking differs from one training to the next (even in how
         # many pieces a small corpus allows), so the second waits and reads what the first wrote.
         target.parent.mkdir(parents=True, exist_ok=True)
-        with open(target.parent / f".{target.name}.lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes or the process dies
+        with exclusive(target.parent / f".{target.name}.lock"):
             if not (target / "tokenizer.json").exists():
                 _train_into(target, tok_cfg, fingerprint, corpus)
     try:

@@ -19,7 +19,6 @@ Subword → word alignment (`first`, `last` or `mean` subword) is part of the ke
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -32,6 +31,7 @@ from pathlib import Path
 import torch
 
 from ptmlab.contracts import ConfigError, DataError
+from ptmlab.contracts.file_lock import exclusive
 
 ALIGNMENTS = ("first", "last", "mean")
 MANIFEST = "manifest.json"
@@ -286,12 +286,8 @@ class ActivationCache:
         and then reads what the first wrote)."""
         folder = self.entry(key)
         folder.mkdir(parents=True, exist_ok=True)
-        with open(folder / ".lock", "w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield folder
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        with exclusive(folder / ".lock"):
+            yield folder
 
 
 def write_json_atomic(path: Path, data: dict) -> None:

@@ -30,13 +30,12 @@ def ensure_tracking_store(tracking_uri: str) -> None:
         return
     path = Path(tracking_uri.removeprefix("sqlite:///"))
     if not path.exists():
-        import fcntl
-
         from mlflow.tracking import MlflowClient
 
+        from ptmlab.contracts.file_lock import exclusive
+
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path.with_name(path.name + ".lock"), "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes or the process dies
+        with exclusive(path.with_name(path.name + ".lock")):
             if not path.exists():
                 building = path.with_name(f".{path.name}.creating")
                 building.unlink(missing_ok=True)  # left by a process killed while building it
