@@ -42,9 +42,9 @@ class LengthGroupedBatches(Sampler[list[int]]):
 class TaskDataModule(pl.LightningDataModule):
     """train: shuffled (seeded); val: one loader per eval split (`split_names_val` order, so
     `dataloader_idx` i is split_names_val[i]); predict: eval splits, then test splits. Val and
-    predict loaders read longest first (tasks/encoding.py `longest_first`; a span task's windows in
-    split order, as its questions' windows were cut): their batches carry `example_index`, and
-    whoever gathers rows puts them back in split order (`in_split_order`)."""
+    predict loaders read longest first (tasks/encoding.py `longest_first`; a question's windows
+    together, in the order they were cut): their batches carry `example_index`, and whoever gathers
+    rows puts them back in split order (`in_split_order`; a span task's windows are grouped by it)."""
 
     def __init__(self, task: LoadedTask, tokenizer, *, causal: bool, batch_size: int = 32,
                  eval_batch_size: int | None = None, num_workers: int = 0, seed: int = 0,
@@ -70,10 +70,8 @@ class TaskDataModule(pl.LightningDataModule):
         if shuffle:
             return DataLoader(items, batch_size=batch_size, shuffle=True, collate_fn=self.encoder.collate,
                               num_workers=self.num_workers, generator=torch.Generator().manual_seed(self.seed))
-        if not self.task.spec.is_span_level:
-            items = [items[i] for i in longest_first(items)]
-        return DataLoader(items, batch_size=batch_size, shuffle=False, collate_fn=self.encoder.collate,
-                          num_workers=self.num_workers)
+        return DataLoader([items[i] for i in longest_first(items)], batch_size=batch_size, shuffle=False,
+                          collate_fn=self.encoder.collate, num_workers=self.num_workers)
 
     def train_dataloader(self) -> DataLoader:
         split = self.task.data.train_split

@@ -265,3 +265,17 @@ def test_the_preflight_hands_what_it_read_to_the_stage_once(data_dir, ptmlab_hom
     task_data(other)
     assert len(load_task(cfg.task).data.train.examples) == 40  # another node's read is not taken
     assert len(load_task(other.task).data.train.examples) == 20 and not spec._READ_AHEAD
+
+
+def test_inference_reads_longest_first_and_keeps_a_questions_windows_together_in_order():
+    from lightning_modules.tasks.encoding import longest_first
+
+    def item(n, example=None):
+        return {"input_ids": [0] * n, **({"example_index": example} if example is not None else {})}
+
+    # one item per example: longest first, ties in split order; a choice item says its own length
+    assert longest_first([item(3), item(7), item(3), {"input_ids": [0], "length": 9}]) == [3, 1, 0, 2]
+    # a span task's windows: each question's windows keep the order they were cut, side by side,
+    # keyed by the question's longest window
+    windows = [item(3, 0), item(5, 0), item(4, 1), item(9, 2), item(2, 2), item(5, 3)]
+    assert longest_first(windows) == [3, 4, 0, 1, 5, 2]
