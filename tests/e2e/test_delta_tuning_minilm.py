@@ -1,11 +1,12 @@
 """The realistic check of the delta-tuning modes: the packaged MiniLM-L6 on the SST-2 recipe of
-sst2_recipe.py on its first 4,000 training rows (DELTA_ROWS; one epoch, length-grouped batches, the
-full 872-row dev set), through the real entry point. Each threshold is set from what a plain
-PyTorch loop over the same batches reaches at this size (bench/threshold_reference.py --rows 4000):
-LoRA r=8 on query+value 0.799 (0.33 % trainable), BitFit 0.780 (0.12 %), prompt tuning with 20
-soft prompts 0.795 (0.037 %), adapters 0.825 (2.6 %); ptmlab must reach 0.77, 0.75, 0.76 and 0.80.
-(At 8,000 rows with random batches the plain loop reached 0.807-0.823, 0.812 and 0.802, and the
-thresholds were 0.79, 0.79 and 0.77; adapters 0.80.)"""
+sst2_recipe.py on its first 2,000 training rows (DELTA_ROWS; one epoch of 63 steps, length-grouped
+batches, the full 872-row dev set), through the real entry point. Each threshold is set from what a
+plain PyTorch loop over the same batches reaches at this size (bench/threshold_reference.py --rows
+2000 --group-by-length true), about three points below it: LoRA r=8 on query+value 0.772 (0.33 %
+trainable), BitFit 0.742 (0.12 %), prompt tuning with 20 soft prompts 0.783 (0.037 %), adapters
+0.790 (2.6 %); ptmlab must reach 0.74, 0.71, 0.75 and 0.76. (At 4,000 rows the plain loop reached
+0.799, 0.780, 0.795 and 0.825 and the thresholds were 0.77, 0.75, 0.76 and 0.80; at 8,000 with
+random batches 0.807-0.823, 0.812 and 0.802, thresholds 0.79, 0.79 and 0.77; adapters 0.80.)"""
 
 from __future__ import annotations
 
@@ -14,11 +15,13 @@ import torch
 
 from sst2_recipe import DELTA_ROWS, MODES, finetune
 
+STEPS = -(-DELTA_ROWS // 32)  # one epoch of batches of 32, the last one short
+
 
 @pytest.mark.slow
 @pytest.mark.threshold
 @pytest.mark.timeout(2400)
-def test_minilm_lora_reaches_077_under_1_percent_and_merges_into_a_plain_backbone(data_dir, ptmlab_home, tmp_path):
+def test_minilm_lora_reaches_074_under_1_percent_and_merges_into_a_plain_backbone(data_dir, ptmlab_home, tmp_path):
     from safetensors.torch import load_file
 
     from lightning_modules.adaptation.lora import LoRA
@@ -35,8 +38,8 @@ def test_minilm_lora_reaches_077_under_1_percent_and_merges_into_a_plain_backbon
     share = summary["trainable_params"] / summary["total_params"]
     print(f"SST-2 dev accuracy, LoRA r=8: {summary['main_score']:.4f}, trainable {share:.3%}, "
           f"delta {summary['delta_bytes'] / 1e6:.2f} MB")
-    assert summary["steps"] == DELTA_ROWS // 32
-    assert share < 0.01 and summary["main_score"] >= 0.77
+    assert summary["steps"] == STEPS
+    assert share < 0.01 and summary["main_score"] >= 0.74
     # 6 layers × (query, value) × (A: 8×384, B: 384×8) + the 384→2 head
     assert summary["delta_params"] == 6 * 2 * 2 * 8 * 384 + 384 * 2 + 2
 
@@ -70,34 +73,34 @@ def test_minilm_lora_reaches_077_under_1_percent_and_merges_into_a_plain_backbon
 @pytest.mark.slow
 @pytest.mark.threshold
 @pytest.mark.timeout(2400)
-def test_minilm_bitfit_reaches_075_training_biases_only(data_dir, ptmlab_home, tmp_path):
+def test_minilm_bitfit_reaches_071_training_biases_only(data_dir, ptmlab_home, tmp_path):
     summary = finetune(ptmlab_home, tmp_path / "bitfit", MODES["bitfit"], rows=DELTA_ROWS)
     share = summary["trainable_params"] / summary["total_params"]
     print(f"SST-2 dev accuracy, BitFit: {summary['main_score']:.4f}, trainable {share:.3%}")
-    assert summary["steps"] == DELTA_ROWS // 32
-    assert share < 0.01 and summary["main_score"] >= 0.75
+    assert summary["steps"] == STEPS
+    assert share < 0.01 and summary["main_score"] >= 0.71
     assert summary["delta_params"] == summary["trainable_params"]
 
 
 @pytest.mark.slow
 @pytest.mark.threshold
 @pytest.mark.timeout(2400)
-def test_minilm_prompt_tuning_reaches_076_with_20_soft_prompts(data_dir, ptmlab_home, tmp_path):
+def test_minilm_prompt_tuning_reaches_075_with_20_soft_prompts(data_dir, ptmlab_home, tmp_path):
     summary = finetune(ptmlab_home, tmp_path / "prompt", MODES["prompt_tuning"], rows=DELTA_ROWS)
     share = summary["trainable_params"] / summary["total_params"]
     print(f"SST-2 dev accuracy, prompt tuning (20 tokens): {summary['main_score']:.4f}, trainable {share:.4%}")
     assert summary["trainable_params"] == 20 * 384 + 384 * 2 + 2
-    assert summary["steps"] == DELTA_ROWS // 32
-    assert summary["main_score"] >= 0.76
+    assert summary["steps"] == STEPS
+    assert summary["main_score"] >= 0.75
 
 
 @pytest.mark.slow
 @pytest.mark.threshold
 @pytest.mark.timeout(2400)
-def test_minilm_adapters_reach_080_training_under_5_percent(data_dir, ptmlab_home, tmp_path):
+def test_minilm_adapters_reach_076_training_under_5_percent(data_dir, ptmlab_home, tmp_path):
     summary = finetune(ptmlab_home, tmp_path / "adapters", MODES["adapters"], rows=DELTA_ROWS)
     share = summary["trainable_params"] / summary["total_params"]
     print(f"SST-2 dev accuracy, adapters: {summary['main_score']:.4f}, trainable share {share:.2%}")
     assert share < 0.05
-    assert summary["steps"] == DELTA_ROWS // 32
-    assert summary["main_score"] >= 0.80
+    assert summary["steps"] == STEPS
+    assert summary["main_score"] >= 0.76
