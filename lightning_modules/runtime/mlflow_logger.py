@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from lightning.pytorch.loggers import MLFlowLogger
+from lightning.pytorch.loggers.logger import rank_zero_experiment
 from lightning.pytorch.utilities import rank_zero_only
 
 log = logging.getLogger(__name__)
@@ -126,6 +127,33 @@ class BufferedMLFlowLogger(MLFlowLogger):
         self._send_error: BaseException | None = None
         self._logged_before: dict[str, set[int]] = {}  # metric -> steps earlier attempts logged
         self._kept_steps = 0  # (metric, step) pairs left as an earlier attempt logged them
+
+    @property
+    @rank_zero_experiment
+    def experiment(self) -> Any:
+        if not self._initialized and self._run_id is None and self._experiment_id is None:
+            self._experiment_id = self._find_or_create_experiment()
+        return super().experiment
+
+    def _find_or_create_experiment(self) -> str:
+        """The experiment's id by name, created when missing. Two jobs that start together on a store
+        without it both find none and both create it (the first stage of each kind on a new store);
+        the second's refusal (UNIQUE constraint failed on SQLite and PostgreSQL, "already exists"
+        from a server) is not a failure: it reads the one the first created. Lightning's own
+        look-up would let that refusal fail the job (an ASHA trial in CI, its job 8 s old)."""
+        client = self._mlflow_client
+        found = client.get_experiment_by_name(self._experiment_name)
+        if found is not None and found.lifecycle_stage != "deleted":
+            return found.experiment_id
+        try:
+            return client.create_experiment(name=self._experiment_name, artifact_location=self._artifact_location)
+        except Exception as exc:
+            if is_unreachable(exc):  # the retries' budget is spent: not a lost race
+                raise
+            found = client.get_experiment_by_name(self._experiment_name)
+            if found is None or found.lifecycle_stage == "deleted":
+                raise
+            return found.experiment_id
 
     def keep_logged_steps(self) -> None:
         """Read which steps of which metrics the run already holds: those are not logged again.

@@ -66,3 +66,29 @@ def test_queued_metrics_all_arrive_in_order_by_finalize(tmp_path):
     assert [m.step for m in sorted(history, key=lambda m: m.step)] == list(range(250))
     assert {m.value for m in history} == {1.0 / (s + 1) for s in range(250)}
     assert {"train/loss", "train/lr", "bad key"} == set(run.data.metrics)  # MLflow's characters, as Lightning's
+
+
+def test_a_job_that_loses_the_race_to_create_the_experiment_uses_the_winners(tmp_path, monkeypatch):
+    """Two jobs started together on a store without their experiment: both look it up, find none,
+    and create it; the second's create is refused (UNIQUE constraint). Here the first job's create
+    has already happened when the second looks, but the second's look-up ran before it (patched to
+    answer None once, as it did for an ASHA trial in CI): the second job runs in the first's
+    experiment instead of failing."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    winner = MlflowClient(tracking_uri=uri).create_experiment("raced")
+    logger = BufferedMLFlowLogger(experiment_name="raced", tracking_uri=uri, retry_s=5,
+                                  artifact_location=(tmp_path / "artifacts").as_uri())
+    client = logger._mlflow_client._client  # the MlflowClient under the retrying wrapper
+    looked = []
+    real_lookup = client.get_experiment_by_name
+
+    def stale_first_lookup(name):
+        looked.append(name)
+        return None if len(looked) == 1 else real_lookup(name)
+
+    monkeypatch.setattr(client, "get_experiment_by_name", stale_first_lookup)
+    logger.log_metrics({"train/loss": 1.0}, step=0)
+    logger.finalize("success")
+    run = MlflowClient(tracking_uri=uri).get_run(logger.run_id)
+    assert run.info.experiment_id == winner and run.info.status == "FINISHED"
+    assert looked == ["raced", "raced"]  # the stale look-up, then the one after the refused create
