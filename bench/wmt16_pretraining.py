@@ -10,19 +10,24 @@ numbers and punctuation with the reference). Every run goes through `python -m p
 user's would; seeds as given, mean ± std printed.
 
     .venv/bin/python bench/wmt16_pretraining.py [--seeds 1 2] [--pretrain-steps 1500] [--epochs 12]
+    # on a GPU, every seed's runs at once:
+    .venv/bin/python bench/wmt16_pretraining.py --parallel 6 --override trainer=gpu trainer.precision=32-true
 
-Prints one line per run and the table; --out keeps the run folders (a temporary one otherwise).
+Prints one line per run and the table; --out keeps the run folders (a temporary one otherwise) and
+results.json there: every run's BLEU/chrF, and each validation's (the curve, with --val-every).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,6 +40,17 @@ def run(overrides: list[str], run_dir: Path, env: dict) -> dict:
     if proc.returncode != 0:
         sys.exit(f"{' '.join(overrides[:3])} failed:\n{proc.stderr[-3000:]}")
     return json.loads((run_dir / "summary.json").read_text())
+
+
+def validation_curve(home: Path, run_id: str) -> dict[str, list[tuple[int, float]]]:
+    """Each validation's BLEU and chrF as (step, score), from the run's MLflow history."""
+    with sqlite3.connect(home / "mlflow.db") as db:
+        rows = db.execute("SELECT key, step, value FROM metrics WHERE run_uuid = ? AND key LIKE 'val/%' "
+                          "ORDER BY step", (run_id,)).fetchall()
+    curve: dict[str, list[tuple[int, float]]] = {}
+    for key, step, value in rows:
+        curve.setdefault(key.rsplit("/", 1)[-1], []).append((int(step), round(float(value), 3)))
+    return curve
 
 
 def copy_baseline(data: Path, n: int) -> tuple[float, float]:
@@ -64,6 +80,11 @@ def main() -> None:
     parser.add_argument("--val-every", type=int, default=None,
                         help="epochs between validations (default: only after the last); each one's BLEU/chrF "
                              "is in the run's MLflow history under --out")
+    parser.add_argument("--model", default="t5_tiny", help="an encoder-decoder preset (conf/model)")
+    parser.add_argument("--parallel", type=int, default=1,
+                        help="runs at once: the seeds' pre-training runs together, then every fine-tuning run")
+    parser.add_argument("--override", nargs="*", default=[],
+                        help="more Hydra overrides for every run, e.g. trainer=gpu trainer.precision=32-true")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     if args.val_every is not None and (args.val_every < 1 or args.epochs % args.val_every):
@@ -78,37 +99,53 @@ def main() -> None:
             (data / PAIRS / f"newsdev2016-enro.{side}").read_text(encoding="utf-8"), encoding="utf-8")
     env = {**os.environ, "PTMLAB_HOME": str(out / "home"), "PTMLAB_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1"}
     env.pop("MLFLOW_TRACKING_URI", None)
-    shared = ["model=t5_tiny", "data=text_files", f"data.corpus.path={corpus}", f"tokenizer.vocab_size={args.vocab}",
+    shared = [f"model={args.model}", "data=text_files", f"data.corpus.path={corpus}", f"tokenizer.vocab_size={args.vocab}",
               f"model.backbone.dropout={args.dropout}",
-              "tokenizer.lowercase=false", "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0"]
+              "tokenizer.lowercase=false", "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0",
+              *args.override]
     finetune = ["stage=finetune", f"task={PAIRS}", "objective=span_corruption", f"task.max_length={args.max_length}",
                 f"task.max_target_length={args.max_length}", f"task.max_eval_samples={args.eval}",
                 "task.generation.strategy=greedy", f"task.generation.max_new_tokens={args.max_length}",
                 f"stage.epochs={args.epochs}", "stage.batch_size=32", f"stage.lr={args.lr}",
                 f"stage.val_every_n_epochs={args.val_every or args.epochs}", "stage.write_predictions=false"]
-    scores: dict[str, list[float]] = {"pre-trained (span corruption)": [], "random init": []}
-    chrf: dict[str, list[float]] = {name: [] for name in scores}
-    for seed in args.seeds:
-        pretrained = out / f"pretrain_{seed}"
+    arms = {"pretrained": "pre-trained (span corruption)", "random": "random init"}
+    pool = ThreadPoolExecutor(max(1, args.parallel))
+
+    def pretrain(seed: int) -> dict:
         summary = run(["stage=pretrain", "objective=span_corruption", *shared, f"trainer.max_steps={args.pretrain_steps}",
-                       "data.block_size=128", f"seed={seed}"], pretrained, env)
+                       "data.block_size=128", f"seed={seed}"], out / f"pretrain_{seed}", env)
         print(f"seed {seed}: pre-trained {summary.get('steps')} steps, train loss {summary.get('train_loss')}, "
-              f"validation loss {summary.get('val_loss')}",
-              flush=True)
-        for name, extra in (("pre-trained (span corruption)", [f"backbone={pretrained}"]), ("random init", [])):
-            tag = "pretrained" if extra else "random"
-            result = run([*finetune, *shared, *extra, f"seed={seed}"], out / f"finetune_{tag}_{seed}", env)
-            bleu = float(result["metrics"]["bleu"])
-            scores[name].append(bleu)
-            chrf[name].append(float(result["metrics"]["chrf"]))
-            print(f"seed {seed}: {name}: newstest2016[:{args.eval}] sacreBLEU {bleu:.2f} "
-                  f"(chrF {result['metrics'].get('chrf', float('nan')):.1f})", flush=True)
+              f"validation loss {summary.get('val_loss')}", flush=True)
+        return summary
+
+    def fine_tune(seed: int, tag: str) -> dict:
+        extra = [f"backbone={out / f'pretrain_{seed}'}"] if tag == "pretrained" else []
+        result = run([*finetune, *shared, *extra, f"seed={seed}"], out / f"finetune_{tag}_{seed}", env)
+        print(f"seed {seed}: {arms[tag]}: newstest2016[:{args.eval}] sacreBLEU {float(result['metrics']['bleu']):.2f} "
+              f"(chrF {float(result['metrics']['chrf']):.1f}), {result.get('train_time_s')} s training", flush=True)
+        return result
+
+    # The tokenizer is trained once, by the first run; the others wait on its lock and reuse it.
+    pretrained = dict(zip(args.seeds, pool.map(pretrain, args.seeds)))
+    jobs = [(seed, tag) for seed in args.seeds for tag in arms]
+    results = dict(zip(jobs, pool.map(lambda job: fine_tune(*job), jobs)))
+    scores = {arms[tag]: [float(results[seed, tag]["metrics"]["bleu"]) for seed in args.seeds] for tag in arms}
+    chrf = {arms[tag]: [float(results[seed, tag]["metrics"]["chrf"]) for seed in args.seeds] for tag in arms}
     copy_bleu, copy_chrf = copy_baseline(data, args.eval)
     print(f"\n| arm (newstest2016[:{args.eval}], seeds {args.seeds}) | sacreBLEU mean ± std | chrF mean ± std |\n|---|---|---|")
     for name in scores:
         print(f"| {name} | {mean_std(scores[name])} | {mean_std(chrf[name])} |")
     print(f"| copy the source | {copy_bleu:.2f} | {copy_chrf:.2f} |")
-    print(f"\nsettings: t5_tiny, {args.pretrain_steps} pre-training steps, {args.epochs} fine-tuning epochs, "
+    (out / "results.json").write_text(json.dumps({
+        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "copy_the_source": {"bleu": copy_bleu, "chrf": copy_chrf},
+        "pretraining": {seed: {k: summary.get(k) for k in ("steps", "train_loss", "val_loss", "train_time_s")}
+                        for seed, summary in pretrained.items()},
+        "runs": [{"seed": seed, "arm": tag, "bleu": results[seed, tag]["metrics"]["bleu"],
+                  "chrf": results[seed, tag]["metrics"]["chrf"], "train_time_s": results[seed, tag].get("train_time_s"),
+                  "curve": validation_curve(out / "home", results[seed, tag]["mlflow_run_id"])} for seed, tag in jobs],
+    }, indent=1))
+    print(f"\nsettings: {args.model}, {args.pretrain_steps} pre-training steps, {args.epochs} fine-tuning epochs, "
           f"vocab {args.vocab}, dropout {args.dropout}, max length {args.max_length}, lr {args.lr}, greedy decoding; run folders in {out}")
 
 
