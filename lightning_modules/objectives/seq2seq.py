@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lightning_modules.objectives.base import Objective, ObjectiveOutput, token_loss
+from lightning_modules.objectives.base import Objective, ObjectiveOutput, predicted_token_loss
 from lightning_modules.objectives.masking import IGNORE_INDEX
 from lightning_modules.objectives.seeding import SeededCorruption
 
@@ -79,13 +79,15 @@ class Seq2SeqObjective(Objective):
         out = backbone(source_ids, attention_mask=source_mask, decoder_input_ids=decoder_input,
                        decoder_attention_mask=target_mask)
         labels = target_ids.masked_fill(target_mask == 0, IGNORE_INDEX)
-        predicted = labels != IGNORE_INDEX
-        hidden = out.decoder_last_hidden_state[predicted]  # B×T×H -> N×H
-        logits = F.linear(hidden, backbone.get_input_embeddings().weight, self.bias)  # N×V
-        targets = labels[predicted]
-        loss, accuracy = token_loss(logits, targets, out.decoder_last_hidden_state)
-        return ObjectiveOutput(loss=loss, metrics={f"{self.name}_acc": accuracy},
-                               num_predicted_tokens=int(targets.numel()))
+        embedding = backbone.get_input_embeddings().weight
+
+        def project(hidden: torch.Tensor) -> torch.Tensor:
+            return F.linear(hidden, embedding, self.bias)  # …×H -> …×V
+
+        # No boolean index on an accelerator (the host would wait for the device to count the
+        # target tokens): `predicted_token_loss` gathers them on a CPU only.
+        loss, accuracy, num_predicted = predicted_token_loss(out.decoder_last_hidden_state, labels, project)
+        return ObjectiveOutput(loss=loss, metrics={f"{self.name}_acc": accuracy}, num_predicted_tokens=num_predicted)
 
 
 def framing(ids: torch.Tensor, tokenizer_ids: tuple[int | None, int | None]) -> tuple[list[int], torch.Tensor, list[int]]:

@@ -229,6 +229,47 @@ def test_t5_span_corruption_targets_are_sentinel_spans(tokenizer):
     assert tail(losses) < 0.3 * losses[0], (losses[0], tail(losses))
 
 
+@pytest.mark.parametrize("objective_class", [SpanCorruptionObjective, DenoisingAutoencoderObjective, MassObjective])
+def test_the_encoder_decoder_loss_on_an_accelerator_is_the_gathered_one(tokenizer, objective_class, monkeypatch):
+    """On an accelerator the encoder–decoder objectives project every target position and weight
+    the padded ones 0 (`predicted_token_loss`), instead of a boolean index the host must wait for:
+    forced here on a CPU, the loss, its gradients, the accuracy and the count are the gathered path's."""
+    import torch.nn.functional as F
+
+    from lightning_modules.objectives import base
+
+    linear = F.linear
+
+    def step(gathered: bool):
+        backbone = encoder_decoder(tokenizer, pre_layer_norm=objective_class is SpanCorruptionObjective)
+        objective = objective_class(backbone, tokenizer, seed=0)
+        table = backbone.get_input_embeddings().weight
+        projected = []  # the rank of each input to the output layer (tied to the token table)
+
+        def spy(x, weight, bias=None):
+            if weight is table:
+                projected.append(x.dim())
+            return linear(x, weight, bias)
+
+        with monkeypatch.context() as patch:
+            patch.setattr(base, "gathers_predicted_positions", lambda device: gathered)
+            patch.setattr(F, "linear", spy)
+            out = objective(batch_of(tokenizer, n=8), backbone)
+        out.loss.backward()
+        # gathered: N×H rows; on an accelerator: the whole B×T×H decoder output
+        assert projected == ([2] if gathered else [3]), projected
+        return out, [p.grad for p in backbone.parameters() if p.grad is not None]
+
+    gathered, gathered_grads = step(True)
+    everywhere, everywhere_grads = step(False)
+    torch.testing.assert_close(everywhere.loss, gathered.loss, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(everywhere.metrics, gathered.metrics)
+    assert int(everywhere.num_predicted_tokens) == int(gathered.num_predicted_tokens) > 8
+    assert len(everywhere_grads) == len(gathered_grads)
+    for a, b in zip(everywhere_grads, gathered_grads):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
 def test_mass_predicts_the_masked_fragment(tokenizer):
     backbone = encoder_decoder(tokenizer)
     objective = MassObjective(backbone, tokenizer, seed=0)
