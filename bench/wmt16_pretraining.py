@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
 import os
+import sqlite3
 import statistics
 import subprocess
 import sys
