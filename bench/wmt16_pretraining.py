@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -43,14 +42,14 @@ def run(overrides: list[str], run_dir: Path, env: dict) -> dict:
 
 
 def validation_curve(home: Path, run_id: str) -> dict[str, list[tuple[int, float]]]:
-    """Each validation's BLEU and chrF as (step, score), from the run's MLflow history."""
-    with sqlite3.connect(home / "mlflow.db") as db:
-        rows = db.execute("SELECT key, step, value FROM metrics WHERE run_uuid = ? AND key LIKE 'val/%' "
-                          "ORDER BY step", (run_id,)).fetchall()
-    curve: dict[str, list[tuple[int, float]]] = {}
-    for key, step, value in rows:
-        curve.setdefault(key.rsplit("/", 1)[-1], []).append((int(step), round(float(value), 3)))
-    return curve
+    """Each validation's BLEU, chrF and length ratio as (step, score), from the run's MLflow history."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{home / 'mlflow.db'}")
+    keys = [key for key in client.get_run(run_id).data.metrics if key.startswith("val/")]
+    return {key.rsplit("/", 1)[-1]: [(int(m.step), round(float(m.value), 3))
+                                     for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)]
+            for key in keys}
 
 
 def copy_baseline(data: Path, n: int) -> tuple[float, float]:
@@ -129,6 +128,7 @@ def main() -> None:
     pretrained = dict(zip(args.seeds, pool.map(pretrain, args.seeds)))
     jobs = [(seed, tag) for seed in args.seeds for tag in arms]
     results = dict(zip(jobs, pool.map(lambda job: fine_tune(*job), jobs)))
+    pool.shutdown()
     scores = {arms[tag]: [float(results[seed, tag]["metrics"]["bleu"]) for seed in args.seeds] for tag in arms}
     chrf = {arms[tag]: [float(results[seed, tag]["metrics"]["chrf"]) for seed in args.seeds] for tag in arms}
     copy_bleu, copy_chrf = copy_baseline(data, args.eval)
