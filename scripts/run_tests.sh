@@ -4,7 +4,7 @@
 #             compression), WNUT-17, the demo and the compression pipeline's page
 #   science   tests/lightning_modules, tests/test_every_config.py, the probing pipeline's page, the
 #             other pages that need no teacher (PAGES) and SQuAD
-#   platform  tests/platform (mostly waits: servers, worker subprocesses, a browser, a Slurm cluster),
+#   platform  tests/platform and tests/security (mostly waits: servers, worker subprocesses, a browser, a Slurm cluster),
 #             the dashboard in a browser, and the delta-tuning thresholds (no session teacher)
 # The pages and the demo compute (MiniLM pipelines): in the platform lane they made three lanes
 # compute at once and the suite took longer (tests/README.md has both measurements).
@@ -44,7 +44,7 @@ names=(models science platform)
 declare -A paths=(
   [models]="tests/e2e $IGNORED"
   [science]="tests/lightning_modules tests/test_every_config.py ${PAGES[*]} ${SCIENCE_E2E[*]}"
-  [platform]="tests/platform ${WAITING[*]}"
+  [platform]="tests/platform tests/security ${WAITING[*]}"
 )
 declare -A logs pids codes
 # The first lane reports live; the others are printed after it.

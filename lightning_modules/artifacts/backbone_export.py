@@ -27,6 +27,7 @@ from lightning_modules.adaptation.lm_head import LM_HEAD_SPEC, LM_HEAD_WEIGHTS, 
 from lightning_modules.objectives.clm import CausalLMObjective
 from lightning_modules.objectives.mlm import MaskedLMObjective
 from ptmlab.contracts import BackboneError
+from ptmlab.methods.shipped import check_shipped_code
 
 MODEL_FILE = "ptmlab_model.yaml"
 WEIGHTS_FILE = "backbone.pt"
@@ -51,7 +52,14 @@ def read_backbone_manifest(export_dir: Path) -> dict | None:
     if not path.is_file():
         return None
     data = json.loads(path.read_text())
-    return data if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return None
+    configs = data.get("configs") or {}  # record_backbone makes these the run's own groups
+    check_shipped_code(configs.get("objective") or {}, str(path), path="configs.objective")
+    check_shipped_code((configs.get("data") or {}).get("corpus") or {}, str(path), slot="corpus",
+                       path="configs.data.corpus")
+    check_shipped_code(configs, str(path), path="configs")
+    return data
 
 
 def export_backbone(backbone: torch.nn.Module, model_cfg: DictConfig, tokenizer, out_dir: Path,
@@ -107,6 +115,8 @@ def load_exported_backbone(export_dir: Path):
     if not (export_dir / MODEL_FILE).exists():
         raise BackboneError(f"no exported backbone in {export_dir} (missing {MODEL_FILE})")
     model_cfg = OmegaConf.load(export_dir / MODEL_FILE)
+    check_shipped_code(model_cfg.get("backbone"), str(export_dir / MODEL_FILE), slot="backbone", path="backbone")
+    check_shipped_code(model_cfg, str(export_dir / MODEL_FILE))
     if "name_or_path" in model_cfg.backbone:  # weights in Hugging Face's own format, in that folder of the export
         backbone = instantiate(model_cfg.backbone, name_or_path=str(export_dir / model_cfg.backbone.name_or_path))
     else:

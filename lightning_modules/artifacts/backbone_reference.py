@@ -35,6 +35,7 @@ from lightning_modules.data.tokenizer import load_pretrained_tokenizer
 from lightning_modules.models.hf import HFBackbone, resolve_name_or_path
 from lightning_modules.models.hf_generator import HFGenerator
 from ptmlab.contracts import BackboneError
+from ptmlab.methods.shipped import check_shipped_code
 
 # What a backbone's record holds (summary.json `backbone`, the config's `resolved_backbone`).
 RECORD_KEYS = ("reference", "model", "family", "objective", "tokenizer", "data", "params", "vocab_size",
@@ -120,6 +121,7 @@ def _manifest_of_older_export(folder: Path) -> dict:
         manifest["configs"] = {g: OmegaConf.to_container(cfg[g]) for g in groups if cfg.get(g) is not None}
         manifest["tokenizer"] = OmegaConf.select(cfg, "tokenizer.name") if groups else None
         manifest["source_job"] = OmegaConf.select(cfg, "tracking.job_id", default=None)
+        check_shipped_code(manifest["configs"], str(config), path="configs")
     return manifest
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from lightning_modules.artifacts.references import download_run_artifact, refuse_job_ref
 from lightning_modules.tasks.spec import TaskSpec
 from ptmlab.contracts import BackboneError, ConfigError
+from ptmlab.methods.shipped import check_shipped_code
 
 FORMAT_VERSION = 2  # the newest this reader reads; 1 is written unless there are compression edits
 TASK_MODEL_DIR = "task_model"  # under <run dir>/export/
@@ -20,7 +21,7 @@ HF_CONFIG_DIR = "backbone_config"
 SINGLE, MULTI = "task_model", "multitask_model"
 REQUIRED_KEYS = ("kind", "model", "adaptation", "pooling", "scalar_mix", "head_dropout", "heads", "tasks",
                  "weights", "tokenizer_files")
-BUILDABLE = {"model.backbone": "lightning_modules.models.", "adaptation": "lightning_modules.adaptation."}
+BUILDABLE = {"model.backbone": "backbone", "adaptation": "adaptation"}  # key -> its slot (ptmlab.methods.shipped)
 
 
 def task_model_folder(ref: str, tracking_uri: str | None = None) -> Path:
@@ -68,13 +69,18 @@ def read_manifest(folder: Path) -> dict:
         raise BackboneError(f"{path}: kind={manifest['kind']!r} is not {SINGLE} or {MULTI}")
     if set(manifest["heads"]) != set(manifest["tasks"]) or not manifest["heads"]:
         raise BackboneError(f"{path}: heads {sorted(manifest['heads'])} and tasks {sorted(manifest['tasks'])} differ")
-    for key, prefix in BUILDABLE.items():
+    for key, slot in BUILDABLE.items():
         node = manifest
         for part in key.split("."):
             node = node.get(part) if isinstance(node, dict) else None
-        target = node.get("_target_") if isinstance(node, dict) else None
-        if not isinstance(target, str) or not target.startswith(prefix):
-            raise BackboneError(f"{path}: {key}._target_={target!r} is not under {prefix[:-1]}")
+        if not isinstance(node, dict) or not isinstance(node.get("_target_"), str):
+            raise BackboneError(f"{path}: {key}._target_ is missing (a {slot} node)")
+        check_shipped_code(node, str(path), slot=slot, path=key)
+    for name, task in (manifest.get("task_configs") or {}).items():  # recorded_task_node builds their readers
+        reader = task.get("data") if isinstance(task, dict) else None
+        check_shipped_code(reader if isinstance(reader, dict) else {}, str(path), slot="reader",
+                           path=f"task_configs.{name}.data")
+    check_shipped_code(manifest, str(path))
     return manifest
 
 
@@ -109,5 +115,8 @@ def _run_config_task(folder: Path, name: str) -> dict | None:
         if candidate.is_file():
             task = OmegaConf.load(candidate).get("task")
             if isinstance(task, DictConfig) and str(task.get("name")) == name:
-                return OmegaConf.to_container(task, resolve=False)
+                node = OmegaConf.to_container(task, resolve=False)
+                check_shipped_code(node.get("data") or {}, str(candidate), slot="reader", path="task.data")
+                check_shipped_code(node, str(candidate), path="task")
+                return node
     return None

@@ -74,8 +74,9 @@ class PretrainDataModule(pl.LightningDataModule):
         if self.train_set is not None:
             return
         self.prepare_data()
+        # Tensors, lists, dicts and numbers only: a cache file is never a way to run code.
         examples = torch.load(examples_cache_path(self.data_cfg, self.tokenizer, self.fingerprint, self.cache_dir),
-                              weights_only=False)
+                              weights_only=True)
         n = len(examples)
         if n < 2:
             raise DataError(f"corpus gives {n} example(s) at data.block_size={self.data_cfg.block_size}; need at least 2 (train + val)")

@@ -27,16 +27,19 @@ mean over relations (LAMA's convention) and over facts.
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from lightning_modules.adaptation.lm_head import LM_HEAD_WEIGHTS
 from lightning_modules.data.jsonl_objects import jsonl_objects
 from lightning_modules.objectives.mlm import MaskedLMObjective
 from lightning_modules.objectives.parts import objective_parts
-from ptmlab.contracts import ConfigError, DataError
+from ptmlab.contracts import ConfigError, DataError, UntrustedCodeError
+from ptmlab.methods.shipped import check_shipped_code
 
 MASK = "[MASK]"
 TEMPLATES_FILE = "relations.jsonl"
@@ -184,6 +187,25 @@ def _run_folder_of(ref: str) -> Path | None:
     return None
 
 
+def _mlm_head_state(run_folder: Path, objective_name: str) -> dict:
+    """The pre-training run's MLM head weights: its export's safetensors (export_lm_head writes the
+    first masked-LM objective's head, the one chosen here), else the last checkpoint's, read without
+    unpickling code (a checkpoint that needs more than tensors is refused)."""
+    head_file = run_folder / "export" / LM_HEAD_WEIGHTS
+    if head_file.is_file():
+        from safetensors.torch import load_file
+
+        return load_file(str(head_file))
+    checkpoint = run_folder / "checkpoints" / "last.ckpt"
+    try:
+        state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise UntrustedCodeError(f"{checkpoint}: holds objects other than tensors, refusing to unpickle it "
+                                 f"({str(exc).splitlines()[0][:200]})") from None
+    prefix = f"objectives.{objective_name}.head."
+    return {k[len(prefix):]: v for k, v in state["state_dict"].items() if k.startswith(prefix)}
+
+
 def load_masked_lm(resolved, cfg: DictConfig) -> MaskedLM:
     """The masked-LM head that belongs to the backbone: a ptmlab pretrain run's MLM objective head
     (from its config and last checkpoint), or a Hugging Face *ForMaskedLM checkpoint. ConfigError
@@ -199,14 +221,12 @@ def load_masked_lm(resolved, cfg: DictConfig) -> MaskedLM:
     if run_folder is not None:
         run_cfg = OmegaConf.load(run_folder / "config.yaml")
         if OmegaConf.select(run_cfg, "objective") is not None and str(run_cfg.stage.name) == "pretrain":
+            check_shipped_code(run_cfg.objective, str(run_folder / "config.yaml"), path="objective")
             for name, (_, module_cfg) in objective_parts(run_cfg.objective).items():
                 if not issubclass(get_class(str(module_cfg._target_)), MaskedLMObjective):
                     continue
                 objective = instantiate(module_cfg, backbone=backbone, tokenizer=tokenizer)
-                state = torch.load(run_folder / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
-                prefix = f"objectives.{name}.head."
-                head_state = {k[len(prefix):]: v for k, v in state["state_dict"].items() if k.startswith(prefix)}
-                objective.head.load_state_dict(head_state)
+                objective.head.load_state_dict(_mlm_head_state(run_folder, name))
                 head = objective.head.eval()
 
                 def logits(ids, mask, head=head):

@@ -237,7 +237,7 @@ def test_a_missing_manifest_key_and_a_foreign_target_are_named(broken):
     edit_manifest(broken, lambda m: m.pop("heads"))
     assert load_error(broken) == f"{broken / 'task_model.json'}: missing key 'heads'"
     edit_manifest(broken, lambda m: m.update(heads={"sst2": 2}, adaptation={"_target_": "os.system"}))
-    assert "adaptation._target_='os.system' is not under lightning_modules.adaptation" in load_error(broken)
+    assert "adaptation._target_='os.system' is not a class ptmlab ships for `adaptation`" in load_error(broken)
 
 
 def test_the_backbone_export_next_to_it_still_resolves_from_mlflow(runs, home):

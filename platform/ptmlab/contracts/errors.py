@@ -39,6 +39,13 @@ class BackboneError(PtmlabError):
     code = "backbone_error"
 
 
+class UntrustedCodeError(BackboneError):
+    """A file read from disk (an export, a task model's manifest, a stored config) that names code
+    ptmlab does not ship for that slot, or a pickle where only safetensors are read."""
+
+    code = "untrusted_code"
+
+
 class NotFoundError(PtmlabError):
     code = "not_found"
 
@@ -75,5 +82,5 @@ class LimitExceededError(PtmlabError):
     code = "limit_exceeded"
 
 
-__all__ = ["PtmlabError", "ConfigError", "DataError", "BackboneError", "NotFoundError", "ConflictError",
+__all__ = ["PtmlabError", "ConfigError", "DataError", "BackboneError", "UntrustedCodeError", "NotFoundError", "ConflictError",
            "ForbiddenOverrideError", "AuthError", "JobFailedError", "PayloadTooLargeError", "LimitExceededError"]
