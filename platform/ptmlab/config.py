@@ -70,7 +70,8 @@ def set_runtime_paths(cfg: DictConfig) -> DictConfig:
     """Resolve what the platform knows into the config, so the science half reads only `cfg`
     and never imports ptmlab.settings: where the config came from (`paths.conf_dir`: checks and
     stages that read other members of conf/, the git state of a run), the artifact root, the
-    tracking URI and its retry budget, and the queue's job id (set by the worker). Idempotent."""
+    tracking URI and its retry budget, and the queue's job id (set by the worker; a job a worker
+    runs always tracks to the configured store). Idempotent."""
     settings = get_settings()
     for node in ("paths", "tracking"):
         if not isinstance(cfg.get(node), DictConfig):
@@ -78,7 +79,9 @@ def set_runtime_paths(cfg: DictConfig) -> DictConfig:
     with open_dict(cfg):
         cfg.paths.conf_dir = str(CONF_DIR)
         cfg.paths.artifact_root = str(settings.artifact_root)
-        if not cfg.tracking.get("uri"):
+        # A worker's job writes to the worker's configured store, whatever its config says: a job row
+        # is data a remote caller chose (the API refuses `tracking.*` too).
+        if settings.job_id or not cfg.tracking.get("uri"):
             cfg.tracking.uri = settings.resolved_tracking_uri
         cfg.tracking.retry_s = float(settings.tracking_retry_s)
         cfg.tracking.job_id = settings.job_id

@@ -18,6 +18,7 @@ from ptmlab.code_keys import code_keys
 from ptmlab.disk import EXIT_DISK_FULL, describe_disk_full, disk_full_error
 from ptmlab.errors import ConfigError, PtmlabError
 from ptmlab.joblog import job_header, quiet_dependencies
+from ptmlab.settings import get_settings
 
 EXIT_USER_ERROR = 2
 
@@ -122,8 +123,17 @@ def _is_multirun(argv: list[str]) -> bool:
     return any(a in ("-m", "--multirun") for a in argv)
 
 
+def _enter_job_base() -> None:
+    """A job a worker runs reads relative paths from PTMLAB_HOME, the base the API checked them
+    against, never from the folder the worker happened to start in (its `.env`, its checkout)."""
+    settings = get_settings()
+    if settings.job_id:
+        os.chdir(settings.home)
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
+    _enter_job_base()
     # Validate a single run up front so a bad override gives one clear line instead of Hydra's
     # multi-line report (a sweep is validated per job by the launcher).
     if not _is_multirun(argv) and not any(a.startswith("-") for a in argv):

@@ -64,7 +64,8 @@ def db_url(request, tmp_path) -> str:
 @pytest.fixture()
 def spawn_worker(tmp_path):
     """Start real `ptmlab worker` processes: spawn_worker(db_url, home, "--gpus", "0,1", ...),
-    `env` adding to the environment, `warm=True` for the warm-start launcher (default: --cold-start). Each gets a short lease (3 s) and a fast poll; all are killed
+    `env` adding to the environment, `warm=True` for the warm-start launcher (default: --cold-start),
+    `cwd` the folder it starts in. Each gets a short lease (3 s) and a fast poll; all are killed
     at teardown. Safe to call from several threads (tests/platform/test_kill_matrix.py)."""
     import itertools
     import signal
@@ -74,7 +75,7 @@ def spawn_worker(tmp_path):
     numbers = itertools.count()  # one log file per worker, whichever thread starts it
 
     def spawn(db_url: str, home: Path, *args: str, lease_s: float = 3.0,
-              env: dict[str, str] | None = None, warm: bool = False) -> subprocess.Popen:
+              env: dict[str, str] | None = None, warm: bool = False, cwd: Path | None = None) -> subprocess.Popen:
         log = open(tmp_path / f"worker-{next(numbers)}.log", "wb")
         env = {**os.environ, "PTMLAB_HOME": str(home), "PTMLAB_DATABASE_URL": db_url, "PYTHONUNBUFFERED": "1",
                **(env or {})}
@@ -83,7 +84,7 @@ def spawn_worker(tmp_path):
             # a worker for a job or two (tests/platform/test_warm_start.py covers the warm path).
             [sys.executable, "-m", "ptmlab.cli", "worker", "--lease-s", str(lease_s), "--poll-s", "0.2",
              *([] if warm else ["--cold-start"]), *args],
-            stdout=log, stderr=subprocess.STDOUT, env=env,
+            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd,
         )
         proc.log_path = log.name  # for failure messages
         log.close()

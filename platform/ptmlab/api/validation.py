@@ -110,37 +110,62 @@ def _value_parts(parsed: Override) -> list[str]:
     return list(_leaves(parsed.value()))
 
 
-def _is_path_like(part: str) -> bool:
-    if part.startswith(("/", "~", "\\")) or part.startswith("file:"):
-        return True
-    return ".." in Path(part.replace("\\", "/")).parts
+def _is_absolute(part: str) -> bool:
+    return part.startswith(("/", "~", "\\", "file:"))
 
 
 def _inside(path: Path, roots: Sequence[Path]) -> bool:
     return any(path == r or path.is_relative_to(r) for r in roots)
 
 
+# Keys the platform sets for a job: where it keeps its files and which tracking store it writes to
+# (the worker's configured one; a submitted `tracking.uri` would send the job's params, metrics
+# and weights wherever the caller chose). `tracking.experiment` is only a name.
+PLATFORM_KEYS = ("paths", "tracking", "run_dir")
+SUBMITTABLE = ("tracking.experiment",)
+
+
+def _check_not_platform_key(override: str, key: str) -> None:
+    dotted = key.lstrip("+~").replace("/", ".")
+    if dotted in SUBMITTABLE:
+        return
+    if dotted.split(".")[0] in PLATFORM_KEYS:
+        raise ForbiddenOverrideError(f"override {override!r}: `{dotted}` is set by the worker that runs the job "
+                                     f"(its configured folders and tracking store) and may not be set in a "
+                                     f"submitted job")
+
+
+def check_path_value(part: str, roots: Sequence[Path], what: str) -> None:
+    """A value that may be used as a path stays under the roots: an absolute one resolved (symlinks
+    followed), a relative one resolved against the first root, the base a worker runs jobs in
+    (PTMLAB_HOME), and never climbing out of wherever it is joined (`a/../../x`)."""
+    if part.startswith("file:"):
+        part = part.removeprefix("file://").removeprefix("file:")
+    if not _is_absolute(part) and os.path.normpath(part.replace("\\", "/")).split("/")[0] == "..":
+        raise ForbiddenOverrideError(f"{what}: path {part!r} climbs out of its folder (`..`)")
+    path = Path(os.path.expanduser(part))
+    try:
+        resolved = path.resolve() if path.is_absolute() else (roots[0] / path).resolve() if roots else path
+    except (OSError, RuntimeError, ValueError):  # a symlink loop, a name too long
+        raise ForbiddenOverrideError(f"{what}: path {part[:200]!r} does not resolve") from None
+    if not _inside(resolved, roots):
+        raise ForbiddenOverrideError(f"{what}: path {part!r} is outside the allowed roots "
+                                     f"({', '.join(str(r) for r in roots)})")
+
+
 def check_override_allowed(override: str, roots: Sequence[Path]) -> None:
     """Raise ForbiddenOverrideError (one line naming the override) when a remote caller may not set it."""
     parsed = parse_override(override)
     check_no_code_selection(override, parsed)
+    _check_not_platform_key(override, parsed.key_or_group)
     _key, value = _split(override)
     if value is None or parsed.is_delete():
         return
     if "${" in value:
         raise ForbiddenOverrideError(f"override {override!r}: interpolations (${{...}}) may not be used through the API")
+    # Any string value may reach a reader, a backbone reference or a folder: each is checked as a path.
     for part in _value_parts(parsed):
-        if not _is_path_like(part):
-            continue
-        if part.startswith("file:"):
-            part = part.removeprefix("file://").removeprefix("file:")
-        path = Path(os.path.expanduser(part))
-        resolved = path.resolve() if path.is_absolute() else (roots[0] / path).resolve() if roots else path
-        if not _inside(resolved, roots):
-            raise ForbiddenOverrideError(
-                f"override {override!r}: path {part!r} is outside the allowed roots "
-                f"({', '.join(str(r) for r in roots)})"
-            )
+        check_path_value(part, roots, f"override {override!r}")
 
 
 def check_overrides_allowed(overrides: Sequence[str], roots: Sequence[Path]) -> None:

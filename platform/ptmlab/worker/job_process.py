@@ -32,6 +32,9 @@ def job_argv(python: str, claim: ClaimedJob) -> list[str]:
 
 
 def job_environment(home: Path) -> dict[str, str]:
+    from ptmlab.settings import get_settings
+
+    data_dir = get_settings().data_dir
     return {
         # The API token is the platform's, not the job's: a job's log never holds it. Inside a
         # Slurm allocation the job is one process of the worker's, not a Slurm task: without
@@ -40,6 +43,8 @@ def job_environment(home: Path) -> dict[str, str]:
            if k != "PTMLAB_API_TOKEN" and not (k.startswith("SLURM_") and k != "SLURM_CONF")},
         "CUDA_VISIBLE_DEVICES": "",
         "PTMLAB_HOME": str(home),
+        # Absolute: the job runs in PTMLAB_HOME (ptmlab.run), not where the worker started.
+        **({"PTMLAB_DATA_DIR": str(Path(data_dir).expanduser().resolve())} if data_dir else {}),
         "PYTHONUNBUFFERED": "1",
     }
 
