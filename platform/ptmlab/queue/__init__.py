@@ -42,7 +42,9 @@ Worker side (ptmlab.worker):
     store_final_progress(session, *, job_id, worker_id, progress)
     finish_attempt(session, *, job_id, attempt_id, worker_id, outcome, exit_code, error, summary)
     requeue_job(session, *, job_id, attempt_id, worker_id, reason)
-    reap_expired_leases(session) -> list[int]      requeue (resume=true) or fail after max_attempts
+    reap_expired_leases(session, *, worker_id, live_job_ids) -> list[int]   requeue (resume=true) or fail
+                                   after max_attempts; by the database's clock (ptmlab.queue.lease),
+                                   never the reaping worker's own live jobs
     stop_worker(session, worker_id)
 
 Job states: queued -> running -> succeeded | failed | cancelled (ptmlab.db.models).

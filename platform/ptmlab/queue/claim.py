@@ -6,13 +6,15 @@ workers can never claim the same job: on PostgreSQL the candidate row is taken w
 SQLite every transaction is `BEGIN IMMEDIATE` (ptmlab.db), so claims are serialised by the
 database's write lock. A running job holds a lease that its worker's heartbeats renew; when a
 worker dies the lease expires and the reaper (run by every worker) puts the job back in the queue
-with `resume=true`, or fails it once `max_attempts` attempts were started.
+with `resume=true`, or fails it once `max_attempts` attempts were started. Leases are stamped and
+judged by the database's clock (ptmlab.queue.lease), and a worker never reaps the jobs it runs.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import socket
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,7 @@ from ptmlab.db.models import (
 )
 from ptmlab.errors import ConfigError
 from ptmlab.queue.jobs import fail_descendants, split_override, value_refs
+from ptmlab.queue.lease import db_now, lease_until
 from ptmlab.results import new_result
 
 OUTCOMES = (SUCCEEDED, FAILED, CANCELLED)
@@ -153,7 +156,7 @@ def claim_next_job(session: Session, *, worker_id: str, queues: list[str], free_
         session.commit()
         return None
     job.status, job.worker_id, job.attempts = RUNNING, worker_id, job.attempts + 1
-    job.lease_expires_at = now + dt.timedelta(seconds=lease_s)
+    job.lease_expires_at = lease_until(session, lease_s)
     job.started_at = job.started_at or now
     job.run_dir = str(job_dir / "run")
     job.exit_code = job.error = None
@@ -219,19 +222,19 @@ def heartbeat(session: Session, *, worker_id: str, job_ids: list[int], lease_s: 
               status: str | None = None, progress: dict[int, dict[str, Any]] | None = None) -> HeartbeatReply:
     """Renew the leases of this worker's running jobs; say which to kill (cancel requested, or
     no longer this worker's: the lease expired and the job was reaped). `progress`: the jobs'
-    progress.json contents that changed since the last heartbeat, stored on the jobs."""
-    now = utcnow()
-    values: dict[str, Any] = {"last_heartbeat": now}
-    if status:
-        values["status"] = status
-    session.execute(sa.update(Worker).where(Worker.id == worker_id).values(**values))
+    progress.json contents that changed since the last heartbeat, stored on the jobs.
+
+    The lease ends `lease_s` after the write lands, by the database's clock: a heartbeat that
+    waited on a lock longer than a lease still renews, rather than storing an expired lease."""
     reply = HeartbeatReply()
     if job_ids:
-        session.execute(
-            sa.update(Job)
-            .where(Job.id.in_(job_ids), Job.worker_id == worker_id, Job.status == RUNNING)
-            .values(lease_expires_at=now + dt.timedelta(seconds=lease_s))
-        )
+        mine = (Job.id.in_(job_ids), Job.worker_id == worker_id, Job.status == RUNNING)
+        if _is_postgres(session):
+            # Lock the rows first: an UPDATE that waits on a row lock (FOR UPDATE, say) stores the
+            # values it computed before waiting, the clock included. Jobs before the worker's
+            # row, the reaper's order: the two never wait on each other.
+            session.execute(sa.select(Job.id).where(*mine).order_by(Job.id).with_for_update())
+        session.execute(sa.update(Job).where(*mine).values(lease_expires_at=lease_until(session, lease_s)))
         rows = session.execute(
             sa.select(Job.id, Job.worker_id, Job.status, Job.cancel_requested).where(Job.id.in_(job_ids))
         ).all()
@@ -246,6 +249,10 @@ def heartbeat(session: Session, *, worker_id: str, job_ids: list[int], lease_s: 
         for job_id, data in (progress or {}).items():
             if job_id in seen and job_id not in reply.lost:
                 _store_progress(session, worker_id, job_id, data)
+    values: dict[str, Any] = {"last_heartbeat": db_now(session)}
+    if status:
+        values["status"] = status
+    session.execute(sa.update(Worker).where(Worker.id == worker_id).values(**values))
     session.commit()
     return reply
 
@@ -343,12 +350,22 @@ def _back_to_queue(job: Job) -> None:
     job.status, job.worker_id, job.lease_expires_at, job.resume = QUEUED, None, None, True
 
 
-def reap_expired_leases(session: Session, *, now: dt.datetime | None = None) -> list[int]:
+def reap_expired_leases(session: Session, *, now: dt.datetime | None = None, worker_id: str | None = None,
+                        live_job_ids: Collection[int] = ()) -> list[int]:
     """Requeue (resume=true) running jobs whose lease expired, or fail them after max_attempts;
-    mark their silent workers lost. Returns the ids handled."""
+    mark their silent workers lost. Returns the ids handled.
+
+    Expiry is judged by the database's clock (`now` overrides it: tests). `worker_id` and
+    `live_job_ids`: the reaping worker and the jobs whose processes it still runs (or whose
+    outcome it holds). Those are never reaped, whatever their lease says: a lease of a live owner
+    that ran out (a stall longer than the lease) is its heartbeat's to renew."""
+    expired = Job.lease_expires_at < (now if now is not None else db_now(session))
+    conditions = [Job.status == RUNNING, expired]
+    if worker_id is not None and live_job_ids:
+        conditions.append(sa.or_(Job.worker_id.is_distinct_from(worker_id), Job.id.not_in(list(live_job_ids))))
     now = now or utcnow()
     query = (
-        sa.select(Job).where(Job.status == RUNNING, Job.lease_expires_at < now)
+        sa.select(Job).where(*conditions)
         .order_by(Job.id).execution_options(populate_existing=True)
     )
     if _is_postgres(session):

@@ -100,7 +100,7 @@ class WorkerAgent:
         # Outcomes of exited jobs the database has not taken yet (it was restarting, ...), oldest
         # first: each is a call that records one; their jobs' leases are renewed meanwhile.
         self.unrecorded: list[tuple[ClaimedJob, Callable[[], object]]] = []
-        self.db_error_at: float | None = None  # when a database step last failed
+        self.db_error_at: float | None = None  # when a database step last failed (or stalled: _reap)
         self.disk_full_logged = False
         self.fault_point = settings.fault_point  # testing only (ptmlab.settings): None in real use
 
@@ -291,6 +291,7 @@ class WorkerAgent:
     def _heartbeat_and_reap(self) -> None:
         # Exited jobs whose outcome is not stored yet keep their leases too.
         job_ids = [*self.running, *(claim.job_id for claim, _ in self.unrecorded)]
+        started = time.monotonic()
         with self.Session() as s:
             progress = {job_id: p for job_id, rj in self.running.items() if (p := rj.changed_progress())}
             reply = heartbeat(s, worker_id=self.worker_id, job_ids=job_ids, lease_s=self.options.lease_s,
@@ -301,13 +302,27 @@ class WorkerAgent:
             for job_id in reply.lost:
                 if job_id in self.running:
                     self._kill(self.running[job_id], "lost")
-            # After a database outage every lease looks expired: give the other workers one lease
-            # to heartbeat again before taking their jobs away from them.
-            recovering = self.db_error_at is not None and time.monotonic() - self.db_error_at < self.options.lease_s
-            reaped = [] if recovering else reap_expired_leases(s)
+            reaped = self._reap(s, job_ids, started)
         if reaped:
             log.info("reaped expired leases of jobs %s", reaped)
         self._advance_studies()
+
+    def _reap(self, s, job_ids: list[int], started: float) -> list[int]:
+        """Reap the other workers' expired leases; never this worker's own jobs (`job_ids`), which
+        its heartbeat renews however long the database kept it waiting."""
+        s.execute(sa.select(1))  # opens the reaper's transaction: where SQLite makes it wait for a lock
+        if time.monotonic() - started > self.options.lease_s / 2:
+            # The database held this worker up for half a lease: the others were held up too, and
+            # their leases may have run out waiting. As after an outage, give them a lease to renew.
+            self.db_error_at = time.monotonic()
+            log.warning("database stalled %.1f s; not reaping leases for %.1f s",
+                        time.monotonic() - started, self.options.lease_s)
+        # After a database outage every lease looks expired: give the other workers one lease
+        # to heartbeat again before taking their jobs away from them.
+        if self.db_error_at is not None and time.monotonic() - self.db_error_at < self.options.lease_s:
+            s.rollback()
+            return []
+        return reap_expired_leases(s, worker_id=self.worker_id, live_job_ids=job_ids)
 
     def _advance_studies(self) -> None:
         """Every worker drives the running studies (one at a time per study, by a short lease): new
