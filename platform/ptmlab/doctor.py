@@ -14,7 +14,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from ptmlab.settings import Settings, get_settings
+from ptmlab.settings import Settings, get_settings, redact
 
 MIN_FREE_BYTES = 5 * 2**30
 MIN_PYTHON = (3, 11)
@@ -57,10 +57,15 @@ def check_database(settings: Settings) -> Check:
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
 
-    from ptmlab.db import MIGRATIONS_DIR
+    from ptmlab.db import MIGRATIONS_DIR, check_database_url
+    from ptmlab.errors import PtmlabError
 
     url = settings.resolved_database_url
-    shown = sa.make_url(url).render_as_string(hide_password=True)
+    shown = redact(url, settings)
+    try:
+        check_database_url(url)
+    except PtmlabError as exc:
+        return Check("database", False, str(exc), "percent-encode the URL's user name and password")
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     head = ScriptDirectory.from_config(config).get_current_head()
@@ -71,7 +76,8 @@ def check_database(settings: Settings) -> Check:
         with engine.connect() as conn:
             current = MigrationContext.configure(conn).get_current_revision()
     except sa.exc.SQLAlchemyError as exc:
-        return Check("database", False, f"{shown}: {' '.join(str(exc.orig or exc).split())[:200]}",
+        reason = redact(" ".join(str(exc.orig or exc).split())[:200], settings)
+        return Check("database", False, f"{shown}: {reason}",
                      "start the database or fix PTMLAB_DATABASE_URL")
     finally:
         engine.dispose()

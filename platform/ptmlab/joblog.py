@@ -10,8 +10,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import warnings
+from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
+
+from ptmlab.contracts.secrets import redact_from
+from ptmlab.settings import redact, secret_literals
 
 # Messages dropped from dependency loggers: (logger, text the message contains).
 DROPPED_MESSAGES = (
@@ -71,3 +75,90 @@ def config_hash(cfg: DictConfig) -> str:
 
 def job_header(cfg: DictConfig, run_dir: str) -> str:
     return f"ptmlab.run: stage={cfg.stage.name} config {config_hash(cfg)} run folder {run_dir}"
+
+
+def command_line(argv: list[str]) -> str:
+    """The job's command as its log's header shows it: secrets in its overrides masked (the log is
+    read by anyone who can read the job)."""
+    return redact(" ".join(argv)) or ""
+
+
+# A log is served a whole line at a time (a carriage return ends a progress bar's line) so that
+# each line is redacted whole: a secret cut by a read, or by an offset chosen inside it, is never
+# shown in part.
+LINE_ENDS = (b"\n", b"\r")
+# How far back a read looks for the start of the line an offset falls in: an offset deeper than
+# this inside a line reads from the next line on.
+MAX_LINE_BYTES = 1 << 20
+
+
+def read_log_file(path: Path, *, offset: int = 0, tail: int | None = None,
+                  complete: bool = True) -> tuple[str, int, int]:
+    """(text, next offset, size) of a job's log, redacted: from byte `offset`, or its last `tail`
+    lines. Offsets count bytes of the file. While the job runs (`complete` false) the line still
+    being written is held back until it ends; an offset inside a line shows that line from there,
+    its secrets found in the whole line (`***` where the offset cut one)."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        if tail is not None:
+            return _read_tail(f, size, int(tail), complete)
+        offset = max(0, min(int(offset), size))
+        start = _line_start(f, offset)
+        if start is None:  # inside a line too long to redact whole: serve from the next one
+            f.seek(offset)
+            skipped = _after_line_end(f.read(size - offset))
+            if skipped is None:
+                return "", offset if not complete else size, size
+            start = offset = offset + skipped
+        f.seek(start)
+        data = f.read(size - start)
+    end = len(data) if complete else _last_line_end(data)
+    if end <= offset - start:  # nothing whole after the offset yet
+        return "", offset, size
+    data = data[:end]
+    head = len(data[:offset - start].decode("utf-8", "replace"))
+    return redact_from(data.decode("utf-8", "replace"), head, secret_literals()), start + end, size
+
+
+def _read_tail(f, size: int, tail: int, complete: bool) -> tuple[str, int, int]:
+    # A bounded window from the end: logs of long trainings grow large.
+    window = min(size, max(4096, tail * 400))
+    start = size - window
+    f.seek(start)
+    data = f.read(window)
+    if start > 0 and not _ends_a_line(f, start):  # the window's first line is cut: left out
+        first = _after_line_end(data)
+        cut = first if first is not None else len(data)
+        data, start = data[cut:], start + cut
+    end = len(data) if complete else _last_line_end(data)
+    lines = data[:end].decode("utf-8", "replace").splitlines(keepends=True)
+    text = "".join(lines[-tail:]) if tail > 0 else ""
+    return redact(text) or "", start + end, size
+
+
+def _line_start(f, offset: int) -> int | None:
+    """Where the line holding byte `offset` starts; None past MAX_LINE_BYTES back."""
+    if offset == 0:
+        return 0
+    back = min(offset, MAX_LINE_BYTES)
+    f.seek(offset - back)
+    before = f.read(back)
+    last = max(before.rfind(end) for end in LINE_ENDS)
+    if last >= 0:
+        return offset - back + last + 1
+    return 0 if back == offset else None
+
+
+def _ends_a_line(f, position: int) -> bool:
+    """Whether the byte before `position` ends a line."""
+    f.seek(position - 1)
+    return f.read(1) in LINE_ENDS
+
+
+def _after_line_end(data: bytes) -> int | None:
+    found = [i for i in (data.find(end) for end in LINE_ENDS) if i >= 0]
+    return min(found) + 1 if found else None
+
+
+def _last_line_end(data: bytes) -> int:
+    return max(data.rfind(end) for end in LINE_ENDS) + 1

@@ -132,3 +132,41 @@ def test_a_worker_reads_relative_paths_from_home_not_its_own_folder(tmp_path, sp
     dispose_engines()
     assert sys.platform != "win32" and os.sep == "/"  # the paths above are POSIX ones
     assert Path(start_dir / ".env").read_text().startswith(SECRET)
+
+
+def test_the_worker_checks_an_api_job_again_when_it_starts(tmp_path, spawn_worker):
+    """A symlink planted in home after the API accepted a job: the worker re-applies the API's
+    checks to the jobs the API queued and refuses it before it starts; the same override queued
+    from the researcher's own machine runs (it names the researcher's own files)."""
+    from ptmlab.api.app import create_app
+    from ptmlab.db import Job, dispose_engines, get_sessionmaker
+    from ptmlab.queue import submit_job
+    from ptmlab.settings import Settings
+    from waiting import wait_until
+
+    home, outside = tmp_path / "home", tmp_path / "outside"
+    home.mkdir()
+    outside.mkdir()
+    url = f"sqlite:///{tmp_path / 'platform.db'}"
+    with TestClient(create_app(Settings(home=home, database_url=url)), base_url="http://localhost") as api:
+        r = submit(api, "stage.seconds=0.1", "run_name=planted/run", stage="sleep")
+        assert r.status_code == 201, r.text
+    remote_id = r.json()["id"]
+    (home / "planted").symlink_to(outside)  # after the API looked
+    Session = get_sessionmaker(url)
+    with Session() as s:
+        local_id = submit_job(s, stage="sleep", overrides=["stage.seconds=0.1", "run_name=planted/run"]).id
+    spawn_worker(url, home)
+
+    def ended():
+        with Session() as s:
+            return all(s.get(Job, i).status in ("failed", "succeeded") for i in (remote_id, local_id))
+
+    wait_until(ended, 90, "both jobs to end")
+    with Session() as s:
+        remote, local = s.get(Job, remote_id), s.get(Job, local_id)
+        assert remote.status == "failed" and "refused before start" in remote.error, remote.error
+        assert "outside the allowed roots" in remote.error and remote.attempts <= 1
+        assert local.status == "succeeded", local.error
+        assert remote.submitted_remotely and not local.submitted_remotely
+    dispose_engines()

@@ -11,7 +11,10 @@ from typing import Annotated, Any
 from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-INT4_MAX = 2**31 - 1
+from ptmlab.queue.jobs import (
+    INT4_MAX, Gpus, MaxAttempts, Name, Nodes, Priority, QueueName, Seed, Tags, TimeoutS, no_nul,
+)
+
 # `?adaptation=lora,bitfit` on the leaderboard endpoints; ptmlab.leaderboard.parse_adaptation_filter
 # checks it (its 422 names the parameter, an empty value included).
 ModeFilter = Annotated[str | None, Query(max_length=600, description="adaptation modes: lora,bitfit")]
@@ -21,38 +24,26 @@ JobId = Annotated[int, Field(ge=1, le=INT4_MAX)]
 ShortText = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$")]
 
 
-def _no_nul(value: Any) -> Any:
-    if isinstance(value, str) and "\x00" in value:
-        raise ValueError("must not contain NUL characters")
-    if isinstance(value, list):
-        for v in value:
-            _no_nul(v)
-    if isinstance(value, dict):
-        for k, v in value.items():
-            _no_nul(k)
-            _no_nul(v)
-    return value
-
-
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     @field_validator("*", mode="before")
     @classmethod
     def _reject_nul(cls, value: Any) -> Any:
-        return _no_nul(value)
+        return no_nul(value)
 
 
 class JobOptions(_Strict):
-    queue: ShortText = "default"
-    priority: int = Field(0, ge=-1000, le=1000, description="higher runs first")
-    gpus: int = Field(0, ge=0, le=64, description="0: a CPU job; GPUs per node when nodes > 1")
-    nodes: int = Field(1, ge=1, le=1024, description="> 1: one job across hosts, launched by a `--multinode` "
-                       "worker through Slurm's srun (Lightning DDP/FSDP)")
-    timeout_s: float | None = Field(None, gt=0, le=30 * 24 * 3600)
-    max_attempts: int = Field(3, ge=1, le=100)
-    tags: dict[Annotated[str, Field(max_length=100)], Annotated[str, Field(max_length=500)]] = Field(
-        default_factory=dict, max_length=50)
+    """A job's options, bounded as everywhere a job is described (ptmlab.queue.jobs: pipelines' jobs
+    and studies' trials take the same types)."""
+
+    queue: QueueName = "default"
+    priority: Priority = 0
+    gpus: Gpus = 0
+    nodes: Nodes = 1
+    timeout_s: TimeoutS | None = None
+    max_attempts: MaxAttempts = 3
+    tags: Tags = Field(default_factory=dict)
 
 
 class JobSubmit(JobOptions):
@@ -64,10 +55,10 @@ class JobSubmit(JobOptions):
     stage: ShortText | None = Field(None, description="default: `stage=` in overrides, else the config default")
     overrides: list[Override] = Field(default_factory=list, max_length=200,
                                       description="Hydra overrides, e.g. model=bert_tiny")
-    seed: int | None = Field(None, ge=0, le=INT4_MAX)
+    seed: Seed | None = None
     depends_on: list[JobId] = Field(default_factory=list, max_length=100)
     idempotency_key: Annotated[str, Field(min_length=1, max_length=200)] | None = None
-    name: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    name: Name | None = None
 
 
 class JobLabels(_Strict):
@@ -76,7 +67,7 @@ class JobLabels(_Strict):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
         {"name": "lr-1e-4", "tags": {"idea": "warmup", "old": None}, "note": "diverged after epoch 2; rerun with clipping"}]})
 
-    name: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    name: Name | None = None
     tags: dict[Annotated[str, Field(min_length=1, max_length=100)], Annotated[str, Field(max_length=500)] | None] = Field(
         default_factory=dict, max_length=50)
     note: Annotated[str, Field(max_length=10_000)] | None = None
@@ -95,7 +86,7 @@ class SweepSubmit(JobOptions):
         None, min_length=1, max_length=10_000,
         description="instead of `overrides`: the sweep already expanded, one override list per job "
                     "(what the Hydra launcher `hydra/launcher=ptmlab` sends)")
-    name: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    name: Name | None = None
     dry_run: bool = Field(False, description="only expand and validate: return the count and the jobs' overrides")
 
     @model_validator(mode="after")
@@ -115,8 +106,7 @@ class PipelineSubmit(_Strict):
     name: ShortText | None = Field(None, description="a conf/pipeline/<name>.yaml")
     spec: dict[str, Any] | None = Field(None, description="an inline pipeline (same format as conf/pipeline)")
     overrides: list[Override] = Field(default_factory=list, max_length=200, description="applied to every job")
-    tags: dict[Annotated[str, Field(max_length=100)], Annotated[str, Field(max_length=500)]] = Field(
-        default_factory=dict, max_length=50)
+    tags: Tags = Field(default_factory=dict)
     dry_run: bool = False
 
 

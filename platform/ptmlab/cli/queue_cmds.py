@@ -173,7 +173,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
         print(f"{'id':>6} {'status':<10} {'stage':<9} {'queue':<8} {'prio':>4} {'att':>3}  overrides / progress")
         for j in jobs:
             print(f"{j.id:>6} {j.status + ('*' if j.cancel_requested else ''):<10} {j.stage:<9} {j.queue:<8} "
-                  f"{j.priority:>4} {j.attempts:>3}  {' '.join(j.overrides)[:80]}")
+                  f"{j.priority:>4} {j.attempts:>3}  {' '.join(j.to_dict()['overrides'])[:80]}")
             if j.status == "running" and (bar := progress_text(j.to_dict()["progress"], j.status)):
                 print(f"{'':>6} {bar}")
         print(f"({len(jobs)} of {total} jobs)")

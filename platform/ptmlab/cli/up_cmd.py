@@ -37,10 +37,8 @@ def up_commands(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
-    import sqlalchemy as sa
-
     from ptmlab.db import migrate
-    from ptmlab.settings import get_settings
+    from ptmlab.settings import get_settings, redact
 
     settings = get_settings()
     settings.home.mkdir(parents=True, exist_ok=True)
@@ -59,9 +57,8 @@ def _cmd_up(args: argparse.Namespace) -> int:
     for name, argv in commands:
         children[name] = subprocess.Popen(argv, start_new_session=True, env=env)
         print(f"{where[name]}  (pid {children[name].pid})", flush=True)
-    print(f"database         {sa.make_url(settings.resolved_database_url).render_as_string(hide_password=True)}",
-          flush=True)
-    print(f"MLflow store     {settings.resolved_tracking_uri}", flush=True)
+    print(f"database         {redact(settings.resolved_database_url, settings)}", flush=True)
+    print(f"MLflow store     {redact(settings.resolved_tracking_uri, settings)}", flush=True)
     print("Ctrl-C stops all.", flush=True)
     # SIGTERM (a service manager, `docker stop`) stops all too; SIGINT is set explicitly because a
     # shell that starts `up` in the background hands it over ignored.

@@ -47,8 +47,20 @@ def is_sqlite(url_or_engine: str | sa.Engine) -> bool:
     return url.get_backend_name() == "sqlite"
 
 
+def check_database_url(url: str) -> None:
+    """ConfigError for a URL whose user name or password holds an unencoded `@`: the driver would
+    take the password's tail for the host and print it in its connection error."""
+    from ptmlab.errors import ConfigError
+    from ptmlab.settings import redact
+
+    if "@" in (sa.make_url(url).host or ""):
+        raise ConfigError(f"PTMLAB_DATABASE_URL {redact(url)}: an '@' in the user name or password "
+                          "must be written %40")
+
+
 def create_engine(url: str) -> sa.Engine:
     """A new engine for `url` (SQLite: WAL, busy timeout, immediate transactions)."""
+    check_database_url(url)
     if is_sqlite(url):
         path = sa.make_url(url).database
         if path and path != ":memory:":

@@ -16,7 +16,8 @@ import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from ptmlab.contracts.progress import split_for_listing
-from ptmlab.settings import redact
+from ptmlab.contracts.secrets import redact_tree
+from ptmlab.settings import redact, secret_literals
 
 # Job states. A queued job with an unfinished parent simply waits (claim skips it).
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
@@ -79,6 +80,8 @@ class Job(Base):
     idempotency_key: Mapped[str | None] = mapped_column(sa.String(200), unique=True)
     tags: Mapped[dict[str, Any]] = mapped_column(default=dict)
     note: Mapped[str | None] = mapped_column(sa.Text)  # free text a researcher keeps with the run
+    # Queued through the API (or a study created there): the worker checks it again as the API did.
+    submitted_remotely: Mapped[bool] = mapped_column(default=False, server_default=sa.false())
 
     status: Mapped[str] = mapped_column(sa.String(20), default=QUEUED, index=True)
     cancel_requested: Mapped[bool] = mapped_column(default=False)
@@ -120,8 +123,11 @@ class Job(Base):
         return [p.id for p in self.parents]
 
     def to_dict(self) -> dict[str, Any]:
+        """The job as the API, the pages and the CLI show it: secrets in its overrides and error
+        masked (the row keeps them: the worker runs them)."""
         return {
-            "id": self.id, "name": self.name, "stage": self.stage, "overrides": list(self.overrides or []),
+            "id": self.id, "name": self.name, "stage": self.stage,
+            "overrides": redact_tree(self.overrides or [], secret_literals()),
             "seed": self.seed, "queue": self.queue, "priority": self.priority, "gpus": self.gpus,
             "nodes": self.nodes, "progress": split_for_listing(self.progress)[0], "timeout_s": self.timeout_s, "max_attempts": self.max_attempts,
             "idempotency_key": self.idempotency_key, "tags": dict(self.tags or {}), "note": self.note,
@@ -159,7 +165,8 @@ class Attempt(Base):
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id, "job_id": self.job_id, "number": self.number, "worker_id": self.worker_id,
-            "status": self.status, "gpu_ids": list(self.gpu_ids or []), "argv": list(self.argv or []),
+            "status": self.status, "gpu_ids": list(self.gpu_ids or []),
+            "argv": redact_tree(self.argv or [], secret_literals()),
             "log_path": self.log_path, "exit_code": self.exit_code, "error": redact(self.error),
             "started_at": _iso(self.started_at), "finished_at": _iso(self.finished_at),
         }
@@ -203,7 +210,7 @@ class Sweep(Base):
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "spec": dict(self.spec or {}),
+        return {"id": self.id, "name": self.name, "spec": redact_tree(dict(self.spec or {}), secret_literals()),
                 "job_count": self.job_count, "created_at": _iso(self.created_at)}
 
 
@@ -216,7 +223,8 @@ class Pipeline(Base):
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "spec": dict(self.spec or {}), "created_at": _iso(self.created_at)}
+        return {"id": self.id, "name": self.name, "spec": redact_tree(dict(self.spec or {}), secret_literals()),
+                "created_at": _iso(self.created_at)}
 
 
 class Study(Base):
@@ -233,6 +241,7 @@ class Study(Base):
     spec: Mapped[dict[str, Any]] = mapped_column(default=dict)  # ptmlab.studies.spec.StudySpec, as JSON
     status: Mapped[str] = mapped_column(sa.String(20), default="running")  # running|stopped|finished
     stop_reason: Mapped[str | None] = mapped_column(sa.Text)
+    submitted_remotely: Mapped[bool] = mapped_column(default=False, server_default=sa.false())  # its trials are too
     # One driver at a time (workers and the API all advance studies): a short lease, not a
     # transaction, because Optuna writes through its own connections meanwhile.
     driver_id: Mapped[str | None] = mapped_column(sa.String(200))
@@ -242,7 +251,8 @@ class Study(Base):
     finished_at: Mapped[dt.datetime | None] = mapped_column()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "spec": dict(self.spec or {}), "status": self.status,
+        return {"id": self.id, "name": self.name, "spec": redact_tree(dict(self.spec or {}), secret_literals()),
+                "status": self.status,
                 "stop_reason": self.stop_reason, "created_at": _iso(self.created_at),
                 "started_at": _iso(self.started_at), "finished_at": _iso(self.finished_at)}
 

@@ -52,6 +52,7 @@ class ClaimedJob:
     gpu_ids: list[int] = field(default_factory=list)  # granted (when the worker passed its free ids)
     nodes: int = 1  # > 1: launched across hosts through srun (a --multinode worker)
     study_id: str | None = None  # a study's trial: its end advances the study at once
+    submitted_remotely: bool = False  # queued through the API: the worker checks it as the API did
 
     def run_overrides(self) -> list[str]:
         """The arguments after `python -m ptmlab.run`."""
@@ -171,6 +172,7 @@ def claim_next_job(session: Session, *, worker_id: str, queues: list[str], free_
         job_id=job.id, attempt_id=attempt.id, attempt_number=number, stage=job.stage, overrides=overrides,
         seed=job.seed, resume=job.resume, gpus=job.gpus, timeout_s=job.timeout_s, run_dir=job.run_dir,
         log_path=attempt.log_path, gpu_ids=list(attempt.gpu_ids), nodes=job.nodes, study_id=job.study_id,
+        submitted_remotely=job.submitted_remotely,
     )
     session.commit()
     return claimed

@@ -87,7 +87,8 @@ def sweep_jobs(session: Session, sweep_id: str, *, limit: int = 1000) -> tuple[l
     and its jobs in submission order: id, name, status, the varied values, and the latest score
     of its results (None before it has one)."""
     jobs = sorted(session.scalars(sa.select(Job).where(Job.sweep_id == sweep_id).limit(limit)), key=lambda j: j.id)
-    settings = [{"seed": str(j.seed), **dict(o.split("=", 1) for o in j.overrides if "=" in o)} for j in jobs]
+    settings = [{"seed": str(j.seed), **dict(o.split("=", 1) for o in j.to_dict()["overrides"] if "=" in o)}
+                for j in jobs]  # as shown: secrets masked
     keys = sorted({k for s in settings for k in s}, key=lambda k: (k != "seed", k))
     varied = [k for k in keys if len({s.get(k) for s in settings}) > 1]
     scores: dict[int, float] = {}

@@ -7,9 +7,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import sqlalchemy as sa
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -18,7 +19,6 @@ from ptmlab.db.models import (
     Worker, utcnow,
 )
 from ptmlab.errors import ConfigError, ConflictError, NotFoundError
-from ptmlab.settings import redact
 
 # A child failed because of its parent carries this prefix; retrying the parent requeues it.
 PARENT_FAILED_PREFIX = "parent job "
@@ -29,7 +29,94 @@ BEST_PREFIX = "best:"
 SUBMIT_FIELDS = {
     "stage", "overrides", "queue", "priority", "gpus", "nodes", "seed", "timeout_s", "max_attempts",
     "depends_on", "idempotency_key", "name", "tags", "sweep_id", "pipeline_id", "study_id", "trial_number",
+    "submitted_remotely",
 }
+
+
+# -- a job's options: one set of bounds wherever a job is described ------------------------------
+# The API's bodies (ptmlab.api.schemas), pipelines' jobs, studies' trial settings and this module's
+# own submit path take these types, so an accepted value is storable on SQLite and PostgreSQL
+# (int4 columns), runnable by some worker and never a 500.
+INT4_MAX = 2**31 - 1
+SEED_MAX = INT4_MAX              # jobs.seed is int4: inside torch's [0, 2**32-1]
+MAX_PRIORITY = 1000
+# Per node; fixed rather than what the registered workers offer, since a job may be queued before
+# its workers start. No host has more, so a larger request would be a job no worker ever claims.
+MAX_GPUS = 64
+MAX_NODES = 1024
+MAX_ATTEMPTS = 100
+MAX_TIMEOUT_S = 30 * 24 * 3600.0
+NAME_MAX = 200
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def no_control_characters(value: str) -> str:
+    """Names are shown in pages, logs and terminals: a NUL (PostgreSQL refuses it) or an escape is never one."""
+    if _CONTROL.search(value):
+        raise ValueError("must not contain control characters (NUL, escapes, newlines)")
+    return value
+
+
+def no_nul(value: Any) -> Any:
+    """Any string anywhere in a value: PostgreSQL's text and JSON refuse NUL."""
+    if isinstance(value, str) and "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    if isinstance(value, list | tuple):
+        for v in value:
+            no_nul(v)
+    if isinstance(value, dict):
+        for k, v in value.items():
+            no_nul(k)
+            no_nul(v)
+    return value
+
+
+Priority = Annotated[int, Field(ge=-MAX_PRIORITY, le=MAX_PRIORITY, description="higher runs first")]
+Gpus = Annotated[int, Field(ge=0, le=MAX_GPUS, description=f"0: a CPU job; GPUs per node when nodes > 1 "
+                                                             f"(at most {MAX_GPUS})")]
+Nodes = Annotated[int, Field(ge=1, le=MAX_NODES, description="> 1: one job across hosts, launched by a "
+                             "`--multinode` worker through Slurm's srun (Lightning DDP/FSDP)")]
+TimeoutS = Annotated[float, Field(gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False,
+                                  description="seconds; finite, at most 30 days")]
+MaxAttempts = Annotated[int, Field(ge=1, le=MAX_ATTEMPTS)]
+Seed = Annotated[int, Field(ge=0, le=SEED_MAX, description="a job's seed (stored as int4)")]
+ShortName = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$")]
+QueueName = ShortName
+Name = Annotated[str, Field(min_length=1, max_length=NAME_MAX), AfterValidator(no_control_characters)]
+Tags = Annotated[dict[Annotated[str, Field(max_length=100)], Annotated[str, Field(max_length=500)]],
+                 Field(max_length=50)]
+
+
+class JobOptionValues(BaseModel):
+    """The options `submit_job` stores in a job's columns, checked as the API checks them (a value
+    left out or None takes the column's default)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: Name | None = None
+    queue: QueueName = "default"
+    priority: Priority = 0
+    gpus: Gpus = 0
+    nodes: Nodes = 1
+    seed: Seed = 42
+    timeout_s: TimeoutS | None = None
+    max_attempts: MaxAttempts = 3
+
+
+def validation_message(exc: ValidationError) -> str:
+    """Pydantic's first error as one line naming the field: `priority: Input should be ... (got 2**70)`."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "value"
+    got = repr(first.get("input"))
+    return f"{where}: {first['msg']} (got {got if len(got) <= 60 else got[:57] + '...'})"
+
+
+def check_job_options(options: dict[str, Any]) -> JobOptionValues:
+    """ConfigError naming the first option out of bounds."""
+    try:
+        return JobOptionValues.model_validate({k: v for k, v in options.items() if v is not None})
+    except ValidationError as exc:
+        raise ConfigError(validation_message(exc)) from None
 
 
 # -- overrides ----------------------------------------------------------------------------------
@@ -138,18 +225,7 @@ def _add_job(session: Session, spec: dict[str, Any]) -> Job:
     if unknown:
         raise ConfigError(f"unknown job field(s): {', '.join(sorted(unknown))}")
     stage, seed, overrides = _normalise(spec.get("stage"), spec.get("seed"), spec.get("overrides") or [])
-    gpus = int(spec.get("gpus") or 0)
-    if gpus < 0:
-        raise ConfigError(f"gpus={gpus} must be >= 0")
-    nodes = int(spec.get("nodes") or 1)
-    if nodes < 1:
-        raise ConfigError(f"nodes={nodes} must be >= 1")
-    max_attempts = int(spec.get("max_attempts") or 3)
-    if max_attempts < 1:
-        raise ConfigError(f"max_attempts={max_attempts} must be >= 1")
-    timeout_s = spec.get("timeout_s")
-    if timeout_s is not None and float(timeout_s) <= 0:
-        raise ConfigError(f"timeout_s={timeout_s} must be > 0")
+    options = check_job_options({**spec, "seed": seed})
     key = spec.get("idempotency_key")
     if key:
         existing = session.scalar(sa.select(Job).where(Job.idempotency_key == key))
@@ -170,13 +246,12 @@ def _add_job(session: Session, spec: dict[str, Any]) -> Job:
     overrides = [_rewrite_ref(o, by_ref) for o in overrides]
 
     job = Job(
-        name=spec.get("name"), stage=stage, overrides=overrides, seed=seed,
-        queue=str(spec.get("queue") or "default"), priority=int(spec.get("priority") or 0), gpus=gpus,
-        nodes=nodes,
-        timeout_s=float(timeout_s) if timeout_s is not None else None, max_attempts=max_attempts,
-        idempotency_key=key or None, tags=dict(spec.get("tags") or {}), sweep_id=spec.get("sweep_id"),
+        name=options.name, stage=stage, overrides=overrides, seed=options.seed, queue=options.queue,
+        priority=options.priority, gpus=options.gpus, nodes=options.nodes, timeout_s=options.timeout_s,
+        max_attempts=options.max_attempts, idempotency_key=key or None, tags=dict(spec.get("tags") or {}),
+        sweep_id=spec.get("sweep_id"),
         pipeline_id=spec.get("pipeline_id"), study_id=spec.get("study_id"), trial_number=spec.get("trial_number"),
-        status=QUEUED, created_at=utcnow(),
+        submitted_remotely=bool(spec.get("submitted_remotely")), status=QUEUED, created_at=utcnow(),
     )
     session.add(job)
     session.flush()
@@ -410,16 +485,7 @@ def read_log(session: Session, job_id: int, *, attempt: int | None = None, offse
     path = Path(chosen.log_path) if chosen.log_path else None
     if path is None or not path.exists():
         return LogChunk("", 0, 0, str(path) if path else None, chosen.number)
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        if tail is not None:
-            # Read a bounded window from the end: logs of long trainings grow large.
-            window = min(size, max(4096, int(tail) * 400))
-            f.seek(size - window)
-            lines = f.read().decode("utf-8", "replace").splitlines(keepends=True)
-            text = "".join(lines[-int(tail):]) if int(tail) > 0 else ""
-            return LogChunk(redact(text), size, size, str(path), chosen.number)
-        offset = max(0, min(int(offset), size))
-        f.seek(offset)
-        data = f.read()
-    return LogChunk(redact(data.decode("utf-8", "replace")), offset + len(data), size, str(path), chosen.number)
+    from ptmlab.joblog import read_log_file  # redacted a whole line at a time: no offset slices a secret open
+
+    text, next_offset, size = read_log_file(path, offset=offset, tail=tail, complete=chosen.finished_at is not None)
+    return LogChunk(text, next_offset, size, str(path), chosen.number)

@@ -19,6 +19,7 @@ Format:
         overrides: ["task={task}", "backbone=job:pretrain-{objective}"]
         depends_on: []                  # optional: more parents by name; a `job:` value already is one
         gpus: 0                         # also: priority, queue, seed, timeout_s, max_attempts, tags
+                                        # (bounded as every job's: ptmlab.queue.jobs.JobOptionValues)
 
 A `{var}` placeholder is replaced only for names declared under `vars` (Hydra's `${...}`
 interpolations pass through untouched). A value `job:<name>` makes that job a parent; at claim
@@ -38,17 +39,40 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 from sqlalchemy.orm import Session
 
 from ptmlab.db.models import Job, Pipeline
 from ptmlab.errors import ConfigError, LimitExceededError
-from ptmlab.queue.jobs import _add_job, rewrite_value_refs, split_override, value_refs
+from ptmlab.queue.jobs import (
+    JobOptionValues, Name, Tags, _add_job, rewrite_value_refs, split_override, validation_message, value_refs,
+)
 
 JOB_KEYS = {"name", "stage", "overrides", "depends_on", "gpus", "nodes", "priority", "queue", "seed", "timeout_s",
             "max_attempts", "tags"}
 TOP_KEYS = {"name", "description", "vars", "defaults", "jobs"}
 MAX_PIPELINE_JOBS = 10_000
 PLACEHOLDER = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class PipelineJobOptions(JobOptionValues):
+    """A pipeline job's options after expansion (a `{var}` is text until then: "1" reads as 1)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tags: Tags = {}
+
+
+_PIPELINE_NAME = TypeAdapter(Name)
+
+
+def _check_options(options: dict[str, Any], name: str, at: str) -> None:
+    """ConfigError naming the first option (or the name) out of bounds; submit_job converts them
+    (a `{var}` is text: "1" is the seed 1)."""
+    try:
+        PipelineJobOptions.model_validate({**options, "name": name})
+    except ValidationError as exc:
+        raise ConfigError(f"{at}: {validation_message(exc)}") from None
 
 
 @dataclass
@@ -114,6 +138,11 @@ def _mentioned(value: Any, names: set[str]) -> set[str]:
 def expand_pipeline(spec_or_name: dict[str, Any] | str | Path, overrides: Sequence[str] = ()) -> list[PipelineJob]:
     """The pipeline's jobs in submission order (parents first), placeholders expanded."""
     spec = spec_or_name if isinstance(spec_or_name, dict) else load_pipeline(spec_or_name)
+    if "name" in spec:
+        try:
+            _PIPELINE_NAME.validate_python(spec["name"])
+        except ValidationError as exc:
+            raise ConfigError(f"pipeline {validation_message(exc).replace('value:', 'name:', 1)}") from None
     where = f"pipeline {spec.get('name', '?')}"
     unknown = set(spec) - TOP_KEYS
     if unknown:
@@ -171,6 +200,7 @@ def expand_pipeline(spec_or_name: dict[str, Any] | str | Path, overrides: Sequen
                 if p not in names:
                     raise ConfigError(f"{at} ({name}): references job {p!r}, which is not an earlier job of the pipeline")
             options = {k: v for k, v in {**defaults, **job}.items() if k not in ("name", "stage", "overrides", "depends_on")}
+            _check_options(options, name, at)
             out.append(PipelineJob(name=name, stage=job.get("stage", defaults.get("stage")), overrides=job_overrides,
                                    depends_on=list(dict.fromkeys(parents)), options=options))
             names.add(name)
@@ -178,7 +208,7 @@ def expand_pipeline(spec_or_name: dict[str, Any] | str | Path, overrides: Sequen
 
 
 def submit_pipeline(session: Session, pipeline: dict[str, Any] | str | Path, *, overrides: Sequence[str] = (),
-                    tags: dict[str, Any] | None = None) -> tuple[Pipeline, list[Job]]:
+                    tags: dict[str, Any] | None = None, submitted_remotely: bool = False) -> tuple[Pipeline, list[Job]]:
     """Expand and queue a pipeline in one transaction; `job:<name>` becomes `job:<id>`."""
     spec = pipeline if isinstance(pipeline, dict) else load_pipeline(pipeline)
     expanded = expand_pipeline(spec, overrides)
@@ -199,7 +229,7 @@ def submit_pipeline(session: Session, pipeline: dict[str, Any] | str | Path, *, 
         job = _add_job(session, {
             **{k: v for k, v in pj.options.items() if k != "tags"}, "name": pj.name, "stage": pj.stage,
             "overrides": job_overrides, "depends_on": [ids[p] for p in pj.depends_on],
-            "tags": job_tags, "pipeline_id": row.id,
+            "tags": job_tags, "pipeline_id": row.id, "submitted_remotely": submitted_remotely,
         })
         ids[pj.name] = job.id
         jobs.append(job)

@@ -33,10 +33,11 @@ from sqlalchemy.orm import Session
 
 from ptmlab.db.models import short_id
 from ptmlab.db import CANCELLED, FAILED, PRUNED, QUEUED, RUNNING, SUCCEEDED, Job, Result, Study, utcnow
-from ptmlab.errors import ConflictError, NotFoundError
+from ptmlab.errors import ConfigError, ConflictError, NotFoundError
 from ptmlab.queue import submit_job
 from ptmlab.studies.objective import final_value, is_last_step, objective_points, steps_trained, summary_value
 from ptmlab.studies.plan import StudyPlan, replan
+from ptmlab.studies.spec import MAX_PARALLEL
 from ptmlab.studies.step_inputs import remember_step, unchanged_since_own_step
 from ptmlab.studies.storage import make_pruner, make_sampler, optuna_storage
 
@@ -47,11 +48,12 @@ WITHDRAWN = "withdrawn"  # a trial's user attr: it never ran to an end, so it do
 STUDY_RUNNING, STUDY_STOPPED, STUDY_FINISHED = "running", "stopped", "finished"
 
 
-def create_study(session: Session, plan: StudyPlan, *, url: str, driver_id: str = "api") -> Study:
+def create_study(session: Session, plan: StudyPlan, *, url: str, driver_id: str = "api",
+                 submitted_remotely: bool = False) -> Study:
     spec = plan.spec
     study_id = short_id()
     study = Study(id=study_id, name=spec.name, optuna_name=f"ptmlab-{study_id}", spec=spec.model_dump(),
-                  status=STUDY_RUNNING)
+                  status=STUDY_RUNNING, submitted_remotely=submitted_remotely)
     session.add(study)
     session.commit()  # Optuna writes through its own connections: never while we hold SQLite's lock
     if spec.multi_objective:
@@ -87,6 +89,12 @@ def advance_study(session: Session, study_id: str, *, url: str, driver_id: str, 
         _advance(session, session.get(Study, study_id, populate_existing=True), url, stopped)
         if remember:
             remember_step(session, url, study_id)
+    except ConfigError as exc:
+        # A spec stored before its bounds existed (gpus 1e9, ...): its trials can never be queued, so
+        # the study stops, saying why, rather than failing at every worker's heartbeat.
+        session.rollback()
+        stop_study(session, study_id, url=url, reason=f"its trials cannot be queued: {exc}")
+        log.warning("study %s stopped: its trials cannot be queued: %s", study_id, exc)
     finally:
         session.rollback()
         session.execute(sa.update(Study).where(Study.id == study_id, Study.driver_id == driver_id)
@@ -146,12 +154,18 @@ def _advance(session: Session, study: Study, url: str, stopped: set[int]) -> Non
         running = []
     if reason is None:
         ostudy = _load(study, url, plan)
-        while len(running) < plan.spec.n_parallel and _counted(ostudy) < plan.n_trials:
+        # Counted as the trials are asked, not read back each time: each read is all the study's trials.
+        asked, counted = len(ostudy.get_trials(deepcopy=False)), _counted(ostudy)
+        # A study stored before n_parallel was bounded still asks at most MAX_PARALLEL per step.
+        in_flight = min(plan.spec.n_parallel, MAX_PARALLEL)
+        while len(running) < in_flight and counted < plan.n_trials:
             trial = ostudy.ask(fixed_distributions=plan.space)
             jobs[trial.number] = _submit_trial(session, study, plan, storage.get_trial(trial._trial_id), storage)
             running.append(trial)
-            ostudy = _load(study, url, plan)  # the next ask with the sampler's seed moved on
-        if _counted(ostudy) >= plan.n_trials:
+            if trial.number >= asked:  # a new trial (a resumed study's enqueued ones exist already)
+                asked, counted = trial.number + 1, counted + 1
+            ostudy.sampler = make_sampler(plan.spec, plan.space, asked)  # the next ask with the seed moved on
+        if counted >= plan.n_trials:
             reason = "n_trials"
     if reason is not None and not ostudy.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         study = session.get(Study, study.id, populate_existing=True)
@@ -171,7 +185,7 @@ def _submit_trial(session: Session, study: Study, plan: StudyPlan, trial: optuna
                      queue=spec.queue, priority=spec.priority, gpus=spec.gpus, timeout_s=spec.timeout_s,
                      idempotency_key=f"study:{study.id}:trial:{trial.number}",
                      tags={"study_id": study.id, "trial": trial.number},
-                     study_id=study.id, trial_number=trial.number)
+                     study_id=study.id, trial_number=trial.number, submitted_remotely=study.submitted_remotely)
     storage.set_trial_user_attr(trial._trial_id, "job_id", job.id)
     log.info("study %s: trial %d queued as job %d %s", study.id, trial.number, job.id, trial.params)
     return job
@@ -267,11 +281,11 @@ def _budget_reached(study: Study, plan: StudyPlan, ostudy: optuna.Study, jobs: d
 
 
 # -- stop, resume -------------------------------------------------------------------------------
-def stop_study(session: Session, study_id: str, *, url: str) -> Study:
+def stop_study(session: Session, study_id: str, *, url: str, reason: str = "stopped by request") -> Study:
     study = get_study(session, study_id)
     if study.status != STUDY_RUNNING:
         raise ConflictError(f"study {study_id} is {study.status}; only a running study can be stopped")
-    study.status, study.stop_reason, study.finished_at = STUDY_STOPPED, "stopped by request", utcnow()
+    study.status, study.stop_reason, study.finished_at = STUDY_STOPPED, reason, utcnow()
     session.commit()
     plan = replan(study.spec)
     ostudy = _load(study, url, plan)

@@ -14,7 +14,7 @@ from optuna.distributions import BaseDistribution
 from ptmlab.errors import ConfigError
 from ptmlab.studies.objective import check_objective, check_summary_objectives
 from ptmlab.studies.search_space import grid_of, low_point, parse_space, trial_overrides
-from ptmlab.studies.spec import StudySpec
+from ptmlab.studies.spec import StudySpec, stored_spec
 
 
 @dataclass
@@ -78,7 +78,8 @@ def check_objectives_given(spec: StudySpec) -> None:
 
 
 def replan(spec_json: dict[str, Any]) -> StudyPlan:
-    """A stored study's plan, without composing again (it composed when it was created)."""
-    spec = StudySpec.model_validate(spec_json)
+    """A stored study's plan, without composing again (it composed when it was created); a spec
+    stored before a bound existed reads as it was stored (stored_spec), so its study goes on."""
+    spec = stored_spec(spec_json)
     fixed, space = parse_space(spec.overrides)
     return StudyPlan(spec, fixed, space)

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from ptmlab.studies.driver import WITHDRAWN, _jobs, get_study
 from ptmlab.studies.objective import steps_trained
+from ptmlab.studies.spec import finite
 from ptmlab.studies.storage import optuna_storage
 
 
@@ -43,7 +44,8 @@ def study_status(session: Session, study_id: str, *, url: str) -> dict[str, Any]
     counts: dict[str, int] = {}
     for t in trials:
         counts[t["state"]] = counts.get(t["state"], 0) + 1
-    return {**study.to_dict(), "trials": trials, "best": best, "pareto": sorted(pareto), "counts": counts,
-            "steps_total": sum(t["steps"] for t in trials)}
+    # spec: an Infinity stored before the bounds would make every answer unserialisable
+    return {**study.to_dict(), "spec": finite(dict(study.spec or {})), "trials": trials, "best": best,
+            "pareto": sorted(pareto), "counts": counts, "steps_total": sum(t["steps"] for t in trials)}
 
 

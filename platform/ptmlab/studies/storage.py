@@ -47,7 +47,7 @@ def forget_storages() -> None:
 def make_sampler(spec: StudySpec, space: dict[str, BaseDistribution], asked: int) -> optuna.samplers.BaseSampler:
     # A sampler is rebuilt at each step of the driver (any worker may drive the study), so its seed
     # moves with the trials already asked: the same seed each time would propose the same point.
-    seed = spec.seed * 100_003 + asked
+    seed = (spec.seed * 100_003 + asked) % 2**32  # numpy's seed range
     if spec.sampler == "tpe":
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=min(5, max(1, spec.n_trials // 3)))
     if spec.sampler == "random":

@@ -10,11 +10,13 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from ptmlab.contracts.secrets import redact_tree
 from ptmlab.contracts.summaries import ProbeSummary, StageSummary
 from ptmlab.db.models import Job
 from ptmlab.errors import ConfigError, NotFoundError
 from ptmlab.tracking import mlflow_client, mlflow_run_link
 from ptmlab.results import ResultRow, load_rows
+from ptmlab.settings import secret_literals
 
 MAX_RUNS = 20  # side by side stops being readable well before this
 # Summary keys that are bookkeeping, not results: shown in the header, not in the numbers table.
@@ -50,7 +52,12 @@ def resolved_config(run_dir: str | None) -> dict[str, Any] | None:
 
 
 def _config_of(row: ResultRow, job: Job | None) -> tuple[dict[str, Any], str]:
-    """(flat config, where it came from)."""
+    """(flat config, where it came from), its secrets masked."""
+    flat, source = _unredacted_config_of(row, job)
+    return redact_tree(flat, secret_literals()), source
+
+
+def _unredacted_config_of(row: ResultRow, job: Job | None) -> tuple[dict[str, Any], str]:
     run_dir = row.shown.run_dir or (job.run_dir if job else None)
     cfg = resolved_config(run_dir)
     if cfg is not None:

@@ -8,14 +8,22 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ptmlab.contracts.secrets import redact_tree
 from ptmlab.contracts.summaries import Throughput
 from ptmlab.db.models import Job
 from ptmlab.errors import PtmlabError
+from ptmlab.settings import redact, secret_literals
 from ptmlab.views.compare import resolved_config
 
 
 def resolved_job_config(job: Job) -> tuple[dict[str, Any] | None, str]:
-    """(config, where it came from); (None, why) when it cannot be had."""
+    """(config, where it came from), its secrets masked (Hydra's own copy in the run folder and a
+    config composed from the overrides hold them); (None, why) when it cannot be had."""
+    config, source = _resolved_job_config(job)
+    return (None if config is None else redact_tree(config, secret_literals())), redact(source) or ""
+
+
+def _resolved_job_config(job: Job) -> tuple[dict[str, Any] | None, str]:
     cfg = resolved_config(job.run_dir)
     if cfg is not None:
         return cfg, "run folder"

@@ -8,9 +8,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from ptmlab.contracts.secrets import redact_tree
 from ptmlab.contracts.summaries import ProbeSummary, measured_on_top, salvaged_summary
 from ptmlab.db.models import JOB_STATES, Job, Result, Worker, utcnow
 from ptmlab.results import number
+from ptmlab.settings import secret_literals
 
 SKIP = {"seed", "wall_time_s", "job_id", "trainable_params", "total_params", "train_time_s", "resumed_from_s"}
 PREFERRED = ("main_score", "score", "val_loss", "val_perplexity", "loss", "perplexity", "accuracy")
@@ -43,7 +45,8 @@ def overview_view(session: Session, *, limit: int = 15) -> dict[str, Any]:
                               .order_by(Worker.last_heartbeat.desc()).limit(limit)).all()
     return {
         "job_counts": job_counts, "result_counts": result_counts,
-        "jobs": [{"id": j.id, "name": j.name, "stage": j.stage, "status": j.status, "overrides": list(j.overrides or []),
+        "jobs": [{"id": j.id, "name": j.name, "stage": j.stage, "status": j.status,
+                  "overrides": redact_tree(j.overrides or [], secret_literals()),
                   "created_at": j.created_at, "pipeline_id": j.pipeline_id} for j in jobs],
         "results": [{"id": r.id, "job_id": r.job_id, "kind": r.kind, "mlflow_run_id": r.mlflow_run_id,
                      "created_at": r.created_at, "headline": headline(r.summary if isinstance(r.summary, dict) else {}),

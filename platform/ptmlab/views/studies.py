@@ -50,7 +50,9 @@ def studies_list_view(session: Session, *, url: str, limit: int = 50, offset: in
 
 def study_view(session: Session, study_id: str, *, url: str) -> dict[str, Any]:
     status = study_status(session, study_id, url=url)
-    plan = replan(status["spec"])  # the spec validated (as every study's page needs) and its search space
+    # The spec (one stored before a bound existed read as stored, its non-finite numbers as None:
+    # study_status, stored_spec) and its search space.
+    plan = replan(status["spec"])
     spec = plan.spec
     maximize = spec.direction == "maximize"
     objectives = spec.objectives

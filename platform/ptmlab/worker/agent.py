@@ -236,7 +236,7 @@ class WorkerAgent:
         return claimed_any
 
     def _start(self, claim: ClaimedJob) -> None:
-        refused = code_selecting_override(claim.overrides)
+        refused = code_selecting_override(claim.overrides) or self._refused_remote(claim)
         if refused is not None:
             # A row can reach the queue without the API (a script, an old client): the worker
             # never launches a job whose overrides pick the code it would import.
@@ -306,6 +306,24 @@ class WorkerAgent:
         if reaped:
             log.info("reaped expired leases of jobs %s", reaped)
         self._advance_studies()
+
+    def _refused_remote(self, claim: ClaimedJob) -> str | None:
+        """What the API would refuse now in a job it queued: the files its paths name may have
+        changed since (a symlink planted in PTMLAB_HOME), and `job:` references resolved to run
+        folders are checked too. Jobs queued locally name the researcher's own files."""
+        if not claim.submitted_remotely:
+            return None
+        from ptmlab.api.validation import allowed_roots, check_overrides_allowed
+        from ptmlab.errors import ConfigError
+        from ptmlab.settings import get_settings
+
+        try:
+            # The first root is the base relative paths resolve against: the home jobs run in.
+            roots = allowed_roots(get_settings().model_copy(update={"home": self.home}))
+            check_overrides_allowed(claim.overrides, roots)
+        except ConfigError as exc:
+            return str(exc)
+        return None
 
     def _reap(self, s, job_ids: list[int], started: float) -> list[int]:
         """Reap the other workers' expired leases; never this worker's own jobs (`job_ids`), which

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from ptmlab.joblog import command_line
 from ptmlab.queue import ClaimedJob
 from ptmlab.slurm import srun_prefix
 from ptmlab.worker.outcome import SUMMARY_FILE
@@ -75,7 +76,7 @@ def open_job_log(claim: ClaimedJob, argv: list[str], worker_id: str):
     out = open(log_path, "ab")
     try:
         out.write(f"== job {claim.job_id} attempt {claim.attempt_number} on {worker_id} "
-                  f"at {time.strftime('%Y-%m-%d %H:%M:%S')}\n== {' '.join(argv)}\n".encode())
+                  f"at {time.strftime('%Y-%m-%d %H:%M:%S')}\n== {command_line(argv)}\n".encode())
         out.flush()
     except OSError:
         out.close()

@@ -29,7 +29,7 @@ Name = Annotated[str | None, Query(max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$"
              summary="Validate (compose the config) and queue one job")
 def submit_job(body: JobSubmit, session: SessionDep, roots: RootsDep) -> dict:
     validate_job(body.overrides, roots, stage=body.stage, seed=body.seed)
-    job = queue.submit_job(session, **body.model_dump())
+    job = queue.submit_job(session, **body.model_dump(), submitted_remotely=True)
     return job.to_dict()
 
 
@@ -83,7 +83,12 @@ def list_attempts(job_id: JobIdPath, session: SessionDep) -> list[dict]:
 
 
 @router.get("/{job_id}/logs", response_model=LogOut, responses=ERRORS,
-            summary="An attempt's log (default: the latest) from byte `offset`, or its last `tail` lines")
+            summary="An attempt's log (default: the latest) from byte `offset`, or its last `tail` lines",
+            description="Secrets are masked (`***`: URL passwords, `password=`/`token=`/`secret=` values, DSNs, "
+                        "the API token), each line redacted whole. `offset` and `size` count bytes of the log "
+                        "file; pass the answer's `offset` back to read what follows. While the attempt runs, "
+                        "the line still being written is held back until it ends; an offset inside a line "
+                        "reads that line from there, with `***` where the offset falls inside a secret.")
 def read_log(job_id: JobIdPath, session: SessionDep,
              offset: Annotated[int, Query(ge=0, le=2**53)] = 0,
              tail: Annotated[int | None, Query(ge=0, le=100_000)] = None,

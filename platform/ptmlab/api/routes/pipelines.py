@@ -84,7 +84,8 @@ def submit_pipeline(body: PipelineSubmit, session: SessionDep, roots: RootsDep):
     if body.dry_run:
         return {"id": None, "name": name, "dry_run": True, "count": len(expanded),
                 "jobs": [_job_out(pj) for pj in expanded]}
-    pipeline, jobs = queue.submit_pipeline(session, source, overrides=body.overrides, tags=body.tags)
+    pipeline, jobs = queue.submit_pipeline(session, source, overrides=body.overrides, tags=body.tags,
+                                           submitted_remotely=True)
     return JSONResponse(status_code=201, content={
         "id": pipeline.id, "name": pipeline.name, "dry_run": False, "count": len(jobs),
         "jobs": [_job_out(pj, j.id) for pj, j in zip(expanded, jobs, strict=True)]})
@@ -99,7 +100,7 @@ def get_pipeline(pipeline_id: GroupId, session: SessionDep):
     jobs, total = queue.list_jobs(session, pipeline_id=pipeline_id, limit=1000)
     by_id = {j.id: j for j in jobs}
     return {"id": pipeline.id, "name": pipeline.name, "dry_run": False, "count": total,
-            "jobs": [{"name": j.name or str(j.id), "stage": j.stage, "overrides": list(j.overrides),
+            "jobs": [{"name": j.name or str(j.id), "stage": j.stage, "overrides": j.to_dict()["overrides"],
                       "depends_on": [by_id[p].name or str(p) if p in by_id else str(p) for p in j.parent_ids],
                       "job_id": j.id, "status": j.status, "progress": split_for_listing(j.progress)[0]}
                      for j in sorted(jobs, key=lambda j: j.id)]}

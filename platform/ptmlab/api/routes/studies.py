@@ -1,7 +1,7 @@
 """/api/v1/studies: hyperparameter studies (ptmlab.studies). Creating one checks it whole (search
 space, one composed point, every searched value against the remote-submission rules, the
-objective, the pruner) and queues its first `n_parallel` trials; a refusal is 422 with one line
-and nothing queued. Workers drive a study from then on; stop and resume are here too."""
+objective, the pruner) and queues its first `n_parallel` trials (at most 64, so a request's work
+is bounded: ptmlab.studies.spec.MAX_PARALLEL); a refusal is 422 with one line and nothing queued. Workers drive a study from then on; stop and resume are here too."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def plan_remote_study(spec: studies.StudySpec, roots) -> studies.StudyPlan:
 def create_study(body: studies.StudySpec, request: Request, session: SessionDep, roots: RootsDep):
     plan = plan_remote_study(body, roots)
     url = request.app.state.database_url
-    study = studies.create_study(session, plan, url=url, driver_id="api")
+    study = studies.create_study(session, plan, url=url, driver_id="api", submitted_remotely=True)
     return JSONResponse(status_code=201, content=studies.study_status(session, study.id, url=url))
 
 

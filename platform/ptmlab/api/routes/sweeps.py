@@ -35,7 +35,8 @@ def submit_sweep(body: SweepSubmit, session: SessionDep, roots: RootsDep):
         return {"id": None, "name": body.name, "dry_run": True, "count": len(combos), "jobs": combos}
     options = body.model_dump(exclude={"overrides", "jobs", "name", "dry_run"})
     source = {"overrides": body.overrides} if body.jobs is None else {"jobs": combos}
-    sweep, jobs = queue.submit_sweep(session, [{**options, "overrides": c} for c in combos], name=body.name,
+    sweep, jobs = queue.submit_sweep(session, [{**options, "overrides": c, "submitted_remotely": True} for c in combos],
+                                     name=body.name,
                                      spec={**source, **options})
 
     return JSONResponse(status_code=201, content={
@@ -53,5 +54,5 @@ def get_sweep(sweep_id: GroupId, session: SessionDep):
     jobs = sorted(jobs, key=lambda j: j.id)
     d = sweep.to_dict()
     return {"id": d["id"], "name": d["name"], "dry_run": False, "count": d["job_count"],
-            "jobs": [[f"stage={j.stage}", f"seed={j.seed}", *j.overrides] for j in jobs],
+            "jobs": [[f"stage={j.stage}", f"seed={j.seed}", *j.to_dict()["overrides"]] for j in jobs],
             "job_ids": [j.id for j in jobs], "spec": d["spec"], "created_at": d["created_at"]}
