@@ -18,6 +18,9 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+# FastAPI's TestClient sends `Host: testserver`; the API answers only its own names
+# (ptmlab.api.request_guard), so the tests name it as a deployment names its public host.
+os.environ.setdefault("PTMLAB_API_ALLOWED_HOSTS", "testserver")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # Shared test helpers (pg.py, api_server.py, synthetic_results.py) live in tests/platform; the e2e

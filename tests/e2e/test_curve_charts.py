@@ -275,5 +275,5 @@ def test_sections_past_the_first_charts_start_collapsed_and_draw_when_opened(pag
                              " || c.offsetHeight < 250).map((c) => c.dataset.metric)")
     assert not overflow, overflow
     page.click("#job-curves .curve-group[data-group='zeta'] summary")
-    page.wait_for_function(f"({drawn})() === 35")
+    page.wait_for_function(f"() => ({drawn})() === 35")
     assert traces(page, "zeta/m04")[0]["y"] == [step + 4 for step in range(5)]

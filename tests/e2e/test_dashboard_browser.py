@@ -198,7 +198,7 @@ def test_submit_a_job_from_the_form_and_watch_it_run(page, dashboard):
     # The table follows the job live to its end (the worker runs it).
     page.wait_for_selector(f'#jobs-table tr[data-job-id="{job_id}"][data-status="succeeded"]')
     page.goto(f"{base}/jobs/{job_id}")
-    page.wait_for_function("document.getElementById('log').textContent.includes('sleep:')")
+    page.wait_for_function("() => document.getElementById('log').textContent.includes('sleep:')")
     page.wait_for_selector("#job-results .job-result")
     shot(page, "job-succeeded")
 
@@ -245,7 +245,7 @@ def test_cancel_a_running_job(page, dashboard):
         time.sleep(0.2)
     page.goto(f"{base}/jobs/{job['id']}")
     page.wait_for_selector("#job-status:has-text('running')")
-    page.wait_for_function("document.getElementById('log').textContent.includes('sleeping')")
+    page.wait_for_function("() => document.getElementById('log').textContent.includes('sleeping')")
     page.click("#cancel-button")
     page.wait_for_selector("#job-status:has-text('cancelled')")
     assert page.is_visible("#retry-button") and not page.is_visible("#cancel-button")
@@ -337,9 +337,9 @@ def test_a_running_job_shows_live_progress_and_keeps_it_after_a_kill(page, dashb
     step_of = "() => Number(document.querySelector('#job-progress .progress-cell')?.dataset.step || 0)"
     points_of = ("() => [...document.querySelectorAll('#job-curves .small-chart')]"
                  ".reduce((n, c) => n + (c.data || []).reduce((m, t) => m + t.x.length, 0), 0)")
-    page.wait_for_function(f"({step_of})() > 0 && ({points_of})() > 0", timeout=180_000)
+    page.wait_for_function(f"() => ({step_of})() > 0 && ({points_of})() > 0", timeout=180_000)
     step, points = page.evaluate(step_of), page.evaluate(points_of)
-    page.wait_for_function(f"({step_of})() > {step} && ({points_of})() > {points}", timeout=60_000)
+    page.wait_for_function(f"() => ({step_of})() > {step} && ({points_of})() > {points}", timeout=60_000)
     text = page.inner_text("#job-progress")
     assert "/100000" in text and "loss" in text and "ETA" in text, text
     assert "train/loss" in page.inner_text("#job-metrics")
@@ -376,7 +376,7 @@ def test_a_running_job_shows_live_progress_and_keeps_it_after_a_kill(page, dashb
     last = httpx.get(f"{base}/api/v1/jobs/{job['id']}/progress").json()
     assert last["status"] == "cancelled" and last["progress"]["step"] > step and last["history"]
     page.goto(f"{base}/jobs/{job['id']}")
-    page.wait_for_function(f"({step_of})() >= {last['progress']['step']}")
+    page.wait_for_function(f"() => ({step_of})() >= {last['progress']['step']}")
     assert "loss" in page.inner_text("#job-progress") and "ETA" not in page.inner_text("#job-progress")
 
 
@@ -782,12 +782,12 @@ def test_runs_table_columns_sort_filter_search_and_compare(browser, dashboard):
     page.fill("#runs-controls input[name=filter]", "task=sst2; metrics.accuracy>=0.8")
     page.press("#runs-controls input[name=filter]", "Enter")
     rows = "() => document.querySelectorAll('#runs-table tbody tr').length"
-    page.wait_for_function(f"({rows})() === {matching['total']}")
+    page.wait_for_function(f"() => ({rows})() === {matching['total']}")
     page.fill("#runs-controls input[name=q]", "electra")  # the one ELECTRA run among them
-    page.wait_for_function(f"({rows})() === 1")
+    page.wait_for_function(f"() => ({rows})() === 1")
     assert "electra_tiny" in page.inner_text("#runs-table tbody tr")
     page.fill("#runs-controls input[name=q]", "")
-    page.wait_for_function(f"({rows})() === {matching['total']}")
+    page.wait_for_function(f"() => ({rows})() === {matching['total']}")
     shot(page, "runs-table")
     picked = page.eval_on_selector_all("#runs-table tbody tr", "rows => rows.slice(0, 2).map(r => Number(r.dataset.id))")
     for result_id in picked:
@@ -833,7 +833,7 @@ def test_compare_draws_every_curve_validation_first_with_legends(page, dashboard
     page.goto(f"{base}/compare?runs={','.join(map(str, result_ids))}")
     page.wait_for_selector("#curves .small-chart .main-svg")
     charts = "() => [...document.querySelectorAll('#curves .small-chart')].map(d => d.dataset.metric)"
-    page.wait_for_function(f"document.querySelectorAll('#curves .small-chart.js-plotly-plot').length === {len(curve_keys)}")
+    page.wait_for_function(f"() => document.querySelectorAll('#curves .small-chart.js-plotly-plot').length === {len(curve_keys)}")
     drawn = page.evaluate(charts)
     assert drawn[:2] == ["val/accuracy", "val/loss"] and sorted(drawn) == sorted(curve_keys), drawn
     legends = page.evaluate("() => [...document.querySelectorAll('#curves .small-chart')].map(d => d.layout.showlegend)")

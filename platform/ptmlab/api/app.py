@@ -15,6 +15,7 @@ from fastapi_offline import FastAPIOffline
 from sqlalchemy.orm import sessionmaker
 
 from ptmlab.api.errors import error_response, install_error_handlers
+from ptmlab.api.request_guard import RequestGuard
 from ptmlab.api.validation import MAX_OVERRIDES, MAX_SWEEP_JOBS, VALIDATION_BUDGET_S, allowed_roots
 from ptmlab.settings import Settings, get_settings
 
@@ -77,7 +78,11 @@ def create_app(settings: Settings | None = None, *, extra_roots: Iterable[str | 
     app = FastAPIOffline(
         title="ptmlab", version="1", favicon_url="/favicon.ico", redoc_url=None,
         description="Job queue, sweeps, pipelines, workers, config catalogue and results of ptmlab. "
-                    "Mutating routes need `Authorization: Bearer <PTMLAB_API_TOKEN>` when a token is set.\n\n"
+                    "Mutating routes need `Authorization: Bearer <PTMLAB_API_TOKEN>` when a token is set (checked "
+                    "before the body is read), and so do the reads of logs, attempts, predictions, attack records "
+                    "and configs when the API is bound beyond loopback (PTMLAB_API_PROTECT_READS). The API answers "
+                    "only its own names (`Host`: loopback, the bind host, PTMLAB_API_ALLOWED_HOSTS; else 421); "
+                    "a write takes a JSON body or none (else 415) and is refused from another site's page (403).\n\n"
                     f"Limits per request: a body of at most {max_body_bytes:,} bytes (413 above); at most "
                     f"{MAX_OVERRIDES} overrides of at most 2,000 characters each; a sweep or pipeline expands "
                     f"to at most {MAX_SWEEP_JOBS:,} jobs (counted from the parsed sweeps before anything is "
@@ -94,6 +99,8 @@ def create_app(settings: Settings | None = None, *, extra_roots: Iterable[str | 
     app.state.sessionmaker = sessionmaker(bind=get_engine(url), expire_on_commit=False)
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)
+    # Added last, so outermost: Host, origin and token are checked before a body is read.
+    app.add_middleware(RequestGuard, settings=settings)
     for module in (jobs, sweeps, pipelines, studies, workers, catalogue, results):
         app.include_router(module.router, prefix="/api/v1")
     app.include_router(health.router)

@@ -3,6 +3,7 @@ the paging parameters of a list."""
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,16 +38,29 @@ def get_roots(request: Request) -> list[Path]:
 _bearer = HTTPBearer(auto_error=False, description="PTMLAB_API_TOKEN, required for mutating routes when set")
 
 
+def bearer_problem(authorization: str | None, expected: str) -> str | None:
+    """Why `authorization` (an `Authorization` header's value) does not carry `expected`, or None.
+    Compared in constant time, over digests so that not even the token's length shows."""
+    scheme, _, given = (authorization or "").strip().partition(" ")
+    if scheme.lower() != "bearer" or not given.strip():
+        return "this route needs `Authorization: Bearer <PTMLAB_API_TOKEN>`"
+    if not secrets.compare_digest(hashlib.sha256(given.strip().encode()).digest(),
+                                  hashlib.sha256(expected.strip().encode()).digest()):
+        return "the bearer token does not match PTMLAB_API_TOKEN"
+    return None
+
+
 def require_token(request: Request,
                   credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
-    """Mutating routes: when a token is configured, `Authorization: Bearer <token>` must match it."""
+    """Mutating routes: when a token is configured, `Authorization: Bearer <token>` must match it.
+    ptmlab.api.request_guard checks it before the body is read; this keeps it in the OpenAPI schema
+    and guards the route should it ever be mounted without the guard."""
     expected = request.app.state.settings.api_token
     if not expected:
         return
-    if credentials is None or credentials.scheme.lower() != "bearer":
-        raise AuthError("this route needs `Authorization: Bearer <PTMLAB_API_TOKEN>`")
-    if not secrets.compare_digest(credentials.credentials.encode(), expected.encode()):
-        raise AuthError("the bearer token does not match PTMLAB_API_TOKEN")
+    header = f"{credentials.scheme} {credentials.credentials}" if credentials is not None else None
+    if (problem := bearer_problem(header, expected)) is not None:
+        raise AuthError(problem)
 
 
 SessionDep = Annotated[Session, Depends(get_session)]

@@ -4,35 +4,43 @@ from __future__ import annotations
 
 import argparse
 
-from ptmlab.errors import AuthError
+from ptmlab.errors import AuthError, ConfigError
+from ptmlab.settings import is_loopback
+
+# uvicorn's limits for slow or greedy clients: an idle kept-alive connection closes after
+# KEEP_ALIVE_S, a request's headers may not exceed MAX_HEADER_BYTES (h11's own default, stated), and
+# a whole request must arrive within PTMLAB_API_READ_TIMEOUT_S (request_guard.ReadDeadlineProtocol).
+KEEP_ALIVE_S = 5
+MAX_HEADER_BYTES = 16 * 1024
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from ptmlab.settings import describe_settings_error, get_settings
+
+    # Settings first: the API's modules read them at import, where a bad one would be a traceback.
+    try:
+        settings = get_settings()
+    except ValidationError as exc:
+        raise ConfigError(describe_settings_error(exc)) from None
     import uvicorn
 
     from ptmlab.api.app import create_app
-    from ptmlab.settings import get_settings
+    from ptmlab.api.request_guard import read_deadline_protocol
 
-    settings = get_settings()
     host = args.host or settings.bind_host
     if not settings.api_token and not args.insecure and not is_loopback(host):
         raise AuthError(f"refusing to serve on {host} without a token: anyone who reaches it could queue jobs "
                         f"on your workers; set PTMLAB_API_TOKEN, bind 127.0.0.1, or pass --insecure")
+    # The app's Host allowlist and read protection follow the address actually bound.
+    settings = settings.model_copy(update={"bind_host": host})
     app = create_app(settings)  # migrates before the port opens
-    uvicorn.run(app, host=host, port=args.port or settings.bind_port, log_level=args.log_level)
+    # `http=` a class: uvicorn's h11 protocol with a read deadline (also where httptools is installed).
+    uvicorn.run(app, host=host, port=args.port or settings.bind_port, log_level=args.log_level,
+                http=read_deadline_protocol(settings.api_read_timeout_s), timeout_keep_alive=KEEP_ALIVE_S,
+                h11_max_incomplete_event_size=MAX_HEADER_BYTES, limit_concurrency=settings.api_max_connections)
     return 0
-
-
-def is_loopback(host: str) -> bool:
-    """127.0.0.0/8, ::1 and `localhost`; 0.0.0.0 / :: (every interface) and names are not."""
-    import ipaddress
-
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -23,7 +23,8 @@ export function setToken(value) {
 export async function api(path, { method = "GET", body } = {}) {
   const headers = { Accept: "application/json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";
-  if (method !== "GET" && token()) headers.Authorization = `Bearer ${token()}`;
+  // Reads too: bound beyond loopback, the API wants the token for logs, predictions and configs.
+  if (token()) headers.Authorization = `Bearer ${token()}`;
   const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   const text = await response.text();
   let data = null;
