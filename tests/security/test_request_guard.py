@@ -344,3 +344,18 @@ def test_serve_drops_slow_header_and_slow_body_clients(tmp_path):
             assert sock.recv(4096).startswith(b"HTTP/1.1 408 ")
     finally:
         api.kill()
+
+
+def test_every_command_names_a_token_of_only_spaces_in_one_line(tmp_path):
+    """Not only `serve`: a worker (or any command) started with a blank token says so in one line."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PTMLAB_API_TOKEN": "   ", "PTMLAB_HOME": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-m", "ptmlab.cli", "worker", "--burst"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "error[config_error]: PTMLAB_API_TOKEN: a token of only spaces: give one with a non-space character, "
+        "or leave it unset"]

@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 
-from ptmlab.errors import PtmlabError
+from ptmlab.errors import ConfigError, PtmlabError
 
 COMMAND_MODULES = [
     "ptmlab.cli.run_cmd",
@@ -35,10 +35,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_settings() -> None:
+    """Every command reads the PTMLAB_* settings, most of them at import somewhere: a bad one
+    (a token of only spaces) is one line naming the variable, not a traceback."""
+    from pydantic import ValidationError
+
+    from ptmlab.settings import describe_settings_error, get_settings
+
+    try:
+        get_settings()
+    except ValidationError as exc:
+        raise ConfigError(describe_settings_error(exc)) from None
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        _check_settings()
         code = args.func(args)
     except PtmlabError as exc:
         print(f"error[{exc.code}]: {exc}", file=sys.stderr)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ptmlab.errors import AuthError, ConfigError
+from ptmlab.errors import AuthError
 from ptmlab.settings import is_loopback
 
 # uvicorn's limits for slow or greedy clients: an idle kept-alive connection closes after
@@ -15,15 +15,9 @@ MAX_HEADER_BYTES = 16 * 1024
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
+    from ptmlab.settings import get_settings
 
-    from ptmlab.settings import describe_settings_error, get_settings
-
-    # Settings first: the API's modules read them at import, where a bad one would be a traceback.
-    try:
-        settings = get_settings()
-    except ValidationError as exc:
-        raise ConfigError(describe_settings_error(exc)) from None
+    settings = get_settings()  # checked by ptmlab.cli.main before the API's modules read them at import
     import uvicorn
 
     from ptmlab.api.app import create_app
