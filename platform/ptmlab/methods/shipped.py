@@ -29,7 +29,10 @@ from ptmlab.methods.training import OPTIMIZERS, SCHEDULERS, TRAINERS
 
 # The slot a node fills -> the classes ptmlab ships for it.
 SLOTS: dict[str, frozenset[str]] = {
-    "backbone": frozenset(BACKBONES) | {"lightning_modules.models.hf_generator.HFGenerator"},
+    # Besides conf/model's classes: what exports name (ELECTRA keeps its discriminator, a generation
+    # task's Hugging Face checkpoint its LM head).
+    "backbone": frozenset(BACKBONES) | {"lightning_modules.models.electra.ElectraEncoder",
+                                        "lightning_modules.models.hf_generator.HFGenerator"},
     "objective": frozenset(OBJECTIVES),
     "reader": frozenset(READERS),
     "corpus": frozenset(CORPORA),
