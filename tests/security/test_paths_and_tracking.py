@@ -4,8 +4,6 @@ configured tracking store, never to one the caller chose."""
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -130,7 +128,6 @@ def test_a_worker_reads_relative_paths_from_home_not_its_own_folder(tmp_path, sp
     leaked = [p for p in home.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
     assert not leaked, leaked
     dispose_engines()
-    assert sys.platform != "win32" and os.sep == "/"  # the paths above are POSIX ones
     assert Path(start_dir / ".env").read_text().startswith(SECRET)
 
 
