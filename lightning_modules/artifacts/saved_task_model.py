@@ -328,3 +328,46 @@ def check_task_matches(loaded: LoadedTaskModel, task_name: str, labels: list | N
     if labels is not None and known is not None and [str(x) for x in labels] != list(known):
         raise ConfigError(f"task.labels={[str(x) for x in labels]} differ from the labels of source={ref}'s "
                           f"{task_name} head ({list(known)}), in head order")
+
+
+# What a source summary says of its backbone, carried into a stage that takes the task model.
+SOURCE_RECORD_FIELDS = ("model", "family", "objective", "tokenizer", "backbone_source", "backbone")
+
+
+def source_summary(loaded: LoadedTaskModel) -> dict:
+    """The summary.json of the run that saved `loaded` (next to export/task_model/), or {}."""
+    for candidate in (loaded.folder.parent.parent / "summary.json", loaded.folder.parent / "summary.json"):
+        if candidate.is_file():
+            try:
+                data = json.loads(candidate.read_text())
+            except (OSError, json.JSONDecodeError):
+                return {}
+            return data if isinstance(data, dict) else {}
+    return {}
+
+
+def record_source(cfg, loaded: LoadedTaskModel, ref: str) -> dict:
+    """Make `cfg` say which model a stage that takes a task model (compress, attack) runs on,
+    before its run opens and writes config.yaml and the MLflow params: the `model` group becomes the
+    source's model node, `objective` the objective its backbone was pre-trained with, and
+    `resolved_backbone` the source's backbone record. Returns the summary fields that say the same
+    (model, family, objective, tokenizer, backbone_source, backbone); a source saved before its run
+    recorded them gives what its manifest knows."""
+    from omegaconf import OmegaConf, open_dict
+
+    recorded = source_summary(loaded)
+    model_node = dict(loaded.manifest.get("model") or {})
+    fields = {key: recorded.get(key) for key in SOURCE_RECORD_FIELDS}
+    fields["model"] = fields["model"] or str(model_node.get("name", "")) or None
+    fields["family"] = fields["family"] or model_node.get("family")
+    fields["backbone_source"] = fields["backbone_source"] or ref
+    with open_dict(cfg):
+        if model_node:
+            cfg.model = OmegaConf.create(model_node)
+            if fields["model"]:
+                cfg.model.name = fields["model"]
+        if fields["objective"]:
+            cfg.objective = {"name": str(fields["objective"])}
+        if isinstance(fields["backbone"], dict):
+            cfg.resolved_backbone = fields["backbone"]
+    return {k: v for k, v in fields.items() if v is not None}

@@ -34,6 +34,7 @@ from lightning_modules.runtime.progress import ProgressCallback, ProgressReporte
 from lightning_modules.runtime.speed import (
     SpeedSwitches, check_trainer_and_optimizer, split_trainer_config, unscale_before_clipping)
 from lightning_modules.runtime.throughput import ThroughputMonitor, device_name, peak_flops_per_device
+from ptmlab.contracts.identity import config_params
 from ptmlab.contracts.secrets import redact_url_passwords
 from ptmlab.contracts.summaries import StageSummary, validate_summary
 
@@ -334,6 +335,7 @@ class StageRun:
             "run_dir": str(self.run_dir),
             "seed": int(self.cfg.seed),
             "wall_time_s": round(time.time() - self.started, 3),
+            "params": config_params(OmegaConf.to_container(self.cfg, resolve=True)),
             **numbers,
         }, default=str)))
         if not isinstance(summary, model):

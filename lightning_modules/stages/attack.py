@@ -26,12 +26,12 @@ from __future__ import annotations
 import json
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from lightning_modules.artifacts.saved_task_model import LoadedTaskModel, load_task_model
+from lightning_modules.artifacts.saved_task_model import LoadedTaskModel, load_task_model, record_source
 from lightning_modules.attacks.read_ahead import check_attackable
 from lightning_modules.attacks.recipe import RECORDS_FILE, SKIPPED, SUCCEEDED, AttackRecipe, AttackRecord
 from lightning_modules.attacks.victim import Victim
@@ -53,6 +53,7 @@ class AttackParts:
     recipe: AttackRecipe
     victim: Victim
     label: str | None = None  # `attack.label`: only examples of this gold class are sampled
+    source_fields: dict = field(default_factory=dict)  # what the source's backbone is (`record_source`)
 
 
 def build_recipe(node: DictConfig) -> AttackRecipe:
@@ -101,6 +102,7 @@ def build_attack(cfg: DictConfig) -> AttackParts:
         raise ConfigError(f"source={ref}: not a task model that loads ({exc}); attack takes a finetune or "
                           f"compress run") from None
     use_source_task(cfg, source, str(ref))
+    source_fields = record_source(cfg, source, str(ref))
     spec = source.tasks[str(cfg.task.name)]
     check_attackable(spec, str(ref))
     task = load_task(cfg.task)
@@ -113,7 +115,7 @@ def build_attack(cfg: DictConfig) -> AttackParts:
     victim = Victim(source, spec.name, batch_size=int(node.get("batch_size") or 64))
     recipe.prepare(victim)
     rows = sample_rows(candidates, num_examples, int(cfg.seed))
-    return AttackParts(source, task, split, rows, recipe, victim, label)
+    return AttackParts(source, task, split, rows, recipe, victim, label, source_fields)
 
 
 def attack_examples(parts: AttackParts, seed: int, progress=None) -> list[AttackRecord]:
@@ -197,6 +199,7 @@ def run_attack(cfg: DictConfig) -> dict:
             "task": parts.task.spec.name,
             "split": parts.split,
             "model": str(parts.source.manifest["model"].get("name", "")),
+            **parts.source_fields,
             # how the source was adapted and defended, so attacks on plain and adversarial fine-tunes compare
             "source_adaptation": str((parts.source.manifest.get("adaptation") or {}).get("name", "full")),
             "source_defence": parts.source.manifest.get("defence"),

@@ -26,7 +26,7 @@ from lightning_modules.compression.control import extra_training, train_control
 from lightning_modules.compression.measure import MeasureSettings, measure_side_by_side
 from lightning_modules.runtime.stage_run import StageRun, tracking_uri
 from lightning_modules.artifacts.saved_task_model import LoadedTaskModel, check_task_matches, load_task_model, \
-    save_task_model, source_task_node, task_configs_of
+    record_source, save_task_model, source_task_node, task_configs_of
 from lightning_modules.artifacts.task_model_manifest import TASK_MODEL_ARTIFACT, TASK_MODEL_DIR
 from lightning_modules.tasks.spec import LoadedTask, load_task
 from ptmlab.contracts import BackboneError, ConfigError
@@ -41,6 +41,7 @@ class CompressParts:
     method: CompressionMethod
     ctx: CompressContext
     settings: MeasureSettings
+    source_fields: dict  # what the source's backbone is (artifacts/saved_task_model.py `record_source`)
 
 
 def load_source(ref: str, cfg: DictConfig) -> LoadedTaskModel:
@@ -87,6 +88,7 @@ def build_compress(cfg: DictConfig) -> CompressParts:
     pl.seed_everything(int(cfg.seed), workers=True, verbose=False)
     source = load_source(str(ref), cfg)
     use_source_task(cfg, source, str(ref))
+    source_fields = record_source(cfg, source, str(ref))
     task = load_task(cfg.task)
     if task.spec.is_multiple_choice:  # scored as the source scores its choices (finetune resolved `auto`)
         task = dataclasses.replace(task, spec=dataclasses.replace(task.spec, choice_scoring=source.model.scoring))
@@ -101,7 +103,8 @@ def build_compress(cfg: DictConfig) -> CompressParts:
         raise ConfigError(f"compression={method.name} does not apply to task.kind=generation (task {task.spec.name}): "
                           f"quantize_dynamic, drop_layers, prune_magnitude and distill do")
     method.check(source, ctx)
-    return CompressParts(source, task, method, ctx, MeasureSettings.from_cfg(OmegaConf.to_container(stage.measure)))
+    return CompressParts(source, task, method, ctx, MeasureSettings.from_cfg(OmegaConf.to_container(stage.measure)),
+                         source_fields)
 
 
 def source_run_id(source: LoadedTaskModel) -> str | None:
@@ -194,6 +197,7 @@ def run_compress(cfg: DictConfig) -> dict:
             "task": task.spec.name,
             "main_metric": task.spec.metric_key(task.spec.main_metric, split),
             "model": str(source.manifest["model"].get("name", "")),
+            **parts.source_fields,
             "edits": [e.get("op") for e in edits],
             **numbers,
             **result.numbers,

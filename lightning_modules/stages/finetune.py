@@ -8,6 +8,7 @@ trains them inside a `StageRun`."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ from lightning_modules.tasks.datamodule import TaskDataModule
 from lightning_modules.tasks.generation_metrics import score_split
 from lightning_modules.tasks.generation_predictions import write_generations
 from lightning_modules.tasks.encoding import in_split_order
+from lightning_modules.tasks.confusion import CONFUSION_FILE, confusion_report, majority_baseline
 from lightning_modules.tasks.metrics import prediction_stats
 from lightning_modules.tasks.predictions import write_glue_submission, write_predictions
 from lightning_modules.tasks.span_answers import SpanWindows, best_spans, write_span_predictions
@@ -153,12 +155,24 @@ def write_prediction_files(run: StageRun, trainer, parts: FinetuneParts, write: 
                 write_tagged_predictions(pred_dir / f"{split_name}.{task.spec.name}.tsv", split,
                                          word_tags(task.spec, split, preds))
             continue
+        logits = preds
+        if not task.spec.is_regression:
+            preds = logits.argmax(-1)
         if split_name in datamodule.split_names_val:
             if write:
                 write_predictions(pred_dir / f"{split_name}.tsv", split, preds.tolist(), task.spec)
             if split_name == datamodule.split_names_val[0] and not task.spec.is_regression:
                 labels = torch.tensor([ex.label for ex in split.examples])
                 stats = prediction_stats(preds, labels)
+                report = confusion_report(logits, labels.tolist(), task.spec.labels,
+                                          [ex.texts for ex in split.examples])
+                pred_dir.mkdir(parents=True, exist_ok=True)
+                (pred_dir / CONFUSION_FILE).write_text(json.dumps(report, indent=1))
+                baseline = majority_baseline(task.spec.metrics, labels.tolist(), task.spec.num_labels)
+                if task.spec.main_metric in baseline:
+                    stats["baseline"] = {"kind": "majority_class", "metric": task.spec.main_metric,
+                                         "value": baseline[task.spec.main_metric]}
+                stats["confusion"] = report
         elif write:
             write_glue_submission(pred_dir / "glue_submission", split, preds.tolist(), task.spec)
     if pred_dir.exists():
@@ -217,10 +231,13 @@ def run_finetune(cfg: DictConfig) -> dict:
             generation, stats = write_generation_files(run, parts, bool(stage.write_predictions)), {}
         else:
             generation, stats = None, write_prediction_files(run, trainer, parts, bool(stage.write_predictions))
+        confusion, baseline = stats.pop("confusion", None), stats.pop("baseline", None)
         run.progress.phase("exporting the task model")
         task_model_dir = export_models(run, cfg, model, parts.resolved, {task.spec.name: task.spec},
                                        adaptation=parts.adaptation, defence=parts.defence)
         main_key = task.spec.metric_key(task.spec.main_metric, datamodule.split_names_val[0])
+        if baseline:
+            baseline["metric"] = main_key
         summary = {
             "model": parts.resolved.model_name,
             "objective": parts.resolved.objective,
@@ -236,6 +253,8 @@ def run_finetune(cfg: DictConfig) -> dict:
             "main_metric": main_key,
             "main_score": metrics.get(main_key),
             "prediction_stats": stats,
+            **({"confusion": confusion} if confusion else {}),
+            **({"baseline": baseline} if baseline else {}),
             **({"metric_modes": TOKEN_METRIC_MODES} if task.spec.is_token_level else {}),
             # SQuAD EM/F1 on ptmlab's 0-1 scale; v2.0: the no-answer threshold chosen on dev (null: v1.1)
             **({"metric_modes": SPAN_METRIC_MODES, "no_answer_threshold": metrics.get("no_answer_threshold")}

@@ -166,7 +166,8 @@ class FinetuneModule(pl.LightningModule):
         logits = self.model(batch).detach().float().cpu()
         if self.task.spec.is_multiple_choice:  # every choice's score: the prediction file holds them all
             return index, logits
-        return index, logits.squeeze(-1) if self.is_regression else logits.argmax(-1)
+        # classification: the logits (the confusion report reads their probabilities), argmax taken by the writer
+        return index, logits.squeeze(-1) if self.is_regression else logits
 
     def configure_optimizers(self):
         weight_decay = float(self.optimizer_cfg.get("weight_decay", 0.0))

@@ -19,7 +19,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from lightning_modules.artifacts.backbone_reference import ResolvedBackbone, backbone_summary, record_backbone, resolve_backbone
-from lightning_modules.artifacts.saved_task_model import load_task_model
+from lightning_modules.artifacts.saved_task_model import load_task_model, source_summary
 from lightning_modules.data.conllu import Treebank, read_conllu
 from lightning_modules.models.hf import HFBackbone
 from lightning_modules.probing import attention as attention_probe
@@ -95,8 +95,10 @@ def resolve_probe_backbone(cfg: DictConfig) -> ResolvedBackbone:
             raise first from None
         manifest = loaded.manifest
         model_cfg = dict(manifest.get("model") or {})
+        # the objective its backbone was pre-trained with, where the source's run recorded it
+        objective = source_summary(loaded).get("objective") or "task_model"
         return ResolvedBackbone(loaded.model.backbone, loaded.tokenizer, task_model_label(model_cfg, loaded.folder),
-                                "task_model", str(ref), model_cfg)
+                                str(objective), str(ref), model_cfg)
 
 
 def task_model_label(model_cfg: dict, folder: Path) -> str:

@@ -70,6 +70,39 @@ def test_compress_without_task_runs_and_records_the_task(home, source, tmp_path)
     # the compressed model records the task too, so the next method needs no task= either
     manifest = json.loads((run_dir / "export" / "task_model" / "task_model.json").read_text())
     assert manifest["task_configs"]["sst2"]["name"] == "sst2"
+    # the stored config, the summary and the MLflow params say which model ran: the source's
+    # (hidden size 32, its tokenizer's vocabulary), not the composed bert_tiny defaults
+    source_summary = json.loads((source / "summary.json").read_text())
+    assert ran.model.backbone.hidden_size == 32 and ran.model.backbone.vocab_size == source_summary["backbone"]["vocab_size"]
+    assert summary["params"]["model.backbone.hidden_size"] == 32 and summary["params"]["stage.name"] == "compress"
+    assert summary["model"] == source_summary["model"] and summary["family"] == source_summary["family"]
+    assert summary["objective"] == source_summary["objective"] and summary["backbone"] == source_summary["backbone"]
+    import mlflow
+
+    params = mlflow.MlflowClient(str(OmegaConf.select(ran, "tracking.uri"))).get_run(summary["mlflow_run_id"]).data.params
+    assert params["model.backbone.hidden_size"] == "32" and params["resolved_backbone.vocab_size"] == str(
+        source_summary["backbone"]["vocab_size"])
+
+
+def test_a_classification_fine_tune_records_its_confusion_baseline_and_params(source):
+    """The confusion matrix, per-class scores and most confident mistakes, stored with the run and
+    in the summary; the majority-class baseline in the main metric; the flat resolved config."""
+    summary = json.loads((source / "summary.json").read_text())
+    stored = json.loads((source / "predictions" / "confusion.json").read_text())
+    assert summary["confusion"] == stored and stored["labels"] == ["0", "1"] and stored["examples"] == 16
+    matrix = stored["matrix"]
+    assert sum(map(sum, matrix)) == 16 and stored["errors"] == 16 - matrix[0][0] - matrix[1][1]
+    correct = (matrix[0][0] + matrix[1][1]) / 16
+    assert abs(correct - summary["metrics"]["accuracy"]) < 1e-9
+    recall_0 = matrix[0][0] / max(1, matrix[0][0] + matrix[0][1])
+    assert abs(stored["per_class"][0]["recall"] - recall_0) < 1e-9 and stored["per_class"][0]["support"] == sum(matrix[0])
+    assert len(stored["misclassified"]) == min(20, stored["errors"])
+    scores = [m["score"] for m in stored["misclassified"]]
+    assert scores == sorted(scores, reverse=True) and all(m["gold"] != m["predicted"] for m in stored["misclassified"])
+    majority = max(sum(row) for row in matrix) / 16
+    assert summary["baseline"] == {"kind": "majority_class", "metric": summary["main_metric"], "value": majority}
+    assert summary["params"]["task.max_train_samples"] == 24 and summary["params"]["stage.batch_size"] == 8
+    assert not any(key.startswith(("paths.", "tracking.")) or key == "seed" for key in summary["params"])
 
 
 def test_a_task_other_than_the_sources_is_refused_naming_both(home, source, tmp_path):

@@ -10,6 +10,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from ptmlab.contracts.secrets import redact_url_passwords
+
 # Top-level keys that differ between re-runs of one experiment: where it ran (paths, the MLflow
 # store and job id), its name and labels, the seed (a run's identity is (config_hash, seed)),
 # resuming and checkpoint cadence, and Hydra's own node.
@@ -22,6 +24,37 @@ def config_hash(resolved: dict[str, Any]) -> str:
     kept = {k: v for k, v in resolved.items() if k not in RUN_ONLY_KEYS}
     text = json.dumps(kept, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+Scalar = str | int | float | bool | None
+
+
+def config_params(resolved: dict[str, Any]) -> dict[str, Scalar]:
+    """The resolved config as one flat dict of dotted keys (`stage.lr`, `model.name`), without the
+    keys that only say where and when a run ran: what the runs table, the leaderboard and the
+    sweep pages group and filter by. Lists of scalars are joined with ", "; other lists (a corpus's
+    sources, a pipeline's nodes) and `_target_` paths are left out."""
+    out: dict[str, Scalar] = {}
+
+    def walk(node: Any, prefix: str) -> None:
+        for key, value in node.items():
+            name = f"{prefix}{key}"
+            if str(key).startswith("_"):
+                continue
+            if isinstance(value, dict):
+                walk(value, f"{name}.")
+            elif isinstance(value, list):
+                if all(isinstance(x, str | int | float | bool) for x in value):
+                    out[name] = ", ".join(str(x) for x in value)
+            elif isinstance(value, str):
+                out[name] = redact_url_passwords(value)  # a database URL in a config never reaches a results row
+            elif value is None or isinstance(value, int | float | bool):
+                out[name] = value
+            else:
+                out[name] = str(value)
+
+    walk({k: v for k, v in resolved.items() if k not in RUN_ONLY_KEYS}, "")
+    return out
 
 
 def overrides_but_seed(overrides: Iterable[str]) -> tuple[str, ...]:

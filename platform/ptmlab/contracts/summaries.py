@@ -39,6 +39,9 @@ class StageSummary(BaseModel):
     run_dir: str | None = None
     seed: int
     wall_time_s: float = Field(ge=0)
+    # The resolved config flattened (ptmlab.contracts.identity `config_params`): every key a run
+    # can be grouped, filtered and compared by. None in rows stored before runs recorded it.
+    params: dict[str, str | int | float | bool | None] | None = None
 
 
 class Throughput(BaseModel):
@@ -95,6 +98,12 @@ class GenerationNumbers(BaseModel):
     latency_ms_per_example: float = Field(ge=0)
 
 
+class Baseline(BaseModel):
+    kind: Literal["majority_class"] = "majority_class"
+    metric: str
+    value: float
+
+
 class FinetuneSummary(StageSummary):
     """stage=finetune, and stage=multitask (one head per task: `tasks`, `task_metrics`)."""
 
@@ -130,6 +139,18 @@ class FinetuneSummary(StageSummary):
     family: str | None = None
     tokenizer: str | None = None
     backbone: dict[str, Any] | None = None
+    # The eval split's majority-class predictor scored with the main metric: at or below it a run
+    # has learnt nothing (classification only).
+    baseline: Baseline | None = None
+    # Classification: the eval split's confusion matrix, per-class scores and the most confident
+    # mistakes (lightning_modules/tasks/confusion.py; predictions/confusion.json in the run folder).
+    confusion: dict[str, Any] | None = None
+    defence: dict[str, Any] | None = None  # what it was trained against (adversarial training); None: plain
+    metric_modes: dict[str, Any] | None = None  # how token and span metrics were computed (seqeval mode, ...)
+    no_answer_threshold: float | None = None  # SQuAD v2.0: the threshold chosen on dev
+    data_origin: str | None = None  # where a reader drew or split the data (few-shot, a split of dev)
+    multiple_choice: dict[str, Any] | None = None  # how choices were scored
+    data_notes: list[str] | None = None  # what the reader says of the data
     # multitask only
     tasks: list[str] | None = None
     task_metrics: dict[str, Metrics] | None = None
