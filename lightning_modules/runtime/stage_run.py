@@ -335,7 +335,7 @@ class StageRun:
             "run_dir": str(self.run_dir),
             "seed": int(self.cfg.seed),
             "wall_time_s": round(time.time() - self.started, 3),
-            "params": config_params(OmegaConf.to_container(self.cfg, resolve=True)),
+            "hparams": config_params(OmegaConf.to_container(self.cfg, resolve=True)),
             **numbers,
         }, default=str)))
         if not isinstance(summary, model):

@@ -1,11 +1,13 @@
-"""Comparing two configurations over seeds: the difference of means with a 95 % confidence
-interval and a p-value, as a paper would report it. Torch-free (the API uses it).
+"""Comparing two configurations over seeds: the difference of means, and a 95 % confidence
+interval and p-value only where the seeds support one. Torch-free (the API uses it).
 
-With at least 3 seeds on both sides: Welch's t-test (scipy.stats.ttest_ind, equal_var=False) and
-the Welch-Satterthwaite interval. With fewer: a percentile bootstrap of the difference of means
-(resampling each side's seeds) and its two-sided bootstrap p-value — scipy.stats.bootstrap needs
-two samples per side, and a side with one seed is exactly the case to handle. A side with a
-single seed gets a warning: there is no estimate of its variance, so no interval can be trusted.
+- Each side needs at least 3 seeds, and each side's runs must differ only in their seed (a side
+  that pools runs of different configurations has a spread over runs, not seeds: no test).
+- Both sides ran the same seeds (at least 3 in common): the paired t-test over those seeds
+  (scipy.stats.ttest_rel), its interval the t interval of the mean per-seed difference.
+- Otherwise Welch's t-test (scipy.stats.ttest_ind, equal_var=False) with the Welch-Satterthwaite
+  interval.
+- Fewer seeds: no interval and no p-value; the reason and the raw values are returned instead.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 CONFIDENCE = 0.95
-BOOTSTRAP_RESAMPLES = 10_000
-MIN_SEEDS_FOR_T = 3
+MIN_SEEDS = 3
+PAIRED, WELCH = "paired t-test", "Welch t-test"
 
 
 @dataclass
@@ -27,32 +29,71 @@ class SeedComparison:
     a_n: int
     b_n: int
     diff: float              # mean(a) - mean(b)
+    diff_pct: float | None   # diff ÷ |mean(b)|, in percent
+    a_values: list[float]
+    b_values: list[float]
+    test: str | None         # PAIRED | WELCH | None (no test: see `reason`)
     ci_low: float | None
     ci_high: float | None
     p_value: float | None
-    method: str              # welch | bootstrap
+    paired_seeds: list | None = None
+    reason: str | None = None
     warnings: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
 
 
-def compare_seeds(a: Sequence[float], b: Sequence[float], *, confidence: float = CONFIDENCE,
-                  resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> SeedComparison:
-    a = [float(x) for x in a if x is not None and not math.isnan(x)]
-    b = [float(x) for x in b if x is not None and not math.isnan(x)]
-    if not a or not b:
+def _finite(values: Sequence[float | None]) -> list[float]:
+    return [float(x) for x in values if x is not None and not math.isnan(x)]
+
+
+def compare_seeds(a: Sequence[float], b: Sequence[float], *, a_seeds: Sequence | None = None,
+                  b_seeds: Sequence | None = None, a_pooled: Sequence[str] = (), b_pooled: Sequence[str] = (),
+                  confidence: float = CONFIDENCE) -> SeedComparison:
+    """`a`, `b`: each side's score per run; `*_seeds`: the seed of each run (for pairing);
+    `*_pooled`: the config keys (besides the seed) whose values differ among a side's runs."""
+    pairs_a = [(s, float(x)) for s, x in zip(a_seeds or [None] * len(a), a, strict=True) if x is not None and not math.isnan(x)]
+    pairs_b = [(s, float(x)) for s, x in zip(b_seeds or [None] * len(b), b, strict=True) if x is not None and not math.isnan(x)]
+    xa, xb = [x for _, x in pairs_a], [x for _, x in pairs_b]
+    if not xa or not xb:
         raise ValueError("each side needs at least one seed with a score")
-    warnings = [f"{side} has a single seed: no estimate of its seed variance"
-                for side, xs in (("A", a), ("B", b)) if len(xs) == 1]
-    diff = statistics.fmean(a) - statistics.fmean(b)
-    common = dict(a_mean=statistics.fmean(a), b_mean=statistics.fmean(b), a_n=len(a), b_n=len(b), diff=diff)
-    if min(len(a), len(b)) >= MIN_SEEDS_FOR_T:
-        low, high, p = _welch(a, b, confidence)
-        return SeedComparison(**common, ci_low=low, ci_high=high, p_value=p, method="welch", warnings=warnings)
-    low, high, p = _bootstrap(a, b, confidence, resamples, seed)
-    warnings.append(f"fewer than {MIN_SEEDS_FOR_T} seeds on a side: bootstrap interval and p-value")
-    return SeedComparison(**common, ci_low=low, ci_high=high, p_value=p, method="bootstrap", warnings=warnings)
+    diff = statistics.fmean(xa) - statistics.fmean(xb)
+    b_mean = statistics.fmean(xb)
+    out = SeedComparison(a_mean=statistics.fmean(xa), b_mean=b_mean, a_n=len(xa), b_n=len(xb), diff=diff,
+                         diff_pct=None if b_mean == 0 else 100 * diff / abs(b_mean), a_values=xa, b_values=xb,
+                         test=None, ci_low=None, ci_high=None, p_value=None)
+    pooled = [(side, keys) for side, keys in (("A", a_pooled), ("B", b_pooled)) if keys]
+    if pooled:
+        out.reason = "; ".join(f"{side} pools runs of different configs ({', '.join(keys)} differ): spread over runs, "
+                               f"no test" for side, keys in pooled)
+        return out
+    if min(len(xa), len(xb)) < MIN_SEEDS:
+        out.reason = f"n too small: {len(xa)} vs {len(xb)} seeds (need ≥ {MIN_SEEDS} on each side)"
+        return out
+    by_seed_a, by_seed_b = dict(pairs_a), dict(pairs_b)
+    common = [s for s in by_seed_a if s is not None and s in by_seed_b]
+    if a_seeds is not None and b_seeds is not None and len(common) >= MIN_SEEDS \
+            and len(common) == len(by_seed_a) == len(by_seed_b) == len(xa) == len(xb):
+        out.test, out.paired_seeds = PAIRED, sorted(common, key=str)
+        out.ci_low, out.ci_high, out.p_value = _paired([by_seed_a[s] for s in common], [by_seed_b[s] for s in common],
+                                                       confidence)
+    else:
+        out.test = WELCH
+        out.ci_low, out.ci_high, out.p_value = _welch(xa, xb, confidence)
+    return out
+
+
+def _paired(a: list[float], b: list[float], confidence: float) -> tuple[float, float, float | None]:
+    from scipy import stats
+
+    d = [x - y for x, y in zip(a, b, strict=True)]
+    mean = statistics.fmean(d)
+    se = statistics.stdev(d) / math.sqrt(len(d))
+    if se == 0:  # the same difference on every seed: no spread to test against
+        return mean, mean, None if mean == 0 else 0.0
+    half = stats.t.ppf(0.5 + confidence / 2, len(d) - 1) * se
+    return mean - half, mean + half, float(stats.ttest_rel(a, b).pvalue)
 
 
 def _welch(a: list[float], b: list[float], confidence: float) -> tuple[float, float, float | None]:
@@ -67,19 +108,3 @@ def _welch(a: list[float], b: list[float], confidence: float) -> tuple[float, fl
     half = stats.t.ppf(0.5 + confidence / 2, df) * se
     p = float(stats.ttest_ind(a, b, equal_var=False).pvalue)
     return diff - half, diff + half, p
-
-
-def _bootstrap(a: list[float], b: list[float], confidence: float, resamples: int,
-               seed: int) -> tuple[float | None, float | None, float | None]:
-    import numpy as np
-
-    if len(a) == 1 and len(b) == 1:
-        return None, None, None  # one number against one number: nothing to resample
-    rng = np.random.default_rng(seed)
-    xa, xb = np.asarray(a), np.asarray(b)
-    # [resamples] differences of the means of resampled seeds
-    diffs = (rng.choice(xa, (resamples, len(xa))).mean(axis=1) - rng.choice(xb, (resamples, len(xb))).mean(axis=1))
-    tail = (1 - confidence) / 2
-    low, high = np.quantile(diffs, [tail, 1 - tail])
-    p = min(1.0, 2 * min(float((diffs <= 0).mean()), float((diffs >= 0).mean())))
-    return float(low), float(high), p

@@ -74,7 +74,7 @@ def test_compress_without_task_runs_and_records_the_task(home, source, tmp_path)
     # (hidden size 32, its tokenizer's vocabulary), not the composed bert_tiny defaults
     source_summary = json.loads((source / "summary.json").read_text())
     assert ran.model.backbone.hidden_size == 32 and ran.model.backbone.vocab_size == source_summary["backbone"]["vocab_size"]
-    assert summary["params"]["model.backbone.hidden_size"] == 32 and summary["params"]["stage.name"] == "compress"
+    assert summary["hparams"]["model.backbone.hidden_size"] == 32 and summary["hparams"]["stage.name"] == "compress"
     assert summary["model"] == source_summary["model"] and summary["family"] == source_summary["family"]
     assert summary["objective"] == source_summary["objective"] and summary["backbone"] == source_summary["backbone"]
     import mlflow
@@ -101,8 +101,8 @@ def test_a_classification_fine_tune_records_its_confusion_baseline_and_params(so
     assert scores == sorted(scores, reverse=True) and all(m["gold"] != m["predicted"] for m in stored["misclassified"])
     majority = max(sum(row) for row in matrix) / 16
     assert summary["baseline"] == {"kind": "majority_class", "metric": summary["main_metric"], "value": majority}
-    assert summary["params"]["task.max_train_samples"] == 24 and summary["params"]["stage.batch_size"] == 8
-    assert not any(key.startswith(("paths.", "tracking.")) or key == "seed" for key in summary["params"])
+    assert summary["hparams"]["task.max_train_samples"] == 24 and summary["hparams"]["stage.batch_size"] == 8
+    assert not any(key.startswith(("paths.", "tracking.")) or key == "seed" for key in summary["hparams"])
 
 
 def test_a_task_other_than_the_sources_is_refused_naming_both(home, source, tmp_path):

@@ -52,14 +52,14 @@ def test_columns_sort_filter_and_search(seeded):
     url, ids = seeded
     with session_scope(url) as s:
         view = runs_view(s, columns=["metrics.accuracy", "config.embeddings"], sort="metrics.accuracy", order="desc")
-        assert [r["id"] for r in view["rows"]] == [ids["lr-small"], ids["lr-large"], ids["electra-rte"], ids["int8"]]
+        assert [r["result_id"] for r in view["rows"]] == [ids["lr-small"], ids["lr-large"], ids["electra-rte"], ids["int8"]]
         assert view["rows"][-1]["values"] == {"metrics.accuracy": None, "config.embeddings": False}  # missing: last
         assert view["rows"][0]["job_name"] == "lr-small"
         keys = {a["key"]: a for a in view["available"]}
         assert keys["metrics.accuracy"]["count"] == 3 and keys["metrics.accuracy"]["numeric"]
         assert not keys["model"]["numeric"] and "layers" not in keys and "tag.suite" in keys
         ascending = runs_view(s, columns=["metrics.accuracy"], sort="metrics.accuracy", order="asc")
-        assert [r["id"] for r in ascending["rows"]] == [ids["electra-rte"], ids["lr-large"], ids["lr-small"], ids["int8"]]
+        assert [r["result_id"] for r in ascending["rows"]] == [ids["electra-rte"], ids["lr-large"], ids["lr-small"], ids["int8"]]
 
         assert runs_view(s, filters=["metrics.accuracy>=0.74", "task=sst2"])["total"] == 2
         assert runs_view(s, filters=["metrics.accuracy>0.74"])["total"] == 1
@@ -70,8 +70,8 @@ def test_columns_sort_filter_and_search(seeded):
         assert runs_view(s, q="LR-")["total"] == 2  # job names, case-insensitive
         assert runs_view(s, q="quantize")["total"] == 1  # a text value of the summary
         paged = runs_view(s, sort="id", order="asc", limit=2, offset=2)
-        assert [r["id"] for r in paged["rows"]] == [ids["electra-rte"], ids["int8"]] and paged["total"] == 4
-        assert runs_view(s)["columns"] == ["kind", "model", "task", "method", "main_score", "score"]
+        assert [r["result_id"] for r in paged["rows"]] == [ids["electra-rte"], ids["int8"]] and paged["total"] == 4
+        assert runs_view(s)["columns"] == ["kind", "model", "task", "method", "main_score"]
 
 
 def test_the_endpoint_and_a_bad_filter(seeded, tmp_path):

@@ -73,7 +73,7 @@ def test_folded_views_equal_views_built_from_scratch(db_url):
         folded = _views(db_url)
         assert folded == _from_scratch(db_url), f"round {i}"
     runs = folded["runs by id, searched"]["v"]
-    assert runs["total"] > 0 and [r["id"] for r in runs["rows"]] == sorted(r["id"] for r in runs["rows"])
+    assert runs["total"] > 0 and [r["result_id"] for r in runs["rows"]] == sorted(r["result_id"] for r in runs["rows"])
     compression = folded["compression"]["v"]
     assert compression["fronts"]["params"][0] > 400  # the new dominating point leads the front
     for axis, front in compression["fronts"].items():  # fronts kept point by point = made from every point

@@ -231,10 +231,10 @@ def test_compare_view_labels_old_hand_recorded_and_partly_broken_rows_as_it_did(
         s.commit()
         view = compare_view(s, [r.id for r in rows])
     finetune, custom, probe = view["runs"]
-    assert finetune["label"] == f"#{rows[0].id} finetune: bert_tiny / lora / rte seed 3"
-    assert (custom["kind"], custom["label"], custom["layers"]) == ("custom", f"#{rows[1].id} custom: rte", [])
+    assert finetune["label"] == f"result {rows[0].id} finetune: bert_tiny / lora / rte seed 3"
+    assert (custom["kind"], custom["label"], custom["layers"]) == ("custom", f"result {rows[1].id} custom: rte", [])
     assert custom["numbers"] == {"task": "rte", "score": 0.5}
-    assert probe["label"] == f"#{rows[2].id} probe: m / pos seed 3" and probe["layers"][0] == {"layer": 0, "accuracy": 0.5}
+    assert probe["label"] == f"result {rows[2].id} probe: m / pos seed 3" and probe["layers"][0] == {"layer": 0, "accuracy": 0.5}
     assert probe["numbers"]["seed"] == "3"  # the numbers table shows the row as stored
 
 

@@ -40,8 +40,9 @@ class StageSummary(BaseModel):
     seed: int
     wall_time_s: float = Field(ge=0)
     # The resolved config flattened (ptmlab.contracts.identity `config_params`): every key a run
-    # can be grouped, filtered and compared by. None in rows stored before runs recorded it.
-    params: dict[str, str | int | float | bool | None] | None = None
+    # can be grouped, filtered and compared by (`params` is pretrain's parameter count). None in
+    # rows stored before runs recorded it.
+    hparams: dict[str, str | int | float | bool | None] | None = None
 
 
 class Throughput(BaseModel):

@@ -100,6 +100,16 @@ class TaskCell:
     same_seed_runs: int = 0
     multitask_runs: int = 0
     result_ids: list[int] = field(default_factory=list)  # the results row of each run shown (stored rows only)
+    job_ids: list[int | None] = field(default_factory=list)  # the job of each run shown, in `seeds` order
+    # Config keys besides the seed whose values differ among the cell's runs: its spread is over
+    # runs, not seeds, and no test is offered for it.
+    varying: list[str] = field(default_factory=list)
+    # Runs at or below the task's majority-class baseline: {"baseline", "metric", "runs"}.
+    degenerate: dict | None = None
+
+    @property
+    def spread(self) -> str:
+        return "runs" if self.varying else "seeds"
 
     @property
     def marks(self) -> list[str]:
@@ -182,6 +192,15 @@ class LeaderboardRow:
     average: float | None  # the board's benchmark average (GLUE unless the board says otherwise)
     average_tasks: int  # how many of the benchmark's tasks it is over
     footprint: Footprint = field(default_factory=Footprint)
+    # Rows that hold one configuration each (the default) and share their rows-by values: the
+    # config keys that tell this row from those siblings, with its values.
+    distinct: dict[str, str] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)  # its runs' config (one configuration per row)
+    identity: tuple | None = None  # its configuration's identity (None when rows pool)
+
+    @property
+    def label(self) -> str:
+        return r_label(self)
 
     @property
     def flags(self) -> list[str]:
@@ -264,6 +283,17 @@ class TaskRun:
     constant_prediction: bool
     majority_rate: float | None
     footprint: dict[str, float | None]
+    params: dict[str, Any] = field(default_factory=dict)  # the flat resolved config (summary `params`)
+    job_id: int | None = None
+    baseline: float | None = None  # the main metric's majority-class score, where recorded
+
+    @property
+    def row_identity(self) -> tuple | None:
+        """What puts runs in one leaderboard row by default: their config but the task (a row spans
+        the tasks a configuration ran) and the seed; None for rows stored without their config."""
+        if not self.params:
+            return None
+        return tuple(sorted((k, repr(v)) for k, v in self.params.items() if not k.startswith("task.") and k != "seed"))
 
 
 def _as_number(value) -> float | None:
@@ -280,8 +310,19 @@ def _as_row(row: ResultRow | dict) -> ResultRow:
 def _config_text(row: ResultRow, summary: FinetuneSummary, key: str) -> str:
     if key == "sweep_id" and row.sweep_id is not None:
         return str(row.sweep_id)  # the row's sweep: what the sweep filter selects on
-    value = getattr(summary, key, None)  # any key a row may be grouped by: a declared field or an extra one
+    value = getattr(summary, key, None)  # a summary key: a declared field or an extra one
+    if value is None and summary.hparams:
+        value = summary.hparams.get(key)  # a config key: `stage.lr`, `adaptation.rank`
     return "-" if value is None else str(value)
+
+
+def _baseline(summary: FinetuneSummary, stats: dict) -> float | None:
+    """The main metric's majority-class score: the summary's `baseline`, or for accuracy the
+    majority rate older rows recorded in `prediction_stats`."""
+    if summary.baseline is not None:
+        return summary.baseline.value
+    metric = (summary.main_metric or "").rsplit("/", 1)[-1]
+    return _as_number(stats.get("majority_rate")) if metric == "accuracy" else None
 
 
 def board_summary(row: ResultRow, kinds: tuple[str, ...] = LEADERBOARD_KINDS) -> FinetuneSummary | None:
@@ -320,6 +361,9 @@ def task_runs(row: ResultRow | dict, kinds: tuple[str, ...] = LEADERBOARD_KINDS,
         # A multi-task run's main_score is its first task's: no score for another task's cell.
         "main_score": None if per_task_summary else s.main_score,
         "footprint": {f.name: getattr(s, f.name) for f in fields(Footprint)},
+        "params": dict(s.hparams or {}), "job_id": row.job_id,
+        # a multi-task run's baseline would be its first task's
+        "baseline": None if per_task_summary else _baseline(s, stats),
     }
     out = []
     for task, metrics in pairs:
@@ -364,6 +408,9 @@ def _degenerate(run: TaskRun) -> list[str]:
             reasons.append(f"constant predictions (accuracy = majority rate {100 * rate:.1f})")
         else:
             reasons.append("constant predictions")
+    if run.baseline is not None and run.main_score is not None and run.main_score <= run.baseline + 1e-9 \
+            and not run.constant_prediction:
+        reasons.append(f"at or below the majority-class baseline ({100 * run.baseline:.1f})")
     nan = [m for m, v in metrics.items() if isinstance(v, float) and math.isnan(v)]
     if nan:
         reasons.append(f"NaN {', '.join(sorted(nan))}")
@@ -373,7 +420,7 @@ def _degenerate(run: TaskRun) -> list[str]:
 def build_leaderboard(rows: Iterable[ResultRow | dict], *, group_by: Sequence[str] = DEFAULT_GROUP_BY,
                       kind: str | Collection[str] = LEADERBOARD_KINDS, tasks: Sequence[str] | None = None,
                       adaptations: Collection[str] | None = None, benchmark: str = "glue",
-                      own_tasks: bool = False) -> Leaderboard:
+                      own_tasks: bool = False, pool: bool = False) -> Leaderboard:
     """Group runs by the `group_by` summary keys, one cell per task, mean ± std over the runs
     (seeds); only the runs of `adaptations` (summary key `adaptation`) when given, only the
     benchmark's own tasks with `own_tasks` (named in its table or of its kinds); each row's average
@@ -381,9 +428,13 @@ def build_leaderboard(rows: Iterable[ResultRow | dict], *, group_by: Sequence[st
 
     A later row of the same run identity (config hash) and seed replaces an earlier one (a
     re-run), so pass rows oldest first (as `load_rows` and `read_rows` return them); runs of
-    different configs that share a seed and the `group_by` keys are all kept, and their cell says so."""
+    different configs that share a seed and the `group_by` keys are all kept, and their cell says so.
+
+    By default a row holds the runs of one configuration (they differ only in their seed): rows that
+    share the `group_by` values are told apart by `distinct`. With `pool` the rows are the `group_by`
+    values alone, and a cell whose runs differ in other config keys names them (`varying`)."""
     return LeaderboardFold(group_by=group_by, kind=kind, tasks=tasks, adaptations=adaptations,
-                           benchmark=benchmark, own_tasks=own_tasks).add(rows).board()
+                           benchmark=benchmark, own_tasks=own_tasks, pool=pool).add(rows).board()
 
 
 class LeaderboardFold:
@@ -393,12 +444,12 @@ class LeaderboardFold:
 
     def __init__(self, *, group_by: Sequence[str] = DEFAULT_GROUP_BY, kind: str | Collection[str] = LEADERBOARD_KINDS,
                  tasks: Sequence[str] | None = None, adaptations: Collection[str] | None = None,
-                 benchmark: str = "glue", own_tasks: bool = False):
+                 benchmark: str = "glue", own_tasks: bool = False, pool: bool = False):
         if benchmark not in BENCHMARKS:
             raise ConfigError(f"benchmark={benchmark} is unknown; valid: {', '.join(BENCHMARKS)}")
         self.bench = BENCHMARKS[benchmark]
         self.group_by, self.kinds, self.tasks, self.adaptations = tuple(group_by), _kinds(kind), tasks, adaptations
-        self.own_tasks = own_tasks
+        self.own_tasks, self.pool = own_tasks, pool
         # config -> task -> (seed, identity) -> run, in run order (a re-run moves to the end)
         self._runs: dict[tuple, dict[str, dict[tuple, TaskRun]]] = {}
         self._built: dict[tuple, LeaderboardRow] = {}  # rows no run changed since they were built
@@ -433,6 +484,8 @@ class LeaderboardFold:
                         if run.task in by_task:
                             self._built.pop(config, None)
                 config = tuple(run.config[k] for k in self.group_by)
+                if not self.pool:  # one configuration per row: its runs differ only in their seed
+                    config = (*config, run.row_identity)
                 cell = self._runs.setdefault(config, {}).setdefault(run.task, {})
                 key = (run.seed if run.seed is not None else f"run:{run.identity}", run.identity)
                 cell.pop(key, None)  # a re-run takes the place of the earlier run, in run order
@@ -447,6 +500,7 @@ class LeaderboardFold:
         board_rows = sorted(self._built.values(),
                             key=lambda r: (-(r.average_tasks), -(r.average if r.average is not None else -1e9),
                                            tuple(r.config.values())))
+        _name_siblings(board_rows)
         bench = self.bench
         present = {t for r in board_rows for t in r.cells}
         # a kind-held board's columns by kind in the benchmark's order (QA, tagging, choice), then by name
@@ -465,6 +519,8 @@ class LeaderboardFold:
             names = sorted({m for _, _, shown in scored for m in shown}, key=lambda m: (order + (m,)).index(m))
             flags = [f"{_display(task, r.kind)} seed {r.seed}: {why}" for r in runs for why in _degenerate(r)]
             clashes = _same_seed_clashes(_display(task, self.task_kinds.get(task)), runs)
+            degenerate = [r for r in runs if r.baseline is not None and r.main_score is not None
+                          and r.main_score <= r.baseline + 1e-9]
             cells[task] = TaskCell(
                 task=task,
                 metrics={m: Stat.of([shown.get(m) for _, _, shown in scored]) for m in names},
@@ -474,13 +530,19 @@ class LeaderboardFold:
                 same_seed_runs=sum(n for _, n in clashes),
                 multitask_runs=sum(1 for r in runs if r.multitask),
                 result_ids=[r.result_id for r in runs if r.result_id is not None],
+                job_ids=[r.job_id for r in runs], varying=_varying(runs, self.group_by),
+                degenerate=None if not degenerate else {
+                    "baseline": max(r.baseline for r in degenerate), "metric": degenerate[0].main_metric,
+                    "runs": len(degenerate)},
             )
         task_means = {t: c.score.mean for t, c in cells.items()}
         return LeaderboardRow(
-            config=dict(zip(self.group_by, config, strict=True)), cells=cells,
+            config=dict(zip(self.group_by, config[:len(self.group_by)], strict=True)), cells=cells,
             average=self.bench.average(task_means),
             average_tasks=sum(1 for t, v in task_means.items() if t in self.bench.tasks and v is not None),
             footprint=_footprint(by_task),
+            params=next((r.params for runs in by_task.values() for r in runs), {}),
+            identity=None if self.pool else config[-1],
         )
 
 
@@ -494,6 +556,43 @@ def _metric_order(task: str, kind: str | None) -> tuple[str, ...]:
     if table is not None and task in table.tasks:
         return table.tasks[task][1]
     return KIND_COLUMNS[kind].metrics if kind in KIND_COLUMNS else ()
+
+
+def _varying(runs: list[TaskRun], group_by: Sequence[str]) -> list[str]:
+    """The config keys besides the seed and the rows-by keys whose values differ among `runs`;
+    ["config"] where their identities differ but no recorded key says how (older rows)."""
+    keys = sorted({k for r in runs for k in r.params} - set(group_by) - {"seed"})
+    differ = [k for k in keys if len({repr(r.params.get(k)) for r in runs}) > 1]
+    if differ or all(r.params for r in runs) or len({r.identity for r in runs}) <= 1:
+        return differ
+    return ["config"]
+
+
+def _name_siblings(rows: list[LeaderboardRow]) -> None:
+    """Rows that share their rows-by values (one configuration each) get `distinct`: the config keys
+    whose values differ between them, with this row's values; a config hash where none is recorded."""
+    by_label: dict[tuple, list[LeaderboardRow]] = {}
+    for row in rows:
+        by_label.setdefault(tuple(row.config.values()), []).append(row)
+    for siblings in by_label.values():
+        if len(siblings) == 1:
+            siblings[0].distinct = {}
+            continue
+        params = [_row_params(row) for row in siblings]
+        keys = sorted({k for p in params for k in p} - set(siblings[0].config) - {"seed"})
+        differ = [k for k in keys if len({repr(p.get(k)) for p in params}) > 1]
+        for row, p in zip(siblings, params, strict=True):
+            row.distinct = {k: str(p.get(k, "-")) for k in differ} if differ else {"config": _row_hash(row)}
+
+
+def _row_params(row: LeaderboardRow) -> dict[str, Any]:
+    return row.params
+
+
+def _row_hash(row: LeaderboardRow) -> str:
+    import hashlib
+
+    return hashlib.sha256(repr(row.identity).encode()).hexdigest()[:8] if row.identity else "not recorded"
 
 
 def _same_seed_clashes(name: str, runs: list[TaskRun]) -> list[tuple[str, int]]:
@@ -516,45 +615,64 @@ def _footprint(by_task: dict[str, list[TaskRun]]) -> Footprint:
     return Footprint.of({r.row_key: r for runs in by_task.values() for r in runs}.values())
 
 
-def per_seed_glue_average(row: LeaderboardRow, benchmark: Benchmark = BENCHMARKS["glue"]) -> list[float]:
-    """The row's benchmark (GLUE) average seed by seed, over the seeds every one of its tasks in
+def per_seed_glue_average(row: LeaderboardRow, benchmark: Benchmark = BENCHMARKS["glue"]) -> tuple[list, list[float]]:
+    """(seeds, the row's benchmark (GLUE) average at each) over the seeds every one of its tasks in
     the benchmark has."""
     cells = {t: c for t, c in row.cells.items() if t in benchmark.tasks}
     if not cells:
-        return []
+        return [], []
     common = set.intersection(*(set(c.seeds) for c in cells.values()))
-    out = []
+    seeds: list = []
+    out: list[float] = []
     for seed in sorted(common, key=str):
         scores = {t: c.values[c.seeds.index(seed)] for t, c in cells.items()}
         if all(v is not None for v in scores.values()):
+            seeds.append(seed)
             out.append(benchmark.average(scores))
-    return out
+    return seeds, out
 
 
 def compare_rows(board: Leaderboard, label_a: str, label_b: str) -> list[dict]:
     """Row A against row B (labels as `r_label` writes them), per task both have and for the GLUE
-    average: difference of means over seeds with its 95 % interval and p-value (ptmlab.stats),
-    on the 0-100 scale."""
-    from ptmlab.stats import compare_seeds
-
+    average, on the 0-100 scale: the difference of means, and an interval and p-value only where
+    the seeds support one (ptmlab.stats: ≥ 3 seeds a side, no pooled configs; paired over common
+    seeds, Welch otherwise)."""
     rows = {r_label(r): r for r in board.rows}
     for label in (label_a, label_b):
         if label not in rows:
             raise NotFoundError(f"no leaderboard row {label!r} (rows: {', '.join(sorted(rows)) or 'none'})")
     a, b = rows[label_a], rows[label_b]
-    pairs = [(t, board.display_name(t), a.cells[t].values, b.cells[t].values)
-             for t in board.tasks if t in a.cells and t in b.cells]
+    pairs = [(t, board.display_name(t), a.cells[t], b.cells[t]) for t in board.tasks if t in a.cells and t in b.cells]
+    out = []
+    for task, name, ca, cb in pairs:
+        out.append(_compared(task, name, (ca.seeds, ca.values, ca.varying), (cb.seeds, cb.values, cb.varying)))
     bench = board.benchmark
     if bench.averaged:
-        pairs.append((bench.name, f"{bench.display_name} avg", per_seed_glue_average(a, bench),
-                      per_seed_glue_average(b, bench)))
-    out = []
-    for task, name, xs, ys in pairs:
-        xs, ys = [100 * v for v in xs if v is not None], [100 * v for v in ys if v is not None]
-        if xs and ys:
-            out.append({"task": task, "name": name, **compare_seeds(xs, ys).as_dict()})
-    return out
+        sides = []
+        for row in (a, b):
+            seeds, values = per_seed_glue_average(row, bench)
+            varying = sorted({k for t, c in row.cells.items() if t in bench.tasks for k in c.varying})
+            sides.append((seeds, values, varying))
+        out.append(_compared(bench.name, f"{bench.display_name} avg", *sides))
+    return [c for c in out if c is not None]
+
+
+def _compared(task: str, name: str, a: tuple, b: tuple) -> dict | None:
+    from ptmlab.stats import compare_seeds
+
+    (sa, xa, va), (sb, xb, vb) = a, b
+    ka = [(s, 100 * v) for s, v in zip(sa, xa, strict=True) if v is not None]
+    kb = [(s, 100 * v) for s, v in zip(sb, xb, strict=True) if v is not None]
+    if not ka or not kb:
+        return None
+    # seeds pair only when each side holds one run per seed
+    seeds_a = [s for s, _ in ka] if len({s for s, _ in ka}) == len(ka) else None
+    seeds_b = [s for s, _ in kb] if len({s for s, _ in kb}) == len(kb) else None
+    result = compare_seeds([v for _, v in ka], [v for _, v in kb], a_seeds=seeds_a, b_seeds=seeds_b,
+                           a_pooled=va, b_pooled=vb)
+    return {"task": task, "name": name, **result.as_dict()}
 
 
 def r_label(row: LeaderboardRow) -> str:
-    return " / ".join(row.config.values())
+    """The rows-by values joined by " / ", then what tells the row from its siblings: " · stage.lr=0.001"."""
+    return " / ".join(row.config.values()) + "".join(f" · {k}={v}" for k, v in row.distinct.items())

@@ -35,6 +35,14 @@ def _cell_text(cell: TaskCell | None, metrics: list[str]) -> str:
 FOOTPRINT_HEADERS = ("trainable", "% trainable", "delta")
 
 
+def _config_cells(row) -> list[str]:
+    """The row's rows-by values, the last followed by what tells it from same-valued rows."""
+    cells = [str(v) for v in row.config.values()]
+    if row.distinct and cells:
+        cells[-1] += " · " + ", ".join(f"{k}={v}" for k, v in row.distinct.items())
+    return cells
+
+
 def render_table(board: Leaderboard) -> str:
     """A plain-text table: mean±std over seeds (n = runs shown, then "k runs share a seed" or
     "multi-task" where it applies), `!` marks a flagged cell; then the
@@ -48,7 +56,7 @@ def render_table(board: Leaderboard) -> str:
     lines = [header]
     for r in board.rows:
         avg = "-" if r.average is None else f"{_pct(r.average)} ({r.average_tasks} tasks)"
-        lines.append([*r.config.values(), *(_cell_text(r.cells.get(t), board.column_metrics(t)) for t in board.tasks),
+        lines.append([*_config_cells(r), *(_cell_text(r.cells.get(t), board.column_metrics(t)) for t in board.tasks),
                       *[avg] * averaged, *r.footprint.texts().values()])
     widths = [max(len(row[i]) for row in lines) for i in range(len(header))]
     out = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in lines]
@@ -69,12 +77,12 @@ def _raw(v: float | None) -> str:
 def render_csv(board: Leaderboard) -> str:
     """One row per configuration; per task and metric the mean and std (0-100 scale) and n; the
     footprint as raw numbers (empty where the runs did not record it)."""
-    header = [*board.group_by]
+    header = [*board.group_by, "distinct"]
     for t in board.tasks:
         for m in board.column_metrics(t):
             header += [f"{t}/{m}/mean", f"{t}/{m}/std"]
         header += [f"{t}/score/mean", f"{t}/score/std", f"{t}/n", f"{t}/flags", f"{t}/same_seed_runs",
-                   f"{t}/multitask_runs"]
+                   f"{t}/multitask_runs", f"{t}/spread", f"{t}/jobs"]
     averaged = board.benchmark.averaged
     header += [f"{board.benchmark.name}/average", f"{board.benchmark.name}/tasks"] * averaged + [*FOOTPRINT_CSV]
     buf = io.StringIO()
@@ -85,14 +93,16 @@ def render_csv(board: Leaderboard) -> str:
         return "" if v is None else f"{100 * v:.4f}"
 
     for r in board.rows:
-        row = [*r.config.values()]
+        row = [*r.config.values(), "; ".join(f"{k}={v}" for k, v in r.distinct.items())]
         for t in board.tasks:
             cell = r.cells.get(t)
             for m in board.column_metrics(t):
                 s = cell.metrics.get(m) if cell else None
                 row += [num(s.mean), num(s.std)] if s else ["", ""]
+            spread = "seeds" if not cell or cell.spread == "seeds" else f"runs ({', '.join(cell.varying)} differ)"
             row += ([num(cell.score.mean), num(cell.score.std), cell.score.n, "; ".join(cell.flags),
-                     cell.same_seed_runs, cell.multitask_runs] if cell else ["", "", 0, "", 0, 0])
+                     cell.same_seed_runs, cell.multitask_runs, spread, " ".join(str(j) for j in cell.job_ids if j is not None)]
+                    if cell else ["", "", 0, "", 0, 0, "", ""])
         row += [num(r.average), r.average_tasks] * averaged
         footprint = r.footprint.as_dict()
         w.writerow(row + [_raw(footprint[k]) for k in FOOTPRINT_CSV])
@@ -131,7 +141,9 @@ def _seed_note(board: Leaderboard) -> str:
             "best per column in bold" + ("; $^\\dagger$ flagged: a degenerate run, or runs of different "
                                          "configurations under one seed (see the dashboard)" if any(
                 r.flags for r in board.rows) else "") + ("; $^\\ast$ multi-task runs" if any(
-                c.multitask_runs for r in board.rows for c in r.cells.values()) else "") + ".")
+                c.multitask_runs for r in board.rows for c in r.cells.values()) else "") + (
+                "; $^\\ddagger$ pooled configurations: $\\pm$ over runs, not seeds" if any(
+                    c.varying for r in board.rows for c in r.cells.values()) else "") + ".")
 
 
 def _tex_footprint(fp: Footprint) -> str:
@@ -166,6 +178,8 @@ def render_latex(board: Leaderboard) -> str:
                      if r.average is not None and r.average_tasks == most), default=None)
     for r in board.rows:
         cells = [latex_text(v) for v in r.config.values()]
+        if r.distinct:  # one configuration per row: what tells it from the rows of the same values
+            cells[-1] += " \\tiny{" + latex_text(", ".join(f"{k}={v}" for k, v in r.distinct.items())) + "}"
         for t in board.tasks:
             cell = r.cells.get(t)
             if cell is None:
@@ -173,7 +187,8 @@ def render_latex(board: Leaderboard) -> str:
                 continue
             top = cell.score.mean is not None and round(100 * cell.score.mean, 1) == best[t]
             text = "/".join(_tex_stat(cell.metrics.get(m), top) for m in board.column_metrics(t)) or "--"
-            cells.append(text + ("$^\\dagger$" if cell.flags else "") + ("$^\\ast$" if cell.multitask_runs else ""))
+            cells.append(text + ("$^\\dagger$" if cell.flags else "") + ("$^\\ast$" if cell.multitask_runs else "")
+                         + ("$^\\ddagger$" if cell.varying else ""))
         glue = "--" if r.average is None else _pct(r.average)
         top_glue = r.average is not None and r.average_tasks == most and round(100 * r.average, 1) == best_glue
         if averaged:

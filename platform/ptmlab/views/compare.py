@@ -17,6 +17,7 @@ from ptmlab.errors import ConfigError, NotFoundError
 from ptmlab.tracking import mlflow_client, mlflow_run_link
 from ptmlab.results import ResultRow, load_rows
 from ptmlab.settings import secret_literals
+from ptmlab.views.runs import run_label
 
 MAX_RUNS = 20  # side by side stops being readable well before this
 # Summary keys that are bookkeeping, not results: shown in the header, not in the numbers table.
@@ -73,15 +74,15 @@ def _unredacted_config_of(row: ResultRow, job: Job | None) -> tuple[dict[str, An
     return {k: v for k, v in row.summary.items() if isinstance(v, str) and k not in BOOKKEEPING}, "summary"
 
 
-def _parse_ids(ids: Sequence[int | str]) -> list[int]:
+def _parse_ids(ids: Sequence[int | str], what: str = "result") -> list[int]:
     out = []
     for i in ids:
         try:
             out.append(int(i))
         except (TypeError, ValueError):
-            raise ConfigError(f"run id {i!r} is not a result id (an integer)") from None
+            raise ConfigError(f"run id {i!r} is not a {what} id (an integer)") from None
     if not out:
-        raise ConfigError("runs: give at least one result id")
+        raise ConfigError(f"runs: give at least one {what} id")
     if len(out) > MAX_RUNS:
         raise ConfigError(f"runs: at most {MAX_RUNS} runs can be compared, got {len(out)}")
     return list(dict.fromkeys(out))
@@ -105,7 +106,9 @@ def compare_view(session: Session, result_ids: Sequence[int | str]) -> dict[str,
             "mlflow_run_id": row.mlflow_run_id, "mlflow_url": mlflow_run_link(row.mlflow_run_id),
             "run_dir": s.run_dir or (job.run_dir if job else None),
             "job_status": job.status if job else None, "config_source": source,
-            "label": _label(i, s), "tags": row.tags,
+            "label": _label(row, s, job), "name": run_label(i, row.job_id, job.name if job else None),
+            "main_metric": getattr(s, "main_metric", None), "main_score": _main_score(row.summary),
+            "baseline": (row.summary.get("baseline") or {}).get("value"), "tags": row.tags,
             # every number the row recorded, as stored (a kind's extra fields too, none filled in)
             "numbers": {k: v for k, v in flatten(row.summary).items()
                         if k not in BOOKKEEPING and not isinstance(v, list | dict)},
@@ -115,10 +118,55 @@ def compare_view(session: Session, result_ids: Sequence[int | str]) -> dict[str,
     missing_mark = object()
     differing = [k for k in keys if len({repr(configs[i].get(k, missing_mark)) for i in ids}) > 1]
     number_keys = sorted({k for r in runs for k in r["numbers"]})
+    main_metric = next((r["main_metric"] for r in runs if r["main_metric"]), None)
+    main = _with_deltas("main_score", [r["main_score"] for r in runs])
+    # the numbers that differ between the runs, the main metric's first: what a comparison answers
+    differ_numbers = [_with_deltas(k, [r["numbers"].get(k) for r in runs]) for k in number_keys
+                      if k not in NOT_RESULTS and len({repr(r["numbers"].get(k)) for r in runs}) > 1]
+    differ_numbers.sort(key=lambda m: (m["key"] not in (main_metric, f"metrics.{main_metric}"), metric_order(m["key"])))
     return {
         "runs": runs, "config_keys": keys, "differing": differing,
         "configs": {str(i): configs[i] for i in ids}, "number_keys": number_keys,
+        "main": {"metric": main_metric, **main}, "metrics": differ_numbers,
     }
+
+
+# Numbers of a summary that are bookkeeping, not results (seeds, times of day, ids).
+NOT_RESULTS = {"seed", "wall_time_s", "train_time_s", "job_id"}
+
+
+def _main_score(summary: dict[str, Any]) -> float | None:
+    score = summary.get("main_score")
+    if score is None and isinstance(summary.get("compressed"), dict):
+        score = summary["compressed"].get("score")  # a compress run's score is its compressed model's
+    return score if isinstance(score, int | float) and not isinstance(score, bool) else None
+
+
+def _with_deltas(key: str, values: list[Any]) -> dict[str, Any]:
+    """Each run's value with its difference from the first run's (and in percent of it)."""
+    base = values[0] if values and isinstance(values[0], int | float) and not isinstance(values[0], bool) else None
+    deltas, percents = [], []
+    for v in values:
+        number_value = isinstance(v, int | float) and not isinstance(v, bool)
+        deltas.append(v - base if number_value and base is not None else None)
+        percents.append(100 * (v - base) / abs(base) if number_value and base not in (None, 0) else None)
+    return {"key": key, "values": values, "delta": deltas, "delta_pct": percents}
+
+
+def job_result_ids(session: Session, job_ids: Sequence[int | str]) -> list[int]:
+    """Each job's newest result (a rerun's row is the later one), in the order given; a job
+    without a result is a NotFoundError naming it."""
+    import sqlalchemy as sa
+
+    from ptmlab.db.models import Result
+
+    ids = _parse_ids(job_ids, what="job")
+    newest = dict(session.execute(sa.select(Result.job_id, sa.func.max(Result.id)).where(Result.job_id.in_(ids))
+                                  .group_by(Result.job_id)).tuples().all())
+    missing = [i for i in ids if i not in newest]
+    if missing:
+        raise NotFoundError(f"job {missing[0]} has no result (it has not succeeded)")
+    return [newest[i] for i in ids]
 
 
 def _probe_layers(s: StageSummary) -> list[dict[str, Any]]:
@@ -129,10 +177,11 @@ def _probe_layers(s: StageSummary) -> list[dict[str, Any]]:
 LABEL_FIELDS = ("model", "objective", "adaptation", "task", "method", "probe_task")  # each kind has some
 
 
-def _label(result_id: int, s: StageSummary) -> str:
+def _label(row: ResultRow, s: StageSummary, job: Job | None) -> str:
     parts = [str(v) for v in (getattr(s, k, None) for k in LABEL_FIELDS) if v]
     seed = f" seed {s.seed}" if s.seed is not None else ""
-    return f"#{result_id} {s.stage or '?'}: {' / '.join(parts)}{seed}".strip()
+    name = run_label(row.id, row.job_id, job.name if job else None)
+    return f"{name} {s.stage or '?'}: {' / '.join(parts)}{seed}".strip()
 
 
 def metric_curves(session: Session, result_ids: Sequence[int | str], keys: Sequence[str] | None = None,
@@ -167,7 +216,7 @@ def metric_curves(session: Session, result_ids: Sequence[int | str], keys: Seque
                 if history:
                     start = run.info.start_time or min(m.timestamp for m in history)  # milliseconds
                     curves.setdefault(key, []).append({
-                        "result_id": i, "steps": [m.step for m in history], "values": [m.value for m in history],
+                        "result_id": i, "job_id": row.job_id, "steps": [m.step for m in history], "values": [m.value for m in history],
                         "times": [round((m.timestamp - start) / 1000, 3) for m in history]})
         except Exception as exc:  # noqa: BLE001 - MLflow's errors are many; report, keep the page
             errors[str(i)] = f"MLflow: {' '.join(str(exc).split())[:300]}"

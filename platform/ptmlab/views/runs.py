@@ -10,6 +10,7 @@ request again (a page polling) is served from the view cache."""
 from __future__ import annotations
 
 import bisect
+import difflib
 import re
 from collections import Counter, OrderedDict
 from typing import Any
@@ -21,11 +22,12 @@ from ptmlab.contracts.summaries import measured_on_top
 from ptmlab.db.models import Job
 from ptmlab.errors import ConfigError
 from ptmlab.results import ResultRow, cached_view, folded, number
+from ptmlab.views.run_groups import grouped
 
 # Per-layer and per-head arrays say nothing in one cell: the job and run pages draw them.
 SKIP_KEYS = {"layers", "tasks", "attention_heads", "heatmaps", "relations", "random_init", "latency", "source_latency",
-             "replica_weights", "loops", "prediction_stats", "extraction", "source.latency"}
-DEFAULT_COLUMNS = ("kind", "model", "task", "adaptation", "method", "probe_task", "main_score", "score")
+             "replica_weights", "loops", "prediction_stats", "extraction", "source.latency", "confusion", "hparams"}
+DEFAULT_COLUMNS = ("kind", "model", "task", "adaptation", "method", "probe_task", "main_score")
 MAX_COLUMNS = 30
 FILTER = re.compile(r"^\s*([A-Za-z0-9_.:/\-]+)\s*(>=|<=|!=|>|<|=|~)\s*([^=!<>~\s].*?)\s*$")
 
@@ -51,6 +53,12 @@ def _flat_row(row: ResultRow, kind: str) -> tuple[dict[str, Any], str]:
     """(columns, search text) of a row, made once and kept on the cached row."""
     if row.flat is None:
         columns = flatten(measured_on_top(row.summary))  # a compress row's `score` column is its compressed model's
+        if columns.get("main_score") is None and columns.get("score") is not None:
+            columns["main_score"] = columns["score"]  # one score column for every kind
+        # the run's config keys (`hparams`: `stage.lr`) beside its summary's; a summary key of the same name wins
+        for key, value in (row.summary.get("hparams") or {}).items():
+            if value is not None:
+                columns.setdefault(key, value)
         columns["kind"] = kind
         for tag, value in row.tags.items():
             columns[f"tag.{tag}"] = value
@@ -94,11 +102,40 @@ def _job_names(session: Session, job_ids: list[int]) -> dict[int, str | None]:
 
 def runs_view(session: Session, *, kind: str | None = None, q: str | None = None, filters: list[str] | None = None,
               sort: str = "id", order: str = "desc", columns: list[str] | None = None,
-              limit: int = 50, offset: int = 0) -> dict[str, Any]:
+              limit: int = 50, offset: int = 0, group_by: list[str] | None = None) -> dict[str, Any]:
     parsed = [parse_filter(f) for f in filters or []]
     kinds = [kind] if kind else None  # None: every row
-    key = ("runs", kind, q, tuple(filters or ()), sort, order, tuple(columns or ()), limit, offset)
-    return cached_view(session, kinds, key, lambda: _runs(session, kinds, q, parsed, sort, order, columns, limit, offset))
+    group_by = [g for g in group_by or [] if g]
+    key = ("runs", kind, q, tuple(filters or ()), sort, order, tuple(columns or ()), limit, offset, tuple(group_by))
+    return cached_view(session, kinds, key,
+                       lambda: _runs(session, kinds, q, parsed, sort, order, columns, limit, offset, group_by))
+
+
+# Keys every row has without its summary naming them.
+BUILT_IN_KEYS = {"id", "kind", "sweep_id"}
+
+
+def _run_fold(session: Session, kinds: list[str] | None):
+    return folded(session, kinds, ("runs",), RunsFold, lambda state, rows: state.add(session, rows))
+
+
+def check_keys(session: Session, keys: list[str] | tuple[str, ...], what: str, kinds: list[str] | None = None) -> None:
+    """A key no stored run has is a ConfigError naming it (and the closest keys that exist), never
+    a silent empty result. Nothing to check against while no run is stored."""
+    fold, lock = _run_fold(session, kinds)
+    with lock:
+        unknown_in(fold, keys, what)
+
+
+def unknown_in(fold: RunsFold, keys, what: str) -> None:
+    if not fold.table:
+        return
+    for key in keys:
+        if key in BUILT_IN_KEYS or key in fold.available or key.startswith("tag."):
+            continue
+        close = difflib.get_close_matches(key, list(fold.available), n=3, cutoff=0.6)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise ConfigError(f"{what}: {key!r} is a key of no run{hint}")
 
 
 class _Desc:
@@ -126,6 +163,7 @@ class RunsFold:
         self.kinds: Counter = Counter()
         self.available: Counter = Counter()
         self.numeric: set[str] = set()
+        self.config_keys: set[str] = set()  # keys that came from a run's config (`hparams`)
         # query -> (table rows read, rows with the sort column in order, rows without it in table order)
         self.queries: OrderedDict[tuple, tuple[int, list, list]] = OrderedDict()
 
@@ -136,6 +174,7 @@ class RunsFold:
             self.kinds[values["kind"]] += 1
             self.available.update(values.keys())
             self.numeric.update(k for k, v in values.items() if not isinstance(v, bool | str) and number(v) is not None)
+            self.config_keys.update(k for k in (r.summary.get("hparams") or {}) if k in values)
             self.table.append((r, values, f"{text} {(self.names.get(r.job_id) or '').lower()}"))
 
     def matching(self, q: str | None, parsed: list[tuple[str, str, str]], sort: str, order: str) -> tuple[list, list]:
@@ -163,19 +202,36 @@ class RunsFold:
 
 
 def _runs(session: Session, kinds: list[str] | None, q: str | None, parsed: list[tuple[str, str, str]], sort: str, order: str,
-          columns: list[str] | None, limit: int, offset: int) -> dict[str, Any]:
-    fold, lock = folded(session, kinds, ("runs",), RunsFold, lambda state, rows: state.add(session, rows))
+          columns: list[str] | None, limit: int, offset: int, group_by: list[str]) -> dict[str, Any]:
+    fold, lock = _run_fold(session, kinds)
     with lock:
+        unknown_in(fold, [*(columns or []), *([] if sort == "id" else [sort]), *(k for k, _, _ in parsed), *group_by],
+                   "column")
         present, missing = fold.matching(q, parsed, sort, order)
         chosen = [c for c in (columns or [c for c in DEFAULT_COLUMNS if c in fold.available]) if c][:MAX_COLUMNS]
         start, stop = max(0, offset), max(0, offset) + max(1, limit)
         page = present[start:stop] + missing[max(0, start - len(present)):max(0, stop - len(present))]
         names = fold.names
-        return {
+        out = {
             "total": len(present) + len(missing), "all": len(fold.table), "limit": limit, "offset": offset,
             "sort": sort, "order": order, "columns": chosen, "kinds": dict(sorted(fold.kinds.items())),
-            "available": [{"key": k, "count": n, "numeric": k in fold.numeric}
+            "available": [{"key": k, "count": n, "numeric": k in fold.numeric,
+                           "source": "config" if k in fold.config_keys else "tag" if k.startswith("tag.") else "summary"}
                           for k, n in sorted(fold.available.items(), key=lambda kv: (-kv[1], kv[0]))],
-            "rows": [{"id": r.id, "job_id": r.job_id, "job_name": names.get(r.job_id), "sweep_id": r.sweep_id,
+            "rows": [{"result_id": r.id, "job_id": r.job_id, "job_name": names.get(r.job_id),
+                      "label": run_label(r.id, r.job_id, names.get(r.job_id)), "sweep_id": r.sweep_id,
                       "values": {c: values.get(c) for c in chosen}} for r, values in page],
         }
+        if group_by:
+            groups = grouped(present + missing, group_by, chosen, names, sort, order)
+            out["group_by"], out["group_total"] = group_by, len(groups)
+            out["groups"] = groups[start:stop]
+        return out
+
+
+def run_label(result_id: int, job_id: int | None, job_name: str | None) -> str:
+    """How a run is named wherever a person reads it: its job (`#14`, `name (#14)`); a result
+    recorded by hand, without a job, as `result <id>`."""
+    if job_id is None:
+        return f"result {result_id}"
+    return f"{job_name} (#{job_id})" if job_name else f"#{job_id}"

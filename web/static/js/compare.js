@@ -9,8 +9,41 @@ let view = null;
 let curves = null;
 let charts = null;  // the CurveCharts of the curves section
 
+function idsOf(text) {
+  return (text || "").split(",").map((s) => s.trim()).filter(Boolean);
+}
+
+// Runs are named by their jobs (`jobs=14,13`); `runs=` (result ids) only for a result recorded by hand.
 function ids() {
-  return (root.dataset.runs || "").split(",").map((s) => s.trim()).filter(Boolean);
+  return idsOf(root.dataset.jobs).length ? idsOf(root.dataset.jobs) : idsOf(root.dataset.runs);
+}
+
+function query() {
+  return idsOf(root.dataset.jobs).length ? `jobs=${ids().join(",")}` : `runs=${ids().join(",")}`;
+}
+
+function signed(v, digits = 4) {
+  if (v === null || v === undefined) return "–";
+  const text = Math.abs(v) >= 1000 ? v.toFixed(0) : Number(v.toPrecision(digits)).toString();
+  return v > 0 ? `+${text}` : text;
+}
+
+// The answer first: each run's main score and the numbers that differ, with their difference from
+// the first run (Δ) and that difference in percent of it (Δ%).
+function renderAnswer() {
+  const table = document.getElementById("answer-table");
+  const main = view.main;
+  document.getElementById("answer-title").textContent = main.metric ? `Main score: ${main.metric}` : "Main score";
+  table.querySelector("thead").replaceChildren(el("tr", {}, el("th", {}, "metric"),
+    view.runs.map((r, i) => el("th", { style: `border-bottom: 3px solid ${colour(i)}` }, r.name))));
+  const rowOf = (m, cls) => el("tr", { class: cls, "data-key": m.key }, el("td", { class: "mono" }, m.key),
+    m.values.map((v, i) => el("td", { class: "num" }, value(v),
+      i > 0 && m.delta[i] !== null ? el("span", { class: "delta small" },
+        ` Δ ${signed(m.delta[i])}${m.delta_pct[i] !== null ? ` (${signed(m.delta_pct[i], 3)}%)` : ""}`) : "")));
+  const rows = [rowOf({ ...main, key: main.metric ? `main_score (${main.metric})` : "main_score" }, "main")];
+  for (const m of view.metrics) rows.push(rowOf(m, "differs"));
+  if (!view.metrics.length) rows.push(el("tr", {}, el("td", { colspan: view.runs.length + 1, class: "empty" }, "No other number differs.")));
+  table.querySelector("tbody").replaceChildren(...rows);
 }
 
 function value(v) {
@@ -26,7 +59,7 @@ function colour(i) {
 function sideTable(tableId, keys, rowOf, differing) {
   const table = document.getElementById(tableId);
   table.querySelector("thead").replaceChildren(el("tr", {}, el("th", {}, "key"),
-    view.runs.map((r, i) => el("th", { style: `border-bottom: 3px solid ${colour(i)}` }, `#${r.result_id}`))));
+    view.runs.map((r, i) => el("th", { style: `border-bottom: 3px solid ${colour(i)}` }, r.name))));
   table.querySelector("tbody").replaceChildren(...keys.map((k) => el("tr", { class: differing.has(k) ? "differs" : "", "data-key": k },
     el("td", { class: "mono" }, k), view.runs.map((r) => el("td", { class: "mono" }, value(rowOf(r)[k]))))));
 }
@@ -37,13 +70,14 @@ function renderRuns() {
   table.querySelector("thead").replaceChildren(el("tr", {}, ["", "run", "job", "sweep", "MLflow", "run folder"].map((h) => el("th", {}, h))));
   table.querySelector("tbody").replaceChildren(...view.runs.map((r, i) => el("tr", {},
     el("td", {}, el("span", { class: "swatch", style: `background:${colour(i)}` })),
-    el("td", {}, single ? r.label : el("a", { href: `/runs/${r.result_id}` }, r.label)),
+    el("td", {}, r.job_id ? el("a", { href: `/jobs/${r.job_id}` }, r.label) : r.label),
     el("td", {}, r.job_id ? [el("a", { href: `/jobs/${r.job_id}` }, `job ${r.job_id}`), " ", r.job_status ? badge(r.job_status) : ""] : "–"),
     el("td", {}, r.sweep_id ? el("a", { href: `/jobs?sweep_id=${r.sweep_id}` }, r.sweep_id) : "–"),
     el("td", {}, r.mlflow_url ? el("a", { href: r.mlflow_url, target: "_blank", rel: "noopener" }, r.mlflow_run_id.slice(0, 12)) : "–"),
     el("td", { class: "mono small" }, r.run_dir || "–"))));
   const numberDiff = new Set(view.number_keys.filter((k) => new Set(view.runs.map((r) => value(r.numbers[k]))).size > 1));
   sideTable("numbers-table", view.number_keys, (r) => r.numbers, single ? new Set() : numberDiff);
+  renderAnswer();
   renderLayers();
   renderConfig();
 }
@@ -57,7 +91,7 @@ function renderLayers() {
   const table = document.getElementById("layers-table");
   table.querySelector("thead").replaceChildren(el("tr", {}, el("th", {}, "run"), el("th", {}, "layer"), keys.map((k) => el("th", {}, k))));
   table.querySelector("tbody").replaceChildren(...withLayers.flatMap((r) => r.layers.map((e, i) => el("tr", {},
-    el("td", {}, `#${r.result_id}`), el("td", {}, e.layer ?? i), keys.map((k) => el("td", { class: "num" }, value(e[k])))))));
+    el("td", {}, r.name), el("td", {}, e.layer ?? i), keys.map((k) => el("td", { class: "num" }, value(e[k])))))));
 }
 
 function renderConfig() {
@@ -98,7 +132,7 @@ function runSeries() {
         else if (last[axis] != null) p[axis] = last[axis];
       }
     }
-    return { label: `#${r.result_id}`, colour: colour(i), points };
+    return { label: r.name, colour: colour(i), points };
   });
 }
 
@@ -106,7 +140,8 @@ function renderCurves() {
   const keys = Object.keys(curves.curves).filter((k) => !(k in AXIS_METRICS));
   const isCurve = (k) => curves.curves[k].some((c) => c.steps.length > 1);
   const onePoint = keys.filter((k) => !isCurve(k));
-  const errors = Object.entries(curves.errors).map(([id, msg]) => `#${id}: ${msg}`);
+  const nameOf = Object.fromEntries(view.runs.map((r) => [String(r.result_id), r.name]));
+  const errors = Object.entries(curves.errors).map(([id, msg]) => `${nameOf[id] ?? id}: ${msg}`);
   document.getElementById("curve-errors").textContent = errors.join(" · ");
   document.getElementById("one-point").replaceChildren(onePoint.length ? singleTable(onePoint) : "");
   const box = document.getElementById("curves");
@@ -125,7 +160,7 @@ function renderCurves() {
 function singleTable(keys) {
   const ids = view.runs.map((r) => r.result_id);
   return el("table", { class: "grid small", id: "single-metrics" },
-    el("thead", {}, el("tr", {}, el("th", {}, "metric (one point)"), ids.map((id) => el("th", {}, `#${id}`)))),
+    el("thead", {}, el("tr", {}, el("th", {}, "metric (one point)"), view.runs.map((r) => el("th", {}, r.name)))),
     el("tbody", {}, keys.map((k) => el("tr", { "data-metric": k }, el("td", { class: "mono" }, k), ids.map((id) => {
       const c = curves.curves[k].find((x) => x.result_id === id);
       return el("td", { class: "num" }, c ? value(c.values.at(-1)) : "–");
@@ -136,8 +171,9 @@ async function showPicker() {
   const overview = await api("/api/v1/views/overview");
   document.getElementById("pick").hidden = false;
   document.querySelector("#pick-table tbody").replaceChildren(...overview.results.map((r) => el("tr", {},
-    el("td", {}, el("input", { type: "checkbox", value: r.id })), el("td", {}, el("a", { href: `/runs/${r.id}` }, `#${r.id}`)),
-    el("td", {}, r.kind), el("td", {}, r.job_id ? el("a", { href: `/jobs/${r.job_id}` }, r.job_id) : ""), el("td", {}, r.label),
+    el("td", {}, r.job_id ? el("input", { type: "checkbox", value: r.job_id }) : ""),
+    el("td", {}, r.job_id ? el("a", { href: `/jobs/${r.job_id}` }, `#${r.job_id}`) : `result ${r.id}`),
+    el("td", {}, r.kind), el("td", {}, r.label),
     el("td", { class: "mono small" }, Object.entries(r.headline).map(([k, v]) => `${k}=${Number(v).toPrecision(4)}`).join(", ")))));
   if (!overview.results.length) document.getElementById("pick").replaceChildren(el("p", { class: "empty" }, "No results yet."));
 }
@@ -145,7 +181,7 @@ async function showPicker() {
 async function load() {
   if (!ids().length) return showPicker();
   try {
-    view = await api(`/api/v1/views/compare?runs=${ids().join(",")}`);
+    view = await api(`/api/v1/views/compare?${query()}`);
   } catch (err) {
     flash(err.message);
     return;
@@ -155,7 +191,7 @@ async function load() {
   charts = null;
   document.getElementById("curves").replaceChildren(el("p", { class: "empty" }, "loading curves from MLflow…"));
   try {
-    curves = await api(`/api/v1/views/curves?runs=${ids().join(",")}`);
+    curves = await api(`/api/v1/views/curves?${query()}`);
     renderCurves();
   } catch (err) {
     document.getElementById("curves").replaceChildren(el("p", { class: "error" }, `curves: ${err.message}`));
@@ -164,13 +200,14 @@ async function load() {
 
 document.getElementById("compare-form").addEventListener("submit", (event) => {
   event.preventDefault();
-  root.dataset.runs = event.target.elements.runs.value;
-  setQuery({ runs: root.dataset.runs });
+  root.dataset.jobs = event.target.elements.jobs.value;
+  root.dataset.runs = "";
+  setQuery({ jobs: root.dataset.jobs, runs: null });
   load();
 });
 document.getElementById("pick-button").addEventListener("click", () => {
   const chosen = [...document.querySelectorAll("#pick-table input:checked")].map((i) => i.value);
-  if (chosen.length) window.location.href = `/compare?runs=${chosen.join(",")}`;
+  if (chosen.length) window.location.href = `/compare?jobs=${chosen.join(",")}`;
 });
 document.getElementById("only-diff").addEventListener("change", renderConfig);
 load();

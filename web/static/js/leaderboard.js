@@ -26,6 +26,7 @@ function filterParams() {
   // GLUE is the default board: its URL stays without the parameter
   if (form.elements.benchmark.value && form.elements.benchmark.value !== "glue") p.set("benchmark", form.elements.benchmark.value);
   if (modes.size) p.set("adaptation", [...modes].sort().join(","));
+  if (form.elements.pool.checked) p.set("pool", "true");
   return p;
 }
 
@@ -49,6 +50,7 @@ function statText(s) {
 }
 
 function sortValue(row, column) {
+  if (column === "config:label") return row.label;
   if (column === "glue") return row.average;
   if (column.startsWith("config:")) return row.config[column.slice(7)];
   if (column.startsWith("fp:")) return row.footprint[column.slice(3)];
@@ -86,17 +88,22 @@ function cell(row, task) {
   const c = row.cells[task.task];
   if (!c) return el("td", { class: "num empty-cell" }, "");
   const text = task.metrics.map((m) => statText(c.metrics[m])).join(" / ");
-  // n counts every run shown: runs of different configs under one seed are all there, and say so.
-  const title = [`${task.name}: score ${statText(c)} over ${c.n} run(s), seeds [${c.seeds.join(", ")}]`,
+  // n counts every run shown; a cell pooling runs of different configs names the keys that differ.
+  const spread = c.spread === "runs" ? `± over runs (${c.varying.join(", ")} differ)` : "± over seeds";
+  const title = [`${task.name}: score ${statText(c)} over ${c.n} run(s) ${spread}, seeds [${c.seeds.join(", ")}]`,
+    c.degenerate ? `${c.degenerate.runs} run(s) at or below the majority-class baseline ${fmt(c.degenerate.baseline)}` : "",
     c.multitask ? `${c.multitask_runs} multi-task run(s)` : "", ...c.flags].filter(Boolean).join("\n");
+  const jobs = (c.job_ids || []).filter((id) => id !== null);
   return el("td", {
-    class: `num clickable${c.flags.length ? " flagged" : ""}${c.mixed_configs ? " mixed" : ""}`, title,
+    class: `num clickable${c.flags.length ? " flagged" : ""}${c.spread === "runs" ? " mixed" : ""}`, title,
     "data-task": task.task, "data-mean": c.mean ?? "", "data-n": c.n, "data-same-seed-runs": c.same_seed_runs ?? 0,
-    "data-multitask-runs": c.multitask_runs ?? 0,
-    onclick: () => { window.location.href = `/compare?runs=${c.result_ids.slice(0, 20).join(",")}`; },
+    "data-multitask-runs": c.multitask_runs ?? 0, "data-spread": c.spread, "data-varying": c.varying.join(","),
+    onclick: () => { if (jobs.length) window.location.href = `/compare?jobs=${jobs.slice(0, 10).join(",")}`; },
   }, text, el("span", { class: "n" }, ` n=${c.n}`),
-  c.mixed_configs ? el("span", { class: "mixed-mark", title: `${c.same_seed_runs} runs of different configs share a seed` },
-    ` ⚠${c.same_seed_runs} configs`) : null,
+  c.spread === "runs" ? el("span", { class: "mixed-mark", title: `± over runs: ${c.varying.join(", ")} differ` },
+    ` ⚠ over runs (${c.varying.join(", ")})`) : null,
+  c.degenerate ? el("span", { class: "flag", title: `majority-class baseline ${fmt(c.degenerate.baseline)}` },
+    ` ≤ baseline ${fmt(c.degenerate.baseline)}`) : null,
   c.multitask ? el("span", { class: "mt-mark", title: "multi-task run" }, " MT") : null,
   c.flags.length ? el("span", { class: "flag" }, " !") : null);
 }
@@ -107,7 +114,7 @@ function footprintCells(row) {
     "data-value": row.footprint?.[key] ?? "" }, row.footprint?.text?.[text] ?? "—"));
 }
 
-function label(row) { return Object.values(row.config).join(" / "); }
+function label(row) { return row.label; }
 
 function pick(row, checked) {
   picked = picked.filter((l) => l !== label(row));
@@ -119,7 +126,8 @@ function pick(row, checked) {
 
 function sig(v, digits = 2) { return v === null || v === undefined ? "–" : Number(v).toFixed(digits); }
 
-// Two rows over their seeds: difference of means, 95 % CI and p-value per task (ptmlab.stats).
+// Two rows over their seeds: difference of means per task; a 95 % CI and p-value only where the
+// seeds support one (ptmlab.stats), otherwise why not and the raw values.
 async function compare() {
   const box = document.getElementById("lb-compare");
   if (picked.length < 2) {
@@ -136,40 +144,53 @@ async function compare() {
     flash(`compare: ${err.message}`);
     return;
   }
-  const warnings = [...new Set(result.comparisons.flatMap((c) => c.warnings.map((w) => `${c.name}: ${w}`)))];
+  const warnings = [...new Set(result.comparisons.filter((c) => c.reason).map((c) => `${c.name}: ${c.reason}`))];
+  const values = (xs) => xs.map((v) => sig(v, 1)).join(", ");
   box.replaceChildren(
     el("h2", {}, "A − B over seeds"),
     el("p", { class: "small" }, `A = ${result.a} · B = ${result.b}`),
     el("table", { class: "grid small", id: "compare-table" },
-      el("thead", {}, el("tr", {}, ["task", "A mean (n)", "B mean (n)", "A − B", "95 % CI", "p", "test"].map((h) => el("th", {}, h)))),
+      el("thead", {}, el("tr", {}, ["task", "A mean (n)", "B mean (n)", "A − B", "95 % CI", "p", "test", "values A | B"].map((h) => el("th", {}, h)))),
       el("tbody", {}, result.comparisons.map((c) => el("tr", { "data-task": c.task, "data-p": c.p_value ?? "",
         "data-ci-low": c.ci_low ?? "", "data-ci-high": c.ci_high ?? "", "data-diff": c.diff },
         el("td", {}, c.name), el("td", { class: "num" }, `${sig(c.a_mean)} (${c.a_n})`),
         el("td", { class: "num" }, `${sig(c.b_mean)} (${c.b_n})`), el("td", { class: "num" }, sig(c.diff)),
         el("td", { class: "num" }, c.ci_low === null ? "–" : `[${sig(c.ci_low)}, ${sig(c.ci_high)}]`),
         el("td", { class: "num" }, c.p_value === null ? "–" : c.p_value < 0.001 ? "<0.001" : sig(c.p_value, 3)),
-        el("td", {}, c.method === "welch" ? "Welch's t" : "bootstrap"))))),
+        el("td", { class: "test" }, c.test ? `${c.test} (n ${c.a_n} vs ${c.b_n}${c.paired_seeds ? `, seeds ${c.paired_seeds.join(",")}` : ""})`
+          : c.reason.startsWith("n too small") ? "n too small" : "pooled configs"),
+        el("td", { class: "num small" }, `${values(c.a_values)} | ${values(c.b_values)}`))))),
     warnings.length ? el("ul", { class: "small warning", id: "compare-warnings" }, warnings.map((w) => el("li", {}, w))) : "",
   );
 }
 
+// The average column only where some row has the benchmark's average (a board of non-GLUE tasks
+// would read "– (0)" on every row).
+function averaged() {
+  return data.benchmark.averaged !== false && data.rows.some((r) => r.average !== null && r.average !== undefined);
+}
+
 function render() {
   const groupBy = data.group_by;
+  const heading = document.querySelector("main h1") || document.querySelector("h1");
+  if (heading) heading.textContent = `${data.benchmark.display_name} leaderboard`;
+  document.title = `${data.benchmark.display_name} leaderboard · ptmlab`;
   table.querySelector("thead").replaceChildren(el("tr", {},
     el("th", { title: "tick two rows to compare them over seeds" }, "A/B"),
     groupBy.map((k) => header(k, `config:${k}`)),
     data.tasks.map((t) => header(t.name, `task:${t.task}`, t.metric_labels.join("/"))),
-    data.benchmark.averaged === false ? "" : header(`${data.benchmark.display_name} avg`, "glue", "tasks"),
+    averaged() ? header(`${data.benchmark.display_name} avg`, "glue", "tasks") : "",
     FOOTPRINT.map(([name, column, sub]) => header(name, column, sub))));
   const rows = sortedRows();
   table.querySelector("tbody").replaceChildren(...rows.map((row) => el("tr", { "data-config": label(row) },
     el("td", {}, el("input", { type: "checkbox", class: "pick", checked: picked.includes(label(row)) || null,
       onchange: (e) => pick(row, e.target.checked) }),
       picked.indexOf(label(row)) >= 0 ? el("span", { class: "small" }, " " + "AB"[picked.indexOf(label(row))]) : ""),
-    groupBy.map((k) => el("td", {}, row.config[k])),
+    groupBy.map((k, i) => el("td", {}, row.config[k], i === groupBy.length - 1 && Object.keys(row.distinct || {}).length
+      ? el("div", { class: "small distinct" }, Object.entries(row.distinct).map(([dk, dv]) => `${dk}=${dv}`).join(" · ")) : "")),
     data.tasks.map((t) => cell(row, t)),
-    data.benchmark.averaged === false ? "" : el("td", { class: "num glue", "data-glue": row.average ?? "" },
-      row.average === null ? "–" : fmt(row.average), el("span", { class: "n" }, ` (${row.average_tasks})`)),
+    averaged() ? el("td", { class: "num glue", "data-glue": row.average ?? "" },
+      row.average === null ? "–" : fmt(row.average), el("span", { class: "n" }, ` (${row.average_tasks})`)) : "",
     footprintCells(row))));
   document.getElementById("lb-empty").hidden = rows.length > 0;
   const flags = rows.flatMap((r) => r.flags.map((f) => `${Object.values(r.config).join(" / ")}: ${f}`));
@@ -179,7 +200,7 @@ function render() {
 
 async function load() {
   const params = filterParams();
-  setQuery(Object.fromEntries(["sweep_id", "tag", "group_by", "adaptation", "benchmark"].map((k) => [k, params.get(k) || ""])));
+  setQuery(Object.fromEntries(["sweep_id", "tag", "group_by", "adaptation", "benchmark", "pool"].map((k) => [k, params.get(k) || ""])));
   for (const [id, fmtName] of [["export-csv", "csv"], ["export-latex", "latex"]]) {
     const p = new URLSearchParams(params);
     p.set("format", fmtName);
@@ -217,7 +238,25 @@ async function load() {
     sort = { column: `task:${[...data.tasks].sort((a, b) => filled(b) - filled(a))[0].task}`, desc: true };
   }
   render();
+  keyOptions();
 }
+
+// Rows-by keys offered as you type: every key a stored run has (summary and config keys).
+let keysLoaded = false;
+async function keyOptions() {
+  if (keysLoaded) return;
+  keysLoaded = true;
+  try {
+    const runs = await api("/api/v1/views/runs?limit=1&kind=finetune");
+    document.getElementById("lb-keys").replaceChildren(...runs.available.filter((a) => !a.numeric || a.source === "config")
+      .map((a) => el("option", { value: `${form.elements.group_by.value.replace(/,?$/, ",")}${a.key}` }, `${a.source}: ${a.count} runs`)));
+  } catch {
+    keysLoaded = false;
+  }
+}
+
+form.elements.pool.checked = query().get("pool") === "true";
+form.elements.pool.addEventListener("change", () => { picked = []; load(); });
 
 for (const name of ["sweep_id", "tag", "group_by", "benchmark"]) {
   const value = query().get(name);

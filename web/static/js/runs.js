@@ -1,6 +1,8 @@
 // The runs table: every result one row; columns are any summary keys (chosen, kept in the URL),
 // sorted by a header click, filtered (`column op value`, ';'-separated) and searched server-side
-// (/api/v1/views/runs); ticked rows open side by side on the compare page.
+// (/api/v1/views/runs); config keys (`stage.lr`) are columns like any other; `group by` shows one
+// row per value with mean ± std over its runs; ticked rows open side by side on the compare page.
+// A run is named by its job everywhere.
 import { api, el, flash, query, setQuery } from "/static/js/api.js";
 
 const PAGE = 50;
@@ -11,12 +13,14 @@ const state = {
   kind: query().get("kind") || "", q: query().get("q") || "", filter: query().get("filter") || "",
   columns: (query().get("columns") || "").split(",").filter(Boolean), sort: query().get("sort") || "id",
   order: query().get("order") || "desc", offset: Number(query().get("offset") || 0),
+  group: query().get("group_by") || "",
 };
 let last = null;
 
 function keep() {
   setQuery({ kind: state.kind, q: state.q, filter: state.filter, columns: state.columns.join(","),
-    sort: state.sort === "id" ? "" : state.sort, order: state.order === "desc" ? "" : state.order, offset: state.offset || "" });
+    sort: state.sort === "id" ? "" : state.sort, order: state.order === "desc" ? "" : state.order, offset: state.offset || "",
+    group_by: state.group });
 }
 
 function cell(value) {
@@ -50,15 +54,15 @@ function header(column, label, removable) {
 
 function render(data) {
   const columns = data.columns;
-  table.querySelector("thead").replaceChildren(el("tr", {}, el("th", {}, ""), header("id", "result", false),
-    el("th", {}, "job"), ...columns.map((c) => header(c, c, true))));
-  table.querySelector("tbody").replaceChildren(...data.rows.map((r) => el("tr", { "data-id": r.id },
-    el("td", {}, el("input", { type: "checkbox", class: "pick", "aria-label": `select result ${r.id}`,
-      ...(selected.has(r.id) ? { checked: "" } : {}),
-      onchange: (event) => { event.target.checked ? selected.add(r.id) : selected.delete(r.id); updateCompare(); } })),
-    el("td", {}, el("a", { href: `/runs/${r.id}` }, `#${r.id}`)),
-    el("td", {}, r.job_id ? el("a", { href: `/jobs/${r.job_id}` }, r.job_name || `job ${r.job_id}`) : "–"),
+  table.querySelector("thead").replaceChildren(el("tr", {}, el("th", {}, ""), header("id", "run", false),
+    ...columns.map((c) => header(c, c, true))));
+  table.querySelector("tbody").replaceChildren(...data.rows.map((r) => el("tr", { "data-id": r.job_id ?? "" },
+    el("td", {}, r.job_id ? el("input", { type: "checkbox", class: "pick", "aria-label": `select run ${r.label}`,
+      ...(selected.has(r.job_id) ? { checked: "" } : {}),
+      onchange: (event) => { event.target.checked ? selected.add(r.job_id) : selected.delete(r.job_id); updateCompare(); } }) : ""),
+    el("td", {}, r.job_id ? el("a", { href: `/jobs/${r.job_id}` }, r.label) : el("a", { href: `/runs/${r.result_id}` }, r.label)),
     ...columns.map((c) => cell(r.values[c])))));
+  renderGroups(data);
   document.getElementById("runs-empty").hidden = data.rows.length > 0;
   document.getElementById("runs-info").textContent =
     `${data.total.toLocaleString("en")} of ${data.all.toLocaleString("en")} results match` + (selected.size ? ` · ${selected.size} selected` : "");
@@ -72,7 +76,46 @@ function render(data) {
     kinds.value = state.kind;
   }
   document.getElementById("column-keys").replaceChildren(...data.available
-    .filter((a) => !columns.includes(a.key)).map((a) => el("option", { value: a.key }, `${a.count} rows${a.numeric ? ", numeric" : ""}`)));
+    .filter((a) => !columns.includes(a.key)).map((a) => el("option", { value: a.key },
+      `${a.source === "config" ? "config" : a.source}: ${a.count} runs${a.numeric ? ", numeric" : ""}`)));
+}
+
+function statText(stat) {
+  if (!stat) return "–";
+  if (stat.mean !== undefined) {
+    const digits = (v) => Number(v.toPrecision(4)).toString();
+    return stat.std === null ? digits(stat.mean) : `${digits(stat.mean)} ± ${digits(stat.std)}`;
+  }
+  return stat.value ?? `${stat.values.length} values`;
+}
+
+// One row per value of the group keys: each column's mean ± std (sample std over the group's runs),
+// n, min–max on hover, the members one click away; a group whose runs differ in more than their
+// seed names the keys, and its ± is over runs, not seeds.
+function renderGroups(data) {
+  const box = document.getElementById("groups-box");
+  box.hidden = !data.groups;
+  if (!data.groups) return;
+  const keys = data.group_by;
+  const columns = data.columns.filter((c) => !keys.includes(c));
+  document.getElementById("groups-info").textContent =
+    `${data.group_total} groups by ${keys.join(", ")} · mean ± std over each group's runs (n runs)`;
+  const gtable = document.getElementById("groups-table");
+  gtable.querySelector("thead").replaceChildren(el("tr", {}, ...keys.map((k) => el("th", {}, k)), el("th", {}, "n"),
+    ...columns.map((c) => el("th", {}, c)), el("th", {}, "spread"), el("th", {}, "runs")));
+  gtable.querySelector("tbody").replaceChildren(...data.groups.map((g) => el("tr", { class: "group-row" },
+    ...keys.map((k) => cell(g.key[k])),
+    el("td", { class: "num", "data-n": g.n }, String(g.n)),
+    ...columns.map((c) => {
+      const stat = g.values[c];
+      const title = stat && stat.min !== undefined ? `min ${stat.min} · max ${stat.max} · n ${stat.n}` : "";
+      return el("td", { class: stat && stat.mean !== undefined ? "num" : "", title, "data-column": c,
+        "data-mean": stat?.mean ?? "", "data-std": stat?.std ?? "" }, statText(stat));
+    }),
+    el("td", { class: g.varying.length ? "mixed" : "", title: g.varying.length ? `differ: ${g.varying.join(", ")}` : "" },
+      g.varying.length ? `over runs (${g.varying.join(", ")} differ)` : "over seeds",
+      g.degenerate ? el("span", { class: "flagged", title: "at or below the majority-class baseline" }, ` ⚠ ${g.degenerate} degenerate`) : ""),
+    el("td", { class: "small" }, g.job_ids.map((id, i) => id ? [el("a", { href: `/jobs/${id}` }, g.labels[i]), " "] : g.labels[i] + " ")))));
 }
 
 function updateCompare() {
@@ -88,11 +131,13 @@ async function refresh() {
   if (state.q) params.set("q", state.q);
   for (const f of state.filter.split(";").map((x) => x.trim()).filter(Boolean)) params.append("filter", f);
   for (const c of state.columns) params.append("column", c);
+  if (state.group) params.set("group_by", state.group);
   try {
     last = await api(`/api/v1/views/runs?${params}`);
     flash("");
   } catch (err) {
     flash(`runs: ${err.message}`);
+    document.getElementById("runs-info").textContent = `not shown: ${err.message}`;
     return;
   }
   render(last);
@@ -107,13 +152,19 @@ form.elements.add.addEventListener("change", () => {
   const key = form.elements.add.value.trim();
   form.elements.add.value = "";
   if (!key || !last) return;
-  if (!last.available.some((a) => a.key === key)) { flash(`no result has a column ${key}`); return; }
+  if (!last.available.some((a) => a.key === key)) { flash(`column: '${key}' is a key of no run`); return; }
   state.columns = [...last.columns.filter((c) => c !== key), key];
+  refresh();
+});
+form.elements.group.value = state.group;
+form.elements.group.addEventListener("change", () => {
+  state.group = form.elements.group.value.split(",").map((k) => k.trim()).filter(Boolean).join(",");
+  state.offset = 0;
   refresh();
 });
 document.getElementById("prev").addEventListener("click", () => { state.offset = Math.max(0, state.offset - PAGE); refresh(); });
 document.getElementById("next").addEventListener("click", () => { state.offset += PAGE; refresh(); });
 document.getElementById("compare-selected").addEventListener("click", () => {
-  window.location.href = `/compare?runs=${[...selected].sort((a, b) => a - b).join(",")}`;
+  window.location.href = `/compare?jobs=${[...selected].sort((a, b) => a - b).join(",")}`;
 });
 refresh();

@@ -14,7 +14,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi import Path as PathParam
 from fastapi.openapi.docs import get_redoc_html
-from fastapi.responses import FileResponse, HTMLResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from ptmlab import queue, views
@@ -184,7 +184,7 @@ def study_page(request: Request, study_id: GroupId, session: SessionDep) -> HTML
 # Pages whose JavaScript fetches all they show: path -> (template, nav entry, title).
 TEMPLATE_PAGES = {
     "/submit": ("submit.html", "/submit", "Submit"),
-    "/leaderboard": ("leaderboard.html", "/leaderboard", "GLUE leaderboard"),
+    "/leaderboard": ("leaderboard.html", "/leaderboard", "Leaderboard"),
     "/compression": ("compression.html", "/compression", "Compression trade-offs"),
     "/probing": ("probing.html", "/probing", "Probing"),
     "/probing/drift": ("drift.html", "/probing", "Probe drift"),
@@ -215,13 +215,19 @@ def robustness_page(request: Request, session: SessionDep,
 
 
 @router.get("/compare", response_class=HTMLResponse)
-def compare_page(request: Request, runs: Annotated[str, Query(max_length=400)] = "") -> HTMLResponse:
-    return _page(request, "compare.html", "/compare", "Compare runs", runs=runs, single=False)
+def compare_page(request: Request, jobs: Annotated[str, Query(max_length=400)] = "",
+                 runs: Annotated[str, Query(max_length=400)] = "") -> HTMLResponse:
+    return _page(request, "compare.html", "/compare", "Compare runs", jobs=jobs, runs=runs, single=False)
 
 
 @router.get("/runs/{result_id}", response_class=HTMLResponse)
 def run_page(request: Request, result_id: Annotated[int, PathParam(ge=1, le=INT4_MAX)],
-             session: SessionDep) -> HTMLResponse:
-    if session.get(Result, result_id) is None:
+             session: SessionDep) -> Response:
+    """A run is named by its job: a result's page is its job's page (a result recorded by hand,
+    without a job, keeps a page of its own)."""
+    result = session.get(Result, result_id)
+    if result is None:
         return not_found_page(request, f"result {result_id} not found", "/compare")
-    return _page(request, "compare.html", "/compare", f"Run {result_id}", runs=str(result_id), single=True)
+    if result.job_id is not None:
+        return RedirectResponse(f"/jobs/{result.job_id}", status_code=307)
+    return _page(request, "compare.html", "/compare", f"Result {result_id}", jobs="", runs=str(result_id), single=True)

@@ -25,7 +25,11 @@ Name = Annotated[str | None, Query(max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$"
 TagFilter = Annotated[str | None, Query(max_length=600, description="key=value[,key=value]")]
 Benchmark = Annotated[str, Query(max_length=40, pattern=r"^[A-Za-z0-9_]+$",
                                  description="glue | superglue | tasks | generation")]
-RunIds = Annotated[str, Query(max_length=400, pattern=r"^[0-9, ]+$", description="result ids: 1,2,3")]
+RunIds = Annotated[str | None, Query(max_length=400, pattern=r"^[0-9, ]+$", description="result ids: 1,2,3")]
+JobIds = Annotated[str | None, Query(max_length=400, pattern=r"^[0-9, ]+$", description="job ids: 14,13")]
+# Rows-by keys: summary keys and dotted config keys (`model,objective,stage.lr`)
+GroupBy = Annotated[str, Query(max_length=400, pattern=r"^[A-Za-z0-9_.:/\-]+(,[A-Za-z0-9_.:/\-]+)*,?$")]
+Pool = Annotated[bool, Query(description="pool runs of different configs under one row (their spread is over runs)")]
 
 
 def _json(view: dict[str, Any]) -> Response:
@@ -49,7 +53,7 @@ def overview(session: SessionDep) -> dict[str, Any]:
                     "and each row's footprint (trainable parameters, delta size); adaptation=lora,bitfit keeps "
                     "those modes; format=csv|latex exports")
 def leaderboard(session: SessionDep, sweep_id: Name = None, tag: TagFilter = None, adaptation: ModeFilter = None,
-                group_by: Annotated[str, Query(max_length=200, pattern=r"^[A-Za-z0-9_,]+$")] = "model,objective,adaptation",
+                group_by: GroupBy = "model,objective,adaptation", pool: Pool = False,
                 format: Literal["json", "csv", "latex"] = "json",  # noqa: A002 - the query parameter's name
                 benchmark: Benchmark = "glue"):
     tags, modes = parse_tag_filter(tag), parse_adaptation_filter(adaptation)
@@ -58,9 +62,9 @@ def leaderboard(session: SessionDep, sweep_id: Name = None, tag: TagFilter = Non
         raise ConfigError("group_by: name at least one summary key")
     if format == "json":
         return _json(views.leaderboard_view(session, sweep_id=sweep_id, tags=tags, group_by=keys, adaptations=modes,
-                                            benchmark=benchmark))
+                                            benchmark=benchmark, pool=pool))
     text = views.leaderboard_export(session, format, sweep_id=sweep_id, tags=tags, group_by=keys, adaptations=modes,
-                                    benchmark=benchmark)
+                                    benchmark=benchmark, pool=pool)
     media, ext = ("text/csv", "csv") if format == "csv" else ("application/x-tex", "tex")
     return PlainTextResponse(text, media_type=media,
                              headers={"Content-Disposition": f'attachment; filename="{benchmark}_leaderboard.{ext}"'})
@@ -70,16 +74,18 @@ RowLabel = Annotated[str, Query(min_length=1, max_length=600, description="a row
 
 
 @router.get("/leaderboard/compare", responses=ERRORS,
-            summary="Two leaderboard rows over seeds: per task and GLUE average, difference of means, 95 % CI, "
-                    "p-value (Welch's t-test, or a bootstrap with fewer than 3 seeds)")
+            summary="Two leaderboard rows over seeds: per task and GLUE average, difference of means; a 95 % CI and "
+                    "p-value only with ≥ 3 seeds a side and no pooled configs (paired t-test over common seeds, "
+                    "Welch otherwise), else the reason and the raw values")
 def leaderboard_compare(session: SessionDep, a: RowLabel, b: RowLabel, sweep_id: Name = None, tag: TagFilter = None,
                         adaptation: ModeFilter = None, benchmark: Benchmark = "glue",
-                        group_by: Annotated[str, Query(max_length=200, pattern=r"^[A-Za-z0-9_,]+$")] = "model,objective,adaptation"):
+                        group_by: GroupBy = "model,objective,adaptation", pool: Pool = False):
     keys = [k for k in group_by.split(",") if k]
     if not keys:
         raise ConfigError("group_by: name at least one summary key")
     return _json(views.leaderboard_compare(session, a, b, sweep_id=sweep_id, tags=parse_tag_filter(tag), group_by=keys,
-                                           adaptations=parse_adaptation_filter(adaptation), benchmark=benchmark))
+                                           adaptations=parse_adaptation_filter(adaptation), benchmark=benchmark,
+                                           pool=pool))
 
 
 @router.get("/probe-drift", responses=ERRORS,
@@ -131,21 +137,35 @@ def runs(session: SessionDep, kind: Name = None, q: Annotated[str | None, Query(
          sort: Column = "id", order: Literal["asc", "desc"] = "desc",
          column: Annotated[list[Column] | None, Query(max_length=30, description="columns to show; default: a few")] = None,
          limit: Annotated[int, Query(ge=1, le=500)] = 50, offset: Annotated[int, Query(ge=0, le=INT4_MAX)] = 0,
+         group_by: Annotated[str | None, Query(max_length=400, pattern=r"^[A-Za-z0-9_.:/\-]+(,[A-Za-z0-9_.:/\-]+)*,?$",
+                                               description="group rows by these keys: mean ± std, n, min/max per group")] = None,
          ) -> dict[str, Any]:
     return _json(views.runs_view(session, kind=kind, q=q, filters=filter, sort=sort, order=order, columns=column,
-                                 limit=limit, offset=offset))
+                                 limit=limit, offset=offset, group_by=(group_by or "").split(",")))
 
 
-@router.get("/compare", responses=ERRORS, summary="Runs (result ids) side by side: configs, differing keys, numbers")
-def compare(session: SessionDep, runs: RunIds) -> dict[str, Any]:
-    return views.compare_view(session, _ids(runs))
+def _result_ids(session, jobs: str | None, runs: str | None) -> list[int | str]:
+    from ptmlab.views.compare import job_result_ids
+
+    if jobs:
+        return job_result_ids(session, _ids(jobs))
+    if runs:
+        return _ids(runs)
+    raise ConfigError("jobs: give the job ids to compare, e.g. jobs=14,13")
+
+
+@router.get("/compare", responses=ERRORS,
+            summary="Runs side by side (jobs=14,13; each job's newest result): the main score with its deltas, the "
+                    "numbers that differ, the config keys that differ, every config")
+def compare(session: SessionDep, jobs: JobIds = None, runs: RunIds = None) -> dict[str, Any]:
+    return views.compare_view(session, _result_ids(session, jobs, runs))
 
 
 @router.get("/curves", responses=ERRORS, summary="Metric curves of runs (result ids) from MLflow's metric history")
-def curves(session: SessionDep, runs: RunIds,
+def curves(session: SessionDep, jobs: JobIds = None, runs: RunIds = None,
            key: Annotated[list[str] | None, Query(max_length=40, description="metric keys; default: all")] = None,
            ) -> dict[str, Any]:
-    return views.metric_curves(session, _ids(runs), keys=key)
+    return views.metric_curves(session, _result_ids(session, jobs, runs), keys=key)
 
 
 @router.get("/jobs/{job_id}", responses=ERRORS,
