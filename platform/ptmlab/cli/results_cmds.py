@@ -17,7 +17,7 @@ import sys
 from ptmlab.errors import ConfigError
 
 TABLE_MODULES: list[str] = ["ptmlab.cli.results_compression", "ptmlab.cli.results_probing",
-                             "ptmlab.cli.results_robustness"]
+                             "ptmlab.cli.results_robustness", "ptmlab.cli.results_runs"]
 
 
 def _cmd_benchmark(args: argparse.Namespace) -> int:
@@ -30,7 +30,7 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
     rows = read_rows(args.database_url, kind=LEADERBOARD_KINDS, sweep_id=args.sweep)
     bench = BENCHMARKS[args.benchmark]
     board = build_leaderboard(rows, group_by=args.group_by, adaptations=modes, benchmark=args.benchmark,
-                              own_tasks=not bench.every_task)
+                              own_tasks=not bench.every_task, pool=args.pool)
     if not board.rows:
         where = f" in sweep {args.sweep}" if args.sweep else ""
         where += f" of adaptation {', '.join(modes)}" if modes else ""
@@ -70,7 +70,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         g.add_argument("--adaptation", nargs="+", default=None, metavar="MODE",
                        help="only these adaptation modes (space or comma separated: --adaptation lora bitfit)")
         g.add_argument("--group-by", nargs="+", default=["model", "objective", "adaptation"],
-                       help="summary keys that make a configuration (default: model objective adaptation)")
+                       help="summary or config keys (stage.lr) that label a row (default: model objective adaptation)")
+        g.add_argument("--pool", action="store_true",
+                       help="one row per --group-by value even where its runs differ in other config keys "
+                            "(their spread is then over runs, not seeds)")
         g.add_argument("--output", "-o", default=None, help="write to this file instead of stdout")
         g.add_argument("--database-url", default=None, help="default: the platform database (PTMLAB_DATABASE_URL)")
         g.set_defaults(func=_cmd_benchmark, benchmark=benchmark)
