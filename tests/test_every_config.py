@@ -62,6 +62,8 @@ def extra_overrides_for(group: str, option: str) -> list[str]:
         objective = objective_for_family(str(cfg_node.get("family")))
         if objective:
             extra.append(f"objective={objective}")
+    if group == "stage" and option == "finetune":  # a fine-tune names its task (refused at compose time otherwise)
+        extra.append("task=glue/sst2")
     return extra
 
 

@@ -42,7 +42,6 @@ from lightning_modules.tasks.spec import LoadedTask, load_task
 from lightning_modules.tasks.tagged_predictions import word_tags, write_tagged_predictions
 from lightning_modules.tasks.span_metrics import SPAN_METRIC_MODES
 from lightning_modules.tasks.token_metrics import TOKEN_METRIC_MODES
-from ptmlab.contracts import ConfigError
 from ptmlab.contracts.decoding import DecodingSettings
 from ptmlab.contracts.identity import config_hash
 from ptmlab.contracts.summaries import FinetuneSummary
@@ -72,8 +71,6 @@ def build_finetune(cfg: DictConfig) -> FinetuneParts:
     import lightning.pytorch as pl
 
     stage = cfg.stage
-    if cfg.get("task") is None:
-        raise ConfigError("stage=finetune needs a task (task=glue/sst2, task=senteval/mr, task=tabular ...)")
     pl.seed_everything(int(cfg.seed), workers=True, verbose=False)
     task = load_task(cfg.task)
     defence = build_defence(cfg.get("defence"))

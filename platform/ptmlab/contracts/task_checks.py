@@ -119,8 +119,12 @@ def check_task_node(task: DictConfig, key: str = "task") -> None:
 
 
 def check_task(cfg: DictConfig) -> None:
-    """ptmlab.config.CHECKS entry: the task node itself, then heads elsewhere that must agree with it."""
+    """ptmlab.config.CHECKS entry: a fine-tune names its task; the task node itself, then heads
+    elsewhere that must agree with it. At compose time, so the API and the dashboard's submit form
+    refuse such a job before it is queued, as `ptmlab run` does before it starts."""
     task = cfg.get("task") if "task" in cfg else None
+    if task is None and OmegaConf.select(cfg, "stage.name") == "finetune":
+        raise ConfigError("stage=finetune needs a task (task=glue/sst2, task=senteval/mr, task=tabular ...)")
     if not isinstance(task, DictConfig):
         return
     check_task_node(task)
