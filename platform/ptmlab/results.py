@@ -8,6 +8,8 @@ runs.
     load_rows(session, *, kind, sweep_id, tags, ids) -> [ResultRow]            oldest first, parsed once
     rows_by_id(session, ids) -> {id: ResultRow}                                the same by id, any number of ids
     read_rows(database_url, *, kind, sweep_id) -> [ResultRow]                  the same for a command line
+    row_params(row) -> {dotted key: value}                                     a run's config keys (`stage.lr`)
+    row_baseline(summary) -> {kind, metric, value} | None                      its majority-class baseline
     cached_view(session, kind, key, build)                                     a view kept while its rows are unchanged
     folded(session, kind, key, start, add, *, sweep_id, tags) -> state         an aggregate kept up to date row by row
 
@@ -265,6 +267,37 @@ def filter_options(session: Session, kind: str | Sequence[str]) -> dict[str, Any
     options, lock = folded(session, kind, ("filter options",), lambda: {"sweeps": set(), "tags": {}}, add)
     with lock:
         return {"sweeps": sorted(options["sweeps"]), "tags": {k: sorted(v) for k, v in sorted(options["tags"].items())}}
+
+
+def row_params(row: ResultRow | dict[str, Any]) -> dict[str, Any]:
+    """A run's config keys, flat and dotted (`stage.lr`, `model.name`): its summary's `hparams`
+    (ptmlab.contracts.identity `config_params`); {} for a row stored without them."""
+    summary = row.summary if isinstance(row, ResultRow) else row
+    params = summary.get("hparams")
+    return params if isinstance(params, dict) else {}
+
+
+DEGENERATE_EPS = 1e-9
+
+
+def row_baseline(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """The main metric's majority-class baseline a run is judged against: its summary's `baseline`
+    ({kind, metric, value}), or for an accuracy run stored before that field its
+    `prediction_stats.majority_rate`; None where neither is recorded."""
+    baseline = summary.get("baseline")
+    if isinstance(baseline, dict) and number(baseline.get("value")) is not None:
+        return {"kind": baseline.get("kind") or "majority_class", "metric": baseline.get("metric"),
+                "value": number(baseline["value"])}
+    metric = str(summary.get("main_metric") or "").rsplit("/", 1)[-1]
+    stats = summary.get("prediction_stats")
+    rate = number(stats.get("majority_rate")) if isinstance(stats, dict) and metric == "accuracy" else None
+    return None if rate is None else {"kind": "majority_class", "metric": "accuracy", "value": rate}
+
+
+def is_degenerate(score: Any, baseline: dict[str, Any] | None) -> bool:
+    """A score at or below its majority-class baseline: the run learnt nothing a constant guess does not."""
+    score = number(score)
+    return baseline is not None and score is not None and score <= baseline["value"] + DEGENERATE_EPS
 
 
 def number(value: Any) -> float | None:

@@ -51,7 +51,9 @@ def test_study_view_trials_best_history_importances_and_curves(driven):
     assert [t["number"] for t in trials] == list(range(8))
     assert [p["name"] for p in view["params"]] == ["stage.quality", "stage.seconds"]
     assert view["params"][0]["kind"] == "float" and view["params"][1] == {
-        "name": "stage.seconds", "kind": "categorical", "log": False, "choices": [1, 2]}
+        "name": "stage.seconds", "kind": "categorical", "log": False, "choices": [1, 2],
+        "key": "stage.seconds", "values": sorted({t["params"]["stage.seconds"] for t in view["trials"]}),
+        "log_scale": False}
     pruned = [t for t in trials if t["state"] == "pruned"]
     complete = [t for t in trials if t["state"] == "complete"]
     assert pruned and len(complete) >= 2 and len(pruned) + len(complete) == 8
@@ -66,7 +68,16 @@ def test_study_view_trials_best_history_importances_and_curves(driven):
     assert all(t["value"] == t["intermediate"][-1]["value"] for t in pruned)
     assert all(len(t["intermediate"]) == VALIDATIONS for t in complete)
     best = max(complete, key=lambda t: t["value"])
-    assert view["best"] == best["number"] and best["job_status"] == "succeeded"
+    assert view["best"]["number"] == best["number"] and best["job_status"] == "succeeded"
+    assert view["best"]["job_id"] == best["job_id"] and view["best"]["score"] == best["value"]
+    assert view["best"]["degenerate"] is False and view["maximize"] is True and view["metric"] == "val/score"
+    # per searched value: the mean of the complete trials' objective with that value, their jobs
+    for entry in view["per_value"]["stage.seconds"]:
+        values = [t["value"] for t in complete if t["params"]["stage.seconds"] == entry["value"]]
+        assert entry["n"] == len(values) and entry["mean"] == pytest.approx(sum(values) / len(values) if values else None)
+    ranked = sorted(complete, key=lambda t: -t["value"])
+    assert view["top_job_ids"] == [t["job_id"] for t in ranked[:5]]
+    assert {r["job_id"] for r in view["runs"]} == {t["job_id"] for t in trials}
     # The history: complete trials in order, with the running best.
     assert [h["number"] for h in view["history"]] == [t["number"] for t in complete]
     running_best = [max(t["value"] for t in complete[:i + 1]) for i in range(len(complete))]

@@ -209,6 +209,10 @@ def test_compare_view_marks_differing_config_keys(tmp_path, db_url, monkeypatch)
         view = compare_view(s, [rows[0].id, rows[1].id])
     assert view["differing"] == ["optimizer.lr"]
     assert view["config_keys"] == ["model.name", "optimizer.lr", "seed"]
+    assert view["config_diff"] == {"keys": [{"key": "optimizer.lr", "values": [0.1, 0.2]}], "differing": 1, "total": 3}
+    assert [k["key"] for k in view["config_all"]] == view["config_keys"]
+    # hand-recorded results (no job) are named `result <id>`, never `#<id>`
+    assert [r["label"] for r in view["runs"]] == [f"result {rows[0].id}", f"result {rows[1].id}"]
     assert view["runs"][0]["mlflow_url"].endswith("/#/runs/abc") and view["runs"][1]["mlflow_url"] is None
     assert view["runs"][1]["numbers"]["metrics.accuracy"] == 0.9
     # No MLflow UI known (plain `ptmlab serve`): no link to one that is not there.
@@ -266,7 +270,7 @@ def test_views_and_pages_with_no_results(db_url, tmp_path, monkeypatch):
     assert comp["points"] == [] and comp["task"] is None and comp["fronts"]["params"] == []
     assert client.get("/api/v1/views/probing").json()["curves"] == []
     assert client.get("/api/v1/views/leaderboard?format=csv").text.startswith("model,objective,adaptation")
-    assert client.get("/api/v1/views/compare?runs=1").status_code == 404
+    assert client.get("/api/v1/views/compare?jobs=1").status_code == 404
     assert client.get("/jobs/5").status_code == 404
 
 

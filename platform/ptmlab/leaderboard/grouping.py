@@ -51,7 +51,7 @@ from ptmlab.contracts.glue import GLUE_TASKS  # noqa: F401 - re-exported
 from ptmlab.contracts.benchmarks import BENCHMARKS, KIND_COLUMNS, Benchmark, benchmark_of, summary_task_kind
 from ptmlab.contracts.summaries import FinetuneSummary, salvaged_summary
 from ptmlab.errors import ConfigError, NotFoundError
-from ptmlab.results import ResultRow
+from ptmlab.results import ResultRow, row_params
 from ptmlab.sizes import size_text
 
 METRIC_ABBREV = {"matthews_correlation": "mcc", "accuracy": "acc", "accuracy_mm": "acc_mm", "f1": "f1",
@@ -104,7 +104,7 @@ class TaskCell:
     # Config keys besides the seed whose values differ among the cell's runs: its spread is over
     # runs, not seeds, and no test is offered for it.
     varying: list[str] = field(default_factory=list)
-    # Runs at or below the task's majority-class baseline: {"baseline", "metric", "runs"}.
+    # Runs at or below the task's majority-class baseline: {"baseline", "metric", "kind", "runs"}.
     degenerate: dict | None = None
 
     @property
@@ -361,7 +361,7 @@ def task_runs(row: ResultRow | dict, kinds: tuple[str, ...] = LEADERBOARD_KINDS,
         # A multi-task run's main_score is its first task's: no score for another task's cell.
         "main_score": None if per_task_summary else s.main_score,
         "footprint": {f.name: getattr(s, f.name) for f in fields(Footprint)},
-        "params": dict(s.hparams or {}), "job_id": row.job_id,
+        "params": row_params(row), "job_id": row.job_id,
         # a multi-task run's baseline would be its first task's
         "baseline": None if per_task_summary else _baseline(s, stats),
     }
@@ -533,7 +533,7 @@ class LeaderboardFold:
                 job_ids=[r.job_id for r in runs], varying=_varying(runs, self.group_by),
                 degenerate=None if not degenerate else {
                     "baseline": max(r.baseline for r in degenerate), "metric": degenerate[0].main_metric,
-                    "runs": len(degenerate)},
+                    "kind": "majority_class", "runs": len(degenerate)},
             )
         task_means = {t: c.score.mean for t, c in cells.items()}
         return LeaderboardRow(

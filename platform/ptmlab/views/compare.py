@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from ptmlab.contracts.secrets import redact_tree
@@ -15,11 +16,11 @@ from ptmlab.contracts.summaries import ProbeSummary, StageSummary
 from ptmlab.db.models import Job
 from ptmlab.errors import ConfigError, NotFoundError
 from ptmlab.tracking import mlflow_client, mlflow_run_link
-from ptmlab.results import ResultRow, load_rows
+from ptmlab.results import ResultRow, is_degenerate, load_rows, row_baseline
 from ptmlab.settings import secret_literals
 from ptmlab.views.runs import run_label
 
-MAX_RUNS = 20  # side by side stops being readable well before this
+MAX_RUNS = 10  # side by side stops being readable beyond this
 # Summary keys that are bookkeeping, not results: shown in the header, not in the numbers table.
 BOOKKEEPING = {"stage", "mlflow_run_id", "run_dir", "job_id"}
 
@@ -63,6 +64,9 @@ def _unredacted_config_of(row: ResultRow, job: Job | None) -> tuple[dict[str, An
     cfg = resolved_config(run_dir)
     if cfg is not None:
         return flatten(cfg), "run folder"
+    recorded = row.summary.get("hparams")
+    if isinstance(recorded, dict) and recorded:  # the resolved config the stage recorded in its summary
+        return {**recorded, "seed": row.summary.get("seed")}, "summary"
     if job is not None:  # the overrides as submitted: what differs from the defaults
         flat: dict[str, Any] = {"stage": job.stage, "seed": job.seed}
         for o in job.overrides or []:
@@ -82,9 +86,9 @@ def _parse_ids(ids: Sequence[int | str], what: str = "result") -> list[int]:
         except (TypeError, ValueError):
             raise ConfigError(f"run id {i!r} is not a {what} id (an integer)") from None
     if not out:
-        raise ConfigError(f"runs: give at least one {what} id")
+        raise ConfigError(f"jobs: give at least one {what} id")
     if len(out) > MAX_RUNS:
-        raise ConfigError(f"runs: at most {MAX_RUNS} runs can be compared, got {len(out)}")
+        raise ConfigError(f"jobs: at most {MAX_RUNS} runs can be compared, got {len(out)}")
     return list(dict.fromkeys(out))
 
 
@@ -101,14 +105,21 @@ def compare_view(session: Session, result_ids: Sequence[int | str]) -> dict[str,
         flat, source = _config_of(row, job)
         configs[i] = flat
         s = row.shown
+        name = run_label(i, row.job_id, job.name if job else None)
+        score, baseline = _main_score(row.summary), row_baseline(row.summary)
+        link = mlflow_run_link(row.mlflow_run_id)
         runs.append({
-            "result_id": i, "job_id": row.job_id, "kind": s.stage, "sweep_id": row.sweep_id,
-            "mlflow_run_id": row.mlflow_run_id, "mlflow_url": mlflow_run_link(row.mlflow_run_id),
+            # `label` names the run by its job (`#14`, `name (#14)`); `result_id` is internal
+            "result_id": i, "job_id": row.job_id, "label": name, "name": name, "description": _label(row, s, job),
+            "stage": s.stage, "kind": s.stage, "status": job.status if job else None, "sweep_id": row.sweep_id,
+            "mlflow_run_id": row.mlflow_run_id, "mlflow_link": link, "mlflow_url": link,
             "run_dir": s.run_dir or (job.run_dir if job else None),
             "job_status": job.status if job else None, "config_source": source,
-            "label": _label(row, s, job), "name": run_label(i, row.job_id, job.name if job else None),
-            "main_metric": getattr(s, "main_metric", None), "main_score": _main_score(row.summary),
-            "baseline": (row.summary.get("baseline") or {}).get("value"), "tags": row.tags,
+            "main_metric": getattr(s, "main_metric", None), "main_score": score,
+            "baseline": None if baseline is None else baseline["value"],
+            "degenerate": {"baseline": baseline["value"], "metric": baseline["metric"], "kind": baseline["kind"]}
+            if is_degenerate(score, baseline) else None,
+            "tags": row.tags,
             # every number the row recorded, as stored (a kind's extra fields too, none filled in)
             "numbers": {k: v for k, v in flatten(row.summary).items()
                         if k not in BOOKKEEPING and not isinstance(v, list | dict)},
@@ -122,17 +133,28 @@ def compare_view(session: Session, result_ids: Sequence[int | str]) -> dict[str,
     main = _with_deltas("main_score", [r["main_score"] for r in runs])
     # the numbers that differ between the runs, the main metric's first: what a comparison answers
     differ_numbers = [_with_deltas(k, [r["numbers"].get(k) for r in runs]) for k in number_keys
-                      if k not in NOT_RESULTS and len({repr(r["numbers"].get(k)) for r in runs}) > 1]
+                      if k not in NOT_RESULTS and not k.startswith(NOT_RESULT_PREFIXES)
+                      and any(isinstance(r["numbers"].get(k), int | float) and not isinstance(r["numbers"].get(k), bool)
+                              for r in runs)
+                      and len({repr(r["numbers"].get(k)) for r in runs}) > 1]
     differ_numbers.sort(key=lambda m: (m["key"] not in (main_metric, f"metrics.{main_metric}"), metric_order(m["key"])))
+    def by_key(names: list[str]) -> list[dict[str, Any]]:
+        return [{"key": k, "values": [configs[i].get(k) for i in ids]} for k in names]
+
     return {
-        "runs": runs, "config_keys": keys, "differing": differing,
+        "runs": runs, "main": {"metric": main_metric, **main}, "metrics": differ_numbers,
+        # the config keys that differ first (what tells the runs apart), then every key
+        "config_diff": {"keys": by_key(differing), "differing": len(differing), "total": len(keys)},
+        "config_all": by_key(keys),
+        "config_keys": keys, "differing": differing,
         "configs": {str(i): configs[i] for i in ids}, "number_keys": number_keys,
-        "main": {"metric": main_metric, **main}, "metrics": differ_numbers,
     }
 
 
 # Numbers of a summary that are bookkeeping, not results (seeds, times of day, ids).
-NOT_RESULTS = {"seed", "wall_time_s", "train_time_s", "job_id"}
+NOT_RESULTS = {"seed", "wall_time_s", "train_time_s", "job_id", "main_score"}
+# The config (shown in its own table) and the confusion report (on the job page) are not the numbers compared.
+NOT_RESULT_PREFIXES = ("hparams.", "confusion.", "backbone.", "baseline.")
 
 
 def _main_score(summary: dict[str, Any]) -> float | None:
@@ -186,7 +208,7 @@ def _label(row: ResultRow, s: StageSummary, job: Job | None) -> str:
 
 def metric_curves(session: Session, result_ids: Sequence[int | str], keys: Sequence[str] | None = None,
                   tracking_uri: str | None = None) -> dict[str, Any]:
-    """{metric key: [{result_id, steps, values, times}]} from MLflow's metric history of each run,
+    """{metric key: [{result_id, job_id, label, steps, values, times}]} from MLflow's metric history of each run,
     every metric it logged (the page groups and collapses them, it does not cap them); `times` are
     seconds since the run started (the wall-time axis).
 
@@ -194,6 +216,10 @@ def metric_curves(session: Session, result_ids: Sequence[int | str], keys: Seque
     rest of the page still shows."""
     ids = _parse_ids(result_ids)
     rows = {r.id: r for r in load_rows(session, ids=ids)}
+    names = dict(session.execute(sa.select(Job.id, Job.name).where(
+        Job.id.in_([r.job_id for r in rows.values() if r.job_id is not None]))).tuples().all())
+    # each run named by its job (`#14`, `name (#14)`): the legend's and the errors' names
+    labels = {str(i): run_label(i, rows[i].job_id, names.get(rows[i].job_id)) if i in rows else f"result {i}" for i in ids}
     curves: dict[str, list[dict]] = {}
     errors: dict[str, str] = {}
     wanted = [k for k in (keys or []) if k]
@@ -216,11 +242,13 @@ def metric_curves(session: Session, result_ids: Sequence[int | str], keys: Seque
                 if history:
                     start = run.info.start_time or min(m.timestamp for m in history)  # milliseconds
                     curves.setdefault(key, []).append({
-                        "result_id": i, "job_id": row.job_id, "steps": [m.step for m in history], "values": [m.value for m in history],
+                        "result_id": i, "job_id": row.job_id, "label": labels[str(i)],
+                        "steps": [m.step for m in history], "values": [m.value for m in history],
                         "times": [round((m.timestamp - start) / 1000, 3) for m in history]})
         except Exception as exc:  # noqa: BLE001 - MLflow's errors are many; report, keep the page
             errors[str(i)] = f"MLflow: {' '.join(str(exc).split())[:300]}"
-    return {"curves": dict(sorted(curves.items(), key=lambda kv: metric_order(kv[0]))), "errors": errors}
+    return {"curves": dict(sorted(curves.items(), key=lambda kv: metric_order(kv[0]))), "errors": errors,
+            "labels": labels, "keys": sorted(curves, key=metric_order)}
 
 
 def metric_order(key: str) -> tuple[int, str]:

@@ -128,5 +128,13 @@ def result_digest(kind: str, summary: dict[str, Any] | None) -> dict[str, Any]:
     s = salvaged_summary({**stored, "stage": kind})  # the row's model, or what of a broken row reads
     rows = [r for r in ROWS[kind](s) if r is not None] if kind in ROWS else []
     # an older row's task kind shows in fields the contract does not declare: read from the row as stored
-    return {"rows": rows, "probes": _probe_curves(s) if kind == "probe" else [],
-            "task_kind": summary_task_kind(stored) if kind == "finetune" else None}
+    baseline = stored.get("baseline") if isinstance(stored.get("baseline"), dict) else None
+    if baseline is not None and rows:
+        score = stored.get("main_score")
+        below = isinstance(score, int | float) and score <= float(baseline.get("value", 0)) + 1e-9
+        rows.append(_row("majority-class baseline", baseline.get("value"),
+                         "the score is at or below it: the run learnt nothing" if below else baseline.get("metric", "")))
+    # a classification fine-tune's confusion matrix, per-class scores and most confident mistakes
+    confusion = stored.get("confusion") if isinstance(stored.get("confusion"), dict) else None
+    return {"rows": [r for r in rows if r is not None], "probes": _probe_curves(s) if kind == "probe" else [],
+            "task_kind": summary_task_kind(stored) if kind == "finetune" else None, "confusion": confusion}

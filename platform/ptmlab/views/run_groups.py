@@ -2,7 +2,8 @@
 their seeds), each numeric column's mean ± sample std, min, max and n over them, a text column's
 value (or its distinct values), and whether the spread is over seeds or over runs — a group whose
 members differ in config keys besides the seed and the group keys names those keys (`varying`).
-Members at or below their task's majority-class baseline are counted (`degenerate`)."""
+Members at or below their task's majority-class baseline are marked (`degenerate`: how many, and
+the baseline they sit at)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import math
 import statistics
 from typing import Any
 
-from ptmlab.results import ResultRow, number
+from ptmlab.results import ResultRow, is_degenerate, number, row_baseline, row_params
 
 MISSING = "—"
 
@@ -39,7 +40,7 @@ def column_stats(values: list[Any]) -> dict[str, Any]:
 def varying_keys(members: list[ResultRow], group_by: list[str]) -> list[str]:
     """Config keys besides the seed and the group keys whose values differ among the members;
     ["config"] where their stored config hashes differ and no recorded key says how."""
-    params = [m.summary.get("hparams") or {} for m in members]
+    params = [row_params(m) for m in members]
     keys = sorted({k for p in params for k in p} - set(group_by) - {"seed"})
     differ = [k for k in keys if len({repr(p.get(k)) for p in params}) > 1]
     if differ or all(params):
@@ -48,11 +49,18 @@ def varying_keys(members: list[ResultRow], group_by: list[str]) -> list[str]:
     return ["config"] if len(hashes) > 1 or None in hashes and len(members) > 1 else []
 
 
-def _degenerate(row: ResultRow) -> bool:
-    baseline = row.summary.get("baseline")
-    score = number(row.summary.get("main_score"))
-    value = number(baseline.get("value")) if isinstance(baseline, dict) else None
-    return value is not None and score is not None and score <= value + 1e-9
+def degenerate_mark(summaries: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """None, or {baseline, metric, kind, runs} for the runs (summaries) whose main score is at or below
+    their majority-class baseline (the highest such baseline where they differ)."""
+    marked = []
+    for summary in summaries:
+        baseline = row_baseline(summary)
+        if is_degenerate(summary.get("main_score"), baseline):
+            marked.append(baseline)
+    if not marked:
+        return None
+    top = max(marked, key=lambda b: b["value"])
+    return {"baseline": top["value"], "metric": top["metric"], "kind": top["kind"], "runs": len(marked)}
 
 
 def grouped(rows: list[tuple[ResultRow, dict[str, Any]]], group_by: list[str], columns: list[str],
@@ -72,7 +80,7 @@ def grouped(rows: list[tuple[ResultRow, dict[str, Any]]], group_by: list[str], c
             "labels": [run_label(r.id, r.job_id, names.get(r.job_id)) for r, _ in members],
             "seeds": [r.summary.get("seed") for r, _ in members],
             "varying": varying, "spread": "runs" if varying else "seeds",
-            "degenerate": sum(1 for r, _ in members if _degenerate(r)),
+            "degenerate": degenerate_mark([r.summary for r, _ in members]),
             "values": {c: column_stats([v.get(c) for _, v in members]) for c in columns},
         })
     column = sort if sort != "id" else None

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from ptmlab.contracts.summaries import measured_on_top
 from ptmlab.db.models import Job
 from ptmlab.errors import ConfigError
-from ptmlab.results import ResultRow, cached_view, folded, number
+from ptmlab.results import ResultRow, cached_view, folded, number, row_params
 from ptmlab.views.run_groups import grouped
 
 # Per-layer and per-head arrays say nothing in one cell: the job and run pages draw them.
@@ -56,7 +56,7 @@ def _flat_row(row: ResultRow, kind: str) -> tuple[dict[str, Any], str]:
         if columns.get("main_score") is None and columns.get("score") is not None:
             columns["main_score"] = columns["score"]  # one score column for every kind
         # the run's config keys (`hparams`: `stage.lr`) beside its summary's; a summary key of the same name wins
-        for key, value in (row.summary.get("hparams") or {}).items():
+        for key, value in row_params(row).items():
             if value is not None:
                 columns.setdefault(key, value)
         columns["kind"] = kind
@@ -135,7 +135,7 @@ def unknown_in(fold: RunsFold, keys, what: str) -> None:
             continue
         close = difflib.get_close_matches(key, list(fold.available), n=3, cutoff=0.6)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise ConfigError(f"{what}: {key!r} is a key of no run{hint}")
+        raise ConfigError(f"{what} {key!r} is in no run{hint}")
 
 
 class _Desc:
@@ -174,7 +174,7 @@ class RunsFold:
             self.kinds[values["kind"]] += 1
             self.available.update(values.keys())
             self.numeric.update(k for k, v in values.items() if not isinstance(v, bool | str) and number(v) is not None)
-            self.config_keys.update(k for k in (r.summary.get("hparams") or {}) if k in values)
+            self.config_keys.update(k for k in row_params(r) if k in values)
             self.table.append((r, values, f"{text} {(self.names.get(r.job_id) or '').lower()}"))
 
     def matching(self, q: str | None, parsed: list[tuple[str, str, str]], sort: str, order: str) -> tuple[list, list]:
@@ -205,8 +205,9 @@ def _runs(session: Session, kinds: list[str] | None, q: str | None, parsed: list
           columns: list[str] | None, limit: int, offset: int, group_by: list[str]) -> dict[str, Any]:
     fold, lock = _run_fold(session, kinds)
     with lock:
-        unknown_in(fold, [*(columns or []), *([] if sort == "id" else [sort]), *(k for k, _, _ in parsed), *group_by],
-                   "column")
+        for what, keys in (("column", columns or []), ("sort", [] if sort == "id" else [sort]),
+                           ("filter", [k for k, _, _ in parsed]), ("group_by", group_by)):
+            unknown_in(fold, keys, what)
         present, missing = fold.matching(q, parsed, sort, order)
         chosen = [c for c in (columns or [c for c in DEFAULT_COLUMNS if c in fold.available]) if c][:MAX_COLUMNS]
         start, stop = max(0, offset), max(0, offset) + max(1, limit)

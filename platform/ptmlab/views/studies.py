@@ -56,7 +56,7 @@ def study_view(session: Session, study_id: str, *, url: str) -> dict[str, Any]:
     spec = plan.spec
     maximize = spec.direction == "maximize"
     objectives = spec.objectives
-    params = _params(plan)
+    params = _params(plan)  # the search space; `_ranked` adds the values the trials took
     trials = [{**t, "value": number(t["value"]),
                "values": [number(v) for v in t["values"]] if t.get("values") else None,
                "intermediate": [{"validation": int(k), "value": number(v)} for k, v in t["intermediate"].items()]}
@@ -64,14 +64,23 @@ def study_view(session: Session, study_id: str, *, url: str) -> dict[str, Any]:
     complete = [t for t in trials if t["state"] == "complete"
                 and (t["values"] is not None if objectives else t["value"] is not None)]
     importances, why_not = _importances(session, study_id, url, complete, objectives)
+    ranked = _ranked(session, trials, params, spec.objective, maximize)
+    best_number = status["best"]["number"] if status["best"] else None
+    best_run = next((r for r in ranked["runs"] if r["number"] == best_number), None)
     return {
         # a multi-objective study: its objectives, their directions, its Pareto-optimal trials
         "objectives": objectives, "directions": spec.directions, "pareto": status["pareto"],
         "study": {k: status[k] for k in ("id", "name", "spec", "status", "stop_reason", "created_at", "started_at",
                                          "finished_at", "counts", "steps_total")},
         "objective": spec.objective, "direction": "maximize" if maximize else "minimize",
-        "params": params, "trials": trials,
-        "best": status["best"]["number"] if status["best"] else None,
+        "trials": trials, **ranked,
+        # the best trial (by Optuna's objective), marked degenerate at or below its majority-class baseline
+        "best": None if best_number is None else {
+            "number": best_number, "job_id": best_run["job_id"] if best_run else None,
+            "label": best_run["label"] if best_run else None,
+            "score": best_run["score"] if best_run else status["best"]["value"],
+            "degenerate": bool(best_run and best_run["degenerate"]),
+            "baseline": best_run["baseline"] if best_run else None},
         "history": [] if objectives else _history(complete, maximize),
         "importances": importances, "importances_note": why_not,
     }
@@ -87,6 +96,41 @@ def _params(plan: StudyPlan) -> list[dict[str, Any]]:
             out.append({"name": key, "kind": "int" if isinstance(dist, IntDistribution) else "float",
                         "log": bool(dist.log), "low": dist.low, "high": dist.high})
     return out
+
+
+def _ranked(session: Session, trials: list[dict], space: list[dict[str, Any]], objective: str | None,
+            maximize: bool) -> dict[str, Any]:
+    """The trials as a sweep's runs (ptmlab.views.sweep `param_view`): per searched value the mean
+    ± std of the objective, the runs for parallel coordinates, the top runs; a trial's run is
+    degenerate when the objective is its main metric and sits at or below the majority-class
+    baseline. `params` keep the search space's description (name, kind, log, bounds) beside
+    the values the trials took (key, values, log_scale)."""
+    from ptmlab.db.models import Job
+    from ptmlab.views.sweep import job_runs, param_view, run_entry
+
+    with_job = [t for t in trials if t.get("job_id") is not None]
+    jobs = {j.id: j for j in session.scalars(sa.select(Job).where(Job.id.in_([t["job_id"] for t in with_job])))}
+    rows = job_runs(session, list(jobs))
+    keys = [p["name"] for p in space]
+    measured = (objective or "").rsplit("/", 1)[-1]
+    runs = []
+    for t in with_job:
+        job = jobs.get(t["job_id"])
+        if job is None:
+            continue
+        run = run_entry(job, rows.get(job.id), {k: t["params"].get(k) for k in keys}, score=t["value"])
+        run["score"] = t["value"] if t["state"] == "complete" else None  # a pruned trial's last value ranks nowhere
+        if run["baseline"] is not None and (run["metric"] or "").rsplit("/", 1)[-1] != measured:
+            run["baseline"], run["degenerate"] = None, False  # the objective is not the baseline's metric
+        elif run["score"] is None:
+            run["degenerate"] = False
+        runs.append({"number": t["number"], **run})
+    view = param_view(runs, keys, metric=objective, maximize=maximize,
+                      log_keys={p["name"] for p in space if p.get("log")})
+    by_key = {p["key"]: p for p in view["params"]}
+    view["params"] = [{**p, **by_key[p["name"]]} for p in space]
+    view.pop("best")
+    return view
 
 
 def _history(complete: list[dict], maximize: bool) -> list[dict[str, Any]]:

@@ -93,22 +93,51 @@ function showDetail(detail) {
       el("div", { class: "small" }, "parents"), el("ul", { id: "parents" }, detail.parents.map(jobLink)),
       el("div", { class: "small" }, "children"), el("ul", { id: "children" }, detail.children.map(jobLink)),
     );
-  } else if (!detail.job.pipeline_id) {
-    graph.replaceChildren(el("p", { class: "empty" }, "No parents or children."));
+  } else {
+    graph.replaceChildren(el("p", { class: "empty" }, detail.job.pipeline_id
+      ? `pipeline ${detail.job.pipeline_id}: no parents or children.` : "No parents or children."));
   }
   if (detail.results.length) {
     document.getElementById("job-results").replaceChildren(...detail.results.map((r) =>
       el("div", { class: "job-result", "data-result": r.id },
-        el("p", {}, el("a", { href: `/runs/${r.id}` }, `result #${r.id}`), ` (${r.kind})`),
-        digestTable(r.digest), ...(r.digest?.probes || []).map((p, i) => probeCurve(r.id, p, i)),
+        el("p", {}, `${r.kind} result`),
+        digestTable(r.digest), r.digest?.confusion ? confusionSection(r.id, r.digest.confusion) : "",
+        ...(r.digest?.probes || []).map((p, i) => probeCurve(r.id, p, i)),
         r.throughput ? speedTable(r.throughput) : "")));
     for (const r of detail.results) (r.digest?.probes || []).forEach((p, i) => drawProbeCurve(r.id, p, i));
+    for (const r of detail.results) if (r.digest?.confusion) drawConfusion(r.id, r.digest.confusion);
     if (detail.results.some((r) => r.kind === "attack")) showAttackRecords().catch((err) => flash(`attacked examples: ${err.message}`));
     const sampled = detail.results.find((r) => PREDICTION_KINDS.includes(r.digest?.task_kind));
     if (sampled) showPredictions({}).catch((err) => flash(`predictions: ${err.message}`));
   }
   document.getElementById("config-source").textContent = detail.config_source ? `(${detail.config_source})` : "";
   document.getElementById("config").textContent = detail.config ? toYaml(detail.config).trimStart() : "–";
+}
+
+// A classification fine-tune's evaluation split: the confusion matrix (rows gold, columns
+// predicted), each class's precision / recall / F1 / support, and the most confident mistakes.
+function confusionSection(id, c) {
+  const pct = (v) => `${(100 * v).toFixed(1)}`;
+  return el("section", { class: "confusion", "data-result": id },
+    el("h3", {}, `Confusion matrix (${c.errors} of ${c.examples} wrong)`),
+    el("div", { id: `confusion-${id}`, class: "chart confusion-chart" }),
+    el("table", { class: "grid small per-class" },
+      el("thead", {}, el("tr", {}, ["class", "precision %", "recall %", "F1 %", "support"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, c.per_class.map((k) => el("tr", { "data-label": k.label }, el("td", {}, k.label),
+        el("td", { class: "num" }, pct(k.precision)), el("td", { class: "num" }, pct(k.recall)),
+        el("td", { class: "num" }, pct(k.f1)), el("td", { class: "num" }, String(k.support)))))),
+    c.misclassified.length ? el("details", { class: "misclassified" }, el("summary", {}, `${c.misclassified.length} most confident mistakes`),
+      el("table", { class: "grid small" }, el("thead", {}, el("tr", {}, ["text", "gold", "predicted", "probability"].map((h) => el("th", {}, h)))),
+        el("tbody", {}, c.misclassified.map((m) => el("tr", {}, el("td", {}, m.text), el("td", {}, m.gold),
+          el("td", {}, m.predicted), el("td", { class: "num" }, m.score.toFixed(3))))))) : "");
+}
+
+function drawConfusion(id, c) {
+  Plotly.react(`confusion-${id}`, [{
+    type: "heatmap", z: c.matrix, x: c.labels, y: c.labels, colorscale: "Blues", hoverongaps: false,
+    text: c.matrix.map((row) => row.map(String)), texttemplate: "%{text}", colorbar: { title: { text: "examples" } },
+  }], { height: 120 + 40 * c.labels.length, width: 200 + 60 * c.labels.length, margin: { l: 80, r: 20, t: 10, b: 60 },
+    xaxis: { title: { text: "predicted" } }, yaxis: { title: { text: "gold" }, autorange: "reversed" } }, plotConfig(`confusion-${id}`));
 }
 
 // A result in its stage's terms (ptmlab.views.job_results): name, value, what it is measured against.

@@ -49,6 +49,12 @@ function overrides() {
     const chosen = [...select.selectedOptions].map((o) => o.value).filter((v) => v !== NONE);
     if (chosen.length) out.push(`${select.name}=${chosen.join(",")}`);
   }
+  // the training fields, where filled: the keys a researcher sets most often
+  const fields = [["backbone", "backbone"], ["stage.lr", "lr"], ["stage.epochs", "epochs"], ["stage.batch_size", "batch_size"]];
+  for (const [key, name] of fields) {
+    const value = form.elements[name].value.trim();
+    if (value) out.push(`${key}=${value}`);
+  }
   return [...out, ...lines(form.elements.overrides.value)];
 }
 
@@ -74,6 +80,7 @@ function body(dryRun) {
   } else {
     b.stage = stageSelect.value;
     if (form.elements.seed.value !== "") b.seed = Number(form.elements.seed.value);
+    if (form.elements.job_name.value.trim()) b.name = form.elements.job_name.value.trim();
   }
   return b;
 }
@@ -169,6 +176,29 @@ function onSweepToggle() {
   schedulePreview();
 }
 
+// The backbones a fine-tune can start from: succeeded pretrain jobs (`job:<id>`), and `random`.
+async function backboneOptions() {
+  try {
+    const jobs = await api("/api/v1/jobs?stage=pretrain&status=succeeded&limit=50");
+    document.getElementById("backbone-options").replaceChildren(el("option", { value: "random" }, "from scratch"),
+      ...(jobs.items || []).map((j) => el("option", { value: `job:${j.id}` }, `pretrain job ${j.id}${j.name ? ` ${j.name}` : ""}`)));
+  } catch {
+    // the list is a convenience: the field takes any reference typed in
+  }
+}
+
+// "Clone" on a job's page: the form pre-filled with that job's stage, overrides, seed, name and tags.
+async function fillFrom(jobId) {
+  const job = await api(`/api/v1/jobs/${encodeURIComponent(jobId)}`);
+  if ([...stageSelect.options].some((o) => o.value === job.stage)) stageSelect.value = job.stage;
+  renderGroups();
+  form.elements.overrides.value = (job.overrides || []).join("\n");
+  form.elements.seed.value = job.seed ?? "";
+  form.elements.job_name.value = job.name ? `${job.name}-clone` : "";
+  form.elements.tags.value = Object.entries(job.tags || {}).map(([k, v]) => `${k}=${v}`).join(", ");
+  document.getElementById("submit-result").textContent = `cloned from job ${job.id}: change what you want, then submit`;
+}
+
 async function init() {
   catalogue = await api("/api/v1/catalogue");
   const stages = catalogue.groups.stage || Object.keys(catalogue.stages);
@@ -176,6 +206,9 @@ async function init() {
   const wanted = new URLSearchParams(window.location.search).get("stage");
   stageSelect.value = stages.includes(wanted) ? wanted : catalogue.defaults.stage || stages[0];
   renderGroups();
+  backboneOptions();
+  const clone = new URLSearchParams(window.location.search).get("clone");
+  if (clone) await fillFrom(clone);
   stageSelect.addEventListener("change", () => { renderGroups(); schedulePreview(); });
   sweepBox.addEventListener("change", onSweepToggle);
   form.addEventListener("input", schedulePreview);

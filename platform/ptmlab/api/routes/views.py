@@ -25,7 +25,6 @@ Name = Annotated[str | None, Query(max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$"
 TagFilter = Annotated[str | None, Query(max_length=600, description="key=value[,key=value]")]
 Benchmark = Annotated[str, Query(max_length=40, pattern=r"^[A-Za-z0-9_]+$",
                                  description="glue | superglue | tasks | generation")]
-RunIds = Annotated[str | None, Query(max_length=400, pattern=r"^[0-9, ]+$", description="result ids: 1,2,3")]
 JobIds = Annotated[str | None, Query(max_length=400, pattern=r"^[0-9, ]+$", description="job ids: 14,13")]
 # Rows-by keys: summary keys and dotted config keys (`model,objective,stage.lr`)
 GroupBy = Annotated[str, Query(max_length=400, pattern=r"^[A-Za-z0-9_.:/\-]+(,[A-Za-z0-9_.:/\-]+)*,?$")]
@@ -88,6 +87,17 @@ def leaderboard_compare(session: SessionDep, a: RowLabel, b: RowLabel, sweep_id:
                                            pool=pool))
 
 
+@router.get("/sweep/{sweep_id}", responses=ERRORS, include_in_schema=False)
+@router.get("/sweeps/{sweep_id}", responses=ERRORS,
+            summary="A sweep's runs by swept value: per value mean ± std of the score over its jobs (seeds "
+                    "included), the runs for parallel coordinates, the best run (degenerate when at or below its "
+                    "majority-class baseline) and the top runs")
+def sweep(session: SessionDep, sweep_id: Annotated[str, Path(max_length=32, pattern=r"^[A-Za-z0-9_\-]+$")]) -> dict[str, Any]:
+    from ptmlab.views.sweep import sweep_view
+
+    return _json(sweep_view(session, sweep_id))
+
+
 @router.get("/probe-drift", responses=ERRORS,
             summary="A source model's probed descendants (fine-tuned, compressed) as per-layer curves beside its own, "
                     "with the difference per layer; without `source`: the model jobs to choose from")
@@ -144,28 +154,26 @@ def runs(session: SessionDep, kind: Name = None, q: Annotated[str | None, Query(
                                  limit=limit, offset=offset, group_by=(group_by or "").split(",")))
 
 
-def _result_ids(session, jobs: str | None, runs: str | None) -> list[int | str]:
+def _result_ids(session, jobs: str | None) -> list[int]:
     from ptmlab.views.compare import job_result_ids
 
-    if jobs:
-        return job_result_ids(session, _ids(jobs))
-    if runs:
-        return _ids(runs)
-    raise ConfigError("jobs: give the job ids to compare, e.g. jobs=14,13")
+    if not jobs or not _ids(jobs):
+        raise ConfigError("jobs: give the job ids to compare, e.g. jobs=14,13")
+    return job_result_ids(session, _ids(jobs))
 
 
 @router.get("/compare", responses=ERRORS,
-            summary="Runs side by side (jobs=14,13; each job's newest result): the main score with its deltas, the "
-                    "numbers that differ, the config keys that differ, every config")
-def compare(session: SessionDep, jobs: JobIds = None, runs: RunIds = None) -> dict[str, Any]:
-    return views.compare_view(session, _result_ids(session, jobs, runs))
+            summary="2-10 runs side by side, named by their jobs (jobs=14,13; each job's newest result): the main "
+                    "score with its deltas, the numbers that differ, the config keys that differ, every config")
+def compare(session: SessionDep, jobs: JobIds = None) -> dict[str, Any]:
+    return views.compare_view(session, _result_ids(session, jobs))
 
 
-@router.get("/curves", responses=ERRORS, summary="Metric curves of runs (result ids) from MLflow's metric history")
-def curves(session: SessionDep, jobs: JobIds = None, runs: RunIds = None,
+@router.get("/curves", responses=ERRORS, summary="Metric curves of runs (jobs=14,13) from MLflow's metric history")
+def curves(session: SessionDep, jobs: JobIds = None,
            key: Annotated[list[str] | None, Query(max_length=40, description="metric keys; default: all")] = None,
            ) -> dict[str, Any]:
-    return views.metric_curves(session, _result_ids(session, jobs, runs), keys=key)
+    return views.metric_curves(session, _result_ids(session, jobs), keys=key)
 
 
 @router.get("/jobs/{job_id}", responses=ERRORS,
