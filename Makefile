@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
 
-.PHONY: demo test test-fast venv system-deps clean bench
+.PHONY: demo test test-fast venv system-deps clean bench docs
 
 # Re-install when the project's packages change too: an editable install maps the top-level
 # packages (ptmlab, lightning_modules, hydra_plugins/*) that existed when it ran.
@@ -39,6 +39,10 @@ test-fast: venv system-deps
 
 bench: venv
 	for f in bench/*.py; do $(BIN)/python $$f || exit 1; done
+
+# The docs site (mkdocs.yml) into site/, offline; --strict turns a broken link or reference into a failure.
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 clean:
 	rm -rf $(VENV) .ptmlab

@@ -3,14 +3,15 @@
 
 Reads `family` of every conf/model/*.yaml and `compatible_families` of every
 conf/objective/*.yaml (the same keys `ptmlab.config.check_config` enforces at compose time) and
-writes a Markdown table into README.md between the markers
+writes a Markdown table into the docs' pre-training page (docs/guide/pretraining.md) between
+the markers
 
     <!-- compat-table:start -->
     <!-- compat-table:end -->
 
 Usage: python scripts/compat_table.py            print the table
-       python scripts/compat_table.py --write    rewrite the README section
-       python scripts/compat_table.py --check    exit 1 if the README section is out of date
+       python scripts/compat_table.py --write    rewrite the page's section
+       python scripts/compat_table.py --check    exit 1 if the page's section is out of date
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from omegaconf import OmegaConf
 from ptmlab.contracts.families import FAMILIES
 
 ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "docs" / "guide" / "pretraining.md"
 START, END = "<!-- compat-table:start -->", "<!-- compat-table:end -->"
 FAMILY_ORDER = list(FAMILIES)  # the columns, in the vocabulary's order
 
@@ -61,7 +63,7 @@ def render(conf_dir: Path = ROOT / "conf") -> str:
 
 def splice(readme: str, table: str) -> str:
     if START not in readme or END not in readme:
-        raise SystemExit(f"README.md has no {START} ... {END} section")
+        raise SystemExit(f"the page has no {START} ... {END} section")
     head, rest = readme.split(START, 1)
     _, tail = rest.split(END, 1)
     return f"{head}{START}\n{table}{END}{tail}"
@@ -70,9 +72,9 @@ def splice(readme: str, table: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--write", action="store_true", help="rewrite the README section")
-    mode.add_argument("--check", action="store_true", help="exit 1 if the README section is out of date")
-    parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    mode.add_argument("--write", action="store_true", help="rewrite the page's section")
+    mode.add_argument("--check", action="store_true", help="exit 1 if the page's section is out of date")
+    parser.add_argument("--readme", type=Path, default=PAGE, help="the Markdown file holding the markers")
     args = parser.parse_args(argv)
     table = render()
     if not (args.write or args.check):
