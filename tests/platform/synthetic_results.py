@@ -18,21 +18,46 @@ METHODS = ("prune_magnitude", "quantize_dynamic", "distill", "low_rank")
 PROBE_TASKS = ("pos", "dep_arc", "structural")
 
 
-def finetune_summary(rng: random.Random, model: str, objective: str, adaptation: str, task: str, seed: int) -> dict[str, Any]:
+# The majority-class score of a task's main metric on its dev split (accuracy tasks only: what
+# always predicting the training set's majority class scores), as the finetune stage records it.
+MAJORITY_BASELINES = {"sst2": 0.509, "rte": 0.527, "qnli": 0.505, "wnli": 0.563}
+LEARNING_RATES = (1e-5, 1e-4, 1e-3)
+BATCH_SIZES = (16, 32)
+
+
+def hparams(model: str, objective: str, adaptation: str, task: str, *, lr: float = 1e-4, batch_size: int = 16,
+            epochs: int = 3, rank: int | None = None) -> dict[str, Any]:
+    """A run's flat config keys (the summary's `hparams`) as ptmlab.contracts.identity writes them."""
+    out = {"stage.name": "finetune", "stage.lr": lr, "stage.batch_size": batch_size, "stage.epochs": epochs,
+           "model.name": model, "objective.name": objective, "adaptation.name": adaptation, "task.name": task}
+    if rank is not None:
+        out["adaptation.rank"] = rank
+    return out
+
+
+def finetune_summary(rng: random.Random, model: str, objective: str, adaptation: str, task: str, seed: int,
+                     *, lr: float = 1e-4, batch_size: int = 16) -> dict[str, Any]:
     base = 0.55 + 0.3 * rng.random()
     metrics = {m: round(min(0.99, max(0.0, base + rng.gauss(0, 0.02))), 4) for m in GLUE_TASKS[task][1]}
-    return _finetune(model, objective, adaptation, task, seed, metrics)
+    return _finetune(model, objective, adaptation, task, seed, metrics,
+                     params=hparams(model, objective, adaptation, task, lr=lr, batch_size=batch_size))
 
 
 def _finetune(model: str, objective: str, adaptation: str, task: str, seed: int, metrics: dict,
-              footprint: dict | None = None) -> dict[str, Any]:
+              footprint: dict | None = None, params: dict[str, Any] | None = None) -> dict[str, Any]:
     """`footprint`: trainable_params, total_params and (newer runs) delta_params, delta_bytes;
-    without it the counts of a run from before the delta was recorded."""
+    without it the counts of a run from before the delta was recorded. `params`: the run's config
+    keys (default: `hparams` of its model, objective, adaptation and task); the majority-class
+    baseline where MAJORITY_BASELINES has the task and its main metric is accuracy."""
     main = next(iter(metrics))
     counts = footprint or {"trainable_params": 1000, "total_params": 100_000}
+    baseline = {"kind": "majority_class", "metric": main, "value": MAJORITY_BASELINES[task]} \
+        if task in MAJORITY_BASELINES and main == "accuracy" else None
     return FinetuneSummary(seed=seed, wall_time_s=1.0, model=model, objective=objective, adaptation=adaptation,
                            task=task, metrics=metrics, main_metric=main, main_score=metrics[main],
-                           train_time_s=1.0, steps=100, **counts).model_dump()
+                           train_time_s=1.0, steps=100, **counts,
+                           hparams=params or hparams(model, objective, adaptation, task), baseline=baseline,
+                           ).model_dump()
 
 
 def compress_summary(rng: random.Random, method: str, source: str, task: str, seed: int) -> dict[str, Any]:
@@ -106,8 +131,10 @@ def synthetic_summaries(n: int, seed: int = 0) -> list[dict[str, Any]]:
     for i in range(n):
         r = i % 20
         if r < 12:
+            # each configuration (model, objective, adaptation, task, lr, batch size) once per seed
             out.append(finetune_summary(rng, MODELS[i % len(MODELS)], OBJECTIVES[(i // 6) % len(OBJECTIVES)],
-                                        ADAPTATIONS[(i // 36) % len(ADAPTATIONS)], tasks[(i // 108) % len(tasks)], i // 972))
+                                        ADAPTATIONS[(i // 36) % len(ADAPTATIONS)], tasks[(i // 108) % len(tasks)], i // 972,
+                                        lr=LEARNING_RATES[(i // 4) % 3], batch_size=BATCH_SIZES[(i // 27) % 2]))
         elif r < 17:
             out.append(compress_summary(rng, METHODS[i % len(METHODS)], MODELS[i % 2], "sst2", i))
         else:

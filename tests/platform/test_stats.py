@@ -89,7 +89,7 @@ def test_a_run_at_its_majority_class_baseline_is_marked_degenerate():
     board = build_leaderboard(runs)
     a = next(r for r in board.rows if r.config["model"] == "a").cells["sst2"]
     b = next(r for r in board.rows if r.config["model"] == "b").cells["sst2"]
-    assert a.degenerate == {"baseline": 0.509, "metric": "accuracy", "runs": 2}
+    assert a.degenerate == {"baseline": 0.509, "metric": "accuracy", "kind": "majority_class", "runs": 2}
     assert any("majority-class baseline (50.9)" in f for f in a.flags)
     assert b.degenerate is None and not b.flags
 
@@ -109,6 +109,10 @@ def test_rows_compared_per_task_and_on_the_glue_average():
     assert result["sst2"]["diff"] == pytest.approx(3.0)
     glue_a = [100 * (x + y) / 2 for x, y in zip((0.86, 0.87, 0.85), (0.60, 0.62, 0.61))]
     glue_b = [100 * (x + y) / 2 for x, y in zip((0.83, 0.84, 0.82), (0.58, 0.57, 0.59))]
-    assert result["glue"]["p_value"] == pytest.approx(stats.ttest_ind(glue_a, glue_b, equal_var=False).pvalue)
+    # both rows ran seeds 0, 1, 2 of every task: their per-seed GLUE averages pair
+    assert result["glue"]["test"] == "paired t-test" and result["glue"]["paired_seeds"] == [0, 1, 2]
+    assert result["glue"]["p_value"] == pytest.approx(stats.ttest_rel(glue_a, glue_b).pvalue)
+    ci = stats.ttest_rel(glue_a, glue_b).confidence_interval(0.95)
+    assert (result["glue"]["ci_low"], result["glue"]["ci_high"]) == (pytest.approx(ci.low), pytest.approx(ci.high))
     with pytest.raises(Exception, match="no leaderboard row 'c / mlm / full'"):
         compare_rows(board, "a / mlm / full", "c / mlm / full")

@@ -68,9 +68,10 @@ def test_study_view_trials_best_history_importances_and_curves(driven):
     assert all(t["value"] == t["intermediate"][-1]["value"] for t in pruned)
     assert all(len(t["intermediate"]) == VALIDATIONS for t in complete)
     best = max(complete, key=lambda t: t["value"])
-    assert view["best"]["number"] == best["number"] and best["job_status"] == "succeeded"
-    assert view["best"]["job_id"] == best["job_id"] and view["best"]["score"] == best["value"]
-    assert view["best"]["degenerate"] is False and view["maximize"] is True and view["metric"] == "val/score"
+    assert view["best"] == best["number"] and best["job_status"] == "succeeded"
+    assert view["best_run"]["number"] == best["number"] and view["best_run"]["job_id"] == best["job_id"]
+    assert view["best_run"]["score"] == best["value"] and view["best_run"]["degenerate"] is False
+    assert view["maximize"] is True and view["metric"] == "val/score"
     # per searched value: the mean of the complete trials' objective with that value, their jobs
     for entry in view["per_value"]["stage.seconds"]:
         values = [t["value"] for t in complete if t["params"]["stage.seconds"] == entry["value"]]

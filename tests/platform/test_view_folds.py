@@ -31,6 +31,11 @@ VIEWS = {
     "runs by score": lambda s: runs_view(s, sort="score", order="desc", limit=40, offset=10),
     "runs by id, searched": lambda s: runs_view(s, q="sst2", filters=["main_score>=0.6"], order="asc"),
     "runs of a kind": lambda s: runs_view(s, kind="compress", sort="params", order="asc", limit=500),
+    # groups kept row by row (running mean and variance) against groups made from every row
+    "runs grouped by a config key": lambda s: runs_view(s, group_by=["stage.lr"], columns=["main_score", "task"],
+                                                        sort="main_score", limit=500),
+    "runs grouped, filtered": lambda s: runs_view(s, kind="finetune", q="sst2", filters=["main_score>=0.6"],
+                                                  group_by=["model", "stage.batch_size"], columns=["main_score"]),
 }
 
 
@@ -72,6 +77,9 @@ def test_folded_views_equal_views_built_from_scratch(db_url):
             s.commit()
         folded = _views(db_url)
         assert folded == _from_scratch(db_url), f"round {i}"
+    grouped = folded["runs grouped by a config key"]["v"]
+    assert grouped["group_total"] == 4 and sum(g["n"] for g in grouped["groups"]) == grouped["total"]
+    assert {g["key"]["stage.lr"] for g in grouped["groups"]} == {1e-5, 1e-4, 1e-3, None}  # None: rows of other kinds
     runs = folded["runs by id, searched"]["v"]
     assert runs["total"] > 0 and [r["result_id"] for r in runs["rows"]] == sorted(r["result_id"] for r in runs["rows"])
     compression = folded["compression"]["v"]

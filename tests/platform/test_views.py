@@ -235,10 +235,13 @@ def test_compare_view_labels_old_hand_recorded_and_partly_broken_rows_as_it_did(
         s.commit()
         view = compare_view(s, [r.id for r in rows])
     finetune, custom, probe = view["runs"]
-    assert finetune["label"] == f"result {rows[0].id} finetune: bert_tiny / lora / rte seed 3"
-    assert (custom["kind"], custom["label"], custom["layers"]) == ("custom", f"result {rows[1].id} custom: rte", [])
+    # `label` names the run (by its job; these have none), `description` says what it was
+    assert [r["label"] for r in view["runs"]] == [f"result {r.id}" for r in rows]
+    assert finetune["description"] == f"result {rows[0].id} finetune: bert_tiny / lora / rte seed 3"
+    assert (custom["kind"], custom["description"], custom["layers"]) == ("custom", f"result {rows[1].id} custom: rte", [])
     assert custom["numbers"] == {"task": "rte", "score": 0.5}
-    assert probe["label"] == f"result {rows[2].id} probe: m / pos seed 3" and probe["layers"][0] == {"layer": 0, "accuracy": 0.5}
+    assert probe["description"] == f"result {rows[2].id} probe: m / pos seed 3"
+    assert probe["layers"][0] == {"layer": 0, "accuracy": 0.5}
     assert probe["numbers"]["seed"] == "3"  # the numbers table shows the row as stored
 
 
@@ -292,12 +295,24 @@ def test_view_endpoints_on_seeded_data(seeded, tmp_path, monkeypatch):
     assert job["config"]["model"]["name"] == "bert_tiny" and job["config_source"].startswith("composed")
     parent = client.get(f"/api/v1/views/jobs/{ids['jobs']['pipeline_parent']}").json()
     assert [c["id"] for c in parent["children"]] == [ids["jobs"]["pipeline_child"]]
-    runs = ",".join(map(str, ids["results"]["finetune"][:3]))
-    cmp = client.get("/api/v1/views/compare", params={"runs": runs}).json()
-    assert [r["result_id"] for r in cmp["runs"]] == ids["results"]["finetune"][:3]
-    curves = client.get("/api/v1/views/curves", params={"runs": runs}).json()
-    assert curves["curves"] == {} and set(curves["errors"]) == set(runs.split(","))
-    assert client.get("/api/v1/views/compare", params={"runs": "x"}).status_code == 422
+    # runs are named by their jobs: the succeeded job's result (the seeded rows' one with a job)
+    succeeded = ids["jobs"]["succeeded"]
+    cmp = client.get("/api/v1/views/compare", params={"jobs": str(succeeded)}).json()
+    assert [(r["result_id"], r["job_id"], r["label"]) for r in cmp["runs"]] == [
+        (ids["results"]["finetune"][0], succeeded, f"#{succeeded}")]
+    curves = client.get("/api/v1/views/curves", params={"jobs": str(succeeded)}).json()
+    assert curves["curves"] == {} and curves["labels"] == {str(ids["results"]["finetune"][0]): f"#{succeeded}"}
+    assert set(curves["errors"]) == {str(ids["results"]["finetune"][0])}
+    assert client.get("/api/v1/views/compare", params={"jobs": "x"}).status_code == 422
+    no_result = client.get("/api/v1/views/compare", params={"jobs": f"{succeeded},{ids['jobs']['failed']}"})
+    assert no_result.status_code == 404 and f"job {ids['jobs']['failed']} has no result" in no_result.text
+    # a result id names only a result recorded by hand; one of a job is refused, naming its job
+    refused = client.get("/api/v1/views/compare", params={"runs": str(ids["results"]["finetune"][0])})
+    assert refused.status_code == 422 and f"jobs={succeeded}" in refused.json()["error"]["message"]
+    by_hand = ids["results"]["finetune"][1:3]
+    cmp = client.get("/api/v1/views/compare", params={"runs": ",".join(map(str, by_hand))}).json()
+    assert [r["label"] for r in cmp["runs"]] == [f"result {i}" for i in by_hand]
+    assert client.get("/api/v1/views/compare").json()["error"]["message"].startswith("jobs:")
     assert f"Job {ids['jobs']['failed']}" in client.get(f"/jobs/{ids['jobs']['failed']}").text
 
 

@@ -28,8 +28,14 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
 
     modes = parse_adaptation_filter(None if args.adaptation is None else ",".join(args.adaptation))
     rows = read_rows(args.database_url, kind=LEADERBOARD_KINDS, sweep_id=args.sweep)
+    group_by = [k.strip() for v in args.group_by for k in v.split(",") if k.strip()]
+    if rows:  # a rows-by key no run has would put every run in one "-" row: refused naming it
+        from ptmlab.contracts.summaries import FinetuneSummary
+        from ptmlab.views.runs import refuse_unknown, row_keys
+
+        refuse_unknown(group_by, row_keys(rows) | set(FinetuneSummary.model_fields), "--group-by")
     bench = BENCHMARKS[args.benchmark]
-    board = build_leaderboard(rows, group_by=args.group_by, adaptations=modes, benchmark=args.benchmark,
+    board = build_leaderboard(rows, group_by=group_by, adaptations=modes, benchmark=args.benchmark,
                               own_tasks=not bench.every_task, pool=args.pool)
     if not board.rows:
         where = f" in sweep {args.sweep}" if args.sweep else ""
@@ -37,7 +43,13 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
         where += "" if bench.every_task else f" of {bench.description()}"
         print(f"no finetune results{where}", file=sys.stderr)
         return 0
-    text = render(board, args.format)
+    if args.compare:
+        from ptmlab.leaderboard.grouping import compare_rows
+        from ptmlab.leaderboard.rendering import render_comparison
+
+        text = render_comparison(*args.compare, compare_rows(board, *args.compare), args.format)
+    else:
+        text = render(board, args.format)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(text)
@@ -74,6 +86,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         g.add_argument("--pool", action="store_true",
                        help="one row per --group-by value even where its runs differ in other config keys "
                             "(their spread is then over runs, not seeds)")
+        g.add_argument("--compare", nargs=2, default=None, metavar=("A", "B"),
+                       help="two rows (their labels: 'bert_tiny / mlm / full') compared per task over their seeds: "
+                            "an interval and p only with ≥ 3 seeds a side (paired t-test over common seeds, Welch "
+                            "otherwise)")
         g.add_argument("--output", "-o", default=None, help="write to this file instead of stdout")
         g.add_argument("--database-url", default=None, help="default: the platform database (PTMLAB_DATABASE_URL)")
         g.set_defaults(func=_cmd_benchmark, benchmark=benchmark)

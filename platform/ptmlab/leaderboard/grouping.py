@@ -258,6 +258,9 @@ def run_identity(summary: FinetuneSummary, stored: dict[str, Any]) -> tuple:
     both stay."""
     if summary.config_hash:
         return ("config", summary.config_hash)
+    params = row_params(stored)
+    if params:  # the flat resolved config it recorded (`hparams`): two learning rates are two runs
+        return ("params", *sorted((k, repr(v)) for k, v in params.items() if k != "seed"))
     return ("recorded", *sorted((k, v) for k, v in stored.items()
                                 if k not in BOOKKEEPING_FIELDS and isinstance(v, str | int)))
 
@@ -562,10 +565,18 @@ def _varying(runs: list[TaskRun], group_by: Sequence[str]) -> list[str]:
     """The config keys besides the seed and the rows-by keys whose values differ among `runs`;
     ["config"] where their identities differ but no recorded key says how (older rows)."""
     keys = sorted({k for r in runs for k in r.params} - set(group_by) - {"seed"})
-    differ = [k for k in keys if len({repr(r.params.get(k)) for r in runs}) > 1]
+    differ = [k for k in keys if _differs(runs, k)]
     if differ or all(r.params for r in runs) or len({r.identity for r in runs}) <= 1:
         return differ
     return ["config"]
+
+
+def _differs(runs: list[TaskRun], key: str) -> bool:
+    """Whether `key`'s value (None where absent) is not the same in every run; stops at the first
+    difference (a pooled cell of 10,000 runs is rebuilt whenever one of them is added)."""
+    first = runs[0].params.get(key)
+    kind = type(first)
+    return any(type(v) is not kind or v != first for v in (r.params.get(key) for r in runs))
 
 
 def _name_siblings(rows: list[LeaderboardRow]) -> None:
@@ -579,7 +590,8 @@ def _name_siblings(rows: list[LeaderboardRow]) -> None:
             siblings[0].distinct = {}
             continue
         params = [_row_params(row) for row in siblings]
-        keys = sorted({k for p in params for k in p} - set(siblings[0].config) - {"seed"})
+        # a row spans the tasks its configuration ran: the task keys tell no row apart
+        keys = sorted({k for p in params for k in p if not k.startswith("task.")} - set(siblings[0].config) - {"seed"})
         differ = [k for k in keys if len({repr(p.get(k)) for p in params}) > 1]
         for row, p in zip(siblings, params, strict=True):
             row.distinct = {k: str(p.get(k, "-")) for k in differ} if differ else {"config": _row_hash(row)}

@@ -201,6 +201,74 @@ def render_latex(board: Leaderboard) -> str:
     return "\n".join(lines + ([note] if note else [])) + "\n"
 
 
+COMPARISON_CSV = ("task", "name", "a_n", "a_mean", "a_std", "b_n", "b_mean", "b_std", "diff", "diff_pct", "test",
+                  "ci_low", "ci_high", "p_value", "paired_seeds", "reason", "a_values", "b_values")
+
+
+def _spread(values: list[float]) -> float | None:
+    import statistics
+
+    return statistics.stdev(values) if len(values) > 1 else None
+
+
+def _fixed(v: float | None, digits: int = 2) -> str:
+    return "" if v is None else f"{v:.{digits}f}"
+
+
+def render_comparison(label_a: str, label_b: str, comparisons: list[dict], fmt: str) -> str:
+    """Two leaderboard rows compared (grouping.compare_rows) as a plain table, CSV or LaTeX: beside
+    every figure its n and the test behind its interval and p-value, or why there is none."""
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["a", "b", *COMPARISON_CSV])
+        for c in comparisons:
+            w.writerow([label_a, label_b, c["task"], c["name"], c["a_n"], _fixed(c["a_mean"], 4),
+                        _fixed(_spread(c["a_values"]), 4), c["b_n"], _fixed(c["b_mean"], 4),
+                        _fixed(_spread(c["b_values"]), 4), _fixed(c["diff"], 4), _fixed(c["diff_pct"], 2),
+                        c["test"] or "", _fixed(c["ci_low"], 4), _fixed(c["ci_high"], 4),
+                        "" if c["p_value"] is None else f"{c['p_value']:.4g}",
+                        " ".join(map(str, c["paired_seeds"] or [])), c["reason"] or "",
+                        " ".join(f"{v:.4f}" for v in c["a_values"]), " ".join(f"{v:.4f}" for v in c["b_values"])])
+        return buf.getvalue()
+    if fmt == "table":
+        header = ["task", f"A: {label_a}", f"B: {label_b}", "A - B", "95% CI", "p", "test"]
+        lines = [header]
+        for c in comparisons:
+            std_a, std_b = _spread(c["a_values"]), _spread(c["b_values"])
+            lines.append([c["name"], f"{c['a_mean']:.2f}" + ("" if std_a is None else f"±{std_a:.2f}") + f" (n={c['a_n']})",
+                          f"{c['b_mean']:.2f}" + ("" if std_b is None else f"±{std_b:.2f}") + f" (n={c['b_n']})",
+                          f"{c['diff']:+.2f}", "-" if c["test"] is None else f"[{c['ci_low']:.2f}, {c['ci_high']:.2f}]",
+                          "-" if c["p_value"] is None else f"{c['p_value']:.3g}", c["test"] or c["reason"] or "no test"])
+        widths = [max(len(row[i]) for row in lines) for i in range(len(header))]
+        out = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in lines]
+        out.insert(1, "  ".join("-" * w for w in widths))
+        return "\n".join(out) + "\n"
+    if fmt != "latex":
+        raise ConfigError(f"format={fmt} is unknown; valid: table, csv, latex")
+
+    def side(mean: float, values: list[float], n: int) -> str:
+        std = _spread(values)
+        return f"${mean:.1f}" + ("" if std is None else f" \\pm {std:.1f}") + f"$ ({n})"
+
+    lines = ["\\begin{tabular}{lrrrrrl}", "\\toprule",
+             f"Task & {latex_text(label_a)} (n) & {latex_text(label_b)} (n) & $\\Delta$ & 95\\,\\% CI & $p$ & test \\\\",
+             "\\midrule"]
+    for c in comparisons:
+        tested = c["test"] is not None
+        interval = f"[{c['ci_low']:.2f}, {c['ci_high']:.2f}]" if tested else "--"
+        p_value = "--" if c["p_value"] is None else (f"{c['p_value']:.3g}" if c["p_value"] >= 0.001 else "$<$0.001")
+        test = latex_text(c["test"]) if tested else latex_text(c["reason"] or "no test")
+        lines.append(" & ".join([latex_text(c["name"]), side(c["a_mean"], c["a_values"], c["a_n"]),
+                                 side(c["b_mean"], c["b_values"], c["b_n"]), f"${c['diff']:+.2f}$", interval,
+                                 p_value, test]) + " \\\\")
+    lines += ["\\bottomrule", "\\end{tabular}",
+              "\\par\\footnotesize Dev scores $\\times 100$, mean $\\pm$ sample std (n seeds); $\\Delta$ = A $-$ B. "
+              "An interval and $p$ only with at least 3 seeds on each side and one configuration per side: "
+              "the paired $t$-test over the seeds both ran, Welch's $t$-test otherwise."]
+    return "\n".join(lines) + "\n"
+
+
 def render(board: Leaderboard, fmt: str = "table") -> str:
     if fmt == "table":
         return render_table(board)

@@ -121,9 +121,10 @@ def _board_json(session: Session, fold: LeaderboardFold, board: Leaderboard, swe
                 tags: dict[str, str] | None, adaptations: Collection[str] | None, benchmark: str) -> dict[str, Any]:
     out_rows, texts = [], []
     for row in board.rows:
-        key = tuple(row.config.values())
+        key = (tuple(row.config.values()), row.identity)  # rows of one label hold one configuration each
         shown = fold.rendered.get(key)
-        if shown is None or shown[0] is not row:  # a row a new run changed (the fold built it again)
+        # a row a new run changed (the fold built it again), or whose siblings changed what tells it apart
+        if shown is None or shown[0] is not row or shown[1]["distinct"] != row.distinct:
             out = _row_json(row)
             shown = fold.rendered[key] = (row, out, encode(out))
         out_rows.append(shown[1])
@@ -156,6 +157,14 @@ def leaderboard_compare(session: Session, label_a: str, label_b: str, *, sweep_i
     comparisons = _board(session, sweep_id, tags, group_by, adaptations, benchmark,
                          lambda _, board: compare_rows(board, label_a, label_b), pool)
     return {"a": label_a, "b": label_b, "comparisons": comparisons}
+
+
+def leaderboard_compare_export(session: Session, fmt: str, label_a: str, label_b: str, **options: Any) -> str:
+    """`leaderboard_compare` as CSV or LaTeX: every figure with its n and its test (or why none)."""
+    from ptmlab.leaderboard.rendering import render_comparison
+
+    view = leaderboard_compare(session, label_a, label_b, **options)
+    return render_comparison(label_a, label_b, view["comparisons"], fmt)
 
 
 def leaderboard_export(session: Session, fmt: str, *, sweep_id: str | None = None,

@@ -13,6 +13,7 @@ from ptmlab.contracts.summaries import ProbeSummary, measured_on_top, salvaged_s
 from ptmlab.db.models import JOB_STATES, Job, Result, Worker, utcnow
 from ptmlab.results import number
 from ptmlab.settings import secret_literals
+from ptmlab.views.runs import run_label
 
 SKIP = {"seed", "wall_time_s", "job_id", "trainable_params", "total_params", "train_time_s", "resumed_from_s"}
 PREFERRED = ("main_score", "score", "val_loss", "val_perplexity", "loss", "perplexity", "accuracy")
@@ -41,6 +42,8 @@ def overview_view(session: Session, *, limit: int = 15) -> dict[str, Any]:
     results = session.execute(
         sa.select(Result.id, Result.job_id, Result.kind, Result.mlflow_run_id, Result.summary, Result.created_at)
         .order_by(Result.created_at.desc(), Result.id.desc()).limit(limit)).all()
+    names = dict(session.execute(sa.select(Job.id, Job.name).where(
+        Job.id.in_([r.job_id for r in results if r.job_id is not None]))).tuples().all())
     workers = session.scalars(sa.select(Worker).where(Worker.status != "stopped")
                               .order_by(Worker.last_heartbeat.desc()).limit(limit)).all()
     return {
@@ -48,7 +51,9 @@ def overview_view(session: Session, *, limit: int = 15) -> dict[str, Any]:
         "jobs": [{"id": j.id, "name": j.name, "stage": j.stage, "status": j.status,
                   "overrides": redact_tree(j.overrides or [], secret_literals()),
                   "created_at": j.created_at, "pipeline_id": j.pipeline_id} for j in jobs],
-        "results": [{"id": r.id, "job_id": r.job_id, "kind": r.kind, "mlflow_run_id": r.mlflow_run_id,
+        # a result is named by its job (`run`: `#14`, `name (#14)`), its id is internal
+        "results": [{"id": r.id, "job_id": r.job_id, "run": run_label(r.id, r.job_id, names.get(r.job_id)),
+                     "kind": r.kind, "mlflow_run_id": r.mlflow_run_id,
                      "created_at": r.created_at, "headline": headline(r.summary if isinstance(r.summary, dict) else {}),
                      "label": " / ".join(str(r.summary.get(k)) for k in ("model", "objective", "task", "method",
                                                                          "probe_task") if isinstance(r.summary, dict) and r.summary.get(k))}

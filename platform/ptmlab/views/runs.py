@@ -19,10 +19,10 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from ptmlab.contracts.summaries import measured_on_top
-from ptmlab.db.models import Job
+from ptmlab.db.models import Job, Sweep
 from ptmlab.errors import ConfigError
-from ptmlab.results import ResultRow, cached_view, folded, number, row_params
-from ptmlab.views.run_groups import grouped
+from ptmlab.results import ResultRow, cached_view, folded, is_degenerate, number, row_baseline, row_params
+from ptmlab.views.run_groups import Grouping
 
 # Per-layer and per-head arrays say nothing in one cell: the job and run pages draw them.
 SKIP_KEYS = {"layers", "tasks", "attention_heads", "heatmaps", "relations", "random_init", "latency", "source_latency",
@@ -100,6 +100,14 @@ def _job_names(session: Session, job_ids: list[int]) -> dict[int, str | None]:
     return names
 
 
+def _sweep_names(session: Session, sweep_ids: list[str]) -> dict[str, str | None]:
+    names: dict[str, str | None] = {}
+    for start in range(0, len(sweep_ids), 5000):  # bounded IN lists
+        chunk = sweep_ids[start:start + 5000]
+        names.update(session.execute(sa.select(Sweep.id, Sweep.name).where(Sweep.id.in_(chunk))).tuples().all())
+    return {i: names.get(i) for i in sweep_ids}
+
+
 def runs_view(session: Session, *, kind: str | None = None, q: str | None = None, filters: list[str] | None = None,
               sort: str = "id", order: str = "desc", columns: list[str] | None = None,
               limit: int = 50, offset: int = 0, group_by: list[str] | None = None) -> dict[str, Any]:
@@ -128,14 +136,27 @@ def check_keys(session: Session, keys: list[str] | tuple[str, ...], what: str, k
 
 
 def unknown_in(fold: RunsFold, keys, what: str) -> None:
-    if not fold.table:
-        return
+    if fold.table:
+        refuse_unknown(keys, fold.available, what)
+
+
+def refuse_unknown(keys, available, what: str) -> None:
+    """ConfigError for the first of `keys` not in `available` (nor built in, nor a tag), naming it
+    and the closest keys that are."""
     for key in keys:
-        if key in BUILT_IN_KEYS or key in fold.available or key.startswith("tag."):
+        if key in BUILT_IN_KEYS or key in available or key.startswith("tag."):
             continue
-        close = difflib.get_close_matches(key, list(fold.available), n=3, cutoff=0.6)
+        close = difflib.get_close_matches(key, list(available), n=3, cutoff=0.6)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise ConfigError(f"{what} {key!r} is in no run{hint}")
+
+
+def row_keys(rows: list[ResultRow]) -> set[str]:
+    """Every column key of `rows` (summary and config keys, dotted), each row flattened once."""
+    out: set[str] = set()
+    for r in rows:
+        out.update(_flat_row(r, r.shown.stage or "?")[0])
+    return out
 
 
 class _Desc:
@@ -160,22 +181,29 @@ class RunsFold:
     def __init__(self) -> None:
         self.table: list[tuple[ResultRow, dict[str, Any], str]] = []  # (row, columns, search text), oldest first
         self.names: dict[int, str | None] = {}  # job id -> job name
+        self.sweeps: dict[str, str | None] = {}  # sweep id -> sweep name
         self.kinds: Counter = Counter()
         self.available: Counter = Counter()
         self.numeric: set[str] = set()
         self.config_keys: set[str] = set()  # keys that came from a run's config (`hparams`)
         # query -> (table rows read, rows with the sort column in order, rows without it in table order)
         self.queries: OrderedDict[tuple, tuple[int, list, list]] = OrderedDict()
+        self.groupings: OrderedDict[tuple, Grouping] = OrderedDict()  # (search, filters, group keys, columns) -> groups
 
     def add(self, session: Session, rows: list[ResultRow]) -> None:
         self.names.update(_job_names(session, sorted({r.job_id for r in rows if r.job_id is not None} - set(self.names))))
+        self.sweeps.update(_sweep_names(session, sorted({r.sweep_id for r in rows if r.sweep_id} - set(self.sweeps))))
         for r in rows:
             values, text = _flat_row(r, r.shown.stage or "?")
             self.kinds[values["kind"]] += 1
             self.available.update(values.keys())
             self.numeric.update(k for k, v in values.items() if not isinstance(v, bool | str) and number(v) is not None)
             self.config_keys.update(k for k in row_params(r) if k in values)
-            self.table.append((r, values, f"{text} {(self.names.get(r.job_id) or '').lower()}"))
+            # the search finds a run by its job's name and id, its sweep's id and name, its tags as key=value
+            found_by = [self.names.get(r.job_id) or "", f"#{r.job_id}" if r.job_id is not None else "",
+                        r.sweep_id or "", self.sweeps.get(r.sweep_id) or "",
+                        *(f"{k}={v}" for k, v in r.tags.items())]
+            self.table.append((r, values, f"{text} {' '.join(found_by).lower()}"))
 
     def matching(self, q: str | None, parsed: list[tuple[str, str, str]], sort: str, order: str) -> tuple[list, list]:
         """(rows with a `sort` value in order, rows without it in table order: shown last either way)."""
@@ -200,6 +228,22 @@ class RunsFold:
             self.queries.popitem(last=False)
         return present, missing
 
+    def grouping(self, q: str | None, parsed: list[tuple[str, str, str]], group_by: list[str],
+                 columns: list[str]) -> Grouping:
+        """The matching rows (search, filters) grouped by `group_by`, each new row taken into its group."""
+        key = (q, tuple(parsed), tuple(group_by), tuple(columns))
+        grouping = self.groupings.pop(key, None) or Grouping(list(group_by), list(columns))
+        needle = (q or "").strip().lower()
+        for r, values, text in self.table[grouping.read:]:
+            if needle and needle not in text or not all(_keep(values.get(k), op, v) for k, op, v in parsed):
+                continue
+            grouping.add(r, values)
+        grouping.read = len(self.table)
+        self.groupings[key] = grouping
+        while len(self.groupings) > self.QUERIES:
+            self.groupings.popitem(last=False)
+        return grouping
+
 
 def _runs(session: Session, kinds: list[str] | None, q: str | None, parsed: list[tuple[str, str, str]], sort: str, order: str,
           columns: list[str] | None, limit: int, offset: int, group_by: list[str]) -> dict[str, Any]:
@@ -221,13 +265,21 @@ def _runs(session: Session, kinds: list[str] | None, q: str | None, parsed: list
                           for k, n in sorted(fold.available.items(), key=lambda kv: (-kv[1], kv[0]))],
             "rows": [{"result_id": r.id, "job_id": r.job_id, "job_name": names.get(r.job_id),
                       "label": run_label(r.id, r.job_id, names.get(r.job_id)), "sweep_id": r.sweep_id,
-                      "values": {c: values.get(c) for c in chosen}} for r, values in page],
+                      "values": {c: values.get(c) for c in chosen}, "degenerate": _degenerate(r)} for r, values in page],
         }
         if group_by:
-            groups = grouped(present + missing, group_by, chosen, names, sort, order)
-            out["group_by"], out["group_total"] = group_by, len(groups)
-            out["groups"] = groups[start:stop]
+            grouping = fold.grouping(q, parsed, group_by, chosen)
+            out["group_by"], out["group_total"] = group_by, len(grouping.groups)
+            out["groups"] = grouping.page(names, sort, order, start, stop)
         return out
+
+
+def _degenerate(row: ResultRow) -> dict[str, Any] | None:
+    """{baseline, metric} where the run's main score is at or below its majority-class baseline."""
+    baseline = row_baseline(row.summary)
+    if not is_degenerate(row.summary.get("main_score"), baseline):
+        return None
+    return {"baseline": baseline["value"], "metric": baseline["metric"]}
 
 
 def run_label(result_id: int, job_id: int | None, job_name: str | None) -> str:

@@ -74,8 +74,9 @@ def study_view(session: Session, study_id: str, *, url: str) -> dict[str, Any]:
                                          "finished_at", "counts", "steps_total")},
         "objective": spec.objective, "direction": "maximize" if maximize else "minimize",
         "trials": trials, **ranked,
-        # the best trial (by Optuna's objective), marked degenerate at or below its majority-class baseline
-        "best": None if best_number is None else {
+        "best": best_number,  # the best trial's number (by Optuna's objective)
+        # its run, marked degenerate at or below its majority-class baseline
+        "best_run": None if best_number is None else {
             "number": best_number, "job_id": best_run["job_id"] if best_run else None,
             "label": best_run["label"] if best_run else None,
             "score": best_run["score"] if best_run else status["best"]["value"],

@@ -16,15 +16,18 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Collection, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from ptmlab import queue
+from ptmlab.contracts.secrets import redact_tree
 from ptmlab.db.models import Job, Result
 from ptmlab.queue.claim import result_score
-from ptmlab.results import ResultRow, is_degenerate, number, row_baseline, row_params, rows_by_id
+from ptmlab.results import ResultRow, cached_view, is_degenerate, number, row_baseline, row_params, rows_by_id
+from ptmlab.settings import secret_literals
 
 TOP_RUNS = 5
 LOG_SPAN = 100  # max/min at or above which positive values are drawn on a log axis
@@ -69,7 +72,7 @@ def job_runs(session: Session, job_ids: Collection[int]) -> dict[int, ResultRow]
     return {job_id: rows[result_id] for job_id, result_id in newest.items() if result_id in rows}
 
 
-def run_entry(job: Job, row: ResultRow | None, params: dict[str, Any], *, score: float | None = None) -> dict[str, Any]:
+def run_entry(job: Any, row: ResultRow | None, params: dict[str, Any], *, score: float | None = None) -> dict[str, Any]:
     """One run as the sweep and study pages draw it; `score` defaults to its result's main score."""
     from ptmlab.views.runs import run_label
 
@@ -152,14 +155,28 @@ def param_view(runs: list[dict[str, Any]], keys: Sequence[str], *, metric: str |
     }
 
 
-def _override_settings(job: Job) -> dict[str, Any]:
-    return {o.split("=", 1)[0].strip().lstrip("+~"): o.split("=", 1)[1] for o in job.to_dict()["overrides"] if "=" in o}
+def _override_settings(overrides: list[str] | None, secrets: Any) -> dict[str, Any]:
+    """{key: value as submitted} of a job's overrides, secrets masked as the job lists mask them."""
+    shown = redact_tree(list(overrides or []), secrets)
+    return {o.split("=", 1)[0].strip().lstrip("+~"): o.split("=", 1)[1] for o in shown if "=" in o}
 
 
 def sweep_view(session: Session, sweep_id: str) -> dict[str, Any]:
+    """The sweep's page, kept while neither its jobs (count, last change) nor the results change:
+    the page polls it every few seconds while the sweep runs."""
+    jobs_changed = tuple(session.execute(sa.select(sa.func.count(), sa.func.max(Job.updated_at))
+                                         .where(Job.sweep_id == sweep_id)).one())
+    return cached_view(session, None, ("sweep", sweep_id, jobs_changed), lambda: _sweep_view(session, sweep_id))
+
+
+def _sweep_view(session: Session, sweep_id: str) -> dict[str, Any]:
     sweep = queue.get_sweep(session, sweep_id)  # NotFoundError for an unknown sweep
-    jobs = list(session.scalars(sa.select(Job).where(Job.sweep_id == sweep_id).order_by(Job.id).limit(10_000)))
-    settings = [_override_settings(j) for j in jobs]
+    # the columns the page needs, not the ORM jobs (each would load its dependencies)
+    jobs = [SimpleNamespace(**r._mapping) for r in session.execute(
+        sa.select(Job.id, Job.name, Job.status, Job.seed, Job.overrides).where(Job.sweep_id == sweep_id)
+        .order_by(Job.id).limit(10_000))]
+    secrets = secret_literals()
+    settings = [_override_settings(j.overrides, secrets) for j in jobs]
     # the keys the sweep varies: overrides whose value differs between its jobs (the seed apart)
     keys = sorted({k for s in settings for k in s if k != "seed"})
     keys = [k for k in keys if len({s.get(k) for s in settings}) > 1]

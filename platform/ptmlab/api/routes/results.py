@@ -10,6 +10,7 @@ from fastapi import APIRouter, Path, Query
 from fastapi.responses import JSONResponse
 
 from ptmlab.api.deps import SessionDep
+from ptmlab.api.routes.views import GroupBy, Pool
 from ptmlab.api.schemas import INT4_MAX, ErrorOut, ModeFilter, ResultPage
 from ptmlab.errors import ConfigError
 from ptmlab.leaderboard.grouping import parse_adaptation_filter
@@ -39,25 +40,26 @@ def list_results(session: SessionDep, kind: Name = None, sweep_id: Name = None,
 @router.get("/{benchmark}", responses={422: {"model": ErrorOut}},
             summary="A benchmark's leaderboard (glue | superglue | tasks | generation; the dashboard's view, "
                     "/views/leaderboard?benchmark=): finetune and multi-task results grouped by configuration, "
-                    "mean ± std over seeds on a 0-100 scale, the result ids behind each cell; GLUE's and "
+                    "mean ± std over seeds on a 0-100 scale, the jobs behind each cell; rows by summary or config keys "
+                    "(group_by=model,stage.lr), one configuration per row unless pool=true; GLUE's and "
                     "SuperGLUE's with their average, tasks (SQuAD EM/F1, entity F1, choice accuracy) and "
                     "generation (BLEU/chrF, ROUGE) scored by each task's main metric")
 def benchmark_leaderboard(session: SessionDep,
                           benchmark: Annotated[str, Path(max_length=40, pattern=r"^[A-Za-z0-9_]+$")],
                           sweep_id: Name = None,
                           tag: Annotated[str | None, Query(max_length=600, description="key=value[,key=value]")] = None,
-                          group_by: Annotated[str, Query(max_length=200, pattern=r"^[A-Za-z0-9_,]+$")] = "model,objective,adaptation",
-                          adaptation: ModeFilter = None,
+                          group_by: GroupBy = "model,objective,adaptation",
+                          adaptation: ModeFilter = None, pool: Pool = False,
                           ) -> JSONResponse:
-    return _board(session, sweep_id, tag, group_by, adaptation, benchmark)
+    return _board(session, sweep_id, tag, group_by, adaptation, benchmark, pool)
 
 
 def _board(session, sweep_id: str | None, tag: str | None, group_by: str, adaptation: str | None,
-           benchmark: str) -> JSONResponse:
+           benchmark: str, pool: bool = False) -> JSONResponse:
     """One benchmark's leaderboard view, as the dashboard's /views/leaderboard serves it."""
     keys = [k for k in group_by.split(",") if k]
     if not keys:
         raise ConfigError("group_by: name at least one summary key")
     view = leaderboard_view(session, sweep_id=sweep_id, tags=parse_tag_filter(tag), group_by=keys,
-                            adaptations=parse_adaptation_filter(adaptation), benchmark=benchmark)
+                            adaptations=parse_adaptation_filter(adaptation), benchmark=benchmark, pool=pool)
     return JSONResponse(view)  # plain JSON already (ptmlab.views makes numbers finite)

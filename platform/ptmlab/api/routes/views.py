@@ -75,16 +75,24 @@ RowLabel = Annotated[str, Query(min_length=1, max_length=600, description="a row
 @router.get("/leaderboard/compare", responses=ERRORS,
             summary="Two leaderboard rows over seeds: per task and GLUE average, difference of means; a 95 % CI and "
                     "p-value only with ≥ 3 seeds a side and no pooled configs (paired t-test over common seeds, "
-                    "Welch otherwise), else the reason and the raw values")
+                    "Welch otherwise), else the reason and the raw values; format=csv|latex states n and the test "
+                    "beside every figure")
 def leaderboard_compare(session: SessionDep, a: RowLabel, b: RowLabel, sweep_id: Name = None, tag: TagFilter = None,
                         adaptation: ModeFilter = None, benchmark: Benchmark = "glue",
-                        group_by: GroupBy = "model,objective,adaptation", pool: Pool = False):
+                        group_by: GroupBy = "model,objective,adaptation", pool: Pool = False,
+                        format: Literal["json", "csv", "latex"] = "json"):  # noqa: A002 - the query parameter's name
     keys = [k for k in group_by.split(",") if k]
     if not keys:
         raise ConfigError("group_by: name at least one summary key")
-    return _json(views.leaderboard_compare(session, a, b, sweep_id=sweep_id, tags=parse_tag_filter(tag), group_by=keys,
-                                           adaptations=parse_adaptation_filter(adaptation), benchmark=benchmark,
-                                           pool=pool))
+    options = {"sweep_id": sweep_id, "tags": parse_tag_filter(tag), "group_by": keys,
+               "adaptations": parse_adaptation_filter(adaptation), "benchmark": benchmark, "pool": pool}
+    if format == "json":
+        return _json(views.leaderboard_compare(session, a, b, **options))
+    from ptmlab.views.leaderboard import leaderboard_compare_export
+
+    media, ext = ("text/csv", "csv") if format == "csv" else ("application/x-tex", "tex")
+    return PlainTextResponse(leaderboard_compare_export(session, format, a, b, **options), media_type=media,
+                             headers={"Content-Disposition": f'attachment; filename="{benchmark}_compare.{ext}"'})
 
 
 @router.get("/sweep/{sweep_id}", responses=ERRORS, include_in_schema=False)
@@ -140,7 +148,9 @@ Column = Annotated[str, Query(max_length=200, pattern=r"^[A-Za-z0-9_.:/\-]+$")]
 
 
 @router.get("/runs", responses=ERRORS,
-            summary="Every result as a row: any summary key as a column (dotted), sorted, filtered and searched")
+            summary="Every result as a row: any summary or config key (`stage.lr`) as a column, a filter, a sort and a "
+                    "group (group_by: mean ± std, n, min/max per group, what differs inside it); format=csv|latex "
+                    "exports")
 def runs(session: SessionDep, kind: Name = None, q: Annotated[str | None, Query(max_length=200)] = None,
          filter: Annotated[list[str] | None, Query(max_length=20,  # noqa: A002 - the query parameter's name
                                                    description="<column><op><value>, op = != > >= < <= ~ (contains)")] = None,
@@ -149,31 +159,51 @@ def runs(session: SessionDep, kind: Name = None, q: Annotated[str | None, Query(
          limit: Annotated[int, Query(ge=1, le=500)] = 50, offset: Annotated[int, Query(ge=0, le=INT4_MAX)] = 0,
          group_by: Annotated[str | None, Query(max_length=400, pattern=r"^[A-Za-z0-9_.:/\-]+(,[A-Za-z0-9_.:/\-]+)*,?$",
                                                description="group rows by these keys: mean ± std, n, min/max per group")] = None,
-         ) -> dict[str, Any]:
-    return _json(views.runs_view(session, kind=kind, q=q, filters=filter, sort=sort, order=order, columns=column,
-                                 limit=limit, offset=offset, group_by=(group_by or "").split(",")))
+         format: Literal["json", "csv", "latex"] = "json",  # noqa: A002 - the query parameter's name
+         ):
+    view = views.runs_view(session, kind=kind, q=q, filters=filter, sort=sort, order=order, columns=column,
+                           limit=limit, offset=offset, group_by=(group_by or "").split(","))
+    if format == "json":
+        return _json(view)
+    from ptmlab.views.runs_export import render
+
+    media, ext = ("text/csv", "csv") if format == "csv" else ("application/x-tex", "tex")
+    return PlainTextResponse(render(view, format), media_type=media,
+                             headers={"Content-Disposition": f'attachment; filename="runs.{ext}"'})
 
 
-def _result_ids(session, jobs: str | None) -> list[int]:
+# Results recorded by hand have no job to name them: only those are asked for by result id.
+HandRecorded = Annotated[str | None, Query(max_length=400, pattern=r"^[0-9, ]+$",
+                                           description="results recorded by hand, without a job (their ids)")]
+
+
+def _result_ids(session, jobs: str | None, runs: str | None = None) -> list[int]:
     from ptmlab.views.compare import job_result_ids
 
-    if not jobs or not _ids(jobs):
-        raise ConfigError("jobs: give the job ids to compare, e.g. jobs=14,13")
-    return job_result_ids(session, _ids(jobs))
+    if jobs and _ids(jobs):
+        return job_result_ids(session, _ids(jobs))
+    if runs and _ids(runs):
+        ids = [int(i) for i in _ids(runs)]
+        owned = session.execute(sa.select(Result.id, Result.job_id).where(Result.id.in_(ids), Result.job_id.is_not(None))
+                                .limit(1)).first()
+        if owned is not None:  # one name per run: its job's
+            raise ConfigError(f"runs: result {owned.id} is job {owned.job_id}'s; compare it by its job: jobs={owned.job_id}")
+        return ids
+    raise ConfigError("jobs: give the job ids to compare, e.g. jobs=14,13")
 
 
 @router.get("/compare", responses=ERRORS,
             summary="2-10 runs side by side, named by their jobs (jobs=14,13; each job's newest result): the main "
                     "score with its deltas, the numbers that differ, the config keys that differ, every config")
-def compare(session: SessionDep, jobs: JobIds = None) -> dict[str, Any]:
-    return views.compare_view(session, _result_ids(session, jobs))
+def compare(session: SessionDep, jobs: JobIds = None, runs: HandRecorded = None) -> dict[str, Any]:
+    return views.compare_view(session, _result_ids(session, jobs, runs))
 
 
 @router.get("/curves", responses=ERRORS, summary="Metric curves of runs (jobs=14,13) from MLflow's metric history")
-def curves(session: SessionDep, jobs: JobIds = None,
+def curves(session: SessionDep, jobs: JobIds = None, runs: HandRecorded = None,
            key: Annotated[list[str] | None, Query(max_length=40, description="metric keys; default: all")] = None,
            ) -> dict[str, Any]:
-    return views.metric_curves(session, _result_ids(session, jobs), keys=key)
+    return views.metric_curves(session, _result_ids(session, jobs, runs), keys=key)
 
 
 @router.get("/jobs/{job_id}", responses=ERRORS,
