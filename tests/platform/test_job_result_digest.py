@@ -54,5 +54,5 @@ def test_a_finetune_rows_metrics_and_its_generation_speed():
     assert digest["task_kind"] == "generation" and shown["wmt bleu"] == (20.5, "main score") and "chrf" not in shown
     assert shown["decoding latency (ms per example)"] == (4.5, "strategy=beam, num_beams=4")
     assert shown["trainable parameters"] == (100.0, "adaptation lora") and "generated tokens/s" not in shown
-    assert result_digest("sleep", {"stage": "sleep", "seconds": 1}) == {"rows": [], "probes": [], "task_kind": None}
+    assert result_digest("sleep", {"stage": "sleep", "seconds": 1}) == {"rows": [], "probes": [], "task_kind": None, "confusion": None}
 
