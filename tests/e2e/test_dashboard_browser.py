@@ -275,10 +275,15 @@ def test_leaderboard_sorts_and_opens_the_runs_behind_a_cell(page, dashboard):
     assert glue == sorted(glue, reverse=True)
     assert page.locator("td.flagged").count() == 1  # the CoLA MCC = 0 run
     shot(page, "leaderboard-sorted")
+    # a cell opens its runs side by side, named by their jobs
+    board = httpx.get(f"{base}/api/v1/views/leaderboard").json()
+    cell = next(r for r in board["rows"] if r["label"] == "bert_tiny / mlm / full")["cells"]["sst2"]
+    jobs = [j for j in cell["job_ids"] if j is not None]
+    assert cell["n"] == 2 and jobs
     page.click("tr[data-config='bert_tiny / mlm / full'] td[data-task=sst2]")
+    page.wait_for_url(f"{base}/compare?jobs={','.join(map(str, jobs))}")
     page.wait_for_selector("#runs-table tbody tr")
-    assert page.locator("#runs-table tbody tr").count() == 2
-    assert sorted(page.url.split("runs=")[1].split(",")) == sorted(map(str, ids["results"]["finetune"][:2]))
+    assert page.locator("#runs-table tbody tr").count() == len(jobs)
 
 
 def test_compression_marks_exactly_the_pareto_front(page, dashboard):
@@ -381,8 +386,8 @@ def test_a_running_job_shows_live_progress_and_keeps_it_after_a_kill(page, dashb
 
 
 def test_two_rows_compared_over_seeds_match_scipy(page, dashboard):
-    """Tick two leaderboard rows: per task the difference of means, its 95 % interval and Welch's
-    p-value (3 seeds each) — the numbers scipy gives on the same seeds."""
+    """Tick two leaderboard rows: per task the difference of means, its 95 % interval and the paired
+    t-test's p-value (the same 3 seeds on each side) — the numbers scipy gives on the same seeds."""
     from scipy import stats
 
     from ptmlab.db import dispose_engines, session_scope
@@ -401,21 +406,23 @@ def test_two_rows_compared_over_seeds_match_scipy(page, dashboard):
     page.check("tr[data-config='deberta_tiny / mlm / full'] input.pick")
     row = page.wait_for_selector("#compare-table tr[data-task=sst2]")
     a, b = [100 * v for v in seeds["roberta_tiny"]], [100 * v for v in seeds["deberta_tiny"]]
-    test = stats.ttest_ind(a, b, equal_var=False)
+    test = stats.ttest_rel(a, b)
     ci = test.confidence_interval(0.95)
     assert float(row.get_attribute("data-p")) == pytest.approx(test.pvalue, rel=1e-9)
     assert float(row.get_attribute("data-ci-low")) == pytest.approx(ci.low, rel=1e-9)
     assert float(row.get_attribute("data-ci-high")) == pytest.approx(ci.high, rel=1e-9)
-    assert "Welch" in row.inner_text() and f"[{ci.low:.2f}, {ci.high:.2f}]" in row.inner_text()
+    assert "paired t-test (n 3 vs 3" in row.inner_text() and f"[{ci.low:.2f}, {ci.high:.2f}]" in row.inner_text()
     shot(page, "leaderboard-compare")
 
-    # Rows with one seed: the comparison says so.
+    # Rows with fewer than 3 seeds: no interval, no p-value; the comparison says why.
     page.goto(f"{base}/leaderboard")
     page.wait_for_selector("tr[data-config='electra_tiny / rtd / full'] input.pick")
     page.check("tr[data-config='electra_tiny / rtd / full'] input.pick")
     page.check("tr[data-config='bert_tiny / mlm / full'] input.pick")
     warnings = page.wait_for_selector("#compare-warnings").inner_text()
-    assert "A has a single seed" in warnings and "bootstrap" in warnings
+    assert "n too small: 1 vs 2 seeds" in warnings
+    row = page.wait_for_selector("#compare-table tr[data-task=sst2]")
+    assert row.get_attribute("data-p") == "" and row.get_attribute("data-ci-low") == ""
     missing = httpx.get(f"{base}/api/v1/views/leaderboard/compare", params={"a": "nope", "b": "bert_tiny / mlm / full"})
     assert missing.status_code == 404 and "no leaderboard row 'nope'" in missing.json()["error"]["message"]
 
@@ -789,12 +796,17 @@ def test_runs_table_columns_sort_filter_search_and_compare(browser, dashboard):
     page.fill("#runs-controls input[name=q]", "")
     page.wait_for_function(f"() => ({rows})() === {matching['total']}")
     shot(page, "runs-table")
-    picked = page.eval_on_selector_all("#runs-table tbody tr", "rows => rows.slice(0, 2).map(r => Number(r.dataset.id))")
-    for result_id in picked:
-        page.check(f"#runs-table tr[data-id='{result_id}'] input.pick")
+    # a run is picked by its job (j<id>), a result recorded without a job by its own id (r<id>)
+    picked = page.eval_on_selector_all("#runs-table tbody tr", "rows => rows.slice(0, 2).map(r => r.dataset.id)")
+    for pick in picked:
+        page.check(f"#runs-table tr[data-id='{pick}'] input.pick")
     page.click("#compare-selected")
-    page.wait_for_url(f"{base}/compare?runs={','.join(map(str, sorted(picked)))}")
-    page.wait_for_selector("#numbers-table tbody tr")  # the two runs side by side
+    jobs = sorted(int(p[1:]) for p in picked if p.startswith("j"))
+    hand = sorted(int(p[1:]) for p in picked if p.startswith("r"))
+    expected = "&".join(x for x in (f"jobs={','.join(map(str, jobs))}" if jobs else "",
+                                    f"runs={','.join(map(str, hand))}" if hand else "") if x)
+    page.wait_for_url(f"{base}/compare?{expected}")
+    page.wait_for_selector("#answer-table tbody tr")  # the two runs side by side
     assert page.locator("#runs-section #runs-table tbody tr").count() == 2
     context.close()
     assert not errors, errors

@@ -13,13 +13,16 @@ function idsOf(text) {
   return (text || "").split(",").map((s) => s.trim()).filter(Boolean);
 }
 
-// Runs are named by their jobs (`jobs=14,13`); `runs=` (result ids) only for a result recorded by hand.
+// Runs are named by their jobs (`jobs=14,13`); `runs=` (result ids) only for results recorded by hand.
 function ids() {
-  return idsOf(root.dataset.jobs).length ? idsOf(root.dataset.jobs) : idsOf(root.dataset.runs);
+  return [...idsOf(root.dataset.jobs), ...idsOf(root.dataset.runs)];
 }
 
 function query() {
-  return idsOf(root.dataset.jobs).length ? `jobs=${ids().join(",")}` : `runs=${ids().join(",")}`;
+  const p = new URLSearchParams();
+  if (idsOf(root.dataset.jobs).length) p.set("jobs", idsOf(root.dataset.jobs).join(","));
+  if (idsOf(root.dataset.runs).length) p.set("runs", idsOf(root.dataset.runs).join(","));
+  return p.toString().replaceAll("%2C", ",");
 }
 
 function signed(v, digits = 4) {

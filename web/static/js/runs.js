@@ -56,10 +56,11 @@ function render(data) {
   const columns = data.columns;
   table.querySelector("thead").replaceChildren(el("tr", {}, el("th", {}, ""), header("id", "run", false),
     ...columns.map((c) => header(c, c, true))));
-  table.querySelector("tbody").replaceChildren(...data.rows.map((r) => el("tr", { "data-id": r.job_id ?? "" },
-    el("td", {}, r.job_id ? el("input", { type: "checkbox", class: "pick", "aria-label": `select run ${r.label}`,
-      ...(selected.has(r.job_id) ? { checked: "" } : {}),
-      onchange: (event) => { event.target.checked ? selected.add(r.job_id) : selected.delete(r.job_id); updateCompare(); } }) : ""),
+  // a run is picked by its job (`j14`), a result recorded by hand without a job by its id (`r3`)
+  table.querySelector("tbody").replaceChildren(...data.rows.map((r) => el("tr", { "data-id": pickId(r) },
+    el("td", {}, el("input", { type: "checkbox", class: "pick", "aria-label": `select run ${r.label}`,
+      ...(selected.has(pickId(r)) ? { checked: "" } : {}),
+      onchange: (event) => { event.target.checked ? selected.add(pickId(r)) : selected.delete(pickId(r)); updateCompare(); } })),
     el("td", {}, r.job_id ? el("a", { href: `/jobs/${r.job_id}` }, r.label) : el("a", { href: `/runs/${r.result_id}` }, r.label)),
     ...columns.map((c) => cell(r.values[c])))));
   renderGroups(data);
@@ -118,6 +119,10 @@ function renderGroups(data) {
     el("td", { class: "small" }, g.job_ids.map((id, i) => id ? [el("a", { href: `/jobs/${id}` }, g.labels[i]), " "] : g.labels[i] + " ")))));
 }
 
+function pickId(r) {
+  return r.job_id ? `j${r.job_id}` : `r${r.result_id}`;
+}
+
 function updateCompare() {
   const button = document.getElementById("compare-selected");
   button.disabled = selected.size < 2;
@@ -165,6 +170,8 @@ form.elements.group.addEventListener("change", () => {
 document.getElementById("prev").addEventListener("click", () => { state.offset = Math.max(0, state.offset - PAGE); refresh(); });
 document.getElementById("next").addEventListener("click", () => { state.offset += PAGE; refresh(); });
 document.getElementById("compare-selected").addEventListener("click", () => {
-  window.location.href = `/compare?jobs=${[...selected].sort((a, b) => a - b).join(",")}`;
+  const of = (prefix) => [...selected].filter((s) => s.startsWith(prefix)).map((s) => Number(s.slice(1))).sort((a, b) => a - b);
+  const p = [of("j").length ? `jobs=${of("j").join(",")}` : "", of("r").length ? `runs=${of("r").join(",")}` : ""];
+  window.location.href = `/compare?${p.filter(Boolean).join("&")}`;
 });
 refresh();

@@ -180,15 +180,16 @@ HandRecorded = Annotated[str | None, Query(max_length=400, pattern=r"^[0-9, ]+$"
 def _result_ids(session, jobs: str | None, runs: str | None = None) -> list[int]:
     from ptmlab.views.compare import job_result_ids
 
-    if jobs and _ids(jobs):
-        return job_result_ids(session, _ids(jobs))
+    chosen: list[int] = job_result_ids(session, _ids(jobs)) if jobs and _ids(jobs) else []
     if runs and _ids(runs):
         ids = [int(i) for i in _ids(runs)]
         owned = session.execute(sa.select(Result.id, Result.job_id).where(Result.id.in_(ids), Result.job_id.is_not(None))
                                 .limit(1)).first()
         if owned is not None:  # one name per run: its job's
             raise ConfigError(f"runs: result {owned.id} is job {owned.job_id}'s; compare it by its job: jobs={owned.job_id}")
-        return ids
+        chosen += ids  # results recorded by hand, beside the jobs'
+    if chosen:
+        return chosen
     raise ConfigError("jobs: give the job ids to compare, e.g. jobs=14,13")
 
 
