@@ -74,7 +74,8 @@ def seed_jobs(s, n: int) -> list[int]:
     jobs = []
     for i in range(n):
         status = JOB_STATES[i % len(JOB_STATES)]
-        jobs.append(Job(name=f"job{i}", stage=JOB_STAGES[i % len(JOB_STAGES)], overrides=["model=bert_tiny"],
+        swept = [f"stage.lr={(1e-5, 1e-4, 1e-3)[(i // 10) % 3]}"] if i % 10 == 0 else []  # sweep0 varies the lr
+        jobs.append(Job(name=f"job{i}", stage=JOB_STAGES[i % len(JOB_STAGES)], overrides=["model=bert_tiny", *swept],
                         queue=BENCH_QUEUE, status=status, sweep_id=f"sweep{i % 5}" if i % 10 == 0 else None,
                         pipeline_id=pipelines[i // 10].id if i // 10 < len(pipelines) else None,
                         tags={"suite": "glue"}, attempts=0 if status == "queued" else 1))
@@ -96,6 +97,7 @@ def seed(url: str, rows: int, jobs: int = 0) -> dict[str, list[int]]:
         s.add_all(batch)
         s.commit()
         ids = {"finetune": [r.id for r in batch if r.kind == "finetune"][:3],
+               "finetune_jobs": [r.job_id for r in batch if r.kind == "finetune" and r.job_id is not None][:3],
                "drift": [job_ids[0]] if job_ids else []}
     dispose_engines()
     return ids
@@ -190,7 +192,7 @@ def run_all(label: str, url: str, home: Path, rows: int, requests: int, paint_vi
             if time.monotonic() > deadline or server.poll() is not None:
                 raise SystemExit("the API did not start")
             time.sleep(0.2)
-        runs = ",".join(map(str, ids["finetune"]))
+        compared_jobs = ",".join(map(str, ids["finetune_jobs"]))
         views = [
             ("GLUE leaderboard", "/api/v1/views/leaderboard", "finetune"),
             ("leaderboard, tag filter", "/api/v1/views/leaderboard?tag=suite%3Dglue", "finetune"),
@@ -199,10 +201,19 @@ def run_all(label: str, url: str, home: Path, rows: int, requests: int, paint_vi
             ("probing", "/api/v1/views/probing", "probe"),
             ("overview (JSON)", "/api/v1/views/overview", None),
             ("overview page (HTML)", "/", None),
-            ("compare 3 runs", f"/api/v1/views/compare?runs={runs}", None),
+            ("compare 3 runs", f"/api/v1/views/compare?jobs={compared_jobs}", None),
             ("runs table, by a metric", "/api/v1/views/runs?sort=main_score&column=main_score&column=task", "finetune"),
             ("runs table, filter+search", "/api/v1/views/runs?filter=main_score%3E%3D0.5&q=sst2", "finetune"),
             ("runs table, page 100", "/api/v1/views/runs?offset=4950", "finetune"),
+            # a config key (the runs' `hparams`) as a group: mean ± std, n, min/max per value
+            ("runs grouped by stage.lr", "/api/v1/views/runs?group_by=stage.lr&column=main_score&sort=main_score",
+             "finetune"),
+            ("runs grouped, 2 keys", "/api/v1/views/runs?kind=finetune&group_by=model,stage.lr&column=main_score"
+                                     "&column=stage.batch_size&sort=main_score", "finetune"),
+            ("leaderboard by stage.lr", "/api/v1/views/leaderboard?group_by=model,objective,adaptation,stage.lr",
+             "finetune"),
+            ("leaderboard, pooled", "/api/v1/views/leaderboard?group_by=model&pool=true", "finetune"),
+            ("sweep page (JSON)", "/api/v1/views/sweeps/sweep0", "job"),
             ("robustness", "/api/v1/views/robustness", "finetune"),
             ("results list", "/api/v1/results?kind=finetune&tag=suite%3Dglue", "finetune"),
             ("jobs list", "/api/v1/jobs", "job"),
