@@ -104,7 +104,7 @@ def test_the_compare_view_does_not_show_a_password_of_the_job_overrides(client, 
         s.add(result)
         s.commit()
         result_id = result.id
-    r = client.get(f"{API}/views/compare", params={"runs": str(result_id)})
+    r = client.get(f"{API}/views/compare", params={"jobs": str(job_id)})
     assert r.status_code == 200, r.text
     assert not leaked(r.text), r.text
     assert r.json()["configs"][str(result_id)]["stage.message"] == "http://alice:***@tracker.example/x"

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from fastapi import FastAPI, HTTPException
+from starlette.middleware.gzip import GZipMiddleware
 from fastapi_offline import FastAPIOffline
 from sqlalchemy.orm import sessionmaker
 
@@ -99,6 +100,9 @@ def create_app(settings: Settings | None = None, *, extra_roots: Iterable[str | 
     app.state.sessionmaker = sessionmaker(bind=get_engine(url), expire_on_commit=False)
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)
+    # Views, pages and scripts compressed for the browser (a 10,000-row runs view is ~4 MB of JSON);
+    # Plotly's bundle is served compressed once (pages.py), which this middleware leaves as it is.
+    app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=5)
     # Added last, so outermost: Host, origin and token are checked before a body is read.
     app.add_middleware(RequestGuard, settings=settings)
     for module in (jobs, sweeps, pipelines, studies, workers, catalogue, results):

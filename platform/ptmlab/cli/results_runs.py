@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ptmlab.views.runs_export import FORMATS, render
+# The views are imported when the command runs: building the parser must not read the settings
+# (ptmlab.cli.main names a bad setting in one line first).
+FORMATS = ("table", "csv", "latex", "json")  # ptmlab.views.runs_export.FORMATS
 
 
 def _keys(values: list[str] | None) -> list[str]:
@@ -26,6 +28,8 @@ def _cmd(args: argparse.Namespace) -> int:
     with session_scope(args.database_url) as session:
         view = runs_view(session, kind=args.kind, filters=args.filter, sort=args.sort, order=args.order,
                          columns=columns, limit=args.limit, group_by=group_by)
+    from ptmlab.views.runs_export import render
+
     sys.stdout.write(render(view, args.format))
     return 0
 

@@ -20,6 +20,7 @@ from ptmlab.results import ResultRow, is_degenerate, load_rows, row_baseline
 from ptmlab.settings import secret_literals
 from ptmlab.views.runs import run_label
 
+ID_MAX = 2**31 - 1  # ids are 32-bit integer columns
 MAX_RUNS = 10  # side by side stops being readable beyond this
 # Summary keys that are bookkeeping, not results: shown in the header, not in the numbers table.
 BOOKKEEPING = {"stage", "mlflow_run_id", "run_dir", "job_id"}
@@ -87,6 +88,8 @@ def _parse_ids(ids: Sequence[int | str], what: str = "result") -> list[int]:
             raise ConfigError(f"run id {i!r} is not a {what} id (an integer)") from None
     if not out:
         raise ConfigError(f"jobs: give at least one {what} id")
+    if max(out) > ID_MAX or min(out) < 1:
+        raise ConfigError(f"{what} id {max(out) if max(out) > ID_MAX else min(out)} is out of range (1 to {ID_MAX})")
     if len(out) > MAX_RUNS:
         raise ConfigError(f"jobs: at most {MAX_RUNS} runs can be compared, got {len(out)}")
     return list(dict.fromkeys(out))

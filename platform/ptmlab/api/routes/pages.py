@@ -83,9 +83,20 @@ def plotly_js_path() -> Path:
     return Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
 
 
+@functools.cache
+def plotly_js_gzip() -> bytes:
+    """The bundle gzip-compressed once per process (4.8 MB -> about 1.4 MB), not per request."""
+    import gzip
+
+    return gzip.compress(plotly_js_path().read_bytes(), compresslevel=9, mtime=0)
+
+
 @router.get("/static/vendor/plotly.min.js")
-def plotly_js() -> FileResponse:
-    return FileResponse(plotly_js_path(), media_type="text/javascript", headers={"Cache-Control": "public, max-age=86400"})
+def plotly_js(request: Request) -> Response:
+    headers = {"Cache-Control": "public, max-age=86400", "Vary": "Accept-Encoding"}
+    if "gzip" in request.headers.get("accept-encoding", ""):
+        return Response(plotly_js_gzip(), media_type="text/javascript", headers={**headers, "Content-Encoding": "gzip"})
+    return FileResponse(plotly_js_path(), media_type="text/javascript", headers=headers)
 
 
 @router.get("/static/{path:path}")

@@ -178,11 +178,11 @@ HandRecorded = Annotated[str | None, Query(max_length=400, pattern=r"^[0-9, ]+$"
 
 
 def _result_ids(session, jobs: str | None, runs: str | None = None) -> list[int]:
-    from ptmlab.views.compare import job_result_ids
+    from ptmlab.views.compare import _parse_ids, job_result_ids
 
     chosen: list[int] = job_result_ids(session, _ids(jobs)) if jobs and _ids(jobs) else []
     if runs and _ids(runs):
-        ids = [int(i) for i in _ids(runs)]
+        ids = _parse_ids(_ids(runs))
         owned = session.execute(sa.select(Result.id, Result.job_id).where(Result.id.in_(ids), Result.job_id.is_not(None))
                                 .limit(1)).first()
         if owned is not None:  # one name per run: its job's
