@@ -115,8 +115,6 @@ class _Group:
         return (0, -mean if order == "desc" else mean, ())
 
     def as_dict(self, names: dict[int, str | None]) -> dict[str, Any]:
-        from ptmlab.views.runs import run_label
-
         varying = self.varying_keys()
         top = max(self.degenerate, key=lambda b: b["value"]) if self.degenerate else None
         listed = self.members[:MAX_MEMBERS]
@@ -152,3 +150,11 @@ class Grouping:
         column = sort if sort != "id" else None
         ranked = sorted(self.groups.values(), key=lambda g: g.sort_key(column, order))
         return [g.as_dict(names) for g in ranked[start:stop]]
+
+
+def run_label(result_id: int, job_id: int | None, job_name: str | None) -> str:
+    """How a run is named wherever a person reads it: its job (`#14`, `name (#14)`); a result
+    recorded by hand, without a job, as `result <id>`."""
+    if job_id is None:
+        return f"result {result_id}"
+    return f"{job_name} (#{job_id})" if job_name else f"#{job_id}"

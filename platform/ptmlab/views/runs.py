@@ -22,7 +22,7 @@ from ptmlab.contracts.summaries import measured_on_top
 from ptmlab.db.models import Job, Sweep
 from ptmlab.errors import ConfigError
 from ptmlab.results import ResultRow, cached_view, folded, is_degenerate, number, row_baseline, row_params
-from ptmlab.views.run_groups import Grouping
+from ptmlab.views.run_groups import Grouping, run_label
 
 # Per-layer and per-head arrays say nothing in one cell: the job and run pages draw them.
 SKIP_KEYS = {"layers", "tasks", "attention_heads", "heatmaps", "relations", "random_init", "latency", "source_latency",
@@ -281,10 +281,3 @@ def _degenerate(row: ResultRow) -> dict[str, Any] | None:
         return None
     return {"baseline": baseline["value"], "metric": baseline["metric"]}
 
-
-def run_label(result_id: int, job_id: int | None, job_name: str | None) -> str:
-    """How a run is named wherever a person reads it: its job (`#14`, `name (#14)`); a result
-    recorded by hand, without a job, as `result <id>`."""
-    if job_id is None:
-        return f"result {result_id}"
-    return f"{job_name} (#{job_id})" if job_name else f"#{job_id}"
