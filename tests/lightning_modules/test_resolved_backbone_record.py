@@ -134,7 +134,7 @@ def test_a_fine_tune_of_a_referenced_causal_decoder_records_gpt_tiny_clm_bpe(ptm
     assert probe_cfg.resolved_backbone.source_job == "2"
 
     # `backbone=mlflow:<run>`: the export artifact carries the same manifest
-    cfg = compose_config(["stage=finetune", f"backbone=mlflow:{clm_pretrain['mlflow_run_id']}"])
+    cfg = compose_config(["stage=finetune", "task=glue/sst2", f"backbone=mlflow:{clm_pretrain['mlflow_run_id']}"])
     resolved = resolve_backbone(cfg, tracking_uri(cfg))
     assert (resolved.record["model"], resolved.record["objective"], resolved.record["tokenizer"]) == ("gpt_tiny", "clm", "bpe")
     assert resolved.record["source_job"] == "2" and resolved.configs["objective"]["name"] == "clm"
@@ -148,7 +148,7 @@ def test_a_fresh_backbone_records_no_pre_training(ptmlab_home, tmp_path, one_tor
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     (corpus / "doc.txt").write_text("\n".join(" ".join(WORDS[i:] + WORDS[:i]) for i in range(len(WORDS))) * 5)
-    cfg = compose_config(["stage=finetune", "data=text_files", f"data.corpus.path={corpus}",
+    cfg = compose_config(["stage=finetune", "task=glue/sst2", "data=text_files", f"data.corpus.path={corpus}",
                           "tokenizer.vocab_size=60", "tokenizer.min_frequency=1"])
     resolved = resolve_backbone(cfg, tracking_uri(cfg))
     record_backbone(cfg, resolved)
