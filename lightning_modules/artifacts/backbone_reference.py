@@ -68,8 +68,9 @@ def _count_parameters(backbone) -> int | None:
         return None
 
 
-def _record(resolved: ResolvedBackbone, **known) -> ResolvedBackbone:
-    """Fill `resolved.record`: what `known` says, then what the loaded backbone itself tells."""
+def with_record(resolved: ResolvedBackbone, **known) -> ResolvedBackbone:
+    """Fill `resolved.record`: what the loaded backbone itself tells, then what `known` says
+    (RECORD_KEYS; None values say nothing)."""
     record = dict.fromkeys(RECORD_KEYS)
     record.update(reference=resolved.source, model=resolved.model_name, objective=resolved.objective,
                   family=(resolved.model_cfg or {}).get("family"), params=_count_parameters(resolved.backbone),
@@ -91,7 +92,7 @@ def _from_hf(name_or_path: str, pretrained: bool, label: str | None = None,
     tokenizer_name = type(tokenizer).__name__
     resolved.configs = {"model": {"name": name, "family": "hf", "name_or_path": str(name_or_path)},
                         "tokenizer": {"name": tokenizer_name, "name_or_path": str(name_or_path)}}
-    return _record(resolved, family="hf", tokenizer=tokenizer_name, source_stage="huggingface")
+    return with_record(resolved, family="hf", tokenizer=tokenizer_name, source_stage="huggingface")
 
 
 def _from_export(folder: Path, source: str) -> ResolvedBackbone:
@@ -101,7 +102,7 @@ def _from_export(folder: Path, source: str) -> ResolvedBackbone:
                                 str(manifest.get("objective") or "unknown"), source,
                                 OmegaConf.to_container(model_cfg, resolve=True), export_dir=folder)
     resolved.configs = dict(manifest.get("configs") or {})
-    return _record(resolved, **{k: manifest.get(k) for k in RECORD_KEYS if k not in ("reference", "model")})
+    return with_record(resolved, **{k: manifest.get(k) for k in RECORD_KEYS if k not in ("reference", "model")})
 
 
 def _manifest_of_older_export(folder: Path) -> dict:
@@ -155,7 +156,7 @@ def _fresh_from_model_cfg(cfg: DictConfig) -> ResolvedBackbone:
     resolved = ResolvedBackbone(backbone, tokenizer, str(cfg.model.name), "none", "random", model_cfg)
     # Built here: the model, tokenizer and corpus groups ran (the tokenizer trained on the corpus);
     # no objective did.
-    return _record(resolved, tokenizer=str(cfg.tokenizer.name), data=str(cfg.data.name), source_stage="none")
+    return with_record(resolved, tokenizer=str(cfg.tokenizer.name), data=str(cfg.data.name), source_stage="none")
 
 
 NO_PRETRAINING = {"name": "none"}  # the objective node of a backbone no objective trained
@@ -168,7 +169,7 @@ def record_backbone(cfg: DictConfig, resolved: ResolvedBackbone) -> None:
     backbone built here keeps the tokenizer and corpus it was built from), and `resolved_backbone`
     holds the whole record (size, the run that made it). The defaults a referenced backbone
     replaced are never shown as if they ran."""
-    record = resolved.record or _record(resolved).record
+    record = resolved.record or with_record(resolved).record
     ref = OmegaConf.select(cfg, "backbone", default=None)
     # A Hugging Face checkpoint named by the `model` group: that node is what ran, as it is.
     hf_model_group = (ref is None or str(ref) == "random") and OmegaConf.select(cfg, "model.name_or_path") is not None
@@ -190,7 +191,7 @@ def record_backbone(cfg: DictConfig, resolved: ResolvedBackbone) -> None:
 
 def backbone_summary(resolved: ResolvedBackbone) -> dict:
     """The summary.json fields that say what the backbone was."""
-    record = resolved.record or _record(resolved).record
+    record = resolved.record or with_record(resolved).record
     return {"family": record.get("family"), "tokenizer": record.get("tokenizer"), "backbone": dict(record)}
 
 

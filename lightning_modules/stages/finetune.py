@@ -34,12 +34,12 @@ from lightning_modules.tasks.datamodule import TaskDataModule
 from lightning_modules.tasks.generation_metrics import score_split
 from lightning_modules.tasks.generation_predictions import write_generations
 from lightning_modules.tasks.encoding import in_split_order
-from lightning_modules.tasks.confusion import CONFUSION_FILE, confusion_report, majority_baseline
+from lightning_modules.tasks.confusion import CONFUSION_FILE, confusion_report, majority_baseline, tag_confusion
 from lightning_modules.tasks.metrics import prediction_stats
 from lightning_modules.tasks.predictions import write_glue_submission, write_predictions
 from lightning_modules.tasks.span_answers import SpanWindows, best_spans, write_span_predictions
 from lightning_modules.tasks.spec import LoadedTask, load_task
-from lightning_modules.tasks.tagged_predictions import word_tags, write_tagged_predictions
+from lightning_modules.tasks.tagged_predictions import gold_tags, word_tags, write_tagged_predictions
 from lightning_modules.tasks.span_metrics import SPAN_METRIC_MODES
 from lightning_modules.tasks.token_metrics import TOKEN_METRIC_MODES
 from ptmlab.contracts.decoding import DecodingSettings
@@ -123,7 +123,8 @@ def build_finetune(cfg: DictConfig) -> FinetuneParts:
 
 def write_prediction_files(run: StageRun, trainer, parts: FinetuneParts, write: bool) -> dict:
     """Dev/test predictions (TSV, GLUE submission format) logged as `predictions`; returns the
-    first eval split's prediction_stats (classification)."""
+    first eval split's prediction_stats (classification: with its `baseline`), and its `confusion`
+    report (classification and token classification; also predictions/confusion.json)."""
     datamodule, task = parts.datamodule, parts.task
     predictions = trainer.predict(parts.module, dataloaders=datamodule.predict_dataloader())
     if len(datamodule.split_names_predict) == 1:
@@ -148,9 +149,13 @@ def write_prediction_files(run: StageRun, trainer, parts: FinetuneParts, write: 
                 stats = prediction_stats(preds, torch.tensor([ex.label for ex in split.examples]))
             continue
         if task.spec.is_token_level:  # every split, scored or not, as the input's columns + the predicted tag
+            tags = word_tags(task.spec, split, preds)
             if write:
-                write_tagged_predictions(pred_dir / f"{split_name}.{task.spec.name}.tsv", split,
-                                         word_tags(task.spec, split, preds))
+                write_tagged_predictions(pred_dir / f"{split_name}.{task.spec.name}.tsv", split, tags)
+            if split_name == datamodule.split_names_val[0]:
+                stats["confusion"] = tag_confusion(task.spec.labels, gold_tags(task.spec, split), tags,
+                                                   [ex.words for ex in split.examples])
+                write_confusion(pred_dir, stats["confusion"])
             continue
         logits = preds
         if not task.spec.is_regression:
@@ -163,9 +168,9 @@ def write_prediction_files(run: StageRun, trainer, parts: FinetuneParts, write: 
                 stats = prediction_stats(preds, labels)
                 report = confusion_report(logits, labels.tolist(), task.spec.labels,
                                           [ex.texts for ex in split.examples])
-                pred_dir.mkdir(parents=True, exist_ok=True)
-                (pred_dir / CONFUSION_FILE).write_text(json.dumps(report, indent=1))
-                baseline = majority_baseline(task.spec.metrics, labels.tolist(), task.spec.num_labels)
+                write_confusion(pred_dir, report)
+                baseline = majority_baseline(task.spec.metrics, [ex.label for ex in task.train.examples],
+                                             labels.tolist(), task.spec.num_labels)
                 if task.spec.main_metric in baseline:
                     stats["baseline"] = {"kind": "majority_class", "metric": task.spec.main_metric,
                                          "value": baseline[task.spec.main_metric]}
@@ -175,6 +180,11 @@ def write_prediction_files(run: StageRun, trainer, parts: FinetuneParts, write: 
     if pred_dir.exists():
         run.log_artifacts(pred_dir, "predictions")
     return stats
+
+
+def write_confusion(pred_dir: Path, report: dict) -> None:
+    pred_dir.mkdir(parents=True, exist_ok=True)
+    (pred_dir / CONFUSION_FILE).write_text(json.dumps(report, indent=1))
 
 
 def write_generation_files(run: StageRun, parts: FinetuneParts, write: bool) -> dict:

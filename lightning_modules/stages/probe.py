@@ -18,7 +18,8 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from lightning_modules.artifacts.backbone_reference import ResolvedBackbone, backbone_summary, record_backbone, resolve_backbone
+from lightning_modules.artifacts.backbone_reference import (
+    ResolvedBackbone, backbone_summary, record_backbone, resolve_backbone, with_record)
 from lightning_modules.artifacts.saved_task_model import load_task_model, source_summary
 from lightning_modules.data.conllu import Treebank, read_conllu
 from lightning_modules.models.hf import HFBackbone
@@ -95,10 +96,15 @@ def resolve_probe_backbone(cfg: DictConfig) -> ResolvedBackbone:
             raise first from None
         manifest = loaded.manifest
         model_cfg = dict(manifest.get("model") or {})
-        # the objective its backbone was pre-trained with, where the source's run recorded it
-        objective = source_summary(loaded).get("objective") or "task_model"
-        return ResolvedBackbone(loaded.model.backbone, loaded.tokenizer, task_model_label(model_cfg, loaded.folder),
-                                str(objective), str(ref), model_cfg)
+        # what its backbone was pre-trained as (objective, tokenizer, corpus), where the source's run recorded it
+        recorded = source_summary(loaded)
+        objective = recorded.get("objective") or "task_model"
+        resolved = ResolvedBackbone(loaded.model.backbone, loaded.tokenizer, task_model_label(model_cfg, loaded.folder),
+                                    str(objective), str(ref), model_cfg)
+        pretrained = recorded.get("backbone") if isinstance(recorded.get("backbone"), dict) else {}
+        return with_record(resolved, **{k: pretrained.get(k) for k in ("family", "tokenizer", "data")},
+                           source_stage=recorded.get("stage"), source_run=recorded.get("mlflow_run_id"),
+                           source_run_dir=recorded.get("run_dir"))
 
 
 def task_model_label(model_cfg: dict, folder: Path) -> str:
@@ -350,7 +356,8 @@ def run_probe(cfg: DictConfig) -> dict:
             attention_heads=attention.get("heatmaps") if attention else None,
             train_sentences=len(plan.train) if plan.train is not None else None,
             eval_sentences=len(plan.eval) if plan.eval is not None else None,
-            extraction=plan.extraction, probe_time_s=round(time.time() - started, 3), **backbone_summary(plan.resolved),
+            extraction=plan.extraction, probe_time_s=round(time.time() - started, 3), objective=plan.resolved.objective,
+            **backbone_summary(plan.resolved),
         )
         summary = run.summary(ProbeSummary, {k: v for k, v in numbers.items() if v is not None})
         run.write_summary(summary)

@@ -2,7 +2,8 @@
 config key (`stage.lr`) added as a column of the runs table and the table grouped by it (mean ±
 std and n per learning rate); the leaderboard's rows by a config key; an A/B of 2 runs against 1
 shows no interval and no p-value, and of 3 against 3 seeds the paired test; a sweep page with its
-per-value means and the parallel-coordinates plot; compare's first screen with the main score's Δ
+per-value means and the parallel-coordinates plot; a study page with its objective per value and
+a degenerate best marked, not highlighted; compare's first screen with the main score's Δ
 and the differing keys; the submit form refusing a fine-tune without a task (nothing queued), and
 "clone" pre-filling it; a classification job's confusion matrix. Every page without a console
 error or a failed request. The runs are database rows (no training): `ptmlab serve` alone."""
@@ -14,7 +15,7 @@ import statistics
 import httpx
 import pytest
 
-from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, require_chromium, served_home, shot
+from test_dashboard_browser import assert_clean, require_chromium, served_home, shot, watched_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -58,8 +59,37 @@ def seed_runs(session) -> dict:
                 for seed, score in enumerate(B_SCORES, start=1)]
     ids["c"] = job(_summary("c", 1, 0.70), "c-s1", ["task=glue/sst2"])
     ids["d"] = [job(_summary("d", seed, score), f"d-s{seed}", ["task=glue/sst2"]) for seed, score in ((1, 0.72), (2, 0.74))]
+    # a task outside GLUE: the GLUE board shows it beside its own and its title says so
+    ids["e"] = job(_summary("e", 1, 0.64, task="sentiment"), "e-s1", ["task=sentiment"])
     session.commit()
     return ids
+
+
+STUDY_BASELINE = 0.6  # above every trial the study below reaches: each of its runs is degenerate
+
+
+def drive_study_with_results(url: str) -> tuple[str, dict]:
+    """A hand-driven study (tests/platform/hand_driven_study.py) whose complete trials' jobs stored a
+    result scoring the objective, at or below a majority-class baseline of STUDY_BASELINE."""
+    from hand_driven_study import drive_study_by_hand
+
+    from ptmlab import studies
+    from ptmlab.db import session_scope
+    from ptmlab.results import new_result
+    from ptmlab.studies.storage import forget_storages
+
+    study_id = drive_study_by_hand(url, n_trials=4, name="degenerate")
+    with session_scope(url) as s:
+        status = studies.study_status(s, study_id, url=url)
+        for t in status["trials"]:
+            if t["state"] == "complete":
+                s.add(new_result({"stage": "sleep", "seed": 0, "main_metric": "score", "main_score": t["value"],
+                                  "metrics": {"score": t["value"]},
+                                  "baseline": {"kind": "majority_class", "metric": "score", "value": STUDY_BASELINE}},
+                                 job_id=t["job_id"]))
+        s.commit()
+    forget_storages()
+    return study_id, status
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +102,7 @@ def served(tmp_path_factory):
     migrate(url)
     with session_scope(url) as s:
         ids = seed_runs(s)
+    ids["study"], ids["study_status"] = drive_study_with_results(url)
     dispose_engines()
     with served_home(home, url) as base:
         yield base, ids
@@ -79,26 +110,8 @@ def served(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def page(served):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        pg = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
-        pg.set_default_timeout(WAIT_MS)
-        problems: list[str] = []
-        pg.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
-        pg.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
-        pg.on("requestfailed", lambda r: problems.append(f"failed: {r.url} {r.failure}"))
-        pg.on("response", lambda r: problems.append(f"{r.status}: {r.url}") if r.status >= 400 else None)
-        pg.problems = problems
+    with watched_page() as pg:
         yield pg
-        browser.close()
-
-
-def _clean(page, allowed: tuple[str, ...] = ()) -> None:
-    problems = [p for p in page.problems if not any(a in p for a in allowed)]
-    page.problems.clear()
-    assert not problems, problems
 
 
 def test_a_config_key_as_a_column_and_the_runs_grouped_by_it(served, page):
@@ -125,12 +138,20 @@ def test_a_config_key_as_a_column_and_the_runs_grouped_by_it(served, page):
         assert float(by_lr[lr]["mean"]) == pytest.approx(statistics.fmean(scores))
         assert float(by_lr[lr]["std"]) == pytest.approx(statistics.stdev(scores))
         assert "±" in by_lr[lr]["text"] and "over seeds" in by_lr[lr]["text"]
+        assert f"{min(scores):.4f} – {max(scores):.4f}" in by_lr[lr]["text"]  # min – max under mean ± std
+    members = page.eval_on_selector_all("#groups-table tbody tr.group-row td.members a", "as => as.map(a => a.getAttribute('href'))")
+    assert sorted(members) == sorted(f"/jobs/{j}" for js in ids["lr"].values() for j in js)
+    # one score column, its numbers with the same decimals in every row ("0.8000", never "0.8")
+    scores = page.eval_on_selector_all('#runs-table tbody td[data-column="main_score"]', "tds => tds.map(t => t.textContent)")
+    assert len(scores) == 6 and all(len(t.split(".")[1]) == 4 for t in scores), scores
     assert page.evaluate("() => document.documentElement.scrollWidth") <= 1400
     shot(page, "runs-grouped-by-lr")
     page.fill('input[name="group"]', "stage.lrr")
     page.dispatch_event('input[name="group"]', "change")
     page.wait_for_function("() => document.getElementById('runs-info').textContent.includes('stage.lrr')")
-    _clean(page, allowed=("422: ", "status of 422"))
+    info = page.eval_on_selector("#runs-info", "p => [p.textContent, p.className]")
+    assert "is in no run (did you mean stage.lr" in info[0] and "error" in info[1]
+    assert_clean(page, allowed=("422: ", "status of 422"))
 
 
 def test_leaderboard_rows_by_a_config_key_and_the_ab_panel(served, page):
@@ -139,7 +160,10 @@ def test_leaderboard_rows_by_a_config_key_and_the_ab_panel(served, page):
     page.wait_for_selector("#leaderboard tbody tr")
     labels = page.eval_on_selector_all("#leaderboard tbody tr", "rows => rows.map(r => r.dataset.config)")
     assert "a / 0.0001" in labels and "a / 0.001" in labels and "b / 0.0001" in labels
-    assert page.inner_text("h1") == "GLUE leaderboard"
+    assert page.inner_text("h1") == "GLUE leaderboard and 1 other task"  # sentiment is not GLUE's
+    page.fill('input[name="group_by"]', "model,")
+    page.dispatch_event('input[name="group_by"]', "input")
+    page.wait_for_selector('#lb-keys option[value="model,stage.lr"]', state="attached")
 
     def ab(label_a: str, label_b: str) -> dict:
         page.uncheck("#leaderboard input.pick:checked") if page.query_selector("#leaderboard input.pick:checked") else None
@@ -159,7 +183,10 @@ def test_leaderboard_rows_by_a_config_key_and_the_ab_panel(served, page):
     paired = ab("a / mlm / full · stage.lr=0.0001", "b / mlm / full")
     assert paired["test"].startswith("paired t-test (n 3 vs 3") and paired["p"] != "" and paired["low"] != ""
     shot(page, "leaderboard-ab-paired")
-    _clean(page)
+    page.goto(f"{base}/leaderboard?benchmark=tasks")  # no QA, tagging or choice run: it says where the fine-tunes are
+    page.wait_for_selector("#lb-empty:not([hidden]) a[href='/leaderboard']")
+    assert page.inner_text("h1") == "Tasks (QA, tagging, choice) leaderboard"
+    assert_clean(page)
 
 
 def test_the_sweep_page_shows_per_value_means_and_parallel_coordinates(served, page):
@@ -171,12 +198,39 @@ def test_the_sweep_page_shows_per_value_means_and_parallel_coordinates(served, p
     means = {float(v): (float(m), int(n)) for v, m, n in rows}
     for lr, scores in LR_SCORES.items():
         assert means[lr][0] == pytest.approx(statistics.fmean(scores)) and means[lr][1] == 3
+    spreads = page.eval_on_selector_all('table.per-value[data-key="stage.lr"] tbody tr', "rows => rows.map(r => r.cells[3].textContent)")
+    assert spreads == ["over seeds", "over seeds"]
     page.wait_for_function("() => document.getElementById('parcoords').data?.[0]?.type === 'parcoords'")
     dims = page.evaluate("() => document.getElementById('parcoords').data[0].dimensions.map(d => d.label)")
     assert dims == ["stage.lr", "accuracy"]
     assert page.evaluate("() => document.querySelector('#score-vs [data-key=\"stage.lr\"]').data.length") >= 2
     shot(page, "sweep")
-    _clean(page)
+    assert_clean(page)
+
+
+def test_the_study_page_shows_the_objective_per_value_and_a_degenerate_best(served, page):
+    base, ids = served
+    complete = [t for t in ids["study_status"]["trials"] if t["state"] == "complete"]
+    page.goto(f"{base}/studies/{ids['study']}")
+    page.wait_for_selector('#study[data-loaded="true"]')
+    rows = page.eval_on_selector_all('table.per-value[data-key="stage.seconds"] tbody tr',
+                                     "rows => rows.map(r => [r.dataset.value, r.dataset.mean, r.dataset.n])")
+    for value, mean, n in rows:
+        scores = [t["value"] for t in complete if str(t["params"]["stage.seconds"]) == value]
+        assert int(n) == len(scores) and (not scores or float(mean) == pytest.approx(statistics.fmean(scores)))
+    assert page.query_selector('.per-value-none[data-key="stage.quality"]')  # each trial drew its own quality
+    # every complete trial's run sits at or below the baseline: marked, and its best is a warning, not green
+    marked = page.eval_on_selector_all('#study-trials tr[data-degenerate="true"]', "rows => rows.map(r => Number(r.dataset.number))")
+    assert sorted(marked) == sorted(t["number"] for t in complete)
+    assert page.query_selector("#study-trials tr.best-row") is None
+    warning = page.inner_text("#study-warning")
+    assert f"majority-class baseline ({STUDY_BASELINE:g})" in warning and page.is_visible("#study-warning")
+    names = page.evaluate("() => document.querySelector('#scatter-charts [data-param=\"stage.seconds\"]').data.map(t => t.name)")
+    assert f"majority-class baseline {STUDY_BASELINE:g}" in names
+    assert page.evaluate("() => document.getElementById('parcoords-chart').data[0].type") == "parcoords"
+    page.wait_for_selector("#top-curves p")  # the top runs logged no MLflow history: said, not an error
+    shot(page, "study-per-value")
+    assert_clean(page)
 
 
 def test_compare_answers_first(served, page):
@@ -185,7 +239,7 @@ def test_compare_answers_first(served, page):
     page.goto(f"{base}/compare?jobs={a},{b}")
     page.wait_for_selector("#answer-table tbody tr.main")
     main = page.inner_text("#answer-table tbody tr.main")
-    assert "main_score (accuracy)" in main and "Δ -0.05" in main
+    assert "main_score (accuracy)" in main and "Δ -0.05" in main and "%)" in main
     header = page.eval_on_selector_all("#answer-table thead th", "hs => hs.map(h => h.textContent)")
     assert header[1:] == [f"a-lr0.0001-s1 (#{a})", f"b-s1 (#{b})"]
     # the first screen: main score, then the config keys that differ (no other number differs here)
@@ -196,7 +250,10 @@ def test_compare_answers_first(served, page):
     shot(page, "compare-first-screen")
     page.goto(f"{base}/runs/1")  # a result's page is its job's
     page.wait_for_url(f"{base}/jobs/*")
-    _clean(page, allowed=("curves",))
+    page.goto(f"{base}/compare?runs=1,7")  # an old link naming results opens the comparison of their jobs
+    page.wait_for_url(f"{base}/compare?jobs=*")
+    page.wait_for_selector("#answer-table tbody tr.main")
+    assert_clean(page, allowed=("curves",))
 
 
 def test_submit_refuses_a_finetune_without_a_task_and_clone_prefills(served, page):
@@ -220,4 +277,4 @@ def test_submit_refuses_a_finetune_without_a_task_and_clone_prefills(served, pag
     page.wait_for_function("() => document.getElementById('submit-result').textContent.includes('cloned from job')")
     assert page.input_value("#f-overrides") == "task=glue/sst2" and page.input_value("#f-seed") == "2"
     assert page.input_value("#f-job-name") == "b-s2-clone" and page.input_value("#f-stage") == "finetune"
-    _clean(page, allowed=("422: ", "status of 422"))
+    assert_clean(page, allowed=("422: ", "status of 422"))

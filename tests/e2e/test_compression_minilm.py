@@ -155,6 +155,27 @@ def test_dynamic_int8_quarter_size_within_1_5_points_and_reloads_in_a_fresh_proc
                            (sst2_teacher_data_dev()).read_text().splitlines()[1:]])
     accuracy = float((outputs[0].argmax(-1) == labels).float().mean())
     assert accuracy == pytest.approx(int8["compressed"]["score"], abs=1e-6)  # the fresh process scores what the stage measured
+    the_record_says_the_minilm_ran(int8, sst2_teacher)
+
+
+def the_record_says_the_minilm_ran(summary: dict, teacher) -> None:
+    """The compress run of the fine-tuned MiniLM stores what ran: its config.yaml, summary and
+    MLflow params name the MiniLM and its backbone's record, not the composed bert_tiny."""
+    import mlflow
+    import yaml
+
+    ran = yaml.safe_load((Path(summary["run_dir"]) / "config.yaml").read_text())
+    assert ran["model"]["name"] == "minilm" and ran["model"]["family"] == "hf"
+    assert ran["objective"]["name"] == teacher.summary["objective"] == "hf"
+    assert ran["resolved_backbone"] == teacher.summary["backbone"]
+    assert (summary["model"], summary["family"], summary["objective"], summary["tokenizer"]) == (
+        "minilm", "hf", "hf", teacher.summary["tokenizer"])
+    assert summary["backbone"] == teacher.summary["backbone"]
+    assert summary["backbone_source"] == teacher.summary["backbone_source"]
+    assert summary["hparams"]["model.name"] == "minilm" and summary["hparams"]["compression.name"] == "quantize_dynamic"
+    params = mlflow.MlflowClient(ran["tracking"]["uri"]).get_run(summary["mlflow_run_id"]).data.params
+    assert params["model.name"] == "minilm" and params["objective.name"] == "hf"
+    assert params["resolved_backbone.model"] == "minilm"
 
 
 def sst2_teacher_data_dev():

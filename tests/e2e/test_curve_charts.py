@@ -103,8 +103,9 @@ def site(tmp_path_factory):
         # these tests measure. Opened here, once.
         import httpx
 
-        runs = ",".join(map(str, result_ids))
-        curves = httpx.get(f"{base}/api/v1/views/curves", params={"runs": runs}, timeout=180)
+        # the first run by its job, the second (recorded by hand, without a job) by its result id
+        curves = httpx.get(f"{base}/api/v1/views/curves", params={"jobs": str(job_id), "runs": str(result_ids[1])},
+                           timeout=180)
         assert curves.status_code == 200 and "train/loss" in curves.text, curves.text[:500]
         yield base, job_id, result_ids, many_id
 
@@ -142,7 +143,7 @@ def traces(page, metric: str) -> list[dict]:
 
 def layout(page, metric: str) -> dict:
     return page.evaluate("(m) => { const l = document.querySelector(`.small-chart[data-metric='${m}']`).layout;"
-                         " return {x: l.xaxis.title.text, xformat: l.xaxis.tickformat, y: l.yaxis.type,"
+                         " return {x: l.xaxis.title.text, xformat: l.xaxis.tickformat, y: l.yaxis.type, ytitle: l.yaxis.title?.text,"
                          " yformat: l.yaxis.tickformat, legend: l.showlegend}; }", metric)
 
 
@@ -166,6 +167,7 @@ def test_job_page_curves_switch_axis_log_scale_and_smoothing(page, site):
     assert [t["name"] for t in loss] == ["training", "control run"]  # one curve per training, named in the legend
     assert loss[0]["x"] == [p["step"] for p in training] and loss[0]["y"] == [p["train/loss"] for p in training]
     assert layout(page, "train/loss")["legend"] and layout(page, "lr")["yformat"] == ".2~e"  # 5e-5, not 50µ or 0.00005
+    assert layout(page, "val/accuracy")["ytitle"] == "accuracy (0–1)" and layout(page, "train/loss")["ytitle"] == "loss"
 
     page.select_option("#curve-x", "epoch")
     assert traces(page, "train/loss")[0]["x"] == [p["epoch"] for p in training]
@@ -223,8 +225,9 @@ def _diffs(values: list[float]) -> list[float]:
 
 
 def test_compare_and_run_pages_draw_the_same_charts_from_mlflow(page, site):
-    base, _, result_ids, _ = site
-    page.goto(f"{base}/compare?runs={','.join(map(str, result_ids))}")
+    base, job_id, result_ids, _ = site
+    page.goto(f"{base}/compare?runs={','.join(map(str, result_ids))}")  # the run with a job opens by its job
+    page.wait_for_url(f"{base}/compare?jobs={job_id}&runs={result_ids[1]}")
     page.wait_for_selector("#curves .small-chart[data-metric='train/loss'] .main-svg")
     charts = page.evaluate("() => [...document.querySelectorAll('#curves .small-chart')].map((c) => c.dataset.metric)")
     # Lightning's epoch and the token count are x-axes, not charts; the one-point size sits in the table.
@@ -233,7 +236,7 @@ def test_compare_and_run_pages_draw_the_same_charts_from_mlflow(page, site):
     assert page.evaluate("() => [...document.querySelectorAll('#curve-x option')].map((o) => o.value)") == \
         ["step", "epoch", "time_s", "tokens"]
     loss = traces(page, "train/loss")
-    assert [t["name"] for t in loss] == [f"#{i}" for i in result_ids] and layout(page, "train/loss")["legend"]
+    assert [t["name"] for t in loss] == [f"curves (#{job_id})", f"result {result_ids[1]}"] and layout(page, "train/loss")["legend"]
     assert loss[0]["x"] == list(range(10))
     page.select_option("#curve-x", "epoch")
     assert traces(page, "train/loss")[0]["x"] == [s // 5 for s in range(10)]
@@ -253,10 +256,10 @@ def test_compare_and_run_pages_draw_the_same_charts_from_mlflow(page, site):
     assert math.isclose(smoothed[1]["y"][0], smoothed[0]["y"][0])  # debiased: starts at the first value, not near 0
     shot(page, "compare-curves-controls")
 
-    # The run page: the same component on one run.
-    page.goto(f"{base}/runs/{result_ids[0]}")
+    # The run page of a result recorded by hand: the same component on one run.
+    page.goto(f"{base}/runs/{result_ids[1]}")
     page.wait_for_selector("#curves .small-chart[data-metric='train/loss'] .main-svg")
-    assert [t["name"] for t in traces(page, "train/loss")] == [f"#{result_ids[0]}"]
+    assert [t["name"] for t in traces(page, "train/loss")] == [f"result {result_ids[1]}"]
     assert page.evaluate("() => document.querySelectorAll('#curves .curve-group').length") == 2
 
 
@@ -266,7 +269,7 @@ def test_sections_past_the_first_charts_start_collapsed_and_draw_when_opened(pag
     page.wait_for_selector("#job-curves .small-chart[data-metric='train/m19'] .main-svg")
     sections = page.evaluate("() => [...document.querySelectorAll('#job-curves .curve-group')]"
                              ".map((g) => [g.dataset.group, g.open, g.querySelector('summary').textContent])")
-    assert sections == [["val", True, "val (10)"], ["train", True, "train (20)"], ["zeta", False, "zeta (5)"]]
+    assert sections == [["val", True, "validation (10)"], ["train", True, "training (20)"], ["zeta", False, "zeta (5)"]]
     drawn = "() => document.querySelectorAll('#job-curves .small-chart.js-plotly-plot').length"
     assert page.evaluate(drawn) == 30  # the collapsed section's charts wait until it opens
     # Each plot fits its box (a first draw took its container's 200 px min-height, and the plots overlapped).

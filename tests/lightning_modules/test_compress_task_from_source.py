@@ -84,7 +84,7 @@ def test_compress_without_task_runs_and_records_the_task(home, source, tmp_path)
         source_summary["backbone"]["vocab_size"])
 
 
-def test_a_classification_fine_tune_records_its_confusion_baseline_and_params(source):
+def test_a_classification_fine_tune_records_its_confusion_baseline_and_params(source, data_dir):
     """The confusion matrix, per-class scores and most confident mistakes, stored with the run and
     in the summary; the majority-class baseline in the main metric; the flat resolved config."""
     summary = json.loads((source / "summary.json").read_text())
@@ -99,7 +99,10 @@ def test_a_classification_fine_tune_records_its_confusion_baseline_and_params(so
     assert len(stored["misclassified"]) == min(20, stored["errors"])
     scores = [m["score"] for m in stored["misclassified"]]
     assert scores == sorted(scores, reverse=True) and all(m["gold"] != m["predicted"] for m in stored["misclassified"])
-    majority = max(sum(row) for row in matrix) / 16
+    # the training rows' most frequent class, predicted for every eval row (its row of the matrix: gold)
+    train = [int(line.rsplit("\t", 1)[1]) for line in
+             (data_dir / "glue" / "SST-2" / "train.tsv").read_text().splitlines()[1:25]]
+    majority = sum(matrix[max((0, 1), key=lambda c: (train.count(c), -c))]) / 16
     assert summary["baseline"] == {"kind": "majority_class", "metric": summary["main_metric"], "value": majority}
     assert summary["hparams"]["task.max_train_samples"] == 24 and summary["hparams"]["stage.batch_size"] == 8
     assert not any(key.startswith(("paths.", "tracking.")) or key == "seed" for key in summary["hparams"])
@@ -151,3 +154,26 @@ def test_older_task_models_take_the_task_from_their_run_config(home, source, tmp
     with pytest.raises(ConfigError, match=r"task.labels=\['1', '0'\] differ from the labels of source="):
         build_compress(compose_config(["stage=compress", "compression=quantize_dynamic", f"source={bare}",
                                        "task=glue/sst2", "task.labels=[1,0]", *QUICK]))
+
+
+def test_a_probe_of_a_task_model_records_the_backbone_its_source_fine_tuned(home, source, tmp_path):
+    """The probe stage's config (config.yaml, MLflow params) and summary fields say what the
+    fine-tuned model's backbone is: its model node (hidden size 32), its objective, tokenizer and
+    corpus from the source's record, the fine-tune as the run that made it; not bert_tiny's
+    composed defaults nor "unknown"."""
+    from lightning_modules.artifacts.backbone_reference import backbone_summary, record_backbone
+    from lightning_modules.stages.probe import resolve_probe_backbone
+    from ptmlab.config import compose_config
+
+    cfg = compose_config(["stage=probe", "probe=upos", f"backbone={source}", f"+run_dir={tmp_path / 'probe'}"])
+    assert cfg.model.backbone.hidden_size != 32  # the composed default
+    resolved = resolve_probe_backbone(cfg)
+    record_backbone(cfg, resolved)
+    recorded = json.loads((source / "summary.json").read_text())
+    assert cfg.model.name == "bert_tiny" and cfg.model.backbone.hidden_size == 32
+    assert cfg.objective.name == recorded["objective"] and cfg.tokenizer.name == recorded["tokenizer"]
+    assert cfg.data.name == recorded["backbone"]["data"] == "text_files"
+    assert cfg.resolved_backbone.source_stage == "finetune" and cfg.resolved_backbone.reference == str(source)
+    assert cfg.resolved_backbone.source_run == recorded["mlflow_run_id"]
+    fields = backbone_summary(resolved)
+    assert fields["family"] == recorded["family"] and fields["tokenizer"] == recorded["tokenizer"]

@@ -299,6 +299,20 @@ def test_the_job_page_reads_a_runs_tagged_predictions(runs):
     written = [line.split("\t")[-1] for line in (folder / "dev.ner.tsv").read_text().splitlines() if line]
     assert [w["predicted"] for s in sentences for w in s["words"]] == written
     assert sum(s["errors"] for s in sentences) == sum(w["gold"] != w["predicted"] for s in sentences for w in s["words"])
+    # the entity-level confusion stored with the run (and served beside the samples) is that of the
+    # written tags, and its diagonal is the entity F1 the stage scored
+    from lightning_modules.tasks.confusion import entity_confusion
+    from ptmlab.views.prediction_samples import run_confusion
+
+    report = run_confusion(str(run["run_dir"]))
+    assert report == run["summary"]["confusion"] and report["level"] == "entity" and report["labels"][-1] == "O"
+    gold, predicted = ([[w[k] for w in s["words"]] for s in sentences] for k in ("gold", "predicted"))
+    assert entity_confusion(gold, predicted, [[w["word"] for w in s["words"]] for s in sentences]) == report
+    types, matrix = len(report["labels"]) - 1, report["matrix"]
+    right = sum(matrix[i][i] for i in range(types))
+    found = sum(matrix[g][p] for g in range(types + 1) for p in range(types))
+    assert report["examples"] == sum(map(sum, matrix[:types]))
+    assert 2 * right / (report["examples"] + found) == pytest.approx(run["summary"]["metrics"]["entity_f1"])
 
 
 def test_full_finetuning_learns_the_synthetic_entities(runs):

@@ -2,7 +2,8 @@
 `GET /api/v1/jobs/{id}/predictions` over predictions folders laid out as the finetune stage writes
 them (generation: source / references / output; span extraction: the answer beside the gold ones;
 token classification: CoNLL and CoNLL-U columns + the predicted tag, errors marked; multiple
-choice), paged, `errors_only`, another split, the job page's digest, and what is refused."""
+choice; classification: the predicted class beside the gold one, with the run's confusion report),
+paged, `errors_only`, another split, the job page's digest, and what is refused."""
 
 from __future__ import annotations
 
@@ -62,8 +63,26 @@ def seed_runs(root: Path) -> dict[str, tuple[dict, Path]]:
         {"id": "1", "prediction": 0, "scores": [-0.5, -3.0], "label": 1}])
     runs["choice"] = summary("copa", "multiple_choice", choice, {"accuracy": 0.5},
                              multiple_choice={"scoring": "head"}), choice
-    runs["sst2"] = summary("sst2", "classification", root / "sst2", {"accuracy": 0.9}), root / "sst2"
+    sst2 = root / "sst2"
+    # tasks/predictions.py's layout (index, predicted label, gold label) and tasks/confusion.py's report
+    write_lines(sst2 / "predictions" / "dev.tsv", ["index\tprediction\tlabel", "0\tpos\tpos", "1\tneg\tpos",
+                                                    "2\tneg\tneg"])
+    (sst2 / "predictions" / "confusion.json").write_text(json.dumps(SST2_CONFUSION))
+    runs["sst2"] = summary("sst2", "classification", sst2, {"accuracy": 0.9}), sst2
+    # written before task_kind and the report: its class counts say classification; no confusion.json
+    old = root / "old_sst2"
+    write_lines(old / "predictions" / "dev.tsv", ["index\tprediction\tlabel", "0\tpos\tneg"])
+    row = summary("sst2", None, old, {"accuracy": 0.0}, prediction_stats={"majority_rate": 1.0})
+    runs["old_sst2"] = {k: v for k, v in row.items() if v is not None}, old  # no field of a later contract
+    runs["stsb"] = summary("stsb", "regression", root / "stsb", {"pearson": 0.8}), root / "stsb"
     return runs
+
+
+SST2_CONFUSION = {"level": "class", "labels": ["neg", "pos"], "matrix": [[1, 0], [1, 1]],
+                  "per_class": [{"label": "neg", "precision": 0.5, "recall": 1.0, "f1": 0.667, "support": 1},
+                                {"label": "pos", "precision": 1.0, "recall": 0.5, "f1": 0.667, "support": 2}],
+                  "misclassified": [{"index": 1, "text": "fine", "gold": "pos", "predicted": "neg", "score": 0.8}],
+                  "errors": 1, "examples": 3}
 
 
 @pytest.fixture()
@@ -145,10 +164,36 @@ def test_choices_and_what_is_refused(client_and_jobs):
     client, ids = client_and_jobs
     page = client.get(f"/api/v1/jobs/{ids['choice']}/predictions").json()
     assert [(x["prediction"], x["label"], x["correct"]) for x in page["examples"]] == [(1, 1, True), (0, 1, False)]
-    glue = client.get(f"/api/v1/jobs/{ids['sst2']}/predictions")
-    assert glue.status_code == 404 and "sst2 (classification) has no prediction samples" in glue.json()["error"]["message"]
+    assert page["confusion"] is None  # the run wrote no report
+    stsb = client.get(f"/api/v1/jobs/{ids['stsb']}/predictions")
+    assert stsb.status_code == 404 and "stsb (regression) has no prediction samples" in stsb.json()["error"]["message"]
     sleep = client.get(f"/api/v1/jobs/{ids['sleep']}/predictions")
     assert sleep.status_code == 404 and f"job {ids['sleep']} has no finetune result" in sleep.json()["error"]["message"]
     assert client.get("/api/v1/jobs/99999/predictions").status_code == 404
     for bad in ("limit=0", "limit=201", "offset=-1", "split=../x", "split=dev.jsonl"):
         assert client.get(f"/api/v1/jobs/{ids['gen']}/predictions?{bad}").status_code == 422, bad
+
+
+def test_a_classification_job_serves_its_predictions_and_confusion_report(client_and_jobs, tmp_path):
+    client, ids = client_and_jobs
+    url = f"/api/v1/jobs/{ids['sst2']}/predictions"
+    page = client.get(url).json()
+    assert (page["kind"], page["split"], page["splits"], page["total"]) == ("classification", "dev", ["dev"], 3)
+    assert [(x["index"], x["id"], x["prediction"], x["label"], x["correct"]) for x in page["examples"]] == [
+        (0, "0", "pos", "pos", True), (1, "1", "neg", "pos", False), (2, "2", "neg", "neg", True)]
+    assert page["confusion"] == SST2_CONFUSION
+    wrong = client.get(url, params={"errors_only": True}).json()
+    assert wrong["total"] == 1 and [x["index"] for x in wrong["examples"]] == [1]
+    old = client.get(f"/api/v1/jobs/{ids['old_sst2']}/predictions").json()
+    assert old["kind"] == "classification" and old["examples"][0]["correct"] is False and old["confusion"] is None
+    # stage.write_predictions=false: no predictions file, the report alone; without either, no
+    # example and why (the job page asks without naming a split); a split asked for by name: a 404
+    predictions = tmp_path / "runs" / "sst2" / "predictions"
+    (predictions / "dev.tsv").unlink()
+    alone = client.get(url).json()
+    assert alone["total"] == 0 and alone["examples"] == [] and alone["split"] is None
+    assert alone["confusion"]["matrix"] == [[1, 0], [1, 1]]
+    (predictions / "confusion.json").unlink()
+    bare = client.get(url).json()
+    assert bare["examples"] == [] and bare["confusion"] is None and "no predictions file under" in bare["missing"]
+    assert client.get(url, params={"split": "dev"}).status_code == 404

@@ -269,8 +269,9 @@ class PredictionSamplesOut(BaseModel):
     job_id: int
     result_id: int
     task: str
-    kind: str = Field(description="generation | span_extraction | multiple_choice | token_classification")
-    split: str
+    kind: str = Field(description="generation | span_extraction | multiple_choice | token_classification | "
+                                  "classification")
+    split: str | None = Field(description="null when the run kept no predictions file (see `missing`)")
     splits: list[str] = Field(description="the splits with a predictions file, evaluation splits first")
     errors_only: bool
     total: int = Field(description="examples of the split (with errors_only: the wrong ones)")
@@ -279,7 +280,14 @@ class PredictionSamplesOut(BaseModel):
     examples: list[dict[str, Any]] = Field(description="generation: source, references, output; span_extraction: "
                                            "prediction, gold, matches_gold; multiple_choice: prediction, label, "
                                            "scores, correct; token_classification: words [{word, gold, predicted, "
-                                           "error}], errors")
+                                           "error}], errors; classification: id, prediction, label, correct")
+    confusion: dict[str, Any] | None = Field(
+        None, description="the run's confusion report (predictions/confusion.json), null where it wrote none: "
+                          "labels, matrix (rows gold, columns predicted), per_class [{label, precision, recall, f1, "
+                          "support}], misclassified (at most 20) [{index, text, gold, predicted, score}], errors, "
+                          "examples, level (class | word | entity); entity level: rows and columns are entity "
+                          "types and O (column O: missed, row O: spurious), with missed and spurious per type")
+    missing: str | None = Field(None, description="why there is no example: the run kept no predictions file")
 
 
 class SweepOut(BaseModel):

@@ -45,6 +45,18 @@ class StageSummary(BaseModel):
     hparams: dict[str, str | int | float | bool | None] | None = None
 
 
+class BackboneRecord(BaseModel):
+    """What the backbone behind a run is: the model it came from (lightning_modules/artifacts/
+    backbone_reference.py `backbone_summary`; for a stage that takes a task model, saved_task_model.py
+    `record_source`), so a result names what ran, not the composed defaults. None in older rows."""
+
+    family: str | None = None
+    objective: str | None = None
+    tokenizer: str | None = None
+    backbone_source: str | None = None
+    backbone: dict[str, Any] | None = None
+
+
 class Throughput(BaseModel):
     """How fast a run trained (lightning_modules/runtime/throughput.py): tokens/s counts non-padding
     tokens, tokens/s and samples/s are for the whole job, MFU is per device (achieved model FLOPs/s
@@ -99,24 +111,27 @@ class GenerationNumbers(BaseModel):
     latency_ms_per_example: float = Field(ge=0)
 
 
+# A fine-tune's confusion report (the summary's `confusion`), under its run folder: the job page's
+# prediction view reads it there (lightning_modules/tasks/confusion.py writes it).
+CONFUSION_FILE = "predictions/confusion.json"
+
+
 class Baseline(BaseModel):
     kind: Literal["majority_class"] = "majority_class"
     metric: str
     value: float
 
 
-class FinetuneSummary(StageSummary):
+class FinetuneSummary(BackboneRecord, StageSummary):
     """stage=finetune, and stage=multitask (one head per task: `tasks`, `task_metrics`)."""
 
     stage: Literal["finetune", "multitask"] = "finetune"
     model: str
-    objective: str | None = None
     adaptation: str
     task: str
     # task.kind (classification, token_classification, span_extraction, multiple_choice, generation ...):
     # what puts a task on the leaderboard's "tasks" or "generation" board whatever its name
     task_kind: str | None = None
-    backbone_source: str | None = None
     metrics: Metrics
     main_metric: str
     main_score: float | None = None
@@ -135,16 +150,12 @@ class FinetuneSummary(StageSummary):
     # The resolved config's hash (ptmlab.contracts.identity): with the seed, what tells a re-run
     # from a different configuration on the leaderboard.
     config_hash: str | None = None
-    # What the backbone was (lightning_modules/artifacts/backbone_reference.py `BackboneRecord`): read from a
-    # referenced export's manifest, or the model config for a fresh one.
-    family: str | None = None
-    tokenizer: str | None = None
-    backbone: dict[str, Any] | None = None
-    # The eval split's majority-class predictor scored with the main metric: at or below it a run
-    # has learnt nothing (classification only).
+    # The training set's majority class predicted for every eval row, scored with the main metric:
+    # at or below it a run has learnt nothing (classification only).
     baseline: Baseline | None = None
     # Classification: the eval split's confusion matrix, per-class scores and the most confident
-    # mistakes (lightning_modules/tasks/confusion.py; predictions/confusion.json in the run folder).
+    # mistakes; token classification: the entity-level (BIO) or word-level confusion
+    # (lightning_modules/tasks/confusion.py; CONFUSION_FILE in the run folder).
     confusion: dict[str, Any] | None = None
     defence: dict[str, Any] | None = None  # what it was trained against (adversarial training); None: plain
     metric_modes: dict[str, Any] | None = None  # how token and span metrics were computed (seqeval mode, ...)
@@ -262,7 +273,7 @@ class ExtraTraining(BaseModel):
     data: dict[str, Any] = Field(default_factory=dict)   # task, split, rows, source
 
 
-class CompressSummary(StageSummary):
+class CompressSummary(BackboneRecord, StageSummary):
     """stage=compress: the method, its settings, the `compressed` model and its `source` measured
     side by side (one `Measurement` each; `source_ref` is the reference it compressed). Latencies
     are keyed `b<batch>_t<threads>`; each measurement's `latency_ms` is the headline one
@@ -274,6 +285,7 @@ class CompressSummary(StageSummary):
 
     stage: Literal["compress"] = "compress"
     method: str
+    model: str | None = None  # the source's model (saved_task_model.py `record_source`)
     config: dict[str, Any] = Field(default_factory=dict)  # the method's settings as run
     source_ref: str                 # the reference it compressed (job:<id>, mlflow:<run>, folder)
     source_run: str | None = None   # the source's MLflow run id
@@ -386,7 +398,7 @@ class ProbeTaskResult(BaseModel):
     heatmaps: list[AttentionStatistic] | None = None
 
 
-class ProbeSummary(StageSummary):
+class ProbeSummary(BackboneRecord, StageSummary):
     """stage=probe: a suite of probe tasks on one model. `probe_task` names the suite and
     `layers`/`baselines` repeat its first task (the headline); `tasks` holds every task."""
 
@@ -394,7 +406,6 @@ class ProbeSummary(StageSummary):
     model: str
     probe_task: str
     suite: str | None = None
-    backbone_source: str | None = None
     alignment: str | None = None           # first | last | mean subword
     metric: str | None = None
     layers: list[ProbeLayer] = Field(default_factory=list)
@@ -434,7 +445,7 @@ class TriggerSearch(BaseModel):
 ATTACK_RECORDS_FILE = "attack/records.jsonl"   # an attack run's per-example records, under its run folder
 
 
-class AttackSummary(StageSummary):
+class AttackSummary(BackboneRecord, StageSummary):
     """stage=attack: the numbers attack papers report (TextAttack's definitions). Accuracies are
     over the `num_examples` sampled; `success_rate` over those classified correctly before the
     attack; `perturbed_word_ratio` (mean) over the successful attacks; `queries` (mean per example)

@@ -40,7 +40,7 @@ from ptmlab.views.robustness import KIND as ATTACK_KIND
 from ptmlab.views.robustness import attacks_by_model, model_jobs, model_ref
 
 KIND = "compress"
-AXES = {"params": "Parameters", "size_bytes": "Size on disk (bytes)", "latency_ms": "Latency (ms)",
+AXES = {"params": "Parameters", "size_bytes": "Size on disk", "latency_ms": "Latency (ms)",
         "flops": "FLOPs per example"}
 UNCOMPRESSED_METHODS = {"none", "uncompressed", "identity", "source"}
 # How the y axis names a main metric (others: the key with spaces).

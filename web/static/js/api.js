@@ -76,6 +76,56 @@ export function human(value) {
   return Number.isInteger(value) ? String(value) : value.toPrecision(3);
 }
 
+// Scores in a column share their decimals: 1 -> "1.0000" beside "0.9950", never "1".
+export function fmtScore(value, digits = 4) {
+  if (value === null || value === undefined || value === "" || Number.isNaN(Number(value))) return "–";
+  const v = Number(value);
+  return Math.abs(v) >= 1e4 ? v.toLocaleString("en", { maximumFractionDigits: 0 }) : v.toFixed(digits);
+}
+
+// Sizes one way everywhere: 68977776 -> "65.8 MiB" (binary units, as `du -h` and PyTorch report them).
+export function fmtBytes(value) {
+  if (value === null || value === undefined || value === "" || Number.isNaN(Number(value))) return "–";
+  const v = Number(value);
+  const abs = Math.abs(v);
+  for (const [div, unit] of [[2 ** 30, "GiB"], [2 ** 20, "MiB"], [2 ** 10, "KiB"]]) {
+    if (abs >= div) return `${(v / div).toFixed(1)} ${unit}`;
+  }
+  return `${v} B`;
+}
+
+// Parameter counts: 4400000 -> "4.40M", 128000 -> "128k".
+export function fmtParams(value) {
+  if (value === null || value === undefined || value === "" || Number.isNaN(Number(value))) return "–";
+  const v = Number(value);
+  const abs = Math.abs(v);
+  if (abs >= 1e9) return `${(v / 1e9).toFixed(2)}G`;
+  if (abs >= 1e6) return `${(v / 1e6).toFixed(2)}M`;
+  if (abs >= 1e3) return `${(v / 1e3).toFixed(abs >= 1e5 ? 0 : 1)}k`;
+  return String(v);
+}
+
+// A named value formatted by what its name says it is: sizes, parameter counts, counts, scores.
+export function fmtNamed(key, value) {
+  if (typeof value !== "number") return value === null || value === undefined ? "–" : String(value);
+  const name = String(key).toLowerCase();
+  if (/(^|[_./])(size_bytes|bytes|size)$|_bytes$/.test(name)) return fmtBytes(value);
+  if (/(^|[_./])(params|num_params|parameters|trainable_params)$/.test(name)) return fmtParams(value);
+  if (Number.isInteger(value)) return value.toLocaleString("en");
+  return fmtScore(value);
+}
+
+// One formatter for a column (or a row) of numbers, so that they read alike: sizes and parameter
+// counts in their units; any fraction among them (or a score's name) gives every number four
+// decimals ("1.0000" beside "0.9950"); else whole numbers.
+export function columnFormat(key, values) {
+  const name = String(key);
+  const unit = fmtNamed(name, 1234567) !== fmtNamed("count", 1234567);  // a size or a parameter count
+  const fractional = /^main_score|score$|^metrics\./.test(name)
+    || values.some((v) => typeof v === "number" && !Number.isInteger(v));
+  return (v) => (typeof v === "number" && fractional && !unit ? fmtScore(v) : fmtNamed(name, v));
+}
+
 export function parseTime(iso) {
   return iso ? new Date(iso.endsWith("Z") ? iso : `${iso}Z`) : null;
 }
@@ -171,6 +221,25 @@ export function progressBar(progress, status) {
 // gains "download as SVG" for papers; `name` becomes the file name. No "Share chart" button (Plotly
 // 4 shows one by default; it uploads to Plotly Cloud, which an offline dashboard has no account on).
 if (typeof Plotly !== "undefined") Plotly.setPlotConfig({ showSendToCloud: false, displaylogo: false });
+
+// Pages that load Plotly with `async` fetch their data while the bundle is parsed and wait for it
+// here before drawing (with `defer`, their scripts would start only once Plotly had run).
+let plotlyLoaded = null;
+
+export function plotlyReady() {
+  plotlyLoaded ??= new Promise((resolve, reject) => {
+    const ready = () => {
+      Plotly.setPlotConfig({ showSendToCloud: false, displaylogo: false });
+      resolve(Plotly);
+    };
+    if (typeof Plotly !== "undefined") { ready(); return; }
+    const script = document.querySelector('script[src^="/static/vendor/plotly"]');
+    if (!script) { reject(new Error("this page loads no Plotly")); return; }
+    script.addEventListener("load", ready, { once: true });
+    script.addEventListener("error", () => reject(new Error("Plotly did not load")), { once: true });
+  });
+  return plotlyLoaded;
+}
 
 export function plotConfig(name) {
   return {

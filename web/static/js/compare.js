@@ -1,6 +1,6 @@
 // Run detail and comparison: headline numbers and configs side by side (differences marked),
 // metric curves overlaid from MLflow's metric history.
-import { PALETTE, api, badge, el, flash, setQuery } from "/static/js/api.js";
+import { PALETTE, api, badge, columnFormat, el, flash, fmtNamed, setQuery } from "/static/js/api.js";
 import { CurveCharts } from "/static/js/curves.js";
 
 const root = document.getElementById("compare");
@@ -39,11 +39,21 @@ function renderAnswer() {
   document.getElementById("answer-title").textContent = main.metric ? `Main score: ${main.metric}` : "Main score";
   table.querySelector("thead").replaceChildren(el("tr", {}, el("th", {}, "metric"),
     view.runs.map((r, i) => el("th", { style: `border-bottom: 3px solid ${colour(i)}` }, r.name))));
-  const rowOf = (m, cls) => el("tr", { class: cls, "data-key": m.key }, el("td", { class: "mono" }, m.key),
-    m.values.map((v, i) => el("td", { class: "num" }, value(v),
+  // numbers as the runs table shows them: scores with four decimals, sizes and counts in their units
+  const rowOf = (m, cls, mark = () => "") => {
+    const format = columnFormat(m.key, m.values);
+    return el("tr", { class: cls, "data-key": m.key }, el("td", { class: "mono" }, m.key),
+    m.values.map((v, i) => el("td", { class: "num" }, typeof v === "number" ? format(v) : value(v), mark(i),
       i > 0 && m.delta[i] !== null ? el("span", { class: "delta small" },
         ` Δ ${signed(m.delta[i])}${m.delta_pct[i] !== null ? ` (${signed(m.delta_pct[i], 3)}%)` : ""}`) : "")));
-  const rows = [rowOf({ ...main, key: main.metric ? `main_score (${main.metric})` : "main_score" }, "main")];
+  };
+  // a run at or below its task's majority-class baseline is marked beside its main score
+  const degenerate = (i) => {
+    const d = view.runs[i].degenerate;
+    return d ? el("span", { class: "flagged small", title: `at or below the majority-class baseline (${d.metric})` },
+      ` ⚠ ≤ baseline ${fmtNamed(d.metric, d.baseline)}`) : "";
+  };
+  const rows = [rowOf({ ...main, key: main.metric ? `main_score (${main.metric})` : "main_score" }, "main", degenerate)];
   for (const m of view.metrics) rows.push(rowOf(m, "differs"));
   if (!view.metrics.length) rows.push(el("tr", {}, el("td", { colspan: view.runs.length + 1, class: "empty" }, "No other number differs.")));
   table.querySelector("tbody").replaceChildren(...rows);

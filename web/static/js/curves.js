@@ -49,6 +49,20 @@ export function groupOf(key) {
   return key === "lr" ? "train" : "other";
 }
 
+// A section's heading: its prefix in words.
+const GROUP_LABELS = { val: "validation", train: "training", test: "test", throughput: "throughput", other: "other" };
+
+// A chart's y-axis title: the metric's name with its unit where the name carries one.
+export function yTitle(key) {
+  const name = key.includes("/") ? key.slice(key.indexOf("/") + 1) : key;
+  if (/_ms$/.test(name)) return `${name.slice(0, -3)} (ms)`;
+  if (/per_s|_per_sec/.test(name)) return `${name} (per second)`;
+  if (/(_s|_seconds)$/.test(name)) return `${name.replace(/(_s|_seconds)$/, "")} (s)`;
+  if (/bytes$/.test(name)) return `${name} (bytes)`;
+  if (/(^|_)(accuracy|acc|f1|precision|recall|exact_match|em)($|_)/.test(name) && !/%/.test(name)) return `${name} (0–1)`;
+  return name;
+}
+
 function groupRank(name) {
   const i = GROUP_ORDER.indexOf(name);
   return i >= 0 ? i : name === "other" ? GROUP_ORDER.length + 1 : GROUP_ORDER.length;
@@ -173,7 +187,7 @@ export class CurveCharts {
       }
       before += byGroup.get(name).length;
       const members = byGroup.get(name);
-      section.querySelector("summary").textContent = `${name} (${members.length})`;
+      section.querySelector("summary").textContent = `${GROUP_LABELS[name] ?? name} (${members.length})`;
       // Small sections share a row (a lone val/ chart beside a lone train/ one), big ones take it whole.
       section.style.flex = `1 1 ${Math.min(members.length, 3) * 440}px`;
       const grid = section.querySelector(".chart-grid");
@@ -231,7 +245,8 @@ export class CurveCharts {
     Plotly.react(div, traces, {
       title: { text: key, font: { size: 13 } }, height: CHART_HEIGHT, margin: { t: 30, r: 10, b: 40, l: 55 },
       xaxis: { title: { text: unit.label }, tickformat: tickFormat(xs), automargin: true },
-      yaxis: { type: yLog ? "log" : "linear", tickformat: tickFormat(ys, yLog), automargin: true, ...(yLog ? yTicks : {}) },
+      yaxis: { title: { text: yTitle(key) }, type: yLog ? "log" : "linear", tickformat: tickFormat(ys, yLog), automargin: true,
+        ...(yLog ? yTicks : {}) },
       showlegend: true, legend: { orientation: "h", y: -0.3, font: { size: 10 } }, hovermode: "closest",
       uirevision: `${key}|${x}|${yLog}`,  // a live redraw keeps the user's zoom until the axes change
     }, plotConfig(`${this.filename}-${key.replace(/\W+/g, "_")}`));

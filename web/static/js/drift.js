@@ -1,6 +1,6 @@
 // Probe drift: a source model's per-layer probe curve and those of its probed descendants
 // (fine-tuned, compressed), then each one's difference to the source per layer.
-import { PALETTE, api, el, flash, plotConfig, query, setQuery } from "/static/js/api.js";
+import { PALETTE, api, el, flash, plotConfig, plotlyReady, query, setQuery } from "/static/js/api.js";
 
 const source = document.getElementById("drift-source");
 const task = document.getElementById("drift-task");
@@ -18,7 +18,7 @@ function draw(view) {
     type: "scatter", mode: "lines+markers", name: label(c), x: c.layers, y: c.values,
     line: { color: colour(i), width: c.job_id === view.source.job_id ? 3 : 2, dash: c.depth > 1 ? "dot" : "solid" },
   })), { height: 340, margin: { t: 30, r: 10, b: 40, l: 55 }, title: { text: `${view.task} ${view.metric} by layer`, font: { size: 13 } },
-    xaxis: { title: { text: "layer (0 = embeddings)" }, dtick: 1 }, yaxis: { title: { text: view.metric } }, legend: { orientation: "h", y: -0.2 } },
+    xaxis: { title: { text: "layer (0 = embeddings)" }, dtick: 1 }, yaxis: { title: { text: `${view.metric} (${view.metric === "spearman" ? "−1–1" : "0–1"})` } }, legend: { orientation: "h", y: -0.2 } },
   plotConfig(`probe-drift-${view.source.job_id}-${view.task}`));
   const others = view.curves.filter((c) => c.job_id !== view.source.job_id);
   if (view.has_reference && others.length) {
@@ -51,7 +51,9 @@ async function load() {
   const p = new URLSearchParams({ source: source.value, metric: metric.value });
   if (task.value) p.set("task", task.value);
   try {
-    draw(await api(`/api/v1/views/probe-drift?${p}`));
+    const view = await api(`/api/v1/views/probe-drift?${p}`);
+    await plotlyReady();
+    draw(view);
     flash("");
   } catch (err) {
     flash(`probe drift: ${err.message}`);

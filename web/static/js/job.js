@@ -1,8 +1,10 @@
 // One job: status, actions, pipeline neighbours, attempts, a log tail that follows while it runs.
-import { api, badge, duration, el, flash, plotConfig, poll, progressBar, seconds, shortTime } from "/static/js/api.js";
-import { CurveCharts } from "/static/js/curves.js";
+import { PALETTE, api, badge, duration, el, flash, fmtBytes, fmtParams, fmtScore, plotConfig, plotlyReady, poll, progressBar, seconds, shortTime }
+  from "/static/js/api.js";
+import { CurveCharts, X_AXES } from "/static/js/curves.js";
 
 const jobId = Number(document.getElementById("job").dataset.jobId);
+const X_KEYS = new Set(X_AXES.map((a) => a.key));
 const TERMINAL = ["succeeded", "failed", "cancelled"];
 const LOG_TAIL = 200;
 const MAX_LOG_CHARS = 400_000;
@@ -144,42 +146,70 @@ function drawConfusion(id, c) {
 function digestTable(digest) {
   if (!digest?.rows?.length) return "";
   return el("table", { class: "grid small result-digest" }, el("tbody", {}, digest.rows.map((row) =>
-    el("tr", { "data-name": row.name }, el("th", {}, row.name),
-      el("td", { class: "num" }, typeof row.value === "number" ? formatNumber(row.value) : row.value),
+    el("tr", { "data-name": row.name }, el("th", {}, row.name.replace(/ \(bytes\)$/, "")),
+      el("td", { class: "num" }, typeof row.value === "number" ? digestValue(row.name, row.value) : row.value),
       el("td", { class: "small" }, row.note || "")))));
 }
 
-function formatNumber(value) {
+// Sizes in MiB, parameter counts in k/M, counts whole, scores with four decimals.
+function digestValue(name, value) {
+  if (/bytes/.test(name)) return fmtBytes(value);
+  if (/parameters|params/.test(name)) return fmtParams(value);
   if (Number.isInteger(value)) return value.toLocaleString("en");
-  return Math.abs(value) >= 1000 ? value.toLocaleString("en", { maximumFractionDigits: 1 }) : value.toPrecision(4);
+  return Math.abs(value) >= 1000 ? value.toLocaleString("en", { maximumFractionDigits: 1 }) : fmtScore(value);
 }
 
-// A probe task's score per layer, with the random-init twin and the control task when run, and its
-// flat baselines; the table under it carries the same numbers for reading off.
+// A probe task's score per layer, with the random-init twin and the control task when run, the
+// selectivity (score − control) on an axis of its own, and its flat baselines as labelled lines;
+// the table under it carries the same numbers for reading off.
+const SCORE_UNITS = { accuracy: "accuracy (0–1)", uuas: "UUAS (0–1)", spearman: "Spearman ρ (−1–1)" };
+
+function selectivity(probe) {
+  return probe.control ? probe.scores.map((v, j) => (v == null || probe.control[j] == null ? null : v - probe.control[j])) : null;
+}
+
 function probeCurve(resultId, probe, i) {
+  const cell = (v) => el("td", { class: "num" }, fmtScore(v));
+  const selective = selectivity(probe);
   const table = el("table", { class: "grid small probe-layers" },
     el("thead", {}, el("tr", {}, el("th", {}, "layer"), el("th", {}, probe.metric),
-      probe.control ? el("th", {}, "control task") : "", probe.random_init ? el("th", {}, "random init") : "")),
+      probe.control ? el("th", {}, "control task") : "", selective ? el("th", {}, "selectivity") : "",
+      probe.random_init ? el("th", {}, "random init") : "")),
     el("tbody", {}, probe.layers.map((layer, j) => el("tr", { class: layer === probe.best_layer ? "best-row" : "" },
-      el("td", {}, layer), el("td", { class: "num" }, probe.scores[j] == null ? "–" : probe.scores[j].toFixed(4)),
-      probe.control ? el("td", { class: "num" }, probe.control[j] == null ? "–" : probe.control[j].toFixed(4)) : "",
-      probe.random_init ? el("td", { class: "num" }, probe.random_init[j] == null ? "–" : probe.random_init[j].toFixed(4)) : ""))));
-  const baselines = Object.entries(probe.baselines || {}).map(([k, v]) => `${k} ${v.toFixed(4)}`).join(" · ");
-  return el("div", { class: "probe-curve" }, el("h3", {}, `${probe.probe_task} · ${probe.metric} per layer`),
+      el("td", {}, layer), cell(probe.scores[j]), probe.control ? cell(probe.control[j]) : "",
+      selective ? cell(selective[j]) : "", probe.random_init ? cell(probe.random_init[j]) : ""))));
+  const baselines = Object.entries(probe.baselines || {}).map(([k, v]) => `${k.replaceAll("_", " ")} ${fmtScore(v)}`).join(" · ");
+  const depth = el("label", { class: "small check" }, el("input", { type: "checkbox", class: "relative-depth",
+    onchange: (e) => drawProbeCurve(resultId, probe, i, e.target.checked) }), " relative depth (layer ÷ number of layers)");
+  return el("div", { class: "probe-curve" }, el("h3", {}, `${probe.probe_task} · ${probe.metric} per layer`), depth,
     el("div", { id: `probe-chart-${resultId}-${i}`, class: "probe-chart" }),
     baselines ? el("p", { class: "small" }, `baselines: ${baselines}`) : "", table);
 }
 
-function drawProbeCurve(resultId, probe, i) {
+function drawProbeCurve(resultId, probe, i, relative = false) {
   if (typeof Plotly === "undefined") return;
-  const line = (name, y, dash) => ({ name, x: probe.layers, y, mode: "lines+markers", line: { dash } });
+  const depth = Math.max(1, ...probe.layers);  // layer 0 is the embeddings: the last layer is depth 1
+  const xs = probe.layers.map((l) => (relative ? l / depth : l));
+  const line = (name, y, dash, extra = {}) => ({ type: "scatter", name, x: xs, y, mode: "lines+markers", line: { dash }, ...extra });
   const traces = [line(probe.metric, probe.scores, "solid")];
   if (probe.control) traces.push(line("control task", probe.control, "dot"));
   if (probe.random_init) traces.push(line("random init", probe.random_init, "dash"));
-  const shapes = Object.values(probe.baselines || {}).map((v) => ({ type: "line", xref: "paper", x0: 0, x1: 1, y0: v, y1: v,
-    line: { dash: "dot", width: 1, color: "#999" } }));
-  Plotly.react(`probe-chart-${resultId}-${i}`, traces, { height: 240, margin: { t: 10, r: 10, b: 40, l: 50 }, shapes,
-    xaxis: { title: { text: "layer" }, dtick: 1 }, yaxis: { title: { text: probe.metric } }, legend: { orientation: "h", y: -0.3 } },
+  const selective = selectivity(probe);
+  if (selective) traces.push(line("selectivity (right axis)", selective, "solid", { yaxis: "y2", line: { color: "#8c564b", width: 1.5 } }));
+  // A baseline is one value: a flat, named line across the layers, selectivities on their own axis.
+  const span = [Math.min(...xs), Math.max(...xs)];
+  for (const [key, value] of Object.entries(probe.baselines || {})) {
+    const onSelectivity = key.includes("selectivity");
+    traces.push({ type: "scatter", mode: "lines", x: span, y: [value, value], name: `baseline: ${key.replaceAll("_", " ")} ${fmtScore(value, 3)}`,
+      line: { dash: "dot", width: 1, color: onSelectivity ? "#c49c94" : "#999" }, yaxis: onSelectivity ? "y2" : "y", hoverinfo: "name" });
+  }
+  Plotly.react(`probe-chart-${resultId}-${i}`, traces, { height: 300, margin: { t: 10, r: 60, b: 40, l: 60 },
+    xaxis: { title: { text: relative ? "relative depth (layer ÷ number of layers)" : "layer (0 = embeddings)" },
+      ...(relative ? { range: [-0.02, 1.02] } : { dtick: 1 }) },
+    yaxis: { title: { text: SCORE_UNITS[probe.metric] ?? probe.metric } },
+    ...(selective || Object.keys(probe.baselines || {}).some((k) => k.includes("selectivity"))
+      ? { yaxis2: { title: { text: "selectivity (score − control)" }, overlaying: "y", side: "right", zeroline: true, showgrid: false } } : {}),
+    legend: { orientation: "h", y: -0.25 } },
   plotConfig(`job-${jobId}-probe-${probe.probe_task}`));
 }
 
@@ -243,6 +273,12 @@ async function showPredictions(change) {
   if (predictionQuery.split) p.set("split", predictionQuery.split);
   if (predictionQuery.errors_only) p.set("errors_only", "true");
   const page = await api(`/api/v1/jobs/${jobId}/predictions?${p}`);
+  if (page.missing) {  // the run kept no predictions: its confusion report (if any) shows with the result
+    document.getElementById("predictions-info").textContent = `${page.task}: ${page.missing}`;
+    document.getElementById("predictions-body").replaceChildren();
+    document.getElementById("predictions").hidden = false;
+    return;
+  }
   const [head, cells] = PREDICTION_TABLES[page.kind];
   const last = Math.min(page.offset + page.examples.length, page.total);
   document.getElementById("predictions-info").textContent =
@@ -281,6 +317,13 @@ function attemptError(attempt, job) {
   return attempt.error.trim().split("\n").pop();
 }
 
+// Colours and cursor moves of a terminal (tqdm, rich, coloured loggers) are noise in a <pre>.
+const ANSI = /\u001b(?:\[[0-?]*[ -/]*[@-~]|\][^\u0007\u001b]*(?:\u0007|\u001b\\)|[@-Z\\-_])/g;
+
+function stripAnsi(text) {
+  return text.replace(ANSI, "");
+}
+
 async function followLog() {
   const log = document.getElementById("log");
   const params = logOffset === null ? `tail=${LOG_TAIL}` : `offset=${logOffset}`;
@@ -291,12 +334,12 @@ async function followLog() {
     logAttempt = chunk.attempt;
   }
   if (chunk.text) {
-    log.textContent += chunk.text;
+    log.textContent += stripAnsi(chunk.text);
     if (log.textContent.length > MAX_LOG_CHARS) log.textContent = log.textContent.slice(-MAX_LOG_CHARS / 2);
     if (document.getElementById("follow").checked) log.scrollTop = log.scrollHeight;
   }
   logOffset = chunk.offset;
-  document.getElementById("log-info").textContent = chunk.path ? `attempt ${chunk.attempt} · ${chunk.size} bytes` : "(no log yet)";
+  document.getElementById("log-info").textContent = chunk.path ? `attempt ${chunk.attempt} · ${fmtBytes(chunk.size)}` : "(no log yet)";
 }
 
 // Live curves from the platform's own store (the worker copies progress.json at each heartbeat): the
@@ -308,7 +351,21 @@ function drawCurves(series) {
   const div = document.getElementById("job-curves");
   div.hidden = false;
   charts ??= new CurveCharts(div, { filename: `job-${jobId}` });
-  charts.draw(series);
+  charts.draw(withValidation(series));
+}
+
+// A training's val/ metrics as a series of its own, in the training's colour, so that a validation
+// chart's legend says "validation" (or "control run · validation"), not "training".
+function withValidation(series) {
+  const isValidation = (key) => key.startsWith("val/");
+  return series.flatMap((s, i) => {
+    const colour = s.colour || PALETTE[i % PALETTE.length];
+    const validation = s.points.filter((p) => Object.keys(p).some(isValidation));
+    if (!validation.length) return [{ ...s, colour }];
+    const only = (p, keep) => Object.fromEntries(Object.entries(p).filter(([k]) => !isValidation(k) === keep || X_KEYS.has(k)));
+    return [{ ...s, colour, points: s.points.map((p) => only(p, true)) },
+      { ...s, colour, label: s.label === "training" ? "validation" : `${s.label} · validation`, points: validation.map((p) => only(p, false)) }];
+  });
 }
 
 async function showProgress(job) {
@@ -326,7 +383,9 @@ async function showProgress(job) {
       running && p.eta_s != null ? ` · ${seconds(p.eta_s)} left` : ""].join("")));
   document.getElementById("job-metrics").replaceChildren(...Object.entries(p.metrics || {}).map(([k, v]) =>
     el("code", { class: "chip", "data-metric": k }, `${k} ${Number(v).toPrecision(4)}`)));
-  drawCurves((await api(`/api/v1/jobs/${jobId}/progress`)).series);
+  const { series } = await api(`/api/v1/jobs/${jobId}/progress`);
+  await plotlyReady();
+  drawCurves(series);
 }
 
 async function refresh() {
@@ -336,7 +395,9 @@ async function refresh() {
   if (detailStatus !== job.status) {
     // Config, neighbours and results change when the job changes state, not in between.
     detailStatus = job.status;
-    showDetail(await api(`/api/v1/views/jobs/${jobId}`));
+    const detail = await api(`/api/v1/views/jobs/${jobId}`);
+    await plotlyReady();
+    showDetail(detail);
   }
   return true;
 }

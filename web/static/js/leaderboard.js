@@ -170,11 +170,29 @@ function averaged() {
   return data.benchmark.averaged !== false && data.rows.some((r) => r.average !== null && r.average !== undefined);
 }
 
+// The title names what the board shows: GLUE's board holds every task, so one without a GLUE task
+// is titled by its tasks, and one with others besides says so.
+function title() {
+  const name = data.benchmark.display_name;
+  if (data.benchmark.name !== "glue" || !data.tasks.length) return `${name} leaderboard`;
+  const others = data.tasks.filter((t) => !t.glue);
+  if (!others.length) return `${name} leaderboard`;
+  if (others.length === data.tasks.length) {
+    const names = others.slice(0, 3).map((t) => t.name).join(", ");
+    return `Leaderboard: ${names}${others.length > 3 ? ` and ${others.length - 3} more` : ""}`;
+  }
+  return `${name} leaderboard and ${others.length} other task${others.length > 1 ? "s" : ""}`;
+}
+
 function render() {
   const groupBy = data.group_by;
   const heading = document.querySelector("main h1") || document.querySelector("h1");
-  if (heading) heading.textContent = `${data.benchmark.display_name} leaderboard`;
-  document.title = `${data.benchmark.display_name} leaderboard · ptmlab`;
+  if (heading) heading.textContent = title();
+  document.title = `${title()} · ptmlab`;
+  const empty = document.getElementById("lb-empty");
+  empty.replaceChildren(...(data.benchmark.name === "glue" ? ["No fine-tune or multi-task result yet."]
+    : [`No ${data.benchmark.display_name} result yet: fine-tunes of other tasks (classification ones among them) are on the `,
+      el("a", { href: "/leaderboard" }, "GLUE board"), ", which shows every task."]));
   table.querySelector("thead").replaceChildren(el("tr", {},
     el("th", { title: "tick two rows to compare them over seeds" }, "A/B"),
     groupBy.map((k) => header(k, `config:${k}`)),
@@ -241,19 +259,25 @@ async function load() {
   keyOptions();
 }
 
-// Rows-by keys offered as you type: every key a stored run has (summary and config keys).
-let keysLoaded = false;
+// Rows-by keys offered as you type, after the keys already chosen: every text key and every config
+// key a stored fine-tune has.
+let keys = null;
 async function keyOptions() {
-  if (keysLoaded) return;
-  keysLoaded = true;
-  try {
-    const runs = await api("/api/v1/views/runs?limit=1&kind=finetune");
-    document.getElementById("lb-keys").replaceChildren(...runs.available.filter((a) => !a.numeric || a.source === "config")
-      .map((a) => el("option", { value: `${form.elements.group_by.value.replace(/,?$/, ",")}${a.key}` }, `${a.source}: ${a.count} runs`)));
-  } catch {
-    keysLoaded = false;
+  if (!keys) {
+    try {
+      const runs = await api("/api/v1/views/runs?limit=1&kind=finetune");
+      keys = runs.available.filter((a) => !a.numeric || a.source === "config");
+    } catch {
+      return;
+    }
   }
+  const typed = form.elements.group_by.value;
+  const before = typed.includes(",") ? typed.slice(0, typed.lastIndexOf(",") + 1) : "";
+  const chosen = new Set(before.split(",").map((k) => k.trim()));
+  document.getElementById("lb-keys").replaceChildren(...keys.filter((a) => !chosen.has(a.key))
+    .map((a) => el("option", { value: `${before}${a.key}` }, `${a.source === "config" ? "config key" : a.source}: ${a.count} runs`)));
 }
+form.elements.group_by.addEventListener("input", keyOptions);
 
 form.elements.pool.checked = query().get("pool") === "true";
 form.elements.pool.addEventListener("change", () => { picked = []; load(); });

@@ -1,6 +1,6 @@
 // Probing: per-layer curves per model × probe task overlaid, selectivity beside accuracy,
 // structural-probe UUAS/Spearman, and an attention-head heatmap (layer × head).
-import { PALETTE, api, el, flash, plotConfig, query, setQuery } from "/static/js/api.js";
+import { PALETTE, api, el, flash, plotConfig, plotlyReady, query, setQuery } from "/static/js/api.js";
 
 const form = document.getElementById("probe-filters");
 const DASHES = ["solid", "dash", "dot", "dashdot", "longdash"];
@@ -21,6 +21,16 @@ function visibleCurves() {
   return data.curves.filter((c) => tasks.has(c.probe_task) && models.has(c.model));
 }
 
+// x: the layer, or with "relative depth" the layer ÷ the model's last layer (0 = embeddings, 1 = top).
+function relative() {
+  return form.elements.relative.checked;
+}
+
+function xs(layers) {
+  const depth = Math.max(1, ...layers);
+  return relative() ? layers.map((l) => l / depth) : layers;
+}
+
 // One trace per model × task: a colour per model, a dash per probe task.
 function traces(curves, metric) {
   return curves.filter((c) => c[metric]).map((c) => {
@@ -29,7 +39,7 @@ function traces(curves, metric) {
     const extra = metric === "accuracy" && c.control_accuracy
       ? c.control_accuracy.map((v) => (v === null ? "" : `<br>control ${v.toFixed(3)}`)) : c.layers.map(() => "");
     return {
-      type: "scatter", mode: "lines+markers", name: `${c.model} · ${c.probe_task}`, x: c.layers, y: c[metric],
+      type: "scatter", mode: "lines+markers", name: `${c.model} · ${c.probe_task}`, x: xs(c.layers), y: c[metric],
       error_y: std.some((s) => s !== null) ? { type: "data", array: std.map((s) => s ?? 0), visible: true, thickness: 1 } : undefined,
       line: { color: colour, dash: DASHES[data.probe_tasks.indexOf(c.probe_task) % DASHES.length] },
       marker: { color: colour, size: 6 },
@@ -41,7 +51,9 @@ function traces(curves, metric) {
 
 function layout(yTitle) {
   return { margin: { t: 10, r: 10, b: 45, l: 55 }, height: 360, hovermode: "closest",
-    xaxis: { title: { text: "layer" }, dtick: 1 }, yaxis: { title: { text: yTitle } }, legend: { orientation: "h", y: -0.2 } };
+    xaxis: relative() ? { title: { text: "relative depth (layer ÷ number of layers)" }, range: [-0.02, 1.02] }
+      : { title: { text: "layer (0 = embeddings)" }, dtick: 1 },
+    yaxis: { title: { text: yTitle } }, legend: { orientation: "h", y: -0.2 } };
 }
 
 function plot(id, curves, metric, title) {
@@ -66,14 +78,14 @@ function drawHeatmap() {
 
 function drawAll() {
   const curves = visibleCurves();
-  setQuery({ tasks: [...checked("task-boxes")].join(","), models: [...checked("model-boxes")].join(",") });
-  plot("accuracy-chart", curves, "accuracy", "accuracy");
-  plot("selectivity-chart", curves, "selectivity", "selectivity");
+  setQuery({ tasks: [...checked("task-boxes")].join(","), models: [...checked("model-boxes")].join(","), depth: relative() ? "relative" : "" });
+  plot("accuracy-chart", curves, "accuracy", "probe accuracy (0–1)");
+  plot("selectivity-chart", curves, "selectivity", "selectivity (accuracy − control, 0–1)");
   const structural = curves.filter((c) => c.uuas || c.spearman);
   document.getElementById("structural").hidden = structural.length === 0;
   if (structural.length) {
-    plot("uuas-chart", structural, "uuas", "UUAS");
-    plot("spearman-chart", structural, "spearman", "Spearman ρ (distance; depth: norm)");
+    plot("uuas-chart", structural, "uuas", "UUAS (0–1)");
+    plot("spearman-chart", structural, "spearman", "Spearman ρ (−1–1; distance; depth: norm)");
   }
   const models = checked("model-boxes");
   const cloze = (data.cloze || []).filter((r) => models.has(r.model));
@@ -103,6 +115,7 @@ async function load() {
   for (const name of ["sweep_id", "tag"]) if (form.elements[name].value) params.set(name, form.elements[name].value);
   try {
     data = await api(`/api/v1/views/probing?${params}`);
+    await plotlyReady();
     flash("");
   } catch (err) {
     flash(`probing: ${err.message}`);
@@ -130,5 +143,7 @@ for (const name of ["sweep_id", "tag"]) {
   form.elements[name].addEventListener("change", load);
 }
 document.getElementById("heat-run").addEventListener("change", () => drawAll());
+form.elements.relative.checked = query().get("depth") === "relative";
+form.elements.relative.addEventListener("change", () => { if (data) drawAll(); });
 document.getElementById("heat-stat").addEventListener("change", drawHeatmap);
 load();

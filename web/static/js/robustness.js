@@ -1,6 +1,6 @@
 // Robustness: accuracy under attack per recipe, per attacked model (ptmlab.views.robustness), a
 // grouped bar chart and a table with one column group per recipe; filtered by pipeline, task, sweep, tag.
-import { PALETTE, api, el, flash, fmt, plotConfig, query, setQuery } from "/static/js/api.js";
+import { PALETTE, api, el, flash, fmt, plotConfig, plotlyReady, query, setQuery } from "/static/js/api.js";
 
 const form = document.getElementById("rob-filters");
 const chart = document.getElementById("rob-chart");
@@ -23,7 +23,7 @@ function draw() {
   }));
   Plotly.react(chart, traces, {
     barmode: "group", margin: { t: 20, r: 20, b: 90, l: 60 }, height: 420,
-    yaxis: { title: { text: "accuracy" }, range: [0, 1] }, legend: { orientation: "h", y: 1.08 },
+    yaxis: { title: { text: "accuracy (0–1)" }, range: [0, 1] }, legend: { orientation: "h", y: 1.08 },
   }, plotConfig("robustness"));
 }
 
@@ -45,7 +45,7 @@ function table() {
       const title = `clean ${fmt(e.clean_accuracy, 4)}, ${e.queries === null ? "–" : fmt(e.queries, 1)} queries per example` +
         (e.runs > 1 ? `; latest of ${e.runs} results` : "");
       return [...METRICS.map(([key]) => el("td", { class: "num", "data-recipe": r, "data-metric": key, title },
-        key === "accuracy_under_attack" ? el("a", { href: `/runs/${e.result_id}` }, fmt(e[key], 4)) : fmt(e[key], 4))),
+        key === "accuracy_under_attack" ? el("a", { href: e.job_id ? `/jobs/${e.job_id}` : `/runs/${e.result_id}` }, fmt(e[key], 4)) : fmt(e[key], 4))),
         el("td", { class: "small" }, `${e.num_examples ?? "?"} ex., seed ${e.seed ?? "?"}`)];
     }))));
   document.getElementById("rob-count").textContent = `(${data.rows.length} models, ${data.result_count} attack results)`;
@@ -57,6 +57,7 @@ async function load() {
   setQuery(Object.fromEntries(FILTERS.map((n) => [n, params.get(n) || ""])));
   try {
     data = await api(`/api/v1/views/robustness?${params}`);
+    await plotlyReady();
     flash("");
   } catch (err) {
     flash(`robustness: ${err.message}`);

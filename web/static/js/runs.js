@@ -3,7 +3,7 @@
 // (/api/v1/views/runs); config keys (`stage.lr`) are columns like any other; `group by` shows one
 // row per value with mean ± std over its runs; ticked rows open side by side on the compare page.
 // A run is named by its job everywhere.
-import { api, el, flash, query, setQuery } from "/static/js/api.js";
+import { api, columnFormat, el, flash, fmtScore, query, setQuery } from "/static/js/api.js";
 
 const PAGE = 50;
 const form = document.getElementById("runs-controls");
@@ -23,13 +23,17 @@ function keep() {
     group_by: state.group });
 }
 
-function cell(value) {
-  if (value === null || value === undefined) return el("td", { class: "empty-cell" }, "–");
-  if (typeof value === "number") {
-    const text = Number.isInteger(value) ? value.toLocaleString("en") : value.toPrecision(4);
-    return el("td", { class: "num", "data-value": value }, text);
-  }
-  return el("td", { title: String(value), "data-value": String(value) }, String(value));
+// How a column's numbers read, the same for every row: a config key as configured (0.0001, 3),
+// every other column by api.js columnFormat (fixed decimals where any is a fraction, units for sizes).
+function formatter(column, values) {
+  const source = last?.available.find((a) => a.key === column)?.source;
+  return source === "config" ? (v) => String(v) : columnFormat(column, values);
+}
+
+function cell(value, format = String, column = undefined) {
+  if (value === null || value === undefined) return el("td", { class: "empty-cell", "data-column": column }, "–");
+  if (typeof value === "number") return el("td", { class: "num", "data-value": value, "data-column": column }, format(value));
+  return el("td", { title: String(value), "data-value": String(value), "data-column": column }, String(value));
 }
 
 function header(column, label, removable) {
@@ -57,12 +61,15 @@ function render(data) {
   table.querySelector("thead").replaceChildren(el("tr", {}, el("th", {}, ""), header("id", "run", false),
     ...columns.map((c) => header(c, c, true))));
   // a run is picked by its job (`j14`), a result recorded by hand without a job by its id (`r3`)
-  table.querySelector("tbody").replaceChildren(...data.rows.map((r) => el("tr", { "data-id": pickId(r) },
+  const formats = Object.fromEntries(columns.map((c) => [c, formatter(c, data.rows.map((r) => r.values[c]))]));
+  table.querySelector("tbody").replaceChildren(...data.rows.map((r) => el("tr", { "data-id": pickId(r),
+    class: r.degenerate ? "degenerate" : undefined,
+    title: r.degenerate ? `at or below the majority-class baseline (${r.degenerate.metric} ${fmtScore(r.degenerate.baseline)})` : undefined },
     el("td", {}, el("input", { type: "checkbox", class: "pick", "aria-label": `select run ${r.label}`,
       ...(selected.has(pickId(r)) ? { checked: "" } : {}),
       onchange: (event) => { event.target.checked ? selected.add(pickId(r)) : selected.delete(pickId(r)); updateCompare(); } })),
     el("td", {}, r.job_id ? el("a", { href: `/jobs/${r.job_id}` }, r.label) : el("a", { href: `/runs/${r.result_id}` }, r.label)),
-    ...columns.map((c) => cell(r.values[c])))));
+    ...columns.map((c) => cell(r.values[c], formats[c], c)))));
   renderGroups(data);
   document.getElementById("runs-empty").hidden = data.rows.length > 0;
   document.getElementById("runs-info").textContent =
@@ -77,15 +84,29 @@ function render(data) {
     kinds.value = state.kind;
   }
   document.getElementById("column-keys").replaceChildren(...data.available
-    .filter((a) => !columns.includes(a.key)).map((a) => el("option", { value: a.key },
-      `${a.source === "config" ? "config" : a.source}: ${a.count} runs${a.numeric ? ", numeric" : ""}`)));
+    .filter((a) => !columns.includes(a.key)).map((a) => el("option", { value: a.key }, keyNote(a))));
+  groupKeys();
 }
 
-function statText(stat) {
+function keyNote(a) {
+  return `${a.source === "config" ? "config key" : a.source}: ${a.count} runs${a.numeric ? ", numeric" : ""}`;
+}
+
+// Group-by keys offered as you type, after the keys already chosen (`model,stage.lr`).
+function groupKeys() {
+  if (!last) return;
+  const typed = form.elements.group.value;
+  const before = typed.includes(",") ? typed.slice(0, typed.lastIndexOf(",") + 1) : "";
+  const chosen = new Set(before.split(",").map((k) => k.trim()));
+  document.getElementById("group-keys").replaceChildren(...last.available.filter((a) => !chosen.has(a.key))
+    .map((a) => el("option", { value: `${before}${a.key}` }, keyNote(a))));
+}
+
+function statText(stat, format) {
   if (!stat) return "–";
   if (stat.mean !== undefined) {
-    const digits = (v) => Number(v.toPrecision(4)).toString();
-    return stat.std === null ? digits(stat.mean) : `${digits(stat.mean)} ± ${digits(stat.std)}`;
+    if (stat.mean === null) return "–";
+    return stat.std === null ? format(stat.mean) : `${format(stat.mean)} ± ${format(stat.std)}`;
   }
   return stat.value ?? `${stat.values.length} values`;
 }
@@ -104,19 +125,25 @@ function renderGroups(data) {
   const gtable = document.getElementById("groups-table");
   gtable.querySelector("thead").replaceChildren(el("tr", {}, ...keys.map((k) => el("th", {}, k)), el("th", {}, "n"),
     ...columns.map((c) => el("th", {}, c)), el("th", {}, "spread"), el("th", {}, "runs")));
+  const formats = Object.fromEntries(columns.map((c) => [c, formatter(c, data.groups.flatMap((g) => [g.values[c]?.min, g.values[c]?.max]))]));
   gtable.querySelector("tbody").replaceChildren(...data.groups.map((g) => el("tr", { class: "group-row" },
-    ...keys.map((k) => cell(g.key[k])),
+    ...keys.map((k) => cell(g.key[k], formatter(k, [g.key[k]]))),
     el("td", { class: "num", "data-n": g.n }, String(g.n)),
     ...columns.map((c) => {
       const stat = g.values[c];
-      const title = stat && stat.min !== undefined ? `min ${stat.min} · max ${stat.max} · n ${stat.n}` : "";
-      return el("td", { class: stat && stat.mean !== undefined ? "num" : "", title, "data-column": c,
-        "data-mean": stat?.mean ?? "", "data-std": stat?.std ?? "" }, statText(stat));
+      const numeric = stat && stat.mean !== undefined;
+      const range = numeric && stat.n > 1 && stat.min !== null
+        ? el("div", { class: "small range" }, `${formats[c](stat.min)} – ${formats[c](stat.max)}`) : "";
+      return el("td", { class: numeric ? "num" : "", title: numeric ? `min ${stat.min} · max ${stat.max} · n ${stat.n}` : "",
+        "data-column": c, "data-mean": stat?.mean ?? "", "data-std": stat?.std ?? "" },
+      statText(stat, formats[c]), range);
     }),
     el("td", { class: g.varying.length ? "mixed" : "", title: g.varying.length ? `differ: ${g.varying.join(", ")}` : "" },
       g.varying.length ? `over runs (${g.varying.join(", ")} differ)` : "over seeds",
-      g.degenerate ? el("span", { class: "flagged", title: "at or below the majority-class baseline" }, ` ⚠ ${g.degenerate} degenerate`) : ""),
-    el("td", { class: "small" }, g.job_ids.map((id, i) => id ? [el("a", { href: `/jobs/${id}` }, g.labels[i]), " "] : g.labels[i] + " ")))));
+      g.degenerate ? el("span", { class: "flagged", title: "at or below the task's majority-class baseline" },
+        ` ⚠ ${g.degenerate} at or below the baseline${g.baseline != null ? ` ${fmtScore(g.baseline)}` : ""}`) : ""),
+    el("td", { class: "small members" }, g.job_ids.flatMap((id, i) => id ? [el("a", { href: `/jobs/${id}` }, g.labels[i]), " "] : [g.labels[i] + " "]),
+      (g.members_listed ?? g.n) < g.n ? `… ${g.n - g.members_listed} more` : ""))));
 }
 
 function pickId(r) {
@@ -142,9 +169,12 @@ async function refresh() {
     flash("");
   } catch (err) {
     flash(`runs: ${err.message}`);
-    document.getElementById("runs-info").textContent = `not shown: ${err.message}`;
+    const info = document.getElementById("runs-info");
+    info.textContent = `not shown: ${err.message}`;
+    info.className = "small error";
     return;
   }
+  document.getElementById("runs-info").className = "small";
   render(last);
 }
 
@@ -162,6 +192,7 @@ form.elements.add.addEventListener("change", () => {
   refresh();
 });
 form.elements.group.value = state.group;
+form.elements.group.addEventListener("input", groupKeys);
 form.elements.group.addEventListener("change", () => {
   state.group = form.elements.group.value.split(",").map((k) => k.trim()).filter(Boolean).join(",");
   state.offset = 0;

@@ -1,9 +1,13 @@
 // A study's page: its trials, the optimisation history, every trial's intermediate values (the
 // pruned ones beside the survivors), the parameters against the objective and Optuna's parameter
-// importances, all from /api/v1/views/studies/{id}; polled while the study runs. A multi-objective
+// importances, the objective per searched value (mean ± std) and the top runs' validation curves,
+// all from /api/v1/views/studies/{id}; polled while the study runs. A trial whose run sits at or
+// below its task's majority-class baseline is marked degenerate, and a degenerate best is a
+// warning, not a success. A multi-objective
 // study: one column per objective, its Pareto-optimal trials marked (◆) and its Pareto front drawn
 // instead of the history and the curves; the parameter charts show its first objective.
 import { api, badge, el, flash, human, plotConfig, poll } from "/static/js/api.js";
+import { degenerateWarning, num, perValueTables, topCurves } from "/static/js/params_view.js";
 
 const studyId = document.getElementById("study").dataset.studyId;
 const STATE_COLOUR = { complete: "#1a7f37", pruned: "#cf222e", running: "#1f6feb" };
@@ -18,6 +22,9 @@ function value(v) {
 // The objective the single-objective charts show: a multi-objective study's first.
 const firstObjective = (view) => view.objective || view.objectives[0];
 const firstValue = (view, t) => (view.objectives ? (t.values ? t.values[0] : null) : t.value);
+// The runs of the study's trials by trial number (their degenerate marks and baselines).
+const runOf = (view, t) => (view.runs || []).find((r) => r.number === t.number);
+const bestIsDegenerate = (view) => Boolean(view.best_run && view.best_run.degenerate);
 
 function trialsTable(view) {
   const table = document.getElementById("study-trials");
@@ -31,7 +38,10 @@ function trialsTable(view) {
     el("th", {}, "steps trained"), el("th", {}, "job")));
   table.querySelector("tbody").replaceChildren(...view.trials.map((t) => el("tr", {
     "data-number": t.number, "data-state": t.state, "data-pareto": multi ? String(t.pareto) : undefined,
-    class: t.number === view.best || (multi && t.pareto) ? "best-row" : undefined,
+    class: runOf(view, t)?.degenerate ? "degenerate"
+      : (t.number === view.best && !bestIsDegenerate(view)) || (multi && t.pareto) ? "best-row" : undefined,
+    title: runOf(view, t)?.degenerate ? `at or below the majority-class baseline ${num(runOf(view, t).baseline)}` : undefined,
+    "data-degenerate": runOf(view, t)?.degenerate ? "true" : undefined,
   },
   el("td", { class: "num" }, t.number), el("td", {}, badge(t.state)),
   names.map((n) => el("td", { class: "mono" }, value(t.params[n]))),
@@ -62,6 +72,9 @@ function summary(view) {
         el("a", { class: "pareto-trial", href: `/jobs/${t.job_id}` }, `trial ${t.number}`)]) : ["none complete yet"])]
       : ["best: ", best ? el("a", { id: "study-best", href: `/jobs/${best.job_id}` }, `trial ${best.number}, ${value(best.value)} (job ${best.job_id})`)
         : "none complete yet"]));
+  const warning = document.getElementById("study-warning");
+  warning.textContent = view.objectives ? "" : degenerateWarning(view, view.best_run);
+  warning.hidden = !warning.textContent;
 }
 
 function historyChart(view) {
@@ -139,15 +152,33 @@ function parametersCharts(view) {
     grid.replaceChildren(...view.params.map((p, i) => el("div", { class: "chart scatter-chart", id: `scatter-${i}`,
       "data-param": p.name })));
   }
+  // Degenerate trials ringed in red; where a value repeats, its mean ± std; the majority-class
+  // baseline as a labelled dotted line.
+  const degenerate = done.map((t) => Boolean(runOf(view, t)?.degenerate));
   view.params.forEach((p, i) => {
-    Plotly.react(`scatter-${i}`, [{
-      type: "scatter", mode: "markers", x: done.map((t) => t.params[p.name]), y: values,
-      text: done.map((t) => `trial ${t.number}`), hovertemplate: "%{text}<br>%{x}: %{y}<extra></extra>",
+    const xs = done.map((t) => t.params[p.name]);
+    const traces = [{
+      type: "scatter", mode: "markers", name: "trials", x: xs, y: values,
+      text: done.map((t, j) => `trial ${t.number}${degenerate[j] ? " (at or below the baseline)" : ""}`),
+      hovertemplate: "%{text}<br>%{x}: %{y}<extra></extra>",
       marker: { size: 8, color: done.map((t) => t.number), colorscale: "Viridis", showscale: i === view.params.length - 1,
-        colorbar: { title: { text: "trial" } } },
-    }], { ...LAYOUT, height: 280, title: { text: `${p.name} against the objective`, font: { size: 13 } },
-      margin: { t: 35, r: 10, b: 45, l: 60 },
-      xaxis: { title: { text: p.name }, type: p.kind === "categorical" ? "category" : p.log ? "log" : "linear" },
+        colorbar: { title: { text: "trial" } },
+        line: { width: degenerate.map((d) => (d ? 2 : 0)), color: "#d62728" } },
+    }];
+    const perValue = (view.per_value?.[p.key ?? p.name] || []).filter((v) => v.mean !== null);
+    if (!view.objectives && perValue.some((v) => v.n > 1)) {
+      traces.push({ type: "scatter", mode: "lines+markers", name: "mean ± std", x: perValue.map((v) => v.value),
+        y: perValue.map((v) => v.mean), error_y: { type: "data", array: perValue.map((v) => v.std ?? 0), visible: true },
+        line: { color: "#ff7f0e" } });
+    }
+    if (!view.objectives && view.baseline != null && xs.length) {
+      const ends = p.kind === "categorical" ? [p.choices[0], p.choices.at(-1)] : [Math.min(...xs), Math.max(...xs)];
+      traces.push({ type: "scatter", mode: "lines", name: `majority-class baseline ${num(view.baseline)}`, x: ends,
+        y: [view.baseline, view.baseline], line: { dash: "dot", color: "#7f7f7f" }, hoverinfo: "name" });
+    }
+    Plotly.react(`scatter-${i}`, traces, { ...LAYOUT, height: 280, title: { text: `${p.name} against the objective`, font: { size: 13 } },
+      margin: { t: 35, r: 10, b: 45, l: 60 }, showlegend: traces.length > 1, legend: { orientation: "h", y: -0.35 },
+      xaxis: { title: { text: p.log ? `${p.name} (log scale)` : p.name }, type: p.kind === "categorical" ? "category" : p.log ? "log" : "linear" },
       yaxis: { title: { text: objective } } }, plotConfig(`study-${studyId}-${p.name}`));
   });
 }
@@ -166,6 +197,16 @@ function importancesChart(view) {
     xaxis: { title: { text: "importance" }, range: [0, 1] } }, plotConfig(`study-${studyId}-importances`));
 }
 
+// The per-value tables each poll; the top runs' curves only when the top runs change.
+let drawnTop = null;
+async function analysis(view) {
+  perValueTables(document.getElementById("per-value"), { ...view, params: view.params.map((p) => ({ ...p, key: p.key ?? p.name })) });
+  const top = view.top_job_ids.join(",");
+  if (top === drawnTop) return;
+  drawnTop = top;
+  await topCurves(document.getElementById("top-curves"), view, `study-${studyId}-top`);
+}
+
 async function load() {
   const view = await api(`/api/v1/views/studies/${encodeURIComponent(studyId)}`);
   summary(view);
@@ -178,6 +219,7 @@ async function load() {
   }
   parametersCharts(view);
   importancesChart(view);
+  if (!view.objectives) await analysis(view);
   document.getElementById("study").dataset.loaded = "true";
   return view.study.status === "running";
 }

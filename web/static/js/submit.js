@@ -67,6 +67,11 @@ function tags() {
   return out;
 }
 
+// The seed field: one seed, or a comma list that makes the submission a sweep over seeds.
+function seeds() {
+  return form.elements.seed.value.split(",").map((s) => s.trim()).filter(Boolean);
+}
+
 function body(dryRun) {
   const b = {
     overrides: overrides(), queue: form.elements.queue.value.trim() || "default",
@@ -74,8 +79,9 @@ function body(dryRun) {
   };
   if (sweepBox.checked) {
     b.overrides = [`stage=${stageSelect.value}`, ...b.overrides];
-    if (form.elements.seed.value !== "" && !b.overrides.some((o) => o.startsWith("seed="))) b.overrides.push(`seed=${form.elements.seed.value}`);
-    if (form.elements.name.value.trim()) b.name = form.elements.name.value.trim();
+    if (seeds().length && !b.overrides.some((o) => o.startsWith("seed="))) b.overrides.push(`seed=${seeds().join(",")}`);
+    const name = form.elements.name.value.trim() || form.elements.job_name.value.trim();
+    if (name) b.name = name;
     b.dry_run = dryRun;
   } else {
     b.stage = stageSelect.value;
@@ -95,6 +101,9 @@ function clearErrors() {
 function fieldFor(message) {
   const keys = [...form.querySelectorAll(".field[data-field]")].map((f) => f.dataset.field)
     .filter((k) => k !== "overrides");
+  // "stage=finetune needs a task": the field to fill is the one missing, not the stage
+  const missing = /needs an? ([\w.]+)/.exec(message);
+  if (missing && keys.includes(missing[1])) return missing[1];
   let best = null;
   for (const key of keys) {
     const re = new RegExp(`(^|[\\s'"\`\\[(])\\+?${key.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}(?=[/=:'"\`.\\s]|$)`);
@@ -150,6 +159,16 @@ async function submit(event) {
   event.preventDefault();
   clearErrors();
   const result = document.getElementById("submit-result");
+  if (seeds().some((s) => !/^\d+$/.test(s))) {
+    showError(new Error(`seed: ${JSON.stringify(form.elements.seed.value)} is not a whole number or a comma list of them`));
+    return;
+  }
+  if (seeds().length > 1 && !sweepBox.checked) {  // several seeds: a sweep
+    sweepBox.checked = true;
+    renderGroups();
+  }
+  clearTimeout(previewTimer);  // the submission itself says what is wrong or queued
+  previewSeq += 1;
   result.textContent = "validating…";
   const button = document.getElementById("submit-button");
   button.disabled = true;

@@ -113,7 +113,8 @@ def attack_records(job_id: JobIdPath, session: SessionDep,
             summary="A fine-tune job's predictions of one split (default: its first evaluation split), a page at a "
                     "time, from its predictions folder: source / references / output (generation), the answer "
                     "beside the gold ones (span extraction), tagged sentences with errors marked (token "
-                    "classification), the choice beside the gold one (multiple choice)")
+                    "classification), the choice beside the gold one (multiple choice), the predicted class beside "
+                    "the gold one (classification); with the run's confusion report")
 def prediction_samples(job_id: JobIdPath, session: SessionDep,
                        split: Annotated[str | None, Query(max_length=100, pattern=r"^[A-Za-z0-9_\-]+$")] = None,
                        errors_only: bool = False,

@@ -2,15 +2,19 @@
 
 Pages render what they can on the server (the front page entirely) and plain JavaScript modules
 in web/static/js fill in the rest from /api/v1 and /api/v1/views, polling while jobs run.
-Plotly.js is the copy bundled in the installed `plotly` Python package: no CDN, no Node build.
+Plotly.js is a partial bundle vendored in web/static/vendor (scripts/build_plotly_bundle.sh): no CDN.
+Pages name the vendored files and the stylesheet with their content hash (`asset_url`), so those
+are cached for a year and a new release's copy is fetched at once.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 from pathlib import Path
 from typing import Annotated
 
+import sqlalchemy as sa
 from fastapi import APIRouter, Query, Request
 from fastapi import Path as PathParam
 from fastapi.openapi.docs import get_redoc_html
@@ -30,13 +34,38 @@ from ptmlab.views.studies import studies_list_view
 WEB_DIR = Settings().web_dir  # read once: templates are loaded at import
 STATIC_DIR = WEB_DIR / "static"
 STATIC_CACHE = "public, max-age=300"
+IMMUTABLE_CACHE = "public, max-age=31536000, immutable"  # a URL naming its content's hash
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=str(WEB_DIR / "templates"))
 
+
+@functools.cache
+def _content_hash(path: Path, mtime_ns: int) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+
+
+def asset_version(path: str) -> str:
+    """The hash of a static file's content (recomputed when the file changes, else cached)."""
+    target = STATIC_DIR / path
+    return _content_hash(target, target.stat().st_mtime_ns)
+
+
+def asset_url(path: str) -> str:
+    """`/static/<path>?v=<content hash>`: the URL a template gives a file it may cache for long."""
+    return f"/static/{path}?v={asset_version(path)}"
+
+
+def _cache_control(path: str, request: Request) -> str:
+    version = request.query_params.get("v")
+    return IMMUTABLE_CACHE if version and version == asset_version(path) else STATIC_CACHE
+
+
+templates.env.globals["asset_url"] = asset_url
+
 NAV = [("/", "Overview"), ("/jobs", "Jobs"), ("/runs", "Runs"), ("/sweeps", "Sweeps"), ("/pipelines", "Pipelines"),
        ("/studies", "Studies"), ("/submit", "Submit"), ("/leaderboard", "Leaderboard"), ("/compression", "Compression"),
-       ("/robustness", "Robustness"), ("/probing", "Probing"), ("/compare", "Compare")]
+       ("/robustness", "Robustness"), ("/probing", "Probing"), ("/compare", "Compare"), ("/docs", "API docs")]
 
 
 def _page(request: Request, template: str, active: str, title: str, status_code: int = 200, **context) -> HTMLResponse:
@@ -77,36 +106,41 @@ def redoc_page(request: Request) -> HTMLResponse:
                           redoc_js_url="/static/vendor/redoc.standalone.js", redoc_favicon_url="/favicon.ico")
 
 
-def plotly_js_path() -> Path:
-    import plotly
+PLOTLY_JS = "vendor/plotly.min.js"
 
-    return Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
+
+def plotly_js_path() -> Path:
+    return STATIC_DIR / PLOTLY_JS
 
 
 @functools.cache
-def plotly_js_gzip() -> bytes:
-    """The bundle gzip-compressed once per process (4.8 MB -> about 1.4 MB), not per request."""
+def _plotly_js_gzip(mtime_ns: int) -> bytes:
     import gzip
 
     return gzip.compress(plotly_js_path().read_bytes(), compresslevel=9, mtime=0)
 
 
+def plotly_js_gzip() -> bytes:
+    """The bundle gzip-compressed at the highest level once (not per request, as the middleware would)."""
+    return _plotly_js_gzip(plotly_js_path().stat().st_mtime_ns)
+
+
 @router.get("/static/vendor/plotly.min.js")
 def plotly_js(request: Request) -> Response:
-    headers = {"Cache-Control": "public, max-age=86400", "Vary": "Accept-Encoding"}
+    headers = {"Cache-Control": _cache_control(PLOTLY_JS, request), "Vary": "Accept-Encoding"}
     if "gzip" in request.headers.get("accept-encoding", ""):
         return Response(plotly_js_gzip(), media_type="text/javascript", headers={**headers, "Content-Encoding": "gzip"})
     return FileResponse(plotly_js_path(), media_type="text/javascript", headers=headers)
 
 
 @router.get("/static/{path:path}")
-def static_file(path: str) -> Response:
+def static_file(path: str, request: Request) -> Response:
     root = STATIC_DIR.resolve()
     target = (root / path).resolve()
     if not target.is_relative_to(root) or not target.is_file():
         raise NotFoundError(f"static file {path!r} not found")
     media = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}.get(target.suffix)
-    return FileResponse(target, media_type=media, headers={"Cache-Control": STATIC_CACHE})
+    return FileResponse(target, media_type=media, headers={"Cache-Control": _cache_control(path, request)})
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -226,8 +260,19 @@ def robustness_page(request: Request, session: SessionDep,
 
 
 @router.get("/compare", response_class=HTMLResponse)
-def compare_page(request: Request, jobs: Annotated[str, Query(max_length=400)] = "",
-                 runs: Annotated[str, Query(max_length=400)] = "") -> HTMLResponse:
+def compare_page(request: Request, session: SessionDep, jobs: Annotated[str, Query(max_length=400)] = "",
+                 runs: Annotated[str, Query(max_length=400)] = "") -> Response:
+    """Runs are compared by their jobs: a link naming results (`runs=13`) of runs that have a job
+    opens the same comparison by those jobs (`jobs=14`); results recorded by hand stay `runs=`."""
+    ids = [int(x) for x in runs.replace(" ", "").split(",") if x.isdigit() and 0 < int(x) <= INT4_MAX]
+    if ids and len(ids) == len([x for x in runs.split(",") if x.strip()]):
+        owners = dict(session.execute(sa.select(Result.id, Result.job_id).where(Result.id.in_(ids))).tuples().all())
+        moved = [owners[i] for i in ids if owners.get(i) is not None]
+        if moved:
+            kept = [str(i) for i in ids if owners.get(i) is None]
+            chosen = list(dict.fromkeys([x.strip() for x in jobs.split(",") if x.strip()] + [str(j) for j in moved]))
+            query = "&".join(q for q in (f"jobs={','.join(chosen)}", f"runs={','.join(kept)}" if kept else "") if q)
+            return RedirectResponse(f"/compare?{query}", status_code=307)
     return _page(request, "compare.html", "/compare", "Compare runs", jobs=jobs, runs=runs, single=False)
 
 
