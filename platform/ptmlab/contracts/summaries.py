@@ -160,7 +160,7 @@ class FinetuneSummary(BackboneRecord, StageSummary):
     defence: dict[str, Any] | None = None  # what it was trained against (adversarial training); None: plain
     metric_modes: dict[str, Any] | None = None  # how token and span metrics were computed (seqeval mode, ...)
     no_answer_threshold: float | None = None  # SQuAD v2.0: the threshold chosen on dev
-    data_origin: str | None = None  # where a reader drew or split the data (few-shot, a split of dev)
+    data_origin: dict[str, str] | None = None  # per split, where a reader drew or split it (few-shot, a split of dev)
     multiple_choice: dict[str, Any] | None = None  # how choices were scored
     data_notes: list[str] | None = None  # what the reader says of the data
     # multitask only
