@@ -168,7 +168,7 @@ def test_topology_without_docker(tmp_path, postgres_server, mlflow_server, spawn
         (result,) = results["results"]
         assert result["mlflow_run_id"] == job["mlflow_run_id"] and result["tags"] == {"suite": "deploy"}
         # The dashboard's run page reads curves from the MLflow server, through the slim API.
-        curves = httpx.get(f"{api.base}/api/v1/views/curves", params={"runs": str(result["id"])}, timeout=60).json()
+        curves = httpx.get(f"{api.base}/api/v1/views/curves", params={"jobs": str(job["id"])}, timeout=60).json()
         assert curves["errors"] == {} and "val/loss" in curves["curves"]
         for page in ("/", "/jobs", f"/jobs/{job_id}", "/submit", "/leaderboard", "/compression", "/probing",
                      f"/runs/{result['id']}", "/static/vendor/plotly.min.js", "/api/v1/catalogue",
