@@ -173,7 +173,10 @@ def test_topology_without_docker(tmp_path, postgres_server, mlflow_server, spawn
         for page in ("/", "/jobs", f"/jobs/{job_id}", "/submit", "/leaderboard", "/compression", "/probing",
                      f"/runs/{result['id']}", "/static/vendor/plotly.min.js", "/api/v1/catalogue",
                      f"/api/v1/views/jobs/{job_id}", "/api/v1/views/overview", "/api/v1/workers"):
-            assert httpx.get(f"{api.base}{page}", timeout=30).status_code == 200, page
+            assert httpx.get(f"{api.base}{page}", timeout=30, follow_redirects=True).status_code == 200, page
+        # a result's page is its job's
+        moved = httpx.get(f"{api.base}/runs/{result['id']}", timeout=30)
+        assert moved.status_code == 307 and moved.headers["location"] == f"/jobs/{job_id}"
         dry = httpx.post(f"{api.base}/api/v1/sweeps", headers=auth, timeout=60,
                          json={"overrides": ["stage=sleep", "seed=range(0,3)"], "dry_run": True})
         assert dry.status_code == 200 and dry.json()["count"] == 3
