@@ -126,11 +126,12 @@ def majority_baseline(names: Sequence[str], train_labels: Sequence[int], eval_la
                       num_labels: int) -> dict[str, float]:
     """Each classification metric of always predicting the training set's most frequent class,
     scored on the eval split: the score at or below which a run has learnt nothing (the leaderboard
-    marks it degenerate). Ties go to the lower class index."""
-    from lightning_modules.tasks.metrics import compute_metrics
+    marks it degenerate). Ties go to the lower class index. Metrics scored over a whole question
+    rather than per row (MultiRC's f1a, exact match) have none here."""
+    from lightning_modules.tasks.metrics import CLASSIFICATION_METRICS, compute_metrics
 
     counts = torch.bincount(torch.as_tensor(list(train_labels), dtype=torch.long), minlength=num_labels)
     gold = torch.as_tensor(list(eval_labels), dtype=torch.long)
     constant = torch.full_like(gold, int(counts.argmax()))
-    scored = [n for n in names if n not in ("pearson", "spearmanr", "mse", "mae")]
+    scored = [n for n in names if n in CLASSIFICATION_METRICS]
     return compute_metrics(scored, constant, gold, num_labels=num_labels) if scored else {}
