@@ -250,6 +250,7 @@ def test_compare_answers_first(served, page):
     shot(page, "compare-first-screen")
     page.goto(f"{base}/runs/1")  # a result's page is its job's
     page.wait_for_url(f"{base}/jobs/*")
+    page.wait_for_load_state("networkidle")  # leaving while the job page still fetches aborts its requests
     page.goto(f"{base}/compare?runs=1,7")  # an old link naming results opens the comparison of their jobs
     page.wait_for_url(f"{base}/compare?jobs=*")
     page.wait_for_selector("#answer-table tbody tr.main")

@@ -44,6 +44,8 @@ def companions(group: str, option: str) -> list[str]:
                     CONF_DIR / "objective" / f"{objective}.yaml"):
                 extra.append(f"objective={objective}")
                 break
+    if (group, option) == ("stage", "finetune"):
+        extra.append("task=glue/rte")  # a fine-tune without a task is refused at compose time
     return extra
 
 

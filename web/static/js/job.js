@@ -151,12 +151,14 @@ function digestTable(digest) {
       el("td", { class: "small" }, row.note || "")))));
 }
 
-// Sizes in MiB, parameter counts in k/M, counts whole, scores with four decimals.
+// Sizes in MiB, parameter counts in k/M, counts whole, fractions (scores, rates) with four decimals
+// so a column lines up; other figures (BLEU, queries, milliseconds) with four significant digits.
 function digestValue(name, value) {
   if (/bytes/.test(name)) return fmtBytes(value);
   if (/parameters|params/.test(name)) return fmtParams(value);
   if (Number.isInteger(value)) return value.toLocaleString("en");
-  return Math.abs(value) >= 1000 ? value.toLocaleString("en", { maximumFractionDigits: 1 }) : fmtScore(value);
+  if (Math.abs(value) >= 1000) return value.toLocaleString("en", { maximumFractionDigits: 1 });
+  return Math.abs(value) > 1 ? value.toPrecision(4) : fmtScore(value);
 }
 
 // A probe task's score per layer, with the random-init twin and the control task when run, the
