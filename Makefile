@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
 
-.PHONY: demo test test-fast venv system-deps clean bench docs
+.PHONY: demo test test-fast lint venv system-deps clean bench docs
 
 # Re-install when the project's packages change too: an editable install maps the top-level
 # packages (ptmlab, lightning_modules, hydra_plugins/*) that existed when it ran.
@@ -27,9 +27,16 @@ system-deps:
 demo: venv
 	$(BIN)/ptmlab demo
 
-# The suite runs in two halves side by side (scripts/run_tests.sh says why); PYTEST_ARGS with
+# Lint, format and types (the rules are in pyproject.toml); `make test` runs it first, so a new
+# violation fails CI.
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+# The suite runs in lanes side by side (scripts/run_tests.sh says why); PYTEST_ARGS with
 # paths runs just those.
-test: venv system-deps
+test: venv system-deps lint
 	PYTHON=$(BIN)/python bash scripts/run_tests.sh $(PYTEST_ARGS)
 
 # The edit-test loop: everything but the real-model threshold runs and the long end-to-end runs

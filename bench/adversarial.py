@@ -28,10 +28,22 @@ sys.path.insert(0, str(REPO / "tests" / "e2e"))
 
 DEFENCES = {"plain": [], "freelb": ["defence=freelb"], "pgd": ["defence=pgd"]}
 WORDS = "the a film movie was good bad great awful is not it very and of to".split()
-SMOKE = ["model=bert_tiny", "model.backbone.num_layers=2", "model.backbone.num_heads=2",
-         "model.backbone.hidden_size=32", "model.backbone.intermediate_size=64", "tokenizer.vocab_size=80",
-         "tokenizer.min_frequency=1", "data=text_files", "task=glue/sst2", "task.max_length=32",
-         "stage.epochs=1", "stage.batch_size=8", "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0"]
+SMOKE = [
+    "model=bert_tiny",
+    "model.backbone.num_layers=2",
+    "model.backbone.num_heads=2",
+    "model.backbone.hidden_size=32",
+    "model.backbone.intermediate_size=64",
+    "tokenizer.vocab_size=80",
+    "tokenizer.min_frequency=1",
+    "data=text_files",
+    "task=glue/sst2",
+    "task.max_length=32",
+    "stage.epochs=1",
+    "stage.batch_size=8",
+    "trainer.enable_progress_bar=false",
+    "checkpoint_every_n_steps=0",
+]
 
 
 def finetune_overrides(args, work: Path) -> list[str]:
@@ -40,8 +52,7 @@ def finetune_overrides(args, work: Path) -> list[str]:
         corpus.mkdir(parents=True, exist_ok=True)
         rng = random.Random(0)
         (corpus / "doc.txt").write_text("\n".join(" ".join(rng.choice(WORDS) for _ in range(6)) for _ in range(100)))
-        return [*SMOKE, f"data.corpus.path={corpus}", f"task.max_train_samples={args.rows}",
-                "task.max_eval_samples=64"]
+        return [*SMOKE, f"data.corpus.path={corpus}", f"task.max_train_samples={args.rows}", "task.max_eval_samples=64"]
     from sst2_recipe import FULL_FINETUNING, recipe
 
     return recipe(FULL_FINETUNING, rows=args.rows)
@@ -70,24 +81,39 @@ def main() -> None:
     from ptmlab.config import compose_config
 
     base = finetune_overrides(args, work)
-    print(f"torch threads {torch.get_num_threads()}, {'smoke: tiny random model' if args.smoke else 'MiniLM SST-2'}, "
-          f"attack={args.recipe} on {args.examples} dev sentences (seed {args.attack_seed}), seeds {args.seeds}")
+    print(
+        f"torch threads {torch.get_num_threads()}, {'smoke: tiny random model' if args.smoke else 'MiniLM SST-2'}, "
+        f"attack={args.recipe} on {args.examples} dev sentences (seed {args.attack_seed}), seeds {args.seeds}"
+    )
     print("| defence | seed | dev accuracy | clean (sample) | under attack | success rate | perturbed ratio |")
     print("|---|---|---|---|---|---|---|")
     under: dict[str, list[float]] = {}
     for defence in args.defences:
         for seed in args.seeds:
             run_dir = work / f"{defence}-{seed}"
-            summary = run_finetune(compose_config(["stage=finetune", *base, *DEFENCES[defence], f"seed={seed}",
-                                                   f"+run_dir={run_dir}"]))
-            attacked = run_attack(compose_config([
-                "stage=attack", f"attack={args.recipe}", f"source={run_dir}", f"attack.num_examples={args.examples}",
-                f"seed={args.attack_seed}", f"+run_dir={work / f'attack-{defence}-{seed}'}"]))
+            summary = run_finetune(
+                compose_config(["stage=finetune", *base, *DEFENCES[defence], f"seed={seed}", f"+run_dir={run_dir}"])
+            )
+            attacked = run_attack(
+                compose_config(
+                    [
+                        "stage=attack",
+                        f"attack={args.recipe}",
+                        f"source={run_dir}",
+                        f"attack.num_examples={args.examples}",
+                        f"seed={args.attack_seed}",
+                        f"+run_dir={work / f'attack-{defence}-{seed}'}",
+                    ]
+                )
+            )
             under.setdefault(defence, []).append(attacked["accuracy_under_attack"])
             ratio = attacked["perturbed_word_ratio"]
-            print(f"| {defence} | {seed} | {summary['main_score']:.3f} | {attacked['clean_accuracy']:.3f} | "
-                  f"{attacked['accuracy_under_attack']:.3f} | {attacked['success_rate'] or 0:.3f} | "
-                  f"{'-' if ratio is None else f'{ratio:.3f}'} |", flush=True)
+            print(
+                f"| {defence} | {seed} | {summary['main_score']:.3f} | {attacked['clean_accuracy']:.3f} | "
+                f"{attacked['accuracy_under_attack']:.3f} | {attacked['success_rate'] or 0:.3f} | "
+                f"{'-' if ratio is None else f'{ratio:.3f}'} |",
+                flush=True,
+            )
     print()
     for defence, values in under.items():
         spread = f" ± {statistics.stdev(values):.3f}" if len(values) > 1 else ""
@@ -96,8 +122,10 @@ def main() -> None:
         for defence, values in under.items():
             if defence != "plain":
                 margins = [d - p for d, p in zip(values, under["plain"])]
-                print(f"{defence} - plain, per seed: {', '.join(f'{m:+.3f}' for m in margins)}; "
-                      f"mean {statistics.mean(margins):+.3f}")
+                print(
+                    f"{defence} - plain, per seed: {', '.join(f'{m:+.3f}' for m in margins)}; "
+                    f"mean {statistics.mean(margins):+.3f}"
+                )
 
 
 if __name__ == "__main__":

@@ -53,32 +53,48 @@ def main() -> None:
     from ptmlab.config import compose_config
 
     print(f"torch threads {torch.get_num_threads()}, source {args.source}, {args.examples} examples, seed {args.seed}")
-    print("| recipe | examples/s | queries/s | bare model sentences/s | queries/s ÷ bare | clean | under attack | "
-          "success | perturbed ratio | queries/example |")
+    print(
+        "| recipe | examples/s | queries/s | bare model sentences/s | queries/s ÷ bare | clean | under attack | "
+        "success | perturbed ratio | queries/example |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     notes = []
     for recipe in args.recipes:
         extra = [f"attack.mlm={args.mlm}"] if recipe == "bae" and args.mlm else []
-        parts = build_attack(compose_config(["stage=attack", f"attack={recipe}", f"source={args.source}",
-                                             f"attack.num_examples={args.examples}", f"seed={args.seed}", *extra,
-                                             *args.overrides]))
+        parts = build_attack(
+            compose_config(
+                [
+                    "stage=attack",
+                    f"attack={recipe}",
+                    f"source={args.source}",
+                    f"attack.num_examples={args.examples}",
+                    f"seed={args.seed}",
+                    *extra,
+                    *args.overrides,
+                ]
+            )
+        )
         started = time.perf_counter()
         records = attack_examples(parts, args.seed)
         seconds = time.perf_counter() - started
         numbers = attack_numbers(records)
-        found = parts.recipe.report()   # a universal trigger and its search ({} for per-example recipes)
+        found = parts.recipe.report()  # a universal trigger and its search ({} for per-example recipes)
         queries = sum(r.queries for r in records) + found.get("trigger_search", {}).get("queries", 0)
         if found:
-            notes.append(f"{recipe}: trigger '{found['trigger']}' after {found['trigger_search']['iterations']} "
-                         f"iteration(s), {found['trigger_search']['queries']} search queries")
+            notes.append(
+                f"{recipe}: trigger '{found['trigger']}' after {found['trigger_search']['iterations']} "
+                f"iteration(s), {found['trigger_search']['queries']} search queries"
+            )
         # the bare model on perturbed-like inputs: each attacked sentence, a batch's worth of times
         texts = [r.original.split() for r in records]
         batch = [random.Random(k).choice(texts) for k in range(parts.victim.batch_size * 4)]
         parts.victim.start(parts.task.data.splits[parts.split].examples[parts.rows[0]].texts, None)
         bare = bare_sentences_per_s(parts, batch)
-        print(f"| {recipe} | {len(records) / seconds:.2f} | {queries / seconds:.1f} | {bare:.1f} | "
-              f"{queries / seconds / bare:.2f} | {numbers['clean_accuracy']:.3f} | {numbers['accuracy_under_attack']:.3f} "
-              f"| {numbers['success_rate']:.3f} | {numbers['perturbed_word_ratio']:.3f} | {numbers['queries']:.1f} |")
+        print(
+            f"| {recipe} | {len(records) / seconds:.2f} | {queries / seconds:.1f} | {bare:.1f} | "
+            f"{queries / seconds / bare:.2f} | {numbers['clean_accuracy']:.3f} | {numbers['accuracy_under_attack']:.3f} "
+            f"| {numbers['success_rate']:.3f} | {numbers['perturbed_word_ratio']:.3f} | {numbers['queries']:.1f} |"
+        )
     for note in notes:
         print(note)
 

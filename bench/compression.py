@@ -27,8 +27,17 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-METHODS = ["quantize_dynamic", "quantize_qat", "cast_half", "distill", "prune_heads", "prune_magnitude",
-           "drop_layers", "low_rank", "theseus"]
+METHODS = [
+    "quantize_dynamic",
+    "quantize_qat",
+    "cast_half",
+    "distill",
+    "prune_heads",
+    "prune_magnitude",
+    "drop_layers",
+    "low_rank",
+    "theseus",
+]
 CHECKS = {"quantize_dynamic": ("latency_ratio", "b32_t1", "<=", 0.45), "distill": ("speedup", "b32_t1", ">=", 1.6)}
 TASK = ["task=glue/sst2", "task.max_length=64"]
 
@@ -60,10 +69,21 @@ def make(method: str, source: Path, train_rows: int, home: Path) -> Path:
     run_dir = home / "runs" / method
     env = {**os.environ, "PTMLAB_HOME": str(home)}
     env.pop("MLFLOW_TRACKING_URI", None)
-    cmd = [sys.executable, "-m", "ptmlab.run", "stage=compress", f"compression={method}", *TASK,
-           f"task.max_train_samples={train_rows}", f"source={source}", "stage.measure.repeats=1",
-           "stage.measure.warmup=0", "stage.measure.threads=[0]", "stage.measure.batch_sizes=[1]",
-           f"hydra.run.dir={run_dir}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ptmlab.run",
+        "stage=compress",
+        f"compression={method}",
+        *TASK,
+        f"task.max_train_samples={train_rows}",
+        f"source={source}",
+        "stage.measure.repeats=1",
+        "stage.measure.warmup=0",
+        "stage.measure.threads=[0]",
+        "stage.measure.batch_sizes=[1]",
+        f"hydra.run.dir={run_dir}",
+    ]
     print(f"compressing: {method} ({train_rows} training rows)", file=sys.stderr, flush=True)
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -75,7 +95,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--source", required=True, type=Path, help="the fine-tuned source (run or task model folder)")
     parser.add_argument("--runs", nargs="*", type=Path, default=[], help="compress run folders")
-    parser.add_argument("--find", type=Path, default=None, help="take every compress run of the source under this folder")
+    parser.add_argument(
+        "--find", type=Path, default=None, help="take every compress run of the source under this folder"
+    )
     parser.add_argument("--make-missing", action="store_true", help="run the methods not found (compress stage)")
     parser.add_argument("--methods", nargs="*", default=METHODS, help="the methods of the table (default: all)")
     parser.add_argument("--train-rows", type=int, default=8000, help="training rows of the runs made here")
@@ -103,20 +125,23 @@ def main() -> int:
             if method not in runs:
                 runs[method] = make(method, args.source, args.train_rows, home)
     # each summary in the contract's shape (a run written before its measurements were nested too)
-    summaries = {m: lift_flat_measurements(json.loads((runs[m] / "summary.json").read_text()))
-                 for m in args.methods if m in runs}
+    summaries = {
+        m: lift_flat_measurements(json.loads((runs[m] / "summary.json").read_text())) for m in args.methods if m in runs
+    }
     missing = [m for m in args.methods if m not in runs]
     if missing:
         print(f"no run of {', '.join(missing)} (--make-missing runs them)", file=sys.stderr)
 
-    settings = MeasureSettings(seq_len=args.seq_len, batch_sizes=[1, 32], threads=[1, 0], warmup=args.warmup,
-                               repeats=args.repeats, score=False)
+    settings = MeasureSettings(
+        seq_len=args.seq_len, batch_sizes=[1, 32], threads=[1, 0], warmup=args.warmup, repeats=args.repeats, score=False
+    )
     source = load_task_model(args.source)
     rows = []
     for method, s in summaries.items():
         compressed = load_task_model(s["task_model_dir"])
-        src, out = latencies([source.model, compressed.model], [len(source.tokenizer), len(compressed.tokenizer)],
-                             settings)
+        src, out = latencies(
+            [source.model, compressed.model], [len(source.tokenizer), len(compressed.tokenizer)], settings
+        )
         ratio = {k: out[k]["latency_ms"] / src[k]["latency_ms"] for k in out}
         rows.append({**s, "latency_ratio_bench": ratio, "speedup_bench": {k: 1 / v for k, v in ratio.items()}})
         print(f"measured {method}", file=sys.stderr, flush=True)
@@ -125,24 +150,39 @@ def main() -> int:
 
     cpu = cpu_description()
     keys = list(rows[0]["latency_ratio_bench"]) if rows else []
-    print(f"settings: device cpu ({cpu['cpu']}; ISA {', '.join(cpu['isa']) or '-'}; {cpu['cores']} cores, "
-          f"{all_cores()} usable); "
-          f"torch {torch.__version__}, quantized engine {torch.backends.quantized.engine}; seq len {args.seq_len}; "
-          f"median of {args.repeats} after {args.warmup} warm-up, source and compressed alternating; "
-          f"settings {', '.join(keys)} (b<batch>_t<threads>)")
+    print(
+        f"settings: device cpu ({cpu['cpu']}; ISA {', '.join(cpu['isa']) or '-'}; {cpu['cores']} cores, "
+        f"{all_cores()} usable); "
+        f"torch {torch.__version__}, quantized engine {torch.backends.quantized.engine}; seq len {args.seq_len}; "
+        f"median of {args.repeats} after {args.warmup} warm-up, source and compressed alternating; "
+        f"settings {', '.join(keys)} (b<batch>_t<threads>)"
+    )
     table = []
     for r in rows:
-        line = {"method": r["method"], "retention": r.get("retention"), "score": r["compressed"].get("score"),
-                "source_score": (r.get("source") or {}).get("score"), "size_ratio": r.get("size_ratio"),
-                "param_ratio": r.get("param_ratio"), "flops_ratio": r.get("flops_ratio")}
+        line = {
+            "method": r["method"],
+            "retention": r.get("retention"),
+            "score": r["compressed"].get("score"),
+            "source_score": (r.get("source") or {}).get("score"),
+            "size_ratio": r.get("size_ratio"),
+            "param_ratio": r.get("param_ratio"),
+            "flops_ratio": r.get("flops_ratio"),
+        }
         for k in keys:
             line[f"lat_{k}"] = r["latency_ratio_bench"][k]
         line["speedup"] = r["speedup_bench"].get("b32_t1")
         table.append(line)
-    columns = [("method", "method", "s"), ("score", "score", ".4f"), ("source", "source_score", ".4f"),
-               ("retention", "retention", ".4f"), ("size ratio", "size_ratio", ".4f"),
-               ("param ratio", "param_ratio", ".4f"), ("FLOPs ratio", "flops_ratio", ".4f"),
-               *[(f"latency ratio {k}", f"lat_{k}", ".3f") for k in keys], ("speed-up b32_t1", "speedup", ".2f")]
+    columns = [
+        ("method", "method", "s"),
+        ("score", "score", ".4f"),
+        ("source", "source_score", ".4f"),
+        ("retention", "retention", ".4f"),
+        ("size ratio", "size_ratio", ".4f"),
+        ("param ratio", "param_ratio", ".4f"),
+        ("FLOPs ratio", "flops_ratio", ".4f"),
+        *[(f"latency ratio {k}", f"lat_{k}", ".3f") for k in keys],
+        ("speed-up b32_t1", "speedup", ".2f"),
+    ]
     sys.stdout.write(render_rows(table, args.format, columns))
     failed = 0
     for r in rows:
@@ -153,12 +193,16 @@ def main() -> int:
         value = r[f"{field}_bench"].get(key)
         ok = value is not None and (value <= bound if op == "<=" else value >= bound)
         failed += not ok
-        print(f"{'PASS' if ok else 'FAIL'}: {r['method']} {field.replace('_', ' ')} at {key} = "
-              f"{value:.3f} (goal {op} {bound})")
+        print(
+            f"{'PASS' if ok else 'FAIL'}: {r['method']} {field.replace('_', ' ')} at {key} = "
+            f"{value:.3f} (goal {op} {bound})"
+        )
     for r in rows:
         if r.get("control_score") is not None:
-            print(f"distill control (the same student without the teacher): {r['control_score']:.4f} "
-                  f"vs distilled {r['score']:.4f}")
+            print(
+                f"distill control (the same student without the teacher): {r['control_score']:.4f} "
+                f"vs distilled {r['score']:.4f}"
+            )
     return 1 if failed else 0
 
 

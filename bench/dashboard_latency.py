@@ -41,10 +41,11 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "platform"))
 
-from ptmlab.db import dispose_engines, migrate, session_scope  # noqa: E402
-from ptmlab.db.models import Job, JobDependency, Pipeline, Sweep  # noqa: E402
-from ptmlab.results import new_result  # noqa: E402
-from synthetic_results import compress_summary, finetune_summary, probe_summary, synthetic_summaries  # noqa: E402
+from synthetic_results import compress_summary, finetune_summary, probe_summary, synthetic_summaries
+
+from ptmlab.db import dispose_engines, migrate, session_scope
+from ptmlab.db.models import Job, JobDependency, Pipeline, Sweep
+from ptmlab.results import new_result
 
 GOAL_MS = 300  # p50, fresh
 REPEAT_GOAL_MS = 100  # p50, repeat
@@ -77,15 +78,29 @@ def seed_jobs(s, n: int) -> list[int]:
     for i in range(n):
         status = JOB_STATES[i % len(JOB_STATES)]
         swept = [f"stage.lr={(1e-5, 1e-4, 1e-3)[(i // 10) % 3]}"] if i % 10 == 0 else []  # sweep0 varies the lr
-        jobs.append(Job(name=f"job{i}", stage=JOB_STAGES[i % len(JOB_STAGES)], overrides=["model=bert_tiny", *swept],
-                        queue=BENCH_QUEUE, status=status, sweep_id=f"sweep{i % 5}" if i % 10 == 0 else None,
-                        pipeline_id=pipelines[i // 10].id if i // 10 < len(pipelines) else None,
-                        tags={"suite": "glue"}, attempts=0 if status == "queued" else 1))
+        jobs.append(
+            Job(
+                name=f"job{i}",
+                stage=JOB_STAGES[i % len(JOB_STAGES)],
+                overrides=["model=bert_tiny", *swept],
+                queue=BENCH_QUEUE,
+                status=status,
+                sweep_id=f"sweep{i % 5}" if i % 10 == 0 else None,
+                pipeline_id=pipelines[i // 10].id if i // 10 < len(pipelines) else None,
+                tags={"suite": "glue"},
+                attempts=0 if status == "queued" else 1,
+            )
+        )
     s.add_all(jobs)
     s.flush()
     # within a pipeline: job 4k+1 (a probe) depends on job 4k (a fine-tune)
-    s.add_all([JobDependency(job_id=jobs[i].id, parent_id=jobs[i - 1].id)
-               for i in range(1, len(pipelines) * 10) if i % 4 == 1])
+    s.add_all(
+        [
+            JobDependency(job_id=jobs[i].id, parent_id=jobs[i - 1].id)
+            for i in range(1, len(pipelines) * 10)
+            if i % 4 == 1
+        ]
+    )
     return [j.id for j in jobs]
 
 
@@ -93,14 +108,22 @@ def seed(url: str, rows: int, jobs: int = 0) -> dict[str, list[int]]:
     migrate(url)
     with session_scope(url) as s:
         job_ids = seed_jobs(s, jobs) if jobs else []
-        batch = [new_result(x, sweep_id=f"sweep{i % 5}", tags={"suite": "glue" if i % 2 else "other"},
-                            job_id=job_ids[i] if i < len(job_ids) else None)
-                 for i, x in enumerate(synthetic_summaries(rows))]
+        batch = [
+            new_result(
+                x,
+                sweep_id=f"sweep{i % 5}",
+                tags={"suite": "glue" if i % 2 else "other"},
+                job_id=job_ids[i] if i < len(job_ids) else None,
+            )
+            for i, x in enumerate(synthetic_summaries(rows))
+        ]
         s.add_all(batch)
         s.commit()
-        ids = {"finetune": [r.id for r in batch if r.kind == "finetune"][:3],
-               "finetune_jobs": [r.job_id for r in batch if r.kind == "finetune" and r.job_id is not None][:3],
-               "drift": [job_ids[0]] if job_ids else []}
+        ids = {
+            "finetune": [r.id for r in batch if r.kind == "finetune"][:3],
+            "finetune_jobs": [r.job_id for r in batch if r.kind == "finetune" and r.job_id is not None][:3],
+            "drift": [job_ids[0]] if job_ids else [],
+        }
     dispose_engines()
     return ids
 
@@ -187,20 +210,30 @@ def first_paint(base: str, visits: int, drift_source: int | None = None) -> None
                     page.goto(base + path, wait_until="commit")
                     try:
                         chart = float(page.wait_for_function(CHART_JS, polling="raf", timeout=15_000).json_value())
-                    except Exception:  # noqa: BLE001 - a page without a chart for this data
+                    except Exception:
                         chart = float("nan")
                     fcp = page.evaluate(FCP_JS)
                     times[variant]["paint"].append(float(fcp) if fcp is not None else float("nan"))
                     times[variant]["chart"].append(chart)
                     context.close()
-            cells = " ".join(f"{statistics.median(times[v]['paint']):>13.0f} {statistics.median(times[v]['chart']):>13.0f}"
-                             for v in variants)
+            cells = " ".join(
+                f"{statistics.median(times[v]['paint']):>13.0f} {statistics.median(times[v]['chart']):>13.0f}"
+                for v in variants
+            )
             print(f"{path:<26} {cells}", flush=True)
         browser.close()
 
 
-def run_all(label: str, url: str, home: Path, rows: int, requests: int, paint_visits: int = 0, jobs: int = 0,
-            paint_only: bool = False) -> None:
+def run_all(
+    label: str,
+    url: str,
+    home: Path,
+    rows: int,
+    requests: int,
+    paint_visits: int = 0,
+    jobs: int = 0,
+    paint_only: bool = False,
+) -> None:
     home.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     ids = seed(url, rows, jobs)
@@ -208,8 +241,23 @@ def run_all(label: str, url: str, home: Path, rows: int, requests: int, paint_vi
     port = free_port()
     env = {**os.environ, "PTMLAB_HOME": str(home), "PTMLAB_DATABASE_URL": url}
     env.pop("PTMLAB_API_TOKEN", None)
-    server = subprocess.Popen([sys.executable, "-m", "ptmlab.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-                               "--log-level", "warning"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ptmlab.cli",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -236,12 +284,22 @@ def run_all(label: str, url: str, home: Path, rows: int, requests: int, paint_vi
             ("runs table, filter+search", "/api/v1/views/runs?filter=main_score%3E%3D0.5&q=sst2", "finetune"),
             ("runs table, page 100", "/api/v1/views/runs?offset=4950", "finetune"),
             # a config key (the runs' `hparams`) as a group: mean ± std, n, min/max per value
-            ("runs grouped by stage.lr", "/api/v1/views/runs?group_by=stage.lr&column=main_score&sort=main_score",
-             "finetune"),
-            ("runs grouped, 2 keys", "/api/v1/views/runs?kind=finetune&group_by=model,stage.lr&column=main_score"
-                                     "&column=stage.batch_size&sort=main_score", "finetune"),
-            ("leaderboard by stage.lr", "/api/v1/views/leaderboard?group_by=model,objective,adaptation,stage.lr",
-             "finetune"),
+            (
+                "runs grouped by stage.lr",
+                "/api/v1/views/runs?group_by=stage.lr&column=main_score&sort=main_score",
+                "finetune",
+            ),
+            (
+                "runs grouped, 2 keys",
+                "/api/v1/views/runs?kind=finetune&group_by=model,stage.lr&column=main_score"
+                "&column=stage.batch_size&sort=main_score",
+                "finetune",
+            ),
+            (
+                "leaderboard by stage.lr",
+                "/api/v1/views/leaderboard?group_by=model,objective,adaptation,stage.lr",
+                "finetune",
+            ),
             ("leaderboard, pooled", "/api/v1/views/leaderboard?group_by=model&pool=true", "finetune"),
             ("sweep page (JSON)", "/api/v1/views/sweeps/sweep0", "job"),
             ("robustness", "/api/v1/views/robustness", "finetune"),
@@ -259,19 +317,26 @@ def run_all(label: str, url: str, home: Path, rows: int, requests: int, paint_vi
         if paint_only:
             views = []
         if views:
-            print(f"{'view':<26} {'fresh p50':>10} {'fresh p95':>10} {'repeat p50':>11} {'repeat p95':>11}  (ms, {requests} requests)")
+            print(
+                f"{'view':<26} {'fresh p50':>10} {'fresh p95':>10} {'repeat p50':>11} {'repeat p95':>11}  (ms, {requests} requests)"
+            )
         worst, worst_repeat = 0.0, 0.0
         for name, path, kind in views:
             fresh = measure(base, url, path, kind, requests, fresh=True)
             repeat = measure(base, url, path, kind, requests, fresh=False)
             worst, worst_repeat = max(worst, statistics.median(fresh)), max(worst_repeat, statistics.median(repeat))
-            print(f"{name:<26} {statistics.median(fresh):>10.1f} {pct(fresh, 0.95):>10.1f} "
-                  f"{statistics.median(repeat):>11.1f} {pct(repeat, 0.95):>11.1f}", flush=True)
+            print(
+                f"{name:<26} {statistics.median(fresh):>10.1f} {pct(fresh, 0.95):>10.1f} "
+                f"{statistics.median(repeat):>11.1f} {pct(repeat, 0.95):>11.1f}",
+                flush=True,
+            )
         verdict = "under" if worst <= GOAL_MS else "OVER"
         verdict_repeat = "under" if worst_repeat <= REPEAT_GOAL_MS else "OVER"
         if views:
-            print(f"slowest p50: fresh {worst:.0f} ms ({verdict} the {GOAL_MS} ms goal), repeat {worst_repeat:.0f} ms "
-                  f"({verdict_repeat} the {REPEAT_GOAL_MS} ms goal; {os.cpu_count()} CPU cores)")
+            print(
+                f"slowest p50: fresh {worst:.0f} ms ({verdict} the {GOAL_MS} ms goal), repeat {worst_repeat:.0f} ms "
+                f"({verdict_repeat} the {REPEAT_GOAL_MS} ms goal; {os.cpu_count()} CPU cores)"
+            )
         if paint_visits and os.access(CHROMIUM, os.X_OK):
             first_paint(base, paint_visits, ids["drift"][0] if ids["drift"] else None)
     finally:
@@ -292,8 +357,16 @@ def main() -> None:
     parser.add_argument("--paint-only", action="store_true", help="only the chart pages' cold first visits")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        run_all("SQLite (WAL)", f"sqlite:///{Path(tmp) / 'ptmlab.db'}", Path(tmp) / "home", args.rows, args.requests,
-                args.paint_visits, args.jobs, args.paint_only)
+        run_all(
+            "SQLite (WAL)",
+            f"sqlite:///{Path(tmp) / 'ptmlab.db'}",
+            Path(tmp) / "home",
+            args.rows,
+            args.requests,
+            args.paint_visits,
+            args.jobs,
+            args.paint_only,
+        )
         if args.paint_only:
             return
         from pg import find_pg_bin, start_postgres
@@ -303,8 +376,14 @@ def main() -> None:
             return
         server = start_postgres()
         try:
-            run_all("PostgreSQL (loopback)", server.create_database("dashboard_bench"), Path(tmp) / "home_pg",
-                    args.rows, args.requests, jobs=args.jobs)
+            run_all(
+                "PostgreSQL (loopback)",
+                server.create_database("dashboard_bench"),
+                Path(tmp) / "home_pg",
+                args.rows,
+                args.requests,
+                jobs=args.jobs,
+            )
         finally:
             server.stop()
 

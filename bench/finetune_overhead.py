@@ -50,17 +50,17 @@ os.environ.pop("MLFLOW_TRACKING_URI", None)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "platform"))
 
-import lightning.pytorch as pl  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from hydra.utils import instantiate  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
+import lightning.pytorch as pl
+import torch
+import torch.nn.functional as F
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
 
-from lightning_modules.runtime.speed import SpeedSwitches, split_trainer_config, unscale_before_clipping  # noqa: E402
-from lightning_modules.runtime.stage_run import StageRun  # noqa: E402
-from lightning_modules.runtime.throughput import ThroughputMonitor, device_name, peak_flops_per_device  # noqa: E402
-from lightning_modules.stages.finetune import FinetuneParts, build_finetune  # noqa: E402
-from ptmlab.config import compose_config  # noqa: E402
+from lightning_modules.runtime.speed import SpeedSwitches, split_trainer_config, unscale_before_clipping
+from lightning_modules.runtime.stage_run import StageRun
+from lightning_modules.runtime.throughput import ThroughputMonitor, device_name, peak_flops_per_device
+from lightning_modules.stages.finetune import FinetuneParts, build_finetune
+from ptmlab.config import compose_config
 
 WARMUP_STEPS = 5  # first gaps of each block include allocator warm-up in every arm
 SEED = 0
@@ -97,15 +97,26 @@ def ptmlab_arm(cfg, steps: int, block: int) -> list[float]:
     with StageRun(cfg) as run:
         # StageRun.build_trainer's Trainer minus its ModelCheckpoint (checkpointing off while timing).
         trainer_cfg, speed = split_trainer_config(OmegaConf.to_container(cfg.trainer, resolve=True))
-        trainer_cfg.update(max_steps=steps, max_epochs=int(cfg.stage.epochs), enable_progress_bar=False,
-                           enable_checkpointing=False, val_check_interval=1.0, check_val_every_n_epoch=1,
-                           limit_val_batches=0)
+        trainer_cfg.update(
+            max_steps=steps,
+            max_epochs=int(cfg.stage.epochs),
+            enable_progress_bar=False,
+            enable_checkpointing=False,
+            val_check_interval=1.0,
+            check_val_every_n_epoch=1,
+            limit_val_batches=0,
+        )
         peak = speed.pop("peak_flops", None)
         device = device_name(str(trainer_cfg["accelerator"]))
-        monitor = ThroughputMonitor(module.training_flops_per_token,
-                                    peak_flops_per_device(device, trainer_cfg.get("precision"), peak), device)
-        trainer = instantiate(trainer_cfg, logger=run.logger, callbacks=[timer, SpeedSwitches(**speed), monitor],
-                              default_root_dir=str(run.run_dir))
+        monitor = ThroughputMonitor(
+            module.training_flops_per_token, peak_flops_per_device(device, trainer_cfg.get("precision"), peak), device
+        )
+        trainer = instantiate(
+            trainer_cfg,
+            logger=run.logger,
+            callbacks=[timer, SpeedSwitches(**speed), monitor],
+            default_root_dir=str(run.run_dir),
+        )
         unscale_before_clipping(trainer)  # as StageRun.build_trainer: fused AdamW is clipped unscaled
         trainer.fit(module, datamodule=datamodule)
         assert trainer.global_step == steps, trainer.global_step
@@ -152,8 +163,15 @@ class EncodedExamples(torch.utils.data.Dataset):
     """The ptmlab arm's tokenised train examples as Hugging Face-style dicts."""
 
     def __init__(self, encoded: list[dict]):
-        self.items = [{"input_ids": x["input_ids"], "token_type_ids": x["token_type_ids"],
-                       "attention_mask": [1] * len(x["input_ids"]), "labels": x["label"]} for x in encoded]
+        self.items = [
+            {
+                "input_ids": x["input_ids"],
+                "token_type_ids": x["token_type_ids"],
+                "attention_mask": [1] * len(x["input_ids"]),
+                "labels": x["label"],
+            }
+            for x in encoded
+        ]
 
     def __len__(self) -> int:
         return len(self.items)
@@ -162,10 +180,16 @@ class EncodedExamples(torch.utils.data.Dataset):
         return self.items[i]
 
 
-def hf_arm(cfg, dataset: EncodedExamples, tokenizer, model_path: str, steps: int, block: int,
-           gpu: bool = False) -> list[float]:
-    from transformers import (AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer,
-                              TrainerCallback, TrainingArguments)
+def hf_arm(
+    cfg, dataset: EncodedExamples, tokenizer, model_path: str, steps: int, block: int, gpu: bool = False
+) -> list[float]:
+    from transformers import (
+        AutoModelForSequenceClassification,
+        DataCollatorWithPadding,
+        Trainer,
+        TrainerCallback,
+        TrainingArguments,
+    )
 
     class HFStepTimer(TrainerCallback):
         def __init__(self):
@@ -182,17 +206,36 @@ def hf_arm(cfg, dataset: EncodedExamples, tokenizer, model_path: str, steps: int
     model = AutoModelForSequenceClassification.from_pretrained(model_path, num_labels=2)
     opt = cfg.optimizer
     args = TrainingArguments(
-        output_dir=str(BENCH_HOME / "hf" / str(block)), per_device_train_batch_size=int(cfg.stage.batch_size),
-        max_steps=steps, learning_rate=float(cfg.stage.lr), weight_decay=float(opt.weight_decay),
-        adam_beta1=float(opt.betas[0]), adam_beta2=float(opt.betas[1]), adam_epsilon=float(opt.eps),
-        lr_scheduler_type="linear", warmup_steps=int(round(WARMUP_RATIO * steps)),
-        max_grad_norm=float(cfg.trainer.get("gradient_clip_val") or 0.0), report_to=[], save_strategy="no",
-        eval_strategy="no", logging_steps=10**9, use_cpu=not gpu, bf16=gpu, disable_tqdm=True, seed=SEED,
-        dataloader_num_workers=0, train_sampling_strategy="sequential",
+        output_dir=str(BENCH_HOME / "hf" / str(block)),
+        per_device_train_batch_size=int(cfg.stage.batch_size),
+        max_steps=steps,
+        learning_rate=float(cfg.stage.lr),
+        weight_decay=float(opt.weight_decay),
+        adam_beta1=float(opt.betas[0]),
+        adam_beta2=float(opt.betas[1]),
+        adam_epsilon=float(opt.eps),
+        lr_scheduler_type="linear",
+        warmup_steps=int(round(WARMUP_RATIO * steps)),
+        max_grad_norm=float(cfg.trainer.get("gradient_clip_val") or 0.0),
+        report_to=[],
+        save_strategy="no",
+        eval_strategy="no",
+        logging_steps=10**9,
+        use_cpu=not gpu,
+        bf16=gpu,
+        disable_tqdm=True,
+        seed=SEED,
+        dataloader_num_workers=0,
+        train_sampling_strategy="sequential",
     )
     timer = HFStepTimer()
-    trainer = Trainer(model=model, args=args, train_dataset=dataset,
-                      data_collator=DataCollatorWithPadding(tokenizer), callbacks=[timer])
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=dataset,
+        data_collator=DataCollatorWithPadding(tokenizer),
+        callbacks=[timer],
+    )
     trainer.train()
     assert trainer.state.global_step == steps, trainer.state.global_step
     return timer.times[WARMUP_STEPS:]
@@ -216,15 +259,30 @@ def main() -> None:
     if args.steps <= WARMUP_STEPS + 1:
         parser.error(f"--steps must exceed {WARMUP_STEPS + 1} (the first {WARMUP_STEPS} gaps are dropped)")
     batch_size, rows = 32, args.steps * 32  # one epoch holds every step: no epoch-end validation
-    cfg = compose_config([
-        "stage=finetune", "model=minilm", "task=glue/sst2", f"task.max_train_samples={rows}",
-        "task.max_length=64", "stage.epochs=1", f"stage.max_steps={args.steps}", f"stage.batch_size={batch_size}",
-        "stage.lr=5e-5",
-        "stage.pooling=mean", "optimizer=adamw", "scheduler=linear_warmup", f"scheduler.warmup_ratio={WARMUP_RATIO}",
-        "adaptation=full", "checkpoint_every_n_steps=0", f"seed={SEED}",
-        f"tracking.uri=sqlite:///{BENCH_HOME / 'mlflow.db'}", "tracking.experiment=bench-finetune-overhead",
-        f"trainer={args.device}", *args.override,
-    ])
+    cfg = compose_config(
+        [
+            "stage=finetune",
+            "model=minilm",
+            "task=glue/sst2",
+            f"task.max_train_samples={rows}",
+            "task.max_length=64",
+            "stage.epochs=1",
+            f"stage.max_steps={args.steps}",
+            f"stage.batch_size={batch_size}",
+            "stage.lr=5e-5",
+            "stage.pooling=mean",
+            "optimizer=adamw",
+            "scheduler=linear_warmup",
+            f"scheduler.warmup_ratio={WARMUP_RATIO}",
+            "adaptation=full",
+            "checkpoint_every_n_steps=0",
+            f"seed={SEED}",
+            f"tracking.uri=sqlite:///{BENCH_HOME / 'mlflow.db'}",
+            "tracking.experiment=bench-finetune-overhead",
+            f"trainer={args.device}",
+            *args.override,
+        ]
+    )
     parts = build_ptmlab_parts(cfg, args.steps)
     task, tokenizer = parts.task, parts.resolved.tokenizer
     assert math.ceil(len(task.train) / batch_size) >= args.steps, "not enough SST-2 rows for --steps"
@@ -245,27 +303,45 @@ def main() -> None:
     medians: dict[str, list[float]] = {name: [] for name in names}
     vs_plain, vs_hf = [], []
     for rnd in range(args.rounds):
-        order = names[rnd % 3:] + names[:rnd % 3]
+        order = names[rnd % 3 :] + names[: rnd % 3]
         for name in order:
             medians[name].append(statistics.median(arms[name](rnd)))
         a, b, c = (medians[n][-1] for n in names)
         vs_plain.append(a / b)
         vs_hf.append(a / c)
-        print(f"round {rnd} ({'/'.join(order)}): ptmlab {a * 1e3:.1f} ms/step, plain {b * 1e3:.1f}, "
-              f"HF Trainer {c * 1e3:.1f}; ptmlab/plain {a / b:.3f}, ptmlab/HF {a / c:.3f}", flush=True)
-    print(f"\nMiniLM-L6 (model=minilm) full fine-tuning on SST-2, batch {batch_size}, max length 64, "
-          f"{args.steps} steps × {args.rounds} rounds (first {WARMUP_STEPS} dropped), "
-          f"torch threads {torch.get_num_threads()}")
+        print(
+            f"round {rnd} ({'/'.join(order)}): ptmlab {a * 1e3:.1f} ms/step, plain {b * 1e3:.1f}, "
+            f"HF Trainer {c * 1e3:.1f}; ptmlab/plain {a / b:.3f}, ptmlab/HF {a / c:.3f}",
+            flush=True,
+        )
+    print(
+        f"\nMiniLM-L6 (model=minilm) full fine-tuning on SST-2, batch {batch_size}, max length 64, "
+        f"{args.steps} steps × {args.rounds} rounds (first {WARMUP_STEPS} dropped), "
+        f"torch threads {torch.get_num_threads()}"
+    )
     print("median step time: " + ", ".join(f"{n} {statistics.median(medians[n]) * 1e3:.1f} ms" for n in names))
     print(f"ptmlab / plain PyTorch loop, median of rounds: {statistics.median(vs_plain):.3f}  (goal <= 1.02)")
     print(f"ptmlab / Hugging Face Trainer, median of rounds: {statistics.median(vs_hf):.3f}  (goal <= 1.02)")
     if args.json:
-        args.json.write_text(json.dumps({
-            "bench": "finetune_overhead", "device": device_name(args.device), "model": "minilm", "task": "sst2",
-            "steps": args.steps, "rounds": args.rounds, "overrides": args.override,
-            "median_ms": {n: statistics.median(medians[n]) * 1e3 for n in names},
-            "ratio_vs_plain": statistics.median(vs_plain), "ratio_vs_hf": statistics.median(vs_hf),
-            "ratios_vs_plain": vs_plain, "ratios_vs_hf": vs_hf}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "bench": "finetune_overhead",
+                    "device": device_name(args.device),
+                    "model": "minilm",
+                    "task": "sst2",
+                    "steps": args.steps,
+                    "rounds": args.rounds,
+                    "overrides": args.override,
+                    "median_ms": {n: statistics.median(medians[n]) * 1e3 for n in names},
+                    "ratio_vs_plain": statistics.median(vs_plain),
+                    "ratio_vs_hf": statistics.median(vs_hf),
+                    "ratios_vs_plain": vs_plain,
+                    "ratios_vs_hf": vs_hf,
+                },
+                indent=2,
+            )
+        )
 
 
 if __name__ == "__main__":

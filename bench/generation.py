@@ -39,19 +39,24 @@ os.environ.pop("MLFLOW_TRACKING_URI", None)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "platform"))
 
-import torch  # noqa: E402
+import torch
 
-from lightning_modules.heads.generation_model import decode_items  # noqa: E402
-from lightning_modules.stages.finetune import build_finetune  # noqa: E402
-from ptmlab.config import compose_config  # noqa: E402
-from ptmlab.contracts.decoding import DecodingSettings  # noqa: E402
-from ptmlab.settings import get_settings  # noqa: E402
+from lightning_modules.heads.generation_model import decode_items
+from lightning_modules.stages.finetune import build_finetune
+from ptmlab.config import compose_config
+from ptmlab.contracts.decoding import DecodingSettings
+from ptmlab.settings import get_settings
 
 GOAL = 1.05
 # The objective each preset pre-trains with: irrelevant to random weights, but the config names one
 # its family takes (ptmlab.config checks the pair).
-OBJECTIVES = {"t5_tiny": "span_corruption", "bart_tiny": "dae", "bart_base": "dae", "gpt_tiny": "clm",
-              "gpt2_small": "clm"}
+OBJECTIVES = {
+    "t5_tiny": "span_corruption",
+    "bart_tiny": "dae",
+    "bart_base": "dae",
+    "gpt_tiny": "clm",
+    "gpt2_small": "clm",
+}
 
 
 def corpus_folder() -> Path:
@@ -65,10 +70,22 @@ def corpus_folder() -> Path:
 
 
 def build(model: str, max_new_tokens: int):
-    cfg = compose_config(["stage=finetune", "task=mt/wmt16_en_ro", "task.max_length=64",
-                          f"task.max_target_length={max_new_tokens}", f"model={model}", f"objective={OBJECTIVES[model]}", "model.backbone.dropout=0.0",
-                          "data=text_files", f"data.corpus.path={corpus_folder()}", "tokenizer.vocab_size=8000",
-                          "seed=0", f"+run_dir={BENCH_HOME / 'runs' / model}"])
+    cfg = compose_config(
+        [
+            "stage=finetune",
+            "task=mt/wmt16_en_ro",
+            "task.max_length=64",
+            f"task.max_target_length={max_new_tokens}",
+            f"model={model}",
+            f"objective={OBJECTIVES[model]}",
+            "model.backbone.dropout=0.0",
+            "data=text_files",
+            f"data.corpus.path={corpus_folder()}",
+            "tokenizer.vocab_size=8000",
+            "seed=0",
+            f"+run_dir={BENCH_HOME / 'runs' / model}",
+        ]
+    )
     return build_finetune(cfg)
 
 
@@ -78,12 +95,22 @@ def plain_generate(twin, encoder, batches, settings: DecodingSettings) -> None:
     with torch.no_grad():
         for batch in batches:
             if "prompt_ids" in batch:
-                twin.generate(input_ids=batch["prompt_ids"], attention_mask=batch["prompt_attention_mask"],
-                              eos_token_id=encoder.eos_id, pad_token_id=encoder.pad_id, **kwargs)
+                twin.generate(
+                    input_ids=batch["prompt_ids"],
+                    attention_mask=batch["prompt_attention_mask"],
+                    eos_token_id=encoder.eos_id,
+                    pad_token_id=encoder.pad_id,
+                    **kwargs,
+                )
             else:
-                twin.generate(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                              eos_token_id=encoder.eos_id, pad_token_id=encoder.pad_id,
-                              decoder_start_token_id=encoder.decoder_start_id, **kwargs)
+                twin.generate(
+                    input_ids=batch["input_ids"],
+                    attention_mask=batch["attention_mask"],
+                    eos_token_id=encoder.eos_id,
+                    pad_token_id=encoder.pad_id,
+                    decoder_start_token_id=encoder.decoder_start_id,
+                    **kwargs,
+                )
     if torch.cuda.is_available():
         torch.cuda.synchronize()
 
@@ -96,28 +123,46 @@ def measure(model_name: str, args) -> list[dict]:
     for i, item in enumerate(items):
         item["example_index"] = i
     twin = model.hf_generator()
-    batches = [{k: v.to(args.device) for k, v in encoder.collate(items[i:i + args.batch_size]).items()}
-               for i in range(0, len(items), args.batch_size)]
+    batches = [
+        {k: v.to(args.device) for k, v in encoder.collate(items[i : i + args.batch_size]).items()}
+        for i in range(0, len(items), args.batch_size)
+    ]
     rows = []
-    for settings in (DecodingSettings("greedy", max_new_tokens=args.max_new_tokens),
-                     DecodingSettings("beam", num_beams=4, max_new_tokens=args.max_new_tokens)):
-        arms = {"ptmlab": lambda: decode_items(model, tok, encoder, items, settings, args.batch_size),
-                "generate": lambda: plain_generate(twin, encoder, batches, settings)}
+    for settings in (
+        DecodingSettings("greedy", max_new_tokens=args.max_new_tokens),
+        DecodingSettings("beam", num_beams=4, max_new_tokens=args.max_new_tokens),
+    ):
+        arms = {
+            "ptmlab": lambda settings=settings: decode_items(model, tok, encoder, items, settings, args.batch_size),
+            "generate": lambda settings=settings: plain_generate(twin, encoder, batches, settings),
+        }
         times: dict[str, list[float]] = {name: [] for name in arms}
-        for name, arm in arms.items():  # warm-up
+        for arm in arms.values():  # warm-up
             arm()
         for r in range(args.rounds):
-            for name in (list(arms) if r % 2 == 0 else list(arms)[::-1]):  # alternate which goes first
+            for name in list(arms) if r % 2 == 0 else list(arms)[::-1]:  # alternate which goes first
                 started = time.perf_counter()
                 arms[name]()
                 times[name].append(time.perf_counter() - started)
         med = {name: statistics.median(t) for name, t in times.items()}
-        rows.append({"model": model_name, "strategy": settings.strategy if settings.strategy == "greedy" else "beam 4",
-                     "ptmlab_s": med["ptmlab"], "generate_s": med["generate"], "ratio": med["ptmlab"] / med["generate"],
-                     "rounds": args.rounds, "examples": len(items), "vocab": len(tok),
-                     "params": sum(p.numel() for p in model.parameters())})
-        print(f"{model_name:10s} {rows[-1]['strategy']:7s} ptmlab {med['ptmlab']:.3f} s  generate() "
-              f"{med['generate']:.3f} s  ratio {rows[-1]['ratio']:.3f}", flush=True)
+        rows.append(
+            {
+                "model": model_name,
+                "strategy": settings.strategy if settings.strategy == "greedy" else "beam 4",
+                "ptmlab_s": med["ptmlab"],
+                "generate_s": med["generate"],
+                "ratio": med["ptmlab"] / med["generate"],
+                "rounds": args.rounds,
+                "examples": len(items),
+                "vocab": len(tok),
+                "params": sum(p.numel() for p in model.parameters()),
+            }
+        )
+        print(
+            f"{model_name:10s} {rows[-1]['strategy']:7s} ptmlab {med['ptmlab']:.3f} s  generate() "
+            f"{med['generate']:.3f} s  ratio {rows[-1]['ratio']:.3f}",
+            flush=True,
+        )
     return rows
 
 
@@ -131,9 +176,14 @@ def main() -> int:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--json")
     args = parser.parse_args()
-    device = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else f"CPU, {torch.get_num_threads()} threads"
-    print(f"device: {device}; torch {torch.__version__}; {args.examples} examples, batch {args.batch_size}, "
-          f"≤ {args.max_new_tokens} new tokens, median of {args.rounds} rounds", flush=True)
+    device = (
+        torch.cuda.get_device_name(0) if args.device.startswith("cuda") else f"CPU, {torch.get_num_threads()} threads"
+    )
+    print(
+        f"device: {device}; torch {torch.__version__}; {args.examples} examples, batch {args.batch_size}, "
+        f"≤ {args.max_new_tokens} new tokens, median of {args.rounds} rounds",
+        flush=True,
+    )
     rows = [row for name in args.models for row in measure(name, args)]
     print("\n| model | decoding | ptmlab (s) | generate() (s) | ratio |\n|---|---|---|---|---|")
     for r in rows:

@@ -33,19 +33,18 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "platform"))
 
-import lightning.pytorch as pl  # noqa: E402
-import torch  # noqa: E402
-from hydra.utils import instantiate  # noqa: E402
-from torch.utils.data import DataLoader, Dataset  # noqa: E402
+import lightning.pytorch as pl
+import torch
+from hydra.utils import instantiate
+from torch.utils.data import DataLoader, Dataset
 
-from lightning_modules.data.pretrain_datamodule import PretrainDataModule  # noqa: E402
-from lightning_modules.objectives.parts import objective_parts  # noqa: E402
-from lightning_modules.runtime.speed import SpeedSwitches  # noqa: E402
-from lightning_modules.runtime.throughput import (  # noqa: E402
-    ThroughputMonitor, Totals, device_name, peak_flops_per_device)
-from lightning_modules.stages.pretrain import build_backbone  # noqa: E402
-from lightning_modules.stages.pretrain_module import PretrainModule, count_parameters  # noqa: E402
-from ptmlab.config import compose_config  # noqa: E402
+from lightning_modules.data.pretrain_datamodule import PretrainDataModule
+from lightning_modules.objectives.parts import objective_parts
+from lightning_modules.runtime.speed import SpeedSwitches
+from lightning_modules.runtime.throughput import ThroughputMonitor, Totals, device_name, peak_flops_per_device
+from lightning_modules.stages.pretrain import build_backbone
+from lightning_modules.stages.pretrain_module import PretrainModule, count_parameters
+from ptmlab.config import compose_config
 
 # (name, model, objective, sequence length, batch size, vocabulary)
 GPU_CASES = [
@@ -91,15 +90,36 @@ class StartTimingAfter(pl.Callback):
 def tokenizer_for(model: str, objective: str, cache_dir: str):
     """A small tokenizer trained on the offline corpus: the objectives need its special ids; the
     model's vocabulary is set to the real model's size regardless."""
-    cfg = compose_config([f"model={model}", f"objective={objective}", "data=offline",
-                          "data.corpus.max_documents=2000", "tokenizer.vocab_size=1000", f"paths.cache_dir={cache_dir}"])
+    cfg = compose_config(
+        [
+            f"model={model}",
+            f"objective={objective}",
+            "data=offline",
+            "data.corpus.max_documents=2000",
+            "tokenizer.vocab_size=1000",
+            f"paths.cache_dir={cache_dir}",
+        ]
+    )
     kind = str(cfg.tokenizer.kind)
     dm = PretrainDataModule(cfg.data, cfg.tokenizer, cfg.paths.cache_dir, seed=0)
     return cfg, dm.tokenizer, kind
 
 
-def run_case(name: str, model: str, objective: str, seq_len: int, batch_size: int, vocab: int, *, compiled: bool,
-             steps: int, warmup: int, accelerator: str, precision: str, cache_dir: str) -> dict:
+def run_case(
+    name: str,
+    model: str,
+    objective: str,
+    seq_len: int,
+    batch_size: int,
+    vocab: int,
+    *,
+    compiled: bool,
+    steps: int,
+    warmup: int,
+    accelerator: str,
+    precision: str,
+    cache_dir: str,
+) -> dict:
     cfg, tokenizer, _ = tokenizer_for(model, objective, cache_dir)
     pl.seed_everything(0, verbose=False)
     backbone = build_backbone(cfg.model, vocab)
@@ -115,12 +135,31 @@ def run_case(name: str, model: str, objective: str, seq_len: int, batch_size: in
     # compilation of BERT on a shared CPU takes minutes and says nothing about GPUs).
     switches = SpeedSwitches(compile=compiled, compile_backend="inductor" if accelerator == "gpu" else "eager")
     data = RandomBlocks(batch_size * (steps + 1), seq_len, len(tokenizer.all_special_ids) + 1, len(tokenizer))
-    loader = DataLoader(data, batch_size=batch_size, shuffle=False, collate_fn=collate, num_workers=2,
-                        pin_memory=accelerator == "gpu", drop_last=True, persistent_workers=True)
-    trainer = pl.Trainer(accelerator=accelerator, devices=1, precision=precision, max_steps=steps, logger=False,
-                         callbacks=[switches, monitor, StartTimingAfter(monitor, warmup)], enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
-                         log_every_n_steps=10, gradient_clip_val=None, num_sanity_val_steps=0)
+    loader = DataLoader(
+        data,
+        batch_size=batch_size,
+        shuffle=False,
+        collate_fn=collate,
+        num_workers=2,
+        pin_memory=accelerator == "gpu",
+        drop_last=True,
+        persistent_workers=True,
+    )
+    trainer = pl.Trainer(
+        accelerator=accelerator,
+        devices=1,
+        precision=precision,
+        max_steps=steps,
+        logger=False,
+        callbacks=[switches, monitor, StartTimingAfter(monitor, warmup)],
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        log_every_n_steps=10,
+        gradient_clip_val=None,
+        num_sanity_val_steps=0,
+    )
     started = time.perf_counter()
     trainer.fit(module, train_dataloaders=loader)
     figures = monitor.summary()
@@ -129,13 +168,26 @@ def run_case(name: str, model: str, objective: str, seq_len: int, batch_size: in
     peak = figures["peak_flops"]
     tokens_per_s = figures["tokens_per_s"]
     return {
-        "case": name, "model": model, "objective": objective, "seq_len": seq_len, "batch_size": batch_size,
-        "vocab": vocab, "mode": "compiled" if compiled else "eager", "compile_status": switches.compile_status,
-        "precision": precision, "device": device, "steps": steps, "timed_steps": figures["timed_steps"],
-        "tokens_per_s": tokens_per_s, "samples_per_s": figures["samples_per_s"], "mfu": figures["mfu"],
+        "case": name,
+        "model": model,
+        "objective": objective,
+        "seq_len": seq_len,
+        "batch_size": batch_size,
+        "vocab": vocab,
+        "mode": "compiled" if compiled else "eager",
+        "compile_status": switches.compile_status,
+        "precision": precision,
+        "device": device,
+        "steps": steps,
+        "timed_steps": figures["timed_steps"],
+        "tokens_per_s": tokens_per_s,
+        "samples_per_s": figures["samples_per_s"],
+        "mfu": figures["mfu"],
         "mfu_palm": (tokens_per_s * palm_per_token / peak) if (peak and tokens_per_s) else None,
-        "data_wait_fraction": figures["data_wait_fraction"], "peak_flops": peak,
-        "flops_per_token": module.flops_per_token, "palm_flops_per_token": palm_per_token,
+        "data_wait_fraction": figures["data_wait_fraction"],
+        "peak_flops": peak,
+        "flops_per_token": module.flops_per_token,
+        "palm_flops_per_token": palm_per_token,
         "max_memory_gib": (torch.cuda.max_memory_allocated() / 2**30) if accelerator == "gpu" else None,
         "wall_s": round(time.perf_counter() - started, 1),
     }
@@ -145,16 +197,24 @@ def markdown(rows: list[dict], header: str) -> str:
     def pct(v):
         return "–" if v is None else f"{100 * v:.1f} %"
 
-    lines = [header, "", "| case | seq | batch | mode | tokens/s | samples/s | MFU (ptmlab) | MFU (PaLM) | data wait | memory GiB |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        header,
+        "",
+        "| case | seq | batch | mode | tokens/s | samples/s | MFU (ptmlab) | MFU (PaLM) | data wait | memory GiB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['case']} | {r['seq_len']} | {r['batch_size']} | {r['mode']} | failed: {r['error'][:80]} | | | | | |")
+            lines.append(
+                f"| {r['case']} | {r['seq_len']} | {r['batch_size']} | {r['mode']} | failed: {r['error'][:80]} | | | | | |"
+            )
             continue
         mem = "–" if r["max_memory_gib"] is None else f"{r['max_memory_gib']:.1f}"
-        lines.append(f"| {r['case']} | {r['seq_len']} | {r['batch_size']} | {r['mode']} | {r['tokens_per_s']:,.0f} | "
-                     f"{r['samples_per_s']:,.1f} | {pct(r['mfu'])} | {pct(r['mfu_palm'])} | "
-                     f"{pct(r['data_wait_fraction'])} | {mem} |")
+        lines.append(
+            f"| {r['case']} | {r['seq_len']} | {r['batch_size']} | {r['mode']} | {r['tokens_per_s']:,.0f} | "
+            f"{r['samples_per_s']:,.1f} | {pct(r['mfu'])} | {pct(r['mfu_palm'])} | "
+            f"{pct(r['data_wait_fraction'])} | {mem} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -182,21 +242,34 @@ def main() -> int:
     cache_dir = tempfile.mkdtemp(prefix="ptmlab-gpu-bench-")
     rows = []
     for case in cases:
-        for compiled in ([False] if args.no_compile else [False, True]):
+        for compiled in [False] if args.no_compile else [False, True]:
             try:
-                row = run_case(*case, compiled=compiled, steps=steps, warmup=warmup, accelerator=accelerator,
-                               precision=precision, cache_dir=cache_dir)
-            except Exception as exc:  # noqa: BLE001 - one failed case (out of memory, ...) is a row, not the end
-                row = {"case": case[0], "seq_len": case[3], "batch_size": case[4],
-                       "mode": "compiled" if compiled else "eager", "error": f"{type(exc).__name__}: {exc}"}
+                row = run_case(
+                    *case,
+                    compiled=compiled,
+                    steps=steps,
+                    warmup=warmup,
+                    accelerator=accelerator,
+                    precision=precision,
+                    cache_dir=cache_dir,
+                )
+            except Exception as exc:
+                row = {
+                    "case": case[0],
+                    "seq_len": case[3],
+                    "batch_size": case[4],
+                    "mode": "compiled" if compiled else "eager",
+                    "error": f"{type(exc).__name__}: {exc}",
+                }
             rows.append(row)
             print(json.dumps(row), flush=True)
             if gpu:
                 torch.cuda.empty_cache()
                 torch.cuda.reset_peak_memory_stats()
     device = rows[0].get("device", "?") if rows else "?"
-    header = (f"### Pre-training throughput, {precision}, {device}, torch {torch.__version__}"
-              + ("" if gpu else " — CPU smoke run: checks the script, the figures mean nothing"))
+    header = f"### Pre-training throughput, {precision}, {device}, torch {torch.__version__}" + (
+        "" if gpu else " — CPU smoke run: checks the script, the figures mean nothing"
+    )
     table = markdown(rows, header)
     print("\n" + table)
     if args.json:

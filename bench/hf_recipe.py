@@ -29,15 +29,28 @@ def seed_all(seed: int) -> None:
     random.seed(seed), np.random.seed(seed), torch.manual_seed(seed)
 
 
-def train_like_the_trainer(model: torch.nn.Module, items: list[dict], collate: Callable[[list[dict]], dict], *,
-                           epochs: int, batch_size: int, lr: float, weight_decay: float, warmup_ratio: float,
-                           seed: int) -> tuple[int, float]:
+def train_like_the_trainer(
+    model: torch.nn.Module,
+    items: list[dict],
+    collate: Callable[[list[dict]], dict],
+    *,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    weight_decay: float,
+    warmup_ratio: float,
+    seed: int,
+) -> tuple[int, float]:
     """Trains `model` (its forward returns `.loss`) on `items` in place; returns the optimizer steps
     taken and the seconds they took."""
     decay = [p for p in model.parameters() if p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.ndim < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.999), eps=1e-8)
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=lr,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+    )
     steps = -(-len(items) // batch_size) * epochs
     scheduler = get_linear_schedule_with_warmup(optimizer, round(warmup_ratio * steps), max(steps, 1))
     lengths = [len(x["input_ids"]) for x in items]
@@ -45,8 +58,9 @@ def train_like_the_trainer(model: torch.nn.Module, items: list[dict], collate: C
     started = time.perf_counter()
     model.train()
     for epoch in range(epochs):
-        sampler = LengthGroupedSampler(batch_size, lengths=lengths,
-                                       generator=torch.Generator().manual_seed(seed + epoch))
+        sampler = LengthGroupedSampler(
+            batch_size, lengths=lengths, generator=torch.Generator().manual_seed(seed + epoch)
+        )
         for batch in DataLoader(items, batch_size=batch_size, sampler=sampler, collate_fn=collate):
             loss = model(**batch).loss
             optimizer.zero_grad(set_to_none=True)

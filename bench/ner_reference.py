@@ -40,10 +40,10 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import torch  # noqa: E402
-from seqeval.metrics import f1_score, precision_score, recall_score  # noqa: E402
-from transformers import AutoModelForTokenClassification, AutoTokenizer  # noqa: E402
-from hf_recipe import seed_all, train_like_the_trainer  # noqa: E402 - bench/ is the script's own folder
+import torch
+from hf_recipe import seed_all, train_like_the_trainer
+from seqeval.metrics import f1_score, precision_score, recall_score
+from transformers import AutoModelForTokenClassification, AutoTokenizer
 
 
 def read_conll(path: Path) -> list[tuple[list[str], list[str]]]:
@@ -81,8 +81,12 @@ def collate(items: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
         return torch.tensor([x[key] + [value] * (length - len(x[key])) for x in items])
 
     mask = torch.tensor([[1] * len(x["input_ids"]) + [0] * (length - len(x["input_ids"])) for x in items])
-    return {"input_ids": padded("input_ids", pad_id), "token_type_ids": padded("token_type_ids", 0),
-            "attention_mask": mask, "labels": padded("labels", -100)}
+    return {
+        "input_ids": padded("input_ids", pad_id),
+        "token_type_ids": padded("token_type_ids", 0),
+        "attention_mask": mask,
+        "labels": padded("labels", -100),
+    }
 
 
 def tag_order(tags: set[str]) -> list[str]:
@@ -102,9 +106,13 @@ def main() -> dict:
     ap.add_argument("--warmup-ratio", type=float, default=0.1)
     ap.add_argument("--max-length", type=int, default=64)
     ap.add_argument("--seed", type=int, default=42)
-    ap.add_argument("--head-init", choices=("hf", "torch"), default="hf",
-                    help="hf: the classifier as Hugging Face initialises it (normal, std 0.02; bias 0); "
-                         "torch: nn.Linear's own reset_parameters (Kaiming uniform), as ptmlab's linear head")
+    ap.add_argument(
+        "--head-init",
+        choices=("hf", "torch"),
+        default="hf",
+        help="hf: the classifier as Hugging Face initialises it (normal, std 0.02; bias 0); "
+        "torch: nn.Linear's own reset_parameters (Kaiming uniform), as ptmlab's linear head",
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
@@ -125,16 +133,24 @@ def main() -> dict:
         model.classifier.reset_parameters()
     train_items = encode(tokenizer, train, label_ids, args.max_length)
 
-    steps, train_s = train_like_the_trainer(model, train_items, lambda items: collate(items, tokenizer.pad_token_id),
-                                            epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                                            weight_decay=args.weight_decay, warmup_ratio=args.warmup_ratio, seed=args.seed)
+    steps, train_s = train_like_the_trainer(
+        model,
+        train_items,
+        lambda items: collate(items, tokenizer.pad_token_id),
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        weight_decay=args.weight_decay,
+        warmup_ratio=args.warmup_ratio,
+        seed=args.seed,
+    )
 
     model.eval()
     test_items = encode(tokenizer, test, {t: label_ids.get(t, 0) for _, ts in test for t in ts}, args.max_length)
     predicted = []
     with torch.no_grad():
         for start in range(0, len(test_items), 128):
-            chunk = test_items[start:start + 128]
+            chunk = test_items[start : start + 128]
             batch = collate(chunk, tokenizer.pad_token_id)
             labels = batch.pop("labels")
             preds = model(**batch).logits.argmax(-1)  # B×T×C -> B×T
@@ -142,9 +158,14 @@ def main() -> dict:
                 predicted.append([tags[int(i)] for i in row[keep]])
     gold = [ts for _, ts in test]
     predicted = [p + ["O"] * (len(g) - len(p)) for p, g in zip(predicted, gold)]  # truncated words: O
-    result = {"entity_f1": f1_score(gold, predicted), "entity_precision": precision_score(gold, predicted),
-              "entity_recall": recall_score(gold, predicted), "steps": steps, "train_s": round(train_s, 1),
-              "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}}
+    result = {
+        "entity_f1": f1_score(gold, predicted),
+        "entity_precision": precision_score(gold, predicted),
+        "entity_recall": recall_score(gold, predicted),
+        "steps": steps,
+        "train_s": round(train_s, 1),
+        "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+    }
     print(json.dumps(result, indent=1))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))

@@ -25,10 +25,10 @@ from omegaconf import OmegaConf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lightning_modules.data.pretrain_datamodule import PretrainDataModule  # noqa: E402
-from lightning_modules.runtime.speed import split_trainer_config  # noqa: E402
-from lightning_modules.stages.pretrain import build_pretrain_module  # noqa: E402
-from ptmlab.config import compose_config  # noqa: E402
+from lightning_modules.data.pretrain_datamodule import PretrainDataModule
+from lightning_modules.runtime.speed import split_trainer_config
+from lightning_modules.stages.pretrain import build_pretrain_module
+from ptmlab.config import compose_config
 
 
 class FlopsBudget(pl.Callback):
@@ -52,8 +52,16 @@ class FlopsBudget(pl.Callback):
 
 
 def run_preset(preset: str, budget: float, cache_dir: str, block_size: int, batch_size: int) -> dict:
-    cfg = compose_config([f"experiment={preset}", f"paths.cache_dir={cache_dir}", f"data.block_size={block_size}",
-                          f"data.batch_size={batch_size}", "trainer.max_steps=100000", "scheduler=constant"])
+    cfg = compose_config(
+        [
+            f"experiment={preset}",
+            f"paths.cache_dir={cache_dir}",
+            f"data.block_size={block_size}",
+            f"data.batch_size={batch_size}",
+            "trainer.max_steps=100000",
+            "scheduler=constant",
+        ]
+    )
     datamodule = PretrainDataModule(cfg.data, cfg.tokenizer, cfg.paths.cache_dir, seed=int(cfg.seed))
     datamodule.setup()
     pl.seed_everything(int(cfg.seed), verbose=False)
@@ -61,16 +69,27 @@ def run_preset(preset: str, budget: float, cache_dir: str, block_size: int, batc
     budget_cb = FlopsBudget(budget)
     trainer_cfg, _ = split_trainer_config(OmegaConf.to_container(cfg.trainer, resolve=True))
     trainer_cfg.pop("_target_")
-    trainer_cfg.update(enable_progress_bar=False, val_check_interval=None, limit_val_batches=0,
-                       enable_checkpointing=False, max_epochs=-1)
+    trainer_cfg.update(
+        enable_progress_bar=False,
+        val_check_interval=None,
+        limit_val_batches=0,
+        enable_checkpointing=False,
+        max_epochs=-1,
+    )
     trainer = pl.Trainer(**trainer_cfg, callbacks=[budget_cb], logger=False)
     trainer.fit(module, train_dataloaders=datamodule.train_dataloader())
     tail = budget_cb.losses[-10:]
-    return {"preset": preset, "objective": str(cfg.objective.name), "model": str(cfg.model.name),
-            "flops_per_token": module.flops_per_token, "steps": int(trainer.global_step),
-            "tokens": module.tokens_seen, "flops": module.tokens_seen * module.flops_per_token,
-            "step_ms": 1000 * statistics.median(budget_cb.step_times[3:] or budget_cb.step_times),
-            "final_loss": sum(tail) / len(tail)}
+    return {
+        "preset": preset,
+        "objective": str(cfg.objective.name),
+        "model": str(cfg.model.name),
+        "flops_per_token": module.flops_per_token,
+        "steps": int(trainer.global_step),
+        "tokens": module.tokens_seen,
+        "flops": module.tokens_seen * module.flops_per_token,
+        "step_ms": 1000 * statistics.median(budget_cb.step_times[3:] or budget_cb.step_times),
+        "final_loss": sum(tail) / len(tail),
+    }
 
 
 def main() -> None:
@@ -88,15 +107,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cache_dir = args.cache_dir or tmp
         rows = [run_preset(p, args.flops, cache_dir, args.block_size, args.batch_size) for p in args.presets]
-    print(f"\nmatched training-FLOPs budget: {args.flops:.3g} per preset (Gutenberg, block {args.block_size}, "
-          f"batch {args.batch_size}, CPU threads {__import__('torch').get_num_threads()})")
-    header = f"{'preset':<9}{'model':<14}{'objective':<11}{'FLOPs/token':>13}{'steps':>7}{'tokens':>10}" \
-             f"{'FLOPs':>10}{'step ms':>9}{'final loss':>12}"
+    print(
+        f"\nmatched training-FLOPs budget: {args.flops:.3g} per preset (Gutenberg, block {args.block_size}, "
+        f"batch {args.batch_size}, CPU threads {__import__('torch').get_num_threads()})"
+    )
+    header = (
+        f"{'preset':<9}{'model':<14}{'objective':<11}{'FLOPs/token':>13}{'steps':>7}{'tokens':>10}"
+        f"{'FLOPs':>10}{'step ms':>9}{'final loss':>12}"
+    )
     print(header)
     print("-" * len(header))
     for r in rows:
-        print(f"{r['preset']:<9}{r['model']:<14}{r['objective']:<11}{r['flops_per_token']:>13.3g}{r['steps']:>7}"
-              f"{r['tokens']:>10}{r['flops']:>10.3g}{r['step_ms']:>9.1f}{r['final_loss']:>12.3f}")
+        print(
+            f"{r['preset']:<9}{r['model']:<14}{r['objective']:<11}{r['flops_per_token']:>13.3g}{r['steps']:>7}"
+            f"{r['tokens']:>10}{r['flops']:>10.3g}{r['step_ms']:>9.1f}{r['final_loss']:>12.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -26,11 +26,11 @@ from omegaconf import OmegaConf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lightning_modules.data.pretrain_datamodule import PretrainDataModule  # noqa: E402
-from lightning_modules.runtime.speed import SpeedSwitches, split_trainer_config, unscale_before_clipping  # noqa: E402
-from lightning_modules.runtime.throughput import ThroughputMonitor, device_name, peak_flops_per_device  # noqa: E402
-from lightning_modules.stages.pretrain import build_pretrain_module  # noqa: E402
-from ptmlab.config import compose_config  # noqa: E402
+from lightning_modules.data.pretrain_datamodule import PretrainDataModule
+from lightning_modules.runtime.speed import SpeedSwitches, split_trainer_config, unscale_before_clipping
+from lightning_modules.runtime.throughput import ThroughputMonitor, device_name, peak_flops_per_device
+from lightning_modules.stages.pretrain import build_pretrain_module
+from ptmlab.config import compose_config
 
 WARMUP_STEPS = 5  # first steps include allocator/JIT warm-up in both arms
 
@@ -55,15 +55,24 @@ def ptmlab_arm(cfg, datamodule, steps: int, tracking_uri: str) -> list[float]:
     timer = StepTimer()
     trainer_cfg, speed = split_trainer_config(OmegaConf.to_container(cfg.trainer, resolve=True))
     trainer_cfg.pop("_target_")
-    trainer_cfg.update(max_steps=steps, enable_progress_bar=False, val_check_interval=None,
-                       limit_val_batches=0, enable_checkpointing=False)
+    trainer_cfg.update(
+        max_steps=steps,
+        enable_progress_bar=False,
+        val_check_interval=None,
+        limit_val_batches=0,
+        enable_checkpointing=False,
+    )
     # The callbacks StageRun.build_trainer adds to every run (checkpointing aside).
     peak = speed.pop("peak_flops", None)
     device = device_name(str(trainer_cfg["accelerator"]))
-    monitor = ThroughputMonitor(module.training_flops_per_token,
-                                peak_flops_per_device(device, trainer_cfg.get("precision"), peak), device)
-    trainer = pl.Trainer(**trainer_cfg, callbacks=[timer, SpeedSwitches(**speed), monitor],
-                         logger=MLFlowLogger(experiment_name="bench-overhead", tracking_uri=tracking_uri))
+    monitor = ThroughputMonitor(
+        module.training_flops_per_token, peak_flops_per_device(device, trainer_cfg.get("precision"), peak), device
+    )
+    trainer = pl.Trainer(
+        **trainer_cfg,
+        callbacks=[timer, SpeedSwitches(**speed), monitor],
+        logger=MLFlowLogger(experiment_name="bench-overhead", tracking_uri=tracking_uri),
+    )
     unscale_before_clipping(trainer)  # as StageRun.build_trainer: fused AdamW is clipped unscaled
     trainer.fit(module, train_dataloaders=datamodule.train_dataloader())
     return timer.times[WARMUP_STEPS:]
@@ -115,8 +124,9 @@ def main() -> None:
     if args.device == "gpu" and not torch.cuda.is_available():
         print("overhead --device gpu: skipped (no CUDA device)")
         return
-    cfg = compose_config(["model=bert_tiny", "objective=mlm", f"data={args.data}", "tokenizer=wordpiece",
-                          f"trainer={args.device}"])
+    cfg = compose_config(
+        ["model=bert_tiny", "objective=mlm", f"data={args.data}", "tokenizer=wordpiece", f"trainer={args.device}"]
+    )
     tmp = Path(tempfile.mkdtemp(prefix="ptmlab-bench-"))
     datamodule = PretrainDataModule(cfg.data, cfg.tokenizer, cfg.paths.cache_dir, seed=0)
     datamodule.setup()
@@ -129,16 +139,34 @@ def main() -> None:
         b_medians.append(b)
         ratios.append(a / b)
         print(f"pair {pair}: ptmlab {a * 1e3:.1f} ms/step, plain {b * 1e3:.1f} ms/step, ratio {a / b:.3f}", flush=True)
-    print(f"\nbert_tiny MLM, batch {cfg.data.batch_size}×{cfg.data.block_size}, {args.steps} steps × {args.pairs} pairs, "
-          f"torch threads {torch.get_num_threads()}")
-    print(f"median step time: ptmlab {statistics.median(a_medians) * 1e3:.1f} ms, plain loop {statistics.median(b_medians) * 1e3:.1f} ms")
-    print(f"overhead ratio (ptmlab / plain PyTorch loop), median of pairs: {statistics.median(ratios):.3f}  (goal <= 1.02)")
+    print(
+        f"\nbert_tiny MLM, batch {cfg.data.batch_size}×{cfg.data.block_size}, {args.steps} steps × {args.pairs} pairs, "
+        f"torch threads {torch.get_num_threads()}"
+    )
+    print(
+        f"median step time: ptmlab {statistics.median(a_medians) * 1e3:.1f} ms, plain loop {statistics.median(b_medians) * 1e3:.1f} ms"
+    )
+    print(
+        f"overhead ratio (ptmlab / plain PyTorch loop), median of pairs: {statistics.median(ratios):.3f}  (goal <= 1.02)"
+    )
     if args.json:
-        args.json.write_text(json.dumps({
-            "bench": "pretrain_overhead", "device": device_name(args.device), "model": "bert_tiny", "objective": "mlm",
-            "steps": args.steps, "pairs": args.pairs, "ptmlab_ms": statistics.median(a_medians) * 1e3,
-            "plain_ms": statistics.median(b_medians) * 1e3, "ratio_vs_plain": statistics.median(ratios),
-            "ratios": ratios}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "bench": "pretrain_overhead",
+                    "device": device_name(args.device),
+                    "model": "bert_tiny",
+                    "objective": "mlm",
+                    "steps": args.steps,
+                    "pairs": args.pairs,
+                    "ptmlab_ms": statistics.median(a_medians) * 1e3,
+                    "plain_ms": statistics.median(b_medians) * 1e3,
+                    "ratio_vs_plain": statistics.median(ratios),
+                    "ratios": ratios,
+                },
+                indent=2,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -38,15 +38,18 @@ from omegaconf import OmegaConf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lightning_modules.data.conllu import read_conllu  # noqa: E402
-from lightning_modules.data.tokenizer import load_pretrained_tokenizer  # noqa: E402
-from lightning_modules.models.hf import HFBackbone, resolve_name_or_path  # noqa: E402
-from lightning_modules.probing import structural  # noqa: E402
-from lightning_modules.probing.activations import (  # noqa: E402
-    PreparedInputs, extract, model_hash, tokenized_max_length,
+from lightning_modules.data.conllu import read_conllu
+from lightning_modules.data.tokenizer import load_pretrained_tokenizer
+from lightning_modules.models.hf import HFBackbone, resolve_name_or_path
+from lightning_modules.probing import structural
+from lightning_modules.probing.activations import (
+    PreparedInputs,
+    extract,
+    model_hash,
+    tokenized_max_length,
 )
-from lightning_modules.probing.fit import FitSettings  # noqa: E402
-from lightning_modules.probing.token import control_labels, encode_labels, fit_and_score, token_data  # noqa: E402
+from lightning_modules.probing.fit import FitSettings
+from lightning_modules.probing.token import control_labels, encode_labels, fit_and_score, token_data
 
 
 def bare_forward(backbone, inputs: PreparedInputs) -> tuple[float, float]:
@@ -63,8 +66,16 @@ def bare_forward(backbone, inputs: PreparedInputs) -> tuple[float, float]:
 def timed_extraction(backbone, tokenizer, words, args, digest, inputs=None) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as cache:
         start, cpu = time.perf_counter(), time.process_time()
-        extract(backbone, tokenizer, words, cache_dir=cache, batch_size=args.batch_size,
-                shard_sentences=args.shard_sentences, model_digest=digest, inputs=inputs)
+        extract(
+            backbone,
+            tokenizer,
+            words,
+            cache_dir=cache,
+            batch_size=args.batch_size,
+            shard_sentences=args.shard_sentences,
+            model_digest=digest,
+            inputs=inputs,
+        )
         return time.perf_counter() - start, time.process_time() - cpu
 
 
@@ -83,16 +94,36 @@ def probe_times(train, dev, acts, eval_acts) -> list[dict]:
         acc, _ = fit_and_score(acts, eval_acts, tr.index, ev.index, y_tr, y_ev, len(vocab), layer, probe_cfg, settings)
         token_s = time.perf_counter() - start
         start = time.perf_counter()
-        ctrl, _ = fit_and_score(acts, eval_acts, tr.index, ev.index, encode_labels(c_tr, vocab),
-                                encode_labels(c_ev, vocab), len(vocab), layer, probe_cfg, settings)
+        ctrl, _ = fit_and_score(
+            acts,
+            eval_acts,
+            tr.index,
+            ev.index,
+            encode_labels(c_tr, vocab),
+            encode_labels(c_ev, vocab),
+            len(vocab),
+            layer,
+            probe_cfg,
+            settings,
+        )
         control_s = time.perf_counter() - start
         start = time.perf_counter()
-        probe = structural.train_probe("distance", acts, tree_tr, layer, 64, FitSettings(epochs=10, lr=1e-3, batch_size=20))
+        probe = structural.train_probe(
+            "distance", acts, tree_tr, layer, 64, FitSettings(epochs=10, lr=1e-3, batch_size=20)
+        )
         distance_s = time.perf_counter() - start
         scores = structural.score_probe("distance", probe, eval_acts, tree_ev, layer)
-        per_layer.append({"layer": layer, "upos_s": round(token_s, 3), "control_s": round(control_s, 3),
-                          "distance_s": round(distance_s, 3), "upos": round(acc, 4), "selectivity": round(acc - ctrl, 4),
-                          "uuas": scores["uuas"]})
+        per_layer.append(
+            {
+                "layer": layer,
+                "upos_s": round(token_s, 3),
+                "control_s": round(control_s, 3),
+                "distance_s": round(distance_s, 3),
+                "upos": round(acc, 4),
+                "selectivity": round(acc - ctrl, 4),
+                "uuas": scores["uuas"],
+            }
+        )
     return per_layer
 
 
@@ -116,8 +147,14 @@ def main() -> None:
     n_words = sum(len(w) for w in words)
 
     def prepared_inputs(sentences):
-        inputs = PreparedInputs(tokenizer, sentences, alignment="first", batch_size=args.batch_size,
-                                shard_sentences=args.shard_sentences, max_length=tokenized_max_length(backbone))
+        inputs = PreparedInputs(
+            tokenizer,
+            sentences,
+            alignment="first",
+            batch_size=args.batch_size,
+            shard_sentences=args.shard_sentences,
+            max_length=tokenized_max_length(backbone),
+        )
         for shard in range(-(-len(sentences) // args.shard_sentences)):
             inputs.shard(shard)
         return inputs
@@ -132,8 +169,9 @@ def main() -> None:
         times["end_to_end"].append(timed_extraction(backbone, tokenizer, words, args, digest))
 
     def ratio(arms: tuple[str, ...], clock: int) -> list[float]:  # bare throughput ÷ the arms', per round
-        return [round(len(arms) * b[clock] / sum(times[a][r][clock] for a in arms), 4)
-                for r, b in enumerate(times["bare"])]
+        return [
+            round(len(arms) * b[clock] / sum(times[a][r][clock] for a in arms), 4) for r, b in enumerate(times["bare"])
+        ]
 
     ratios = {"prepared": ("prepared",), "end_to_end": ("end_to_end",), "job": ("end_to_end", "prepared")}
     with tempfile.TemporaryDirectory() as cache:
@@ -147,28 +185,40 @@ def main() -> None:
     per_layer = [] if args.extraction_only else probe_times(train, dev, acts, eval_acts)
 
     result = {
-        "model": "minilm", "sentences": len(words), "words": n_words, "threads": torch.get_num_threads(),
+        "model": "minilm",
+        "sentences": len(words),
+        "words": n_words,
+        "threads": torch.get_num_threads(),
         **{f"{arm}_s": [round(t[0], 3) for t in ts] for arm, ts in times.items()},
         **{f"{name}_ratio_median": statistics.median(ratio(arms, 0)) for name, arms in ratios.items()},
         **{f"{name}_ratios": ratio(arms, 0) for name, arms in ratios.items()},
         **{f"{name}_cpu_ratio_median": statistics.median(ratio(arms, 1)) for name, arms in ratios.items()},
         "extraction_words_per_s": round(n_words / statistics.median(t[0] for t in times["prepared"]), 1),
-        "cache_hit_s": round(hit_s, 3), "cache_bytes": int(acts.states.numel() * 2),
+        "cache_hit_s": round(hit_s, 3),
+        "cache_bytes": int(acts.states.numel() * 2),
         "load_average_before_after": [round(x, 2) for x in (*load_before, *os.getloadavg())],
         "probe_time_per_layer": per_layer,
     }
     for name in ratios:
-        print(f"extraction ({name}) ÷ bare forward throughput: {result[f'{name}_ratio_median']:.3f} "
-              f"(rounds {result[f'{name}_ratios']}; CPU seconds {result[f'{name}_cpu_ratio_median']:.3f})"
-              + (" — goal >= 0.95" if name == "prepared" else ""))
-    print(f"seconds: bare {result['bare_s']}, prepared {result['prepared_s']}, end to end {result['end_to_end_s']} "
-          f"for {len(words)} sentences / {n_words} words; cache hit {hit_s:.3f} s; load average (1, 5, 15 min) "
-          f"before {result['load_average_before_after'][:3]}, after {result['load_average_before_after'][3:]}")
-    print("layer  upos_fit_s  control_fit_s  distance_fit_s  upos   selectivity  uuas   "
-          f"({len(words)} train / {len(dev)} dev sentences)")
+        print(
+            f"extraction ({name}) ÷ bare forward throughput: {result[f'{name}_ratio_median']:.3f} "
+            f"(rounds {result[f'{name}_ratios']}; CPU seconds {result[f'{name}_cpu_ratio_median']:.3f})"
+            + (" — goal >= 0.95" if name == "prepared" else "")
+        )
+    print(
+        f"seconds: bare {result['bare_s']}, prepared {result['prepared_s']}, end to end {result['end_to_end_s']} "
+        f"for {len(words)} sentences / {n_words} words; cache hit {hit_s:.3f} s; load average (1, 5, 15 min) "
+        f"before {result['load_average_before_after'][:3]}, after {result['load_average_before_after'][3:]}"
+    )
+    print(
+        "layer  upos_fit_s  control_fit_s  distance_fit_s  upos   selectivity  uuas   "
+        f"({len(words)} train / {len(dev)} dev sentences)"
+    )
     for e in per_layer:
-        print(f"{e['layer']:5d}  {e['upos_s']:10.2f}  {e['control_s']:13.2f}  {e['distance_s']:14.2f}  "
-              f"{e['upos']:.3f}  {e['selectivity']:11.3f}  {e['uuas']:.3f}")
+        print(
+            f"{e['layer']:5d}  {e['upos_s']:10.2f}  {e['control_s']:13.2f}  {e['distance_s']:14.2f}  "
+            f"{e['upos']:.3f}  {e['selectivity']:11.3f}  {e['uuas']:.3f}"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
 

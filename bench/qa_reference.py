@@ -45,10 +45,10 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from transformers import AutoModelForQuestionAnswering, AutoTokenizer  # noqa: E402
-from hf_recipe import seed_all, train_like_the_trainer  # noqa: E402 - bench/ is the script's own folder
+import numpy as np
+import torch
+from hf_recipe import seed_all, train_like_the_trainer
+from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
 
 def read_squad(path: Path, limit: int) -> list[dict]:
@@ -56,8 +56,14 @@ def read_squad(path: Path, limit: int) -> list[dict]:
     for article in json.loads(path.read_text(encoding="utf-8"))["data"]:
         for paragraph in article["paragraphs"]:
             for qa in paragraph["qas"]:
-                questions.append({"id": qa["id"], "question": qa["question"], "context": paragraph["context"],
-                                  "answers": [(a["text"], a["answer_start"]) for a in qa["answers"]]})
+                questions.append(
+                    {
+                        "id": qa["id"],
+                        "question": qa["question"],
+                        "context": paragraph["context"],
+                        "answers": [(a["text"], a["answer_start"]) for a in qa["answers"]],
+                    }
+                )
     return questions[:limit]
 
 
@@ -77,22 +83,35 @@ def f1(prediction: str, gold: str) -> float:
 
 
 def squad_scores(questions: list[dict], predictions: list[str]) -> dict[str, float]:
-    em = [max(float(normalize_answer(p) == normalize_answer(t)) for t, _ in q["answers"]) for q, p in zip(questions, predictions)]
+    em = [
+        max(float(normalize_answer(p) == normalize_answer(t)) for t, _ in q["answers"])
+        for q, p in zip(questions, predictions)
+    ]
     f = [max(f1(p, t) for t, _ in q["answers"]) for q, p in zip(questions, predictions)]
     return {"exact_match": 100 * sum(em) / len(em), "f1": 100 * sum(f) / len(f)}
 
 
 # -- run_qa.py's prepare_train_features / prepare_validation_features --------------------------
 def windows(tokenizer, questions: list[dict], max_length: int, stride: int, labelled: bool) -> list[dict]:
-    enc = tokenizer([q["question"].lstrip() for q in questions], [q["context"] for q in questions],
-                    truncation="only_second", max_length=max_length, stride=stride,
-                    return_overflowing_tokens=True, return_offsets_mapping=True)
+    enc = tokenizer(
+        [q["question"].lstrip() for q in questions],
+        [q["context"] for q in questions],
+        truncation="only_second",
+        max_length=max_length,
+        stride=stride,
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+    )
     out = []
     for i, ids in enumerate(enc["input_ids"]):
         sequence = enc.sequence_ids(i)
         offsets = [o if s == 1 else None for o, s in zip(enc["offset_mapping"][i], sequence)]
-        item = {"input_ids": ids, "token_type_ids": enc["token_type_ids"][i], "offsets": offsets,
-                "question": enc["overflow_to_sample_mapping"][i]}
+        item = {
+            "input_ids": ids,
+            "token_type_ids": enc["token_type_ids"][i],
+            "offsets": offsets,
+            "question": enc["overflow_to_sample_mapping"][i],
+        }
         if labelled:
             item["start"], item["end"] = answer_positions(offsets, questions[item["question"]]["answers"][0])
         out.append(item)
@@ -118,9 +137,11 @@ def answer_positions(offsets: list, answer: tuple[str, int]) -> tuple[int, int]:
 def collate(items: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
     length = max(len(x["input_ids"]) for x in items)
     pad = [length - len(x["input_ids"]) for x in items]
-    batch = {"input_ids": torch.tensor([x["input_ids"] + [pad_id] * p for x, p in zip(items, pad)]),
-             "token_type_ids": torch.tensor([x["token_type_ids"] + [0] * p for x, p in zip(items, pad)]),
-             "attention_mask": torch.tensor([[1] * len(x["input_ids"]) + [0] * p for x, p in zip(items, pad)])}
+    batch = {
+        "input_ids": torch.tensor([x["input_ids"] + [pad_id] * p for x, p in zip(items, pad)]),
+        "token_type_ids": torch.tensor([x["token_type_ids"] + [0] * p for x, p in zip(items, pad)]),
+        "attention_mask": torch.tensor([[1] * len(x["input_ids"]) + [0] * p for x, p in zip(items, pad)]),
+    }
     if "start" in items[0]:
         batch["start_positions"] = torch.tensor([x["start"] for x in items])
         batch["end_positions"] = torch.tensor([x["end"] for x in items])
@@ -128,8 +149,9 @@ def collate(items: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
 
 
 # -- utils_qa.postprocess_qa_predictions (SQuAD v1.1: no null answer) -------------------------
-def best_answers(questions: list[dict], features: list[dict], logits: list[np.ndarray], n_best: int,
-                 max_answer_length: int) -> tuple[list[str], int]:
+def best_answers(
+    questions: list[dict], features: list[dict], logits: list[np.ndarray], n_best: int, max_answer_length: int
+) -> tuple[list[str], int]:
     """One answer per question; also how many questions' answers change when the n best starts and
     ends are taken among the context's sub-words only (ptmlab's tasks/span_answers.py)."""
     by_question: dict[int, list[int]] = {}
@@ -146,8 +168,8 @@ def best_answers(questions: list[dict], features: list[dict], logits: list[np.nd
                     inside = np.array([o is not None for o in offsets])
                     start_logits = np.where(inside, start_logits, -np.inf)
                     end_logits = np.where(inside, end_logits, -np.inf)
-                for s in np.argsort(start_logits)[-1:-n_best - 1:-1]:
-                    for e in np.argsort(end_logits)[-1:-n_best - 1:-1]:
+                for s in np.argsort(start_logits)[-1 : -n_best - 1 : -1]:
+                    for e in np.argsort(end_logits)[-1 : -n_best - 1 : -1]:
                         if offsets[s] is None or offsets[e] is None or e < s or e - s + 1 > max_answer_length:
                             continue
                         candidates.append((start_logits[s] + end_logits[e], offsets[s][0], offsets[e][1]))
@@ -173,9 +195,13 @@ def main() -> dict:
     ap.add_argument("--n-best", type=int, default=20)
     ap.add_argument("--max-answer-length", type=int, default=30)
     ap.add_argument("--seed", type=int, default=42)
-    ap.add_argument("--head-init", choices=("hf", "torch"), default="hf",
-                    help="hf: qa_outputs as Hugging Face initialises it (normal, std 0.02; bias 0); "
-                         "torch: nn.Linear's own reset_parameters (Kaiming uniform), as ptmlab's linear head")
+    ap.add_argument(
+        "--head-init",
+        choices=("hf", "torch"),
+        default="hf",
+        help="hf: qa_outputs as Hugging Face initialises it (normal, std 0.02; bias 0); "
+        "torch: nn.Linear's own reset_parameters (Kaiming uniform), as ptmlab's linear head",
+    )
     ap.add_argument("--baseline-words", type=int, default=3)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
@@ -197,27 +223,40 @@ def main() -> dict:
     train_items = windows(tokenizer, train, args.max_length, args.doc_stride, labelled=True)
 
     started = time.perf_counter()
-    steps, train_s = train_like_the_trainer(model, train_items, lambda items: collate(items, tokenizer.pad_token_id),
-                                            epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                                            weight_decay=args.weight_decay, warmup_ratio=args.warmup_ratio, seed=args.seed)
+    steps, train_s = train_like_the_trainer(
+        model,
+        train_items,
+        lambda items: collate(items, tokenizer.pad_token_id),
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        weight_decay=args.weight_decay,
+        warmup_ratio=args.warmup_ratio,
+        seed=args.seed,
+    )
 
     model.eval()
     features = windows(tokenizer, evaluation, args.max_length, args.doc_stride, labelled=False)
     logits = []
     with torch.no_grad():
         for start in range(0, len(features), 64):
-            out = model(**collate(features[start:start + 64], tokenizer.pad_token_id))
-            for i, x in enumerate(features[start:start + 64]):
+            out = model(**collate(features[start : start + 64], tokenizer.pad_token_id))
+            for i, x in enumerate(features[start : start + 64]):
                 n = len(x["input_ids"])
                 logits.append((out.start_logits[i, :n].numpy(), out.end_logits[i, :n].numpy()))
     predictions, differ = best_answers(evaluation, features, logits, args.n_best, args.max_answer_length)
-    first_words = [" ".join(q["context"].split()[:args.baseline_words]) for q in evaluation]
-    result = {**squad_scores(evaluation, predictions),
-              "baseline_first_words": squad_scores(evaluation, first_words),
-              "answers_changed_by_context_only_n_best": differ,
-              "train_windows": len(train_items), "eval_windows": len(features), "steps": steps,
-              "train_s": round(train_s, 1), "total_s": round(time.perf_counter() - started, 1),
-              "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}}
+    first_words = [" ".join(q["context"].split()[: args.baseline_words]) for q in evaluation]
+    result = {
+        **squad_scores(evaluation, predictions),
+        "baseline_first_words": squad_scores(evaluation, first_words),
+        "answers_changed_by_context_only_n_best": differ,
+        "train_windows": len(train_items),
+        "eval_windows": len(features),
+        "steps": steps,
+        "train_s": round(train_s, 1),
+        "total_s": round(time.perf_counter() - started, 1),
+        "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+    }
     print(json.dumps(result, indent=1))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))

@@ -18,7 +18,6 @@ import argparse
 import os
 import random
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,9 +27,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "platform"))
 
-from ptmlab import queue  # noqa: E402
-from ptmlab.db import Result, dispose_engines, get_sessionmaker, utcnow  # noqa: E402
-from ptmlab.results import query_results  # noqa: E402
+from ptmlab import queue
+from ptmlab.db import Result, dispose_engines, get_sessionmaker, utcnow
+from ptmlab.results import query_results
 
 
 def pct(values: list[float], q: float) -> float:
@@ -40,8 +39,12 @@ def pct(values: list[float], q: float) -> float:
 
 def bench_latency(url: str, home: Path, n: int) -> str:
     env = {**os.environ, "PTMLAB_HOME": str(home), "PTMLAB_DATABASE_URL": url}
-    worker = subprocess.Popen([sys.executable, "-m", "ptmlab.cli", "worker", "--poll-s", "0.5"], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "ptmlab.cli", "worker", "--poll-s", "0.5"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     maker = get_sessionmaker(url)
     latencies = []
     try:
@@ -62,8 +65,10 @@ def bench_latency(url: str, home: Path, n: int) -> str:
     finally:
         worker.send_signal(signal.SIGTERM)
         worker.wait(timeout=30)
-    return (f"submit->running with one idle worker (poll 0.5 s), {n} jobs: "
-            f"p50 {pct(latencies, 0.5) * 1000:.0f} ms, p95 {pct(latencies, 0.95) * 1000:.0f} ms")
+    return (
+        f"submit->running with one idle worker (poll 0.5 s), {n} jobs: "
+        f"p50 {pct(latencies, 0.5) * 1000:.0f} ms, p95 {pct(latencies, 0.95) * 1000:.0f} ms"
+    )
 
 
 def bench_submit_rate(url: str, n: int = 300) -> str:
@@ -78,8 +83,9 @@ def bench_submit_rate(url: str, n: int = 300) -> str:
 
 def bench_sweep(url: str, n: int = 1000) -> str:
     maker = get_sessionmaker(url)
-    jobs = [{"stage": "sleep", "overrides": [f"stage.seconds={i % 7}", f"+tags.i={i}"], "queue": "bench"}
-            for i in range(n)]
+    jobs = [
+        {"stage": "sleep", "overrides": [f"stage.seconds={i % 7}", f"+tags.i={i}"], "queue": "bench"} for i in range(n)
+    ]
     with maker() as s:
         t = time.perf_counter()
         queue.submit_sweep(s, jobs, name="bench")
@@ -93,15 +99,32 @@ def bench_results(url: str, n: int = 10_000) -> str:
     maker = get_sessionmaker(url)
     with maker() as s:
         now = utcnow()
-        s.add_all(Result(kind="finetune" if i % 2 else "probe", mlflow_run_id=f"{i:032x}", sweep_id=f"s{i % 10}",
-                         summary={"stage": "finetune", "task": "sst2", "model": f"m{i % 5}", "objective": "mlm",
-                                  "adaptation": "full", "seed": i % 3, "metrics": {"accuracy": (i % 100) / 100}},
-                         tags={"group": f"g{i % 20}"}, created_at=now) for i in range(n))
+        s.add_all(
+            Result(
+                kind="finetune" if i % 2 else "probe",
+                mlflow_run_id=f"{i:032x}",
+                sweep_id=f"s{i % 10}",
+                summary={
+                    "stage": "finetune",
+                    "task": "sst2",
+                    "model": f"m{i % 5}",
+                    "objective": "mlm",
+                    "adaptation": "full",
+                    "seed": i % 3,
+                    "metrics": {"accuracy": (i % 100) / 100},
+                },
+                tags={"group": f"g{i % 20}"},
+                created_at=now,
+            )
+            for i in range(n)
+        )
         s.commit()
         timings = {}
-        for label, kwargs in (("newest 50 of a kind", {"kind": "finetune", "limit": 50}),
-                              ("a sweep, page 3", {"sweep_id": "s3", "limit": 50, "offset": 100}),
-                              ("tag filter", {"tags": {"group": "g7"}, "limit": 50})):
+        for label, kwargs in (
+            ("newest 50 of a kind", {"kind": "finetune", "limit": 50}),
+            ("a sweep, page 3", {"sweep_id": "s3", "limit": 50, "offset": 100}),
+            ("tag filter", {"tags": {"group": "g7"}, "limit": 50}),
+        ):
             t = time.perf_counter()
             for _ in range(5):
                 rows, total = query_results(s, **kwargs)
@@ -119,13 +142,16 @@ def bench_api(url: str, home: Path, n: int = 200) -> str:
     if importlib.util.find_spec("ptmlab.api") is None:
         return "jobs/s accepted by the API: skipped (ptmlab.api not present)"
     import httpx
-
     from pg import free_port
 
     port = free_port()
     env = {**os.environ, "PTMLAB_HOME": str(home), "PTMLAB_DATABASE_URL": url}
-    server = subprocess.Popen([sys.executable, "-m", "ptmlab.cli", "serve", "--port", str(port)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ptmlab.cli", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
             for _ in range(200):
@@ -150,8 +176,13 @@ def bench_api(url: str, home: Path, n: int = 200) -> str:
 
 def run_all(label: str, url: str, home: Path, args) -> None:
     print(f"\n== {label}", flush=True)
-    for fn in (lambda: bench_latency(url, home, args.latency_jobs), lambda: bench_submit_rate(url),
-               lambda: bench_sweep(url), lambda: bench_results(url), lambda: bench_api(url, home)):
+    for fn in (
+        lambda: bench_latency(url, home, args.latency_jobs),
+        lambda: bench_submit_rate(url),
+        lambda: bench_sweep(url),
+        lambda: bench_results(url),
+        lambda: bench_api(url, home),
+    ):
         print("  " + fn(), flush=True)
     dispose_engines()
 

@@ -27,9 +27,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lightning_modules.data.pretrain_datamodule import PretrainDataModule  # noqa: E402
-from lightning_modules.stages.pretrain import build_pretrain_module  # noqa: E402
-from ptmlab.config import compose_config  # noqa: E402
+from lightning_modules.data.pretrain_datamodule import PretrainDataModule
+from lightning_modules.stages.pretrain import build_pretrain_module
+from ptmlab.config import compose_config
 
 
 def synchronize(device: torch.device) -> None:
@@ -38,8 +38,12 @@ def synchronize(device: torch.device) -> None:
 
 
 def measure(preset: str, device: torch.device, args, cache_dir: str) -> dict:
-    overrides = [f"experiment={preset}", f"paths.cache_dir={cache_dir}", f"data.block_size={args.block_size}",
-                 f"data.batch_size={args.batch_size}"]
+    overrides = [
+        f"experiment={preset}",
+        f"paths.cache_dir={cache_dir}",
+        f"data.block_size={args.block_size}",
+        f"data.batch_size={args.batch_size}",
+    ]
     if args.corpus:
         overrides += ["data=text_files", f"data.corpus.path={args.corpus}"]
     cfg = compose_config(overrides)
@@ -86,10 +90,16 @@ def measure(preset: str, device: torch.device, args, cache_dir: str) -> dict:
         precorrupted.append(b)
         ratios.append(a / b)
     corruption = statistics.median(corrupt_only(batch) for batch in batches)
-    return {"preset": preset, "objective": str(cfg.objective.name), "model": str(cfg.model.name),
-            "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-            "own_step_ms": 1000 * statistics.median(own), "precorrupted_step_ms": 1000 * statistics.median(precorrupted),
-            "corruption_ms": 1000 * corruption, "ratio": statistics.median(ratios)}
+    return {
+        "preset": preset,
+        "objective": str(cfg.objective.name),
+        "model": str(cfg.model.name),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "own_step_ms": 1000 * statistics.median(own),
+        "precorrupted_step_ms": 1000 * statistics.median(precorrupted),
+        "corruption_ms": 1000 * corruption,
+        "ratio": statistics.median(ratios),
+    }
 
 
 def main() -> None:
@@ -109,13 +119,17 @@ def main() -> None:
     device = torch.device("cuda:0" if args.device == "gpu" else "cpu")
     with tempfile.TemporaryDirectory() as cache_dir:
         rows = [measure(preset, device, args, cache_dir) for preset in args.presets]
-    print(f"\nbatch {args.batch_size} × block {args.block_size}, {args.steps} steps a block, {args.pairs} pairs, "
-          f"device {rows[0]['device']}, CPU threads {torch.get_num_threads()}")
+    print(
+        f"\nbatch {args.batch_size} × block {args.block_size}, {args.steps} steps a block, {args.pairs} pairs, "
+        f"device {rows[0]['device']}, CPU threads {torch.get_num_threads()}"
+    )
     header = f"{'preset':<7}{'objective':<17}{'own step ms':>12}{'pre-corrupted ms':>18}{'corrupt ms':>12}{'ratio':>8}"
     print(header + "\n" + "-" * len(header))
     for r in rows:
-        print(f"{r['preset']:<7}{r['objective']:<17}{r['own_step_ms']:>12.2f}{r['precorrupted_step_ms']:>18.2f}"
-              f"{r['corruption_ms']:>12.2f}{r['ratio']:>8.3f}")
+        print(
+            f"{r['preset']:<7}{r['objective']:<17}{r['own_step_ms']:>12.2f}{r['precorrupted_step_ms']:>18.2f}"
+            f"{r['corruption_ms']:>12.2f}{r['ratio']:>8.3f}"
+        )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
 

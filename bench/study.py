@@ -34,7 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "platform"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "platform"))
 
-import study_task  # noqa: E402  (tests/platform: the fine-tune the suite's test compares on)
+import study_task
 
 ARMS = {
     "finetune": {
@@ -76,16 +76,25 @@ def run_seed(seed: int, stage: str) -> dict:
         url = f"sqlite:///{tmp}/platform.db"
         fixed = arm["fixed"](study_task.write_polarity_task(Path(tmp) / "polarity"))
         common = {"stage": stage, "objective": arm["objective"], "n_trials": 16, "n_parallel": 2, "job_seed": seed}
-        asha_plan = studies.plan_study(studies.StudySpec(
-            **common, **arm["asha"], name="asha", seed=seed, overrides=[*fixed, *arm["space"]]))
-        grid_plan = studies.plan_study(studies.StudySpec(
-            **common, name="grid", sampler="grid", seed=seed, overrides=[*fixed, *arm["grid"]]))
+        asha_plan = studies.plan_study(
+            studies.StudySpec(**common, **arm["asha"], name="asha", seed=seed, overrides=[*fixed, *arm["space"]])
+        )
+        grid_plan = studies.plan_study(
+            studies.StudySpec(**common, name="grid", sampler="grid", seed=seed, overrides=[*fixed, *arm["grid"]])
+        )
         Session = get_sessionmaker(url)
         with Session() as s:
             ids = [studies.create_study(s, p, url=url, driver_id="bench").id for p in (asha_plan, grid_plan)]
         env = {**os.environ, "PTMLAB_HOME": f"{tmp}/home", "PTMLAB_DATABASE_URL": url, "OMP_NUM_THREADS": "1"}
-        workers = [subprocess.Popen([sys.executable, "-m", "ptmlab.cli", "worker", "--poll-s", "0.2"], env=env,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT) for _ in range(2)]
+        workers = [
+            subprocess.Popen(
+                [sys.executable, "-m", "ptmlab.cli", "worker", "--poll-s", "0.2"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.STDOUT,
+            )
+            for _ in range(2)
+        ]
         started = time.monotonic()
         try:
             while True:
@@ -109,12 +118,20 @@ def run_seed(seed: int, stage: str) -> dict:
     target = grid["best"]["value"] - 0.01
     asha_steps, asha_reached = steps_to_reach(asha, target)
     grid_steps, _ = steps_to_reach(grid, target)
-    return {"seed": seed, "grid_best": grid["best"]["value"], "asha_best": asha["best"]["value"],
-            "asha_steps_to_reach": asha_steps, "asha_reached": asha_reached, "grid_steps_to_reach": grid_steps,
-            "ratio": asha_steps / max(grid_steps, 1), "total_ratio": asha["steps_total"] / max(grid["steps_total"], 1),
-            "asha_steps_total": asha["steps_total"],
-            "grid_steps_total": grid["steps_total"], "asha_counts": asha["counts"],
-            "wall_s": round(time.monotonic() - started, 1)}
+    return {
+        "seed": seed,
+        "grid_best": grid["best"]["value"],
+        "asha_best": asha["best"]["value"],
+        "asha_steps_to_reach": asha_steps,
+        "asha_reached": asha_reached,
+        "grid_steps_to_reach": grid_steps,
+        "ratio": asha_steps / max(grid_steps, 1),
+        "total_ratio": asha["steps_total"] / max(grid["steps_total"], 1),
+        "asha_steps_total": asha["steps_total"],
+        "grid_steps_total": grid["steps_total"],
+        "asha_counts": asha["counts"],
+        "wall_s": round(time.monotonic() - started, 1),
+    }
 
 
 def main() -> None:
@@ -127,14 +144,19 @@ def main() -> None:
     for seed in [int(s) for s in args.seeds.split(",")]:
         row = run_seed(seed, args.stage)
         rows.append(row)
-        print(f"seed {seed}: grid best {row['grid_best']:.3f}, ASHA best {row['asha_best']:.3f}; steps to within "
-              f"1 pt: ASHA {row['asha_steps_to_reach']}{'' if row['asha_reached'] else ' (never reached)'} / grid "
-              f"{row['grid_steps_to_reach']} = {row['ratio']:.2f}; steps in all {row['asha_steps_total']} / "
-              f"{row['grid_steps_total']}; {row['asha_counts']}; {row['wall_s']} s", flush=True)
+        print(
+            f"seed {seed}: grid best {row['grid_best']:.3f}, ASHA best {row['asha_best']:.3f}; steps to within "
+            f"1 pt: ASHA {row['asha_steps_to_reach']}{'' if row['asha_reached'] else ' (never reached)'} / grid "
+            f"{row['grid_steps_to_reach']} = {row['ratio']:.2f}; steps in all {row['asha_steps_total']} / "
+            f"{row['grid_steps_total']}; {row['asha_counts']}; {row['wall_s']} s",
+            flush=True,
+        )
     median = statistics.median(r["ratio"] for r in rows)
-    print(f"ASHA ÷ grid, steps to reach the grid's best within 1 point: median {median:.2f} over "
-          f"{len(rows)} seed(s) (goal <= 0.5); all steps: median "
-          f"{statistics.median(r['total_ratio'] for r in rows):.2f} (the suite's test: <= 0.6)")
+    print(
+        f"ASHA ÷ grid, steps to reach the grid's best within 1 point: median {median:.2f} over "
+        f"{len(rows)} seed(s) (goal <= 0.5); all steps: median "
+        f"{statistics.median(r['total_ratio'] for r in rows):.2f} (the suite's test: <= 0.6)"
+    )
     if args.json:
         args.json.write_text(json.dumps({"stage": args.stage, "median_ratio": median, "seeds": rows}, indent=2))
 

@@ -30,13 +30,13 @@ os.environ["PTMLAB_HOME"] = tempfile.mkdtemp(prefix="ptmlab-bench-reference-")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
 
-import lightning.pytorch as pl  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import lightning.pytorch as pl
+import torch
+import torch.nn.functional as F
+from sst2_recipe import MODES, recipe
 
-from lightning_modules.stages.finetune import build_finetune  # noqa: E402
-from ptmlab.config import compose_config  # noqa: E402
-from sst2_recipe import MODES, recipe  # noqa: E402 - the suite's recipe, read from the one place it is written
+from lightning_modules.stages.finetune import build_finetune
+from ptmlab.config import compose_config
 
 
 def plain_run(overrides: list[str]) -> dict:
@@ -64,12 +64,17 @@ def plain_run(overrides: list[str]) -> dict:
     model.eval()
     correct = total = 0
     with torch.no_grad():
-        for batch in datamodule._loader("dev", False, datamodule.eval_batch_size):  # noqa: SLF001 - the dev split
+        for batch in datamodule._loader("dev", False, datamodule.eval_batch_size):
             correct += int((model(batch).argmax(-1) == batch["labels"]).sum())
             total += len(batch["labels"])
     trainable = sum(p.numel() for p in params)
-    return {"accuracy": correct / total, "dev_rows": total, "steps": steps, "train_s": round(train_s, 1),
-            "trainable_share": trainable / sum(p.numel() for p in model.parameters())}
+    return {
+        "accuracy": correct / total,
+        "dev_rows": total,
+        "steps": steps,
+        "train_s": round(train_s, 1),
+        "trainable_share": trainable / sum(p.numel() for p in model.parameters()),
+    }
 
 
 def main() -> None:
@@ -82,15 +87,22 @@ def main() -> None:
     args = parser.parse_args()
     results = {}
     for mode in args.modes.split(","):
-        overrides = recipe(MODES[mode], rows=args.rows, max_length=args.max_length,
-                           group_by_length=args.group_by_length)
+        overrides = recipe(
+            MODES[mode], rows=args.rows, max_length=args.max_length, group_by_length=args.group_by_length
+        )
         results[mode] = {"overrides": overrides, **plain_run(overrides)}
         r = results[mode]
-        print(f"{mode}: dev accuracy {r['accuracy']:.4f} on {r['dev_rows']} rows after {r['steps']} steps "
-              f"({r['train_s']:.0f} s training, {r['trainable_share']:.3%} trainable)", flush=True)
+        print(
+            f"{mode}: dev accuracy {r['accuracy']:.4f} on {r['dev_rows']} rows after {r['steps']} steps "
+            f"({r['train_s']:.0f} s training, {r['trainable_share']:.3%} trainable)",
+            flush=True,
+        )
     if args.json:
-        args.json.write_text(json.dumps({"bench": "threshold_reference", "threads": torch.get_num_threads(),
-                                         "results": results}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {"bench": "threshold_reference", "threads": torch.get_num_threads(), "results": results}, indent=2
+            )
+        )
 
 
 if __name__ == "__main__":

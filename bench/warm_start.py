@@ -28,22 +28,37 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "platform"))
 
-from api_server import free_port  # noqa: E402
+from api_server import free_port
 
 WORDS = "the a cat dog sat on mat ran far near house tree big small red blue quick lazy fox".split()
 
 
 def overrides(corpus: Path, seed: int) -> list[str]:
-    return ["model=bert_tiny", "objective=mlm", "data=text_files", f"data.corpus.path={corpus}", "data.block_size=32",
-            "data.batch_size=4", "tokenizer.vocab_size=90", "tokenizer.min_frequency=1", "trainer.max_steps=1",
-            "trainer.val_check_interval=1", "trainer.limit_val_batches=1", "trainer.enable_progress_bar=false",
-            "checkpoint_every_n_steps=0", f"seed={seed}"]
+    return [
+        "model=bert_tiny",
+        "objective=mlm",
+        "data=text_files",
+        f"data.corpus.path={corpus}",
+        "data.block_size=32",
+        "data.batch_size=4",
+        "tokenizer.vocab_size=90",
+        "tokenizer.min_frequency=1",
+        "trainer.max_steps=1",
+        "trainer.val_check_interval=1",
+        "trainer.limit_val_batches=1",
+        "trainer.enable_progress_bar=false",
+        "checkpoint_every_n_steps=0",
+        f"seed={seed}",
+    ]
 
 
 def first_step(base: str, home: Path, queue: str, corpus: Path, seed: int) -> tuple[float, str]:
     t0 = time.monotonic()
-    job = httpx.post(f"{base}/api/v1/jobs", json={"stage": "pretrain", "queue": queue, "overrides": overrides(corpus, seed)},
-                     timeout=60).json()
+    job = httpx.post(
+        f"{base}/api/v1/jobs",
+        json={"stage": "pretrain", "queue": queue, "overrides": overrides(corpus, seed)},
+        timeout=60,
+    ).json()
     progress = home / "jobs" / str(job["id"]) / "run" / "progress.json"
     deadline = t0 + 300
     while time.monotonic() < deadline:
@@ -70,14 +85,21 @@ def main() -> None:
         home = Path(tmp) / "home"
         corpus = Path(tmp) / "corpus"
         corpus.mkdir(parents=True)
-        (corpus / "doc.txt").write_text("\n".join(" ".join(WORDS[(i * 7 + j) % len(WORDS)] for j in range(5 + i % 9))
-                                                 for i in range(400)) + "\n")
+        (corpus / "doc.txt").write_text(
+            "\n".join(" ".join(WORDS[(i * 7 + j) % len(WORDS)] for j in range(5 + i % 9)) for i in range(400)) + "\n"
+        )
         env = {**os.environ, "PTMLAB_HOME": str(home), "PTMLAB_DATA_DIR": str(tmp), "HF_HUB_OFFLINE": "1"}
         env.pop("PTMLAB_API_TOKEN", None)
         port = free_port()
         me = [sys.executable, "-m", "ptmlab.cli"]
-        procs = [subprocess.Popen([*me, "serve", "--port", str(port), "--log-level", "warning"], env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)]
+        procs = [
+            subprocess.Popen(
+                [*me, "serve", "--port", str(port), "--log-level", "warning"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.STDOUT,
+            )
+        ]
         base = f"http://127.0.0.1:{port}"
         try:
             for _ in range(600):
@@ -88,8 +110,14 @@ def main() -> None:
                     pass
                 time.sleep(0.1)
             for queue, extra in (("warm", []), ("cold", ["--cold-start"])):
-                procs.append(subprocess.Popen([*me, "worker", "--queues", queue, "--poll-s", "0.05", *extra], env=env,
-                                              stdout=open(Path(tmp) / f"worker-{queue}.log", "w"), stderr=subprocess.STDOUT))
+                procs.append(
+                    subprocess.Popen(
+                        [*me, "worker", "--queues", queue, "--poll-s", "0.05", *extra],
+                        env=env,
+                        stdout=open(Path(tmp) / f"worker-{queue}.log", "w"),
+                        stderr=subprocess.STDOUT,
+                    )
+                )
             time.sleep(30)  # the warm worker's launcher imports (~10 s here); a job before that starts cold
             times: dict[str, list[float]] = {"warm": [], "cold": []}
             for i in range(args.jobs):
@@ -100,8 +128,10 @@ def main() -> None:
                     times[queue].append(elapsed)
                     print(f"{queue} job {i}: first step after {elapsed:.2f} s", flush=True)
             warm, cold = statistics.median(times["warm"]), statistics.median(times["cold"])
-            print(f"\nsubmit -> first training step, median of {args.jobs}: warm {warm:.2f} s, cold {cold:.2f} s, "
-                  f"warm / cold = {warm / cold:.2f} (goal <= 0.35)")
+            print(
+                f"\nsubmit -> first training step, median of {args.jobs}: warm {warm:.2f} s, cold {cold:.2f} s, "
+                f"warm / cold = {warm / cold:.2f} (goal <= 0.35)"
+            )
         finally:
             for p in procs:
                 p.send_signal(signal.SIGTERM)

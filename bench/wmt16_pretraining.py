@@ -34,8 +34,13 @@ PAIRS = "mt/wmt16_en_ro"
 
 
 def run(overrides: list[str], run_dir: Path, env: dict) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "ptmlab.run", *overrides, f"hydra.run.dir={run_dir}"],
-                          cwd=REPO, env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ptmlab.run", *overrides, f"hydra.run.dir={run_dir}"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         sys.exit(f"{' '.join(overrides[:3])} failed:\n{proc.stderr[-3000:]}")
     return json.loads((run_dir / "summary.json").read_text())
@@ -47,9 +52,13 @@ def validation_curve(home: Path, run_id: str) -> dict[str, list[tuple[int, float
 
     client = MlflowClient(tracking_uri=f"sqlite:///{home / 'mlflow.db'}")
     keys = [key for key in client.get_run(run_id).data.metrics if key.startswith("val/")]
-    return {key.rsplit("/", 1)[-1]: [(int(m.step), round(float(m.value), 3))
-                                     for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)]
-            for key in keys}
+    return {
+        key.rsplit("/", 1)[-1]: [
+            (int(m.step), round(float(m.value), 3))
+            for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)
+        ]
+        for key in keys
+    }
 
 
 def copy_baseline(data: Path, n: int) -> tuple[float, float]:
@@ -76,14 +85,26 @@ def main() -> None:
     parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument("--max-length", type=int, default=64, help="source and target tokens")
     parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--val-every", type=int, default=None,
-                        help="epochs between validations (default: only after the last); each one's BLEU/chrF "
-                             "is in the run's MLflow history under --out")
+    parser.add_argument(
+        "--val-every",
+        type=int,
+        default=None,
+        help="epochs between validations (default: only after the last); each one's BLEU/chrF "
+        "is in the run's MLflow history under --out",
+    )
     parser.add_argument("--model", default="t5_tiny", help="an encoder-decoder preset (conf/model)")
-    parser.add_argument("--parallel", type=int, default=1,
-                        help="runs at once: the seeds' pre-training runs together, then every fine-tuning run")
-    parser.add_argument("--override", nargs="*", default=[],
-                        help="more Hydra overrides for every run, e.g. trainer=gpu trainer.precision=32-true")
+    parser.add_argument(
+        "--parallel",
+        type=int,
+        default=1,
+        help="runs at once: the seeds' pre-training runs together, then every fine-tuning run",
+    )
+    parser.add_argument(
+        "--override",
+        nargs="*",
+        default=[],
+        help="more Hydra overrides for every run, e.g. trainer=gpu trainer.precision=32-true",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     if args.val_every is not None and (args.val_every < 1 or args.epochs % args.val_every):
@@ -95,33 +116,67 @@ def main() -> None:
     corpus.mkdir(parents=True, exist_ok=True)
     for side in ("en", "ro"):  # the pre-training text: both sides of the training pairs, nothing of the test set
         (corpus / f"newsdev2016.{side}.txt").write_text(
-            (data / PAIRS / f"newsdev2016-enro.{side}").read_text(encoding="utf-8"), encoding="utf-8")
+            (data / PAIRS / f"newsdev2016-enro.{side}").read_text(encoding="utf-8"), encoding="utf-8"
+        )
     env = {**os.environ, "PTMLAB_HOME": str(out / "home"), "PTMLAB_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1"}
     env.pop("MLFLOW_TRACKING_URI", None)
-    shared = [f"model={args.model}", "data=text_files", f"data.corpus.path={corpus}", f"tokenizer.vocab_size={args.vocab}",
-              f"model.backbone.dropout={args.dropout}",
-              "tokenizer.lowercase=false", "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0",
-              *args.override]
-    finetune = ["stage=finetune", f"task={PAIRS}", "objective=span_corruption", f"task.max_length={args.max_length}",
-                f"task.max_target_length={args.max_length}", f"task.max_eval_samples={args.eval}",
-                "task.generation.strategy=greedy", f"task.generation.max_new_tokens={args.max_length}",
-                f"stage.epochs={args.epochs}", "stage.batch_size=32", f"stage.lr={args.lr}",
-                f"stage.val_every_n_epochs={args.val_every or args.epochs}", "stage.write_predictions=false"]
+    shared = [
+        f"model={args.model}",
+        "data=text_files",
+        f"data.corpus.path={corpus}",
+        f"tokenizer.vocab_size={args.vocab}",
+        f"model.backbone.dropout={args.dropout}",
+        "tokenizer.lowercase=false",
+        "trainer.enable_progress_bar=false",
+        "checkpoint_every_n_steps=0",
+        *args.override,
+    ]
+    finetune = [
+        "stage=finetune",
+        f"task={PAIRS}",
+        "objective=span_corruption",
+        f"task.max_length={args.max_length}",
+        f"task.max_target_length={args.max_length}",
+        f"task.max_eval_samples={args.eval}",
+        "task.generation.strategy=greedy",
+        f"task.generation.max_new_tokens={args.max_length}",
+        f"stage.epochs={args.epochs}",
+        "stage.batch_size=32",
+        f"stage.lr={args.lr}",
+        f"stage.val_every_n_epochs={args.val_every or args.epochs}",
+        "stage.write_predictions=false",
+    ]
     arms = {"pretrained": "pre-trained (span corruption)", "random": "random init"}
     pool = ThreadPoolExecutor(max(1, args.parallel))
 
     def pretrain(seed: int) -> dict:
-        summary = run(["stage=pretrain", "objective=span_corruption", *shared, f"trainer.max_steps={args.pretrain_steps}",
-                       "data.block_size=128", f"seed={seed}"], out / f"pretrain_{seed}", env)
-        print(f"seed {seed}: pre-trained {summary.get('steps')} steps, train loss {summary.get('train_loss')}, "
-              f"validation loss {summary.get('val_loss')}", flush=True)
+        summary = run(
+            [
+                "stage=pretrain",
+                "objective=span_corruption",
+                *shared,
+                f"trainer.max_steps={args.pretrain_steps}",
+                "data.block_size=128",
+                f"seed={seed}",
+            ],
+            out / f"pretrain_{seed}",
+            env,
+        )
+        print(
+            f"seed {seed}: pre-trained {summary.get('steps')} steps, train loss {summary.get('train_loss')}, "
+            f"validation loss {summary.get('val_loss')}",
+            flush=True,
+        )
         return summary
 
     def fine_tune(seed: int, tag: str) -> dict:
         extra = [f"backbone={out / f'pretrain_{seed}'}"] if tag == "pretrained" else []
         result = run([*finetune, *shared, *extra, f"seed={seed}"], out / f"finetune_{tag}_{seed}", env)
-        print(f"seed {seed}: {arms[tag]}: newstest2016[:{args.eval}] sacreBLEU {float(result['metrics']['bleu']):.2f} "
-              f"(chrF {float(result['metrics']['chrf']):.1f}), {result.get('train_time_s')} s training", flush=True)
+        print(
+            f"seed {seed}: {arms[tag]}: newstest2016[:{args.eval}] sacreBLEU {float(result['metrics']['bleu']):.2f} "
+            f"(chrF {float(result['metrics']['chrf']):.1f}), {result.get('train_time_s')} s training",
+            flush=True,
+        )
         return result
 
     # The tokenizer is trained once, by the first run; the others wait on its lock and reuse it.
@@ -132,21 +187,40 @@ def main() -> None:
     scores = {arms[tag]: [float(results[seed, tag]["metrics"]["bleu"]) for seed in args.seeds] for tag in arms}
     chrf = {arms[tag]: [float(results[seed, tag]["metrics"]["chrf"]) for seed in args.seeds] for tag in arms}
     copy_bleu, copy_chrf = copy_baseline(data, args.eval)
-    print(f"\n| arm (newstest2016[:{args.eval}], seeds {args.seeds}) | sacreBLEU mean ± std | chrF mean ± std |\n|---|---|---|")
+    print(
+        f"\n| arm (newstest2016[:{args.eval}], seeds {args.seeds}) | sacreBLEU mean ± std | chrF mean ± std |\n|---|---|---|"
+    )
     for name in scores:
         print(f"| {name} | {mean_std(scores[name])} | {mean_std(chrf[name])} |")
     print(f"| copy the source | {copy_bleu:.2f} | {copy_chrf:.2f} |")
-    (out / "results.json").write_text(json.dumps({
-        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "copy_the_source": {"bleu": copy_bleu, "chrf": copy_chrf},
-        "pretraining": {seed: {k: summary.get(k) for k in ("steps", "train_loss", "val_loss", "train_time_s")}
-                        for seed, summary in pretrained.items()},
-        "runs": [{"seed": seed, "arm": tag, "bleu": results[seed, tag]["metrics"]["bleu"],
-                  "chrf": results[seed, tag]["metrics"]["chrf"], "train_time_s": results[seed, tag].get("train_time_s"),
-                  "curve": validation_curve(out / "home", results[seed, tag]["mlflow_run_id"])} for seed, tag in jobs],
-    }, indent=1))
-    print(f"\nsettings: {args.model}, {args.pretrain_steps} pre-training steps, {args.epochs} fine-tuning epochs, "
-          f"vocab {args.vocab}, dropout {args.dropout}, max length {args.max_length}, lr {args.lr}, greedy decoding; run folders in {out}")
+    (out / "results.json").write_text(
+        json.dumps(
+            {
+                "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+                "copy_the_source": {"bleu": copy_bleu, "chrf": copy_chrf},
+                "pretraining": {
+                    seed: {k: summary.get(k) for k in ("steps", "train_loss", "val_loss", "train_time_s")}
+                    for seed, summary in pretrained.items()
+                },
+                "runs": [
+                    {
+                        "seed": seed,
+                        "arm": tag,
+                        "bleu": results[seed, tag]["metrics"]["bleu"],
+                        "chrf": results[seed, tag]["metrics"]["chrf"],
+                        "train_time_s": results[seed, tag].get("train_time_s"),
+                        "curve": validation_curve(out / "home", results[seed, tag]["mlflow_run_id"]),
+                    }
+                    for seed, tag in jobs
+                ],
+            },
+            indent=1,
+        )
+    )
+    print(
+        f"\nsettings: {args.model}, {args.pretrain_steps} pre-training steps, {args.epochs} fine-tuning epochs, "
+        f"vocab {args.vocab}, dropout {args.dropout}, max length {args.max_length}, lr {args.lr}, greedy decoding; run folders in {out}"
+    )
 
 
 if __name__ == "__main__":

@@ -17,8 +17,12 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
 
-def decay_param_groups(named_params: Iterable[tuple[str, nn.Parameter]], weight_decay: float,
-                       lr: float | None = None, include_frozen: bool = False) -> list[dict]:
+def decay_param_groups(
+    named_params: Iterable[tuple[str, nn.Parameter]],
+    weight_decay: float,
+    lr: float | None = None,
+    include_frozen: bool = False,
+) -> list[dict]:
     """No weight decay on biases and LayerNorm/embedding-norm weights (1-D tensors), as BERT.
     Frozen parameters are left out unless `include_frozen` (schedules that unfreeze later)."""
     decay, no_decay = [], []
@@ -63,8 +67,11 @@ def fused_by_default(factory, param_groups: list[dict], optimizer_cfg: DictConfi
     if not fused or trainer is None:
         return fused
     plugin = trainer.precision_plugin
-    return (getattr(plugin, "scaler", None) is None or not trainer.gradient_clip_val
-            or getattr(plugin, "unscales_fused_optimizers", False))
+    return (
+        getattr(plugin, "scaler", None) is None
+        or not trainer.gradient_clip_val
+        or getattr(plugin, "unscales_fused_optimizers", False)
+    )
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, scheduler_cfg: DictConfig | None, total_steps: int):

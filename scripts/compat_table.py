@@ -48,8 +48,7 @@ def render(conf_dir: Path = ROOT / "conf") -> str:
     # Families that only objectives mention (no model config yet) still get a column.
     mentioned = {str(f) for node in objectives.values() for f in (node.get("compatible_families") or [])}
     ordered += sorted(mentioned - set(ordered))
-    lines = ["| objective | " + " | ".join(f"`{f}`" for f in ordered) + " |",
-             "|---|" + "---|" * len(ordered)]
+    lines = ["| objective | " + " | ".join(f"`{f}`" for f in ordered) + " |", "|---|" + "---|" * len(ordered)]
     for name, node in objectives.items():
         allowed = node.get("compatible_families")
         allowed = set(map(str, allowed)) if allowed is not None else set(ordered)
@@ -84,8 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     updated = splice(readme, table)
     if args.check:
         if updated != readme:
-            print(f"{args.readme} compatibility table is out of date: run python scripts/compat_table.py --write",
-                  file=sys.stderr)
+            print(
+                f"{args.readme} compatibility table is out of date: run python scripts/compat_table.py --write",
+                file=sys.stderr,
+            )
             return 1
         return 0
     args.readme.write_text(updated, encoding="utf-8")

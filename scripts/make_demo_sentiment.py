@@ -30,37 +30,98 @@ TRAIN_SIZE, DEV_SIZE = 600, 400
 TRAIN_LABEL_NOISE = 0.08
 SEED = 2026
 
-ASPECTS = ["the film", "the plot", "the acting", "the soundtrack", "the ending", "the cast", "the script",
-           "the second half", "the dialogue", "the photography", "the pacing", "the lead", "the humour",
-           "the story", "the villain", "the effects", "the direction", "the first hour", "the score",
-           "the characters"]
+ASPECTS = [
+    "the film",
+    "the plot",
+    "the acting",
+    "the soundtrack",
+    "the ending",
+    "the cast",
+    "the script",
+    "the second half",
+    "the dialogue",
+    "the photography",
+    "the pacing",
+    "the lead",
+    "the humour",
+    "the story",
+    "the villain",
+    "the effects",
+    "the direction",
+    "the first hour",
+    "the score",
+    "the characters",
+]
 # (word, polarity, strength): strength 2 outweighs strength 1 when clauses are weighed against each other
 ADJECTIVES_SHARED = [
-    ("brilliant", 1, 2), ("wonderful", 1, 2), ("superb", 1, 2), ("gripping", 1, 2), ("beautiful", 1, 2),
-    ("moving", 1, 2), ("hilarious", 1, 2), ("fantastic", 1, 2),
-    ("decent", 1, 1), ("pleasant", 1, 1), ("solid", 1, 1), ("charming", 1, 1), ("clever", 1, 1),
-    ("fresh", 1, 1), ("likeable", 1, 1), ("watchable", 1, 1),
-    ("awful", -1, 2), ("dreadful", -1, 2), ("terrible", -1, 2), ("unbearable", -1, 2), ("painful", -1, 2),
-    ("boring", -1, 2), ("ridiculous", -1, 2), ("lifeless", -1, 2),
-    ("dull", -1, 1), ("slow", -1, 1), ("bland", -1, 1), ("predictable", -1, 1), ("clumsy", -1, 1),
-    ("forgettable", -1, 1), ("uneven", -1, 1), ("flat", -1, 1),
+    ("brilliant", 1, 2),
+    ("wonderful", 1, 2),
+    ("superb", 1, 2),
+    ("gripping", 1, 2),
+    ("beautiful", 1, 2),
+    ("moving", 1, 2),
+    ("hilarious", 1, 2),
+    ("fantastic", 1, 2),
+    ("decent", 1, 1),
+    ("pleasant", 1, 1),
+    ("solid", 1, 1),
+    ("charming", 1, 1),
+    ("clever", 1, 1),
+    ("fresh", 1, 1),
+    ("likeable", 1, 1),
+    ("watchable", 1, 1),
+    ("awful", -1, 2),
+    ("dreadful", -1, 2),
+    ("terrible", -1, 2),
+    ("unbearable", -1, 2),
+    ("painful", -1, 2),
+    ("boring", -1, 2),
+    ("ridiculous", -1, 2),
+    ("lifeless", -1, 2),
+    ("dull", -1, 1),
+    ("slow", -1, 1),
+    ("bland", -1, 1),
+    ("predictable", -1, 1),
+    ("clumsy", -1, 1),
+    ("forgettable", -1, 1),
+    ("uneven", -1, 1),
+    ("flat", -1, 1),
 ]
 ADJECTIVES_DEV_ONLY = [
-    ("magnificent", 1, 2), ("stunning", 1, 2), ("terrific", 1, 2), ("exhilarating", 1, 2),
-    ("enjoyable", 1, 1), ("engaging", 1, 1), ("witty", 1, 1), ("lovely", 1, 1),
-    ("horrible", -1, 2), ("atrocious", -1, 2), ("abysmal", -1, 2), ("excruciating", -1, 2),
-    ("tedious", -1, 1), ("mediocre", -1, 1), ("shallow", -1, 1), ("sloppy", -1, 1),
+    ("magnificent", 1, 2),
+    ("stunning", 1, 2),
+    ("terrific", 1, 2),
+    ("exhilarating", 1, 2),
+    ("enjoyable", 1, 1),
+    ("engaging", 1, 1),
+    ("witty", 1, 1),
+    ("lovely", 1, 1),
+    ("horrible", -1, 2),
+    ("atrocious", -1, 2),
+    ("abysmal", -1, 2),
+    ("excruciating", -1, 2),
+    ("tedious", -1, 1),
+    ("mediocre", -1, 1),
+    ("shallow", -1, 1),
+    ("sloppy", -1, 1),
 ]
 VERBS = ["was", "is", "felt", "seemed", "turned out"]
 STRONG_INTENSIFIERS = ["really ", "truly ", "utterly ", "absolutely "]
 MILD_INTENSIFIERS = ["a bit ", "slightly ", "somewhat ", "mildly "]
 NEGATORS = ["not ", "never ", "hardly ", "far from ", "anything but "]
-REFERENCES = ["the first one", "the book", "the trailer", "i feared", "i hoped", "last year's hit",
-              "the original"]
-VERDICTS = [("i would recommend it", 1), ("worth the ticket", 1), ("i left happy", 1), ("a must see", 1),
-            ("i would happily see it again", 1),
-            ("i would not recommend it", -1), ("not worth the ticket", -1), ("a waste of two hours", -1),
-            ("i wanted my money back", -1), ("skip it", -1)]
+REFERENCES = ["the first one", "the book", "the trailer", "i feared", "i hoped", "last year's hit", "the original"]
+VERDICTS = [
+    ("i would recommend it", 1),
+    ("worth the ticket", 1),
+    ("i left happy", 1),
+    ("a must see", 1),
+    ("i would happily see it again", 1),
+    ("i would not recommend it", -1),
+    ("not worth the ticket", -1),
+    ("a waste of two hours", -1),
+    ("i wanted my money back", -1),
+    ("skip it", -1),
+]
 ENDINGS = [".", ".", ".", " overall.", ", i thought.", " in the end."]
 
 
@@ -71,8 +132,11 @@ class Review:
         self.rng, self.adjectives = rng, adjectives
 
     def adjective(self, polarity: int | None = None, strength: int | None = None) -> tuple[str, int, int]:
-        pool = [a for a in self.adjectives
-                if (polarity is None or a[1] == polarity) and (strength is None or a[2] == strength)]
+        pool = [
+            a
+            for a in self.adjectives
+            if (polarity is None or a[1] == polarity) and (strength is None or a[2] == strength)
+        ]
         return self.rng.choice(pool)
 
     def clause(self, polarity: int, strength: int | None = None, negatable: bool = True) -> tuple[str, int, int]:
@@ -160,8 +224,10 @@ class Review:
 
     def draw(self) -> tuple[int, str]:
         label = self.rng.choice([1, -1])
-        template = self.rng.choices([self.simple, self.weighed, self.contrast, self.comparative,
-                                     self.expectation, self.verdict], weights=[3, 3, 4, 3, 1, 2])[0]
+        template = self.rng.choices(
+            [self.simple, self.weighed, self.contrast, self.comparative, self.expectation, self.verdict],
+            weights=[3, 3, 4, 3, 1, 2],
+        )[0]
         return int(label > 0), template(label)
 
 
@@ -182,8 +248,11 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     train = draw_split(rng, TRAIN_SIZE, ADJECTIVES_SHARED, TRAIN_LABEL_NOISE)
     train_texts = {text for _, text in train}
-    dev = [row for row in draw_split(rng, DEV_SIZE * 2, ADJECTIVES_SHARED + ADJECTIVES_DEV_ONLY, 0.0)
-           if row[1] not in train_texts][:DEV_SIZE]
+    dev = [
+        row
+        for row in draw_split(rng, DEV_SIZE * 2, ADJECTIVES_SHARED + ADJECTIVES_DEV_ONLY, 0.0)
+        if row[1] not in train_texts
+    ][:DEV_SIZE]
     for split, rows in (("train", train), ("dev", dev)):
         lines = ["label\ttext\n", *(f"{label}\t{text}\n" for label, text in rows)]
         (out / f"{split}.tsv").write_text("".join(lines), encoding="utf-8")

@@ -97,15 +97,20 @@ def toy_batch(tokenizer, batch_size: int = 4, length: int = 16) -> dict[str, tor
     mid = length // 2
     ids[:, mid] = tokenizer.sep_token_id
     types = torch.zeros_like(ids)
-    types[:, mid + 1:] = 1
+    types[:, mid + 1 :] = 1
     mask = torch.ones_like(ids)
     mask[-1, -3:] = 0
     ids[-1, -3:] = tokenizer.pad_token_id
-    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types,
-            "pair_label": torch.tensor([i % 2 for i in range(batch_size)])}
+    return {
+        "input_ids": ids,
+        "attention_mask": mask,
+        "token_type_ids": types,
+        "pair_label": torch.tensor([i % 2 for i in range(batch_size)]),
+    }
 
 
 # -- builders: instantiate the group's node and exercise it a little ---------------------------
+
 
 def build_model(cfg, ctx):
     if cfg.model.name == "hf" or cfg.model.family == "hf":
@@ -141,7 +146,9 @@ def build_data(cfg, ctx):
         return
     corpus_cfg = cfg.data.corpus
     if "path" in corpus_cfg.keys() and OmegaConf.is_missing(corpus_cfg, "path"):
-        sample = PARALLEL_FIXTURE if corpus_cfg.get("_target_", "").endswith("ParallelTextCorpus") else ctx["corpus_dir"]
+        sample = (
+            PARALLEL_FIXTURE if corpus_cfg.get("_target_", "").endswith("ParallelTextCorpus") else ctx["corpus_dir"]
+        )
         corpus_cfg = OmegaConf.merge(corpus_cfg, {"path": str(sample)})
     corpus = instantiate(corpus_cfg)
     assert next(iter(corpus.documents()))
@@ -211,19 +218,25 @@ def build_task(cfg, ctx):
     if cfg.task.name == "tabular":  # no default files: a tiny CSV pair
         for split in ("train", "dev"):
             (ctx["tmp"] / f"{split}.csv").write_text("text,label\nthe cat sat,a\na dog ran,b\n")
-        task_cfg = OmegaConf.merge(task_cfg, {"data": {"train": str(ctx["tmp"] / "train.csv"),
-                                                       "dev": str(ctx["tmp"] / "dev.csv")}})
+        task_cfg = OmegaConf.merge(
+            task_cfg, {"data": {"train": str(ctx["tmp"] / "train.csv"), "dev": str(ctx["tmp"] / "dev.csv")}}
+        )
     elif cfg.task.name == "ner":  # no default files: a tiny CoNLL pair
         (ctx["tmp"] / "tiny.conll").write_text("the\tO\ncat\tB-animal\n\na\tO\ndog\tB-animal\n")
-        task_cfg = OmegaConf.merge(task_cfg, {"data": {"train": str(ctx["tmp"] / "tiny.conll"),
-                                                       "dev": str(ctx["tmp"] / "tiny.conll")}})
+        task_cfg = OmegaConf.merge(
+            task_cfg, {"data": {"train": str(ctx["tmp"] / "tiny.conll"), "dev": str(ctx["tmp"] / "tiny.conll")}}
+        )
     elif cfg.task.name == "squad":  # no default files: a tiny SQuAD v1.1 file
         context = "the cat sat on the mat"
-        qas = [{"id": "q1", "question": "where did the cat sit ?", "answers": [{"text": "the mat", "answer_start": 15}]}]
-        (ctx["tmp"] / "tiny.json").write_text(json.dumps({"data": [{"title": "t", "paragraphs": [
-            {"context": context, "qas": qas}]}]}))
-        task_cfg = OmegaConf.merge(task_cfg, {"data": {"train": str(ctx["tmp"] / "tiny.json"),
-                                                       "dev": str(ctx["tmp"] / "tiny.json")}})
+        qas = [
+            {"id": "q1", "question": "where did the cat sit ?", "answers": [{"text": "the mat", "answer_start": 15}]}
+        ]
+        (ctx["tmp"] / "tiny.json").write_text(
+            json.dumps({"data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}]})
+        )
+        task_cfg = OmegaConf.merge(
+            task_cfg, {"data": {"train": str(ctx["tmp"] / "tiny.json"), "dev": str(ctx["tmp"] / "tiny.json")}}
+        )
     elif cfg.task.name == "seq2seq":  # no default files: a tiny line-aligned pair
         (ctx["tmp"] / "tiny.src").write_text("the cat sat\na dog ran\n")
         (ctx["tmp"] / "tiny.tgt").write_text("sat cat the\nran dog a\n")
@@ -232,8 +245,9 @@ def build_task(cfg, ctx):
     elif cfg.task.name == "multiple_choice":  # no default files: a tiny JSONL of two-choice rows
         rows = [{"context": "the cat sat on", "choices": ["the mat", "a dog"], "label": 0}] * 2
         (ctx["tmp"] / "tiny.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-        task_cfg = OmegaConf.merge(task_cfg, {"data": {"train": str(ctx["tmp"] / "tiny.jsonl"),
-                                                       "dev": str(ctx["tmp"] / "tiny.jsonl")}})
+        task_cfg = OmegaConf.merge(
+            task_cfg, {"data": {"train": str(ctx["tmp"] / "tiny.jsonl"), "dev": str(ctx["tmp"] / "tiny.jsonl")}}
+        )
     elif "glue" in str(cfg.task.data.get("data_dir", "")):
         from lightning_modules.data.glue import glue_layout
 
@@ -249,20 +263,27 @@ def build_task(cfg, ctx):
     if task.spec.is_span_level:  # question + context windows with start/end labels
         from lightning_modules.tasks.span_encoding import QuestionContextEncoder
 
-        encoder = QuestionContextEncoder(ctx["tokenizer"], max_length=task.spec.max_length,
-                                         doc_stride=task.spec.doc_stride)
+        encoder = QuestionContextEncoder(
+            ctx["tokenizer"], max_length=task.spec.max_length, doc_stride=task.spec.doc_stride
+        )
     if task.spec.is_generation:  # source -> target with the decoder's inputs shifted right
         from lightning_modules.tasks.seq2seq_encoding import Seq2SeqEncoder
 
-        encoder = Seq2SeqEncoder(ctx["tokenizer"], max_source_length=task.spec.max_length,
-                                 max_target_length=task.spec.max_target_length, source_prefix=task.spec.source_prefix)
+        encoder = Seq2SeqEncoder(
+            ctx["tokenizer"],
+            max_source_length=task.spec.max_length,
+            max_target_length=task.spec.max_target_length,
+            source_prefix=task.spec.source_prefix,
+        )
     if task.spec.is_multiple_choice:  # a sequence per (context, choice); an example's choices side by side
         from lightning_modules.tasks.choice_encoding import ChoiceEncoder
 
         encoder = ChoiceEncoder(ctx["tokenizer"], causal=False, max_length=task.spec.max_length)
         batch = encoder.collate(encoder.encode_split(task.train)[:4])
-        assert batch["labels"].shape[0] == batch["choice_mask"].shape[0] and \
-            batch["input_ids"].shape[0] == int(batch["choice_mask"].sum()) > 0
+        assert (
+            batch["labels"].shape[0] == batch["choice_mask"].shape[0]
+            and batch["input_ids"].shape[0] == int(batch["choice_mask"].sum()) > 0
+        )
         return
     batch = encoder.collate(encoder.encode_split(task.train)[:4])
     assert batch["labels"].shape[0] == batch["input_ids"].shape[0] > 0
@@ -279,9 +300,15 @@ def bind_toy_task(adaptation, backbone, tokenizer) -> None:
 
     special = set(tokenizer.all_special_tokens)
     words = sorted(w for w in tokenizer.get_vocab() if w.isalpha() and w not in special)[:2]
-    spec = TaskSpec(name="toy", kind="classification", labels=("0", "1"), metrics=("accuracy",),
-                    main_metric="accuracy", max_length=32,
-                    prompt={"template": "{sentence} [MASK] .", "verbalizer": {"0": words[0], "1": words[1]}})
+    spec = TaskSpec(
+        name="toy",
+        kind="classification",
+        labels=("0", "1"),
+        metrics=("accuracy",),
+        main_metric="accuracy",
+        max_length=32,
+        prompt={"template": "{sentence} [MASK] .", "verbalizer": {"0": words[0], "1": words[1]}},
+    )
     task = SimpleNamespace(spec=spec, train=SimpleNamespace(examples=[SimpleNamespace(texts=("a b",), label=0)]))
     adaptation.bind(task, ResolvedBackbone(backbone, tokenizer, "toy", "none", "random"))
 
@@ -331,9 +358,13 @@ def build_compression(cfg, ctx):
     assert method.name == cfg.compression.name
     backbone = instantiate(cfg.model.backbone, vocab_size=len(ctx["tokenizer"]), num_layers=6, num_heads=4)
     spec = TaskSpec(name="t", kind="classification", labels=("a", "b"), metrics=("accuracy",), main_metric="accuracy")
-    source = SimpleNamespace(model=TaskModel(backbone, 2, task_name="t"), tokenizer=ctx["tokenizer"], folder=ctx["tmp"],
-                             manifest={"model": OmegaConf.to_container(cfg.model, resolve=True), "compression": []},
-                             task=spec)  # checks depend on the task's kind (a generator's, a token head's)
+    source = SimpleNamespace(
+        model=TaskModel(backbone, 2, task_name="t"),
+        tokenizer=ctx["tokenizer"],
+        folder=ctx["tmp"],
+        manifest={"model": OmegaConf.to_container(cfg.model, resolve=True), "compression": []},
+        task=spec,
+    )  # checks depend on the task's kind (a generator's, a token head's)
     method.check(source, CompressContext(task=SimpleNamespace(spec=spec)))
 
 
@@ -344,7 +375,7 @@ def build_defence_cfg(cfg, ctx):
     from lightning_modules.attacks.augmentation import AttackAugmentation
     from lightning_modules.heads.task_model import TaskModel
 
-    if cfg.defence._target_.endswith(".AttackAugmentation"):   # defence.source is ??? until given
+    if cfg.defence._target_.endswith(".AttackAugmentation"):  # defence.source is ??? until given
         augmentation = build_defence(OmegaConf.merge(cfg.defence, {"source": str(ctx["tmp"])}))
         assert isinstance(augmentation, AttackAugmentation) and augmentation.name == cfg.defence.name
         with pytest.raises(ConfigError, match="not a stage=attack run folder"):
@@ -387,16 +418,23 @@ def test_config_composes_and_instantiates(group, option, tiny_tokenizer, tiny_co
     BUILDERS[group](cfg, {"tokenizer": tiny_tokenizer, "corpus_dir": tiny_corpus_dir, "tmp": tmp_path})
 
 
-SHORT_RUN = ["trainer.max_steps=3", "trainer.val_check_interval=3", "trainer.limit_val_batches=1",
-             "trainer.enable_progress_bar=false", "data.batch_size=4", "data.block_size=32",
-             "checkpoint_every_n_steps=0"]
+SHORT_RUN = [
+    "trainer.max_steps=3",
+    "trainer.val_check_interval=3",
+    "trainer.limit_val_batches=1",
+    "trainer.enable_progress_bar=false",
+    "data.batch_size=4",
+    "data.block_size=32",
+    "checkpoint_every_n_steps=0",
+]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("option", GROUPS.get("experiment", []))
 def test_every_experiment_runs_a_few_steps(option, data_dir, ptmlab_home, tmp_path):
-    cfg = compose_config([f"experiment={option}", *SHORT_RUN, f"+run_dir={tmp_path / 'run'}",
-                          f"paths.cache_dir={data_cache_dir()}"])
+    cfg = compose_config(
+        [f"experiment={option}", *SHORT_RUN, f"+run_dir={tmp_path / 'run'}", f"paths.cache_dir={data_cache_dir()}"]
+    )
     summary = get_method(cfg.stage.entry)(cfg)
     assert summary["steps"] == 3
     assert (tmp_path / "run" / "summary.json").exists()

@@ -55,7 +55,7 @@ def cli_markdown() -> str:
     parts = ["```text", root.format_help().rstrip(), "```", ""]
 
     def walk(parser: argparse.ArgumentParser, depth: int) -> None:
-        for name, sub in _subcommands(parser).items():
+        for sub in _subcommands(parser).values():
             parts.extend([f"{'#' * depth} `{sub.prog}`", "", "```text", sub.format_help().rstrip(), "```", ""])
             walk(sub, depth + 1)
 

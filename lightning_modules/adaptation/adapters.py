@@ -77,8 +77,10 @@ class Adapters(Adaptation):
         for layer in backbone.layer_modules():
             paths = next((pair for pair in OUTPUT_PROJECTIONS if all(_linear_at(layer, p) for p in pair)), None)
             if paths is None:
-                raise ConfigError(f"adaptation=adapters cannot find the attention/feed-forward output "
-                                  f"projections in {type(layer).__name__}")
+                raise ConfigError(
+                    f"adaptation=adapters cannot find the attention/feed-forward output "
+                    f"projections in {type(layer).__name__}"
+                )
             for path in paths:
                 linear = _linear_at(layer, path)
                 adapter = BottleneckAdapter(linear.out_features, self.bottleneck)

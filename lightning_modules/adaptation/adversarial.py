@@ -40,8 +40,9 @@ from ptmlab.methods.defences import FreeLBParams, PGDParams
 NORMS = ("l2", "linf")
 
 
-def initial_perturbation(mask: torch.Tensor, embedding_size: int, init_mag: float, norm: str,
-                         generator: torch.Generator | None = None) -> torch.Tensor:
+def initial_perturbation(
+    mask: torch.Tensor, embedding_size: int, init_mag: float, norm: str, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """B×T×E starting perturbation, zero on padding (`mask` B×T of 0/1)."""
     b, t = mask.shape
     m = mask.to(torch.float32).unsqueeze(-1)  # B×T -> B×T×1
@@ -66,8 +67,9 @@ def project(delta: torch.Tensor, max_norm: float, norm: str) -> torch.Tensor:
     return delta * scale.view(-1, 1, 1)
 
 
-def ascent_step(delta: torch.Tensor, grad: torch.Tensor, mask: torch.Tensor, step_size: float, max_norm: float,
-                norm: str) -> torch.Tensor:
+def ascent_step(
+    delta: torch.Tensor, grad: torch.Tensor, mask: torch.Tensor, step_size: float, max_norm: float, norm: str
+) -> torch.Tensor:
     """δ + step_size·g/‖g‖ (per example, the norm's own), padding left at zero, projected."""
     grad = torch.nan_to_num(grad.float(), nan=0.0, posinf=0.0, neginf=0.0)  # an overflowing fp16 pass
     grad = grad * mask.to(grad.dtype).unsqueeze(-1)
@@ -94,8 +96,10 @@ class EmbeddingPerturbation:
             return output
         b, t, _ = self.delta.shape
         if output.shape[0] != b or output.shape[1] < t:
-            raise ConfigError(f"defence: the word embeddings' output {tuple(output.shape)} does not hold the "
-                              f"batch's {b}×{t} tokens; this backbone cannot be perturbed in embedding space")
+            raise ConfigError(
+                f"defence: the word embeddings' output {tuple(output.shape)} does not hold the "
+                f"batch's {b}×{t} tokens; this backbone cannot be perturbed in embedding space"
+            )
         self.applied += 1
         delta = self.delta.to(output.dtype)
         if output.shape[1] == t:
@@ -116,6 +120,7 @@ def rewinding_random_state(enabled: bool, device: torch.device):
         torch.set_rng_state(cpu)
         if cuda is not None:
             torch.cuda.set_rng_state(cuda, device)
+
     yield rewind
 
 
@@ -126,8 +131,15 @@ class AdversarialTraining:
     name = "adversarial"
     accumulates = True
 
-    def __init__(self, adv_k: int = 2, adv_lr: float = 0.1, adv_init_mag: float = 0.6, adv_max_norm: float = 0.0,
-                 adv_norm_type: str = "l2", same_dropout_mask: bool = True):
+    def __init__(
+        self,
+        adv_k: int = 2,
+        adv_lr: float = 0.1,
+        adv_init_mag: float = 0.6,
+        adv_max_norm: float = 0.0,
+        adv_norm_type: str = "l2",
+        same_dropout_mask: bool = True,
+    ):
         if int(adv_k) < 1:
             raise ConfigError(f"defence.adv_k={adv_k}: expected at least one ascent step")
         if adv_norm_type not in NORMS:
@@ -143,14 +155,22 @@ class AdversarialTraining:
 
     def settings(self) -> dict:
         """What the run's summary and the task model's manifest record."""
-        return {"name": self.name, "adv_k": self.adv_k, "adv_lr": self.adv_lr, "adv_init_mag": self.adv_init_mag,
-                "adv_max_norm": self.adv_max_norm, "adv_norm_type": self.adv_norm_type,
-                "same_dropout_mask": self.same_dropout_mask}
+        return {
+            "name": self.name,
+            "adv_k": self.adv_k,
+            "adv_lr": self.adv_lr,
+            "adv_init_mag": self.adv_init_mag,
+            "adv_max_norm": self.adv_max_norm,
+            "adv_norm_type": self.adv_norm_type,
+            "same_dropout_mask": self.same_dropout_mask,
+        }
 
     def check(self, adaptation) -> None:
         if not adaptation.trains:
-            raise ConfigError(f"defence={self.name} with adaptation={adaptation.name}: the adaptation does not "
-                              f"train, so there is nothing to train adversarially")
+            raise ConfigError(
+                f"defence={self.name} with adaptation={adaptation.name}: the adaptation does not "
+                f"train, so there is nothing to train adversarially"
+            )
 
     def attach(self, model: nn.Module) -> None:
         if self.perturbation is None:
@@ -161,8 +181,14 @@ class AdversarialTraining:
             self.perturbation.remove()
             self.perturbation = None
 
-    def step_loss(self, model: nn.Module, batch: dict, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-                  backward: Callable[[torch.Tensor], None], loss_scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    def step_loss(
+        self,
+        model: nn.Module,
+        batch: dict,
+        loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        backward: Callable[[torch.Tensor], None],
+        loss_scale: float = 1.0,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(the loss to hand back to the optimizer's closure, the mean adversarial loss to log).
         `loss_scale`: PGD's δ-only gradients are taken of the loss times it (a mixed-precision
         scaler's scale, so fp16 gradients do not underflow; the step is normalised anyway)."""
@@ -210,10 +236,23 @@ class PGD(AdversarialTraining):
     accumulates = False
 
     # The FreeLB authors' vanilla-PGD SST-2 settings (conf/defence/pgd.yaml says where from).
-    def __init__(self, adv_k: int = 2, adv_lr: float = 0.1, adv_init_mag: float = 1.0, adv_max_norm: float = 0.6,
-                 adv_norm_type: str = "l2", same_dropout_mask: bool = True):
-        super().__init__(adv_k=adv_k, adv_lr=adv_lr, adv_init_mag=adv_init_mag, adv_max_norm=adv_max_norm,
-                         adv_norm_type=adv_norm_type, same_dropout_mask=same_dropout_mask)
+    def __init__(
+        self,
+        adv_k: int = 2,
+        adv_lr: float = 0.1,
+        adv_init_mag: float = 1.0,
+        adv_max_norm: float = 0.6,
+        adv_norm_type: str = "l2",
+        same_dropout_mask: bool = True,
+    ):
+        super().__init__(
+            adv_k=adv_k,
+            adv_lr=adv_lr,
+            adv_init_mag=adv_init_mag,
+            adv_max_norm=adv_max_norm,
+            adv_norm_type=adv_norm_type,
+            same_dropout_mask=same_dropout_mask,
+        )
 
 
 def build_defence(node):

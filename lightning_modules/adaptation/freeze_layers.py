@@ -18,7 +18,9 @@ class FreezeLayers(Adaptation):
 
     def __init__(self, num_frozen: int | None = None, num_trainable: int | None = None):
         if (num_frozen is None) == (num_trainable is None):
-            raise ConfigError("adaptation=freeze_layers needs exactly one of adaptation.num_frozen, adaptation.num_trainable")
+            raise ConfigError(
+                "adaptation=freeze_layers needs exactly one of adaptation.num_frozen, adaptation.num_trainable"
+            )
         self.num_frozen, self.num_trainable = num_frozen, num_trainable
 
     def prepare(self, model: nn.Module) -> None:

@@ -18,8 +18,12 @@ def wrap_with_peft_prefix(backbone: nn.Module, num_tokens: int, reparameterize: 
     from peft import PrefixTuningConfig, TaskType, get_peft_model
 
     task_type = TaskType.SEQ_2_SEQ_LM if backbone.is_encoder_decoder else TaskType.CAUSAL_LM
-    config = PrefixTuningConfig(task_type=task_type, num_virtual_tokens=int(num_tokens),
-                                prefix_projection=bool(reparameterize), encoder_hidden_size=int(hidden))
+    config = PrefixTuningConfig(
+        task_type=task_type,
+        num_virtual_tokens=int(num_tokens),
+        prefix_projection=bool(reparameterize),
+        encoder_hidden_size=int(hidden),
+    )
     backbone.model = get_peft_model(backbone.model, config)
     return backbone.model.prompt_encoder
 

@@ -34,17 +34,27 @@ FRESH_HEAD_KIND = {"encoder": "mlm", "decoder": "causal"}
 
 def mlm_head_spec(backbone) -> dict:
     embedding_size = int(backbone.get_input_embeddings().weight.shape[1])
-    return {"kind": "mlm", "hidden_size": int(backbone.hidden_size), "embedding_size": embedding_size,
-            "vocab_size": int(backbone.get_input_embeddings().weight.shape[0]),
-            "activation": str(backbone.activation), "layer_norm_eps": float(backbone.layer_norm_eps)}
+    return {
+        "kind": "mlm",
+        "hidden_size": int(backbone.hidden_size),
+        "embedding_size": embedding_size,
+        "vocab_size": int(backbone.get_input_embeddings().weight.shape[0]),
+        "activation": str(backbone.activation),
+        "layer_norm_eps": float(backbone.layer_norm_eps),
+    }
 
 
 def build_lm_head(spec: dict) -> nn.Module | None:
     """A fresh head of this spec (None for the tied causal decoder, which has no parameters)."""
     if spec["kind"] == "causal":
         return None
-    return MaskedLMHead(int(spec["hidden_size"]), int(spec["embedding_size"]), int(spec["vocab_size"]),
-                        activation=str(spec["activation"]), layer_norm_eps=float(spec["layer_norm_eps"]))
+    return MaskedLMHead(
+        int(spec["hidden_size"]),
+        int(spec["embedding_size"]),
+        int(spec["vocab_size"]),
+        activation=str(spec["activation"]),
+        layer_norm_eps=float(spec["layer_norm_eps"]),
+    )
 
 
 class VerbalizerHead(nn.Module):
@@ -114,8 +124,12 @@ def _from_hf(backbone, mode: str, source: str) -> tuple[dict, dict | None]:
     try:
         model, info = AutoModelForMaskedLM.from_pretrained(backbone.name_or_path, output_loading_info=True)
     except (OSError, ValueError) as exc:
-        raise _refuse(mode, source, f"has no masked-LM head ({type(exc).__name__}: "
-                                    f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''})") from None
+        raise _refuse(
+            mode,
+            source,
+            f"has no masked-LM head ({type(exc).__name__}: "
+            f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''})",
+        ) from None
     modules = dict(model.named_modules())
     for path, dense, norm, bias, activation in HF_MLM_HEADS:
         if path not in modules:
@@ -126,13 +140,21 @@ def _from_hf(backbone, mode: str, source: str) -> tuple[dict, dict | None]:
         head = modules[path]
         spec = {**mlm_head_spec(backbone), "activation": activation or str(model.config.hidden_act)}
         spec["layer_norm_eps"] = float(getattr(model.config, "layer_norm_eps", 1e-12))
-        get = lambda name: head.get_parameter(name).detach().clone()  # noqa: E731
-        state = {"dense.weight": get(f"{dense}.weight"), "dense.bias": get(f"{dense}.bias"),
-                 "layer_norm.weight": get(f"{norm}.weight"), "layer_norm.bias": get(f"{norm}.bias"),
-                 "bias": get(bias)}
+
+        def get(name: str, head: torch.nn.Module = head) -> torch.Tensor:
+            return head.get_parameter(name).detach().clone()
+
+        state = {
+            "dense.weight": get(f"{dense}.weight"),
+            "dense.bias": get(f"{dense}.bias"),
+            "layer_norm.weight": get(f"{norm}.weight"),
+            "layer_norm.bias": get(f"{norm}.bias"),
+            "bias": get(bias),
+        }
         return spec, state
-    raise _refuse(mode, source, f"is a {type(model).__name__}, whose head is not one of "
-                                f"{', '.join(p for p, *_ in HF_MLM_HEADS)}")
+    raise _refuse(
+        mode, source, f"is a {type(model).__name__}, whose head is not one of {', '.join(p for p, *_ in HF_MLM_HEADS)}"
+    )
 
 
 def find_lm_head(resolved, mode: str) -> tuple[dict, dict | None]:
@@ -153,11 +175,19 @@ def find_lm_head(resolved, mode: str) -> tuple[dict, dict | None]:
         spec, state = _from_hf(backbone, mode, source)
     else:
         objective = f" (pre-trained with objective={resolved.objective})" if resolved.objective != "unknown" else ""
-        raise _refuse(mode, source, f"exports no LM head{objective}: masked-LM (objective=mlm and its variants) "
-                                    f"and causal-LM (objective=clm) pre-training export one ({LM_HEAD_SPEC})")
+        raise _refuse(
+            mode,
+            source,
+            f"exports no LM head{objective}: masked-LM (objective=mlm and its variants) "
+            f"and causal-LM (objective=clm) pre-training export one ({LM_HEAD_SPEC})",
+        )
     if spec["kind"] == "causal":
         embedding_size = backbone.get_input_embeddings().weight.shape[1]
         if embedding_size != backbone.hidden_size:
-            raise _refuse(mode, source, f"is a causal decoder with factorised embeddings "
-                                        f"(E={embedding_size} ≠ H={backbone.hidden_size}), which its tied head cannot read")
+            raise _refuse(
+                mode,
+                source,
+                f"is a causal decoder with factorised embeddings "
+                f"(E={embedding_size} ≠ H={backbone.hidden_size}), which its tied head cannot read",
+            )
     return spec, state

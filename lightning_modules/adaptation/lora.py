@@ -54,15 +54,23 @@ class LoRA(Adaptation):
     name = "lora"
     checks_backbone_layers = True  # a target that matches no Linear, a rank larger than a layer
 
-    def __init__(self, rank: int = 8, alpha: float = 16.0, dropout: float = 0.0,
-                 target_modules: list[str] | tuple[str, ...] = ("query", "value"), merge: bool = True,
-                 merged: bool = False):
+    def __init__(
+        self,
+        rank: int = 8,
+        alpha: float = 16.0,
+        dropout: float = 0.0,
+        target_modules: list[str] | tuple[str, ...] = ("query", "value"),
+        merge: bool = True,
+        merged: bool = False,
+    ):
         if int(rank) <= 0:
             raise ConfigError(f"adaptation.rank={rank} must be a positive integer")
         if not 0.0 <= float(dropout) < 1.0:
             raise ConfigError(f"adaptation.dropout={dropout} must be in [0, 1)")
         if not target_modules:
-            raise ConfigError("adaptation.target_modules is empty: name the Linear layers LoRA adapts (e.g. [query, value])")
+            raise ConfigError(
+                "adaptation.target_modules is empty: name the Linear layers LoRA adapts (e.g. [query, value])"
+            )
         self.rank, self.alpha, self.dropout = int(rank), float(alpha), float(dropout)
         self.target_modules = [str(t) for t in target_modules]
         self.merge = bool(merge)
@@ -77,14 +85,18 @@ class LoRA(Adaptation):
             found = {n: m for n, m in linears.items() if _matches(n, target)}
             if not found:
                 leaves = sorted({n.rsplit(".", 1)[-1] for n in linears})
-                raise ConfigError(f"adaptation.target_modules: '{target}' matches no Linear layer of "
-                                  f"{type(backbone).__name__}; its Linear layers are named: {', '.join(leaves)}")
+                raise ConfigError(
+                    f"adaptation.target_modules: '{target}' matches no Linear layer of "
+                    f"{type(backbone).__name__}; its Linear layers are named: {', '.join(leaves)}"
+                )
             chosen.update(found)
         for name, linear in chosen.items():
             fan_in, fan_out = _features(linear)
             if self.rank > min(fan_in, fan_out):
-                raise ConfigError(f"adaptation.rank={self.rank} is larger than layer {name} allows "
-                                  f"({fan_in}→{fan_out}: rank ≤ {min(fan_in, fan_out)})")
+                raise ConfigError(
+                    f"adaptation.rank={self.rank} is larger than layer {name} allows "
+                    f"({fan_in}→{fan_out}: rank ≤ {min(fan_in, fan_out)})"
+                )
         return chosen
 
     def check_backbone(self, backbone: nn.Module) -> None:
@@ -98,8 +110,14 @@ class LoRA(Adaptation):
         chosen = self.targets(model.backbone)
         # Conv1D keeps its weight in×out: peft must transpose B·A before adding it (GPT-2's layers)
         fan_in_fan_out = any(not isinstance(m, nn.Linear) for m in chosen.values())
-        config = LoraConfig(r=self.rank, lora_alpha=self.alpha, lora_dropout=self.dropout,
-                            target_modules=list(self.target_modules), bias="none", fan_in_fan_out=fan_in_fan_out)
+        config = LoraConfig(
+            r=self.rank,
+            lora_alpha=self.alpha,
+            lora_dropout=self.dropout,
+            target_modules=list(self.target_modules),
+            bias="none",
+            fan_in_fan_out=fan_in_fan_out,
+        )
         inject_adapter_in_model(config, model.backbone)
         return [m for m in model.backbone.modules() if _is_lora_layer(m)]
 

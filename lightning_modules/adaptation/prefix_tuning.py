@@ -46,13 +46,23 @@ class PrefixTuning(Adaptation):
         if hasattr(backbone, "lm_logits"):  # a Hugging Face LM under a generation task: peft's prefix
             return [wrap_with_peft_prefix(backbone, self.num_tokens, reparameterize, self.reparameterize_hidden)]
         if backbone.family == "encoder_decoder":
-            prefix = Seq2SeqPrefix(self.num_tokens, backbone.encoder, backbone.decoder, reparameterize=reparameterize,
-                                   hidden=self.reparameterize_hidden)
+            prefix = Seq2SeqPrefix(
+                self.num_tokens,
+                backbone.encoder,
+                backbone.decoder,
+                reparameterize=reparameterize,
+                hidden=self.reparameterize_hidden,
+            )
             prefix.install(model, self.max_length, self.max_target_length)
             return [prefix]
         pairs = key_value_projections(backbone)
-        prefix = Prefix(self.num_tokens, len(pairs), pairs[0][0].out_features, reparameterize=reparameterize,
-                        hidden=self.reparameterize_hidden)
+        prefix = Prefix(
+            self.num_tokens,
+            len(pairs),
+            pairs[0][0].out_features,
+            reparameterize=reparameterize,
+            hidden=self.reparameterize_hidden,
+        )
         prefix.install(model, self.max_length)
         return [prefix]
 
@@ -69,8 +79,11 @@ class PrefixTuning(Adaptation):
         if not hasattr(model, "virtual_tokens"):  # peft's prefix (a Hugging Face LM): what trains
             return super().delta_state(model)
         state = {k: v for k, v in super().delta_state(model).items() if not k.startswith("virtual_tokens.")}
-        kept = {f"virtual_tokens.{name + '.' if name else ''}prefix": prefix.vectors().detach()
-                for name, prefix in model.virtual_tokens.named_modules() if isinstance(prefix, Prefix)}
+        kept = {
+            f"virtual_tokens.{name + '.' if name else ''}prefix": prefix.vectors().detach()
+            for name, prefix in model.virtual_tokens.named_modules()
+            if isinstance(prefix, Prefix)
+        }
         return {**state, **kept}
 
     def finalize(self, model: nn.Module) -> None:

@@ -18,8 +18,7 @@ from torch import nn
 
 from lightning_modules.adaptation.base import Adaptation, set_trainable
 from lightning_modules.adaptation.lm_head import VerbalizerHead, build_lm_head, find_lm_head
-from lightning_modules.tasks.templates import (PromptTemplate, draw_demonstrations, resolve_label_words,
-                                               template_fields)
+from lightning_modules.tasks.templates import PromptTemplate, draw_demonstrations, resolve_label_words, template_fields
 from ptmlab.contracts import ConfigError
 from ptmlab.methods.adaptation import PromptBasedParams
 
@@ -47,26 +46,39 @@ class PromptBasedFineTuning(Adaptation):
     def bind(self, task, resolved) -> None:
         spec, mode = task.spec, self.name
         if spec.prompt is None:
-            raise ConfigError(f"adaptation={mode} needs task.prompt (a template and a verbalizer); "
-                              f"task {spec.name} has none")
+            raise ConfigError(
+                f"adaptation={mode} needs task.prompt (a template and a verbalizer); task {spec.name} has none"
+            )
         if spec.is_regression:
             raise ConfigError(f"adaptation={mode} needs a classification task; task {spec.name} is a regression task")
         template = spec.prompt["template"]
         fields = template_fields(template)
         num_texts = len(task.train.examples[0].texts)
         if num_texts != len(fields):
-            raise ConfigError(f"task.prompt.template={template!r} has fields {', '.join(fields)} but task "
-                              f"{spec.name} has {num_texts} text field(s)")
+            raise ConfigError(
+                f"task.prompt.template={template!r} has fields {', '.join(fields)} but task "
+                f"{spec.name} has {num_texts} text field(s)"
+            )
         label_token_ids = resolve_label_words(spec.prompt["verbalizer"], spec.labels, resolved.tokenizer, template)
         lm_head, self.lm_head_state = find_lm_head(resolved, mode)
         if self.freeze_backbone and lm_head["kind"] == "causal":
-            raise ConfigError(f"adaptation.freeze_backbone=true trains only the LM head, and the causal decoder "
-                              f"of backbone={resolved.source} has none apart from its tied embedding")
+            raise ConfigError(
+                f"adaptation.freeze_backbone=true trains only the LM head, and the causal decoder "
+                f"of backbone={resolved.source} has none apart from its tied embedding"
+            )
         # Drawn once, with the run's seed (build_finetune seeds torch before bind), not per example.
-        demonstrations = draw_demonstrations(task.train.examples, spec.num_labels, self.demonstrations,
-                                             seed=torch.initial_seed()) if self.demonstrations else []
-        self.resolved = {"template": template, "verbalizer": spec.prompt["verbalizer"],
-                         "label_token_ids": label_token_ids, "lm_head": lm_head, "demonstrations": demonstrations}
+        demonstrations = (
+            draw_demonstrations(task.train.examples, spec.num_labels, self.demonstrations, seed=torch.initial_seed())
+            if self.demonstrations
+            else []
+        )
+        self.resolved = {
+            "template": template,
+            "verbalizer": spec.prompt["verbalizer"],
+            "label_token_ids": label_token_ids,
+            "lm_head": lm_head,
+            "demonstrations": demonstrations,
+        }
 
     def _template(self) -> PromptTemplate:
         r = self.resolved
@@ -74,15 +86,18 @@ class PromptBasedFineTuning(Adaptation):
 
     def insert_modules(self, model: nn.Module) -> None:
         if self.resolved is None:
-            raise ConfigError(f"adaptation={self.name}: no resolved prompt (bind() was not called and the "
-                              f"node has no `resolved`)")
+            raise ConfigError(
+                f"adaptation={self.name}: no resolved prompt (bind() was not called and the node has no `resolved`)"
+            )
         if model.pooling != "pool_index":
-            raise ConfigError(f"adaptation={self.name} reads the [MASK] slot: stage.pooling must be pool_index, "
-                              f"not {model.pooling}")
+            raise ConfigError(
+                f"adaptation={self.name} reads the [MASK] slot: stage.pooling must be pool_index, not {model.pooling}"
+            )
         dropout = model.head[0].p
         backbone = model.backbone
-        verbalizer = VerbalizerHead(build_lm_head(self.resolved["lm_head"]), self.resolved["label_token_ids"],
-                                    backbone.get_input_embeddings)
+        verbalizer = VerbalizerHead(
+            build_lm_head(self.resolved["lm_head"]), self.resolved["label_token_ids"], backbone.get_input_embeddings
+        )
         model.head = nn.Sequential(nn.Dropout(dropout), verbalizer)
         model.input_template = self._template()
 

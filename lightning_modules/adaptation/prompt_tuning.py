@@ -30,7 +30,9 @@ class PromptTuning(Adaptation):
         if init not in INITS:
             raise ConfigError(f"adaptation.init={init} is unknown; valid: {', '.join(INITS)}")
         if init == "words" and not init_words:
-            raise ConfigError("adaptation.init=words needs adaptation.init_words (words whose embeddings start the prompt)")
+            raise ConfigError(
+                "adaptation.init=words needs adaptation.init_words (words whose embeddings start the prompt)"
+            )
         self.num_tokens, self.init, self.init_words = int(num_tokens), init, list(init_words or [])
         self.tokenizer = None
         self.max_length = None
@@ -68,5 +70,5 @@ class PromptTuning(Adaptation):
             if not pieces or pieces[0] == getattr(self.tokenizer, "unk_token_id", None):
                 raise ConfigError(f"adaptation.init_words: '{word}' is not in the tokenizer's vocabulary")
             ids.append(pieces[0])
-        ids = (ids * self.num_tokens)[:self.num_tokens]
+        ids = (ids * self.num_tokens)[: self.num_tokens]
         return table[torch.tensor(ids)].clone()

@@ -42,22 +42,27 @@ class DecoderPrefix(Prefix):
 
 
 class Seq2SeqPrefix(nn.Module):
-    def __init__(self, num_tokens: int, encoder: nn.Module, decoder: nn.Module, reparameterize: bool = False,
-                 hidden: int = 512):
+    def __init__(
+        self, num_tokens: int, encoder: nn.Module, decoder: nn.Module, reparameterize: bool = False, hidden: int = 512
+    ):
         super().__init__()
         sides = {}
-        for name, kind, pairs in (("encoder", Prefix, key_value_projections(encoder)),
-                                  ("decoder", DecoderPrefix, self_attention_projections(decoder))):
-            sides[name] = kind(num_tokens, len(pairs), pairs[0][0].out_features, reparameterize=reparameterize,
-                               hidden=hidden)
+        for name, kind, pairs in (
+            ("encoder", Prefix, key_value_projections(encoder)),
+            ("decoder", DecoderPrefix, self_attention_projections(decoder)),
+        ):
+            sides[name] = kind(
+                num_tokens, len(pairs), pairs[0][0].out_features, reparameterize=reparameterize, hidden=hidden
+            )
         self.encoder, self.decoder = sides["encoder"], sides["decoder"]
         self.num_tokens = int(num_tokens)
 
     def install(self, model: nn.Module, max_length: int | None, max_target_length: int | None) -> None:
         backbone = model.backbone
-        for prefix, side, longest, key in ((self.encoder, backbone.encoder, max_length, "task.max_length"),
-                                           (self.decoder, backbone.decoder, max_target_length,
-                                            "task.max_target_length")):
+        for prefix, side, longest, key in (
+            (self.encoder, backbone.encoder, max_length, "task.max_length"),
+            (self.decoder, backbone.decoder, max_target_length, "task.max_target_length"),
+        ):
             if longest is not None:
                 prefix.check_length(side, longest, key)
             prefix.attach(side)

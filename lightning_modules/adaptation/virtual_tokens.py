@@ -57,9 +57,11 @@ class VirtualTokens(nn.Module):
     def check_length(self, backbone: nn.Module, max_length: int, key: str = "task.max_length") -> None:
         limit = max_positions(backbone)
         if limit is not None and self.num_tokens + int(max_length) > limit:
-            raise ConfigError(f"adaptation.num_tokens={self.num_tokens} + {key}={max_length} = "
-                              f"{self.num_tokens + int(max_length)} exceeds the {limit} positions of "
-                              f"{type(backbone).__name__}: shorten one of them")
+            raise ConfigError(
+                f"adaptation.num_tokens={self.num_tokens} + {key}={max_length} = "
+                f"{self.num_tokens + int(max_length)} exceeds the {limit} positions of "
+                f"{type(backbone).__name__}: shorten one of them"
+            )
 
     def install(self, model: nn.Module, max_length: int | None) -> None:
         """Into a task model: checked against the longest input (when known), kept as
@@ -128,7 +130,7 @@ class SoftPrompt(VirtualTokens):
 
     def _replace_embeddings(self, module, args, output: torch.Tensor) -> torch.Tensor:
         prompt = self.embeddings.to(output.dtype).unsqueeze(0).expand(output.shape[0], -1, -1)  # P×E -> B×P×E
-        return torch.cat([prompt, output[:, self.num_tokens:]], dim=1)
+        return torch.cat([prompt, output[:, self.num_tokens :]], dim=1)
 
 
 # (key, value) projection names inside one attention layer, by naming scheme: ptmlab's own and
@@ -140,8 +142,10 @@ def key_value_projections(backbone: nn.Module) -> list[tuple[nn.Linear, nn.Linea
     """Each layer's (key, value) Linear projections, bottom to top."""
     layers = backbone.layer_modules()
     if len({id(layer) for layer in layers}) != len(layers):
-        raise ConfigError(f"adaptation=prefix_tuning: {type(backbone).__name__} shares one layer across "
-                          f"the stack (ALBERT), so a prefix per layer has nowhere to live")
+        raise ConfigError(
+            f"adaptation=prefix_tuning: {type(backbone).__name__} shares one layer across "
+            f"the stack (ALBERT), so a prefix per layer has nowhere to live"
+        )
     pairs = []
     for layer in layers:
         modules = dict(layer.named_modules())
@@ -153,9 +157,11 @@ def key_value_projections(backbone: nn.Module) -> list[tuple[nn.Linear, nn.Linea
                 found = (keys[0], values[0])
                 break
         if found is None:
-            raise ConfigError(f"adaptation=prefix_tuning needs separate key and value projections "
-                              f"({' or '.join('/'.join(p) for p in KEY_VALUE_NAMES)}) in {type(layer).__name__}; "
-                              f"fused projections (GPT-2's c_attn) are not supported")
+            raise ConfigError(
+                f"adaptation=prefix_tuning needs separate key and value projections "
+                f"({' or '.join('/'.join(p) for p in KEY_VALUE_NAMES)}) in {type(layer).__name__}; "
+                f"fused projections (GPT-2's c_attn) are not supported"
+            )
         pairs.append(found)
     return pairs
 
@@ -166,8 +172,7 @@ class Prefix(VirtualTokens):
     them while what the virtual positions' hidden states hold never matters. Optionally produced
     by a reparameterisation MLP (Li & Liang 2021) from P embeddings while training."""
 
-    def __init__(self, num_tokens: int, num_layers: int, kv_size: int, reparameterize: bool = False,
-                 hidden: int = 512):
+    def __init__(self, num_tokens: int, num_layers: int, kv_size: int, reparameterize: bool = False, hidden: int = 512):
         super().__init__(num_tokens)
         self.num_layers, self.kv_size = int(num_layers), int(kv_size)
         shape = (self.num_layers, 2, self.num_tokens, self.kv_size)  # L × (key, value) × P × H
@@ -175,8 +180,11 @@ class Prefix(VirtualTokens):
         self.mlp = None
         if reparameterize:
             self.seed = nn.Parameter(torch.randn(self.num_tokens, self.kv_size) * 0.02)
-            self.mlp = nn.Sequential(nn.Linear(self.kv_size, int(hidden)), nn.Tanh(),
-                                     nn.Linear(int(hidden), self.num_layers * 2 * self.kv_size))
+            self.mlp = nn.Sequential(
+                nn.Linear(self.kv_size, int(hidden)),
+                nn.Tanh(),
+                nn.Linear(int(hidden), self.num_layers * 2 * self.kv_size),
+            )
 
     def vectors(self) -> torch.Tensor:
         """L×2×P×H key/value prefixes."""
@@ -208,7 +216,8 @@ class Prefix(VirtualTokens):
         def write(module, args, output: torch.Tensor) -> torch.Tensor:
             prefix = self.vectors()[layer, which].to(output.dtype)  # P×H
             prefix = prefix.unsqueeze(0).expand(output.shape[0], -1, -1)  # -> B×P×H
-            return torch.cat([prefix, output[:, self.num_tokens:]], dim=1)
+            return torch.cat([prefix, output[:, self.num_tokens :]], dim=1)
+
         return write
 
 
@@ -219,11 +228,17 @@ def refuse_on_generator(backbone: nn.Module, mode: str, encoder_decoder_ok: bool
     if backbone.hf_native and hf_ok:
         return
     if backbone.hf_native:
-        raise ConfigError(f"adaptation={mode} does not apply to a Hugging Face checkpoint under task.kind=generation "
-                          f"(its LM computes the logits past the virtual-token hooks); use adaptation=lora or bitfit")
+        raise ConfigError(
+            f"adaptation={mode} does not apply to a Hugging Face checkpoint under task.kind=generation "
+            f"(its LM computes the logits past the virtual-token hooks); use adaptation=lora or bitfit"
+        )
     if backbone.family == "encoder_decoder" and not encoder_decoder_ok:
-        raise ConfigError(f"adaptation={mode} does not apply to an encoder-decoder under task.kind=generation (the "
-                          f"token table it writes into feeds the decoder too); use adaptation=prefix_tuning")
+        raise ConfigError(
+            f"adaptation={mode} does not apply to an encoder-decoder under task.kind=generation (the "
+            f"token table it writes into feeds the decoder too); use adaptation=prefix_tuning"
+        )
     if not backbone.is_causal and backbone.family != "encoder_decoder":
-        raise ConfigError(f"adaptation={mode} does not apply to UniLM's seq2seq generation ({type(backbone).__name__}: "
-                          f"its attention mask is built for the text positions); use adaptation=lora, bitfit or full")
+        raise ConfigError(
+            f"adaptation={mode} does not apply to UniLM's seq2seq generation ({type(backbone).__name__}: "
+            f"its attention mask is built for the text positions); use adaptation=lora, bitfit or full"
+        )

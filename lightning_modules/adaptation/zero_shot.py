@@ -22,10 +22,12 @@ class ZeroShot(Adaptation):
     def bind(self, task, resolved) -> None:
         spec = task.spec
         if not spec.is_multiple_choice or not resolved.backbone.is_causal or spec.choice_scoring == "head":
-            raise ConfigError(f"adaptation=zero_shot scores choices by a causal decoder's log-likelihood: it needs "
-                              f"task.kind=multiple_choice (task {spec.name} is {spec.kind}), a decoder backbone "
-                              f"(causal: {bool(resolved.backbone.is_causal)}) and task.choice_scoring auto or "
-                              f"log_likelihood (is {spec.choice_scoring}); a classification head would be untrained")
+            raise ConfigError(
+                f"adaptation=zero_shot scores choices by a causal decoder's log-likelihood: it needs "
+                f"task.kind=multiple_choice (task {spec.name} is {spec.kind}), a decoder backbone "
+                f"(causal: {bool(resolved.backbone.is_causal)}) and task.choice_scoring auto or "
+                f"log_likelihood (is {spec.choice_scoring}); a classification head would be untrained"
+            )
 
     def prepare(self, model: nn.Module) -> None:
         set_trainable([model], False)

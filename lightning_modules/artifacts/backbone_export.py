@@ -56,14 +56,16 @@ def read_backbone_manifest(export_dir: Path) -> dict | None:
         return None
     configs = data.get("configs") or {}  # record_backbone makes these the run's own groups
     check_shipped_code(configs.get("objective") or {}, str(path), path="configs.objective")
-    check_shipped_code((configs.get("data") or {}).get("corpus") or {}, str(path), slot="corpus",
-                       path="configs.data.corpus")
+    check_shipped_code(
+        (configs.get("data") or {}).get("corpus") or {}, str(path), slot="corpus", path="configs.data.corpus"
+    )
     check_shipped_code(configs, str(path), path="configs")
     return data
 
 
-def export_backbone(backbone: torch.nn.Module, model_cfg: DictConfig, tokenizer, out_dir: Path,
-                    vocab_size: int) -> Path:
+def export_backbone(
+    backbone: torch.nn.Module, model_cfg: DictConfig, tokenizer, out_dir: Path, vocab_size: int
+) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     cfg = OmegaConf.to_container(model_cfg, resolve=True)
@@ -96,8 +98,10 @@ def export_lm_head(objectives: dict, backbone: torch.nn.Module, out_dir: Path) -
     for objective in objectives.values():
         if isinstance(objective, MaskedLMObjective) and not backbone.is_causal:
             spec = mlm_head_spec(backbone)
-            save_file({k: v.detach().contiguous().cpu() for k, v in objective.head.state_dict().items()},
-                      str(out_dir / LM_HEAD_WEIGHTS))
+            save_file(
+                {k: v.detach().contiguous().cpu() for k, v in objective.head.state_dict().items()},
+                str(out_dir / LM_HEAD_WEIGHTS),
+            )
             break
         if isinstance(objective, CausalLMObjective) and objective.project is None:
             spec = {"kind": "causal"}

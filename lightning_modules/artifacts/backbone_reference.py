@@ -38,8 +38,20 @@ from ptmlab.contracts import BackboneError
 from ptmlab.methods.shipped import check_shipped_code
 
 # What a backbone's record holds (summary.json `backbone`, the config's `resolved_backbone`).
-RECORD_KEYS = ("reference", "model", "family", "objective", "tokenizer", "data", "params", "vocab_size",
-               "source_stage", "source_job", "source_run", "source_run_dir")
+RECORD_KEYS = (
+    "reference",
+    "model",
+    "family",
+    "objective",
+    "tokenizer",
+    "data",
+    "params",
+    "vocab_size",
+    "source_stage",
+    "source_job",
+    "source_run",
+    "source_run_dir",
+)
 
 
 @dataclass
@@ -72,35 +84,50 @@ def with_record(resolved: ResolvedBackbone, **known) -> ResolvedBackbone:
     """Fill `resolved.record`: what the loaded backbone itself tells, then what `known` says
     (RECORD_KEYS; None values say nothing)."""
     record = dict.fromkeys(RECORD_KEYS)
-    record.update(reference=resolved.source, model=resolved.model_name, objective=resolved.objective,
-                  family=(resolved.model_cfg or {}).get("family"), params=_count_parameters(resolved.backbone),
-                  vocab_size=len(resolved.tokenizer) if resolved.tokenizer is not None else None)
+    record.update(
+        reference=resolved.source,
+        model=resolved.model_name,
+        objective=resolved.objective,
+        family=(resolved.model_cfg or {}).get("family"),
+        params=_count_parameters(resolved.backbone),
+        vocab_size=len(resolved.tokenizer) if resolved.tokenizer is not None else None,
+    )
     record.update({k: v for k, v in known.items() if v is not None})
     resolved.record = record
     return resolved
 
 
-def _from_hf(name_or_path: str, pretrained: bool, label: str | None = None,
-             with_lm_head: bool = False) -> ResolvedBackbone:
+def _from_hf(
+    name_or_path: str, pretrained: bool, label: str | None = None, with_lm_head: bool = False
+) -> ResolvedBackbone:
     # A generation task trains the checkpoint's own LM head (models/hf_generator.py).
     backbone = (HFGenerator if with_lm_head else HFBackbone)(name_or_path, pretrained=pretrained)
     tokenizer = load_pretrained_tokenizer(resolve_name_or_path(name_or_path))
     name = label or Path(str(name_or_path)).name
-    resolved = ResolvedBackbone(backbone, tokenizer, name, "hf" if pretrained else "none", str(name_or_path),
-                                {"name": name, "family": "hf"})
+    resolved = ResolvedBackbone(
+        backbone, tokenizer, name, "hf" if pretrained else "none", str(name_or_path), {"name": name, "family": "hf"}
+    )
     # A checkpoint brings its own tokenizer; what it was pre-trained on is the checkpoint's own business.
     tokenizer_name = type(tokenizer).__name__
-    resolved.configs = {"model": {"name": name, "family": "hf", "name_or_path": str(name_or_path)},
-                        "tokenizer": {"name": tokenizer_name, "name_or_path": str(name_or_path)}}
+    resolved.configs = {
+        "model": {"name": name, "family": "hf", "name_or_path": str(name_or_path)},
+        "tokenizer": {"name": tokenizer_name, "name_or_path": str(name_or_path)},
+    }
     return with_record(resolved, family="hf", tokenizer=tokenizer_name, source_stage="huggingface")
 
 
 def _from_export(folder: Path, source: str) -> ResolvedBackbone:
     backbone, model_cfg, tokenizer = load_exported_backbone(folder)
     manifest = read_backbone_manifest(folder) or _manifest_of_older_export(folder)
-    resolved = ResolvedBackbone(backbone, tokenizer, str(model_cfg.get("name", "?")),
-                                str(manifest.get("objective") or "unknown"), source,
-                                OmegaConf.to_container(model_cfg, resolve=True), export_dir=folder)
+    resolved = ResolvedBackbone(
+        backbone,
+        tokenizer,
+        str(model_cfg.get("name", "?")),
+        str(manifest.get("objective") or "unknown"),
+        source,
+        OmegaConf.to_container(model_cfg, resolve=True),
+        export_dir=folder,
+    )
     resolved.configs = dict(manifest.get("configs") or {})
     return with_record(resolved, **{k: manifest.get(k) for k in RECORD_KEYS if k not in ("reference", "model")})
 
@@ -114,8 +141,13 @@ def _manifest_of_older_export(folder: Path) -> dict:
     summary, config = folder.parent / "summary.json", folder.parent / "config.yaml"
     if summary.is_file():
         data = json.loads(summary.read_text())
-        manifest.update(objective=data.get("objective"), data=data.get("data"), source_stage=data.get("stage"),
-                        source_run=data.get("mlflow_run_id"), source_run_dir=str(folder.parent))
+        manifest.update(
+            objective=data.get("objective"),
+            data=data.get("data"),
+            source_stage=data.get("stage"),
+            source_run=data.get("mlflow_run_id"),
+            source_run_dir=str(folder.parent),
+        )
     if config.is_file():
         cfg = OmegaConf.load(config)
         groups = ("objective", "tokenizer", "data") if manifest.get("source_stage") == "pretrain" else ()
@@ -133,7 +165,9 @@ def _from_folder(folder: Path, source: str, with_lm_head: bool = False) -> Resol
         return _from_export(folder, source)
     if (folder / "config.json").exists():
         return _from_hf(str(folder), pretrained=True, with_lm_head=with_lm_head)
-    raise BackboneError(f"backbone={source}: {folder} holds no ptmlab export ({MODEL_FILE}) and no Hugging Face config.json")
+    raise BackboneError(
+        f"backbone={source}: {folder} holds no ptmlab export ({MODEL_FILE}) and no Hugging Face config.json"
+    )
 
 
 def _from_mlflow(run_id: str, tracking_uri: str) -> ResolvedBackbone:
@@ -146,10 +180,15 @@ def _fresh_from_model_cfg(cfg: DictConfig) -> ResolvedBackbone:
     if OmegaConf.select(cfg, "model.name_or_path") is not None:
         # A model config that names a checkpoint brings its own weights and tokenizer (`backbone=random`:
         # its architecture only); the others train a tokenizer on the corpus.
-        return _from_hf(str(cfg.model.name_or_path), pretrained=OmegaConf.select(cfg, "backbone") != "random",
-                        with_lm_head=OmegaConf.select(cfg, "task.kind") == "generation",
-                        label=str(cfg.model.name))
-    tokenizer = load_corpus_tokenizer(cfg.data, cfg.tokenizer, cfg.paths.cache_dir).tokenizer  # the preflight's, if it ran
+        return _from_hf(
+            str(cfg.model.name_or_path),
+            pretrained=OmegaConf.select(cfg, "backbone") != "random",
+            with_lm_head=OmegaConf.select(cfg, "task.kind") == "generation",
+            label=str(cfg.model.name),
+        )
+    tokenizer = load_corpus_tokenizer(
+        cfg.data, cfg.tokenizer, cfg.paths.cache_dir
+    ).tokenizer  # the preflight's, if it ran
     backbone = instantiate(cfg.model.backbone, vocab_size=len(tokenizer))
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
     model_cfg["backbone"]["vocab_size"] = len(tokenizer)
@@ -180,8 +219,11 @@ def record_backbone(cfg: DictConfig, resolved: ResolvedBackbone) -> None:
         if record.get("family") is not None and OmegaConf.select(cfg, "model.family") is None:
             cfg.model.family = record["family"]
         objective = resolved.configs.get("objective")
-        cfg.objective = objective if objective else (
-            NO_PRETRAINING if resolved.objective == "none" else {"name": str(resolved.objective)})
+        cfg.objective = (
+            objective
+            if objective
+            else (NO_PRETRAINING if resolved.objective == "none" else {"name": str(resolved.objective)})
+        )
         if record.get("source_stage") != "none":  # not built here: its own tokenizer and corpus
             for group in ("tokenizer", "data"):
                 node = resolved.configs.get(group)
@@ -202,7 +244,7 @@ def resolve_backbone(cfg: DictConfig, tracking_uri: str) -> ResolvedBackbone:
     ref = str(ref)
     refuse_job_ref(ref, "backbone")
     if ref.startswith("mlflow:"):
-        return _from_mlflow(ref[len("mlflow:"):], tracking_uri)
+        return _from_mlflow(ref[len("mlflow:") :], tracking_uri)
     path = Path(ref).expanduser()
     if path.is_dir():
         return _from_folder(path, ref, with_lm_head=OmegaConf.select(cfg, "task.kind") == "generation")

@@ -52,8 +52,11 @@ class TorchAOBackend(QuantizationBackend):
         return hasattr(torch.ao, "quantization") and hasattr(torch.ao.quantization, "quantize_dynamic")
 
     def quantize_dynamic(self, model: nn.Module, *, embeddings: bool) -> nn.Module:
-        from torch.ao.quantization import (float_qparams_weight_only_qconfig, per_channel_dynamic_qconfig,
-                                           quantize_dynamic)
+        from torch.ao.quantization import (
+            float_qparams_weight_only_qconfig,
+            per_channel_dynamic_qconfig,
+            quantize_dynamic,
+        )
 
         spec: dict = {nn.Linear: per_channel_dynamic_qconfig}
         if embeddings:
@@ -133,13 +136,18 @@ def load_quantized_state(model: nn.Module, tensors: dict[str, torch.Tensor], whe
     with torch.no_grad():
         for key, target in expected.items():
             if target.shape != plain[key].shape:
-                raise BackboneError(f"{where}: {key} has shape {list(plain[key].shape)}, the model needs {list(target.shape)}")
+                raise BackboneError(
+                    f"{where}: {key} has shape {list(plain[key].shape)}, the model needs {list(target.shape)}"
+                )
             target.copy_(plain[key])
     for name, module in _quantized_modules(model):
         try:
-            q = torch._make_per_channel_quantized_tensor(  # noqa: SLF001 - the one constructor from raw ints
-                tensors[f"{name}{QWEIGHT}int_repr"], tensors[f"{name}{QWEIGHT}scales"],
-                tensors[f"{name}{QWEIGHT}zero_points"], 0)
+            q = torch._make_per_channel_quantized_tensor(
+                tensors[f"{name}{QWEIGHT}int_repr"],
+                tensors[f"{name}{QWEIGHT}scales"],
+                tensors[f"{name}{QWEIGHT}zero_points"],
+                0,
+            )
         except KeyError as exc:
             raise BackboneError(f"{where}: no tensor {exc.args[0]} for quantized module {name}") from None
         if hasattr(module, "set_weight_bias"):

@@ -27,29 +27,57 @@ def adaptation_node(cfg: DictConfig, adaptation=None) -> dict:
     return adaptation.saved_node(node) if adaptation is not None else node
 
 
-def export_models(run, cfg: DictConfig, model: PooledEncoder, resolved: ResolvedBackbone,
-                  tasks: dict[str, TaskSpec], adaptation=None, defence: dict | None = None) -> Path:
+def export_models(
+    run,
+    cfg: DictConfig,
+    model: PooledEncoder,
+    resolved: ResolvedBackbone,
+    tasks: dict[str, TaskSpec],
+    adaptation=None,
+    defence: dict | None = None,
+) -> Path:
     """Exports into <run dir>/export/ and logs them to MLflow; returns the task model folder.
     `defence`: the adversarial training the run used, recorded in the task model's manifest."""
     export_dir = run.run_dir / "export"
     if bool(cfg.stage.get("export_backbone", False)):
         # The config that rebuilt this backbone (a Hugging Face one turns it into one that loads hf/).
-        export_backbone(model.backbone, OmegaConf.create(resolved.model_cfg), resolved.tokenizer, export_dir,
-                        vocab_size=len(resolved.tokenizer))
+        export_backbone(
+            model.backbone,
+            OmegaConf.create(resolved.model_cfg),
+            resolved.tokenizer,
+            export_dir,
+            vocab_size=len(resolved.tokenizer),
+        )
         # The backbone's record carried forward (its pre-training objective, tokenizer, corpus), this
         # run as the one that made the export; cfg's groups already say what ran (record_backbone).
-        write_backbone_manifest(export_dir, {
-            **resolved.record, "source_stage": str(cfg.stage.name),
-            "source_job": OmegaConf.select(cfg, "tracking.job_id", default=None), "source_run": run.run_id,
-            "source_run_dir": str(run.run_dir), "seed": int(cfg.seed), "fine_tuned_on": sorted(tasks),
-            "configs": {g: OmegaConf.to_container(cfg[g], resolve=True) for g in ("objective", "tokenizer", "data")
-                        if cfg.get(g) is not None},
-        })
+        write_backbone_manifest(
+            export_dir,
+            {
+                **resolved.record,
+                "source_stage": str(cfg.stage.name),
+                "source_job": OmegaConf.select(cfg, "tracking.job_id", default=None),
+                "source_run": run.run_id,
+                "source_run_dir": str(run.run_dir),
+                "seed": int(cfg.seed),
+                "fine_tuned_on": sorted(tasks),
+                "configs": {
+                    g: OmegaConf.to_container(cfg[g], resolve=True)
+                    for g in ("objective", "tokenizer", "data")
+                    if cfg.get(g) is not None
+                },
+            },
+        )
         run.log_artifacts(export_dir, "export")
-    task_dir = save_task_model(model, export_dir / TASK_MODEL_DIR, model_cfg=resolved.model_cfg,
-                               tokenizer=resolved.tokenizer, tasks=tasks,
-                               adaptation=adaptation_node(cfg, adaptation), task_configs=task_configs_of(cfg, tasks),
-                               defence=defence)
+    task_dir = save_task_model(
+        model,
+        export_dir / TASK_MODEL_DIR,
+        model_cfg=resolved.model_cfg,
+        tokenizer=resolved.tokenizer,
+        tasks=tasks,
+        adaptation=adaptation_node(cfg, adaptation),
+        task_configs=task_configs_of(cfg, tasks),
+        defence=defence,
+    )
     run.log_artifacts(task_dir, TASK_MODEL_ARTIFACT)
     return task_dir
 
@@ -68,5 +96,7 @@ def save_delta(run, state: dict) -> dict:
     tensors = {name: t.detach().contiguous().cpu().clone() for name, t in state.items()}
     save_file(tensors, str(path))
     run.log_artifact(path, "export")
-    return {"delta_params": sum(t.numel() for t in tensors.values()),
-            "delta_bytes": sum(t.numel() * t.element_size() for t in tensors.values())}
+    return {
+        "delta_params": sum(t.numel() for t in tensors.values()),
+        "delta_bytes": sum(t.numel() * t.element_size() for t in tensors.values()),
+    }

@@ -68,6 +68,7 @@ import torch
 from lightning_modules.adaptation.from_config import build_adaptation
 from lightning_modules.artifacts.digests import sha256_file
 from lightning_modules.artifacts.quantization import get_backend, load_quantized_state, quantized_state
+from lightning_modules.artifacts.structural_edits import apply_structure
 from lightning_modules.artifacts.task_model_manifest import (
     HF_CONFIG_DIR,
     MANIFEST_FILE,
@@ -78,7 +79,6 @@ from lightning_modules.artifacts.task_model_manifest import (
     recorded_task_node,
     task_model_folder,
 )
-from lightning_modules.artifacts.structural_edits import apply_structure
 from lightning_modules.heads.generation_model_for import generation_model_for
 from lightning_modules.heads.multiple_choice_model import MultipleChoiceModel
 from lightning_modules.heads.multitask_model import MultiTaskModel
@@ -130,9 +130,18 @@ def _versions() -> dict[str, str]:
 
 
 # -- saving ----------------------------------------------------------------------------------
-def save_task_model(model: PooledEncoder, out_dir: Path, *, model_cfg: dict, tokenizer,
-                    tasks: dict[str, TaskSpec], adaptation: dict, compression: list[dict] | None = None,
-                    task_configs: dict[str, dict] | None = None, defence: dict | None = None) -> Path:
+def save_task_model(
+    model: PooledEncoder,
+    out_dir: Path,
+    *,
+    model_cfg: dict,
+    tokenizer,
+    tasks: dict[str, TaskSpec],
+    adaptation: dict,
+    compression: list[dict] | None = None,
+    task_configs: dict[str, dict] | None = None,
+    defence: dict | None = None,
+) -> Path:
     """Write the layout above to `out_dir` (the manifest last: a folder without one is incomplete).
     `compression`: the structural edits the model went through (artifacts/structural_edits.py);
     `task_configs`: each task's config node, so later stages need no `task=`; `defence`: the
@@ -145,14 +154,19 @@ def save_task_model(model: PooledEncoder, out_dir: Path, *, model_cfg: dict, tok
     backbone = model.backbone
     if backbone.hf_native:
         backbone.config.save_pretrained(str(out_dir / HF_CONFIG_DIR))
-        model_cfg = {"name": str(model_cfg.get("name", "hf")), "family": "hf",
-                     "backbone": {"_target_": f"{type(backbone).__module__}.{type(backbone).__qualname__}",
-                                  "name_or_path": HF_CONFIG_DIR, "pretrained": False}}
+        model_cfg = {
+            "name": str(model_cfg.get("name", "hf")),
+            "family": "hf",
+            "backbone": {
+                "_target_": f"{type(backbone).__module__}.{type(backbone).__qualname__}",
+                "name_or_path": HF_CONFIG_DIR,
+                "pretrained": False,
+            },
+        }
     heads = dict(model.heads) if isinstance(model, MultiTaskModel) else {model.task_name: model.head}
     if None in heads or set(heads) != set(tasks):
         raise BackboneError(f"save_task_model: heads {sorted(map(str, heads))} do not match tasks {sorted(tasks)}")
     if any(op.get("op") == "quantize" for op in compression or ()):
-
         save_file(quantized_state(model), str(out_dir / WEIGHTS_FILE))
     else:
         save_model(model, str(out_dir / WEIGHTS_FILE))  # shared tensors (tied weights) stored once
@@ -217,22 +231,30 @@ def _build_model(manifest: dict, folder: Path) -> PooledEncoder:
     else:
         backbone = instantiate(node)
     heads = {str(name): int(size) for name, size in manifest["heads"].items()}
-    common = {"pooling": str(manifest["pooling"]), "head_dropout": float(manifest["head_dropout"]),
-              "scalar_mix": bool(manifest["scalar_mix"])}
+    common = {
+        "pooling": str(manifest["pooling"]),
+        "head_dropout": float(manifest["head_dropout"]),
+        "scalar_mix": bool(manifest["scalar_mix"]),
+    }
     specs = list(manifest["tasks"].values())
     if manifest["kind"] == SINGLE and specs[0].get("kind") == "generation":  # heads/generation_model.py
-        (name, _), = heads.items()
-        model = generation_model_for(backbone, task_name=name, head_dropout=common["head_dropout"],
-                                max_target_length=int(specs[0].get("max_target_length", 128)),
-                                source_prefix=specs[0].get("source_prefix"))
+        ((name, _),) = heads.items()
+        model = generation_model_for(
+            backbone,
+            task_name=name,
+            head_dropout=common["head_dropout"],
+            max_target_length=int(specs[0].get("max_target_length", 128)),
+            source_prefix=specs[0].get("source_prefix"),
+        )
     elif manifest["kind"] == SINGLE and specs[0].get("kind") == "multiple_choice":  # heads/multiple_choice_model.py
-        (name, _), = heads.items()
-        model = MultipleChoiceModel(backbone, scoring=str(specs[0].get("choice_scoring", "head")), task_name=name,
-                                    **common)
+        ((name, _),) = heads.items()
+        model = MultipleChoiceModel(
+            backbone, scoring=str(specs[0].get("choice_scoring", "head")), task_name=name, **common
+        )
     elif manifest["kind"] == MULTI:
         model = MultiTaskModel(backbone, heads, **common)
     else:
-        (name, size), = heads.items()
+        ((name, size),) = heads.items()
         model = TaskModel(backbone, size, task_name=name, **common)
     build_adaptation(OmegaConf.create(manifest["adaptation"])).insert_modules(model)
     return model
@@ -247,7 +269,7 @@ def _load_weights(model: PooledEncoder, manifest: dict, folder: Path) -> None:
     if expected_sha and sha256_file(path) != expected_sha:
         raise BackboneError(f"{path}: sha256 differs from weights.sha256 in {MANIFEST_FILE} (changed or corrupt)")
     with safe_open(str(path), framework="pt") as f:
-        shapes = {key: list(f.get_slice(key).get_shape()) for key in f.keys()}  # noqa: SIM118 - not a dict
+        shapes = {key: list(f.get_slice(key).get_shape()) for key in f.keys()}
     pooler = getattr(getattr(model.backbone, "model", None), "pooler", None)
     if pooler is not None and not any(k.startswith("backbone.model.pooler.") for k in shapes):
         model.backbone.model.pooler = None  # Hugging Face BERT-family backbones load without theirs
@@ -256,15 +278,20 @@ def _load_weights(model: PooledEncoder, manifest: dict, folder: Path) -> None:
         if key in state and list(state[key].shape) != shape:
             head = key.split(".")[1] if key.startswith("heads.") else next(iter(manifest["heads"]))
             hint = f" (heads.{head}={manifest['heads'][head]})" if key.startswith(("head.", "heads.")) else ""
-            raise BackboneError(f"{path}: {key} has shape {shape} but the model {MANIFEST_FILE} describes "
-                                f"needs {list(state[key].shape)}{hint}")
+            raise BackboneError(
+                f"{path}: {key} has shape {shape} but the model {MANIFEST_FILE} describes "
+                f"needs {list(state[key].shape)}{hint}"
+            )
     missing, unexpected = load_model(model, str(path), strict=False)
     if missing:
-        raise BackboneError(f"{path}: no tensor {missing[0]} ({len(missing)} missing), which the model "
-                            f"{MANIFEST_FILE} describes needs")
+        raise BackboneError(
+            f"{path}: no tensor {missing[0]} ({len(missing)} missing), which the model {MANIFEST_FILE} describes needs"
+        )
     if unexpected:
-        raise BackboneError(f"{path}: tensor {unexpected[0]} ({len(unexpected)} unexpected) is not in the "
-                            f"model {MANIFEST_FILE} describes")
+        raise BackboneError(
+            f"{path}: tensor {unexpected[0]} ({len(unexpected)} unexpected) is not in the "
+            f"model {MANIFEST_FILE} describes"
+        )
 
 
 def _load_quantized_weights(model: PooledEncoder, manifest: dict, folder: Path, quantize: dict) -> None:
@@ -281,7 +308,8 @@ def _load_quantized_weights(model: PooledEncoder, manifest: dict, folder: Path, 
         model.backbone.model.pooler = None
     model.eval()
     get_backend(str(quantize.get("backend", "torch.ao"))).quantize_dynamic(
-        model, embeddings=bool(quantize.get("embeddings", True)))
+        model, embeddings=bool(quantize.get("embeddings", True))
+    )
     load_quantized_state(model, tensors, str(path))
 
 
@@ -300,7 +328,6 @@ def load_task_model(ref, *, tracking_uri: str | None = None, device: str | torch
     model = _build_model(manifest, folder)
     quantize = None
     if manifest.get("compression"):
-
         quantize = apply_structure(model, list(manifest["compression"]))
     if quantize is not None:
         _load_quantized_weights(model, manifest, folder, quantize)
@@ -322,12 +349,16 @@ def check_task_matches(loaded: LoadedTaskModel, task_name: str, labels: list | N
     """A `task=` given with a task model must be one of its heads' tasks, with the same label
     order where the config fixes one: else one line naming both (before any work)."""
     if task_name not in loaded.tasks:
-        raise ConfigError(f"task={task_name} differs from the task of source={ref} "
-                          f"({', '.join(loaded.tasks)}): leave task= out to take the source's")
+        raise ConfigError(
+            f"task={task_name} differs from the task of source={ref} "
+            f"({', '.join(loaded.tasks)}): leave task= out to take the source's"
+        )
     known = loaded.tasks[task_name].labels
     if labels is not None and known is not None and [str(x) for x in labels] != list(known):
-        raise ConfigError(f"task.labels={[str(x) for x in labels]} differ from the labels of source={ref}'s "
-                          f"{task_name} head ({list(known)}), in head order")
+        raise ConfigError(
+            f"task.labels={[str(x) for x in labels]} differ from the labels of source={ref}'s "
+            f"{task_name} head ({list(known)}), in head order"
+        )
 
 
 # What a source summary says of its backbone, carried into a stage that takes the task model.

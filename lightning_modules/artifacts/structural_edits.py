@@ -35,11 +35,11 @@ from ptmlab.contracts import ConfigError
 class AttentionHeads:
     """The four projections of one layer's self-attention and the module that counts its heads."""
 
-    owner: nn.Module          # holds the head count (HF: num_attention_heads, ptmlab: num_heads)
+    owner: nn.Module  # holds the head count (HF: num_attention_heads, ptmlab: num_heads)
     query: nn.Linear
     key: nn.Linear
     value: nn.Linear
-    output: nn.Linear         # its input columns are the heads' concatenated outputs
+    output: nn.Linear  # its input columns are the heads' concatenated outputs
     head_dim: int
 
     @property
@@ -83,21 +83,26 @@ def attention_heads(backbone: nn.Module) -> list[AttentionHeads]:
     known projections, or with layers shared across depth)."""
     layers = list(backbone.layer_modules())
     if len({id(layer) for layer in layers}) != len(layers):
-        raise ConfigError("compression: this backbone shares its layers across depth (ALBERT-style); "
-                          "pruning heads of a shared layer would prune every layer alike")
+        raise ConfigError(
+            "compression: this backbone shares its layers across depth (ALBERT-style); "
+            "pruning heads of a shared layer would prune every layer alike"
+        )
     out = []
     for i, layer in enumerate(layers):
         att = getattr(layer, "attention", None)
         hf_self = getattr(att, "self", None)
         if hf_self is not None and hasattr(hf_self, "query"):
-            heads = AttentionHeads(hf_self, hf_self.query, hf_self.key, hf_self.value, att.output.dense,
-                                   int(hf_self.attention_head_size))
+            heads = AttentionHeads(
+                hf_self, hf_self.query, hf_self.key, hf_self.value, att.output.dense, int(hf_self.attention_head_size)
+            )
             heads.output_parent = att.output
         elif att is not None and all(hasattr(att, k) for k in ("query", "key", "value", "output", "head_dim")):
             heads = AttentionHeads(att, att.query, att.key, att.value, att.output, int(att.head_dim))
         else:
-            raise ConfigError(f"compression: layer {i} ({type(layer).__name__}) has no self-attention with "
-                              f"query/key/value/output projections this method knows")
+            raise ConfigError(
+                f"compression: layer {i} ({type(layer).__name__}) has no self-attention with "
+                f"query/key/value/output projections this method knows"
+            )
         out.append(heads)
     return out
 
@@ -120,6 +125,7 @@ class HeadGates:
             shape = x.shape
             x = x.view(*shape[:-1], gate.numel(), head_dim) * gate.to(x.dtype).view(-1, 1)  # B×T×H -> B×T×heads×d
             return (x.reshape(shape), *rest)
+
         return pre_hook
 
     def remove(self) -> None:
@@ -131,8 +137,9 @@ def prune_heads_to(backbone: nn.Module, heads_per_layer: list[int]) -> None:
     """Loading: keep the first n heads of each layer (the weights saved after pruning follow)."""
     layers = attention_heads(backbone)
     if len(layers) != len(heads_per_layer):
-        raise ConfigError(f"compression prune_heads: heads_per_layer has {len(heads_per_layer)} entries for "
-                          f"{len(layers)} layers")
+        raise ConfigError(
+            f"compression prune_heads: heads_per_layer has {len(heads_per_layer)} entries for {len(layers)} layers"
+        )
     for h, n in zip(layers, heads_per_layer):
         if int(n) < h.num_heads:
             h.keep(list(range(int(n))))
@@ -149,15 +156,15 @@ class LowRankLinear(nn.Module):
         self.second = nn.Linear(rank, out_features, bias=bias)
 
     @classmethod
-    def from_linear(cls, linear: nn.Linear, rank: int) -> "LowRankLinear":
+    def from_linear(cls, linear: nn.Linear, rank: int) -> LowRankLinear:
         """Truncated SVD of the weight: W (out×in) = U S Vᵀ ≈ (U_r S_r^½)(S_r^½ V_rᵀ)."""
         w = linear.weight.detach().float()
         u, s, vh = torch.linalg.svd(w, full_matrices=False)  # out×k, k, k×in
         root = s[:rank].sqrt()
         layer = cls(linear.in_features, linear.out_features, rank, bias=linear.bias is not None)
         with torch.no_grad():
-            layer.first.weight.copy_(root[:, None] * vh[:rank])          # rank×in
-            layer.second.weight.copy_(u[:, :rank] * root[None, :])       # out×rank
+            layer.first.weight.copy_(root[:, None] * vh[:rank])  # rank×in
+            layer.second.weight.copy_(u[:, :rank] * root[None, :])  # out×rank
             if linear.bias is not None:
                 layer.second.bias.copy_(linear.bias.detach())
         return layer.to(linear.weight.dtype)
@@ -179,8 +186,11 @@ def factorize(model: nn.Module, ranks: dict[str, int], *, from_weights: bool) ->
         linear = model.get_submodule(name)
         if not isinstance(linear, nn.Linear):
             raise ConfigError(f"compression low_rank: {name} is a {type(linear).__name__}, not a Linear")
-        new = LowRankLinear.from_linear(linear, int(rank)) if from_weights else \
-            LowRankLinear(linear.in_features, linear.out_features, int(rank), linear.bias is not None)
+        new = (
+            LowRankLinear.from_linear(linear, int(rank))
+            if from_weights
+            else LowRankLinear(linear.in_features, linear.out_features, int(rank), linear.bias is not None)
+        )
         replace_module(model, name, new)
 
 
@@ -223,10 +233,12 @@ def droppable_stacks(backbone: nn.Module) -> list[nn.Module]:
         try:
             _layer_container(stack, stack.layer_modules())
         except ConfigError:
-            raise ConfigError(f"compression: the layers of {type(backbone).__name__} are not one list per stack "
-                              f"(a Hugging Face seq2seq checkpoint lists encoder and decoder blocks together, and T5 "
-                              f"keeps its position bias in the first block): drop or distil layers of a ptmlab "
-                              f"encoder-decoder (model=t5_tiny, bart_tiny ...) or give a student_model") from None
+            raise ConfigError(
+                f"compression: the layers of {type(backbone).__name__} are not one list per stack "
+                f"(a Hugging Face seq2seq checkpoint lists encoder and decoder blocks together, and T5 "
+                f"keeps its position bias in the first block): drop or distil layers of a ptmlab "
+                f"encoder-decoder (model=t5_tiny, bart_tiny ...) or give a student_model"
+            ) from None
     return stacks
 
 

@@ -19,8 +19,18 @@ MANIFEST_FILE = "task_model.json"
 WEIGHTS_FILE = "model.safetensors"
 HF_CONFIG_DIR = "backbone_config"
 SINGLE, MULTI = "task_model", "multitask_model"
-REQUIRED_KEYS = ("kind", "model", "adaptation", "pooling", "scalar_mix", "head_dropout", "heads", "tasks",
-                 "weights", "tokenizer_files")
+REQUIRED_KEYS = (
+    "kind",
+    "model",
+    "adaptation",
+    "pooling",
+    "scalar_mix",
+    "head_dropout",
+    "heads",
+    "tasks",
+    "weights",
+    "tokenizer_files",
+)
 BUILDABLE = {"model.backbone": "backbone", "adaptation": "adaptation"}  # key -> its slot (ptmlab.methods.shipped)
 
 
@@ -33,7 +43,7 @@ def task_model_folder(ref: str, tracking_uri: str | None = None) -> Path:
             import mlflow  # MLflow's own default: $MLFLOW_TRACKING_URI (stages pass their cfg's URI)
 
             tracking_uri = mlflow.get_tracking_uri()
-        return download_run_artifact(ref[len("mlflow:"):], TASK_MODEL_ARTIFACT, tracking_uri, "task_model")
+        return download_run_artifact(ref[len("mlflow:") :], TASK_MODEL_ARTIFACT, tracking_uri, "task_model")
     path = Path(ref).expanduser()
     if not path.is_dir():
         raise BackboneError(f"task_model={ref}: folder not found")
@@ -44,8 +54,10 @@ def task_model_folder(ref: str, tracking_uri: str | None = None) -> Path:
     for folder in candidates:
         if (folder / WEIGHTS_FILE).is_file():
             raise BackboneError(f"{folder / MANIFEST_FILE}: missing (a task model folder needs its manifest)")
-    raise BackboneError(f"task_model={ref}: no {MANIFEST_FILE} in {path}, {path / TASK_MODEL_DIR} "
-                        f"or {path / 'export' / TASK_MODEL_DIR} (finetune and multitask runs write one)")
+    raise BackboneError(
+        f"task_model={ref}: no {MANIFEST_FILE} in {path}, {path / TASK_MODEL_DIR} "
+        f"or {path / 'export' / TASK_MODEL_DIR} (finetune and multitask runs write one)"
+    )
 
 
 def read_manifest(folder: Path) -> dict:
@@ -60,8 +72,10 @@ def read_manifest(folder: Path) -> dict:
     if not isinstance(version, int) or isinstance(version, bool):
         raise BackboneError(f"{path}: format_version={version!r} is not a format version (an integer)")
     if version > FORMAT_VERSION:
-        raise BackboneError(f"{path}: format_version={version} is newer than this ptmlab reads "
-                            f"({FORMAT_VERSION}); upgrade ptmlab to load it")
+        raise BackboneError(
+            f"{path}: format_version={version} is newer than this ptmlab reads "
+            f"({FORMAT_VERSION}); upgrade ptmlab to load it"
+        )
     for key in REQUIRED_KEYS:
         if key not in manifest:
             raise BackboneError(f"{path}: missing key '{key}'")
@@ -78,8 +92,9 @@ def read_manifest(folder: Path) -> dict:
         check_shipped_code(node, str(path), slot=slot, path=key)
     for name, task in (manifest.get("task_configs") or {}).items():  # recorded_task_node builds their readers
         reader = task.get("data") if isinstance(task, dict) else None
-        check_shipped_code(reader if isinstance(reader, dict) else {}, str(path), slot="reader",
-                           path=f"task_configs.{name}.data")
+        check_shipped_code(
+            reader if isinstance(reader, dict) else {}, str(path), slot="reader", path=f"task_configs.{name}.data"
+        )
     check_shipped_code(manifest, str(path))
     return manifest
 
@@ -92,16 +107,19 @@ def recorded_task_node(tasks: dict[str, TaskSpec], manifest: dict, folder: Path,
     model has several heads or records no task config."""
     if len(tasks) != 1:
         raise ConfigError(f"source={ref} has heads for {', '.join(tasks)}: name one with task=<config>")
-    (name, spec), = tasks.items()
+    ((name, spec),) = tasks.items()
     node = (manifest.get("task_configs") or {}).get(name)
     if node is None:
         node = _run_config_task(folder, name)
     if node is None:
-        raise ConfigError(f"source={ref}: its {MANIFEST_FILE} records no config for task {name} (written before "
-                          f"ptmlab recorded one): give task=<the config of {name}>")
+        raise ConfigError(
+            f"source={ref}: its {MANIFEST_FILE} records no config for task {name} (written before "
+            f"ptmlab recorded one): give task=<the config of {name}>"
+        )
     node = dict(node)
-    node.update(max_train_samples=spec.max_train_samples, max_eval_samples=spec.max_eval_samples,
-                max_length=spec.max_length)
+    node.update(
+        max_train_samples=spec.max_train_samples, max_eval_samples=spec.max_eval_samples, max_length=spec.max_length
+    )
     if spec.labels is not None:
         node["labels"] = list(spec.labels)
     return node

@@ -33,7 +33,7 @@ from ptmlab.contracts import ConfigError
 from ptmlab.methods.defences import AttackAugmentationParams
 
 SUMMARY_FILE = "summary.json"
-MANIFEST_FILE = "task_model.json"       # the attacked task model's (artifacts/saved_task_model.py)
+MANIFEST_FILE = "task_model.json"  # the attacked task model's (artifacts/saved_task_model.py)
 
 
 class AttackAugmentation:
@@ -53,21 +53,31 @@ class AttackAugmentation:
 
     def settings(self) -> dict:
         """What the run's summary and the task model's manifest record."""
-        return {"name": self.name, "source": self.source, "recipe": self.summary.get("recipe"),
-                "attack_split": self.summary.get("split"), "include_failed": self.include_failed,
-                "max_examples": self.max_examples, "added": self.added}
+        return {
+            "name": self.name,
+            "source": self.source,
+            "recipe": self.summary.get("recipe"),
+            "attack_split": self.summary.get("split"),
+            "include_failed": self.include_failed,
+            "max_examples": self.max_examples,
+            "added": self.added,
+        }
 
     def check(self, adaptation) -> None:
         if not adaptation.trains:
-            raise ConfigError(f"defence={self.name} with adaptation={adaptation.name}: the adaptation does not "
-                              f"train, so there is nothing to train on the adversarial examples")
+            raise ConfigError(
+                f"defence={self.name} with adaptation={adaptation.name}: the adaptation does not "
+                f"train, so there is nothing to train on the adversarial examples"
+            )
 
     def read(self) -> tuple[dict, list[dict]]:
         """The attack run's summary and records; ConfigError when the source is not one."""
         where = f"defence.source={self.source}"
         if self.source.startswith("job:"):
-            raise ConfigError(f"{where} is resolved by a platform worker; run it through the queue (ptmlab submit) "
-                              f"or pass the attack's run folder")
+            raise ConfigError(
+                f"{where} is resolved by a platform worker; run it through the queue (ptmlab submit) "
+                f"or pass the attack's run folder"
+            )
         folder = Path(self.source)
         summary_file = folder / SUMMARY_FILE
         try:
@@ -75,8 +85,10 @@ class AttackAugmentation:
         except (OSError, ValueError):
             summary = None
         if not isinstance(summary, dict) or summary.get("stage") != "attack":
-            raise ConfigError(f"{where}: not a stage=attack run folder (no {SUMMARY_FILE} of an attack); "
-                              f"defence=augment takes the run folder of an attack on the training split")
+            raise ConfigError(
+                f"{where}: not a stage=attack run folder (no {SUMMARY_FILE} of an attack); "
+                f"defence=augment takes the run folder of an attack on the training split"
+            )
         records_file = folder / RECORDS_FILE
         if not records_file.is_file():
             raise ConfigError(f"{where}: the attack run has no {RECORDS_FILE}")
@@ -97,8 +109,10 @@ class AttackAugmentation:
         if summary.get("task") != spec.name:
             raise ConfigError(f"{where}: an attack on task {summary.get('task')}; this fine-tune's task is {spec.name}")
         if summary.get("split") in task.data.eval_splits:
-            raise ConfigError(f"{where}: the attack ran on split '{summary.get('split')}', which this fine-tune "
-                              f"evaluates on; attack the training split (attack.split={task.data.train_split})")
+            raise ConfigError(
+                f"{where}: the attack ran on split '{summary.get('split')}', which this fine-tune "
+                f"evaluates on; attack the training split (attack.split={task.data.train_split})"
+            )
         self.summary = summary
         labels = [str(label) for label in spec.labels]
         names = self.source_labels(summary) or labels
@@ -109,20 +123,26 @@ class AttackAugmentation:
             if r.get("status") not in statuses or r.get("perturbed") is None:
                 continue
             if (r.get("context") is not None) != pair:
-                raise ConfigError(f"{where}: record {r.get('index')} is a {'pair' if r.get('context') is not None else 'single text'}"
-                                  f" but task {spec.name} takes {'pairs' if pair else 'single texts'}")
+                raise ConfigError(
+                    f"{where}: record {r.get('index')} is a {'pair' if r.get('context') is not None else 'single text'}"
+                    f" but task {spec.name} takes {'pairs' if pair else 'single texts'}"
+                )
             name = names[int(r["label"])] if 0 <= int(r["label"]) < len(names) else None
             if name not in labels:
-                raise ConfigError(f"{where}: record {r.get('index')} has label {name or r['label']}, not a label of "
-                                  f"task {spec.name} ({', '.join(labels)})")
+                raise ConfigError(
+                    f"{where}: record {r.get('index')} has label {name or r['label']}, not a label of "
+                    f"task {spec.name} ({', '.join(labels)})"
+                )
             texts = (r["context"], r["perturbed"]) if pair else (r["perturbed"],)
-            added.append(TextExample(texts=texts, label=labels.index(name), row=int(r["index"]),
-                                     id=f"{r['id']}-adv"))
+            added.append(TextExample(texts=texts, label=labels.index(name), row=int(r["index"]), id=f"{r['id']}-adv"))
             if self.max_examples is not None and len(added) == self.max_examples:
                 break
         if not added:
             raise ConfigError(f"{where}: the attack has no {' or '.join(statuses)} adversarial examples to add")
         self.added = len(added)
         train = task.data.train
-        splits = {**task.data.splits, task.data.train_split: dataclasses.replace(train, examples=[*train.examples, *added])}
+        splits = {
+            **task.data.splits,
+            task.data.train_split: dataclasses.replace(train, examples=[*train.examples, *added]),
+        }
         return dataclasses.replace(task, data=dataclasses.replace(task.data, splits=splits))

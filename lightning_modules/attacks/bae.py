@@ -34,15 +34,18 @@ def load_attack_mlm(ref: str) -> MaskedLM:
         return load_masked_lm(resolved, cfg)
     except (BackboneError, ConfigError, OSError, ValueError) as exc:
         why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ConfigError(f"attack.mlm={ref}: not a masked LM that loads ({why}); bae needs a ptmlab pretrain run "
-                          f"with an MLM objective or a Hugging Face *ForMaskedLM model") from None
+        raise ConfigError(
+            f"attack.mlm={ref}: not a masked LM that loads ({why}); bae needs a ptmlab pretrain run "
+            f"with an MLM objective or a Hugging Face *ForMaskedLM model"
+        ) from None
 
 
 class BAE(AttackRecipe):
     declaration = BAEParams
 
-    def __init__(self, name: str = "bae", mlm: str = "", max_candidates: int = 50, pos_match: bool = True,
-                 **constraints):
+    def __init__(
+        self, name: str = "bae", mlm: str = "", max_candidates: int = 50, pos_match: bool = True, **constraints
+    ):
         super().__init__(name, **constraints)
         self.mlm = mlm
         self.max_candidates = max_candidates
@@ -64,7 +67,7 @@ class BAE(AttackRecipe):
     def proposals(self, words: list[str], i: int) -> list[str]:
         """The MLM's most likely whole words at position i, best first."""
         tokenizer = self._lm.tokenizer
-        text = " ".join(words[:i] + [tokenizer.mask_token] + words[i + 1:])
+        text = " ".join(words[:i] + [tokenizer.mask_token] + words[i + 1 :])
         enc = tokenizer([text], return_tensors="pt")
         position = (enc["input_ids"][0] == tokenizer.mask_token_id).nonzero()
         if len(position) != 1:
@@ -73,9 +76,9 @@ class BAE(AttackRecipe):
         top = torch.topk(row, min(len(row), 4 * self.max_candidates)).indices.tolist()
         out = []
         for token in tokenizer.convert_ids_to_tokens(top):
-            if token is None:   # an id of the LM head past the tokenizer's vocabulary
+            if token is None:  # an id of the LM head past the tokenizer's vocabulary
                 continue
-            word = token.lstrip("Ġ▁")   # byte-level BPE and SentencePiece word starts
+            word = token.lstrip("Ġ▁")  # byte-level BPE and SentencePiece word starts
             if word.isalpha() and not token.startswith("##") and token not in tokenizer.all_special_tokens:
                 out.append(word)
             if len(out) == self.max_candidates:

@@ -31,19 +31,19 @@ def swap_neighbours(word: str, rng: random.Random) -> str:
     if len(word) < 2:
         return word
     i = rng.randrange(len(word) - 1)
-    return word[:i] + word[i + 1] + word[i] + word[i + 2:]
+    return word[:i] + word[i + 1] + word[i] + word[i + 2 :]
 
 
 def substitute(word: str, rng: random.Random) -> str:
     i = rng.randrange(len(word))
-    return word[:i] + rng.choice([c for c in LETTERS if c != word[i].lower()]) + word[i + 1:]
+    return word[:i] + rng.choice([c for c in LETTERS if c != word[i].lower()]) + word[i + 1 :]
 
 
 def delete(word: str, rng: random.Random) -> str:
     if len(word) < 2:
         return word
     i = rng.randrange(len(word))
-    return word[:i] + word[i + 1:]
+    return word[:i] + word[i + 1 :]
 
 
 def insert(word: str, rng: random.Random) -> str:
@@ -57,8 +57,9 @@ EDITS = (swap_neighbours, substitute, delete, insert)
 class DeepWordBug(AttackRecipe):
     declaration = DeepWordBugParams
 
-    def __init__(self, name: str = "deepwordbug", scoring: str = "combined", max_edit_distance: int | None = 30,
-                 **constraints):
+    def __init__(
+        self, name: str = "deepwordbug", scoring: str = "combined", max_edit_distance: int | None = 30, **constraints
+    ):
         super().__init__(name, **constraints)
         self.scoring = scoring
         self.max_edit_distance = max_edit_distance
@@ -77,8 +78,8 @@ class DeepWordBug(AttackRecipe):
     def combined_scores(victim: Victim, words: list[str], gold: int, indices: list[int]) -> torch.Tensor:
         n = len(words)
         # prefixes w_1..w_k and suffixes w_k..w_n for k = 1..n, plus the empty ones (F of "")
-        heads = victim.probabilities([words[:k] for k in range(n + 1)])[:, gold]          # heads[k] = F(w_1..w_k)
-        tails = victim.probabilities([words[k:] for k in range(n + 1)])[:, gold]          # tails[k] = F(w_{k+1}..w_n)
+        heads = victim.probabilities([words[:k] for k in range(n + 1)])[:, gold]  # heads[k] = F(w_1..w_k)
+        tails = victim.probabilities([words[k:] for k in range(n + 1)])[:, gold]  # tails[k] = F(w_{k+1}..w_n)
         return torch.stack([(heads[i + 1] - heads[i]) + (tails[i] - tails[i + 1]) for i in indices])
 
     def candidates(self, words, i, rng) -> list[str]:

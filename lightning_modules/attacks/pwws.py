@@ -31,7 +31,7 @@ class PWWS(AttackRecipe):
         super().__init__(name, **constraints)
 
     def prepare(self, victim: Victim) -> None:
-        load_wordnet()   # a missing WordNet is a one-line error before any example
+        load_wordnet()  # a missing WordNet is a one-line error before any example
 
     def candidates(self, words, i, rng) -> list[str]:
         return [keep_case(words[i], s) for s in load_wordnet().synonyms(words[i])]
@@ -42,7 +42,7 @@ class PWWS(AttackRecipe):
         for k, i in enumerate(indices):
             swaps = self.candidates(words, i, rng)
             if swaps:
-                out = victim.probabilities([words[:i] + [s] + words[i + 1:] for s in swaps])
+                out = victim.probabilities([words[:i] + [s] + words[i + 1 :] for s in swaps])
                 best_swap[k] = p_gold - out[:, gold].min()
         score = torch.softmax(saliency, dim=0) * best_swap
         return [indices[k] for k in sorted(range(len(indices)), key=lambda k: (-float(score[k]), indices[k]))]

@@ -16,8 +16,10 @@ from ptmlab.contracts import BackboneError, ConfigError
 def check_attackable(spec: TaskSpec, ref: str) -> None:
     """One label per example, from one text or a pair: what the word-level recipes flip."""
     if spec.kind != "classification":
-        raise ConfigError(f"source={ref}: task {spec.name} is {spec.kind}; stage=attack takes classification "
-                          f"and pair-classification task models")
+        raise ConfigError(
+            f"source={ref}: task {spec.name} is {spec.kind}; stage=attack takes classification "
+            f"and pair-classification task models"
+        )
 
 
 def source_and_task(cfg: DictConfig) -> None:
@@ -38,6 +40,10 @@ def source_and_task(cfg: DictConfig) -> None:
     check_attackable(tasks[name], ref)
     if task is None:
         # the node the stage sets as cfg.task (compress.py `use_source_task`), under the same `paths`
-        task = OmegaConf.create({"paths": OmegaConf.to_container(cfg.paths, resolve=True),
-                                 "task": recorded_task_node(tasks, manifest, folder, ref)}).task
+        task = OmegaConf.create(
+            {
+                "paths": OmegaConf.to_container(cfg.paths, resolve=True),
+                "task": recorded_task_node(tasks, manifest, folder, ref),
+            }
+        ).task
     read_task_ahead(task)

@@ -25,28 +25,28 @@ from lightning_modules.attacks.stopwords import STOPWORDS
 from lightning_modules.attacks.victim import QueryBudgetSpent, Victim
 from ptmlab.contracts import ATTACK_RECORDS_FILE
 
-SUCCEEDED, FAILED, SKIPPED = "succeeded", "failed", "skipped"   # skipped: misclassified before any attack
-UNK = "<unk>"   # what a word becomes when its importance is measured by removing its meaning
-RECORDS_FILE = ATTACK_RECORDS_FILE   # an attack run's records, under its run folder (the dashboard reads them)
+SUCCEEDED, FAILED, SKIPPED = "succeeded", "failed", "skipped"  # skipped: misclassified before any attack
+UNK = "<unk>"  # what a word becomes when its importance is measured by removing its meaning
+RECORDS_FILE = ATTACK_RECORDS_FILE  # an attack run's records, under its run folder (the dashboard reads them)
 
 
 @dataclass
 class AttackRecord:
     """One attacked example, as saved in <run>/attack/records.jsonl."""
 
-    index: int                  # row in the task's split
+    index: int  # row in the task's split
     id: str
-    original: str               # the attacked text (for a pair: the second one)
-    context: str | None         # the other text of a pair, held fixed
-    label: int                  # gold class index
+    original: str  # the attacked text (for a pair: the second one)
+    context: str | None  # the other text of a pair, held fixed
+    label: int  # gold class index
     prediction_before: int
-    status: str                 # succeeded | failed | skipped
+    status: str  # succeeded | failed | skipped
     perturbed: str | None = None
     prediction_after: int | None = None
     queries: int = 0
     words: int = 0
-    changed_indices: list[int] = field(default_factory=list)   # in the perturbed text
-    inserted: int = 0           # words the attack added (a trigger); 0 for substitutions
+    changed_indices: list[int] = field(default_factory=list)  # in the perturbed text
+    inserted: int = 0  # words the attack added (a trigger); 0 for substitutions
 
     @property
     def perturbed_ratio(self) -> float:
@@ -61,8 +61,13 @@ class AttackRecord:
 class AttackRecipe:
     """Base of every recipe: the shared constraints and the greedy search."""
 
-    def __init__(self, name: str, max_perturbed_ratio: float | None = None, max_queries: int | None = None,
-                 stop_words: bool = True):
+    def __init__(
+        self,
+        name: str,
+        max_perturbed_ratio: float | None = None,
+        max_queries: int | None = None,
+        stop_words: bool = True,
+    ):
         self.name = name
         self.max_perturbed_ratio = max_perturbed_ratio
         self.max_queries = max_queries
@@ -85,8 +90,9 @@ class AttackRecipe:
 
     # -- what a recipe defines -----------------------------------------------------------------
 
-    def rank(self, victim: Victim, words: list[str], gold: int, p_gold: float, indices: list[int],
-             rng: random.Random) -> list[int]:
+    def rank(
+        self, victim: Victim, words: list[str], gold: int, p_gold: float, indices: list[int], rng: random.Random
+    ) -> list[int]:
         raise NotImplementedError
 
     def candidates(self, words: list[str], i: int, rng: random.Random) -> list[str]:
@@ -97,17 +103,19 @@ class AttackRecipe:
     def modifiable(self, word: str) -> bool:
         return any(c.isalpha() for c in word) and not (self.stop_words and word.lower() in STOPWORDS)
 
-    def leave_one_out(self, victim: Victim, words: list[str], gold: int, p_gold: float, indices: list[int],
-                      replacement: str | None) -> torch.Tensor:
+    def leave_one_out(
+        self, victim: Victim, words: list[str], gold: int, p_gold: float, indices: list[int], replacement: str | None
+    ) -> torch.Tensor:
         """Drop in the gold probability when word i becomes `replacement` (None: deleted), per index."""
-        sentences = [words[:i] + ([] if replacement is None else [replacement]) + words[i + 1:] for i in indices]
+        sentences = [words[:i] + ([] if replacement is None else [replacement]) + words[i + 1 :] for i in indices]
         return p_gold - victim.probabilities(sentences)[:, gold]
 
-    def attack(self, victim: Victim, texts: tuple[str, ...], gold: int, probs: torch.Tensor,
-               rng: random.Random) -> tuple[list[str], list[int], torch.Tensor | None, str]:
+    def attack(
+        self, victim: Victim, texts: tuple[str, ...], gold: int, probs: torch.Tensor, rng: random.Random
+    ) -> tuple[list[str], list[int], torch.Tensor | None, str]:
         """(perturbed words, changed indices, their probabilities, status) for a correctly classified example."""
         words = victim.start(texts, self.max_queries)
-        victim.queries = 1   # the clean prediction (`probs`), as TextAttack counts it
+        victim.queries = 1  # the clean prediction (`probs`), as TextAttack counts it
         allowed = len(words) if self.max_perturbed_ratio is None else math.floor(self.max_perturbed_ratio * len(words))
         indices = [i for i, w in enumerate(words) if self.modifiable(w)]
         current, changed, p_gold, last = list(words), [], float(probs[gold]), None
@@ -119,11 +127,11 @@ class AttackRecipe:
                 proposals = [c for c in dict.fromkeys(self.candidates(current, i, rng)) if c and c != current[i]]
                 if not proposals:
                     continue
-                sentences = [current[:i] + [c] + current[i + 1:] for c in proposals]
+                sentences = [current[:i] + [c] + current[i + 1 :] for c in proposals]
                 out = victim.probabilities(sentences)
                 best = int(torch.argmin(out[:, gold]))
                 if float(out[best, gold]) >= p_gold:
-                    continue   # no candidate helps: leave the word as it is
+                    continue  # no candidate helps: leave the word as it is
                 current, p_gold, last = sentences[best], float(out[best, gold]), out[best]
                 changed.append(i)
                 if int(torch.argmax(last)) != gold:

@@ -1,7 +1,8 @@
 """The English stop words the recipes never modify (TextAttack's `StopwordModification` default
 set is NLTK's English list; this is that list, kept here so nothing is downloaded)."""
 
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 i me my myself we our ours ourselves you you're you've you'll you'd your yours yourself yourselves he him his
 himself she she's her hers herself it it's its itself they them their theirs themselves what which who whom this
 that that'll these those am is are was were be been being have has had having do does did doing a an the and but
@@ -11,4 +12,5 @@ few more most other some such no nor not only own same so than too very s t can 
 should've now d ll m o re ve y ain aren aren't couldn couldn't didn didn't doesn doesn't hadn hadn't hasn hasn't
 haven haven't isn isn't ma mightn mightn't mustn mustn't needn needn't shan shan't shouldn shouldn't wasn wasn't
 weren weren't won won't wouldn wouldn't n't 's 're 've 'll 'd 'm
-""".split())
+""".split()
+)

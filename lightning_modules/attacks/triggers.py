@@ -44,13 +44,15 @@ def hotflip_candidates(gradient: torch.Tensor, embeddings: torch.Tensor, allowed
     with the position's gradient (the first-order rise of the loss when the token is swapped in,
     up to the current token's own term, the same for every candidate). `allowed` (V, bool) masks
     the vocabulary; ties go to the lower id."""
-    scores = gradient.float() @ embeddings.float().T                 # L×E · E×V -> L×V
+    scores = gradient.float() @ embeddings.float().T  # L×E · E×V -> L×V
     scores = scores.masked_fill(~allowed, float("-inf"))
     order = torch.sort(scores, dim=1, descending=True, stable=True).indices
     return order[:, : min(k, int(allowed.sum()))]
 
 
-def beam_search(trigger: tuple[int, ...], candidates: list[list[int]], score, beam_size: int) -> tuple[tuple[int, ...], float]:
+def beam_search(
+    trigger: tuple[int, ...], candidates: list[list[int]], score, beam_size: int
+) -> tuple[tuple[int, ...], float]:
     """The authors' `get_best_candidates`: position 0's candidates and the unchanged trigger
     scored, the `beam_size` best kept, each extended at position 1, and so on; the best at the
     end (ties: the earlier scored, so the unchanged trigger wins a tie). `score(trigger) -> loss`."""
@@ -61,17 +63,25 @@ def beam_search(trigger: tuple[int, ...], candidates: list[list[int]], score, be
             scored.append((beam, loss))
             for token in candidates[j]:
                 if token != beam[j]:
-                    swapped = beam[:j] + (int(token),) + beam[j + 1:]
+                    swapped = beam[:j] + (int(token),) + beam[j + 1 :]
                     scored.append((swapped, score(swapped)))
-        beams = sorted(scored, key=lambda item: -item[1])[:beam_size]   # stable: the earlier wins a tie
+        beams = sorted(scored, key=lambda item: -item[1])[:beam_size]  # stable: the earlier wins a tie
     return beams[0]
 
 
 class UniversalTriggers(AttackRecipe):
     declaration = UniversalTriggersParams
 
-    def __init__(self, name: str = "triggers", trigger_length: int = 3, init_token: str = "the",
-                 position: str = "prepend", num_candidates: int = 40, beam_size: int = 1, iterations: int = 10):
+    def __init__(
+        self,
+        name: str = "triggers",
+        trigger_length: int = 3,
+        init_token: str = "the",
+        position: str = "prepend",
+        num_candidates: int = 40,
+        beam_size: int = 1,
+        iterations: int = 10,
+    ):
         super().__init__(name)
         if int(trigger_length) < 1:
             raise ConfigError(f"attack.trigger_length={trigger_length}: expected at least one trigger token")
@@ -82,14 +92,17 @@ class UniversalTriggers(AttackRecipe):
                 raise ConfigError(f"attack.{key}={value}: expected a positive integer")
         self.trigger_length, self.init_token, self.position = int(trigger_length), str(init_token), str(position)
         self.num_candidates, self.beam_size, self.iterations = int(num_candidates), int(beam_size), int(iterations)
-        self._words: list[str] = []        # token id -> its word ("" where the token is not a whole word)
+        self._words: list[str] = []  # token id -> its word ("" where the token is not a whole word)
         self._allowed: torch.Tensor | None = None
         self._trigger: tuple[int, ...] = ()
         self._report: dict = {}
 
     def settings(self) -> dict:
-        return {k: v for k, v in vars(self).items() if not k.startswith("_") and k != "name"
-                and k not in ("max_perturbed_ratio", "max_queries", "stop_words")}
+        return {
+            k: v
+            for k, v in vars(self).items()
+            if not k.startswith("_") and k != "name" and k not in ("max_perturbed_ratio", "max_queries", "stop_words")
+        }
 
     # -- the vocabulary --------------------------------------------------------------------------
 
@@ -97,14 +110,19 @@ class UniversalTriggers(AttackRecipe):
         """The whole-word tokens a trigger may use; the initial trigger, checked to encode in place."""
         if any(op.get("op") == "quantize" for op in victim.loaded.manifest.get("compression") or ()):
             # quantized layers have no autograd kernel: no gradient reaches the embeddings
-            raise ConfigError("attack=triggers: the source is an int8 model, whose quantized layers give no "
-                              "gradients; attack its float source with triggers, or this model with deepwordbug/pwws")
+            raise ConfigError(
+                "attack=triggers: the source is an int8 model, whose quantized layers give no "
+                "gradients; attack its float source with triggers, or this model with deepwordbug/pwws"
+            )
         tokenizer = victim.loaded.tokenizer
         size = int(victim.embedding_matrix().shape[0])
         special = set(tokenizer.all_special_ids)
         words = [""] * size
-        pieces = [(i, t) for i, t in enumerate(tokenizer.convert_ids_to_tokens(list(range(min(size, len(tokenizer))))))
-                  if t is not None and t.isalpha() and i not in special]
+        pieces = [
+            (i, t)
+            for i, t in enumerate(tokenizer.convert_ids_to_tokens(list(range(min(size, len(tokenizer))))))
+            if t is not None and t.isalpha() and i not in special
+        ]
         encoded = tokenizer([t for _, t in pieces], add_special_tokens=False)["input_ids"] if pieces else []
         for (i, token), ids in zip(pieces, encoded):
             if ids == [i]:
@@ -112,18 +130,20 @@ class UniversalTriggers(AttackRecipe):
         self._words = words
         self._allowed = torch.tensor([bool(w) for w in words])
         if int(self._allowed.sum()) < 2:
-            raise ConfigError("attack=triggers: the source's vocabulary has fewer than two whole-word tokens to "
-                              "build a trigger from")
+            raise ConfigError(
+                "attack=triggers: the source's vocabulary has fewer than two whole-word tokens to build a trigger from"
+            )
         ids = tokenizer(self.init_token, add_special_tokens=False)["input_ids"]
         if len(ids) != 1 or not words[ids[0]]:
-            raise ConfigError(f"attack.init_token={self.init_token}: not a whole-word token of the source's "
-                              f"vocabulary")
+            raise ConfigError(f"attack.init_token={self.init_token}: not a whole-word token of the source's vocabulary")
         self._trigger = (ids[0],) * self.trigger_length
-        victim.start(("the",), None)   # a one-text probe: how the tokenizer encodes a trigger in place
+        victim.start(("the",), None)  # a one-text probe: how the tokenizer encodes a trigger in place
         probe = self.slots(victim, [["the"]], self._trigger)[0]
         if len(probe) != self.trigger_length:
-            raise ConfigError(f"attack=triggers: the source's tokenizer does not encode a trigger's words one token "
-                              f"each in place ({len(probe)} of {self.trigger_length} found)")
+            raise ConfigError(
+                f"attack=triggers: the source's tokenizer does not encode a trigger's words one token "
+                f"each in place ({len(probe)} of {self.trigger_length} found)"
+            )
 
     def text(self, trigger: tuple[int, ...]) -> list[str]:
         return [self._words[t] for t in trigger]
@@ -136,8 +156,13 @@ class UniversalTriggers(AttackRecipe):
         allowed = self._allowed.nonzero().flatten().tolist()
         return tuple(next(a for a in allowed if a != t) for t in trigger)
 
-    def slots(self, victim: Victim, sentences: list[list[str]], trigger: tuple[int, ...],
-              contexts: list[tuple[str, ...]] | None = None) -> list[list[int]]:
+    def slots(
+        self,
+        victim: Victim,
+        sentences: list[list[str]],
+        trigger: tuple[int, ...],
+        contexts: list[tuple[str, ...]] | None = None,
+    ) -> list[list[int]]:
         """Per sentence (of its example in `contexts`), the token positions of the trigger's slots
         0, 1, ... (fewer where the encoder's truncation cut the trigger off): where its encoding
         differs from the contrast's."""
@@ -146,19 +171,26 @@ class UniversalTriggers(AttackRecipe):
         out = []
         for a, b in zip(ours, theirs):
             if a.shape != b.shape:
-                raise ConfigError("attack=triggers: the source's tokenizer splits a trigger's word into several "
-                                  "tokens in context")
+                raise ConfigError(
+                    "attack=triggers: the source's tokenizer splits a trigger's word into several tokens in context"
+                )
             positions = (a != b).nonzero().flatten().tolist()
             if [int(a[p]) for p in positions] != list(trigger[: len(positions)]):
-                raise ConfigError("attack=triggers: the source's tokenizer does not encode the trigger's words "
-                                  "as the tokens searched")
+                raise ConfigError(
+                    "attack=triggers: the source's tokenizer does not encode the trigger's words as the tokens searched"
+                )
             out.append(positions)
         return out
 
     # -- the search ------------------------------------------------------------------------------
 
-    def average_gradient(self, victim: Victim, sentences: list[list[str]], golds: list[int],
-                         contexts: list[tuple[str, ...]] | None = None) -> torch.Tensor:
+    def average_gradient(
+        self,
+        victim: Victim,
+        sentences: list[list[str]],
+        golds: list[int],
+        contexts: list[tuple[str, ...]] | None = None,
+    ) -> torch.Tensor:
         """L×E: the gold loss's gradient at each trigger slot, averaged over the sentences that hold it."""
         grads = victim.embedding_gradients([self.with_trigger(w, self._trigger) for w in sentences], golds, contexts)
         total = torch.zeros(self.trigger_length, grads[0].shape[1])
@@ -171,7 +203,7 @@ class UniversalTriggers(AttackRecipe):
     def search(self, victim: Victim, examples: list[tuple[tuple[str, ...], int]]) -> None:
         sentences, golds, contexts = [], [], []
         for texts, gold in examples:
-            sentences.append(victim.start(texts, None))   # each example's attacked words
+            sentences.append(victim.start(texts, None))  # each example's attacked words
             golds.append(int(gold))
             contexts.append(tuple(texts))
         victim.queries = 0
@@ -183,28 +215,48 @@ class UniversalTriggers(AttackRecipe):
             def evaluate(candidate: tuple[int, ...]) -> tuple[float, float]:
                 """(mean gold loss, accuracy) over the examples with `candidate` added, each trigger scored once."""
                 if candidate not in cache:
-                    losses, predicted = victim.gold_losses([self.with_trigger(w, candidate) for w in sentences], golds,
-                                                           contexts)
+                    losses, predicted = victim.gold_losses(
+                        [self.with_trigger(w, candidate) for w in sentences], golds, contexts
+                    )
                     cache[candidate] = (float(losses.mean()), float((predicted == torch.tensor(golds)).float().mean()))
                 return cache[candidate]
 
             loss, accuracy = evaluate(trigger)
-            history.append({"iteration": 0, "trigger": " ".join(self.text(trigger)), "loss": round(loss, 6),
-                            "accuracy": round(accuracy, 6)})
+            history.append(
+                {
+                    "iteration": 0,
+                    "trigger": " ".join(self.text(trigger)),
+                    "loss": round(loss, 6),
+                    "accuracy": round(accuracy, 6),
+                }
+            )
             for iteration in range(1, self.iterations + 1):
                 self._trigger = trigger
                 gradient = self.average_gradient(victim, sentences, golds, contexts)
                 candidates = hotflip_candidates(gradient, embeddings, self._allowed, self.num_candidates).tolist()
                 best, loss = beam_search(trigger, candidates, lambda t: evaluate(t)[0], self.beam_size)
                 if best == trigger:
-                    break   # no candidate raises the loss
+                    break  # no candidate raises the loss
                 trigger = best
-                history.append({"iteration": iteration, "trigger": " ".join(self.text(trigger)),
-                                "loss": round(loss, 6), "accuracy": round(evaluate(trigger)[1], 6)})
+                history.append(
+                    {
+                        "iteration": iteration,
+                        "trigger": " ".join(self.text(trigger)),
+                        "loss": round(loss, 6),
+                        "accuracy": round(evaluate(trigger)[1], 6),
+                    }
+                )
         self._trigger = trigger
-        self._report = {"trigger": " ".join(self.text(trigger)), "trigger_tokens": list(trigger),
-                        "trigger_search": {"examples": len(sentences), "queries": victim.queries,
-                                           "iterations": max(len(history) - 1, 0), "history": history}}
+        self._report = {
+            "trigger": " ".join(self.text(trigger)),
+            "trigger_tokens": list(trigger),
+            "trigger_search": {
+                "examples": len(sentences),
+                "queries": victim.queries,
+                "iterations": max(len(history) - 1, 0),
+                "history": history,
+            },
+        }
 
     def report(self) -> dict:
         return dict(self._report)
@@ -213,7 +265,7 @@ class UniversalTriggers(AttackRecipe):
 
     def attack(self, victim: Victim, texts, gold, probs, rng):
         words = victim.start(texts, None)
-        victim.queries = 1   # the clean prediction (`probs`), as the other recipes count it
+        victim.queries = 1  # the clean prediction (`probs`), as the other recipes count it
         perturbed = self.with_trigger(words, self._trigger)
         after = victim.probabilities([perturbed])[0]
         start = 0 if self.position == "prepend" else len(words)

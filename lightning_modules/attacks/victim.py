@@ -17,7 +17,7 @@ import torch
 
 from lightning_modules.artifacts.saved_task_model import LoadedTaskModel
 
-ATTACKED_SIDE = {1: 0, 2: 1}   # texts per example -> the index of the attacked one
+ATTACKED_SIDE = {1: 0, 2: 1}  # texts per example -> the index of the attacked one
 
 
 class QueryBudgetSpent(Exception):
@@ -56,28 +56,32 @@ class Victim:
         sentence's own example (a universal search scores many examples in one call)."""
         for start in range(0, len(sentences), self.batch_size):
             chunk = range(start, min(start + self.batch_size, len(sentences)))
-            yield self.loaded.encode([self.texts(sentences[i], None if contexts is None else contexts[i]) for i in chunk],
-                                     self.task)
+            yield self.loaded.encode(
+                [self.texts(sentences[i], None if contexts is None else contexts[i]) for i in chunk], self.task
+            )
 
     @torch.no_grad()
     def probabilities(self, sentences: list[list[str]], *, count: bool = True) -> torch.Tensor:
         """N×C label probabilities; raises QueryBudgetSpent before a batch that would exceed the budget."""
         if count:
             self.count(sentences)
-        out = [torch.softmax(self.loaded.model.task_logits(self.task, batch).float(), dim=-1).cpu()
-               for batch in self.batches(sentences)]
+        out = [
+            torch.softmax(self.loaded.model.task_logits(self.task, batch).float(), dim=-1).cpu()
+            for batch in self.batches(sentences)
+        ]
         return torch.cat(out) if out else torch.empty(0)
 
     @torch.no_grad()
-    def gold_losses(self, sentences: list[list[str]], golds: list[int],
-                    contexts: list[tuple[str, ...]] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def gold_losses(
+        self, sentences: list[list[str]], golds: list[int], contexts: list[tuple[str, ...]] | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(N cross-entropies of the gold labels, N predicted labels), from the logits (no softmax
         round trip: a confident model's losses stay apart)."""
         self.count(sentences)
         losses, predicted = [], []
         for k, batch in enumerate(self.batches(sentences, contexts)):
             logits = self.loaded.model.task_logits(self.task, batch).float().cpu()
-            gold = torch.tensor(golds[k * self.batch_size:(k + 1) * self.batch_size])
+            gold = torch.tensor(golds[k * self.batch_size : (k + 1) * self.batch_size])
             losses.append(torch.nn.functional.cross_entropy(logits, gold, reduction="none"))
             predicted.append(logits.argmax(-1))
         return (torch.cat(losses), torch.cat(predicted)) if losses else (torch.empty(0), torch.empty(0))
@@ -91,15 +95,18 @@ class Victim:
         """V×E: the word embedding of every token id."""
         return self.word_embeddings().weight.detach().float().cpu()
 
-    def token_ids(self, sentences: list[list[str]], contexts: list[tuple[str, ...]] | None = None) -> list[torch.Tensor]:
+    def token_ids(
+        self, sentences: list[list[str]], contexts: list[tuple[str, ...]] | None = None
+    ) -> list[torch.Tensor]:
         """Each sentence's token ids as the model reads it (special tokens included, no padding); not a query."""
         out = []
         for batch in self.batches(sentences, contexts):
             out.extend(ids[mask.bool()].cpu() for ids, mask in zip(batch["input_ids"], batch["attention_mask"]))
         return out
 
-    def embedding_gradients(self, sentences: list[list[str]], golds: list[int],
-                            contexts: list[tuple[str, ...]] | None = None) -> list[torch.Tensor]:
+    def embedding_gradients(
+        self, sentences: list[list[str]], golds: list[int], contexts: list[tuple[str, ...]] | None = None
+    ) -> list[torch.Tensor]:
         """Per sentence, T×E: ∂ CE(gold) / ∂ (the word embedding of each of its T tokens), the
         positions of `token_ids`. The embeddings' output is swapped for a leaf that requires grad
         (a forward hook), so no parameter gets a gradient and any backbone takes it."""
@@ -117,12 +124,12 @@ class Victim:
                 captured.clear()
                 with torch.enable_grad():
                     logits = self.loaded.model.task_logits(self.task, batch).float()
-                    gold = torch.tensor(golds[k * self.batch_size:(k + 1) * self.batch_size], device=logits.device)
+                    gold = torch.tensor(golds[k * self.batch_size : (k + 1) * self.batch_size], device=logits.device)
                     # summed, so each sentence's gradient is its own loss's
                     loss = torch.nn.functional.cross_entropy(logits, gold, reduction="sum")
                     (grad,) = torch.autograd.grad(loss, captured[0])
                 mask = batch["attention_mask"].bool()
-                grad = grad[:, -mask.shape[1]:]   # B×T'×E -> B×T×E: a prompt's virtual tokens sit in front
+                grad = grad[:, -mask.shape[1] :]  # B×T'×E -> B×T×E: a prompt's virtual tokens sit in front
                 out.extend(g[m].float().cpu() for g, m in zip(grad, mask))
         finally:
             handle.remove()

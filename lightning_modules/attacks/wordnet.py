@@ -18,8 +18,17 @@ WORDNET_DIR = Path("/usr/share/wordnet")
 POS_FILES = {"n": "noun", "v": "verb", "a": "adj", "r": "adv"}
 # WordNet's morphy detachment rules (suffix -> replacement), per part of speech
 DETACHMENTS = {
-    "n": [("s", ""), ("ses", "s"), ("ves", "f"), ("xes", "x"), ("zes", "z"), ("ches", "ch"), ("shes", "sh"),
-          ("men", "man"), ("ies", "y")],
+    "n": [
+        ("s", ""),
+        ("ses", "s"),
+        ("ves", "f"),
+        ("xes", "x"),
+        ("zes", "z"),
+        ("ches", "ch"),
+        ("shes", "sh"),
+        ("men", "man"),
+        ("ies", "y"),
+    ],
     "v": [("s", ""), ("ies", "y"), ("es", "e"), ("es", ""), ("ed", "e"), ("ed", ""), ("ing", "e"), ("ing", "")],
     "a": [("er", ""), ("est", ""), ("er", "e"), ("est", "e")],
     "r": [],
@@ -30,8 +39,10 @@ class WordNet:
     def __init__(self, folder: Path = WORDNET_DIR):
         folder = Path(folder)
         if not (folder / "index.noun").is_file():
-            raise ConfigError(f"WordNet 3.0 not found in {folder} (install it: apt-get install -y wordnet-base; "
-                              f"scripts/install_system_deps.sh does)")
+            raise ConfigError(
+                f"WordNet 3.0 not found in {folder} (install it: apt-get install -y wordnet-base; "
+                f"scripts/install_system_deps.sh does)"
+            )
         self.folder = folder
         self.index = {pos: self._read_index(folder / f"index.{name}") for pos, name in POS_FILES.items()}
         self.exceptions = {pos: self._read_exceptions(folder / f"{name}.exc") for pos, name in POS_FILES.items()}
@@ -43,11 +54,11 @@ class WordNet:
         out = {}
         with path.open(encoding="utf-8") as f:
             for line in f:
-                if line.startswith(" "):   # the licence header
+                if line.startswith(" "):  # the licence header
                     continue
                 parts = line.split()
                 synsets, pointers = int(parts[2]), int(parts[3])
-                out[parts[0]] = [int(x) for x in parts[6 + pointers: 6 + pointers + synsets]]
+                out[parts[0]] = [int(x) for x in parts[6 + pointers : 6 + pointers + synsets]]
         return out
 
     @staticmethod
@@ -86,8 +97,11 @@ class WordNet:
             forms = self.base_forms(word, p)
             for form in forms:
                 for offset in self.index[p][form]:
-                    out += [w for w in self.synset_words(p, offset)
-                            if "_" not in w and w.lower() not in forms and w.lower() != word.lower()]
+                    out += [
+                        w
+                        for w in self.synset_words(p, offset)
+                        if "_" not in w and w.lower() not in forms and w.lower() != word.lower()
+                    ]
         return list(dict.fromkeys(out))
 
 

@@ -18,9 +18,10 @@ from __future__ import annotations
 import copy
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from omegaconf import OmegaConf
@@ -30,39 +31,46 @@ from lightning_modules.heads.evaluation import task_loss
 from lightning_modules.optim import build_optimizer, build_scheduler, decay_param_groups
 from lightning_modules.tasks.datamodule import TaskDataModule
 
-
 # The loop's optimizer and schedule (lr and warmup_ratio come from the stage or the method): weight
 # decay 0.01 off biases and norms, torch's default betas and eps. Not the root `optimizer` node:
 # that one is pre-training's (betas 0.98, eps 1e-6, lr 5e-4).
-LOOP_OPTIMIZER = OmegaConf.create({"_target_": "torch.optim.AdamW", "_partial_": True, "weight_decay": 0.01,
-                                   "betas": [0.9, 0.999], "eps": 1e-8, "fused": None})
+LOOP_OPTIMIZER = OmegaConf.create(
+    {
+        "_target_": "torch.optim.AdamW",
+        "_partial_": True,
+        "weight_decay": 0.01,
+        "betas": [0.9, 0.999],
+        "eps": 1e-8,
+        "fused": None,
+    }
+)
 LOOP_SCHEDULE = {"_target_": "transformers.get_linear_schedule_with_warmup", "_partial_": True}
 
 
 @dataclass
 class CompressContext:
-    task: Any                      # LoadedTask
+    task: Any  # LoadedTask
     seed: int = 0
     batch_size: int = 32
     eval_batch_size: int = 128
     lr: float = 5e-5
     warmup_ratio: float = 0.1
-    group_by_length: bool = False   # training batches of similar lengths (stage.group_by_length)
+    group_by_length: bool = False  # training batches of similar lengths (stage.group_by_length)
     cache_dir: Path | None = None
-    log: Callable[[dict, int], None] | None = None   # metrics, step -> MLflow
+    log: Callable[[dict, int], None] | None = None  # metrics, step -> MLflow
     progress: Callable[..., None] | None = None  # step, total, metrics, series (the loop's prefix) -> progress.json
 
 
 @dataclass
 class Compressed:
-    model: nn.Module                                # a PooledEncoder (TaskModel)
+    model: nn.Module  # a PooledEncoder (TaskModel)
     edits: list[dict] = field(default_factory=list)  # structural edits this method made
-    numbers: dict = field(default_factory=dict)      # extra summary fields (sparsity, heads ...)
-    model_cfg: dict | None = None                    # for a ptmlab backbone whose config changed
+    numbers: dict = field(default_factory=dict)  # extra summary fields (sparsity, heads ...)
+    model_cfg: dict | None = None  # for a ptmlab backbone whose config changed
     # Every `train_epochs` result of the method, in order: the extra training the compressed model
     # got beyond its source's, which the control replays (compression/control.py).
     training: list[dict] = field(default_factory=list)
-    control_start: nn.Module | None = None           # what the control trains (None: the source itself)
+    control_start: nn.Module | None = None  # what the control trains (None: the source itself)
 
 
 class CompressionMethod:
@@ -101,16 +109,31 @@ def train_loader(ctx: CompressContext, model: nn.Module, tokenizer, shuffle: boo
     """The task's training batches as `model` reads them: its own input encoder (a token or span
     head's word/window encoding, a generator's source and target), as the finetune stage feeds it."""
     spec = ctx.task.spec
-    dm = TaskDataModule(ctx.task, tokenizer, causal=bool(model.backbone.is_causal), batch_size=ctx.batch_size,
-                        eval_batch_size=ctx.eval_batch_size, seed=ctx.seed, group_by_length=ctx.group_by_length,
-                        encoder=model.input_encoder(tokenizer, spec.max_length, doc_stride=spec.doc_stride))
-    return dm.train_dataloader() if shuffle else dm._loader(ctx.task.data.train_split, False, ctx.batch_size)  # noqa: SLF001
+    dm = TaskDataModule(
+        ctx.task,
+        tokenizer,
+        causal=bool(model.backbone.is_causal),
+        batch_size=ctx.batch_size,
+        eval_batch_size=ctx.eval_batch_size,
+        seed=ctx.seed,
+        group_by_length=ctx.group_by_length,
+        encoder=model.input_encoder(tokenizer, spec.max_length, doc_stride=spec.doc_stride),
+    )
+    return dm.train_dataloader() if shuffle else dm._loader(ctx.task.data.train_split, False, ctx.batch_size)
 
 
-def train_epochs(model: nn.Module, tokenizer, ctx: CompressContext, *, epochs: int, lr: float | None = None,
-                 loss_fn: Callable[[nn.Module, dict], tuple[torch.Tensor, dict]] | None = None,
-                 prefix: str = "recovery", on_step: Callable[[int, int], None] | None = None,
-                 named_params: list[tuple[str, nn.Parameter]] | None = None) -> dict:
+def train_epochs(
+    model: nn.Module,
+    tokenizer,
+    ctx: CompressContext,
+    *,
+    epochs: int,
+    lr: float | None = None,
+    loss_fn: Callable[[nn.Module, dict], tuple[torch.Tensor, dict]] | None = None,
+    prefix: str = "recovery",
+    on_step: Callable[[int, int], None] | None = None,
+    named_params: list[tuple[str, nn.Parameter]] | None = None,
+) -> dict:
     """Train `model` for `epochs` on the task's train split; returns what it trained: {prefix,
     epochs, lr, steps, examples, examples_digest (sha256 of the example indices in the order
     trained), train_time_s}. `loss_fn(model, batch) -> (loss, metrics)` defaults to the task loss;
@@ -126,8 +149,9 @@ def train_epochs(model: nn.Module, tokenizer, ctx: CompressContext, *, epochs: i
     groups = decay_param_groups(named_params, LOOP_OPTIMIZER.weight_decay, lr=record["lr"])
     params = [p for group in groups for p in group["params"]]
     optimizer = build_optimizer(groups, LOOP_OPTIMIZER)
-    scheduler = build_scheduler(optimizer, OmegaConf.create({**LOOP_SCHEDULE, "warmup_ratio": ctx.warmup_ratio}),
-                                total)["scheduler"]
+    scheduler = build_scheduler(
+        optimizer, OmegaConf.create({**LOOP_SCHEDULE, "warmup_ratio": ctx.warmup_ratio}), total
+    )["scheduler"]
     loss_fn = loss_fn or (lambda m, b: (task_loss(ctx.task.spec, m(b), b["labels"]), {}))
     model.train()
     step, examples, order, started = 0, 0, hashlib.sha256(), time.perf_counter()
@@ -147,10 +171,17 @@ def train_epochs(model: nn.Module, tokenizer, ctx: CompressContext, *, epochs: i
             step += 1
             logging_step = step % 25 == 0 or step == total
             if ctx.log is not None and logging_step:
-                ctx.log({f"{prefix}/loss": float(loss.detach()), **{f"{prefix}/{k}": float(v) for k, v in extra.items()}},
-                        step)
+                ctx.log(
+                    {f"{prefix}/loss": float(loss.detach()), **{f"{prefix}/{k}": float(v) for k, v in extra.items()}},
+                    step,
+                )
             if ctx.progress is not None:  # the reporter writes at most once a second
                 ctx.progress(step, total, {"train/loss": float(loss.detach())} if logging_step else {}, prefix)
     model.eval()
-    return {**record, "steps": step, "examples": examples, "examples_digest": order.hexdigest(),
-            "train_time_s": round(time.perf_counter() - started, 3)}
+    return {
+        **record,
+        "steps": step,
+        "examples": examples,
+        "examples_digest": order.hexdigest(),
+        "train_time_s": round(time.perf_counter() - started, 3),
+    }

@@ -26,8 +26,10 @@ class CastHalf(CompressionMethod):
         if self.dtype not in ("bfloat16", "float16"):
             raise ConfigError(f"compression.dtype={self.dtype}: bfloat16 | float16")
         if self.finetune_epochs:
-            raise ConfigError(f"compression.finetune_epochs={self.finetune_epochs}: cast_half does not train "
-                              f"(fine-tune the float32 model first)")
+            raise ConfigError(
+                f"compression.finetune_epochs={self.finetune_epochs}: cast_half does not train "
+                f"(fine-tune the float32 model first)"
+            )
 
     def compress(self, source, ctx: CompressContext) -> Compressed:
         model = copy_model(source).eval().to(getattr(torch, self.dtype))

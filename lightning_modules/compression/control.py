@@ -38,8 +38,12 @@ def extra_training(training: list[dict], task) -> dict | None:
         "examples_digest": digest,
         "train_time_s": round(sum(t["train_time_s"] for t in loops), 3),
         "loops": [{k: t[k] for k in ("prefix", "epochs", "lr", "steps", "examples", "examples_digest")} for t in loops],
-        "data": {"task": task.spec.name, "split": task.data.train_split, "rows": len(split.examples),
-                 "source": str(split.source)},
+        "data": {
+            "task": task.spec.name,
+            "split": task.data.train_split,
+            "rows": len(split.examples),
+            "source": str(split.source),
+        },
     }
 
 
@@ -47,9 +51,15 @@ def train_control(start: nn.Module, tokenizer, ctx: CompressContext, training: l
     """Replays the loops of `training` on `start` (trainable, in place) with the task loss, then
     scores it on the first eval split: the summary's control_* fields."""
     start.requires_grad_(True)
-    replayed = [train_epochs(start, tokenizer, ctx, epochs=t["epochs"], lr=t["lr"], prefix=CONTROL_PREFIX)
-                for t in training if t.get("steps")]
+    replayed = [
+        train_epochs(start, tokenizer, ctx, epochs=t["epochs"], lr=t["lr"], prefix=CONTROL_PREFIX)
+        for t in training
+        if t.get("steps")
+    ]
     split = ctx.task.eval_splits[0].name
     metrics = evaluate(start, ctx.task, split, tokenizer=tokenizer)
-    return {"control_score": metrics.get(ctx.task.spec.metric_key(ctx.task.spec.main_metric, split)),
-            "control_metrics": metrics, "control_training": extra_training(replayed, ctx.task)}
+    return {
+        "control_score": metrics.get(ctx.task.spec.metric_key(ctx.task.spec.main_metric, split)),
+        "control_metrics": metrics,
+        "control_training": extra_training(replayed, ctx.task),
+    }

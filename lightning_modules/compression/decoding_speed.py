@@ -27,9 +27,13 @@ def scored_decoding(loaded, task, split: str) -> tuple[dict, dict]:
     settings = DecodingSettings.from_dict(task.spec.generation)
     decoded = decode_split(loaded.model, loaded.tokenizer, task, split, settings, batch_size=EVAL_BATCH_SIZE)
     metrics, signatures = score_split(task, split, decoded.outputs)
-    return metrics, {"decoding": settings.to_dict(), "metric_signatures": signatures,
-                     "generated_tokens": decoded.new_tokens, "tokens_per_s": round(decoded.tokens_per_s, 3),
-                     "latency_ms_per_example": round(decoded.latency_ms_per_example, 3)}
+    return metrics, {
+        "decoding": settings.to_dict(),
+        "metric_signatures": signatures,
+        "generated_tokens": decoded.new_tokens,
+        "tokens_per_s": round(decoded.tokens_per_s, 3),
+        "latency_ms_per_example": round(decoded.latency_ms_per_example, 3),
+    }
 
 
 @torch.no_grad()
@@ -67,9 +71,13 @@ def decoding_latencies(loaded_models: list, task, measure, all_cores) -> list[di
                         tokens[i] = sum(len(row) for row in continuations(encoders[i], rows))
                 for i, t in enumerate(times):
                     med = statistics.median(t)
-                    out[i][f"b{bs}_t{n}"] = {"latency_ms": round(med, 4), "throughput": round(bs / (med / 1000.0), 3),
-                                             "tokens_per_s": round(tokens[i] / (med / 1000.0), 3),
-                                             "threads": n, "batch_size": bs}
+                    out[i][f"b{bs}_t{n}"] = {
+                        "latency_ms": round(med, 4),
+                        "throughput": round(bs / (med / 1000.0), 3),
+                        "tokens_per_s": round(tokens[i] / (med / 1000.0), 3),
+                        "threads": n,
+                        "batch_size": bs,
+                    }
     finally:
         torch.set_num_threads(previous)
     return out

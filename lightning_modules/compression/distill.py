@@ -42,8 +42,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from lightning_modules.artifacts.structural_edits import droppable_stacks, keep_layers, with_layer_counts
-from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model, \
-    train_epochs, train_loader
+from lightning_modules.compression.base import (
+    CompressContext,
+    Compressed,
+    CompressionMethod,
+    copy_model,
+    train_epochs,
+    train_loader,
+)
 from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
 from lightning_modules.compression.soft_targets import soft_target_loss
 from lightning_modules.heads.evaluation import task_loss
@@ -81,12 +87,27 @@ class Distill(CompressionMethod):
     name = "distill"
     takes_generators = True
 
-    def __init__(self, student_layers: int | None = 3, student_model: dict | None = None, epochs: int = 2,
-                 temperature: float = 2.0, kd_weight: float = 0.5, ce_weight: float = 0.5,
-                 hidden_weight: float = 0.0, attention_weight: float = 0.0, embedding_weight: float = 0.0,
-                 embedding_loss: str = "mse", layer_map: list | None = None, projection: bool = True,
-                 attention_layers: int = 1, cache_logits: bool = True, control: bool = True,
-                 sequence_level: bool = False, finetune_epochs: int = 0, lr: float | None = None):
+    def __init__(
+        self,
+        student_layers: int | None = 3,
+        student_model: dict | None = None,
+        epochs: int = 2,
+        temperature: float = 2.0,
+        kd_weight: float = 0.5,
+        ce_weight: float = 0.5,
+        hidden_weight: float = 0.0,
+        attention_weight: float = 0.0,
+        embedding_weight: float = 0.0,
+        embedding_loss: str = "mse",
+        layer_map: list | None = None,
+        projection: bool = True,
+        attention_layers: int = 1,
+        cache_logits: bool = True,
+        control: bool = True,
+        sequence_level: bool = False,
+        finetune_epochs: int = 0,
+        lr: float | None = None,
+    ):
         super().__init__(finetune_epochs=finetune_epochs, lr=lr)
         self.student_layers = None if student_layers is None else int(student_layers)
         self.student_model = student_model
@@ -114,41 +135,57 @@ class Distill(CompressionMethod):
         n_teacher, w_teacher = int(teacher.num_layers), int(teacher.hidden_size)
         spec = ctx.task.spec
         if self.sequence_level and not spec.is_generation:
-            raise ConfigError(f"compression.sequence_level=true: sequence-level KD trains on a generator's outputs; "
-                              f"task {spec.name} is {spec.kind}")
+            raise ConfigError(
+                f"compression.sequence_level=true: sequence-level KD trains on a generator's outputs; "
+                f"task {spec.name} is {spec.kind}"
+            )
         if spec.is_generation:
             for key in ("hidden_weight", "attention_weight", "embedding_weight"):
                 if getattr(self, key) > 0:
-                    raise ConfigError(f"compression.{key}={getattr(self, key)}: a generator is distilled on its "
-                                      f"output distributions (kd_weight, ce_weight); this loss reads an encoder's states")
+                    raise ConfigError(
+                        f"compression.{key}={getattr(self, key)}: a generator is distilled on its "
+                        f"output distributions (kd_weight, ce_weight); this loss reads an encoder's states"
+                    )
             if not self.student_model:
                 droppable_stacks(teacher)
                 n_teacher = min(int(stack.num_layers) for stack in teacher.layer_stacks())
         if self.student_model:
             backbone = dict(self.student_model.get("backbone") or {})
             if not str(backbone.get("_target_", "")).startswith("lightning_modules.models."):
-                raise ConfigError(f"compression.student_model.backbone._target_={backbone.get('_target_')!r}: "
-                                  f"a student is a lightning_modules.models backbone")
+                raise ConfigError(
+                    f"compression.student_model.backbone._target_={backbone.get('_target_')!r}: "
+                    f"a student is a lightning_modules.models backbone"
+                )
         elif not self.student_layers or self.student_layers > n_teacher:
-            raise ConfigError(f"compression.student_layers={self.student_layers}: the teacher has {n_teacher} "
-                              f"layers (a student keeps 1..{n_teacher} of them)")
+            raise ConfigError(
+                f"compression.student_layers={self.student_layers}: the teacher has {n_teacher} "
+                f"layers (a student keeps 1..{n_teacher} of them)"
+            )
         n_student, w_student = self._student_shape(source)
         if w_student > w_teacher:
-            raise ConfigError(f"compression.student_model.backbone.hidden_size={w_student} is wider than the "
-                              f"teacher ({w_teacher}): the projection maps a narrower student up to the teacher")
+            raise ConfigError(
+                f"compression.student_model.backbone.hidden_size={w_student} is wider than the "
+                f"teacher ({w_teacher}): the projection maps a narrower student up to the teacher"
+            )
         if self.hidden_weight > 0 and w_student != w_teacher and not self.projection:
-            raise ConfigError(f"compression.projection=false: student width {w_student} differs from the "
-                              f"teacher's {w_teacher}; hidden-state MSE needs the projection")
+            raise ConfigError(
+                f"compression.projection=false: student width {w_student} differs from the "
+                f"teacher's {w_teacher}; hidden-state MSE needs the projection"
+            )
         for pair in self.layer_map or []:
             if len(pair) != 2:
                 raise ConfigError(f"compression.layer_map entry {pair}: expected [student layer, teacher layer]")
             s, t = pair
             if not 0 <= s <= n_student:
-                raise ConfigError(f"compression.layer_map: student layer {s} does not exist (the student has "
-                                  f"layers 1..{n_student}, 0 = embeddings)")
+                raise ConfigError(
+                    f"compression.layer_map: student layer {s} does not exist (the student has "
+                    f"layers 1..{n_student}, 0 = embeddings)"
+                )
             if not 0 <= t <= n_teacher:
-                raise ConfigError(f"compression.layer_map: teacher layer {t} does not exist (the teacher has "
-                                  f"layers 1..{n_teacher}, 0 = embeddings)")
+                raise ConfigError(
+                    f"compression.layer_map: teacher layer {t} does not exist (the teacher has "
+                    f"layers 1..{n_teacher}, 0 = embeddings)"
+                )
         if self.epochs < 1:
             raise ConfigError(f"compression.epochs={self.epochs}: distillation trains at least one epoch")
 
@@ -163,17 +200,26 @@ class Distill(CompressionMethod):
         node = json.loads(json.dumps(self.student_model))
         node["backbone"]["vocab_size"] = len(source.tokenizer)
         backbone = instantiate(node["backbone"])
-        (task_name, size), = source.model.head_sizes.items()
+        ((task_name, size),) = source.model.head_sizes.items()
         head_dropout = float(source.manifest["head_dropout"])
         spec = source.tasks[task_name]
         if spec.is_generation:  # the teacher's kind of generator head on the student's backbone
-            student = generation_model_for(backbone, task_name=task_name, head_dropout=head_dropout,
-                                           max_target_length=spec.max_target_length, source_prefix=spec.source_prefix)
+            student = generation_model_for(
+                backbone,
+                task_name=task_name,
+                head_dropout=head_dropout,
+                max_target_length=spec.max_target_length,
+                source_prefix=spec.source_prefix,
+            )
         else:
-            student = TaskModel(backbone, size, pooling=source.model.pooling, head_dropout=head_dropout,
-                                task_name=task_name)
-        return student, {"name": str(node.get("name", "student")), "family": str(node.get("family", "transformer")),
-                         "backbone": node["backbone"]}
+            student = TaskModel(
+                backbone, size, pooling=source.model.pooling, head_dropout=head_dropout, task_name=task_name
+            )
+        return student, {
+            "name": str(node.get("name", "student")),
+            "family": str(node.get("family", "transformer")),
+            "backbone": node["backbone"],
+        }
 
     # -- teacher logits, cached ---------------------------------------------------------------
     @torch.no_grad()
@@ -190,7 +236,9 @@ class Distill(CompressionMethod):
         for ex in split.examples:
             texts.update(repr(ex).encode())
         texts.update(str(ctx.task.spec.max_length).encode())
-        key = hashlib.sha256((source.manifest["weights"].get("sha256", "") + texts.hexdigest()).encode()).hexdigest()[:32]
+        key = hashlib.sha256((source.manifest["weights"].get("sha256", "") + texts.hexdigest()).encode()).hexdigest()[
+            :32
+        ]
         path = ctx.cache_dir / "teacher_logits" / f"{key}.safetensors" if ctx.cache_dir is not None else None
         if self.cache_logits and path is not None and path.is_file():
             return load_file(str(path))["logits"]
@@ -212,8 +260,12 @@ class Distill(CompressionMethod):
         def forward(model, batch, attentions: bool):
             if spec.is_generation:  # the generator's own forward (encoder–decoder, prompt, Hugging Face LM)
                 return model(batch), None
-            out = model.backbone(batch["input_ids"], attention_mask=batch["attention_mask"],
-                                 token_type_ids=batch.get("token_type_ids"), output_attentions=attentions)
+            out = model.backbone(
+                batch["input_ids"],
+                attention_mask=batch["attention_mask"],
+                token_type_ids=batch.get("token_type_ids"),
+                output_attentions=attentions,
+            )
             logits = model.head(pool(out.last_hidden_state, batch, model.pooling))
             return logits, out
 
@@ -231,22 +283,34 @@ class Distill(CompressionMethod):
             if self.ce_weight > 0:
                 parts["ce"] = task_loss(spec, s_logits, batch["labels"])
             if self.hidden_weight > 0:
-                mse = [F.mse_loss(projections[f"{s}_{t}"](s_out.hidden_states[s]), t_out.hidden_states[t])
-                       for s, t in layer_map]
+                mse = [
+                    F.mse_loss(projections[f"{s}_{t}"](s_out.hidden_states[s]), t_out.hidden_states[t])
+                    for s, t in layer_map
+                ]
                 parts["hidden"] = torch.stack(mse).mean()
             if self.attention_weight > 0:
                 kls = []
-                for s_att, t_att in zip(s_out.attentions[-self.attention_layers:], t_out.attentions[-self.attention_layers:]):
+                for s_att, t_att in zip(
+                    s_out.attentions[-self.attention_layers :], t_out.attentions[-self.attention_layers :]
+                ):
                     if s_att.shape[1] != t_att.shape[1]:  # B×heads×T×T: compare head-averaged maps
                         s_att, t_att = s_att.mean(1, keepdim=True), t_att.mean(1, keepdim=True)
                     kls.append((t_att * (t_att.clamp_min(1e-9).log() - s_att.clamp_min(1e-9).log())).sum(-1).mean())
                 parts["attention"] = torch.stack(kls).mean()
             if self.embedding_weight > 0:
                 s_emb, t_emb = projections["0_0"](s_out.hidden_states[0]), t_out.hidden_states[0]
-                parts["embedding"] = (F.mse_loss(s_emb, t_emb) if self.embedding_loss == "mse"
-                                      else (1 - F.cosine_similarity(s_emb, t_emb, dim=-1)).mean())
-            weights = {"kd": self.kd_weight, "ce": self.ce_weight, "hidden": self.hidden_weight,
-                       "attention": self.attention_weight, "embedding": self.embedding_weight}
+                parts["embedding"] = (
+                    F.mse_loss(s_emb, t_emb)
+                    if self.embedding_loss == "mse"
+                    else (1 - F.cosine_similarity(s_emb, t_emb, dim=-1)).mean()
+                )
+            weights = {
+                "kd": self.kd_weight,
+                "ce": self.ce_weight,
+                "hidden": self.hidden_weight,
+                "attention": self.attention_weight,
+                "embedding": self.embedding_weight,
+            }
             loss = sum(weights[k] * v for k, v in parts.items())
             return loss, {k: v.detach() for k, v in parts.items()}
 
@@ -261,9 +325,12 @@ class Distill(CompressionMethod):
         w_teacher = int(teacher.backbone.hidden_size)
         layer_map = self.layer_map or default_layer_map(n_student, int(teacher.backbone.num_layers))
         pairs = [tuple(p) for p in layer_map] + ([(0, 0)] if self.embedding_weight > 0 else [])
-        projections = nn.ModuleDict({
-            f"{s}_{t}": (nn.Linear(w_student, w_teacher) if w_student != w_teacher else nn.Identity())
-            for s, t in pairs})
+        projections = nn.ModuleDict(
+            {
+                f"{s}_{t}": (nn.Linear(w_student, w_teacher) if w_student != w_teacher else nn.Identity())
+                for s, t in pairs
+            }
+        )
         cached = self.teacher_logits(source, ctx)
         loss_fn = self._loss_fn(teacher, cached, ctx.task.spec, layer_map, projections)
         named_params = [*student.named_parameters(), *projections.named_parameters(prefix="projections")]
@@ -271,16 +338,35 @@ class Distill(CompressionMethod):
         taught = ctx
         if self.sequence_level:
             taught = dataclasses.replace(ctx, task=teacher_output_task(source, ctx))
-            pairs = zip(ctx.task.data.splits[ctx.task.data.train_split].examples,
-                        taught.task.data.splits[taught.task.data.train_split].examples)
+            pairs = zip(
+                ctx.task.data.splits[ctx.task.data.train_split].examples,
+                taught.task.data.splits[taught.task.data.train_split].examples,
+            )
             changed = sum(gold.label[0] != out.label[0] for gold, out in pairs)
-            numbers.update(sequence_level_targets=len(taught.task.data.splits[taught.task.data.train_split].examples),
-                           sequence_level_changed_targets=changed)  # outputs that are not the first reference
-        trained = train_epochs(student, source.tokenizer, taught, epochs=self.epochs, lr=self.lr, loss_fn=loss_fn,
-                               prefix="distill", named_params=named_params)
+            numbers.update(
+                sequence_level_targets=len(taught.task.data.splits[taught.task.data.train_split].examples),
+                sequence_level_changed_targets=changed,
+            )  # outputs that are not the first reference
+        trained = train_epochs(
+            student,
+            source.tokenizer,
+            taught,
+            epochs=self.epochs,
+            lr=self.lr,
+            loss_fn=loss_fn,
+            prefix="distill",
+            named_params=named_params,
+        )
         teacher.requires_grad_(True)
-        numbers.update({"student_layers": n_student, "student_hidden_size": w_student, "layer_map": layer_map,
-                        "distill_steps": trained["steps"], "train_time_s": trained["train_time_s"]})
+        numbers.update(
+            {
+                "student_layers": n_student,
+                "student_hidden_size": w_student,
+                "layer_map": layer_map,
+                "distill_steps": trained["steps"],
+                "train_time_s": trained["train_time_s"],
+            }
+        )
         if ctx.task.spec.is_generation:
             numbers["student_decoder_layers"] = int(getattr(student.backbone, "num_decoder_layers", n_student))
         # the control is the student before the teacher taught it (the source would not be one)
@@ -293,8 +379,9 @@ def teacher_output_task(source, ctx: CompressContext):
     task = ctx.task
     split = task.data.splits[task.data.train_split]
     greedy = DecodingSettings.from_dict({**dict(task.spec.generation), "strategy": "greedy", "num_beams": 1})
-    outputs = decode_split(source.model, source.tokenizer, task, split.name, greedy,
-                           batch_size=ctx.eval_batch_size).outputs
+    outputs = decode_split(
+        source.model, source.tokenizer, task, split.name, greedy, batch_size=ctx.eval_batch_size
+    ).outputs
     examples = [dataclasses.replace(ex, label=(out,)) for ex, out in zip(split.examples, outputs)]
     splits = {**task.data.splits, split.name: dataclasses.replace(split, examples=examples)}
     return dataclasses.replace(task, data=dataclasses.replace(task.data, splits=splits))

@@ -7,8 +7,7 @@ each generated token runs through)."""
 from __future__ import annotations
 
 from lightning_modules.artifacts.structural_edits import droppable_stacks, keep_layers, with_layer_counts
-from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model, \
-    train_epochs
+from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model, train_epochs
 from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
 from ptmlab.contracts import ConfigError
 from ptmlab.methods.compression import DropLayersParams
@@ -20,8 +19,15 @@ class DropLayers(CompressionMethod):
     name = "drop_layers"
     takes_generators = True
 
-    def __init__(self, keep_every: int | None = 2, keep_bottom: int | None = None, layers: list | None = None,
-                 finetune_epochs: int = 0, lr: float | None = None, control: bool = True):
+    def __init__(
+        self,
+        keep_every: int | None = 2,
+        keep_bottom: int | None = None,
+        layers: list | None = None,
+        finetune_epochs: int = 0,
+        lr: float | None = None,
+        control: bool = True,
+    ):
         super().__init__(finetune_epochs=finetune_epochs, lr=lr)
         self.control = bool(control)
         self.keep_every = None if keep_every is None else int(keep_every)
@@ -32,8 +38,10 @@ class DropLayers(CompressionMethod):
         if self.layers is not None:
             bad = [i for i in self.layers if not 0 <= i < n]
             if bad or not self.layers:
-                raise ConfigError(f"compression.layers={self.layers}: layer {bad[0] if bad else '-'} does not exist "
-                                  f"(the source has layers 0..{n - 1})")
+                raise ConfigError(
+                    f"compression.layers={self.layers}: layer {bad[0] if bad else '-'} does not exist "
+                    f"(the source has layers 0..{n - 1})"
+                )
             return sorted(set(self.layers))
         if self.keep_bottom is not None:
             if self.keep_bottom > n:
@@ -59,5 +67,10 @@ class DropLayers(CompressionMethod):
         numbers = {"kept_layers": kept[0], "recovery_steps": trained["steps"], "train_time_s": trained["train_time_s"]}
         if len(kept) > 1:  # an encoder–decoder: kept_layers are the encoder's
             numbers["kept_decoder_layers"] = kept[1]
-        return Compressed(model, [], numbers, model_cfg=with_layer_counts(source.manifest["model"], model.backbone),
-                          training=[trained])
+        return Compressed(
+            model,
+            [],
+            numbers,
+            model_cfg=with_layer_counts(source.manifest["model"], model.backbone),
+            training=[trained],
+        )

@@ -9,8 +9,7 @@ from __future__ import annotations
 import torch
 
 from lightning_modules.artifacts.structural_edits import factorize
-from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model, \
-    train_epochs
+from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model, train_epochs
 from lightning_modules.compression.prune_magnitude import prunable_linears
 from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
 from ptmlab.contracts import ConfigError
@@ -22,8 +21,16 @@ class LowRank(CompressionMethod):
 
     name = "low_rank"
 
-    def __init__(self, param_ratio: float | None = 0.5, rank: int | None = None, energy: float | None = None,
-                 scope: str = "encoder", finetune_epochs: int = 1, lr: float | None = None, control: bool = True):
+    def __init__(
+        self,
+        param_ratio: float | None = 0.5,
+        rank: int | None = None,
+        energy: float | None = None,
+        scope: str = "encoder",
+        finetune_epochs: int = 1,
+        lr: float | None = None,
+        control: bool = True,
+    ):
         super().__init__(finetune_epochs=finetune_epochs, lr=lr)
         self.control = bool(control)
         self.param_ratio = None if param_ratio is None else float(param_ratio)
@@ -37,17 +44,21 @@ class LowRank(CompressionMethod):
             full = min(m.in_features, m.out_features)
             if self.rank is not None:
                 if self.rank > full:
-                    raise ConfigError(f"compression.rank={self.rank} is larger than the matrix {name} "
-                                      f"({m.out_features}×{m.in_features}, rank at most {full})")
+                    raise ConfigError(
+                        f"compression.rank={self.rank} is larger than the matrix {name} "
+                        f"({m.out_features}×{m.in_features}, rank at most {full})"
+                    )
                 r = self.rank
             elif self.energy is not None:
                 s = torch.linalg.svdvals(m.weight.detach().float())
-                share = (s ** 2).cumsum(0) / (s ** 2).sum()
+                share = (s**2).cumsum(0) / (s**2).sum()
                 r = int((share < self.energy).sum()) + 1
             elif self.param_ratio is not None:
                 r = int(self.param_ratio * m.in_features * m.out_features / (m.in_features + m.out_features))
             else:
-                raise ConfigError("compression.rank, compression.energy and compression.param_ratio are all null: set one")
+                raise ConfigError(
+                    "compression.rank, compression.energy and compression.param_ratio are all null: set one"
+                )
             out[name] = max(1, min(r, full))
         return out
 
@@ -63,9 +74,15 @@ class LowRank(CompressionMethod):
         ranks = self.ranks(model)
         before = sum(model.get_submodule(n).weight.numel() for n in ranks)
         factorize(model, ranks, from_weights=True)
-        after = sum(p.numel() for n in ranks for k, p in model.get_submodule(n).named_parameters() if k.endswith("weight"))
+        after = sum(
+            p.numel() for n in ranks for k, p in model.get_submodule(n).named_parameters() if k.endswith("weight")
+        )
         trained = train_epochs(model, source.tokenizer, ctx, epochs=self.finetune_epochs, lr=self.lr)
-        numbers = {"factored_layers": len(ranks), "factored_weight_ratio": round(after / before, 6),
-                   "ranks": sorted(set(ranks.values())), "recovery_steps": trained["steps"],
-                   "train_time_s": trained["train_time_s"]}
+        numbers = {
+            "factored_layers": len(ranks),
+            "factored_weight_ratio": round(after / before, 6),
+            "ranks": sorted(set(ranks.values())),
+            "recovery_steps": trained["steps"],
+            "train_time_s": trained["train_time_s"],
+        }
         return Compressed(model, [{"op": "low_rank", "ranks": ranks}], numbers, training=[trained])

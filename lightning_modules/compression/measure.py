@@ -38,17 +38,22 @@ ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_int8", "amx_b
 class MeasureSettings:
     seq_len: int = 64
     batch_sizes: list[int] = field(default_factory=lambda: [1, 32])
-    threads: list[int] = field(default_factory=lambda: [1, 0])   # 0: all cores
+    threads: list[int] = field(default_factory=lambda: [1, 0])  # 0: all cores
     warmup: int = 5
     repeats: int = 30
     score: bool = True
 
     @classmethod
-    def from_cfg(cls, node) -> "MeasureSettings":
+    def from_cfg(cls, node) -> MeasureSettings:
         node = dict(node or {})
-        return cls(seq_len=int(node.get("seq_len", 64)), batch_sizes=[int(b) for b in node.get("batch_sizes", [1, 32])],
-                   threads=[int(t) for t in node.get("threads", [1, 0])], warmup=int(node.get("warmup", 5)),
-                   repeats=int(node.get("repeats", 30)), score=bool(node.get("score", True)))
+        return cls(
+            seq_len=int(node.get("seq_len", 64)),
+            batch_sizes=[int(b) for b in node.get("batch_sizes", [1, 32])],
+            threads=[int(t) for t in node.get("threads", [1, 0])],
+            warmup=int(node.get("warmup", 5)),
+            repeats=int(node.get("repeats", 30)),
+            score=bool(node.get("score", True)),
+        )
 
 
 def cpu_description() -> dict:
@@ -86,7 +91,7 @@ def serialized_sizes(folder: Path) -> tuple[int, int]:
     path = Path(folder) / "model.safetensors"
     non_embedding = 0
     with safe_open(str(path), framework="pt") as f:
-        for key in f.keys():  # noqa: SIM118 - not a dict
+        for key in f.keys():
             if "embed" in key:
                 continue
             sl = f.get_slice(key)
@@ -99,7 +104,9 @@ def serialized_sizes(folder: Path) -> tuple[int, int]:
 
 def _dtype_bytes(name: str) -> int:
     name = name.upper()
-    return {"F64": 8, "I64": 8, "F32": 4, "I32": 4, "F16": 2, "BF16": 2, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}.get(name, 4)
+    return {"F64": 8, "I64": 8, "F32": 4, "I32": 4, "F16": 2, "BF16": 2, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}.get(
+        name, 4
+    )
 
 
 @torch.no_grad()
@@ -114,9 +121,13 @@ def flops_per_example(model: nn.Module, batch: dict[str, torch.Tensor]) -> float
         tokens = x.numel() // max(int(module.in_features), 1)
         total += 2.0 * module.in_features * module.out_features * tokens
 
-    handles = [m.register_forward_hook(hook) for m in model.modules()
-               if hasattr(m, "in_features") and hasattr(m, "out_features")
-               and not any(hasattr(c, "in_features") for c in m.children())]  # LowRankLinear: its two factors
+    handles = [
+        m.register_forward_hook(hook)
+        for m in model.modules()
+        if hasattr(m, "in_features")
+        and hasattr(m, "out_features")
+        and not any(hasattr(c, "in_features") for c in m.children())
+    ]  # LowRankLinear: its two factors
     try:
         model(batch)
     finally:
@@ -126,7 +137,7 @@ def flops_per_example(model: nn.Module, batch: dict[str, torch.Tensor]) -> float
     try:
         heads = attention_heads(model.backbone)
         total += sum(2 * 2.0 * t * t * h.num_heads * h.head_dim for h in heads) * b
-    except Exception:  # noqa: BLE001 - an architecture without the known attention: linear FLOPs only
+    except Exception:
         pass
     return total / b
 
@@ -137,11 +148,16 @@ def dummy_batch(batch_size: int, seq_len: int, vocab_size: int, seed: int = 0) -
     choices costs N of these sequences: latency and FLOPs are per scored sequence)."""
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(1000 if vocab_size > 2000 else 1, vocab_size, (batch_size, seq_len), generator=g)
-    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids),
-            "pool_index": torch.zeros(batch_size, dtype=torch.long), "decoder_input_ids": ids,
-            "decoder_attention_mask": torch.ones_like(ids),
-            "choice_mask": torch.ones(batch_size, 1, dtype=torch.bool),
-            "target_mask": torch.ones_like(ids, dtype=torch.bool)}
+    return {
+        "input_ids": ids,
+        "attention_mask": torch.ones_like(ids),
+        "token_type_ids": torch.zeros_like(ids),
+        "pool_index": torch.zeros(batch_size, dtype=torch.long),
+        "decoder_input_ids": ids,
+        "decoder_attention_mask": torch.ones_like(ids),
+        "choice_mask": torch.ones(batch_size, 1, dtype=torch.bool),
+        "target_mask": torch.ones_like(ids, dtype=torch.bool),
+    }
 
 
 # -- side by side ---------------------------------------------------------------------------------
@@ -174,8 +190,12 @@ def latencies(models: list[nn.Module], vocab_sizes: list[int], settings: Measure
                 key = f"b{bs}_t{n}"
                 for i, t in enumerate(times):
                     med = statistics.median(t)
-                    out[i][key] = {"latency_ms": round(med, 4), "throughput": round(bs / (med / 1000.0), 3),
-                                   "threads": n, "batch_size": bs}
+                    out[i][key] = {
+                        "latency_ms": round(med, 4),
+                        "throughput": round(bs / (med / 1000.0), 3),
+                        "threads": n,
+                        "batch_size": bs,
+                    }
     finally:
         torch.set_num_threads(previous)
     return out
@@ -189,9 +209,13 @@ def measure_side_by_side(source, compressed, task, settings: MeasureSettings) ->
         model = loaded.model.eval()
         params, nonzero = parameter_counts(model)
         size, non_embedding = serialized_sizes(loaded.folder)
-        row = {"params": params, "nonzero_params": nonzero, "size_bytes": size,
-               "non_embedding_size_bytes": non_embedding,
-               "flops": flops_per_example(model, dummy_batch(1, settings.seq_len, len(loaded.tokenizer)))}
+        row = {
+            "params": params,
+            "nonzero_params": nonzero,
+            "size_bytes": size,
+            "non_embedding_size_bytes": non_embedding,
+            "flops": flops_per_example(model, dummy_batch(1, settings.seq_len, len(loaded.tokenizer))),
+        }
         if settings.score:
             split = task.eval_splits[0].name
             if task.spec.is_generation:  # the metric and the decoding speed of the same decoding
@@ -204,15 +228,23 @@ def measure_side_by_side(source, compressed, task, settings: MeasureSettings) ->
     if task.spec.is_generation:  # what a generator is used for: decoding, timed per batch of dev sources
         timed = decoding_latencies([source, compressed], task, settings, all_cores)
     else:
-        timed = latencies([source.model, compressed.model], [len(source.tokenizer), len(compressed.tokenizer)],
-                          settings)
+        timed = latencies(
+            [source.model, compressed.model], [len(source.tokenizer), len(compressed.tokenizer)], settings
+        )
     for row, lat in zip(rows, timed):
         row["latency"] = lat
         first = next(iter(lat.values()), None)
         row["latency_ms"] = first["latency_ms"] if first else None
-    described = {"device": "cpu", "seq_len": settings.seq_len, "batch_sizes": settings.batch_sizes,
-                 "threads": [t or all_cores() for t in settings.threads], "warmup": settings.warmup,
-                 "repeats": settings.repeats, "quantized_engine": torch.backends.quantized.engine,
-                 "latency_of": "generate() on dev sources" if task.spec.is_generation else "forward pass",
-                 "torch": torch.__version__, **cpu_description()}
+    described = {
+        "device": "cpu",
+        "seq_len": settings.seq_len,
+        "batch_sizes": settings.batch_sizes,
+        "threads": [t or all_cores() for t in settings.threads],
+        "warmup": settings.warmup,
+        "repeats": settings.repeats,
+        "quantized_engine": torch.backends.quantized.engine,
+        "latency_of": "generate() on dev sources" if task.spec.is_generation else "forward pass",
+        "torch": torch.__version__,
+        **cpu_description(),
+    }
     return rows[0], rows[1], described

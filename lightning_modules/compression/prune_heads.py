@@ -11,8 +11,14 @@ from __future__ import annotations
 import torch
 
 from lightning_modules.artifacts.structural_edits import HeadGates, attention_heads
-from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model, \
-    train_epochs, train_loader
+from lightning_modules.compression.base import (
+    CompressContext,
+    Compressed,
+    CompressionMethod,
+    copy_model,
+    train_epochs,
+    train_loader,
+)
 from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
 from lightning_modules.heads.evaluation import task_loss
 from ptmlab.contracts import ConfigError
@@ -45,8 +51,15 @@ class PruneHeads(CompressionMethod):
 
     name = "prune_heads"
 
-    def __init__(self, fraction: float = 0.3, steps: int = 3, importance_batches: int = 32,
-                 finetune_epochs: int = 1, lr: float | None = None, control: bool = True):
+    def __init__(
+        self,
+        fraction: float = 0.3,
+        steps: int = 3,
+        importance_batches: int = 32,
+        finetune_epochs: int = 1,
+        lr: float | None = None,
+        control: bool = True,
+    ):
         super().__init__(finetune_epochs=finetune_epochs, lr=lr)
         self.control = bool(control)
         self.fraction, self.steps, self.importance_batches = float(fraction), int(steps), int(importance_batches)
@@ -57,12 +70,16 @@ class PruneHeads(CompressionMethod):
         if not 0.0 < self.fraction < 1.0:
             raise ConfigError(f"compression.fraction={self.fraction}: the share of heads to prune is in (0, 1)")
         if any(op.get("op") == "low_rank" for op in source.manifest.get("compression") or ()):
-            raise ConfigError("compression=prune_heads: the source's projections are low-rank factors; prune heads first")
+            raise ConfigError(
+                "compression=prune_heads: the source's projections are low-rank factors; prune heads first"
+            )
         heads = attention_heads(source.model.backbone)  # ConfigError for an architecture without known heads
         total = sum(h.num_heads for h in heads)
         if round(self.fraction * total) > total - len(heads):
-            raise ConfigError(f"compression.fraction={self.fraction}: {total} heads in {len(heads)} layers; at most "
-                              f"{total - len(heads)} can go (one head stays in every layer)")
+            raise ConfigError(
+                f"compression.fraction={self.fraction}: {total} heads in {len(heads)} layers; at most "
+                f"{total - len(heads)} can go (one head stays in every layer)"
+            )
 
     def compress(self, source, ctx: CompressContext) -> Compressed:
         model = copy_model(source)
@@ -70,8 +87,8 @@ class PruneHeads(CompressionMethod):
         before = [h.num_heads for h in heads]
         target = round(self.fraction * sum(before))
         pruned = 0
-        removed: list[list[int]] = [[] for _ in heads]       # original indices of the removed heads
-        alive = [list(range(n)) for n in before]              # original index of each current head
+        removed: list[list[int]] = [[] for _ in heads]  # original indices of the removed heads
+        alive = [list(range(n)) for n in before]  # original index of each current head
         for step in range(self.steps):
             goal = round(target * (step + 1) / self.steps)
             if goal <= pruned:
@@ -94,6 +111,12 @@ class PruneHeads(CompressionMethod):
                 ctx.log({"prune_heads/pruned": float(pruned)}, step)
         trained = train_epochs(model, source.tokenizer, ctx, epochs=self.finetune_epochs, lr=self.lr)
         after = [h.num_heads for h in attention_heads(model.backbone)]
-        numbers = {"heads_before": sum(before), "heads_after": sum(after), "heads_per_layer": after,
-                   "pruned_heads": removed, "recovery_steps": trained["steps"], "train_time_s": trained["train_time_s"]}
+        numbers = {
+            "heads_before": sum(before),
+            "heads_after": sum(after),
+            "heads_per_layer": after,
+            "pruned_heads": removed,
+            "recovery_steps": trained["steps"],
+            "train_time_s": trained["train_time_s"],
+        }
         return Compressed(model, [{"op": "prune_heads", "heads_per_layer": after}], numbers, training=[trained])

@@ -12,8 +12,7 @@ from __future__ import annotations
 from torch import nn
 from torch.nn.utils import prune
 
-from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model, \
-    train_epochs
+from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model, train_epochs
 from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
 from ptmlab.contracts import ConfigError
 from ptmlab.methods.compression import PruneMagnitudeParams
@@ -26,7 +25,9 @@ def prunable_linears(model, scope: str) -> list[tuple[str, nn.Module]]:
     linears = [(n, m) for n, m in model.named_modules() if isinstance(m, (nn.Linear, Conv1D))]
     if scope == "all":
         return linears
-    inside = {id(m) for stack in model.backbone.layer_stacks() for layer in stack.layer_modules() for m in layer.modules()}
+    inside = {
+        id(m) for stack in model.backbone.layer_stacks() for layer in stack.layer_modules() for m in layer.modules()
+    }
     return [(n, m) for n, m in linears if id(m) in inside]
 
 
@@ -40,8 +41,16 @@ class PruneMagnitude(CompressionMethod):
     name = "prune_magnitude"
     takes_generators = True
 
-    def __init__(self, sparsity: float = 0.4, schedule: str = "one_shot", prune_every: int = 10,
-                 scope: str = "encoder", finetune_epochs: int = 1, lr: float | None = None, control: bool = True):
+    def __init__(
+        self,
+        sparsity: float = 0.4,
+        schedule: str = "one_shot",
+        prune_every: int = 10,
+        scope: str = "encoder",
+        finetune_epochs: int = 1,
+        lr: float | None = None,
+        control: bool = True,
+    ):
         super().__init__(finetune_epochs=finetune_epochs, lr=lr)
         self.control = bool(control)
         self.sparsity, self.schedule = float(sparsity), str(schedule)
@@ -75,18 +84,26 @@ class PruneMagnitude(CompressionMethod):
         if self.schedule == "one_shot":
             prune_to(target)
         else:
+
             def on_step(step: int, steps: int) -> None:
                 if step % self.prune_every == 0 or step == steps - 1:
                     t = min(1.0, step / max(1.0, 0.75 * steps))
                     prune_to(int(round(target * (1 - (1 - t) ** 3))))
+
         trained = train_epochs(model, source.tokenizer, ctx, epochs=self.finetune_epochs, lr=self.lr, on_step=on_step)
         if self.schedule == "cubic":
             prune_to(target)
         for m, name in params:
             if prune.is_pruned(m):
-                prune.remove(m, name)   # the mask becomes the weights: zeros stay zeros
+                prune.remove(m, name)  # the mask becomes the weights: zeros stay zeros
         reached = zeros(linears) / total
-        numbers = {"target_sparsity": self.sparsity, "sparsity": round(reached, 6), "pruned_weights": total,
-                   "zero_weights": zeros(linears), "recovery_steps": trained["steps"],
-                   "train_time_s": trained["train_time_s"], "storage": "dense"}
+        numbers = {
+            "target_sparsity": self.sparsity,
+            "sparsity": round(reached, 6),
+            "pruned_weights": total,
+            "zero_weights": zeros(linears),
+            "recovery_steps": trained["steps"],
+            "train_time_s": trained["train_time_s"],
+            "storage": "dense",
+        }
         return Compressed(model, [], numbers, training=[trained])

@@ -17,8 +17,10 @@ def refuse_quantized_source(source, method: str) -> None:
     from ptmlab.contracts import ConfigError
 
     if any(op.get("op") == "quantize" for op in source.manifest.get("compression") or ()):
-        raise ConfigError(f"compression={method}: source={source.folder} is already quantized "
-                          f"(quantization is the last step of a chain)")
+        raise ConfigError(
+            f"compression={method}: source={source.folder} is already quantized "
+            f"(quantization is the last step of a chain)"
+        )
 
 
 def token_table_is_output(source) -> bool:
@@ -33,8 +35,13 @@ class QuantizeDynamic(CompressionMethod):
     name = "quantize_dynamic"
     takes_generators = True
 
-    def __init__(self, backend: str = "torch.ao", embeddings: bool | None = None, finetune_epochs: int = 0,
-                 lr: float | None = None):
+    def __init__(
+        self,
+        backend: str = "torch.ao",
+        embeddings: bool | None = None,
+        finetune_epochs: int = 0,
+        lr: float | None = None,
+    ):
         super().__init__(finetune_epochs=finetune_epochs, lr=lr)
         self.backend = str(backend)
         self.embeddings = None if embeddings is None else bool(embeddings)  # None: all but a generator's
@@ -49,13 +56,17 @@ class QuantizeDynamic(CompressionMethod):
             from ptmlab.contracts import ConfigError
 
             what = "generation" if source.task.is_generation else "multiple choice scored by log-likelihood"
-            raise ConfigError(f"compression.embeddings=true: task {source.task.name} is {what}, whose token "
-                              f"table is also its output layer; it stays float (compression.embeddings=null or false)")
+            raise ConfigError(
+                f"compression.embeddings=true: task {source.task.name} is {what}, whose token "
+                f"table is also its output layer; it stays float (compression.embeddings=null or false)"
+            )
         if any(op.get("op") == "cast" for op in source.manifest.get("compression") or ()):
             from ptmlab.contracts import ConfigError
 
-            raise ConfigError(f"compression={self.name}: source={source.folder} was cast to half precision; "
-                              f"quantize the float32 model")
+            raise ConfigError(
+                f"compression={self.name}: source={source.folder} was cast to half precision; "
+                f"quantize the float32 model"
+            )
 
     def compress(self, source, ctx: CompressContext) -> Compressed:
         model = copy_model(source).eval()

@@ -34,16 +34,24 @@ class QuantizeQAT(QuantizeDynamic):
     name = "quantize_qat"
     takes_generators = False  # its fake-quantized training is not wired to a generator's twin
 
-    def __init__(self, backend: str = "torch.ao", embeddings: bool = True, finetune_epochs: int = 1,
-                 lr: float | None = None, control: bool = True):
+    def __init__(
+        self,
+        backend: str = "torch.ao",
+        embeddings: bool = True,
+        finetune_epochs: int = 1,
+        lr: float | None = None,
+        control: bool = True,
+    ):
         super().__init__(backend=backend, embeddings=embeddings, finetune_epochs=finetune_epochs, lr=lr)
         self.control = bool(control)
 
     def check(self, source, ctx: CompressContext) -> None:
         super().check(source, ctx)
         if self.finetune_epochs < 1:
-            raise ConfigError(f"compression.finetune_epochs={self.finetune_epochs}: quantization-aware training "
-                              f"trains at least one epoch (quantize_dynamic quantizes without training)")
+            raise ConfigError(
+                f"compression.finetune_epochs={self.finetune_epochs}: quantization-aware training "
+                f"trains at least one epoch (quantize_dynamic quantizes without training)"
+            )
 
     def compress(self, source, ctx: CompressContext) -> Compressed:
         model = copy_model(source)
@@ -56,5 +64,9 @@ class QuantizeQAT(QuantizeDynamic):
         model.eval()
         get_backend(self.backend).quantize_dynamic(model, embeddings=self.embeddings)
         edit = {"op": "quantize", "backend": self.backend, "embeddings": self.embeddings, "scheme": "qat_int8"}
-        return Compressed(model, [edit], {"recovery_steps": trained["steps"], "train_time_s": trained["train_time_s"]},
-                          training=[trained])
+        return Compressed(
+            model,
+            [edit],
+            {"recovery_steps": trained["steps"], "train_time_s": trained["train_time_s"]},
+            training=[trained],
+        )

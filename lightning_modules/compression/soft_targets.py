@@ -19,12 +19,20 @@ from lightning_modules.tasks.token_encoding import IGNORE
 
 def _kl(student: torch.Tensor, teacher: torch.Tensor, temperature: float) -> torch.Tensor:
     """Mean over rows of KL(softmax(teacher/T) ‖ softmax(student/T)) · T²; N×C each."""
-    return F.kl_div(F.log_softmax(student.float() / temperature, -1), F.softmax(teacher.float() / temperature, -1),
-                    reduction="batchmean") * temperature * temperature
+    return (
+        F.kl_div(
+            F.log_softmax(student.float() / temperature, -1),
+            F.softmax(teacher.float() / temperature, -1),
+            reduction="batchmean",
+        )
+        * temperature
+        * temperature
+    )
 
 
-def soft_target_loss(spec, student: torch.Tensor, teacher: torch.Tensor, batch: dict[str, torch.Tensor],
-                     temperature: float) -> torch.Tensor:
+def soft_target_loss(
+    spec, student: torch.Tensor, teacher: torch.Tensor, batch: dict[str, torch.Tensor], temperature: float
+) -> torch.Tensor:
     if spec.is_generation or spec.is_token_level:  # B×T×V or B×T×C; only the labelled positions
         kept = batch["labels"] != IGNORE  # B×T
         return _kl(student[kept], teacher[kept], temperature)  # -> N×V

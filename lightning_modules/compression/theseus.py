@@ -13,8 +13,7 @@ import random
 from torch import nn
 
 from lightning_modules.artifacts.structural_edits import set_layers
-from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model, \
-    train_epochs
+from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model, train_epochs
 from lightning_modules.compression.distill import with_num_layers
 from lightning_modules.compression.quantize_dynamic import refuse_quantized_source
 from ptmlab.contracts import ConfigError
@@ -23,7 +22,7 @@ from ptmlab.methods.compression import TheseusParams
 
 def blocks_of(layers: list[nn.Module], n: int) -> list[list[nn.Module]]:
     k = len(layers) // n
-    return [layers[i * k:(i + 1) * k] if i < n - 1 else layers[i * k:] for i in range(n)]
+    return [layers[i * k : (i + 1) * k] if i < n - 1 else layers[i * k :] for i in range(n)]
 
 
 class Theseus(CompressionMethod):
@@ -31,8 +30,16 @@ class Theseus(CompressionMethod):
 
     name = "theseus"
 
-    def __init__(self, successor_layers: int = 3, replace_rate: float = 0.5, replace_rate_end: float = 1.0,
-                 epochs: int = 1, finetune_epochs: int = 0, lr: float | None = None, control: bool = True):
+    def __init__(
+        self,
+        successor_layers: int = 3,
+        replace_rate: float = 0.5,
+        replace_rate_end: float = 1.0,
+        epochs: int = 1,
+        finetune_epochs: int = 0,
+        lr: float | None = None,
+        control: bool = True,
+    ):
         super().__init__(finetune_epochs=finetune_epochs, lr=lr)
         self.control = bool(control)
         self.successor_layers, self.epochs = int(successor_layers), int(epochs)
@@ -43,8 +50,10 @@ class Theseus(CompressionMethod):
         refuse_quantized_source(source, self.name)
         n = int(source.model.backbone.num_layers)
         if not 1 <= self.successor_layers < n:
-            raise ConfigError(f"compression.successor_layers={self.successor_layers}: the source has {n} layers "
-                              f"(a successor has 1..{n - 1})")
+            raise ConfigError(
+                f"compression.successor_layers={self.successor_layers}: the source has {n} layers "
+                f"(a successor has 1..{n - 1})"
+            )
 
     def compress(self, source, ctx: CompressContext) -> Compressed:
         model = copy_model(source)
@@ -68,12 +77,29 @@ class Theseus(CompressionMethod):
             set_layers(model.backbone, chosen, count=False)
 
         named_params = [named for s in successors for named in s.named_parameters()]
-        trained = train_epochs(model, source.tokenizer, ctx, epochs=self.epochs, lr=self.lr, on_step=on_step,
-                               named_params=named_params, prefix="theseus")
+        trained = train_epochs(
+            model,
+            source.tokenizer,
+            ctx,
+            epochs=self.epochs,
+            lr=self.lr,
+            on_step=on_step,
+            named_params=named_params,
+            prefix="theseus",
+        )
         set_layers(model.backbone, successors)
         model.requires_grad_(True)
         tuned = train_epochs(model, source.tokenizer, ctx, epochs=self.finetune_epochs, lr=self.lr)
-        numbers = {"successor_layers": self.successor_layers, "replacing_steps": trained["steps"],
-                   "recovery_steps": tuned["steps"], "train_time_s": trained["train_time_s"] + tuned["train_time_s"]}
-        return Compressed(model, [], numbers, model_cfg=with_num_layers(source.manifest["model"], len(successors)),
-                          training=[trained, tuned])
+        numbers = {
+            "successor_layers": self.successor_layers,
+            "replacing_steps": trained["steps"],
+            "recovery_steps": tuned["steps"],
+            "train_time_s": trained["train_time_s"] + tuned["train_time_s"],
+        }
+        return Compressed(
+            model,
+            [],
+            numbers,
+            model_cfg=with_num_layers(source.manifest["model"], len(successors)),
+            training=[trained, tuned],
+        )

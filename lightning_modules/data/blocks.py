@@ -29,17 +29,16 @@ def packed_blocks(documents: list[list[int]], block_size: int, cls_id: int, sep_
             stream.append(sep_id)
     n_blocks = len(stream) // body
     if n_blocks == 0:
-        raise DataError(
-            f"corpus has {len(stream)} tokens, fewer than one block of data.block_size={block_size}"
-        )
+        raise DataError(f"corpus has {len(stream)} tokens, fewer than one block of data.block_size={block_size}")
     flat = torch.tensor(stream[: n_blocks * body], dtype=torch.long).view(n_blocks, body)  # N×(T-2)
     cls = torch.full((n_blocks, 1), cls_id, dtype=torch.long)
     sep = torch.full((n_blocks, 1), sep_id, dtype=torch.long)
     return torch.cat([cls, flat, sep], dim=1)  # N×T
 
 
-def line_blocks(lines: list[list[int]], block_size: int, cls_id: int, sep_id: int,
-                min_tokens: int = 1) -> list[list[int]]:
+def line_blocks(
+    lines: list[list[int]], block_size: int, cls_id: int, sep_id: int, min_tokens: int = 1
+) -> list[list[int]]:
     """One framed, truncated example per line (variable length; padded by the collator)."""
     out = [[cls_id, *ids[: block_size - 2], sep_id] for ids in lines if len(ids) >= min_tokens]
     if not out:
@@ -57,8 +56,14 @@ def truncate_pair(a: list[int], b: list[int], budget: int) -> tuple[list[int], l
     return a, b
 
 
-def segment_pairs(documents: list[list[list[int]]], block_size: int, cls_id: int, sep_id: int,
-                  rng: random.Random, negative: str = "random_document") -> list[dict]:
+def segment_pairs(
+    documents: list[list[list[int]]],
+    block_size: int,
+    cls_id: int,
+    sep_id: int,
+    rng: random.Random,
+    negative: str = "random_document",
+) -> list[dict]:
     """Sentence-pair examples from consecutive segments of the same document.
 
     documents: per document, its lines as token-id lists. Each example is

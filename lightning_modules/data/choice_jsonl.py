@@ -55,13 +55,28 @@ class ChoiceExample:
 class MultipleChoiceReader:
     declaration = MultipleChoiceReaderParams
 
-    def __init__(self, train: str, dev: str, test: str | None = None, context_field: str | list[str] | None = "context",
-                 choices_field: str | list[str] = "choices", label_field: str = "label", id_field: str | None = None,
-                 connective_field: str | None = None, connectives: dict[str, str] | None = None,
-                 train_from_dev: int | None = None, split_seed: int = 0):
+    def __init__(
+        self,
+        train: str,
+        dev: str,
+        test: str | None = None,
+        context_field: str | list[str] | None = "context",
+        choices_field: str | list[str] = "choices",
+        label_field: str = "label",
+        id_field: str | None = None,
+        connective_field: str | None = None,
+        connectives: dict[str, str] | None = None,
+        train_from_dev: int | None = None,
+        split_seed: int = 0,
+    ):
         self.files = {"train": train, "dev": dev, **({"test": test} if test else {})}
-        self.context_fields = [] if not context_field else \
-            [context_field] if isinstance(context_field, str) else [str(f) for f in context_field]
+        self.context_fields = (
+            []
+            if not context_field
+            else [context_field]
+            if isinstance(context_field, str)
+            else [str(f) for f in context_field]
+        )
         self.choices_field = choices_field if isinstance(choices_field, str) else [str(f) for f in choices_field]
         self.label_field, self.id_field = label_field, id_field
         self.connective_field, self.connectives = connective_field, dict(connectives or {})
@@ -77,18 +92,26 @@ class MultipleChoiceReader:
             dev = splits["dev"]
             n = int(self.train_from_dev)
             if not 0 < n < len(dev):
-                raise DataError(f"{dev.source}: task.data.train_from_dev={n} must leave rows on both sides "
-                                f"(the file has {len(dev)})")
+                raise DataError(
+                    f"{dev.source}: task.data.train_from_dev={n} must leave rows on both sides "
+                    f"(the file has {len(dev)})"
+                )
             drawn = set(random.Random(self.split_seed).sample(range(len(dev)), n))
             splits["train"] = Split("train", [ex for i, ex in enumerate(dev.examples) if i in drawn], dev.source, True)
             splits["dev"] = Split("dev", [ex for i, ex in enumerate(dev.examples) if i not in drawn], dev.source, True)
             # the same marking as SuperGLUE's reader (data/superglue.py): the summary's data_origin
-            origin = {"train": f"seeded split of {dev.source}: {n} of {len(dev)} rows (task.data.train_from_dev, "
-                               f"seed {self.split_seed})",
-                      "dev": f"{dev.source}: the other {len(dev) - n} rows of the seeded split"}
+            origin = {
+                "train": f"seeded split of {dev.source}: {n} of {len(dev)} rows (task.data.train_from_dev, "
+                f"seed {self.split_seed})",
+                "dev": f"{dev.source}: the other {len(dev) - n} rows of the seeded split",
+            }
         order = {"train": 0, "dev": 1, "test": 2}
-        return TaskData(splits=dict(sorted(splits.items(), key=lambda kv: order[kv[0]])), eval_splits=["dev"],
-                        test_splits=["test"] if "test" in splits else [], origin=origin)
+        return TaskData(
+            splits=dict(sorted(splits.items(), key=lambda kv: order[kv[0]])),
+            eval_splits=["dev"],
+            test_splits=["test"] if "test" in splits else [],
+            origin=origin,
+        )
 
     def read_split(self, name: str, path: str | Path, labelled: bool = True) -> Split:
         path = Path(path)
@@ -122,18 +145,22 @@ class MultipleChoiceReader:
         else:
             value = record.get(spec)
             if not isinstance(value, list):
-                raise DataError(f"{where}: \"{spec}\" is missing or not a list of choices (task.data.choices_field)")
+                raise DataError(f'{where}: "{spec}" is missing or not a list of choices (task.data.choices_field)')
             choices = [_choice(v, f"{spec}[{i}]", where) for i, v in enumerate(value)]
         if len(choices) < 2:
-            raise DataError(f"{where}: {len(choices)} choice(s); a multiple-choice row needs at least 2 "
-                            f"(task.data.choices_field={spec})")
+            raise DataError(
+                f"{where}: {len(choices)} choice(s); a multiple-choice row needs at least 2 "
+                f"(task.data.choices_field={spec})"
+            )
         return tuple(choices)
 
     def _connect(self, record: dict, context: str, choices: tuple[str, ...], where: str) -> tuple[str, tuple[str, ...]]:
         key = _text(record, self.connective_field, where)
         if key not in self.connectives:
-            raise DataError(f"{where}: {self.connective_field}={key!r} has no connective (task.data.connectives: "
-                            f"{', '.join(self.connectives)})")
+            raise DataError(
+                f"{where}: {self.connective_field}={key!r} has no connective (task.data.connectives: "
+                f"{', '.join(self.connectives)})"
+            )
         stem = context.strip()
         stem = stem[:-1] if stem.endswith(".") else stem
         return f"{stem} {self.connectives[key]}", tuple(c[0].lower() + c[1:] for c in choices)
@@ -141,22 +168,27 @@ class MultipleChoiceReader:
 
 def _choice(value, field: str, where: str) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise DataError(f"{where}: choice \"{field}\" is {value!r}, not a non-empty string")
+        raise DataError(f'{where}: choice "{field}" is {value!r}, not a non-empty string')
     return value
 
 
 def _text(record: dict, field: str, where: str) -> str:
     if field not in record:
-        raise DataError(f"{where}: field \"{field}\" is missing")
+        raise DataError(f'{where}: field "{field}" is missing')
     return _choice(record[field], field, where)
 
 
 def _label(record: dict, field: str, n: int, where: str) -> int:
     if field not in record:
-        raise DataError(f"{where}: field \"{field}\" (the right choice) is missing (task.data.label_field)")
+        raise DataError(f'{where}: field "{field}" (the right choice) is missing (task.data.label_field)')
     raw = record[field]
-    value = raw if isinstance(raw, int) and not isinstance(raw, bool) else \
-        int(raw) if isinstance(raw, str) and raw.strip().isdigit() else None
+    value = (
+        raw
+        if isinstance(raw, int) and not isinstance(raw, bool)
+        else int(raw)
+        if isinstance(raw, str) and raw.strip().isdigit()
+        else None
+    )
     if value is None or not 0 <= value < n:
         raise DataError(f"{where}: label {raw!r} is not a choice index 0..{n - 1}")
     return value

@@ -36,16 +36,25 @@ def is_comment(line: str) -> bool:
 class ConllReader:
     declaration = ConllReaderParams
 
-    def __init__(self, train: str, dev: str, test: str | None = None, token_column: int = 0,
-                 label_column: int = -1, repair: bool = True):
+    def __init__(
+        self,
+        train: str,
+        dev: str,
+        test: str | None = None,
+        token_column: int = 0,
+        label_column: int = -1,
+        repair: bool = True,
+    ):
         self.files = {"train": train, "dev": dev, **({"test": test} if test else {})}
         self.token_column, self.label_column, self.repair = int(token_column), int(label_column), bool(repair)
 
     def read(self) -> TaskData:
         splits = {name: self.read_split(name, path) for name, path in self.files.items()}
         if not splits["train"].has_labels:
-            raise DataError(f"{splits['train'].source}: the train split has no tag column "
-                            f"(one column per row; task.data.label_column={self.label_column})")
+            raise DataError(
+                f"{splits['train'].source}: the train split has no tag column "
+                f"(one column per row; task.data.label_column={self.label_column})"
+            )
         evals = [n for n in ("dev", "test") if n in splits and splits[n].has_labels]
         tests = [n for n in ("dev", "test") if n in splits and not splits[n].has_labels]
         return TaskData(splits=splits, eval_splits=evals, test_splits=tests)
@@ -78,8 +87,10 @@ class ConllReader:
             if width is None:
                 width = (len(cols), lineno)
             elif len(cols) != width[0]:
-                raise DataError(f"{path}: line {lineno} has {len(cols)} columns but line {width[1]} has "
-                                f"{width[0]} (ragged CoNLL rows)")
+                raise DataError(
+                    f"{path}: line {lineno} has {len(cols)} columns but line {width[1]} has "
+                    f"{width[0]} (ragged CoNLL rows)"
+                )
             rows.append((lineno, cols))
         finish()
         if not sentences:
@@ -101,5 +112,11 @@ class ConllReader:
             if self.repair and all(is_bio(t) for t in tags):
                 tags = repair_bio(tags)
             tags = tuple(tags)
-        return TaggedSentence(words=tuple(cols[token] for _, cols in rows), label=tags, row=first, id=str(index),
-                              lines=tuple(n for n, _ in rows), columns=tuple(cols for _, cols in rows))
+        return TaggedSentence(
+            words=tuple(cols[token] for _, cols in rows),
+            label=tags,
+            row=first,
+            id=str(index),
+            lines=tuple(n for n, _ in rows),
+            columns=tuple(cols for _, cols in rows),
+        )

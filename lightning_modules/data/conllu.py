@@ -28,12 +28,12 @@ class ConlluSentence:
     words: list[str]
     upos: list[str]
     xpos: list[str]
-    heads: list[int]          # 1-based index of each word's head, 0 = the root; -1 where HEAD is `_`
+    heads: list[int]  # 1-based index of each word's head, 0 = the root; -1 where HEAD is `_`
     deprels: list[str]
     feats: list[dict[str, str]]
     sent_id: str | None = None
     text: str | None = None
-    line: int = 0             # line number of the sentence's first word
+    line: int = 0  # line number of the sentence's first word
     source: str = ""
 
     def __len__(self) -> int:
@@ -151,8 +151,9 @@ def _build_sentence(path: Path, lines: list[tuple[int, list[str]]], comments: di
         deprels.append(cols[7])
     if not words:
         raise DataError(f"{path}:{lines[0][0]}: a sentence without words")
-    for (lineno, cols), head in zip([lc for lc in lines if lc[1][0].isdigit()], heads):
+    for (lineno, _cols), head in zip([lc for lc in lines if lc[1][0].isdigit()], heads):
         if head > len(words):
             raise DataError(f"{path}:{lineno}: HEAD {head} beyond the sentence's {len(words)} words")
-    return ConlluSentence(words, upos, xpos, heads, deprels, feats, comments.get("sent_id"), comments.get("text"),
-                          lines[0][0], str(path))
+    return ConlluSentence(
+        words, upos, xpos, heads, deprels, feats, comments.get("sent_id"), comments.get("text"), lines[0][0], str(path)
+    )

@@ -22,11 +22,18 @@ UD_COLUMNS = {"upos": "upos", "xpos": "xpos", "deprel": "deprels"}  # label_colu
 class ConlluTagReader:
     declaration = ConlluTagReaderParams
 
-    def __init__(self, train: str, dev: str, test: str | None = None, label_column: str = "upos",
-                 max_sentences: int | None = None):
+    def __init__(
+        self,
+        train: str,
+        dev: str,
+        test: str | None = None,
+        label_column: str = "upos",
+        max_sentences: int | None = None,
+    ):
         if label_column not in UD_COLUMNS:
-            raise ConfigError(f"task.data.label_column={label_column} is not a CoNLL-U label column; "
-                              f"valid: {', '.join(UD_COLUMNS)}")
+            raise ConfigError(
+                f"task.data.label_column={label_column} is not a CoNLL-U label column; valid: {', '.join(UD_COLUMNS)}"
+            )
         self.files = {"train": train, "dev": dev, **({"test": test} if test else {})}
         self.label_column, self.max_sentences = label_column, max_sentences
 
@@ -47,10 +54,26 @@ class ConlluTagReader:
         tags = tuple(getattr(s, UD_COLUMNS[self.label_column]))
         # The word lines as CoNLL-U columns again (LEMMA, DEPS, MISC are not kept by the reader).
         columns = tuple(
-            (str(i + 1), s.words[i], "_", s.upos[i], s.xpos[i],
-             "|".join(f"{k}={v}" for k, v in s.feats[i].items()) or "_",
-             "_" if s.heads[i] < 0 else str(s.heads[i]), s.deprels[i], "_", "_")
-            for i in range(len(s)))
+            (
+                str(i + 1),
+                s.words[i],
+                "_",
+                s.upos[i],
+                s.xpos[i],
+                "|".join(f"{k}={v}" for k, v in s.feats[i].items()) or "_",
+                "_" if s.heads[i] < 0 else str(s.heads[i]),
+                s.deprels[i],
+                "_",
+                "_",
+            )
+            for i in range(len(s))
+        )
         # Word i's line counts from the sentence's first word line (multiword token lines not counted).
-        return TaggedSentence(words=tuple(s.words), label=tags, row=s.line, id=s.sent_id or str(index),
-                              lines=tuple(s.line + i for i in range(len(s))), columns=columns)
+        return TaggedSentence(
+            words=tuple(s.words),
+            label=tags,
+            row=s.line,
+            id=s.sent_id or str(index),
+            lines=tuple(s.line + i for i in range(len(s))),
+            columns=columns,
+        )

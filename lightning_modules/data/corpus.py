@@ -68,8 +68,14 @@ class TextFilesCorpus(Corpus):
 
     name = "text_files"
 
-    def __init__(self, path: str, pattern: str = "*.txt", paragraph_documents: bool = False,
-                 max_documents: int | None = None, encoding: str = "utf-8"):
+    def __init__(
+        self,
+        path: str,
+        pattern: str = "*.txt",
+        paragraph_documents: bool = False,
+        max_documents: int | None = None,
+        encoding: str = "utf-8",
+    ):
         self.path = Path(str(path)).expanduser()
         self.pattern = pattern
         self.paragraph_documents = paragraph_documents
@@ -121,8 +127,7 @@ class PythonDocstringCorpus(Corpus):
     def files(self) -> list[Path]:
         skip = ("site-packages", "test", "tests", "idlelib", "lib2to3", "turtledemo")
         return sorted(
-            p for p in self.stdlib.rglob("*.py")
-            if not any(part in skip for part in p.relative_to(self.stdlib).parts)
+            p for p in self.stdlib.rglob("*.py") if not any(part in skip for part in p.relative_to(self.stdlib).parts)
         )
 
     @staticmethod
@@ -131,7 +136,10 @@ class PythonDocstringCorpus(Corpus):
             tree = ast.parse(source)
         except (SyntaxError, ValueError):
             return []
-        nodes = [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))]
+        nodes = [
+            tree,
+            *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))),
+        ]
         out = []
         for node in nodes:
             doc = ast.get_docstring(node)
@@ -183,20 +191,28 @@ class HFDatasetCorpus(Corpus):
 
     name = "hf_dataset"
 
-    def __init__(self, name: str, config_name: str | None = None, split: str = "train",
-                 text_field: str = "text", max_documents: int | None = None):
+    def __init__(
+        self,
+        name: str,
+        config_name: str | None = None,
+        split: str = "train",
+        text_field: str = "text",
+        max_documents: int | None = None,
+    ):
         import datasets
 
         self.dataset_name = name
         try:
             self.dataset = datasets.load_dataset(name, config_name, split=split)
-        except Exception as exc:  # noqa: BLE001 - datasets raises many types; name the dataset
+        except Exception as exc:
             raise DataError(
                 f"cannot load Hugging Face dataset '{name}' (config {config_name}, split {split}): "
                 f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             ) from None
         if text_field not in self.dataset.column_names:
-            raise DataError(f"dataset '{name}' has no column '{text_field}' (data.corpus.text_field); columns: {self.dataset.column_names}")
+            raise DataError(
+                f"dataset '{name}' has no column '{text_field}' (data.corpus.text_field); columns: {self.dataset.column_names}"
+            )
         self.text_field = text_field
         self.max_documents = max_documents
 

@@ -24,8 +24,8 @@ from lightning_modules.data.tokenizer import build_tokenizer
 @dataclass(frozen=True)
 class CorpusTokenizer:
     corpus: Corpus
-    fingerprint: str     # Corpus.fingerprint(): the tokenizer and example caches are keyed by it
-    tokenizer: object    # transformers.PreTrainedTokenizerFast
+    fingerprint: str  # Corpus.fingerprint(): the tokenizer and example caches are keyed by it
+    tokenizer: object  # transformers.PreTrainedTokenizerFast
 
 
 _READ_AHEAD: dict[str, CorpusTokenizer] = {}
@@ -33,13 +33,20 @@ _READ_AHEAD: dict[str, CorpusTokenizer] = {}
 
 def _ahead_key(data_cfg: DictConfig, tokenizer_cfg: DictConfig, cache_dir: str | Path) -> str:
     # each node resolved where it is (its interpolations name the root's `paths`)
-    return json.dumps({"corpus": OmegaConf.to_container(data_cfg.corpus, resolve=True),
-                       "tokenizer": OmegaConf.to_container(tokenizer_cfg, resolve=True),
-                       "cache_dir": str(Path(cache_dir))}, sort_keys=True, default=str)
+    return json.dumps(
+        {
+            "corpus": OmegaConf.to_container(data_cfg.corpus, resolve=True),
+            "tokenizer": OmegaConf.to_container(tokenizer_cfg, resolve=True),
+            "cache_dir": str(Path(cache_dir)),
+        },
+        sort_keys=True,
+        default=str,
+    )
 
 
-def read_corpus_tokenizer_ahead(data_cfg: DictConfig, tokenizer_cfg: DictConfig,
-                                cache_dir: str | Path) -> CorpusTokenizer:
+def read_corpus_tokenizer_ahead(
+    data_cfg: DictConfig, tokenizer_cfg: DictConfig, cache_dir: str | Path
+) -> CorpusTokenizer:
     """load_corpus_tokenizer now, kept for the stage's own call with the same nodes."""
     loaded = load_corpus_tokenizer(data_cfg, tokenizer_cfg, cache_dir)
     _READ_AHEAD[_ahead_key(data_cfg, tokenizer_cfg, cache_dir)] = loaded

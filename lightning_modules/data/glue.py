@@ -55,15 +55,21 @@ class GlueLayout:
 
 
 GLUE_LAYOUTS: dict[str, GlueLayout] = {
-    "cola": GlueLayout("CoLA", ("sentence",), "label", None,
-                       headerless_columns=("source", "label", "original_judgment", "sentence")),
+    "cola": GlueLayout(
+        "CoLA", ("sentence",), "label", None, headerless_columns=("source", "label", "original_judgment", "sentence")
+    ),
     "sst2": GlueLayout("SST-2", ("sentence",), "label", None),
     "mrpc": GlueLayout("MRPC", ("#1 String", "#2 String"), "Quality", None),
     "stsb": GlueLayout("STS-B", ("sentence1", "sentence2"), "score", "index"),
     "qqp": GlueLayout("QQP", ("question1", "question2"), "is_duplicate", "id", test_id_column="id"),
-    "mnli": GlueLayout("MNLI", ("sentence1", "sentence2"), "gold_label", "index",
-                       eval_files=(("dev_matched", "dev_matched.tsv"), ("dev_mismatched", "dev_mismatched.tsv")),
-                       test_files=(("test_matched", "test_matched.tsv"), ("test_mismatched", "test_mismatched.tsv"))),
+    "mnli": GlueLayout(
+        "MNLI",
+        ("sentence1", "sentence2"),
+        "gold_label",
+        "index",
+        eval_files=(("dev_matched", "dev_matched.tsv"), ("dev_mismatched", "dev_mismatched.tsv")),
+        test_files=(("test_matched", "test_matched.tsv"), ("test_mismatched", "test_mismatched.tsv")),
+    ),
     "qnli": GlueLayout("QNLI", ("question", "sentence"), "label", "index"),
     "rte": GlueLayout("RTE", ("sentence1", "sentence2"), "label", "index"),
     "wnli": GlueLayout("WNLI", ("sentence1", "sentence2"), "label", "index"),
@@ -71,14 +77,23 @@ GLUE_LAYOUTS: dict[str, GlueLayout] = {
 
 # Hugging Face `nyu-mll/glue`: text columns per config and split names -> ours.
 HF_TEXT_COLUMNS: dict[str, tuple[str, ...]] = {
-    "cola": ("sentence",), "sst2": ("sentence",), "mrpc": ("sentence1", "sentence2"),
-    "qqp": ("question1", "question2"), "stsb": ("sentence1", "sentence2"),
-    "mnli": ("premise", "hypothesis"), "qnli": ("question", "sentence"),
-    "rte": ("sentence1", "sentence2"), "wnli": ("sentence1", "sentence2"),
+    "cola": ("sentence",),
+    "sst2": ("sentence",),
+    "mrpc": ("sentence1", "sentence2"),
+    "qqp": ("question1", "question2"),
+    "stsb": ("sentence1", "sentence2"),
+    "mnli": ("premise", "hypothesis"),
+    "qnli": ("question", "sentence"),
+    "rte": ("sentence1", "sentence2"),
+    "wnli": ("sentence1", "sentence2"),
 }
 HF_SPLIT_NAMES = {
-    "train": "train", "validation": "dev", "validation_matched": "dev_matched",
-    "validation_mismatched": "dev_mismatched", "test": "test", "test_matched": "test_matched",
+    "train": "train",
+    "validation": "dev",
+    "validation_matched": "dev_matched",
+    "validation_mismatched": "dev_mismatched",
+    "test": "test",
+    "test_matched": "test_matched",
     "test_mismatched": "test_mismatched",
 }
 
@@ -87,9 +102,7 @@ def glue_layout(task: str) -> GlueLayout:
     try:
         return GLUE_LAYOUTS[task]
     except KeyError:
-        raise ConfigError(
-            f"task.data.task={task} is not a GLUE task; valid: {', '.join(GLUE_LAYOUTS)}"
-        ) from None
+        raise ConfigError(f"task.data.task={task} is not a GLUE task; valid: {', '.join(GLUE_LAYOUTS)}") from None
 
 
 def read_glue_file(path: str | Path, task: str, split: str, *, labelled: bool = True) -> Split:
@@ -133,9 +146,15 @@ class GlueReader:
 
     declaration = GlueReaderParams
 
-    def __init__(self, task: str, data_dir: str | None = None, source: str = "local",
-                 hf_name: str = "nyu-mll/glue", files: dict[str, str] | None = None,
-                 read_test: bool = True):
+    def __init__(
+        self,
+        task: str,
+        data_dir: str | None = None,
+        source: str = "local",
+        hf_name: str = "nyu-mll/glue",
+        files: dict[str, str] | None = None,
+        read_test: bool = True,
+    ):
         glue_layout(task)
         if source not in ("local", "hf"):
             raise ConfigError(f"task.data.source={source} is unknown; valid: local, hf")
@@ -153,8 +172,10 @@ class GlueReader:
         layout = glue_layout(self.task)
         folder = self.data_dir / layout.folder
         if not folder.is_dir():
-            raise DataError(f"GLUE folder not found: {folder} (task {self.task}; expected the original "
-                            f"layout <data_dir>/{layout.folder}/{{train,dev,test}}.tsv)")
+            raise DataError(
+                f"GLUE folder not found: {folder} (task {self.task}; expected the original "
+                f"layout <data_dir>/{layout.folder}/{{train,dev,test}}.tsv)"
+            )
         notes: list[str] = []
         splits = {"train": read_glue_file(folder / self.files.get("train", "train.tsv"), self.task, "train")}
         eval_files = [(s, self.files.get(s, name)) for s, name in layout.eval_files]
@@ -162,9 +183,11 @@ class GlueReader:
         if not present and self.task == "mnli" and (folder / self.files.get("dev", "dev.tsv")).is_file():
             # The second layout: a single dev.tsv (the shared data's 240-row MNLI subset).
             present = [("dev", self.files.get("dev", "dev.tsv"))]
-            notes.append(f"MNLI: {folder}/dev_matched.tsv and dev_mismatched.tsv not found; read "
-                         f"{folder}/dev.tsv as the only eval split (matched accuracy only; in the shared "
-                         f"data it is a 240-row subset drawn from MNLI train, not the official dev)")
+            notes.append(
+                f"MNLI: {folder}/dev_matched.tsv and dev_mismatched.tsv not found; read "
+                f"{folder}/dev.tsv as the only eval split (matched accuracy only; in the shared "
+                f"data it is a 240-row subset drawn from MNLI train, not the official dev)"
+            )
         elif len(present) < len(eval_files):
             if not present:
                 looked = " or ".join(str(folder / name) for _, name in eval_files)
@@ -187,7 +210,7 @@ class GlueReader:
             import datasets
 
             dataset_dict = datasets.load_dataset(self.hf_name, self.task)
-        except Exception as exc:  # noqa: BLE001 - offline, unknown name, ... : one line
+        except Exception as exc:
             raise DataError(
                 f"cannot load Hugging Face dataset {self.hf_name} config {self.task} "
                 f"(task.data.source=hf; offline or not cached?): {type(exc).__name__}: "
@@ -207,16 +230,21 @@ def task_data_from_hf(dataset_dict, task: str, hf_name: str = "nyu-mll/glue") ->
         ds = dataset_dict[hf_split]
         missing = [c for c in (*columns, "label") if c not in ds.column_names]
         if missing:
-            raise DataError(f"hf:{hf_name}/{task}/{hf_split}: column(s) {', '.join(missing)} missing "
-                            f"(found: {', '.join(ds.column_names)})")
+            raise DataError(
+                f"hf:{hf_name}/{task}/{hf_split}: column(s) {', '.join(missing)} missing "
+                f"(found: {', '.join(ds.column_names)})"
+            )
         labels = ds["label"]
         labelled = not ours.startswith("test")
         texts = [ds[c] for c in columns]
         ids = ds["idx"] if "idx" in ds.column_names else list(range(len(ds)))
         examples = [
-            TextExample(texts=tuple(t[i] for t in texts),
-                        label=(labels[i] if labelled and labels[i] != -1 else None),
-                        row=i, id=str(ids[i]))
+            TextExample(
+                texts=tuple(t[i] for t in texts),
+                label=(labels[i] if labelled and labels[i] != -1 else None),
+                row=i,
+                id=str(ids[i]),
+            )
             for i in range(len(ds))
         ]
         splits[ours] = Split(ours, examples, f"hf:{hf_name}/{task}/{hf_split}", has_labels=labelled)

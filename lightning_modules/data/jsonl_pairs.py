@@ -52,9 +52,12 @@ def read_jsonl_pairs(name: str, path: str | Path, source_field: str, target_fiel
         if labelled is None:
             labelled = refs is not None
         elif labelled != (refs is not None):
-            raise DataError(f"{path}: line {lineno}: no key of task.data.target_field={fields} but earlier "
-                            f"rows have one" if labelled else f"{path}: line {lineno}: a target where earlier "
-                            f"rows have none (task.data.target_field={fields})")
-        examples.append(TextExample(texts=(source,), label=refs, row=lineno, id=str(row.get("id", row.get(
-            "fname", len(examples))))))
+            raise DataError(
+                f"{path}: line {lineno}: no key of task.data.target_field={fields} but earlier rows have one"
+                if labelled
+                else f"{path}: line {lineno}: a target where earlier rows have none (task.data.target_field={fields})"
+            )
+        examples.append(
+            TextExample(texts=(source,), label=refs, row=lineno, id=str(row.get("id", row.get("fname", len(examples)))))
+        )
     return Split(name, examples, str(path), has_labels=bool(labelled))

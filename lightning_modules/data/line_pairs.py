@@ -38,8 +38,10 @@ def read_line_pairs(name: str, source: str | Path, target: str | Path | None) ->
     target = Path(target)
     targets = read_lines(target, f"task.data.{name}.target")
     if len(sources) != len(targets):
-        raise DataError(f"{target}: {len(targets)} lines but the source {source} has {len(sources)} "
-                        f"(task.data.{name}: line-aligned files must have as many lines)")
+        raise DataError(
+            f"{target}: {len(targets)} lines but the source {source} has {len(sources)} "
+            f"(task.data.{name}: line-aligned files must have as many lines)"
+        )
     examples = []
     for i, (s, t) in enumerate(zip(sources, targets), start=1):
         if not t.strip():

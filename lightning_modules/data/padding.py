@@ -12,7 +12,7 @@ def pad_right(rows: Sequence[Sequence], fill, *, length: int, dtype: torch.dtype
     """B×length: row i's values first, `fill` after them."""
     out = torch.full((len(rows), length), fill, dtype=dtype)
     for i, row in enumerate(rows):
-        out[i, :len(row)] = torch.as_tensor(row, dtype=dtype)
+        out[i, : len(row)] = torch.as_tensor(row, dtype=dtype)
     return out
 
 

@@ -20,11 +20,18 @@ class ParallelTextCorpus(TextFilesCorpus):
 
     name = "parallel_text"
 
-    def __init__(self, path: str, pattern: str = "*.tsv", max_documents: int | None = None,
-                 encoding: str = "utf-8", separator: str = "\t"):
+    def __init__(
+        self,
+        path: str,
+        pattern: str = "*.tsv",
+        max_documents: int | None = None,
+        encoding: str = "utf-8",
+        separator: str = "\t",
+    ):
         self.separator = separator
-        super().__init__(path, pattern=pattern, paragraph_documents=False, max_documents=max_documents,
-                         encoding=encoding)
+        super().__init__(
+            path, pattern=pattern, paragraph_documents=False, max_documents=max_documents, encoding=encoding
+        )
 
     def pairs(self) -> Iterator[tuple[str, str]]:
         produced = 0
@@ -34,8 +41,10 @@ class ParallelTextCorpus(TextFilesCorpus):
                     continue
                 fields = raw.split(self.separator)
                 if len(fields) != 2 or not fields[0].strip() or not fields[1].strip():
-                    raise DataError(f"{file}:{number}: expected 'source<TAB>target' (two non-empty "
-                                    f"tab-separated fields), got {len(fields)} field(s)")
+                    raise DataError(
+                        f"{file}:{number}: expected 'source<TAB>target' (two non-empty "
+                        f"tab-separated fields), got {len(fields)} field(s)"
+                    )
                 yield fields[0].strip(), fields[1].strip()
                 produced += 1
                 if self.max_documents and produced >= self.max_documents:

@@ -16,8 +16,12 @@ from torch.utils.data import DataLoader, Dataset
 from lightning_modules.data.corpus import Corpus
 from lightning_modules.data.corpus_tokenizer import load_corpus_tokenizer
 from lightning_modules.data.padding import padded_tokens
-from lightning_modules.data.pretrain_examples import (VAL_SPLIT_SEED, cache_examples, construction_of,
-                                                      examples_cache_path)
+from lightning_modules.data.pretrain_examples import (
+    VAL_SPLIT_SEED,
+    cache_examples,
+    construction_of,
+    examples_cache_path,
+)
 from ptmlab.contracts import DataError
 
 
@@ -75,11 +79,14 @@ class PretrainDataModule(pl.LightningDataModule):
             return
         self.prepare_data()
         # Tensors, lists, dicts and numbers only: a cache file is never a way to run code.
-        examples = torch.load(examples_cache_path(self.data_cfg, self.tokenizer, self.fingerprint, self.cache_dir),
-                              weights_only=True)
+        examples = torch.load(
+            examples_cache_path(self.data_cfg, self.tokenizer, self.fingerprint, self.cache_dir), weights_only=True
+        )
         n = len(examples)
         if n < 2:
-            raise DataError(f"corpus gives {n} example(s) at data.block_size={self.data_cfg.block_size}; need at least 2 (train + val)")
+            raise DataError(
+                f"corpus gives {n} example(s) at data.block_size={self.data_cfg.block_size}; need at least 2 (train + val)"
+            )
         order = torch.randperm(n, generator=torch.Generator().manual_seed(VAL_SPLIT_SEED)).tolist()
         n_val = max(1, int(round(n * float(self.data_cfg.val_fraction))))
         val_idx, train_idx = order[:n_val], order[n_val:]
@@ -95,10 +102,17 @@ class PretrainDataModule(pl.LightningDataModule):
         gen = torch.Generator().manual_seed(self.seed)
         workers = int(self.data_cfg.get("num_workers", 0))
         # Pinned batches reach a GPU asynchronously; workers stay up between epochs and validations.
-        return DataLoader(dataset, batch_size=int(self.data_cfg.batch_size), shuffle=shuffle,
-                          collate_fn=pad_collate(self.tokenizer.pad_token_id), generator=gen,
-                          num_workers=workers, persistent_workers=workers > 0, pin_memory=torch.cuda.is_available(),
-                          drop_last=shuffle and len(dataset) > int(self.data_cfg.batch_size))
+        return DataLoader(
+            dataset,
+            batch_size=int(self.data_cfg.batch_size),
+            shuffle=shuffle,
+            collate_fn=pad_collate(self.tokenizer.pad_token_id),
+            generator=gen,
+            num_workers=workers,
+            persistent_workers=workers > 0,
+            pin_memory=torch.cuda.is_available(),
+            drop_last=shuffle and len(dataset) > int(self.data_cfg.batch_size),
+        )
 
     def train_dataloader(self) -> DataLoader:
         self.setup()

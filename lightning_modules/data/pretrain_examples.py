@@ -55,7 +55,7 @@ def tokenized_documents(corpus: Corpus, tokenizer) -> list[list[list[int]]]:
     encoded = tokenizer(flat_lines, add_special_tokens=False)["input_ids"]
     out, pos = [], 0
     for doc in docs:
-        out.append(encoded[pos: pos + len(doc)])
+        out.append(encoded[pos : pos + len(doc)])
         pos += len(doc)
     return out
 

@@ -34,10 +34,10 @@ def read_senteval_file(path: str | Path, split: str) -> Split:
                 if len(malformed) < MAX_REPORTED_ROWS:
                     malformed.append(reader.line_num)
                 continue
-            examples.append(TextExample(texts=(row[1],), label=row[0].strip(), row=reader.line_num,
-                                        id=str(position)))
-    result = Split(split, examples, str(path), has_labels=True, malformed_rows=n_malformed,
-                   malformed_row_numbers=malformed)
+            examples.append(TextExample(texts=(row[1],), label=row[0].strip(), row=reader.line_num, id=str(position)))
+    result = Split(
+        split, examples, str(path), has_labels=True, malformed_rows=n_malformed, malformed_row_numbers=malformed
+    )
     report_malformed(result, f"SentEval {split}")
     return result
 

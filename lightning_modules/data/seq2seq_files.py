@@ -26,8 +26,10 @@ class Seq2SeqReader:
         if isinstance(spec, Mapping):
             unknown = set(spec) - {"source", "target"}
             if unknown or not spec.get("source"):
-                raise ConfigError(f"task.data.{name} needs 'source' (and 'target') file paths, or one JSONL path; "
-                                  f"got keys {sorted(spec)}")
+                raise ConfigError(
+                    f"task.data.{name} needs 'source' (and 'target') file paths, or one JSONL path; "
+                    f"got keys {sorted(spec)}"
+                )
             return read_line_pairs(name, spec["source"], spec.get("target"))
         if not isinstance(spec, str) or not spec:
             raise ConfigError(f"task.data.{name} must be a JSONL path or {{source: <file>, target: <file>}}")

@@ -77,7 +77,7 @@ def read_squad(name: str, path: str | Path) -> Split:
     except json.JSONDecodeError as exc:
         raise DataError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("data"), list):
-        raise DataError(f"{path}: not a SQuAD file (no top-level \"data\" list)")
+        raise DataError(f'{path}: not a SQuAD file (no top-level "data" list)')
     questions: list[Question] = []
     seen: set[str] = set()
     for a, article in enumerate(doc["data"]):
@@ -94,14 +94,14 @@ def read_squad(name: str, path: str | Path) -> Split:
 def _field(path: Path, node, key: str, where: str, kind: type):
     value = node.get(key) if isinstance(node, dict) else None
     if not isinstance(value, kind):
-        raise DataError(f"{path}: {where}: \"{key}\" is missing or not a {kind.__name__}")
+        raise DataError(f'{path}: {where}: "{key}" is missing or not a {kind.__name__}')
     return value
 
 
 def _question(path: Path, qa, context: str, title: str, row: int, seen: set[str]) -> Question:
     qid = qa.get("id") if isinstance(qa, dict) else None
     if not isinstance(qid, str) or not qid:
-        raise DataError(f"{path}: question {row} of article {title} has no \"id\"")
+        raise DataError(f'{path}: question {row} of article {title} has no "id"')
     where = f"question {qid}"
     if qid in seen:
         raise DataError(f"{path}: {where}: the id appears twice")
@@ -109,23 +109,27 @@ def _question(path: Path, qa, context: str, title: str, row: int, seen: set[str]
     text = _field(path, qa, "question", where, str)
     impossible = qa.get("is_impossible")
     if impossible is not None and not isinstance(impossible, bool):
-        raise DataError(f"{path}: {where}: \"is_impossible\" is {impossible!r}, not true or false")
+        raise DataError(f'{path}: {where}: "is_impossible" is {impossible!r}, not true or false')
     answers: tuple[Answer, ...] = ()
     if not impossible:
         answers = tuple(_answer(path, where, raw, context) for raw in _field(path, qa, "answers", where, list))
         if not answers:
-            raise DataError(f"{path}: {where}: no gold answer" + (" and is_impossible is false" if impossible is False
-                                                                 else " (a v1.1 question needs one)"))
-    return Question(id=qid, question=text, context=context, answers=answers, is_impossible=impossible,
-                    title=title, row=row)
+            raise DataError(
+                f"{path}: {where}: no gold answer"
+                + (" and is_impossible is false" if impossible is False else " (a v1.1 question needs one)")
+            )
+    return Question(
+        id=qid, question=text, context=context, answers=answers, is_impossible=impossible, title=title, row=row
+    )
 
 
 def _answer(path: Path, where: str, raw, context: str) -> Answer:
     text, start = (raw.get("text"), raw.get("answer_start")) if isinstance(raw, dict) else (None, None)
     if not isinstance(text, str) or not isinstance(start, int) or isinstance(start, bool):
-        raise DataError(f"{path}: {where}: an answer needs a \"text\" string and an \"answer_start\" integer")
-    found = context[start:start + len(text)] if 0 <= start else ""
+        raise DataError(f'{path}: {where}: an answer needs a "text" string and an "answer_start" integer')
+    found = context[start : start + len(text)] if 0 <= start else ""
     if found != text:
-        raise DataError(f"{path}: {where}: answer {text!r} does not match the context at answer_start={start} "
-                        f"({found!r})")
+        raise DataError(
+            f"{path}: {where}: answer {text!r} does not match the context at answer_start={start} ({found!r})"
+        )
     return Answer(text, start)

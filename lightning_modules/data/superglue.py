@@ -51,8 +51,9 @@ def records_to_split(task: str, name: str, path: str | Path, records: list[tuple
         examples += convert(record, ctx)
         mismatches += ctx.mismatches
     if mismatches:
-        log.warning("%s: %d span(s) whose text differs from the words at their index (marked at the index)",
-                    path, mismatches)
+        log.warning(
+            "%s: %d span(s) whose text differs from the words at their index (marked at the index)", path, mismatches
+        )
     return Split(name, examples, str(path), has_labels=True)
 
 
@@ -61,16 +62,27 @@ class SuperGlueReader:
 
     declaration = SuperGlueReaderParams
 
-    def __init__(self, task: str, train: str | None = None, dev: str | None = None, few_shot: int | None = None,
-                 train_from_dev: int | None = None, seed: int = 42):
+    def __init__(
+        self,
+        task: str,
+        train: str | None = None,
+        dev: str | None = None,
+        few_shot: int | None = None,
+        train_from_dev: int | None = None,
+        seed: int = 42,
+    ):
         if task not in ROW_READERS:
-            raise ConfigError(f"task.data.task={task} is not a SuperGLUE task read here; valid: {', '.join(ROW_READERS)}")
+            raise ConfigError(
+                f"task.data.task={task} is not a SuperGLUE task read here; valid: {', '.join(ROW_READERS)}"
+            )
         for key, value in (("task.few_shot", few_shot), ("task.data.train_from_dev", train_from_dev)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise ConfigError(f"{key}={value} must be null or a positive integer")
         if few_shot is not None and train_from_dev is not None:
-            raise ConfigError(f"task.few_shot={few_shot} and task.data.train_from_dev={train_from_dev}: pick one "
-                              f"(few_shot draws from the train file, train_from_dev splits the dev file)")
+            raise ConfigError(
+                f"task.few_shot={few_shot} and task.data.train_from_dev={train_from_dev}: pick one "
+                f"(few_shot draws from the train file, train_from_dev splits the dev file)"
+            )
         if dev is None or (train is None and train_from_dev is None):
             raise ConfigError("task.data.dev and task.data.train are required (or task.data.train_from_dev with dev)")
         self.task, self.train, self.dev = task, train, dev
@@ -88,8 +100,10 @@ class SuperGlueReader:
                 drawn = "the whole file" if self.few_shot == len(train_records) else f"drawn with seed {self.seed}"
                 train_records = self._draw(train_records)
                 origin["train"] = f"{self.train}: {self.few_shot} records (task.few_shot, {drawn})"
-        splits = {"train": records_to_split(self.task, "train", train_path, train_records),
-                  "dev": records_to_split(self.task, "dev", self.dev, dev_records)}
+        splits = {
+            "train": records_to_split(self.task, "train", train_path, train_records),
+            "dev": records_to_split(self.task, "dev", self.dev, dev_records),
+        }
         return TaskData(splits=splits, eval_splits=["dev"], origin=origin)
 
     def _draw(self, records: list[tuple[int, dict]]) -> list[tuple[int, dict]]:
@@ -105,14 +119,17 @@ class SuperGlueReader:
     def _split_dev(self, records: list[tuple[int, dict]]):
         n = self.train_from_dev
         if n >= len(records):
-            raise DataError(f"{self.dev}: task.data.train_from_dev={n} leaves no dev records (the file holds "
-                            f"{len(records)})")
+            raise DataError(
+                f"{self.dev}: task.data.train_from_dev={n} leaves no dev records (the file holds {len(records)})"
+            )
         order = list(range(len(records)))
         random.Random(self.seed).shuffle(order)
         train_idx = set(order[:n])
         train = [r for i, r in enumerate(records) if i in train_idx]
         dev = [r for i, r in enumerate(records) if i not in train_idx]
-        origin = {"train": f"seeded split of {self.dev}: {n} of {len(records)} records (task.data.train_from_dev, "
-                           f"seed {self.seed})",
-                  "dev": f"{self.dev}: the other {len(dev)} records of the seeded split"}
+        origin = {
+            "train": f"seeded split of {self.dev}: {n} of {len(records)} records (task.data.train_from_dev, "
+            f"seed {self.seed})",
+            "dev": f"{self.dev}: the other {len(dev)} records of the seeded split",
+        }
         return train, dev, origin

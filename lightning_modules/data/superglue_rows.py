@@ -57,10 +57,22 @@ class RowContext:
         return str(self.field(record, "label", (bool, int, str)))
 
 
-def _example(ctx: RowContext, record: dict, texts: tuple[str, str], *, group: str | None = None,
-             label: str | None = None, example_id: str | None = None) -> TextExample:
-    return TextExample(texts=texts, label=ctx.label(record) if label is None else label, row=ctx.line,
-                       id=str(record.get("idx", ctx.line)) if example_id is None else example_id, group=group)
+def _example(
+    ctx: RowContext,
+    record: dict,
+    texts: tuple[str, str],
+    *,
+    group: str | None = None,
+    label: str | None = None,
+    example_id: str | None = None,
+) -> TextExample:
+    return TextExample(
+        texts=texts,
+        label=ctx.label(record) if label is None else label,
+        row=ctx.line,
+        id=str(record.get("idx", ctx.line)) if example_id is None else example_id,
+        group=group,
+    )
 
 
 def boolq_examples(record: dict, ctx: RowContext) -> list[TextExample]:
@@ -80,18 +92,25 @@ def mark_characters(ctx: RowContext, text: str, start: int, end: int, key: str) 
 
 
 def wic_examples(record: dict, ctx: RowContext) -> list[TextExample]:
-    texts = tuple(mark_characters(ctx, ctx.field(record, f"sentence{i}"), ctx.field(record, f"start{i}", int),
-                                  ctx.field(record, f"end{i}", int), f"start{i}/end{i}") for i in (1, 2))
+    texts = tuple(
+        mark_characters(
+            ctx,
+            ctx.field(record, f"sentence{i}"),
+            ctx.field(record, f"start{i}", int),
+            ctx.field(record, f"end{i}", int),
+            f"start{i}/end{i}",
+        )
+        for i in (1, 2)
+    )
     return [_example(ctx, record, texts)]
 
 
-def mark_words(ctx: RowContext, words: list[str], index: int, span_text: str, marks: tuple[str, str],
-               key: str) -> None:
+def mark_words(ctx: RowContext, words: list[str], index: int, span_text: str, marks: tuple[str, str], key: str) -> None:
     """Put `marks` around the words of `span_text` starting at word `index` (in place)."""
     length = max(len(span_text.split()), 1)
     if not 0 <= index <= len(words) - length:
         raise ctx.error(f"target.{key}={index} is outside the text ({len(words)} words)")
-    found = " ".join(words[index:index + length])
+    found = " ".join(words[index : index + length])
     if found.lower().strip(".,;:!?\"'") != span_text.lower():
         ctx.mismatches += 1
     words[index] = marks[0] + words[index]
@@ -124,12 +143,23 @@ def multirc_examples(record: dict, ctx: RowContext) -> list[TextExample]:
         group = f"{ctx.line}-{q_pos}"
         for a_pos, answer in enumerate(answers):
             ids = (record.get("idx", ctx.line), question.get("idx", q_pos), answer.get("idx", a_pos))
-            out.append(_example(ctx, answer, (paragraph, f"{text} {ctx.field(answer, 'text')}"), group=group,
-                                example_id="-".join(str(i) for i in ids)))
+            out.append(
+                _example(
+                    ctx,
+                    answer,
+                    (paragraph, f"{text} {ctx.field(answer, 'text')}"),
+                    group=group,
+                    example_id="-".join(str(i) for i in ids),
+                )
+            )
     return out
 
 
 ROW_READERS: dict[str, Callable[[dict, RowContext], list[TextExample]]] = {
-    "boolq": boolq_examples, "cb": entailment_examples, "rte": entailment_examples, "wic": wic_examples,
-    "wsc": wsc_examples, "multirc": multirc_examples,
+    "boolq": boolq_examples,
+    "cb": entailment_examples,
+    "rte": entailment_examples,
+    "wic": wic_examples,
+    "wsc": wsc_examples,
+    "multirc": multirc_examples,
 }

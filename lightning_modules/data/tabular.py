@@ -26,9 +26,17 @@ class TabularReader:
 
     declaration = TabularReaderParams
 
-    def __init__(self, train: str, dev: str, text_fields: list[str], label_field: str | None = "label",
-                 test: str | None = None, id_field: str | None = None, format: str = "auto",  # noqa: A002
-                 quoting: str | None = None):
+    def __init__(
+        self,
+        train: str,
+        dev: str,
+        text_fields: list[str],
+        label_field: str | None = "label",
+        test: str | None = None,
+        id_field: str | None = None,
+        format: str = "auto",
+        quoting: str | None = None,
+    ):
         if not train or not dev:
             raise ConfigError("task.data.train and task.data.dev must name files (TSV, CSV or JSONL)")
         text_fields = list(text_fields or [])
@@ -46,19 +54,26 @@ class TabularReader:
         splits = {name: self.read_file(path, name) for name, path in self.files.items()}
         for name in ("train", "dev"):
             if not splits[name].has_labels:
-                raise DataError(f"{splits[name].source}: label field '{self.label_field}' missing "
-                                f"(task.data.label_field; the {name} split needs labels)")
+                raise DataError(
+                    f"{splits[name].source}: label field '{self.label_field}' missing "
+                    f"(task.data.label_field; the {name} split needs labels)"
+                )
         test = splits.get("test")
-        return TaskData(splits=splits, eval_splits=["dev"] + (["test"] if test and test.has_labels else []),
-                        test_splits=["test"] if test and not test.has_labels else [])
+        return TaskData(
+            splits=splits,
+            eval_splits=["dev"] + (["test"] if test and test.has_labels else []),
+            test_splits=["test"] if test and not test.has_labels else [],
+        )
 
     def _format_of(self, path: Path) -> str:
         if self.format != "auto":
             return self.format
         fmt = EXTENSIONS.get(path.suffix.lower())
         if fmt is None:
-            raise ConfigError(f"cannot tell the format of {path} from its extension; set task.data.format "
-                              f"to one of {', '.join(FORMATS)}")
+            raise ConfigError(
+                f"cannot tell the format of {path} from its extension; set task.data.format "
+                f"to one of {', '.join(FORMATS)}"
+            )
         return fmt
 
     def read_file(self, path: str | Path, split: str) -> Split:
@@ -87,13 +102,15 @@ class TabularReader:
                         if key == "label_field" or key == "id_field":
                             cols[name] = None  # checked below: labels are required on train/dev
                             continue
-                        raise DataError(f"{path}: field '{name}' (task.data.{key}) missing from the header "
-                                        f"({', '.join(header)})")
+                        raise DataError(
+                            f"{path}: field '{name}' (task.data.{key}) missing from the header ({', '.join(header)})"
+                        )
                     cols[name] = header.index(name)
             label_col = cols.get(self.label_field) if self.label_field else None
             id_col = cols.get(self.id_field) if self.id_field else None
-            result = delimited_split(split, path, reader, header, [cols[n] for n in self.text_fields], label_col,
-                                     id_col)
+            result = delimited_split(
+                split, path, reader, header, [cols[n] for n in self.text_fields], label_col, id_col
+            )
         report_malformed(result, f"task.data.{split}")
         return result
 
@@ -109,15 +126,24 @@ class TabularReader:
                 if has_labels is None:
                     has_labels = labelled
                 elif labelled != has_labels:
-                    raise DataError(f"{path}:{line_no}: field '{self.label_field}' (task.data.label_field) "
-                                    f"missing" if has_labels else
-                                    f"{path}:{line_no}: has '{self.label_field}' but earlier lines do not")
+                    raise DataError(
+                        f"{path}:{line_no}: field '{self.label_field}' (task.data.label_field) missing"
+                        if has_labels
+                        else f"{path}:{line_no}: has '{self.label_field}' but earlier lines do not"
+                    )
                 label = record[self.label_field] if labelled else None
                 if isinstance(label, bool) or isinstance(label, str):
                     label = str(label).strip()
                 elif isinstance(label, int | float):
                     label = str(label) if isinstance(label, int) else float(label)
-                examples.append(TextExample(
-                    texts=tuple(str(record[n]) for n in self.text_fields), label=label, row=line_no,
-                    id=str(record[self.id_field]) if self.id_field and self.id_field in record else str(len(examples))))
+                examples.append(
+                    TextExample(
+                        texts=tuple(str(record[n]) for n in self.text_fields),
+                        label=label,
+                        row=line_no,
+                        id=str(record[self.id_field])
+                        if self.id_field and self.id_field in record
+                        else str(len(examples)),
+                    )
+                )
         return Split(split, examples, str(path), has_labels=bool(has_labels))

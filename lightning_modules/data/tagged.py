@@ -18,7 +18,9 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class TaggedSentence:
     words: tuple[str, ...]
-    label: tuple | None  # one tag per word: raw strings from the reader, class indices after load_task; None: unlabelled
+    label: (
+        tuple | None
+    )  # one tag per word: raw strings from the reader, class indices after load_task; None: unlabelled
     row: int  # 1-based line number of the first word
     id: str  # the sentence's position in its file (0-based), as a string
     lines: tuple[int, ...]  # each word's line number (error messages)
@@ -51,6 +53,7 @@ def repair_bio(tags: list[str] | tuple[str, ...]) -> list[str]:
 def sort_tags(tags: set[str]) -> tuple[str, ...]:
     """A label set in a stable, readable order: O first, then by entity type with B- before I-
     (BIO tags), else alphabetical."""
+
     def key(tag: str):
         if tag == "O":
             return (0, "", "")

@@ -67,12 +67,17 @@ def report_malformed(split: Split, what: str) -> None:
         more = " ..." if split.malformed_rows > len(split.malformed_row_numbers) else ""
         log.warning(
             "%s: skipped %d malformed row(s) in %s (wrong number of fields; first line numbers: %s%s)",
-            what, split.malformed_rows, split.source, rows, more,
+            what,
+            split.malformed_rows,
+            split.source,
+            rows,
+            more,
         )
 
 
-def delimited_split(name: str, path, reader, header: list[str], text_columns: list[int], label_column: int | None,
-                    id_column: int | None) -> Split:
+def delimited_split(
+    name: str, path, reader, header: list[str], text_columns: list[int], label_column: int | None, id_column: int | None
+) -> Split:
     """Split `name` from a csv reader's remaining rows (GLUE's TSVs, the tabular reader's CSV/TSV):
     a row of another width than the header is skipped and counted (its line number kept for the
     warning, report_malformed); an example's id is its id column or its position."""
@@ -85,9 +90,19 @@ def delimited_split(name: str, path, reader, header: list[str], text_columns: li
             if len(malformed) < MAX_REPORTED_ROWS:
                 malformed.append(reader.line_num)
             continue
-        examples.append(TextExample(
-            texts=tuple(row[c] for c in text_columns),
-            label=row[label_column].strip() if label_column is not None else None,
-            row=reader.line_num, id=row[id_column] if id_column is not None else str(position)))
-    return Split(name, examples, str(path), has_labels=label_column is not None, malformed_rows=n_malformed,
-                 malformed_row_numbers=malformed)
+        examples.append(
+            TextExample(
+                texts=tuple(row[c] for c in text_columns),
+                label=row[label_column].strip() if label_column is not None else None,
+                row=reader.line_num,
+                id=row[id_column] if id_column is not None else str(position),
+            )
+        )
+    return Split(
+        name,
+        examples,
+        str(path),
+        has_labels=label_column is not None,
+        malformed_rows=n_malformed,
+        malformed_row_numbers=malformed,
+    )

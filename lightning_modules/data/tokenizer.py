@@ -26,11 +26,23 @@ from lightning_modules.data.corpus import Corpus
 from ptmlab.contracts import ConfigError, DataError
 from ptmlab.contracts.file_lock import exclusive
 
-BERT_SPECIALS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]",
-                 "sep_token": "[SEP]", "mask_token": "[MASK]"}
+BERT_SPECIALS = {
+    "pad_token": "[PAD]",
+    "unk_token": "[UNK]",
+    "cls_token": "[CLS]",
+    "sep_token": "[SEP]",
+    "mask_token": "[MASK]",
+}
 # Byte-level BPE (GPT-2/RoBERTa style); <s>/</s> double as cls/sep and bos/eos.
-BPE_SPECIALS = {"pad_token": "<pad>", "unk_token": "<unk>", "cls_token": "<s>", "sep_token": "</s>",
-                "mask_token": "<mask>", "bos_token": "<s>", "eos_token": "</s>"}
+BPE_SPECIALS = {
+    "pad_token": "<pad>",
+    "unk_token": "<unk>",
+    "cls_token": "<s>",
+    "sep_token": "</s>",
+    "mask_token": "<mask>",
+    "bos_token": "<s>",
+    "eos_token": "</s>",
+}
 # Extra tokens objectives may need (T5 sentinels, GPT's delimiter/extract for pair tasks).
 NUM_SENTINELS = 20
 EXTRA_SPECIALS = ["<delim>", "<extract>"] + [f"<extra_id_{i}>" for i in range(NUM_SENTINELS)]
@@ -55,24 +67,30 @@ def _train_raw_tokenizer(kind: str, vocab_size: int, min_frequency: int, lowerca
         tok.normalizer = normalizers.BertNormalizer(lowercase=lowercase, strip_accents=lowercase or None)
         tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         tok.decoder = decoders.WordPiece()
-        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                            special_tokens=special_list, show_progress=False)
+        trainer = trainers.WordPieceTrainer(
+            vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=special_list, show_progress=False
+        )
     elif kind == "bpe":
         tok = Tokenizer(models.BPE(unk_token=None))
         if lowercase:
             tok.normalizer = normalizers.Lowercase()
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
         tok.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                      special_tokens=special_list,
-                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            min_frequency=min_frequency,
+            special_tokens=special_list,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        )
     elif kind == "unigram":
         tok = Tokenizer(models.Unigram())
         tok.normalizer = normalizers.Sequence([normalizers.NFKC()] + ([normalizers.Lowercase()] if lowercase else []))
         tok.pre_tokenizer = pre_tokenizers.Metaspace()
         tok.decoder = decoders.Metaspace()
-        trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=special_list,
-                                          unk_token=specials["unk_token"], show_progress=False)
+        trainer = trainers.UnigramTrainer(
+            vocab_size=vocab_size, special_tokens=special_list, unk_token=specials["unk_token"], show_progress=False
+        )
     else:
         raise ConfigError(f"tokenizer.kind={kind} is unknown; valid: wordpiece, bpe, unigram, pretrained")
     tok.train_from_iterator(_lines(corpus), trainer=trainer)
@@ -96,14 +114,11 @@ def load_pretrained_tokenizer(name_or_path: str):
 
     try:
         return AutoTokenizer.from_pretrained(str(name_or_path), use_fast=True)
-    except Exception as exc:  # noqa: BLE001
-        raise ConfigError(
-            f"cannot load tokenizer '{name_or_path}' (tokenizer.path): {type(exc).__name__}"
-        ) from None
+    except Exception as exc:
+        raise ConfigError(f"cannot load tokenizer '{name_or_path}' (tokenizer.path): {type(exc).__name__}") from None
 
 
-def build_tokenizer(tok_cfg: DictConfig, corpus: Corpus | None, cache_dir: Path,
-                    corpus_fingerprint: str | None = None):
+def build_tokenizer(tok_cfg: DictConfig, corpus: Corpus | None, cache_dir: Path, corpus_fingerprint: str | None = None):
     """Train (or take from the cache) the tokenizer that `tok_cfg` describes."""
     from transformers import PreTrainedTokenizerFast
 
@@ -126,7 +141,7 @@ def build_tokenizer(tok_cfg: DictConfig, corpus: Corpus | None, cache_dir: Path,
                 _train_into(target, tok_cfg, fingerprint, corpus)
     try:
         return PreTrainedTokenizerFast.from_pretrained(str(target))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise DataError(f"tokenizer cache at {target} is unreadable ({type(exc).__name__}); delete it") from None
 
 
@@ -134,9 +149,13 @@ def _train_into(target: Path, tok_cfg: DictConfig, fingerprint: str, corpus: Cor
     """Train the tokenizer and write it to `target` (under the caller's lock)."""
     from transformers import PreTrainedTokenizerFast
 
-    raw, specials = _train_raw_tokenizer(str(tok_cfg.kind), int(tok_cfg.vocab_size),
-                                         int(tok_cfg.get("min_frequency", 2)), bool(tok_cfg.get("lowercase", False)),
-                                         corpus)
+    raw, specials = _train_raw_tokenizer(
+        str(tok_cfg.kind),
+        int(tok_cfg.vocab_size),
+        int(tok_cfg.get("min_frequency", 2)),
+        bool(tok_cfg.get("lowercase", False)),
+        corpus,
+    )
     achieved, requested = raw.get_vocab_size(), int(tok_cfg.vocab_size)
     # The trainer stops early when the corpus has no more pairs/pieces to merge: a
     # vocabulary that large cannot be learned from this corpus.
@@ -145,14 +164,16 @@ def _train_into(target: Path, tok_cfg: DictConfig, fingerprint: str, corpus: Cor
             f"tokenizer.vocab_size={requested} is larger than this corpus allows "
             f"(training stopped at {achieved} tokens); lower tokenizer.vocab_size or tokenizer.min_frequency"
         )
-    fast = PreTrainedTokenizerFast(tokenizer_object=raw, model_max_length=1 << 20, **specials,
-                                   additional_special_tokens=EXTRA_SPECIALS)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=raw, model_max_length=1 << 20, **specials, additional_special_tokens=EXTRA_SPECIALS
+    )
     # Write to a temporary sibling, then rename: a killed run never leaves a half cache.
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
     try:
         fast.save_pretrained(str(tmp))
-        (tmp / "ptmlab_tokenizer.json").write_text(json.dumps(
-            {"corpus_fingerprint": fingerprint, **OmegaConf.to_container(tok_cfg, resolve=True)}, indent=2))
+        (tmp / "ptmlab_tokenizer.json").write_text(
+            json.dumps({"corpus_fingerprint": fingerprint, **OmegaConf.to_container(tok_cfg, resolve=True)}, indent=2)
+        )
         os.replace(tmp, target)
     finally:
         if tmp.exists():

@@ -23,12 +23,17 @@ class CausalGenerationModel(GenerationModel):
     @staticmethod
     def check_backbone(backbone: nn.Module) -> None:
         if not getattr(backbone, "is_causal", False):
-            raise ConfigError(f"a decoder-only generation model needs a causal backbone; {type(backbone).__name__} "
-                              "attends both ways")
+            raise ConfigError(
+                f"a decoder-only generation model needs a causal backbone; {type(backbone).__name__} attends both ways"
+            )
 
     def input_encoder(self, tokenizer, max_length: int, *, doc_stride: int | None = None) -> PromptEncoder:
-        return PromptEncoder(tokenizer, max_source_length=max_length, max_target_length=self.max_target_length,
-                             source_prefix=self.source_prefix)
+        return PromptEncoder(
+            tokenizer,
+            max_source_length=max_length,
+            max_target_length=self.max_target_length,
+            source_prefix=self.source_prefix,
+        )
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         states = self.head(self.backbone(batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state)
@@ -44,5 +49,6 @@ class CausalGenerationModel(GenerationModel):
     def recomputing_generator(self):
         from lightning_modules.heads.recomputing_generator import RecomputingGenerator  # transformers: decoding
 
-        return RecomputingGenerator(self.step_logits, self.head_sizes[self.task_name or "task"],
-                                    next(self.parameters()).device)
+        return RecomputingGenerator(
+            self.step_logits, self.head_sizes[self.task_name or "task"], next(self.parameters()).device
+        )

@@ -52,8 +52,9 @@ def task_loss(spec: TaskSpec, logits: torch.Tensor, labels: torch.Tensor) -> tor
     choice scores, a softmax over choices), or MSE on a B×1 regression head. Generation: token-level
     cross-entropy on the B×T×V teacher-forced logits with the task's label smoothing."""
     if spec.is_generation:
-        return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE,
-                               label_smoothing=spec.label_smoothing)  # B×T×V -> BT×V
+        return F.cross_entropy(
+            logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE, label_smoothing=spec.label_smoothing
+        )  # B×T×V -> BT×V
     if spec.is_token_level:
         return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE)  # B×T×C -> BT×C
     if spec.is_span_level:  # B×T×2 start/end logits, B×2 positions: Hugging Face's QA loss, the mean of the two
@@ -90,8 +91,9 @@ def split_metrics(task: LoadedTask, split: str, predictions, labels) -> dict[str
         return {task.spec.metric_key(name, split): float(value) for name, value in values.items()}
     # MultiRC: F1 over answer options, exact match over the questions they group into (the split's `group`s)
     per_option = [m for m in task.spec.metrics if m in ANSWER_OPTION_METRICS]
-    values = compute_metrics([m for m in task.spec.metrics if m not in per_option], predictions, labels,
-                             num_labels=task.num_labels)
+    values = compute_metrics(
+        [m for m in task.spec.metrics if m not in per_option], predictions, labels, num_labels=task.num_labels
+    )
     if per_option:
         groups = [ex.group for ex in task.data.splits[split].examples]
         values.update(answer_option_metrics(per_option, predictions, labels, groups))
@@ -107,7 +109,9 @@ def _model_and_tokenizer(model, tokenizer):
     return model, tokenizer
 
 
-def _encoded_batches(model, tokenizer, task: LoadedTask, split: str, batch_size: int) -> tuple[torch.Tensor, Iterator[dict]]:
+def _encoded_batches(
+    model, tokenizer, task: LoadedTask, split: str, batch_size: int
+) -> tuple[torch.Tensor, Iterator[dict]]:
     """(order, batches): `split` encoded by the model's input encoder and collated `batch_size`
     examples at a time on the model's device, longest first (tasks/encoding.py `longest_first`);
     `order[k]` is the split index of the k-th example out, so `rows[order.argsort()]` puts
@@ -119,7 +123,7 @@ def _encoded_batches(model, tokenizer, task: LoadedTask, split: str, batch_size:
 
     def batches() -> Iterator[dict]:
         for start in range(0, len(order), int(batch_size)):
-            chunk = [items[i] for i in order[start:start + int(batch_size)]]
+            chunk = [items[i] for i in order[start : start + int(batch_size)]]
             yield {k: v.to(device) for k, v in encoder.collate(chunk).items()}
 
     return torch.tensor(order, dtype=torch.long), batches()
@@ -146,13 +150,17 @@ def predict(model, task: LoadedTask, split: str, *, tokenizer=None, batch_size: 
         order, batches = _encoded_batches(model, tokenizer, task, split, batch_size)
         for batch in batches:
             logits = model.task_logits(task.spec.name, batch).float().cpu()
-            if task.spec.is_token_level or task.spec.is_span_level:  # B×T×C, T per batch -> B×L×C (L = max_length, zero-padded)
+            if (
+                task.spec.is_token_level or task.spec.is_span_level
+            ):  # B×T×C, T per batch -> B×L×C (L = max_length, zero-padded)
                 logits = F.pad(logits, (0, 0, 0, task.spec.max_length - logits.size(1)))
             outputs.append(logits)
     return torch.cat(outputs)[order.argsort()]
 
 
-def evaluate(model, task: LoadedTask, split: str, *, tokenizer=None, batch_size: int = EVAL_BATCH_SIZE) -> dict[str, float]:
+def evaluate(
+    model, task: LoadedTask, split: str, *, tokenizer=None, batch_size: int = EVAL_BATCH_SIZE
+) -> dict[str, float]:
     """The task's GLUE metrics of `model` on a labelled split (see the module docstring)."""
     data = task.data.splits.get(split)
     if data is not None and not data.has_labels:
@@ -163,8 +171,9 @@ def evaluate(model, task: LoadedTask, split: str, *, tokenizer=None, batch_size:
         return split_metrics(task, split, _span_windows(model, task, split, tokenizer, batch_size), None)
     if task.spec.is_generation:  # decoded with the task's settings (task.generation)
         model, tokenizer = _model_and_tokenizer(model, tokenizer)
-        return split_metrics(task, split, decode_split(model, tokenizer, task, split, batch_size=batch_size).outputs,
-                             None)
+        return split_metrics(
+            task, split, decode_split(model, tokenizer, task, split, batch_size=batch_size).outputs, None
+        )
     logits = predict(model, task, split, tokenizer=tokenizer, batch_size=batch_size)
     labels = torch.tensor([ex.label for ex in data.examples])
     return split_metrics(task, split, prediction_scores(task.spec, logits), labels)
@@ -175,13 +184,19 @@ def _span_windows(model, task: LoadedTask, split: str, tokenizer, batch_size: in
     model, tokenizer = _model_and_tokenizer(model, tokenizer)
     with _eval_mode(model):
         order, batches = _encoded_batches(model, tokenizer, task, split, batch_size)
-        windows = SpanWindows.cat([SpanWindows.from_batch(model.task_logits(task.spec.name, batch), batch,
-                                                          task.spec.max_length) for batch in batches])
+        windows = SpanWindows.cat(
+            [
+                SpanWindows.from_batch(model.task_logits(task.spec.name, batch), batch, task.spec.max_length)
+                for batch in batches
+            ]
+        )
     back = order.argsort()  # windows in split order, as a question's windows were made
     return SpanWindows(windows.logits[back], windows.offsets[back], windows.example_index[back])
 
 
-def predict_answers(model, task: LoadedTask, split: str, *, tokenizer=None, batch_size: int = EVAL_BATCH_SIZE) -> list[SpanAnswer]:
+def predict_answers(
+    model, task: LoadedTask, split: str, *, tokenizer=None, batch_size: int = EVAL_BATCH_SIZE
+) -> list[SpanAnswer]:
     """Span extraction: each question's best span over its windows (before any no-answer threshold)."""
     return best_spans(task.spec, task.data.splits[split], _span_windows(model, task, split, tokenizer, batch_size))
 
@@ -194,5 +209,7 @@ def _evaluate_tokens(model, task: LoadedTask, split: str, *, tokenizer, batch_si
     with _eval_mode(model):
         order, batches = _encoded_batches(model, tokenizer, task, split, batch_size)
         for batch in batches:
-            rows.append(first_subword_predictions(model.task_logits(task.spec.name, batch), batch, task.spec.max_length))
+            rows.append(
+                first_subword_predictions(model.task_logits(task.spec.name, batch), batch, task.spec.max_length)
+            )
     return split_metrics(task, split, torch.cat(rows)[order.argsort()], None)

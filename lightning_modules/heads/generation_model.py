@@ -25,19 +25,28 @@ from torch import nn
 from lightning_modules.adaptation.lora import has_lora, merge_lora
 from lightning_modules.heads.pooling import SingleHeadModel
 from lightning_modules.models.int8_twin import dynamic_int8_modules, int8_twin
-from ptmlab.contracts.decoding import DecodingSettings
 from lightning_modules.tasks.seq2seq_encoding import Seq2SeqEncoder
 from ptmlab.contracts import ConfigError
+from ptmlab.contracts.decoding import DecodingSettings
 
 
 class GenerationModel(SingleHeadModel):
-    def __init__(self, backbone: nn.Module, task_name: str | None = None, head_dropout: float = 0.0,
-                 max_target_length: int = 128, source_prefix: str | None = None, pooling: str = "tokens",
-                 scalar_mix: bool = False):
+    def __init__(
+        self,
+        backbone: nn.Module,
+        task_name: str | None = None,
+        head_dropout: float = 0.0,
+        max_target_length: int = 128,
+        source_prefix: str | None = None,
+        pooling: str = "tokens",
+        scalar_mix: bool = False,
+    ):
         self.check_backbone(backbone)
         if scalar_mix:
-            raise ConfigError("task.kind=generation: the decoder reads the encoder's last layer; "
-                              "a scalar-mix (feature-based) adaptation does not apply")
+            raise ConfigError(
+                "task.kind=generation: the decoder reads the encoder's last layer; "
+                "a scalar-mix (feature-based) adaptation does not apply"
+            )
         super().__init__(backbone, pooling="tokens")
         self.task_name = task_name
         self.head = nn.Sequential(nn.Dropout(head_dropout))
@@ -46,19 +55,28 @@ class GenerationModel(SingleHeadModel):
     @staticmethod
     def check_backbone(backbone: nn.Module) -> None:
         if getattr(backbone, "family", None) != "encoder_decoder":
-            raise ConfigError(f"task.kind=generation needs an encoder-decoder (model=t5_tiny, bart_tiny ...), a "
-                              f"decoder (model=gpt_tiny ...), a Transformer encoder under UniLM's seq2seq mask "
-                              f"(model=unilm_tiny ...) or a Hugging Face LM (model=hf); "
-                              f"{type(backbone).__name__} is family {getattr(backbone, 'family', '?')}")
+            raise ConfigError(
+                f"task.kind=generation needs an encoder-decoder (model=t5_tiny, bart_tiny ...), a "
+                f"decoder (model=gpt_tiny ...), a Transformer encoder under UniLM's seq2seq mask "
+                f"(model=unilm_tiny ...) or a Hugging Face LM (model=hf); "
+                f"{type(backbone).__name__} is family {getattr(backbone, 'family', '?')}"
+            )
 
     def input_encoder(self, tokenizer, max_length: int, *, doc_stride: int | None = None) -> Seq2SeqEncoder:
-        return Seq2SeqEncoder(tokenizer, max_source_length=max_length, max_target_length=self.max_target_length,
-                              source_prefix=self.source_prefix)
+        return Seq2SeqEncoder(
+            tokenizer,
+            max_source_length=max_length,
+            max_target_length=self.max_target_length,
+            source_prefix=self.source_prefix,
+        )
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        out = self.backbone(batch["input_ids"], attention_mask=batch["attention_mask"],
-                            decoder_input_ids=batch["decoder_input_ids"],
-                            decoder_attention_mask=batch["decoder_attention_mask"])
+        out = self.backbone(
+            batch["input_ids"],
+            attention_mask=batch["attention_mask"],
+            decoder_input_ids=batch["decoder_input_ids"],
+            decoder_attention_mask=batch["decoder_attention_mask"],
+        )
         states = self.head(out.decoder_last_hidden_state)  # B×T×H
         return F.linear(states, self.backbone.get_input_embeddings().weight)  # B×T×V
 
@@ -80,12 +98,17 @@ class GenerationModel(SingleHeadModel):
             merge_lora(backbone)
         with no_init_weights():  # every weight is ours, loaded right after: a random init first is wasted time
             # int8 Linears (compression=quantize_dynamic): the twin runs them (models/int8_twin.py)
-            twin = int8_twin(backbone) if dynamic_int8_modules(backbone) and not backbone.hf_native \
+            twin = (
+                int8_twin(backbone)
+                if dynamic_int8_modules(backbone) and not backbone.hf_native
                 else backbone.to_hf_generator()
+            )
         if twin is None:
-            raise ConfigError(f"{type(self.backbone).__name__} has no Hugging Face generation counterpart (a pre-LN "
-                              "BART, a post-LN GPT: model.backbone.pre_layer_norm): decoding it needs a hand-written "
-                              "decoder, not built yet")
+            raise ConfigError(
+                f"{type(self.backbone).__name__} has no Hugging Face generation counterpart (a pre-LN "
+                "BART, a post-LN GPT: model.backbone.pre_layer_norm): decoding it needs a hand-written "
+                "decoder, not built yet"
+            )
         return twin.to(next(self.parameters()).device).eval()
 
     def recomputing_generator(self):
@@ -93,10 +116,18 @@ class GenerationModel(SingleHeadModel):
         from lightning_modules.heads.recomputing_generator import Seq2SeqRecomputingGenerator  # transformers: decoding
 
         def step_logits(decoder_ids, decoder_mask, source_ids, source_mask):
-            return self({"input_ids": source_ids, "attention_mask": source_mask, "decoder_input_ids": decoder_ids,
-                         "decoder_attention_mask": decoder_mask})
-        return Seq2SeqRecomputingGenerator(step_logits, self.head_sizes[self.task_name or "task"],
-                                           next(self.parameters()).device)
+            return self(
+                {
+                    "input_ids": source_ids,
+                    "attention_mask": source_mask,
+                    "decoder_input_ids": decoder_ids,
+                    "decoder_attention_mask": decoder_mask,
+                }
+            )
+
+        return Seq2SeqRecomputingGenerator(
+            step_logits, self.head_sizes[self.task_name or "task"], next(self.parameters()).device
+        )
 
 
 @dataclass
@@ -121,8 +152,14 @@ def continuations(encoder, rows: list[list[int]]) -> list[list[int]]:
 
 
 @torch.no_grad()
-def decode_items(model: GenerationModel, tokenizer, encoder: Seq2SeqEncoder, items: list[dict],
-                 settings: DecodingSettings, batch_size: int = 64) -> Decoded:
+def decode_items(
+    model: GenerationModel,
+    tokenizer,
+    encoder: Seq2SeqEncoder,
+    items: list[dict],
+    settings: DecodingSettings,
+    batch_size: int = 64,
+) -> Decoded:
     """Decode encoded items in order: outputs as text (special tokens dropped)."""
     twin = model.hf_generator()
     device = twin.device
@@ -132,7 +169,7 @@ def decode_items(model: GenerationModel, tokenizer, encoder: Seq2SeqEncoder, ite
         torch.manual_seed(settings.seed)  # sampling is seeded; greedy and beam draw nothing
         started = time.perf_counter()
         for start in range(0, len(items), int(batch_size)):
-            batch = {k: v.to(device) for k, v in encoder.collate(items[start:start + int(batch_size)]).items()}
+            batch = {k: v.to(device) for k, v in encoder.collate(items[start : start + int(batch_size)]).items()}
             for row in continuations(encoder, encoder.generate(twin, batch, settings).tolist()):
                 rows.append(row)
                 new_tokens += len(row)
@@ -143,8 +180,9 @@ def decode_items(model: GenerationModel, tokenizer, encoder: Seq2SeqEncoder, ite
     return Decoded([t.strip() for t in texts], rows, new_tokens, seconds)
 
 
-def decode_split(model: GenerationModel, tokenizer, task, split: str, settings: DecodingSettings | None = None,
-                 batch_size: int = 64) -> Decoded:
+def decode_split(
+    model: GenerationModel, tokenizer, task, split: str, settings: DecodingSettings | None = None, batch_size: int = 64
+) -> Decoded:
     """Every output of `task`'s split `split` (a LoadedTask), in split order, in eval mode."""
     settings = settings or DecodingSettings.from_dict(task.spec.generation)
     encoder = model.input_encoder(tokenizer, task.spec.max_length)

@@ -23,12 +23,17 @@ class HFGenerationModel(GenerationModel):
     @staticmethod
     def check_backbone(backbone: nn.Module) -> None:
         if not isinstance(backbone, HFGenerator):
-            raise ConfigError(f"{type(backbone).__name__} has no LM head: a Hugging Face checkpoint generates "
-                              "when loaded as models/hf_generator.py HFGenerator (task.kind=generation does that)")
+            raise ConfigError(
+                f"{type(backbone).__name__} has no LM head: a Hugging Face checkpoint generates "
+                "when loaded as models/hf_generator.py HFGenerator (task.kind=generation does that)"
+            )
 
     def input_encoder(self, tokenizer, max_length: int, *, doc_stride: int | None = None) -> Seq2SeqEncoder:
-        kwargs = {"max_source_length": max_length, "max_target_length": self.max_target_length,
-                  "source_prefix": self.source_prefix}
+        kwargs = {
+            "max_source_length": max_length,
+            "max_target_length": self.max_target_length,
+            "source_prefix": self.source_prefix,
+        }
         if not self.backbone.is_encoder_decoder:
             return PromptEncoder(tokenizer, **kwargs)
         encoder = Seq2SeqEncoder(tokenizer, **kwargs)

@@ -40,27 +40,42 @@ def summed_log_likelihood(logits: torch.Tensor, input_ids: torch.Tensor, target_
 
 
 class MultipleChoiceModel(SingleHeadModel):
-    def __init__(self, backbone: nn.Module, scoring: str = "head", pooling: str = "pool_index",
-                 head_dropout: float = 0.1, scalar_mix: bool = False, task_name: str | None = None):
+    def __init__(
+        self,
+        backbone: nn.Module,
+        scoring: str = "head",
+        pooling: str = "pool_index",
+        head_dropout: float = 0.1,
+        scalar_mix: bool = False,
+        task_name: str | None = None,
+    ):
         if scoring not in SCORINGS:
             raise ConfigError(f"task.choice_scoring={scoring} is unknown; valid: {', '.join(SCORINGS)}")
         if scoring == "log_likelihood":
             _check_tied_decoder(backbone)
             if scalar_mix:
-                raise ConfigError("task.choice_scoring=log_likelihood reads the decoder's next-token logits (its top "
-                                  "layer); a scalar-mix (feature-based) adaptation does not apply")
+                raise ConfigError(
+                    "task.choice_scoring=log_likelihood reads the decoder's next-token logits (its top "
+                    "layer); a scalar-mix (feature-based) adaptation does not apply"
+                )
             pooling = "tokens"
         elif pooling not in ("pool_index", "mean"):
-            raise ConfigError(f"task.kind=multiple_choice scores each (context, choice) sequence from one vector: "
-                              f"stage.pooling must be pool_index or mean, not {pooling}")
+            raise ConfigError(
+                f"task.kind=multiple_choice scores each (context, choice) sequence from one vector: "
+                f"stage.pooling must be pool_index or mean, not {pooling}"
+            )
         super().__init__(backbone, pooling=pooling, scalar_mix=scalar_mix)
         self.task_name, self.scoring = task_name, scoring
-        self.head = linear_head(backbone.hidden_size, 1, head_dropout) if scoring == "head" \
+        self.head = (
+            linear_head(backbone.hidden_size, 1, head_dropout)
+            if scoring == "head"
             else nn.Sequential(nn.Dropout(head_dropout))
+        )
 
     def input_encoder(self, tokenizer, max_length: int, *, doc_stride: int | None = None) -> ChoiceEncoder:
-        return ChoiceEncoder(tokenizer, causal=bool(self.backbone.is_causal), max_length=max_length,
-                             scoring=self.scoring)
+        return ChoiceEncoder(
+            tokenizer, causal=bool(self.backbone.is_causal), max_length=max_length, scoring=self.scoring
+        )
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         states = self.head(self.pooled(batch))  # S×H (head) or S×T×H (log_likelihood)
@@ -83,8 +98,12 @@ def _check_tied_decoder(backbone: nn.Module) -> None:
     its own (untied) matrix, or whose embeddings are narrower than its states, would be misread."""
     config = getattr(backbone, "config", None)
     if config is not None and getattr(config, "tie_word_embeddings", True) is False:
-        raise ConfigError(f"task.choice_scoring=log_likelihood reads next-token logits from the tied input "
-                          f"embeddings, and {config.model_type} does not tie its LM head (tie_word_embeddings=false)")
+        raise ConfigError(
+            f"task.choice_scoring=log_likelihood reads next-token logits from the tied input "
+            f"embeddings, and {config.model_type} does not tie its LM head (tie_word_embeddings=false)"
+        )
     if backbone.get_input_embeddings().weight.shape[1] != backbone.hidden_size:
-        raise ConfigError("task.choice_scoring=log_likelihood: this decoder's embeddings are factorised "
-                          "(E ≠ H); its tied next-token logits need a projection the task model does not have")
+        raise ConfigError(
+            "task.choice_scoring=log_likelihood: this decoder's embeddings are factorised "
+            "(E ≠ H); its tied next-token logits need a projection the task model does not have"
+        )

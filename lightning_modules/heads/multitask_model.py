@@ -13,11 +13,18 @@ from ptmlab.contracts import ConfigError
 class MultiTaskModel(PooledEncoder):
     """A shared backbone and its pooling (heads/pooling.py), one dropout+linear head per task."""
 
-    def __init__(self, backbone: nn.Module, num_labels: dict[str, int], pooling: str = "pool_index",
-                 head_dropout: float = 0.1, scalar_mix: bool = False):
+    def __init__(
+        self,
+        backbone: nn.Module,
+        num_labels: dict[str, int],
+        pooling: str = "pool_index",
+        head_dropout: float = 0.1,
+        scalar_mix: bool = False,
+    ):
         super().__init__(backbone, pooling=pooling, scalar_mix=scalar_mix)
-        self.heads = nn.ModuleDict({name: linear_head(backbone.hidden_size, n, head_dropout)
-                                    for name, n in num_labels.items()})
+        self.heads = nn.ModuleDict(
+            {name: linear_head(backbone.hidden_size, n, head_dropout) for name, n in num_labels.items()}
+        )
 
     def forward(self, task: str, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.heads[task](self.pooled(batch))  # B×C (C=1 for regression)

@@ -69,8 +69,9 @@ class PooledEncoder(nn.Module):
         (training, evaluation, a loaded task model) asks here. `doc_stride`: the overlap of a span
         model's context windows (task.doc_stride; other poolings ignore it)."""
         if self.pooling == "spans":
-            return QuestionContextEncoder(tokenizer, max_length=max_length,
-                                          doc_stride=max_length // 4 if doc_stride is None else doc_stride)
+            return QuestionContextEncoder(
+                tokenizer, max_length=max_length, doc_stride=max_length // 4 if doc_stride is None else doc_stride
+            )
         if self.pooling == "tokens":
             return WordTokenEncoder(tokenizer, max_length=max_length)
         if self.input_template is not None:
@@ -85,8 +86,9 @@ class PooledEncoder(nn.Module):
         return self
 
     def pooled(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        out = self.backbone(batch["input_ids"], attention_mask=batch["attention_mask"],
-                            token_type_ids=batch.get("token_type_ids"))
+        out = self.backbone(
+            batch["input_ids"], attention_mask=batch["attention_mask"], token_type_ids=batch.get("token_type_ids")
+        )
         states = self.scalar_mix(out.hidden_states) if self.scalar_mix is not None else out.last_hidden_state
         return pool(states, batch, self.pooling)
 

@@ -56,19 +56,37 @@ class Seq2SeqRecomputingGenerator(RecomputingGenerator):
         step_logits(decoder_ids, decoder_mask, source_ids, source_mask) -> B×T×V
     Output: the start token, then the generated tokens (as an encoder–decoder's `generate()`)."""
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                source_ids: torch.Tensor | None = None, source_attention_mask: torch.Tensor | None = None,
-                **_) -> CausalLMOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        source_ids: torch.Tensor | None = None,
+        source_attention_mask: torch.Tensor | None = None,
+        **_,
+    ) -> CausalLMOutput:
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         return CausalLMOutput(logits=self.step_logits(input_ids, attention_mask, source_ids, source_attention_mask))
 
     @torch.no_grad()
-    def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                 decoder_start_token_id: int = 0, **kwargs) -> torch.Tensor:
+    def generate(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        decoder_start_token_id: int = 0,
+        **kwargs,
+    ) -> torch.Tensor:
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        start = torch.full((input_ids.shape[0], 1), int(decoder_start_token_id), dtype=torch.long,
-                           device=input_ids.device)  # B×1: every row starts from the decoder's start token
-        return GenerationMixin.generate(self, input_ids=start, attention_mask=torch.ones_like(start), use_cache=False,
-                                        source_ids=input_ids, source_attention_mask=attention_mask, **kwargs)
+        start = torch.full(
+            (input_ids.shape[0], 1), int(decoder_start_token_id), dtype=torch.long, device=input_ids.device
+        )  # B×1: every row starts from the decoder's start token
+        return GenerationMixin.generate(
+            self,
+            input_ids=start,
+            attention_mask=torch.ones_like(start),
+            use_cache=False,
+            source_ids=input_ids,
+            source_attention_mask=attention_mask,
+            **kwargs,
+        )

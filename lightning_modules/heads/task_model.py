@@ -15,8 +15,15 @@ class TaskModel(SingleHeadModel):
     is the start/end head of extractive QA (C=2, as `*ForQuestionAnswering`'s `qa_outputs`).
     `task_name` names the head in `logits()` (None: whichever task is asked for)."""
 
-    def __init__(self, backbone: nn.Module, num_labels: int, pooling: str = "pool_index",
-                 head_dropout: float = 0.1, scalar_mix: bool = False, task_name: str | None = None):
+    def __init__(
+        self,
+        backbone: nn.Module,
+        num_labels: int,
+        pooling: str = "pool_index",
+        head_dropout: float = 0.1,
+        scalar_mix: bool = False,
+        task_name: str | None = None,
+    ):
         super().__init__(backbone, pooling=pooling, scalar_mix=scalar_mix)
         self.task_name = task_name
         self.head = linear_head(backbone.hidden_size, num_labels, head_dropout)

@@ -30,23 +30,36 @@ class UnilmGenerationModel(CausalGenerationModel):
     @staticmethod
     def check_backbone(backbone: nn.Module) -> None:
         if not isinstance(backbone, TransformerEncoder):
-            raise ConfigError(f"UniLM's seq2seq generation needs a ptmlab Transformer encoder (model=unilm_tiny, "
-                              f"bert_tiny ...); {type(backbone).__name__} takes no self-attention mask")
+            raise ConfigError(
+                f"UniLM's seq2seq generation needs a ptmlab Transformer encoder (model=unilm_tiny, "
+                f"bert_tiny ...); {type(backbone).__name__} takes no self-attention mask"
+            )
 
-    def seq2seq_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, source_lengths: torch.Tensor,
-                       position_ids: torch.Tensor | None = None) -> torch.Tensor:
+    def seq2seq_logits(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        source_lengths: torch.Tensor,
+        position_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """B×T×V: the first `source_lengths[b]` columns of row b are the source (segment 0)."""
         columns = torch.arange(input_ids.shape[1], device=input_ids.device)
         token_type_ids = (columns[None, :] >= source_lengths[:, None]).long()  # B×T: 0 source, 1 target
         allowed = unilm_attention_mask("seq2seq", attention_mask, source_lengths=source_lengths)  # B×T×T
-        out = self.backbone(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                            self_attention_mask=allowed, position_ids=position_ids)
+        out = self.backbone(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            self_attention_mask=allowed,
+            position_ids=position_ids,
+        )
         return F.linear(self.head(out.last_hidden_state), self.backbone.get_input_embeddings().weight)  # B×T×V
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         # right-padded prompt + target: the prompt's own length is where the target segment starts
-        return self.seq2seq_logits(batch["input_ids"], batch["attention_mask"],
-                                   batch["prompt_attention_mask"].sum(dim=1))
+        return self.seq2seq_logits(
+            batch["input_ids"], batch["attention_mask"], batch["prompt_attention_mask"].sum(dim=1)
+        )
 
     def step_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, prompt_width: int) -> torch.Tensor:
         """The same logits for a left-padded prompt of `prompt_width` columns + generated tokens:

@@ -21,8 +21,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from lightning_modules.models.transformer import TransformerEmbeddings, TransformerEncoder, bert_arguments_from_hf, \
-    bert_config_fields, rename_state_keys
+from lightning_modules.models.transformer import (
+    TransformerEmbeddings,
+    TransformerEncoder,
+    bert_arguments_from_hf,
+    bert_config_fields,
+    rename_state_keys,
+)
 from ptmlab.contracts import BackboneError, ConfigError
 from ptmlab.methods.models import AlbertEncoderParams
 
@@ -33,15 +38,34 @@ class FactorisedEmbeddings(TransformerEmbeddings):
     """TransformerEmbeddings of width E (LayerNorm and dropout at E), then an E×H projection.
     `projection=False` (ELECTRA with E = H) leaves the E-wide output as it is."""
 
-    def __init__(self, vocab_size: int, embedding_size: int, hidden_size: int, max_position_embeddings: int,
-                 type_vocab_size: int = 2, dropout: float = 0.1, layer_norm_eps: float = 1e-12,
-                 projection: bool = True):
-        super().__init__(vocab_size, embedding_size, max_position_embeddings, type_vocab_size, dropout,
-                         layer_norm_eps, layer_norm=True)
+    def __init__(
+        self,
+        vocab_size: int,
+        embedding_size: int,
+        hidden_size: int,
+        max_position_embeddings: int,
+        type_vocab_size: int = 2,
+        dropout: float = 0.1,
+        layer_norm_eps: float = 1e-12,
+        projection: bool = True,
+    ):
+        super().__init__(
+            vocab_size,
+            embedding_size,
+            max_position_embeddings,
+            type_vocab_size,
+            dropout,
+            layer_norm_eps,
+            layer_norm=True,
+        )
         self.projection = nn.Linear(embedding_size, hidden_size) if projection else None
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
-                position_ids: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         x = super().forward(input_ids, token_type_ids, position_ids)
         return self.projection(x) if self.projection is not None else x  # B×T×E -> B×T×H
 
@@ -51,23 +75,52 @@ class FactorisedEmbeddingEncoder(TransformerEncoder):
 
     always_project = True  # ALBERT projects even when E = H; ELECTRA only when E != H
 
-    def __init__(self, vocab_size: int, embedding_size: int = 128, hidden_size: int = 128, num_layers: int = 2,
-                 num_heads: int = 2, intermediate_size: int = 512, max_position_embeddings: int = 512,
-                 type_vocab_size: int = 2, dropout: float = 0.1, attention_dropout: float = 0.1,
-                 layer_norm_eps: float = 1e-12, activation: str = "gelu", initializer_range: float = 0.02):
+    def __init__(
+        self,
+        vocab_size: int,
+        embedding_size: int = 128,
+        hidden_size: int = 128,
+        num_layers: int = 2,
+        num_heads: int = 2,
+        intermediate_size: int = 512,
+        max_position_embeddings: int = 512,
+        type_vocab_size: int = 2,
+        dropout: float = 0.1,
+        attention_dropout: float = 0.1,
+        layer_norm_eps: float = 1e-12,
+        activation: str = "gelu",
+        initializer_range: float = 0.02,
+    ):
         if int(embedding_size) <= 0:
             raise ConfigError(f"model.backbone.embedding_size={embedding_size} must be a positive integer")
         self.embedding_size = int(embedding_size)  # read by build_embeddings during super().__init__
-        super().__init__(vocab_size, hidden_size, num_layers, num_heads, intermediate_size,
-                         max_position_embeddings, type_vocab_size, dropout, attention_dropout,
-                         pre_layer_norm=False, layer_norm_eps=layer_norm_eps, activation=activation,
-                         initializer_range=initializer_range)
+        super().__init__(
+            vocab_size,
+            hidden_size,
+            num_layers,
+            num_heads,
+            intermediate_size,
+            max_position_embeddings,
+            type_vocab_size,
+            dropout,
+            attention_dropout,
+            pre_layer_norm=False,
+            layer_norm_eps=layer_norm_eps,
+            activation=activation,
+            initializer_range=initializer_range,
+        )
 
     def build_embeddings(self) -> nn.Module:
-        return FactorisedEmbeddings(self.vocab_size, self.embedding_size, self.hidden_size,
-                                    self.max_position_embeddings, self.type_vocab_size, self.dropout,
-                                    self.layer_norm_eps,
-                                    projection=self.always_project or self.embedding_size != self.hidden_size)
+        return FactorisedEmbeddings(
+            self.vocab_size,
+            self.embedding_size,
+            self.hidden_size,
+            self.max_position_embeddings,
+            self.type_vocab_size,
+            self.dropout,
+            self.layer_norm_eps,
+            projection=self.always_project or self.embedding_size != self.hidden_size,
+        )
 
     def to_hf(self):
         return None
@@ -76,17 +129,41 @@ class FactorisedEmbeddingEncoder(TransformerEncoder):
 class AlbertEncoder(FactorisedEmbeddingEncoder):
     declaration = AlbertEncoderParams
 
-    def __init__(self, vocab_size: int, embedding_size: int = 128, hidden_size: int = 128, num_layers: int = 2,
-                 num_heads: int = 2, intermediate_size: int = 512, max_position_embeddings: int = 512,
-                 type_vocab_size: int = 2, dropout: float = 0.0, attention_dropout: float = 0.0,
-                 layer_norm_eps: float = 1e-12, activation: str = "gelu", initializer_range: float = 0.02,
-                 sharing: str = "all"):
+    def __init__(
+        self,
+        vocab_size: int,
+        embedding_size: int = 128,
+        hidden_size: int = 128,
+        num_layers: int = 2,
+        num_heads: int = 2,
+        intermediate_size: int = 512,
+        max_position_embeddings: int = 512,
+        type_vocab_size: int = 2,
+        dropout: float = 0.0,
+        attention_dropout: float = 0.0,
+        layer_norm_eps: float = 1e-12,
+        activation: str = "gelu",
+        initializer_range: float = 0.02,
+        sharing: str = "all",
+    ):
         if sharing not in SHARING_MODES:
             raise ConfigError(f"model.backbone.sharing={sharing!r} is not one of {', '.join(SHARING_MODES)}")
         self.sharing = sharing  # read by build_layers during super().__init__
-        super().__init__(vocab_size, embedding_size, hidden_size, num_layers, num_heads, intermediate_size,
-                         max_position_embeddings, type_vocab_size, dropout, attention_dropout, layer_norm_eps,
-                         activation, initializer_range)
+        super().__init__(
+            vocab_size,
+            embedding_size,
+            hidden_size,
+            num_layers,
+            num_heads,
+            intermediate_size,
+            max_position_embeddings,
+            type_vocab_size,
+            dropout,
+            attention_dropout,
+            layer_norm_eps,
+            activation,
+            initializer_range,
+        )
 
     def build_layers(self) -> list[nn.Module]:
         if self.sharing == "all":
@@ -105,19 +182,22 @@ class AlbertEncoder(FactorisedEmbeddingEncoder):
             return None
         from transformers import AlbertConfig, AlbertModel
 
-        config = AlbertConfig(**bert_config_fields(self), embedding_size=self.embedding_size, num_hidden_groups=1,
-                              inner_group_num=1)
+        config = AlbertConfig(
+            **bert_config_fields(self), embedding_size=self.embedding_size, num_hidden_groups=1, inner_group_num=1
+        )
         model = AlbertModel(config, add_pooling_layer=False)
         model.load_state_dict(albert_state_dict_to_hf(self.state_dict()), strict=True)
         return model.eval()
 
     @classmethod
-    def from_hf(cls, model) -> "AlbertEncoder":
+    def from_hf(cls, model) -> AlbertEncoder:
         """Build from a Hugging Face `AlbertModel` with one layer group of one layer (a pooler is ignored)."""
         c = model.config
         if c.num_hidden_groups != 1 or c.inner_group_num != 1:
-            raise BackboneError(f"AlbertModel with num_hidden_groups={c.num_hidden_groups}, inner_group_num="
-                                f"{c.inner_group_num} has no AlbertEncoder counterpart (needs 1 and 1)")
+            raise BackboneError(
+                f"AlbertModel with num_hidden_groups={c.num_hidden_groups}, inner_group_num="
+                f"{c.inner_group_num} has no AlbertEncoder counterpart (needs 1 and 1)"
+            )
         encoder = cls(**bert_arguments_from_hf(c), embedding_size=c.embedding_size, sharing="all")
         encoder.load_state_dict(albert_state_dict_from_hf(model.state_dict(), c.num_hidden_layers), strict=True)
         return encoder

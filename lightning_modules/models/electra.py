@@ -23,8 +23,12 @@ from torch import nn
 
 from lightning_modules.models.albert import FactorisedEmbeddingEncoder
 from lightning_modules.models.base import Backbone, BackboneOutput
-from lightning_modules.models.transformer import bert_arguments_from_hf, bert_config_fields, bert_state_dict_from_hf, \
-    bert_state_dict_to_hf
+from lightning_modules.models.transformer import (
+    bert_arguments_from_hf,
+    bert_config_fields,
+    bert_state_dict_from_hf,
+    bert_state_dict_to_hf,
+)
 from ptmlab.contracts import ConfigError
 from ptmlab.methods.models import ElectraPairParams
 
@@ -52,7 +56,7 @@ class ElectraEncoder(FactorisedEmbeddingEncoder):
         return model.eval()
 
     @classmethod
-    def from_hf(cls, model) -> "ElectraEncoder":
+    def from_hf(cls, model) -> ElectraEncoder:
         """Build from a Hugging Face `ElectraModel` (a discriminator's or a generator's body)."""
         c = model.config
         encoder = cls(**bert_arguments_from_hf(c), embedding_size=c.embedding_size)
@@ -71,28 +75,58 @@ class ElectraPair(Backbone):
     family = "electra"
     is_causal = False
 
-    def __init__(self, vocab_size: int, embedding_size: int = 128, hidden_size: int = 256, num_layers: int = 12,
-                 num_heads: int = 4, intermediate_size: int = 1024, generator_hidden_size: int = 64,
-                 generator_num_layers: int | None = None, generator_num_heads: int = 1,
-                 generator_intermediate_size: int = 256, max_position_embeddings: int = 512,
-                 type_vocab_size: int = 2, dropout: float = 0.1, attention_dropout: float = 0.1,
-                 layer_norm_eps: float = 1e-12, activation: str = "gelu", initializer_range: float = 0.02):
+    def __init__(
+        self,
+        vocab_size: int,
+        embedding_size: int = 128,
+        hidden_size: int = 256,
+        num_layers: int = 12,
+        num_heads: int = 4,
+        intermediate_size: int = 1024,
+        generator_hidden_size: int = 64,
+        generator_num_layers: int | None = None,
+        generator_num_heads: int = 1,
+        generator_intermediate_size: int = 256,
+        max_position_embeddings: int = 512,
+        type_vocab_size: int = 2,
+        dropout: float = 0.1,
+        attention_dropout: float = 0.1,
+        layer_norm_eps: float = 1e-12,
+        activation: str = "gelu",
+        initializer_range: float = 0.02,
+    ):
         super().__init__()
-        shared = dict(vocab_size=int(vocab_size), embedding_size=int(embedding_size),
-                      max_position_embeddings=int(max_position_embeddings), type_vocab_size=int(type_vocab_size),
-                      dropout=float(dropout), attention_dropout=float(attention_dropout),
-                      layer_norm_eps=float(layer_norm_eps), activation=str(activation),
-                      initializer_range=float(initializer_range))
-        self.discriminator_args = dict(shared, hidden_size=int(hidden_size), num_layers=int(num_layers),
-                                       num_heads=int(num_heads), intermediate_size=int(intermediate_size))
-        generator_args = dict(shared, hidden_size=int(generator_hidden_size),
-                              num_layers=int(generator_num_layers or num_layers),
-                              num_heads=int(generator_num_heads),
-                              intermediate_size=int(generator_intermediate_size))
+        shared = dict(
+            vocab_size=int(vocab_size),
+            embedding_size=int(embedding_size),
+            max_position_embeddings=int(max_position_embeddings),
+            type_vocab_size=int(type_vocab_size),
+            dropout=float(dropout),
+            attention_dropout=float(attention_dropout),
+            layer_norm_eps=float(layer_norm_eps),
+            activation=str(activation),
+            initializer_range=float(initializer_range),
+        )
+        self.discriminator_args = dict(
+            shared,
+            hidden_size=int(hidden_size),
+            num_layers=int(num_layers),
+            num_heads=int(num_heads),
+            intermediate_size=int(intermediate_size),
+        )
+        generator_args = dict(
+            shared,
+            hidden_size=int(generator_hidden_size),
+            num_layers=int(generator_num_layers or num_layers),
+            num_heads=int(generator_num_heads),
+            intermediate_size=int(generator_intermediate_size),
+        )
         if generator_args["hidden_size"] > self.discriminator_args["hidden_size"]:
             # The paper's finding: a generator as wide as the discriminator makes RTD too hard.
-            raise ConfigError(f"model.backbone.generator_hidden_size={generator_hidden_size} must not exceed "
-                              f"model.backbone.hidden_size={hidden_size}")
+            raise ConfigError(
+                f"model.backbone.generator_hidden_size={generator_hidden_size} must not exceed "
+                f"model.backbone.hidden_size={hidden_size}"
+            )
         self.discriminator = ElectraEncoder(**self.discriminator_args)
         self.generator = ElectraEncoder(**generator_args)
         for name in SHARED_EMBEDDINGS:
@@ -105,18 +139,28 @@ class ElectraPair(Backbone):
     def get_input_embeddings(self) -> nn.Embedding:
         return self.discriminator.get_input_embeddings()  # shared with the generator
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, output_attentions: bool = False,
-                **kwargs) -> BackboneOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        **kwargs,
+    ) -> BackboneOutput:
         return self.discriminator(input_ids, attention_mask, token_type_ids, output_attentions, **kwargs)
 
     def export_backbone(self, model_cfg: dict) -> tuple[nn.Module, dict]:
         """What to keep after pre-training: the discriminator alone, with a model config that
         rebuilds exactly it (`family: encoder`, so every encoder task, adaptation and probe takes it)."""
-        cfg = {"name": model_cfg.get("name", "electra"), "family": "encoder",
-               "exported_from": model_cfg.get("family", self.family),
-               "backbone": {"_target_": f"{ElectraEncoder.__module__}.{ElectraEncoder.__qualname__}",
-                            **self.discriminator_args}}
+        cfg = {
+            "name": model_cfg.get("name", "electra"),
+            "family": "encoder",
+            "exported_from": model_cfg.get("family", self.family),
+            "backbone": {
+                "_target_": f"{ElectraEncoder.__module__}.{ElectraEncoder.__qualname__}",
+                **self.discriminator_args,
+            },
+        }
         return self.discriminator, cfg
 
     def to_hf(self):

@@ -23,7 +23,7 @@ LAYER_CONTAINERS = ("encoder.layer", "transformer.layer", "layers", "h", "encode
 def resolve_name_or_path(name_or_path: str) -> str:
     name_or_path = str(name_or_path)
     if name_or_path.startswith("pypi:"):
-        package = name_or_path[len("pypi:"):]
+        package = name_or_path[len("pypi:") :]
         module_name = package.replace("-", "_")
         try:
             module = importlib.import_module(module_name)
@@ -62,8 +62,13 @@ class HFBackbone(Backbone):
     family = "hf"
     hf_native = True
 
-    def __init__(self, name_or_path: str, pretrained: bool = True, vocab_size: int | None = None,
-                 attn_implementation: str = "sdpa"):
+    def __init__(
+        self,
+        name_or_path: str,
+        pretrained: bool = True,
+        vocab_size: int | None = None,
+        attn_implementation: str = "sdpa",
+    ):
         super().__init__()
         from transformers import AutoConfig
 
@@ -74,17 +79,27 @@ class HFBackbone(Backbone):
             # model to "eager", the implementation that returns them (forward).
             config._attn_implementation = attn_implementation
             auto, extra = self.auto_class(config)
-            self.model = auto.from_pretrained(self.name_or_path, config=config, **extra) if pretrained \
+            self.model = (
+                auto.from_pretrained(self.name_or_path, config=config, **extra)
+                if pretrained
                 else auto.from_config(config)
+            )
         except (OSError, ValueError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise BackboneError(f"cannot load Hugging Face model '{name_or_path}' (model.name_or_path): {first}") from None
+            raise BackboneError(
+                f"cannot load Hugging Face model '{name_or_path}' (model.name_or_path): {first}"
+            ) from None
         self.config = config
         _install_output_hooks(self.model)
         self.hidden_size = int(getattr(config, "hidden_size", getattr(config, "d_model", 0)))
         self.num_layers = int(getattr(config, "num_hidden_layers", getattr(config, "n_layer", 0)))
         self.vocab_size = int(config.vocab_size)
-        self.is_causal = bool(getattr(config, "is_decoder", False)) or config.model_type in ("gpt2", "gpt_neo", "llama", "opt")
+        self.is_causal = bool(getattr(config, "is_decoder", False)) or config.model_type in (
+            "gpt2",
+            "gpt_neo",
+            "llama",
+            "opt",
+        )
         self.activation = getattr(config, "hidden_act", "gelu")
         self.layer_norm_eps = float(getattr(config, "layer_norm_eps", 1e-12))
 
@@ -95,17 +110,23 @@ class HFBackbone(Backbone):
 
         return AutoModel, {"add_pooling_layer": False} if config.model_type in ("bert", "roberta", "electra") else {}
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, output_attentions: bool = False,
-                **kwargs) -> BackboneOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        **kwargs,
+    ) -> BackboneOutput:
         inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if token_type_ids is not None and getattr(self.config, "type_vocab_size", 0):
             inputs["token_type_ids"] = token_type_ids
         if output_attentions and self.model.config._attn_implementation != "eager":
             self.model.set_attn_implementation("eager")
         out = self.model(**inputs, output_hidden_states=True, output_attentions=output_attentions, return_dict=True)
-        return BackboneOutput(hidden_states=tuple(out.hidden_states),
-                              attentions=tuple(out.attentions) if output_attentions else None)
+        return BackboneOutput(
+            hidden_states=tuple(out.hidden_states), attentions=tuple(out.attentions) if output_attentions else None
+        )
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.model.get_input_embeddings()
@@ -130,9 +151,11 @@ class HFBackbone(Backbone):
     def export_backbone(self, model_cfg: dict) -> tuple[nn.Module, dict]:
         """Itself, with a model config that reloads it from the export's `hf/` folder (the path is
         relative to the export; lightning_modules.artifacts.backbone_export resolves it)."""
-        return self, {"name": str(model_cfg.get("name", "hf")), "family": self.family,
-                      "backbone": {"_target_": f"{type(self).__module__}.{type(self).__qualname__}",
-                                   "name_or_path": "hf"}}
+        return self, {
+            "name": str(model_cfg.get("name", "hf")),
+            "family": self.family,
+            "backbone": {"_target_": f"{type(self).__module__}.{type(self).__qualname__}", "name_or_path": "hf"},
+        }
 
     def to_hf(self):
         return self.model

@@ -18,13 +18,21 @@ from lightning_modules.models.hf import LAYER_CONTAINERS, HFBackbone, _get_attr_
 
 
 class HFGenerator(HFBackbone):
-    def __init__(self, name_or_path: str, pretrained: bool = True, vocab_size: int | None = None,
-                 attn_implementation: str = "sdpa"):
+    def __init__(
+        self,
+        name_or_path: str,
+        pretrained: bool = True,
+        vocab_size: int | None = None,
+        attn_implementation: str = "sdpa",
+    ):
         super().__init__(name_or_path, pretrained, vocab_size, attn_implementation)
         self.is_encoder_decoder = bool(getattr(self.config, "is_encoder_decoder", False))
         self.is_causal = not self.is_encoder_decoder
-        self.hidden_size = int(getattr(self.config, "hidden_size", None) or getattr(self.config, "d_model", 0)
-                               or getattr(self.config, "n_embd", 0))
+        self.hidden_size = int(
+            getattr(self.config, "hidden_size", None)
+            or getattr(self.config, "d_model", 0)
+            or getattr(self.config, "n_embd", 0)
+        )
 
     def auto_class(self, config) -> tuple[type, dict]:
         from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
@@ -34,8 +42,9 @@ class HFGenerator(HFBackbone):
     def lm_logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
         if self.is_encoder_decoder:
-            inputs.update(decoder_input_ids=batch["decoder_input_ids"],
-                          decoder_attention_mask=batch["decoder_attention_mask"])
+            inputs.update(
+                decoder_input_ids=batch["decoder_input_ids"], decoder_attention_mask=batch["decoder_attention_mask"]
+            )
         return self.model(**inputs, use_cache=False, return_dict=True).logits  # B×T×V
 
     def layer_modules(self) -> list[nn.Module]:

@@ -74,6 +74,8 @@ def int8_twin(backbone: nn.Module):
         _set_submodule(twin, theirs, parts[0] if len(parts) == 1 else ConcatenatedLinears(parts))
         covered.update(names)
     if set(ours) - covered:
-        raise BackboneError(f"{type(backbone).__name__}: int8 module {sorted(set(ours) - covered)[0]} has no place in "
-                            f"its Hugging Face twin (hf_generator_linears)")
+        raise BackboneError(
+            f"{type(backbone).__name__}: int8 module {sorted(set(ours) - covered)[0]} has no place in "
+            f"its Hugging Face twin (hf_generator_linears)"
+        )
     return twin.eval()

@@ -56,14 +56,21 @@ class DirectionalLSTMStack(nn.Module):
     """L single-layer LSTMs applied in turn (separate modules so residual connections and
     per-layer outputs are explicit), reading left to right."""
 
-    def __init__(self, input_size: int, hidden_size: int, projection_size: int, num_layers: int,
-                 dropout: float, residual: bool):
+    def __init__(
+        self, input_size: int, hidden_size: int, projection_size: int, num_layers: int, dropout: float, residual: bool
+    ):
         super().__init__()
         output_size = projection_size or hidden_size
         self.layers = nn.ModuleList(
-            nn.LSTM(input_size if i == 0 else output_size, hidden_size, num_layers=1, batch_first=True,
-                    proj_size=projection_size)
-            for i in range(num_layers))
+            nn.LSTM(
+                input_size if i == 0 else output_size,
+                hidden_size,
+                num_layers=1,
+                batch_first=True,
+                proj_size=projection_size,
+            )
+            for i in range(num_layers)
+        )
         self.dropout = nn.Dropout(dropout)
         self.residual = residual
 
@@ -88,18 +95,32 @@ class BidirectionalLSTMLM(Backbone):
     is_causal = False  # the concatenated states see both sides; each direction alone is causal
     has_attention = False
 
-    def __init__(self, vocab_size: int, embedding_size: int = 128, hidden_size: int = 256,
-                 projection_size: int | None = None, num_layers: int = 2, dropout: float = 0.1,
-                 residual: bool = True, initializer_range: float = 0.1):
+    def __init__(
+        self,
+        vocab_size: int,
+        embedding_size: int = 128,
+        hidden_size: int = 256,
+        projection_size: int | None = None,
+        num_layers: int = 2,
+        dropout: float = 0.1,
+        residual: bool = True,
+        initializer_range: float = 0.1,
+    ):
         super().__init__()
-        for key, value in {"vocab_size": vocab_size, "embedding_size": embedding_size,
-                           "hidden_size": hidden_size, "num_layers": num_layers}.items():
+        for key, value in {
+            "vocab_size": vocab_size,
+            "embedding_size": embedding_size,
+            "hidden_size": hidden_size,
+            "num_layers": num_layers,
+        }.items():
             if int(value) <= 0:
                 raise ConfigError(f"model.backbone.{key}={value} must be a positive integer")
         projection_size = int(projection_size or 0)
         if projection_size < 0 or projection_size >= int(hidden_size):
-            raise ConfigError(f"model.backbone.projection_size={projection_size} must be smaller than "
-                              f"model.backbone.hidden_size={hidden_size} (or null for no projection)")
+            raise ConfigError(
+                f"model.backbone.projection_size={projection_size} must be smaller than "
+                f"model.backbone.hidden_size={hidden_size} (or null for no projection)"
+            )
         self.vocab_size, self.embedding_size = int(vocab_size), int(embedding_size)
         self.lstm_hidden_size, self.projection_size = int(hidden_size), projection_size
         self.num_layers = int(num_layers)
@@ -108,8 +129,9 @@ class BidirectionalLSTMLM(Backbone):
 
         self.word_embeddings = nn.Embedding(self.vocab_size, self.embedding_size)
         nn.init.normal_(self.word_embeddings.weight, std=initializer_range)
-        self.embedding_projection = (nn.Linear(self.embedding_size, self.output_size)
-                                     if self.embedding_size != self.output_size else None)
+        self.embedding_projection = (
+            nn.Linear(self.embedding_size, self.output_size) if self.embedding_size != self.output_size else None
+        )
         self.embedding_dropout = nn.Dropout(dropout)
         stack_args = (self.output_size, self.lstm_hidden_size, projection_size, self.num_layers, dropout, residual)
         self.forward_lstm = DirectionalLSTMStack(*stack_args)
@@ -125,8 +147,13 @@ class BidirectionalLSTMLM(Backbone):
             x = self.embedding_projection(x)  # B×T×E -> B×T×D
         return x
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, output_attentions: bool = False) -> LSTMOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        output_attentions: bool = False,
+    ) -> LSTMOutput:
         batch, seq_len = input_ids.shape
         if attention_mask is None:
             lengths = torch.full((batch,), seq_len, dtype=torch.long, device=input_ids.device)
@@ -140,9 +167,13 @@ class BidirectionalLSTMLM(Backbone):
         dropped = self.embedding_dropout(x)
         forward_states = self.forward_lstm(dropped)
         # Reverse within each length so the backward LSTM starts at the last real token.
-        backward_states = [reverse_within_length(b, lengths)
-                           for b in self.backward_lstm(reverse_within_length(dropped, lengths))]
+        backward_states = [
+            reverse_within_length(b, lengths) for b in self.backward_lstm(reverse_within_length(dropped, lengths))
+        ]
         forward_all, backward_all = (x, *forward_states), (x, *backward_states)
-        hidden_states = tuple(torch.cat([f, b], dim=-1) for f, b in zip(forward_all, backward_all))  # 2 × B×T×D -> B×T×2D
-        return LSTMOutput(hidden_states=hidden_states, attentions=None,
-                          forward_states=forward_all, backward_states=backward_all)
+        hidden_states = tuple(
+            torch.cat([f, b], dim=-1) for f, b in zip(forward_all, backward_all)
+        )  # 2 × B×T×D -> B×T×2D
+        return LSTMOutput(
+            hidden_states=hidden_states, attentions=None, forward_states=forward_all, backward_states=backward_all
+        )

@@ -34,8 +34,9 @@ from ptmlab.contracts import BackboneError
 from ptmlab.methods.models import T5EncoderDecoderParams
 
 
-def relative_position_bucket(relative_position: torch.Tensor, bidirectional: bool, num_buckets: int,
-                             max_distance: int) -> torch.Tensor:
+def relative_position_bucket(
+    relative_position: torch.Tensor, bidirectional: bool, num_buckets: int, max_distance: int
+) -> torch.Tensor:
     """T5's buckets: exact for small distances, logarithmic up to max_distance, one bucket beyond;
     bidirectional buckets give keys before and after the query separate halves."""
     buckets = torch.zeros_like(relative_position)
@@ -47,8 +48,12 @@ def relative_position_bucket(relative_position: torch.Tensor, bidirectional: boo
         distance = (-relative_position).clamp(min=0)  # only keys at or before the query
     max_exact = num_buckets // 2
     is_small = distance < max_exact
-    large = max_exact + (torch.log(distance.float() / max_exact) / math.log(max_distance / max_exact)
-                         * (num_buckets - max_exact)).long()
+    large = (
+        max_exact
+        + (
+            torch.log(distance.float() / max_exact) / math.log(max_distance / max_exact) * (num_buckets - max_exact)
+        ).long()
+    )
     large = large.clamp(max=num_buckets - 1)
     return buckets + torch.where(is_small, distance, large)
 
@@ -61,7 +66,9 @@ class RelativePositionBias(nn.Module):
 
     def forward(self, q_len: int, k_len: int, device: torch.device) -> torch.Tensor:
         """1×heads×T_q×T_k additive bias."""
-        relative = torch.arange(k_len, device=device)[None, :] - torch.arange(q_len, device=device)[:, None]  # key - query
+        relative = (
+            torch.arange(k_len, device=device)[None, :] - torch.arange(q_len, device=device)[:, None]
+        )  # key - query
         buckets = relative_position_bucket(relative, self.bidirectional, self.num_buckets, self.max_distance)
         return self.bias(buckets).permute(2, 0, 1).unsqueeze(0)  # T_q×T_k×heads -> 1×heads×T_q×T_k
 
@@ -100,18 +107,36 @@ def make_t5_sublayers(layer: nn.Module, hidden_size: int, intermediate_size: int
 
 
 class T5EncoderLayer(PreLNLayer):
-    def __init__(self, hidden_size, num_heads, intermediate_size, dropout=0.1, attention_dropout=0.1,
-                 layer_norm_eps=1e-6, activation="relu"):
-        super().__init__(hidden_size, num_heads, intermediate_size, dropout, attention_dropout, layer_norm_eps,
-                         activation)
+    def __init__(
+        self,
+        hidden_size,
+        num_heads,
+        intermediate_size,
+        dropout=0.1,
+        attention_dropout=0.1,
+        layer_norm_eps=1e-6,
+        activation="relu",
+    ):
+        super().__init__(
+            hidden_size, num_heads, intermediate_size, dropout, attention_dropout, layer_norm_eps, activation
+        )
         make_t5_sublayers(self, hidden_size, intermediate_size, layer_norm_eps)
 
 
 class T5DecoderLayer(PreLNCrossAttentionLayer):
-    def __init__(self, hidden_size, num_heads, intermediate_size, dropout=0.1, attention_dropout=0.1,
-                 layer_norm_eps=1e-6, activation="relu"):
-        super().__init__(hidden_size, num_heads, intermediate_size, dropout, attention_dropout, layer_norm_eps,
-                         activation)
+    def __init__(
+        self,
+        hidden_size,
+        num_heads,
+        intermediate_size,
+        dropout=0.1,
+        attention_dropout=0.1,
+        layer_norm_eps=1e-6,
+        activation="relu",
+    ):
+        super().__init__(
+            hidden_size, num_heads, intermediate_size, dropout, attention_dropout, layer_norm_eps, activation
+        )
         make_t5_sublayers(self, hidden_size, intermediate_size, layer_norm_eps)
 
 
@@ -123,8 +148,12 @@ class TokenEmbeddings(nn.Module):
         self.word_embeddings = nn.Embedding(vocab_size, hidden_size)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
-                position_ids: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         return self.dropout(self.word_embeddings(input_ids))
 
 
@@ -138,15 +167,21 @@ class _T5Side:
     def _finish_t5(self) -> None:
         self.final_layer_norm = nn.RMSNorm(self.hidden_size, eps=self.layer_norm_eps)
         self.final_dropout = nn.Dropout(self.dropout)
-        self.relative_attention_bias = RelativePositionBias(self.num_heads, self.num_buckets, self.max_distance,
-                                                            bidirectional=not self.is_causal)
+        self.relative_attention_bias = RelativePositionBias(
+            self.num_heads, self.num_buckets, self.max_distance, bidirectional=not self.is_causal
+        )
         nn.init.normal_(self.relative_attention_bias.bias.weight, std=self.initializer_range)
 
     def build_embeddings(self) -> nn.Module:
         return TokenEmbeddings(self.vocab_size, self.hidden_size, self.dropout)
 
-    def self_attention_bias(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
-                            self_attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor:
+    def self_attention_bias(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        self_attention_mask: torch.Tensor | None,
+        dtype: torch.dtype,
+    ) -> torch.Tensor:
         seq_len = input_ids.shape[1]
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)  # so the mask bias (and causality) is explicit
@@ -167,14 +202,23 @@ class T5Encoder(_T5Side, Seq2SeqEncoder):
     def layer_class(self):
         return T5EncoderLayer
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, output_attentions=False,
-                self_attention_mask=None, position_ids=None):
+    def forward(
+        self,
+        input_ids,
+        attention_mask=None,
+        token_type_ids=None,
+        output_attentions=False,
+        self_attention_mask=None,
+        position_ids=None,
+    ):
 
         x = self.embeddings(input_ids)
         bias = self.self_attention_bias(input_ids, attention_mask, self_attention_mask, x.dtype)
         hidden_states, attentions = self.stack(x, bias, is_causal=False, output_attentions=output_attentions)
-        return BackboneOutput(hidden_states=tuple(self._finish_states(hidden_states)),
-                              attentions=tuple(attentions) if attentions is not None else None)
+        return BackboneOutput(
+            hidden_states=tuple(self._finish_states(hidden_states)),
+            attentions=tuple(attentions) if attentions is not None else None,
+        )
 
 
 class T5Decoder(_T5Side, Seq2SeqDecoder):
@@ -186,8 +230,15 @@ class T5Decoder(_T5Side, Seq2SeqDecoder):
     def layer_class(self):
         return T5DecoderLayer
 
-    def forward(self, input_ids, attention_mask=None, encoder_hidden_states=None, encoder_attention_mask=None,
-                output_attentions=False, position_ids=None):
+    def forward(
+        self,
+        input_ids,
+        attention_mask=None,
+        encoder_hidden_states=None,
+        encoder_attention_mask=None,
+        output_attentions=False,
+        position_ids=None,
+    ):
         if encoder_hidden_states is None:
             raise ValueError("T5Decoder needs encoder_hidden_states")
         x = self.embeddings(input_ids)
@@ -195,8 +246,14 @@ class T5Decoder(_T5Side, Seq2SeqDecoder):
         encoder_bias = None
         if encoder_attention_mask is not None:
             encoder_bias = allowed_to_bias(encoder_attention_mask.bool()[:, None, None, :], x.dtype)  # B×S -> B×1×1×S
-        hidden_states, probs = self.stack(x, bias, is_causal=False, output_attentions=output_attentions,
-                                          encoder_states=encoder_hidden_states, encoder_bias=encoder_bias)
+        hidden_states, probs = self.stack(
+            x,
+            bias,
+            is_causal=False,
+            output_attentions=output_attentions,
+            encoder_states=encoder_hidden_states,
+            encoder_bias=encoder_bias,
+        )
         hidden_states = self._finish_states(hidden_states)
         if probs is None:
             return hidden_states, None, None
@@ -206,14 +263,34 @@ class T5Decoder(_T5Side, Seq2SeqDecoder):
 class T5EncoderDecoder(TransformerEncoderDecoder):
     declaration = T5EncoderDecoderParams
 
-    def __init__(self, vocab_size: int, hidden_size: int = 128, num_layers: int = 2,
-                 num_decoder_layers: int | None = None, num_heads: int = 2, intermediate_size: int = 512,
-                 dropout: float = 0.1, layer_norm_eps: float = 1e-6, initializer_range: float = 0.02):
+    def __init__(
+        self,
+        vocab_size: int,
+        hidden_size: int = 128,
+        num_layers: int = 2,
+        num_decoder_layers: int | None = None,
+        num_heads: int = 2,
+        intermediate_size: int = 512,
+        dropout: float = 0.1,
+        layer_norm_eps: float = 1e-6,
+        initializer_range: float = 0.02,
+    ):
         # T5 has no position table and one dropout rate; max_position_embeddings is unused.
-        super().__init__(vocab_size, hidden_size, num_layers, num_decoder_layers, num_heads, intermediate_size,
-                         max_position_embeddings=1, dropout=dropout, attention_dropout=dropout,
-                         pre_layer_norm=True, layer_norm_eps=layer_norm_eps, activation="relu",
-                         initializer_range=initializer_range)
+        super().__init__(
+            vocab_size,
+            hidden_size,
+            num_layers,
+            num_decoder_layers,
+            num_heads,
+            intermediate_size,
+            max_position_embeddings=1,
+            dropout=dropout,
+            attention_dropout=dropout,
+            pre_layer_norm=True,
+            layer_norm_eps=layer_norm_eps,
+            activation="relu",
+            initializer_range=initializer_range,
+        )
 
     def build_encoder(self, **side):
         return T5Encoder(**side)
@@ -227,12 +304,22 @@ class T5EncoderDecoder(TransformerEncoderDecoder):
         from transformers import T5Config, T5Model
 
         e, d = self.encoder, self.decoder
-        config = T5Config(vocab_size=self.vocab_size, d_model=self.hidden_size, d_kv=self.hidden_size // self.num_heads,
-                          d_ff=e.intermediate_size, num_layers=e.num_layers, num_decoder_layers=d.num_layers,
-                          num_heads=self.num_heads, relative_attention_num_buckets=e.num_buckets,
-                          relative_attention_max_distance=e.max_distance, dropout_rate=e.dropout,
-                          layer_norm_epsilon=self.layer_norm_eps, feed_forward_proj="relu",
-                          initializer_factor=1.0, tie_word_embeddings=True)
+        config = T5Config(
+            vocab_size=self.vocab_size,
+            d_model=self.hidden_size,
+            d_kv=self.hidden_size // self.num_heads,
+            d_ff=e.intermediate_size,
+            num_layers=e.num_layers,
+            num_decoder_layers=d.num_layers,
+            num_heads=self.num_heads,
+            relative_attention_num_buckets=e.num_buckets,
+            relative_attention_max_distance=e.max_distance,
+            dropout_rate=e.dropout,
+            layer_norm_epsilon=self.layer_norm_eps,
+            feed_forward_proj="relu",
+            initializer_factor=1.0,
+            tie_word_embeddings=True,
+        )
         model = T5Model(config)
         model.load_state_dict(t5_state_dict_to_hf(self.state_dict(), e.num_layers, d.num_layers), strict=True)
         return model.eval()
@@ -253,47 +340,74 @@ class T5EncoderDecoder(TransformerEncoderDecoder):
         return model.eval()
 
     def hf_generator_linears(self) -> dict[str, list[str]]:
-        return {theirs.removesuffix(".weight"): [ours.removesuffix(".weight")] for ours, theirs in
-                _t5_param_map(self.num_layers, self.num_decoder_layers).items()}
+        return {
+            theirs.removesuffix(".weight"): [ours.removesuffix(".weight")]
+            for ours, theirs in _t5_param_map(self.num_layers, self.num_decoder_layers).items()
+        }
 
     @classmethod
-    def from_hf(cls, model) -> "T5EncoderDecoder":
+    def from_hf(cls, model) -> T5EncoderDecoder:
         c = model.config
-        if c.feed_forward_proj != "relu" or c.d_kv * c.num_heads != c.d_model \
-                or c.relative_attention_num_buckets != 32 or c.relative_attention_max_distance != 128:
-            raise BackboneError("T5Model needs feed_forward_proj=relu, d_kv·num_heads = d_model and 32 buckets up "
-                                "to distance 128 to have a T5EncoderDecoder counterpart")
-        backbone = cls(vocab_size=c.vocab_size, hidden_size=c.d_model, num_layers=c.num_layers,
-                       num_decoder_layers=c.num_decoder_layers, num_heads=c.num_heads, intermediate_size=c.d_ff,
-                       dropout=c.dropout_rate, layer_norm_eps=c.layer_norm_epsilon)
-        backbone.load_state_dict(t5_state_dict_from_hf(model.state_dict(), c.num_layers, c.num_decoder_layers),
-                                 strict=True)
+        if (
+            c.feed_forward_proj != "relu"
+            or c.d_kv * c.num_heads != c.d_model
+            or c.relative_attention_num_buckets != 32
+            or c.relative_attention_max_distance != 128
+        ):
+            raise BackboneError(
+                "T5Model needs feed_forward_proj=relu, d_kv·num_heads = d_model and 32 buckets up "
+                "to distance 128 to have a T5EncoderDecoder counterpart"
+            )
+        backbone = cls(
+            vocab_size=c.vocab_size,
+            hidden_size=c.d_model,
+            num_layers=c.num_layers,
+            num_decoder_layers=c.num_decoder_layers,
+            num_heads=c.num_heads,
+            intermediate_size=c.d_ff,
+            dropout=c.dropout_rate,
+            layer_norm_eps=c.layer_norm_epsilon,
+        )
+        backbone.load_state_dict(
+            t5_state_dict_from_hf(model.state_dict(), c.num_layers, c.num_decoder_layers), strict=True
+        )
         return backbone
 
 
-_T5_ENCODER_LAYER = {"attention.query": "layer.0.SelfAttention.q", "attention.key": "layer.0.SelfAttention.k",
-                     "attention.value": "layer.0.SelfAttention.v", "attention.output": "layer.0.SelfAttention.o",
-                     "attention_norm": "layer.0.layer_norm", "feed_forward.dense_in": "layer.1.DenseReluDense.wi",
-                     "feed_forward.dense_out": "layer.1.DenseReluDense.wo", "feed_forward_norm": "layer.1.layer_norm"}
-_T5_DECODER_LAYER = {**{k: v for k, v in _T5_ENCODER_LAYER.items() if v.startswith("layer.0")},
-                     "cross_attention.query": "layer.1.EncDecAttention.q",
-                     "cross_attention.key": "layer.1.EncDecAttention.k",
-                     "cross_attention.value": "layer.1.EncDecAttention.v",
-                     "cross_attention.output": "layer.1.EncDecAttention.o",
-                     "cross_attention_norm": "layer.1.layer_norm",
-                     "feed_forward.dense_in": "layer.2.DenseReluDense.wi",
-                     "feed_forward.dense_out": "layer.2.DenseReluDense.wo",
-                     "feed_forward_norm": "layer.2.layer_norm"}
+_T5_ENCODER_LAYER = {
+    "attention.query": "layer.0.SelfAttention.q",
+    "attention.key": "layer.0.SelfAttention.k",
+    "attention.value": "layer.0.SelfAttention.v",
+    "attention.output": "layer.0.SelfAttention.o",
+    "attention_norm": "layer.0.layer_norm",
+    "feed_forward.dense_in": "layer.1.DenseReluDense.wi",
+    "feed_forward.dense_out": "layer.1.DenseReluDense.wo",
+    "feed_forward_norm": "layer.1.layer_norm",
+}
+_T5_DECODER_LAYER = {
+    **{k: v for k, v in _T5_ENCODER_LAYER.items() if v.startswith("layer.0")},
+    "cross_attention.query": "layer.1.EncDecAttention.q",
+    "cross_attention.key": "layer.1.EncDecAttention.k",
+    "cross_attention.value": "layer.1.EncDecAttention.v",
+    "cross_attention.output": "layer.1.EncDecAttention.o",
+    "cross_attention_norm": "layer.1.layer_norm",
+    "feed_forward.dense_in": "layer.2.DenseReluDense.wi",
+    "feed_forward.dense_out": "layer.2.DenseReluDense.wo",
+    "feed_forward_norm": "layer.2.layer_norm",
+}
 
 
 def _t5_param_map(num_encoder_layers: int, num_decoder_layers: int) -> dict[str, str]:
     """ours -> T5Model parameter names (all weights: T5 has no biases)."""
     mapping = {}
-    for side, n, layer_map in (("encoder", num_encoder_layers, _T5_ENCODER_LAYER),
-                               ("decoder", num_decoder_layers, _T5_DECODER_LAYER)):
+    for side, n, layer_map in (
+        ("encoder", num_encoder_layers, _T5_ENCODER_LAYER),
+        ("decoder", num_decoder_layers, _T5_DECODER_LAYER),
+    ):
         mapping[f"{side}.final_layer_norm.weight"] = f"{side}.final_layer_norm.weight"
-        mapping[f"{side}.relative_attention_bias.bias.weight"] = \
+        mapping[f"{side}.relative_attention_bias.bias.weight"] = (
             f"{side}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"
+        )
         for i in range(n):
             for ours, theirs in layer_map.items():
                 mapping[f"{side}.stack.layers.{i}.{ours}.weight"] = f"{side}.block.{i}.{theirs}.weight"

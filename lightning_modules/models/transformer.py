@@ -54,13 +54,21 @@ def build_activation(name: str) -> nn.Module:
 
 # -- building blocks ------------------------------------------------------------------------------
 
+
 class TransformerEmbeddings(nn.Module):
     """Sum of token, learned absolute position and (when type_vocab_size > 0) token-type
     embeddings, then LayerNorm (post-LN stacks only) and dropout."""
 
-    def __init__(self, vocab_size: int, hidden_size: int, max_position_embeddings: int,
-                 type_vocab_size: int = 0, dropout: float = 0.1, layer_norm_eps: float = 1e-12,
-                 layer_norm: bool = True):
+    def __init__(
+        self,
+        vocab_size: int,
+        hidden_size: int,
+        max_position_embeddings: int,
+        type_vocab_size: int = 0,
+        dropout: float = 0.1,
+        layer_norm_eps: float = 1e-12,
+        layer_norm: bool = True,
+    ):
         super().__init__()
         self.word_embeddings = nn.Embedding(vocab_size, hidden_size)
         self.position_embeddings = nn.Embedding(max_position_embeddings, hidden_size)
@@ -69,12 +77,18 @@ class TransformerEmbeddings(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.max_position_embeddings = max_position_embeddings
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
-                position_ids: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         seq_len = input_ids.shape[1]
         if seq_len > self.max_position_embeddings:
-            raise ConfigError(f"sequence length {seq_len} exceeds "
-                              f"model.backbone.max_position_embeddings={self.max_position_embeddings}")
+            raise ConfigError(
+                f"sequence length {seq_len} exceeds "
+                f"model.backbone.max_position_embeddings={self.max_position_embeddings}"
+            )
         if position_ids is None:
             position_ids = torch.arange(seq_len, device=input_ids.device).unsqueeze(0)  # 1×T
         x = self.word_embeddings(input_ids) + self.position_embeddings(position_ids)
@@ -96,12 +110,12 @@ class MultiHeadAttention(nn.Module):
     Self-attention by default; pass `key_value_states` (B×S×H) for cross-attention.
     """
 
-    def __init__(self, hidden_size: int, num_heads: int, attention_dropout: float = 0.1,
-                 dropout: float = 0.1):
+    def __init__(self, hidden_size: int, num_heads: int, attention_dropout: float = 0.1, dropout: float = 0.1):
         super().__init__()
         if hidden_size % num_heads != 0:
-            raise ConfigError(f"model.backbone.hidden_size={hidden_size} is not divisible by "
-                              f"model.backbone.num_heads={num_heads}")
+            raise ConfigError(
+                f"model.backbone.hidden_size={hidden_size} is not divisible by model.backbone.num_heads={num_heads}"
+            )
         self.num_heads = num_heads
         self.head_dim = hidden_size // num_heads
         self.query = nn.Linear(hidden_size, hidden_size)
@@ -115,9 +129,14 @@ class MultiHeadAttention(nn.Module):
         b, t, _ = x.shape
         return x.view(b, t, self.num_heads, self.head_dim).transpose(1, 2)  # B×T×H -> B×heads×T×d
 
-    def forward(self, hidden_states: torch.Tensor, attention_bias: torch.Tensor | None = None,
-                is_causal: bool = False, output_attentions: bool = False,
-                key_value_states: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_bias: torch.Tensor | None = None,
+        is_causal: bool = False,
+        output_attentions: bool = False,
+        key_value_states: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         kv = hidden_states if key_value_states is None else key_value_states
         q = self._split_heads(self.query(hidden_states))
         k = self._split_heads(self.key(kv))
@@ -137,8 +156,8 @@ class MultiHeadAttention(nn.Module):
             context = F.dropout(probs, dropout_p, self.training) @ v  # B×heads×T_q×d
         else:
             context = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=attention_bias, dropout_p=dropout_p,
-                is_causal=is_causal and attention_bias is None)
+                q, k, v, attn_mask=attention_bias, dropout_p=dropout_p, is_causal=is_causal and attention_bias is None
+            )
         b, _, t, _ = context.shape
         context = context.transpose(1, 2).reshape(b, t, self.num_heads * self.head_dim)  # B×heads×T×d -> B×T×H
         return self.output_dropout(self.output(context)), probs
@@ -159,8 +178,7 @@ def init_weights(module: nn.Module, initializer_range: float = 0.02) -> None:
 class FeedForward(nn.Module):
     """Position-wise feed-forward: H -> intermediate -> H."""
 
-    def __init__(self, hidden_size: int, intermediate_size: int, activation: str = "gelu",
-                 dropout: float = 0.1):
+    def __init__(self, hidden_size: int, intermediate_size: int, activation: str = "gelu", dropout: float = 0.1):
         super().__init__()
         self.dense_in = nn.Linear(hidden_size, intermediate_size)
         self.activation = build_activation(activation)
@@ -174,16 +192,29 @@ class FeedForward(nn.Module):
 class PostLNLayer(nn.Module):
     """BERT's block: x = LN(x + Attn(x)); x = LN(x + FFN(x))."""
 
-    def __init__(self, hidden_size: int, num_heads: int, intermediate_size: int, dropout: float = 0.1,
-                 attention_dropout: float = 0.1, layer_norm_eps: float = 1e-12, activation: str = "gelu"):
+    def __init__(
+        self,
+        hidden_size: int,
+        num_heads: int,
+        intermediate_size: int,
+        dropout: float = 0.1,
+        attention_dropout: float = 0.1,
+        layer_norm_eps: float = 1e-12,
+        activation: str = "gelu",
+    ):
         super().__init__()
         self.attention = MultiHeadAttention(hidden_size, num_heads, attention_dropout, dropout)
         self.attention_norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
         self.feed_forward = FeedForward(hidden_size, intermediate_size, activation, dropout)
         self.feed_forward_norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
 
-    def forward(self, x: torch.Tensor, attention_bias: torch.Tensor | None = None, is_causal: bool = False,
-                output_attentions: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self,
+        x: torch.Tensor,
+        attention_bias: torch.Tensor | None = None,
+        is_causal: bool = False,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         attended, probs = self.attention(x, attention_bias, is_causal, output_attentions)
         x = self.attention_norm(x + attended)
         x = self.feed_forward_norm(x + self.feed_forward(x))
@@ -193,8 +224,13 @@ class PostLNLayer(nn.Module):
 class PreLNLayer(PostLNLayer):
     """GPT-2's block: x = x + Attn(LN(x)); x = x + FFN(LN(x)). Same parameters as PostLNLayer."""
 
-    def forward(self, x: torch.Tensor, attention_bias: torch.Tensor | None = None, is_causal: bool = False,
-                output_attentions: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self,
+        x: torch.Tensor,
+        attention_bias: torch.Tensor | None = None,
+        is_causal: bool = False,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         attended, probs = self.attention(self.attention_norm(x), attention_bias, is_causal, output_attentions)
         x = x + attended
         x = x + self.feed_forward(self.feed_forward_norm(x))
@@ -209,8 +245,14 @@ class TransformerLayerStack(nn.Module):
         super().__init__()
         self.layers = nn.ModuleList(layers)
 
-    def forward(self, x: torch.Tensor, attention_bias: torch.Tensor | None = None, is_causal: bool = False,
-                output_attentions: bool = False, **layer_kwargs):
+    def forward(
+        self,
+        x: torch.Tensor,
+        attention_bias: torch.Tensor | None = None,
+        is_causal: bool = False,
+        output_attentions: bool = False,
+        **layer_kwargs,
+    ):
         """`layer_kwargs` go to every layer as they are (a cross-attention decoder layer takes the
         encoder's states and their bias this way)."""
         hidden_states = [x]
@@ -251,6 +293,7 @@ def _combine_bias(a: torch.Tensor | None, b: torch.Tensor) -> torch.Tensor:
 
 # -- backbones ------------------------------------------------------------------------------------
 
+
 class TransformerBackbone(Backbone):
     """Embeddings + a stack of layers (+ a final LayerNorm for pre-LN stacks).
 
@@ -261,14 +304,31 @@ class TransformerBackbone(Backbone):
     variants with per-batch masks (UniLM's bidirectional / left-to-right / seq2seq) pass it.
     """
 
-    def __init__(self, vocab_size: int, hidden_size: int = 128, num_layers: int = 2, num_heads: int = 2,
-                 intermediate_size: int = 512, max_position_embeddings: int = 512, type_vocab_size: int = 0,
-                 dropout: float = 0.1, attention_dropout: float = 0.1, pre_layer_norm: bool = False,
-                 layer_norm_eps: float = 1e-12, activation: str = "gelu", initializer_range: float = 0.02):
+    def __init__(
+        self,
+        vocab_size: int,
+        hidden_size: int = 128,
+        num_layers: int = 2,
+        num_heads: int = 2,
+        intermediate_size: int = 512,
+        max_position_embeddings: int = 512,
+        type_vocab_size: int = 0,
+        dropout: float = 0.1,
+        attention_dropout: float = 0.1,
+        pre_layer_norm: bool = False,
+        layer_norm_eps: float = 1e-12,
+        activation: str = "gelu",
+        initializer_range: float = 0.02,
+    ):
         super().__init__()
-        for key, value in {"vocab_size": vocab_size, "hidden_size": hidden_size, "num_layers": num_layers,
-                           "num_heads": num_heads, "intermediate_size": intermediate_size,
-                           "max_position_embeddings": max_position_embeddings}.items():
+        for key, value in {
+            "vocab_size": vocab_size,
+            "hidden_size": hidden_size,
+            "num_layers": num_layers,
+            "num_heads": num_heads,
+            "intermediate_size": intermediate_size,
+            "max_position_embeddings": max_position_embeddings,
+        }.items():
             if int(value) <= 0:
                 raise ConfigError(f"model.backbone.{key}={value} must be a positive integer")
         self.vocab_size, self.hidden_size, self.num_layers = int(vocab_size), int(hidden_size), int(num_layers)
@@ -287,17 +347,30 @@ class TransformerBackbone(Backbone):
 
     # -- hooks for variants ------------------------------------------------------------------
     def build_embeddings(self) -> nn.Module:
-        return TransformerEmbeddings(self.vocab_size, self.hidden_size, self.max_position_embeddings,
-                                     self.type_vocab_size, self.dropout, self.layer_norm_eps,
-                                     layer_norm=not self.pre_layer_norm)
+        return TransformerEmbeddings(
+            self.vocab_size,
+            self.hidden_size,
+            self.max_position_embeddings,
+            self.type_vocab_size,
+            self.dropout,
+            self.layer_norm_eps,
+            layer_norm=not self.pre_layer_norm,
+        )
 
     @property
     def layer_class(self) -> type[PostLNLayer]:
         return PreLNLayer if self.pre_layer_norm else PostLNLayer
 
     def build_layer(self) -> nn.Module:
-        return self.layer_class(self.hidden_size, self.num_heads, self.intermediate_size, self.dropout,
-                                self.attention_dropout, self.layer_norm_eps, self.activation)
+        return self.layer_class(
+            self.hidden_size,
+            self.num_heads,
+            self.intermediate_size,
+            self.dropout,
+            self.attention_dropout,
+            self.layer_norm_eps,
+            self.activation,
+        )
 
     def build_layers(self) -> list[nn.Module]:
         return [self.build_layer() for _ in range(self.num_layers)]
@@ -309,8 +382,13 @@ class TransformerBackbone(Backbone):
     def get_input_embeddings(self) -> nn.Embedding:
         return self.embeddings.word_embeddings
 
-    def attention_bias(self, attention_mask: torch.Tensor | None, self_attention_mask: torch.Tensor | None,
-                       seq_len: int, dtype: torch.dtype) -> torch.Tensor | None:
+    def attention_bias(
+        self,
+        attention_mask: torch.Tensor | None,
+        self_attention_mask: torch.Tensor | None,
+        seq_len: int,
+        dtype: torch.dtype,
+    ) -> torch.Tensor | None:
         """Additive bias B×1×T×T (or B×1×1×T for padding alone), or None when nothing is masked
         beyond causality (then SDPA's own causal path is used)."""
         if attention_mask is None and self_attention_mask is None:
@@ -323,16 +401,23 @@ class TransformerBackbone(Backbone):
             if extra.dim() == 3:
                 extra = extra[:, None]  # B×T×T -> B×1×T×T
             if extra.dim() != 4 or extra.shape[-2:] != (seq_len, seq_len):
-                raise ValueError(f"self_attention_mask must be B×T×T or B×1×T×T with T={seq_len}, "
-                                 f"got {tuple(self_attention_mask.shape)}")
+                raise ValueError(
+                    f"self_attention_mask must be B×T×T or B×1×T×T with T={seq_len}, "
+                    f"got {tuple(self_attention_mask.shape)}"
+                )
             allowed = extra if allowed is None else allowed & extra
         if self.is_causal:
             causal = torch.ones(seq_len, seq_len, dtype=torch.bool, device=allowed.device).tril()
             allowed = allowed & causal[None, None]  # -> B×1×T×T
         return allowed_to_bias(allowed, dtype)
 
-    def layer_attention_mask(self, attention_mask: torch.Tensor | None, self_attention_mask: torch.Tensor | None,
-                             seq_len: int, dtype: torch.dtype) -> torch.Tensor | None:
+    def layer_attention_mask(
+        self,
+        attention_mask: torch.Tensor | None,
+        self_attention_mask: torch.Tensor | None,
+        seq_len: int,
+        dtype: torch.dtype,
+    ) -> torch.Tensor | None:
         """What the layers attend with: when padding is all that is masked (a bidirectional
         backbone, no `self_attention_mask`), a boolean key mask B×1×1×T (True = may attend), the
         form scaled_dot_product_attention takes for key padding without a float bias to build
@@ -346,18 +431,25 @@ class TransformerBackbone(Backbone):
         keys = keys | ~keys.any(dim=-1, keepdim=True)
         return keys[:, None, None, :]  # B×T -> B×1×1×T
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, output_attentions: bool = False,
-                self_attention_mask: torch.Tensor | None = None,
-                position_ids: torch.Tensor | None = None) -> BackboneOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        self_attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+    ) -> BackboneOutput:
         x = self.embeddings(input_ids, token_type_ids=token_type_ids, position_ids=position_ids)
         bias = self.layer_attention_mask(attention_mask, self_attention_mask, input_ids.shape[1], x.dtype)
-        hidden_states, attentions = self.stack(x, bias, is_causal=self.is_causal and bias is None,
-                                                 output_attentions=output_attentions)
+        hidden_states, attentions = self.stack(
+            x, bias, is_causal=self.is_causal and bias is None, output_attentions=output_attentions
+        )
         if self.final_layer_norm is not None:
             hidden_states[-1] = self.final_layer_norm(hidden_states[-1])
-        return BackboneOutput(hidden_states=tuple(hidden_states),
-                              attentions=tuple(attentions) if attentions is not None else None)
+        return BackboneOutput(
+            hidden_states=tuple(hidden_states), attentions=tuple(attentions) if attentions is not None else None
+        )
 
     # -- Hugging Face conversion -----------------------------------------------------------------
     def to_hf(self):
@@ -373,13 +465,37 @@ class TransformerEncoder(TransformerBackbone):
     family = "encoder"
     is_causal = False
 
-    def __init__(self, vocab_size: int, hidden_size: int = 128, num_layers: int = 2, num_heads: int = 2,
-                 intermediate_size: int = 512, max_position_embeddings: int = 512, type_vocab_size: int = 2,
-                 dropout: float = 0.1, attention_dropout: float = 0.1, pre_layer_norm: bool = False,
-                 layer_norm_eps: float = 1e-12, activation: str = "gelu", initializer_range: float = 0.02):
-        super().__init__(vocab_size, hidden_size, num_layers, num_heads, intermediate_size,
-                         max_position_embeddings, type_vocab_size, dropout, attention_dropout,
-                         pre_layer_norm, layer_norm_eps, activation, initializer_range)
+    def __init__(
+        self,
+        vocab_size: int,
+        hidden_size: int = 128,
+        num_layers: int = 2,
+        num_heads: int = 2,
+        intermediate_size: int = 512,
+        max_position_embeddings: int = 512,
+        type_vocab_size: int = 2,
+        dropout: float = 0.1,
+        attention_dropout: float = 0.1,
+        pre_layer_norm: bool = False,
+        layer_norm_eps: float = 1e-12,
+        activation: str = "gelu",
+        initializer_range: float = 0.02,
+    ):
+        super().__init__(
+            vocab_size,
+            hidden_size,
+            num_layers,
+            num_heads,
+            intermediate_size,
+            max_position_embeddings,
+            type_vocab_size,
+            dropout,
+            attention_dropout,
+            pre_layer_norm,
+            layer_norm_eps,
+            activation,
+            initializer_range,
+        )
 
     def to_hf(self):
         """The same weights as a Hugging Face `BertModel` (no pooler), or None where BERT has no
@@ -393,7 +509,7 @@ class TransformerEncoder(TransformerBackbone):
         return model.eval()
 
     @classmethod
-    def from_hf(cls, model) -> "TransformerEncoder":
+    def from_hf(cls, model) -> TransformerEncoder:
         """Build from a Hugging Face `BertModel` (its config and weights; a pooler is ignored)."""
         c = model.config
         encoder = cls(**bert_arguments_from_hf(c), pre_layer_norm=False)
@@ -410,22 +526,50 @@ class TransformerDecoder(TransformerBackbone):
     family = "decoder"
     is_causal = True
 
-    def __init__(self, vocab_size: int, hidden_size: int = 128, num_layers: int = 2, num_heads: int = 2,
-                 intermediate_size: int = 512, max_position_embeddings: int = 1024, dropout: float = 0.1,
-                 attention_dropout: float = 0.1, pre_layer_norm: bool = True, layer_norm_eps: float = 1e-5,
-                 activation: str = "gelu_new", initializer_range: float = 0.02):
-        super().__init__(vocab_size, hidden_size, num_layers, num_heads, intermediate_size,
-                         max_position_embeddings, 0, dropout, attention_dropout, pre_layer_norm,
-                         layer_norm_eps, activation, initializer_range)
+    def __init__(
+        self,
+        vocab_size: int,
+        hidden_size: int = 128,
+        num_layers: int = 2,
+        num_heads: int = 2,
+        intermediate_size: int = 512,
+        max_position_embeddings: int = 1024,
+        dropout: float = 0.1,
+        attention_dropout: float = 0.1,
+        pre_layer_norm: bool = True,
+        layer_norm_eps: float = 1e-5,
+        activation: str = "gelu_new",
+        initializer_range: float = 0.02,
+    ):
+        super().__init__(
+            vocab_size,
+            hidden_size,
+            num_layers,
+            num_heads,
+            intermediate_size,
+            max_position_embeddings,
+            0,
+            dropout,
+            attention_dropout,
+            pre_layer_norm,
+            layer_norm_eps,
+            activation,
+            initializer_range,
+        )
         # GPT-2 scales the residual output projections by 1/sqrt(2·L) at initialisation.
         for layer in self.stack.layers:
             for proj in (layer.attention.output, layer.feed_forward.dense_out):
                 nn.init.normal_(proj.weight, mean=0.0, std=self.initializer_range / math.sqrt(2 * self.num_layers))
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, output_attentions: bool = False,
-                self_attention_mask: torch.Tensor | None = None,
-                position_ids: torch.Tensor | None = None) -> BackboneOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        self_attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+    ) -> BackboneOutput:
         return super().forward(input_ids, attention_mask, None, output_attentions, self_attention_mask, position_ids)
 
     def to_hf(self):
@@ -436,11 +580,21 @@ class TransformerDecoder(TransformerBackbone):
         from transformers import GPT2Config, GPT2Model
 
         config = GPT2Config(
-            vocab_size=self.vocab_size, n_positions=self.max_position_embeddings, n_embd=self.hidden_size,
-            n_layer=self.num_layers, n_head=self.num_heads, n_inner=self.intermediate_size,
-            activation_function=self.activation, resid_pdrop=self.dropout, embd_pdrop=self.dropout,
-            attn_pdrop=self.attention_dropout, layer_norm_epsilon=self.layer_norm_eps,
-            initializer_range=self.initializer_range, bos_token_id=None, eos_token_id=None)
+            vocab_size=self.vocab_size,
+            n_positions=self.max_position_embeddings,
+            n_embd=self.hidden_size,
+            n_layer=self.num_layers,
+            n_head=self.num_heads,
+            n_inner=self.intermediate_size,
+            activation_function=self.activation,
+            resid_pdrop=self.dropout,
+            embd_pdrop=self.dropout,
+            attn_pdrop=self.attention_dropout,
+            layer_norm_epsilon=self.layer_norm_eps,
+            initializer_range=self.initializer_range,
+            bos_token_id=None,
+            eos_token_id=None,
+        )
         model = GPT2Model(config)
         model.load_state_dict(gpt2_state_dict_to_hf(self.state_dict(), self.num_layers), strict=True)
         return model.eval()
@@ -467,17 +621,28 @@ class TransformerDecoder(TransformerBackbone):
         return out
 
     @classmethod
-    def from_hf(cls, model) -> "TransformerDecoder":
+    def from_hf(cls, model) -> TransformerDecoder:
         """Build from a Hugging Face `GPT2Model` (its config and weights)."""
         c = model.config
         if getattr(c, "scale_attn_by_inverse_layer_idx", False) or getattr(c, "reorder_and_upcast_attn", False):
-            raise BackboneError("GPT2 configs with scale_attn_by_inverse_layer_idx/reorder_and_upcast_attn "
-                                "have no TransformerDecoder counterpart")
-        decoder = cls(vocab_size=c.vocab_size, hidden_size=c.n_embd, num_layers=c.n_layer, num_heads=c.n_head,
-                      intermediate_size=c.n_inner or 4 * c.n_embd, max_position_embeddings=c.n_positions,
-                      dropout=c.resid_pdrop, attention_dropout=c.attn_pdrop, pre_layer_norm=True,
-                      layer_norm_eps=c.layer_norm_epsilon, activation=c.activation_function,
-                      initializer_range=c.initializer_range)
+            raise BackboneError(
+                "GPT2 configs with scale_attn_by_inverse_layer_idx/reorder_and_upcast_attn "
+                "have no TransformerDecoder counterpart"
+            )
+        decoder = cls(
+            vocab_size=c.vocab_size,
+            hidden_size=c.n_embd,
+            num_layers=c.n_layer,
+            num_heads=c.n_head,
+            intermediate_size=c.n_inner or 4 * c.n_embd,
+            max_position_embeddings=c.n_positions,
+            dropout=c.resid_pdrop,
+            attention_dropout=c.attn_pdrop,
+            pre_layer_norm=True,
+            layer_norm_eps=c.layer_norm_epsilon,
+            activation=c.activation_function,
+            initializer_range=c.initializer_range,
+        )
         decoder.load_state_dict(gpt2_state_dict_from_hf(model.state_dict(), c.n_layer), strict=True)
         return decoder
 
@@ -514,15 +679,22 @@ def _bert_key_map(num_layers: int) -> dict[str, str]:
 # Our encoder's constructor argument -> the field of Hugging Face's BertConfig (ElectraConfig and
 # AlbertConfig name them alike): every BERT-style to_hf and from_hf reads this one table.
 BERT_CONFIG_FIELDS = {
-    "vocab_size": "vocab_size", "hidden_size": "hidden_size", "num_layers": "num_hidden_layers",
-    "num_heads": "num_attention_heads", "intermediate_size": "intermediate_size", "activation": "hidden_act",
-    "dropout": "hidden_dropout_prob", "attention_dropout": "attention_probs_dropout_prob",
-    "max_position_embeddings": "max_position_embeddings", "type_vocab_size": "type_vocab_size",
-    "layer_norm_eps": "layer_norm_eps", "initializer_range": "initializer_range",
+    "vocab_size": "vocab_size",
+    "hidden_size": "hidden_size",
+    "num_layers": "num_hidden_layers",
+    "num_heads": "num_attention_heads",
+    "intermediate_size": "intermediate_size",
+    "activation": "hidden_act",
+    "dropout": "hidden_dropout_prob",
+    "attention_dropout": "attention_probs_dropout_prob",
+    "max_position_embeddings": "max_position_embeddings",
+    "type_vocab_size": "type_vocab_size",
+    "layer_norm_eps": "layer_norm_eps",
+    "initializer_range": "initializer_range",
 }
 
 
-def bert_config_fields(backbone: "TransformerBackbone") -> dict:
+def bert_config_fields(backbone: TransformerBackbone) -> dict:
     """The BertConfig-style fields of `backbone` (its settings under Hugging Face's names)."""
     return {theirs: getattr(backbone, ours) for ours, theirs in BERT_CONFIG_FIELDS.items()}
 
@@ -563,8 +735,12 @@ _GPT2_LAYER = {
 
 def _gpt2_param_map(num_layers: int) -> dict[str, str]:
     """ours -> GPT2Model parameter names, for every tensor but q, k, v (fused in c_attn)."""
-    mapping = {"embeddings.word_embeddings.weight": "wte.weight", "embeddings.position_embeddings.weight": "wpe.weight",
-               "final_layer_norm.weight": "ln_f.weight", "final_layer_norm.bias": "ln_f.bias"}
+    mapping = {
+        "embeddings.word_embeddings.weight": "wte.weight",
+        "embeddings.position_embeddings.weight": "wpe.weight",
+        "final_layer_norm.weight": "ln_f.weight",
+        "final_layer_norm.bias": "ln_f.bias",
+    }
     for i in range(num_layers):
         for ours, theirs in _GPT2_LAYER.items():
             for param in ("weight", "bias"):

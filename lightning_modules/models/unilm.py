@@ -30,8 +30,12 @@ from ptmlab.methods.models import UnilmEncoderParams
 UNILM_MODES = ("bidirectional", "left_to_right", "right_to_left", "seq2seq")
 
 
-def unilm_attention_mask(mode: str, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None = None,
-                         source_lengths: torch.Tensor | None = None) -> torch.Tensor:
+def unilm_attention_mask(
+    mode: str,
+    attention_mask: torch.Tensor,
+    token_type_ids: torch.Tensor | None = None,
+    source_lengths: torch.Tensor | None = None,
+) -> torch.Tensor:
     """B×T×T bool, True where query i may attend to key j; padding keys (attention_mask 0) are
     never allowed. seq2seq takes the source as token type 0 (`token_type_ids`, source first, as
     BERT's sentence pairs) or as the first `source_lengths[b]` positions of each row."""
@@ -66,22 +70,53 @@ class UnilmEncoder(TransformerEncoder):
     family = "encoder"
     is_causal = False  # per call: left_to_right / right_to_left / seq2seq masks come from `mode`
 
-    def __init__(self, vocab_size: int, hidden_size: int = 128, num_layers: int = 2, num_heads: int = 2,
-                 intermediate_size: int = 512, max_position_embeddings: int = 512, type_vocab_size: int = 2,
-                 dropout: float = 0.1, attention_dropout: float = 0.1, pre_layer_norm: bool = False,
-                 layer_norm_eps: float = 1e-12, activation: str = "gelu", initializer_range: float = 0.02,
-                 mode: str = "bidirectional"):
+    def __init__(
+        self,
+        vocab_size: int,
+        hidden_size: int = 128,
+        num_layers: int = 2,
+        num_heads: int = 2,
+        intermediate_size: int = 512,
+        max_position_embeddings: int = 512,
+        type_vocab_size: int = 2,
+        dropout: float = 0.1,
+        attention_dropout: float = 0.1,
+        pre_layer_norm: bool = False,
+        layer_norm_eps: float = 1e-12,
+        activation: str = "gelu",
+        initializer_range: float = 0.02,
+        mode: str = "bidirectional",
+    ):
         if mode not in UNILM_MODES:
             raise ConfigError(f"model.backbone.mode={mode!r} is not one of {', '.join(UNILM_MODES)}")
-        super().__init__(vocab_size, hidden_size, num_layers, num_heads, intermediate_size,
-                         max_position_embeddings, type_vocab_size, dropout, attention_dropout, pre_layer_norm,
-                         layer_norm_eps, activation, initializer_range)
+        super().__init__(
+            vocab_size,
+            hidden_size,
+            num_layers,
+            num_heads,
+            intermediate_size,
+            max_position_embeddings,
+            type_vocab_size,
+            dropout,
+            attention_dropout,
+            pre_layer_norm,
+            layer_norm_eps,
+            activation,
+            initializer_range,
+        )
         self.mode = mode
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, output_attentions: bool = False,
-                self_attention_mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
-                mode: str | None = None, source_lengths: torch.Tensor | None = None) -> BackboneOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        self_attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        mode: str | None = None,
+        source_lengths: torch.Tensor | None = None,
+    ) -> BackboneOutput:
         """`mode` (default: the configured one) builds the mask unless `self_attention_mask` is given."""
         mode = mode or self.mode
         if self_attention_mask is None and mode != "bidirectional":
@@ -89,5 +124,6 @@ class UnilmEncoder(TransformerEncoder):
             self_attention_mask = unilm_attention_mask(mode, mask, token_type_ids, source_lengths)
         elif mode not in UNILM_MODES:
             raise ConfigError(f"UniLM mode={mode!r} is not one of {', '.join(UNILM_MODES)}")
-        return super().forward(input_ids, attention_mask, token_type_ids, output_attentions, self_attention_mask,
-                               position_ids)
+        return super().forward(
+            input_ids, attention_mask, token_type_ids, output_attentions, self_attention_mask, position_ids
+        )

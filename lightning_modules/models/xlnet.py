@@ -57,6 +57,7 @@ MASKED_SCORE = -1e30
 
 # -- the factorisation order and its masks (pure) ---------------------------------------------------
 
+
 @dataclass
 class PermutationMasks:
     order: torch.Tensor  # B×T long: order[b, t] = the position predicted at step t
@@ -66,9 +67,14 @@ class PermutationMasks:
     target_mask: torch.Tensor  # B×T bool: positions to predict (the last part of the order)
 
 
-def permutation_masks(seq_len: int, generator: torch.Generator | None, predict_fraction: float,
-                      batch_size: int = 1, attention_mask: torch.Tensor | None = None,
-                      device: torch.device | str | None = None) -> PermutationMasks:
+def permutation_masks(
+    seq_len: int,
+    generator: torch.Generator | None,
+    predict_fraction: float,
+    batch_size: int = 1,
+    attention_mask: torch.Tensor | None = None,
+    device: torch.device | str | None = None,
+) -> PermutationMasks:
     """Sample one factorisation order per row and build XLNet's masks ("True = may attend").
 
     Targets: the last ceil(L·predict_fraction) positions of the order, L = the row's real length
@@ -98,11 +104,13 @@ def permutation_masks(seq_len: int, generator: torch.Generator | None, predict_f
     wanted = torch.ceil(lengths.double() * float(predict_fraction) - 1e-9).long()
     num_targets = torch.minimum(wanted, (lengths - 1).clamp(min=0))
     target_mask = (rank >= (lengths - num_targets)[:, None]) & real
-    return PermutationMasks(order=order, rank=rank, content_mask=content_mask, query_mask=query_mask,
-                            target_mask=target_mask)
+    return PermutationMasks(
+        order=order, rank=rank, content_mask=content_mask, query_mask=query_mask, target_mask=target_mask
+    )
 
 
 # -- the backbone ------------------------------------------------------------------------------------
+
 
 @dataclass
 class TwoStreamOutput(BackboneOutput):
@@ -113,7 +121,9 @@ def relative_position_encoding(seq_len: int, hidden_size: int, device=None) -> t
     """Sinusoidal encodings of the distances T, T-1, ..., 1-T (2T rows, H columns, the sines then
     the cosines), Transformer-XL's R for bidirectional attention without memory."""
     distances = torch.arange(seq_len, -seq_len, -1, device=device, dtype=torch.float32)  # 2T
-    inv_freq = 1.0 / torch.pow(10000.0, torch.arange(0, hidden_size, 2, device=device, dtype=torch.float32) / hidden_size)
+    inv_freq = 1.0 / torch.pow(
+        10000.0, torch.arange(0, hidden_size, 2, device=device, dtype=torch.float32) / hidden_size
+    )
     angles = distances[:, None] * inv_freq[None, :]  # 2T×1 · 1×H/2 -> 2T×H/2
     return torch.cat([angles.sin(), angles.cos()], dim=-1)  # 2T×H
 
@@ -151,9 +161,16 @@ class RelativeAttention(nn.Module):
     def heads(self, x: torch.Tensor) -> torch.Tensor:
         return x.unflatten(-1, (self.num_heads, self.head_dim)).transpose(-3, -2)  # ...×T×H -> ...×n×T×d
 
-    def forward(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, positions: torch.Tensor,
-                segment_differs: torch.Tensor | None, allowed: torch.Tensor | None,
-                need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        positions: torch.Tensor,
+        segment_differs: torch.Tensor | None,
+        allowed: torch.Tensor | None,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """queries: B×T×H (either stream); keys, values: B×n×T×d from the content stream;
         positions: [B×]n×2T×d (W_r·R); segment_differs: B×T×T bool; allowed: B×T×T bool or None."""
         q = self.heads(self.query(queries))  # B×n×T×d
@@ -165,7 +182,7 @@ class RelativeAttention(nn.Module):
         if segment_differs is not None:
             segment = torch.einsum("bnid,snd->bnis", q + self.segment_bias[:, None], self.segment_embedding)  # B×n×T×2
             scores = scores + torch.where(segment_differs[:, None], segment[..., 1:], segment[..., :1])
-        scores = scores.float() * self.head_dim ** -0.5
+        scores = scores.float() * self.head_dim**-0.5
         if allowed is not None:
             scores = scores.masked_fill(~allowed[:, None], MASKED_SCORE)
         probs = F.softmax(scores, dim=-1).to(q.dtype)
@@ -186,8 +203,16 @@ class TwoStreamLayer(nn.Module):
     """XLNet's block, post-LN: x = LN(x + RelAttn(x)); x = LN(x + FFN(x)), run for the content
     stream and, with the same weights and the content stream's keys and values, the query stream."""
 
-    def __init__(self, hidden_size: int, num_heads: int, intermediate_size: int, dropout: float,
-                 attention_dropout: float, layer_norm_eps: float, activation: str):
+    def __init__(
+        self,
+        hidden_size: int,
+        num_heads: int,
+        intermediate_size: int,
+        dropout: float,
+        attention_dropout: float,
+        layer_norm_eps: float,
+        activation: str,
+    ):
         super().__init__()
         self.attention = RelativeAttention(hidden_size, num_heads, attention_dropout, dropout)
         self.attention_norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
@@ -198,9 +223,16 @@ class TwoStreamLayer(nn.Module):
         x = self.attention_norm(x + attended)
         return self.feed_forward_norm(x + self.feed_forward(x))
 
-    def forward(self, h: torch.Tensor, g: torch.Tensor | None, relative: torch.Tensor,
-                segment_differs: torch.Tensor | None, content_allowed: torch.Tensor | None,
-                query_allowed: torch.Tensor | None, need_weights: bool = False):
+    def forward(
+        self,
+        h: torch.Tensor,
+        g: torch.Tensor | None,
+        relative: torch.Tensor,
+        segment_differs: torch.Tensor | None,
+        content_allowed: torch.Tensor | None,
+        query_allowed: torch.Tensor | None,
+        need_weights: bool = False,
+    ):
         attention = self.attention
         keys, values = attention.heads(attention.key(h)), attention.heads(attention.value(h))  # B×n×T×d
         positions = attention.heads(attention.position(relative))  # [B×]2T×H -> [B×]n×2T×d
@@ -228,9 +260,19 @@ class XLNetEncoder(Backbone):
     family = "permutation"
     is_causal = False
 
-    def __init__(self, vocab_size: int, hidden_size: int = 128, num_layers: int = 2, num_heads: int = 2,
-                 intermediate_size: int = 512, dropout: float = 0.1, attention_dropout: float = 0.1,
-                 layer_norm_eps: float = 1e-12, activation: str = "gelu", initializer_range: float = 0.02):
+    def __init__(
+        self,
+        vocab_size: int,
+        hidden_size: int = 128,
+        num_layers: int = 2,
+        num_heads: int = 2,
+        intermediate_size: int = 512,
+        dropout: float = 0.1,
+        attention_dropout: float = 0.1,
+        layer_norm_eps: float = 1e-12,
+        activation: str = "gelu",
+        initializer_range: float = 0.02,
+    ):
         super().__init__()
         if hidden_size % 2:
             raise ConfigError(f"hidden_size={hidden_size} must be even (sine and cosine halves of R)")
@@ -240,8 +282,11 @@ class XLNetEncoder(Backbone):
         self.initializer_range = initializer_range
         self.embeddings = XLNetEmbeddings(vocab_size, hidden_size, dropout)
         self.layers = nn.ModuleList(
-            TwoStreamLayer(hidden_size, num_heads, intermediate_size, dropout, attention_dropout, layer_norm_eps,
-                           activation) for _ in range(num_layers))
+            TwoStreamLayer(
+                hidden_size, num_heads, intermediate_size, dropout, attention_dropout, layer_norm_eps, activation
+            )
+            for _ in range(num_layers)
+        )
         self.dropout = nn.Dropout(dropout)
         self.apply(lambda module: init_weights(module, initializer_range))
         for name, param in self.named_parameters():  # as XLNet: the biases u, v, s, e and w too
@@ -254,10 +299,15 @@ class XLNetEncoder(Backbone):
     def layer_modules(self) -> list[nn.Module]:
         return list(self.layers)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, output_attentions: bool = False,
-                content_mask: torch.Tensor | None = None,
-                query_mask: torch.Tensor | None = None) -> TwoStreamOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        content_mask: torch.Tensor | None = None,
+        query_mask: torch.Tensor | None = None,
+    ) -> TwoStreamOutput:
         """Masks are B×T×T bool, True = may attend (see `permutation_masks`). Without `query_mask`
         only the content stream runs."""
         if query_mask is not None and content_mask is None:
@@ -296,18 +346,31 @@ class XLNetEncoder(Backbone):
                 query_states.append(g)
             if attentions is not None:
                 attentions.append(probs)
-        return TwoStreamOutput(hidden_states=tuple(hidden_states),
-                               attentions=tuple(attentions) if attentions is not None else None,
-                               query_hidden_states=tuple(query_states) if query_states is not None else None)
+        return TwoStreamOutput(
+            hidden_states=tuple(hidden_states),
+            attentions=tuple(attentions) if attentions is not None else None,
+            query_hidden_states=tuple(query_states) if query_states is not None else None,
+        )
 
     # -- Hugging Face -------------------------------------------------------------------------------
     def hf_config(self):
         from transformers import XLNetConfig
 
-        return XLNetConfig(vocab_size=self.vocab_size, d_model=self.hidden_size, n_layer=self.num_layers,
-                           n_head=self.num_heads, d_inner=self.intermediate_size, ff_activation=self.activation,
-                           layer_norm_eps=self.layer_norm_eps, dropout=self.dropout_rate, attn_type="bi",
-                           bi_data=False, clamp_len=-1, mem_len=None, initializer_range=self.initializer_range)
+        return XLNetConfig(
+            vocab_size=self.vocab_size,
+            d_model=self.hidden_size,
+            n_layer=self.num_layers,
+            n_head=self.num_heads,
+            d_inner=self.intermediate_size,
+            ff_activation=self.activation,
+            layer_norm_eps=self.layer_norm_eps,
+            dropout=self.dropout_rate,
+            attn_type="bi",
+            bi_data=False,
+            clamp_len=-1,
+            mem_len=None,
+            initializer_range=self.initializer_range,
+        )
 
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
         """Our weights under XLNetModel's names and shapes (`xlnet_state_dict_to_hf`)."""
@@ -322,7 +385,7 @@ class XLNetEncoder(Backbone):
         return model.eval()
 
     @classmethod
-    def from_hf(cls, model) -> "XLNetEncoder":
+    def from_hf(cls, model) -> XLNetEncoder:
         """Build from a Hugging Face `XLNetModel` (or a model around one, e.g. XLNetLMHeadModel:
         its body is taken, its head ignored). Only what this encoder computes converts: attn_type
         "bi", no bi_data, no clamp_len; memory settings (mem_len, reuse_len) do not matter without
@@ -332,16 +395,27 @@ class XLNetEncoder(Backbone):
         unsupported = {"attn_type": (c.attn_type, "bi"), "bi_data": (c.bi_data, False)}
         for key, (value, wanted) in unsupported.items():
             if value != wanted:
-                raise BackboneError(f"XLNetModel with {key}={value!r} has no XLNetEncoder counterpart "
-                                    f"(needs {wanted!r})")
+                raise BackboneError(
+                    f"XLNetModel with {key}={value!r} has no XLNetEncoder counterpart (needs {wanted!r})"
+                )
         if c.clamp_len is not None and c.clamp_len > 0:
-            raise BackboneError(f"XLNetModel with clamp_len={c.clamp_len} has no XLNetEncoder counterpart "
-                                f"(distances are never clamped; needs clamp_len=-1)")
+            raise BackboneError(
+                f"XLNetModel with clamp_len={c.clamp_len} has no XLNetEncoder counterpart "
+                f"(distances are never clamped; needs clamp_len=-1)"
+            )
         # XLNet has one dropout rate, for the attention probabilities too.
-        encoder = cls(vocab_size=c.vocab_size, hidden_size=c.d_model, num_layers=c.n_layer, num_heads=c.n_head,
-                      intermediate_size=c.d_inner, dropout=c.dropout, attention_dropout=c.dropout,
-                      layer_norm_eps=c.layer_norm_eps, activation=c.ff_activation,
-                      initializer_range=c.initializer_range)
+        encoder = cls(
+            vocab_size=c.vocab_size,
+            hidden_size=c.d_model,
+            num_layers=c.n_layer,
+            num_heads=c.n_head,
+            intermediate_size=c.d_inner,
+            dropout=c.dropout,
+            attention_dropout=c.dropout,
+            layer_norm_eps=c.layer_norm_eps,
+            activation=c.ff_activation,
+            initializer_range=c.initializer_range,
+        )
         encoder.load_state_dict(xlnet_state_dict_from_hf(body.state_dict(), c.n_layer), strict=True)
         return encoder
 
@@ -349,23 +423,36 @@ class XLNetEncoder(Backbone):
 # -- Hugging Face names ------------------------------------------------------------------------------
 # XLNetModel keeps its attention projections as H×n×d tensors used by einsum ("ibh,hnd->ibnd" for
 # q/k/v/r, "ibnd,hnd->ibh" for o): q/k/v/r are our Linear weights transposed, o is ours as is.
-_PROJECTIONS = {"attention.query.weight": "rel_attn.q", "attention.key.weight": "rel_attn.k",
-                "attention.value.weight": "rel_attn.v", "attention.position.weight": "rel_attn.r"}
-_LAYER_AS_IS = {"attention.content_bias": "rel_attn.r_w_bias", "attention.position_bias": "rel_attn.r_r_bias",
-                "attention.segment_bias": "rel_attn.r_s_bias", "attention.segment_embedding": "rel_attn.seg_embed",
-                "attention_norm.weight": "rel_attn.layer_norm.weight",
-                "attention_norm.bias": "rel_attn.layer_norm.bias",
-                "feed_forward.dense_in.weight": "ff.layer_1.weight", "feed_forward.dense_in.bias": "ff.layer_1.bias",
-                "feed_forward.dense_out.weight": "ff.layer_2.weight", "feed_forward.dense_out.bias": "ff.layer_2.bias",
-                "feed_forward_norm.weight": "ff.layer_norm.weight", "feed_forward_norm.bias": "ff.layer_norm.bias"}
+_PROJECTIONS = {
+    "attention.query.weight": "rel_attn.q",
+    "attention.key.weight": "rel_attn.k",
+    "attention.value.weight": "rel_attn.v",
+    "attention.position.weight": "rel_attn.r",
+}
+_LAYER_AS_IS = {
+    "attention.content_bias": "rel_attn.r_w_bias",
+    "attention.position_bias": "rel_attn.r_r_bias",
+    "attention.segment_bias": "rel_attn.r_s_bias",
+    "attention.segment_embedding": "rel_attn.seg_embed",
+    "attention_norm.weight": "rel_attn.layer_norm.weight",
+    "attention_norm.bias": "rel_attn.layer_norm.bias",
+    "feed_forward.dense_in.weight": "ff.layer_1.weight",
+    "feed_forward.dense_in.bias": "ff.layer_1.bias",
+    "feed_forward.dense_out.weight": "ff.layer_2.weight",
+    "feed_forward.dense_out.bias": "ff.layer_2.bias",
+    "feed_forward_norm.weight": "ff.layer_norm.weight",
+    "feed_forward_norm.bias": "ff.layer_norm.bias",
+}
 
 
 def xlnet_state_dict_to_hf(state: dict[str, torch.Tensor], num_heads: int, num_layers: int) -> dict[str, torch.Tensor]:
     """An XLNetEncoder state dict under XLNetModel's names and shapes."""
     word = state["embeddings.word_embeddings.weight"]
     hidden = word.shape[1]
-    out = {"word_embedding.weight": word,
-           "mask_emb": state["embeddings.mask_embedding"].view(1, 1, hidden)}  # H -> 1×1×H
+    out = {
+        "word_embedding.weight": word,
+        "mask_emb": state["embeddings.mask_embedding"].view(1, 1, hidden),
+    }  # H -> 1×1×H
     for i in range(num_layers):
         ours, theirs = f"layers.{i}.", f"layer.{i}."
         for name, hf_name in _PROJECTIONS.items():
@@ -381,8 +468,10 @@ def xlnet_state_dict_from_hf(state: dict[str, torch.Tensor], num_layers: int) ->
     """The inverse of `xlnet_state_dict_to_hf`: an XLNetModel state dict under our names."""
     word = state["word_embedding.weight"]
     hidden = word.shape[1]
-    out = {"embeddings.word_embeddings.weight": word,
-           "embeddings.mask_embedding": state["mask_emb"].reshape(hidden)}  # 1×1×H -> H
+    out = {
+        "embeddings.word_embeddings.weight": word,
+        "embeddings.mask_embedding": state["mask_emb"].reshape(hidden),
+    }  # 1×1×H -> H
     for i in range(num_layers):
         ours, theirs = f"layers.{i}.", f"layer.{i}."
         for name, hf_name in _PROJECTIONS.items():

@@ -56,8 +56,7 @@ def zero_loss(*graph: torch.Tensor) -> torch.Tensor:
     return sum(t.sum() * 0.0 for t in graph)
 
 
-def token_loss(logits: torch.Tensor, targets: torch.Tensor, *graph: torch.Tensor
-               ) -> tuple[torch.Tensor, torch.Tensor]:
+def token_loss(logits: torch.Tensor, targets: torch.Tensor, *graph: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(mean cross-entropy, accuracy) of N×V `logits` against N `targets`; both 0 when N = 0
     (see `zero_loss`; `graph` holds the hidden states the logits were computed from)."""
     if targets.numel() == 0:
@@ -76,9 +75,9 @@ def gathers_predicted_positions(device: torch.device) -> bool:
     return device.type == "cpu"
 
 
-def predicted_token_loss(hidden: torch.Tensor, labels: torch.Tensor,
-                         project: Callable[[torch.Tensor], torch.Tensor]
-                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def predicted_token_loss(
+    hidden: torch.Tensor, labels: torch.Tensor, project: Callable[[torch.Tensor], torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(mean cross-entropy, accuracy, number of predicted tokens) of `project(hidden)` (…×H ->
     …×V) against B×T `labels` (IGNORE_INDEX where nothing is predicted); loss and accuracy are 0
     when nothing is predicted (see `zero_loss`). Gathered on a CPU, every position projected and
@@ -94,7 +93,8 @@ def predicted_token_loss(hidden: torch.Tensor, labels: torch.Tensor,
     # max(N, 1): a batch with nothing to predict has loss and accuracy 0 (not 0/0), and the loss
     # still depends on every position, so backward gives zero gradients as `zero_loss` does.
     denominator = count.clamp(min=1)
-    total = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX,
-                            reduction="sum")  # B×T×V -> BT×V
+    total = F.cross_entropy(
+        logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
+    )  # B×T×V -> BT×V
     correct = (logits.detach().argmax(-1) == labels) & predicted
     return total / denominator, correct.sum() / denominator, count

@@ -36,8 +36,11 @@ class BidirectionalLMObjective(Objective):
         super().__init__()
         embedding_size = backbone.get_input_embeddings().weight.shape[1]
         # The direction's output width D may differ from the embedding width E.
-        self.project = (nn.Linear(backbone.output_size, embedding_size, bias=False)
-                        if backbone.output_size != embedding_size else None)
+        self.project = (
+            nn.Linear(backbone.output_size, embedding_size, bias=False)
+            if backbone.output_size != embedding_size
+            else None
+        )
         self.bias = nn.Parameter(torch.zeros(backbone.get_input_embeddings().weight.shape[0]))
 
     def _nll(self, states: torch.Tensor, labels: torch.Tensor, weight: torch.Tensor):
@@ -54,10 +57,19 @@ class BidirectionalLMObjective(Objective):
         input_ids, attention_mask = batch["input_ids"], batch.get("attention_mask")
         out = backbone(input_ids, attention_mask=attention_mask)
         weight = backbone.get_input_embeddings().weight
-        fwd_loss, fwd_acc, n_fwd = self._nll(out.forward_states[-1], next_token_labels(input_ids, attention_mask), weight)
-        bwd_loss, bwd_acc, n_bwd = self._nll(out.backward_states[-1], previous_token_labels(input_ids, attention_mask),
-                                             weight)
-        return ObjectiveOutput(loss=fwd_loss + bwd_loss,
-                               metrics={"forward_loss": fwd_loss.detach(), "backward_loss": bwd_loss.detach(),
-                                        "forward_acc": fwd_acc, "backward_acc": bwd_acc},
-                               num_predicted_tokens=n_fwd + n_bwd)
+        fwd_loss, fwd_acc, n_fwd = self._nll(
+            out.forward_states[-1], next_token_labels(input_ids, attention_mask), weight
+        )
+        bwd_loss, bwd_acc, n_bwd = self._nll(
+            out.backward_states[-1], previous_token_labels(input_ids, attention_mask), weight
+        )
+        return ObjectiveOutput(
+            loss=fwd_loss + bwd_loss,
+            metrics={
+                "forward_loss": fwd_loss.detach(),
+                "backward_loss": bwd_loss.detach(),
+                "forward_acc": fwd_acc,
+                "backward_acc": bwd_acc,
+            },
+            num_predicted_tokens=n_fwd + n_bwd,
+        )

@@ -36,7 +36,8 @@ class CausalLMObjective(Objective):
             raise ConfigError(
                 f"objective=clm needs a causal backbone, but model family {backbone.family!r} "
                 f"({type(backbone).__name__}) attends to future tokens (is_causal=False); use a decoder model "
-                "such as model=gpt_tiny")
+                "such as model=gpt_tiny"
+            )
         embeddings = backbone.get_input_embeddings()
         if embeddings.weight.shape[1] != backbone.hidden_size:
             # A factorised embedding (E ≠ H) needs a projection back to E before the tied decoder.

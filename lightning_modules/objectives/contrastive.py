@@ -47,24 +47,33 @@ class ContrastiveSentenceObjective(Objective):
     predicts_tokens = False
     backbone_passes = 2.0
 
-    def __init__(self, backbone: nn.Module, tokenizer=None, temperature: float = 0.05, pooling: str = "mean",
-                 projection: bool = True):
+    def __init__(
+        self,
+        backbone: nn.Module,
+        tokenizer=None,
+        temperature: float = 0.05,
+        pooling: str = "mean",
+        projection: bool = True,
+    ):
         super().__init__()
         if temperature <= 0:
             raise ConfigError(f"objective.module.temperature={temperature} must be > 0")
         if pooling not in POOLINGS:
             raise ConfigError(f"objective.module.pooling={pooling} is unknown; valid: {', '.join(POOLINGS)}")
         if pooling == "cls" and backbone.is_causal:
-            raise ConfigError("objective.module.pooling=cls on a causal backbone reads a token that sees "
-                              "nothing of the sentence; use pooling=mean")
+            raise ConfigError(
+                "objective.module.pooling=cls on a causal backbone reads a token that sees "
+                "nothing of the sentence; use pooling=mean"
+            )
         self.temperature, self.pooling = float(temperature), pooling
         h = backbone.hidden_size
         # SimCSE's MLP over the pooled vector during training.
         self.projection = nn.Sequential(nn.Linear(h, h), nn.Tanh()) if projection else nn.Identity()
 
     def embed(self, batch: dict[str, torch.Tensor], backbone: nn.Module) -> torch.Tensor:
-        out = backbone(batch["input_ids"], attention_mask=batch.get("attention_mask"),
-                       token_type_ids=batch.get("token_type_ids"))
+        out = backbone(
+            batch["input_ids"], attention_mask=batch.get("attention_mask"), token_type_ids=batch.get("token_type_ids")
+        )
         return self.projection(pool(out.last_hidden_state, batch.get("attention_mask"), self.pooling))
 
     def forward(self, batch: dict[str, torch.Tensor], backbone: nn.Module) -> ObjectiveOutput:

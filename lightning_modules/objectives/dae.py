@@ -26,21 +26,36 @@ class DenoisingAutoencoderObjective(Seq2SeqObjective):
 
     name = "dae"
 
-    def __init__(self, backbone, tokenizer, token_masking: float = 0.0, token_deletion: float = 0.0,
-                 text_infilling: float = 0.3, poisson_lambda: float = 3.0, sentence_permutation: bool = True,
-                 document_rotation: bool = False, seed: int | None = None):
+    def __init__(
+        self,
+        backbone,
+        tokenizer,
+        token_masking: float = 0.0,
+        token_deletion: float = 0.0,
+        text_infilling: float = 0.3,
+        poisson_lambda: float = 3.0,
+        sentence_permutation: bool = True,
+        document_rotation: bool = False,
+        seed: int | None = None,
+    ):
         super().__init__(backbone, tokenizer, seed)
         try:
-            self.noise = NoiseConfig(token_masking=float(token_masking), token_deletion=float(token_deletion),
-                                     text_infilling=float(text_infilling), poisson_lambda=float(poisson_lambda),
-                                     sentence_permutation=bool(sentence_permutation),
-                                     document_rotation=bool(document_rotation))
+            self.noise = NoiseConfig(
+                token_masking=float(token_masking),
+                token_deletion=float(token_deletion),
+                text_infilling=float(text_infilling),
+                poisson_lambda=float(poisson_lambda),
+                sentence_permutation=bool(sentence_permutation),
+                document_rotation=bool(document_rotation),
+            )
         except ValueError as exc:
             raise ConfigError(f"objective.module.{exc}") from None
         if not self.noise.active():
-            raise ConfigError("objective=dae has every noising function off: set one of objective.module."
-                              "token_masking, token_deletion, text_infilling (rates > 0), sentence_permutation or "
-                              "document_rotation (true)")
+            raise ConfigError(
+                "objective=dae has every noising function off: set one of objective.module."
+                "token_masking, token_deletion, text_infilling (rates > 0), sentence_permutation or "
+                "document_rotation (true)"
+            )
         if (self.noise.token_masking or self.noise.text_infilling) and tokenizer.mask_token_id is None:
             raise ConfigError("objective=dae with token_masking/text_infilling needs a tokenizer mask token")
         self.mask_token_id = int(tokenizer.mask_token_id) if tokenizer.mask_token_id is not None else -1

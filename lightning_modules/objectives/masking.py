@@ -34,28 +34,40 @@ def select_tokens(special_tokens_mask: torch.Tensor, mask_prob: float, generator
     return (draws < mask_prob) & ~special_tokens_mask.bool()
 
 
-def replacement_pool(vocab_size: int, special_token_ids: Iterable[int] = (),
-                     device: torch.device | str = "cpu") -> torch.Tensor:
+def replacement_pool(
+    vocab_size: int, special_token_ids: Iterable[int] = (), device: torch.device | str = "cpu"
+) -> torch.Tensor:
     """The ids a "random token" replacement is drawn from: every id below vocab_size that is not
     special (a random [CLS] or [PAD] in the middle of a sentence would be a giveaway)."""
     ids = torch.arange(vocab_size, device=device)
-    special = torch.tensor(sorted({int(i) for i in special_token_ids if i is not None and 0 <= int(i) < vocab_size}),
-                           dtype=torch.long, device=device)
+    special = torch.tensor(
+        sorted({int(i) for i in special_token_ids if i is not None and 0 <= int(i) < vocab_size}),
+        dtype=torch.long,
+        device=device,
+    )
     pool = ids[~torch.isin(ids, special)] if special.numel() else ids
     if pool.numel() == 0:
         raise ValueError(f"no non-special token ids below vocab_size={vocab_size} to draw replacements from")
     return pool
 
 
-def replace_selected(input_ids: torch.Tensor, selected: torch.Tensor, mask_token_id: int,
-                     replacement_ids: torch.Tensor, generator: torch.Generator, mask_token_prob: float = 0.8,
-                     random_token_prob: float = 0.1) -> tuple[torch.Tensor, torch.Tensor]:
+def replace_selected(
+    input_ids: torch.Tensor,
+    selected: torch.Tensor,
+    mask_token_id: int,
+    replacement_ids: torch.Tensor,
+    generator: torch.Generator,
+    mask_token_prob: float = 0.8,
+    random_token_prob: float = 0.1,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(corrupted_ids, labels). At selected positions: [MASK] with probability mask_token_prob, a
     token drawn uniformly from `replacement_ids` with probability random_token_prob, otherwise the
     original token. Labels hold the original token at selected positions, IGNORE_INDEX elsewhere."""
     if mask_token_prob < 0 or random_token_prob < 0 or mask_token_prob + random_token_prob > 1.0 + 1e-9:
-        raise ValueError(f"mask_token_prob={mask_token_prob} and random_token_prob={random_token_prob} "
-                         "must be non-negative and sum to at most 1")
+        raise ValueError(
+            f"mask_token_prob={mask_token_prob} and random_token_prob={random_token_prob} "
+            "must be non-negative and sum to at most 1"
+        )
     labels = input_ids.masked_fill(~selected, IGNORE_INDEX)
     # One uniform draw per position splits the selected ones three ways in a single pass.
     split = _uniform(input_ids.shape, generator, input_ids.device)
@@ -69,10 +81,17 @@ def replace_selected(input_ids: torch.Tensor, selected: torch.Tensor, mask_token
     return corrupted, labels
 
 
-def mask_tokens(input_ids: torch.Tensor, special_tokens_mask: torch.Tensor, vocab_size: int, mask_token_id: int,
-                generator: torch.Generator, mask_prob: float = 0.15, mask_token_prob: float = 0.8,
-                random_token_prob: float = 0.1, special_token_ids: Iterable[int] = ()
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+def mask_tokens(
+    input_ids: torch.Tensor,
+    special_tokens_mask: torch.Tensor,
+    vocab_size: int,
+    mask_token_id: int,
+    generator: torch.Generator,
+    mask_prob: float = 0.15,
+    mask_token_prob: float = 0.8,
+    random_token_prob: float = 0.1,
+    special_token_ids: Iterable[int] = (),
+) -> tuple[torch.Tensor, torch.Tensor]:
     """BERT's masking (Devlin et al. 2019): select mask_prob of the non-special positions, then
     80/10/10 [MASK]/random/unchanged. Random replacements are drawn from the ids below vocab_size
     that are not in `special_token_ids` (and never [MASK] itself).

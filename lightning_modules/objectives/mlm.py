@@ -24,8 +24,14 @@ class MaskedLMHead(nn.Module):
     backbone's input embedding matrix (tied, read at call time) plus its own bias. The dense
     maps to the embedding width, so factorised embeddings (E ≠ H) work unchanged."""
 
-    def __init__(self, hidden_size: int, embedding_size: int, vocab_size: int, activation: str = "gelu",
-                 layer_norm_eps: float = 1e-12):
+    def __init__(
+        self,
+        hidden_size: int,
+        embedding_size: int,
+        vocab_size: int,
+        activation: str = "gelu",
+        layer_norm_eps: float = 1e-12,
+    ):
         super().__init__()
         self.dense = nn.Linear(hidden_size, embedding_size)
         self.activation = build_activation(activation)
@@ -39,8 +45,9 @@ class MaskedLMHead(nn.Module):
         return F.linear(x, embedding_weight, self.bias)  # N×E -> N×V
 
 
-def special_tokens_mask_for(input_ids: torch.Tensor, special_ids: torch.Tensor,
-                            attention_mask: torch.Tensor | None) -> torch.Tensor:
+def special_tokens_mask_for(
+    input_ids: torch.Tensor, special_ids: torch.Tensor, attention_mask: torch.Tensor | None
+) -> torch.Tensor:
     """B×T bool, True at special tokens and padding (positions never to be selected)."""
     mask = torch.isin(input_ids, special_ids)
     if attention_mask is not None:
@@ -53,19 +60,30 @@ class MaskedLMObjective(Objective):
 
     name = "mlm"
 
-    def __init__(self, backbone: nn.Module, tokenizer, mask_prob: float = 0.15, mask_token_prob: float = 0.8,
-                 random_token_prob: float = 0.1, seed: int | None = None):
+    def __init__(
+        self,
+        backbone: nn.Module,
+        tokenizer,
+        mask_prob: float = 0.15,
+        mask_token_prob: float = 0.8,
+        random_token_prob: float = 0.1,
+        seed: int | None = None,
+    ):
         super().__init__()
         if backbone.is_causal:
-            raise ConfigError(f"objective=mlm needs a bidirectional backbone; model family "
-                              f"{backbone.family!r} is causal (is_causal=True)")
+            raise ConfigError(
+                f"objective=mlm needs a bidirectional backbone; model family "
+                f"{backbone.family!r} is causal (is_causal=True)"
+            )
         if tokenizer.mask_token_id is None:
             raise ConfigError("objective=mlm needs a tokenizer with a mask token; tokenizer.mask_token_id is None")
         if not 0.0 < mask_prob <= 1.0:
             raise ConfigError(f"objective.module.mask_prob={mask_prob} must be in (0, 1]")
         if mask_token_prob < 0 or random_token_prob < 0 or mask_token_prob + random_token_prob > 1.0:
-            raise ConfigError(f"objective.module.mask_token_prob={mask_token_prob} + random_token_prob="
-                              f"{random_token_prob} must be non-negative and at most 1")
+            raise ConfigError(
+                f"objective.module.mask_token_prob={mask_token_prob} + random_token_prob="
+                f"{random_token_prob} must be non-negative and at most 1"
+            )
         self.mask_prob, self.mask_token_prob, self.random_token_prob = mask_prob, mask_token_prob, random_token_prob
         self.mask_token_id = int(tokenizer.mask_token_id)
         embeddings = backbone.get_input_embeddings()
@@ -74,12 +92,18 @@ class MaskedLMObjective(Objective):
         self.register_buffer("special_ids", torch.tensor(special, dtype=torch.long), persistent=False)
         self.register_buffer("replacement_ids", replacement_pool(vocab_size, special), persistent=False)
         self.corruption = SeededCorruption(seed)
-        self.head = MaskedLMHead(backbone.hidden_size, embedding_size, vocab_size,
-                                 activation=backbone.activation, layer_norm_eps=backbone.layer_norm_eps)
+        self.head = MaskedLMHead(
+            backbone.hidden_size,
+            embedding_size,
+            vocab_size,
+            activation=backbone.activation,
+            layer_norm_eps=backbone.layer_norm_eps,
+        )
 
     # -- hooks for variants -----------------------------------------------------------------
-    def select_positions(self, batch: dict[str, torch.Tensor], special_tokens_mask: torch.Tensor,
-                         generator: torch.Generator) -> torch.Tensor:
+    def select_positions(
+        self, batch: dict[str, torch.Tensor], special_tokens_mask: torch.Tensor, generator: torch.Generator
+    ) -> torch.Tensor:
         """B×T bool of positions to predict. Whole-word / span masking override this."""
         return select_tokens(special_tokens_mask, self.mask_prob, generator)
 
@@ -91,15 +115,24 @@ class MaskedLMObjective(Objective):
             special = special | batch["special_tokens_mask"].bool()
         generator = self.corruption.generator(input_ids.device)
         selected = self.select_positions(batch, special, generator)
-        return replace_selected(input_ids, selected, self.mask_token_id, self.replacement_ids, generator,
-                                self.mask_token_prob, self.random_token_prob)
+        return replace_selected(
+            input_ids,
+            selected,
+            self.mask_token_id,
+            self.replacement_ids,
+            generator,
+            self.mask_token_prob,
+            self.random_token_prob,
+        )
 
     # -- the step -------------------------------------------------------------------------------
     def forward(self, batch: dict[str, torch.Tensor], backbone: nn.Module) -> ObjectiveOutput:
         corrupted, labels = self.corrupt(batch)
-        out = backbone(corrupted, attention_mask=batch.get("attention_mask"),
-                       token_type_ids=batch.get("token_type_ids"))
+        out = backbone(
+            corrupted, attention_mask=batch.get("attention_mask"), token_type_ids=batch.get("token_type_ids")
+        )
         embedding_weight = backbone.get_input_embeddings().weight
         loss, accuracy, num_predicted = predicted_token_loss(
-            out.last_hidden_state, labels, lambda hidden: self.head(hidden, embedding_weight))
+            out.last_hidden_state, labels, lambda hidden: self.head(hidden, embedding_weight)
+        )
         return ObjectiveOutput(loss=loss, metrics={"mlm_acc": accuracy}, num_predicted_tokens=num_predicted)

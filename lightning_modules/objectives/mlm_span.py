@@ -19,18 +19,31 @@ from ptmlab.methods.objectives import SpanMaskedLMParams
 
 
 class SpanBoundaryHead(nn.Module):
-    def __init__(self, hidden_size: int, embedding_size: int, vocab_size: int, max_span_positions: int,
-                 position_size: int = 200, layer_norm_eps: float = 1e-12):
+    def __init__(
+        self,
+        hidden_size: int,
+        embedding_size: int,
+        vocab_size: int,
+        max_span_positions: int,
+        position_size: int = 200,
+        layer_norm_eps: float = 1e-12,
+    ):
         super().__init__()
         self.position_embeddings = nn.Embedding(max_span_positions, position_size)
         self.mlp = nn.Sequential(
-            nn.Linear(2 * hidden_size + position_size, hidden_size), nn.GELU(), nn.LayerNorm(hidden_size, eps=layer_norm_eps),
-            nn.Linear(hidden_size, embedding_size), nn.GELU(), nn.LayerNorm(embedding_size, eps=layer_norm_eps))
+            nn.Linear(2 * hidden_size + position_size, hidden_size),
+            nn.GELU(),
+            nn.LayerNorm(hidden_size, eps=layer_norm_eps),
+            nn.Linear(hidden_size, embedding_size),
+            nn.GELU(),
+            nn.LayerNorm(embedding_size, eps=layer_norm_eps),
+        )
         self.bias = nn.Parameter(torch.zeros(vocab_size))
         self.max_span_positions = max_span_positions
 
-    def forward(self, left: torch.Tensor, right: torch.Tensor, offset: torch.Tensor,
-                embedding_weight: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, left: torch.Tensor, right: torch.Tensor, offset: torch.Tensor, embedding_weight: torch.Tensor
+    ) -> torch.Tensor:
         position = self.position_embeddings(offset.clamp(0, self.max_span_positions - 1))
         x = self.mlp(torch.cat([left, right, position], dim=-1))  # N×(2H+P) -> N×E
         return F.linear(x, embedding_weight, self.bias)  # N×V
@@ -41,10 +54,20 @@ class SpanMaskedLMObjective(MaskedLMObjective):
 
     name = "mlm_span"
 
-    def __init__(self, backbone, tokenizer, mask_prob: float = 0.15, mask_token_prob: float = 0.8,
-                 random_token_prob: float = 0.1, geometric_p: float = 0.2, max_span_length: int = 10,
-                 whole_words: bool = True, span_boundary_objective: bool = True, sbo_weight: float = 1.0,
-                 seed: int | None = None):
+    def __init__(
+        self,
+        backbone,
+        tokenizer,
+        mask_prob: float = 0.15,
+        mask_token_prob: float = 0.8,
+        random_token_prob: float = 0.1,
+        geometric_p: float = 0.2,
+        max_span_length: int = 10,
+        whole_words: bool = True,
+        span_boundary_objective: bool = True,
+        sbo_weight: float = 1.0,
+        seed: int | None = None,
+    ):
         super().__init__(backbone, tokenizer, mask_prob, mask_token_prob, random_token_prob, seed)
         if not 0.0 < geometric_p <= 1.0:
             raise ConfigError(f"objective.module.geometric_p={geometric_p} must be in (0, 1]")
@@ -56,22 +79,31 @@ class SpanMaskedLMObjective(MaskedLMObjective):
         self.register_buffer("word_start_ids", word_start_table(tokenizer), persistent=False)
         embedding_size = backbone.get_input_embeddings().weight.shape[1]
         # Adjacent spans merge, so a run can be longer than one span: room for several.
-        self.boundary_head = (SpanBoundaryHead(backbone.hidden_size, embedding_size, self.head.bias.numel(),
-                                               max_span_positions=4 * self.max_span_length)
-                              if span_boundary_objective else None)
+        self.boundary_head = (
+            SpanBoundaryHead(
+                backbone.hidden_size,
+                embedding_size,
+                self.head.bias.numel(),
+                max_span_positions=4 * self.max_span_length,
+            )
+            if span_boundary_objective
+            else None
+        )
 
     def select_positions(self, batch, special_tokens_mask, generator):
         word_start = None
         if self.whole_words:
             table = self.word_start_ids
             word_start = table[batch["input_ids"].clamp(max=table.numel() - 1)]
-        return span_select(special_tokens_mask, self.mask_prob, generator, self.geometric_p,
-                           self.max_span_length, word_start)
+        return span_select(
+            special_tokens_mask, self.mask_prob, generator, self.geometric_p, self.max_span_length, word_start
+        )
 
     def forward(self, batch, backbone) -> ObjectiveOutput:
         corrupted, labels = self.corrupt(batch)
-        out = backbone(corrupted, attention_mask=batch.get("attention_mask"),
-                       token_type_ids=batch.get("token_type_ids"))
+        out = backbone(
+            corrupted, attention_mask=batch.get("attention_mask"), token_type_ids=batch.get("token_type_ids")
+        )
         hidden_all = out.last_hidden_state
         predicted = labels != IGNORE_INDEX
         num_predicted = int(predicted.sum())

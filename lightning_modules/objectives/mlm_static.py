@@ -21,8 +21,9 @@ from ptmlab.methods.objectives import MaskedLMParams
 
 def example_seed(tokens: torch.Tensor, seed: int) -> int:
     """A 63-bit seed from the example's real tokens (padding excluded) and the run's seed."""
-    digest = hashlib.blake2b(tokens.to("cpu", torch.int64).numpy().tobytes(), digest_size=8,
-                             key=int(seed).to_bytes(8, "little", signed=True)).digest()
+    digest = hashlib.blake2b(
+        tokens.to("cpu", torch.int64).numpy().tobytes(), digest_size=8, key=int(seed).to_bytes(8, "little", signed=True)
+    ).digest()
     return int.from_bytes(digest, "little") & ((1 << 63) - 1)
 
 
@@ -40,12 +41,19 @@ class StaticMaskedLMObjective(MaskedLMObjective):
         seed = self.seed if self.seed is not None else global_seed()
         corrupted, labels = [], []
         for row in range(input_ids.shape[0]):
-            ids = input_ids[row: row + 1]
+            ids = input_ids[row : row + 1]
             real = ids[:, attention_mask[row].bool()] if attention_mask is not None else ids
             generator = torch.Generator().manual_seed(example_seed(real, seed))
-            selected = self.select_positions({"input_ids": ids}, special[row: row + 1], generator)
-            c, lab = replace_selected(ids, selected, self.mask_token_id, self.replacement_ids, generator,
-                                      self.mask_token_prob, self.random_token_prob)
+            selected = self.select_positions({"input_ids": ids}, special[row : row + 1], generator)
+            c, lab = replace_selected(
+                ids,
+                selected,
+                self.mask_token_id,
+                self.replacement_ids,
+                generator,
+                self.mask_token_prob,
+                self.random_token_prob,
+            )
             corrupted.append(c)
             labels.append(lab)
         return torch.cat(corrupted), torch.cat(labels)

@@ -16,8 +16,15 @@ class WholeWordMaskedLMObjective(MaskedLMObjective):
 
     name = "mlm_wwm"
 
-    def __init__(self, backbone, tokenizer, mask_prob: float = 0.15, mask_token_prob: float = 0.8,
-                 random_token_prob: float = 0.1, seed: int | None = None):
+    def __init__(
+        self,
+        backbone,
+        tokenizer,
+        mask_prob: float = 0.15,
+        mask_token_prob: float = 0.8,
+        random_token_prob: float = 0.1,
+        seed: int | None = None,
+    ):
         super().__init__(backbone, tokenizer, mask_prob, mask_token_prob, random_token_prob, seed)
         self.register_buffer("word_start_ids", word_start_table(tokenizer), persistent=False)
 

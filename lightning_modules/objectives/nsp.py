@@ -44,16 +44,21 @@ class NextSentencePredictionObjective(Objective):
     def __init__(self, backbone: nn.Module, tokenizer=None):
         super().__init__()
         if backbone.is_causal:
-            raise ConfigError(f"objective={self.name} reads the first token's representation, which a causal "
-                              f"backbone ({backbone.family}) computes without seeing the pair")
+            raise ConfigError(
+                f"objective={self.name} reads the first token's representation, which a causal "
+                f"backbone ({backbone.family}) computes without seeing the pair"
+            )
         self.head = PairClassificationHead(backbone.hidden_size)
 
     def forward(self, batch: dict[str, torch.Tensor], backbone: nn.Module) -> ObjectiveOutput:
         if "pair_label" not in batch:
-            raise DataError(f"objective={self.name} needs sentence-pair batches with `pair_label`: set "
-                            f"data.construction={self.data_construction} data.pair_negative={self.pair_negative}")
-        out = backbone(batch["input_ids"], attention_mask=batch.get("attention_mask"),
-                       token_type_ids=batch.get("token_type_ids"))
+            raise DataError(
+                f"objective={self.name} needs sentence-pair batches with `pair_label`: set "
+                f"data.construction={self.data_construction} data.pair_negative={self.pair_negative}"
+            )
+        out = backbone(
+            batch["input_ids"], attention_mask=batch.get("attention_mask"), token_type_ids=batch.get("token_type_ids")
+        )
         logits = self.head(out.last_hidden_state)
         labels = batch["pair_label"].long()
         loss = F.cross_entropy(logits.float(), labels)

@@ -22,12 +22,13 @@ class PermutedLMObjective(Objective):
 
     name = "plm"
 
-    def __init__(self, backbone: nn.Module, tokenizer=None, partial_prediction_k: float = 6.0,
-                 seed: int | None = None):
+    def __init__(self, backbone: nn.Module, tokenizer=None, partial_prediction_k: float = 6.0, seed: int | None = None):
         super().__init__()
         if partial_prediction_k <= 1:
-            raise ConfigError(f"objective.module.partial_prediction_k={partial_prediction_k} must be > 1 "
-                              "(the last 1/K of the order is predicted)")
+            raise ConfigError(
+                f"objective.module.partial_prediction_k={partial_prediction_k} must be > 1 "
+                "(the last 1/K of the order is predicted)"
+            )
         self.predict_fraction = 1.0 / float(partial_prediction_k)
         self.corruption = SeededCorruption(seed)
         vocab_size, embedding_size = backbone.get_input_embeddings().weight.shape
@@ -37,16 +38,24 @@ class PermutedLMObjective(Objective):
         # (2·H²) and the feed-forward (2·H·I); keys, values and W_r·R come from the content stream.
         self.query_stream_weights_per_layer = 2 * hidden * hidden + 2 * hidden * intermediate
         self.query_stream_layers, self.query_stream_width = int(backbone.num_layers), hidden
-        self.head = MaskedLMHead(backbone.hidden_size, embedding_size, vocab_size,
-                                 activation=backbone.activation, layer_norm_eps=backbone.layer_norm_eps)
+        self.head = MaskedLMHead(
+            backbone.hidden_size,
+            embedding_size,
+            vocab_size,
+            activation=backbone.activation,
+            layer_norm_eps=backbone.layer_norm_eps,
+        )
 
     def training_flops_per_token(self, backbone_flops_per_token: float, seq_len: int) -> float:
         """The content stream is the backbone's 6·N + 6·L·T·H; the query stream runs every layer
         again for every position: 6·L·(2·H² + 2·H·I) for its weights plus 6·L·T·H for its
         attention."""
         layers, width = self.query_stream_layers, self.query_stream_width
-        return (backbone_flops_per_token + 6.0 * layers * self.query_stream_weights_per_layer
-                + 6.0 * layers * seq_len * width)
+        return (
+            backbone_flops_per_token
+            + 6.0 * layers * self.query_stream_weights_per_layer
+            + 6.0 * layers * seq_len * width
+        )
 
     def masks(self, batch: dict[str, torch.Tensor]):
         input_ids = batch["input_ids"]
@@ -59,8 +68,13 @@ class PermutedLMObjective(Objective):
     def forward(self, batch: dict[str, torch.Tensor], backbone: nn.Module) -> ObjectiveOutput:
         input_ids = batch["input_ids"]
         m = self.masks(batch)
-        out = backbone(input_ids, attention_mask=batch.get("attention_mask"), token_type_ids=batch.get("token_type_ids"),
-                       content_mask=m.content_mask, query_mask=m.query_mask)
+        out = backbone(
+            input_ids,
+            attention_mask=batch.get("attention_mask"),
+            token_type_ids=batch.get("token_type_ids"),
+            content_mask=m.content_mask,
+            query_mask=m.query_mask,
+        )
         query = out.query_hidden_states[-1]
         hidden = query[m.target_mask]  # B×T×H -> N×H
         targets = input_ids[m.target_mask]

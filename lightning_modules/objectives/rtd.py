@@ -53,16 +53,26 @@ class ReplacedTokenDetectionObjective(Objective):
     name = "rtd"
     predicts_tokens = False  # the loss mixes MLM and RTD: not a token NLL, no perplexity
 
-    def __init__(self, backbone: nn.Module, tokenizer, mask_prob: float = 0.15, mask_token_prob: float = 0.85,
-                 rtd_weight: float = 50.0, sampling_temperature: float = 1.0, seed: int | None = None):
+    def __init__(
+        self,
+        backbone: nn.Module,
+        tokenizer,
+        mask_prob: float = 0.15,
+        mask_token_prob: float = 0.85,
+        rtd_weight: float = 50.0,
+        sampling_temperature: float = 1.0,
+        seed: int | None = None,
+    ):
         super().__init__()
         if tokenizer.mask_token_id is None:
             raise ConfigError("objective=rtd needs a tokenizer with a mask token; tokenizer.mask_token_id is None")
         if not 0.0 < mask_prob <= 1.0:
             raise ConfigError(f"objective.module.mask_prob={mask_prob} must be in (0, 1]")
         if rtd_weight < 0 or sampling_temperature <= 0:
-            raise ConfigError(f"objective.module.rtd_weight={rtd_weight} must be >= 0 and "
-                              f"sampling_temperature={sampling_temperature} > 0")
+            raise ConfigError(
+                f"objective.module.rtd_weight={rtd_weight} must be >= 0 and "
+                f"sampling_temperature={sampling_temperature} > 0"
+            )
         self.mask_prob, self.mask_token_prob = float(mask_prob), float(mask_token_prob)
         self.rtd_weight, self.sampling_temperature = float(rtd_weight), float(sampling_temperature)
         self.mask_token_id = int(tokenizer.mask_token_id)
@@ -71,8 +81,13 @@ class ReplacedTokenDetectionObjective(Objective):
         self.register_buffer("special_ids", torch.tensor(special, dtype=torch.long), persistent=False)
         self.register_buffer("replacement_ids", replacement_pool(vocab_size, special), persistent=False)
         self.corruption = SeededCorruption(seed)
-        self.generator_head = MaskedLMHead(backbone.generator.hidden_size, embedding_size, vocab_size,
-                                           activation=backbone.activation, layer_norm_eps=backbone.layer_norm_eps)
+        self.generator_head = MaskedLMHead(
+            backbone.generator.hidden_size,
+            embedding_size,
+            vocab_size,
+            activation=backbone.activation,
+            layer_norm_eps=backbone.layer_norm_eps,
+        )
         self.discriminator_head = DiscriminatorHead(backbone.hidden_size, backbone.activation)
         g = backbone.generator
         self.generator_attention_flops_per_position = 6.0 * g.num_layers * g.hidden_size
@@ -88,8 +103,9 @@ class ReplacedTokenDetectionObjective(Objective):
         generator = self.corruption.generator(input_ids.device)
         special = special_tokens_mask_for(input_ids, self.special_ids, attention_mask)
         selected = select_tokens(special, self.mask_prob, generator)
-        masked, labels = replace_selected(input_ids, selected, self.mask_token_id, self.replacement_ids, generator,
-                                          self.mask_token_prob, 0.0)
+        masked, labels = replace_selected(
+            input_ids, selected, self.mask_token_id, self.replacement_ids, generator, self.mask_token_prob, 0.0
+        )
         embedding_weight = backbone.get_input_embeddings().weight
 
         gen_out = backbone.generator(masked, attention_mask, token_type_ids)
@@ -115,6 +131,12 @@ class ReplacedTokenDetectionObjective(Objective):
             rtd_acc = replaced_fraction = rtd_loss.detach()
         return ObjectiveOutput(
             loss=mlm_loss + self.rtd_weight * rtd_loss,
-            metrics={"mlm_loss": mlm_loss.detach(), "rtd_loss": rtd_loss.detach(), "generator_acc": gen_acc,
-                     "rtd_acc": rtd_acc, "replaced_fraction": replaced_fraction},
-            num_predicted_tokens=int(real.sum()))
+            metrics={
+                "mlm_loss": mlm_loss.detach(),
+                "rtd_loss": rtd_loss.detach(),
+                "generator_acc": gen_acc,
+                "rtd_acc": rtd_acc,
+                "replaced_fraction": replaced_fraction,
+            },
+            num_predicted_tokens=int(real.sum()),
+        )

@@ -76,8 +76,9 @@ class Seq2SeqObjective(Objective):
     def forward(self, batch: dict[str, torch.Tensor], backbone: nn.Module) -> ObjectiveOutput:
         source_ids, source_mask, target_ids, target_mask = self.corrupt(batch)
         decoder_input = shift_right(target_ids, target_mask, self.decoder_start_id, self.pad_id)
-        out = backbone(source_ids, attention_mask=source_mask, decoder_input_ids=decoder_input,
-                       decoder_attention_mask=target_mask)
+        out = backbone(
+            source_ids, attention_mask=source_mask, decoder_input_ids=decoder_input, decoder_attention_mask=target_mask
+        )
         labels = target_ids.masked_fill(target_mask == 0, IGNORE_INDEX)
         embedding = backbone.get_input_embeddings().weight
 
@@ -90,11 +91,13 @@ class Seq2SeqObjective(Objective):
         return ObjectiveOutput(loss=loss, metrics={f"{self.name}_acc": accuracy}, num_predicted_tokens=num_predicted)
 
 
-def framing(ids: torch.Tensor, tokenizer_ids: tuple[int | None, int | None]) -> tuple[list[int], torch.Tensor, list[int]]:
+def framing(
+    ids: torch.Tensor, tokenizer_ids: tuple[int | None, int | None]
+) -> tuple[list[int], torch.Tensor, list[int]]:
     """Split a row into (leading [CLS]/<s> if any, body, trailing [SEP]/</s> if any)."""
     cls_id, sep_id = tokenizer_ids
     head = [int(ids[0])] if ids.numel() and cls_id is not None and int(ids[0]) == cls_id else []
-    rest = ids[len(head):]
+    rest = ids[len(head) :]
     tail = [int(rest[-1])] if rest.numel() and sep_id is not None and int(rest[-1]) == sep_id else []
     body = rest[: rest.numel() - len(tail)]
     return head, body, tail

@@ -23,8 +23,9 @@ from ptmlab.contracts import ConfigError
 from ptmlab.methods.objectives import SpanContrastiveParams
 
 
-def sample_ngram_spans(special_tokens_mask: torch.Tensor, max_ngram: int, generator: torch.Generator
-                       ) -> tuple[torch.Tensor, torch.Tensor]:
+def sample_ngram_spans(
+    special_tokens_mask: torch.Tensor, max_ngram: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(start B, length B): per row, a length uniform in 1..max_ngram (cut to the row's longest
     run of ordinary tokens) and a start uniform over the places an n-gram of that length fits
     without covering a special token. A row with no ordinary token gets length 0."""
@@ -50,12 +51,22 @@ class SpanContrastiveObjective(Objective):
     name = "span_contrastive"
     predicts_tokens = False
 
-    def __init__(self, backbone: nn.Module, tokenizer, max_ngram: int = 5, temperature: float = 0.1,
-                 projection_size: int = 128, global_pooling: str = "mean", seed: int | None = None):
+    def __init__(
+        self,
+        backbone: nn.Module,
+        tokenizer,
+        max_ngram: int = 5,
+        temperature: float = 0.1,
+        projection_size: int = 128,
+        global_pooling: str = "mean",
+        seed: int | None = None,
+    ):
         super().__init__()
         if backbone.is_causal:
-            raise ConfigError("objective=span_contrastive reads the first token of a masked sentence, which a "
-                              "causal backbone computes without seeing the sentence")
+            raise ConfigError(
+                "objective=span_contrastive reads the first token of a masked sentence, which a "
+                "causal backbone computes without seeing the sentence"
+            )
         if tokenizer.mask_token_id is None:
             raise ConfigError("objective=span_contrastive needs a tokenizer with a mask token")
         if max_ngram < 1:
@@ -94,14 +105,15 @@ class SpanContrastiveObjective(Objective):
         ngram = torch.full((input_ids.shape[0], width), self.pad_id, dtype=input_ids.dtype, device=input_ids.device)
         ngram_mask = torch.zeros_like(ngram)
         for row, (s, n) in enumerate(zip(starts.tolist(), lengths.tolist())):
-            ngram[row, : n + 2] = torch.tensor([self.cls_id, *input_ids[row, s: s + n].tolist(), self.sep_id])
+            ngram[row, : n + 2] = torch.tensor([self.cls_id, *input_ids[row, s : s + n].tolist(), self.sep_id])
             ngram_mask[row, : n + 2] = 1
         return masked, ngram, ngram_mask
 
     def forward(self, batch: dict[str, torch.Tensor], backbone: nn.Module) -> ObjectiveOutput:
         masked, ngram, ngram_mask = self.views(batch)
-        context = backbone(masked, attention_mask=batch.get("attention_mask"),
-                           token_type_ids=batch.get("token_type_ids")).last_hidden_state
+        context = backbone(
+            masked, attention_mask=batch.get("attention_mask"), token_type_ids=batch.get("token_type_ids")
+        ).last_hidden_state
         local = backbone(ngram, attention_mask=ngram_mask).last_hidden_state
         inner = ngram_mask.clone()
         inner[:, 0] = 0  # the n-gram's own tokens only: not [CLS] ...

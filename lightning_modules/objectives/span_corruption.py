@@ -28,8 +28,14 @@ class SpanCorruptionObjective(Seq2SeqObjective):
 
     name = "span_corruption"
 
-    def __init__(self, backbone, tokenizer, noise_density: float = 0.15, mean_noise_span_length: float = 3.0,
-                 seed: int | None = None):
+    def __init__(
+        self,
+        backbone,
+        tokenizer,
+        noise_density: float = 0.15,
+        mean_noise_span_length: float = 3.0,
+        seed: int | None = None,
+    ):
         super().__init__(backbone, tokenizer, seed)
         if not 0.0 < noise_density < 1.0:
             raise ConfigError(f"objective.module.noise_density={noise_density} must be in (0, 1)")
@@ -37,16 +43,19 @@ class SpanCorruptionObjective(Seq2SeqObjective):
             raise ConfigError(f"objective.module.mean_noise_span_length={mean_noise_span_length} must be >= 1")
         self.sentinels = sentinel_ids(tokenizer)
         if len(self.sentinels) < 2:
-            raise ConfigError("objective=span_corruption needs sentinel tokens <extra_id_0>, <extra_id_1>, ... in "
-                              "the tokenizer (ptmlab-trained tokenizers have 20)")
+            raise ConfigError(
+                "objective=span_corruption needs sentinel tokens <extra_id_0>, <extra_id_1>, ... in "
+                "the tokenizer (ptmlab-trained tokenizers have 20)"
+            )
         self.noise_density, self.mean_noise_span_length = float(noise_density), float(mean_noise_span_length)
         self.frame_ids = (tokenizer.cls_token_id, tokenizer.sep_token_id)
         self.eos_id = int(tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.pad_token_id)
 
     def corrupt_row(self, ids: torch.Tensor, generator: torch.Generator):
         _, body, _ = framing(ids, self.frame_ids)
-        noise = random_spans_noise_mask(body.numel(), generator, self.noise_density, self.mean_noise_span_length,
-                                        max_spans=len(self.sentinels) - 1)
+        noise = random_spans_noise_mask(
+            body.numel(), generator, self.noise_density, self.mean_noise_span_length, max_spans=len(self.sentinels) - 1
+        )
         source, target = sentinel_corrupt(body, noise, self.sentinels)
         eos = torch.tensor([self.eos_id])
         return torch.cat([source, eos]), torch.cat([target, eos])

@@ -29,15 +29,25 @@ class TranslationLMObjective(MaskedLMObjective):
 
     name = "tlm"
 
-    def __init__(self, backbone, tokenizer, mask_prob: float = 0.15, mask_token_prob: float = 0.8,
-                 random_token_prob: float = 0.1, reset_positions: bool = True, seed: int | None = None):
+    def __init__(
+        self,
+        backbone,
+        tokenizer,
+        mask_prob: float = 0.15,
+        mask_token_prob: float = 0.8,
+        random_token_prob: float = 0.1,
+        reset_positions: bool = True,
+        seed: int | None = None,
+    ):
         super().__init__(backbone, tokenizer, mask_prob, mask_token_prob, random_token_prob, seed)
         self.reset_positions = bool(reset_positions)
 
     def forward(self, batch, backbone) -> ObjectiveOutput:
         if "token_type_ids" not in batch:
-            raise DataError("objective=tlm needs sentence pairs with token_type_ids (language ids): use "
-                            "data=parallel_text (tab-separated source/target lines)")
+            raise DataError(
+                "objective=tlm needs sentence pairs with token_type_ids (language ids): use "
+                "data=parallel_text (tab-separated source/target lines)"
+            )
         if not self.reset_positions:
             return super().forward(batch, backbone)
         positions = restarted_positions(batch["token_type_ids"])
@@ -52,8 +62,9 @@ class _WithPositions:
         self.position_ids = position_ids
 
     def __call__(self, input_ids, attention_mask=None, token_type_ids=None):
-        return self.backbone(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                             position_ids=self.position_ids)
+        return self.backbone(
+            input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=self.position_ids
+        )
 
     def get_input_embeddings(self):
         return self.backbone.get_input_embeddings()

@@ -38,14 +38,24 @@ class UnifiedLMObjective(MaskedLMObjective):
 
     name = "unilm"
 
-    def __init__(self, backbone, tokenizer, mask_prob: float = 0.15, mask_token_prob: float = 0.8,
-                 random_token_prob: float = 0.1, mode_weights: dict | None = None, seed: int | None = None):
+    def __init__(
+        self,
+        backbone,
+        tokenizer,
+        mask_prob: float = 0.15,
+        mask_token_prob: float = 0.8,
+        random_token_prob: float = 0.1,
+        mode_weights: dict | None = None,
+        seed: int | None = None,
+    ):
         super().__init__(backbone, tokenizer, mask_prob, mask_token_prob, random_token_prob, seed)
         weights = dict(mode_weights) if mode_weights is not None else dict(DEFAULT_MODE_WEIGHTS)
         unknown = set(weights) - set(UNILM_MODES)
         if unknown or not weights or any(float(w) < 0 for w in weights.values()) or sum(weights.values()) <= 0:
-            raise ConfigError(f"objective.module.mode_weights={weights} must give non-negative weights to modes "
-                              f"among {', '.join(UNILM_MODES)}")
+            raise ConfigError(
+                f"objective.module.mode_weights={weights} must give non-negative weights to modes "
+                f"among {', '.join(UNILM_MODES)}"
+            )
         self.modes = list(weights)
         self.register_buffer("mode_probs", torch.tensor([float(weights[m]) for m in self.modes]), persistent=False)
 
@@ -65,17 +75,28 @@ class UnifiedLMObjective(MaskedLMObjective):
         source_lengths = None
         if mode == "seq2seq":
             if token_type_ids is not None and bool((token_type_ids == 1).any()):
-                source = (token_type_ids == 0)
+                source = token_type_ids == 0
             else:
                 source_lengths = random_source_lengths(attention_mask, generator)
                 source = torch.arange(input_ids.shape[1], device=input_ids.device)[None] < source_lengths[:, None]
             special = special | source  # only the target segment is predicted
         selected = self.select_positions(batch, special, generator)
-        corrupted, labels = replace_selected(input_ids, selected, self.mask_token_id, self.replacement_ids, generator,
-                                             self.mask_token_prob, self.random_token_prob)
+        corrupted, labels = replace_selected(
+            input_ids,
+            selected,
+            self.mask_token_id,
+            self.replacement_ids,
+            generator,
+            self.mask_token_prob,
+            self.random_token_prob,
+        )
         self_attention_mask = unilm_attention_mask(mode, attention_mask, token_type_ids, source_lengths)
-        out = backbone(corrupted, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                       self_attention_mask=self_attention_mask)
+        out = backbone(
+            corrupted,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            self_attention_mask=self_attention_mask,
+        )
         predicted = labels != IGNORE_INDEX
         logits = self.head(out.last_hidden_state[predicted], backbone.get_input_embeddings().weight)  # N×V
         targets = labels[predicted]

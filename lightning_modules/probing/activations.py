@@ -71,10 +71,10 @@ class Activations:
     """Word-level states of a dataset: `states[l]` is words × H (fp16) for layer l (0 = embeddings);
     sentence i's words are rows offsets[i]:offsets[i+1]."""
 
-    states: torch.Tensor          # (L+1) × N_words × H, fp16
-    lengths: torch.Tensor         # n_sentences, words per sentence
+    states: torch.Tensor  # (L+1) × N_words × H, fp16
+    lengths: torch.Tensor  # n_sentences, words per sentence
     key: str
-    forward_passes: int           # 0 when every shard came from the cache
+    forward_passes: int  # 0 when every shard came from the cache
     cache_hit: bool
 
     @property
@@ -108,8 +108,10 @@ def encode_words(tokenizer, sentences: list[list[str]], max_length: int) -> list
         ids = encoded["input_ids"][i]
         word_ids = encoded.word_ids(i)
         if len(ids) > max_length:
-            raise DataError(f"sentence {i} ({len(words)} words) is {len(ids)} subwords long, beyond the model's "
-                            f"{max_length} positions: lower probe.data.max_sentence_words")
+            raise DataError(
+                f"sentence {i} ({len(words)} words) is {len(ids)} subwords long, beyond the model's "
+                f"{max_length} positions: lower probe.data.max_sentence_words"
+            )
         positions: list[list[int]] = [[] for _ in words]
         for pos, w in enumerate(word_ids):
             if w is not None:
@@ -121,8 +123,9 @@ def encode_words(tokenizer, sentences: list[list[str]], max_length: int) -> list
     return out
 
 
-def word_sources(encoded: list[dict], alignment: str, tokens_per_row: int
-                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def word_sources(
+    encoded: list[dict], alignment: str, tokens_per_row: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Where each word of a batch reads its state, in the batch flattened to (B·T) token rows:
     the token rows, the word (0..words-1, sentence by sentence) each row feeds and its weight
     (1 for first/last, 1/subwords for mean). Indices instead of a B × W × T weight matrix: the
@@ -145,7 +148,7 @@ def word_sources(encoded: list[dict], alignment: str, tokens_per_row: int
 def batches_of(encoded: list[dict], batch_size: int) -> list[list[int]]:
     """Indices grouped by length (less padding); deterministic given the shard's sentences."""
     order = sorted(range(len(encoded)), key=lambda i: (len(encoded[i]["input_ids"]), i))
-    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
 
 def pad_batch(encoded: list[dict], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -153,8 +156,8 @@ def pad_batch(encoded: list[dict], pad_id: int) -> tuple[torch.Tensor, torch.Ten
     ids = torch.full((len(encoded), longest), pad_id, dtype=torch.long)
     mask = torch.zeros((len(encoded), longest), dtype=torch.long)
     for b, e in enumerate(encoded):
-        ids[b, :len(e["input_ids"])] = torch.tensor(e["input_ids"])
-        mask[b, :len(e["input_ids"])] = 1
+        ids[b, : len(e["input_ids"])] = torch.tensor(e["input_ids"])
+        mask[b, : len(e["input_ids"])] = 1
     return ids, mask
 
 
@@ -164,13 +167,13 @@ class PreparedBatch:
     each chosen subword reads with the batch word it feeds and its weight, and where the batch's
     words start in the shard's batch order."""
 
-    ids: torch.Tensor       # B × T
-    mask: torch.Tensor      # B × T
-    sources: torch.Tensor   # chosen subwords
-    words: torch.Tensor     # chosen subwords: batch word 0..W-1
-    weights: torch.Tensor   # chosen subwords: 1, or 1/subwords for mean
-    first: int              # the batch's word 0 in the shard's batch order
-    n_words: int            # W
+    ids: torch.Tensor  # B × T
+    mask: torch.Tensor  # B × T
+    sources: torch.Tensor  # chosen subwords
+    words: torch.Tensor  # chosen subwords: batch word 0..W-1
+    weights: torch.Tensor  # chosen subwords: 1, or 1/subwords for mean
+    first: int  # the batch's word 0 in the shard's batch order
+    n_words: int  # W
 
 
 @dataclass
@@ -179,11 +182,12 @@ class PreparedShard:
     sentence order, each one's row in batch order."""
 
     batches: list[PreparedBatch]
-    order: torch.Tensor     # shard words
+    order: torch.Tensor  # shard words
 
 
-def prepare_shard(tokenizer, chunk: list[list[str]], alignment: str, batch_size: int, pad_id: int,
-                  max_length: int) -> PreparedShard:
+def prepare_shard(
+    tokenizer, chunk: list[list[str]], alignment: str, batch_size: int, pad_id: int, max_length: int
+) -> PreparedShard:
     """Runs a shard ahead of the forward passes: in a thread beside them where a core is free (the
     tokenizer releases the GIL; `side_executor`), else just before them."""
     encoded = encode_words(tokenizer, chunk, max_length)
@@ -207,21 +211,32 @@ class PreparedInputs:
     tokenizer and the settings, so a probe job tokenises its data once for the model and its
     random-init twin; a shard that the cache already holds is never prepared."""
 
-    def __init__(self, tokenizer, sentences: list[list[str]], *, alignment: str, batch_size: int,
-                 shard_sentences: int, max_length: int):
+    def __init__(
+        self,
+        tokenizer,
+        sentences: list[list[str]],
+        *,
+        alignment: str,
+        batch_size: int,
+        shard_sentences: int,
+        max_length: int,
+    ):
         self.tokenizer, self.sentences = tokenizer, sentences
         self.settings = (alignment, batch_size, shard_sentences, max_length)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.shards: dict[int, PreparedShard] = {}
 
     def fits(self, tokenizer, sentences: list[list[str]], settings: tuple) -> bool:
-        return (tokenizer is self.tokenizer and settings == self.settings
-                and (sentences is self.sentences or sentences == self.sentences))
+        return (
+            tokenizer is self.tokenizer
+            and settings == self.settings
+            and (sentences is self.sentences or sentences == self.sentences)
+        )
 
     def shard(self, index: int) -> PreparedShard:
         if index not in self.shards:
             alignment, batch_size, shard_sentences, max_length = self.settings
-            chunk = self.sentences[index * shard_sentences:(index + 1) * shard_sentences]
+            chunk = self.sentences[index * shard_sentences : (index + 1) * shard_sentences]
             self.shards[index] = prepare_shard(self.tokenizer, chunk, alignment, batch_size, self.pad_id, max_length)
         return self.shards[index]
 
@@ -238,7 +253,8 @@ def word_states(backbone, batch: PreparedBatch, alignment: str) -> list[torch.Te
         picked = flat.index_select(0, batch.sources)  # chosen subwords × H
         if alignment == "mean":
             picked = torch.zeros(batch.n_words, flat.shape[1], dtype=flat.dtype).index_add_(
-                0, batch.words, picked * batch.weights.to(flat.dtype)[:, None])
+                0, batch.words, picked * batch.weights.to(flat.dtype)[:, None]
+            )
         layers.append(picked)
     return layers
 
@@ -263,7 +279,7 @@ class WordStateRows:
             if self.states is None:
                 self.allocate(len(layers), layers[0].shape[1])
             for layer, words in enumerate(layers):
-                self.staging[layer, batch.first:batch.first + batch.n_words].copy_(words)  # fp32 → fp16
+                self.staging[layer, batch.first : batch.first + batch.n_words].copy_(words)  # fp32 → fp16
         n = len(shard.order)
         for layer in range(self.states.shape[0]):
             # one gather per layer puts the shard back in sentence order: a per-batch index_copy_
@@ -348,9 +364,21 @@ def wait_for_shard(written: Future, shard: int, n_shards: int, progress) -> None
         progress(shard + 1, n_shards)
 
 
-def extract(backbone, tokenizer, sentences: list[list[str]], *, cache_dir: str | Path, alignment: str = "first",
-            batch_size: int = 32, shard_sentences: int = 256, model_label: str = "", model_digest: str | None = None,
-            data_label: str = "", progress=None, inputs: PreparedInputs | None = None) -> Activations:
+def extract(
+    backbone,
+    tokenizer,
+    sentences: list[list[str]],
+    *,
+    cache_dir: str | Path,
+    alignment: str = "first",
+    batch_size: int = 32,
+    shard_sentences: int = 256,
+    model_label: str = "",
+    model_digest: str | None = None,
+    data_label: str = "",
+    progress=None,
+    inputs: PreparedInputs | None = None,
+) -> Activations:
     """Every layer's word states of `sentences`, from the cache where present (see module doc).
     `inputs`: the sentences prepared for an earlier model with the same tokenizer and settings
     (`PreparedInputs`), reused instead of tokenising again."""
@@ -363,7 +391,9 @@ def extract(backbone, tokenizer, sentences: list[list[str]], *, cache_dir: str |
     max_length = tokenized_max_length(backbone)
     digest = model_digest or model_hash(backbone, tokenizer)
     dhash = data_hash(sentences)
-    key = hashlib.sha256(json.dumps([FORMAT_VERSION, digest, dhash, alignment, shard_sentences]).encode()).hexdigest()[:24]
+    key = hashlib.sha256(json.dumps([FORMAT_VERSION, digest, dhash, alignment, shard_sentences]).encode()).hexdigest()[
+        :24
+    ]
     cache = ActivationCache(cache_dir)
     n_shards = (len(sentences) + shard_sentences - 1) // shard_sentences
     lengths = torch.tensor([len(s) for s in sentences], dtype=torch.int32)
@@ -372,18 +402,38 @@ def extract(backbone, tokenizer, sentences: list[list[str]], *, cache_dir: str |
     passes_before = FORWARD_PASSES["count"]
     settings = (alignment, batch_size, shard_sentences, max_length)
     if inputs is None or not inputs.fits(tokenizer, sentences, settings):
-        inputs = PreparedInputs(tokenizer, sentences, alignment=alignment, batch_size=batch_size,
-                                shard_sentences=shard_sentences, max_length=max_length)
+        inputs = PreparedInputs(
+            tokenizer,
+            sentences,
+            alignment=alignment,
+            batch_size=batch_size,
+            shard_sentences=shard_sentences,
+            max_length=max_length,
+        )
     with cache.locked(key) as folder:
         # a shard being written when a job was killed (ours, or safetensors' own temporary file)
         for torn in [*folder.glob(".*.tmp"), *folder.glob(".tmp*")]:
             torn.unlink(missing_ok=True)
         manifest_path = folder / MANIFEST
-        manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {
-            "format_version": FORMAT_VERSION, "key": key, "model": model_label, "model_hash": digest,
-            "data": data_label, "data_hash": dhash, "alignment": alignment, "sentences": len(sentences),
-            "words": int(lengths.sum()), "shard_sentences": shard_sentences, "shards": n_shards,
-            "created": time.time(), "complete": False}
+        manifest = (
+            json.loads(manifest_path.read_text())
+            if manifest_path.exists()
+            else {
+                "format_version": FORMAT_VERSION,
+                "key": key,
+                "model": model_label,
+                "model_hash": digest,
+                "data": data_label,
+                "data_hash": dhash,
+                "alignment": alignment,
+                "sentences": len(sentences),
+                "words": int(lengths.sum()),
+                "shard_sentences": shard_sentences,
+                "shards": n_shards,
+                "created": time.time(),
+                "complete": False,
+            }
+        )
         was_complete = bool(manifest.get("complete"))
         backbone.eval()
         shard_files = [folder / f"shard_{i:05d}.safetensors" for i in range(n_shards)]
@@ -397,6 +447,7 @@ def extract(backbone, tokenizer, sentences: list[list[str]], *, cache_dir: str |
         # machine). Shards still land in order, each whole; every word's state goes straight into
         # its row of the output.
         with side_executor("shard-preparer") as preparer, side_executor("shard-writer") as writer:
+
             def prepare(shard: int) -> Future:
                 return preparer.submit(inputs.shard, shard)
 
@@ -409,19 +460,31 @@ def extract(backbone, tokenizer, sentences: list[list[str]], *, cache_dir: str |
                 output.fill(backbone, prepared, alignment, rows)
                 if pending is not None:
                     wait_for_shard(*pending, n_shards, progress)
-                shard_lengths = lengths[shard * shard_sentences:(shard + 1) * shard_sentences].clone()
-                pending = (writer.submit(write_shard, folder, shard_files[shard], output.states[:, rows], shard_lengths,
-                                         manifest), shard)
+                shard_lengths = lengths[shard * shard_sentences : (shard + 1) * shard_sentences].clone()
+                pending = (
+                    writer.submit(
+                        write_shard, folder, shard_files[shard], output.states[:, rows], shard_lengths, manifest
+                    ),
+                    shard,
+                )
             if pending is not None:
                 wait_for_shard(*pending, n_shards, progress)
         for shard in sorted(set(range(n_shards)) - set(missing)):  # written by an earlier job
             stored = load_file(str(shard_files[shard]))["states"]
             if output.states is None:
                 output.states = torch.empty(stored.shape[0], shard_rows[-1], stored.shape[2], dtype=stored.dtype)
-            output.states[:, shard_rows[shard]:shard_rows[shard + 1]].copy_(stored)
+            output.states[:, shard_rows[shard] : shard_rows[shard + 1]].copy_(stored)
         states = output.states
-        manifest.update({"complete": True, "shards_done": n_shards, "num_layers": int(states.shape[0]), "hidden_size": int(states.shape[2]),
-                         "size_bytes": sum(p.stat().st_size for p in shard_files), "last_used": time.time()})
+        manifest.update(
+            {
+                "complete": True,
+                "shards_done": n_shards,
+                "num_layers": int(states.shape[0]),
+                "hidden_size": int(states.shape[2]),
+                "size_bytes": sum(p.stat().st_size for p in shard_files),
+                "last_used": time.time(),
+            }
+        )
         write_json_atomic(folder / MANIFEST, manifest)
     passes = FORWARD_PASSES["count"] - passes_before
     return Activations(states, lengths, key, passes, cache_hit=was_complete and passes == 0)

@@ -21,8 +21,22 @@ import torch
 from lightning_modules.data.conllu import ConlluSentence
 from lightning_modules.probing.activations import FORWARD_PASSES, encode_words, pad_batch, tokenized_max_length
 
-RELATIONS = ("det", "nsubj", "obj", "amod", "advmod", "case", "nmod", "aux", "compound", "mark", "conj", "cc",
-             "obl", "poss")
+RELATIONS = (
+    "det",
+    "nsubj",
+    "obj",
+    "amod",
+    "advmod",
+    "case",
+    "nmod",
+    "aux",
+    "compound",
+    "mark",
+    "conj",
+    "cc",
+    "obl",
+    "poss",
+)
 TOKEN_STATISTICS = ("entropy", "cls", "sep", "punct", "prev", "next")
 
 
@@ -99,11 +113,23 @@ def run_attention_analysis(backbone, tokenizer, sentences: list[ConlluSentence],
         heatmaps.append({"statistic": f"dep:{rel}", "values": _grid(accuracy), "count": dep_total[rel]})
         flat = int(accuracy.argmax())
         layer, head = divmod(flat, accuracy.shape[1])
-        best_heads[rel] = {"layer": layer + 1, "head": head, "accuracy": round(float(accuracy.max()), 5),
-                           "count": dep_total[rel]}
-    return {"probe_task": "attention", "family": "attention", "metric": None, "eval_examples": len(sentences),
-            "num_layers": int(att.shape[0]), "num_heads": int(att.shape[2]), "heatmaps": heatmaps,
-            "best_heads": best_heads, "layers": []}
+        best_heads[rel] = {
+            "layer": layer + 1,
+            "head": head,
+            "accuracy": round(float(accuracy.max()), 5),
+            "count": dep_total[rel],
+        }
+    return {
+        "probe_task": "attention",
+        "family": "attention",
+        "metric": None,
+        "eval_examples": len(sentences),
+        "num_layers": int(att.shape[0]),
+        "num_heads": int(att.shape[2]),
+        "heatmaps": heatmaps,
+        "best_heads": best_heads,
+        "layers": [],
+    }
 
 
 def _grid(values: torch.Tensor) -> list[list[float]]:

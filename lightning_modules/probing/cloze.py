@@ -50,8 +50,8 @@ class Fact:
     relation: str
     subject: str
     obj: str
-    sentence: str      # with [MASK]
-    where: str         # file:line
+    sentence: str  # with [MASK]
+    where: str  # file:line
 
 
 @dataclass
@@ -80,7 +80,7 @@ UNNAMED_FILES = {"test", "dev", "train"}  # file names that are not relation nam
 def find_templates(root: Path) -> Path | None:
     """relations.jsonl beside `root` (a file's folder, or the folder itself) or in a parent."""
     folder = root if root.is_dir() else root.parent
-    for candidate in [folder, *folder.parents][:TEMPLATE_SEARCH_DEPTH + 1]:
+    for candidate in [folder, *folder.parents][: TEMPLATE_SEARCH_DEPTH + 1]:
         if (candidate / TEMPLATES_FILE).is_file():
             return candidate / TEMPLATES_FILE
     return None
@@ -158,8 +158,10 @@ def read_lama(path: str, relations: str | None = None) -> LamaData:
                 sentence = _record_sentence(record, where)
                 if sentence is None:
                     searched = relations or f"{TEMPLATES_FILE} beside or above {root}"
-                    raise DataError(f"{where}: no 'masked_sentences' and no template for relation {relation!r} "
-                                    f"(looked in {searched}; probe.data.relations names the file)")
+                    raise DataError(
+                        f"{where}: no 'masked_sentences' and no template for relation {relation!r} "
+                        f"(looked in {searched}; probe.data.relations names the file)"
+                    )
             if sentence.count(MASK) != 1:
                 raise DataError(f"{where}: the sentence needs exactly one {MASK}: {sentence!r}")
             data.facts.append(Fact(relation, subject or "", record["obj_label"], sentence, where))
@@ -200,10 +202,12 @@ def _mlm_head_state(run_folder: Path, objective_name: str) -> dict:
     try:
         state = torch.load(checkpoint, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
-        raise UntrustedCodeError(f"{checkpoint}: holds objects other than tensors, refusing to unpickle it "
-                                 f"({str(exc).splitlines()[0][:200]})") from None
+        raise UntrustedCodeError(
+            f"{checkpoint}: holds objects other than tensors, refusing to unpickle it "
+            f"({str(exc).splitlines()[0][:200]})"
+        ) from None
     prefix = f"objectives.{objective_name}.head."
-    return {k[len(prefix):]: v for k, v in state["state_dict"].items() if k.startswith(prefix)}
+    return {k[len(prefix) :]: v for k, v in state["state_dict"].items() if k.startswith(prefix)}
 
 
 def load_masked_lm(resolved, cfg: DictConfig) -> MaskedLM:
@@ -240,10 +244,13 @@ def load_masked_lm(resolved, cfg: DictConfig) -> MaskedLM:
             from transformers import AutoModelForMaskedLM
 
             model = AutoModelForMaskedLM.from_pretrained(backbone.name_or_path).eval()
-            return MaskedLM(tokenizer, lambda ids, mask: model(input_ids=ids, attention_mask=mask).logits,
-                            backbone.name_or_path)
-    raise ConfigError(f"probe=lama needs a model with a masked-LM head: backbone={ref} has none (a ptmlab "
-                      f"pretrain run with an MLM objective, or a Hugging Face *ForMaskedLM checkpoint)")
+            return MaskedLM(
+                tokenizer, lambda ids, mask: model(input_ids=ids, attention_mask=mask).logits, backbone.name_or_path
+            )
+    raise ConfigError(
+        f"probe=lama needs a model with a masked-LM head: backbone={ref} has none (a ptmlab "
+        f"pretrain run with an MLM objective, or a Hugging Face *ForMaskedLM checkpoint)"
+    )
 
 
 def object_id(tokenizer, obj: str) -> int | None:
@@ -261,8 +268,9 @@ def run_cloze(mlm: MaskedLM, data: LamaData, batch_size: int = 32) -> dict:
     per_relation: dict[str, dict] = {}
     scored: list[tuple[Fact, int]] = []
     for fact in data.facts:
-        entry = per_relation.setdefault(fact.relation, {"relation": fact.relation, "facts": 0, "oov": 0,
-                                                        "scored": 0, "ranks": []})
+        entry = per_relation.setdefault(
+            fact.relation, {"relation": fact.relation, "facts": 0, "oov": 0, "scored": 0, "ranks": []}
+        )
         entry["facts"] += 1
         gold = object_id(tokenizer, fact.obj)
         if gold is None:
@@ -270,7 +278,7 @@ def run_cloze(mlm: MaskedLM, data: LamaData, batch_size: int = 32) -> dict:
         else:
             scored.append((fact, gold))
     for start in range(0, len(scored), batch_size):
-        chunk = scored[start:start + batch_size]
+        chunk = scored[start : start + batch_size]
         texts = [f.sentence.replace(MASK, tokenizer.mask_token) for f, _ in chunk]
         enc = tokenizer(texts, padding=True, return_tensors="pt")
         logits = mlm.logits(enc["input_ids"], enc["attention_mask"])
@@ -287,9 +295,11 @@ def run_cloze(mlm: MaskedLM, data: LamaData, batch_size: int = 32) -> dict:
         entry = per_relation[rel]
         ranks = entry.pop("ranks")
         if ranks:
-            entry.update(p_at_1=round(sum(r == 1 for r in ranks) / len(ranks), 5),
-                         p_at_10=round(sum(r <= 10 for r in ranks) / len(ranks), 5),
-                         mrr=round(sum(1 / r for r in ranks) / len(ranks), 5))
+            entry.update(
+                p_at_1=round(sum(r == 1 for r in ranks) / len(ranks), 5),
+                p_at_10=round(sum(r <= 10 for r in ranks) / len(ranks), 5),
+                mrr=round(sum(1 / r for r in ranks) / len(ranks), 5),
+            )
         relations.append(entry)
     with_scores = [r for r in relations if r["scored"]]
     all_ranks_n = sum(r["scored"] for r in with_scores)
@@ -300,9 +310,19 @@ def run_cloze(mlm: MaskedLM, data: LamaData, batch_size: int = 32) -> dict:
     def micro(key: str) -> float | None:
         return round(sum(r[key] * r["scored"] for r in with_scores) / all_ranks_n, 5) if all_ranks_n else None
 
-    return {"probe_task": "lama", "family": "cloze", "metric": "p_at_1", "model_head": mlm.label,
-            "relations": relations, "facts": len(data.facts), "scored": all_ranks_n,
-            "oov": sum(r["oov"] for r in relations),
-            "p_at_1": macro("p_at_1"), "p_at_10": macro("p_at_10"), "mrr": macro("mrr"),
-            "micro": {"p_at_1": micro("p_at_1"), "p_at_10": micro("p_at_10"), "mrr": micro("mrr")},
-            "best_score": macro("p_at_1"), "layers": []}
+    return {
+        "probe_task": "lama",
+        "family": "cloze",
+        "metric": "p_at_1",
+        "model_head": mlm.label,
+        "relations": relations,
+        "facts": len(data.facts),
+        "scored": all_ranks_n,
+        "oov": sum(r["oov"] for r in relations),
+        "p_at_1": macro("p_at_1"),
+        "p_at_10": macro("p_at_10"),
+        "mrr": macro("mrr"),
+        "micro": {"p_at_1": micro("p_at_1"), "p_at_10": micro("p_at_10"), "mrr": micro("mrr")},
+        "best_score": macro("p_at_1"),
+        "layers": [],
+    }

@@ -6,9 +6,10 @@ evaluation split: no early stopping on the split it is scored on.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 from torch import nn
@@ -23,9 +24,14 @@ class FitSettings:
     seed: int = 0
 
     @classmethod
-    def from_cfg(cls, node, seed: int) -> "FitSettings":
-        return cls(epochs=int(node.epochs), lr=float(node.lr), batch_size=int(node.batch_size),
-                   weight_decay=float(node.get("weight_decay", 0.0) or 0.0), seed=seed)
+    def from_cfg(cls, node, seed: int) -> FitSettings:
+        return cls(
+            epochs=int(node.epochs),
+            lr=float(node.lr),
+            batch_size=int(node.batch_size),
+            weight_decay=float(node.get("weight_decay", 0.0) or 0.0),
+            seed=seed,
+        )
 
 
 @contextmanager
@@ -47,11 +53,16 @@ def one_thread() -> Iterator[None]:
 def length_buckets(lengths: list[int], batch_size: int) -> list[torch.Tensor]:
     """Batches of examples of similar length (sentence-level probes pad to the longest)."""
     order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
-    return [torch.tensor(order[i:i + batch_size]) for i in range(0, len(order), batch_size)]
+    return [torch.tensor(order[i : i + batch_size]) for i in range(0, len(order), batch_size)]
 
 
-def fit(model: nn.Module, n_examples: int, loss_of_batch: Callable[[Any], torch.Tensor],
-        settings: FitSettings, buckets: list | None = None) -> nn.Module:
+def fit(
+    model: nn.Module,
+    n_examples: int,
+    loss_of_batch: Callable[[Any], torch.Tensor],
+    settings: FitSettings,
+    buckets: list | None = None,
+) -> nn.Module:
     """Adam over shuffled minibatches of example indices, or over `buckets` (prepared batches of
     any kind) in a shuffled order; `loss_of_batch(batch)` gives the loss."""
     generator = torch.Generator().manual_seed(settings.seed)
@@ -62,7 +73,9 @@ def fit(model: nn.Module, n_examples: int, loss_of_batch: Callable[[Any], torch.
             batches = [buckets[i] for i in torch.randperm(len(buckets), generator=generator)]
         else:
             order = torch.randperm(n_examples, generator=generator)
-            batches = [order[start:start + settings.batch_size] for start in range(0, n_examples, settings.batch_size)]
+            batches = [
+                order[start : start + settings.batch_size] for start in range(0, n_examples, settings.batch_size)
+            ]
         for batch in batches:
             loss = loss_of_batch(batch)
             optimizer.zero_grad(set_to_none=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -26,7 +26,7 @@ from lightning_modules.probing.fit import FitSettings, fit, one_thread
 from lightning_modules.probing.token import TokenProbe, encode_labels
 
 SENTENCE_TASKS = ("sentence_length", "tree_depth", "bigram_shift", "tense", "subject_number")
-LENGTH_BINS = (4, 8, 12, 16, 20, 25, 30)   # upper bounds; longer sentences share the last bin
+LENGTH_BINS = (4, 8, 12, 16, 20, 25, 30)  # upper bounds; longer sentences share the last bin
 SHIFT_SEED = 1234
 
 
@@ -94,21 +94,37 @@ def sentence_means(acts: Activations) -> torch.Tensor:
     return sums / acts.lengths.float().clamp(min=1)[None, :, None]
 
 
-def _fit_layer(x_train: torch.Tensor, y_train: torch.Tensor, x_eval: torch.Tensor, y_eval: torch.Tensor,
-               num_labels: int, probe_cfg, settings: FitSettings) -> float:
+def _fit_layer(
+    x_train: torch.Tensor,
+    y_train: torch.Tensor,
+    x_eval: torch.Tensor,
+    y_eval: torch.Tensor,
+    num_labels: int,
+    probe_cfg,
+    settings: FitSettings,
+) -> float:
     from torch.nn import functional as F
 
     torch.manual_seed(settings.seed)
-    probe = TokenProbe(x_train.shape[-1], num_labels, str(probe_cfg.kind), int(probe_cfg.hidden_size),
-                       float(probe_cfg.dropout))
+    probe = TokenProbe(
+        x_train.shape[-1], num_labels, str(probe_cfg.kind), int(probe_cfg.hidden_size), float(probe_cfg.dropout)
+    )
     fit(probe, len(y_train), lambda b: F.cross_entropy(probe(x_train[b]), y_train[b]), settings)
     with torch.no_grad():
         return float((probe(x_eval).argmax(-1) == y_eval).float().mean())
 
 
-def run_sentence_task(task: str, train_sents: list[ConlluSentence], eval_sents: list[ConlluSentence],
-                      train_acts: Activations, eval_acts: Activations, layers: list[int], probe_cfg,
-                      settings: FitSettings, extract_shifted: Callable[[str, list[list[str]]], Activations]) -> dict:
+def run_sentence_task(
+    task: str,
+    train_sents: list[ConlluSentence],
+    eval_sents: list[ConlluSentence],
+    train_acts: Activations,
+    eval_acts: Activations,
+    layers: list[int],
+    probe_cfg,
+    settings: FitSettings,
+    extract_shifted: Callable[[str, list[list[str]]], Activations],
+) -> dict:
     if task == "bigram_shift":
         train_words, train_labels = shifted(train_sents)
         eval_words, eval_labels = shifted(eval_sents, SHIFT_SEED + 1)
@@ -125,11 +141,26 @@ def run_sentence_task(task: str, train_sents: list[ConlluSentence], eval_sents: 
     per_layer = []
     with one_thread():
         for layer in layers:
-            acc = _fit_layer(x_train_all[layer, train_keep], y_train, x_eval_all[layer, eval_keep], y_eval,
-                             len(vocab), probe_cfg, settings)
+            acc = _fit_layer(
+                x_train_all[layer, train_keep],
+                y_train,
+                x_eval_all[layer, eval_keep],
+                y_eval,
+                len(vocab),
+                probe_cfg,
+                settings,
+            )
             per_layer.append({"layer": layer, "accuracy": round(acc, 5)})
     majority = Counter(train_labels[i] for i in train_keep).most_common(1)[0][0]
     majority_acc = sum(1 for i in eval_keep if eval_labels[i] == majority) / max(len(eval_keep), 1)
-    return {"probe_task": task, "family": "sentence", "metric": "accuracy", "probe": str(probe_cfg.kind),
-            "num_labels": len(vocab), "train_examples": len(train_keep), "eval_examples": len(eval_keep),
-            "layers": per_layer, "baselines": {"majority": round(majority_acc, 5)}}
+    return {
+        "probe_task": task,
+        "family": "sentence",
+        "metric": "accuracy",
+        "probe": str(probe_cfg.kind),
+        "num_labels": len(vocab),
+        "train_examples": len(train_keep),
+        "eval_examples": len(eval_keep),
+        "layers": per_layer,
+        "baselines": {"majority": round(majority_acc, 5)},
+    }

@@ -55,8 +55,8 @@ def tree_distances(heads: list[int]) -> np.ndarray:
 @dataclass
 class TreeData:
     lengths: list[int]
-    distances: list[torch.Tensor]   # n × n gold tree distances
-    depths: list[torch.Tensor]      # n gold depths
+    distances: list[torch.Tensor]  # n × n gold tree distances
+    depths: list[torch.Tensor]  # n gold depths
     punct: list[list[bool]]
     heads: list[list[int]]
     # sentence -> its gold distances' centred row ranks: every layer of every model is scored
@@ -70,10 +70,13 @@ class TreeData:
 
 
 def tree_data(sentences: list[ConlluSentence]) -> TreeData:
-    return TreeData([len(s) for s in sentences],
-                    [torch.from_numpy(tree_distances(s.heads)).float() for s in sentences],
-                    [torch.tensor(s.depths(), dtype=torch.float) for s in sentences],
-                    [s.is_punct for s in sentences], [list(s.heads) for s in sentences])
+    return TreeData(
+        [len(s) for s in sentences],
+        [torch.from_numpy(tree_distances(s.heads)).float() for s in sentences],
+        [torch.tensor(s.depths(), dtype=torch.float) for s in sentences],
+        [s.is_punct for s in sentences],
+        [list(s.heads) for s in sentences],
+    )
 
 
 class DistanceProbe(nn.Module):
@@ -85,7 +88,7 @@ class DistanceProbe(nn.Module):
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:  # B × T × H -> B × T × T squared distances
         t = h @ self.proj  # B × T × rank
-        norms = (t ** 2).sum(-1)  # B × T
+        norms = (t**2).sum(-1)  # B × T
         # ||t_i - t_j||² = |t_i|² + |t_j|² - 2 t_i·t_j: a B × T × T product instead of B × T × T × rank
         return (norms.unsqueeze(2) + norms.unsqueeze(1) - 2 * t @ t.transpose(1, 2)).clamp_min(0)
 
@@ -103,7 +106,7 @@ def padded_layer(acts: Activations, layer: int, sentences: list[int]) -> tuple[t
     mask = torch.zeros(len(sentences), longest, dtype=torch.bool)
     for b, i in enumerate(sentences):
         n = int(lengths[i])
-        out[b, :n] = acts.states[layer, offsets[i]:offsets[i] + n].float()
+        out[b, :n] = acts.states[layer, offsets[i] : offsets[i] + n].float()
         mask[b, :n] = True
     return out, mask
 
@@ -117,12 +120,13 @@ def padded_targets(data: TreeData, sentences: list[int], kind: str, longest: int
     else:
         out = torch.zeros(len(sentences), longest)
         for b, i in enumerate(sentences):
-            out[b, :data.lengths[i]] = data.depths[i]
+            out[b, : data.lengths[i]] = data.depths[i]
     return out
 
 
-def train_probe(kind: str, acts: Activations, data: TreeData, layer: int, rank: int,
-                settings: FitSettings) -> DistanceProbe:
+def train_probe(
+    kind: str, acts: Activations, data: TreeData, layer: int, rank: int, settings: FitSettings
+) -> DistanceProbe:
     torch.manual_seed(settings.seed)
     probe = (DistanceProbe if kind == "distance" else DepthProbe)(acts.states.shape[-1], rank)
     # Batches of sentences of similar length, padded once for every epoch: (states, mask, gold).
@@ -138,7 +142,7 @@ def train_probe(kind: str, acts: Activations, data: TreeData, layer: int, rank: 
         n = mask.sum(1).float()
         if kind == "distance":
             pair = mask.unsqueeze(2) & mask.unsqueeze(1)
-            per_sentence = ((pred - gold).abs() * pair).sum((1, 2)) / n ** 2  # L1, normalised by n²
+            per_sentence = ((pred - gold).abs() * pair).sum((1, 2)) / n**2  # L1, normalised by n²
         else:
             per_sentence = ((pred - gold).abs() * mask).sum(1) / n
         return per_sentence.mean()
@@ -194,7 +198,7 @@ def _row_spearmans(pred: np.ndarray, gold: np.ndarray, gold_ranks: np.ndarray | 
         return np.zeros(0)
     rp = _centred_row_ranks(pred)
     rg = _centred_row_ranks(gold) if gold_ranks is None else gold_ranks
-    den = np.sqrt((rp ** 2).sum(1) * (rg ** 2).sum(1))
+    den = np.sqrt((rp**2).sum(1) * (rg**2).sum(1))
     valid = den > 0
     return (rp * rg).sum(1)[valid] / den[valid]
 
@@ -221,8 +225,11 @@ def score_probe(kind: str, probe: DistanceProbe, acts: Activations, data: TreeDa
                 if len(keep) >= 2:
                     sub = pred[np.ix_(keep, keep)]
                     predicted = {(keep[a], keep[c]) for a, c in minimum_spanning_tree(sub)}
-                    gold_edges = {(min(j, data.heads[i][j] - 1), max(j, data.heads[i][j] - 1))
-                                  for j in keep if data.heads[i][j] > 0 and not data.punct[i][data.heads[i][j] - 1]}
+                    gold_edges = {
+                        (min(j, data.heads[i][j] - 1), max(j, data.heads[i][j] - 1))
+                        for j in keep
+                        if data.heads[i][j] > 0 and not data.punct[i][data.heads[i][j] - 1]
+                    }
                     correct += len(predicted & gold_edges)
                     total += len(gold_edges)
                 rows = _row_spearmans(pred, gold, data.centred_gold_ranks(i) if n >= 3 else None)
@@ -246,12 +253,27 @@ def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 5)
 
 
-def run_structural_task(kind: str, train_acts: Activations, eval_acts: Activations, train: TreeData,
-                        eval_: TreeData, layers: list[int], rank: int, settings: FitSettings) -> dict:
+def run_structural_task(
+    kind: str,
+    train_acts: Activations,
+    eval_acts: Activations,
+    train: TreeData,
+    eval_: TreeData,
+    layers: list[int],
+    rank: int,
+    settings: FitSettings,
+) -> dict:
     per_layer = []
     for layer in layers:
         probe = train_probe(kind, train_acts, train, layer, rank, settings)
         per_layer.append({"layer": layer, **score_probe(kind, probe, eval_acts, eval_, layer)})
-    return {"probe_task": kind, "family": "structural", "metric": "uuas" if kind == "distance" else "root_accuracy",
-            "probe": f"rank{rank}", "rank": rank, "train_examples": len(train.lengths),
-            "eval_examples": len(eval_.lengths), "layers": per_layer}
+    return {
+        "probe_task": kind,
+        "family": "structural",
+        "metric": "uuas" if kind == "distance" else "root_accuracy",
+        "probe": f"rank{rank}",
+        "rank": rank,
+        "train_examples": len(train.lengths),
+        "eval_examples": len(eval_.lengths),
+        "layers": per_layer,
+    }

@@ -29,8 +29,8 @@ ABSENT = "_"
 @dataclass
 class TokenData:
     labels: list[str]
-    word_types: list[str]          # the dependent's form: what the control task keys on
-    index: torch.Tensor            # N × parts: global word rows (1 part: the word; 2: dependent, head)
+    word_types: list[str]  # the dependent's form: what the control task keys on
+    index: torch.Tensor  # N × parts: global word rows (1 part: the word; 2: dependent, head)
 
 
 def token_data(task: str, sentences: list[ConlluSentence]) -> TokenData:
@@ -62,8 +62,9 @@ def check_labels(task: str, sentences: list[ConlluSentence], path: str) -> None:
     raise DataError(f"{path}: probe task {task!r} needs the {column} column, which is '_' on every word")
 
 
-def control_labels(train_types: list[str], eval_types: list[str], train_labels: list[str],
-                   seed: int) -> tuple[list[str], list[str]]:
+def control_labels(
+    train_types: list[str], eval_types: list[str], train_labels: list[str], seed: int
+) -> tuple[list[str], list[str]]:
     """Hewitt & Liang's control task: one label per word type, drawn from the empirical label
     distribution of the training split (types seen only in evaluation get one too)."""
     counts = Counter(train_labels)
@@ -91,15 +92,23 @@ class ScalarMix(nn.Module):
 class TokenProbe(nn.Module):
     declaration = TokenProbeParams
 
-    def __init__(self, in_dim: int, num_labels: int, kind: str = "linear", hidden_size: int = 256,
-                 dropout: float = 0.0, mix_layers: int | None = None):
+    def __init__(
+        self,
+        in_dim: int,
+        num_labels: int,
+        kind: str = "linear",
+        hidden_size: int = 256,
+        dropout: float = 0.0,
+        mix_layers: int | None = None,
+    ):
         super().__init__()
         self.mix = ScalarMix(mix_layers) if mix_layers else None
         if kind == "linear":
             self.classifier = nn.Sequential(nn.Dropout(dropout), nn.Linear(in_dim, num_labels))
         else:
-            self.classifier = nn.Sequential(nn.Linear(in_dim, hidden_size), nn.ReLU(), nn.Dropout(dropout),
-                                            nn.Linear(hidden_size, num_labels))
+            self.classifier = nn.Sequential(
+                nn.Linear(in_dim, hidden_size), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden_size, num_labels)
+            )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.mix is not None:
@@ -121,13 +130,28 @@ def encode_labels(labels: list[str], vocab: dict[str, int]) -> torch.Tensor:
     return torch.tensor([vocab.get(label, len(vocab)) for label in labels], dtype=torch.long)
 
 
-def fit_and_score(train_acts: Activations, eval_acts: Activations, train_index: torch.Tensor,
-                  eval_index: torch.Tensor, y_train: torch.Tensor, y_eval: torch.Tensor, num_labels: int,
-                  layer: int | None, probe_cfg, settings: FitSettings) -> tuple[float, TokenProbe]:
+def fit_and_score(
+    train_acts: Activations,
+    eval_acts: Activations,
+    train_index: torch.Tensor,
+    eval_index: torch.Tensor,
+    y_train: torch.Tensor,
+    y_eval: torch.Tensor,
+    num_labels: int,
+    layer: int | None,
+    probe_cfg,
+    settings: FitSettings,
+) -> tuple[float, TokenProbe]:
     torch.manual_seed(settings.seed)
     in_dim = train_acts.states.shape[-1] * train_index.shape[1]
-    probe = TokenProbe(in_dim, num_labels, str(probe_cfg.kind), int(probe_cfg.hidden_size), float(probe_cfg.dropout),
-                       mix_layers=train_acts.num_layers if layer is None else None)
+    probe = TokenProbe(
+        in_dim,
+        num_labels,
+        str(probe_cfg.kind),
+        int(probe_cfg.hidden_size),
+        float(probe_cfg.dropout),
+        mix_layers=train_acts.num_layers if layer is None else None,
+    )
 
     def loss(batch: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(probe(features(train_acts, layer, train_index[batch])), y_train[batch])
@@ -136,14 +160,23 @@ def fit_and_score(train_acts: Activations, eval_acts: Activations, train_index: 
     correct = 0
     with torch.no_grad():
         for start in range(0, len(y_eval), 4096):
-            x = features(eval_acts, layer, eval_index[start:start + 4096])
-            correct += int((probe(x).argmax(-1) == y_eval[start:start + 4096]).sum())
+            x = features(eval_acts, layer, eval_index[start : start + 4096])
+            correct += int((probe(x).argmax(-1) == y_eval[start : start + 4096]).sum())
     return correct / max(len(y_eval), 1), probe
 
 
-def run_token_task(task: str, train_acts: Activations, eval_acts: Activations, train: TokenData,
-                   eval_: TokenData, layers: list[int], probe_cfg, settings: FitSettings,
-                   control: bool = True, scalar_mix: bool = True) -> dict:
+def run_token_task(
+    task: str,
+    train_acts: Activations,
+    eval_acts: Activations,
+    train: TokenData,
+    eval_: TokenData,
+    layers: list[int],
+    probe_cfg,
+    settings: FitSettings,
+    control: bool = True,
+    scalar_mix: bool = True,
+) -> dict:
     """Per layer (and the scalar mix): accuracy, control accuracy, selectivity."""
     vocab = {label: i for i, label in enumerate(sorted(set(train.labels)))}
     y_train, y_eval = encode_labels(train.labels, vocab), encode_labels(eval_.labels, vocab)
@@ -152,24 +185,42 @@ def run_token_task(task: str, train_acts: Activations, eval_acts: Activations, t
         yc_train, yc_eval = encode_labels(c_train, vocab), encode_labels(c_eval, vocab)
 
     def scores(layer: int | None) -> dict:
-        acc, probe = fit_and_score(train_acts, eval_acts, train.index, eval_.index, y_train, y_eval, len(vocab),
-                                   layer, probe_cfg, settings)
+        acc, probe = fit_and_score(
+            train_acts, eval_acts, train.index, eval_.index, y_train, y_eval, len(vocab), layer, probe_cfg, settings
+        )
         entry = {"accuracy": round(acc, 5)}
         if layer is None:
             entry["weights"] = [round(float(w), 4) for w in probe.mix.weights.detach().softmax(0)]
         if control:
-            c_acc, _ = fit_and_score(train_acts, eval_acts, train.index, eval_.index, yc_train, yc_eval, len(vocab),
-                                     layer, probe_cfg, settings)
+            c_acc, _ = fit_and_score(
+                train_acts,
+                eval_acts,
+                train.index,
+                eval_.index,
+                yc_train,
+                yc_eval,
+                len(vocab),
+                layer,
+                probe_cfg,
+                settings,
+            )
             entry.update(control_accuracy=round(c_acc, 5), selectivity=round(acc - c_acc, 5))
         return entry
 
     per_layer = [{"layer": layer, **scores(layer)} for layer in layers]
     majority = Counter(train.labels).most_common(1)[0][0]
     result = {
-        "probe_task": task, "family": "token", "metric": "accuracy", "probe": str(probe_cfg.kind),
-        "num_labels": len(vocab), "train_examples": len(y_train), "eval_examples": len(y_eval),
+        "probe_task": task,
+        "family": "token",
+        "metric": "accuracy",
+        "probe": str(probe_cfg.kind),
+        "num_labels": len(vocab),
+        "train_examples": len(y_train),
+        "eval_examples": len(y_eval),
         "layers": per_layer,
-        "baselines": {"majority": round(sum(1 for label in eval_.labels if label == majority) / max(len(y_eval), 1), 5)},
+        "baselines": {
+            "majority": round(sum(1 for label in eval_.labels if label == majority) / max(len(y_eval), 1), 5)
+        },
     }
     if scalar_mix:
         result["scalar_mix"] = scores(None)

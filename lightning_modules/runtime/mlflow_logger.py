@@ -57,8 +57,9 @@ def is_unreachable(exc: BaseException | None) -> bool:
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if isinstance(exc, requests.exceptions.ConnectionError | requests.exceptions.Timeout
-                      | requests.exceptions.RetryError):
+        if isinstance(
+            exc, requests.exceptions.ConnectionError | requests.exceptions.Timeout | requests.exceptions.RetryError
+        ):
             return True
         if isinstance(exc, requests.exceptions.HTTPError):
             status = getattr(exc.response, "status_code", None)
@@ -67,7 +68,8 @@ def is_unreachable(exc: BaseException | None) -> bool:
             return True
         message = str(exc)
         if message.startswith("API request to") and (
-            "failed with exception" in message or "failed with timeout exception" in message
+            "failed with exception" in message
+            or "failed with timeout exception" in message
             or _UNAVAILABLE_STATUS.search(message)
         ):
             return True
@@ -87,8 +89,13 @@ def retry_while_unreachable(call: Callable[[], T], retry_s: float, what: str) ->
             waited = time.monotonic() - started
             if not is_unreachable(exc) or waited >= retry_s:
                 raise
-            log.warning("MLflow unreachable (%s), retrying; %.0f of %.0f s spent: %s",
-                        what, waited, retry_s, " ".join(str(exc).split())[:300])
+            log.warning(
+                "MLflow unreachable (%s), retrying; %.0f of %.0f s spent: %s",
+                what,
+                waited,
+                retry_s,
+                " ".join(str(exc).split())[:300],
+            )
             time.sleep(min(pause, max(0.0, retry_s - waited)))
             pause = min(pause * 2, MAX_PAUSE_S)
 
@@ -205,8 +212,8 @@ class BufferedMLFlowLogger(MLFlowLogger):
             try:
                 if self._send_error is None:
                     for i in range(0, len(batch), MAX_METRICS_PER_BATCH):
-                        self._mlflow_client.log_batch(run_id=self._run_id, metrics=batch[i:i + MAX_METRICS_PER_BATCH])
-            except BaseException as exc:  # noqa: BLE001 - reported by flush() and the next log_metrics()
+                        self._mlflow_client.log_batch(run_id=self._run_id, metrics=batch[i : i + MAX_METRICS_PER_BATCH])
+            except BaseException as exc:
                 self._send_error = exc
             finally:
                 for _ in range(taken):
@@ -220,7 +227,9 @@ class BufferedMLFlowLogger(MLFlowLogger):
                 while self._queued.unfinished_tasks:
                     left = None if deadline is None else deadline - time.monotonic()
                     if left is not None and left <= 0:
-                        raise TimeoutError(f"{self._queued.unfinished_tasks} metric batches not stored after {timeout:g} s")
+                        raise TimeoutError(
+                            f"{self._queued.unfinished_tasks} metric batches not stored after {timeout:g} s"
+                        )
                     self._queued.all_tasks_done.wait(left)
         if self._send_error is not None:
             raise self._send_error
@@ -230,7 +239,7 @@ class BufferedMLFlowLogger(MLFlowLogger):
         if self._kept_steps and self._run_id is not None:
             try:
                 self._mlflow_client.set_tag(self._run_id, "ptmlab.metric_steps_kept", str(self._kept_steps))
-            except Exception as exc:  # noqa: BLE001 - a tag never fails the run
+            except Exception as exc:
                 log.warning("could not tag the run with its kept metric steps: %s", exc)
         if status in ("success", "finished", "FINISHED"):
             self.flush()  # a run that ends well has every metric stored
@@ -239,6 +248,6 @@ class BufferedMLFlowLogger(MLFlowLogger):
             self._mlflow_client.retry_s = min(self.retry_s, FAILED_RUN_RETRY_S)
             try:
                 self.flush(timeout=FAILED_RUN_RETRY_S)
-            except Exception as exc:  # noqa: BLE001 - never mask the stage's own error
+            except Exception as exc:
                 log.warning("metrics of a failed run could not all be stored: %s", exc)
         super().finalize(status)

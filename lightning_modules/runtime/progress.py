@@ -28,8 +28,16 @@ class ProgressReporter:
         self.run_dir = Path(run_dir)
         self.enabled = enabled  # False on DDP ranks other than 0
         self.every_s = every_s
-        self.state: dict[str, Any] = {"phase": "starting", "step": 0, "total_steps": None, "epoch": None,
-                                      "metrics": {}, "steps_per_s": None, "eta_s": None, "history": []}
+        self.state: dict[str, Any] = {
+            "phase": "starting",
+            "step": 0,
+            "total_steps": None,
+            "epoch": None,
+            "metrics": {},
+            "steps_per_s": None,
+            "eta_s": None,
+            "history": [],
+        }
         self._last_write = 0.0
         self._rate_from: tuple[float, int] | None = None  # (time, step) the speed is measured from
         # The training the next history points belong to: a job that trains more than once (a
@@ -51,9 +59,18 @@ class ProgressReporter:
             self._rate_from = None
         self.flush()
 
-    def update(self, step: int, *, total: int | None = None, epoch: int | None = None,
-               metrics: dict[str, Any] | None = None, force: bool = False, series: str | None = None,
-               epoch_fraction: float | None = None, tokens: int | None = None) -> None:
+    def update(
+        self,
+        step: int,
+        *,
+        total: int | None = None,
+        epoch: int | None = None,
+        metrics: dict[str, Any] | None = None,
+        force: bool = False,
+        series: str | None = None,
+        epoch_fraction: float | None = None,
+        tokens: int | None = None,
+    ) -> None:
         if series is not None and series != self.series:
             self.start_series(series)
         now = time.monotonic()
@@ -128,8 +145,9 @@ class ProgressCallback(pl.Callback):
         # Summed over ranks as if each saw rank 0's count: close enough for an x-axis (the summary has the exact sum).
         tokens = getattr(pl_module, "tokens_seen", None)
         tokens = tokens * trainer.world_size if isinstance(tokens, int) else None
-        self.reporter.update(trainer.global_step, epoch=trainer.current_epoch, metrics=metrics,
-                             epoch_fraction=fraction, tokens=tokens)
+        self.reporter.update(
+            trainer.global_step, epoch=trainer.current_epoch, metrics=metrics, epoch_fraction=fraction, tokens=tokens
+        )
 
     def on_validation_start(self, trainer, pl_module) -> None:
         if not trainer.sanity_checking:

@@ -47,14 +47,17 @@ def check_trainer_and_optimizer(trainer_cfg: dict, optimizer_cfg) -> None:
     if optimizer_cfg is None or not optimizer_cfg.get("fused"):
         return
     if optimizer_cfg.get("foreach"):
-        raise ConfigError("optimizer.fused=true with optimizer.foreach=true: torch takes one or the other; "
-                          "set optimizer.foreach=null")
+        raise ConfigError(
+            "optimizer.fused=true with optimizer.foreach=true: torch takes one or the other; set optimizer.foreach=null"
+        )
     precision = str(trainer_cfg.get("precision") or "")
     clip = trainer_cfg.get("gradient_clip_val") or 0
     if "fsdp" in str(trainer_cfg.get("strategy") or "").lower() and precision.startswith("16-mixed") and clip:
-        raise ConfigError(f"optimizer.fused=true with trainer.strategy=fsdp, trainer.precision={precision} and "
-                          f"trainer.gradient_clip_val={clip}: FSDP's precision plugin would clip scaled gradients; "
-                          f"set optimizer.fused=null, trainer.gradient_clip_val=0 or trainer.precision=bf16-mixed")
+        raise ConfigError(
+            f"optimizer.fused=true with trainer.strategy=fsdp, trainer.precision={precision} and "
+            f"trainer.gradient_clip_val={clip}: FSDP's precision plugin would clip scaled gradients; "
+            f"set optimizer.fused=null, trainer.gradient_clip_val=0 or trainer.precision=bf16-mixed"
+        )
 
 
 class UnscalingMixedPrecision(MixedPrecision):
@@ -134,10 +137,11 @@ def compile_backbone(backbone: nn.Module, backend: str = "inductor", mode: str |
     torch._dynamo.config.suppress_errors = True
     try:
         if backend not in torch._dynamo.list_backends(exclude_tags=()):
-            raise ValueError(f"unknown torch.compile backend {backend!r} "
-                             f"(known: {', '.join(torch._dynamo.list_backends())})")
+            raise ValueError(
+                f"unknown torch.compile backend {backend!r} (known: {', '.join(torch._dynamo.list_backends())})"
+            )
         backbone.compile(backend=backend, mode=mode)
-    except Exception as exc:  # noqa: BLE001 - any failure to set up compilation means eager
+    except Exception as exc:
         reason = f"eager: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
         log.warning("trainer.compile=true, but the backbone runs eagerly: %s", reason)
         return reason
@@ -145,8 +149,13 @@ def compile_backbone(backbone: nn.Module, backend: str = "inductor", mode: str |
 
 
 class SpeedSwitches(Callback):
-    def __init__(self, compile: bool = False, compile_backend: str = "inductor", compile_mode: str | None = None,
-                 activation_checkpointing: bool = False):
+    def __init__(
+        self,
+        compile: bool = False,
+        compile_backend: str = "inductor",
+        compile_mode: str | None = None,
+        activation_checkpointing: bool = False,
+    ):
         self.compile, self.compile_backend, self.compile_mode = compile, compile_backend, compile_mode
         self.activation_checkpointing = activation_checkpointing
         self.compile_status: str | None = None

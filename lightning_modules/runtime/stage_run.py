@@ -32,19 +32,32 @@ from lightning_modules.artifacts.digests import sha256_file
 from lightning_modules.runtime.mlflow_logger import BufferedMLFlowLogger, RetryingClient
 from lightning_modules.runtime.progress import ProgressCallback, ProgressReporter
 from lightning_modules.runtime.speed import (
-    SpeedSwitches, check_trainer_and_optimizer, split_trainer_config, unscale_before_clipping)
+    SpeedSwitches,
+    check_trainer_and_optimizer,
+    split_trainer_config,
+    unscale_before_clipping,
+)
 from lightning_modules.runtime.throughput import ThroughputMonitor, device_name, peak_flops_per_device
 from ptmlab.contracts.identity import config_params
 from ptmlab.contracts.secrets import redact_url_passwords
 from ptmlab.contracts.summaries import StageSummary, validate_summary
 
-
 Summary = TypeVar("Summary", bound=StageSummary)
 RUN_ID_FILE = "mlflow_run_id.txt"
 SUMMARY_FILE = "summary.json"
 TRACKED_PACKAGES = (
-    "torch", "lightning", "transformers", "tokenizers", "datasets", "hydra-core",
-    "omegaconf", "mlflow", "torchmetrics", "scikit-learn", "numpy", "ptmlab",
+    "torch",
+    "lightning",
+    "transformers",
+    "tokenizers",
+    "datasets",
+    "hydra-core",
+    "omegaconf",
+    "mlflow",
+    "torchmetrics",
+    "scikit-learn",
+    "numpy",
+    "ptmlab",
 )
 
 
@@ -52,8 +65,10 @@ def tracking_uri(cfg: DictConfig) -> str:
     """The MLflow tracking URI ptmlab.config.set_runtime_paths resolved into the config."""
     uri = OmegaConf.select(cfg, "tracking.uri", default=None)
     if not uri:
-        raise RuntimeError("tracking.uri is not set: compose with ptmlab.config.compose_config or run "
-                           "`python -m ptmlab.run`, which resolve it")
+        raise RuntimeError(
+            "tracking.uri is not set: compose with ptmlab.config.compose_config or run "
+            "`python -m ptmlab.run`, which resolve it"
+        )
     return str(uri)
 
 
@@ -74,9 +89,12 @@ def git_state(conf_dir: str | Path) -> tuple[str | None, str]:
     """(HEAD sha, `git diff HEAD` text) of the repository that holds conf/, or (None, "")."""
     repo = Path(conf_dir).parent
     try:
-        sha = subprocess.run(
-            ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
-        ).stdout.strip() or None
+        sha = (
+            subprocess.run(
+                ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+            ).stdout.strip()
+            or None
+        )
         diff = subprocess.run(
             ["git", "-C", str(repo), "diff", "HEAD"], capture_output=True, text=True, timeout=30
         ).stdout
@@ -139,7 +157,7 @@ class StageRun:
         self.progress = ProgressReporter(self.run_dir, enabled=self.is_global_zero)
 
     # -- lifecycle -------------------------------------------------------------------------
-    def __enter__(self) -> "StageRun":
+    def __enter__(self) -> StageRun:
         import lightning.pytorch as pl
 
         pl.seed_everything(int(self.cfg.seed), workers=True, verbose=False)
@@ -158,7 +176,7 @@ class StageRun:
             if status != "FINISHED":
                 try:
                     self.logger.experiment.set_terminated(self.logger.run_id, status)
-                except Exception:  # noqa: BLE001 - never mask the stage's own error
+                except Exception:
                     pass
 
     # -- MLflow ----------------------------------------------------------------------------
@@ -174,8 +192,10 @@ class StageRun:
         Path(str(self.cfg.paths.home)).mkdir(parents=True, exist_ok=True)
         run_id_path = self.run_dir / RUN_ID_FILE
         # YAML booleans become lowercase tags so `tags.demo = 'true'` filters match what was typed.
-        tags = {str(k): (str(v).lower() if isinstance(v, bool) else str(v))
-                for k, v in (OmegaConf.select(self.cfg, "tags", default={}) or {}).items()}
+        tags = {
+            str(k): (str(v).lower() if isinstance(v, bool) else str(v))
+            for k, v in (OmegaConf.select(self.cfg, "tags", default={}) or {}).items()
+        }
         tags.update({"ptmlab.stage": str(self.cfg.stage.name), "ptmlab.run_dir": str(self.run_dir)})
         job_id = OmegaConf.select(self.cfg, "tracking.job_id", default=None)
         if job_id:
@@ -198,8 +218,11 @@ class StageRun:
             tracking_uri=tracking_uri(self.cfg),
             tags=tags,
             run_id=run_id,
-            artifact_location=(Path(str(self.cfg.paths.artifact_root)).as_uri()
-                               if tracking_uri(self.cfg).startswith("sqlite") else None),
+            artifact_location=(
+                Path(str(self.cfg.paths.artifact_root)).as_uri()
+                if tracking_uri(self.cfg).startswith("sqlite")
+                else None
+            ),
             retry_s=retry_s,
         )
         _ = logger.experiment  # create the run now so its id is known (and resumable)
@@ -227,8 +250,12 @@ class StageRun:
         folder = str(self.run_dir)
         if experiment is None or "'" in folder:  # a quote cannot be written in MLflow's filter syntax
             return None
-        runs = client.search_runs([experiment.experiment_id], filter_string=f"tags.`ptmlab.run_dir` = '{folder}'",
-                                  order_by=["attributes.start_time ASC"], max_results=1)
+        runs = client.search_runs(
+            [experiment.experiment_id],
+            filter_string=f"tags.`ptmlab.run_dir` = '{folder}'",
+            order_by=["attributes.start_time ASC"],
+            max_results=1,
+        )
         return runs[0].info.run_id if runs else None
 
     @property
@@ -268,8 +295,7 @@ class StageRun:
         return dict(self._data_hashes)
 
     # -- training --------------------------------------------------------------------------
-    def build_trainer(self, callbacks: list | None = None, flops_per_token=None, distributed: bool = True,
-                      **overrides):
+    def build_trainer(self, callbacks: list | None = None, flops_per_token=None, distributed: bool = True, **overrides):
         """A Lightning Trainer from cfg.trainer, logging to MLflow and checkpointing to the
         run folder (`last.ckpt` is what `resume=true` continues from). ptmlab's speed switches of
         cfg.trainer (runtime/speed.py) become a callback; `flops_per_token(seq_len)` (the module's
@@ -296,12 +322,15 @@ class StageRun:
         all_callbacks = [checkpoint, SpeedSwitches(**speed), ProgressCallback(self.progress), *(callbacks or [])]
         if flops_per_token is not None:
             device = device_name(str(trainer_cfg.get("accelerator", "auto")))
-            self.throughput = ThroughputMonitor(flops_per_token, peak_flops_per_device(
-                device, trainer_cfg.get("precision"), peak), device)
+            self.throughput = ThroughputMonitor(
+                flops_per_token, peak_flops_per_device(device, trainer_cfg.get("precision"), peak), device
+            )
             all_callbacks.append(self.throughput)
         trainer: pl.Trainer = instantiate(
-            trainer_cfg, logger=self.logger if self.logger is not None else False, callbacks=all_callbacks,
-            default_root_dir=str(self.run_dir)
+            trainer_cfg,
+            logger=self.logger if self.logger is not None else False,
+            callbacks=all_callbacks,
+            default_root_dir=str(self.run_dir),
         )
         # Fused AdamW is the default (lightning_modules.optim), and Lightning's own mixed-precision
         # plugin refuses to clip a fused optimizer's gradients; this one unscales them first.
@@ -309,10 +338,12 @@ class StageRun:
         if not distributed and trainer.world_size > 1:
             from ptmlab.contracts import ConfigError
 
-            raise ConfigError(f"stage={self.cfg.stage.name} runs as one process for now (its metrics and "
-                              f"predictions are computed over whole splits on one device); trainer.strategy="
-                              f"{trainer_cfg.get('strategy', 'auto')} with {trainer.world_size} processes is refused: "
-                              f"use trainer.devices=1")
+            raise ConfigError(
+                f"stage={self.cfg.stage.name} runs as one process for now (its metrics and "
+                f"predictions are computed over whole splits on one device); trainer.strategy="
+                f"{trainer_cfg.get('strategy', 'auto')} with {trainer.world_size} processes is refused: "
+                f"use trainer.devices=1"
+            )
         return trainer
 
     def log_artifacts(self, local_dir: Path, artifact_path: str) -> None:
@@ -329,15 +360,22 @@ class StageRun:
         """The stage's contract model (ptmlab.contracts.summaries) of its `numbers` and the fields
         every stage writes; a ConfigError naming the field that breaks the contract, wherever the
         stage runs. Built from the numbers as the file holds them (paths and other objects as text)."""
-        summary = validate_summary(json.loads(json.dumps({
-            "stage": str(self.cfg.stage.name),
-            "mlflow_run_id": self.run_id,
-            "run_dir": str(self.run_dir),
-            "seed": int(self.cfg.seed),
-            "wall_time_s": round(time.time() - self.started, 3),
-            "hparams": config_params(OmegaConf.to_container(self.cfg, resolve=True)),
-            **numbers,
-        }, default=str)))
+        summary = validate_summary(
+            json.loads(
+                json.dumps(
+                    {
+                        "stage": str(self.cfg.stage.name),
+                        "mlflow_run_id": self.run_id,
+                        "run_dir": str(self.run_dir),
+                        "seed": int(self.cfg.seed),
+                        "wall_time_s": round(time.time() - self.started, 3),
+                        "hparams": config_params(OmegaConf.to_container(self.cfg, resolve=True)),
+                        **numbers,
+                    },
+                    default=str,
+                )
+            )
+        )
         if not isinstance(summary, model):
             raise TypeError(f"stage={self.cfg.stage.name} writes a {type(summary).__name__}, not a {model.__name__}")
         return summary

@@ -102,11 +102,11 @@ class Totals:
 
     steps: int = 0
     samples: int = 0
-    tokens: int = 0           # non-padding
-    slots: int = 0            # B×T: tokens + padding
+    tokens: int = 0  # non-padding
+    slots: int = 0  # B×T: tokens + padding
     flops: float = 0.0
-    wall_s: float = 0.0       # end of the previous step → end of this one
-    wait_s: float = 0.0       # end of the previous step → start of this one
+    wall_s: float = 0.0  # end of the previous step → end of this one
+    wait_s: float = 0.0  # end of the previous step → start of this one
     extra: dict = field(default_factory=dict)
 
 
@@ -217,8 +217,11 @@ class ThroughputMonitor(Callback):
         world_size = 1
         if strategy is not None and int(getattr(strategy, "world_size", 1)) > 1:
             world_size = int(strategy.world_size)
-            packed = torch.tensor([t.steps, t.samples, t.tokens, t.slots, t.flops, t.wall_s, t.wait_s],
-                                  dtype=torch.float64, device=strategy.root_device)
+            packed = torch.tensor(
+                [t.steps, t.samples, t.tokens, t.slots, t.flops, t.wall_s, t.wait_s],
+                dtype=torch.float64,
+                device=strategy.root_device,
+            )
             packed = strategy.reduce(packed, reduce_op="sum").cpu().tolist()
             t = Totals(int(packed[0]), int(packed[1]), int(packed[2]), int(packed[3]), packed[4], packed[5], packed[6])
         rates = self.rates(t, world_size)

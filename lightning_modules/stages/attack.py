@@ -49,7 +49,7 @@ class AttackParts:
     source: LoadedTaskModel
     task: LoadedTask
     split: str
-    rows: list[int]          # the sampled rows of the split, in order
+    rows: list[int]  # the sampled rows of the split, in order
     recipe: AttackRecipe
     victim: Victim
     label: str | None = None  # `attack.label`: only examples of this gold class are sampled
@@ -99,8 +99,9 @@ def build_attack(cfg: DictConfig) -> AttackParts:
     try:
         source = load_task_model(str(ref), tracking_uri=tracking_uri(cfg))
     except BackboneError as exc:
-        raise ConfigError(f"source={ref}: not a task model that loads ({exc}); attack takes a finetune or "
-                          f"compress run") from None
+        raise ConfigError(
+            f"source={ref}: not a task model that loads ({exc}); attack takes a finetune or compress run"
+        ) from None
     use_source_task(cfg, source, str(ref))
     source_fields = record_source(cfg, source, str(ref))
     spec = source.tasks[str(cfg.task.name)]
@@ -108,8 +109,10 @@ def build_attack(cfg: DictConfig) -> AttackParts:
     task = load_task(cfg.task)
     split = node.get("split") or task.eval_splits[0].name
     if split not in task.data.splits or not task.data.splits[split].has_labels:
-        raise ConfigError(f"attack.split={split}: task {spec.name} has no labelled split of that name "
-                          f"(splits: {', '.join(task.data.splits)})")
+        raise ConfigError(
+            f"attack.split={split}: task {spec.name} has no labelled split of that name "
+            f"(splits: {', '.join(task.data.splits)})"
+        )
     candidates, label = label_rows(task, split, node.get("label"))
     recipe = build_recipe(node)
     victim = Victim(source, spec.name, batch_size=int(node.get("batch_size") or 64))
@@ -127,15 +130,24 @@ def attack_examples(parts: AttackParts, seed: int, progress=None) -> list[Attack
         victim.start(ex.texts, None)
         clean.append(victim.probabilities([ex.texts[victim.side].split()], count=False)[0])
     # a universal recipe (triggers) searches once, on the examples it will attack
-    recipe.search(victim, [(ex.texts, int(ex.label)) for ex, probs in zip(examples, clean)
-                           if int(probs.argmax()) == int(ex.label)])
+    recipe.search(
+        victim,
+        [(ex.texts, int(ex.label)) for ex, probs in zip(examples, clean) if int(probs.argmax()) == int(ex.label)],
+    )
     records = []
     for k, (row, ex, probs) in enumerate(zip(parts.rows, examples, clean)):
         words = victim.start(ex.texts, None)
         gold, before = int(ex.label), int(probs.argmax())
-        record = AttackRecord(index=row, id=str(ex.id), original=" ".join(words),
-                              context=ex.texts[0] if len(ex.texts) == 2 else None, label=gold,
-                              prediction_before=before, status=SKIPPED, words=len(words))
+        record = AttackRecord(
+            index=row,
+            id=str(ex.id),
+            original=" ".join(words),
+            context=ex.texts[0] if len(ex.texts) == 2 else None,
+            label=gold,
+            prediction_before=before,
+            status=SKIPPED,
+            words=len(words),
+        )
         if before == gold:
             rng = random.Random(f"{seed}:{row}")
             perturbed, changed, after, status = recipe.attack(victim, ex.texts, gold, probs, rng)
@@ -164,8 +176,7 @@ def attack_numbers(records: list[AttackRecord]) -> dict:
         "success_rate": round(len(succeeded) / len(attacked), 6) if attacked else None,
         "perturbed_word_ratio": _mean([r.perturbed_ratio for r in succeeded]),
         "queries": _mean([float(r.queries) for r in attacked]),
-        "counts": {"succeeded": len(succeeded), "failed": len(attacked) - len(succeeded),
-                   "skipped": n - len(attacked)},
+        "counts": {"succeeded": len(succeeded), "failed": len(attacked) - len(succeeded), "skipped": n - len(attacked)},
     }
 
 
@@ -183,14 +194,14 @@ def run_attack(cfg: DictConfig) -> dict:
             run.log_data_files([Path(split.source)])
         run.progress.phase(f"attacking ({parts.recipe.name})", step=0, total=len(parts.rows))
         started = time.perf_counter()
-        records = attack_examples(parts, int(cfg.seed),
-                                  progress=lambda step, total: run.progress.update(step, total=total))
+        records = attack_examples(
+            parts, int(cfg.seed), progress=lambda step, total: run.progress.update(step, total=total)
+        )
         seconds = time.perf_counter() - started
         numbers = attack_numbers(records)
         path = write_records(records, run.run_dir / RECORDS_FILE)
         run.log_artifact(path, "attack")
-        run.logger.log_metrics({f"attack/{k}": v for k, v in numbers.items() if isinstance(v, (int, float))},
-                               step=0)
+        run.logger.log_metrics({f"attack/{k}": v for k, v in numbers.items() if isinstance(v, (int, float))}, step=0)
         summary = {
             "recipe": parts.recipe.name,
             "source": str(cfg.source),

@@ -14,24 +14,29 @@ the saved model and measures it beside the source (lightning_modules/compression
 from __future__ import annotations
 
 import dataclasses
-
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from lightning_modules.artifacts.saved_task_model import (
+    LoadedTaskModel,
+    check_task_matches,
+    load_task_model,
+    record_source,
+    save_task_model,
+    source_task_node,
+    task_configs_of,
+)
+from lightning_modules.artifacts.task_model_manifest import TASK_MODEL_ARTIFACT, TASK_MODEL_DIR
 from lightning_modules.compression.base import CompressContext, Compressed, CompressionMethod, copy_model
 from lightning_modules.compression.control import extra_training, train_control
 from lightning_modules.compression.measure import MeasureSettings, measure_side_by_side
 from lightning_modules.runtime.stage_run import StageRun, tracking_uri
-from lightning_modules.artifacts.saved_task_model import LoadedTaskModel, check_task_matches, load_task_model, \
-    record_source, save_task_model, source_task_node, task_configs_of
-from lightning_modules.artifacts.task_model_manifest import TASK_MODEL_ARTIFACT, TASK_MODEL_DIR
 from lightning_modules.tasks.spec import LoadedTask, load_task
 from ptmlab.contracts import BackboneError, ConfigError
 from ptmlab.contracts.summaries import CompressSummary
-
 
 
 @dataclass
@@ -48,8 +53,10 @@ def load_source(ref: str, cfg: DictConfig) -> LoadedTaskModel:
     try:
         return load_task_model(ref, tracking_uri=tracking_uri(cfg))
     except BackboneError as exc:
-        raise ConfigError(f"source={ref}: not a task model that loads ({exc}); compress takes a finetune or "
-                          f"compress run (a pretrain export is a backbone: fine-tune it first)") from None
+        raise ConfigError(
+            f"source={ref}: not a task model that loads ({exc}); compress takes a finetune or "
+            f"compress run (a pretrain export is a backbone: fine-tune it first)"
+        ) from None
 
 
 def use_source_task(cfg: DictConfig, source: LoadedTaskModel, ref: str) -> None:
@@ -82,9 +89,13 @@ def build_compress(cfg: DictConfig) -> CompressParts:
 
     ref = cfg.get("source")
     if not ref:
-        raise ConfigError("source=null: stage=compress needs source=<job:<id> | mlflow:<run_id> | run or export folder>")
+        raise ConfigError(
+            "source=null: stage=compress needs source=<job:<id> | mlflow:<run_id> | run or export folder>"
+        )
     if cfg.get("compression") is None:
-        raise ConfigError("compression=null: stage=compress needs a method (compression=distill, quantize_dynamic, ...)")
+        raise ConfigError(
+            "compression=null: stage=compress needs a method (compression=distill, quantize_dynamic, ...)"
+        )
     pl.seed_everything(int(cfg.seed), workers=True, verbose=False)
     source = load_source(str(ref), cfg)
     use_source_task(cfg, source, str(ref))
@@ -94,17 +105,25 @@ def build_compress(cfg: DictConfig) -> CompressParts:
         task = dataclasses.replace(task, spec=dataclasses.replace(task.spec, choice_scoring=source.model.scoring))
     method = build_method(cfg.compression)
     stage = cfg.stage
-    ctx = CompressContext(task=task, seed=int(cfg.seed), batch_size=int(stage.batch_size),
-                          eval_batch_size=int(stage.eval_batch_size), lr=float(stage.lr),
-                          warmup_ratio=float(stage.warmup_ratio),
-                          group_by_length=bool(stage.get("group_by_length", False)),
-                          cache_dir=Path(str(cfg.paths.cache_dir)) / "compression")
+    ctx = CompressContext(
+        task=task,
+        seed=int(cfg.seed),
+        batch_size=int(stage.batch_size),
+        eval_batch_size=int(stage.eval_batch_size),
+        lr=float(stage.lr),
+        warmup_ratio=float(stage.warmup_ratio),
+        group_by_length=bool(stage.get("group_by_length", False)),
+        cache_dir=Path(str(cfg.paths.cache_dir)) / "compression",
+    )
     if task.spec.is_generation and not method.takes_generators:
-        raise ConfigError(f"compression={method.name} does not apply to task.kind=generation (task {task.spec.name}): "
-                          f"quantize_dynamic, drop_layers, prune_magnitude and distill do")
+        raise ConfigError(
+            f"compression={method.name} does not apply to task.kind=generation (task {task.spec.name}): "
+            f"quantize_dynamic, drop_layers, prune_magnitude and distill do"
+        )
     method.check(source, ctx)
-    return CompressParts(source, task, method, ctx, MeasureSettings.from_cfg(OmegaConf.to_container(stage.measure)),
-                         source_fields)
+    return CompressParts(
+        source, task, method, ctx, MeasureSettings.from_cfg(OmegaConf.to_container(stage.measure)), source_fields
+    )
 
 
 def source_run_id(source: LoadedTaskModel) -> str | None:
@@ -126,25 +145,31 @@ def _ratio(a, b):
 def comparison(src: dict, out: dict) -> dict:
     """The `source` and `compressed` measurements (each with the headline latency) and the ratios."""
     # the issue's headline setting: one thread, batch 32 (else the fewest threads, the largest batch)
-    headline = min(out["latency"], key=lambda k: (out["latency"][k]["threads"], -out["latency"][k]["batch_size"]),
-                   default=None)
-    source, compressed = ({**row, "latency_ms": row["latency"][headline]["latency_ms"] if headline else None}
-                          for row in (src, out))
+    headline = min(
+        out["latency"], key=lambda k: (out["latency"][k]["threads"], -out["latency"][k]["batch_size"]), default=None
+    )
+    source, compressed = (
+        {**row, "latency_ms": row["latency"][headline]["latency_ms"] if headline else None} for row in (src, out)
+    )
     return {
-        "source": source, "compressed": compressed,
+        "source": source,
+        "compressed": compressed,
         "retention": _ratio(out.get("score"), src.get("score")),
         "size_ratio": _ratio(out["size_bytes"], src["size_bytes"]),
         "non_embedding_size_ratio": _ratio(out["non_embedding_size_bytes"], src["non_embedding_size_bytes"]),
         "param_ratio": _ratio(out["params"], src["params"]),
         "flops_ratio": _ratio(out["flops"], src["flops"]),
-        "latency_ratio": {k: _ratio(v["latency_ms"], src["latency"][k]["latency_ms"]) for k, v in out["latency"].items()},
+        "latency_ratio": {
+            k: _ratio(v["latency_ms"], src["latency"][k]["latency_ms"]) for k, v in out["latency"].items()
+        },
         "speedup": {k: _ratio(src["latency"][k]["latency_ms"], v["latency_ms"]) for k, v in out["latency"].items()},
         "headline_latency": headline,
     }
 
 
-def compare_with_control(method: CompressionMethod, source: LoadedTaskModel, ctx: CompressContext,
-                         result: Compressed, run: StageRun) -> dict:
+def compare_with_control(
+    method: CompressionMethod, source: LoadedTaskModel, ctx: CompressContext, result: Compressed, run: StageRun
+) -> dict:
     """The summary fields that make a method that trained comparable (compression/control.py):
     the extra training it did, then its control's score, or the "with extra training" mark when
     `compression.control=false`. A method that did not train has nothing to control or mark."""
@@ -155,8 +180,11 @@ def compare_with_control(method: CompressionMethod, source: LoadedTaskModel, ctx
         return {"extra_training": extra, "retention_with_extra_training": True}
     run.progress.phase("training the control (the same extra training, no compression)")
     start = result.control_start if result.control_start is not None else copy_model(source)
-    return {"extra_training": extra, "retention_with_extra_training": False,
-            **train_control(start, source.tokenizer, ctx, result.training)}
+    return {
+        "extra_training": extra,
+        "retention_with_extra_training": False,
+        **train_control(start, source.tokenizer, ctx, result.training),
+    }
 
 
 def run_compress(cfg: DictConfig) -> dict:
@@ -167,15 +195,22 @@ def run_compress(cfg: DictConfig) -> dict:
         ctx.log = lambda metrics, step: run.logger.log_metrics(metrics, step=step)
         # `series`: the training loop's prefix (distill, control, recovery, qat ...), one curve each.
         ctx.progress = lambda step, total, metrics, series=None: run.progress.update(
-            step, total=total, metrics=metrics, series=series)
+            step, total=total, metrics=metrics, series=series
+        )
         run.progress.phase(f"compressing ({method.name})")
         result = method.compress(source, ctx)
         fairness = compare_with_control(method, source, ctx, result, run)
         edits = list(source.manifest.get("compression") or []) + list(result.edits)
-        task_dir = save_task_model(result.model, run.run_dir / "export" / TASK_MODEL_DIR,
-                                   model_cfg=result.model_cfg or source.manifest["model"], tokenizer=source.tokenizer,
-                                   tasks=source.tasks, adaptation=source.manifest["adaptation"], compression=edits,
-                                   task_configs=source.manifest.get("task_configs") or task_configs_of(cfg, source.tasks))
+        task_dir = save_task_model(
+            result.model,
+            run.run_dir / "export" / TASK_MODEL_DIR,
+            model_cfg=result.model_cfg or source.manifest["model"],
+            tokenizer=source.tokenizer,
+            tasks=source.tasks,
+            adaptation=source.manifest["adaptation"],
+            compression=edits,
+            task_configs=source.manifest.get("task_configs") or task_configs_of(cfg, source.tasks),
+        )
         run.log_artifacts(task_dir, TASK_MODEL_ARTIFACT)
         compressed = load_task_model(task_dir)  # measure what was saved, as the next stage loads it
         run.progress.phase("measuring the source and the compressed model")
@@ -186,8 +221,10 @@ def run_compress(cfg: DictConfig) -> dict:
             numbers["control_retention"] = _ratio(fairness["control_score"], src.get("score"))
         split = task.eval_splits[0].name
         flat = {**numbers, **{f"source_{k}": v for k, v in numbers["source"].items()}, **numbers["compressed"]}
-        run.logger.log_metrics({f"compress/{k}": v for k, v in flat.items() if isinstance(v, (int, float))
-                                and not isinstance(v, bool)}, step=0)
+        run.logger.log_metrics(
+            {f"compress/{k}": v for k, v in flat.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
+            step=0,
+        )
         summary = {
             "method": method.name,
             "config": method.settings(),

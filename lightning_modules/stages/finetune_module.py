@@ -11,19 +11,28 @@ from lightning_modules.adaptation.adversarial import AdversarialTraining
 from lightning_modules.adaptation.base import Adaptation
 from lightning_modules.heads.evaluation import prediction_scores, split_metrics, task_loss
 from lightning_modules.heads.generation_model import continuations
-from ptmlab.contracts.decoding import DecodingSettings
 from lightning_modules.heads.task_model import TaskModel
 from lightning_modules.optim import build_optimizer, build_scheduler
 from lightning_modules.stages.pretrain_module import log_this_step, training_flops_per_token
 from lightning_modules.tasks.encoding import in_split_order
 from lightning_modules.tasks.span_answers import SpanWindows
 from lightning_modules.tasks.tagged_predictions import first_subword_predictions
+from ptmlab.contracts.decoding import DecodingSettings
 
 
 class FinetuneModule(pl.LightningModule):
-    def __init__(self, model: TaskModel, adaptation: Adaptation, task, optimizer_cfg, scheduler_cfg,
-                 lr: float, total_steps: int, val_split_names: list[str],
-                 adversarial: AdversarialTraining | None = None):
+    def __init__(
+        self,
+        model: TaskModel,
+        adaptation: Adaptation,
+        task,
+        optimizer_cfg,
+        scheduler_cfg,
+        lr: float,
+        total_steps: int,
+        val_split_names: list[str],
+        adversarial: AdversarialTraining | None = None,
+    ):
         super().__init__()
         self.model = model
         self.adaptation = adaptation
@@ -70,8 +79,13 @@ class FinetuneModule(pl.LightningModule):
         if self.adversarial is None:
             loss = logged = self._loss(self.model(batch), batch["labels"])
         else:
-            loss, logged = self.adversarial.step_loss(self.model, batch, self._loss, self._backward_within_step,
-                                                      loss_scale=1.0 if self.adversarial.accumulates else self._loss_scale())
+            loss, logged = self.adversarial.step_loss(
+                self.model,
+                batch,
+                self._loss,
+                self._backward_within_step,
+                loss_scale=1.0 if self.adversarial.accumulates else self._loss_scale(),
+            )
         reg = self.adaptation.regularization(self.model)
         if torch.is_tensor(reg):
             self.log("train/regularization", reg.detach(), batch_size=size)
@@ -96,8 +110,9 @@ class FinetuneModule(pl.LightningModule):
         # Straight to the logger on logging steps (`self.log` of a number copies it to the device
         # every step).
         if log_this_step(self.trainer):
-            self.trainer.logger.log_metrics({"train/lr": self.trainer.optimizers[0].param_groups[-1]["lr"]},
-                                            step=int(self.trainer.global_step))
+            self.trainer.logger.log_metrics(
+                {"train/lr": self.trainer.optimizers[0].param_groups[-1]["lr"]}, step=int(self.trainer.global_step)
+            )
 
     # -- evaluation: gather every prediction of a split, then the task's exact metrics ---------
     def on_validation_epoch_start(self) -> None:
@@ -119,7 +134,8 @@ class FinetuneModule(pl.LightningModule):
     def validation_step(self, batch, batch_idx, dataloader_idx: int = 0):
         if self.task.spec.is_span_level:  # every window's logits; answers per question in split_metrics
             self._outputs.setdefault(dataloader_idx, []).append(
-                SpanWindows.from_batch(self.model(batch), batch, self.task.spec.max_length))
+                SpanWindows.from_batch(self.model(batch), batch, self.task.spec.max_length)
+            )
             return
         if self.task.spec.is_generation:
             if self._generator is None:

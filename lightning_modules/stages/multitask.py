@@ -24,7 +24,12 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader, IterableDataset
 
-from lightning_modules.artifacts.backbone_reference import ResolvedBackbone, backbone_summary, record_backbone, resolve_backbone
+from lightning_modules.artifacts.backbone_reference import (
+    ResolvedBackbone,
+    backbone_summary,
+    record_backbone,
+    resolve_backbone,
+)
 from lightning_modules.artifacts.run_exports import export_models
 from lightning_modules.heads.evaluation import prediction_scores, split_metrics, task_loss
 from lightning_modules.heads.multitask_model import MultiTaskModel
@@ -73,12 +78,25 @@ class SampledTaskBatches(IterableDataset):
 
 
 class MultiTaskDataModule(pl.LightningDataModule):
-    def __init__(self, tasks: dict[str, LoadedTask], tokenizer, *, causal: bool, sampler: TaskSampler,
-                 num_steps: int, batch_size: int, eval_batch_size: int, seed: int):
+    def __init__(
+        self,
+        tasks: dict[str, LoadedTask],
+        tokenizer,
+        *,
+        causal: bool,
+        sampler: TaskSampler,
+        num_steps: int,
+        batch_size: int,
+        eval_batch_size: int,
+        seed: int,
+    ):
         super().__init__()
-        self.per_task = {name: TaskDataModule(task, tokenizer, causal=causal, batch_size=batch_size,
-                                              eval_batch_size=eval_batch_size, seed=seed)
-                         for name, task in tasks.items()}
+        self.per_task = {
+            name: TaskDataModule(
+                task, tokenizer, causal=causal, batch_size=batch_size, eval_batch_size=eval_batch_size, seed=seed
+            )
+            for name, task in tasks.items()
+        }
         self.sampler, self.num_steps = sampler, num_steps
         # dataloader_idx i of validation is (task, eval split) val_index[i]
         self.val_index = [(name, split) for name, dm in self.per_task.items() for split in dm.split_names_val]
@@ -97,8 +115,16 @@ class MultiTaskDataModule(pl.LightningDataModule):
 
 # -- training -------------------------------------------------------------------------------
 class MultiTaskModule(pl.LightningModule):
-    def __init__(self, model: MultiTaskModel, tasks: dict[str, LoadedTask], val_index: list[tuple[str, str]],
-                 optimizer_cfg, scheduler_cfg, lr: float, total_steps: int):
+    def __init__(
+        self,
+        model: MultiTaskModel,
+        tasks: dict[str, LoadedTask],
+        val_index: list[tuple[str, str]],
+        optimizer_cfg,
+        scheduler_cfg,
+        lr: float,
+        total_steps: int,
+    ):
         super().__init__()
         self.model, self.tasks, self.val_index = model, tasks, val_index
         self.optimizer_cfg, self.scheduler_cfg = optimizer_cfg, scheduler_cfg
@@ -137,8 +163,9 @@ class MultiTaskModule(pl.LightningModule):
         task, _ = self.val_index[dataloader_idx]
         preds = prediction_scores(self.tasks[task].spec, self.model(task, batch))
         # the loader reads longest first: rows go back to split order at the epoch's end
-        self._outputs.setdefault(dataloader_idx, []).append((batch["example_index"].cpu(), preds.cpu(),
-                                                             batch["labels"].cpu()))
+        self._outputs.setdefault(dataloader_idx, []).append(
+            (batch["example_index"].cpu(), preds.cpu(), batch["labels"].cpu())
+        )
 
     def on_validation_epoch_end(self) -> None:
         metrics: dict[str, dict[str, float]] = {}
@@ -154,8 +181,11 @@ class MultiTaskModule(pl.LightningModule):
 
     def configure_optimizers(self):
         weight_decay = float(self.optimizer_cfg.get("weight_decay", 0.0))
-        optimizer = build_optimizer(decay_param_groups(self.model.named_parameters(), weight_decay, lr=self.lr),
-                                    self.optimizer_cfg, self._trainer)
+        optimizer = build_optimizer(
+            decay_param_groups(self.model.named_parameters(), weight_decay, lr=self.lr),
+            self.optimizer_cfg,
+            self._trainer,
+        )
         scheduler = build_scheduler(optimizer, self.scheduler_cfg, self.total_steps)
         return optimizer if scheduler is None else {"optimizer": optimizer, "lr_scheduler": scheduler}
 
@@ -187,13 +217,31 @@ def build_multitask(cfg: DictConfig) -> MultitaskParts:
     sampler = TaskSampler(sizes, temperature=temperature, seed=int(cfg.seed))
     resolved = resolve_backbone(cfg, tracking_uri(cfg))
     record_backbone(cfg, resolved)  # the stored config and MLflow params say which backbone runs
-    model = MultiTaskModel(resolved.backbone, {name: t.num_labels for name, t in tasks.items()},
-                           pooling=str(stage.pooling), head_dropout=float(stage.head_dropout))
-    datamodule = MultiTaskDataModule(tasks, resolved.tokenizer, causal=bool(resolved.backbone.is_causal),
-                                     sampler=sampler, num_steps=total_steps, batch_size=int(stage.batch_size),
-                                     eval_batch_size=int(stage.eval_batch_size), seed=int(cfg.seed))
-    module = MultiTaskModule(model, tasks, datamodule.val_index, cfg.optimizer, cfg.get("scheduler"),
-                             lr=float(stage.lr), total_steps=total_steps)
+    model = MultiTaskModel(
+        resolved.backbone,
+        {name: t.num_labels for name, t in tasks.items()},
+        pooling=str(stage.pooling),
+        head_dropout=float(stage.head_dropout),
+    )
+    datamodule = MultiTaskDataModule(
+        tasks,
+        resolved.tokenizer,
+        causal=bool(resolved.backbone.is_causal),
+        sampler=sampler,
+        num_steps=total_steps,
+        batch_size=int(stage.batch_size),
+        eval_batch_size=int(stage.eval_batch_size),
+        seed=int(cfg.seed),
+    )
+    module = MultiTaskModule(
+        model,
+        tasks,
+        datamodule.val_index,
+        cfg.optimizer,
+        cfg.get("scheduler"),
+        lr=float(stage.lr),
+        total_steps=total_steps,
+    )
     return MultitaskParts(tasks, sizes, sampler, temperature, total_steps, resolved, model, datamodule, module)
 
 
@@ -205,10 +253,17 @@ def run_multitask(cfg: DictConfig) -> dict:
     val_every = int(stage.get("val_every_n_steps") or total_steps)
 
     with StageRun(cfg) as run:
-        run.log_data_files(sorted({Path(s.source) for t in tasks.values() for s in t.data.splits.values()
-                                   if Path(s.source).is_file()}))
-        trainer = run.build_trainer(max_steps=total_steps, max_epochs=1, val_check_interval=min(val_every, total_steps),
-                                    check_val_every_n_epoch=None, limit_val_batches=1.0, distributed=False)
+        run.log_data_files(
+            sorted({Path(s.source) for t in tasks.values() for s in t.data.splits.values() if Path(s.source).is_file()})
+        )
+        trainer = run.build_trainer(
+            max_steps=total_steps,
+            max_epochs=1,
+            val_check_interval=min(val_every, total_steps),
+            check_val_every_n_epoch=None,
+            limit_val_batches=1.0,
+            distributed=False,
+        )
         model.train()  # Hugging Face checkpoints load in eval mode
         trainer.fit(module, datamodule=datamodule, ckpt_path=run.resume_checkpoint)
         if not module.last_metrics:
@@ -216,7 +271,9 @@ def run_multitask(cfg: DictConfig) -> dict:
         task_metrics = {name: dict(module.last_metrics.get(name, {})) for name in tasks}
         task_model_dir = export_models(run, cfg, model, parts.resolved, {name: t.spec for name, t in tasks.items()})
         first = next(iter(tasks.values()))
-        main_key = first.spec.metric_key(first.spec.main_metric, datamodule.per_task[first.spec.name].split_names_val[0])
+        main_key = first.spec.metric_key(
+            first.spec.main_metric, datamodule.per_task[first.spec.name].split_names_val[0]
+        )
         summary = {
             "model": parts.resolved.model_name,
             "objective": parts.resolved.objective,
@@ -233,8 +290,10 @@ def run_multitask(cfg: DictConfig) -> dict:
             "task_steps": dict(module.task_steps),
             "task_metrics": task_metrics,
             # each task's main metric on its first eval split: the leaderboard's score for its cell
-            "task_main_metrics": {name: t.spec.metric_key(t.spec.main_metric, datamodule.per_task[name].split_names_val[0])
-                                  for name, t in tasks.items()},
+            "task_main_metrics": {
+                name: t.spec.metric_key(t.spec.main_metric, datamodule.per_task[name].split_names_val[0])
+                for name, t in tasks.items()
+            },
             "metrics": task_metrics[first.spec.name],
             "main_metric": main_key,
             "main_score": task_metrics[first.spec.name].get(main_key),

@@ -32,8 +32,15 @@ def build_pretrain_module(cfg: DictConfig, datamodule: PretrainDataModule) -> Pr
         raise ConfigError(
             f"data.block_size={cfg.data.block_size} exceeds model.backbone.max_position_embeddings={max_pos}"
         )
-    return PretrainModule(backbone, objectives, weights, cfg.optimizer, cfg.get("scheduler"),
-                          total_steps=int(cfg.trainer.max_steps), seq_len=int(cfg.data.block_size))
+    return PretrainModule(
+        backbone,
+        objectives,
+        weights,
+        cfg.optimizer,
+        cfg.get("scheduler"),
+        total_steps=int(cfg.trainer.max_steps),
+        seq_len=int(cfg.data.block_size),
+    )
 
 
 def run_pretrain(cfg: DictConfig) -> dict:
@@ -54,19 +61,36 @@ def run_pretrain(cfg: DictConfig) -> dict:
         if not run.is_global_zero:  # the other ranks of a DDP job: rank 0 exports and reports
             return {}
         metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
-        export_dir = export_backbone(module.backbone, cfg.model, datamodule.tokenizer,
-                                     run.run_dir / "export", vocab_size=len(datamodule.tokenizer))
+        export_dir = export_backbone(
+            module.backbone,
+            cfg.model,
+            datamodule.tokenizer,
+            run.run_dir / "export",
+            vocab_size=len(datamodule.tokenizer),
+        )
         export_lm_head(dict(module.objectives), module.backbone, export_dir)  # for prompt-based fine-tuning
         # What a later fine-tune/probe of this export records as its backbone (not its own defaults).
-        write_backbone_manifest(export_dir, {
-            "model": str(cfg.model.name), "family": str(cfg.model.family), "objective": str(cfg.objective.name),
-            "tokenizer": str(cfg.tokenizer.name), "data": str(cfg.data.name),
-            "params": count_parameters(module.backbone), "vocab_size": len(datamodule.tokenizer),
-            "source_stage": "pretrain", "source_job": OmegaConf.select(cfg, "tracking.job_id", default=None),
-            "source_run": run.run_id, "source_run_dir": str(run.run_dir), "seed": int(cfg.seed),
-            "configs": {group: OmegaConf.to_container(cfg[group], resolve=True)
-                        for group in ("objective", "tokenizer", "data")},
-        })
+        write_backbone_manifest(
+            export_dir,
+            {
+                "model": str(cfg.model.name),
+                "family": str(cfg.model.family),
+                "objective": str(cfg.objective.name),
+                "tokenizer": str(cfg.tokenizer.name),
+                "data": str(cfg.data.name),
+                "params": count_parameters(module.backbone),
+                "vocab_size": len(datamodule.tokenizer),
+                "source_stage": "pretrain",
+                "source_job": OmegaConf.select(cfg, "tracking.job_id", default=None),
+                "source_run": run.run_id,
+                "source_run_dir": str(run.run_dir),
+                "seed": int(cfg.seed),
+                "configs": {
+                    group: OmegaConf.to_container(cfg[group], resolve=True)
+                    for group in ("objective", "tokenizer", "data")
+                },
+            },
+        )
         run.log_artifacts(export_dir, "export")
         summary = {
             "model": str(cfg.model.name),

@@ -15,9 +15,12 @@ from lightning_modules.runtime.throughput import weights_digest
 
 def log_this_step(trainer) -> bool:
     """True on the optimizer steps whose metrics go to the logger (every `log_every_n_steps`)."""
-    return (trainer.logger is not None and trainer.global_step > 0
-            and trainer.global_step % max(int(trainer.log_every_n_steps or 1), 1) == 0
-            and not trainer.fit_loop._should_accumulate())
+    return (
+        trainer.logger is not None
+        and trainer.global_step > 0
+        and trainer.global_step % max(int(trainer.log_every_n_steps or 1), 1) == 0
+        and not trainer.fit_loop._should_accumulate()
+    )
 
 
 def count_parameters(module: nn.Module, trainable_only: bool = False) -> int:
@@ -50,9 +53,16 @@ def objectives_flops_per_token(backbone: nn.Module, objectives: dict[str, nn.Mod
 
 
 class PretrainModule(pl.LightningModule):
-    def __init__(self, backbone: nn.Module, objectives: dict[str, nn.Module], weights: dict[str, float],
-                 optimizer_cfg: DictConfig, scheduler_cfg: DictConfig | None, total_steps: int,
-                 seq_len: int):
+    def __init__(
+        self,
+        backbone: nn.Module,
+        objectives: dict[str, nn.Module],
+        weights: dict[str, float],
+        optimizer_cfg: DictConfig,
+        scheduler_cfg: DictConfig | None,
+        total_steps: int,
+        seq_len: int,
+    ):
         super().__init__()
         self.backbone = backbone
         self.objectives = nn.ModuleDict(objectives)
@@ -64,7 +74,7 @@ class PretrainModule(pl.LightningModule):
         # host wait for the GPU (saved in checkpoints).
         self._tokens: torch.Tensor | int = 0
         self._last_loss: torch.Tensor | None = None
-        self.total_tokens_seen = 0    # every rank's, summed once training ends
+        self.total_tokens_seen = 0  # every rank's, summed once training ends
         self.replica_digests: list[str] = []  # weights digest of each DDP replica, at the end
         self._val_sums: dict[str, list[float]] = {}
 
@@ -109,10 +119,14 @@ class PretrainModule(pl.LightningModule):
         # to the device every step, which makes the host wait for the GPU.
         if log_this_step(self.trainer):
             tokens = self.tokens_seen
-            self.trainer.logger.log_metrics({"train/lr": self.trainer.optimizers[0].param_groups[0]["lr"],
-                                             "train/tokens_seen": float(tokens),
-                                             "train/flops": tokens * self.flops_per_token},
-                                            step=int(self.trainer.global_step))
+            self.trainer.logger.log_metrics(
+                {
+                    "train/lr": self.trainer.optimizers[0].param_groups[0]["lr"],
+                    "train/tokens_seen": float(tokens),
+                    "train/flops": tokens * self.flops_per_token,
+                },
+                step=int(self.trainer.global_step),
+            )
 
     def on_train_end(self) -> None:
         """Every rank's token count summed; each replica's weights digest gathered (DDP keeps
@@ -121,8 +135,9 @@ class PretrainModule(pl.LightningModule):
 
         strategy = self.trainer.strategy
         if self.trainer.world_size > 1:
-            total = strategy.reduce(torch.tensor(float(self.tokens_seen), dtype=torch.float64,
-                                                 device=strategy.root_device), reduce_op="sum")
+            total = strategy.reduce(
+                torch.tensor(float(self.tokens_seen), dtype=torch.float64, device=strategy.root_device), reduce_op="sum"
+            )
             self.total_tokens_seen = int(total.item())
         else:
             self.total_tokens_seen = self.tokens_seen
@@ -165,8 +180,11 @@ class PretrainModule(pl.LightningModule):
         # Trainer, as the objective contract tests do, is one process)
         if self._trainer is not None and self.trainer.world_size > 1:
             keys = sorted(self._val_sums)
-            local = torch.tensor([v for k in keys for v in self._val_sums[k]], dtype=torch.float64,
-                                 device=self.trainer.strategy.root_device)
+            local = torch.tensor(
+                [v for k in keys for v in self._val_sums[k]],
+                dtype=torch.float64,
+                device=self.trainer.strategy.root_device,
+            )
             summed = self.trainer.strategy.reduce(local, reduce_op="sum").cpu().tolist()
             self._val_sums = {k: [summed[2 * i], summed[2 * i + 1]] for i, k in enumerate(keys)}
         means = {k: s / max(n, 1) for k, (s, n) in self._val_sums.items()}
@@ -189,8 +207,9 @@ class PretrainModule(pl.LightningModule):
     # -- optimisation ---------------------------------------------------------------------------
     def configure_optimizers(self):
         weight_decay = float(self.optimizer_cfg.get("weight_decay", 0.0))
-        optimizer = build_optimizer(decay_param_groups(self.named_parameters(), weight_decay), self.optimizer_cfg,
-                                    self._trainer)
+        optimizer = build_optimizer(
+            decay_param_groups(self.named_parameters(), weight_decay), self.optimizer_cfg, self._trainer
+        )
         scheduler = build_scheduler(optimizer, self.scheduler_cfg, self.total_steps)
         if scheduler is None:
             return optimizer

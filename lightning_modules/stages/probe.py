@@ -19,7 +19,12 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from lightning_modules.artifacts.backbone_reference import (
-    ResolvedBackbone, backbone_summary, record_backbone, resolve_backbone, with_record)
+    ResolvedBackbone,
+    backbone_summary,
+    record_backbone,
+    resolve_backbone,
+    with_record,
+)
 from lightning_modules.artifacts.saved_task_model import load_task_model, source_summary
 from lightning_modules.data.conllu import Treebank, read_conllu
 from lightning_modules.models.hf import HFBackbone
@@ -47,7 +52,7 @@ RANDOM_INIT = "random-init"
 
 @dataclass
 class ProbeModel:
-    label: str                 # "<model>" or RANDOM_INIT
+    label: str  # "<model>" or RANDOM_INIT
     backbone: torch.nn.Module
     tokenizer: object
     digest: str = ""
@@ -99,16 +104,26 @@ def resolve_probe_backbone(cfg: DictConfig) -> ResolvedBackbone:
         # what its backbone was pre-trained as (objective, tokenizer, corpus), where the source's run recorded it
         recorded = source_summary(loaded)
         objective = recorded.get("objective") or "task_model"
-        resolved = ResolvedBackbone(loaded.model.backbone, loaded.tokenizer, task_model_label(model_cfg, loaded.folder),
-                                    str(objective), str(ref), model_cfg)
+        resolved = ResolvedBackbone(
+            loaded.model.backbone,
+            loaded.tokenizer,
+            task_model_label(model_cfg, loaded.folder),
+            str(objective),
+            str(ref),
+            model_cfg,
+        )
         pretrained = recorded.get("backbone") if isinstance(recorded.get("backbone"), dict) else {}
-        return with_record(resolved, **{k: pretrained.get(k) for k in ("family", "tokenizer", "data")},
-                           source_stage=recorded.get("stage"), source_run=recorded.get("mlflow_run_id"),
-                           source_run_dir=recorded.get("run_dir"))
+        return with_record(
+            resolved,
+            **{k: pretrained.get(k) for k in ("family", "tokenizer", "data")},
+            source_stage=recorded.get("stage"),
+            source_run=recorded.get("mlflow_run_id"),
+            source_run_dir=recorded.get("run_dir"),
+        )
 
 
 def task_model_label(model_cfg: dict, folder: Path) -> str:
-    """"minilm (distill)", "minilm (fine-tuned sst2)": a teacher and its student stay apart on the
+    """ "minilm (distill)", "minilm (fine-tuned sst2)": a teacher and its student stay apart on the
     dashboard. Read from the run's summary.json next to export/task_model/, where there is one."""
     name = str(model_cfg.get("name", "?"))
     for candidate in (folder.parent.parent / "summary.json", folder.parent / "summary.json"):
@@ -129,7 +144,6 @@ def random_twin(resolved: ResolvedBackbone, seed: int) -> torch.nn.Module:
     torch.manual_seed(seed)
     backbone = resolved.backbone
     if backbone.hf_native:
-
         return HFBackbone(backbone.name_or_path, pretrained=False)
     node = dict((resolved.model_cfg or {}).get("backbone") or {})
     if not node:
@@ -144,8 +158,9 @@ def choose_layers(cfg: DictConfig, num_layers: int) -> list[int]:
     layers = [int(x) for x in chosen]
     for layer in layers:
         if not 0 <= layer <= num_layers:
-            raise ConfigError(f"stage.layers: layer {layer} is beyond the model, which has layers 0 (embeddings) "
-                              f"to {num_layers}")
+            raise ConfigError(
+                f"stage.layers: layer {layer} is beyond the model, which has layers 0 (embeddings) to {num_layers}"
+            )
     if 0 not in layers:
         layers = [0, *layers]  # the embedding layer is a baseline of every run
     return sorted(set(layers))
@@ -208,8 +223,14 @@ def build_probe(cfg: DictConfig) -> ProbePlan:
     return ProbePlan(str(suite.name), tasks, resolved, models, layers, train, eval_, lama, mlm)
 
 
-def activations(plan: ProbePlan, model: ProbeModel, cfg: DictConfig, name: str,
-                sentences: list[list[str]], run: StageRun | None = None) -> Activations:
+def activations(
+    plan: ProbePlan,
+    model: ProbeModel,
+    cfg: DictConfig,
+    name: str,
+    sentences: list[list[str]],
+    run: StageRun | None = None,
+) -> Activations:
     stage = cfg.stage
     if not model.digest:
         model.digest = model_hash(model.backbone, model.tokenizer)
@@ -217,18 +238,33 @@ def activations(plan: ProbePlan, model: ProbeModel, cfg: DictConfig, name: str,
     if run is not None:
         run.progress.phase(f"extracting {model.label} {name}", step=0, total=None)
         progress = lambda done, total: run.progress.update(done, total=total)  # noqa: E731 - shards written
-    settings = dict(alignment=str(stage.alignment), batch_size=int(stage.batch_size),
-                    shard_sentences=int(stage.shard_sentences))
-    inputs = plan.inputs.setdefault(name, PreparedInputs(model.tokenizer, sentences, **settings,
-                                                         max_length=tokenized_max_length(model.backbone)))
-    acts = extract(model.backbone, model.tokenizer, sentences, cache_dir=cfg.paths.cache_dir, **settings,
-                   model_label=model.label, model_digest=model.digest, data_label=name, progress=progress,
-                   inputs=inputs)
+    settings = dict(
+        alignment=str(stage.alignment), batch_size=int(stage.batch_size), shard_sentences=int(stage.shard_sentences)
+    )
+    inputs = plan.inputs.setdefault(
+        name, PreparedInputs(model.tokenizer, sentences, **settings, max_length=tokenized_max_length(model.backbone))
+    )
+    acts = extract(
+        model.backbone,
+        model.tokenizer,
+        sentences,
+        cache_dir=cfg.paths.cache_dir,
+        **settings,
+        model_label=model.label,
+        model_digest=model.digest,
+        data_label=name,
+        progress=progress,
+        inputs=inputs,
+    )
     record = plan.extraction.setdefault(model.label, {"forward_passes": 0, "cache_hits": 0, "datasets": {}})
     record["forward_passes"] += acts.forward_passes
     record["cache_hits"] += int(acts.cache_hit)
-    record["datasets"][name] = {"key": acts.key, "sentences": int(len(acts.lengths)), "cache_hit": acts.cache_hit,
-                                "bytes": int(acts.states.numel() * 2)}
+    record["datasets"][name] = {
+        "key": acts.key,
+        "sentences": int(len(acts.lengths)),
+        "cache_hit": acts.cache_hit,
+        "bytes": int(acts.states.numel() * 2),
+    }
     return acts
 
 
@@ -243,7 +279,9 @@ def run_model(plan: ProbePlan, model: ProbeModel, cfg: DictConfig, run: StageRun
     families = plan.families
     train_acts = eval_acts = None
     if families & {"token", "structural", "sentence"}:
-        train_acts = activations(plan, model, cfg, f"{plan.train.path.name}[:{len(plan.train)}]", words_of(plan.train), run)
+        train_acts = activations(
+            plan, model, cfg, f"{plan.train.path.name}[:{len(plan.train)}]", words_of(plan.train), run
+        )
         eval_acts = activations(plan, model, cfg, f"{plan.eval.path.name}[:{len(plan.eval)}]", words_of(plan.eval), run)
     token_settings = FitSettings.from_cfg(stage.token, seed)
     for task in plan.tasks:
@@ -253,23 +291,48 @@ def run_model(plan: ProbePlan, model: ProbeModel, cfg: DictConfig, run: StageRun
         if family == "token":
             with one_thread():
                 results[task] = token_probe.run_token_task(
-                    task, train_acts, eval_acts, token_probe.token_data(task, plan.train.sentences),
-                    token_probe.token_data(task, plan.eval.sentences), plan.layers, stage.token, token_settings,
-                    control=bool(stage.token.control), scalar_mix=bool(stage.token.scalar_mix))
+                    task,
+                    train_acts,
+                    eval_acts,
+                    token_probe.token_data(task, plan.train.sentences),
+                    token_probe.token_data(task, plan.eval.sentences),
+                    plan.layers,
+                    stage.token,
+                    token_settings,
+                    control=bool(stage.token.control),
+                    scalar_mix=bool(stage.token.scalar_mix),
+                )
         elif family == "structural":
             with one_thread():
                 results[task] = structural_probe.run_structural_task(
-                    task, train_acts, eval_acts, plan.tree_data("train"), plan.tree_data("eval"), plan.layers,
+                    task,
+                    train_acts,
+                    eval_acts,
+                    plan.tree_data("train"),
+                    plan.tree_data("eval"),
+                    plan.layers,
                     int(stage.structural.rank),
-                    FitSettings.from_cfg(stage.structural, seed))
+                    FitSettings.from_cfg(stage.structural, seed),
+                )
         elif family == "sentence":
             results[task] = sentence_probe.run_sentence_task(
-                task, plan.train.sentences, plan.eval.sentences, train_acts, eval_acts, plan.layers, stage.token,
-                token_settings, extract_shifted=lambda name, words: activations(plan, model, cfg, name, words, run))
+                task,
+                plan.train.sentences,
+                plan.eval.sentences,
+                train_acts,
+                eval_acts,
+                plan.layers,
+                stage.token,
+                token_settings,
+                extract_shifted=lambda name, words: activations(plan, model, cfg, name, words, run),
+            )
         elif family == "attention":
             results[task] = attention_probe.run_attention_analysis(
-                model.backbone, model.tokenizer, plan.eval.sentences[:int(stage.attention.max_sentences)],
-                batch_size=int(stage.batch_size))
+                model.backbone,
+                model.tokenizer,
+                plan.eval.sentences[: int(stage.attention.max_sentences)],
+                batch_size=int(stage.batch_size),
+            )
         elif family == "cloze":
             results[task] = cloze_probe.run_cloze(plan.mlm, plan.lama, batch_size=int(stage.batch_size))
     return results
@@ -349,14 +412,21 @@ def run_probe(cfg: DictConfig) -> dict:
         headline = tasks[0]
         attention = next((t for t in tasks if t["probe_task"] == "attention"), None)
         numbers = dict(
-            model=plan.models[0].label, probe_task=plan.suite,
-            suite=plan.suite, backbone_source=plan.resolved.source, alignment=str(cfg.stage.alignment),
-            metric=headline.get("metric"), layers=headline.get("layers") or [],
-            baselines=headline.get("baselines") or {}, tasks=tasks,
+            model=plan.models[0].label,
+            probe_task=plan.suite,
+            suite=plan.suite,
+            backbone_source=plan.resolved.source,
+            alignment=str(cfg.stage.alignment),
+            metric=headline.get("metric"),
+            layers=headline.get("layers") or [],
+            baselines=headline.get("baselines") or {},
+            tasks=tasks,
             attention_heads=attention.get("heatmaps") if attention else None,
             train_sentences=len(plan.train) if plan.train is not None else None,
             eval_sentences=len(plan.eval) if plan.eval is not None else None,
-            extraction=plan.extraction, probe_time_s=round(time.time() - started, 3), objective=plan.resolved.objective,
+            extraction=plan.extraction,
+            probe_time_s=round(time.time() - started, 3),
+            objective=plan.resolved.objective,
             **backbone_summary(plan.resolved),
         )
         summary = run.summary(ProbeSummary, {k: v for k, v in numbers.items() if v is not None})

@@ -40,8 +40,10 @@ class ChoiceEncoder:
         if scoring not in SCORINGS:
             raise ConfigError(f"task.choice_scoring={scoring} is unknown; valid: auto, {', '.join(SCORINGS)}")
         if scoring == "log_likelihood" and not causal:
-            raise ConfigError("task.choice_scoring=log_likelihood needs a causal decoder (model=gpt_tiny, a Hugging "
-                              "Face causal LM); an encoder scores choices with a head (task.choice_scoring=head)")
+            raise ConfigError(
+                "task.choice_scoring=log_likelihood needs a causal decoder (model=gpt_tiny, a Hugging "
+                "Face causal LM); an encoder scores choices with a head (task.choice_scoring=head)"
+            )
         self.tokenizer, self.max_length, self.scoring = tokenizer, int(max_length), scoring
         self.pairs = PairEncoder(tokenizer, causal=causal, max_length=max_length)
         self.pad_id = self.pairs.pad_id
@@ -62,14 +64,17 @@ class ChoiceEncoder:
         tok = self.tokenizer
         context_ids = tok(context, add_special_tokens=False)["input_ids"] if context else []
         whole = tok(f"{context} {choice}" if context else choice, add_special_tokens=False)["input_ids"]
-        target = whole[len(context_ids):]
+        target = whole[len(context_ids) :]
         if not target:
             raise ConfigError(f"choice {choice!r} encodes to no tokens after its context (tokenizer)")
-        context_ids = context_ids[max(0, len(context_ids) + len(target) + 1 - self.max_length):]
+        context_ids = context_ids[max(0, len(context_ids) + len(target) + 1 - self.max_length) :]
         target = target[: self.max_length - 1 - len(context_ids)]
         ids = [self.start_id, *context_ids, *target]
-        return {"input_ids": ids, "target_mask": [0] * (1 + len(context_ids)) + [1] * len(target),
-                "pool_index": len(ids) - 1}
+        return {
+            "input_ids": ids,
+            "target_mask": [0] * (1 + len(context_ids)) + [1] * len(target),
+            "pool_index": len(ids) - 1,
+        }
 
     def encode_split(self, split: Split) -> list[dict]:
         items = self.encode([ex.texts for ex in split.examples])
@@ -91,8 +96,9 @@ class ChoiceEncoder:
             "example_index": torch.tensor([x.get("example_index", i) for i, x in enumerate(items)], dtype=torch.long),
         }
         if "target_mask" in sequences[0]:
-            batch["target_mask"] = pad_right([s["target_mask"] for s in sequences], 0,
-                                             length=batch["input_ids"].size(1)).bool()
+            batch["target_mask"] = pad_right(
+                [s["target_mask"] for s in sequences], 0, length=batch["input_ids"].size(1)
+            ).bool()
         if "label" in items[0]:
             batch["labels"] = torch.tensor([x["label"] for x in items], dtype=torch.long)
         return batch

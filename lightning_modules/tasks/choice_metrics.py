@@ -37,8 +37,9 @@ def choice_metrics(spec: TaskSpec, split: Split, scores: torch.Tensor, labels: t
     width = scores.size(-1)
     values = compute_metrics(list(spec.metrics), scores.argmax(-1), labels, num_labels=width)
     if spec.choice_scoring == "log_likelihood":
-        values["accuracy_norm"] = compute_metrics(["accuracy"], normalised_scores(split, scores).argmax(-1), labels,
-                                                  num_labels=width)["accuracy"]
+        values["accuracy_norm"] = compute_metrics(
+            ["accuracy"], normalised_scores(split, scores).argmax(-1), labels, num_labels=width
+        )["accuracy"]
     return values
 
 

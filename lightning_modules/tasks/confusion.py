@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-
 from pathlib import PurePosixPath
 
 import torch
@@ -37,18 +36,28 @@ def class_counts(gold: Sequence[int], predicted: Sequence[int], label_names: Seq
     classes = list(range(len(label_names)))
     matrix = confusion_matrix(list(gold), list(predicted), labels=classes)
     precision, recall, f1, support = precision_recall_fscore_support(
-        list(gold), list(predicted), labels=classes, zero_division=0)
+        list(gold), list(predicted), labels=classes, zero_division=0
+    )
     return {
         "level": "class",
         "labels": [str(name) for name in label_names],
         "matrix": matrix.tolist(),
-        "per_class": [{"label": str(name), "precision": float(precision[c]), "recall": float(recall[c]),
-                       "f1": float(f1[c]), "support": int(support[c])} for c, name in enumerate(label_names)],
+        "per_class": [
+            {
+                "label": str(name),
+                "precision": float(precision[c]),
+                "recall": float(recall[c]),
+                "f1": float(f1[c]),
+                "support": int(support[c]),
+            }
+            for c, name in enumerate(label_names)
+        ],
     }
 
 
-def confusion_report(logits: torch.Tensor, labels: Sequence[int], label_names: Sequence[str],
-                     texts: Sequence[Sequence[str]]) -> dict:
+def confusion_report(
+    logits: torch.Tensor, labels: Sequence[int], label_names: Sequence[str], texts: Sequence[Sequence[str]]
+) -> dict:
     """`logits` B×C of the eval split in split order, `labels` its gold class indices, `texts` each
     example's input texts (one or a pair)."""
     probabilities = torch.softmax(logits.to(torch.float64), dim=-1)
@@ -58,15 +67,24 @@ def confusion_report(logits: torch.Tensor, labels: Sequence[int], label_names: S
     wrong.sort(key=lambda i: -float(confidence[i]))  # the most confident mistakes first
     return {
         **class_counts(gold.tolist(), predicted.tolist(), label_names),
-        "misclassified": [{"index": i, "text": " ||| ".join(str(t) for t in texts[i]),
-                           "gold": str(label_names[int(gold[i])]), "predicted": str(label_names[int(predicted[i])]),
-                           "score": round(float(confidence[i]), 4)} for i in wrong[:MISCLASSIFIED_SHOWN]],
-        "errors": len(wrong), "examples": int(gold.numel()),
+        "misclassified": [
+            {
+                "index": i,
+                "text": " ||| ".join(str(t) for t in texts[i]),
+                "gold": str(label_names[int(gold[i])]),
+                "predicted": str(label_names[int(predicted[i])]),
+                "score": round(float(confidence[i]), 4),
+            }
+            for i in wrong[:MISCLASSIFIED_SHOWN]
+        ],
+        "errors": len(wrong),
+        "examples": int(gold.numel()),
     }
 
 
-def tag_confusion(label_names: Sequence[str], gold: list[list[str]], predicted: list[list[str]],
-                  words: Sequence[Sequence[str]]) -> dict:
+def tag_confusion(
+    label_names: Sequence[str], gold: list[list[str]], predicted: list[list[str]], words: Sequence[Sequence[str]]
+) -> dict:
     """A token-classification eval split's confusion: entity-level for a BIO tag set, word-level
     for any other. `gold`/`predicted` are each sentence's word tags, `words` its words."""
     from lightning_modules.data.tagged import is_bio
@@ -76,13 +94,28 @@ def tag_confusion(label_names: Sequence[str], gold: list[list[str]], predicted: 
     index = {str(tag): i for i, tag in enumerate(label_names)}
     flat_gold = [index[t] for sentence in gold for t in sentence]
     flat_pred = [index[t] for sentence in predicted for t in sentence]
-    wrong = [(s, w) for s, (g, p) in enumerate(zip(gold, predicted, strict=True))
-             for w, (a, b) in enumerate(zip(g, p, strict=True)) if a != b]
+    wrong = [
+        (s, w)
+        for s, (g, p) in enumerate(zip(gold, predicted, strict=True))
+        for w, (a, b) in enumerate(zip(g, p, strict=True))
+        if a != b
+    ]
     return {
-        **class_counts(flat_gold, flat_pred, label_names), "level": "word",
-        "misclassified": [{"index": s, "text": " ".join(words[s]), "word": words[s][w], "gold": gold[s][w],
-                           "predicted": predicted[s][w], "score": None} for s, w in wrong[:MISCLASSIFIED_SHOWN]],
-        "errors": len(wrong), "examples": len(flat_gold),
+        **class_counts(flat_gold, flat_pred, label_names),
+        "level": "word",
+        "misclassified": [
+            {
+                "index": s,
+                "text": " ".join(words[s]),
+                "word": words[s][w],
+                "gold": gold[s][w],
+                "predicted": predicted[s][w],
+                "score": None,
+            }
+            for s, w in wrong[:MISCLASSIFIED_SHOWN]
+        ],
+        "errors": len(wrong),
+        "examples": len(flat_gold),
     }
 
 
@@ -100,16 +133,29 @@ def entity_confusion(gold: list[list[str]], predicted: list[list[str]], words: S
             cell = (gold_spans.get(span, OUTSIDE), pred_spans.get(span, OUTSIDE))
             cells[cell] += 1
             if cell[0] != cell[1]:
-                mistakes.append({"index": s, "text": " ".join(words[s]),
-                                 "entity": " ".join(words[s][span[0]:span[1] + 1]),
-                                 "gold": cell[0], "predicted": cell[1], "score": None})
+                mistakes.append(
+                    {
+                        "index": s,
+                        "text": " ".join(words[s]),
+                        "entity": " ".join(words[s][span[0] : span[1] + 1]),
+                        "gold": cell[0],
+                        "predicted": cell[1],
+                        "score": None,
+                    }
+                )
     types = sorted({kind for pair in cells for kind in pair} - {OUTSIDE})
     labels = [*types, OUTSIDE]
     report = classification_report(gold, predicted, output_dict=True, zero_division=0) if types else {}
-    per_type = [{"label": kind, "precision": float(report.get(kind, {}).get("precision", 0.0)),
-                 "recall": float(report.get(kind, {}).get("recall", 0.0)),
-                 "f1": float(report.get(kind, {}).get("f1-score", 0.0)),
-                 "support": int(report.get(kind, {}).get("support", 0))} for kind in types]
+    per_type = [
+        {
+            "label": kind,
+            "precision": float(report.get(kind, {}).get("precision", 0.0)),
+            "recall": float(report.get(kind, {}).get("recall", 0.0)),
+            "f1": float(report.get(kind, {}).get("f1-score", 0.0)),
+            "support": int(report.get(kind, {}).get("support", 0)),
+        }
+        for kind in types
+    ]
     return {
         "level": "entity",
         "labels": labels,
@@ -118,12 +164,14 @@ def entity_confusion(gold: list[list[str]], predicted: list[list[str]], words: S
         "missed": {kind: cells[(kind, OUTSIDE)] for kind in types},
         "spurious": {kind: cells[(OUTSIDE, kind)] for kind in types},
         "misclassified": mistakes[:MISCLASSIFIED_SHOWN],
-        "errors": len(mistakes), "examples": sum(n for (g, _), n in cells.items() if g != OUTSIDE),
+        "errors": len(mistakes),
+        "examples": sum(n for (g, _), n in cells.items() if g != OUTSIDE),
     }
 
 
-def majority_baseline(names: Sequence[str], train_labels: Sequence[int], eval_labels: Sequence[int],
-                      num_labels: int) -> dict[str, float]:
+def majority_baseline(
+    names: Sequence[str], train_labels: Sequence[int], eval_labels: Sequence[int], num_labels: int
+) -> dict[str, float]:
     """Each classification metric of always predicting the training set's most frequent class,
     scored on the eval split: the score at or below which a run has learnt nothing (the leaderboard
     marks it degenerate). Ties go to the lower class index. Metrics scored over a whole question

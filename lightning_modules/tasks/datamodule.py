@@ -36,7 +36,7 @@ class LengthGroupedBatches(Sampler[list[int]]):
 
         generator = torch.Generator().manual_seed(self.seed + self.epoch)
         order = list(LengthGroupedSampler(self.batch_size, lengths=self.lengths, generator=generator))
-        return iter([order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)])
+        return iter([order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)])
 
 
 class TaskDataModule(pl.LightningDataModule):
@@ -46,9 +46,19 @@ class TaskDataModule(pl.LightningDataModule):
     together, in the order they were cut): their batches carry `example_index`, and whoever gathers
     rows puts them back in split order (`in_split_order`; a span task's windows are grouped by it)."""
 
-    def __init__(self, task: LoadedTask, tokenizer, *, causal: bool, batch_size: int = 32,
-                 eval_batch_size: int | None = None, num_workers: int = 0, seed: int = 0,
-                 group_by_length: bool = False, encoder: PairEncoder | None = None):
+    def __init__(
+        self,
+        task: LoadedTask,
+        tokenizer,
+        *,
+        causal: bool,
+        batch_size: int = 32,
+        eval_batch_size: int | None = None,
+        num_workers: int = 0,
+        seed: int = 0,
+        group_by_length: bool = False,
+        encoder: PairEncoder | None = None,
+    ):
         super().__init__()
         self.group_by_length = bool(group_by_length)
         self.task = task
@@ -68,19 +78,34 @@ class TaskDataModule(pl.LightningDataModule):
     def _loader(self, split_name: str, shuffle: bool, batch_size: int) -> DataLoader:
         items = self.encoded(split_name)
         if shuffle:
-            return DataLoader(items, batch_size=batch_size, shuffle=True, collate_fn=self.encoder.collate,
-                              num_workers=self.num_workers, generator=torch.Generator().manual_seed(self.seed))
-        return DataLoader([items[i] for i in longest_first(items)], batch_size=batch_size, shuffle=False,
-                          collate_fn=self.encoder.collate, num_workers=self.num_workers)
+            return DataLoader(
+                items,
+                batch_size=batch_size,
+                shuffle=True,
+                collate_fn=self.encoder.collate,
+                num_workers=self.num_workers,
+                generator=torch.Generator().manual_seed(self.seed),
+            )
+        return DataLoader(
+            [items[i] for i in longest_first(items)],
+            batch_size=batch_size,
+            shuffle=False,
+            collate_fn=self.encoder.collate,
+            num_workers=self.num_workers,
+        )
 
     def train_dataloader(self) -> DataLoader:
         split = self.task.data.train_split
         if self.group_by_length:
-            batches = LengthGroupedBatches([encoded_length(x) for x in self.encoded(split)],
-                                           self.batch_size,
-                                           seed=self.seed)
-            return DataLoader(self.encoded(split), batch_sampler=batches, collate_fn=self.encoder.collate,
-                              num_workers=self.num_workers)
+            batches = LengthGroupedBatches(
+                [encoded_length(x) for x in self.encoded(split)], self.batch_size, seed=self.seed
+            )
+            return DataLoader(
+                self.encoded(split),
+                batch_sampler=batches,
+                collate_fn=self.encoder.collate,
+                num_workers=self.num_workers,
+            )
         return self._loader(split, True, self.batch_size)
 
     def val_dataloader(self) -> list[DataLoader]:

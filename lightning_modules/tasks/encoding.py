@@ -36,8 +36,10 @@ class PairEncoder:
             self.delim_id = _first_id(vocab.get("<delim>"), tokenizer.sep_token_id, tokenizer.eos_token_id)
             self.extract_id = _first_id(vocab.get("<extract>"), tokenizer.eos_token_id, tokenizer.sep_token_id)
             if None in (self.start_id, self.delim_id, self.extract_id):
-                raise ConfigError("a causal decoder needs start (bos/cls), delimiter and extract tokens; this "
-                                  "tokenizer has no bos/cls, <delim>/sep or <extract>/eos token (tokenizer)")
+                raise ConfigError(
+                    "a causal decoder needs start (bos/cls), delimiter and extract tokens; this "
+                    "tokenizer has no bos/cls, <delim>/sep or <extract>/eos token (tokenizer)"
+                )
             self.uses_template = False
         else:
             plain = tokenizer("a b", add_special_tokens=False)["input_ids"]
@@ -53,10 +55,17 @@ class PairEncoder:
         n_fields = len(texts[0])
         columns = [[t[i] for t in texts] for i in range(n_fields)]
         if not self.causal and self.uses_template:
-            enc = self.tokenizer(*columns, truncation=True, max_length=self.max_length,
-                                 return_token_type_ids=True, return_attention_mask=False)
-            return [{"input_ids": ids, "token_type_ids": types, "pool_index": 0}
-                    for ids, types in zip(enc["input_ids"], enc["token_type_ids"], strict=True)]
+            enc = self.tokenizer(
+                *columns,
+                truncation=True,
+                max_length=self.max_length,
+                return_token_type_ids=True,
+                return_attention_mask=False,
+            )
+            return [
+                {"input_ids": ids, "token_type_ids": types, "pool_index": 0}
+                for ids, types in zip(enc["input_ids"], enc["token_type_ids"], strict=True)
+            ]
         pieces = [self.tokenizer(col, add_special_tokens=False)["input_ids"] for col in columns]
         out = []
         for parts in zip(*pieces, strict=True):

@@ -33,8 +33,9 @@ def reference_streams(references: Sequence[Sequence[str]]) -> list[list[str]]:
     return [[refs[k] if k < len(refs) else None for refs in references] for k in range(width)]
 
 
-def generation_metrics(names: Sequence[str], outputs: Sequence[str],
-                       references: Sequence[Sequence[str]]) -> tuple[dict[str, float], dict[str, str]]:
+def generation_metrics(
+    names: Sequence[str], outputs: Sequence[str], references: Sequence[Sequence[str]]
+) -> tuple[dict[str, float], dict[str, str]]:
     """({metric: value}, {metric: signature or setting}) for the requested metrics."""
     unknown = [n for n in names if n not in GENERATION_METRICS]
     if unknown:
@@ -77,5 +78,7 @@ def score_split(task, split: str, outputs: Sequence[str]) -> tuple[dict[str, flo
     keyed by `spec.metric_key` (bleu, bleu_test ...), and each metric's signature or setting."""
     data = task.data.splits[split]
     values, signatures = generation_metrics(task.spec.metrics, list(outputs), [ex.label for ex in data.examples])
-    return ({task.spec.metric_key(k, split): v for k, v in values.items()},
-            {task.spec.metric_key(k, split): v for k, v in signatures.items()})
+    return (
+        {task.spec.metric_key(k, split): v for k, v in values.items()},
+        {task.spec.metric_key(k, split): v for k, v in signatures.items()},
+    )

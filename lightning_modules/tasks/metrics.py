@@ -64,8 +64,10 @@ def compute_metrics(names: Sequence[str], predictions, labels, *, num_labels: in
             value = multiclass_accuracy(preds, target, num_classes=num_labels, average="micro")
         elif name == "f1":
             if num_labels != 2:
-                raise ConfigError(f"metric f1 is binary F1 (MRPC, QQP) but the task has {num_labels} labels; "
-                                  f"use macro_f1 (task.metrics)")
+                raise ConfigError(
+                    f"metric f1 is binary F1 (MRPC, QQP) but the task has {num_labels} labels; "
+                    f"use macro_f1 (task.metrics)"
+                )
             value = binary_f1_score(preds, target)
         elif name == "macro_f1":
             value = multiclass_f1_score(preds, target, num_classes=num_labels, average="macro")
@@ -85,8 +87,10 @@ def compute_metrics(names: Sequence[str], predictions, labels, *, num_labels: in
         elif name == "mae":
             value = mean_absolute_error(preds, target)
         else:
-            raise ConfigError(f"unknown metric '{name}' (task.metrics); valid: "
-                              f"{', '.join(CLASSIFICATION_METRICS + REGRESSION_METRICS)}")
+            raise ConfigError(
+                f"unknown metric '{name}' (task.metrics); valid: "
+                f"{', '.join(CLASSIFICATION_METRICS + REGRESSION_METRICS)}"
+            )
         out[name] = float(value)
     return out
 

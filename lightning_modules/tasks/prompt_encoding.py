@@ -37,7 +37,7 @@ def pad_left(rows: Sequence[Sequence[int]], fill: int, *, length: int) -> torch.
     out = torch.full((len(rows), length), fill, dtype=torch.long)
     for i, row in enumerate(rows):
         if row:
-            out[i, length - len(row):] = torch.as_tensor(row, dtype=torch.long)
+            out[i, length - len(row) :] = torch.as_tensor(row, dtype=torch.long)
     return out
 
 
@@ -45,10 +45,15 @@ class PromptEncoder(Seq2SeqEncoder):
     """Reuses Seq2SeqEncoder's source prefixing, cutting and end-token rules; the prompt ends with
     the separator instead of the end token."""
 
-    def __init__(self, tokenizer, *, max_source_length: int = 128, max_target_length: int = 128,
-                 source_prefix: str | None = None):
-        super().__init__(tokenizer, max_source_length=max_source_length, max_target_length=max_target_length,
-                         source_prefix=source_prefix)
+    def __init__(
+        self, tokenizer, *, max_source_length: int = 128, max_target_length: int = 128, source_prefix: str | None = None
+    ):
+        super().__init__(
+            tokenizer,
+            max_source_length=max_source_length,
+            max_target_length=max_target_length,
+            source_prefix=source_prefix,
+        )
         delimiter = tokenizer.convert_tokens_to_ids(DELIMITER) if DELIMITER in tokenizer.get_vocab() else None
         self.separator_id = next(i for i in (delimiter, tokenizer.sep_token_id, self.eos_id) if i is not None)
 
@@ -58,9 +63,11 @@ class PromptEncoder(Seq2SeqEncoder):
     def collate(self, items: list[dict]) -> dict[str, torch.Tensor]:
         prompts = [x["input_ids"] for x in items]
         width = max(len(p) for p in prompts)
-        batch = {"prompt_ids": pad_left(prompts, self.pad_id, length=width),
-                 "prompt_attention_mask": pad_left([[1] * len(p) for p in prompts], 0, length=width),
-                 "example_index": torch.tensor([x["example_index"] for x in items], dtype=torch.long)}
+        batch = {
+            "prompt_ids": pad_left(prompts, self.pad_id, length=width),
+            "prompt_attention_mask": pad_left([[1] * len(p) for p in prompts], 0, length=width),
+            "example_index": torch.tensor([x["example_index"] for x in items], dtype=torch.long),
+        }
         if "target_ids" in items[0]:
             rows = [p + x["target_ids"] for p, x in zip(prompts, items)]
             # labels[t] = rows[t + 1] where that token is a target token: logits at t predict t + 1
@@ -77,6 +84,11 @@ class PromptEncoder(Seq2SeqEncoder):
     def generate(self, twin, batch: dict[str, torch.Tensor], settings: DecodingSettings) -> torch.Tensor:
         """B×N continuation ids (the prompt cut off; `generate()` returns prompt + continuation)."""
         prompt = batch["prompt_ids"]
-        out = twin.generate(input_ids=prompt, attention_mask=batch["prompt_attention_mask"],
-                            eos_token_id=self.eos_id, pad_token_id=self.pad_id, **settings.generate_kwargs())
-        return out[:, prompt.shape[1]:]
+        out = twin.generate(
+            input_ids=prompt,
+            attention_mask=batch["prompt_attention_mask"],
+            eos_token_id=self.eos_id,
+            pad_token_id=self.pad_id,
+            **settings.generate_kwargs(),
+        )
+        return out[:, prompt.shape[1] :]

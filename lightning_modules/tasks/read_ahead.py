@@ -21,8 +21,10 @@ from ptmlab.contracts.task_checks import multitask_task_nodes
 def builds_its_backbone(cfg: DictConfig) -> bool:
     """The backbone is built from `model` with a tokenizer trained on `data` (or `tokenizer.path`),
     as artifacts/backbone_reference.py `_fresh_from_model_cfg` does: no reference, no checkpoint."""
-    return (OmegaConf.select(cfg, "backbone", default=None) in (None, "random")
-            and OmegaConf.select(cfg, "model.name_or_path", default=None) is None)
+    return (
+        OmegaConf.select(cfg, "backbone", default=None) in (None, "random")
+        and OmegaConf.select(cfg, "model.name_or_path", default=None) is None
+    )
 
 
 def corpus_and_tokenizer(cfg: DictConfig) -> CorpusTokenizer | None:

@@ -30,11 +30,14 @@ IGNORE = -100
 
 
 class Seq2SeqEncoder:
-    def __init__(self, tokenizer, *, max_source_length: int = 128, max_target_length: int = 128,
-                 source_prefix: str | None = None):
+    def __init__(
+        self, tokenizer, *, max_source_length: int = 128, max_target_length: int = 128, source_prefix: str | None = None
+    ):
         if int(max_target_length) < 2:
-            raise ConfigError(f"task.max_target_length={max_target_length} leaves no room for a target token "
-                              "before the end token (need >= 2)")
+            raise ConfigError(
+                f"task.max_target_length={max_target_length} leaves no room for a target token "
+                "before the end token (need >= 2)"
+            )
         self.tokenizer = tokenizer
         self.max_source_length, self.max_target_length = int(max_source_length), int(max_target_length)
         self.source_prefix = source_prefix or ""
@@ -55,8 +58,10 @@ class Seq2SeqEncoder:
         return rows
 
     def encode_targets(self, targets: Sequence[str]) -> list[list[int]]:
-        return [list(ids)[: self.max_target_length - 1] + [self.eos_id]
-                for ids in self.tokenizer(list(targets), add_special_tokens=False)["input_ids"]]
+        return [
+            list(ids)[: self.max_target_length - 1] + [self.eos_id]
+            for ids in self.tokenizer(list(targets), add_special_tokens=False)["input_ids"]
+        ]
 
     def encode(self, texts: Sequence[Sequence[str]]) -> list[dict]:
         """1-tuples of source strings (as PairEncoder.encode takes texts): the source side only."""
@@ -73,21 +78,30 @@ class Seq2SeqEncoder:
 
     def collate(self, items: list[dict]) -> dict[str, torch.Tensor]:
         source = padded_tokens(items, self.pad_id)
-        batch = {"input_ids": source["input_ids"], "attention_mask": source["attention_mask"],
-                 "example_index": torch.tensor([x["example_index"] for x in items], dtype=torch.long)}
+        batch = {
+            "input_ids": source["input_ids"],
+            "attention_mask": source["attention_mask"],
+            "example_index": torch.tensor([x["example_index"] for x in items], dtype=torch.long),
+        }
         if "target_ids" in items[0]:
             targets = [x["target_ids"] for x in items]
             length = max(len(t) for t in targets)
             batch["labels"] = pad_right(targets, IGNORE, length=length)
-            batch["decoder_input_ids"] = pad_right([[self.decoder_start_id, *t[:-1]] for t in targets], self.pad_id,
-                                                   length=length)
+            batch["decoder_input_ids"] = pad_right(
+                [[self.decoder_start_id, *t[:-1]] for t in targets], self.pad_id, length=length
+            )
             batch["decoder_attention_mask"] = pad_right([[1] * len(t) for t in targets], 0, length=length)
         return batch
 
     @torch.no_grad()
     def generate(self, twin, batch: dict[str, torch.Tensor], settings: DecodingSettings) -> torch.Tensor:
         """B×N generated ids for one collated batch, the decoder start token dropped."""
-        out = twin.generate(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                            eos_token_id=self.eos_id, pad_token_id=self.pad_id,
-                            decoder_start_token_id=self.decoder_start_id, **settings.generate_kwargs())
+        out = twin.generate(
+            input_ids=batch["input_ids"],
+            attention_mask=batch["attention_mask"],
+            eos_token_id=self.eos_id,
+            pad_token_id=self.pad_id,
+            decoder_start_token_id=self.decoder_start_id,
+            **settings.generate_kwargs(),
+        )
         return out[:, 1:]

@@ -39,8 +39,11 @@ class SpanWindows:
     @classmethod
     def from_batch(cls, logits: torch.Tensor, batch: dict[str, torch.Tensor], max_length: int) -> SpanWindows:
         pad = int(max_length) - logits.size(1)
-        return cls(F.pad(logits.detach().float(), (0, 0, 0, pad)).cpu(),  # B×T×2 -> B×L×2
-                   F.pad(batch["offsets"], (0, 0, 0, pad), value=-1).cpu(), batch["example_index"].cpu())
+        return cls(
+            F.pad(logits.detach().float(), (0, 0, 0, pad)).cpu(),  # B×T×2 -> B×L×2
+            F.pad(batch["offsets"], (0, 0, 0, pad), value=-1).cpu(),
+            batch["example_index"].cpu(),
+        )
 
     @classmethod
     def cat(cls, parts: list[SpanWindows]) -> SpanWindows:
@@ -104,8 +107,14 @@ def score_answers(spec: TaskSpec, split: Split, answers: list[SpanAnswer]) -> di
     v2 = is_v2(split)
     golds = [[a.text for a in q.answers] for q in split.examples]
     scores = [a.no_answer_score for a in answers] if v2 else None
-    return span_metrics(spec.metrics, golds, [a.text for a in answers], v2=v2, no_answer_scores=scores,
-                        threshold=spec.no_answer_threshold)
+    return span_metrics(
+        spec.metrics,
+        golds,
+        [a.text for a in answers],
+        v2=v2,
+        no_answer_scores=scores,
+        threshold=spec.no_answer_threshold,
+    )
 
 
 def write_span_predictions(path: str | Path, split: Split, answers: list[SpanAnswer], threshold: float | None) -> Path:

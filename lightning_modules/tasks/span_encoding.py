@@ -35,8 +35,10 @@ NO_OFFSET = (-1, -1)
 class QuestionContextEncoder:
     def __init__(self, tokenizer, *, max_length: int = 384, doc_stride: int = 128):
         if not getattr(tokenizer, "is_fast", False):
-            raise ConfigError("span extraction needs a fast (Rust) tokenizer: its offset mapping gives each "
-                              f"sub-word's characters; {type(tokenizer).__name__} has none (tokenizer)")
+            raise ConfigError(
+                "span extraction needs a fast (Rust) tokenizer: its offset mapping gives each "
+                f"sub-word's characters; {type(tokenizer).__name__} has none (tokenizer)"
+            )
         if not 0 <= int(doc_stride) < int(max_length):
             raise ConfigError(f"task.doc_stride={doc_stride} must be >= 0 and below task.max_length={max_length}")
         self.tokenizer, self.max_length, self.doc_stride = tokenizer, int(max_length), int(doc_stride)
@@ -49,15 +51,31 @@ class QuestionContextEncoder:
             return []
         questions = [q.lstrip() for q, _ in pairs]
         self._check_room(questions)
-        enc = self.tokenizer(questions, [c for _, c in pairs], truncation="only_second", max_length=self.max_length,
-                             stride=self.doc_stride, return_overflowing_tokens=True, return_offsets_mapping=True,
-                             return_token_type_ids=True, return_attention_mask=False)
+        enc = self.tokenizer(
+            questions,
+            [c for _, c in pairs],
+            truncation="only_second",
+            max_length=self.max_length,
+            stride=self.doc_stride,
+            return_overflowing_tokens=True,
+            return_offsets_mapping=True,
+            return_token_type_ids=True,
+            return_attention_mask=False,
+        )
         out = []
         for i, ids in enumerate(enc["input_ids"]):
             sequence = enc.sequence_ids(i)
-            offsets = [tuple(o) if s == 1 else NO_OFFSET for o, s in zip(enc["offset_mapping"][i], sequence, strict=True)]
-            out.append({"input_ids": ids, "token_type_ids": enc["token_type_ids"][i], "offsets": offsets,
-                        "example_index": int(enc["overflow_to_sample_mapping"][i])})
+            offsets = [
+                tuple(o) if s == 1 else NO_OFFSET for o, s in zip(enc["offset_mapping"][i], sequence, strict=True)
+            ]
+            out.append(
+                {
+                    "input_ids": ids,
+                    "token_type_ids": enc["token_type_ids"][i],
+                    "offsets": offsets,
+                    "example_index": int(enc["overflow_to_sample_mapping"][i]),
+                }
+            )
         return out
 
     def _check_room(self, questions: list[str]) -> None:
@@ -65,9 +83,11 @@ class QuestionContextEncoder:
         lengths = [len(ids) for ids in self.tokenizer(questions, add_special_tokens=False)["input_ids"]]
         room = self.max_length - max(lengths) - self.tokenizer.num_special_tokens_to_add(pair=True)
         if room <= self.doc_stride:
-            raise ConfigError(f"the longest question has {max(lengths)} sub-words: task.max_length={self.max_length} "
-                              f"leaves {room} for the context, not more than task.doc_stride={self.doc_stride} "
-                              "(raise task.max_length or lower task.doc_stride)")
+            raise ConfigError(
+                f"the longest question has {max(lengths)} sub-words: task.max_length={self.max_length} "
+                f"leaves {room} for the context, not more than task.doc_stride={self.doc_stride} "
+                "(raise task.max_length or lower task.doc_stride)"
+            )
 
     def encode_split(self, split: Split) -> list[dict]:
         items = self.encode([q.texts for q in split.examples])
@@ -81,7 +101,7 @@ class QuestionContextEncoder:
         length = batch["input_ids"].size(1)
         offsets = torch.full((len(items), length, 2), -1, dtype=torch.long)
         for i, x in enumerate(items):
-            offsets[i, :len(x["offsets"])] = torch.tensor(x["offsets"], dtype=torch.long)
+            offsets[i, : len(x["offsets"])] = torch.tensor(x["offsets"], dtype=torch.long)
         batch["offsets"] = offsets
         batch["pool_index"] = torch.zeros(len(items), dtype=torch.long)
         batch["example_index"] = torch.tensor([x["example_index"] for x in items], dtype=torch.long)

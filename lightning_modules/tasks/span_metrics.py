@@ -63,12 +63,12 @@ def question_scores(prediction: str, golds: Sequence[str], *, v2: bool) -> tuple
         golds = [g for g in golds if normalize_answer(g)] or [""]
     if not golds:
         raise ValueError("a v1.1 question needs at least one gold answer")
-    return (float(max(exact_score(prediction, g) for g in golds)),
-            max(f1_score(prediction, g, v2=v2) for g in golds))
+    return (float(max(exact_score(prediction, g) for g in golds)), max(f1_score(prediction, g, v2=v2) for g in golds))
 
 
-def best_threshold(f1: Sequence[float], no_answer_scores: Sequence[float], has_answer: Sequence[bool],
-                   answered: Sequence[bool]) -> float:
+def best_threshold(
+    f1: Sequence[float], no_answer_scores: Sequence[float], has_answer: Sequence[bool], answered: Sequence[bool]
+) -> float:
     """The official `find_best_thresh` on per-question F1 of the best non-null answers: start from
     "no answer everywhere", answer the questions in increasing no-answer score and keep the threshold
     where the total is highest. `answered`: the best non-null answer is non-empty."""
@@ -83,15 +83,23 @@ def best_threshold(f1: Sequence[float], no_answer_scores: Sequence[float], has_a
     return threshold
 
 
-def span_metrics(names: Sequence[str], golds: Sequence[Sequence[str]], predictions: Sequence[str], *,
-                 v2: bool, no_answer_scores: Sequence[float] | None = None,
-                 threshold: float | None = None) -> dict[str, float]:
+def span_metrics(
+    names: Sequence[str],
+    golds: Sequence[Sequence[str]],
+    predictions: Sequence[str],
+    *,
+    v2: bool,
+    no_answer_scores: Sequence[float] | None = None,
+    threshold: float | None = None,
+) -> dict[str, float]:
     """Split-level `exact_match` and `f1` (0–1). v2.0 with `no_answer_scores`: a prediction whose score
     is above `threshold` becomes "" (no answer); `threshold=None` chooses it on this split
     (`best_threshold`) and returns it as `no_answer_threshold`."""
     unknown = [n for n in names if n not in SPAN_METRICS]
     if unknown:
-        raise ConfigError(f"unknown span-extraction metric '{unknown[0]}' (task.metrics; valid: {', '.join(SPAN_METRICS)})")
+        raise ConfigError(
+            f"unknown span-extraction metric '{unknown[0]}' (task.metrics; valid: {', '.join(SPAN_METRICS)})"
+        )
     if len(golds) != len(predictions) or not golds:
         raise ValueError(f"{len(predictions)} predictions for {len(golds)} questions")
     out: dict[str, float] = {}

@@ -91,8 +91,11 @@ class TaskSpec:
 
     def to_dict(self) -> dict:
         """JSON-ready (the `tasks` entries of a saved task model's manifest)."""
-        return {f.name: (list(v) if isinstance(v, tuple) else v)
-                for f in dataclasses.fields(self) for v in [getattr(self, f.name)]}
+        return {
+            f.name: (list(v) if isinstance(v, tuple) else v)
+            for f in dataclasses.fields(self)
+            for v in [getattr(self, f.name)]
+        }
 
     @classmethod
     def from_dict(cls, d: dict) -> TaskSpec:
@@ -118,14 +121,24 @@ class TaskSpec:
             return None if value is None else tuple(str(v) for v in value)
 
         return cls(
-            name=str(c["name"]), kind=str(c["kind"]), labels=tup("labels"), metrics=tup("metrics"),
-            main_metric=str(c["main_metric"]), glue_metrics=tup("glue_metrics") or (),
-            label_names=tup("label_names"), eval_metric_suffix=dict(c.get("eval_metric_suffix") or {}),
+            name=str(c["name"]),
+            kind=str(c["kind"]),
+            labels=tup("labels"),
+            metrics=tup("metrics"),
+            main_metric=str(c["main_metric"]),
+            glue_metrics=tup("glue_metrics") or (),
+            label_names=tup("label_names"),
+            eval_metric_suffix=dict(c.get("eval_metric_suffix") or {}),
             submission_files=dict(c.get("submission_files") or {}),
-            max_train_samples=c.get("max_train_samples"), max_eval_samples=c.get("max_eval_samples"),
-            max_length=int(c.get("max_length") or 128), prompt=_prompt(c.get("prompt")),
-            **{k: c[k] for k in ("doc_stride", "max_answer_length", "n_best_size", "no_answer_threshold", "choice_scoring")
-               if c.get(k) is not None},
+            max_train_samples=c.get("max_train_samples"),
+            max_eval_samples=c.get("max_eval_samples"),
+            max_length=int(c.get("max_length") or 128),
+            prompt=_prompt(c.get("prompt")),
+            **{
+                k: c[k]
+                for k in ("doc_stride", "max_answer_length", "n_best_size", "no_answer_threshold", "choice_scoring")
+                if c.get(k) is not None
+            },
             **(_generation_fields(c) if str(c["kind"]) == "generation" else {}),
         )
 
@@ -133,13 +146,18 @@ class TaskSpec:
 def _generation_fields(c: dict) -> dict:
     from ptmlab.contracts.decoding import DecodingSettings
 
-    return {"max_target_length": int(c.get("max_target_length", 128)), "source_prefix": c.get("source_prefix"),
-            "label_smoothing": float(c.get("label_smoothing") or 0.0),
-            "generation": DecodingSettings.from_dict(c.get("generation")).to_dict()}
+    return {
+        "max_target_length": int(c.get("max_target_length", 128)),
+        "source_prefix": c.get("source_prefix"),
+        "label_smoothing": float(c.get("label_smoothing") or 0.0),
+        "generation": DecodingSettings.from_dict(c.get("generation")).to_dict(),
+    }
 
 
 def _prompt(node: dict | None) -> dict | None:
-    from lightning_modules.tasks.templates import normalize_verbalizer  # deferred: templates brings torch; a spec needs none
+    from lightning_modules.tasks.templates import (
+        normalize_verbalizer,  # deferred: templates brings torch; a spec needs none
+    )
 
     if node is None:
         return None
@@ -212,16 +230,21 @@ def load_task(task_cfg: DictConfig) -> LoadedTask:
         spec = dataclasses.replace(spec, labels=labels)
         declared = task_cfg.get("num_labels")
         if declared is not None and int(declared) != len(spec.labels):
-            raise ConfigError(f"task.num_labels={declared} but the train split {data.train.source} has "
-                              f"{len(spec.labels)} labels: {', '.join(spec.labels)}")
+            raise ConfigError(
+                f"task.num_labels={declared} but the train split {data.train.source} has "
+                f"{len(spec.labels)} labels: {', '.join(spec.labels)}"
+            )
     limits = {data.train_split: spec.max_train_samples, **{s: spec.max_eval_samples for s in data.eval_splits}}
     splits = {}
     for name, split in data.splits.items():
         limit = limits.get(name)
         examples = split.examples if limit is None else split.examples[: int(limit)]
         if not examples:
-            why = f" after task.max_{'train' if name == data.train_split else 'eval'}_samples={limit}" \
-                if limit is not None and split.examples else ""
+            why = (
+                f" after task.max_{'train' if name == data.train_split else 'eval'}_samples={limit}"
+                if limit is not None and split.examples
+                else ""
+            )
             raise DataError(f"{split.source}: split '{name}' of task {spec.name} is empty{why}")
         if split.has_labels and not spec.is_generation:  # generation: the references are the labels
             label = _map_tags if spec.is_token_level else _map_label
@@ -263,8 +286,10 @@ def _map_tags(spec: TaskSpec, split: Split, ex: TaggedSentence) -> TaggedSentenc
         return dataclasses.replace(ex, label=tuple(index[str(t)] for t in ex.label))
     except KeyError:
         i = next(i for i, t in enumerate(ex.label) if str(t) not in index)
-        raise DataError(f"{split.source}: line {ex.lines[i]}: tag '{ex.label[i]}' is not in the tag set of task "
-                        f"{spec.name} (task.labels: {', '.join(spec.labels)})") from None
+        raise DataError(
+            f"{split.source}: line {ex.lines[i]}: tag '{ex.label[i]}' is not in the tag set of task "
+            f"{spec.name} (task.labels: {', '.join(spec.labels)})"
+        ) from None
 
 
 def _map_label(spec: TaskSpec, split: Split, ex: TextExample) -> TextExample:
@@ -282,5 +307,7 @@ def _map_label(spec: TaskSpec, split: Split, ex: TextExample) -> TextExample:
     try:
         return dataclasses.replace(ex, label=spec.labels.index(str(raw)))
     except ValueError:
-        raise DataError(f"{where}: label '{raw}' is not in the label set of task {spec.name} "
-                        f"(task.labels: {', '.join(spec.labels)})") from None
+        raise DataError(
+            f"{where}: label '{raw}' is not in the label set of task {spec.name} "
+            f"(task.labels: {', '.join(spec.labels)})"
+        ) from None

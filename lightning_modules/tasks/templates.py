@@ -38,8 +38,10 @@ def template_fields(template: str) -> tuple[str, ...]:
         return SINGLE_FIELDS
     if used == set(PAIR_FIELDS):
         return PAIR_FIELDS
-    raise ConfigError(f"task.prompt.template={template!r} must hold {{sentence}} (single-sentence tasks) "
-                      f"or both {{sentence1}} and {{sentence2}} (pair tasks), not {sorted(used)}")
+    raise ConfigError(
+        f"task.prompt.template={template!r} must hold {{sentence}} (single-sentence tasks) "
+        f"or both {{sentence1}} and {{sentence2}} (pair tasks), not {sorted(used)}"
+    )
 
 
 def normalize_verbalizer(verbalizer: dict) -> dict[str, list[str]]:
@@ -64,23 +66,27 @@ def word_token_id(tokenizer, label: str, word: str, space_first: bool) -> int:
             return int(ids[0])
         first = first or ids
     if not first or (tokenizer.unk_token_id is not None and tokenizer.unk_token_id in first):
-        raise ConfigError(f"{key} is outside this tokenizer's vocabulary ({tokenizer.unk_token}); "
-                          f"pick a word that is one token")
+        raise ConfigError(
+            f"{key} is outside this tokenizer's vocabulary ({tokenizer.unk_token}); pick a word that is one token"
+        )
     pieces = ", ".join(tokenizer.convert_ids_to_tokens(first))
     raise ConfigError(f"{key} is {len(first)} tokens ({pieces}) for this tokenizer; pick a word that is one token")
 
 
-def resolve_label_words(verbalizer: dict[str, list[str]], labels: tuple[str, ...], tokenizer,
-                        template: str) -> list[list[int]]:
+def resolve_label_words(
+    verbalizer: dict[str, list[str]], labels: tuple[str, ...], tokenizer, template: str
+) -> list[list[int]]:
     """Per class index (the order of `labels`), the token ids of its words."""
     missing = [label for label in labels if label not in verbalizer]
     if missing:
-        raise ConfigError(f"task.prompt.verbalizer has no word for label {missing[0]!r} "
-                          f"(task.labels: {', '.join(labels)})")
+        raise ConfigError(
+            f"task.prompt.verbalizer has no word for label {missing[0]!r} (task.labels: {', '.join(labels)})"
+        )
     extra = [key for key in verbalizer if key not in labels]
     if extra:
-        raise ConfigError(f"task.prompt.verbalizer.{extra[0]} is not a label of the task "
-                          f"(task.labels: {', '.join(labels)})")
+        raise ConfigError(
+            f"task.prompt.verbalizer.{extra[0]} is not a label of the task (task.labels: {', '.join(labels)})"
+        )
     space_first = _slot_follows_space(template)
     return [[word_token_id(tokenizer, label, w, space_first) for w in verbalizer[label]] for label in labels]
 
@@ -95,8 +101,9 @@ def draw_demonstrations(examples, num_labels: int, per_label: int, seed: int) ->
     for label in range(num_labels):
         pool = by_label.get(label, [])
         if len(pool) < per_label:
-            raise ConfigError(f"adaptation.demonstrations={per_label} but the train split has "
-                              f"{len(pool)} example(s) of class {label}")
+            raise ConfigError(
+                f"adaptation.demonstrations={per_label} but the train split has {len(pool)} example(s) of class {label}"
+            )
         out += [{"texts": list(ex.texts), "label": label} for ex in rng.sample(pool, per_label)]
     return out
 
@@ -137,19 +144,28 @@ class TemplateEncoder(PairEncoder):
         else:
             mask = tokenizer.mask_token_id
             if mask is None:
-                raise ConfigError("prompt-based modes on an encoder need a tokenizer with a mask token "
-                                  "(tokenizer.mask_token_id is None)")
+                raise ConfigError(
+                    "prompt-based modes on an encoder need a tokenizer with a mask token "
+                    "(tokenizer.mask_token_id is None)"
+                )
             self.mask_id = int(mask)
             cls = _first_id(tokenizer.cls_token_id, tokenizer.bos_token_id)
             sep = _first_id(tokenizer.sep_token_id, tokenizer.eos_token_id)
             self.open, self.sep, self.close = [cls], [sep], [sep]
-        self.demo_segments = [self._segments(d["texts"], fill=prompt.label_token_ids[d["label"]][0])
-                              for d in prompt.demonstrations]
-        fixed = len(self.open) + len(self.close) + _fixed(self._input_segments([""] * len(self.fields))) \
+        self.demo_segments = [
+            self._segments(d["texts"], fill=prompt.label_token_ids[d["label"]][0]) for d in prompt.demonstrations
+        ]
+        fixed = (
+            len(self.open)
+            + len(self.close)
+            + _fixed(self._input_segments([""] * len(self.fields)))
             + sum(len(self.sep) + _fixed(s) for s in self.demo_segments)
+        )
         if fixed >= self.max_length:
-            raise ConfigError(f"task.max_length={self.max_length} leaves no room for the sentences: the template"
-                              f"{' and demonstrations' if self.demo_segments else ''} take {fixed} tokens")
+            raise ConfigError(
+                f"task.max_length={self.max_length} leaves no room for the sentences: the template"
+                f"{' and demonstrations' if self.demo_segments else ''} take {fixed} tokens"
+            )
 
     def _ids(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -174,21 +190,27 @@ class TemplateEncoder(PairEncoder):
         """The input's own filled template; a causal decoder's stops before the slot."""
         segments = self._segments(texts, None)
         if self.causal:
-            segments = segments[:[kind for kind, _ in segments].index("slot")]
+            segments = segments[: [kind for kind, _ in segments].index("slot")]
         return segments
 
     def encode(self, texts) -> list[dict]:
         out = []
         for example in texts:
             if len(example) != len(self.fields):
-                raise ConfigError(f"task.prompt.template has fields {', '.join(self.fields)} but the task's "
-                                  f"examples have {len(example)} text(s)")
+                raise ConfigError(
+                    f"task.prompt.template has fields {', '.join(self.fields)} but the task's "
+                    f"examples have {len(example)} text(s)"
+                )
             segments = self._input_segments(list(example))
             demos = [[[kind, list(ids)] for kind, ids in segs] for segs in self.demo_segments]
             every = [segments, *demos]
             fields = [ids for segs in every for kind, ids in segs if kind == "field"]
-            total = len(self.open) + len(self.close) + len(self.sep) * len(demos) \
+            total = (
+                len(self.open)
+                + len(self.close)
+                + len(self.sep) * len(demos)
                 + sum(len(ids) for segs in every for _, ids in segs)
+            )
             # Cut the longest field (the input's or a demonstration's) first, as PairEncoder does
             # (in place: `fields` are the segments' own lists).
             _truncate_longest_first(fields, self.max_length - (total - sum(len(ids) for ids in fields)))
@@ -200,7 +222,7 @@ class TemplateEncoder(PairEncoder):
             else:
                 ids = [*self.open, *body, *self.close, *context]
                 kinds = [kind for kind, _ in segments]
-                pool_index = len(self.open) + sum(len(piece) for _, piece in segments[:kinds.index("slot")])
+                pool_index = len(self.open) + sum(len(piece) for _, piece in segments[: kinds.index("slot")])
             out.append({"input_ids": ids, "token_type_ids": [0] * len(ids), "pool_index": pool_index})
         return out
 

@@ -31,8 +31,10 @@ IGNORE = -100  # torch cross_entropy's ignore_index
 class WordTokenEncoder:
     def __init__(self, tokenizer, *, max_length: int = 128):
         if not getattr(tokenizer, "is_fast", False):
-            raise ConfigError("token classification needs a fast (Rust) tokenizer: its word_ids() map sub-words "
-                              f"to words; {type(tokenizer).__name__} has none (tokenizer)")
+            raise ConfigError(
+                "token classification needs a fast (Rust) tokenizer: its word_ids() map sub-words "
+                f"to words; {type(tokenizer).__name__} has none (tokenizer)"
+            )
         self.tokenizer, self.max_length = tokenizer, int(max_length)
         self.pad_id = next(i for i in (tokenizer.pad_token_id, tokenizer.eos_token_id, 0) if i is not None)
 
@@ -42,8 +44,14 @@ class WordTokenEncoder:
         if not sentences:
             return []
         try:
-            enc = self.tokenizer(sentences, is_split_into_words=True, truncation=True, max_length=self.max_length,
-                                 return_token_type_ids=True, return_attention_mask=False)
+            enc = self.tokenizer(
+                sentences,
+                is_split_into_words=True,
+                truncation=True,
+                max_length=self.max_length,
+                return_token_type_ids=True,
+                return_attention_mask=False,
+            )
         except ValueError as exc:  # e.g. byte-level BPE without add_prefix_space=True
             raise ConfigError(f"the tokenizer cannot encode pre-split words: {exc} (tokenizer)") from None
         out = []
@@ -55,8 +63,14 @@ class WordTokenEncoder:
                 starts.append(w is not None and w not in seen)
                 if w is not None:
                     seen.add(w)
-            out.append({"input_ids": ids, "token_type_ids": enc["token_type_ids"][i], "word_start": starts,
-                        "word_ids": [-1 if w is None else w for w in word_ids]})
+            out.append(
+                {
+                    "input_ids": ids,
+                    "token_type_ids": enc["token_type_ids"][i],
+                    "word_start": starts,
+                    "word_ids": [-1 if w is None else w for w in word_ids],
+                }
+            )
         return out
 
     def encode_split(self, split: Split) -> list[dict]:
@@ -65,8 +79,10 @@ class WordTokenEncoder:
         for i, (item, ex) in enumerate(zip(encoded, split.examples, strict=True)):
             item["example_index"] = i
             if split.has_labels:
-                item["label"] = [ex.label[w] if start else IGNORE
-                                 for w, start in zip(item["word_ids"], item["word_start"], strict=True)]
+                item["label"] = [
+                    ex.label[w] if start else IGNORE
+                    for w, start in zip(item["word_ids"], item["word_start"], strict=True)
+                ]
         return encoded
 
     def collate(self, items: list[dict]) -> dict[str, torch.Tensor]:

@@ -44,8 +44,8 @@ def names_python_object(value: Any) -> bool:
 
 @dataclass(frozen=True)
 class CodeKeys:
-    names: frozenset[str]           # key names that select code wherever they appear
-    paths: frozenset[str]           # composed dotted paths of every such key in conf/ (`model.backbone._target_`)
+    names: frozenset[str]  # key names that select code wherever they appear
+    paths: frozenset[str]  # composed dotted paths of every such key in conf/ (`model.backbone._target_`)
     registered: dict[str, frozenset[str]]  # key name -> every value conf/ gives it (`entry` -> stage functions)
 
     def holds_code(self, dotted: str) -> str | None:
@@ -143,33 +143,41 @@ def check_no_code_selection(override: str, parsed=None) -> None:
     for name in keys.names:
         # `_target_` anywhere, even as a plain value (but not inside a longer word: `my_args_x`)
         if name.startswith("_") and re.search(rf"(?<![A-Za-z0-9]){re.escape(name)}(?![A-Za-z0-9])", override):
-            raise ForbiddenOverrideError(f"override {override!r}: `{name}` selects code and may not be used in a submitted job")
+            raise ForbiddenOverrideError(
+                f"override {override!r}: `{name}` selects code and may not be used in a submitted job"
+            )
     if parsed.package is not None:
-        raise ForbiddenOverrideError(f"override {override!r}: package overrides (`@`) may not be used in a submitted job "
-                                     f"(they move config nodes, `_target_` included)")
+        raise ForbiddenOverrideError(
+            f"override {override!r}: package overrides (`@`) may not be used in a submitted job "
+            f"(they move config nodes, `_target_` included)"
+        )
     key = parsed.key_or_group
     parts = re.split(r"[./]", key)
     if "hydra" in parts:
         raise ForbiddenOverrideError(f"override {override!r}: `hydra` settings may not be set in a submitted job")
     for part in parts:
         if part in keys.names:
-            raise ForbiddenOverrideError(f"override {override!r}: `{part}` selects code (it names what a worker "
-                                         f"imports or instantiates) and may not be {verb} in a submitted job")
+            raise ForbiddenOverrideError(
+                f"override {override!r}: `{part}` selects code (it names what a worker "
+                f"imports or instantiates) and may not be {verb} in a submitted job"
+            )
     dotted = key.replace("/", ".")
     held = keys.holds_code(dotted)
     if held is not None and parsed.is_delete():
         raise ForbiddenOverrideError(f"override {override!r}: deleting `{dotted}` deletes `{held}`, which selects code")
     if held is not None and key not in list_config_groups():
         # Choosing a group option picks from the registry; writing the node itself replaces its `_target_`.
-        raise ForbiddenOverrideError(f"override {override!r}: `{dotted}` holds `{held}`, which selects code; "
-                                     f"choose a config option instead (e.g. {dotted.split('.')[0]}=<option>)")
+        raise ForbiddenOverrideError(
+            f"override {override!r}: `{dotted}` holds `{held}`, which selects code; "
+            f"choose a config option instead (e.g. {dotted.split('.')[0]}=<option>)"
+        )
     if parsed.is_delete():
         return
-    for name in _dict_keys(parsed.value() if not parsed.is_sweep_override() else
-                           getattr(parsed.value(), "list", [])):
+    for name in _dict_keys(parsed.value() if not parsed.is_sweep_override() else getattr(parsed.value(), "list", [])):
         if name in keys.names:
-            raise ForbiddenOverrideError(f"override {override!r}: `{name}` selects code and may not be {verb} "
-                                         f"in a submitted job")
+            raise ForbiddenOverrideError(
+                f"override {override!r}: `{name}` selects code and may not be {verb} in a submitted job"
+            )
 
 
 def _dict_keys(value) -> Iterator[str]:

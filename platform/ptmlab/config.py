@@ -22,9 +22,9 @@ from ptmlab.settings import get_settings
 # Compose-time checks after the family check, in order; each raises one ConfigError naming the
 # keys. Types first, so the semantic checks below only ever see well-typed values.
 CHECKS = (
-    check_config_types,    # types, unknown keys and ranges of every group (ptmlab.config_schema)
-    check_task,            # task nodes: kind, labels, metrics, heads
-    check_multitask,       # stage.tasks: each named task as `task=` is
+    check_config_types,  # types, unknown keys and ranges of every group (ptmlab.config_schema)
+    check_task,  # task nodes: kind, labels, metrics, heads
+    check_multitask,  # stage.tasks: each named task as `task=` is
     check_objective_data,  # objective ⟂ data (sentence pairs, parallel text)
 )
 
@@ -54,8 +54,9 @@ def compose_config(overrides: Sequence[str] = (), *, return_hydra_config: bool =
         raise ConfigError(f"overrides {' '.join(overrides)[:200]!r}: {exc.strerror or exc}") from None
     except (TypeError, AssertionError, AttributeError, KeyError, IndexError) as exc:
         # Hydra's internals on a value of the wrong shape (`adaptation=[0]`: a group option list of ints).
-        raise ConfigError(f"overrides {' '.join(overrides)[:200]!r} do not compose: "
-                          f"{type(exc).__name__}: {_one_line(exc)}") from None
+        raise ConfigError(
+            f"overrides {' '.join(overrides)[:200]!r} do not compose: {type(exc).__name__}: {_one_line(exc)}"
+        ) from None
     finally:
         GlobalHydra.instance().clear()
     try:

@@ -25,8 +25,11 @@ def demo_spec(steps: int) -> dict[str, Any]:
     spec = load_pipeline("demo")
     for job in spec["jobs"]:
         if job.get("stage") == "pretrain":
-            job["overrides"] = [*job.get("overrides", []), f"trainer.max_steps={steps}",
-                                f"trainer.val_check_interval={min(100, steps)}"]
+            job["overrides"] = [
+                *job.get("overrides", []),
+                f"trainer.max_steps={steps}",
+                f"trainer.val_check_interval={min(100, steps)}",
+            ]
     return spec
 
 
@@ -38,18 +41,24 @@ def result_line(job: dict[str, Any], summary: dict[str, Any]) -> str:
     """What one job of the demo found, in words a researcher reads at a glance."""
     stage = job["stage"]
     if stage == "pretrain":
-        return (f"{summary.get('objective')} on {summary.get('model')}: {summary.get('steps')} steps, "
-                f"val loss {_num(summary.get('val_loss'))}, perplexity {_num(summary.get('val_perplexity'), '.1f')}")
+        return (
+            f"{summary.get('objective')} on {summary.get('model')}: {summary.get('steps')} steps, "
+            f"val loss {_num(summary.get('val_loss'))}, perplexity {_num(summary.get('val_perplexity'), '.1f')}"
+        )
     if stage == "finetune":
-        return (f"{summary.get('model')} on {summary.get('task')}: {summary.get('main_metric')} "
-                f"{_num(summary.get('main_score'))}")
+        return (
+            f"{summary.get('model')} on {summary.get('task')}: {summary.get('main_metric')} "
+            f"{_num(summary.get('main_score'))}"
+        )
     if stage == "compress":
         speedup = (summary.get("speedup") or {}).get(summary.get("headline_latency") or "", None)
         measured, source = summary.get("compressed") or {}, summary.get("source") or {}
-        text = (f"{summary.get('method')} of {summary.get('model')}: "
-                f"{summary.get('main_metric')} {_num(measured.get('score'))} "
-                f"(source {_num(source.get('score'))}, retention {_num(summary.get('retention'))}), "
-                f"size x{_num(summary.get('size_ratio'), '.2f')}, speed-up {_num(speedup, '.2f')}")
+        text = (
+            f"{summary.get('method')} of {summary.get('model')}: "
+            f"{summary.get('main_metric')} {_num(measured.get('score'))} "
+            f"(source {_num(source.get('score'))}, retention {_num(summary.get('retention'))}), "
+            f"size x{_num(summary.get('size_ratio'), '.2f')}, speed-up {_num(speedup, '.2f')}"
+        )
         if summary.get("control_score") is not None:
             text += f", without the teacher {_num(summary['control_score'])}"
         return text
@@ -58,8 +67,10 @@ def result_line(job: dict[str, Any], summary: dict[str, Any]) -> str:
         parts = []
         for t in tasks:
             random_best = (t.get("random_init") or {}).get("best_score")
-            parts.append(f"{t.get('probe_task')} best layer {t.get('best_layer')} {_num(t.get('best_score'))} "
-                         f"(selectivity {_num(t.get('best_selectivity'))}, random init {_num(random_best)})")
+            parts.append(
+                f"{t.get('probe_task')} best layer {t.get('best_layer')} {_num(t.get('best_score'))} "
+                f"(selectivity {_num(t.get('best_selectivity'))}, random init {_num(random_best)})"
+            )
         return f"{summary.get('model')} ({probed_backbone(summary)}): " + "; ".join(parts)
     return ""
 
@@ -103,11 +114,16 @@ def run_demo(steps: int = 300) -> int:
         pipeline, jobs = submit_pipeline(session, demo_spec(steps))
         job_ids = [j.id for j in jobs]
         pipeline_id = pipeline.id
-        print(f"queued pipeline {pipeline_id}: {len(job_ids)} jobs "
-              + ", ".join(f"{j.id} ({j.name})" for j in jobs), flush=True)
+        print(
+            f"queued pipeline {pipeline_id}: {len(job_ids)} jobs " + ", ".join(f"{j.id} ({j.name})" for j in jobs),
+            flush=True,
+        )
 
-    worker = subprocess.Popen([sys.executable, "-m", "ptmlab.cli", "worker", "--burst", "--cpu-slots", "1"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "ptmlab.cli", "worker", "--burst", "--cpu-slots", "1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         ok = _wait(job_ids, worker)
     finally:
@@ -122,13 +138,19 @@ def run_demo(steps: int = 300) -> int:
         for job in jobs:
             results = query_results(session, job_id=job["id"])[0]
             found = result_line(job, results[0].summary) if results else (job.get("error") or "").splitlines()[:1]
-            print(f"{job['id']:>4} {job['name']:<{width}} {job['status']:<9} "
-                  f"{found if isinstance(found, str) else ' '.join(found)}")
+            print(
+                f"{job['id']:>4} {job['name']:<{width}} {job['status']:<9} "
+                f"{found if isinstance(found, str) else ' '.join(found)}"
+            )
     print(f"\n{'all' if ok else 'not all'} {len(job_ids)} jobs succeeded in {time.monotonic() - started:.0f} s")
     url = f"http://{settings.bind_host}:{settings.bind_port}"
-    print(f"\nDashboard:  .venv/bin/ptmlab up   then open {url}/ (overview), {url}/pipelines/{pipeline_id} "
-          f"(this pipeline), {url}/leaderboard, {url}/compression, {url}/probing")
+    print(
+        f"\nDashboard:  .venv/bin/ptmlab up   then open {url}/ (overview), {url}/pipelines/{pipeline_id} "
+        f"(this pipeline), {url}/leaderboard, {url}/compression, {url}/probing"
+    )
     uri = settings.resolved_tracking_uri
-    print(f"MLflow UI:  .venv/bin/mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port {settings.mlflow_ui_port}"
-          f"   then open http://127.0.0.1:{settings.mlflow_ui_port}")
+    print(
+        f"MLflow UI:  .venv/bin/mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port {settings.mlflow_ui_port}"
+        f"   then open http://127.0.0.1:{settings.mlflow_ui_port}"
+    )
     return 0 if ok else 1

@@ -68,8 +68,9 @@ def quiet_dependencies() -> None:
 
 def config_hash(cfg: DictConfig) -> str:
     """A short hash of the resolved config without Hydra's own node: the same experiment, the same hash."""
-    text = OmegaConf.to_yaml({k: v for k, v in OmegaConf.to_container(cfg, resolve=True).items() if k != "hydra"},
-                             sort_keys=True)
+    text = OmegaConf.to_yaml(
+        {k: v for k, v in OmegaConf.to_container(cfg, resolve=True).items() if k != "hydra"}, sort_keys=True
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -92,8 +93,9 @@ LINE_ENDS = (b"\n", b"\r")
 MAX_LINE_BYTES = 1 << 20
 
 
-def read_log_file(path: Path, *, offset: int = 0, tail: int | None = None,
-                  complete: bool = True) -> tuple[str, int, int]:
+def read_log_file(
+    path: Path, *, offset: int = 0, tail: int | None = None, complete: bool = True
+) -> tuple[str, int, int]:
     """(text, next offset, size) of a job's log, redacted: from byte `offset`, or its last `tail`
     lines. Offsets count bytes of the file. While the job runs (`complete` false) the line still
     being written is held back until it ends; an offset inside a line shows that line from there,
@@ -116,7 +118,7 @@ def read_log_file(path: Path, *, offset: int = 0, tail: int | None = None,
     if end <= offset - start:  # nothing whole after the offset yet
         return "", offset, size
     data = data[:end]
-    head = len(data[:offset - start].decode("utf-8", "replace"))
+    head = len(data[: offset - start].decode("utf-8", "replace"))
     return redact_from(data.decode("utf-8", "replace"), head, secret_literals()), start + end, size
 
 

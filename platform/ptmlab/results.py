@@ -37,20 +37,39 @@ from ptmlab.errors import ConfigError, NotFoundError
 MAX_PAGE = 1000
 
 
-def new_result(summary: dict[str, Any], *, job_id: int | None = None, sweep_id: str | None = None,
-               tags: dict[str, Any] | None = None, kind: str | None = None) -> Result:
+def new_result(
+    summary: dict[str, Any],
+    *,
+    job_id: int | None = None,
+    sweep_id: str | None = None,
+    tags: dict[str, Any] | None = None,
+    kind: str | None = None,
+) -> Result:
     """A Result row for `summary` (not added to a session)."""
     if not isinstance(summary, dict):
         raise ConfigError("a result summary must be a JSON object")
     kind = kind or summary.get("stage")
     if not kind:
         raise ConfigError("summary has no `stage` (the result's kind)")
-    return Result(job_id=job_id, kind=str(kind), mlflow_run_id=summary.get("mlflow_run_id"), sweep_id=sweep_id,
-                  summary=summary, tags={str(k): v for k, v in (tags or {}).items()}, created_at=utcnow())
+    return Result(
+        job_id=job_id,
+        kind=str(kind),
+        mlflow_run_id=summary.get("mlflow_run_id"),
+        sweep_id=sweep_id,
+        summary=summary,
+        tags={str(k): v for k, v in (tags or {}).items()},
+        created_at=utcnow(),
+    )
 
 
-def record_result(session: Session, summary: dict[str, Any], *, job_id: int | None = None,
-                  sweep_id: str | None = None, tags: dict[str, Any] | None = None) -> Result:
+def record_result(
+    session: Session,
+    summary: dict[str, Any],
+    *,
+    job_id: int | None = None,
+    sweep_id: str | None = None,
+    tags: dict[str, Any] | None = None,
+) -> Result:
     row = new_result(summary, job_id=job_id, sweep_id=sweep_id, tags=tags)
     session.add(row)
     session.commit()
@@ -59,14 +78,26 @@ def record_result(session: Session, summary: dict[str, Any], *, job_id: int | No
 
 def latest_job_result(session: Session, job_id: int, kind: str) -> tuple[int, dict[str, Any]] | None:
     """(id, summary) of a job's newest result of `kind` (a rerun's row is the later one), or None."""
-    row = session.execute(sa.select(Result.id, Result.summary).where(Result.job_id == job_id, Result.kind == kind)
-                          .order_by(Result.id.desc()).limit(1)).first()
+    row = session.execute(
+        sa.select(Result.id, Result.summary)
+        .where(Result.job_id == job_id, Result.kind == kind)
+        .order_by(Result.id.desc())
+        .limit(1)
+    ).first()
     return None if row is None else (row.id, row.summary or {})
 
 
-def query_results(session: Session, *, kind: str | None = None, sweep_id: str | None = None,
-                  job_id: int | None = None, tags: dict[str, Any] | None = None, limit: int = 100,
-                  offset: int = 0, newest_first: bool = True) -> tuple[list[Result], int]:
+def query_results(
+    session: Session,
+    *,
+    kind: str | None = None,
+    sweep_id: str | None = None,
+    job_id: int | None = None,
+    tags: dict[str, Any] | None = None,
+    limit: int = 100,
+    offset: int = 0,
+    newest_first: bool = True,
+) -> tuple[list[Result], int]:
     """Matching rows (a page of at most 1,000) and how many match in all."""
     query = sa.select(Result)
     if kind is not None:
@@ -92,8 +123,9 @@ def _folded_count(session: Session, kind: str | None, sweep_id: str | None, tags
     def add(state: list[int], rows: list[ResultRow]) -> None:
         state[0] += len(rows)
 
-    state, lock = folded(session, kind, ("count",), lambda: [0], add, sweep_id=sweep_id,
-                         tags={str(k): str(v) for k, v in tags.items()})
+    state, lock = folded(
+        session, kind, ("count",), lambda: [0], add, sweep_id=sweep_id, tags={str(k): str(v) for k, v in tags.items()}
+    )
     with lock:
         return state[0]
 
@@ -167,9 +199,16 @@ def _of_kinds(query: Any, kinds: list[str] | None) -> Any:
     return query if kinds is None else query.where(Result.kind.in_(kinds))
 
 
-def load_rows(session: Session, *, kind: str | Sequence[str] | None = None, sweep_id: str | None = None,
-              tags: dict[str, str] | None = None, ids: Sequence[int] | None = None,
-              after_id: int | None = None, through_id: int | None = None) -> list[ResultRow]:
+def load_rows(
+    session: Session,
+    *,
+    kind: str | Sequence[str] | None = None,
+    sweep_id: str | None = None,
+    tags: dict[str, str] | None = None,
+    ids: Sequence[int] | None = None,
+    after_id: int | None = None,
+    through_id: int | None = None,
+) -> list[ResultRow]:
     """Matching rows, oldest first (a later re-run replaces an earlier one downstream).
 
     The filters run in SQL over ids only; each row's JSON is parsed once per process and kept
@@ -197,8 +236,9 @@ def rows_by_id(session: Session, ids: Sequence[int]) -> dict[int, ResultRow]:
     return {r.id: r for r in _parsed_rows(session, list(dict.fromkeys(int(i) for i in ids)))}
 
 
-def read_rows(database_url: str | None = None, *, kind: str | Sequence[str] = "finetune",
-              sweep_id: str | None = None) -> list[ResultRow]:
+def read_rows(
+    database_url: str | None = None, *, kind: str | Sequence[str] = "finetune", sweep_id: str | None = None
+) -> list[ResultRow]:
     """`load_rows` for a command line: the rows of `kind` (oldest first), optionally of one sweep,
     from `database_url` (default: the platform database). NotFoundError when it has no results
     table (a database never created or migrated)."""
@@ -209,11 +249,14 @@ def read_rows(database_url: str | None = None, *, kind: str | Sequence[str] = "f
     engine = sa.create_engine(database_url)
     try:
         if not sa.inspect(engine).has_table(Result.__tablename__):
-            raise NotFoundError(f"no results table in {engine.url.render_as_string(hide_password=True)} "
-                                f"(has the platform database been created?)")
+            raise NotFoundError(
+                f"no results table in {engine.url.render_as_string(hide_password=True)} "
+                f"(has the platform database been created?)"
+            )
         with Session(engine) as session:
-            query = sa.select(Result.id, Result.job_id, Result.sweep_id, Result.mlflow_run_id, Result.summary,
-                              Result.tags).where(Result.kind.in_(_kinds(kind)))
+            query = sa.select(
+                Result.id, Result.job_id, Result.sweep_id, Result.mlflow_run_id, Result.summary, Result.tags
+            ).where(Result.kind.in_(_kinds(kind)))
             if sweep_id is not None:
                 query = query.where(Result.sweep_id == sweep_id)
             rows = session.execute(query.order_by(Result.created_at, Result.id)).all()
@@ -235,7 +278,7 @@ def _parsed_rows(session: Session, ids: list[int]) -> list[ResultRow]:
         missing = [i for i in ids if i not in known]
     fetched: dict[int, ResultRow] = {}
     for start in range(0, len(missing), 5000):  # bounded IN lists
-        chunk = missing[start:start + 5000]
+        chunk = missing[start : start + 5000]
         query = sa.select(Result.id, Result.job_id, Result.sweep_id, Result.mlflow_run_id, Result.summary, Result.tags)
         for r in session.execute(query.where(Result.id.in_(chunk))):
             fetched[r.id] = ResultRow(r.id, r.job_id, r.sweep_id, r.mlflow_run_id, _json(r.summary), _json(r.tags))
@@ -255,6 +298,7 @@ def _parsed_rows(session: Session, ids: list[int]) -> list[ResultRow]:
 def filter_options(session: Session, kind: str | Sequence[str]) -> dict[str, Any]:
     """What the sweep and tag filters can choose from, for rows of `kind` (one or several); kept up
     to date row by row (`folded`), not re-read from every row."""
+
     def add(options: dict[str, Any], rows: list[ResultRow]) -> None:
         for row in rows:
             if row.sweep_id:
@@ -286,8 +330,11 @@ def row_baseline(summary: dict[str, Any]) -> dict[str, Any] | None:
     `prediction_stats.majority_rate`; None where neither is recorded."""
     baseline = summary.get("baseline")
     if isinstance(baseline, dict) and number(baseline.get("value")) is not None:
-        return {"kind": baseline.get("kind") or "majority_class", "metric": baseline.get("metric"),
-                "value": number(baseline["value"])}
+        return {
+            "kind": baseline.get("kind") or "majority_class",
+            "metric": baseline.get("metric"),
+            "value": number(baseline["value"]),
+        }
     metric = str(summary.get("main_metric") or "").rsplit("/", 1)[-1]
     stats = summary.get("prediction_stats")
     rate = number(stats.get("majority_rate")) if isinstance(stats, dict) and metric == "accuracy" else None
@@ -321,7 +368,13 @@ def cached_view(session: Session, kind: str | Sequence[str] | None, key: tuple, 
     Callers must not mutate what they get back."""
     kinds = None if kind is None else _kinds(kind)
     count, max_id = _fingerprint(session, kinds)
-    full_key = (session.get_bind().url.render_as_string(hide_password=False), kinds and tuple(kinds), key, count, max_id)
+    full_key = (
+        session.get_bind().url.render_as_string(hide_password=False),
+        kinds and tuple(kinds),
+        key,
+        count,
+        max_id,
+    )
     with _cache_lock:
         if full_key in _cache:
             _cache.move_to_end(full_key)
@@ -355,9 +408,16 @@ class _Fold:
 _folds: OrderedDict[tuple, _Fold] = OrderedDict()
 
 
-def folded(session: Session, kind: str | Sequence[str] | None, key: tuple, start: Callable[[], Any],
-           add: Callable[[Any, list[ResultRow]], None], *, sweep_id: str | None = None,
-           tags: dict[str, str] | None = None) -> tuple[Any, threading.Lock]:
+def folded(
+    session: Session,
+    kind: str | Sequence[str] | None,
+    key: tuple,
+    start: Callable[[], Any],
+    add: Callable[[Any, list[ResultRow]], None],
+    *,
+    sweep_id: str | None = None,
+    tags: dict[str, str] | None = None,
+) -> tuple[Any, threading.Lock]:
     """(`state`, its lock): `start()` with every matching row folded in by `add(state, rows)`
     (oldest first, as `load_rows` returns them), kept per `key` and brought up to date on each call
     by folding in only the rows added since: a view over 100,000 rows reads the one new row, not
@@ -367,8 +427,13 @@ def folded(session: Session, kind: str | Sequence[str] | None, key: tuple, start
     folding into it) and never mutate it outside `add`."""
     kinds = None if kind is None else _kinds(kind)  # None: every row
     count, max_id = _fingerprint(session, kinds)
-    full_key = (session.get_bind().url.render_as_string(hide_password=False), kinds and tuple(kinds), key, sweep_id,
-                tuple(sorted((tags or {}).items())))
+    full_key = (
+        session.get_bind().url.render_as_string(hide_password=False),
+        kinds and tuple(kinds),
+        key,
+        sweep_id,
+        tuple(sorted((tags or {}).items())),
+    )
     with _cache_lock:
         fold = _folds.get(full_key)
         if fold is None:
@@ -380,18 +445,29 @@ def folded(session: Session, kind: str | Sequence[str] | None, key: tuple, start
         if (fold.count, fold.max_id) == (count, max_id):
             return fold.state, fold.lock
         # Only rows up to the counted max id: one inserted meanwhile is folded in by the next call.
-        since = _of_kinds(sa.select(sa.func.count(), sa.func.min(Result.created_at), sa.func.max(Result.created_at))
-                          .where(Result.id <= (max_id or 0)), kinds)
+        since = _of_kinds(
+            sa.select(sa.func.count(), sa.func.min(Result.created_at), sa.func.max(Result.created_at)).where(
+                Result.id <= (max_id or 0)
+            ),
+            kinds,
+        )
         if fold.max_id is not None:
             since = since.where(Result.id > fold.max_id)
         added, oldest, newest = session.execute(since).one()
-        if fold.count + int(added) != count or (fold.newest is not None and oldest is not None and oldest < fold.newest):
+        if fold.count + int(added) != count or (
+            fold.newest is not None and oldest is not None and oldest < fold.newest
+        ):
             fold.state, fold.count, fold.max_id, fold.newest = start(), 0, None, None
-            newest = session.scalar(_of_kinds(sa.select(sa.func.max(Result.created_at))
-                                              .where(Result.id <= (max_id or 0)), kinds))
+            newest = session.scalar(
+                _of_kinds(sa.select(sa.func.max(Result.created_at)).where(Result.id <= (max_id or 0)), kinds)
+            )
         try:
-            add(fold.state, load_rows(session, kind=kinds, sweep_id=sweep_id, tags=tags, after_id=fold.max_id,
-                                      through_id=max_id or 0))
+            add(
+                fold.state,
+                load_rows(
+                    session, kind=kinds, sweep_id=sweep_id, tags=tags, after_id=fold.max_id, through_id=max_id or 0
+                ),
+            )
         except BaseException:
             fold.state, fold.count, fold.max_id, fold.newest = start(), 0, None, None  # half folded: start over
             raise

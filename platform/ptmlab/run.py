@@ -13,8 +13,8 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from ptmlab.config import CONF_DIR, check_config, compose_config, set_runtime_paths
 from ptmlab.code_keys import code_keys
+from ptmlab.config import CONF_DIR, check_config, compose_config, set_runtime_paths
 from ptmlab.disk import EXIT_DISK_FULL, describe_disk_full, disk_full_error
 from ptmlab.errors import ConfigError, PtmlabError
 from ptmlab.joblog import job_header, quiet_dependencies
@@ -37,8 +37,10 @@ def _hydra_main(cfg: DictConfig):
         registered = code_keys().registered.get("entry", frozenset())
         if cfg.stage.entry not in registered:
             # Config is the registry: a stage function is imported only when a conf/stage file names it.
-            raise ConfigError(f"stage.entry={cfg.stage.entry!r} is not a stage of conf/stage/ "
-                              f"(registered: {', '.join(sorted(registered))})")
+            raise ConfigError(
+                f"stage.entry={cfg.stage.entry!r} is not a stage of conf/stage/ "
+                f"(registered: {', '.join(sorted(registered))})"
+            )
         print(job_header(cfg, _run_folder(cfg)), flush=True)
         if cfg.stage.get("preflight"):
             # as quiet_dependencies does for the stage: a reader that loads a Hugging Face dataset

@@ -12,7 +12,6 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ptmlab.contracts.secrets import redact_secrets
 
-
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -30,7 +29,8 @@ class Settings(BaseSettings):
     bind_port: int = 8765
     mlflow_ui_port: int = 5000
     tracking_retry_s: float = Field(
-        default=900.0, gt=0,
+        default=900.0,
+        gt=0,
         description="How long a job keeps retrying an unreachable MLflow server (metrics stay queued) before it fails.",
     )
     mlflow_ui_url: str | None = Field(default=None, description="Link target of the dashboard's MLflow buttons.")
@@ -41,23 +41,32 @@ class Settings(BaseSettings):
     # Who may talk to the API (ptmlab.api.request_guard): the names a browser reaches it by, the
     # reads that need the token, and how long `ptmlab serve` waits for a slow client.
     api_allowed_hosts: str = Field(
-        default="", description="Extra `,`-separated host names the API answers to (a public name, a proxy's); "
-                                "loopback names and the bind host always are, any port.")
+        default="",
+        description="Extra `,`-separated host names the API answers to (a public name, a proxy's); "
+        "loopback names and the bind host always are, any port.",
+    )
     api_protect_reads: bool | None = Field(
-        default=None, description="Reads that return logs, predictions, attempts or configs need the token too; "
-                                  "default: on when a token is set and the API is bound beyond loopback.")
+        default=None,
+        description="Reads that return logs, predictions, attempts or configs need the token too; "
+        "default: on when a token is set and the API is bound beyond loopback.",
+    )
     api_read_timeout_s: float = Field(
-        default=30.0, gt=0, description="`ptmlab serve` drops a client that has not sent a whole request "
-                                        "(headers and body) this many seconds after starting it.")
+        default=30.0,
+        gt=0,
+        description="`ptmlab serve` drops a client that has not sent a whole request "
+        "(headers and body) this many seconds after starting it.",
+    )
     api_max_connections: int = Field(
-        default=256, ge=1, description="`ptmlab serve` answers 503 beyond this many open connections.")
+        default=256, ge=1, description="`ptmlab serve` answers 503 beyond this many open connections."
+    )
     job_id: str | None = Field(default=None, description="Set by the worker for the job it runs.")
     # Fault injection for the recovery tests (tests/platform/test_kill_matrix.py): a worker stops
     # for good at the named point, for a test to kill it there. Unset, nothing changes.
     # `before-outcome`: a job has exited (its summary.json written) and its outcome is not recorded,
     # a window too narrow to hit from outside.
     fault_point: Literal["before-outcome"] | None = Field(
-        default=None, description="Testing only: the worker pauses forever at this point (before-outcome).")
+        default=None, description="Testing only: the worker pauses forever at this point (before-outcome)."
+    )
 
     @field_validator("api_token")
     @classmethod
@@ -96,9 +105,7 @@ class Settings(BaseSettings):
     @property
     def resolved_tracking_uri(self) -> str:
         return (
-            self.mlflow_tracking_uri
-            or os.environ.get("MLFLOW_TRACKING_URI")
-            or f"sqlite:///{self.home / 'mlflow.db'}"
+            self.mlflow_tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{self.home / 'mlflow.db'}"
         )
 
     @property
@@ -130,8 +137,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
-
-
 
 
 def redact(text: str | None, settings: Settings | None = None) -> str | None:

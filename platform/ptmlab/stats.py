@@ -28,11 +28,11 @@ class SeedComparison:
     b_mean: float
     a_n: int
     b_n: int
-    diff: float              # mean(a) - mean(b)
-    diff_pct: float | None   # diff ÷ |mean(b)|, in percent
+    diff: float  # mean(a) - mean(b)
+    diff_pct: float | None  # diff ÷ |mean(b)|, in percent
     a_values: list[float]
     b_values: list[float]
-    test: str | None         # PAIRED | WELCH | None (no test: see `reason`)
+    test: str | None  # PAIRED | WELCH | None (no test: see `reason`)
     ci_low: float | None
     ci_high: float | None
     p_value: float | None
@@ -48,36 +48,65 @@ def _finite(values: Sequence[float | None]) -> list[float]:
     return [float(x) for x in values if x is not None and not math.isnan(x)]
 
 
-def compare_seeds(a: Sequence[float], b: Sequence[float], *, a_seeds: Sequence | None = None,
-                  b_seeds: Sequence | None = None, a_pooled: Sequence[str] = (), b_pooled: Sequence[str] = (),
-                  confidence: float = CONFIDENCE) -> SeedComparison:
+def compare_seeds(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    a_seeds: Sequence | None = None,
+    b_seeds: Sequence | None = None,
+    a_pooled: Sequence[str] = (),
+    b_pooled: Sequence[str] = (),
+    confidence: float = CONFIDENCE,
+) -> SeedComparison:
     """`a`, `b`: each side's score per run; `*_seeds`: the seed of each run (for pairing);
     `*_pooled`: the config keys (besides the seed) whose values differ among a side's runs."""
-    pairs_a = [(s, float(x)) for s, x in zip(a_seeds or [None] * len(a), a, strict=True) if x is not None and not math.isnan(x)]
-    pairs_b = [(s, float(x)) for s, x in zip(b_seeds or [None] * len(b), b, strict=True) if x is not None and not math.isnan(x)]
+    pairs_a = [
+        (s, float(x)) for s, x in zip(a_seeds or [None] * len(a), a, strict=True) if x is not None and not math.isnan(x)
+    ]
+    pairs_b = [
+        (s, float(x)) for s, x in zip(b_seeds or [None] * len(b), b, strict=True) if x is not None and not math.isnan(x)
+    ]
     xa, xb = [x for _, x in pairs_a], [x for _, x in pairs_b]
     if not xa or not xb:
         raise ValueError("each side needs at least one seed with a score")
     diff = statistics.fmean(xa) - statistics.fmean(xb)
     b_mean = statistics.fmean(xb)
-    out = SeedComparison(a_mean=statistics.fmean(xa), b_mean=b_mean, a_n=len(xa), b_n=len(xb), diff=diff,
-                         diff_pct=None if b_mean == 0 else 100 * diff / abs(b_mean), a_values=xa, b_values=xb,
-                         test=None, ci_low=None, ci_high=None, p_value=None)
+    out = SeedComparison(
+        a_mean=statistics.fmean(xa),
+        b_mean=b_mean,
+        a_n=len(xa),
+        b_n=len(xb),
+        diff=diff,
+        diff_pct=None if b_mean == 0 else 100 * diff / abs(b_mean),
+        a_values=xa,
+        b_values=xb,
+        test=None,
+        ci_low=None,
+        ci_high=None,
+        p_value=None,
+    )
     pooled = [(side, keys) for side, keys in (("A", a_pooled), ("B", b_pooled)) if keys]
     if pooled:
-        out.reason = "; ".join(f"{side} pools runs of different configs ({', '.join(keys)} differ): spread over runs, "
-                               f"no test" for side, keys in pooled)
+        out.reason = "; ".join(
+            f"{side} pools runs of different configs ({', '.join(keys)} differ): spread over runs, no test"
+            for side, keys in pooled
+        )
         return out
     if min(len(xa), len(xb)) < MIN_SEEDS:
         out.reason = f"n too small: {len(xa)} vs {len(xb)} seeds (need ≥ {MIN_SEEDS} on each side)"
         return out
     by_seed_a, by_seed_b = dict(pairs_a), dict(pairs_b)
     common = [s for s in by_seed_a if s is not None and s in by_seed_b]
-    if a_seeds is not None and b_seeds is not None and len(common) >= MIN_SEEDS \
-            and len(common) == len(by_seed_a) == len(by_seed_b) == len(xa) == len(xb):
+    if (
+        a_seeds is not None
+        and b_seeds is not None
+        and len(common) >= MIN_SEEDS
+        and len(common) == len(by_seed_a) == len(by_seed_b) == len(xa) == len(xb)
+    ):
         out.test, out.paired_seeds = PAIRED, sorted(common, key=str)
-        out.ci_low, out.ci_high, out.p_value = _paired([by_seed_a[s] for s in common], [by_seed_b[s] for s in common],
-                                                       confidence)
+        out.ci_low, out.ci_high, out.p_value = _paired(
+            [by_seed_a[s] for s in common], [by_seed_b[s] for s in common], confidence
+        )
     else:
         out.test = WELCH
         out.ci_low, out.ci_high, out.p_value = _welch(xa, xb, confidence)

@@ -16,13 +16,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from sst2_recipe import FULL_FINETUNING, RECIPE, finetune
 
 # What the teacher is built from: a reused run must agree with the recipe on every one of these.
-RECIPE_KEYS = ("model.name_or_path", "task.name", "task.data.data_dir", "task.max_train_samples", "task.max_length",
-               "stage.epochs", "stage.batch_size", "stage.lr", "stage.pooling", "stage.group_by_length",
-               "scheduler.warmup_ratio", "adaptation.name", "seed")
+RECIPE_KEYS = (
+    "model.name_or_path",
+    "task.name",
+    "task.data.data_dir",
+    "task.max_train_samples",
+    "task.max_length",
+    "stage.epochs",
+    "stage.batch_size",
+    "stage.lr",
+    "stage.pooling",
+    "stage.group_by_length",
+    "scheduler.warmup_ratio",
+    "adaptation.name",
+    "seed",
+)
 
 
 def check_reused_teacher(run_dir: Path) -> None:
@@ -40,10 +51,10 @@ def check_reused_teacher(run_dir: Path) -> None:
 
 @dataclass
 class FinetunedModel:
-    home: Path          # the PTMLAB_HOME it was trained in (MLflow store)
-    run_dir: Path       # its run folder: export/task_model/, predictions/, summary.json
+    home: Path  # the PTMLAB_HOME it was trained in (MLflow store)
+    run_dir: Path  # its run folder: export/task_model/, predictions/, summary.json
     summary: dict
-    seconds: float      # wall time of the fine-tuning run
+    seconds: float  # wall time of the fine-tuning run
 
 
 @pytest.fixture(scope="session")

@@ -35,13 +35,24 @@ MODES = {
 FULL_FINETUNING = MODES["full"]
 
 
-def recipe(extra: list[str], rows: int | None = None, max_length: int | None = None,
-           group_by_length: str | None = None) -> list[str]:
+def recipe(
+    extra: list[str], rows: int | None = None, max_length: int | None = None, group_by_length: str | None = None
+) -> list[str]:
     """The recipe's overrides (sizes as given, else the suite's) followed by `extra`."""
-    return ["model=minilm", "task=glue/sst2", f"task.max_train_samples={rows or ROWS}",
-            f"task.max_length={max_length or MAX_LENGTH}", "stage.epochs=1", "stage.batch_size=32",
-            "stage.pooling=mean", f"stage.group_by_length={group_by_length or GROUP_BY_LENGTH}",
-            "scheduler.warmup_ratio=0.1", "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0", *extra]
+    return [
+        "model=minilm",
+        "task=glue/sst2",
+        f"task.max_train_samples={rows or ROWS}",
+        f"task.max_length={max_length or MAX_LENGTH}",
+        "stage.epochs=1",
+        "stage.batch_size=32",
+        "stage.pooling=mean",
+        f"stage.group_by_length={group_by_length or GROUP_BY_LENGTH}",
+        "scheduler.warmup_ratio=0.1",
+        "trainer.enable_progress_bar=false",
+        "checkpoint_every_n_steps=0",
+        *extra,
+    ]
 
 
 RECIPE = ["stage=finetune", *recipe([])]
@@ -53,7 +64,12 @@ def finetune(home, run_dir, extra: list[str], rows: int | None = None) -> dict:
     env = {**os.environ, "PTMLAB_HOME": str(home)}
     env.pop("MLFLOW_TRACKING_URI", None)
     overrides = ["stage=finetune", *recipe(extra, rows=rows)]
-    proc = subprocess.run([sys.executable, "-m", "ptmlab.run", *overrides, f"hydra.run.dir={run_dir}"],
-                          env=env, capture_output=True, text=True, timeout=2300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ptmlab.run", *overrides, f"hydra.run.dir={run_dir}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=2300,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads((run_dir / "summary.json").read_text())

@@ -9,7 +9,6 @@ attack run: tests/lightning_modules/test_triggers_and_augmentation.py. `ptmlab s
 from __future__ import annotations
 
 import pytest
-
 from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, require_chromium, served_home, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
@@ -23,22 +22,59 @@ def write_attack_run(run_dir) -> dict:
     from ptmlab.contracts import AttackSummary
 
     records = [
-        AttackRecord(index=3, id="3", original="the film was <b>good</b> & fine", context=None, label=1,
-                     prediction_before=1, status=SUCCEEDED, perturbed="the flim was <b>good</b> & fine",
-                     prediction_after=0, queries=9, words=6, changed_indices=[1]),
-        AttackRecord(index=7, id="7", original="a great story", context=None, label=1, prediction_before=1,
-                     status=FAILED, perturbed="a graet story", prediction_after=1, queries=14, words=3,
-                     changed_indices=[1]),
-        AttackRecord(index=9, id="9", original="not bad", context=None, label=1, prediction_before=0, status=SKIPPED,
-                     words=2),
+        AttackRecord(
+            index=3,
+            id="3",
+            original="the film was <b>good</b> & fine",
+            context=None,
+            label=1,
+            prediction_before=1,
+            status=SUCCEEDED,
+            perturbed="the flim was <b>good</b> & fine",
+            prediction_after=0,
+            queries=9,
+            words=6,
+            changed_indices=[1],
+        ),
+        AttackRecord(
+            index=7,
+            id="7",
+            original="a great story",
+            context=None,
+            label=1,
+            prediction_before=1,
+            status=FAILED,
+            perturbed="a graet story",
+            prediction_after=1,
+            queries=14,
+            words=3,
+            changed_indices=[1],
+        ),
+        AttackRecord(
+            index=9, id="9", original="not bad", context=None, label=1, prediction_before=0, status=SKIPPED, words=2
+        ),
     ]
     write_records(records, run_dir / RECORDS_FILE)
-    return AttackSummary(seed=5, wall_time_s=2.0, run_dir=str(run_dir), recipe="deepwordbug", source="job:1",
-                         task="sst2", split="dev", num_examples=3, constraints={"max_edit_distance": 30},
-                         class_labels=["negative", "positive"], clean_accuracy=2 / 3, accuracy_under_attack=1 / 3,
-                         success_rate=0.5, perturbed_word_ratio=1 / 6, queries=11.5, seconds_per_example=0.25,
-                         counts={"succeeded": 1, "failed": 1, "skipped": 1},
-                         records_file=str(run_dir / RECORDS_FILE)).model_dump()
+    return AttackSummary(
+        seed=5,
+        wall_time_s=2.0,
+        run_dir=str(run_dir),
+        recipe="deepwordbug",
+        source="job:1",
+        task="sst2",
+        split="dev",
+        num_examples=3,
+        constraints={"max_edit_distance": 30},
+        class_labels=["negative", "positive"],
+        clean_accuracy=2 / 3,
+        accuracy_under_attack=1 / 3,
+        success_rate=0.5,
+        perturbed_word_ratio=1 / 6,
+        queries=11.5,
+        seconds_per_example=0.25,
+        counts={"succeeded": 1, "failed": 1, "skipped": 1},
+        records_file=str(run_dir / RECORDS_FILE),
+    ).model_dump()
 
 
 def write_finetune_runs(home) -> list[dict]:
@@ -51,22 +87,53 @@ def write_finetune_runs(home) -> list[dict]:
     from ptmlab.contracts import FinetuneSummary
 
     words = ("alice", "met", "<i>bob</i>")
-    tagged = Split("dev", [TaggedSentence(words, None, 1, "0", (1, 2, 3),
-                                          tuple(zip(words, ("B-PER", "O", "B-PER"))))], "dev.conll", has_labels=True)
+    tagged = Split(
+        "dev",
+        [TaggedSentence(words, None, 1, "0", (1, 2, 3), tuple(zip(words, ("B-PER", "O", "B-PER"))))],
+        "dev.conll",
+        has_labels=True,
+    )
     write_tagged_predictions(home / "ner" / "predictions" / "dev.ner.tsv", tagged, [["B-PER", "O", "O"]])
-    pairs = Split("dev", [TextExample(texts=("a b <c>",), label=("c b a",), row=1, id="0")], "dev.jsonl", has_labels=True)
+    pairs = Split(
+        "dev", [TextExample(texts=("a b <c>",), label=("c b a",), row=1, id="0")], "dev.jsonl", has_labels=True
+    )
     write_generations(home / "gen" / "predictions" / "dev.jsonl", pairs, ["c a b"])
 
     def summary(task, kind, folder, metrics, **extra):
         main = next(iter(metrics))
-        return FinetuneSummary(seed=1, wall_time_s=1.0, run_dir=str(home / folder), model="t5_tiny", adaptation="full",
-                               task=task, task_kind=kind, metrics=metrics, main_metric=main, main_score=metrics[main],
-                               trainable_params=1, total_params=1, train_time_s=1.0, steps=1, **extra).model_dump()
+        return FinetuneSummary(
+            seed=1,
+            wall_time_s=1.0,
+            run_dir=str(home / folder),
+            model="t5_tiny",
+            adaptation="full",
+            task=task,
+            task_kind=kind,
+            metrics=metrics,
+            main_metric=main,
+            main_score=metrics[main],
+            trainable_params=1,
+            total_params=1,
+            train_time_s=1.0,
+            steps=1,
+            **extra,
+        ).model_dump()
 
-    return [summary("ner", "token_classification", "ner", {"entity_f1": 0.5}),
-            summary("seq2seq", "generation", "gen", {"bleu": 30.0}, generation={
-                "decoding": {"strategy": "greedy"}, "metric_signatures": {}, "generated_tokens": 3,
-                "latency_ms_per_example": 2.5})]
+    return [
+        summary("ner", "token_classification", "ner", {"entity_f1": 0.5}),
+        summary(
+            "seq2seq",
+            "generation",
+            "gen",
+            {"bleu": 30.0},
+            generation={
+                "decoding": {"strategy": "greedy"},
+                "metric_signatures": {},
+                "generated_tokens": 3,
+                "latency_ms_per_example": 2.5,
+            },
+        ),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -112,15 +179,22 @@ def test_the_attack_job_page_shows_the_figures_and_the_changed_words(served):
 
         page.goto(f"{base}/jobs/{job_id}", wait_until="networkidle")
         page.wait_for_selector("#attack-records:not([hidden]) table.attack-records")
-        figure = lambda name: page.inner_text(f'table.result-digest tr[data-name="{name}"] td.num')  # noqa: E731
+        figure = lambda name: page.inner_text(f'table.result-digest tr[data-name="{name}"] td.num')
         assert figure("clean accuracy") == "0.6667" and figure("accuracy under attack") == "0.3333"
-        assert (figure("success rate"), figure("perturbed word ratio"), figure("queries")) == ("0.5000", "0.1667", "11.50")
+        assert (figure("success rate"), figure("perturbed word ratio"), figure("queries")) == (
+            "0.5000",
+            "0.1667",
+            "11.50",
+        )
         assert (figure("recipe"), figure("sample size"), figure("seed")) == ("deepwordbug", "3", "5")
-        assert page.inner_text("#attack-records-counts") == "1 succeeded · 1 failed · 1 skipped (misclassified before the attack)"
+        assert (
+            page.inner_text("#attack-records-counts")
+            == "1 succeeded · 1 failed · 1 skipped (misclassified before the attack)"
+        )
         success = page.locator('table.attack-records tr[data-status="succeeded"]')
         assert success.locator("td.perturbed mark.changed").all_inner_texts() == ["flim"]
         assert success.locator("td.original mark.changed").all_inner_texts() == ["film"]
-        assert success.locator("td.original").inner_text() == "the film was <b>good</b> & fine"   # text, not markup
+        assert success.locator("td.original").inner_text() == "the film was <b>good</b> & fine"  # text, not markup
         assert page.locator("#attack-records b").count() == 0
         assert "positive → negative" in success.inner_text()
         failure = page.locator('table.attack-records tr[data-status="failed"]')
@@ -137,6 +211,8 @@ def test_the_attack_job_page_shows_the_figures_and_the_changed_words(served):
         page.goto(f"{base}/jobs/{generation_job}", wait_until="networkidle")
         page.wait_for_selector("#predictions:not([hidden]) table.predictions")
         assert page.locator("table.predictions tbody td").all_inner_texts() == ["0", "a b <c>", "c b a", "c a b"]
-        assert page.inner_text('table.result-digest tr[data-name="decoding latency (ms per example)"] td.num') == "2.500"
+        assert (
+            page.inner_text('table.result-digest tr[data-name="decoding latency (ms per example)"] td.num') == "2.500"
+        )
         browser.close()
     assert not problems, problems

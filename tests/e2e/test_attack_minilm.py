@@ -29,18 +29,33 @@ def attack(teacher, tmp_path_factory, recipe: str) -> dict:
     run_dir = tmp_path_factory.mktemp(f"attack_{recipe}") / "run"
     env = {**os.environ, "PTMLAB_HOME": str(teacher.home)}
     env.pop("MLFLOW_TRACKING_URI", None)
-    proc = subprocess.run([sys.executable, "-m", "ptmlab.run", "stage=attack", f"attack={recipe}",
-                           f"source={teacher.run_dir}", *SAMPLE, f"hydra.run.dir={run_dir}"],
-                          env=env, capture_output=True, text=True, timeout=1100)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ptmlab.run",
+            "stage=attack",
+            f"attack={recipe}",
+            f"source={teacher.run_dir}",
+            *SAMPLE,
+            f"hydra.run.dir={run_dir}",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1100,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     from ptmlab.contracts.summaries import AttackSummary, validate_summary
 
     assert isinstance(validate_summary(summary), AttackSummary)  # what the worker checks
-    print(f"\n{recipe}: clean {summary['clean_accuracy']:.3f}, under attack {summary['accuracy_under_attack']:.3f}, "
-          f"success {summary['success_rate']:.3f}, perturbed ratio {summary['perturbed_word_ratio']:.3f}, "
-          f"queries {summary['queries']:.1f}, {summary['seconds_per_example']:.2f} s/example, "
-          f"{summary['num_examples']} sentences")
+    print(
+        f"\n{recipe}: clean {summary['clean_accuracy']:.3f}, under attack {summary['accuracy_under_attack']:.3f}, "
+        f"success {summary['success_rate']:.3f}, perturbed ratio {summary['perturbed_word_ratio']:.3f}, "
+        f"queries {summary['queries']:.1f}, {summary['seconds_per_example']:.2f} s/example, "
+        f"{summary['num_examples']} sentences"
+    )
     return summary
 
 
@@ -48,6 +63,6 @@ def attack(teacher, tmp_path_factory, recipe: str) -> dict:
 def test_attack_lowers_accuracy_by_30_points_with_few_words_changed(recipe, sst2_teacher, tmp_path_factory):
     s = attack(sst2_teacher, tmp_path_factory, recipe)
     assert s["num_examples"] == 50 and s["task"] == "sst2"
-    assert s["clean_accuracy"] >= 0.75   # the teacher (0.83 on the full dev set) on this sample
+    assert s["clean_accuracy"] >= 0.75  # the teacher (0.83 on the full dev set) on this sample
     assert s["clean_accuracy"] - s["accuracy_under_attack"] >= 0.30
     assert s["perturbed_word_ratio"] <= 0.25

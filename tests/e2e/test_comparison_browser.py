@@ -14,25 +14,46 @@ import statistics
 
 import httpx
 import pytest
-
 from test_dashboard_browser import assert_clean, require_chromium, served_home, shot, watched_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
 LR_SCORES = {1e-4: (0.81, 0.83, 0.80), 1e-3: (0.62, 0.70, 0.66)}
 B_SCORES = (0.76, 0.78, 0.75)  # model b, the same seeds 1-3: a paired test against lr 1e-4
-CONFUSION = {"labels": ["neg", "pos"], "matrix": [[40, 10], [6, 44]], "errors": 16, "examples": 100,
-             "per_class": [{"label": "neg", "precision": 0.8696, "recall": 0.8, "f1": 0.8333, "support": 50},
-                           {"label": "pos", "precision": 0.8148, "recall": 0.88, "f1": 0.8462, "support": 50}],
-             "misclassified": [{"index": 3, "text": "not bad at all", "gold": "pos", "predicted": "neg", "score": 0.97}]}
+CONFUSION = {
+    "labels": ["neg", "pos"],
+    "matrix": [[40, 10], [6, 44]],
+    "errors": 16,
+    "examples": 100,
+    "per_class": [
+        {"label": "neg", "precision": 0.8696, "recall": 0.8, "f1": 0.8333, "support": 50},
+        {"label": "pos", "precision": 0.8148, "recall": 0.88, "f1": 0.8462, "support": 50},
+    ],
+    "misclassified": [{"index": 3, "text": "not bad at all", "gold": "pos", "predicted": "neg", "score": 0.97}],
+}
 
 
 def _summary(model: str, seed: int, score: float, lr: float = 1e-4, **extra) -> dict:
-    return {"stage": "finetune", "model": model, "objective": "mlm", "adaptation": "full", "task": "sst2",
-            "task_kind": "classification", "seed": seed, "metrics": {"accuracy": score}, "main_metric": "accuracy",
-            "main_score": score, "baseline": {"metric": "accuracy", "value": 0.5}, "trainable_params": 10,
-            "total_params": 10, "train_time_s": 1.0, "steps": 10, "wall_time_s": 2.0,
-            "hparams": {"stage.lr": lr, "stage.epochs": 3, "model.name": model, "task.name": "sst2"}, **extra}
+    return {
+        "stage": "finetune",
+        "model": model,
+        "objective": "mlm",
+        "adaptation": "full",
+        "task": "sst2",
+        "task_kind": "classification",
+        "seed": seed,
+        "metrics": {"accuracy": score},
+        "main_metric": "accuracy",
+        "main_score": score,
+        "baseline": {"metric": "accuracy", "value": 0.5},
+        "trainable_params": 10,
+        "total_params": 10,
+        "train_time_s": 1.0,
+        "steps": 10,
+        "wall_time_s": 2.0,
+        "hparams": {"stage.lr": lr, "stage.epochs": 3, "model.name": model, "task.name": "sst2"},
+        **extra,
+    }
 
 
 def seed_runs(session) -> dict:
@@ -45,20 +66,27 @@ def seed_runs(session) -> dict:
     ids: dict = {"sweep": sweep.id, "lr": {}}
 
     def job(summary: dict, name: str, overrides: list[str], sweep_id: str | None = None) -> int:
-        row = Job(stage="finetune", name=name, overrides=overrides, seed=summary["seed"], status=SUCCEEDED,
-                  sweep_id=sweep_id)
+        row = Job(
+            stage="finetune", name=name, overrides=overrides, seed=summary["seed"], status=SUCCEEDED, sweep_id=sweep_id
+        )
         session.add(row)
         session.flush()
         session.add(new_result(summary, job_id=row.id, sweep_id=sweep_id))
         return row.id
 
     for lr, scores in LR_SCORES.items():
-        ids["lr"][lr] = [job(_summary("a", seed, score, lr), f"a-lr{lr:g}-s{seed}", [f"task=glue/sst2", f"stage.lr={lr}"],
-                             sweep.id) for seed, score in enumerate(scores, start=1)]
-    ids["b"] = [job(_summary("b", seed, score, confusion=CONFUSION), f"b-s{seed}", ["task=glue/sst2"])
-                for seed, score in enumerate(B_SCORES, start=1)]
+        ids["lr"][lr] = [
+            job(_summary("a", seed, score, lr), f"a-lr{lr:g}-s{seed}", ["task=glue/sst2", f"stage.lr={lr}"], sweep.id)
+            for seed, score in enumerate(scores, start=1)
+        ]
+    ids["b"] = [
+        job(_summary("b", seed, score, confusion=CONFUSION), f"b-s{seed}", ["task=glue/sst2"])
+        for seed, score in enumerate(B_SCORES, start=1)
+    ]
     ids["c"] = job(_summary("c", 1, 0.70), "c-s1", ["task=glue/sst2"])
-    ids["d"] = [job(_summary("d", seed, score), f"d-s{seed}", ["task=glue/sst2"]) for seed, score in ((1, 0.72), (2, 0.74))]
+    ids["d"] = [
+        job(_summary("d", seed, score), f"d-s{seed}", ["task=glue/sst2"]) for seed, score in ((1, 0.72), (2, 0.74))
+    ]
     # a task outside GLUE: the GLUE board shows it beside its own and its title says so
     ids["e"] = job(_summary("e", 1, 0.64, task="sentiment"), "e-s1", ["task=sentiment"])
     session.commit()
@@ -83,10 +111,19 @@ def drive_study_with_results(url: str) -> tuple[str, dict]:
         status = studies.study_status(s, study_id, url=url)
         for t in status["trials"]:
             if t["state"] == "complete":
-                s.add(new_result({"stage": "sleep", "seed": 0, "main_metric": "score", "main_score": t["value"],
-                                  "metrics": {"score": t["value"]},
-                                  "baseline": {"kind": "majority_class", "metric": "score", "value": STUDY_BASELINE}},
-                                 job_id=t["job_id"]))
+                s.add(
+                    new_result(
+                        {
+                            "stage": "sleep",
+                            "seed": 0,
+                            "main_metric": "score",
+                            "main_score": t["value"],
+                            "metrics": {"score": t["value"]},
+                            "baseline": {"kind": "majority_class", "metric": "score", "value": STUDY_BASELINE},
+                        },
+                        job_id=t["job_id"],
+                    )
+                )
         s.commit()
     forget_storages()
     return study_id, status
@@ -128,10 +165,13 @@ def test_a_config_key_as_a_column_and_the_runs_grouped_by_it(served, page):
     page.fill('input[name="group"]', "stage.lr")
     page.dispatch_event('input[name="group"]', "change")
     page.wait_for_selector("#groups-table tbody tr.group-row")
-    groups = page.eval_on_selector_all("#groups-table tbody tr.group-row", """rows => rows.map(r => ({
+    groups = page.eval_on_selector_all(
+        "#groups-table tbody tr.group-row",
+        """rows => rows.map(r => ({
         key: r.cells[0].dataset.value, n: r.querySelector('[data-n]').dataset.n,
         mean: r.querySelector('[data-column="main_score"]')?.dataset.mean,
-        std: r.querySelector('[data-column="main_score"]')?.dataset.std, text: r.innerText}))""")
+        std: r.querySelector('[data-column="main_score"]')?.dataset.std, text: r.innerText}))""",
+    )
     by_lr = {float(g["key"]): g for g in groups if g["key"] not in (None, "")}
     for lr, scores in LR_SCORES.items():
         assert by_lr[lr]["n"] == "3"
@@ -139,10 +179,14 @@ def test_a_config_key_as_a_column_and_the_runs_grouped_by_it(served, page):
         assert float(by_lr[lr]["std"]) == pytest.approx(statistics.stdev(scores))
         assert "±" in by_lr[lr]["text"] and "over seeds" in by_lr[lr]["text"]
         assert f"{min(scores):.4f} – {max(scores):.4f}" in by_lr[lr]["text"]  # min – max under mean ± std
-    members = page.eval_on_selector_all("#groups-table tbody tr.group-row td.members a", "as => as.map(a => a.getAttribute('href'))")
+    members = page.eval_on_selector_all(
+        "#groups-table tbody tr.group-row td.members a", "as => as.map(a => a.getAttribute('href'))"
+    )
     assert sorted(members) == sorted(f"/jobs/{j}" for js in ids["lr"].values() for j in js)
     # one score column, its numbers with the same decimals in every row ("0.8000", never "0.8")
-    scores = page.eval_on_selector_all('#runs-table tbody td[data-column="main_score"]', "tds => tds.map(t => t.textContent)")
+    scores = page.eval_on_selector_all(
+        '#runs-table tbody td[data-column="main_score"]', "tds => tds.map(t => t.textContent)"
+    )
     assert len(scores) == 6 and all(len(t.split(".")[1]) == 4 for t in scores), scores
     assert page.evaluate("() => document.documentElement.scrollWidth") <= 1400
     shot(page, "runs-grouped-by-lr")
@@ -166,12 +210,17 @@ def test_leaderboard_rows_by_a_config_key_and_the_ab_panel(served, page):
     page.wait_for_selector('#lb-keys option[value="model,stage.lr"]', state="attached")
 
     def ab(label_a: str, label_b: str) -> dict:
-        page.uncheck("#leaderboard input.pick:checked") if page.query_selector("#leaderboard input.pick:checked") else None
+        page.uncheck("#leaderboard input.pick:checked") if page.query_selector(
+            "#leaderboard input.pick:checked"
+        ) else None
         for label in (label_a, label_b):
             page.check(f'#leaderboard tr[data-config="{label}"] input.pick')
         page.wait_for_selector("#compare-table tbody tr")
-        return page.eval_on_selector('#compare-table tr[data-task="sst2"]', """r => ({p: r.dataset.p,
-            low: r.dataset.ciLow, test: r.querySelector('td.test').textContent, text: r.innerText})""")
+        return page.eval_on_selector(
+            '#compare-table tr[data-task="sst2"]',
+            """r => ({p: r.dataset.p,
+            low: r.dataset.ciLow, test: r.querySelector('td.test').textContent, text: r.innerText})""",
+        )
 
     page.goto(f"{base}/leaderboard")  # default rows: one config each, by model / objective / adaptation
     page.wait_for_selector("#leaderboard tbody tr")
@@ -193,12 +242,16 @@ def test_the_sweep_page_shows_per_value_means_and_parallel_coordinates(served, p
     base, ids = served
     page.goto(f"{base}/sweeps/{ids['sweep']}")
     page.wait_for_selector('table.per-value[data-key="stage.lr"] tbody tr')
-    rows = page.eval_on_selector_all('table.per-value[data-key="stage.lr"] tbody tr',
-                                     "rows => rows.map(r => [r.dataset.value, r.dataset.mean, r.dataset.n])")
+    rows = page.eval_on_selector_all(
+        'table.per-value[data-key="stage.lr"] tbody tr',
+        "rows => rows.map(r => [r.dataset.value, r.dataset.mean, r.dataset.n])",
+    )
     means = {float(v): (float(m), int(n)) for v, m, n in rows}
     for lr, scores in LR_SCORES.items():
         assert means[lr][0] == pytest.approx(statistics.fmean(scores)) and means[lr][1] == 3
-    spreads = page.eval_on_selector_all('table.per-value[data-key="stage.lr"] tbody tr', "rows => rows.map(r => r.cells[3].textContent)")
+    spreads = page.eval_on_selector_all(
+        'table.per-value[data-key="stage.lr"] tbody tr', "rows => rows.map(r => r.cells[3].textContent)"
+    )
     assert spreads == ["over seeds", "over seeds"]
     page.wait_for_function("() => document.getElementById('parcoords').data?.[0]?.type === 'parcoords'")
     dims = page.evaluate("() => document.getElementById('parcoords').data[0].dimensions.map(d => d.label)")
@@ -213,19 +266,25 @@ def test_the_study_page_shows_the_objective_per_value_and_a_degenerate_best(serv
     complete = [t for t in ids["study_status"]["trials"] if t["state"] == "complete"]
     page.goto(f"{base}/studies/{ids['study']}")
     page.wait_for_selector('#study[data-loaded="true"]')
-    rows = page.eval_on_selector_all('table.per-value[data-key="stage.seconds"] tbody tr',
-                                     "rows => rows.map(r => [r.dataset.value, r.dataset.mean, r.dataset.n])")
+    rows = page.eval_on_selector_all(
+        'table.per-value[data-key="stage.seconds"] tbody tr',
+        "rows => rows.map(r => [r.dataset.value, r.dataset.mean, r.dataset.n])",
+    )
     for value, mean, n in rows:
         scores = [t["value"] for t in complete if str(t["params"]["stage.seconds"]) == value]
         assert int(n) == len(scores) and (not scores or float(mean) == pytest.approx(statistics.fmean(scores)))
     assert page.query_selector('.per-value-none[data-key="stage.quality"]')  # each trial drew its own quality
     # every complete trial's run sits at or below the baseline: marked, and its best is a warning, not green
-    marked = page.eval_on_selector_all('#study-trials tr[data-degenerate="true"]', "rows => rows.map(r => Number(r.dataset.number))")
+    marked = page.eval_on_selector_all(
+        '#study-trials tr[data-degenerate="true"]', "rows => rows.map(r => Number(r.dataset.number))"
+    )
     assert sorted(marked) == sorted(t["number"] for t in complete)
     assert page.query_selector("#study-trials tr.best-row") is None
     warning = page.inner_text("#study-warning")
     assert f"majority-class baseline ({STUDY_BASELINE:g})" in warning and page.is_visible("#study-warning")
-    names = page.evaluate("() => document.querySelector('#scatter-charts [data-param=\"stage.seconds\"]').data.map(t => t.name)")
+    names = page.evaluate(
+        "() => document.querySelector('#scatter-charts [data-param=\"stage.seconds\"]').data.map(t => t.name)"
+    )
     assert f"majority-class baseline {STUDY_BASELINE:g}" in names
     assert page.evaluate("() => document.getElementById('parcoords-chart').data[0].type") == "parcoords"
     page.wait_for_selector("#top-curves p")  # the top runs logged no MLflow history: said, not an error
@@ -261,16 +320,19 @@ def test_submit_refuses_a_finetune_without_a_task_and_clone_prefills(served, pag
     base, ids = served
     before = httpx.get(f"{base}/api/v1/jobs").json()["total"]
     page.goto(f"{base}/submit?stage=finetune")
-    page.wait_for_selector('#f-group-task')
+    page.wait_for_selector("#f-group-task")
     page.fill("#f-lr", "1e-4")
     page.click("#submit-button")
-    page.wait_for_function("() => [...document.querySelectorAll('.field-error')].some(e => e.textContent.includes('needs a task'))")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.field-error')].some(e => e.textContent.includes('needs a task'))"
+    )
     assert httpx.get(f"{base}/api/v1/jobs").json()["total"] == before
     job = ids["b"][1]
     page.goto(f"{base}/jobs/{job}")
     page.wait_for_selector(".confusion table.per-class tbody tr")
-    page.wait_for_function(f"() => document.getElementById('confusion-{job}')?.data?.[0]?.type === 'heatmap'") \
-        if page.query_selector(f"#confusion-{job}") else None
+    page.wait_for_function(
+        f"() => document.getElementById('confusion-{job}')?.data?.[0]?.type === 'heatmap'"
+    ) if page.query_selector(f"#confusion-{job}") else None
     classes = page.eval_on_selector_all(".confusion table.per-class tbody tr", "rows => rows.map(r => r.dataset.label)")
     assert classes == ["neg", "pos"] and "16 of 100 wrong" in page.inner_text(".confusion h3")
     shot(page, "job-confusion")

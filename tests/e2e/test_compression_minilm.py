@@ -47,11 +47,19 @@ def compress(teacher, tmp_path_factory, method: str, extra: list[str], source=No
     run_dir = tmp_path_factory.mktemp(f"compress_{method}") / "run"
     env = {**os.environ, "PTMLAB_HOME": str(teacher.home)}
     env.pop("MLFLOW_TRACKING_URI", None)
-    overrides = ["stage=compress", f"compression={method}", *TASK, f"task.max_train_samples={rows}",
-                 f"source={source or teacher.run_dir}",
-                 *QUICK_MEASURE, *extra, f"hydra.run.dir={run_dir}"]
-    proc = subprocess.run([sys.executable, "-m", "ptmlab.run", *overrides], env=env, capture_output=True,
-                          text=True, timeout=2900)
+    overrides = [
+        "stage=compress",
+        f"compression={method}",
+        *TASK,
+        f"task.max_train_samples={rows}",
+        f"source={source or teacher.run_dir}",
+        *QUICK_MEASURE,
+        *extra,
+        f"hydra.run.dir={run_dir}",
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "ptmlab.run", *overrides], env=env, capture_output=True, text=True, timeout=2900
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     from ptmlab.contracts.summaries import CompressSummary, validate_summary
@@ -63,11 +71,13 @@ def compress(teacher, tmp_path_factory, method: str, extra: list[str], source=No
 
 def report(s: dict) -> None:
     extra = f", control (no teacher) {s['control_score']:.4f}" if s.get("control_score") is not None else ""
-    print(f"\n{s['method']}: accuracy {s['compressed']['score']:.4f} (source {s['source']['score']:.4f}, retention "
-          f"{s['retention']:.4f}{extra}); params {s['compressed']['params']:,} / {s['source']['params']:,} "
-          f"(nonzero {s['compressed']['nonzero_params']:,}); size ratio {s['size_ratio']:.4f} (non-embedding "
-          f"{s['non_embedding_size_ratio']:.4f}); FLOPs ratio {s['flops_ratio']:.4f}; latency ratios "
-          f"{s['latency_ratio']} (not asserted); {s['wall_time_s']:.0f} s")
+    print(
+        f"\n{s['method']}: accuracy {s['compressed']['score']:.4f} (source {s['source']['score']:.4f}, retention "
+        f"{s['retention']:.4f}{extra}); params {s['compressed']['params']:,} / {s['source']['params']:,} "
+        f"(nonzero {s['compressed']['nonzero_params']:,}); size ratio {s['size_ratio']:.4f} (non-embedding "
+        f"{s['non_embedding_size_ratio']:.4f}); FLOPs ratio {s['flops_ratio']:.4f}; latency ratios "
+        f"{s['latency_ratio']} (not asserted); {s['wall_time_s']:.0f} s"
+    )
 
 
 def common_checks(s: dict, teacher) -> None:
@@ -76,7 +86,11 @@ def common_checks(s: dict, teacher) -> None:
     assert s["retention"] == pytest.approx(s["compressed"]["score"] / s["source"]["score"], rel=1e-5)
     settings = s["measurement"]
     assert settings["cpu"] and settings["seq_len"] == 64 and settings["repeats"] == 3
-    assert set(s["compressed"]["latency"]) == set(s["source"]["latency"]) == {f"b{b}_t{settings['threads'][0]}" for b in (1, 32)}
+    assert (
+        set(s["compressed"]["latency"])
+        == set(s["source"]["latency"])
+        == {f"b{b}_t{settings['threads'][0]}" for b in (1, 32)}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -92,27 +106,51 @@ def distilled(sst2_teacher, tmp_path_factory):
     # tiny-model distillation in tests/lightning_modules/test_compression.py and the demo's MiniLM
     # student run with it (the default, compression.control=true), and bench/compression.py prints
     # it beside the student of such a run.
-    return compress(sst2_teacher, tmp_path_factory, "distill",
-                    ["compression.student_layers=3", "compression.epochs=1", "compression.temperature=2.0",
-                     "compression.kd_weight=0.5", "compression.ce_weight=0.5", *NO_CONTROL])
+    return compress(
+        sst2_teacher,
+        tmp_path_factory,
+        "distill",
+        [
+            "compression.student_layers=3",
+            "compression.epochs=1",
+            "compression.temperature=2.0",
+            "compression.kd_weight=0.5",
+            "compression.ce_weight=0.5",
+            *NO_CONTROL,
+        ],
+    )
 
 
 @pytest.fixture(scope="module")
 def heads_pruned(sst2_teacher, tmp_path_factory):
-    return compress(sst2_teacher, tmp_path_factory, "prune_heads",
-                    ["compression.fraction=0.3", "compression.finetune_epochs=1", *NO_CONTROL], rows=RECOVERY_ROWS)
+    return compress(
+        sst2_teacher,
+        tmp_path_factory,
+        "prune_heads",
+        ["compression.fraction=0.3", "compression.finetune_epochs=1", *NO_CONTROL],
+        rows=RECOVERY_ROWS,
+    )
 
 
 @pytest.fixture(scope="module")
 def sparse(sst2_teacher, tmp_path_factory):
-    return compress(sst2_teacher, tmp_path_factory, "prune_magnitude",
-                    ["compression.sparsity=0.4", "compression.finetune_epochs=1", *NO_CONTROL], rows=RECOVERY_ROWS)
+    return compress(
+        sst2_teacher,
+        tmp_path_factory,
+        "prune_magnitude",
+        ["compression.sparsity=0.4", "compression.finetune_epochs=1", *NO_CONTROL],
+        rows=RECOVERY_ROWS,
+    )
 
 
 @pytest.fixture(scope="module")
 def factored(sst2_teacher, tmp_path_factory):
-    return compress(sst2_teacher, tmp_path_factory, "low_rank",
-                    ["compression.param_ratio=0.5", "compression.finetune_epochs=1", *NO_CONTROL])
+    return compress(
+        sst2_teacher,
+        tmp_path_factory,
+        "low_rank",
+        ["compression.param_ratio=0.5", "compression.finetune_epochs=1", *NO_CONTROL],
+    )
 
 
 FRESH_PREDICT = textwrap.dedent("""
@@ -139,8 +177,12 @@ def test_dynamic_int8_quarter_size_within_1_5_points_and_reloads_in_a_fresh_proc
     outputs = []
     for i in range(2):  # two fresh processes (default threads, as the stage): the int8 model loads, runs the same
         out = tmp_path / f"logits{i}.safetensors"
-        proc = subprocess.run([sys.executable, "-c", FRESH_PREDICT, int8["task_model_dir"], str(out)],
-                              capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [sys.executable, "-c", FRESH_PREDICT, int8["task_model_dir"], str(out)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         outputs.append(load_file(str(out))["logits"])
     assert outputs[0].shape == (872, 2)
@@ -151,10 +193,11 @@ def test_dynamic_int8_quarter_size_within_1_5_points_and_reloads_in_a_fresh_proc
 
     manifest = load_task_model(int8["task_model_dir"]).manifest
     assert manifest["format_version"] == 2 and manifest["compression"][0]["backend"] == "torch.ao"
-    labels = torch.tensor([int(line.split("\t")[1]) for line in
-                           (sst2_teacher_data_dev()).read_text().splitlines()[1:]])
+    labels = torch.tensor([int(line.split("\t")[1]) for line in (sst2_teacher_data_dev()).read_text().splitlines()[1:]])
     accuracy = float((outputs[0].argmax(-1) == labels).float().mean())
-    assert accuracy == pytest.approx(int8["compressed"]["score"], abs=1e-6)  # the fresh process scores what the stage measured
+    assert accuracy == pytest.approx(
+        int8["compressed"]["score"], abs=1e-6
+    )  # the fresh process scores what the stage measured
     the_record_says_the_minilm_ran(int8, sst2_teacher)
 
 
@@ -169,7 +212,11 @@ def the_record_says_the_minilm_ran(summary: dict, teacher) -> None:
     assert ran["objective"]["name"] == teacher.summary["objective"] == "hf"
     assert ran["resolved_backbone"] == teacher.summary["backbone"]
     assert (summary["model"], summary["family"], summary["objective"], summary["tokenizer"]) == (
-        "minilm", "hf", "hf", teacher.summary["tokenizer"])
+        "minilm",
+        "hf",
+        "hf",
+        teacher.summary["tokenizer"],
+    )
     assert summary["backbone"] == teacher.summary["backbone"]
     assert summary["backbone_source"] == teacher.summary["backbone_source"]
     assert summary["hparams"]["model.name"] == "minilm" and summary["hparams"]["compression.name"] == "quantize_dynamic"
@@ -192,8 +239,7 @@ def test_three_layer_student_retains_94_percent(distilled, sst2_teacher):
     cache = sst2_teacher.home / "cache" / "compression" / "teacher_logits"
     assert len(list(cache.glob("*.safetensors"))) == 1  # teacher logits computed once, on disk
     manifest = json.loads((Path(distilled["task_model_dir"]) / "task_model.json").read_text())
-    config = json.loads((Path(distilled["task_model_dir"]) / "backbone_config" / "config.json")
-                        .read_text())
+    config = json.loads((Path(distilled["task_model_dir"]) / "backbone_config" / "config.json").read_text())
     assert config["num_hidden_layers"] == 3 and manifest["format_version"] == 1
 
 
@@ -223,4 +269,7 @@ def test_svd_at_half_the_encoder_linear_parameters_retains_95_percent(factored, 
     assert 0.45 <= factored["factored_weight_ratio"] <= 0.5
     assert factored["factored_layers"] == 6 * 6  # q, k, v, output, intermediate, output of six layers
     assert factored["retention"] >= 0.95
-    assert factored["compressed"]["params"] < factored["source"]["params"] and factored["compressed"]["flops"] < factored["source"]["flops"]
+    assert (
+        factored["compressed"]["params"] < factored["source"]["params"]
+        and factored["compressed"]["flops"] < factored["source"]["flops"]
+    )

@@ -15,7 +15,6 @@ import subprocess
 import sys
 
 import pytest
-
 from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, require_chromium, served_home, shot
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(1800)]
@@ -47,8 +46,13 @@ def finished_pipeline(data_dir, tmp_path_factory):
     env.pop("MLFLOW_TRACKING_URI", None)
     log = home / "worker.log"
     with open(log, "wb") as out:
-        worker = subprocess.run([sys.executable, "-m", "ptmlab.cli", "worker", "--lease-s", "10", "--poll-s", "0.2",
-                                 "--burst"], stdout=out, stderr=subprocess.STDOUT, env=env, timeout=1500)
+        worker = subprocess.run(
+            [sys.executable, "-m", "ptmlab.cli", "worker", "--lease-s", "10", "--poll-s", "0.2", "--burst"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            timeout=1500,
+        )
     assert worker.returncode == 0, log.read_text()[-3000:]
     with get_sessionmaker(url)() as s:
         done, total = queue.list_jobs(s, pipeline_id=pipeline.id)
@@ -63,16 +67,26 @@ def finished_pipeline(data_dir, tmp_path_factory):
 def test_the_pipeline_results_print_as_a_table(finished_pipeline):
     url, home, ids = finished_pipeline
     env = {**os.environ, "PTMLAB_HOME": str(home), "PTMLAB_DATABASE_URL": url}
-    proc = subprocess.run([sys.executable, "-m", "ptmlab.cli", "results", "compression", "--format", "csv"],
-                          env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ptmlab.cli", "results", "compression", "--format", "csv"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     rows = list(csv.DictReader(io.StringIO(proc.stdout)))
     assert [r["method"] for r in rows] == ["distill", "quantize_dynamic"]
     for r in rows:
         assert 0 < float(r["retention"]) and float(r["score"]) > 0.5 and r["measured"]
     assert float(rows[1]["size ratio"]) < 0.35  # the student's int8 copy beside the float student
-    latex = subprocess.run([sys.executable, "-m", "ptmlab.cli", "results", "compression", "--format", "latex"],
-                           env=env, capture_output=True, text=True, timeout=120)
+    latex = subprocess.run(
+        [sys.executable, "-m", "ptmlab.cli", "results", "compression", "--format", "latex"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert latex.returncode == 0 and "\\toprule" in latex.stdout and "quantize\\_dynamic" in latex.stdout
 
 
@@ -96,27 +110,39 @@ def test_the_compression_page_shows_the_pipeline_with_sources_retention_and_fron
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         page.goto(f"{base}/compression")
         page.wait_for_selector("#comp-chart .main-svg")
-        traces = page.evaluate("() => document.getElementById('comp-chart').data.map(t => ({name: t.name, n: t.x.length}))")
+        traces = page.evaluate(
+            "() => document.getElementById('comp-chart').data.map(t => ({name: t.name, n: t.x.length}))"
+        )
         counts = {t["name"]: t["n"] for t in traces}
         assert counts.pop("Pareto front") >= 1  # the int8 copy has its float student's parameter count
         assert counts == {"distill": 1, "quantize_dynamic": 1, "uncompressed source": 2}
         # the teacher and the student, each the reference of the job that compressed it
         # labelled by job name and stage, the run folder in the cell's title
-        references = page.eval_on_selector_all("#comp-table tr.reference td:nth-child(3)",
-                                               "tds => tds.map(t => [t.textContent, t.title])")
-        assert sorted(references) == [["student (compress)", str(home / "jobs" / str(ids["student"]) / "run")],
-                                      ["teacher (finetune)", str(home / "jobs" / str(ids["teacher"]) / "run")]]
-        retention = page.eval_on_selector_all("#comp-table tbody tr[data-id] td:nth-child(9)",
-                                              "tds => tds.map(t => t.textContent)")
+        references = page.eval_on_selector_all(
+            "#comp-table tr.reference td:nth-child(3)", "tds => tds.map(t => [t.textContent, t.title])"
+        )
+        assert sorted(references) == [
+            ["student (compress)", str(home / "jobs" / str(ids["student"]) / "run")],
+            ["teacher (finetune)", str(home / "jobs" / str(ids["teacher"]) / "run")],
+        ]
+        retention = page.eval_on_selector_all(
+            "#comp-table tbody tr[data-id] td:nth-child(9)", "tds => tds.map(t => t.textContent)"
+        )
         assert len(retention) == 2 and all(r.endswith("%") for r in retention)
         for axis in ("params", "size_bytes", "latency_ms", "flops"):
             page.select_option("select[name=axis]", axis)
-            marked = page.eval_on_selector_all("#comp-table tr[data-pareto=true]", "rows => rows.map(r => r.dataset.id)")
+            marked = page.eval_on_selector_all(
+                "#comp-table tr[data-pareto=true]", "rows => rows.map(r => r.dataset.id)"
+            )
             assert marked, axis  # the front is marked on every axis
         page.select_option("select[name=axis]", "size_bytes")
         # the front drawn is exactly the rows marked
-        drawn = page.evaluate("() => document.getElementById('comp-chart').data.find(t => t.name === 'Pareto front').customdata")
-        marked = page.eval_on_selector_all("#comp-table tr[data-pareto=true]", "rows => rows.map(r => Number(r.dataset.id))")
+        drawn = page.evaluate(
+            "() => document.getElementById('comp-chart').data.find(t => t.name === 'Pareto front').customdata"
+        )
+        marked = page.eval_on_selector_all(
+            "#comp-table tr[data-pareto=true]", "rows => rows.map(r => Number(r.dataset.id))"
+        )
         assert sorted(drawn) == sorted(marked)
         shot(page, "compression-pipeline")
         browser.close()

@@ -11,8 +11,15 @@ import math
 import time
 
 import pytest
-
-from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, _no_external_requests, require_chromium, served_home, shot
+from test_dashboard_browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    WAIT_MS,
+    _no_external_requests,
+    require_chromium,
+    served_home,
+    shot,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -23,9 +30,16 @@ def _history(series: str, scale: float) -> list[dict]:
     """A job's progress history: every point at its step, fractional epoch, seconds and tokens."""
     out = []
     for i in range(POINTS):
-        point = {"step": 10 * i, "series": series, "epoch": round(i / 20, 4), "time_s": 5.0 * i, "tokens": 1000 * i,
-                 "train/loss": scale * (2.0 / (1 + i) + 0.3 * ((-1) ** i) + 0.5), "lr": 1e-4 * (1 - i / POINTS) + 1e-6,
-                 "train/samples_per_s": 120.0 + i}
+        point = {
+            "step": 10 * i,
+            "series": series,
+            "epoch": round(i / 20, 4),
+            "time_s": 5.0 * i,
+            "tokens": 1000 * i,
+            "train/loss": scale * (2.0 / (1 + i) + 0.3 * ((-1) ** i) + 0.5),
+            "lr": 1e-4 * (1 - i / POINTS) + 1e-6,
+            "train/samples_per_s": 120.0 + i,
+        }
         if i % 10 == 9:
             point["val/accuracy"] = 0.0 if i == 9 else 0.5 + i / 200
         out.append(point)
@@ -37,7 +51,7 @@ def tensorboard_ema(values: list[float], weight: float) -> list[float]:
     last, out = 0.0, []
     for n, v in enumerate(values, start=1):
         last = last * weight + (1 - weight) * v
-        out.append(last / (1 - weight ** n))
+        out.append(last / (1 - weight**n))
     return out
 
 
@@ -46,13 +60,13 @@ def site(tmp_path_factory):
     """(base URL, job id, two result ids with MLflow history) on a fresh home, `ptmlab serve` only."""
     require_chromium()
     from mlflow.entities import Metric
+    from synthetic_results import _finetune
 
     from ptmlab.db import SUCCEEDED, dispose_engines, migrate, session_scope
     from ptmlab.queue import submit_job
     from ptmlab.results import new_result
     from ptmlab.settings import Settings
     from ptmlab.tracking import mlflow_client
-    from synthetic_results import _finetune
 
     home = tmp_path_factory.mktemp("curves_home")
     url = f"sqlite:///{home / 'ptmlab.db'}"
@@ -70,26 +84,51 @@ def site(tmp_path_factory):
         job = submit_job(s, stage="sleep", overrides=["stage.seconds=0.1"], queue="parked", name="curves")
         history = _history("training", 1.0) + _history("control", 1.2)
         job.status, job.attempts = SUCCEEDED, 1
-        job.progress = {"phase": "finishing", "step": 590, "total_steps": 590, "epoch": 2, "metrics": {}, "history": history}
+        job.progress = {
+            "phase": "finishing",
+            "step": 590,
+            "total_steps": 590,
+            "epoch": 2,
+            "metrics": {},
+            "history": history,
+        }
         # A job with 35 metrics: the sections past the first 24 charts start collapsed.
         many = submit_job(s, stage="sleep", overrides=["stage.seconds=0.1"], queue="parked", name="many")
-        many.progress = {"phase": "finishing", "step": 4, "metrics": {}, "history": [
-            {"step": step, **{f"{g}/m{i:02d}": step + i for g, n in (("val", 10), ("train", 20), ("zeta", 5))
-                              for i in range(n)}} for step in range(5)]}
+        many.progress = {
+            "phase": "finishing",
+            "step": 4,
+            "metrics": {},
+            "history": [
+                {
+                    "step": step,
+                    **{
+                        f"{g}/m{i:02d}": step + i
+                        for g, n in (("val", 10), ("train", 20), ("zeta", 5))
+                        for i in range(n)
+                    },
+                }
+                for step in range(5)
+            ],
+        }
         for r in range(2):
             run = client.create_run(experiment).info.run_id
             t0 = int(time.time() * 1000)
             metrics = []
             for step in range(10):
                 at = t0 + 30_000 * step  # 30 s a step: the wall-time axis in minutes
-                metrics += [Metric("train/loss", (1 + r) * (3.0 / (1 + step) + 0.4 * ((-1) ** step) + 0.5), at, step),
-                            Metric("epoch", step // 5, at, step), Metric("train/tokens_seen", 4096 * (step + 1), at, step)]
+                metrics += [
+                    Metric("train/loss", (1 + r) * (3.0 / (1 + step) + 0.4 * ((-1) ** step) + 0.5), at, step),
+                    Metric("epoch", step // 5, at, step),
+                    Metric("train/tokens_seen", 4096 * (step + 1), at, step),
+                ]
                 if step % 3 == 2:
                     metrics.append(Metric("val/accuracy", 0.5 + 0.03 * step + 0.01 * r, at, step))
             metrics.append(Metric("compress/size_bytes", 526_465_000_000 + r, t0, 0))
             client.log_batch(run, metrics=metrics)
-            row = new_result({**_finetune("bert_tiny", "mlm", "full", "sst2", r, {"accuracy": 0.8}), "mlflow_run_id": run},
-                             job_id=job.id if r == 0 else None)
+            row = new_result(
+                {**_finetune("bert_tiny", "mlm", "full", "sst2", r, {"accuracy": 0.8}), "mlflow_run_id": run},
+                job_id=job.id if r == 0 else None,
+            )
             s.add(row)
             s.flush()
             result_ids.append(row.id)
@@ -104,8 +143,9 @@ def site(tmp_path_factory):
         import httpx
 
         # the first run by its job, the second (recorded by hand, without a job) by its result id
-        curves = httpx.get(f"{base}/api/v1/views/curves", params={"jobs": str(job_id), "runs": str(result_ids[1])},
-                           timeout=180)
+        curves = httpx.get(
+            f"{base}/api/v1/views/curves", params={"jobs": str(job_id), "runs": str(result_ids[1])}, timeout=180
+        )
         assert curves.status_code == 200 and "train/loss" in curves.text, curves.text[:500]
         yield base, job_id, result_ids, many_id
 
@@ -136,32 +176,51 @@ def page(browser):
 
 
 def traces(page, metric: str) -> list[dict]:
-    return page.evaluate("(m) => document.querySelector(`.small-chart[data-metric='${m}']`).data"
-                         ".map((t) => ({x: t.x, y: t.y, name: t.name, role: t.meta.role, opacity: t.opacity ?? 1,"
-                         " showlegend: t.showlegend ?? true}))", metric)
+    return page.evaluate(
+        "(m) => document.querySelector(`.small-chart[data-metric='${m}']`).data"
+        ".map((t) => ({x: t.x, y: t.y, name: t.name, role: t.meta.role, opacity: t.opacity ?? 1,"
+        " showlegend: t.showlegend ?? true}))",
+        metric,
+    )
 
 
 def layout(page, metric: str) -> dict:
-    return page.evaluate("(m) => { const l = document.querySelector(`.small-chart[data-metric='${m}']`).layout;"
-                         " return {x: l.xaxis.title.text, xformat: l.xaxis.tickformat, y: l.yaxis.type, ytitle: l.yaxis.title?.text,"
-                         " yformat: l.yaxis.tickformat, legend: l.showlegend}; }", metric)
+    return page.evaluate(
+        "(m) => { const l = document.querySelector(`.small-chart[data-metric='${m}']`).layout;"
+        " return {x: l.xaxis.title.text, xformat: l.xaxis.tickformat, y: l.yaxis.type, ytitle: l.yaxis.title?.text,"
+        " yformat: l.yaxis.tickformat, legend: l.showlegend}; }",
+        metric,
+    )
 
 
 def set_smoothing(page, value: float) -> None:
-    page.evaluate("(v) => { const r = document.getElementById('curve-smooth'); r.value = v;"
-                  " r.dispatchEvent(new Event('input', {bubbles: true})); }", value)
+    page.evaluate(
+        "(v) => { const r = document.getElementById('curve-smooth'); r.value = v;"
+        " r.dispatchEvent(new Event('input', {bubbles: true})); }",
+        value,
+    )
 
 
 def test_job_page_curves_switch_axis_log_scale_and_smoothing(page, site):
     base, job_id, _, _ = site
     page.goto(f"{base}/jobs/{job_id}")
     page.wait_for_selector("#job-curves .small-chart[data-metric='train/loss'] .main-svg")
-    groups = page.evaluate("() => [...document.querySelectorAll('#job-curves .curve-group')]"
-                           ".map((g) => [g.dataset.group, [...g.querySelectorAll('.small-chart')].map((c) => c.dataset.metric)])")
+    groups = page.evaluate(
+        "() => [...document.querySelectorAll('#job-curves .curve-group')]"
+        ".map((g) => [g.dataset.group, [...g.querySelectorAll('.small-chart')].map((c) => c.dataset.metric)])"
+    )
     # One chart per metric, validation first, throughput on its own; the learning rate with training.
-    assert groups == [["val", ["val/accuracy"]], ["train", ["lr", "train/loss"]], ["throughput", ["train/samples_per_s"]]]
-    assert page.evaluate("() => [...document.querySelectorAll('#curve-x option')].map((o) => o.value)") == \
-        ["step", "epoch", "time_s", "tokens"]
+    assert groups == [
+        ["val", ["val/accuracy"]],
+        ["train", ["lr", "train/loss"]],
+        ["throughput", ["train/samples_per_s"]],
+    ]
+    assert page.evaluate("() => [...document.querySelectorAll('#curve-x option')].map((o) => o.value)") == [
+        "step",
+        "epoch",
+        "time_s",
+        "tokens",
+    ]
     training = _history("training", 1.0)
     loss = traces(page, "train/loss")
     assert [t["name"] for t in loss] == ["training", "control run"]  # one curve per training, named in the legend
@@ -187,8 +246,12 @@ def test_job_page_curves_switch_axis_log_scale_and_smoothing(page, site):
 
     set_smoothing(page, 0.6)
     smoothed = traces(page, "train/loss")
-    assert [(t["name"], t["role"]) for t in smoothed] == [("training", "raw"), ("training", "smoothed"),
-                                                         ("control run", "raw"), ("control run", "smoothed")]
+    assert [(t["name"], t["role"]) for t in smoothed] == [
+        ("training", "raw"),
+        ("training", "smoothed"),
+        ("control run", "raw"),
+        ("control run", "smoothed"),
+    ]
     raw, ema = smoothed[0], smoothed[1]
     assert raw["y"] == [p["train/loss"] for p in training] and raw["opacity"] < 0.5 and not raw["showlegend"]
     assert ema["y"] == pytest.approx(tensorboard_ema(raw["y"], 0.6), rel=1e-9)
@@ -202,15 +265,16 @@ def test_job_page_curves_switch_axis_log_scale_and_smoothing(page, site):
     set_smoothing(page, 0)
     assert [t["role"] for t in traces(page, "train/loss")] == ["values", "values"] and "smooth=" not in page.url
     page.fill("#curve-filter", "loss")
-    assert page.evaluate("() => [...document.querySelectorAll('#job-curves .small-chart')].map((c) => c.dataset.metric)") == \
-        ["train/loss"]
+    assert page.evaluate(
+        "() => [...document.querySelectorAll('#job-curves .small-chart')].map((c) => c.dataset.metric)"
+    ) == ["train/loss"]
     page.fill("#curve-filter", "")
     shot(page, "job-curves")
 
     # Every chart downloads as PNG and SVG, named after the job and the metric; no other export button.
     chart = "#job-curves .small-chart[data-metric='train/loss']"
     page.hover(chart)
-    titles = page.evaluate(f"() => [...document.querySelectorAll(\"{chart} .modebar-btn\")].map((b) => b.dataset.title)")
+    titles = page.evaluate(f'() => [...document.querySelectorAll("{chart} .modebar-btn")].map((b) => b.dataset.title)')
     assert "Download plot as a PNG" in titles and "Download plot as SVG" in titles
     assert not [t for t in titles if "share" in t.lower() or "studio" in t.lower() or "cloud" in t.lower()], titles
     for title, suffix in (("Download plot as a PNG", ".png"), ("Download plot as SVG", ".svg")):
@@ -233,10 +297,16 @@ def test_compare_and_run_pages_draw_the_same_charts_from_mlflow(page, site):
     # Lightning's epoch and the token count are x-axes, not charts; the one-point size sits in the table.
     assert charts == ["val/accuracy", "train/loss"], charts
     assert page.locator("#single-metrics tr[data-metric='compress/size_bytes'] td.num").count() == 2
-    assert page.evaluate("() => [...document.querySelectorAll('#curve-x option')].map((o) => o.value)") == \
-        ["step", "epoch", "time_s", "tokens"]
+    assert page.evaluate("() => [...document.querySelectorAll('#curve-x option')].map((o) => o.value)") == [
+        "step",
+        "epoch",
+        "time_s",
+        "tokens",
+    ]
     loss = traces(page, "train/loss")
-    assert [t["name"] for t in loss] == [f"curves (#{job_id})", f"result {result_ids[1]}"] and layout(page, "train/loss")["legend"]
+    assert [t["name"] for t in loss] == [f"curves (#{job_id})", f"result {result_ids[1]}"] and layout(
+        page, "train/loss"
+    )["legend"]
     assert loss[0]["x"] == list(range(10))
     page.select_option("#curve-x", "epoch")
     assert traces(page, "train/loss")[0]["x"] == [s // 5 for s in range(10)]
@@ -267,15 +337,19 @@ def test_sections_past_the_first_charts_start_collapsed_and_draw_when_opened(pag
     base, _, _, many_id = site
     page.goto(f"{base}/jobs/{many_id}")
     page.wait_for_selector("#job-curves .small-chart[data-metric='train/m19'] .main-svg")
-    sections = page.evaluate("() => [...document.querySelectorAll('#job-curves .curve-group')]"
-                             ".map((g) => [g.dataset.group, g.open, g.querySelector('summary').textContent])")
+    sections = page.evaluate(
+        "() => [...document.querySelectorAll('#job-curves .curve-group')]"
+        ".map((g) => [g.dataset.group, g.open, g.querySelector('summary').textContent])"
+    )
     assert sections == [["val", True, "validation (10)"], ["train", True, "training (20)"], ["zeta", False, "zeta (5)"]]
     drawn = "() => document.querySelectorAll('#job-curves .small-chart.js-plotly-plot').length"
     assert page.evaluate(drawn) == 30  # the collapsed section's charts wait until it opens
     # Each plot fits its box (a first draw took its container's 200 px min-height, and the plots overlapped).
-    overflow = page.evaluate("() => [...document.querySelectorAll('#job-curves .small-chart.js-plotly-plot')]"
-                             ".filter((c) => c.querySelector('.svg-container').offsetHeight > c.offsetHeight"
-                             " || c.offsetHeight < 250).map((c) => c.dataset.metric)")
+    overflow = page.evaluate(
+        "() => [...document.querySelectorAll('#job-curves .small-chart.js-plotly-plot')]"
+        ".filter((c) => c.querySelector('.svg-container').offsetHeight > c.offsetHeight"
+        " || c.offsetHeight < 250).map((c) => c.dataset.metric)"
+    )
     assert not overflow, overflow
     page.click("#job-curves .curve-group[data-group='zeta'] summary")
     page.wait_for_function(f"() => ({drawn})() === 35")

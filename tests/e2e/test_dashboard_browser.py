@@ -17,14 +17,19 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from synthetic_results import SEED_COMPRESS, SEED_FINETUNE, SEED_PROBE_MODELS, SEED_PROBE_TASKS
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHOTS = REPO_ROOT / "test-artifacts" / "screenshots"
 WAIT_MS = 20_000
@@ -110,9 +115,10 @@ def dashboard(tmp_path_factory):
             pytest.fail(msg)
         pytest.skip(msg)
     from hand_driven_study import drive_study_by_hand
+    from synthetic_results import seed_dashboard
+
     from ptmlab.db import dispose_engines, migrate, session_scope
     from ptmlab.studies.storage import forget_storages
-    from synthetic_results import seed_dashboard
 
     home = tmp_path_factory.mktemp("dashboard_home")
     url = f"sqlite:///{home / 'ptmlab.db'}"
@@ -129,11 +135,34 @@ def dashboard(tmp_path_factory):
     procs = []
     api_log = home / "api.log"
     with open(api_log, "wb") as out:
-        procs.append(subprocess.Popen([sys.executable, "-m", "ptmlab.cli", "serve", "--host", "127.0.0.1", "--port",
-                                       str(port), "--log-level", "warning"], stdout=out, stderr=subprocess.STDOUT, env=env))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "ptmlab.cli",
+                    "serve",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--log-level",
+                    "warning",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+        )
     with open(home / "worker.log", "wb") as out:
-        procs.append(subprocess.Popen([sys.executable, "-m", "ptmlab.cli", "worker", "--lease-s", "3", "--poll-s", "0.2"],
-                                      stdout=out, stderr=subprocess.STDOUT, env=env))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "ptmlab.cli", "worker", "--lease-s", "3", "--poll-s", "0.2"],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_http(f"{base}/healthz", procs[0], api_log)
@@ -179,8 +208,11 @@ def shot(pg, name: str) -> None:
 
 def brute_force_front(points: list[tuple], axis: int) -> set[int]:
     """Indices of SEED_COMPRESS rows no other row beats (cheaper-or-equal and at-least-as-good, one strictly)."""
-    return {i for i, p in enumerate(points)
-            if not any(q[axis] <= p[axis] and q[1] >= p[1] and (q[axis] < p[axis] or q[1] > p[1]) for q in points)}
+    return {
+        i
+        for i, p in enumerate(points)
+        if not any(q[axis] <= p[axis] and q[1] >= p[1] and (q[axis] < p[axis] or q[1] > p[1]) for q in points)
+    }
 
 
 def test_every_page_renders(page, dashboard):
@@ -283,8 +315,9 @@ def test_cancel_a_running_job(page, dashboard):
 
 
 def _sst2_column(page) -> list[str]:
-    return page.eval_on_selector_all("#leaderboard tbody tr",
-                                     "rows => rows.map(r => r.querySelector('td[data-task=sst2]')?.dataset.mean ?? '')")
+    return page.eval_on_selector_all(
+        "#leaderboard tbody tr", "rows => rows.map(r => r.querySelector('td[data-task=sst2]')?.dataset.mean ?? '')"
+    )
 
 
 def test_leaderboard_sorts_and_opens_the_runs_behind_a_cell(page, dashboard):
@@ -293,8 +326,12 @@ def test_leaderboard_sorts_and_opens_the_runs_behind_a_cell(page, dashboard):
     page.wait_for_selector("#leaderboard tbody tr")
     page.click("th[data-column='task:sst2']")
     configs = page.eval_on_selector_all("#leaderboard tbody tr", "rows => rows.map(r => r.dataset.config)")
-    assert configs == ["electra_tiny / rtd / full", "bert_tiny / mlm / full", "bert_tiny / mlm / adapters",
-                       "gpt_tiny / clm / full"]
+    assert configs == [
+        "electra_tiny / rtd / full",
+        "bert_tiny / mlm / full",
+        "bert_tiny / mlm / adapters",
+        "gpt_tiny / clm / full",
+    ]
     means = [float(v) for v in _sst2_column(page)]
     assert means == sorted(means, reverse=True) and means[0] == pytest.approx(86.0)
     page.click("th[data-column='task:sst2']")
@@ -329,7 +366,9 @@ def test_compression_marks_exactly_the_pareto_front(page, dashboard):
         drawn = page.evaluate("""() => document.getElementById('comp-chart').data
                                     .find(t => t.name === 'Pareto front').customdata""")
         assert set(drawn) == expected, axis_name
-        marked = page.eval_on_selector_all("#comp-table tr[data-pareto=true]", "rows => rows.map(r => Number(r.dataset.id))")
+        marked = page.eval_on_selector_all(
+            "#comp-table tr[data-pareto=true]", "rows => rows.map(r => Number(r.dataset.id))"
+        )
         assert set(marked) == expected, axis_name
     names = page.evaluate("() => document.getElementById('comp-chart').data.map(t => t.name)")
     assert names == sorted({m for m, *_ in SEED_COMPRESS}) + ["Pareto front", "uncompressed source"]
@@ -347,7 +386,9 @@ def test_probing_draws_one_trace_per_model_and_task(page, dashboard):
     # The structural probe's UUAS: one trace per model (only `structural` has it).
     assert page.evaluate("() => document.getElementById('uuas-chart').data.length") == len(SEED_PROBE_MODELS)
     page.uncheck("#model-boxes input[value='gpt_tiny']")
-    assert page.evaluate("() => document.getElementById('accuracy-chart').data.length") == len(expected) - len(SEED_PROBE_TASKS)
+    assert page.evaluate("() => document.getElementById('accuracy-chart').data.length") == len(expected) - len(
+        SEED_PROBE_TASKS
+    )
     heat = page.evaluate("() => document.getElementById('heatmap-chart').data[0]")
     assert heat["type"] == "heatmap" and len(heat["z"]) == 4 and len(heat["z"][0]) == 4
 
@@ -360,18 +401,38 @@ def test_a_running_job_shows_live_progress_and_keeps_it_after_a_kill(page, dashb
     corpus = Path(ids["home"]) / "corpus"
     corpus.mkdir(exist_ok=True)
     words = "the a cat dog sat on mat ran far near house tree big small red blue quick lazy fox".split()
-    (corpus / "doc.txt").write_text("\n".join(" ".join(words[(i * 7 + j) % len(words)] for j in range(5 + i % 9))
-                                             for i in range(3000)) + "\n")
-    job = httpx.post(f"{base}/api/v1/jobs", json={"stage": "pretrain", "overrides": [
-        "model=bert_tiny", "objective=mlm", "data=text_files", f"data.corpus.path={corpus}", "data.block_size=32",
-        "data.batch_size=4", "tokenizer.vocab_size=90", "tokenizer.min_frequency=1", "trainer.max_steps=100000",
-        "trainer.val_check_interval=25", "trainer.limit_val_batches=2", "trainer.log_every_n_steps=5",
-        "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0"]}).json()
+    (corpus / "doc.txt").write_text(
+        "\n".join(" ".join(words[(i * 7 + j) % len(words)] for j in range(5 + i % 9)) for i in range(3000)) + "\n"
+    )
+    job = httpx.post(
+        f"{base}/api/v1/jobs",
+        json={
+            "stage": "pretrain",
+            "overrides": [
+                "model=bert_tiny",
+                "objective=mlm",
+                "data=text_files",
+                f"data.corpus.path={corpus}",
+                "data.block_size=32",
+                "data.batch_size=4",
+                "tokenizer.vocab_size=90",
+                "tokenizer.min_frequency=1",
+                "trainer.max_steps=100000",
+                "trainer.val_check_interval=25",
+                "trainer.limit_val_batches=2",
+                "trainer.log_every_n_steps=5",
+                "trainer.enable_progress_bar=false",
+                "checkpoint_every_n_steps=0",
+            ],
+        },
+    ).json()
     assert "id" in job, job
     page.goto(f"{base}/jobs/{job['id']}")
     step_of = "() => Number(document.querySelector('#job-progress .progress-cell')?.dataset.step || 0)"
-    points_of = ("() => [...document.querySelectorAll('#job-curves .small-chart')]"
-                 ".reduce((n, c) => n + (c.data || []).reduce((m, t) => m + t.x.length, 0), 0)")
+    points_of = (
+        "() => [...document.querySelectorAll('#job-curves .small-chart')]"
+        ".reduce((n, c) => n + (c.data || []).reduce((m, t) => m + t.x.length, 0), 0)"
+    )
     page.wait_for_function(f"() => ({step_of})() > 0 && ({points_of})() > 0", timeout=180_000)
     step, points = page.evaluate(step_of), page.evaluate(points_of)
     page.wait_for_function(f"() => ({step_of})() > {step} && ({points_of})() > {points}", timeout=60_000)
@@ -379,12 +440,18 @@ def test_a_running_job_shows_live_progress_and_keeps_it_after_a_kill(page, dashb
     assert "/100000" in text and "loss" in text and "ETA" in text, text
     assert "train/loss" in page.inner_text("#job-metrics")
     # One chart per metric (curves.js), grouped by prefix: the loss and the learning rate each on their own.
-    charts = page.evaluate("() => Object.fromEntries([...document.querySelectorAll('#job-curves .small-chart')]"
-                           ".map((c) => [c.dataset.metric, c.closest('.curve-group').dataset.group]))")
+    charts = page.evaluate(
+        "() => Object.fromEntries([...document.querySelectorAll('#job-curves .small-chart')]"
+        ".map((c) => [c.dataset.metric, c.closest('.curve-group').dataset.group]))"
+    )
     assert charts["train/loss"] == "train" and charts.get("lr", charts.get("train/lr")) == "train", charts
     # A pretraining's points carry their epoch, wall time and tokens seen: each is an x-axis.
-    assert page.evaluate("() => [...document.querySelectorAll('#curve-x option')].map((o) => o.value)") == \
-        ["step", "epoch", "time_s", "tokens"]
+    assert page.evaluate("() => [...document.querySelectorAll('#curve-x option')].map((o) => o.value)") == [
+        "step",
+        "epoch",
+        "time_s",
+        "tokens",
+    ]
     axis_type = "() => document.querySelector(\"#job-curves .small-chart[data-metric='train/loss']\").layout.yaxis.type"
     assert page.evaluate(axis_type) == "linear"
     page.check("#curve-log")
@@ -419,16 +486,19 @@ def test_two_rows_compared_over_seeds_match_scipy(page, dashboard):
     """Tick two leaderboard rows: per task the difference of means, its 95 % interval and the paired
     t-test's p-value (the same 3 seeds on each side) — the numbers scipy gives on the same seeds."""
     from scipy import stats
+    from synthetic_results import _finetune
 
     from ptmlab.db import dispose_engines, session_scope
     from ptmlab.results import new_result
-    from synthetic_results import _finetune
 
     base, ids = dashboard
     seeds = {"roberta_tiny": (0.861, 0.874, 0.859), "deberta_tiny": (0.830, 0.842, 0.825)}
     with session_scope(f"sqlite:///{Path(ids['home']) / 'ptmlab.db'}") as s:
-        s.add_all(new_result(_finetune(model, "mlm", "full", "sst2", seed, {"accuracy": v}), tags={"suite": "seeds"})
-                  for model, values in seeds.items() for seed, v in enumerate(values, start=1))
+        s.add_all(
+            new_result(_finetune(model, "mlm", "full", "sst2", seed, {"accuracy": v}), tags={"suite": "seeds"})
+            for model, values in seeds.items()
+            for seed, v in enumerate(values, start=1)
+        )
     dispose_engines()
     page.goto(f"{base}/leaderboard?tag=suite%3Dseeds")
     page.wait_for_selector("tr[data-config='roberta_tiny / mlm / full'] input.pick")
@@ -459,11 +529,15 @@ def test_two_rows_compared_over_seeds_match_scipy(page, dashboard):
 
 def test_the_pipeline_page_draws_the_dag_with_live_statuses(page, dashboard):
     base, _ = dashboard
-    spec = {"name": "diamond", "jobs": [
-        {"name": "prepare", "stage": "sleep", "overrides": ["stage.seconds=1.5"]},
-        {"name": "left", "stage": "sleep", "depends_on": ["prepare"], "overrides": ["stage.seconds=0.2"]},
-        {"name": "right", "stage": "sleep", "depends_on": ["prepare"], "overrides": ["stage.seconds=0.2"]},
-        {"name": "join", "stage": "sleep", "depends_on": ["left", "right"], "overrides": ["stage.seconds=0.2"]}]}
+    spec = {
+        "name": "diamond",
+        "jobs": [
+            {"name": "prepare", "stage": "sleep", "overrides": ["stage.seconds=1.5"]},
+            {"name": "left", "stage": "sleep", "depends_on": ["prepare"], "overrides": ["stage.seconds=0.2"]},
+            {"name": "right", "stage": "sleep", "depends_on": ["prepare"], "overrides": ["stage.seconds=0.2"]},
+            {"name": "join", "stage": "sleep", "depends_on": ["left", "right"], "overrides": ["stage.seconds=0.2"]},
+        ],
+    }
     pipeline = httpx.post(f"{base}/api/v1/pipelines", json={"spec": spec}).json()
     assert pipeline["count"] == 4, pipeline
     page.goto(f"{base}/pipelines/{pipeline['id']}")
@@ -472,7 +546,10 @@ def test_the_pipeline_page_draws_the_dag_with_live_statuses(page, dashboard):
     edges = page.eval_on_selector_all("path.dag-edge", "ps => ps.map(p => p.dataset.from + '>' + p.dataset.to).sort()")
     assert edges == ["left>join", "prepare>left", "prepare>right", "right>join"]
     # columns by depth: prepare | left, right | join
-    xs = {n: float(page.get_attribute(f"a.dag-node[data-name={n}] rect", "x")) for n in ("prepare", "left", "right", "join")}
+    xs = {
+        n: float(page.get_attribute(f"a.dag-node[data-name={n}] rect", "x"))
+        for n in ("prepare", "left", "right", "join")
+    }
     assert xs["prepare"] < xs["left"] == xs["right"] < xs["join"]
     page.wait_for_selector("a.dag-node[data-name=prepare][data-status=running]", timeout=60_000)
     assert page.get_attribute("a.dag-node[data-name=join]", "data-status") == "queued"
@@ -494,9 +571,13 @@ def test_probe_drift_overlays_a_lineage_with_its_differences(page, dashboard):
     from ptmlab.results import new_result
 
     base, ids = dashboard
-    curves = {"pretrained": [0.62, 0.81, 0.86, 0.84], "fine-tuned": [0.62, 0.80, 0.83, 0.76],
-              "compressed": [0.61, 0.78, 0.79, 0.70]}
+    curves = {
+        "pretrained": [0.62, 0.81, 0.86, 0.84],
+        "fine-tuned": [0.62, 0.80, 0.83, 0.76],
+        "compressed": [0.61, 0.78, 0.79, 0.70],
+    }
     with session_scope(f"sqlite:///{Path(ids['home']) / 'ptmlab.db'}") as s:
+
         def done(**spec):
             job = submit_job(s, queue="lineage", **spec)
             s.get(Job, job.id).status = SUCCEEDED
@@ -508,10 +589,27 @@ def test_probe_drift_overlays_a_lineage_with_its_differences(page, dashboard):
         models["compressed"] = done(stage="compress", name="drift-compress", depends_on=[models["fine-tuned"]])
         for label, job_id in models.items():
             probe = done(stage="probe", name=f"drift-probe-{label}", depends_on=[job_id])
-            s.add(new_result({"stage": "probe", "model": f"drift {label}", "probe_task": "upos", "tasks": [
-                {"probe_task": "upos", "family": "token", "metric": "accuracy",
-                 "layers": [{"layer": i, "accuracy": v, "control_accuracy": 0.5} for i, v in enumerate(curves[label])]}]},
-                job_id=probe))
+            s.add(
+                new_result(
+                    {
+                        "stage": "probe",
+                        "model": f"drift {label}",
+                        "probe_task": "upos",
+                        "tasks": [
+                            {
+                                "probe_task": "upos",
+                                "family": "token",
+                                "metric": "accuracy",
+                                "layers": [
+                                    {"layer": i, "accuracy": v, "control_accuracy": 0.5}
+                                    for i, v in enumerate(curves[label])
+                                ],
+                            }
+                        ],
+                    },
+                    job_id=probe,
+                )
+            )
         s.commit()
     dispose_engines()
     page.goto(f"{base}/probing/drift")
@@ -521,23 +619,29 @@ def test_probe_drift_overlays_a_lineage_with_its_differences(page, dashboard):
     traces = page.evaluate("() => document.getElementById('drift-chart').data.map(t => [t.name, t.y])")
     assert [y for _, y in traces] == [curves["pretrained"], curves["fine-tuned"], curves["compressed"]]
     diffs = page.evaluate("() => document.getElementById('drift-diff').data.map(t => t.y)")
-    expected = [[round(a - b, 6) for a, b in zip(curves[k], curves["pretrained"])] for k in ("fine-tuned", "compressed")]
+    expected = [
+        [round(a - b, 6) for a, b in zip(curves[k], curves["pretrained"])] for k in ("fine-tuned", "compressed")
+    ]
     assert [[round(v, 6) for v in d] for d in diffs] == expected
     assert "(-0.140)" in page.inner_text(f"#drift-table tr[data-job-id='{models['compressed']}']")
     shot(page, "probe-drift")
 
 
 def _footprint_column(page, key: str) -> dict[str, str]:
-    return dict(page.eval_on_selector_all(
-        "#leaderboard tbody tr",
-        f"rows => rows.map(r => [r.dataset.config, r.querySelector('td[data-footprint={key}]').textContent])"))
+    return dict(
+        page.eval_on_selector_all(
+            "#leaderboard tbody tr",
+            f"rows => rows.map(r => [r.dataset.config, r.querySelector('td[data-footprint={key}]').textContent])",
+        )
+    )
 
 
 def test_leaderboard_shows_each_modes_footprint_and_filters_by_mode(page, dashboard):
     """MiniLM under four adaptation modes: trainable parameters, their share and the delta size
     sit beside the scores; ticking modes keeps only their rows; older runs show "—"."""
-    from ptmlab.db import dispose_engines, session_scope
     from synthetic_results import SEED_ADAPTATION_FOOTPRINTS, seed_adaptation_results
+
+    from ptmlab.db import dispose_engines, session_scope
 
     base, ids = dashboard
     with session_scope(f"sqlite:///{Path(ids['home']) / 'ptmlab.db'}") as s:
@@ -547,13 +651,26 @@ def test_leaderboard_shows_each_modes_footprint_and_filters_by_mode(page, dashbo
     page.wait_for_selector("tr[data-config='minilm / hf / lora']")
     headers = page.eval_on_selector_all("#leaderboard thead th", "ths => ths.map(t => t.dataset.column || '')")
     # the footprint columns follow the scores: SST-2, RTE, the GLUE average, then trainable, %, delta
-    assert headers[-6:] == ["task:sst2", "task:rte", "glue", "fp:trainable_params", "fp:trainable_pct", "fp:delta_bytes"]
+    assert headers[-6:] == [
+        "task:sst2",
+        "task:rte",
+        "glue",
+        "fp:trainable_params",
+        "fp:trainable_pct",
+        "fp:delta_bytes",
+    ]
     assert _footprint_column(page, "trainable_params") == {
-        "minilm / hf / full": "22.7M", "minilm / hf / lora": "74.5k", "minilm / hf / bitfit": "26.9k",
-        "minilm / hf / prompt_tuning": "8.4k"}
+        "minilm / hf / full": "22.7M",
+        "minilm / hf / lora": "74.5k",
+        "minilm / hf / bitfit": "26.9k",
+        "minilm / hf / prompt_tuning": "8.4k",
+    }
     assert _footprint_column(page, "trainable_pct") == {
-        "minilm / hf / full": "100.0%", "minilm / hf / lora": "0.33%", "minilm / hf / bitfit": "0.12%",
-        "minilm / hf / prompt_tuning": "0.037%"}
+        "minilm / hf / full": "100.0%",
+        "minilm / hf / lora": "0.33%",
+        "minilm / hf / bitfit": "0.12%",
+        "minilm / hf / prompt_tuning": "0.037%",
+    }
     delta = _footprint_column(page, "delta_bytes")
     assert delta["minilm / hf / full"] == "86.6 MiB" and delta["minilm / hf / lora"] == "291.0 KiB"
     raw = page.get_attribute("tr[data-config='minilm / hf / lora'] td[data-footprint=delta_bytes]", "data-value")
@@ -569,7 +686,9 @@ def test_leaderboard_shows_each_modes_footprint_and_filters_by_mode(page, dashbo
     page.wait_for_function("() => document.querySelectorAll('#leaderboard tbody tr').length === 2")
     configs = page.eval_on_selector_all("#leaderboard tbody tr", "rows => rows.map(r => r.dataset.config)")
     assert sorted(configs) == ["minilm / hf / bitfit", "minilm / hf / lora"]
-    assert "adaptation=bitfit%2Clora" in page.url and "adaptation=bitfit%2Clora" in page.get_attribute("#export-csv", "href")
+    assert "adaptation=bitfit%2Clora" in page.url and "adaptation=bitfit%2Clora" in page.get_attribute(
+        "#export-csv", "href"
+    )
     assert page.locator("#mode-boxes input").count() == len(SEED_ADAPTATION_FOOTPRINTS)  # the others stay offered
     shot(page, "leaderboard-mode-filter")
     page.reload()  # the filter is in the URL
@@ -601,10 +720,19 @@ def _no_external_requests(page) -> list[str]:
 def test_sweep_and_pipeline_lists_and_the_sweep_page(page, dashboard):
     base, _ = dashboard
     # On a queue no worker serves: the lists show them queued, their counts exact.
-    sweep = httpx.post(f"{base}/api/v1/sweeps", json={"name": "sleep_grid", "queue": "parked",
-                                                     "overrides": ["stage=sleep", "stage.seconds=0.1,0.2,0.3", "seed=1,2"]}).json()
-    spec = {"name": "parked_pair", "defaults": {"queue": "parked"}, "jobs": [
-        {"name": "a", "stage": "sleep"}, {"name": "b", "stage": "sleep", "depends_on": ["a"]}]}
+    sweep = httpx.post(
+        f"{base}/api/v1/sweeps",
+        json={
+            "name": "sleep_grid",
+            "queue": "parked",
+            "overrides": ["stage=sleep", "stage.seconds=0.1,0.2,0.3", "seed=1,2"],
+        },
+    ).json()
+    spec = {
+        "name": "parked_pair",
+        "defaults": {"queue": "parked"},
+        "jobs": [{"name": "a", "stage": "sleep"}, {"name": "b", "stage": "sleep", "depends_on": ["a"]}],
+    }
     pipeline = httpx.post(f"{base}/api/v1/pipelines", json={"spec": spec}).json()
     listed = {g["id"]: g for g in httpx.get(f"{base}/api/v1/sweeps").json()["items"]}
     assert listed[sweep["id"]]["name"] == "sleep_grid" and listed[sweep["id"]]["counts"]["queued"] == 6
@@ -637,7 +765,9 @@ def test_sweep_and_pipeline_lists_and_the_sweep_page(page, dashboard):
 
 def test_the_study_page_draws_its_trials_history_parameters_and_pruned_curves(page, dashboard):
     base, ids = dashboard
-    view = httpx.get(f"{base}/api/v1/views/studies/{ids['study']}", timeout=30).json()  # the first importances import scipy
+    view = httpx.get(
+        f"{base}/api/v1/views/studies/{ids['study']}", timeout=30
+    ).json()  # the first importances import scipy
     pruned = [t["number"] for t in view["trials"] if t["state"] == "pruned"]
     complete = [t["number"] for t in view["trials"] if t["state"] == "complete"]
     best_job = next(t["job_id"] for t in view["trials"] if t["number"] == view["best"])
@@ -680,8 +810,14 @@ def test_api_docs_favicon_and_not_found_pages_work_offline(page, dashboard):
     assert not external and not failed, (external, failed)
     assert httpx.get(f"{base}/favicon.ico").status_code == 200
 
-    for path in ("/no/such/page", f"/runs/{10**6}", f"/jobs/{10**6}", "/sweeps/nosuchsweep", "/pipelines/nosuchpipe",
-                 "/studies/nosuchstudy"):
+    for path in (
+        "/no/such/page",
+        f"/runs/{10**6}",
+        f"/jobs/{10**6}",
+        "/sweeps/nosuchsweep",
+        "/pipelines/nosuchpipe",
+        "/studies/nosuchstudy",
+    ):
         response = page.goto(base + path)
         assert response.status == 404, path
         assert page.inner_text("h1") == "Not found" and page.locator("nav a").count() >= 8, path
@@ -691,26 +827,52 @@ def test_api_docs_favicon_and_not_found_pages_work_offline(page, dashboard):
 
 def test_compress_probe_and_ended_job_pages_show_their_results_and_final_state(page, dashboard):
     base, ids = dashboard
+    from synthetic_results import probe_summary
+
     from ptmlab.db import dispose_engines, session_scope
     from ptmlab.db.models import FAILED, SUCCEEDED, Job
     from ptmlab.results import new_result
-    from synthetic_results import probe_summary
 
     url = f"sqlite:///{ids['home'] / 'ptmlab.db'}"
     stale = {"step": 0, "phase": "measuring the source…", "eta_s": 290.0, "steps_per_s": 1.5, "updated_at": 1.0}
-    compress = {"stage": "compress", "seed": 1, "wall_time_s": 3.0, "method": "quantize_dynamic", "source": "job:1",
-                "task": "sst2", "main_metric": "accuracy", "score": 0.871, "source_score": 0.8807, "retention": 0.989,
-                "params": 4_400_000, "size_bytes": 4_600_000, "source_params": 4_400_000, "source_size_bytes": 17_600_000,
-                "latency_ms": 4.5, "source_latency_ms": 9.0, "config": {"dtype": "qint8"}}
+    compress = {
+        "stage": "compress",
+        "seed": 1,
+        "wall_time_s": 3.0,
+        "method": "quantize_dynamic",
+        "source": "job:1",
+        "task": "sst2",
+        "main_metric": "accuracy",
+        "score": 0.871,
+        "source_score": 0.8807,
+        "retention": 0.989,
+        "params": 4_400_000,
+        "size_bytes": 4_600_000,
+        "source_params": 4_400_000,
+        "source_size_bytes": 17_600_000,
+        "latency_ms": 4.5,
+        "source_latency_ms": 9.0,
+        "config": {"dtype": "qint8"},
+    }
     import random
+
     probe = probe_summary(random.Random(3), "bert_tiny", "pos", seed=1)
     with session_scope(url) as s:
         made = {}
-        for label, stage, summary, status, error in (("compress", "compress", compress, SUCCEEDED, None),
-                                                     ("probe", "probe", probe, SUCCEEDED, None),
-                                                     ("bare_fail", "sleep", None, FAILED, "exit code 1")):
-            job = Job(stage=stage, overrides=[], status=status, progress=stale, error=error,
-                      exit_code=0 if status == SUCCEEDED else 1, queue="parked")
+        for label, stage, summary, status, error in (
+            ("compress", "compress", compress, SUCCEEDED, None),
+            ("probe", "probe", probe, SUCCEEDED, None),
+            ("bare_fail", "sleep", None, FAILED, "exit code 1"),
+        ):
+            job = Job(
+                stage=stage,
+                overrides=[],
+                status=status,
+                progress=stale,
+                error=error,
+                exit_code=0 if status == SUCCEEDED else 1,
+                queue="parked",
+            )
             s.add(job)
             s.flush()
             if summary is not None:
@@ -722,7 +884,9 @@ def test_compress_probe_and_ended_job_pages_show_their_results_and_final_state(p
     page.goto(f"{base}/jobs/{made['compress']}")
     digest = page.wait_for_selector(".result-digest")
     text = digest.inner_text()
-    assert "0.8710" in text and "source 0.8807" in text and "4.4 MiB" in text and "4,600,000" not in text  # sizes in MiB, never raw bytes
+    assert (
+        "0.8710" in text and "source 0.8807" in text and "4.4 MiB" in text and "4,600,000" not in text
+    )  # sizes in MiB, never raw bytes
     assert "0.261× the source's size" in text and "0.5× the source's latency" in text
     progress = page.inner_text("#job-progress-section")
     for stale_text in ("measuring", "left", "steps/s", "step 0", "ETA"):
@@ -731,9 +895,13 @@ def test_compress_probe_and_ended_job_pages_show_their_results_and_final_state(p
 
     page.goto(f"{base}/jobs/{made['probe']}")
     page.wait_for_selector(".probe-chart .main-svg")
-    scores = page.eval_on_selector_all(".probe-layers tbody tr td:nth-child(2)", "tds => tds.map(t => Number(t.textContent))")
+    scores = page.eval_on_selector_all(
+        ".probe-layers tbody tr td:nth-child(2)", "tds => tds.map(t => Number(t.textContent))"
+    )
     assert scores == [layer["accuracy"] for layer in probe["layers"]]
-    controls = page.eval_on_selector_all(".probe-layers tbody tr td:nth-child(3)", "tds => tds.map(t => Number(t.textContent))")
+    controls = page.eval_on_selector_all(
+        ".probe-layers tbody tr td:nth-child(3)", "tds => tds.map(t => Number(t.textContent))"
+    )
     assert controls == [layer["control_accuracy"] for layer in probe["layers"]]
     shot(page, "job-probe")
 
@@ -745,15 +913,20 @@ def test_compress_probe_and_ended_job_pages_show_their_results_and_final_state(p
 def test_a_board_without_glue_tasks_opens_sorted_by_a_task(page, dashboard):
     """SentEval-only rows have no GLUE average ("–" in every row): sorting by it would order
     nothing, so the board opens sorted by the task most rows have, best first."""
+    from synthetic_results import _finetune
+
     from ptmlab.db import dispose_engines, session_scope
     from ptmlab.results import new_result
-    from synthetic_results import _finetune
 
     base, ids = dashboard
     accuracies = {"bert_tiny": 0.71, "gpt_tiny": 0.64, "electra_tiny": 0.77}
     with session_scope(f"sqlite:///{Path(ids['home']) / 'ptmlab.db'}") as s:
-        s.add_all([new_result(_finetune(model, "mlm", "full", "mr", 1, {"accuracy": acc}), tags={"suite": "senteval"})
-                   for model, acc in accuracies.items()])
+        s.add_all(
+            [
+                new_result(_finetune(model, "mlm", "full", "mr", 1, {"accuracy": acc}), tags={"suite": "senteval"})
+                for model, acc in accuracies.items()
+            ]
+        )
         s.commit()
     dispose_engines()
     page.goto(f"{base}/leaderboard?tag=suite%3Dsenteval")
@@ -762,15 +935,23 @@ def test_a_board_without_glue_tasks_opens_sorted_by_a_task(page, dashboard):
     assert page.locator("#leaderboard td.glue, #leaderboard th[data-column=glue]").count() == 0
     assert page.inner_text("h1").startswith("Leaderboard: ") and "GLUE" not in page.inner_text("h1")
     assert page.get_attribute("#leaderboard thead th.sorted", "data-column") == "task:mr"
-    means = page.eval_on_selector_all("#leaderboard tbody td[data-task=mr]", "cells => cells.map(c => Number(c.dataset.mean))")
+    means = page.eval_on_selector_all(
+        "#leaderboard tbody td[data-task=mr]", "cells => cells.map(c => Number(c.dataset.mean))"
+    )
     assert means == sorted(means, reverse=True) and len(means) == 3, means
 
     # SuperGLUE rows: on the GLUE board extra columns without an average (no average column); the
     # benchmark selector switches to SuperGLUE's board, its average column, sorted by it, kept in the URL.
     with session_scope(f"sqlite:///{Path(ids['home']) / 'ptmlab.db'}") as s:
-        s.add_all([new_result(_finetune(model, "mlm", "full", task, 1, {"accuracy": acc + delta}),
-                              tags={"suite": "superglue"})
-                   for model, acc in accuracies.items() for task, delta in (("boolq", 0.0), ("wic", -0.1))])
+        s.add_all(
+            [
+                new_result(
+                    _finetune(model, "mlm", "full", task, 1, {"accuracy": acc + delta}), tags={"suite": "superglue"}
+                )
+                for model, acc in accuracies.items()
+                for task, delta in (("boolq", 0.0), ("wic", -0.1))
+            ]
+        )
         s.commit()
     dispose_engines()
     page.goto(f"{base}/leaderboard?tag=suite%3Dsuperglue")
@@ -780,7 +961,9 @@ def test_a_board_without_glue_tasks_opens_sorted_by_a_task(page, dashboard):
     page.select_option("#lb-filters select[name=benchmark]", "superglue")
     page.wait_for_selector("#leaderboard thead th.sorted[data-column=glue]")
     assert page.inner_text("#leaderboard thead th[data-column=glue]").startswith("SuperGLUE avg")
-    averages = page.eval_on_selector_all("#leaderboard tbody td.glue", "cells => cells.map(c => Number(c.dataset.glue))")
+    averages = page.eval_on_selector_all(
+        "#leaderboard tbody td.glue", "cells => cells.map(c => Number(c.dataset.glue))"
+    )
     assert averages == pytest.approx([72.0, 66.0, 59.0]), averages  # (acc + acc - 10) / 2, best first
     assert "benchmark=superglue" in page.url
     page.reload()
@@ -804,18 +987,23 @@ def test_runs_table_columns_sort_filter_search_and_compare(browser, dashboard):
     page.wait_for_selector("#runs-table th[data-column='metrics.accuracy']")
     page.click("#runs-table th[data-column='metrics.accuracy']")
     page.wait_for_selector("#runs-table th.sorted[data-column='metrics.accuracy']")
-    values = page.eval_on_selector_all("#runs-table tbody tr", """rows => rows.map(r =>
+    values = page.eval_on_selector_all(
+        "#runs-table tbody tr",
+        """rows => rows.map(r =>
         r.querySelector('td:nth-child(' + (1 + [...r.closest('table').querySelectorAll('thead th')]
-        .findIndex(th => th.dataset.column === 'metrics.accuracy')) + ')').dataset.value ?? null)""")
+        .findIndex(th => th.dataset.column === 'metrics.accuracy')) + ')').dataset.value ?? null)""",
+    )
     numbers = [float(v) for v in values if v is not None]
     with_accuracy = sum("accuracy" in m for *_, m in SEED_FINETUNE)
     assert len(numbers) >= with_accuracy and numbers == sorted(numbers, reverse=True), values  # best first
-    assert values[:len(numbers)] == [v for v in values if v is not None]  # runs without one after them
+    assert values[: len(numbers)] == [v for v in values if v is not None]  # runs without one after them
     assert "sort=metrics.accuracy" in page.url and "columns=" in page.url
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280  # no sideways scroll
 
-    matching = httpx.get(f"{base}/api/v1/views/runs", params=[("filter", "task=sst2"), ("filter", "metrics.accuracy>=0.8"),
-                                                               ("column", "task"), ("limit", 500)]).json()
+    matching = httpx.get(
+        f"{base}/api/v1/views/runs",
+        params=[("filter", "task=sst2"), ("filter", "metrics.accuracy>=0.8"), ("column", "task"), ("limit", 500)],
+    ).json()
     assert matching["total"] >= 3 and {r["values"]["task"] for r in matching["rows"]} == {"sst2"}
     page.fill("#runs-controls input[name=filter]", "task=sst2; metrics.accuracy>=0.8")
     page.press("#runs-controls input[name=filter]", "Enter")
@@ -834,8 +1022,14 @@ def test_runs_table_columns_sort_filter_search_and_compare(browser, dashboard):
     page.click("#compare-selected")
     jobs = sorted(int(p[1:]) for p in picked if p.startswith("j"))
     hand = sorted(int(p[1:]) for p in picked if p.startswith("r"))
-    expected = "&".join(x for x in (f"jobs={','.join(map(str, jobs))}" if jobs else "",
-                                    f"runs={','.join(map(str, hand))}" if hand else "") if x)
+    expected = "&".join(
+        x
+        for x in (
+            f"jobs={','.join(map(str, jobs))}" if jobs else "",
+            f"runs={','.join(map(str, hand))}" if hand else "",
+        )
+        if x
+    )
     page.wait_for_url(f"{base}/compare?{expected}")
     page.wait_for_selector("#answer-table tbody tr")  # the two runs side by side
     assert page.locator("#runs-section #runs-table tbody tr").count() == 2
@@ -848,12 +1042,12 @@ def test_compare_draws_every_curve_validation_first_with_legends(page, dashboard
     measurement: every curve is drawn (no cap), validation first, each chart with its legend, and
     the one-point number sits in a table, not a chart."""
     from mlflow.entities import Metric
+    from synthetic_results import _finetune
 
     from ptmlab.db import dispose_engines, session_scope
     from ptmlab.results import new_result
     from ptmlab.settings import Settings
     from ptmlab.tracking import mlflow_client
-    from synthetic_results import _finetune
 
     base, ids = dashboard
     home = Path(ids["home"])
@@ -865,9 +1059,14 @@ def test_compare_draws_every_curve_validation_first_with_legends(page, dashboard
         for r in range(2):
             run = client.create_run(experiment).info.run_id
             now = int(time.time() * 1000)
-            client.log_batch(run, metrics=[Metric(k, 0.1 * r + step / 10, now, step) for k in curve_keys for step in range(5)]
-                             + [Metric("compress/size_bytes", 526_465_000_000 + r, now, 0)])
-            row = new_result({**_finetune("bert_tiny", "mlm", "full", "sst2", r, {"accuracy": 0.8}), "mlflow_run_id": run})
+            client.log_batch(
+                run,
+                metrics=[Metric(k, 0.1 * r + step / 10, now, step) for k in curve_keys for step in range(5)]
+                + [Metric("compress/size_bytes", 526_465_000_000 + r, now, 0)],
+            )
+            row = new_result(
+                {**_finetune("bert_tiny", "mlm", "full", "sst2", r, {"accuracy": 0.8}), "mlflow_run_id": run}
+            )
             s.add(row)
             s.flush()
             result_ids.append(row.id)
@@ -876,10 +1075,14 @@ def test_compare_draws_every_curve_validation_first_with_legends(page, dashboard
     page.goto(f"{base}/compare?runs={','.join(map(str, result_ids))}")
     page.wait_for_selector("#curves .small-chart .main-svg")
     charts = "() => [...document.querySelectorAll('#curves .small-chart')].map(d => d.dataset.metric)"
-    page.wait_for_function(f"() => document.querySelectorAll('#curves .small-chart.js-plotly-plot').length === {len(curve_keys)}")
+    page.wait_for_function(
+        f"() => document.querySelectorAll('#curves .small-chart.js-plotly-plot').length === {len(curve_keys)}"
+    )
     drawn = page.evaluate(charts)
     assert drawn[:2] == ["val/accuracy", "val/loss"] and sorted(drawn) == sorted(curve_keys), drawn
-    legends = page.evaluate("() => [...document.querySelectorAll('#curves .small-chart')].map(d => d.layout.showlegend)")
+    legends = page.evaluate(
+        "() => [...document.querySelectorAll('#curves .small-chart')].map(d => d.layout.showlegend)"
+    )
     assert all(legends) and page.locator("#curves .small-chart .legend").count() == len(curve_keys)
     single = page.locator("#single-metrics tr[data-metric='compress/size_bytes'] td.num")
     assert single.count() == 2 and "–" not in single.all_inner_texts(), single.all_inner_texts()  # both runs' values
@@ -890,8 +1093,10 @@ def test_compare_draws_every_curve_validation_first_with_legends(page, dashboard
 
 def test_name_tags_and_note_edited_on_the_job_page_show_in_the_lists(page, dashboard):
     base, _ = dashboard
-    job = httpx.post(f"{base}/api/v1/jobs", json={"stage": "sleep", "overrides": ["stage.seconds=0.1"], "queue": "parked",
-                                                  "tags": {"origin": "form"}}).json()
+    job = httpx.post(
+        f"{base}/api/v1/jobs",
+        json={"stage": "sleep", "overrides": ["stage.seconds=0.1"], "queue": "parked", "tags": {"origin": "form"}},
+    ).json()
     page.goto(f"{base}/jobs/{job['id']}")
     if not page.evaluate("document.getElementById('job-labels').open"):  # open when the job has tags or a note
         page.click("#job-labels summary")
@@ -901,7 +1106,11 @@ def test_name_tags_and_note_edited_on_the_job_page_show_in_the_lists(page, dashb
     page.click("#label-save")
     page.wait_for_selector("#label-tags code:has-text('idea=warmup')")
     stored = httpx.get(f"{base}/api/v1/jobs/{job['id']}").json()
-    assert (stored["name"], stored["tags"], stored["note"]) == ("warmup-ablation", {"idea": "warmup"}, "diverged after epoch 2")
+    assert (stored["name"], stored["tags"], stored["note"]) == (
+        "warmup-ablation",
+        {"idea": "warmup"},
+        "diverged after epoch 2",
+    )
     page.goto(f"{base}/jobs?queue=parked")
     row = page.wait_for_selector(f"#jobs-table tr[data-job-id='{job['id']}']")
     assert "warmup-ablation" in row.inner_text() and "idea=warmup" in row.inner_text()
@@ -924,13 +1133,35 @@ def test_every_page_loads_without_a_console_error_or_a_failed_request(browser, d
     page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
     page.on("requestfailed", lambda r: problems.append(f"failed: {r.url} {r.failure}"))
     page.on("response", lambda r: problems.append(f"{r.status}: {r.url}") if r.status >= 400 else None)
-    sweep = httpx.post(f"{base}/api/v1/sweeps", json={"name": "pages", "queue": "parked",
-                                                     "overrides": ["stage=sleep", "stage.seconds=0.1,0.2"]}).json()
+    sweep = httpx.post(
+        f"{base}/api/v1/sweeps",
+        json={"name": "pages", "queue": "parked", "overrides": ["stage=sleep", "stage.seconds=0.1,0.2"]},
+    ).json()
     jobs, results = ids["jobs"], ids["results"]
-    paths = ["/", "/jobs", "/runs", "/sweeps", f"/sweeps/{sweep['id']}", "/pipelines", "/submit", "/leaderboard",
-             "/compression", "/robustness", "/probing", "/probing/drift", "/compare", f"/compare?runs={results['finetune'][0]}",
-             f"/runs/{results['probe'][0]}", f"/jobs/{jobs['failed']}", f"/jobs/{jobs['succeeded']}",
-             f"/jobs/{jobs['pipeline_child']}", "/studies", f"/studies/{ids['study']}", "/docs", "/redoc"]
+    paths = [
+        "/",
+        "/jobs",
+        "/runs",
+        "/sweeps",
+        f"/sweeps/{sweep['id']}",
+        "/pipelines",
+        "/submit",
+        "/leaderboard",
+        "/compression",
+        "/robustness",
+        "/probing",
+        "/probing/drift",
+        "/compare",
+        f"/compare?runs={results['finetune'][0]}",
+        f"/runs/{results['probe'][0]}",
+        f"/jobs/{jobs['failed']}",
+        f"/jobs/{jobs['succeeded']}",
+        f"/jobs/{jobs['pipeline_child']}",
+        "/studies",
+        f"/studies/{ids['study']}",
+        "/docs",
+        "/redoc",
+    ]
     for path in paths:
         page.goto(base + path, wait_until="networkidle")
     context.close()

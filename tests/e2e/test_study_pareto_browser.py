@@ -5,9 +5,7 @@ test_study_multiobjective.py's hand-driven compress study; `ptmlab serve` runs, 
 
 from __future__ import annotations
 
-
 import pytest
-
 from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, require_chromium, served_home, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
@@ -56,8 +54,12 @@ def test_the_study_page_and_the_compression_page_show_the_same_pareto_trials(ser
 
     page.goto(f"{base}/studies/{study_id}")
     page.wait_for_selector('#study[data-loaded="true"]')
-    marked = {int(n) for n in page.eval_on_selector_all('#study-trials tr[data-pareto="true"]',
-                                                         "rows => rows.map(r => r.dataset.number)")}
+    marked = {
+        int(n)
+        for n in page.eval_on_selector_all(
+            '#study-trials tr[data-pareto="true"]', "rows => rows.map(r => r.dataset.number)"
+        )
+    }
     assert marked == pareto
     traces = page.evaluate("() => document.getElementById('pareto-chart').data.map(t => [t.name, t.x.length])")
     assert dict(traces) == {"Pareto front": len(pareto), "dominated": len(status["trials"]) - len(pareto)}
@@ -67,11 +69,15 @@ def test_the_study_page_and_the_compression_page_show_the_same_pareto_trials(ser
 
     page.click(f'a[href="/compression?study={study_id}"]')
     page.wait_for_selector("#comp-table td.study-trial")
-    front_trace = page.evaluate("() => document.getElementById('comp-chart').data"
-                                ".filter(t => t.name.includes('Pareto front (score, size_bytes)')).map(t => t.x.length)")
+    front_trace = page.evaluate(
+        "() => document.getElementById('comp-chart').data"
+        ".filter(t => t.name.includes('Pareto front (score, size_bytes)')).map(t => t.x.length)"
+    )
     assert front_trace == [len(pareto)]
-    on_front = page.eval_on_selector_all("#comp-table td.study-trial a", "as => as.filter(a => a.textContent.includes('◆'))"
-                                         ".map(a => a.getAttribute('href'))")
+    on_front = page.eval_on_selector_all(
+        "#comp-table td.study-trial a",
+        "as => as.filter(a => a.textContent.includes('◆')).map(a => a.getAttribute('href'))",
+    )
     assert sorted(on_front) == sorted(f"/jobs/{jobs[n]}" for n in pareto)
     note = page.inner_text("#comp-study")
     assert "maximise score, minimise size_bytes" in note and f"{len(pareto)} trial(s) on its Pareto front" in note

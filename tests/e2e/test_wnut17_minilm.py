@@ -34,16 +34,26 @@ from hf_trainer_recipe import TRAINER_RECIPE
 
 EPOCHS, BATCH, LR, MAX_LENGTH, SEED = 1, 16, 5e-5, 64, 42
 REFERENCE_F1 = 0.299  # bench/ner_reference.py --epochs 1 --head-init torch (the settings above): 0.2991
-PTMLAB_F1 = 0.299     # this test's run, measured when the threshold was set: 0.2991
+PTMLAB_F1 = 0.299  # this test's run, measured when the threshold was set: 0.2991
 THRESHOLD = REFERENCE_F1 - 0.01
 
 
 def recipe(data_dir) -> list[str]:
     wnut = data_dir / "ner" / "wnut17"
-    return ["stage=finetune", "model=minilm", "task=ner/wnut17", f"task.data.dev={wnut / 'emerging.test.annotated'}",
-            "task.data.test=null", f"task.max_length={MAX_LENGTH}", f"stage.epochs={EPOCHS}",
-            f"stage.val_every_n_epochs={EPOCHS}", f"stage.batch_size={BATCH}", f"stage.lr={LR}",
-            *TRAINER_RECIPE, f"seed={SEED}"]
+    return [
+        "stage=finetune",
+        "model=minilm",
+        "task=ner/wnut17",
+        f"task.data.dev={wnut / 'emerging.test.annotated'}",
+        "task.data.test=null",
+        f"task.max_length={MAX_LENGTH}",
+        f"stage.epochs={EPOCHS}",
+        f"stage.val_every_n_epochs={EPOCHS}",
+        f"stage.batch_size={BATCH}",
+        f"stage.lr={LR}",
+        *TRAINER_RECIPE,
+        f"seed={SEED}",
+    ]
 
 
 @pytest.mark.slow
@@ -54,13 +64,20 @@ def test_minilm_wnut17_entity_f1_within_a_point_of_the_hf_reference(data_dir, tm
     env = {**os.environ, "PTMLAB_HOME": str(tmp_path / "home")}
     env.pop("MLFLOW_TRACKING_URI", None)
     run_dir = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "ptmlab.run", *recipe(data_dir), f"hydra.run.dir={run_dir}"],
-                          env=env, capture_output=True, text=True, timeout=1100)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ptmlab.run", *recipe(data_dir), f"hydra.run.dir={run_dir}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1100,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     f1 = summary["metrics"]["entity_f1"]
-    print(f"WNUT-17 test entity F1: {f1:.4f} (strict {summary['metrics']['entity_f1_strict']:.4f}, "
-          f"token accuracy {summary['metrics']['token_accuracy']:.4f}) in {summary['train_time_s']:.0f} s of training")
+    print(
+        f"WNUT-17 test entity F1: {f1:.4f} (strict {summary['metrics']['entity_f1_strict']:.4f}, "
+        f"token accuracy {summary['metrics']['token_accuracy']:.4f}) in {summary['train_time_s']:.0f} s of training"
+    )
     assert summary["main_metric"] == "entity_f1" and summary["steps"] == -(-3394 // BATCH) * EPOCHS
     predictions = (run_dir / "predictions" / "dev.wnut17.tsv").read_text()
     assert predictions.count("\n\n") == 1287  # every test sentence, one word per line

@@ -10,8 +10,14 @@ import json
 import pytest
 
 # measuring takes few repeats; methods train one short epoch
-QUICK = ["stage.measure.repeats=2", "stage.measure.warmup=1", "stage.measure.batch_sizes=[1,4]",
-         "stage.measure.threads=[1]", "stage.batch_size=8", "stage.lr=1e-3"]
+QUICK = [
+    "stage.measure.repeats=2",
+    "stage.measure.warmup=1",
+    "stage.measure.batch_sizes=[1,4]",
+    "stage.measure.threads=[1]",
+    "stage.batch_size=8",
+    "stage.lr=1e-3",
+]
 METHODS = {
     "quantize_dynamic": [],
     "drop_layers": ["compression.keep_every=2", "compression.finetune_epochs=0"],
@@ -28,8 +34,18 @@ def task_overrides(finetune_args: list[str]) -> list[str]:
 def build(source, run_dir, method: str, common: list[str], extra: list[str] = ()):
     from ptmlab.config import check_config, compose_config, set_runtime_paths
 
-    cfg = compose_config(["stage=compress", *common, f"compression={method}", f"source={source}", *QUICK,
-                          *METHODS.get(method, []), *extra, f"+run_dir={run_dir}"])
+    cfg = compose_config(
+        [
+            "stage=compress",
+            *common,
+            f"compression={method}",
+            f"source={source}",
+            *QUICK,
+            *METHODS.get(method, []),
+            *extra,
+            f"+run_dir={run_dir}",
+        ]
+    )
     check_config(set_runtime_paths(cfg))
     return cfg
 
@@ -49,11 +65,18 @@ def check_reloads_as_measured(summary: dict, task) -> None:
     from ptmlab.contracts.summaries import CompressSummary, validate_summary
 
     assert isinstance(validate_summary(summary), CompressSummary)
-    assert summary["main_metric"] == task.spec.main_metric and summary["compressed"]["score"] == summary["compressed"]["metrics"][task.spec.main_metric]
+    assert (
+        summary["main_metric"] == task.spec.main_metric
+        and summary["compressed"]["score"] == summary["compressed"]["metrics"][task.spec.main_metric]
+    )
     assert summary["source"]["score"] is not None and set(summary["compressed"]["latency"]) == {"b1_t1", "b4_t1"}
-    assert evaluate(load_task_model(summary["task_model_dir"]), task, "dev") == pytest.approx(summary["compressed"]["metrics"], abs=1e-9)
+    assert evaluate(load_task_model(summary["task_model_dir"]), task, "dev") == pytest.approx(
+        summary["compressed"]["metrics"], abs=1e-9
+    )
     if task.spec.is_generation:  # decoding speed of both, from the scored decoding
         for measured in (summary["compressed"], summary["source"]):
-            assert measured["generation"]["latency_ms_per_example"] > 0 and measured["generation"]["generated_tokens"] > 0
+            assert (
+                measured["generation"]["latency_ms_per_example"] > 0 and measured["generation"]["generated_tokens"] > 0
+            )
         assert summary["measurement"]["latency_of"].startswith("generate()")
         assert all(point["tokens_per_s"] > 0 for point in summary["compressed"]["latency"].values())

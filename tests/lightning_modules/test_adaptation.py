@@ -29,21 +29,28 @@ def n_params(modules) -> int:
 
 def make_model(scalar_mix: bool = False) -> TaskModel:
     torch.manual_seed(0)
-    backbone = TransformerEncoder(vocab_size=V, hidden_size=H, num_layers=L, num_heads=4,
-                                  intermediate_size=64, max_position_embeddings=32)
+    backbone = TransformerEncoder(
+        vocab_size=V, hidden_size=H, num_layers=L, num_heads=4, intermediate_size=64, max_position_embeddings=32
+    )
     return TaskModel(backbone, LABELS, scalar_mix=scalar_mix)
 
 
 def batch() -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(5, V, (6, 10), generator=g)
-    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids),
-            "pool_index": torch.zeros(6, dtype=torch.long), "labels": torch.randint(0, LABELS, (6,), generator=g)}
+    return {
+        "input_ids": ids,
+        "attention_mask": torch.ones_like(ids),
+        "token_type_ids": torch.zeros_like(ids),
+        "pool_index": torch.zeros(6, dtype=torch.long),
+        "labels": torch.randint(0, LABELS, (6,), generator=g),
+    }
 
 
 def train_steps(model, adaptation, steps: int = 3, lr: float = 1e-2):
-    optimizer = build_optimizer(adaptation.param_groups(model, lr, 0.0),
-                                OmegaConf.create({"_target_": "torch.optim.AdamW", "_partial_": True}))
+    optimizer = build_optimizer(
+        adaptation.param_groups(model, lr, 0.0), OmegaConf.create({"_target_": "torch.optim.AdamW", "_partial_": True})
+    )
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     for step in range(steps):
         adaptation.on_train_step(model, step, steps)
@@ -178,9 +185,25 @@ def test_l2sp_pulls_towards_pretrained_weights():
     assert (p - w0).norm().item() < distance
 
 
-@pytest.mark.parametrize("name", ["full", "feature", "adapters", "freeze_layers", "gradual_unfreezing",
-                                  "chain_thaw", "discriminative_lr", "l2sp", "lora", "bitfit", "prompt_tuning",
-                                  "prefix_tuning", "prompt_finetune", "prompt_zero_shot"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "full",
+        "feature",
+        "adapters",
+        "freeze_layers",
+        "gradual_unfreezing",
+        "chain_thaw",
+        "discriminative_lr",
+        "l2sp",
+        "lora",
+        "bitfit",
+        "prompt_tuning",
+        "prefix_tuning",
+        "prompt_finetune",
+        "prompt_zero_shot",
+    ],
+)
 def test_every_adaptation_config_builds(name):
     from lightning_modules.adaptation.from_config import build_adaptation
     from ptmlab.config import compose_config

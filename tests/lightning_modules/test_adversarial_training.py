@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-
-from lightning_modules.adaptation.adversarial import FreeLB, PGD, ascent_step, initial_perturbation, project
-from ptmlab.errors import ConfigError
 from test_adaptation import batch, make_model
-from test_attack_stage import TINY, corpus, home  # noqa: F401 - fixtures
+from test_attack_stage import TINY, corpus, home
+
+from lightning_modules.adaptation.adversarial import PGD, FreeLB, ascent_step, initial_perturbation, project
+from ptmlab.errors import ConfigError
 
 
 def padded() -> dict[str, torch.Tensor]:
@@ -36,7 +36,7 @@ def test_perturbation_starts_within_its_magnitude_off_the_padding_and_projects_i
     assert torch.all(delta[mask == 0] == 0) and torch.all(delta[mask == 1] != 0)
     if norm == "l2":  # U(-1,1)·mag/√(length·E): within mag, about mag/√3
         norms = delta.flatten(1).norm(dim=1)
-        assert torch.all(norms <= 0.5) and torch.allclose(norms, torch.full((6,), 0.5 / 3 ** 0.5), rtol=0.15)
+        assert torch.all(norms <= 0.5) and torch.allclose(norms, torch.full((6,), 0.5 / 3**0.5), rtol=0.15)
     else:
         assert delta.abs().max() <= 0.5
     big = torch.randn(6, 10, 8, generator=g) * 3
@@ -68,6 +68,7 @@ def recorded_deltas(model, adversarial) -> list[torch.Tensor]:
     def record(module, args):
         if adversarial.perturbation.delta is not None:
             seen.append(adversarial.perturbation.delta.detach().clone())
+
     model.register_forward_pre_hook(record)
     return seen
 
@@ -146,20 +147,44 @@ def test_same_dropout_mask_gives_every_pass_one_network():
 
 # -- through the stage -----------------------------------------------------------------------------
 
+
 def finetune(run_dir: Path, corpus_dir: Path, *extra: str) -> dict:
     from lightning_modules.stages.finetune import run_finetune
     from ptmlab.config import compose_config
 
-    return run_finetune(compose_config(["stage=finetune", *TINY, "data=text_files", f"data.corpus.path={corpus_dir}",
-                                        "task=glue/sst2", "task.max_train_samples=32", "task.max_eval_samples=16",
-                                        "task.max_length=32", "stage.epochs=1", "stage.batch_size=8",
-                                        f"+run_dir={run_dir}", *extra]))
+    return run_finetune(
+        compose_config(
+            [
+                "stage=finetune",
+                *TINY,
+                "data=text_files",
+                f"data.corpus.path={corpus_dir}",
+                "task=glue/sst2",
+                "task.max_train_samples=32",
+                "task.max_eval_samples=16",
+                "task.max_length=32",
+                "stage.epochs=1",
+                "stage.batch_size=8",
+                f"+run_dir={run_dir}",
+                *extra,
+            ]
+        )
+    )
 
 
-@pytest.mark.parametrize("extra", [
-    ["defence=freelb", "defence.adv_max_norm=0.5", "trainer.accumulate_grad_batches=2", "trainer.precision=bf16-mixed"],
-    ["defence=pgd", "adaptation=lora"],
-], ids=["freelb-full-accumulating-bf16", "pgd-lora"])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        [
+            "defence=freelb",
+            "defence.adv_max_norm=0.5",
+            "trainer.accumulate_grad_batches=2",
+            "trainer.precision=bf16-mixed",
+        ],
+        ["defence=pgd", "adaptation=lora"],
+    ],
+    ids=["freelb-full-accumulating-bf16", "pgd-lora"],
+)
 def test_a_fine_tune_trains_adversarially_and_records_it(extra, home, data_dir, corpus, tmp_path):
     summary = finetune(tmp_path / "run", corpus, *extra)
     name = extra[0].split("=")[1]
@@ -173,8 +198,9 @@ def test_a_fine_tune_trains_adversarially_and_records_it(extra, home, data_dir, 
     if name == "freelb":  # what stage=attack reports of its source, for comparing defences
         from test_attack_stage import attack
 
-        attacked = attack(tmp_path / "attack", "attack=deepwordbug", f"source={tmp_path / 'run'}",
-                          "attack.num_examples=4")
+        attacked = attack(
+            tmp_path / "attack", "attack=deepwordbug", f"source={tmp_path / 'run'}", "attack.num_examples=4"
+        )
         assert attacked["source_defence"] == summary["defence"] and attacked["source_adaptation"] == "full"
 
 
@@ -183,14 +209,22 @@ def test_plain_fine_tune_records_no_defence(home, data_dir, corpus, tmp_path):
     assert summary["defence"] is None
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["stage=finetune", "task=glue/sst2", "defence=freelb", "adaptation=prompt_zero_shot"],
-     "defence=freelb with adaptation=prompt_zero_shot: the adaptation does not train"),
-    (["stage=multitask", "defence=pgd"], "defence=pgd with stage=multitask"),
-    (["stage=finetune", "task=glue/sst2", "defence=freelb", "defence.adv_norm_type=l3"],
-     "defence.adv_norm_type='l3': expected one of"),
-    (["stage=finetune", "task=glue/sst2", "defence=freelb", "defence.adv_lr=-1.0"], "defence.adv_lr=-1.0"),
-], ids=["zero-shot", "multitask", "norm", "negative-lr"])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (
+            ["stage=finetune", "task=glue/sst2", "defence=freelb", "adaptation=prompt_zero_shot"],
+            "defence=freelb with adaptation=prompt_zero_shot: the adaptation does not train",
+        ),
+        (["stage=multitask", "defence=pgd"], "defence=pgd with stage=multitask"),
+        (
+            ["stage=finetune", "task=glue/sst2", "defence=freelb", "defence.adv_norm_type=l3"],
+            "defence.adv_norm_type='l3': expected one of",
+        ),
+        (["stage=finetune", "task=glue/sst2", "defence=freelb", "defence.adv_lr=-1.0"], "defence.adv_lr=-1.0"),
+    ],
+    ids=["zero-shot", "multitask", "norm", "negative-lr"],
+)
 def test_bad_combinations_are_refused_at_compose_time(overrides, message):
     from ptmlab.config import compose_config
 
@@ -204,7 +238,18 @@ def test_a_bad_setting_is_one_line_before_any_run(home, data_dir, corpus, tmp_pa
     from stage_preflight import error_line_before_work
 
     run_dir = tmp_path / "run"
-    line = error_line_before_work(["stage=finetune", *TINY, "task=glue/sst2", "data=text_files", f"data.corpus.path={corpus}",
-                                   "defence=freelb", "defence.adv_k=0", f"+run_dir={run_dir}"], monkeypatch)
+    line = error_line_before_work(
+        [
+            "stage=finetune",
+            *TINY,
+            "task=glue/sst2",
+            "data=text_files",
+            f"data.corpus.path={corpus}",
+            "defence=freelb",
+            "defence.adv_k=0",
+            f"+run_dir={run_dir}",
+        ],
+        monkeypatch,
+    )
     assert line.startswith("error[config_error]") and "defence.adv_k=0" in line, line
     assert not (run_dir / "summary.json").exists()

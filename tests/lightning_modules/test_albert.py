@@ -20,8 +20,17 @@ CONF_MODEL = Path(__file__).resolve().parents[2] / "conf" / "model"
 
 
 def tiny(**kw):
-    args = dict(vocab_size=VOCAB, embedding_size=8, hidden_size=32, num_layers=3, num_heads=4,
-                intermediate_size=48, max_position_embeddings=24, dropout=0.0, attention_dropout=0.0)
+    args = dict(
+        vocab_size=VOCAB,
+        embedding_size=8,
+        hidden_size=32,
+        num_layers=3,
+        num_heads=4,
+        intermediate_size=48,
+        max_position_embeddings=24,
+        dropout=0.0,
+        attention_dropout=0.0,
+    )
     return AlbertEncoder(**{**args, **kw}).eval()
 
 
@@ -47,8 +56,9 @@ def test_parity_with_hf_albert_model_in_both_directions():
     ids, mask, types = padded_batch()
     with torch.no_grad():
         mine = ours(ids, attention_mask=mask, token_type_ids=types, output_attentions=True)
-        ref = theirs(input_ids=ids, attention_mask=mask, token_type_ids=types, output_hidden_states=True,
-                     output_attentions=True)
+        ref = theirs(
+            input_ids=ids, attention_mask=mask, token_type_ids=types, output_hidden_states=True, output_attentions=True
+        )
     assert len(ref.hidden_states) == len(mine.hidden_states) == 4
     for a, b in zip(mine.hidden_states, ref.hidden_states):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
@@ -57,19 +67,31 @@ def test_parity_with_hf_albert_model_in_both_directions():
     back = AlbertEncoder.from_hf(theirs).eval()
     with torch.no_grad():
         torch.testing.assert_close(back(ids, mask, types).last_hidden_state, mine.last_hidden_state)
-    grouped = AlbertModel(AlbertConfig(vocab_size=VOCAB, embedding_size=8, hidden_size=32, num_hidden_layers=2,
-                                       num_hidden_groups=2, num_attention_heads=4, intermediate_size=48))
+    grouped = AlbertModel(
+        AlbertConfig(
+            vocab_size=VOCAB,
+            embedding_size=8,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_hidden_groups=2,
+            num_attention_heads=4,
+            intermediate_size=48,
+        )
+    )
     with pytest.raises(Exception, match="num_hidden_groups=2"):
         AlbertEncoder.from_hf(grouped)
 
 
 def test_factorised_embeddings_and_sharing_parameter_counts():
-    bert = TransformerEncoder(vocab_size=VOCAB, hidden_size=32, num_layers=3, num_heads=4, intermediate_size=48,
-                              max_position_embeddings=24)
+    bert = TransformerEncoder(
+        vocab_size=VOCAB, hidden_size=32, num_layers=3, num_heads=4, intermediate_size=48, max_position_embeddings=24
+    )
     per_layer = sum(p.numel() for p in bert.stack.layers[0].parameters())
     attention = sum(p.numel() for p in bert.stack.layers[0].attention.parameters())
     ffn = sum(p.numel() for p in bert.stack.layers[0].feed_forward.parameters())
-    count = {mode: sum(p.numel() for p in tiny(sharing=mode).parameters()) for mode in ("all", "attention", "ffn", "none")}
+    count = {
+        mode: sum(p.numel() for p in tiny(sharing=mode).parameters()) for mode in ("all", "attention", "ffn", "none")
+    }
     assert count["none"] - count["all"] == 2 * per_layer
     assert count["none"] - count["attention"] == 2 * attention
     assert count["none"] - count["ffn"] == 2 * ffn

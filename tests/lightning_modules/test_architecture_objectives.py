@@ -34,15 +34,20 @@ OBJECTS = ["the river", "a small boat", "the garden gate", "an apple tree", "the
 def refused_at_compose(objective: str, model: str, valid: str) -> None:
     """A wrong family is refused when the config is composed (the objective's
     `compatible_families`), naming the valid ones, before anything is built."""
-    with pytest.raises(ConfigError, match=f"objective={objective} does not work with model family .*"
-                                          f"valid families for objective={objective}: {valid}$"):
+    with pytest.raises(
+        ConfigError,
+        match=f"objective={objective} does not work with model family .*"
+        f"valid families for objective={objective}: {valid}$",
+    ):
         compose_config([f"objective={objective}", f"model={model}"])
 
 
 def sentences(n: int, seed: int = 0) -> list[str]:
     rng = random.Random(seed)
-    return [f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)}. then {rng.choice(SUBJECTS)} slept!"
-            for _ in range(n)]
+    return [
+        f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)}. then {rng.choice(SUBJECTS)} slept!"
+        for _ in range(n)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -59,9 +64,17 @@ def tokenizer():
     tok.train_from_iterator(sentences(300), trainers.WordPieceTrainer(vocab_size=150, special_tokens=specials))
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                   sep_token="[SEP]", mask_token="[MASK]", additional_special_tokens=EXTRA_SPECIALS)
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        additional_special_tokens=EXTRA_SPECIALS,
+    )
 
 
 def batch_of(tokenizer, n: int = 8, seed: int = 1) -> dict[str, torch.Tensor]:
@@ -89,20 +102,31 @@ def tail(losses, n: int = 10) -> float:
 
 def encoder_decoder(tokenizer, pre_layer_norm: bool = False) -> TransformerEncoderDecoder:
     torch.manual_seed(0)
-    return TransformerEncoderDecoder(vocab_size=len(tokenizer), hidden_size=64, num_layers=1, num_decoder_layers=1,
-                                     num_heads=2, intermediate_size=128, max_position_embeddings=64, dropout=0.0,
-                                     attention_dropout=0.0, pre_layer_norm=pre_layer_norm)
+    return TransformerEncoderDecoder(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        num_layers=1,
+        num_decoder_layers=1,
+        num_heads=2,
+        intermediate_size=128,
+        max_position_embeddings=64,
+        dropout=0.0,
+        attention_dropout=0.0,
+        pre_layer_norm=pre_layer_norm,
+    )
 
 
 # -- ELMo --------------------------------------------------------------------------------------
+
 
 def test_bidirectional_lm_labels_and_overfit(tokenizer):
     ids = torch.tensor([[5, 6, 7, 0]])
     mask = torch.tensor([[1, 1, 1, 0]])
     assert previous_token_labels(ids, mask).tolist() == [[-100, 5, 6, -100]]
     torch.manual_seed(0)
-    backbone = BidirectionalLSTMLM(vocab_size=len(tokenizer), embedding_size=32, hidden_size=64, projection_size=32,
-                                   num_layers=2, dropout=0.0)
+    backbone = BidirectionalLSTMLM(
+        vocab_size=len(tokenizer), embedding_size=32, hidden_size=64, projection_size=32, num_layers=2, dropout=0.0
+    )
     objective = BidirectionalLMObjective(backbone, tokenizer)
     batch = batch_of(tokenizer)
     out = objective(batch, backbone)
@@ -116,10 +140,18 @@ def test_bidirectional_lm_labels_and_overfit(tokenizer):
 
 # -- XLNet -------------------------------------------------------------------------------------
 
+
 def test_permuted_lm_predicts_last_part_of_order_and_overfits(tokenizer):
     torch.manual_seed(0)
-    backbone = XLNetEncoder(vocab_size=len(tokenizer), hidden_size=64, num_layers=2, num_heads=2,
-                            intermediate_size=128, dropout=0.0, attention_dropout=0.0)
+    backbone = XLNetEncoder(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        num_layers=2,
+        num_heads=2,
+        intermediate_size=128,
+        dropout=0.0,
+        attention_dropout=0.0,
+    )
     objective = PermutedLMObjective(backbone, tokenizer, partial_prediction_k=4, seed=0)
     batch = batch_of(tokenizer, n=8)
     m = objective.masks(batch)
@@ -137,6 +169,7 @@ def test_permuted_lm_predicts_last_part_of_order_and_overfits(tokenizer):
 
 # -- ELECTRA -----------------------------------------------------------------------------------
 
+
 def test_sampled_replacements_follow_the_softmax():
     g = torch.Generator().manual_seed(0)
     logits = torch.log(torch.tensor([[0.7, 0.2, 0.1]])).repeat(60_000, 1)
@@ -146,10 +179,21 @@ def test_sampled_replacements_follow_the_softmax():
 
 def test_replaced_token_detection_trains_generator_and_discriminator(tokenizer):
     torch.manual_seed(0)
-    backbone = ElectraPair(vocab_size=len(tokenizer), embedding_size=32, hidden_size=64, num_layers=1, num_heads=2,
-                           intermediate_size=128, generator_hidden_size=32, generator_num_layers=1,
-                           generator_num_heads=1, generator_intermediate_size=64, max_position_embeddings=64,
-                           dropout=0.0, attention_dropout=0.0)
+    backbone = ElectraPair(
+        vocab_size=len(tokenizer),
+        embedding_size=32,
+        hidden_size=64,
+        num_layers=1,
+        num_heads=2,
+        intermediate_size=128,
+        generator_hidden_size=32,
+        generator_num_layers=1,
+        generator_num_heads=1,
+        generator_intermediate_size=64,
+        max_position_embeddings=64,
+        dropout=0.0,
+        attention_dropout=0.0,
+    )
     objective = ReplacedTokenDetectionObjective(backbone, tokenizer, mask_prob=0.3, rtd_weight=50.0, seed=0)
     batch = {k: v.repeat(2, 1) for k, v in batch_of(tokenizer, n=8).items()}
     first = objective(batch, backbone)
@@ -169,18 +213,22 @@ def test_replaced_token_detection_trains_generator_and_discriminator(tokenizer):
 
 # -- encoder–decoder -----------------------------------------------------------------------------
 
+
 def test_shift_right():
     target = torch.tensor([[7, 8, 9], [7, 8, 0]])
     mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
     assert shift_right(target, mask, start_id=1, pad_id=0).tolist() == [[1, 7, 8], [1, 7, 8]]
 
 
-@pytest.mark.parametrize("noise", [
-    {"text_infilling": 0.3, "sentence_permutation": True},
-    {"token_masking": 0.3, "text_infilling": 0.0, "sentence_permutation": False},
-    {"token_deletion": 0.3, "text_infilling": 0.0, "sentence_permutation": False},
-    {"document_rotation": True, "text_infilling": 0.0, "sentence_permutation": False},
-])
+@pytest.mark.parametrize(
+    "noise",
+    [
+        {"text_infilling": 0.3, "sentence_permutation": True},
+        {"token_masking": 0.3, "text_infilling": 0.0, "sentence_permutation": False},
+        {"token_deletion": 0.3, "text_infilling": 0.0, "sentence_permutation": False},
+        {"document_rotation": True, "text_infilling": 0.0, "sentence_permutation": False},
+    ],
+)
 def test_denoising_autoencoder_reconstructs_the_original(tokenizer, noise):
     backbone = encoder_decoder(tokenizer)
     objective = DenoisingAutoencoderObjective(backbone, tokenizer, seed=0, **noise)
@@ -196,8 +244,9 @@ def test_denoising_autoencoder_reconstructs_the_original(tokenizer, noise):
 
 def test_dae_refuses_no_noise_and_non_encoder_decoders(tokenizer):
     with pytest.raises(ConfigError, match="every noising function off"):
-        DenoisingAutoencoderObjective(encoder_decoder(tokenizer), tokenizer, text_infilling=0.0,
-                                      sentence_permutation=False)
+        DenoisingAutoencoderObjective(
+            encoder_decoder(tokenizer), tokenizer, text_infilling=0.0, sentence_permutation=False
+        )
     with pytest.raises(ConfigError, match="token_deletion"):
         DenoisingAutoencoderObjective(encoder_decoder(tokenizer), tokenizer, token_deletion=2.0)
     refused_at_compose("dae", "bert_tiny", "encoder_decoder")
@@ -289,10 +338,19 @@ def test_mass_predicts_the_masked_fragment(tokenizer):
 
 # -- UniLM -------------------------------------------------------------------------------------
 
+
 def test_unilm_samples_modes_and_overfits(tokenizer):
     torch.manual_seed(0)
-    backbone = UnilmEncoder(vocab_size=len(tokenizer), hidden_size=64, num_layers=2, num_heads=2,
-                            intermediate_size=128, max_position_embeddings=64, dropout=0.0, attention_dropout=0.0)
+    backbone = UnilmEncoder(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        num_layers=2,
+        num_heads=2,
+        intermediate_size=128,
+        max_position_embeddings=64,
+        dropout=0.0,
+        attention_dropout=0.0,
+    )
     objective = UnifiedLMObjective(backbone, tokenizer, seed=0)
     g = torch.Generator().manual_seed(0)
     modes = [objective.sample_mode(g) for _ in range(6000)]

@@ -15,8 +15,9 @@ from lightning_modules.attacks.recipe import FAILED, SUCCEEDED
 from lightning_modules.attacks.victim import Victim
 from lightning_modules.attacks.wordnet import WORDNET_DIR, load_wordnet
 
-needs_wordnet = pytest.mark.skipif(not (WORDNET_DIR / "index.noun").is_file(),
-                                   reason="WordNet 3.0 missing: apt-get install -y wordnet-base")
+needs_wordnet = pytest.mark.skipif(
+    not (WORDNET_DIR / "index.noun").is_file(), reason="WordNet 3.0 missing: apt-get install -y wordnet-base"
+)
 
 
 class RuleVictim(Victim):
@@ -29,6 +30,7 @@ class RuleVictim(Victim):
         if count:
             if self.max_queries is not None and self.queries + len(sentences) > self.max_queries:
                 from lightning_modules.attacks.victim import QueryBudgetSpent
+
                 raise QueryBudgetSpent
             self.queries += len(sentences)
         pos = torch.tensor([0.2 + 0.3 * ("good" in w) + 0.1 * ("film" in w) for w in sentences])
@@ -51,7 +53,7 @@ def test_deepwordbug_edits_by_hand():
     assert substitute("movie", rng) == "mzvie"
     assert delete("movie", rng) == "mvie"
     assert insert("movie", rng) == "mzovie"
-    assert swap_neighbours("a", rng) == "a" and delete("a", rng) == "a"   # nothing to swap or leave
+    assert swap_neighbours("a", rng) == "a" and delete("a", rng) == "a"  # nothing to swap or leave
     # one character each: the Levenshtein distance that bounds the recipe's edit budget
     rng = random.Random(0)
     for edit in EDITS:
@@ -79,7 +81,7 @@ def test_deepwordbug_attack_by_hand():
     words, changed, after, status = recipe.attack(victim, ("a good film",), 1, probs, random.Random(0))
     assert status == SUCCEEDED and changed == [1] and words[0] == "a" and words[2] == "film"
     assert words[1] != "good" and float(after[1]) == pytest.approx(0.3)
-    rng = random.Random(0)   # the ranking draws nothing: the edits see the generator from its start
+    rng = random.Random(0)  # the ranking draws nothing: the edits see the generator from its start
     edits = {e for edit in EDITS if (e := edit("good", rng)) != "good"}
     assert victim.queries == 1 + 8 + len(edits)
 
@@ -88,8 +90,9 @@ def test_max_perturbed_ratio_and_queries_stop_the_search():
     probs = torch.tensor([0.4, 0.6])
     # 3 words × 0.25 → no word may change
     victim = RuleVictim()
-    _, changed, _, status = DeepWordBug(max_perturbed_ratio=0.25).attack(victim, ("a good film",), 1, probs,
-                                                                          random.Random(0))
+    _, changed, _, status = DeepWordBug(max_perturbed_ratio=0.25).attack(
+        victim, ("a good film",), 1, probs, random.Random(0)
+    )
     assert status == FAILED and changed == [] and victim.queries == 1
     # a budget of 5 queries pays for the clean prediction and the 4 prefixes, not the 4 suffixes
     victim = RuleVictim()
@@ -115,8 +118,9 @@ def test_pwws_attack_by_hand():
     tied) flips the label. Queries: 1 + 2 (saliency) + |syn(good)| + |syn(film)| (Δp*) + |syn(good)|."""
     victim, recipe = RuleVictim(), PWWS()
     n_good, n_film = len(load_wordnet().synonyms("good")), len(load_wordnet().synonyms("film"))
-    words, changed, after, status = recipe.attack(victim, ("a good film",), 1, torch.tensor([0.4, 0.6]),
-                                                  random.Random(0))
+    words, changed, after, status = recipe.attack(
+        victim, ("a good film",), 1, torch.tensor([0.4, 0.6]), random.Random(0)
+    )
     assert status == SUCCEEDED and changed == [1]
     assert words[1] == load_wordnet().synonyms("good")[0]
     assert victim.queries == 1 + 2 + n_good + n_film + n_good

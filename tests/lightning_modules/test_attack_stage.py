@@ -18,9 +18,18 @@ import pytest
 from ptmlab.contracts import AttackSummary, validate_summary
 
 WORDS = "the a film movie was good bad great awful is not it very and of to".split()
-TINY = ["model=bert_tiny", "model.backbone.num_layers=2", "model.backbone.num_heads=2", "model.backbone.hidden_size=32",
-        "model.backbone.intermediate_size=64", "tokenizer.vocab_size=80", "tokenizer.min_frequency=1",
-        "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0", "seed=3"]
+TINY = [
+    "model=bert_tiny",
+    "model.backbone.num_layers=2",
+    "model.backbone.num_heads=2",
+    "model.backbone.hidden_size=32",
+    "model.backbone.intermediate_size=64",
+    "tokenizer.vocab_size=80",
+    "tokenizer.min_frequency=1",
+    "trainer.enable_progress_bar=false",
+    "checkpoint_every_n_steps=0",
+    "seed=3",
+]
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +45,7 @@ def corpus(tmp_path_factory):
     return folder
 
 
-GLUE_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "glue"   # STS-B is not in the shared data
+GLUE_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "glue"  # STS-B is not in the shared data
 
 
 def finetune(tmp_path_factory, corpus, task: str, name: str, *extra: str) -> Path:
@@ -44,9 +53,24 @@ def finetune(tmp_path_factory, corpus, task: str, name: str, *extra: str) -> Pat
     from ptmlab.config import compose_config
 
     run_dir = tmp_path_factory.mktemp(name) / "run"
-    run_finetune(compose_config(["stage=finetune", *TINY, "data=text_files", f"data.corpus.path={corpus}",
-                                 f"task={task}", "task.max_train_samples=16", "task.max_eval_samples=40",
-                                 "task.max_length=48", "stage.epochs=1", "stage.batch_size=8", f"+run_dir={run_dir}", *extra]))
+    run_finetune(
+        compose_config(
+            [
+                "stage=finetune",
+                *TINY,
+                "data=text_files",
+                f"data.corpus.path={corpus}",
+                f"task={task}",
+                "task.max_train_samples=16",
+                "task.max_eval_samples=40",
+                "task.max_length=48",
+                "stage.epochs=1",
+                "stage.batch_size=8",
+                f"+run_dir={run_dir}",
+                *extra,
+            ]
+        )
+    )
     return run_dir
 
 
@@ -72,7 +96,7 @@ def test_same_model_and_seed_give_identical_perturbed_examples(recipe, sst2_mode
     first, second = attack(tmp_path / "a", *args), attack(tmp_path / "b", *args)
     assert records(first) == records(second)
     other = attack(tmp_path / "c", f"attack={recipe}", f"source={sst2_model}", "attack.num_examples=12", "seed=6")
-    assert [r["index"] for r in records(other)] != [r["index"] for r in records(first)]   # another sample
+    assert [r["index"] for r in records(other)] != [r["index"] for r in records(first)]  # another sample
 
 
 def test_records_and_summary_contract(sst2_model, tmp_path):
@@ -80,13 +104,26 @@ def test_records_and_summary_contract(sst2_model, tmp_path):
     typed = validate_summary(json.loads((tmp_path / "run" / "summary.json").read_text()))
     assert isinstance(typed, AttackSummary)
     assert (summary["recipe"], summary["task"], summary["num_examples"]) == ("deepwordbug", "sst2", 20)
-    assert summary["constraints"] == {"max_perturbed_ratio": None, "max_queries": None, "stop_words": True,
-                                      "scoring": "combined", "max_edit_distance": 30}
+    assert summary["constraints"] == {
+        "max_perturbed_ratio": None,
+        "max_queries": None,
+        "stop_words": True,
+        "scoring": "combined",
+        "max_edit_distance": 30,
+    }
     rows = records(summary)
     assert len(rows) == 20 and len({r["index"] for r in rows}) == 20
     for r in rows:
-        assert {"original", "perturbed", "label", "prediction_before", "prediction_after", "queries",
-                "changed_indices", "status"} <= set(r)
+        assert {
+            "original",
+            "perturbed",
+            "label",
+            "prediction_before",
+            "prediction_after",
+            "queries",
+            "changed_indices",
+            "status",
+        } <= set(r)
         if r["status"] == "skipped":
             assert r["prediction_before"] != r["label"] and r["perturbed"] is None
             continue
@@ -102,8 +139,9 @@ def test_records_and_summary_contract(sst2_model, tmp_path):
 
 def test_a_pair_task_attacks_its_second_text(home, data_dir, corpus, tmp_path_factory, tmp_path):
     rte = finetune(tmp_path_factory, corpus, "glue/rte", "rte")
-    summary = attack(tmp_path / "run", "attack=pwws", f"source={rte}", "attack.num_examples=6",
-                     "attack.max_queries=200")
+    summary = attack(
+        tmp_path / "run", "attack=pwws", f"source={rte}", "attack.num_examples=6", "attack.max_queries=200"
+    )
     assert summary["attacked_text"] == "second" and summary["task"] == "rte"
     from lightning_modules.stages.attack import build_attack
     from ptmlab.config import compose_config
@@ -127,11 +165,17 @@ def tiny_masked_lm(folder: Path) -> Path:
     # the vocabulary as a dict: under transformers 5, BertTokenizerFast(vocab_file=...) ignores the
     # file and keeps only the 5 special tokens (every word then encodes as [UNK])
     BertTokenizer(vocab={w: i for i, w in enumerate(MLM_VOCAB)}).save_pretrained(folder)
-    reloaded = AutoTokenizer.from_pretrained(folder)   # as bae loads it
+    reloaded = AutoTokenizer.from_pretrained(folder)  # as bae loads it
     assert len(reloaded) == len(MLM_VOCAB) and reloaded.tokenize("the films") == ["the", "film", "##s"]
-    config = BertConfig(vocab_size=len(MLM_VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128)
-    torch.manual_seed(0)   # the same proposals in every session
+    config = BertConfig(
+        vocab_size=len(MLM_VOCAB),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
+    torch.manual_seed(0)  # the same proposals in every session
     BertForMaskedLM(config).save_pretrained(folder)
     return folder
 
@@ -141,9 +185,9 @@ def test_bae_runs_on_a_masked_lm(sst2_model, tmp_path):
     args = ["attack=bae", f"source={sst2_model}", f"attack.mlm={mlm}", "attack.num_examples=8"]
     first, second = attack(tmp_path / "a", *args), attack(tmp_path / "b", *args)
     assert records(first) == records(second)
-    words = {w for w in MLM_VOCAB if w.isalpha()}   # the whole words the MLM can propose
+    words = {w for w in MLM_VOCAB if w.isalpha()}  # the whole words the MLM can propose
     changed = [r for r in records(first) if r["changed_indices"]]
-    assert changed, records(first)   # the MLM proposed words and the attack used some
+    assert changed, records(first)  # the MLM proposed words and the attack used some
     for r in changed:
         original, perturbed = r["original"].split(), r["perturbed"].split()
         assert all(perturbed[i] in words and perturbed[i] != original[i] for i in r["changed_indices"])
@@ -151,8 +195,13 @@ def test_bae_runs_on_a_masked_lm(sst2_model, tmp_path):
 
 def entry_point(home: Path, run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PTMLAB_HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", "ptmlab.run", "stage=attack", *overrides, f"hydra.run.dir={run_dir}"],
-                          env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "ptmlab.run", "stage=attack", *overrides, f"hydra.run.dir={run_dir}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_bad_input_is_one_line_exit_2_nothing_run(home, data_dir, corpus, sst2_model, tmp_path_factory, tmp_path):

@@ -16,8 +16,16 @@ PAD, VOCAB = 0, 60
 
 
 def decoder(dropout: float = 0.1) -> TransformerDecoder:
-    return TransformerDecoder(vocab_size=VOCAB, hidden_size=64, num_layers=2, num_heads=2, intermediate_size=128,
-                              max_position_embeddings=64, dropout=dropout, attention_dropout=dropout)
+    return TransformerDecoder(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        num_layers=2,
+        num_heads=2,
+        intermediate_size=128,
+        max_position_embeddings=64,
+        dropout=dropout,
+        attention_dropout=dropout,
+    )
 
 
 def padded_batch(rows: int = 8, length: int = 24, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -32,8 +40,10 @@ def padded_batch(rows: int = 8, length: int = 24, seed: int = 0) -> dict[str, to
 def test_next_token_labels_shift_and_skip_padding():
     ids = torch.tensor([[5, 6, 7, 8], [9, 10, PAD, PAD]])
     mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
-    assert next_token_labels(ids, mask).tolist() == [[6, 7, 8, IGNORE_INDEX],
-                                                     [10, IGNORE_INDEX, IGNORE_INDEX, IGNORE_INDEX]]
+    assert next_token_labels(ids, mask).tolist() == [
+        [6, 7, 8, IGNORE_INDEX],
+        [10, IGNORE_INDEX, IGNORE_INDEX, IGNORE_INDEX],
+    ]
     assert next_token_labels(ids, None).tolist()[1] == [10, PAD, PAD, IGNORE_INDEX]
 
 

@@ -18,11 +18,24 @@ from omegaconf import OmegaConf
 from ptmlab.errors import ConfigError
 
 WORDS = "the a film movie was good bad great awful is not it very and of to".split()
-TINY = ["model=bert_tiny", "model.backbone.num_layers=2", "model.backbone.num_heads=2", "model.backbone.hidden_size=32",
-        "model.backbone.intermediate_size=64", "tokenizer.vocab_size=80", "tokenizer.min_frequency=1",
-        "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0", "seed=3"]
-QUICK = ["stage.measure.repeats=1", "stage.measure.warmup=0", "stage.measure.batch_sizes=[1]",
-         "stage.measure.threads=[1]"]
+TINY = [
+    "model=bert_tiny",
+    "model.backbone.num_layers=2",
+    "model.backbone.num_heads=2",
+    "model.backbone.hidden_size=32",
+    "model.backbone.intermediate_size=64",
+    "tokenizer.vocab_size=80",
+    "tokenizer.min_frequency=1",
+    "trainer.enable_progress_bar=false",
+    "checkpoint_every_n_steps=0",
+    "seed=3",
+]
+QUICK = [
+    "stage.measure.repeats=1",
+    "stage.measure.warmup=0",
+    "stage.measure.batch_sizes=[1]",
+    "stage.measure.threads=[1]",
+]
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +53,23 @@ def source(home, data_dir, tmp_path_factory):
     rng = random.Random(0)
     (corpus / "doc.txt").write_text("\n".join(" ".join(rng.choice(WORDS) for _ in range(6)) for _ in range(100)) + "\n")
     run_dir = tmp_path_factory.mktemp("source") / "run"
-    run_finetune(compose_config(["stage=finetune", *TINY, "data=text_files", f"data.corpus.path={corpus}",
-                                 "task=glue/sst2", "task.max_train_samples=24", "task.max_eval_samples=16",
-                                 "task.max_length=24", "stage.epochs=1", "stage.batch_size=8", f"+run_dir={run_dir}"]))
+    run_finetune(
+        compose_config(
+            [
+                "stage=finetune",
+                *TINY,
+                "data=text_files",
+                f"data.corpus.path={corpus}",
+                "task=glue/sst2",
+                "task.max_train_samples=24",
+                "task.max_eval_samples=16",
+                "task.max_length=24",
+                "stage.epochs=1",
+                "stage.batch_size=8",
+                f"+run_dir={run_dir}",
+            ]
+        )
+    )
     return run_dir
 
 
@@ -59,10 +86,17 @@ def test_compress_without_task_runs_and_records_the_task(home, source, tmp_path)
     from ptmlab.config import compose_config
 
     run_dir = tmp_path / "quantized"
-    run_compress(compose_config(["stage=compress", *QUICK, "compression=quantize_dynamic", f"source={source}",
-                                 f"+run_dir={run_dir}"]))
+    run_compress(
+        compose_config(
+            ["stage=compress", *QUICK, "compression=quantize_dynamic", f"source={source}", f"+run_dir={run_dir}"]
+        )
+    )
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["task"] == "sst2" and summary["main_metric"] == "accuracy" and summary["compressed"]["score"] is not None
+    assert (
+        summary["task"] == "sst2"
+        and summary["main_metric"] == "accuracy"
+        and summary["compressed"]["score"] is not None
+    )
     # the stored config says which task ran, with the source's subset (what the head was trained on)
     ran = OmegaConf.load(run_dir / "config.yaml")
     assert ran.task.name == "sst2" and ran.task.max_train_samples == 24 and ran.task.max_eval_samples == 16
@@ -73,15 +107,21 @@ def test_compress_without_task_runs_and_records_the_task(home, source, tmp_path)
     # the stored config, the summary and the MLflow params say which model ran: the source's
     # (hidden size 32, its tokenizer's vocabulary), not the composed bert_tiny defaults
     source_summary = json.loads((source / "summary.json").read_text())
-    assert ran.model.backbone.hidden_size == 32 and ran.model.backbone.vocab_size == source_summary["backbone"]["vocab_size"]
+    assert (
+        ran.model.backbone.hidden_size == 32
+        and ran.model.backbone.vocab_size == source_summary["backbone"]["vocab_size"]
+    )
     assert summary["hparams"]["model.backbone.hidden_size"] == 32 and summary["hparams"]["stage.name"] == "compress"
     assert summary["model"] == source_summary["model"] and summary["family"] == source_summary["family"]
     assert summary["objective"] == source_summary["objective"] and summary["backbone"] == source_summary["backbone"]
     import mlflow
 
-    params = mlflow.MlflowClient(str(OmegaConf.select(ran, "tracking.uri"))).get_run(summary["mlflow_run_id"]).data.params
+    params = (
+        mlflow.MlflowClient(str(OmegaConf.select(ran, "tracking.uri"))).get_run(summary["mlflow_run_id"]).data.params
+    )
     assert params["model.backbone.hidden_size"] == "32" and params["resolved_backbone.vocab_size"] == str(
-        source_summary["backbone"]["vocab_size"])
+        source_summary["backbone"]["vocab_size"]
+    )
 
 
 def test_a_classification_fine_tune_records_its_confusion_baseline_and_params(source, data_dir):
@@ -95,13 +135,17 @@ def test_a_classification_fine_tune_records_its_confusion_baseline_and_params(so
     correct = (matrix[0][0] + matrix[1][1]) / 16
     assert abs(correct - summary["metrics"]["accuracy"]) < 1e-9
     recall_0 = matrix[0][0] / max(1, matrix[0][0] + matrix[0][1])
-    assert abs(stored["per_class"][0]["recall"] - recall_0) < 1e-9 and stored["per_class"][0]["support"] == sum(matrix[0])
+    assert abs(stored["per_class"][0]["recall"] - recall_0) < 1e-9 and stored["per_class"][0]["support"] == sum(
+        matrix[0]
+    )
     assert len(stored["misclassified"]) == min(20, stored["errors"])
     scores = [m["score"] for m in stored["misclassified"]]
     assert scores == sorted(scores, reverse=True) and all(m["gold"] != m["predicted"] for m in stored["misclassified"])
     # the training rows' most frequent class, predicted for every eval row (its row of the matrix: gold)
-    train = [int(line.rsplit("\t", 1)[1]) for line in
-             (data_dir / "glue" / "SST-2" / "train.tsv").read_text().splitlines()[1:25]]
+    train = [
+        int(line.rsplit("\t", 1)[1])
+        for line in (data_dir / "glue" / "SST-2" / "train.tsv").read_text().splitlines()[1:25]
+    ]
     majority = sum(matrix[max((0, 1), key=lambda c: (train.count(c), -c))]) / 16
     assert summary["baseline"] == {"kind": "majority_class", "metric": summary["main_metric"], "value": majority}
     assert summary["hparams"]["task.max_train_samples"] == 24 and summary["hparams"]["stage.batch_size"] == 8
@@ -113,8 +157,16 @@ def test_a_task_other_than_the_sources_is_refused_naming_both(home, source, tmp_
     from lightning_modules.stages.compress import build_compress
     from ptmlab.config import compose_config
 
-    cfg = compose_config(["stage=compress", "compression=quantize_dynamic", "task=glue/mrpc", f"source={source}",
-                          f"+run_dir={tmp_path / 'refused'}", *QUICK])
+    cfg = compose_config(
+        [
+            "stage=compress",
+            "compression=quantize_dynamic",
+            "task=glue/mrpc",
+            f"source={source}",
+            f"+run_dir={tmp_path / 'refused'}",
+            *QUICK,
+        ]
+    )
     with pytest.raises(ConfigError) as err:
         build_compress(cfg)
     message = str(err.value)
@@ -148,12 +200,32 @@ def test_older_task_models_take_the_task_from_their_run_config(home, source, tmp
         build_compress(cfg)
     assert "\n" not in str(err.value)
     # naming the task works for such a model, and a wrong label order is refused naming both
-    parts = build_compress(compose_config(["stage=compress", "compression=quantize_dynamic", f"source={bare}",
-                                           "task=glue/sst2", "task.max_train_samples=8", *QUICK]))
+    parts = build_compress(
+        compose_config(
+            [
+                "stage=compress",
+                "compression=quantize_dynamic",
+                f"source={bare}",
+                "task=glue/sst2",
+                "task.max_train_samples=8",
+                *QUICK,
+            ]
+        )
+    )
     assert len(parts.task.train.examples) == 8
     with pytest.raises(ConfigError, match=r"task.labels=\['1', '0'\] differ from the labels of source="):
-        build_compress(compose_config(["stage=compress", "compression=quantize_dynamic", f"source={bare}",
-                                       "task=glue/sst2", "task.labels=[1,0]", *QUICK]))
+        build_compress(
+            compose_config(
+                [
+                    "stage=compress",
+                    "compression=quantize_dynamic",
+                    f"source={bare}",
+                    "task=glue/sst2",
+                    "task.labels=[1,0]",
+                    *QUICK,
+                ]
+            )
+        )
 
 
 def test_a_probe_of_a_task_model_records_the_backbone_its_source_fine_tuned(home, source, tmp_path):

@@ -23,8 +23,14 @@ from ptmlab.errors import ConfigError
 
 WORDS = "the a film movie was good bad great awful is not it very and of to sat on".split()
 TASK = ["task=glue/sst2", "task.max_train_samples=64", "task.max_eval_samples=40", "task.max_length=32"]
-QUICK = ["stage.measure.repeats=2", "stage.measure.warmup=1", "stage.measure.batch_sizes=[1,4]",
-         "stage.measure.threads=[1]", "stage.batch_size=8", "stage.lr=1e-3"]
+QUICK = [
+    "stage.measure.repeats=2",
+    "stage.measure.warmup=1",
+    "stage.measure.batch_sizes=[1,4]",
+    "stage.measure.threads=[1]",
+    "stage.batch_size=8",
+    "stage.lr=1e-3",
+]
 METHODS = {  # method -> extra overrides (short trainings)
     "quantize_dynamic": [],
     "quantize_qat": ["compression.finetune_epochs=1"],
@@ -47,12 +53,23 @@ def home(module_ptmlab_home):
 def common(tmp_path_factory):
     folder = tmp_path_factory.mktemp("corpus")
     rng = random.Random(0)
-    (folder / "doc.txt").write_text("\n".join(" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 10)))
-                                              for _ in range(200)) + "\n")
-    return ["model=bert_tiny", "data=text_files", f"data.corpus.path={folder}", "tokenizer.vocab_size=90",
-            "tokenizer.min_frequency=1", "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0", "seed=4",
-            "model.backbone.num_layers=4", "model.backbone.num_heads=4", "model.backbone.hidden_size=64",
-            "model.backbone.intermediate_size=128"]
+    (folder / "doc.txt").write_text(
+        "\n".join(" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 10))) for _ in range(200)) + "\n"
+    )
+    return [
+        "model=bert_tiny",
+        "data=text_files",
+        f"data.corpus.path={folder}",
+        "tokenizer.vocab_size=90",
+        "tokenizer.min_frequency=1",
+        "trainer.enable_progress_bar=false",
+        "checkpoint_every_n_steps=0",
+        "seed=4",
+        "model.backbone.num_layers=4",
+        "model.backbone.num_heads=4",
+        "model.backbone.hidden_size=64",
+        "model.backbone.intermediate_size=128",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +79,20 @@ def source(home, data_dir, common, tmp_path_factory):
     from ptmlab.config import compose_config
 
     run_dir = tmp_path_factory.mktemp("source") / "run"
-    run_finetune(compose_config(["stage=finetune", *common, *TASK, "stage.epochs=2", "stage.lr=2e-3",
-                                 "stage.batch_size=8", "stage.export_backbone=true", f"+run_dir={run_dir}"]))
+    run_finetune(
+        compose_config(
+            [
+                "stage=finetune",
+                *common,
+                *TASK,
+                "stage.epochs=2",
+                "stage.lr=2e-3",
+                "stage.batch_size=8",
+                "stage.export_backbone=true",
+                f"+run_dir={run_dir}",
+            ]
+        )
+    )
     return run_dir
 
 
@@ -71,8 +100,18 @@ def compress(common, source, run_dir, method: str, extra: list[str] = ()) -> dic
     from lightning_modules.stages.compress import run_compress
     from ptmlab.config import check_config, compose_config, set_runtime_paths
 
-    cfg = compose_config(["stage=compress", *common, *TASK, f"compression={method}", f"source={source}", *QUICK,
-                          *extra, f"+run_dir={run_dir}"])
+    cfg = compose_config(
+        [
+            "stage=compress",
+            *common,
+            *TASK,
+            f"compression={method}",
+            f"source={source}",
+            *QUICK,
+            *extra,
+            f"+run_dir={run_dir}",
+        ]
+    )
     check_config(set_runtime_paths(cfg))
     run_compress(cfg)
     return json.loads((run_dir / "summary.json").read_text())
@@ -128,7 +167,11 @@ def test_what_each_method_changed(runs):
     layers = runs["drop_layers"]
     assert layers["kept_layers"] == [1, 3] and layers["compressed"]["params"] < layers["source"]["params"]
     r = runs["low_rank"]
-    assert r["factored_weight_ratio"] <= 0.5 and r["compressed"]["params"] < r["source"]["params"] and r["edits"] == ["low_rank"]
+    assert (
+        r["factored_weight_ratio"] <= 0.5
+        and r["compressed"]["params"] < r["source"]["params"]
+        and r["edits"] == ["low_rank"]
+    )
     t = runs["theseus"]
     assert t["successor_layers"] == 2 and t["compressed"]["params"] < t["source"]["params"]
 
@@ -153,9 +196,18 @@ def test_methods_chain_and_the_chain_reloads_in_a_fresh_process(home, common, ru
     from lightning_modules.artifacts.saved_task_model import load_task_model
     from lightning_modules.heads.evaluation import predict
 
-    pruned = compress(common, runs["distill"]["run_dir"], tmp_path / "pruned", "prune_heads",
-                      ["compression.fraction=0.25", "compression.steps=1", "compression.importance_batches=2",
-                       "compression.finetune_epochs=0"])
+    pruned = compress(
+        common,
+        runs["distill"]["run_dir"],
+        tmp_path / "pruned",
+        "prune_heads",
+        [
+            "compression.fraction=0.25",
+            "compression.steps=1",
+            "compression.importance_batches=2",
+            "compression.finetune_epochs=0",
+        ],
+    )
     assert pruned["source"]["params"] == runs["distill"]["compressed"]["params"]
     final = compress(common, pruned["run_dir"], tmp_path / "int8", "quantize_dynamic")
     assert final["edits"] == ["prune_heads", "quantize"]
@@ -167,8 +219,12 @@ def test_methods_chain_and_the_chain_reloads_in_a_fresh_process(home, common, ru
     finally:
         torch.set_num_threads(threads)
     out = tmp_path / "fresh.safetensors"
-    proc = subprocess.run([sys.executable, "-c", FRESH, final["task_model_dir"], str(out), *TASK],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", FRESH, final["task_model_dir"], str(out), *TASK],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert load_file(str(out))["logits"].equal(here)
 
@@ -197,8 +253,11 @@ def test_slicing_heads_computes_what_gating_them_off_computes():
     from lightning_modules.models.transformer import TransformerEncoder
 
     torch.manual_seed(0)
-    model = TaskModel(TransformerEncoder(vocab_size=50, hidden_size=32, num_layers=2, num_heads=4,
-                                         intermediate_size=64), 2, task_name="t").eval()
+    model = TaskModel(
+        TransformerEncoder(vocab_size=50, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64),
+        2,
+        task_name="t",
+    ).eval()
     before = sum(p.numel() for p in model.parameters())
     gated, sliced = _gated_vs_sliced(model, dummy_batch(3, 7, 50), layer=1, keep=[0, 2])
     torch.testing.assert_close(sliced, gated, rtol=1e-5, atol=1e-6)
@@ -260,14 +319,22 @@ BAD = {  # case -> (method, overrides, what the message names)
     "layer_map_missing_layer": ("distill", ["compression.layer_map=[[1,2],[2,9]]"], "teacher layer 9 does not exist"),
     "sparsity_one": ("prune_magnitude", ["compression.sparsity=1.0"], "compression.sparsity=1.0"),
     "sparsity_negative": ("prune_magnitude", ["compression.sparsity=-0.1"], "compression.sparsity=-0.1"),
-    "rank_too_large": ("low_rank", ["compression.rank=100", "compression.param_ratio=null"],
-                       "compression.rank=100 is larger than the matrix"),
+    "rank_too_large": (
+        "low_rank",
+        ["compression.rank=100", "compression.param_ratio=null"],
+        "compression.rank=100 is larger than the matrix",
+    ),
     "backend_missing": ("quantize_dynamic", ["compression.backend=torchao"], "compression.backend=torchao"),
-    "student_too_wide": ("distill", ["compression.student_layers=null",
-                                     "compression.student_model={name:wide,family:encoder,backbone:{_target_:"
-                                     "lightning_modules.models.transformer.TransformerEncoder,vocab_size:90,"
-                                     "hidden_size:128,num_layers:2,num_heads:2,intermediate_size:256}}"],
-                         "hidden_size=128 is wider than the teacher (64)"),
+    "student_too_wide": (
+        "distill",
+        [
+            "compression.student_layers=null",
+            "compression.student_model={name:wide,family:encoder,backbone:{_target_:"
+            "lightning_modules.models.transformer.TransformerEncoder,vocab_size:90,"
+            "hidden_size:128,num_layers:2,num_heads:2,intermediate_size:256}}",
+        ],
+        "hidden_size=128 is wider than the teacher (64)",
+    ),
 }
 
 
@@ -290,9 +357,25 @@ def test_bad_input_through_the_entry_point_is_one_line_and_exit_2(home, common, 
     process above."""
     env = {**os.environ, "PTMLAB_HOME": str(home)}
     run_dir = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "ptmlab.run", "stage=compress", *common, *TASK, "compression=low_rank",
-                           "compression.rank=100", "compression.param_ratio=null", f"source={source}",
-                           f"hydra.run.dir={run_dir}"], env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ptmlab.run",
+            "stage=compress",
+            *common,
+            *TASK,
+            "compression=low_rank",
+            "compression.rank=100",
+            "compression.param_ratio=null",
+            f"source={source}",
+            f"hydra.run.dir={run_dir}",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error[")]
     assert len(errors) == 1 and errors[0].startswith("error[config_error]") and "compression.rank=100" in errors[0]
@@ -309,8 +392,9 @@ def test_hugging_face_layers_copied_before_any_forward_still_report_hidden_state
     from lightning_modules.models.hf import HFBackbone
     from lightning_modules.models.transformer import TransformerEncoder
 
-    TransformerEncoder(vocab_size=40, hidden_size=16, num_layers=4, num_heads=2, intermediate_size=32,
-                       max_position_embeddings=16).to_hf().save_pretrained(tmp_path / "bert")
+    TransformerEncoder(
+        vocab_size=40, hidden_size=16, num_layers=4, num_heads=2, intermediate_size=32, max_position_embeddings=16
+    ).to_hf().save_pretrained(tmp_path / "bert")
     backbone = HFBackbone(str(tmp_path / "bert"))
     layers = backbone.layer_modules()
     successors = [copy.deepcopy(layers[0]), copy.deepcopy(layers[2])]  # before any forward
@@ -330,8 +414,13 @@ def test_soft_targets_of_each_task_kind_read_only_what_the_head_predicts():
     from lightning_modules.tasks.spec import TaskSpec
 
     torch.manual_seed(0)
-    spec = lambda kind: TaskSpec(name="t", kind=kind, labels=None, metrics=("accuracy",),  # noqa: E731
-                                 main_metric="accuracy")
+    spec = lambda kind: TaskSpec(
+        name="t",
+        kind=kind,
+        labels=None,
+        metrics=("accuracy",),
+        main_metric="accuracy",
+    )
     teacher, student = torch.randn(2, 5, 7), torch.randn(2, 5, 7)  # B×T×C
     labels = torch.tensor([[-100, 3, -100, 1, -100], [2, -100, -100, -100, -100]])
     for kind in ("token_classification", "generation"):
@@ -341,18 +430,22 @@ def test_soft_targets_of_each_task_kind_read_only_what_the_head_predicts():
         moved[0, 0] += 5.0  # an unlabelled position
         assert soft_target_loss(spec(kind), moved, teacher, {"labels": labels}, 2.0) == pytest.approx(float(loss))
         kept = labels != -100
-        by_hand = F.kl_div(F.log_softmax(student[kept] / 2, -1), F.softmax(teacher[kept] / 2, -1),
-                           reduction="batchmean") * 4
+        by_hand = (
+            F.kl_div(F.log_softmax(student[kept] / 2, -1), F.softmax(teacher[kept] / 2, -1), reduction="batchmean") * 4
+        )
         assert float(loss) == pytest.approx(float(by_hand), rel=1e-5)
     mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
     span_t, span_s = teacher[..., :2], student[..., :2]  # B×T×2
     loss = soft_target_loss(spec("span_extraction"), span_s, span_t, {"attention_mask": mask}, 1.0)
     moved = span_s.clone()
     moved[0, 4] += 5.0  # padding
-    assert soft_target_loss(spec("span_extraction"), moved, span_t, {"attention_mask": mask}, 1.0) == \
-        pytest.approx(float(loss))
-    start_only = [F.kl_div(F.log_softmax(span_s[1, :, i], -1), F.softmax(span_t[1, :, i], -1), reduction="sum")
-                  for i in (0, 1)]
-    first = [F.kl_div(F.log_softmax(span_s[0, :3, i], -1), F.softmax(span_t[0, :3, i], -1), reduction="sum")
-             for i in (0, 1)]
+    assert soft_target_loss(spec("span_extraction"), moved, span_t, {"attention_mask": mask}, 1.0) == pytest.approx(
+        float(loss)
+    )
+    start_only = [
+        F.kl_div(F.log_softmax(span_s[1, :, i], -1), F.softmax(span_t[1, :, i], -1), reduction="sum") for i in (0, 1)
+    ]
+    first = [
+        F.kl_div(F.log_softmax(span_s[0, :3, i], -1), F.softmax(span_t[0, :3, i], -1), reduction="sum") for i in (0, 1)
+    ]
     assert float(loss) == pytest.approx(float(sum(start_only) + sum(first)) / 4, rel=1e-4)  # 2B distributions

@@ -8,18 +8,27 @@ import pytest
 import torch
 
 from lightning_modules.tasks.confusion import (
-    MISCLASSIFIED_SHOWN, confusion_report, entity_confusion, majority_baseline, tag_confusion)
+    MISCLASSIFIED_SHOWN,
+    confusion_report,
+    entity_confusion,
+    majority_baseline,
+    tag_confusion,
+)
 
 
 def test_classification_report_rows_gold_columns_predicted_most_confident_mistakes_first():
     # gold 0 0 1 1 2; predicted 0 1 1 0 2 (example 1 wrong at p=0.9, example 3 wrong at p=0.6)
-    logits = torch.log(torch.tensor([[0.8, 0.1, 0.1], [0.05, 0.9, 0.05], [0.1, 0.8, 0.1],
-                                     [0.6, 0.3, 0.1], [0.1, 0.1, 0.8]]))
+    logits = torch.log(
+        torch.tensor([[0.8, 0.1, 0.1], [0.05, 0.9, 0.05], [0.1, 0.8, 0.1], [0.6, 0.3, 0.1], [0.1, 0.1, 0.8]])
+    )
     report = confusion_report(logits, [0, 0, 1, 1, 2], ["neg", "neu", "pos"], [["a"], ["b"], ["c"], ["d", "e"], ["f"]])
     assert report["labels"] == ["neg", "neu", "pos"]
     assert report["matrix"] == [[1, 1, 0], [1, 1, 0], [0, 0, 1]]
     assert report["errors"] == 2 and report["examples"] == 5
-    assert [(m["index"], m["gold"], m["predicted"]) for m in report["misclassified"]] == [(1, "neg", "neu"), (3, "neu", "neg")]
+    assert [(m["index"], m["gold"], m["predicted"]) for m in report["misclassified"]] == [
+        (1, "neg", "neu"),
+        (3, "neu", "neg"),
+    ]
     assert report["misclassified"][0]["score"] == pytest.approx(0.9, abs=1e-4)
     assert report["misclassified"][1]["text"] == "d ||| e"
     neg = report["per_class"][0]
@@ -40,10 +49,12 @@ def test_entity_confusion_counts_type_swaps_missed_and_spurious_as_seqeval_score
     pred = [["B-PER", "O", "O", "B-ORG", "B-LOC"], ["O", "O", "B-PER"]]
     report = entity_confusion(gold, pred, words)
     assert report["level"] == "entity" and report["labels"] == ["LOC", "ORG", "PER", "O"]
-    assert report["matrix"] == [[0, 1, 0, 0],   # gold LOC: predicted ORG
-                                [0, 0, 0, 1],   # gold ORG: missed
-                                [0, 0, 2, 0],   # gold PER: both right
-                                [1, 0, 0, 0]]   # no gold entity: a spurious LOC
+    assert report["matrix"] == [
+        [0, 1, 0, 0],  # gold LOC: predicted ORG
+        [0, 0, 0, 1],  # gold ORG: missed
+        [0, 0, 2, 0],  # gold PER: both right
+        [1, 0, 0, 0],
+    ]  # no gold entity: a spurious LOC
     assert report["missed"] == {"LOC": 0, "ORG": 1, "PER": 0} and report["spurious"] == {"LOC": 1, "ORG": 0, "PER": 0}
     assert report["errors"] == 3 and report["examples"] == 4
     shown = {(m["entity"], m["gold"], m["predicted"]) for m in report["misclassified"]}
@@ -57,8 +68,9 @@ def test_a_tag_set_that_is_not_bio_is_confused_word_by_word():
     words = [["the", "cat", "runs"]]
     report = tag_confusion(["DET", "NOUN", "VERB"], [["DET", "NOUN", "VERB"]], [["DET", "VERB", "VERB"]], words)
     assert report["level"] == "word" and report["matrix"] == [[1, 0, 0], [0, 0, 1], [0, 0, 1]]
-    assert report["misclassified"] == [{"index": 0, "text": "the cat runs", "word": "cat", "gold": "NOUN",
-                                        "predicted": "VERB", "score": None}]
+    assert report["misclassified"] == [
+        {"index": 0, "text": "the cat runs", "word": "cat", "gold": "NOUN", "predicted": "VERB", "score": None}
+    ]
 
 
 def test_the_baseline_predicts_the_training_sets_majority_class_on_the_eval_split():

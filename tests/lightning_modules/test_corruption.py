@@ -9,13 +9,31 @@ import pytest
 import torch
 
 from lightning_modules.objectives.corruption.denoising import (
-    NoiseConfig, apply_noise, document_rotation, infilling_spans, poisson_lengths, sentence_permutation,
-    text_infilling, token_deletion, token_masking)
+    NoiseConfig,
+    apply_noise,
+    document_rotation,
+    infilling_spans,
+    poisson_lengths,
+    sentence_permutation,
+    text_infilling,
+    token_deletion,
+    token_masking,
+)
 from lightning_modules.objectives.corruption.sentinels import (
-    mass_span, random_segmentation, random_spans_noise_mask, sentinel_corrupt)
+    mass_span,
+    random_segmentation,
+    random_spans_noise_mask,
+    sentinel_corrupt,
+)
 from lightning_modules.objectives.corruption.word_spans import (
-    truncated_geometric_lengths, truncated_geometric_mean, span_boundaries, span_select, whole_word_select,
-    word_index, word_start_positions)
+    span_boundaries,
+    span_select,
+    truncated_geometric_lengths,
+    truncated_geometric_mean,
+    whole_word_select,
+    word_index,
+    word_start_positions,
+)
 
 CLS, SEP, PAD, MASK, STOP = 2, 3, 0, 4, 5
 ORDINARY = 10  # ordinary ids are >= 10
@@ -66,7 +84,7 @@ def test_truncated_geometric_lengths_mean():
     assert abs(lengths.float().mean().item() - expected) < 0.03
     # P(length = k) = p (1-p)^(k-1) / (1 - (1-p)^10)
     for k in (1, 2, 10):
-        expected_k = 0.2 * 0.8 ** (k - 1) / (1 - 0.8 ** 10)
+        expected_k = 0.2 * 0.8 ** (k - 1) / (1 - 0.8**10)
         assert abs((lengths == k).float().mean().item() - expected_k) < 0.006
 
 
@@ -74,8 +92,9 @@ def test_truncated_geometric_lengths_mean():
 def test_span_masking_rate_contiguity_and_lengths(use_words):
     ids, special, word_start = framed_rows(rows=240)
     assert (~special).sum() >= 50_000
-    selected = span_select(special, 0.15, gen(3), geometric_p=0.2, max_span_length=10,
-                           word_start=word_start if use_words else None)
+    selected = span_select(
+        special, 0.15, gen(3), geometric_p=0.2, max_span_length=10, word_start=word_start if use_words else None
+    )
     valid_per_row = (~special).sum(1).float()
     per_row = selected.sum(1).float() / valid_per_row
     assert torch.all((per_row - 0.15).abs() <= 1.0 / valid_per_row + 1e-6)  # each row hits its budget
@@ -117,6 +136,7 @@ def test_span_boundaries_point_at_unselected_neighbours():
 
 # -- BART ----------------------------------------------------------------------------------------
 
+
 def long_body(n: int = 60_000, seed: int = 0) -> torch.Tensor:
     ids = torch.randint(ORDINARY, 1000, (n,), generator=gen(seed))
     ids[torch.rand(n, generator=gen(seed + 1)) < 0.05] = STOP  # sentences of ~20 tokens
@@ -154,7 +174,7 @@ def test_text_infilling_poisson_spans_one_mask_each():
     # Reconstruct: replacing each mask by its span gives back the original.
     rebuilt, cursor, values = [], 0, ids.tolist()
     for start, length in spans:
-        rebuilt.extend(values[cursor:start] + values[start:start + length])
+        rebuilt.extend(values[cursor:start] + values[start : start + length])
         cursor = start + length
     rebuilt.extend(values[cursor:])
     assert rebuilt == values
@@ -205,6 +225,7 @@ def test_apply_noise_composes_selected_functions():
 
 
 # -- T5 / MASS -----------------------------------------------------------------------------------
+
 
 def test_random_segmentation_sums_and_is_positive():
     for seed in range(50):
@@ -259,9 +280,9 @@ def test_mass_fragment_is_contiguous_half_and_labels_match():
         m = fragment.numel()
         total += ids.numel()
         assert m == round(0.5 * ids.numel())
-        assert torch.equal(fragment, ids[start:start + m])
-        assert torch.all(source[start:start + m] == MASK)
-        assert torch.equal(torch.cat([source[:start], source[start + m:]]), torch.cat([ids[:start], ids[start + m:]]))
+        assert torch.equal(fragment, ids[start : start + m])
+        assert torch.all(source[start : start + m] == MASK)
+        assert torch.equal(torch.cat([source[:start], source[start + m :]]), torch.cat([ids[:start], ids[start + m :]]))
         starts.append(start / (ids.numel() - m))
     assert total >= 50_000
     assert abs(sum(starts) / len(starts) - 0.5) < 0.05  # start uniform over the possible offsets

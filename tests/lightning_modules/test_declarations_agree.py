@@ -36,8 +36,21 @@ HYDRA_KEYS = {"_target_", "_partial_", "_recursive_", "_convert_", "_args_"}
 # Constructor parameters the code supplies at run time, never a config: the backbone or model being
 # adapted, the tokenizer, the optimizer's parameters and a scheduler's optimizer and step counts,
 # the Trainer's callbacks/logger/plugins/folder, and a task model's saved state on reload.
-RUNTIME_PARAMETERS = {"backbone", "tokenizer", "params", "optimizer", "num_warmup_steps", "num_training_steps",
-                      "last_epoch", "logger", "callbacks", "plugins", "default_root_dir", "merged", "resolved"}
+RUNTIME_PARAMETERS = {
+    "backbone",
+    "tokenizer",
+    "params",
+    "optimizer",
+    "num_warmup_steps",
+    "num_training_steps",
+    "last_epoch",
+    "logger",
+    "callbacks",
+    "plugins",
+    "default_root_dir",
+    "merged",
+    "resolved",
+}
 # A token probe's scalar mix is sized by the probed model's layers when `scalar_mix` is on.
 RUNTIME_PROBE_PARAMETERS = {"mix_layers"}
 # Declared keys that a stage reads from the node instead of passing them to the constructor.
@@ -106,8 +119,9 @@ def _naming_classes() -> dict[str, str]:
             if not isinstance(node, ast.ClassDef):
                 continue
             for statement in node.body:
-                if isinstance(statement, ast.Assign) and any(getattr(t, "id", None) == "declaration"
-                                                             for t in statement.targets):
+                if isinstance(statement, ast.Assign) and any(
+                    getattr(t, "id", None) == "declaration" for t in statement.targets
+                ):
                     found[f"{module}.{node.name}"] = ast.unparse(statement.value)
     return found
 
@@ -122,7 +136,7 @@ def test_the_implementation_names_the_declaration_targets_holds(target):
     built = _built(target)
     own = vars(built).get("declaration")  # its own: an inherited one may be its parent's
     assert own is not None, f"{target}: names no declaration (declaration = {DECLARED[target].__name__})"
-    assert own is DECLARED[target], (f"{target}: names {own.__name__}, TARGETS holds {DECLARED[target].__name__}")
+    assert own is DECLARED[target], f"{target}: names {own.__name__}, TARGETS holds {DECLARED[target].__name__}"
 
 
 def test_every_class_that_names_a_declaration_is_in_targets():
@@ -138,16 +152,19 @@ def test_every_class_that_names_a_declaration_is_in_targets():
 def test_a_probe_constructor_and_its_declaration_agree(probe):
     declared = PROBES[probe].model_fields
     parameters = inspect.signature(_built(probe).__init__).parameters
-    problems = [f"{key}: constructor default {p.default!r}, declared " + (
-                    repr(declared[key].default) if key in declared else "nothing")
-                for key, p in parameters.items()
-                if p.default is not inspect.Parameter.empty and key not in RUNTIME_PROBE_PARAMETERS
-                and (key not in declared or not _same(declared[key].default, p.default))]
+    problems = [
+        f"{key}: constructor default {p.default!r}, declared "
+        + (repr(declared[key].default) if key in declared else "nothing")
+        for key, p in parameters.items()
+        if p.default is not inspect.Parameter.empty
+        and key not in RUNTIME_PROBE_PARAMETERS
+        and (key not in declared or not _same(declared[key].default, p.default))
+    ]
     assert not problems, f"{probe}: " + "; ".join(problems)
 
 
 def _same(a, b) -> bool:
-    as_list = (lambda v: list(v) if isinstance(v, tuple) else v)
+    as_list = lambda v: list(v) if isinstance(v, tuple) else v
     return as_list(a) == as_list(b)
 
 
@@ -156,8 +173,9 @@ def test_the_declaration_and_the_constructor_agree(target):
     assert target in TARGETS, f"{target}: no declaration in ptmlab.methods (used by {USES[target][0][0]})"
     built = _built(target)
     signature = inspect.signature(built.__init__ if inspect.isclass(built) else built)
-    parameters = {k: p for k, p in signature.parameters.items()
-                  if k != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    parameters = {
+        k: p for k, p in signature.parameters.items() if k != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    }
     takes_any = any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values())
     declared = _declared(target)
     problems = []
@@ -169,8 +187,11 @@ def test_the_declaration_and_the_constructor_agree(target):
                 problems.append(f"{key}: declared, but the constructor has no such parameter")
             continue
         default = parameters[key].default
-        if default is not inspect.Parameter.empty and field.default is not PydanticUndefined \
-                and not _same(field.default, default):
+        if (
+            default is not inspect.Parameter.empty
+            and field.default is not PydanticUndefined
+            and not _same(field.default, default)
+        ):
             problems.append(f"{key}: declared default {field.default!r}, constructor default {default!r}")
     for key, parameter in parameters.items():
         if key in RUNTIME_PARAMETERS or key in declared:

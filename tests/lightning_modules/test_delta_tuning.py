@@ -8,6 +8,7 @@ import re
 
 import pytest
 import torch
+from test_adaptation import batch, make_model, train_steps, trainable_names
 
 from lightning_modules.adaptation.bitfit import BitFit
 from lightning_modules.adaptation.lora import LoRA
@@ -16,7 +17,6 @@ from lightning_modules.adaptation.prompt_tuning import PromptTuning
 from lightning_modules.heads.task_model import TaskModel
 from lightning_modules.models.transformer import TransformerDecoder, TransformerEncoder
 from ptmlab.errors import ConfigError
-from test_adaptation import batch, make_model, train_steps, trainable_names
 
 H, V = 32, 50
 
@@ -35,7 +35,7 @@ def padded_batch(causal: bool = False) -> dict[str, torch.Tensor]:
 def row(batch_: dict, i: int) -> dict:
     """Row i alone, without its padding."""
     n = int(batch_["attention_mask"][i].sum())
-    return {k: (v[i:i + 1, :n] if v.dim() == 2 else v[i:i + 1]) for k, v in batch_.items()}
+    return {k: (v[i : i + 1, :n] if v.dim() == 2 else v[i : i + 1]) for k, v in batch_.items()}
 
 
 def backbone_state(model) -> dict[str, torch.Tensor]:
@@ -44,18 +44,21 @@ def backbone_state(model) -> dict[str, torch.Tensor]:
 
 # -- BitFit ---------------------------------------------------------------------------------------
 
+
 def test_bitfit_trains_only_the_biases_and_the_head():
     model = make_model()
     BitFit().prepare(model)
     names = trainable_names(model)
     assert names and all(n.endswith(".bias") or n.startswith("head.") for n in names)
     assert {n for n in names if n.startswith("backbone.")} == {
-        n for n, _ in model.backbone.named_parameters(prefix="backbone") if n.endswith(".bias")}
+        n for n, _ in model.backbone.named_parameters(prefix="backbone") if n.endswith(".bias")
+    }
     changed = train_steps(model, BitFit())
     assert changed <= names and any(n.startswith("backbone.") for n in changed)
 
 
 # -- LoRA -----------------------------------------------------------------------------------------
+
 
 def lora_model(rank: int = 4, **kwargs) -> tuple[TaskModel, LoRA]:
     model, mode = make_model(), LoRA(rank=rank, alpha=8.0, **kwargs)
@@ -109,8 +112,9 @@ def test_lora_merged_and_unmerged_give_the_same_predictions_and_a_plain_backbone
     assert torch.allclose(unmerged, merged, atol=1e-5)
     assert not any("lora" in n for n, _ in model.named_parameters())
     assert type(model.backbone.stack.layers[0].attention.query) is torch.nn.Linear
-    plain = TransformerEncoder(vocab_size=V, hidden_size=H, num_layers=3, num_heads=4, intermediate_size=64,
-                               max_position_embeddings=32)
+    plain = TransformerEncoder(
+        vocab_size=V, hidden_size=H, num_layers=3, num_heads=4, intermediate_size=64, max_position_embeddings=32
+    )
     plain.load_state_dict(model.backbone.state_dict())  # loads as the plain architecture, strictly
 
 
@@ -129,8 +133,11 @@ def test_lora_agrees_on_ptmlabs_own_encoder_and_its_hugging_face_twin(tmp_path):
     theirs = {n: p for n, p in twin.backbone.named_parameters() if "lora_" in n}
     assert len(ours) == len(theirs) == 12
     with torch.no_grad():  # layer i's (query, value) pairs, in the same order on both sides
-        for (_, src), (_, dst) in zip(sorted(ours.items(), key=lambda kv: _order(kv[0])),
-                                      sorted(theirs.items(), key=lambda kv: _order(kv[0])), strict=True):
+        for (_, src), (_, dst) in zip(
+            sorted(ours.items(), key=lambda kv: _order(kv[0])),
+            sorted(theirs.items(), key=lambda kv: _order(kv[0])),
+            strict=True,
+        ):
             dst.copy_(src)
     b = padded_batch()
     mask = b["attention_mask"].bool()
@@ -160,6 +167,7 @@ def test_lora_refuses_a_rank_larger_than_the_layer():
 
 
 # -- prompt tuning --------------------------------------------------------------------------------
+
 
 def test_prompt_tuning_trains_the_prompt_and_head_and_leaves_the_backbone_bit_identical():
     model, mode = make_model(), PromptTuning(num_tokens=5)
@@ -197,7 +205,7 @@ def test_soft_prompt_is_attended_to_and_padding_still_ignored():
     b = padded_batch()
     out = model(b)
     for i in range(3):  # a padded row gives what the row alone gives
-        assert torch.allclose(out[i:i + 1], model(row(b, i)), atol=1e-5)
+        assert torch.allclose(out[i : i + 1], model(row(b, i)), atol=1e-5)
     with torch.no_grad():  # not a constant shift: the embeddings' LayerNorm would remove it
         model.virtual_tokens.embeddings.add_(torch.randn(model.virtual_tokens.embeddings.shape))
     assert not torch.allclose(model(b), out, atol=1e-3)  # the prompt is attended to
@@ -214,8 +222,10 @@ def test_prompt_tuning_matches_peft_on_a_hugging_face_bert(tmp_path):
     make_model().backbone.to_hf().save_pretrained(tmp_path / "bert")
     ours = TaskModel(HFBackbone(str(tmp_path / "bert"), attn_implementation="eager"), 3)
     PromptTuning(num_tokens=4).prepare(ours)
-    peft_model = get_peft_model(BertModel.from_pretrained(tmp_path / "bert", attn_implementation="eager"),
-                                PromptTuningConfig(task_type=TaskType.FEATURE_EXTRACTION, num_virtual_tokens=4))
+    peft_model = get_peft_model(
+        BertModel.from_pretrained(tmp_path / "bert", attn_implementation="eager"),
+        PromptTuningConfig(task_type=TaskType.FEATURE_EXTRACTION, num_virtual_tokens=4),
+    )
     with torch.no_grad():
         peft_model.prompt_encoder["default"].embedding.weight.copy_(ours.virtual_tokens.embeddings)
     b = padded_batch()
@@ -228,11 +238,14 @@ def test_prompt_tuning_matches_peft_on_a_hugging_face_bert(tmp_path):
 def test_prompt_longer_than_the_positions_allow_is_refused():
     mode = PromptTuning(num_tokens=10)
     mode.max_length = 28  # make_model's encoder has 32 positions
-    with pytest.raises(ConfigError, match=r"adaptation.num_tokens=10 \+ task.max_length=28 = 38 exceeds the 32 positions"):
+    with pytest.raises(
+        ConfigError, match=r"adaptation.num_tokens=10 \+ task.max_length=28 = 38 exceeds the 32 positions"
+    ):
         mode.prepare(make_model())
 
 
 # -- prefix tuning --------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("reparameterize", [False, True])
 def test_prefix_tuning_trains_prefixes_and_head_only(reparameterize):
@@ -258,14 +271,15 @@ def test_prefix_tuning_trains_prefixes_and_head_only(reparameterize):
 def test_prefix_keys_and_values_are_attended_to_at_every_layer_and_padding_is_ignored(causal):
     torch.manual_seed(0)
     cls = TransformerDecoder if causal else TransformerEncoder
-    model = TaskModel(cls(vocab_size=V, hidden_size=H, num_layers=2, num_heads=4, intermediate_size=64,
-                          max_position_embeddings=32), 3)
+    model = TaskModel(
+        cls(vocab_size=V, hidden_size=H, num_layers=2, num_heads=4, intermediate_size=64, max_position_embeddings=32), 3
+    )
     PrefixTuning(num_tokens=3).prepare(model)
     model.eval()
     b = padded_batch(causal)
     out = model(b)
     for i in range(3):
-        assert torch.allclose(out[i:i + 1], model(row(b, i)), atol=1e-5)
+        assert torch.allclose(out[i : i + 1], model(row(b, i)), atol=1e-5)
     for layer in range(2):  # every layer's prefix matters
         with torch.no_grad():
             model.virtual_tokens.prefix[layer].add_(torch.randn(model.virtual_tokens.prefix[layer].shape))
@@ -299,8 +313,18 @@ def test_prefix_agrees_on_ptmlabs_own_encoder_and_its_hugging_face_twin(tmp_path
 def test_prefix_tuning_refuses_shared_layers():
     from lightning_modules.models.albert import AlbertEncoder
 
-    model = TaskModel(AlbertEncoder(vocab_size=V, embedding_size=16, hidden_size=H, num_layers=2, num_heads=4,
-                                    intermediate_size=64, max_position_embeddings=32), 3)
+    model = TaskModel(
+        AlbertEncoder(
+            vocab_size=V,
+            embedding_size=16,
+            hidden_size=H,
+            num_layers=2,
+            num_heads=4,
+            intermediate_size=64,
+            max_position_embeddings=32,
+        ),
+        3,
+    )
     with pytest.raises(ConfigError, match="shares one layer across the stack"):
         PrefixTuning(num_tokens=2).prepare(model)
 
@@ -308,19 +332,31 @@ def test_prefix_tuning_refuses_shared_layers():
 # -- through the stage -----------------------------------------------------------------------------
 
 BAD_SETTINGS = {
-    "lora-target": (["adaptation=lora", "adaptation.target_modules=[q_proj]"],
-                    "adaptation.target_modules: 'q_proj' matches no Linear layer"),
+    "lora-target": (
+        ["adaptation=lora", "adaptation.target_modules=[q_proj]"],
+        "adaptation.target_modules: 'q_proj' matches no Linear layer",
+    ),
     "lora-rank": (["adaptation=lora", "adaptation.rank=200"], "adaptation.rank=200 is larger than layer"),
-    "prompt-length": (["adaptation=prompt_tuning", "adaptation.num_tokens=60", "task.max_length=64"],
-                      "adaptation.num_tokens=60 + task.max_length=64"),
+    "prompt-length": (
+        ["adaptation=prompt_tuning", "adaptation.num_tokens=60", "task.max_length=64"],
+        "adaptation.num_tokens=60 + task.max_length=64",
+    ),
 }
 
 
 def finetune_overrides(tmp_path, overrides: list[str]) -> list[str]:
     from test_task_model import common_overrides
 
-    return ["stage=finetune", *common_overrides(tmp_path), "model.backbone.max_position_embeddings=64", "task=glue/sst2",
-            "task.max_length=32", "task.max_train_samples=16", "task.max_eval_samples=16", *overrides]
+    return [
+        "stage=finetune",
+        *common_overrides(tmp_path),
+        "model.backbone.max_position_embeddings=64",
+        "task=glue/sst2",
+        "task.max_length=32",
+        "task.max_train_samples=16",
+        "task.max_eval_samples=16",
+        *overrides,
+    ]
 
 
 @pytest.mark.parametrize("case", list(BAD_SETTINGS))

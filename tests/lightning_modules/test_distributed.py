@@ -31,8 +31,9 @@ def corpus_dir(tmp_path_factory) -> Path:
 def run_entry(home: Path, overrides: list[str]) -> subprocess.CompletedProcess:
     env = {**os.environ, "PTMLAB_HOME": str(home)}
     env.pop("MLFLOW_TRACKING_URI", None)
-    return subprocess.run([sys.executable, "-m", "ptmlab.run", *overrides], capture_output=True, text=True,
-                          env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "ptmlab.run", *overrides], capture_output=True, text=True, env=env, timeout=300
+    )
 
 
 def mlflow_client(home: Path):
@@ -42,11 +43,25 @@ def mlflow_client(home: Path):
 
 
 def ddp_overrides(corpus: Path, run_dir: Path, steps: int) -> list[str]:
-    return ["stage=pretrain", "model=bert_tiny", "objective=mlm", "data=text_files", f"data.corpus.path={corpus}",
-            "data.block_size=32", "data.batch_size=8", "tokenizer.vocab_size=90", "tokenizer.min_frequency=1",
-            *DDP, f"trainer.max_steps={steps}", "trainer.val_check_interval=3", "trainer.limit_val_batches=2",
-            "trainer.log_every_n_steps=2", "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=3",
-            f"hydra.run.dir={run_dir}"]
+    return [
+        "stage=pretrain",
+        "model=bert_tiny",
+        "objective=mlm",
+        "data=text_files",
+        f"data.corpus.path={corpus}",
+        "data.block_size=32",
+        "data.batch_size=8",
+        "tokenizer.vocab_size=90",
+        "tokenizer.min_frequency=1",
+        *DDP,
+        f"trainer.max_steps={steps}",
+        "trainer.val_check_interval=3",
+        "trainer.limit_val_batches=2",
+        "trainer.log_every_n_steps=2",
+        "trainer.enable_progress_bar=false",
+        "checkpoint_every_n_steps=3",
+        f"hydra.run.dir={run_dir}",
+    ]
 
 
 @pytest.mark.slow
@@ -86,9 +101,20 @@ def test_ddp_two_cpu_processes_train_in_sync_log_once_and_resume(ptmlab_home, co
 
 
 def test_fsdp_on_cpu_is_refused_in_one_line(ptmlab_home, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "ptmlab.run", "stage=pretrain", "trainer=fsdp",
-                           "trainer.accelerator=cpu", f"hydra.run.dir={tmp_path / 'run'}"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ptmlab.run",
+            "stage=pretrain",
+            "trainer=fsdp",
+            "trainer.accelerator=cpu",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "fsdp" in lines[0] and "GPU" in lines[0], proc.stderr

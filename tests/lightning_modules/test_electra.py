@@ -23,9 +23,20 @@ CONF_MODEL = Path(__file__).resolve().parents[2] / "conf" / "model"
 
 
 def tiny_pair(**kw):
-    args = dict(vocab_size=VOCAB, embedding_size=16, hidden_size=32, num_layers=2, num_heads=4,
-                intermediate_size=64, generator_hidden_size=8, generator_num_heads=2,
-                generator_intermediate_size=16, max_position_embeddings=24, dropout=0.0, attention_dropout=0.0)
+    args = dict(
+        vocab_size=VOCAB,
+        embedding_size=16,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=4,
+        intermediate_size=64,
+        generator_hidden_size=8,
+        generator_num_heads=2,
+        generator_intermediate_size=16,
+        max_position_embeddings=24,
+        dropout=0.0,
+        attention_dropout=0.0,
+    )
     return ElectraPair(**{**args, **kw}).eval()
 
 
@@ -73,19 +84,27 @@ def test_generator_and_discriminator_share_embeddings_but_not_projections():
     assert pair.get_input_embeddings().weight.grad is not None
     unique = {id(p) for p in pair.parameters()}
     assert len(unique) == len(list(pair.parameters()))
-    assert sum(p.numel() for p in pair.parameters()) < (sum(p.numel() for p in gen.parameters())
-                                                       + sum(p.numel() for p in disc.parameters()))
+    assert sum(p.numel() for p in pair.parameters()) < (
+        sum(p.numel() for p in gen.parameters()) + sum(p.numel() for p in disc.parameters())
+    )
     with pytest.raises(ConfigError, match="generator_hidden_size=64"):
         tiny_pair(generator_hidden_size=64)
 
 
 def word_level_tokenizer() -> PreTrainedTokenizerFast:
-    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-                                        + [f"w{i}" for i in range(VOCAB - 5)])}
+    vocab = {
+        t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(VOCAB - 5)])
+    }
     tok = Tokenizer(WordLevel(vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = Whitespace()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
-                                   cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    )
 
 
 def test_export_keeps_the_discriminator_only(tmp_path):
@@ -101,8 +120,9 @@ def test_export_keeps_the_discriminator_only(tmp_path):
     assert not any(k.startswith("generator.") for k in state)
     ids, mask, types = batch()
     with torch.no_grad():
-        torch.testing.assert_close(backbone.eval()(ids, mask, types).last_hidden_state,
-                                   pair(ids, mask, types).last_hidden_state)
+        torch.testing.assert_close(
+            backbone.eval()(ids, mask, types).last_hidden_state, pair(ids, mask, types).last_hidden_state
+        )
     assert (out_dir / "hf" / "config.json").exists()  # an ElectraModel
     assert '"model_type": "electra"' in (out_dir / "hf" / "config.json").read_text()
 

@@ -17,8 +17,17 @@ CONF_MODEL = Path(__file__).resolve().parents[2] / "conf" / "model"
 
 
 def tiny(**kw):
-    args = dict(vocab_size=VOCAB, hidden_size=32, num_layers=2, num_decoder_layers=3, num_heads=4,
-                intermediate_size=48, max_position_embeddings=24, dropout=0.0, attention_dropout=0.0)
+    args = dict(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_layers=2,
+        num_decoder_layers=3,
+        num_heads=4,
+        intermediate_size=48,
+        max_position_embeddings=24,
+        dropout=0.0,
+        attention_dropout=0.0,
+    )
     return TransformerEncoderDecoder(**{**args, **kw}).eval()
 
 
@@ -40,10 +49,17 @@ def test_parity_with_hf_bart_model_with_padding():
     src, src_mask = padded(3, 10, {1: 6, 2: 3}, seed=1)
     tgt, tgt_mask = padded(3, 7, {0: 5, 2: 2}, seed=2)
     with torch.no_grad():
-        mine = ours(src, attention_mask=src_mask, decoder_input_ids=tgt, decoder_attention_mask=tgt_mask,
-                    output_attentions=True)
-        ref = theirs(input_ids=src, attention_mask=src_mask, decoder_input_ids=tgt,
-                     decoder_attention_mask=tgt_mask, output_hidden_states=True, output_attentions=True)
+        mine = ours(
+            src, attention_mask=src_mask, decoder_input_ids=tgt, decoder_attention_mask=tgt_mask, output_attentions=True
+        )
+        ref = theirs(
+            input_ids=src,
+            attention_mask=src_mask,
+            decoder_input_ids=tgt,
+            decoder_attention_mask=tgt_mask,
+            output_hidden_states=True,
+            output_attentions=True,
+        )
     assert isinstance(mine, EncoderDecoderOutput)
     assert len(mine.hidden_states) == 3 and len(mine.decoder_hidden_states) == 4
     for a, b in zip(mine.hidden_states, ref.encoder_hidden_states):

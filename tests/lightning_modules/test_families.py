@@ -8,7 +8,12 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from lightning_modules.artifacts.backbone_export import MODEL_FILE, WEIGHTS_FILE, export_backbone, load_exported_backbone
+from lightning_modules.artifacts.backbone_export import (
+    MODEL_FILE,
+    WEIGHTS_FILE,
+    export_backbone,
+    load_exported_backbone,
+)
 from lightning_modules.models.base import Backbone
 from lightning_modules.models.hf import HFBackbone
 from ptmlab.config import CONF_DIR
@@ -33,8 +38,13 @@ def test_a_hugging_face_backbone_exports_itself_and_reloads(tmp_path):
 
     path = str(gt.get_model_path())
     backbone, tokenizer = HFBackbone(path).eval(), AutoTokenizer.from_pretrained(path)
-    model_cfg = OmegaConf.create({"name": "minilm", "family": "hf",
-                                  "backbone": {"_target_": "lightning_modules.models.hf.HFBackbone", "name_or_path": path}})
+    model_cfg = OmegaConf.create(
+        {
+            "name": "minilm",
+            "family": "hf",
+            "backbone": {"_target_": "lightning_modules.models.hf.HFBackbone", "name_or_path": path},
+        }
+    )
     out = export_backbone(backbone, model_cfg, tokenizer, tmp_path / "export", vocab_size=len(tokenizer))
     assert (out / "hf" / "config.json").is_file() and not (out / WEIGHTS_FILE).exists()  # hf/ alone holds the weights
     assert OmegaConf.load(out / MODEL_FILE).backbone.name_or_path == "hf"

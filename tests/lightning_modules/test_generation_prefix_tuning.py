@@ -12,13 +12,22 @@ import random
 
 import pytest
 import torch
-from test_decoder_generation import (  # noqa: F401 - fixtures
-    GPT, files, train_a_few_steps, fine_tuned, load_last_weights, overrides, save_tiny_checkpoint, tiny_gpt)
-from test_generation import SYMBOLS, word_tokenizer  # noqa: F401 - a fixture
+from test_decoder_generation import (
+    GPT,
+    files,
+    fine_tuned,
+    load_last_weights,
+    overrides,
+    save_tiny_checkpoint,
+    tiny_gpt,
+    train_a_few_steps,
+)
+from test_generation import SYMBOLS, word_tokenizer
 
-
-BACKBONES = {"t5": "lightning_modules.models.t5.T5EncoderDecoder",
-             "bart": "lightning_modules.models.encoder_decoder.TransformerEncoderDecoder"}
+BACKBONES = {
+    "t5": "lightning_modules.models.t5.T5EncoderDecoder",
+    "bart": "lightning_modules.models.encoder_decoder.TransformerEncoderDecoder",
+}
 
 
 def tiny_generator(kind: str, tokenizer):
@@ -30,15 +39,29 @@ def tiny_generator(kind: str, tokenizer):
         backbone = tiny_gpt(len(tokenizer))
     else:
         torch.manual_seed(0)
-        backbone = instantiate({"_target_": BACKBONES[kind], "vocab_size": len(tokenizer), "hidden_size": 32,
-                                "intermediate_size": 64, "num_heads": 2, "dropout": 0.0})
+        backbone = instantiate(
+            {
+                "_target_": BACKBONES[kind],
+                "vocab_size": len(tokenizer),
+                "hidden_size": 32,
+                "intermediate_size": 64,
+                "num_heads": 2,
+                "dropout": 0.0,
+            }
+        )
     return generation_model_for(backbone, task_name="t").eval()
 
 
 def batch_of(model, tokenizer):
     enc = model.input_encoder(tokenizer, 8)
-    items = [{"input_ids": s, "target_ids": t, "example_index": i} for i, (s, t) in enumerate(zip(
-        enc.encode_sources(["red green", "blue gold pink gray"]), enc.encode_targets(["green red", "gray pink"])))]
+    items = [
+        {"input_ids": s, "target_ids": t, "example_index": i}
+        for i, (s, t) in enumerate(
+            zip(
+                enc.encode_sources(["red green", "blue gold pink gray"]), enc.encode_targets(["green red", "gray pink"])
+            )
+        )
+    ]
     return enc, items, enc.collate(items)
 
 
@@ -51,14 +74,22 @@ def test_recomputing_twin_decodes_what_the_converted_twin_decodes(kind, word_tok
     # a random model repeats one token; a few steps on reversals give varied, peaked outputs
     rng = random.Random(0)
     sources = [" ".join(rng.choice(SYMBOLS) for _ in range(rng.randint(2, 4))) for _ in range(32)]
-    train = enc.collate([{"input_ids": s, "target_ids": t, "example_index": i} for i, (s, t) in enumerate(zip(
-        enc.encode_sources(sources), enc.encode_targets([" ".join(s.split()[::-1]) for s in sources])))])
+    train = enc.collate(
+        [
+            {"input_ids": s, "target_ids": t, "example_index": i}
+            for i, (s, t) in enumerate(
+                zip(enc.encode_sources(sources), enc.encode_targets([" ".join(s.split()[::-1]) for s in sources]))
+            )
+        ]
+    )
     train_a_few_steps(model, train, steps=30)
     model.eval()
     converted, recomputing = model.hf_generator(), model.recomputing_generator()
-    for settings in (DecodingSettings(max_new_tokens=6), DecodingSettings("beam", num_beams=3, max_new_tokens=6),
-                     DecodingSettings("beam", num_beams=4, length_penalty=0.6, no_repeat_ngram_size=2,
-                                      max_new_tokens=6)):
+    for settings in (
+        DecodingSettings(max_new_tokens=6),
+        DecodingSettings("beam", num_beams=3, max_new_tokens=6),
+        DecodingSettings("beam", num_beams=4, length_penalty=0.6, no_repeat_ngram_size=2, max_new_tokens=6),
+    ):
         theirs = enc.generate(converted, batch, settings)
         assert torch.equal(enc.generate(recomputing, batch, settings), theirs), settings
         assert theirs.shape[1] > 2 and len(set(theirs.flatten().tolist())) > 2, theirs  # not one repeated token
@@ -75,8 +106,11 @@ def test_only_the_prefix_trains_and_the_twin_decodes_the_models_own_logits(kind,
     plain = model(batch_of(model, word_tokenizer)[2]).detach()
     PrefixTuning(num_tokens=3).prepare(model)
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
-    sides = {"virtual_tokens.encoder.prefix", "virtual_tokens.decoder.prefix"} if kind != "gpt" \
+    sides = (
+        {"virtual_tokens.encoder.prefix", "virtual_tokens.decoder.prefix"}
+        if kind != "gpt"
         else {"virtual_tokens.prefix"}
+    )
     assert set(trainable) == sides  # the head is a dropout: nothing else of the model trains
     enc, items, batch = batch_of(model, word_tokenizer)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -150,11 +184,23 @@ def test_prompt_tuned_gpt_decodes_its_soft_prompt(word_tokenizer):
     assert first == [[int(logits[i, len(x["input_ids"]) - 1].argmax())] for i, x in enumerate(items)]
 
 
-@pytest.mark.parametrize("model_args", [["model=t5_tiny", "model.backbone.hidden_size=32",
-                                         "model.backbone.intermediate_size=64", "objective=span_corruption"], GPT,
-                                        ["model=hf"]], ids=["t5", "gpt", "hf_gpt2"])
-def test_prefix_tuned_generator_through_the_stage_reloads_to_the_same_generations(model_args, files, word_tokenizer,
-                                                                                  module_ptmlab_home, tmp_path):
+@pytest.mark.parametrize(
+    "model_args",
+    [
+        [
+            "model=t5_tiny",
+            "model.backbone.hidden_size=32",
+            "model.backbone.intermediate_size=64",
+            "objective=span_corruption",
+        ],
+        GPT,
+        ["model=hf"],
+    ],
+    ids=["t5", "gpt", "hf_gpt2"],
+)
+def test_prefix_tuned_generator_through_the_stage_reloads_to_the_same_generations(
+    model_args, files, word_tokenizer, module_ptmlab_home, tmp_path
+):
     from lightning_modules.artifacts.saved_task_model import load_task_model
     from lightning_modules.heads.generation_model import decode_split
     from ptmlab.contracts.decoding import DecodingSettings
@@ -163,9 +209,23 @@ def test_prefix_tuned_generator_through_the_stage_reloads_to_the_same_generation
         save_tiny_checkpoint("gpt2", word_tokenizer, tmp_path / "gpt2")
         model_args = ["model=hf", f"model.name_or_path={tmp_path / 'gpt2'}"]
 
-    args = [*overrides(files, [*model_args, "adaptation=prefix_tuning", "adaptation.num_tokens=4",
-                               "adaptation.reparameterize=true", "adaptation.reparameterize_hidden=32"], epochs=1),
-            "task.max_train_samples=64", "task.max_eval_samples=24", "task.generation.max_new_tokens=8", "stage.lr=1e-2"]
+    args = [
+        *overrides(
+            files,
+            [
+                *model_args,
+                "adaptation=prefix_tuning",
+                "adaptation.num_tokens=4",
+                "adaptation.reparameterize=true",
+                "adaptation.reparameterize_hidden=32",
+            ],
+            epochs=1,
+        ),
+        "task.max_train_samples=64",
+        "task.max_eval_samples=24",
+        "task.generation.max_new_tokens=8",
+        "stage.lr=1e-2",
+    ]
     summary, parts = fine_tuned(args, tmp_path / "run")
     before = {n: p.detach().clone() for n, p in parts.model.named_parameters()}
     load_last_weights(parts, tmp_path / "run")
@@ -180,15 +240,24 @@ def test_prefix_tuned_generator_through_the_stage_reloads_to_the_same_generation
     assert len(ours) == 24 and summary["metrics"]["bleu"] >= 0
 
 
-@pytest.mark.parametrize("model, message", [
-    (["model=hf", "model.name_or_path=gpt2", "adaptation=prompt_tuning"],
-     "adaptation=prompt_tuning does not apply to a model.family=hf generator under task.kind=generation; it takes "
-     "decoder models"),
-    (["model=unilm_tiny", "objective=unilm", "adaptation=prefix_tuning"],
-     "adaptation=prefix_tuning does not apply to a model.family=encoder generator"),
-    (["model=t5_tiny", "objective=span_corruption", "adaptation=prompt_tuning"],
-     "adaptation=prompt_tuning does not apply to a model.family=encoder_decoder generator .* it takes decoder models"),
-])
+@pytest.mark.parametrize(
+    "model, message",
+    [
+        (
+            ["model=hf", "model.name_or_path=gpt2", "adaptation=prompt_tuning"],
+            "adaptation=prompt_tuning does not apply to a model.family=hf generator under task.kind=generation; it takes "
+            "decoder models",
+        ),
+        (
+            ["model=unilm_tiny", "objective=unilm", "adaptation=prefix_tuning"],
+            "adaptation=prefix_tuning does not apply to a model.family=encoder generator",
+        ),
+        (
+            ["model=t5_tiny", "objective=span_corruption", "adaptation=prompt_tuning"],
+            "adaptation=prompt_tuning does not apply to a model.family=encoder_decoder generator .* it takes decoder models",
+        ),
+    ],
+)
 def test_virtual_tokens_a_generator_cannot_carry_are_refused_at_compose_time(model, message, files):
     from ptmlab.config import compose_config
     from ptmlab.contracts import ConfigError

@@ -18,28 +18,49 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "glue"
 
 # task -> {split: rows}, first text(s) and raw label of the first row of train.
 EXPECTED = {
-    "cola": ({"train": 6, "dev": 4, "test": 2},
-             ("Our friends won't buy this analysis, let alone the next one we propose.",), "1"),
+    "cola": (
+        {"train": 6, "dev": 4, "test": 2},
+        ("Our friends won't buy this analysis, let alone the next one we propose.",),
+        "1",
+    ),
     "sst2": ({"train": 5, "dev": 3, "test": 2}, ("hide new secretions from the parental units ",), "0"),
-    "mrpc": ({"train": 4, "dev": 3, "test": 2},
-             ("Amrozi accused his brother, whom he called \"the witness\", of deliberately distorting his evidence.",
-              "Referring to him as only \"the witness\", Amrozi accused his brother of deliberately distorting "
-              "his evidence."), "1"),
+    "mrpc": (
+        {"train": 4, "dev": 3, "test": 2},
+        (
+            'Amrozi accused his brother, whom he called "the witness", of deliberately distorting his evidence.',
+            'Referring to him as only "the witness", Amrozi accused his brother of deliberately distorting '
+            "his evidence.",
+        ),
+        "1",
+    ),
     "stsb": ({"train": 5, "dev": 4, "test": 2}, ("A plane is taking off.", "An air plane is taking off."), "5.000"),
-    "qqp": ({"train": 4, "dev": 3, "test": 2},
-            ("How is the life of a math student? Could you describe your own experiences?",
-             "Which level of prepration is enough for the exam jlpt5?"), "0"),
-    "mnli": ({"train": 7, "dev_matched": 3, "dev_mismatched": 3, "test_matched": 1, "test_mismatched": 1},
-             ("Conceptually cream skimming has two basic dimensions - product and geography.",
-              "Product and geography are what make cream skimming work."), "neutral"),
-    "qnli": ({"train": 3, "dev": 2, "test": 1},
-             ("When did the third Digimon series begin?",), "not_entailment"),
-    "rte": ({"train": 3, "dev": 2, "test": 1},
-            ("No Weapons of Mass Destruction Found in Iraq Yet.", "Weapons of Mass Destruction Found in Iraq."),
-            "not_entailment"),
-    "wnli": ({"train": 4, "dev": 2, "test": 1},
-             ("I stuck a pin through a carrot. When I pulled the pin out, it had a hole.", "The carrot had a hole."),
-             "1"),
+    "qqp": (
+        {"train": 4, "dev": 3, "test": 2},
+        (
+            "How is the life of a math student? Could you describe your own experiences?",
+            "Which level of prepration is enough for the exam jlpt5?",
+        ),
+        "0",
+    ),
+    "mnli": (
+        {"train": 7, "dev_matched": 3, "dev_mismatched": 3, "test_matched": 1, "test_mismatched": 1},
+        (
+            "Conceptually cream skimming has two basic dimensions - product and geography.",
+            "Product and geography are what make cream skimming work.",
+        ),
+        "neutral",
+    ),
+    "qnli": ({"train": 3, "dev": 2, "test": 1}, ("When did the third Digimon series begin?",), "not_entailment"),
+    "rte": (
+        {"train": 3, "dev": 2, "test": 1},
+        ("No Weapons of Mass Destruction Found in Iraq Yet.", "Weapons of Mass Destruction Found in Iraq."),
+        "not_entailment",
+    ),
+    "wnli": (
+        {"train": 4, "dev": 2, "test": 1},
+        ("I stuck a pin through a carrot. When I pulled the pin out, it had a hole.", "The carrot had a hole."),
+        "1",
+    ),
 }
 
 
@@ -85,7 +106,7 @@ def test_mrpc_byte_order_mark_and_quotes_kept_as_text():
     assert (FIXTURES / "MRPC" / "dev.tsv").read_bytes().startswith(b"\xef\xbb\xbfQuality\t")
     dev = read_glue_file(FIXTURES / "MRPC" / "dev.tsv", "mrpc", "dev")
     # QUOTE_NONE, as GLUE: a leading quote is part of the sentence, not a CSV quote.
-    assert dev.examples[0].texts[1] == "\"The foodservice pie business does not fit our long-term growth strategy."
+    assert dev.examples[0].texts[1] == '"The foodservice pie business does not fit our long-term growth strategy.'
     assert [ex.label for ex in dev.examples] == ["1", "0", "0"]
 
 
@@ -115,8 +136,11 @@ def test_mnli_two_dev_files_and_gold_label():
     labels = loaded.spec.labels
     # Row 0 of dev_matched: annotators neutral, entailment, neutral ...; gold_label neutral.
     assert labels[loaded.data.splits["dev_matched"].examples[0].label] == "neutral"
-    assert [labels[ex.label] for ex in loaded.data.splits["dev_mismatched"].examples] == \
-        ["contradiction", "contradiction", "entailment"]
+    assert [labels[ex.label] for ex in loaded.data.splits["dev_mismatched"].examples] == [
+        "contradiction",
+        "contradiction",
+        "entailment",
+    ]
     assert loaded.spec.metric_key("accuracy", "dev_matched") == "accuracy"
     assert loaded.spec.metric_key("accuracy", "dev_mismatched") == "accuracy_mm"
 
@@ -146,6 +170,7 @@ def test_mrpc_file_override_reads_the_tokenized_dev(data_dir):
 
 
 # -- bad input: one line naming the file, row or key ------------------------------------------
+
 
 def _copy_task(tmp_path: Path, folder: str) -> Path:
     shutil.copytree(FIXTURES / folder, tmp_path / folder)
@@ -196,6 +221,7 @@ def test_unknown_task_is_a_config_error():
 
 # -- Hugging Face nyu-mll/glue ------------------------------------------------------------------
 
+
 def test_hf_source_is_selected_by_config():
     cfg = task_cfg("cola", FIXTURES, "task.data.source=hf")
     from hydra.utils import instantiate
@@ -209,13 +235,22 @@ def test_hf_source_is_selected_by_config():
 
 def test_hf_dataset_schema_is_converted():
     datasets = pytest.importorskip("datasets")
-    dd = datasets.DatasetDict({
-        "train": datasets.Dataset.from_dict({"premise": ["a b", "c"], "hypothesis": ["d", "e f"],
-                                             "label": [2, 0], "idx": [0, 1]}),
-        "validation_matched": datasets.Dataset.from_dict({"premise": ["g"], "hypothesis": ["h"], "label": [1], "idx": [0]}),
-        "validation_mismatched": datasets.Dataset.from_dict({"premise": ["i"], "hypothesis": ["j"], "label": [0], "idx": [0]}),
-        "test_matched": datasets.Dataset.from_dict({"premise": ["k"], "hypothesis": ["l"], "label": [-1], "idx": [7]}),
-    })
+    dd = datasets.DatasetDict(
+        {
+            "train": datasets.Dataset.from_dict(
+                {"premise": ["a b", "c"], "hypothesis": ["d", "e f"], "label": [2, 0], "idx": [0, 1]}
+            ),
+            "validation_matched": datasets.Dataset.from_dict(
+                {"premise": ["g"], "hypothesis": ["h"], "label": [1], "idx": [0]}
+            ),
+            "validation_mismatched": datasets.Dataset.from_dict(
+                {"premise": ["i"], "hypothesis": ["j"], "label": [0], "idx": [0]}
+            ),
+            "test_matched": datasets.Dataset.from_dict(
+                {"premise": ["k"], "hypothesis": ["l"], "label": [-1], "idx": [7]}
+            ),
+        }
+    )
     data = task_data_from_hf(dd, "mnli")
     assert data.eval_splits == ["dev_matched", "dev_mismatched"] and data.test_splits == ["test_matched"]
     assert data.train.examples[0].texts == ("a b", "d") and data.train.examples[0].label == 2
@@ -228,14 +263,21 @@ def test_hf_dataset_schema_is_converted():
 # -- the real files in ../shared/data/glue (row counts from MANIFEST.md) ------------------------
 
 REAL_COUNTS = {
-    "cola": {"train": 8551, "dev": 1043}, "sst2": {"train": 67349, "dev": 872},
-    "mrpc": {"train": 3668, "dev": 408}, "rte": {"train": 2490, "dev": 277},
-    "qnli": {"train": 320, "dev": 5463}, "mnli": {"train": 240, "dev": 240},
+    "cola": {"train": 8551, "dev": 1043},
+    "sst2": {"train": 67349, "dev": 872},
+    "mrpc": {"train": 3668, "dev": 408},
+    "rte": {"train": 2490, "dev": 277},
+    "qnli": {"train": 320, "dev": 5463},
+    "mnli": {"train": 240, "dev": 240},
 }
 REAL_LABEL_COUNTS = {  # (split, label) -> rows, from MANIFEST.md and the files
     "mrpc": {("train", "1"): 2474, ("train", "0"): 1194, ("dev", "1"): 279, ("dev", "0"): 129},
-    "rte": {("train", "entailment"): 1249, ("train", "not_entailment"): 1241,
-            ("dev", "entailment"): 146, ("dev", "not_entailment"): 131},
+    "rte": {
+        ("train", "entailment"): 1249,
+        ("train", "not_entailment"): 1241,
+        ("dev", "entailment"): 146,
+        ("dev", "not_entailment"): 131,
+    },
     "qnli": {("dev", "entailment"): 2702, ("dev", "not_entailment"): 2761},
     "mnli": {("dev", "entailment"): 80, ("dev", "neutral"): 80, ("dev", "contradiction"): 80},
     "cola": {("train", "1"): 6023, ("train", "0"): 2528},

@@ -40,19 +40,35 @@ def test_the_walk_sees_every_module():
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT.parent)))
 def test_lightning_modules_imports_only_the_shared_leaf(path):
-    bad = [(line, name) for line, name in ptmlab_imports(path)
-           if not any(name == a or name.startswith(a + ".") for a in ALLOWED)]
-    assert not bad, f"{path.relative_to(ROOT.parent)} imports {', '.join(f'{n} (line {ln})' for ln, n in bad)}; " \
-                    f"lightning_modules may import only {', '.join(ALLOWED)}"
+    bad = [
+        (line, name)
+        for line, name in ptmlab_imports(path)
+        if not any(name == a or name.startswith(a + ".") for a in ALLOWED)
+    ]
+    assert not bad, (
+        f"{path.relative_to(ROOT.parent)} imports {', '.join(f'{n} (line {ln})' for ln, n in bad)}; "
+        f"lightning_modules may import only {', '.join(ALLOWED)}"
+    )
 
 
 def test_the_check_catches_a_forbidden_import(tmp_path):
     module = tmp_path / "m.py"
-    module.write_text("def f():\n    from ptmlab.settings import get_settings\n    import ptmlab.config\n"
-                      "from ptmlab import leaderboard\nfrom ptmlab.contracts import ConfigError\n"
-                      "from ptmlab.config_schema import TARGETS\n")
+    module.write_text(
+        "def f():\n    from ptmlab.settings import get_settings\n    import ptmlab.config\n"
+        "from ptmlab import leaderboard\nfrom ptmlab.contracts import ConfigError\n"
+        "from ptmlab.config_schema import TARGETS\n"
+    )
     found = sorted(n for _, n in ptmlab_imports(module))
-    assert found == ["ptmlab.config", "ptmlab.config_schema", "ptmlab.contracts", "ptmlab.leaderboard",
-                     "ptmlab.settings"]
-    assert [n for n in found if not any(n == a or n.startswith(a + ".") for a in ALLOWED)] == \
-        ["ptmlab.config", "ptmlab.config_schema", "ptmlab.leaderboard", "ptmlab.settings"]
+    assert found == [
+        "ptmlab.config",
+        "ptmlab.config_schema",
+        "ptmlab.contracts",
+        "ptmlab.leaderboard",
+        "ptmlab.settings",
+    ]
+    assert [n for n in found if not any(n == a or n.startswith(a + ".") for a in ALLOWED)] == [
+        "ptmlab.config",
+        "ptmlab.config_schema",
+        "ptmlab.leaderboard",
+        "ptmlab.settings",
+    ]

@@ -37,7 +37,7 @@ def _imported_names(node: ast.AST, module: str, is_package: bool) -> list[str]:
     base = node.module or ""
     if node.level:
         package = module.split(".") if is_package else module.split(".")[:-1]
-        package = package[:len(package) - node.level + 1]
+        package = package[: len(package) - node.level + 1]
         base = ".".join(package + ([base] if base else []))
     # `from a import b`: b may be a module of package a, or a name defined in a
     return [base] + [f"{base}.{alias.name}" for alias in node.names]
@@ -60,8 +60,9 @@ def import_graph(roots: dict[str, Path]) -> dict[str, dict[str, Edge]]:
                 target = known(name)
                 # a module's own packages are imported with it, not by it
                 if target and target != module and not module.startswith(target + "."):
-                    graph[module].setdefault(target, (str(path.relative_to(REPO) if path.is_relative_to(REPO)
-                                                          else path), node.lineno))
+                    graph[module].setdefault(
+                        target, (str(path.relative_to(REPO) if path.is_relative_to(REPO) else path), node.lineno)
+                    )
     return graph
 
 
@@ -113,27 +114,33 @@ def describe_cycle(graph: dict[str, dict[str, Edge]], component: list[str]) -> s
     path, seen = [first], {first}
     while True:  # walk inside the component until a module repeats
         node = path[-1]
-        nxt = next((t for t in sorted(graph[node]) if t in members and t not in seen), None) \
-            or next(t for t in sorted(graph[node]) if t in members)
+        nxt = next((t for t in sorted(graph[node]) if t in members and t not in seen), None) or next(
+            t for t in sorted(graph[node]) if t in members
+        )
         if nxt in seen:
-            path = path[path.index(nxt):] + [nxt]
+            path = path[path.index(nxt) :] + [nxt]
             break
         path.append(nxt)
         seen.add(nxt)
     steps = [f"{a} ({graph[a][b][0]}:{graph[a][b][1]})" for a, b in zip(path, path[1:])]
-    return " -> ".join(steps + [path[-1]]) + (f" [{len(component)} modules in the cycle: {', '.join(component)}]"
-                                                if len(component) > len(path) - 1 else "")
+    return " -> ".join(steps + [path[-1]]) + (
+        f" [{len(component)} modules in the cycle: {', '.join(component)}]" if len(component) > len(path) - 1 else ""
+    )
 
 
 def stage_imports_from_below(graph: dict[str, dict[str, Edge]]) -> list[str]:
     """`module -> stages module (file:line)` for every module of lightning_modules outside stages/."""
+
     def in_stages(module: str) -> bool:
         return module == STAGES or module.startswith(STAGES + ".")
 
-    return [f"{module} -> {target} ({where[0]}:{where[1]})"
-            for module, targets in sorted(graph.items())
-            if module.startswith("lightning_modules.") and not in_stages(module)
-            for target, where in sorted(targets.items()) if in_stages(target)]
+    return [
+        f"{module} -> {target} ({where[0]}:{where[1]})"
+        for module, targets in sorted(graph.items())
+        if module.startswith("lightning_modules.") and not in_stages(module)
+        for target, where in sorted(targets.items())
+        if in_stages(target)
+    ]
 
 
 GRAPH = import_graph(ROOTS)
@@ -148,14 +155,18 @@ def test_the_walk_sees_both_halves():
 @pytest.mark.parametrize("package", sorted(ROOTS))
 def test_no_import_cycle(package):
     cycles = [c for c in import_cycles(GRAPH) if any(m == package or m.startswith(package + ".") for m in c)]
-    assert not cycles, "import cycle: " + "; ".join(describe_cycle(GRAPH, c) for c in cycles) + \
-        ". Imports only go down: move what both need into the lower module (ARCHITECTURE.md)"
+    assert not cycles, (
+        "import cycle: "
+        + "; ".join(describe_cycle(GRAPH, c) for c in cycles)
+        + ". Imports only go down: move what both need into the lower module (ARCHITECTURE.md)"
+    )
 
 
 def test_nothing_below_stages_imports_stages():
     upward = stage_imports_from_below(GRAPH)
-    assert not upward, "lightning_modules.stages is the top layer, imported by nothing else in " \
-                       "lightning_modules: " + "; ".join(upward)
+    assert not upward, (
+        "lightning_modules.stages is the top layer, imported by nothing else in lightning_modules: " + "; ".join(upward)
+    )
 
 
 def _write(root: Path, files: dict[str, str]) -> None:
@@ -166,13 +177,16 @@ def _write(root: Path, files: dict[str, str]) -> None:
 
 
 def test_the_check_catches_a_planted_cycle(tmp_path):
-    _write(tmp_path / "lightning_modules", {
-        "__init__.py": "",
-        "heads/__init__.py": "",
-        "heads/pooling.py": "from lightning_modules.heads.task_model import TaskModel\n",
-        "heads/task_model.py": "import torch\n\n\ndef build():\n    from . import pooling\n",  # inside a function
-        "heads/evaluation.py": "from lightning_modules.heads import pooling\n",  # imports into the cycle: not in it
-    })
+    _write(
+        tmp_path / "lightning_modules",
+        {
+            "__init__.py": "",
+            "heads/__init__.py": "",
+            "heads/pooling.py": "from lightning_modules.heads.task_model import TaskModel\n",
+            "heads/task_model.py": "import torch\n\n\ndef build():\n    from . import pooling\n",  # inside a function
+            "heads/evaluation.py": "from lightning_modules.heads import pooling\n",  # imports into the cycle: not in it
+        },
+    )
     graph = import_graph({"lightning_modules": tmp_path / "lightning_modules"})
     cycles = import_cycles(graph)
     assert cycles == [["lightning_modules.heads.pooling", "lightning_modules.heads.task_model"]]
@@ -182,17 +196,20 @@ def test_the_check_catches_a_planted_cycle(tmp_path):
 
 
 def test_the_check_catches_a_planted_upward_import(tmp_path):
-    _write(tmp_path / "lightning_modules", {
-        "__init__.py": "",
-        "stages/__init__.py": "",
-        "stages/finetune.py": "from lightning_modules.heads.task_model import TaskModel\n",  # down: fine
-        "stages/probe.py": "from lightning_modules.stages.finetune import run\n",  # within stages: fine
-        "heads/__init__.py": "",
-        "heads/pooling.py": "def pool():\n    from lightning_modules.stages import finetune\n",
-        "heads/task_model.py": "",
-        "compression/__init__.py": "",
-        "compression/base.py": "import lightning_modules.stages\n",
-    })
+    _write(
+        tmp_path / "lightning_modules",
+        {
+            "__init__.py": "",
+            "stages/__init__.py": "",
+            "stages/finetune.py": "from lightning_modules.heads.task_model import TaskModel\n",  # down: fine
+            "stages/probe.py": "from lightning_modules.stages.finetune import run\n",  # within stages: fine
+            "heads/__init__.py": "",
+            "heads/pooling.py": "def pool():\n    from lightning_modules.stages import finetune\n",
+            "heads/task_model.py": "",
+            "compression/__init__.py": "",
+            "compression/base.py": "import lightning_modules.stages\n",
+        },
+    )
     graph = import_graph({"lightning_modules": tmp_path / "lightning_modules"})
     assert [entry.split(" (")[0] for entry in stage_imports_from_below(graph)] == [
         "lightning_modules.compression.base -> lightning_modules.stages",

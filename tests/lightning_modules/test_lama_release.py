@@ -33,8 +33,14 @@ def test_the_whole_release_folder_reads_with_lamas_conventions():
     data = cloze.read_lama(str(RELEASE))
     assert len(data.facts) == RECORDS
     by = {(f.relation, f.subject or f.sentence): f for f in data.facts}
-    assert {f.relation for f in data.facts} == {"P19", "P36", "place_of_birth", "place_of_death", "date_of_birth",
-                                                "Squad"}
+    assert {f.relation for f in data.facts} == {
+        "P19",
+        "P36",
+        "place_of_birth",
+        "place_of_death",
+        "date_of_birth",
+        "Squad",
+    }
     # T-REx: the template, not the evidence's sentence
     assert by["P19", "anna"].sentence == "anna was born in [MASK] ."
     assert by["P36", "germany"].sentence == "the capital of germany is [MASK] ."
@@ -51,8 +57,9 @@ def test_the_whole_release_folder_reads_with_lamas_conventions():
 @pytest.mark.parametrize("given", ["TREx/P19.jsonl", "TREx"])
 def test_relations_jsonl_is_found_above_a_file_or_corpus_folder(given):
     data = cloze.read_lama(str(RELEASE / given))
-    assert data.facts and all(f.sentence == f"{f.subject} was born in [MASK] ." or f.relation == "P36"
-                              for f in data.facts)
+    assert data.facts and all(
+        f.sentence == f"{f.subject} was born in [MASK] ." or f.relation == "P36" for f in data.facts
+    )
     assert RELEASE / "relations.jsonl" in data.files
 
 
@@ -61,9 +68,12 @@ def test_a_named_relations_file_and_a_relation_without_any_template(tmp_path):
     corpus = tmp_path / "lama" / "TREx"
     corpus.mkdir(parents=True)
     rows = [json.loads(line) for line in (RELEASE / "TREx" / "P19.jsonl").read_text().splitlines()]
-    (corpus / "P19.jsonl").write_text("".join(json.dumps({k: v for k, v in r.items() if k != "evidences"}) + "\n"
-                                              for r in rows))
-    with pytest.raises(DataError, match=r"P19.jsonl:1: no 'masked_sentences' and no template for relation 'P19'") as err:
+    (corpus / "P19.jsonl").write_text(
+        "".join(json.dumps({k: v for k, v in r.items() if k != "evidences"}) + "\n" for r in rows)
+    )
+    with pytest.raises(
+        DataError, match=r"P19.jsonl:1: no 'masked_sentences' and no template for relation 'P19'"
+    ) as err:
         cloze.read_lama(str(corpus / "P19.jsonl"))
     assert "probe.data.relations" in str(err.value)
     # probe.data.relations names a templates file anywhere
@@ -89,23 +99,52 @@ def tiny_mlm(module_ptmlab_home, tmp_path_factory):
     people, cities = ["anna", "tom", "mia", "leo", "eva", "max"], ["paris", "rome", "berlin"]
     countries = ["france", "italy", "germany"]
     corpus = tmp_path_factory.mktemp("lama_corpus")
-    (corpus / "doc.txt").write_text("\n".join(
-        f"{rng.choice(people)} was born in {rng.choice(cities)} . the capital of {rng.choice(countries)} is "
-        f"{rng.choice(cities)} . {rng.choice(people)} lives in {rng.choice(cities)} ." for _ in range(300)) + "\n")
+    (corpus / "doc.txt").write_text(
+        "\n".join(
+            f"{rng.choice(people)} was born in {rng.choice(cities)} . the capital of {rng.choice(countries)} is "
+            f"{rng.choice(cities)} . {rng.choice(people)} lives in {rng.choice(cities)} ."
+            for _ in range(300)
+        )
+        + "\n"
+    )
     run_dir = tmp_path_factory.mktemp("tiny_mlm") / "run"
-    run_pretrain(compose_config([
-        "stage=pretrain", "model=bert_tiny", "model.backbone.num_layers=2", "objective=mlm", "data=text_files",
-        f"data.corpus.path={corpus}", "data.block_size=32", "data.batch_size=16", "tokenizer.vocab_size=120",
-        "tokenizer.min_frequency=1", "trainer.max_steps=20", "trainer.limit_val_batches=0",
-        "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0", f"+run_dir={run_dir}"]))
+    run_pretrain(
+        compose_config(
+            [
+                "stage=pretrain",
+                "model=bert_tiny",
+                "model.backbone.num_layers=2",
+                "objective=mlm",
+                "data=text_files",
+                f"data.corpus.path={corpus}",
+                "data.block_size=32",
+                "data.batch_size=16",
+                "tokenizer.vocab_size=120",
+                "tokenizer.min_frequency=1",
+                "trainer.max_steps=20",
+                "trainer.limit_val_batches=0",
+                "trainer.enable_progress_bar=false",
+                "checkpoint_every_n_steps=0",
+                f"+run_dir={run_dir}",
+            ]
+        )
+    )
     return run_dir
 
 
 def test_probe_lama_on_the_release_folder_scores_or_counts_every_fact(tiny_mlm, tmp_path):
     from lightning_modules.stages.probe import run_probe
 
-    cfg = compose_config(["stage=probe", "model=bert_tiny", "probe=lama", f"probe.data.path={RELEASE}",
-                          f"backbone={tiny_mlm}", f"+run_dir={tmp_path / 'probe'}"])
+    cfg = compose_config(
+        [
+            "stage=probe",
+            "model=bert_tiny",
+            "probe=lama",
+            f"probe.data.path={RELEASE}",
+            f"backbone={tiny_mlm}",
+            f"+run_dir={tmp_path / 'probe'}",
+        ]
+    )
     summary = run_probe(cfg)
     ProbeSummary.model_validate(summary)
     (task,) = summary["tasks"]
@@ -115,6 +154,12 @@ def test_probe_lama_on_the_release_folder_scores_or_counts_every_fact(tiny_mlm, 
         assert r["scored"] + r["oov"] == r["facts"], r
         assert (r.get("p_at_1") is not None) == (r["scored"] > 0)
     # reykjavikurborg, 1961 and xyzzyplugh are outside a 120-token vocabulary; every other object is scored
-    assert {k: r["oov"] for k, r in relations.items()} == {"P19": 1, "P36": 0, "place_of_birth": 0,
-                                                         "place_of_death": 0, "date_of_birth": 1, "Squad": 1}
+    assert {k: r["oov"] for k, r in relations.items()} == {
+        "P19": 1,
+        "P36": 0,
+        "place_of_birth": 0,
+        "place_of_death": 0,
+        "date_of_birth": 1,
+        "Squad": 1,
+    }
     assert task["oov"] == 3 and task["scored"] == RECORDS - 3

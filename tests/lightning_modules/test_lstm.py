@@ -28,7 +28,12 @@ def numpy_lstm(xs, w_ih, w_hh, b):
     outputs = []
     for x in xs:
         z = w_ih @ x + w_hh @ h + b
-        i, f, g, o = sigmoid(z[:hidden]), sigmoid(z[hidden:2 * hidden]), np.tanh(z[2 * hidden:3 * hidden]), sigmoid(z[3 * hidden:])
+        i, f, g, o = (
+            sigmoid(z[:hidden]),
+            sigmoid(z[hidden : 2 * hidden]),
+            np.tanh(z[2 * hidden : 3 * hidden]),
+            sigmoid(z[3 * hidden :]),
+        )
         c = f * c + i * g
         h = o * np.tanh(c)
         outputs.append(h)
@@ -39,10 +44,16 @@ def hand_set_model():
     """1 layer, E = D = 2, vocabulary of 4, every weight written by hand."""
     model = BidirectionalLSTMLM(vocab_size=4, embedding_size=2, hidden_size=2, num_layers=1, dropout=0.0).eval()
     emb = np.array([[0.0, 0.0], [1.0, -0.5], [0.25, 0.75], [-1.0, 0.5]])
-    fwd = dict(w_ih=np.arange(16).reshape(8, 2) / 10.0 - 0.7, w_hh=np.linspace(-0.4, 0.4, 16).reshape(8, 2),
-               b=np.array([0.1, -0.1, 0.2, 0.0, 0.3, -0.2, 0.05, 0.15]))
-    bwd = dict(w_ih=np.cos(np.arange(16)).reshape(8, 2) * 0.6, w_hh=np.sin(np.arange(16)).reshape(8, 2) * 0.3,
-               b=np.linspace(0.2, -0.2, 8))
+    fwd = dict(
+        w_ih=np.arange(16).reshape(8, 2) / 10.0 - 0.7,
+        w_hh=np.linspace(-0.4, 0.4, 16).reshape(8, 2),
+        b=np.array([0.1, -0.1, 0.2, 0.0, 0.3, -0.2, 0.05, 0.15]),
+    )
+    bwd = dict(
+        w_ih=np.cos(np.arange(16)).reshape(8, 2) * 0.6,
+        w_hh=np.sin(np.arange(16)).reshape(8, 2) * 0.3,
+        b=np.linspace(0.2, -0.2, 8),
+    )
     with torch.no_grad():
         model.word_embeddings.weight.copy_(torch.tensor(emb))
         for stack, p in ((model.forward_lstm, fwd), (model.backward_lstm, bwd)):
@@ -66,8 +77,9 @@ def test_hand_checked_one_layer_example_with_padding():
         expected_f = numpy_lstm(xs, **fwd)
         expected_b = numpy_lstm(xs[::-1], **bwd)[::-1]
         np.testing.assert_allclose(out.hidden_states[0][row, :length].numpy(), np.concatenate([xs, xs], 1), atol=1e-6)
-        np.testing.assert_allclose(out.hidden_states[1][row, :length].numpy(),
-                                   np.concatenate([expected_f, expected_b], 1), atol=1e-6)
+        np.testing.assert_allclose(
+            out.hidden_states[1][row, :length].numpy(), np.concatenate([expected_f, expected_b], 1), atol=1e-6
+        )
         np.testing.assert_allclose(out.forward_states[1][row, :length].numpy(), expected_f, atol=1e-6)
         np.testing.assert_allclose(out.backward_states[1][row, :length].numpy(), expected_b, atol=1e-6)
     # A worked value: the first forward step of row 0 by hand, h = o·tanh(i·g).
@@ -79,18 +91,19 @@ def test_hand_checked_one_layer_example_with_padding():
 def test_directions_never_see_the_token_they_predict():
     """Forward state at t depends on tokens <= t only; backward state at t on tokens >= t only."""
     torch.manual_seed(0)
-    model = BidirectionalLSTMLM(vocab_size=30, embedding_size=8, hidden_size=12, projection_size=6,
-                                num_layers=3, dropout=0.0).eval()
+    model = BidirectionalLSTMLM(
+        vocab_size=30, embedding_size=8, hidden_size=12, projection_size=6, num_layers=3, dropout=0.0
+    ).eval()
     x = torch.randint(1, 30, (2, 9))
     t = 4
     later, earlier = x.clone(), x.clone()
-    later[:, t + 1:] = (later[:, t + 1:] + 7) % 30
+    later[:, t + 1 :] = (later[:, t + 1 :] + 7) % 30
     earlier[:, :t] = (earlier[:, :t] + 7) % 30
     with torch.no_grad():
         ref, a, b = model(x), model(later), model(earlier)
     for layer in range(1, 4):
-        torch.testing.assert_close(ref.forward_states[layer][:, :t + 1], a.forward_states[layer][:, :t + 1])
-        assert not torch.allclose(ref.forward_states[layer][:, t + 1:], a.forward_states[layer][:, t + 1:])
+        torch.testing.assert_close(ref.forward_states[layer][:, : t + 1], a.forward_states[layer][:, : t + 1])
+        assert not torch.allclose(ref.forward_states[layer][:, t + 1 :], a.forward_states[layer][:, t + 1 :])
         torch.testing.assert_close(ref.backward_states[layer][:, t:], b.backward_states[layer][:, t:])
         assert not torch.allclose(ref.backward_states[layer][:, :t], b.backward_states[layer][:, :t])
     # LSTMP: per-direction width is the projection; the embedding is projected to it.

@@ -32,14 +32,16 @@ def run_mask(ids, special, seed=0, **kw):
     return mask_tokens(ids, special, VOCAB, MASK, gen, special_token_ids=SPECIAL, **kw)
 
 
-@pytest.mark.parametrize("mask_prob, mask_token_prob, random_token_prob",
-                         [(0.15, 0.8, 0.1), (0.4, 0.5, 0.25), (0.05, 1.0, 0.0)])
+@pytest.mark.parametrize(
+    "mask_prob, mask_token_prob, random_token_prob", [(0.15, 0.8, 0.1), (0.4, 0.5, 0.25), (0.05, 1.0, 0.0)]
+)
 def test_selection_rate_and_split(mask_prob, mask_token_prob, random_token_prob):
     ids, special = token_batch()
     eligible = ~special
     assert eligible.sum() >= 100_000
-    corrupted, labels = run_mask(ids, special, mask_prob=mask_prob, mask_token_prob=mask_token_prob,
-                                 random_token_prob=random_token_prob)
+    corrupted, labels = run_mask(
+        ids, special, mask_prob=mask_prob, mask_token_prob=mask_token_prob, random_token_prob=random_token_prob
+    )
     selected = labels != IGNORE_INDEX
     rate = selected.sum().item() / eligible.sum().item()
     assert abs(rate - mask_prob) < 0.01, rate

@@ -54,8 +54,9 @@ def test_a_refused_request_is_not_retried(tmp_path):
 
 def test_queued_metrics_all_arrive_in_order_by_finalize(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    logger = BufferedMLFlowLogger(experiment_name="buffered", tracking_uri=uri, retry_s=5,
-                                  artifact_location=(tmp_path / "artifacts").as_uri())
+    logger = BufferedMLFlowLogger(
+        experiment_name="buffered", tracking_uri=uri, retry_s=5, artifact_location=(tmp_path / "artifacts").as_uri()
+    )
     for step in range(250):
         logger.log_metrics({"train/loss": 1.0 / (step + 1), "train/lr": 0.1, "bad key!": 1.0}, step=step)
     logger.finalize("success")
@@ -76,8 +77,9 @@ def test_a_job_that_loses_the_race_to_create_the_experiment_uses_the_winners(tmp
     experiment instead of failing."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     winner = MlflowClient(tracking_uri=uri).create_experiment("raced")
-    logger = BufferedMLFlowLogger(experiment_name="raced", tracking_uri=uri, retry_s=5,
-                                  artifact_location=(tmp_path / "artifacts").as_uri())
+    logger = BufferedMLFlowLogger(
+        experiment_name="raced", tracking_uri=uri, retry_s=5, artifact_location=(tmp_path / "artifacts").as_uri()
+    )
     client = logger._mlflow_client._client  # the MlflowClient under the retrying wrapper
     looked = []
     real_lookup = client.get_experiment_by_name

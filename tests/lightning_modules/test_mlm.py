@@ -22,8 +22,10 @@ TAILS = ["before dawn", "in the rain", "with great care", "after supper", "near 
 
 def generated_lines(n: int = 400, seed: int = 0) -> list[str]:
     rng = random.Random(seed)
-    return [" ".join(filter(None, (rng.choice(SUBJECTS), rng.choice(VERBS), rng.choice(OBJECTS),
-                                   rng.choice(TAILS)))) + "." for _ in range(n)]
+    return [
+        " ".join(filter(None, (rng.choice(SUBJECTS), rng.choice(VERBS), rng.choice(OBJECTS), rng.choice(TAILS)))) + "."
+        for _ in range(n)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -38,14 +40,29 @@ def tokenizer():
     tok.train_from_iterator(generated_lines(), trainers.WordPieceTrainer(vocab_size=200, special_tokens=specials))
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                   sep_token="[SEP]", mask_token="[MASK]")
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    )
 
 
 def encoder(vocab_size: int, dropout: float = 0.1) -> TransformerEncoder:
-    return TransformerEncoder(vocab_size=vocab_size, hidden_size=64, num_layers=2, num_heads=2, intermediate_size=128,
-                              max_position_embeddings=64, dropout=dropout, attention_dropout=dropout)
+    return TransformerEncoder(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        num_layers=2,
+        num_heads=2,
+        intermediate_size=128,
+        max_position_embeddings=64,
+        dropout=dropout,
+        attention_dropout=dropout,
+    )
 
 
 def batch_of(tokenizer, n: int = 8, seed: int = 1) -> dict[str, torch.Tensor]:
@@ -169,8 +186,14 @@ class FactorisedEmbeddingEncoder(TransformerEncoder):
 
         class Factorised(TransformerEmbeddings):
             def __init__(self, owner):
-                super().__init__(owner.vocab_size, owner.embedding_size, owner.max_position_embeddings,
-                                 owner.type_vocab_size, owner.dropout, owner.layer_norm_eps)
+                super().__init__(
+                    owner.vocab_size,
+                    owner.embedding_size,
+                    owner.max_position_embeddings,
+                    owner.type_vocab_size,
+                    owner.dropout,
+                    owner.layer_norm_eps,
+                )
                 self.projection = nn.Linear(owner.embedding_size, owner.hidden_size)
 
             def forward(self, *args, **kwargs):
@@ -180,8 +203,9 @@ class FactorisedEmbeddingEncoder(TransformerEncoder):
 
 
 def test_head_follows_the_embedding_width_of_a_factorised_variant(tokenizer):
-    backbone = FactorisedEmbeddingEncoder(vocab_size=len(tokenizer), hidden_size=32, num_heads=2,
-                                          max_position_embeddings=64)
+    backbone = FactorisedEmbeddingEncoder(
+        vocab_size=len(tokenizer), hidden_size=32, num_heads=2, max_position_embeddings=64
+    )
     assert backbone.get_input_embeddings().weight.shape == (len(tokenizer), 16)
     objective = MaskedLMObjective(backbone, tokenizer, seed=0)
     assert objective.head.dense.weight.shape == (16, 32)  # H -> E, then the tied E -> V decoder

@@ -55,12 +55,15 @@ def test_sampler_is_deterministic_per_seed():
     assert len(a) == 500 and set(a) == set(SIZES)
 
 
-@pytest.mark.parametrize(("sizes", "temperature", "mode", "fragment"), [
-    ({}, 1.0, "proportional", "at least one task"),
-    ({"rte": 0}, 1.0, "proportional", "task rte has 0"),
-    ({"rte": 3}, -1.0, "temperature", "stage.temperature=-1.0"),
-    ({"rte": 3}, 1.0, "annealed", "stage.sampling=annealed"),
-])
+@pytest.mark.parametrize(
+    ("sizes", "temperature", "mode", "fragment"),
+    [
+        ({}, 1.0, "proportional", "at least one task"),
+        ({"rte": 0}, 1.0, "proportional", "task rte has 0"),
+        ({"rte": 3}, -1.0, "temperature", "stage.temperature=-1.0"),
+        ({"rte": 3}, 1.0, "annealed", "stage.sampling=annealed"),
+    ],
+)
 def test_bad_sampling_config_is_one_line(sizes, temperature, mode, fragment):
     with pytest.raises(ConfigError, match=fragment):
         sampling_probabilities(sizes, temperature_for(mode, temperature))
@@ -94,24 +97,42 @@ def one_torch_thread():
 
 
 def tiny_overrides(corpus) -> list[str]:
-    return ["model=bert_tiny", "data=text_files", f"data.corpus.path={corpus}", "tokenizer.vocab_size=90",
-            "tokenizer.min_frequency=1", "trainer.enable_progress_bar=false", "trainer.log_every_n_steps=5",
-            "checkpoint_every_n_steps=0"]
+    return [
+        "model=bert_tiny",
+        "data=text_files",
+        f"data.corpus.path={corpus}",
+        "tokenizer.vocab_size=90",
+        "tokenizer.min_frequency=1",
+        "trainer.enable_progress_bar=false",
+        "trainer.log_every_n_steps=5",
+        "checkpoint_every_n_steps=0",
+    ]
 
 
-def test_multitask_stage_trains_every_task_in_proportion(data_dir, ptmlab_home, tiny_corpus, tmp_path,
-                                                         one_torch_thread):
+def test_multitask_stage_trains_every_task_in_proportion(
+    data_dir, ptmlab_home, tiny_corpus, tmp_path, one_torch_thread
+):
     from mlflow.tracking import MlflowClient
 
     from lightning_modules.stages.multitask import run_multitask
     from ptmlab.config import compose_config
 
     steps, seed = 40, 5
-    cfg = compose_config(["stage=multitask", *tiny_overrides(tiny_corpus), "stage.tasks=[glue/sst2,glue/rte]",
-                          f"stage.max_steps={steps}", "stage.batch_size=8", "stage.lr=1e-3",
-                          "stage.max_train_samples=64", "stage.max_eval_samples=24",
-                          "+stage.task_overrides.rte.max_train_samples=16", f"seed={seed}",
-                          f"+run_dir={tmp_path / 'run'}"])
+    cfg = compose_config(
+        [
+            "stage=multitask",
+            *tiny_overrides(tiny_corpus),
+            "stage.tasks=[glue/sst2,glue/rte]",
+            f"stage.max_steps={steps}",
+            "stage.batch_size=8",
+            "stage.lr=1e-3",
+            "stage.max_train_samples=64",
+            "stage.max_eval_samples=24",
+            "+stage.task_overrides.rte.max_train_samples=16",
+            f"seed={seed}",
+            f"+run_dir={tmp_path / 'run'}",
+        ]
+    )
     summary = run_multitask(cfg)
 
     assert summary["task"] == "sst2+rte" and summary["adaptation"] == "multitask"
@@ -135,8 +156,9 @@ def test_multitask_stage_trains_every_task_in_proportion(data_dir, ptmlab_home, 
     assert run.data.metrics["val/rte/accuracy"] == pytest.approx(summary["task_metrics"]["rte"]["accuracy"])
 
 
-def test_resume_goes_on_with_the_task_sequence_where_it_stopped(data_dir, ptmlab_home, tiny_corpus, tmp_path,
-                                                                 one_torch_thread, monkeypatch):
+def test_resume_goes_on_with_the_task_sequence_where_it_stopped(
+    data_dir, ptmlab_home, tiny_corpus, tmp_path, one_torch_thread, monkeypatch
+):
     """A 10-step run crashes in step 4 (checkpoints every step); resumed, the new process trains
     exactly the tasks drawn for steps 3..9, not the first 7 draws again."""
     from lightning_modules.stages.multitask import MultiTaskModule, run_multitask
@@ -146,11 +168,21 @@ def test_resume_goes_on_with_the_task_sequence_where_it_stopped(data_dir, ptmlab
     full = TaskSampler(sizes, temperature=1.0, seed=seed).draw(10)
     assert Counter(full[3:]) != Counter(full[:7])  # otherwise this test could not tell them apart
     overrides = [o for o in tiny_overrides(tiny_corpus) if not o.startswith("checkpoint_every_n_steps")]
-    cfg = compose_config([
-        "stage=multitask", *overrides, "stage.tasks=[glue/sst2,glue/rte]", "stage.max_steps=10",
-        "stage.batch_size=4", "stage.max_train_samples=32", "stage.max_eval_samples=8",
-        "+stage.task_overrides.rte.max_train_samples=16", f"seed={seed}", "checkpoint_every_n_steps=1",
-        f"+run_dir={tmp_path / 'run'}"])
+    cfg = compose_config(
+        [
+            "stage=multitask",
+            *overrides,
+            "stage.tasks=[glue/sst2,glue/rte]",
+            "stage.max_steps=10",
+            "stage.batch_size=4",
+            "stage.max_train_samples=32",
+            "stage.max_eval_samples=8",
+            "+stage.task_overrides.rte.max_train_samples=16",
+            f"seed={seed}",
+            "checkpoint_every_n_steps=1",
+            f"+run_dir={tmp_path / 'run'}",
+        ]
+    )
 
     train_step = MultiTaskModule.training_step
 
@@ -169,9 +201,12 @@ def test_resume_goes_on_with_the_task_sequence_where_it_stopped(data_dir, ptmlab
     assert {t: n for t, n in resumed["task_steps"].items() if n} == dict(Counter(full[3:]))
 
 
-@pytest.mark.parametrize(("override", "fragment"), [
-    ("stage.sampling=annealed", "stage.sampling=annealed is unknown"),
-])
+@pytest.mark.parametrize(
+    ("override", "fragment"),
+    [
+        ("stage.sampling=annealed", "stage.sampling=annealed is unknown"),
+    ],
+)
 def test_multitask_bad_input_fails_before_any_run(data_dir, ptmlab_home, tmp_path, override, fragment):
     from lightning_modules.stages.multitask import run_multitask
     from ptmlab.config import compose_config
@@ -182,14 +217,17 @@ def test_multitask_bad_input_fails_before_any_run(data_dir, ptmlab_home, tmp_pat
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize(("override", "fragment"), [
-    ("stage.tasks=[glue/sst2,glue/nope]", "stage.tasks: unknown task 'glue/nope'"),
-    ("stage.tasks=[glue/sst2,glue/sst2]", "two tasks are named 'sst2'"),
-    ("stage.tasks=[]", "stage.tasks is empty"),
-    ("stage.tasks=[glue/sst2,../../pyproject]", "'../../pyproject' is not a task config name"),
-    ("+stage.task_overrides.cola.max_train_samples=3", "stage.task_overrides.cola: not a task of this run"),
-    ("+stage.task_overrides.rte.main_metric=f1", r"stage.tasks\[rte\].main_metric=f1 is not one of"),
-])
+@pytest.mark.parametrize(
+    ("override", "fragment"),
+    [
+        ("stage.tasks=[glue/sst2,glue/nope]", "stage.tasks: unknown task 'glue/nope'"),
+        ("stage.tasks=[glue/sst2,glue/sst2]", "two tasks are named 'sst2'"),
+        ("stage.tasks=[]", "stage.tasks is empty"),
+        ("stage.tasks=[glue/sst2,../../pyproject]", "'../../pyproject' is not a task config name"),
+        ("+stage.task_overrides.cola.max_train_samples=3", "stage.task_overrides.cola: not a task of this run"),
+        ("+stage.task_overrides.rte.main_metric=f1", r"stage.tasks\[rte\].main_metric=f1 is not one of"),
+    ],
+)
 def test_multitask_task_list_is_checked_at_compose_time(override, fragment):
     """Composing checks it (torch-free, as the API does on a submission): a bad `stage.tasks`
     never reaches a worker."""
@@ -226,13 +264,19 @@ def test_a_step_on_one_task_trains_the_encoder_and_only_that_task_head(ptmlab_ho
     tasks = load_tasks(cfg)
     assert [tasks[t].num_labels for t in tasks] == [1, 2] and tasks["stsb"].spec.is_regression
     torch.manual_seed(0)
-    backbone = TransformerEncoder(vocab_size=40, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32,
-                                  max_position_embeddings=16)
+    backbone = TransformerEncoder(
+        vocab_size=40, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32, max_position_embeddings=16
+    )
     model = MultiTaskModel(backbone, {t: tasks[t].num_labels for t in tasks}, pooling="mean", head_dropout=0.0)
     module = MultiTaskModule(model, tasks, [], cfg.optimizer, None, lr=0.1, total_steps=1)
     ids = torch.randint(5, 40, (4, 8))
-    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids),
-             "pool_index": torch.zeros(4, dtype=torch.long), "labels": torch.tensor([0.5, 4.0, 2.5, 1.0])}
+    batch = {
+        "input_ids": ids,
+        "attention_mask": torch.ones_like(ids),
+        "token_type_ids": torch.zeros_like(ids),
+        "pool_index": torch.zeros(4, dtype=torch.long),
+        "labels": torch.tensor([0.5, 4.0, 2.5, 1.0]),
+    }
     logits = model("stsb", batch)
     assert logits.shape == (4, 1) and model("rte", batch).shape == (4, 2)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}

@@ -76,16 +76,31 @@ def real_batch(tokenizer, batch_size: int = 4) -> dict[str, torch.Tensor]:
     firsts = [" ".join(sentences(3 + i, seed=i)) for i in range(batch_size)]
     seconds = [" ".join(sentences(3, seed=100 + i)) for i in range(batch_size)]
     firsts[-1], seconds[-1] = "the cat sat.", "a dog ran."
-    enc = tokenizer(firsts, seconds, truncation=True, max_length=SEQ_LEN, padding="max_length",
-                    return_token_type_ids=True, return_tensors="pt")
-    return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
-            "token_type_ids": enc["token_type_ids"], "pair_label": torch.arange(batch_size) % 2}
+    enc = tokenizer(
+        firsts,
+        seconds,
+        truncation=True,
+        max_length=SEQ_LEN,
+        padding="max_length",
+        return_token_type_ids=True,
+        return_tensors="pt",
+    )
+    return {
+        "input_ids": enc["input_ids"],
+        "attention_mask": enc["attention_mask"],
+        "token_type_ids": enc["token_type_ids"],
+        "pair_label": torch.arange(batch_size) % 2,
+    }
 
 
 def padding_batch(tokenizer, batch_size: int = 4) -> dict[str, torch.Tensor]:
     ids = torch.full((batch_size, SEQ_LEN), tokenizer.pad_token_id)
-    return {"input_ids": ids, "attention_mask": torch.zeros_like(ids), "token_type_ids": torch.zeros_like(ids),
-            "pair_label": torch.arange(batch_size) % 2}
+    return {
+        "input_ids": ids,
+        "attention_mask": torch.zeros_like(ids),
+        "token_type_ids": torch.zeros_like(ids),
+        "pair_label": torch.arange(batch_size) % 2,
+    }
 
 
 def build(objective: str, tokenizer, seed: int = 0) -> PretrainModule:
@@ -94,10 +109,18 @@ def build(objective: str, tokenizer, seed: int = 0) -> PretrainModule:
     torch.manual_seed(seed)
     backbone = build_backbone(cfg.model, len(tokenizer))
     parts = objective_parts(cfg.objective)
-    objectives = {name: instantiate(module_cfg, backbone=backbone, tokenizer=tokenizer)
-                  for name, (_, module_cfg) in parts.items()}
-    return PretrainModule(backbone, objectives, {name: weight for name, (weight, _) in parts.items()},
-                          OmegaConf.create({"lr": 1e-3}), None, total_steps=1, seq_len=SEQ_LEN)
+    objectives = {
+        name: instantiate(module_cfg, backbone=backbone, tokenizer=tokenizer) for name, (_, module_cfg) in parts.items()
+    }
+    return PretrainModule(
+        backbone,
+        objectives,
+        {name: weight for name, (weight, _) in parts.items()},
+        OmegaConf.create({"lr": 1e-3}),
+        None,
+        total_steps=1,
+        seq_len=SEQ_LEN,
+    )
 
 
 def capture_logs(module: PretrainModule) -> dict[str, float]:

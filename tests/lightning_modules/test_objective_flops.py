@@ -14,7 +14,10 @@ from lightning_modules.objectives.mlm import MaskedLMObjective
 from lightning_modules.objectives.nsp import NextSentencePredictionObjective
 from lightning_modules.objectives.rtd import ReplacedTokenDetectionObjective
 from lightning_modules.stages.pretrain_module import (
-    count_parameters, objectives_flops_per_token, training_flops_per_token)
+    count_parameters,
+    objectives_flops_per_token,
+    training_flops_per_token,
+)
 
 T = 64
 
@@ -37,15 +40,26 @@ def test_transformer_estimate_is_6n_plus_attention():
 
 
 def test_electra_counts_generator_and_discriminator():
-    pair = ElectraPair(vocab_size=100, embedding_size=32, hidden_size=64, num_layers=2, num_heads=2,
-                       intermediate_size=128, generator_hidden_size=16, generator_num_layers=2,
-                       generator_num_heads=1, generator_intermediate_size=32)
+    pair = ElectraPair(
+        vocab_size=100,
+        embedding_size=32,
+        hidden_size=64,
+        num_layers=2,
+        num_heads=2,
+        intermediate_size=128,
+        generator_hidden_size=16,
+        generator_num_layers=2,
+        generator_num_heads=1,
+        generator_intermediate_size=32,
+    )
     disc_only = training_flops_per_token(pair.discriminator, T)
     rtd = ReplacedTokenDetectionObjective(pair, Tok())
     total = objectives_flops_per_token(pair, {"rtd": rtd}, T)
     gen_weights = count_parameters(pair.generator) - sum(
-        p.numel() for name, p in pair.generator.named_parameters() if name.startswith("embeddings.")
-        and not name.startswith("embeddings.projection"))
+        p.numel()
+        for name, p in pair.generator.named_parameters()
+        if name.startswith("embeddings.") and not name.startswith("embeddings.projection")
+    )
     assert total == pytest.approx(disc_only + 6 * gen_weights + 6 * 2 * T * 16, rel=0.02)
     assert total > disc_only
 

@@ -48,7 +48,8 @@ def random_labels(rows: int, length: int, predicted_fraction: float, seed: int) 
 
 @pytest.mark.parametrize("predicted_fraction, seed", [(0.15, 0), (0.15, 1), (0.5, 2), (0.0, 3), (1.0, 4)])
 def test_projecting_every_position_gives_the_gathered_loss_accuracy_and_gradients(
-        on_accelerator_path, predicted_fraction, seed):
+    on_accelerator_path, predicted_fraction, seed
+):
     torch.manual_seed(seed)
     head = MaskedLMHead(HIDDEN, HIDDEN, VOCAB)
     embedding = torch.randn(VOCAB, HIDDEN, requires_grad=True)
@@ -85,8 +86,14 @@ def padded_batch(rows: int = 6, length: int = 16, seed: int = 0) -> dict[str, to
 
 def test_mlm_objective_on_the_accelerator_path_equals_the_gathered_loss(on_accelerator_path):
     torch.manual_seed(0)
-    backbone = TransformerEncoder(vocab_size=VOCAB, hidden_size=HIDDEN, num_layers=1, num_heads=2,
-                                  intermediate_size=64, max_position_embeddings=32).eval()
+    backbone = TransformerEncoder(
+        vocab_size=VOCAB,
+        hidden_size=HIDDEN,
+        num_layers=1,
+        num_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=32,
+    ).eval()
     objective = MaskedLMObjective(backbone, Tok(), seed=0).eval()  # eval: the same masks on every call
     batch = padded_batch()
     corrupted, labels = objective.corrupt(batch)
@@ -104,8 +111,14 @@ def test_clm_objective_on_the_accelerator_path_equals_the_gathered_loss(on_accel
     from lightning_modules.objectives.clm import next_token_labels
 
     torch.manual_seed(0)
-    backbone = TransformerDecoder(vocab_size=VOCAB, hidden_size=HIDDEN, num_layers=1, num_heads=2,
-                                  intermediate_size=64, max_position_embeddings=32).eval()
+    backbone = TransformerDecoder(
+        vocab_size=VOCAB,
+        hidden_size=HIDDEN,
+        num_layers=1,
+        num_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=32,
+    ).eval()
     objective = CausalLMObjective(backbone)
     batch = padded_batch()
     labels = next_token_labels(batch["input_ids"], batch["attention_mask"])
@@ -125,10 +138,22 @@ def test_mlm_and_clm_training_steps_make_no_host_synchronisation_on_a_gpu():
     where no CUDA device is present (the CPU tests above check that the numbers are the same)."""
     device = torch.device("cuda")
     torch.manual_seed(0)
-    encoder = TransformerEncoder(vocab_size=VOCAB, hidden_size=HIDDEN, num_layers=1, num_heads=2,
-                                 intermediate_size=64, max_position_embeddings=32).to(device)
-    decoder = TransformerDecoder(vocab_size=VOCAB, hidden_size=HIDDEN, num_layers=1, num_heads=2,
-                                 intermediate_size=64, max_position_embeddings=32).to(device)
+    encoder = TransformerEncoder(
+        vocab_size=VOCAB,
+        hidden_size=HIDDEN,
+        num_layers=1,
+        num_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=32,
+    ).to(device)
+    decoder = TransformerDecoder(
+        vocab_size=VOCAB,
+        hidden_size=HIDDEN,
+        num_layers=1,
+        num_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=32,
+    ).to(device)
     mlm = MaskedLMObjective(encoder, Tok(), seed=0).to(device)
     clm = CausalLMObjective(decoder).to(device)
     batch = {k: v.to(device) for k, v in padded_batch().items()}

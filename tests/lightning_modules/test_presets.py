@@ -30,8 +30,12 @@ def corpus_dir(tmp_path_factory) -> Path:
     rng = random.Random(0)
     folder = tmp_path_factory.mktemp("preset_corpus")
     for d in range(3):
-        lines = [" ".join(f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)}."
-                          for _ in range(rng.randint(1, 3))) for _ in range(120)]
+        lines = [
+            " ".join(
+                f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)}." for _ in range(rng.randint(1, 3))
+            )
+            for _ in range(120)
+        ]
         (folder / f"doc{d}.txt").write_text("\n".join(lines) + "\n")
     return folder
 
@@ -52,13 +56,26 @@ def loss_history(home: Path, run_id: str) -> list[float]:
 @pytest.mark.parametrize("preset", PRESETS)
 def test_preset_loss_goes_down_on_a_repeated_batch(preset, corpus_dir, cache_dir, ptmlab_home, tmp_path):
     kind = str(compose_config([f"experiment={preset}"]).tokenizer.kind)
-    cfg = compose_config([
-        f"experiment={preset}", f"data.corpus.path={corpus_dir}", "data.block_size=32", "data.batch_size=8",
-        f"tokenizer.vocab_size={400 if kind == 'bpe' else 150}", "tokenizer.min_frequency=1",
-        "trainer.max_steps=30", "+trainer.overfit_batches=1", "trainer.limit_val_batches=0",
-        "trainer.log_every_n_steps=1", "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0",
-        f"optimizer.lr={LEARNING_RATE.get(preset, '3e-3')}", "scheduler=constant", f"paths.cache_dir={cache_dir}", f"+run_dir={tmp_path / 'run'}",
-    ])
+    cfg = compose_config(
+        [
+            f"experiment={preset}",
+            f"data.corpus.path={corpus_dir}",
+            "data.block_size=32",
+            "data.batch_size=8",
+            f"tokenizer.vocab_size={400 if kind == 'bpe' else 150}",
+            "tokenizer.min_frequency=1",
+            "trainer.max_steps=30",
+            "+trainer.overfit_batches=1",
+            "trainer.limit_val_batches=0",
+            "trainer.log_every_n_steps=1",
+            "trainer.enable_progress_bar=false",
+            "checkpoint_every_n_steps=0",
+            f"optimizer.lr={LEARNING_RATE.get(preset, '3e-3')}",
+            "scheduler=constant",
+            f"paths.cache_dir={cache_dir}",
+            f"+run_dir={tmp_path / 'run'}",
+        ]
+    )
     get_method(cfg.stage.entry)(cfg)
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["steps"] == 30 and summary["objective"] == cfg.objective.name

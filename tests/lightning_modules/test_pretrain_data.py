@@ -27,8 +27,9 @@ def write_corpus(folder: Path, n_files: int = 3, lines: int = 200, seed: int = 0
 
 
 def tok_cfg(kind="wordpiece", vocab_size=60, **kw):
-    return OmegaConf.create({"kind": kind, "vocab_size": vocab_size, "min_frequency": 1,
-                             "lowercase": True, "path": None, **kw})
+    return OmegaConf.create(
+        {"kind": kind, "vocab_size": vocab_size, "min_frequency": 1, "lowercase": True, "path": None, **kw}
+    )
 
 
 def test_text_files_corpus_reads_folder_sorted(tmp_path):

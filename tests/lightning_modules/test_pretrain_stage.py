@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -28,18 +28,32 @@ def corpus_dir(tmp_path_factory) -> Path:
 
 
 def base_overrides(corpus_dir: Path, steps: int) -> list[str]:
-    return ["stage=pretrain", "model=bert_tiny", "objective=mlm", "data=text_files",
-            f"data.corpus.path={corpus_dir}", "data.block_size=32", "data.batch_size=16",
-            "tokenizer.vocab_size=90", "tokenizer.min_frequency=1", f"trainer.max_steps={steps}",
-            "trainer.val_check_interval=10", "trainer.limit_val_batches=2", "trainer.log_every_n_steps=2",
-            "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=10", "optimizer.lr=2e-3"]
+    return [
+        "stage=pretrain",
+        "model=bert_tiny",
+        "objective=mlm",
+        "data=text_files",
+        f"data.corpus.path={corpus_dir}",
+        "data.block_size=32",
+        "data.batch_size=16",
+        "tokenizer.vocab_size=90",
+        "tokenizer.min_frequency=1",
+        f"trainer.max_steps={steps}",
+        "trainer.val_check_interval=10",
+        "trainer.limit_val_batches=2",
+        "trainer.log_every_n_steps=2",
+        "trainer.enable_progress_bar=false",
+        "checkpoint_every_n_steps=10",
+        "optimizer.lr=2e-3",
+    ]
 
 
 def run_entry(home: Path, overrides: list[str]) -> subprocess.CompletedProcess:
     env = {**os.environ, "PTMLAB_HOME": str(home)}
     env.pop("MLFLOW_TRACKING_URI", None)
-    return subprocess.run([sys.executable, "-m", "ptmlab.run", *overrides], capture_output=True, text=True,
-                          env=env, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "ptmlab.run", *overrides], capture_output=True, text=True, env=env, timeout=600
+    )
 
 
 def mlflow_client(home: Path):
@@ -60,7 +74,9 @@ def test_pretrain_logs_everything_and_resumes(ptmlab_home, corpus_dir, tmp_path)
     # A clean log (ptmlab.joblog): a header naming the config hash and run folder, each line once,
     # no advertisement, no dependency deprecation warning, no progress bars.
     output = proc.stdout + proc.stderr
-    assert re.match(rf"ptmlab\.run: stage=pretrain config [0-9a-f]{{12}} run folder {re.escape(str(run_dir))}\n", output)
+    assert re.match(
+        rf"ptmlab\.run: stage=pretrain config [0-9a-f]{{12}} run folder {re.escape(str(run_dir))}\n", output
+    )
     assert output.count("GPU available") == 1 and output.count("max_steps=30` reached") == 1, output
     for noise in ("Tip", "LeafSpec", "Writing model shards", "Creating initial MLflow database tables", "\n\n"):
         assert noise not in output, (noise, output)
@@ -101,8 +117,10 @@ def test_pretrain_logs_everything_and_resumes(ptmlab_home, corpus_dir, tmp_path)
 
 BAD_INPUT = {
     "missing corpus": (["data.corpus.path=/nonexistent/corpus"], "/nonexistent/corpus"),
-    "block larger than the corpus": (["data.block_size=100000", "model.backbone.max_position_embeddings=100000"],
-                                     "data.block_size=100000"),
+    "block larger than the corpus": (
+        ["data.block_size=100000", "model.backbone.max_position_embeddings=100000"],
+        "data.block_size=100000",
+    ),
     "vocabulary larger than the corpus": (["tokenizer.vocab_size=50000"], "tokenizer.vocab_size=50000"),
 }
 

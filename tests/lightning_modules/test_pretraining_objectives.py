@@ -30,8 +30,10 @@ TAILS = ["before dawn", "in the rain", "with great care", "after supper", "near 
 
 def lines(n: int, seed: int = 0) -> list[str]:
     rng = random.Random(seed)
-    return [" ".join((rng.choice(SUBJECTS), rng.choice(VERBS), rng.choice(OBJECTS), rng.choice(TAILS))) + "."
-            for _ in range(n)]
+    return [
+        " ".join((rng.choice(SUBJECTS), rng.choice(VERBS), rng.choice(OBJECTS), rng.choice(TAILS))) + "."
+        for _ in range(n)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -47,16 +49,30 @@ def tokenizer():
     tok.train_from_iterator(lines(400), trainers.WordPieceTrainer(vocab_size=120, special_tokens=specials))
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                   sep_token="[SEP]", mask_token="[MASK]")
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    )
 
 
 def encoder(tokenizer, dropout: float = 0.0) -> TransformerEncoder:
     torch.manual_seed(0)
-    return TransformerEncoder(vocab_size=len(tokenizer), hidden_size=64, num_layers=2, num_heads=2,
-                              intermediate_size=128, max_position_embeddings=128, dropout=dropout,
-                              attention_dropout=dropout)
+    return TransformerEncoder(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        num_layers=2,
+        num_heads=2,
+        intermediate_size=128,
+        max_position_embeddings=128,
+        dropout=dropout,
+        attention_dropout=dropout,
+    )
 
 
 def single_batch(tokenizer, n: int = 8, seed: int = 1, repeat: int = 1) -> dict[str, torch.Tensor]:
@@ -79,13 +95,18 @@ def pair_batch(tokenizer, n: int = 8, seed: int = 2, swap: bool = False) -> dict
         else:
             firsts.append(x), seconds.append(y)
     enc = tokenizer(firsts, seconds, padding=True, return_tensors="pt", return_token_type_ids=True)
-    return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
-            "token_type_ids": enc["token_type_ids"], "pair_label": torch.tensor(labels, dtype=torch.long)}
+    return {
+        "input_ids": enc["input_ids"],
+        "attention_mask": enc["attention_mask"],
+        "token_type_ids": enc["token_type_ids"],
+        "pair_label": torch.tensor(labels, dtype=torch.long),
+    }
 
 
 def overfit(objective, backbone, batch, steps: int, lr: float = 3e-3) -> list[float]:
-    params = list(backbone.parameters()) + [p for p in objective.parameters()
-                                            if all(p is not q for q in backbone.parameters())]
+    params = list(backbone.parameters()) + [
+        p for p in objective.parameters() if all(p is not q for q in backbone.parameters())
+    ]
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     losses = []
     for _ in range(steps):
@@ -102,6 +123,7 @@ def mean_tail(losses: list[float], n: int = 10) -> float:
 
 
 # -- masking variants --------------------------------------------------------------------------
+
 
 def test_whole_word_masking_masks_words_together_and_overfits(tokenizer):
     backbone = encoder(tokenizer)
@@ -162,7 +184,7 @@ def test_static_masking_is_fixed_per_example_and_overfits(tokenizer):
     assert not torch.equal(first, other)
     big = single_batch(tokenizer, n=800, seed=3)
     labels = objective.corrupt(big)[1]
-    eligible = (big["attention_mask"].bool() & ~torch.isin(big["input_ids"], torch.tensor(tokenizer.all_special_ids)))
+    eligible = big["attention_mask"].bool() & ~torch.isin(big["input_ids"], torch.tensor(tokenizer.all_special_ids))
     assert abs((labels != IGNORE_INDEX).sum().item() / eligible.sum().item() - 0.15) < 0.015
 
     losses = overfit(objective, backbone, single_batch(tokenizer, n=8), 50, lr=5e-3)
@@ -171,7 +193,10 @@ def test_static_masking_is_fixed_per_example_and_overfits(tokenizer):
 
 # -- sentence pairs ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("cls, swap", [(NextSentencePredictionObjective, False), (SentenceOrderPredictionObjective, True)])
+
+@pytest.mark.parametrize(
+    "cls, swap", [(NextSentencePredictionObjective, False), (SentenceOrderPredictionObjective, True)]
+)
 def test_pair_objectives_overfit_and_need_pairs(tokenizer, cls, swap):
     backbone = encoder(tokenizer)
     objective = cls(backbone, tokenizer)
@@ -187,6 +212,7 @@ def test_pair_objectives_overfit_and_need_pairs(tokenizer, cls, swap):
 
 
 # -- translation LM ---------------------------------------------------------------------------
+
 
 def test_tlm_restarts_positions_at_the_target_and_overfits(tokenizer):
     types = torch.tensor([[0, 0, 0, 1, 1, 1, 1], [0, 0, 0, 0, 0, 1, 1]])
@@ -221,6 +247,7 @@ def test_parallel_corpus_reader(tmp_path):
 
 # -- contrastive -------------------------------------------------------------------------------
 
+
 def test_contrastive_sentence_objective_overfits(tokenizer):
     backbone = encoder(tokenizer, dropout=0.1)
     objective = ContrastiveSentenceObjective(backbone, tokenizer, temperature=0.05)
@@ -230,8 +257,9 @@ def test_contrastive_sentence_objective_overfits(tokenizer):
     with pytest.raises(ConfigError, match="temperature"):
         ContrastiveSentenceObjective(backbone, tokenizer, temperature=0.0)
     with pytest.raises(ConfigError, match="pooling=mean"):
-        ContrastiveSentenceObjective(TransformerDecoder(vocab_size=len(tokenizer), hidden_size=32, num_heads=2),
-                                     pooling="cls")
+        ContrastiveSentenceObjective(
+            TransformerDecoder(vocab_size=len(tokenizer), hidden_size=32, num_heads=2), pooling="cls"
+        )
 
 
 def test_ngram_spans_stay_inside_ordinary_tokens():
@@ -243,7 +271,7 @@ def test_ngram_spans_stay_inside_ordinary_tokens():
     assert lengths.min() >= 1 and lengths.max() == 5
     assert abs(lengths.float().mean().item() - 3.0) < 0.1
     for s, n in zip(starts.tolist(), lengths.tolist()):
-        assert not special[0, s: s + n].any()
+        assert not special[0, s : s + n].any()
     assert (starts > 20).any() and (starts < 20).any()
 
 
@@ -257,7 +285,7 @@ def test_span_contrastive_objective_overfits(tokenizer):
     for row in range(16):
         n = int(hidden[row].sum())
         assert 1 <= n <= 5
-        assert ngram[row, 1: n + 1].tolist() == batch["input_ids"][row][hidden[row]].tolist()
+        assert ngram[row, 1 : n + 1].tolist() == batch["input_ids"][row][hidden[row]].tolist()
         assert int(ngram_mask[row].sum()) == n + 2
     losses = overfit(objective, backbone, batch, 60, lr=1e-3)
     # Chance is ln(16) = 2.77; n-grams shared by several sentences keep the floor above 0.

@@ -23,7 +23,7 @@ from lightning_modules.probing import cloze, structural
 from lightning_modules.probing.activations import FORWARD_PASSES
 from lightning_modules.probing.token import control_labels
 from ptmlab.config import compose_config
-from ptmlab.contracts import ConfigError, DataError, PtmlabError, ProbeSummary
+from ptmlab.contracts import ConfigError, DataError, ProbeSummary, PtmlabError
 
 REPO = Path(__file__).resolve().parents[2]
 LAMA = REPO / "tests" / "fixtures" / "lama"
@@ -53,6 +53,7 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 
 # -- the CoNLL-U reader ------------------------------------------------------------------------
 
+
 def test_multiword_tokens_and_empty_nodes_follow_the_ud_format(tmp_path):
     bank = read_conllu(write(tmp_path, "a.conllu", SAMPLE))
     first, second = bank.sentences
@@ -65,14 +66,17 @@ def test_multiword_tokens_and_empty_nodes_follow_the_ud_format(tmp_path):
     assert second.words == ["Cats", "sleep"] and second.line == 12
 
 
-@pytest.mark.parametrize("bad, expected", [
-    ("1\tI\tI\tPRON\tPRP\t_\t0\troot\t_\n", "a.conllu:11: expected 10 tab-separated fields, found 9"),
-    ("x\tI\tI\tPRON\tPRP\t_\t0\troot\t_\t_\n", "a.conllu:11: malformed ID 'x'"),
-    ("3\tI\tI\tPRON\tPRP\t_\t0\troot\t_\t_\n", "a.conllu:11: word ID 3 out of sequence (expected 1)"),
-    ("1\tI\tI\tPRON\tPRP\t_\tx\troot\t_\t_\n", "a.conllu:11: HEAD 'x' is not an integer"),
-    ("1\tI\tI\tPRON\tPRP\t_\t7\troot\t_\t_\n", "a.conllu:11: HEAD 7 beyond the sentence's 1 words"),
-    ("1\tI\tI\tPRON\tPRP\tCase\t0\troot\t_\t_\n", "a.conllu:11: FEATS item 'Case' is not Name=Value"),
-])
+@pytest.mark.parametrize(
+    "bad, expected",
+    [
+        ("1\tI\tI\tPRON\tPRP\t_\t0\troot\t_\n", "a.conllu:11: expected 10 tab-separated fields, found 9"),
+        ("x\tI\tI\tPRON\tPRP\t_\t0\troot\t_\t_\n", "a.conllu:11: malformed ID 'x'"),
+        ("3\tI\tI\tPRON\tPRP\t_\t0\troot\t_\t_\n", "a.conllu:11: word ID 3 out of sequence (expected 1)"),
+        ("1\tI\tI\tPRON\tPRP\t_\tx\troot\t_\t_\n", "a.conllu:11: HEAD 'x' is not an integer"),
+        ("1\tI\tI\tPRON\tPRP\t_\t7\troot\t_\t_\n", "a.conllu:11: HEAD 7 beyond the sentence's 1 words"),
+        ("1\tI\tI\tPRON\tPRP\tCase\t0\troot\t_\t_\n", "a.conllu:11: FEATS item 'Case' is not Name=Value"),
+    ],
+)
 def test_a_malformed_line_is_named_by_file_and_line(tmp_path, bad, expected):
     path = write(tmp_path, "a.conllu", SAMPLE.split("\n# sent_id = s2")[0] + "\n" + bad + "\n")
     with pytest.raises(DataError, match=expected.replace("(", r"\(").replace(")", r"\)")):
@@ -88,6 +92,7 @@ def test_the_real_treebank_reads_whole(data_dir):
 
 
 # -- control task, structural scoring ---------------------------------------------------------
+
 
 def test_control_labels_are_one_per_word_type_from_the_empirical_distribution():
     rng = random.Random(0)
@@ -119,6 +124,7 @@ def test_tree_distances_mst_and_uuas_by_hand():
 
 # -- LAMA ----------------------------------------------------------------------------------------
 
+
 def test_lama_records_templates_and_errors(tmp_path):
     data = cloze.read_lama(str(LAMA))
     by_subject = {f.subject: f for f in data.facts}
@@ -126,7 +132,11 @@ def test_lama_records_templates_and_errors(tmp_path):
     assert by_subject["tom"].sentence == "tom was born in [MASK] ." and by_subject["tom"].relation == "P19"
     assert by_subject["italy"].sentence == "the capital of italy is [MASK] ."
     assert by_subject["anna"].sentence == "anna was born in [MASK] ."
-    bad = write(tmp_path, "P1.jsonl", '{"sub_label": "a", "obj_label": "b", "masked_sentences": ["a [MASK]"]}\n{"sub_label": "a"}\n')
+    bad = write(
+        tmp_path,
+        "P1.jsonl",
+        '{"sub_label": "a", "obj_label": "b", "masked_sentences": ["a [MASK]"]}\n{"sub_label": "a"}\n',
+    )
     with pytest.raises(DataError, match=r"P1.jsonl:2: missing 'obj_label'"):
         cloze.read_lama(str(bad))
     write(tmp_path, "P2.jsonl", "{not json\n")
@@ -135,7 +145,10 @@ def test_lama_records_templates_and_errors(tmp_path):
 
 
 LAMA_CORPUS = [
-    "{s} was born in {o} .", "the capital of {c} is {o} .", "{s} lives in {o} .", "{o} is a city .",
+    "{s} was born in {o} .",
+    "the capital of {c} is {o} .",
+    "{s} lives in {o} .",
+    "{o} is a city .",
 ]
 PEOPLE = {"anna": "paris", "tom": "rome", "mia": "berlin", "leo": "paris", "eva": "rome", "max": "berlin"}
 COUNTRIES = {"france": "paris", "italy": "rome", "germany": "berlin"}
@@ -161,12 +174,26 @@ def tiny_mlm(home, tmp_path_factory):
         lines.append(f"{s} was born in {o} . the capital of {c} is {co} . {s} lives in {o} .")
     (corpus / "doc.txt").write_text("\n".join(lines) + "\n")
     run_dir = tmp_path_factory.mktemp("tiny_mlm") / "run"
-    cfg = compose_config(["stage=pretrain", "model=bert_tiny", "objective=mlm", "data=text_files",
-                          f"data.corpus.path={corpus}", "data.block_size=32", "data.batch_size=16",
-                          "tokenizer.vocab_size=120", "tokenizer.min_frequency=1", "trainer.max_steps=150",
-                          "trainer.limit_val_batches=0", "trainer.enable_progress_bar=false",
-                          "checkpoint_every_n_steps=0", "optimizer.lr=3e-3", "scheduler=constant",
-                          f"+run_dir={run_dir}"])
+    cfg = compose_config(
+        [
+            "stage=pretrain",
+            "model=bert_tiny",
+            "objective=mlm",
+            "data=text_files",
+            f"data.corpus.path={corpus}",
+            "data.block_size=32",
+            "data.batch_size=16",
+            "tokenizer.vocab_size=120",
+            "tokenizer.min_frequency=1",
+            "trainer.max_steps=150",
+            "trainer.limit_val_batches=0",
+            "trainer.enable_progress_bar=false",
+            "checkpoint_every_n_steps=0",
+            "optimizer.lr=3e-3",
+            "scheduler=constant",
+            f"+run_dir={run_dir}",
+        ]
+    )
     run_pretrain(cfg)
     return run_dir
 
@@ -193,15 +220,26 @@ def test_lama_p_at_k_checked_by_hand(tiny_mlm, tmp_path):
     backbone, _, tokenizer = load_exported_backbone(tiny_mlm / "export")
     backbone.eval()
     state = torch.load(tiny_mlm / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["state_dict"]
-    head = MaskedLMHead(backbone.hidden_size, backbone.get_input_embeddings().weight.shape[1], len(tokenizer),
-                         activation=backbone.activation, layer_norm_eps=backbone.layer_norm_eps)
-    head.load_state_dict({k[len("objectives.mlm.head."):]: v for k, v in state.items()
-                          if k.startswith("objectives.mlm.head.")})
+    head = MaskedLMHead(
+        backbone.hidden_size,
+        backbone.get_input_embeddings().weight.shape[1],
+        len(tokenizer),
+        activation=backbone.activation,
+        layer_norm_eps=backbone.layer_norm_eps,
+    )
+    head.load_state_dict(
+        {k[len("objectives.mlm.head.") :]: v for k, v in state.items() if k.startswith("objectives.mlm.head.")}
+    )
     head.eval()
     ranks: dict[str, list[int]] = {"P19": [], "P36": []}
-    facts = [("P19", "anna was born in [MASK] .", "paris"), ("P19", "tom was born in [MASK] .", "rome"),
-             ("P19", "mia was born in [MASK] .", "berlin"), ("P36", "the capital of france is [MASK] .", "paris"),
-             ("P36", "the capital of italy is [MASK] .", "rome"), ("P36", "the capital of germany is [MASK] .", "berlin")]
+    facts = [
+        ("P19", "anna was born in [MASK] .", "paris"),
+        ("P19", "tom was born in [MASK] .", "rome"),
+        ("P19", "mia was born in [MASK] .", "berlin"),
+        ("P36", "the capital of france is [MASK] .", "paris"),
+        ("P36", "the capital of italy is [MASK] .", "rome"),
+        ("P36", "the capital of germany is [MASK] .", "berlin"),
+    ]
     with torch.no_grad():
         for rel, sentence, obj in facts:
             ids = tokenizer(sentence.replace("[MASK]", tokenizer.mask_token), return_tensors="pt")["input_ids"]
@@ -221,8 +259,14 @@ def test_lama_p_at_k_checked_by_hand(tiny_mlm, tmp_path):
 def test_sentence_and_attention_suites_run_on_a_ptmlab_tiny_model(tiny_mlm, tmp_path, data_dir):
     from lightning_modules.stages.probe import run_probe
 
-    small = ["probe.data.max_train_sentences=200", "probe.data.max_eval_sentences=80", "probe.data.max_sentence_words=30",
-             "stage.token.epochs=2", f"backbone={tiny_mlm / 'export'}", f"paths.cache_dir={tmp_path / 'cache'}"]
+    small = [
+        "probe.data.max_train_sentences=200",
+        "probe.data.max_eval_sentences=80",
+        "probe.data.max_sentence_words=30",
+        "stage.token.epochs=2",
+        f"backbone={tiny_mlm / 'export'}",
+        f"paths.cache_dir={tmp_path / 'cache'}",
+    ]
     summary = run_probe(probe_cfg(tmp_path / "sentence", "probe=sentence", *small))
     ProbeSummary.model_validate(summary)
     tasks = {t["probe_task"]: t for t in summary["tasks"]}
@@ -235,7 +279,9 @@ def test_sentence_and_attention_suites_run_on_a_ptmlab_tiny_model(tiny_mlm, tmp_
     # bigram shift reads its own extraction (the shifted sentences) for both models
     assert len(summary["extraction"]["bert_tiny"]["datasets"]) == 4
 
-    summary = run_probe(probe_cfg(tmp_path / "attention", "probe=attention", *small, "stage.attention.max_sentences=40"))
+    summary = run_probe(
+        probe_cfg(tmp_path / "attention", "probe=attention", *small, "stage.attention.max_sentences=40")
+    )
     (attention,) = summary["tasks"]
     stats = {h["statistic"]: h["values"] for h in attention["heatmaps"]}
     assert {"entropy", "cls", "sep", "punct", "prev", "next", "dep:all", "dep:nsubj"} <= set(stats)
@@ -247,17 +293,28 @@ def test_sentence_and_attention_suites_run_on_a_ptmlab_tiny_model(tiny_mlm, tmp_
 
 # -- bad input: one line, before any extraction ----------------------------------------------
 
+
 def test_bad_input_is_refused_before_any_extraction(tmp_path, data_dir, home):
     from lightning_modules.stages.probe import build_probe
 
-    xpos_missing = write(tmp_path, "noxpos.conllu", SAMPLE.replace("\tPRP\t", "\t_\t").replace("\tVBP\t", "\t_\t")
-                         .replace("\tRB\t", "\t_\t").replace("\tVB\t", "\t_\t").replace("\t.\t_\t4\tpunct", "\t_\t_\t4\tpunct")
-                         .replace("\tNNS\t", "\t_\t").replace("\tVBZ\t", "\t_\t"))
+    xpos_missing = write(
+        tmp_path,
+        "noxpos.conllu",
+        SAMPLE.replace("\tPRP\t", "\t_\t")
+        .replace("\tVBP\t", "\t_\t")
+        .replace("\tRB\t", "\t_\t")
+        .replace("\tVB\t", "\t_\t")
+        .replace("\t.\t_\t4\tpunct", "\t_\t_\t4\tpunct")
+        .replace("\tNNS\t", "\t_\t")
+        .replace("\tVBZ\t", "\t_\t"),
+    )
     empty = write(tmp_path, "empty.conllu", "# nothing here\n")
     minilm = ["model=minilm"]
     cases = [
-        (["probe=xpos", f"probe.data.train={xpos_missing}", f"probe.data.eval={xpos_missing}"],
-         f"{xpos_missing}: probe task 'xpos' needs the XPOS column"),
+        (
+            ["probe=xpos", f"probe.data.train={xpos_missing}", f"probe.data.eval={xpos_missing}"],
+            f"{xpos_missing}: probe task 'xpos' needs the XPOS column",
+        ),
         (["probe=upos", f"probe.data.train={empty}"], f"probe.data.train={empty}: no sentences"),
         (["probe=upos", "stage.layers=[2,9]"], "stage.layers: layer 9 is beyond the model"),
         (["probe=lama", f"probe.data.path={LAMA}", *minilm], "probe=lama needs a model with a masked-LM head"),
@@ -273,9 +330,22 @@ def test_bad_input_is_refused_before_any_extraction(tmp_path, data_dir, home):
 
 def test_a_malformed_conllu_line_exits_2_through_ptmlab_run(tmp_path, data_dir, home):
     bad = write(tmp_path, "bad.conllu", SAMPLE.replace("3\tn't\tnot\tPART\tRB\t_\t4", "3\tn't\tnot\tPART\tRB\t_"))
-    proc = subprocess.run([sys.executable, "-m", "ptmlab.run", "stage=probe", "probe=upos", "model=bert_tiny",
-                           f"probe.data.train={bad}", f"hydra.run.dir={tmp_path / 'run'}"],
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "PTMLAB_HOME": str(home)})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ptmlab.run",
+            "stage=probe",
+            "probe=upos",
+            "model=bert_tiny",
+            f"probe.data.train={bad}",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PTMLAB_HOME": str(home)},
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
     assert f"{bad}:6: expected 10 tab-separated fields, found 9" in lines[-1]
@@ -284,12 +354,14 @@ def test_a_malformed_conllu_line_exits_2_through_ptmlab_run(tmp_path, data_dir, 
 
 # -- ptmlab cache ------------------------------------------------------------------------------
 
+
 def test_cache_command_lists_and_prunes(tmp_path, capsys):
-    from lightning_modules.data.tokenizer import build_tokenizer  # noqa: F401 - torch side only for extract
+    from transformers import BertTokenizerFast
+
+    from lightning_modules.data.tokenizer import build_tokenizer
     from lightning_modules.models.transformer import TransformerEncoder
     from lightning_modules.probing.activations import extract
     from ptmlab.cli import main
-    from transformers import BertTokenizerFast
 
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "a", "dog"]) + "\n")
@@ -298,14 +370,18 @@ def test_cache_command_lists_and_prunes(tmp_path, capsys):
     backbone = TransformerEncoder(vocab_size=10, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=32)
     cache = tmp_path / "cache"
     sentences = [["the", "cat", "sat"], ["a", "dog"], ["the", "dog", "sat"]]
-    first = extract(backbone, tokenizer, sentences, cache_dir=cache, shard_sentences=2, model_label="tiny", data_label="toy")
-    other = extract(backbone, tokenizer, sentences[:2], cache_dir=cache, alignment="mean", model_label="tiny",
-                    data_label="toy2")
+    first = extract(
+        backbone, tokenizer, sentences, cache_dir=cache, shard_sentences=2, model_label="tiny", data_label="toy"
+    )
+    other = extract(
+        backbone, tokenizer, sentences[:2], cache_dir=cache, alignment="mean", model_label="tiny", data_label="toy2"
+    )
     assert first.states.shape == (3, 8, 16) and first.forward_passes == 2  # two shards, one batch each
     again = extract(backbone, tokenizer, sentences, cache_dir=cache, shard_sentences=2)
     assert again.forward_passes == 0 and again.cache_hit and torch.equal(again.states, first.states)
-    (cache / "activations" / other.key / "manifest.json").write_text(json.dumps(
-        {**json.loads((cache / "activations" / other.key / "manifest.json").read_text()), "last_used": 1.0}))
+    (cache / "activations" / other.key / "manifest.json").write_text(
+        json.dumps({**json.loads((cache / "activations" / other.key / "manifest.json").read_text()), "last_used": 1.0})
+    )
 
     with pytest.raises(SystemExit) as exit_info:
         main(["cache", "list", "--cache-dir", str(cache)])
@@ -324,12 +400,15 @@ def test_cache_command_lists_and_prunes(tmp_path, capsys):
 
 def tiny_encoder_and_sentences(tmp_path):
     """A 2-layer ptmlab encoder, a 12-piece WordPiece vocabulary, and sentences with split words."""
-    from lightning_modules.models.transformer import TransformerEncoder
     from transformers import BertTokenizerFast
 
+    from lightning_modules.models.transformer import TransformerEncoder
+
     vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "dog", "##s",
-                                "##ty", "run"]) + "\n")
+    vocab.write_text(
+        "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "dog", "##s", "##ty", "run"])
+        + "\n"
+    )
     tokenizer = BertTokenizerFast(str(vocab))
     torch.manual_seed(0)
     backbone = TransformerEncoder(vocab_size=12, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=32).eval()
@@ -348,12 +427,14 @@ def test_side_work_runs_inline_where_torch_takes_every_core(tmp_path, monkeypatc
     monkeypatch.setattr(activations.torch, "get_num_threads", lambda: 1)
     with activations.side_executor("t") as executor:
         assert isinstance(executor, ThreadPoolExecutor) or len(os.sched_getaffinity(0)) == 1
-    threaded = activations.extract(backbone, tokenizer, sentences, cache_dir=tmp_path / "a", batch_size=3,
-                                   shard_sentences=3)
+    threaded = activations.extract(
+        backbone, tokenizer, sentences, cache_dir=tmp_path / "a", batch_size=3, shard_sentences=3
+    )
     monkeypatch.setattr(activations.torch, "get_num_threads", lambda: len(os.sched_getaffinity(0)))
     assert isinstance(activations.side_executor("t"), activations.InlineExecutor)
-    inline = activations.extract(backbone, tokenizer, sentences, cache_dir=tmp_path / "b", batch_size=3,
-                                 shard_sentences=3)
+    inline = activations.extract(
+        backbone, tokenizer, sentences, cache_dir=tmp_path / "b", batch_size=3, shard_sentences=3
+    )
     assert inline.key == threaded.key and torch.equal(inline.states, threaded.states)
     for shard in sorted((tmp_path / "a" / "activations" / threaded.key).glob("shard_*")):
         assert shard.read_bytes() == (tmp_path / "b" / "activations" / inline.key / shard.name).read_bytes()
@@ -369,8 +450,15 @@ def test_word_states_are_the_chosen_subwords_of_each_sentence_run_alone(tmp_path
     from lightning_modules.probing.activations import extract
 
     backbone, tokenizer, sentences = tiny_encoder_and_sentences(tmp_path)
-    acts = extract(backbone, tokenizer, sentences, cache_dir=tmp_path / "cache", alignment=alignment, batch_size=3,
-                   shard_sentences=3)
+    acts = extract(
+        backbone,
+        tokenizer,
+        sentences,
+        cache_dir=tmp_path / "cache",
+        alignment=alignment,
+        batch_size=3,
+        shard_sentences=3,
+    )
     expected = []
     with torch.no_grad():
         for words in sentences:
@@ -385,8 +473,15 @@ def test_word_states_are_the_chosen_subwords_of_each_sentence_run_alone(tmp_path
     assert any(len(tokenizer.tokenize(w)) > 1 for s in sentences for w in s)  # words that split into subwords
     assert acts.states.shape == expected.shape and acts.lengths.tolist() == [3, 1, 5, 3]
     assert torch.allclose(acts.states.float(), expected.half().float(), atol=2e-3)
-    again = extract(backbone, tokenizer, sentences, cache_dir=tmp_path / "cache", alignment=alignment, batch_size=3,
-                    shard_sentences=3)
+    again = extract(
+        backbone,
+        tokenizer,
+        sentences,
+        cache_dir=tmp_path / "cache",
+        alignment=alignment,
+        batch_size=3,
+        shard_sentences=3,
+    )
     assert again.cache_hit and torch.equal(again.states, acts.states)  # the shards on disk are what it returned
 
 
@@ -404,8 +499,9 @@ def test_prepared_inputs_tokenise_once_for_a_model_and_its_twin(tmp_path, monkey
     real_prepare = activations.prepare_shard
     monkeypatch.setattr(activations, "prepare_shard", lambda *a: prepared.append(a[1]) or real_prepare(*a))
     settings = dict(alignment="mean", batch_size=3, shard_sentences=3)
-    inputs = activations.PreparedInputs(tokenizer, sentences, **settings,
-                                        max_length=activations.tokenized_max_length(backbone))
+    inputs = activations.PreparedInputs(
+        tokenizer, sentences, **settings, max_length=activations.tokenized_max_length(backbone)
+    )
     activations.extract(backbone, tokenizer, sentences, cache_dir=tmp_path / "a", inputs=inputs, **settings)
     assert prepared == [sentences[:3], sentences[3:]]
     shared = activations.extract(twin, tokenizer, sentences, cache_dir=tmp_path / "a", inputs=inputs, **settings)
@@ -414,6 +510,14 @@ def test_prepared_inputs_tokenise_once_for_a_model_and_its_twin(tmp_path, monkey
     assert len(prepared) == 4 and torch.equal(alone.states, shared.states)
     hit = activations.extract(twin, tokenizer, sentences, cache_dir=tmp_path / "b", **settings)
     assert hit.cache_hit and len(prepared) == 4
-    other_settings = activations.extract(twin, tokenizer, sentences, cache_dir=tmp_path / "c", inputs=inputs,
-                                         alignment="first", batch_size=3, shard_sentences=3)
+    other_settings = activations.extract(
+        twin,
+        tokenizer,
+        sentences,
+        cache_dir=tmp_path / "c",
+        inputs=inputs,
+        alignment="first",
+        batch_size=3,
+        shard_sentences=3,
+    )
     assert len(prepared) == 6 and other_settings.key != shared.key  # inputs of other settings are not reused

@@ -19,9 +19,18 @@ from safetensors.torch import load_file
 
 pytestmark = pytest.mark.slow
 
-OVERRIDES = ["stage=probe", "probe=upos", "model=minilm", "probe.data.max_train_sentences=240",
-             "probe.data.max_eval_sentences=40", "stage.shard_sentences=8", "stage.batch_size=8",
-             "stage.random_init_baseline=false", "stage.token.epochs=1", "stage.token.scalar_mix=false"]
+OVERRIDES = [
+    "stage=probe",
+    "probe=upos",
+    "model=minilm",
+    "probe.data.max_train_sentences=240",
+    "probe.data.max_eval_sentences=40",
+    "stage.shard_sentences=8",
+    "stage.batch_size=8",
+    "stage.random_init_baseline=false",
+    "stage.token.epochs=1",
+    "stage.token.scalar_mix=false",
+]
 
 
 def command(run_dir: Path, cache_dir: Path) -> list[str]:
@@ -49,8 +58,9 @@ def shards(cache_dir: Path) -> dict[str, list[Path]]:
 
 def test_a_killed_extraction_resumes_and_gives_identical_activations(tmp_path, data_dir, ptmlab_home):
     home, cache = ptmlab_home, tmp_path / "cache"
-    proc = subprocess.Popen(command(tmp_path / "killed", cache), env=environment(home),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        command(tmp_path / "killed", cache), env=environment(home), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     deadline = time.time() + 300
     try:
         while time.time() < deadline and proc.poll() is None:
@@ -64,8 +74,11 @@ def test_a_killed_extraction_resumes_and_gives_identical_activations(tmp_path, d
         proc.wait()
     assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-2000:]
     ((key, before),) = shards(cache).items()  # killed inside the first (training) extraction
-    manifest = json.loads((cache / "activations" / key / "manifest.json").read_text()) \
-        if (cache / "activations" / key / "manifest.json").exists() else {"complete": False}
+    manifest = (
+        json.loads((cache / "activations" / key / "manifest.json").read_text())
+        if (cache / "activations" / key / "manifest.json").exists()
+        else {"complete": False}
+    )
     assert not manifest["complete"] and 3 <= len(before) < 30  # 240 sentences / 8 per shard
     written_before = {p.name: p.stat().st_mtime_ns for p in before}
 

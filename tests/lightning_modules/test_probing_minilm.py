@@ -52,8 +52,14 @@ def first(home, data_dir):
     random init ≤ .686 against ≤ .78, selectivity at the best layer .337/.342/.381 against random
     init's ≤ .064 + .10. The distance probe keeps its 10 epochs: at 5 (lr 2e-3) the best Spearman
     was .658/.629/.680 against the .68 threshold."""
-    return run(home, "first", "probe=upos", "probe.tasks=[upos,distance]", "probe.data.max_train_sentences=4000",
-               "stage.token.epochs=3")
+    return run(
+        home,
+        "first",
+        "probe=upos",
+        "probe.tasks=[upos,distance]",
+        "probe.data.max_train_sentences=4000",
+        "stage.token.epochs=3",
+    )
 
 
 def task(summary: dict, name: str) -> dict:
@@ -71,7 +77,8 @@ def test_the_summary_keeps_its_contract_and_the_baselines(first):
         assert t["baselines"]["random_init_best"] == t["random_init"]["best_score"]
     mix = task(first, "upos")["scalar_mix"]
     assert abs(sum(mix["weights"]) - 1) < 1e-3 and mix["selectivity"] == pytest.approx(
-        mix["accuracy"] - mix["control_accuracy"], abs=1e-4)
+        mix["accuracy"] - mix["control_accuracy"], abs=1e-4
+    )
 
 
 def test_upos_linear_probe_thresholds(first):
@@ -123,8 +130,16 @@ def test_a_second_job_on_the_same_model_and_data_does_no_forward_pass(first, hom
     # One epoch, no control probe, no scalar mix: this test proves the cache hit, and its one score
     # check holds far apart at that size (XPOS layer 2 over probe seeds 0/1/2: .904/.906/.903,
     # random init .628/.629/.632)
-    second = run(home, "second", "probe=xpos", "probe.data.max_train_sentences=4000", "stage.layers=[2]",
-                 "stage.token.epochs=1", "stage.token.control=false", "stage.token.scalar_mix=false")
+    second = run(
+        home,
+        "second",
+        "probe=xpos",
+        "probe.data.max_train_sentences=4000",
+        "stage.layers=[2]",
+        "stage.token.epochs=1",
+        "stage.token.control=false",
+        "stage.token.scalar_mix=false",
+    )
     assert activations.FORWARD_PASSES["count"] == passes_before  # no backbone forward at all
     for model in ("minilm", "random-init"):
         assert second["extraction"][model]["forward_passes"] == 0

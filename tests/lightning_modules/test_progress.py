@@ -45,8 +45,15 @@ def loader(n=64):
 
 def test_a_fit_leaves_its_progress_with_steps_metrics_and_history(tmp_path):
     reporter = ProgressReporter(tmp_path, every_s=0.0)
-    trainer = pl.Trainer(max_epochs=3, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False, log_every_n_steps=1, callbacks=[ProgressCallback(reporter)])
+    trainer = pl.Trainer(
+        max_epochs=3,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        log_every_n_steps=1,
+        callbacks=[ProgressCallback(reporter)],
+    )
     trainer.fit(Regression(), loader(), loader(16))
     progress = read_progress(tmp_path)
     assert progress["phase"] == "finishing"
@@ -113,8 +120,15 @@ def test_a_fit_stopped_by_sigterm_leaves_the_steps_it_trained(tmp_path):
     # trial's steps from this file, so the step it stopped at must be there, not the last
     # validation's (8).
     reporter = ProgressReporter(tmp_path, every_s=3600)
-    trainer = pl.Trainer(max_epochs=3, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False, log_every_n_steps=1, callbacks=[ProgressCallback(reporter)])
+    trainer = pl.Trainer(
+        max_epochs=3,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        log_every_n_steps=1,
+        callbacks=[ProgressCallback(reporter)],
+    )
     with pytest.raises(SIGTERMException):
         trainer.fit(SigtermAt(13), loader(), loader(16))
     assert trainer.global_step > 13

@@ -25,8 +25,9 @@ TASK = ["task=glue/sst2", f"task.max_train_samples={TRAIN}", f"task.max_eval_sam
 def run_entry(home: Path, overrides: list[str]) -> subprocess.CompletedProcess:
     env = {**os.environ, "PTMLAB_HOME": str(home)}
     env.pop("MLFLOW_TRACKING_URI", None)
-    return subprocess.run([sys.executable, "-m", "ptmlab.run", *overrides], capture_output=True, text=True,
-                          env=env, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "ptmlab.run", *overrides], capture_output=True, text=True, env=env, timeout=600
+    )
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +38,7 @@ def home(module_ptmlab_home):
 @pytest.fixture(scope="module")
 def corpus(data_dir, tmp_path_factory) -> Path:
     """SST-2 training sentences beyond the fine-tuning subset: the verbalizer words are in the vocabulary."""
-    lines = (data_dir / "glue" / "SST-2" / "train.tsv").read_text().splitlines()[1 + TRAIN: 1 + TRAIN + 6000]
+    lines = (data_dir / "glue" / "SST-2" / "train.tsv").read_text().splitlines()[1 + TRAIN : 1 + TRAIN + 6000]
     folder = tmp_path_factory.mktemp("corpus")
     text = [line.split("\t")[0] for line in lines] + ["it was great .", "it was terrible .", "it was good ."] * 50
     (folder / "doc.txt").write_text("\n".join(text) + "\n")
@@ -45,25 +46,54 @@ def corpus(data_dir, tmp_path_factory) -> Path:
 
 
 def pretrain_overrides(corpus: Path) -> list[str]:
-    return ["model=bert_tiny", "data=text_files", f"data.corpus.path={corpus}", "tokenizer.vocab_size=1500",
-            "tokenizer.min_frequency=2", "trainer.enable_progress_bar=false", "seed=3"]
+    return [
+        "model=bert_tiny",
+        "data=text_files",
+        f"data.corpus.path={corpus}",
+        "tokenizer.vocab_size=1500",
+        "tokenizer.min_frequency=2",
+        "trainer.enable_progress_bar=false",
+        "seed=3",
+    ]
 
 
 @pytest.fixture(scope="module")
 def mlm_run(home, corpus, tmp_path_factory) -> Path:
     run_dir = tmp_path_factory.mktemp("mlm") / "run"
-    proc = run_entry(home, ["stage=pretrain", "objective=mlm", *pretrain_overrides(corpus), "data.block_size=64",
-                            "data.batch_size=32", "trainer.max_steps=60", "trainer.val_check_interval=60",
-                            "trainer.limit_val_batches=1", "checkpoint_every_n_steps=0", "optimizer.lr=2e-3",
-                            f"hydra.run.dir={run_dir}"])
+    proc = run_entry(
+        home,
+        [
+            "stage=pretrain",
+            "objective=mlm",
+            *pretrain_overrides(corpus),
+            "data.block_size=64",
+            "data.batch_size=32",
+            "trainer.max_steps=60",
+            "trainer.val_check_interval=60",
+            "trainer.limit_val_batches=1",
+            "checkpoint_every_n_steps=0",
+            "optimizer.lr=2e-3",
+            f"hydra.run.dir={run_dir}",
+        ],
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return run_dir
 
 
 def finetune_overrides(mlm_run: Path, mode: str, *extra: str) -> list[str]:
-    return ["stage=finetune", f"adaptation={mode}", f"backbone={mlm_run}", *TASK, "stage.batch_size=16",
-            "stage.lr=5e-4", "stage.max_steps=48", "trainer.enable_progress_bar=false",
-            "checkpoint_every_n_steps=0", "seed=5", *extra]
+    return [
+        "stage=finetune",
+        f"adaptation={mode}",
+        f"backbone={mlm_run}",
+        *TASK,
+        "stage.batch_size=16",
+        "stage.lr=5e-4",
+        "stage.max_steps=48",
+        "trainer.enable_progress_bar=false",
+        "checkpoint_every_n_steps=0",
+        "seed=5",
+        *extra,
+    ]
 
 
 def built(overrides: list[str], folder: Path):
@@ -101,7 +131,9 @@ def test_pretraining_exports_the_mlm_head(mlm_run):
 def test_label_logits_are_the_mlm_heads_logits_of_the_label_words_at_the_mask(mlm_run, tmp_path, words):
     from safetensors.torch import load_file
 
-    overrides = finetune_overrides(mlm_run, "prompt_zero_shot", *(f"task.prompt.verbalizer.{k}={v}" for k, v in words.items()))
+    overrides = finetune_overrides(
+        mlm_run, "prompt_zero_shot", *(f"task.prompt.verbalizer.{k}={v}" for k, v in words.items())
+    )
     parts = built(overrides, tmp_path)
     model, tokenizer = parts.model.eval(), parts.resolved.tokenizer
     encoder = model.input_encoder(tokenizer, 64)
@@ -115,7 +147,7 @@ def test_label_logits_are_the_mlm_heads_logits_of_the_label_words_at_the_mask(ml
         ids = batch["input_ids"][0].tolist()
         slot = ids.index(tokenizer.mask_token_id)
         assert batch["pool_index"][0] == slot
-        assert tokenizer.convert_ids_to_tokens(ids[slot - 2: slot + 3]) == ["it", "was", "[MASK]", ".", "[SEP]"]
+        assert tokenizer.convert_ids_to_tokens(ids[slot - 2 : slot + 3]) == ["it", "was", "[MASK]", ".", "[SEP]"]
         hidden = model.backbone(batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state[0, slot]
         head = load_file(str(mlm_run / "export" / "lm_head.safetensors"))
         x = torch.nn.functional.linear(hidden, head["dense.weight"], head["dense.bias"])
@@ -134,8 +166,10 @@ def test_label_logits_are_the_mlm_heads_logits_of_the_label_words_at_the_mask(ml
 def test_zero_shot_and_prompt_finetuning_run_end_to_end_on_sst2(runs):
     zero_dir, zero = runs["prompt_zero_shot"]
     tuned_dir, tuned = runs["prompt_finetune"]
-    print(f"SST-2 ({TRAIN} train / {EVAL} dev): zero-shot accuracy {zero['metrics']['accuracy']:.3f}, "
-          f"prompt fine-tuned ({tuned['steps']} steps) {tuned['metrics']['accuracy']:.3f}")
+    print(
+        f"SST-2 ({TRAIN} train / {EVAL} dev): zero-shot accuracy {zero['metrics']['accuracy']:.3f}, "
+        f"prompt fine-tuned ({tuned['steps']} steps) {tuned['metrics']['accuracy']:.3f}"
+    )
     assert zero["steps"] == 0 and zero["trainable_params"] == 0 and zero["adaptation"] == "prompt_zero_shot"
     assert tuned["steps"] == 48 and tuned["trainable_params"] == tuned["total_params"]
     for summary in (zero, tuned):
@@ -156,8 +190,9 @@ def test_saved_task_models_reload_with_identical_logits(runs, mlm_run, tmp_path)
         model = parts.model
         if summary["steps"]:  # the trained weights, from the run's own last checkpoint
             checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
-            model.load_state_dict({k[len("model."):]: v for k, v in checkpoint["state_dict"].items()
-                                   if k.startswith("model.")})
+            model.load_state_dict(
+                {k[len("model.") :]: v for k, v in checkpoint["state_dict"].items() if k.startswith("model.")}
+            )
         reference = predict(model.eval(), parts.task, "dev", tokenizer=parts.resolved.tokenizer)
         loaded = load_task_model(run_dir)
         logits = predict(loaded, parts.task, "dev")
@@ -174,13 +209,24 @@ def without_lm_head(mlm_run: Path, tmp_path: Path) -> Path:
 
 BAD = {  # case -> (overrides on top of prompt_finetune on sst2, what the one line must say)
     "no_slot": (["task.prompt.template='{sentence} It was great .'"], "task.prompt.template"),
-    "outside_vocabulary": (["task.prompt.verbalizer.1='☃'"], "task.prompt.verbalizer.1=☃ is outside this tokenizer's vocabulary ([UNK])"),
+    "outside_vocabulary": (
+        ["task.prompt.verbalizer.1='☃'"],
+        "task.prompt.verbalizer.1=☃ is outside this tokenizer's vocabulary ([UNK])",
+    ),
     "several_tokens": (["task.prompt.verbalizer.1=greatishness"], "task.prompt.verbalizer.1=greatishness is "),
     "missing_label": (["~task.prompt.verbalizer.1"], "task.prompt.verbalizer has no word for label '1'"),
     "no_prompt": (["~task.prompt"], "adaptation=prompt_finetune needs task.prompt"),
-    "regression": (["task=tabular", "task.name=scores", "task.kind=regression", "task.metrics=[pearson]",
-                    "task.main_metric=pearson", "+task.prompt={template: '{sentence} It was [MASK] .', "
-                    "verbalizer: {high: great}}"], "task scores is a regression task"),
+    "regression": (
+        [
+            "task=tabular",
+            "task.name=scores",
+            "task.kind=regression",
+            "task.metrics=[pearson]",
+            "task.main_metric=pearson",
+            "+task.prompt={template: '{sentence} It was [MASK] .', verbalizer: {high: great}}",
+        ],
+        "task scores is a regression task",
+    ),
     "no_lm_head": ([], "adaptation=prompt_finetune needs the backbone's LM head, but backbone="),
 }
 
@@ -193,10 +239,13 @@ def bad_overrides(mlm_run: Path, tmp_path: Path, case: str) -> list[str]:
         for split in ("train", "dev"):
             (tmp_path / f"{split}.tsv").write_text(rows)
         overrides = [o for o in overrides if not o.startswith("task.max_")] + [
-            f"task.data.train={tmp_path / 'train.tsv'}", f"task.data.dev={tmp_path / 'dev.tsv'}"]
+            f"task.data.train={tmp_path / 'train.tsv'}",
+            f"task.data.dev={tmp_path / 'dev.tsv'}",
+        ]
     if case == "no_lm_head":
-        overrides = [o if not o.startswith("backbone=") else f"backbone={without_lm_head(mlm_run, tmp_path)}"
-                     for o in overrides]
+        overrides = [
+            o if not o.startswith("backbone=") else f"backbone={without_lm_head(mlm_run, tmp_path)}" for o in overrides
+        ]
     return overrides
 
 
@@ -235,7 +284,9 @@ def test_truncation_cuts_the_sentences_never_the_template_or_the_slot(mlm_run):
     tokenizer = AutoTokenizer.from_pretrained(str(mlm_run / "export"))
     great = tokenizer.convert_tokens_to_ids("great")
     long = " ".join(["the film is a funny and moving story"] * 20)
-    single = PromptTemplate("{sentence} It was [MASK] .", [[great], [great]]).encoder(tokenizer, causal=False, max_length=24)
+    single = PromptTemplate("{sentence} It was [MASK] .", [[great], [great]]).encoder(
+        tokenizer, causal=False, max_length=24
+    )
     (item,) = single.encode([(long,)])
     tokens = tokenizer.convert_ids_to_tokens(item["input_ids"])
     assert len(tokens) == 24 and tokens[-5:] == ["it", "was", "[MASK]", ".", "[SEP]"]
@@ -247,8 +298,8 @@ def test_truncation_cuts_the_sentences_never_the_template_or_the_slot(mlm_run):
     (item,) = pair.encoder(tokenizer, causal=False, max_length=40).encode([(long, long)])
     tokens = tokenizer.convert_ids_to_tokens(item["input_ids"])
     assert len(tokens) == 40 and tokens[item["pool_index"]] == "[MASK]" and tokens.count("[MASK]") == 1
-    assert tokens[item["pool_index"] - 1: item["pool_index"] + 2] == ["?", "[MASK]", ","]
-    assert tokens.count("[SEP]") == 2 and "great" in tokens[tokens.index("[SEP]"):] and tokens[-1] == "[SEP]"
+    assert tokens[item["pool_index"] - 1 : item["pool_index"] + 2] == ["?", "[MASK]", ","]
+    assert tokens.count("[SEP]") == 2 and "great" in tokens[tokens.index("[SEP]") :] and tokens[-1] == "[SEP]"
 
 
 def test_a_causal_decoder_scores_the_label_words_as_the_next_token(corpus, tmp_path):
@@ -256,8 +307,15 @@ def test_a_causal_decoder_scores_the_label_words_as_the_next_token(corpus, tmp_p
     from lightning_modules.artifacts.backbone_export import export_lm_head
     from lightning_modules.objectives.clm import CausalLMObjective
 
-    overrides = ["stage=finetune", "adaptation=prompt_zero_shot", "backbone=random", *pretrain_overrides(corpus),
-                 "model=gpt_tiny", "objective=clm", *TASK]
+    overrides = [
+        "stage=finetune",
+        "adaptation=prompt_zero_shot",
+        "backbone=random",
+        *pretrain_overrides(corpus),
+        "model=gpt_tiny",
+        "objective=clm",
+        *TASK,
+    ]
     parts = built(overrides, tmp_path / "run")
     model, tokenizer = parts.model.eval(), parts.resolved.tokenizer
     encoder = model.input_encoder(tokenizer, 64)
@@ -288,8 +346,14 @@ def test_a_hugging_face_masked_lm_checkpoint_gives_its_own_heads_logits(mlm_run,
 
     tokenizer = AutoTokenizer.from_pretrained(str(mlm_run / "export"))
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=64, pad_token_id=tokenizer.pad_token_id)
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     reference = BertForMaskedLM(config).eval()
     with torch.no_grad():  # a head that is not at its initial values (LayerNorm 1/0, bias 0)
         for p in reference.cls.predictions.parameters():
@@ -304,7 +368,9 @@ def test_a_hugging_face_masked_lm_checkpoint_gives_its_own_heads_logits(mlm_run,
     batch = encoder.collate(items)
     with torch.no_grad():
         logits = parts.model.eval()(batch)[0]
-        vocab = reference(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[0, batch["pool_index"][0]]
+        vocab = reference(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[
+            0, batch["pool_index"][0]
+        ]
     words = [tokenizer.convert_tokens_to_ids(w) for w in ("terrible", "great")]
     assert torch.allclose(logits, vocab[words], atol=1e-5), (logits, vocab[words])
 
@@ -315,7 +381,13 @@ def test_a_checkpoint_without_masked_lm_weights_is_refused(tmp_path):
     from ptmlab.config import compose_config
     from ptmlab.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"adaptation=prompt_finetune needs the backbone's LM head, but "
-                                          r"backbone=.* has no trained masked-LM head \(its checkpoint lacks cls\."):
-        build_finetune(compose_config(["stage=finetune", "adaptation=prompt_finetune", "model=minilm", *TASK,
-                                       f"+run_dir={tmp_path}"]))
+    with pytest.raises(
+        ConfigError,
+        match=r"adaptation=prompt_finetune needs the backbone's LM head, but "
+        r"backbone=.* has no trained masked-LM head \(its checkpoint lacks cls\.",
+    ):
+        build_finetune(
+            compose_config(
+                ["stage=finetune", "adaptation=prompt_finetune", "model=minilm", *TASK, f"+run_dir={tmp_path}"]
+            )
+        )

@@ -41,12 +41,26 @@ def pretrain(tmp_path, monkeypatch, job_id: str, model: str, objective: str, tok
         (corpus / "doc.txt").write_text("\n".join(" ".join(rng.choice(WORDS) for _ in range(8)) for _ in range(200)))
     monkeypatch.setenv("PTMLAB_JOB_ID", job_id)  # what the worker sets for the job it runs
     get_settings.cache_clear()
-    cfg = compose_config([
-        "stage=pretrain", f"model={model}", f"objective={objective}", f"tokenizer={tokenizer}", "data=text_files",
-        f"data.corpus.path={corpus}", "data.block_size=16", "data.batch_size=8", "tokenizer.vocab_size=80",
-        "tokenizer.min_frequency=1", "trainer.max_steps=2", "trainer.val_check_interval=2",
-        "trainer.limit_val_batches=1", "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0",
-        f"+run_dir={tmp_path / f'pretrain-{objective}'}"])
+    cfg = compose_config(
+        [
+            "stage=pretrain",
+            f"model={model}",
+            f"objective={objective}",
+            f"tokenizer={tokenizer}",
+            "data=text_files",
+            f"data.corpus.path={corpus}",
+            "data.block_size=16",
+            "data.batch_size=8",
+            "tokenizer.vocab_size=80",
+            "tokenizer.min_frequency=1",
+            "trainer.max_steps=2",
+            "trainer.val_check_interval=2",
+            "trainer.limit_val_batches=1",
+            "trainer.enable_progress_bar=false",
+            "checkpoint_every_n_steps=0",
+            f"+run_dir={tmp_path / f'pretrain-{objective}'}",
+        ]
+    )
     run_pretrain(cfg)
     monkeypatch.delenv("PTMLAB_JOB_ID")
     get_settings.cache_clear()
@@ -58,18 +72,31 @@ def finetune(tmp_path, backbone: str, name: str) -> dict:
     composed config carries the defaults (bert_tiny, mlm, wordpiece) until the backbone resolves."""
     from lightning_modules.stages.finetune import run_finetune
 
-    cfg = compose_config([
-        "stage=finetune", "task=demo/sentiment", f"backbone={backbone}", "task.max_train_samples=16",
-        "task.max_eval_samples=16", "stage.batch_size=8", "stage.max_steps=2", "stage.epochs=1",
-        "stage.pooling=mean", "stage.write_predictions=false", "trainer.enable_progress_bar=false",
-        "checkpoint_every_n_steps=0", f"+run_dir={tmp_path / name}"])
+    cfg = compose_config(
+        [
+            "stage=finetune",
+            "task=demo/sentiment",
+            f"backbone={backbone}",
+            "task.max_train_samples=16",
+            "task.max_eval_samples=16",
+            "stage.batch_size=8",
+            "stage.max_steps=2",
+            "stage.epochs=1",
+            "stage.pooling=mean",
+            "stage.write_predictions=false",
+            "trainer.enable_progress_bar=false",
+            "checkpoint_every_n_steps=0",
+            f"+run_dir={tmp_path / name}",
+        ]
+    )
     assert (cfg.model.name, cfg.objective.name, cfg.tokenizer.name) == ("bert_tiny", "mlm", "wordpiece")
     run_finetune(cfg)
     return json.loads((tmp_path / name / "summary.json").read_text())  # as the worker records it
 
 
-def test_a_fine_tune_of_a_referenced_causal_decoder_records_gpt_tiny_clm_bpe(ptmlab_home, tmp_path, monkeypatch,
-                                                                             one_torch_thread):
+def test_a_fine_tune_of_a_referenced_causal_decoder_records_gpt_tiny_clm_bpe(
+    ptmlab_home, tmp_path, monkeypatch, one_torch_thread
+):
     from mlflow.tracking import MlflowClient
 
     from lightning_modules.artifacts.backbone_reference import resolve_backbone
@@ -81,7 +108,7 @@ def test_a_fine_tune_of_a_referenced_causal_decoder_records_gpt_tiny_clm_bpe(ptm
     from ptmlab.views.jobs import resolved_job_config
 
     clm_pretrain = pretrain(tmp_path, monkeypatch, "2", "gpt_tiny", "clm", "bpe")
-    mlm_pretrain = pretrain(tmp_path, monkeypatch, "1", "bert_tiny", "mlm", "wordpiece")
+    pretrain(tmp_path, monkeypatch, "1", "bert_tiny", "mlm", "wordpiece")
     clm = finetune(tmp_path, str(tmp_path / "pretrain-clm"), "finetune-clm")
     mlm = finetune(tmp_path, str(tmp_path / "pretrain-mlm"), "finetune-mlm")
 
@@ -127,8 +154,15 @@ def test_a_fine_tune_of_a_referenced_causal_decoder_records_gpt_tiny_clm_bpe(ptm
     from lightning_modules.stages.probe import build_probe
 
     ud = Path(__file__).resolve().parents[2] / "data" / "demo" / "ud"
-    probe_cfg = compose_config(["stage=probe", "probe=upos", f"backbone={tmp_path / 'pretrain-clm'}",
-                                f"probe.data.train={ud / 'train.conllu'}", f"probe.data.eval={ud / 'dev.conllu'}"])
+    probe_cfg = compose_config(
+        [
+            "stage=probe",
+            "probe=upos",
+            f"backbone={tmp_path / 'pretrain-clm'}",
+            f"probe.data.train={ud / 'train.conllu'}",
+            f"probe.data.eval={ud / 'dev.conllu'}",
+        ]
+    )
     build_probe(probe_cfg)
     assert (probe_cfg.model.name, probe_cfg.objective.name, probe_cfg.tokenizer.name) == ("gpt_tiny", "clm", "bpe")
     assert probe_cfg.resolved_backbone.source_job == "2"
@@ -136,7 +170,11 @@ def test_a_fine_tune_of_a_referenced_causal_decoder_records_gpt_tiny_clm_bpe(ptm
     # `backbone=mlflow:<run>`: the export artifact carries the same manifest
     cfg = compose_config(["stage=finetune", "task=glue/sst2", f"backbone=mlflow:{clm_pretrain['mlflow_run_id']}"])
     resolved = resolve_backbone(cfg, tracking_uri(cfg))
-    assert (resolved.record["model"], resolved.record["objective"], resolved.record["tokenizer"]) == ("gpt_tiny", "clm", "bpe")
+    assert (resolved.record["model"], resolved.record["objective"], resolved.record["tokenizer"]) == (
+        "gpt_tiny",
+        "clm",
+        "bpe",
+    )
     assert resolved.record["source_job"] == "2" and resolved.configs["objective"]["name"] == "clm"
 
 
@@ -148,12 +186,24 @@ def test_a_fresh_backbone_records_no_pre_training(ptmlab_home, tmp_path, one_tor
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     (corpus / "doc.txt").write_text("\n".join(" ".join(WORDS[i:] + WORDS[:i]) for i in range(len(WORDS))) * 5)
-    cfg = compose_config(["stage=finetune", "task=glue/sst2", "data=text_files", f"data.corpus.path={corpus}",
-                          "tokenizer.vocab_size=60", "tokenizer.min_frequency=1"])
+    cfg = compose_config(
+        [
+            "stage=finetune",
+            "task=glue/sst2",
+            "data=text_files",
+            f"data.corpus.path={corpus}",
+            "tokenizer.vocab_size=60",
+            "tokenizer.min_frequency=1",
+        ]
+    )
     resolved = resolve_backbone(cfg, tracking_uri(cfg))
     record_backbone(cfg, resolved)
     assert (cfg.model.name, cfg.objective.name, cfg.tokenizer.name, cfg.data.name) == (
-        "bert_tiny", "none", "wordpiece", "text_files")
+        "bert_tiny",
+        "none",
+        "wordpiece",
+        "text_files",
+    )
     assert cfg.model.backbone.vocab_size == len(resolved.tokenizer)
     assert cfg.resolved_backbone.source_stage == "none" and cfg.resolved_backbone.reference == "random"
 

@@ -23,7 +23,9 @@ def test_fixture_first_line_is_data_and_a_bad_line_is_counted(caplog):
     assert train.examples[0].texts == ("a compelling pre wwii drama with vivid characters and a warm , moving message",)
     assert train.malformed_rows == 1 and train.malformed_row_numbers == [4]
     assert any("skipped 1 malformed row(s)" in r.getMessage() for r in caplog.records)
-    assert data.eval_splits == ["dev"] and data.splits["dev"].examples[0].texts == ("it 's a charming and often affecting journey .",)
+    assert data.eval_splits == ["dev"] and data.splits["dev"].examples[0].texts == (
+        "it 's a charming and often affecting journey .",
+    )
 
 
 def test_errors_name_the_task_or_path(tmp_path):

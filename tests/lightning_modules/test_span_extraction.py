@@ -41,8 +41,11 @@ def synthetic_squad(path, questions: int, seed: int, *, v2: bool = False) -> Non
         impossible = v2 and n % 4 == 3
         name = rng.choice(NAMES)
         context = " ".join(before + ([] if impossible else [CUE, name]) + after)
-        qa = {"id": f"q{seed}-{n}", "question": QUESTION,
-              "answers": [] if impossible else [{"text": name, "answer_start": len(" ".join(before + [CUE])) + 1}]}
+        qa = {
+            "id": f"q{seed}-{n}",
+            "question": QUESTION,
+            "answers": [] if impossible else [{"text": name, "answer_start": len(" ".join(before + [CUE])) + 1}],
+        }
         if v2:
             qa["is_impossible"] = impossible
         paragraphs.append({"context": context, "qas": [qa]})
@@ -51,6 +54,7 @@ def synthetic_squad(path, questions: int, seed: int, *, v2: bool = False) -> Non
 
 
 # -- reader ------------------------------------------------------------------------------------
+
 
 def test_reader_reads_v1_and_recognises_v2_by_is_impossible(tmp_path):
     synthetic_squad(tmp_path / "v1.json", 6, 0)
@@ -61,7 +65,7 @@ def test_reader_reads_v1_and_recognises_v2_by_is_impossible(tmp_path):
     assert not is_v2(train) and is_v2(dev)
     q = train.examples[0]
     assert q.id == "q0-0" and q.question == QUESTION and q.row == 1 and q.is_impossible is None
-    assert q.context[q.answers[0].start:q.answers[0].end] == q.answers[0].text in NAMES
+    assert q.context[q.answers[0].start : q.answers[0].end] == q.answers[0].text in NAMES
     assert dev.examples[3].is_impossible is True and dev.examples[3].answers == ()
     assert dev.examples[0].is_impossible is False and len(dev.examples[0].answers) == 1
 
@@ -85,13 +89,18 @@ def _bad(tmp_path, mutate) -> str:
     return str(tmp_path / "bad.json")
 
 
-@pytest.mark.parametrize("mutate, message", [
-    (lambda qa: qa["answers"][0].update(answer_start=qa["answers"][0]["answer_start"] + 1),
-     r"bad.json: question q0-1: answer '\w+' does not match the context at answer_start=\d+"),
-    (lambda qa: qa.update(answers=[]), r"bad.json: question q0-1: no gold answer \(a v1.1 question needs one\)"),
-    (lambda qa: qa.update(id="q0-0"), r"bad.json: question q0-0: the id appears twice"),
-    (lambda qa: qa.pop("question"), r"bad.json: question q0-1: \"question\" is missing or not a str"),
-])
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (
+            lambda qa: qa["answers"][0].update(answer_start=qa["answers"][0]["answer_start"] + 1),
+            r"bad.json: question q0-1: answer '\w+' does not match the context at answer_start=\d+",
+        ),
+        (lambda qa: qa.update(answers=[]), r"bad.json: question q0-1: no gold answer \(a v1.1 question needs one\)"),
+        (lambda qa: qa.update(id="q0-0"), r"bad.json: question q0-0: the id appears twice"),
+        (lambda qa: qa.pop("question"), r"bad.json: question q0-1: \"question\" is missing or not a str"),
+    ],
+)
 def test_reader_bad_input_names_file_and_question(tmp_path, mutate, message):
     path = _bad(tmp_path, mutate)
     with pytest.raises(DataError, match=message) as caught:
@@ -109,6 +118,7 @@ def test_reader_bad_files(tmp_path):
 
 # -- metric: the official scripts' rules, hand-computed ----------------------------------------
 
+
 def test_normalisation_follows_the_official_script():
     assert normalize_answer("The  Denver Broncos!") == "denver broncos"
     assert normalize_answer("an apple, a pear") == "apple pear"
@@ -116,27 +126,40 @@ def test_normalisation_follows_the_official_script():
     assert normalize_answer("U.S.-based") == "usbased"  # punctuation dropped, not spaced
 
 
-@pytest.mark.parametrize("prediction, golds, v2, em, f1", [
-    ("Denver Broncos", ["Denver Broncos"], False, 1.0, 1.0),
-    ("the Denver Broncos.", ["Denver Broncos"], False, 1.0, 1.0),  # article and punctuation normalised away
-    ("Broncos", ["Denver Broncos"], False, 0.0, 2 / 3),  # P 1, R 1/2
-    ("Denver Broncos won", ["Denver Broncos", "Broncos won", "won"], False, 0.0, 0.8),  # max over golds: 2·(2/3·1)/(5/3)
-    ("won", ["Denver Broncos", "won"], False, 1.0, 1.0),
-    ("", ["Denver Broncos"], False, 0.0, 0.0),  # empty prediction
-    ("", ["Denver Broncos"], True, 0.0, 0.0),
-    ("", [], True, 1.0, 1.0),  # v2.0 no-answer question, no answer given
-    ("Denver", [], True, 0.0, 0.0),  # v2.0 no-answer question answered
-    ("the", ["a"], False, 1.0, 0.0),  # v1.1: both normalise to nothing: EM 1, F1 0 (nothing in common)
-    ("", ["the"], True, 1.0, 1.0),  # v2.0 drops golds that normalise to nothing: the gold is ""
-    ("Denver Denver", ["Denver"], False, 0.0, 2 / 3),  # token counts: P 1/2, R 1
-])
+@pytest.mark.parametrize(
+    "prediction, golds, v2, em, f1",
+    [
+        ("Denver Broncos", ["Denver Broncos"], False, 1.0, 1.0),
+        ("the Denver Broncos.", ["Denver Broncos"], False, 1.0, 1.0),  # article and punctuation normalised away
+        ("Broncos", ["Denver Broncos"], False, 0.0, 2 / 3),  # P 1, R 1/2
+        (
+            "Denver Broncos won",
+            ["Denver Broncos", "Broncos won", "won"],
+            False,
+            0.0,
+            0.8,
+        ),  # max over golds: 2·(2/3·1)/(5/3)
+        ("won", ["Denver Broncos", "won"], False, 1.0, 1.0),
+        ("", ["Denver Broncos"], False, 0.0, 0.0),  # empty prediction
+        ("", ["Denver Broncos"], True, 0.0, 0.0),
+        ("", [], True, 1.0, 1.0),  # v2.0 no-answer question, no answer given
+        ("Denver", [], True, 0.0, 0.0),  # v2.0 no-answer question answered
+        ("the", ["a"], False, 1.0, 0.0),  # v1.1: both normalise to nothing: EM 1, F1 0 (nothing in common)
+        ("", ["the"], True, 1.0, 1.0),  # v2.0 drops golds that normalise to nothing: the gold is ""
+        ("Denver Denver", ["Denver"], False, 0.0, 2 / 3),  # token counts: P 1/2, R 1
+    ],
+)
 def test_question_scores_hand_computed(prediction, golds, v2, em, f1):
     assert question_scores(prediction, golds, v2=v2) == (em, pytest.approx(f1))
 
 
 def test_split_scores_and_the_no_answer_threshold():
-    m = span_metrics(["exact_match", "f1"], [["Denver Broncos"], ["Carolina", "Carolina Panthers"]],
-                     ["Denver Broncos", "Panthers"], v2=False)
+    m = span_metrics(
+        ["exact_match", "f1"],
+        [["Denver Broncos"], ["Carolina", "Carolina Panthers"]],
+        ["Denver Broncos", "Panthers"],
+        v2=False,
+    )
     assert m == {"exact_match": 0.5, "f1": pytest.approx((1 + 2 / 3) / 2)}  # the mean over questions
     golds = [["Denver Broncos"], ["Carolina"], [], []]
     # v2.0: best spans with no-answer scores; answering q0 and q1 and not q2 and q3 is best: threshold = q1's
@@ -154,6 +177,7 @@ def test_split_scores_and_the_no_answer_threshold():
 
 
 # -- windows and answers back to characters -----------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
@@ -198,7 +222,7 @@ def test_windows_find_an_answer_past_the_first_and_map_back_to_characters(tokeni
     assert labelled and labelled[0] >= 1  # the answer is found in a later window, not the first
     w = labelled[-1]  # the last window: it holds the context's end, so the sub-word after the answer too
     s, e = items[w]["label"]
-    assert context[items[w]["offsets"][s][0]:items[w]["offsets"][e][1]] == "Grace"
+    assert context[items[w]["offsets"][s][0] : items[w]["offsets"][e][1]] == "Grace"
     assert tokenizer.decode(items[w]["input_ids"]).startswith("[CLS] who comes after the key")  # the question first
     # overlapping windows: consecutive windows share doc_stride context sub-words
     ctx = [[o for o in x["offsets"] if o != (-1, -1)] for x in items]
@@ -210,31 +234,41 @@ def test_windows_find_an_answer_past_the_first_and_map_back_to_characters(tokeni
     logits[w, s, 0] = logits[w, e, 1] = 5.0
     last = max(t for t, o in enumerate(items[0]["offsets"]) if o != (-1, -1))  # window 0's last context sub-word
     logits[0, last, 0] = logits[0, last, 1] = 3.0
-    spec = TaskSpec(name="qa", kind="span_extraction", labels=None, metrics=("exact_match", "f1"),
-                    main_metric="f1", max_length=32, doc_stride=6)
-    answer, = best_spans(spec, split, SpanWindows.from_batch(logits, batch, 32))
+    spec = TaskSpec(
+        name="qa",
+        kind="span_extraction",
+        labels=None,
+        metrics=("exact_match", "f1"),
+        main_metric="f1",
+        max_length=32,
+        doc_stride=6,
+    )
+    (answer,) = best_spans(spec, split, SpanWindows.from_batch(logits, batch, 32))
     assert (answer.text, answer.start, answer.score) == ("Grace", start, 10.0)
     # an end before its start is never chosen: the best valid span is the sub-word before the answer
     # alone (0 + 6: "key", or its last piece in a smaller vocabulary), not (s, s-1) (5 + 6)
     logits.zero_()
     logits[w] = -10.0
     logits[w, s, 0], logits[w, s - 1, 0], logits[w, s - 1, 1] = 5.0, 0.0, 6.0
-    answer, = best_spans(spec, split, SpanWindows.from_batch(logits, batch, 32))
+    (answer,) = best_spans(spec, split, SpanWindows.from_batch(logits, batch, 32))
     offsets = items[w]["offsets"]
-    assert (answer.text, answer.score) == (context[offsets[s - 1][0]:offsets[s - 1][1]], 6.0) and answer.text in "key"
+    assert (answer.text, answer.score) == (context[offsets[s - 1][0] : offsets[s - 1][1]], 6.0) and answer.text in "key"
     # nor a span longer than max_answer_length: the answer and the sub-word after it are one too many
     logits[w] = -10.0
     logits[w, s, 0], logits[w, e, 1], logits[w, e + 1, 0], logits[w, e + 1, 1] = 5.0, 0.0, 0.0, 6.0
     longest = dataclasses.replace(spec, max_answer_length=e - s + 1)
-    answer, = best_spans(longest, split, SpanWindows.from_batch(logits, batch, 32))
-    assert (answer.text, answer.score) == (context[offsets[e + 1][0]:offsets[e + 1][1]], 6.0)
-    answer, = best_spans(spec, split, SpanWindows.from_batch(logits, batch, 32))
-    assert (answer.text, answer.score) == (context[start:offsets[e + 1][1]], 11.0)
+    (answer,) = best_spans(longest, split, SpanWindows.from_batch(logits, batch, 32))
+    assert (answer.text, answer.score) == (context[offsets[e + 1][0] : offsets[e + 1][1]], 6.0)
+    (answer,) = best_spans(spec, split, SpanWindows.from_batch(logits, batch, 32))
+    assert (answer.text, answer.score) == (context[start : offsets[e + 1][1]], 11.0)
     assert answer.text.startswith("Grace t")
     with pytest.raises(ConfigError, match="task.doc_stride=32 must be >= 0 and below task.max_length=32"):
         QuestionContextEncoder(tokenizer, max_length=32, doc_stride=32)
-    with pytest.raises(ConfigError, match=r"the longest question has \d+ sub-words: task.max_length=12 leaves -?\d+ for "
-                                          r"the context, not more than task.doc_stride=6"):
+    with pytest.raises(
+        ConfigError,
+        match=r"the longest question has \d+ sub-words: task.max_length=12 leaves -?\d+ for "
+        r"the context, not more than task.doc_stride=6",
+    ):
         QuestionContextEncoder(tokenizer, max_length=12, doc_stride=6).encode_split(split)
 
 
@@ -254,12 +288,27 @@ MODES = {  # full learns (the EM bar below); the others train two epochs on a th
 def overrides(files, extra) -> list[str]:
     v2 = "v2" in extra
     suffix = "_v2" if v2 else ""
-    return ["stage=finetune", "task=squad", f"task.data.train={files / f'train{suffix}.json'}",
-            f"task.data.dev={files / f'dev{suffix}.json'}", "task.max_length=32", "task.doc_stride=8",
-            "task.max_answer_length=4", "model=bert_tiny", "data=text_files", f"data.corpus.path={files / 'corpus'}",
-            "tokenizer.vocab_size=100", "tokenizer.min_frequency=1", "trainer.enable_progress_bar=false",
-            "checkpoint_every_n_steps=0", "stage.lr=3e-3", "stage.batch_size=16", "stage.epochs=2", "seed=5",
-            *[x for x in extra if x != "v2"]]
+    return [
+        "stage=finetune",
+        "task=squad",
+        f"task.data.train={files / f'train{suffix}.json'}",
+        f"task.data.dev={files / f'dev{suffix}.json'}",
+        "task.max_length=32",
+        "task.doc_stride=8",
+        "task.max_answer_length=4",
+        "model=bert_tiny",
+        "data=text_files",
+        f"data.corpus.path={files / 'corpus'}",
+        "tokenizer.vocab_size=100",
+        "tokenizer.min_frequency=1",
+        "trainer.enable_progress_bar=false",
+        "checkpoint_every_n_steps=0",
+        "stage.lr=3e-3",
+        "stage.batch_size=16",
+        "stage.epochs=2",
+        "seed=5",
+        *[x for x in extra if x != "v2"],
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -278,11 +327,16 @@ def runs(module_ptmlab_home, files, tmp_path_factory):
             run_finetune(compose_config([*overrides(files, extra), f"+run_dir={run_dir}"]))
             initial = build_finetune(compose_config([*overrides(files, extra), f"+run_dir={folder / 'scratch'}"]))
             loaded = load_task_model(str(run_dir))
-            out[mode] = {"run_dir": run_dir, "summary": json.loads((run_dir / "summary.json").read_text()),
-                         "task": initial.task, "initial_head": initial.model.head[-1].weight.detach().clone(),
-                         "loaded": loaded, "logits": predict(loaded, initial.task, "dev"),
-                         "answers": [a.text for a in predict_answers(loaded, initial.task, "dev")],
-                         "metrics": evaluate(loaded, initial.task, "dev")}
+            out[mode] = {
+                "run_dir": run_dir,
+                "summary": json.loads((run_dir / "summary.json").read_text()),
+                "task": initial.task,
+                "initial_head": initial.model.head[-1].weight.detach().clone(),
+                "loaded": loaded,
+                "logits": predict(loaded, initial.task, "dev"),
+                "answers": [a.text for a in predict_answers(loaded, initial.task, "dev")],
+                "metrics": evaluate(loaded, initial.task, "dev"),
+            }
     finally:
         torch.set_num_threads(threads)
     return out
@@ -310,8 +364,10 @@ def test_every_adaptation_mode_trains_the_span_head_and_summarises(runs, mode):
     assert [r["id"] for r in rows] == [q.id for q in dev.examples]
     assert [r["gold"] for r in rows] == [[a.text for a in q.answers] for q in dev.examples]
     threshold = summary.metrics.get("no_answer_threshold")
-    expected = [text if not v2 or r["no_answer_score"] is None or r["no_answer_score"] <= threshold else ""
-                for text, r in zip(run["answers"], rows)]
+    expected = [
+        text if not v2 or r["no_answer_score"] is None or r["no_answer_score"] <= threshold else ""
+        for text, r in zip(run["answers"], rows)
+    ]
     assert [r["prediction"] for r in rows] == expected
     assert run["logits"].shape[1:] == (32, 2) and run["logits"].shape[0] > len(dev)  # windows, several per question
 
@@ -348,11 +404,18 @@ FRESH_PROCESS = textwrap.dedent("""
 def test_saved_task_models_reload_in_a_fresh_process_with_the_same_answers(runs, files, module_ptmlab_home, tmp_path):
     from safetensors.torch import load_file
 
-    cases = {mode: {"ref": str(run["run_dir"]), "overrides": overrides(files, MODES[mode])} for mode, run in runs.items()}
+    cases = {
+        mode: {"ref": str(run["run_dir"]), "overrides": overrides(files, MODES[mode])} for mode, run in runs.items()
+    }
     target = tmp_path / "logits.safetensors"
     env = {**os.environ, "PTMLAB_HOME": str(module_ptmlab_home)}
-    proc = subprocess.run([sys.executable, "-c", FRESH_PROCESS, json.dumps(cases), str(target)], env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", FRESH_PROCESS, json.dumps(cases), str(target)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     reloaded, answers = load_file(str(target)), json.loads(proc.stdout.strip().splitlines()[-1])
     for mode, run in runs.items():
@@ -376,13 +439,20 @@ def test_a_bad_answer_is_one_line_in_the_preflight(files, module_ptmlab_home, tm
     assert f"shifted.json: question {qa['id']}: answer" in line and "does not match the context" in line
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["task.kind=classification", "task.metrics=[accuracy]", "task.main_metric=accuracy"],
-     "task.kind=classification needs a reader other than the SQuAD one"),
-    (["task.metrics=[accuracy]", "task.main_metric=accuracy"],
-     "task.metrics=accuracy is a classification metric but task.kind=span_extraction"),
-    (["task.doc_stride=32"], "task.doc_stride=32 must be an integer >= 0 and below task.max_length=32"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (
+            ["task.kind=classification", "task.metrics=[accuracy]", "task.main_metric=accuracy"],
+            "task.kind=classification needs a reader other than the SQuAD one",
+        ),
+        (
+            ["task.metrics=[accuracy]", "task.main_metric=accuracy"],
+            "task.metrics=accuracy is a classification metric but task.kind=span_extraction",
+        ),
+        (["task.doc_stride=32"], "task.doc_stride=32 must be an integer >= 0 and below task.max_length=32"),
+    ],
+)
 def test_bad_span_task_configs_fail_at_compose_time(files, extra, message):
     from ptmlab.config import compose_config
 
@@ -398,6 +468,7 @@ def test_multitask_refuses_a_span_task_at_compose_time(data_dir):
 
 
 # -- compression of the span head (stage=compress on the full v1.1 fine-tune) --------------------
+
 
 @pytest.mark.parametrize("method", ["quantize_dynamic", "drop_layers", "prune_magnitude", "distill"])
 def test_every_compression_method_takes_the_span_head(method, runs, files, tmp_path):

@@ -28,12 +28,27 @@ def corpus_dir(tmp_path_factory) -> Path:
 
 
 def pretrain_cfg(corpus: Path, tmp_path: Path, *extra: str):
-    return compose_config([
-        "stage=pretrain", "model=bert_tiny", "objective=mlm", "data=text_files", f"data.corpus.path={corpus}",
-        "data.block_size=32", "data.batch_size=8", "tokenizer.vocab_size=90", "tokenizer.min_frequency=1",
-        "trainer.val_check_interval=null", "trainer.limit_val_batches=0", "trainer.log_every_n_steps=2",
-        "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0", f"paths.cache_dir={tmp_path / 'cache'}",
-        f"+run_dir={tmp_path / 'run'}", *extra])
+    return compose_config(
+        [
+            "stage=pretrain",
+            "model=bert_tiny",
+            "objective=mlm",
+            "data=text_files",
+            f"data.corpus.path={corpus}",
+            "data.block_size=32",
+            "data.batch_size=8",
+            "tokenizer.vocab_size=90",
+            "tokenizer.min_frequency=1",
+            "trainer.val_check_interval=null",
+            "trainer.limit_val_batches=0",
+            "trainer.log_every_n_steps=2",
+            "trainer.enable_progress_bar=false",
+            "checkpoint_every_n_steps=0",
+            f"paths.cache_dir={tmp_path / 'cache'}",
+            f"+run_dir={tmp_path / 'run'}",
+            *extra,
+        ]
+    )
 
 
 @pytest.mark.slow
@@ -43,10 +58,19 @@ def test_pretrain_with_every_switch_on(corpus_dir, ptmlab_home, tmp_path):
     peak gives an MFU."""
     from mlflow.tracking import MlflowClient
 
-    cfg = pretrain_cfg(corpus_dir, tmp_path, "trainer.max_steps=4", "trainer.compile=true",
-                       "trainer.compile_backend=eager", "optimizer.fused=true", "trainer.precision=bf16-mixed", "trainer.gradient_clip_val=1.0",
-                       "trainer.accumulate_grad_batches=2", "trainer.activation_checkpointing=true",
-                       "trainer.peak_flops=1e12")
+    cfg = pretrain_cfg(
+        corpus_dir,
+        tmp_path,
+        "trainer.max_steps=4",
+        "trainer.compile=true",
+        "trainer.compile_backend=eager",
+        "optimizer.fused=true",
+        "trainer.precision=bf16-mixed",
+        "trainer.gradient_clip_val=1.0",
+        "trainer.accumulate_grad_batches=2",
+        "trainer.activation_checkpointing=true",
+        "trainer.peak_flops=1e12",
+    )
     returned = get_method(cfg.stage.entry)(cfg)
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["steps"] == 4 and returned["throughput"] == summary["throughput"]
@@ -59,8 +83,16 @@ def test_pretrain_with_every_switch_on(corpus_dir, ptmlab_home, tmp_path):
     run = MlflowClient(tracking_uri=f"sqlite:///{ptmlab_home / 'mlflow.db'}").get_run(summary["mlflow_run_id"])
     assert run.data.tags["ptmlab.compile"] == "compiled"
     assert run.data.tags["ptmlab.activation_checkpointing"] == "2 layers"
-    for key in ("train/tokens_per_s", "train/samples_per_s", "train/mfu", "train/data_wait_fraction",
-                "train/padding_fraction", "train/lr", "train/tokens_seen", "train/flops"):
+    for key in (
+        "train/tokens_per_s",
+        "train/samples_per_s",
+        "train/mfu",
+        "train/data_wait_fraction",
+        "train/padding_fraction",
+        "train/lr",
+        "train/tokens_seen",
+        "train/flops",
+    ):
         assert key in run.data.metrics, key
 
 
@@ -83,8 +115,9 @@ def test_fused_adamw_is_refused_only_where_it_cannot_work():
 def adamw_cfg(**kwargs):
     from omegaconf import OmegaConf
 
-    return OmegaConf.create({"_target_": "torch.optim.AdamW", "_partial_": True, "lr": 1e-2,
-                             "foreach": None, "fused": None, **kwargs})
+    return OmegaConf.create(
+        {"_target_": "torch.optim.AdamW", "_partial_": True, "lr": 1e-2, "foreach": None, "fused": None, **kwargs}
+    )
 
 
 def test_fused_adamw_is_the_default_where_valid():
@@ -128,12 +161,23 @@ def test_fused_adamw_clips_unscaled_gradients_under_mixed_precision(precision, t
     from lightning_modules.runtime.speed import UnscalingMixedPrecision, unscale_before_clipping
 
     clip = 1e-3
-    precision_args = ({"precision": precision} if precision == "bf16-mixed"
-                      else {"plugins": [UnscalingMixedPrecision(precision, "cpu", torch.amp.GradScaler(
-                          "cpu", init_scale=2.0 ** 10))]})
-    trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=1, gradient_clip_val=clip, logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                         default_root_dir=tmp_path, **precision_args)
+    precision_args = (
+        {"precision": precision}
+        if precision == "bf16-mixed"
+        else {"plugins": [UnscalingMixedPrecision(precision, "cpu", torch.amp.GradScaler("cpu", init_scale=2.0**10))]}
+    )
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_steps=1,
+        gradient_clip_val=clip,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+        **precision_args,
+    )
     unscale_before_clipping(trainer)
     assert isinstance(trainer.precision_plugin, UnscalingMixedPrecision)
     module = ClippedLinear()
@@ -231,8 +275,9 @@ def test_length_grouped_batches_cover_every_example_and_pad_less():
     grouped = LengthGroupedBatches(lengths, batch_size=32, seed=0)
 
     def pad(batches) -> float:
-        return 1 - sum(sum(lengths[i] for i in b) for b in batches) / sum(len(b) * max(lengths[i] for i in b)
-                                                                         for b in batches)
+        return 1 - sum(sum(lengths[i] for i in b) for b in batches) / sum(
+            len(b) * max(lengths[i] for i in b) for b in batches
+        )
 
     epoch0 = list(grouped)
     assert sorted(i for b in epoch0 for i in b) == list(range(len(lengths))) and len(epoch0) == len(grouped)
@@ -241,7 +286,7 @@ def test_length_grouped_batches_cover_every_example_and_pad_less():
     assert list(grouped) != epoch0  # reshuffled each epoch
     order = list(range(len(lengths)))
     random.Random(0).shuffle(order)
-    shuffled = [order[i:i + 32] for i in range(0, len(order), 32)]
+    shuffled = [order[i : i + 32] for i in range(0, len(order), 32)]
     assert pad(epoch0) < 0.25 * pad(shuffled), (pad(epoch0), pad(shuffled))
 
 
@@ -265,5 +310,6 @@ def test_mfu_needs_a_known_peak():
     assert "train/mfu" not in ThroughputMonitor(lambda _: 6e6, None, "cpu").rates(totals)
     # two ranks' totals: job-wide tokens/s, per-device MFU
     two = ThroughputMonitor(lambda _: 6e6, 1e12, "cpu").rates(
-        Totals(20, 640, 81_920, 81_920, 81_920 * 6e6, 4.0, 0.2), world_size=2)
+        Totals(20, 640, 81_920, 81_920, 81_920 * 6e6, 4.0, 0.2), world_size=2
+    )
     assert two["train/tokens_per_s"] == pytest.approx(40_960) and two["train/mfu"] == pytest.approx(known["train/mfu"])

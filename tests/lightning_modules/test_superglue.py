@@ -41,6 +41,7 @@ def shipped(data_dir: Path, task: str, file: str) -> Path:
 
 # -- reader --------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("task", list(SHIPPED))
 def test_reader_reads_the_shipped_files(data_dir, task):
     from lightning_modules.tasks.spec import load_task
@@ -57,25 +58,35 @@ def test_reader_reads_the_shipped_files(data_dir, task):
     assert (len(loaded.train), len(loaded.data.splits["dev"])) == (examples[0], examples[2])
     counts = torch.bincount(torch.tensor([ex.label for ex in loaded.data.splits["dev"].examples]))
     assert len(counts) == len(loaded.spec.labels) and bool((counts > 0).all())
-    assert loaded.data.origin == {"train": str(shipped(data_dir, task, "train")), "dev": str(shipped(data_dir, task, "val"))}
+    assert loaded.data.origin == {
+        "train": str(shipped(data_dir, task, "train")),
+        "dev": str(shipped(data_dir, task, "val")),
+    }
 
 
 def test_marks_and_question_groups(data_dir):
     wic = records_to_split("wic", "train", "x", read_records(shipped(data_dir, "wic", "train"), "train"))
     assert wic.examples[0].texts == ("You make me *feel* naked.", "She *felt* small and insignificant.")
     wsc = records_to_split("wsc", "train", "x", read_records(shipped(data_dir, "wsc", "train"), "train"))
-    assert wsc.examples[0].texts == ("The actress used to be named Terpsichore , but she changed it to [Tina] a few "
-                                     "years ago, because she figured *it* was easier to pronounce.",
-                                     "Does it refer to Tina ?")  # span2_index 21: the second "it"
-    assert wsc.examples[1].texts == ("The city councilmen refused [the demonstrators] a permit because *they* "
-                                     "advocated violence.", "Does they refer to The demonstrators ?")
+    assert wsc.examples[0].texts == (
+        "The actress used to be named Terpsichore , but she changed it to [Tina] a few "
+        "years ago, because she figured *it* was easier to pronounce.",
+        "Does it refer to Tina ?",
+    )  # span2_index 21: the second "it"
+    assert wsc.examples[1].texts == (
+        "The city councilmen refused [the demonstrators] a permit because *they* advocated violence.",
+        "Does they refer to The demonstrators ?",
+    )
     multirc = records_to_split("multirc", "val", "x", read_records(shipped(data_dir, "multirc", "val"), "val"))
     groups = {ex.group for ex in multirc.examples}
     assert len(groups) == 953  # the official question count
     first = [ex for ex in multirc.examples if ex.group == multirc.examples[0].group]
     assert len({ex.row for ex in first}) == 1 and len({ex.id for ex in multirc.examples}) == 4848
-    assert first[0].texts[1].startswith("Would the mass of a baseball affect how much force you have to use to pick "
-                                        "it up? ")  # the question, then the answer
+    assert (
+        first[0]
+        .texts[1]
+        .startswith("Would the mass of a baseball affect how much force you have to use to pick it up? ")
+    )  # the question, then the answer
 
 
 def test_few_shot_draw_and_the_seeded_split_of_dev(data_dir):
@@ -108,18 +119,46 @@ def _write(path: Path, records: list) -> str:
 OK_BOOLQ = {"question": "is it", "passage": "it is", "label": True, "idx": 0}
 
 
-@pytest.mark.parametrize("task, bad, message", [
-    ("boolq", {"question": "q", "label": False}, r"bad.jsonl: line 2: field 'passage' is missing"),
-    ("boolq", "{not json", r"bad.jsonl: line 2 is not JSON"),
-    ("wic", {"word": "w", "sentence1": "a word", "sentence2": "b", "start1": 2, "end1": 6, "start2": 0, "end2": 9,
-             "label": True}, r"bad.jsonl: line 2: target offsets start2/end2: 0:9 are outside the sentence \(1 characters\)"),
-    ("wsc", {"text": "he saw it", "target": {"span1_index": 0, "span1_text": "he", "span2_index": 7,
-                                             "span2_text": "it"}, "label": True},
-     r"bad.jsonl: line 2: target.span2_index=7 is outside the text \(3 words\)"),
-    ("multirc", {"passage": {"text": "p", "questions": [{"question": "q", "answers": [{"text": "a"}]}]}},
-     r"bad.jsonl: line 2: field 'label' is missing"),
-    ("cb", {"premise": "p", "hypothesis": 3, "label": "neutral"}, r"bad.jsonl: line 2: field 'hypothesis' is int 3, not str"),
-])
+@pytest.mark.parametrize(
+    "task, bad, message",
+    [
+        ("boolq", {"question": "q", "label": False}, r"bad.jsonl: line 2: field 'passage' is missing"),
+        ("boolq", "{not json", r"bad.jsonl: line 2 is not JSON"),
+        (
+            "wic",
+            {
+                "word": "w",
+                "sentence1": "a word",
+                "sentence2": "b",
+                "start1": 2,
+                "end1": 6,
+                "start2": 0,
+                "end2": 9,
+                "label": True,
+            },
+            r"bad.jsonl: line 2: target offsets start2/end2: 0:9 are outside the sentence \(1 characters\)",
+        ),
+        (
+            "wsc",
+            {
+                "text": "he saw it",
+                "target": {"span1_index": 0, "span1_text": "he", "span2_index": 7, "span2_text": "it"},
+                "label": True,
+            },
+            r"bad.jsonl: line 2: target.span2_index=7 is outside the text \(3 words\)",
+        ),
+        (
+            "multirc",
+            {"passage": {"text": "p", "questions": [{"question": "q", "answers": [{"text": "a"}]}]}},
+            r"bad.jsonl: line 2: field 'label' is missing",
+        ),
+        (
+            "cb",
+            {"premise": "p", "hypothesis": 3, "label": "neutral"},
+            r"bad.jsonl: line 2: field 'hypothesis' is int 3, not str",
+        ),
+    ],
+)
 def test_bad_rows_name_file_and_line(tmp_path, task, bad, message):
     path = _write(tmp_path / "bad.jsonl", ["", bad])  # a blank line is skipped but counted
     with pytest.raises(DataError, match=message) as caught:
@@ -131,8 +170,13 @@ def test_a_label_outside_the_label_set_names_file_and_line(tmp_path, data_dir):
     from lightning_modules.tasks.spec import load_task
     from ptmlab.config import compose_config
 
-    bad = _write(tmp_path / "cb.jsonl", [{"premise": "p", "hypothesis": "h", "label": "neutral"},
-                                         {"premise": "p", "hypothesis": "h", "label": "maybe"}])
+    bad = _write(
+        tmp_path / "cb.jsonl",
+        [
+            {"premise": "p", "hypothesis": "h", "label": "neutral"},
+            {"premise": "p", "hypothesis": "h", "label": "maybe"},
+        ],
+    )
     with pytest.raises(DataError, match=r"cb.jsonl: line 2: label 'maybe' is not in the label set of task cb"):
         load_task(compose_config(["task=superglue/cb", f"task.data.dev={bad}"]).task)
     bool_as_text = _write(tmp_path / "boolq.jsonl", [OK_BOOLQ, {**OK_BOOLQ, "label": "yes"}])
@@ -142,16 +186,20 @@ def test_a_label_outside_the_label_set_names_file_and_line(tmp_path, data_dir):
 
 # -- metrics, hand-computed ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("preds, labels, groups, f1a, em", [
-    # q1 all right; q2 one false positive; q3 (one option) missed: TP 2, FP 1, FN 1
-    ([1, 0, 1, 0, 1, 0], [1, 0, 1, 0, 0, 1], ["q1", "q1", "q1", "q2", "q2", "q3"], 2 / 3, 1 / 3),
-    # groups need not be contiguous: a wrong on its third option; b right. TP 2, FP 1, FN 0
-    ([1, 0, 1, 1], [1, 0, 0, 1], ["a", "b", "a", "b"], 0.8, 0.5),
-    # no true option and none predicted: F1a 0 (scikit-learn's zero_division default), every question exact
-    ([0, 0, 0], [0, 0, 0], ["a", "a", "b"], 0.0, 1.0),
-    # everything predicted true: P 2/5, R 1; no question exact
-    ([1, 1, 1, 1, 1], [1, 0, 0, 1, 0], ["a", "a", "b", "b", "c"], 4 / 7, 0.0),
-])
+
+@pytest.mark.parametrize(
+    "preds, labels, groups, f1a, em",
+    [
+        # q1 all right; q2 one false positive; q3 (one option) missed: TP 2, FP 1, FN 1
+        ([1, 0, 1, 0, 1, 0], [1, 0, 1, 0, 0, 1], ["q1", "q1", "q1", "q2", "q2", "q3"], 2 / 3, 1 / 3),
+        # groups need not be contiguous: a wrong on its third option; b right. TP 2, FP 1, FN 0
+        ([1, 0, 1, 1], [1, 0, 0, 1], ["a", "b", "a", "b"], 0.8, 0.5),
+        # no true option and none predicted: F1a 0 (scikit-learn's zero_division default), every question exact
+        ([0, 0, 0], [0, 0, 0], ["a", "a", "b"], 0.0, 1.0),
+        # everything predicted true: P 2/5, R 1; no question exact
+        ([1, 1, 1, 1, 1], [1, 0, 0, 1, 0], ["a", "a", "b", "b", "c"], 4 / 7, 0.0),
+    ],
+)
 def test_multirc_f1a_and_exact_match(preds, labels, groups, f1a, em):
     from sklearn.metrics import f1_score
 
@@ -168,7 +216,8 @@ def test_cb_accuracy_and_macro_f1():
     assert got == pytest.approx({"accuracy": 4 / 6, "macro_f1": (0.8 + 0.5 + 2 / 3) / 3})
     # a class neither in the labels nor predicted (a small CB dev split) is left out, as scikit-learn does
     assert compute_metrics(["macro_f1"], [0, 1, 1, 1], [0, 0, 1, 1], num_labels=3)["macro_f1"] == pytest.approx(
-        (2 / 3 + 0.8) / 2)
+        (2 / 3 + 0.8) / 2
+    )
 
 
 def test_the_configs_agree_with_the_superglue_table():
@@ -183,23 +232,39 @@ def test_the_configs_agree_with_the_superglue_table():
 
 # -- through the stage: a pair task and MultiRC, tiny bert --------------------------------------
 
+
 @pytest.fixture(scope="module")
 def corpus(data_dir, tmp_path_factory) -> Path:
     """FewGLUE training text and the verbalizer words: a WordPiece vocabulary with each word whole."""
     folder = tmp_path_factory.mktemp("corpus")
     lines = []
     for task in SHIPPED:
-        for ex in records_to_split(task, "train", "x", read_records(shipped(data_dir, task, "train"), "train")).examples:
+        for ex in records_to_split(
+            task, "train", "x", read_records(shipped(data_dir, task, "train"), "train")
+        ).examples:
             lines += list(ex.texts)
     (folder / "doc.txt").write_text("\n".join(lines + ["yes no maybe"] * 50) + "\n")
     return folder
 
 
 def tiny(corpus: Path, *extra: str) -> list[str]:
-    return ["stage=finetune", "model=bert_tiny", "data=text_files", f"data.corpus.path={corpus}",
-            "tokenizer.vocab_size=800", "tokenizer.min_frequency=1", "trainer.enable_progress_bar=false",
-            "checkpoint_every_n_steps=0", "stage.batch_size=16", "stage.eval_batch_size=64", "stage.max_steps=3",
-            "stage.lr=1e-3", "seed=7", "task.max_length=64", *extra]
+    return [
+        "stage=finetune",
+        "model=bert_tiny",
+        "data=text_files",
+        f"data.corpus.path={corpus}",
+        "tokenizer.vocab_size=800",
+        "tokenizer.min_frequency=1",
+        "trainer.enable_progress_bar=false",
+        "checkpoint_every_n_steps=0",
+        "stage.batch_size=16",
+        "stage.eval_batch_size=64",
+        "stage.max_steps=3",
+        "stage.lr=1e-3",
+        "seed=7",
+        "task.max_length=64",
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -217,7 +282,11 @@ def runs(module_ptmlab_home, corpus, data_dir, tmp_path_factory) -> dict:
     for name, extra in cases.items():
         run_dir = folder / name
         run_finetune(compose_config([*tiny(corpus, *extra), f"+run_dir={run_dir}"]))
-        out[name] = (run_dir, json.loads((run_dir / "summary.json").read_text()), compose_config([*tiny(corpus, *extra), f"+run_dir={folder / 'scratch'}"]))
+        out[name] = (
+            run_dir,
+            json.loads((run_dir / "summary.json").read_text()),
+            compose_config([*tiny(corpus, *extra), f"+run_dir={folder / 'scratch'}"]),
+        )
     return out
 
 
@@ -267,14 +336,22 @@ def test_a_bad_label_is_one_line_in_the_preflight(module_ptmlab_home, corpus, tm
     through the entry point is the finetune stage's one run (stage_preflight.py)."""
     from stage_preflight import error_line_before_work
 
-    bad = _write(tmp_path / "cb.jsonl", [{"premise": "p", "hypothesis": "h", "label": "neutral"},
-                                         {"premise": "p", "hypothesis": "h", "label": "unsure"}])
+    bad = _write(
+        tmp_path / "cb.jsonl",
+        [
+            {"premise": "p", "hypothesis": "h", "label": "neutral"},
+            {"premise": "p", "hypothesis": "h", "label": "unsure"},
+        ],
+    )
     line = error_line_before_work(tiny(corpus, "task=superglue/cb", f"task.data.dev={bad}"), monkeypatch)
-    assert line == (f"error[data_error]: {bad}: line 2: label 'unsure' is not in the label set of task cb "
-                    f"(task.labels: entailment, contradiction, neutral)")
+    assert line == (
+        f"error[data_error]: {bad}: line 2: label 'unsure' is not in the label set of task cb "
+        f"(task.labels: entailment, contradiction, neutral)"
+    )
 
 
 # -- PET templates and verbalizers on a tiny MLM -------------------------------------------------
+
 
 @pytest.mark.parametrize("task", list(SHIPPED))
 def test_pet_templates_compose_and_score_on_a_tiny_mlm(module_ptmlab_home, corpus, data_dir, tmp_path, task):
@@ -284,16 +361,26 @@ def test_pet_templates_compose_and_score_on_a_tiny_mlm(module_ptmlab_home, corpu
     from lightning_modules.stages.finetune import build_finetune
     from ptmlab.config import compose_config
 
-    cfg = compose_config([*tiny(corpus, f"task=superglue/{task}", "adaptation=prompt_zero_shot",
-                                f"task.data.dev={shipped(data_dir, task, 'dev32')}", "task.max_eval_samples=24"),
-                          f"+run_dir={tmp_path}"])
+    cfg = compose_config(
+        [
+            *tiny(
+                corpus,
+                f"task=superglue/{task}",
+                "adaptation=prompt_zero_shot",
+                f"task.data.dev={shipped(data_dir, task, 'dev32')}",
+                "task.max_eval_samples=24",
+            ),
+            f"+run_dir={tmp_path}",
+        ]
+    )
     parts = build_finetune(cfg)
     tokenizer = parts.resolved.tokenizer
     encoded = parts.datamodule.encoder.encode([parts.task.train.examples[0].texts])[0]
     assert encoded["input_ids"][encoded["pool_index"]] == tokenizer.mask_token_id
     words = [w for words in parts.task.spec.prompt["verbalizer"].values() for w in words]
-    assert {tokenizer.convert_ids_to_tokens(i[0]) for i in parts.adaptation.resolved["label_token_ids"]} == \
-        {w.lower() for w in words}
+    assert {tokenizer.convert_ids_to_tokens(i[0]) for i in parts.adaptation.resolved["label_token_ids"]} == {
+        w.lower() for w in words
+    }
     metrics = evaluate(parts.model, parts.task, "dev", tokenizer=tokenizer)
     assert set(metrics) == set(parts.task.spec.metrics) and all(0.0 <= v <= 1.0 for v in metrics.values())
 
@@ -302,7 +389,10 @@ def test_prompt_finetune_trains_cb_with_three_label_words(module_ptmlab_home, co
     from lightning_modules.stages.finetune import run_finetune
     from ptmlab.config import compose_config
 
-    summary = run_finetune(compose_config([*tiny(corpus, "task=superglue/cb", "adaptation=prompt_finetune"),
-                                           f"+run_dir={tmp_path}"]))
+    summary = run_finetune(
+        compose_config([*tiny(corpus, "task=superglue/cb", "adaptation=prompt_finetune"), f"+run_dir={tmp_path}"])
+    )
     assert summary["adaptation"] == "prompt_finetune" and summary["steps"] == 3
-    assert set(summary["metrics"]) == {"accuracy", "macro_f1"} and summary["main_score"] == summary["metrics"]["accuracy"]
+    assert (
+        set(summary["metrics"]) == {"accuracy", "macro_f1"} and summary["main_score"] == summary["metrics"]["accuracy"]
+    )

@@ -17,8 +17,15 @@ CONF_MODEL = Path(__file__).resolve().parents[2] / "conf" / "model"
 
 def test_parity_with_hf_t5_model_with_padding():
     torch.manual_seed(0)
-    ours = T5EncoderDecoder(vocab_size=VOCAB, hidden_size=32, num_layers=2, num_decoder_layers=3, num_heads=4,
-                            intermediate_size=48, dropout=0.0).eval()
+    ours = T5EncoderDecoder(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_layers=2,
+        num_decoder_layers=3,
+        num_heads=4,
+        intermediate_size=48,
+        dropout=0.0,
+    ).eval()
     with torch.no_grad():  # non-trivial norms and position biases, so a mapping slip shows
         for p in ours.parameters():
             p.add_(0.1 * torch.randn_like(p))
@@ -33,8 +40,13 @@ def test_parity_with_hf_t5_model_with_padding():
     tgt_mask[0, 15:] = 0
     with torch.no_grad():
         mine = ours(src, src_mask, decoder_input_ids=tgt, decoder_attention_mask=tgt_mask)
-        ref = theirs(input_ids=src, attention_mask=src_mask, decoder_input_ids=tgt, decoder_attention_mask=tgt_mask,
-                     output_hidden_states=True)
+        ref = theirs(
+            input_ids=src,
+            attention_mask=src_mask,
+            decoder_input_ids=tgt,
+            decoder_attention_mask=tgt_mask,
+            output_hidden_states=True,
+        )
     assert len(mine.hidden_states) == len(ref.encoder_hidden_states) == 3
     for a, b in zip(mine.hidden_states, ref.encoder_hidden_states):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)

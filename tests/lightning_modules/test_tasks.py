@@ -16,8 +16,8 @@ from lightning_modules.tasks.encoding import PairEncoder, in_split_order
 from lightning_modules.tasks.predictions import write_glue_submission, write_predictions
 from lightning_modules.tasks.spec import TaskSpec, load_task
 from ptmlab.config import compose_config, list_config_groups
-from ptmlab.errors import ConfigError
 from ptmlab.contracts.task_checks import check_task
+from ptmlab.errors import ConfigError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "glue"
 WORDS = "the a cat dog sat on mat ran far near house tree big small red blue quick lazy fox jumps".split()
@@ -29,6 +29,7 @@ def glue(task: str, *overrides: str):
 
 # -- specs and compose-time checks ------------------------------------------------------------
 
+
 @pytest.mark.parametrize("option", list_config_groups()["task"])
 def test_every_task_config_is_a_valid_spec(option):
     cfg = compose_config([f"task={option}"])
@@ -39,10 +40,18 @@ def test_every_task_config_is_a_valid_spec(option):
     # passage tasks at 256 (PET's FewGLUE setting), COPA's one-sentence premise + choice at 64
     assert spec.max_train_samples is None and spec.max_eval_samples is None
     passages = ("superglue/boolq", "superglue/cb", "superglue/rte", "superglue/multirc")
-    expected = {"span_extraction": 384}.get(spec.kind, 32 if option.startswith("demo/") else
-                                            512 if option.startswith("summarization/") else
-                                            256 if option in passages else
-                                            64 if option == "superglue/copa" else 128)
+    expected = {"span_extraction": 384}.get(
+        spec.kind,
+        32
+        if option.startswith("demo/")
+        else 512
+        if option.startswith("summarization/")
+        else 256
+        if option in passages
+        else 64
+        if option == "superglue/copa"
+        else 128,
+    )
     assert spec.max_length == expected
     if spec.is_regression:
         assert spec.num_labels == 1 and spec.labels is None
@@ -50,18 +59,26 @@ def test_every_task_config_is_a_valid_spec(option):
         assert spec.num_labels == cfg.task.num_labels == len(spec.labels)
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["task=glue/stsb", "task.num_labels=3"], "task.kind=regression needs task.num_labels=1"),
-    (["task=glue/cola", "task.metrics=[pearson]", "task.main_metric=pearson"],
-     "task.metrics=pearson is a regression metric but task.kind=classification"),
-    (["task=glue/sst2", "task.main_metric=f1"], r"task.main_metric=f1 is not one of task.metrics \(accuracy\)"),
-    (["task=glue/mnli", "task.num_labels=2"], "task.num_labels=2 but task.labels has 3 values"),
-    (["task=glue/rte", "task.max_train_samples=0"], "task.max_train_samples=0: expected a positive integer"),
-    (["task=glue/rte", "task.kind=ranking"], "task.kind='ranking': expected one of 'classification', 'regression'"),
-    (["task=glue/rte", "task.num_labels=abc"], "task.num_labels='abc': expected an integer"),
-    (["task=glue/mrpc", "task.metrics=[f1,blue]"], "task.metrics: unknown metric 'blue'"),
-    (["task=glue/mrpc", "task.metrics=[f1,bleu]"], "task.metrics=bleu is a generation metric but task.kind=classification"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["task=glue/stsb", "task.num_labels=3"], "task.kind=regression needs task.num_labels=1"),
+        (
+            ["task=glue/cola", "task.metrics=[pearson]", "task.main_metric=pearson"],
+            "task.metrics=pearson is a regression metric but task.kind=classification",
+        ),
+        (["task=glue/sst2", "task.main_metric=f1"], r"task.main_metric=f1 is not one of task.metrics \(accuracy\)"),
+        (["task=glue/mnli", "task.num_labels=2"], "task.num_labels=2 but task.labels has 3 values"),
+        (["task=glue/rte", "task.max_train_samples=0"], "task.max_train_samples=0: expected a positive integer"),
+        (["task=glue/rte", "task.kind=ranking"], "task.kind='ranking': expected one of 'classification', 'regression'"),
+        (["task=glue/rte", "task.num_labels=abc"], "task.num_labels='abc': expected an integer"),
+        (["task=glue/mrpc", "task.metrics=[f1,blue]"], "task.metrics: unknown metric 'blue'"),
+        (
+            ["task=glue/mrpc", "task.metrics=[f1,bleu]"],
+            "task.metrics=bleu is a generation metric but task.kind=classification",
+        ),
+    ],
+)
 def test_bad_task_configs_fail_at_compose_time_naming_the_keys(overrides, message):
     with pytest.raises(ConfigError, match=message):
         compose_config(overrides)
@@ -75,7 +92,9 @@ def test_a_head_that_does_not_fit_the_task_names_both_keys():
 
     with pytest.raises(ConfigError, match=r"task=stsb needs a 1-unit regression head .* adaptation.head.num_labels=3"):
         check_task(with_head("stsb", {"num_labels": 3}))
-    with pytest.raises(ConfigError, match=r"task.kind=regression \(task=stsb\) does not fit adaptation.head.kind=classification"):
+    with pytest.raises(
+        ConfigError, match=r"task.kind=regression \(task=stsb\) does not fit adaptation.head.kind=classification"
+    ):
         check_task(with_head("stsb", {"kind": "classification"}))
     with pytest.raises(ConfigError, match=r"task=mnli needs 3 classes .* adaptation.head.num_labels=2"):
         check_task(with_head("mnli", {"num_labels": 2}))
@@ -84,6 +103,7 @@ def test_a_head_that_does_not_fit_the_task_names_both_keys():
 
 
 # -- encoding ---------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def corpus_dir(tmp_path_factory) -> Path:
@@ -143,8 +163,13 @@ def test_encoder_without_template_builds_cls_a_sep_b_sep(wordpiece):
     from transformers import PreTrainedTokenizerFast
 
     raw = wordpiece.backend_tokenizer
-    bare = PreTrainedTokenizerFast(tokenizer_object=type(raw).from_str(raw.to_str()), cls_token="[CLS]",
-                                   sep_token="[SEP]", pad_token="[PAD]", unk_token="[UNK]")
+    bare = PreTrainedTokenizerFast(
+        tokenizer_object=type(raw).from_str(raw.to_str()),
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+    )
     bare.backend_tokenizer.post_processor = None
     with_template, without = PairEncoder(wordpiece, causal=False), PairEncoder(bare, causal=False)
     assert with_template.uses_template and not without.uses_template
@@ -157,7 +182,13 @@ def test_causal_decoder_gets_start_a_delim_b_extract(bpe):
     a, b = "the quick fox", "a lazy dog"
     item = enc.encode([(a, b)])[0]
     vocab = bpe.get_vocab()
-    assert item["input_ids"] == [bpe.bos_token_id, *_plain(bpe, a), vocab["<delim>"], *_plain(bpe, b), vocab["<extract>"]]
+    assert item["input_ids"] == [
+        bpe.bos_token_id,
+        *_plain(bpe, a),
+        vocab["<delim>"],
+        *_plain(bpe, b),
+        vocab["<extract>"],
+    ]
     assert bpe.convert_ids_to_tokens(item["input_ids"][0]) == "<s>"
     assert item["pool_index"] == len(item["input_ids"]) - 1 and set(item["token_type_ids"]) == {0}
     single = enc.encode([(a,)])[0]
@@ -167,8 +198,13 @@ def test_causal_decoder_gets_start_a_delim_b_extract(bpe):
 def test_causal_falls_back_to_cls_sep_for_tokenizers_without_gpt_tokens(minilm_tokenizer):
     tok = minilm_tokenizer
     item = PairEncoder(tok, causal=True).encode([("hello there", "general")])[0]
-    assert item["input_ids"] == [tok.cls_token_id, *_plain(tok, "hello there"), tok.sep_token_id,
-                                 *_plain(tok, "general"), tok.sep_token_id]
+    assert item["input_ids"] == [
+        tok.cls_token_id,
+        *_plain(tok, "hello there"),
+        tok.sep_token_id,
+        *_plain(tok, "general"),
+        tok.sep_token_id,
+    ]
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -179,7 +215,7 @@ def test_truncation_is_longest_first_within_max_length(bpe, wordpiece, causal):
     item = enc.encode([(long_a, short_b)])[0]
     assert len(item["input_ids"]) == 16
     b_ids = _plain(tok, short_b)
-    assert item["input_ids"][-1 - len(b_ids):-1] == b_ids  # the short sentence is kept whole
+    assert item["input_ids"][-1 - len(b_ids) : -1] == b_ids  # the short sentence is kept whole
 
 
 def test_collate_pads_masks_and_types_labels(wordpiece):
@@ -206,8 +242,10 @@ def test_datamodule_loaders(wordpiece):
     assert dm.split_names_val == ["dev_matched", "dev_mismatched"]
     assert dm.split_names_predict == ["dev_matched", "dev_mismatched", "test_matched", "test_mismatched"]
     first = [b["example_index"].tolist() for b in dm.train_dataloader()]
-    again = [b["example_index"].tolist() for b in TaskDataModule(loaded, wordpiece, causal=False, batch_size=4,
-                                                                 seed=3).train_dataloader()]
+    again = [
+        b["example_index"].tolist()
+        for b in TaskDataModule(loaded, wordpiece, causal=False, batch_size=4, seed=3).train_dataloader()
+    ]
     assert first == again and sorted(sum(first, [])) == list(range(7))  # seeded shuffle of all rows
     vals = dm.val_dataloader()
     assert len(vals) == 2
@@ -222,13 +260,20 @@ def test_datamodule_loaders(wordpiece):
 
 # -- prediction files -------------------------------------------------------------------------
 
+
 def test_prediction_and_glue_submission_files(tmp_path):
     mnli = load_task(glue("mnli").task)
     dev = mnli.data.splits["dev_matched"]
-    path = write_predictions(tmp_path / "dev_matched.tsv", dev, torch.tensor([[0.1, 2.0, 0.3], [3, 0, 0], [0, 0, 1]]), mnli.spec)
+    path = write_predictions(
+        tmp_path / "dev_matched.tsv", dev, torch.tensor([[0.1, 2.0, 0.3], [3, 0, 0], [0, 0, 1]]), mnli.spec
+    )
     rows = list(csv.reader(path.open(), delimiter="\t"))
-    assert rows == [["index", "prediction", "label"], ["0", "neutral", "neutral"],
-                    ["1", "entailment", "contradiction"], ["2", "contradiction", "entailment"]]
+    assert rows == [
+        ["index", "prediction", "label"],
+        ["0", "neutral", "neutral"],
+        ["1", "entailment", "contradiction"],
+        ["2", "contradiction", "entailment"],
+    ]
     sub = write_glue_submission(tmp_path / "glue", mnli.data.splits["test_mismatched"], [2], mnli.spec)
     assert sub.name == "MNLI-mm.tsv" and sub.read_text() == "index\tprediction\n0\tcontradiction\n"
     sts = load_task(glue("stsb").task)
@@ -252,7 +297,12 @@ def test_the_preflight_hands_what_it_read_to_the_stage_once(data_dir, ptmlab_hom
     # few lines (the default corpus, the standard library's docstrings, takes seconds to tokenize)
     (tmp_path / "doc.txt").write_text("a few words to train a tokenizer on\n" * 20)
     monkeypatch.setattr(corpus_tokenizer, "_READ_AHEAD", {})
-    tiny_corpus = ["data=text_files", f"data.corpus.path={tmp_path}", "tokenizer.vocab_size=60", "tokenizer.min_frequency=1"]
+    tiny_corpus = [
+        "data=text_files",
+        f"data.corpus.path={tmp_path}",
+        "tokenizer.vocab_size=60",
+        "tokenizer.min_frequency=1",
+    ]
     cfg = compose_config(["stage=finetune", "task=glue/rte", "task.max_train_samples=40", *tiny_corpus])
     assert cfg.stage.preflight == "lightning_modules.adaptation.read_ahead.task_data_and_adaptation"
     task_data(cfg)

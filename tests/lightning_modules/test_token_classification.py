@@ -49,10 +49,12 @@ def synthetic_conll(path, sentences: int, seed: int) -> None:
 
 # -- readers -----------------------------------------------------------------------------------
 
+
 def test_conll_reader_skips_comments_and_docstart_and_keeps_hashtags(tmp_path):
     synthetic_conll(tmp_path / "train.conll", 6, 0)
-    (tmp_path / "dev.txt").write_text("-DOCSTART- -X- O O\n\nEU NNP B-NP I-ORG\nrejects VBZ B-VP O\n\n"
-                                      "German JJ B-NP I-MISC\ncall NN I-NP O\n")
+    (tmp_path / "dev.txt").write_text(
+        "-DOCSTART- -X- O O\n\nEU NNP B-NP I-ORG\nrejects VBZ B-VP O\n\nGerman JJ B-NP I-MISC\ncall NN I-NP O\n"
+    )
     data = ConllReader(str(tmp_path / "train.conll"), str(tmp_path / "dev.txt")).read()
     train, dev = data.splits["train"], data.splits["dev"]
     assert len(train) == 6 and all(s.words[-1] == "#tagged" for s in train.examples)
@@ -61,7 +63,8 @@ def test_conll_reader_skips_comments_and_docstart_and_keeps_hashtags(tmp_path):
     assert dev.examples[0].words == ("EU", "rejects") and dev.examples[0].label == ("B-ORG", "O")
     assert dev.examples[1].label == ("B-MISC", "O") and dev.examples[1].row == 6
     pos = ConllReader(str(tmp_path / "train.conll"), str(tmp_path / "dev.txt"), label_column=1).read_split(
-        "dev", tmp_path / "dev.txt")
+        "dev", tmp_path / "dev.txt"
+    )
     assert pos.examples[0].label == ("NNP", "VBZ")  # not BIO: untouched
 
 
@@ -73,10 +76,13 @@ def test_conll_reader_one_column_file_is_unlabelled(tmp_path):
     assert data.splits["test"].examples[1].words == ("paris",)
 
 
-@pytest.mark.parametrize("content, column, message", [
-    ("a\tO\nb\tB-x\textra\n", -1, r"bad.conll: line 2 has 3 columns but line 1 has 2 \(ragged CoNLL rows\)"),
-    ("a\tO\nb\tO\n", 3, r"bad.conll: line 1 has 2 columns; task.data.label_column=3 is outside them"),
-])
+@pytest.mark.parametrize(
+    "content, column, message",
+    [
+        ("a\tO\nb\tB-x\textra\n", -1, r"bad.conll: line 2 has 3 columns but line 1 has 2 \(ragged CoNLL rows\)"),
+        ("a\tO\nb\tO\n", 3, r"bad.conll: line 1 has 2 columns; task.data.label_column=3 is outside them"),
+    ],
+)
 def test_conll_reader_bad_input_names_file_and_line(tmp_path, content, column, message):
     (tmp_path / "bad.conll").write_text(content)
     with pytest.raises(DataError, match=message):
@@ -86,7 +92,8 @@ def test_conll_reader_bad_input_names_file_and_line(tmp_path, content, column, m
 
 
 def test_conllu_reader_takes_a_ud_column_as_the_label(tmp_path):
-    (tmp_path / "t.conllu").write_text(textwrap.dedent("""\
+    (tmp_path / "t.conllu").write_text(
+        textwrap.dedent("""\
         # sent_id = s1
         1-2\tdon't\t_\t_\t_\t_\t_\t_\t_\t_
         1\tdo\tdo\tAUX\tVBP\t_\t3\taux\t_\t_
@@ -94,7 +101,8 @@ def test_conllu_reader_takes_a_ud_column_as_the_label(tmp_path):
         3\tgo\tgo\tVERB\tVB\tVerbForm=Inf\t0\troot\t_\t_
 
         1\tYes\tyes\tINTJ\tUH\t_\t0\troot\t_\t_
-        """).replace("\\t", "\t"))
+        """).replace("\\t", "\t")
+    )
     path = str(tmp_path / "t.conllu")
     data = ConlluTagReader(path, path).read()
     first = data.splits["train"].examples[0]
@@ -106,6 +114,7 @@ def test_conllu_reader_takes_a_ud_column_as_the_label(tmp_path):
 
 
 # -- BIO repair and metrics -----------------------------------------------------------------
+
 
 def test_bio_repair_rules():
     assert repair_bio(["I-PER", "I-PER", "O", "I-LOC"]) == ["B-PER", "I-PER", "O", "B-LOC"]  # after O / at start
@@ -152,6 +161,7 @@ def test_metrics_match_seqeval_on_random_tags():
 
 # -- encoder ---------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def tiny_wordpiece():
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
@@ -160,9 +170,12 @@ def tiny_wordpiece():
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "new", "york", "run", "##ning", "a", "##b", "##c"]
     tok = Tokenizer(models.WordPiece({w: i for i, w in enumerate(vocab)}, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                   sep_token="[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]"
+    )
 
 
 def test_encoder_labels_first_subwords_only(tiny_wordpiece):
@@ -170,16 +183,27 @@ def test_encoder_labels_first_subwords_only(tiny_wordpiece):
     from lightning_modules.data.task_data import Split
     from lightning_modules.tasks.token_encoding import WordTokenEncoder
 
-    sentence = TaggedSentence(words=("running", "new", "york", "abc"), label=(0, 1, 2, 3), row=1, id="0",
-                              lines=(1, 2, 3, 4), columns=())
+    sentence = TaggedSentence(
+        words=("running", "new", "york", "abc"), label=(0, 1, 2, 3), row=1, id="0", lines=(1, 2, 3, 4), columns=()
+    )
     encoder = WordTokenEncoder(tiny_wordpiece, max_length=6)
-    item, = encoder.encode_split(Split("dev", [sentence], "x", has_labels=True))
+    (item,) = encoder.encode_split(Split("dev", [sentence], "x", has_labels=True))
     # [CLS] run ##ning new york a [SEP]: cut at 6 -> [CLS] run ##ning new york [SEP]
     assert tiny_wordpiece.convert_ids_to_tokens(item["input_ids"]) == ["[CLS]", "run", "##ning", "new", "york", "[SEP]"]
     assert item["label"] == [-100, 0, -100, 1, 2, -100]
     assert item["word_start"] == [False, True, False, True, True, False]
-    batch = encoder.collate([item, {**item, "input_ids": item["input_ids"][:3], "token_type_ids": [0] * 3,
-                                    "word_start": item["word_start"][:3], "label": item["label"][:3]}])
+    batch = encoder.collate(
+        [
+            item,
+            {
+                **item,
+                "input_ids": item["input_ids"][:3],
+                "token_type_ids": [0] * 3,
+                "word_start": item["word_start"][:3],
+                "label": item["label"][:3],
+            },
+        ]
+    )
     assert batch["labels"].shape == (2, 6) and batch["labels"][1].tolist() == [-100, 0, -100, -100, -100, -100]
     assert batch["attention_mask"][1].tolist() == [1, 1, 1, 0, 0, 0]
 
@@ -190,18 +214,41 @@ def test_decoder_tags_truncated_words_o_and_writes_columns(tmp_path):
     from lightning_modules.tasks.spec import TaskSpec
     from lightning_modules.tasks.tagged_predictions import word_tags, write_tagged_predictions
 
-    spec = TaskSpec(name="ner", kind="token_classification", labels=("O", "B-PER", "I-PER"),
-                    metrics=("entity_f1",), main_metric="entity_f1", max_length=6)
+    spec = TaskSpec(
+        name="ner",
+        kind="token_classification",
+        labels=("O", "B-PER", "I-PER"),
+        metrics=("entity_f1",),
+        main_metric="entity_f1",
+        max_length=6,
+    )
     words = ("alice", "smith", "sat", "down")
-    split = Split("dev", [TaggedSentence(words, (1, 2, 0, 0), 1, "0", (1, 2, 3, 4),
-                                         tuple((w, "X", t) for w, t in zip(words, ["B-PER", "I-PER", "O", "O"])))],
-                  "f", has_labels=True)
+    split = Split(
+        "dev",
+        [
+            TaggedSentence(
+                words,
+                (1, 2, 0, 0),
+                1,
+                "0",
+                (1, 2, 3, 4),
+                tuple((w, "X", t) for w, t in zip(words, ["B-PER", "I-PER", "O", "O"])),
+            )
+        ],
+        "f",
+        has_labels=True,
+    )
     preds = torch.tensor([[-100, 2, 2, -100, 0, -100]])  # three words fit, an orphan I- predicted
     tags = word_tags(spec, split, preds)
     assert tags == [["I-PER", "I-PER", "O", "O"]]
     text = write_tagged_predictions(tmp_path / "dev.tsv", split, tags).read_text()
-    assert text.splitlines() == ["alice\tX\tB-PER\tB-PER", "smith\tX\tI-PER\tI-PER", "sat\tX\tO\tO",
-                                 "down\tX\tO\tO", ""]  # written repaired, beside the input's columns
+    assert text.splitlines() == [
+        "alice\tX\tB-PER\tB-PER",
+        "smith\tX\tI-PER\tI-PER",
+        "sat\tX\tO\tO",
+        "down\tX\tO\tO",
+        "",
+    ]  # written repaired, beside the input's columns
 
 
 # -- finetune under every adaptation mode, round trip, bad input ---------------------------------
@@ -227,11 +274,25 @@ def files(tmp_path_factory):
 
 
 def overrides(files, extra) -> list[str]:
-    return ["stage=finetune", "task=ner", f"task.data.train={files / 'train.conll'}",
-            f"task.data.dev={files / 'dev.conll'}", "task.max_length=24", "model=bert_tiny", "data=text_files",
-            f"data.corpus.path={files / 'corpus'}", "tokenizer.vocab_size=80", "tokenizer.min_frequency=1",
-            "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0", "stage.lr=3e-3",
-            "stage.batch_size=8", "stage.epochs=5", "seed=5", *extra]
+    return [
+        "stage=finetune",
+        "task=ner",
+        f"task.data.train={files / 'train.conll'}",
+        f"task.data.dev={files / 'dev.conll'}",
+        "task.max_length=24",
+        "model=bert_tiny",
+        "data=text_files",
+        f"data.corpus.path={files / 'corpus'}",
+        "tokenizer.vocab_size=80",
+        "tokenizer.min_frequency=1",
+        "trainer.enable_progress_bar=false",
+        "checkpoint_every_n_steps=0",
+        "stage.lr=3e-3",
+        "stage.batch_size=8",
+        "stage.epochs=5",
+        "seed=5",
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -253,9 +314,13 @@ def runs(module_ptmlab_home, files, tmp_path_factory):
             parts.model.load_state_dict({k[6:]: v for k, v in state["state_dict"].items() if k.startswith("model.")})
             parts.model.eval()
             tok = parts.resolved.tokenizer
-            out[mode] = {"run_dir": run_dir, "summary": summary, "task": parts.task,
-                         "logits": predict(parts.model, parts.task, "dev", tokenizer=tok),
-                         "metrics": evaluate(parts.model, parts.task, "dev", tokenizer=tok)}
+            out[mode] = {
+                "run_dir": run_dir,
+                "summary": summary,
+                "task": parts.task,
+                "logits": predict(parts.model, parts.task, "dev", tokenizer=tok),
+                "metrics": evaluate(parts.model, parts.task, "dev", tokenizer=tok),
+            }
     finally:
         torch.set_num_threads(threads)
     return out
@@ -268,8 +333,15 @@ def test_every_adaptation_mode_trains_the_token_head_and_summarises(runs, mode):
     run = runs[mode]
     summary = FinetuneSummary.model_validate(run["summary"])
     assert summary.main_metric == "entity_f1" and summary.main_score == summary.metrics["entity_f1"]
-    assert set(summary.metrics) == {"entity_f1", "entity_precision", "entity_recall", "entity_f1_strict",
-                                    "entity_precision_strict", "entity_recall_strict", "token_accuracy"}
+    assert set(summary.metrics) == {
+        "entity_f1",
+        "entity_precision",
+        "entity_recall",
+        "entity_f1_strict",
+        "entity_precision_strict",
+        "entity_recall_strict",
+        "token_accuracy",
+    }
     assert "strict" in run["summary"]["metric_modes"]["entity_*_strict"]
     if mode != "full":
         assert summary.trainable_params < summary.total_params
@@ -298,7 +370,9 @@ def test_the_job_page_reads_a_runs_tagged_predictions(runs):
     assert [[w["gold"] for w in s["words"]] for s in sentences] == [[cols[-1] for cols in ex.columns] for ex in dev]
     written = [line.split("\t")[-1] for line in (folder / "dev.ner.tsv").read_text().splitlines() if line]
     assert [w["predicted"] for s in sentences for w in s["words"]] == written
-    assert sum(s["errors"] for s in sentences) == sum(w["gold"] != w["predicted"] for s in sentences for w in s["words"])
+    assert sum(s["errors"] for s in sentences) == sum(
+        w["gold"] != w["predicted"] for s in sentences for w in s["words"]
+    )
     # the entity-level confusion stored with the run (and served beside the samples) is that of the
     # written tags, and its diagonal is the entity F1 the stage scored
     from lightning_modules.tasks.confusion import entity_confusion
@@ -346,11 +420,18 @@ FRESH_PROCESS = textwrap.dedent("""
 def test_saved_task_models_reload_in_a_fresh_process_bit_equal(runs, files, module_ptmlab_home, tmp_path):
     from safetensors.torch import load_file
 
-    cases = {mode: {"ref": str(run["run_dir"]), "overrides": overrides(files, MODES[mode])} for mode, run in runs.items()}
+    cases = {
+        mode: {"ref": str(run["run_dir"]), "overrides": overrides(files, MODES[mode])} for mode, run in runs.items()
+    }
     target = tmp_path / "logits.safetensors"
     env = {**os.environ, "PTMLAB_HOME": str(module_ptmlab_home)}
-    proc = subprocess.run([sys.executable, "-c", FRESH_PROCESS, json.dumps(cases), str(target)], env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", FRESH_PROCESS, json.dumps(cases), str(target)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     reloaded = load_file(str(target))
     for mode, run in runs.items():
@@ -362,8 +443,10 @@ def test_saved_task_models_reload_in_a_fresh_process_bit_equal(runs, files, modu
 BAD_CONLL = {
     "ragged": (lambda folder: [f"task.data.train={folder / 'ragged.conll'}"], "ragged.conll: line 2 has 3 columns"),
     "missing": (lambda folder: [f"task.data.dev={folder / 'missing.conll'}"], "missing.conll: CoNLL file not found"),
-    "label column": (lambda folder: ["task.data.label_column=4"],
-                     "train.conll: line 4 has 2 columns; task.data.label_column=4"),
+    "label column": (
+        lambda folder: ["task.data.label_column=4"],
+        "train.conll: line 4 has 2 columns; task.data.label_column=4",
+    ),
 }
 
 
@@ -375,8 +458,13 @@ def test_bad_conll_input_through_the_entry_point_is_one_line_and_exit_2(files, m
     env = {**os.environ, "PTMLAB_HOME": str(module_ptmlab_home)}
     extra, named = BAD_CONLL["ragged"]
     run_dir = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "ptmlab.run", *overrides(files, extra(tmp_path)),
-                           f"hydra.run.dir={run_dir}"], env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ptmlab.run", *overrides(files, extra(tmp_path)), f"hydra.run.dir={run_dir}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error[")]
     assert len(errors) == 1 and errors[0].startswith("error[data_error]") and named in errors[0], errors
@@ -398,17 +486,27 @@ def test_bad_conll_input_fails_in_the_preflight(case, files, module_ptmlab_home,
     extra, named = BAD_CONLL[case]
     with pytest.raises(Exception) as raised:
         task_data(compose_config(overrides(files, extra(tmp_path))))
-    error = ptmlab_error_in_chain(raised.value)   # as ptmlab.run reports it, not Hydra's instantiate wrapper
+    error = ptmlab_error_in_chain(raised.value)  # as ptmlab.run reports it, not Hydra's instantiate wrapper
     assert isinstance(error, DataError) and named in str(error) and "\n" not in str(error)
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["task.kind=classification", "task.metrics=[accuracy]", "task.main_metric=accuracy"],
-     "task.kind=classification needs a sentence reader"),
-    (["task.metrics=[accuracy]", "task.main_metric=accuracy"],
-     "task.metrics=accuracy is a classification metric but task.kind=token_classification"),
-    (["task.data.token_column=1", "task.data.label_column=1"], "token_column and task.data.label_column are both 1"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (
+            ["task.kind=classification", "task.metrics=[accuracy]", "task.main_metric=accuracy"],
+            "task.kind=classification needs a sentence reader",
+        ),
+        (
+            ["task.metrics=[accuracy]", "task.main_metric=accuracy"],
+            "task.metrics=accuracy is a classification metric but task.kind=token_classification",
+        ),
+        (
+            ["task.data.token_column=1", "task.data.label_column=1"],
+            "token_column and task.data.label_column are both 1",
+        ),
+    ],
+)
 def test_bad_token_task_configs_fail_at_compose_time(files, extra, message):
     from ptmlab.config import compose_config
 
@@ -425,6 +523,7 @@ def test_multitask_refuses_a_token_task_at_compose_time():
 
 # -- compression of the token head (stage=compress on the full fine-tune) ------------------------
 
+
 @pytest.mark.parametrize("method", ["quantize_dynamic", "drop_layers", "prune_magnitude", "distill"])
 def test_every_compression_method_takes_the_token_head(method, runs, files, tmp_path):
     from compress_any_kind import check_reloads_as_measured, compress, task_overrides
@@ -432,7 +531,8 @@ def test_every_compression_method_takes_the_token_head(method, runs, files, tmp_
     full = runs["full"]
     summary = compress(full["run_dir"], tmp_path / method, method, task_overrides(overrides(files, MODES["full"])))
     assert summary["main_metric"] == "entity_f1" and summary["source"]["score"] == pytest.approx(
-        full["summary"]["metrics"]["entity_f1"])
+        full["summary"]["metrics"]["entity_f1"]
+    )
     check_reloads_as_measured(summary, full["task"])
     if method == "distill":  # per-token soft targets on a one-layer student, beside its no-teacher control
         assert summary["student_layers"] == 1 and summary["control_score"] is not None

@@ -18,8 +18,16 @@ CONF_MODEL = Path(__file__).resolve().parents[2] / "conf" / "model"
 
 
 def tiny(cls, **kw):
-    args = dict(vocab_size=VOCAB, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64,
-                max_position_embeddings=32, dropout=0.0, attention_dropout=0.0)
+    args = dict(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=32,
+        dropout=0.0,
+        attention_dropout=0.0,
+    )
     return cls(**{**args, **kw}).eval()
 
 
@@ -27,8 +35,10 @@ def ids(rows=2, length=10, seed=0):
     return torch.randint(1, VOCAB, (rows, length), generator=torch.Generator().manual_seed(seed))
 
 
-@pytest.mark.parametrize("name, cls, family, causal", [("bert_tiny", TransformerEncoder, "encoder", False),
-                                                       ("gpt_tiny", TransformerDecoder, "decoder", True)])
+@pytest.mark.parametrize(
+    "name, cls, family, causal",
+    [("bert_tiny", TransformerEncoder, "encoder", False), ("gpt_tiny", TransformerDecoder, "decoder", True)],
+)
 def test_conf_models_instantiate_with_the_contract_attributes(name, cls, family, causal):
     cfg = OmegaConf.load(CONF_MODEL / f"{name}.yaml")
     backbone = instantiate(cfg.backbone, vocab_size=VOCAB).eval()
@@ -54,14 +64,14 @@ def test_seq2seq_self_attention_mask_on_an_encoder():
     mask = allowed.expand(2, t, t)  # B×T×T
     x = ids(length=t)
     y = x.clone()
-    y[:, src + 2:] = (y[:, src + 2:] + 3) % VOCAB
+    y[:, src + 2 :] = (y[:, src + 2 :] + 3) % VOCAB
     with torch.no_grad():
         a = model(x, self_attention_mask=mask)
         b = model(y, self_attention_mask=mask[:, None])  # B×1×T×T works too
         explicit = model(x, self_attention_mask=mask, output_attentions=True)
     for ha, hb in zip(a.hidden_states[1:], b.hidden_states[1:]):
-        torch.testing.assert_close(ha[:, :src + 2], hb[:, :src + 2])
-        assert not torch.allclose(ha[:, src + 2:], hb[:, src + 2:])
+        torch.testing.assert_close(ha[:, : src + 2], hb[:, : src + 2])
+        assert not torch.allclose(ha[:, src + 2 :], hb[:, src + 2 :])
     for h_sdpa, h_explicit in zip(a.hidden_states, explicit.hidden_states):
         torch.testing.assert_close(h_sdpa, h_explicit, atol=1e-5, rtol=0)
     assert explicit.attentions[0][:, :, ~allowed].abs().max() == 0
@@ -79,8 +89,9 @@ def test_decoder_with_left_padding_matches_the_unpadded_sequence():
     with torch.no_grad():
         ref = model(x)
         for output_attentions in (False, True):
-            out = model(padded, attention_mask=attention_mask, position_ids=position_ids,
-                        output_attentions=output_attentions)
+            out = model(
+                padded, attention_mask=attention_mask, position_ids=position_ids, output_attentions=output_attentions
+            )
             for h, r in zip(out.hidden_states, ref.hidden_states):
                 assert torch.isfinite(h).all()  # fully masked padding rows do not become NaN
                 torch.testing.assert_close(h[:, pad:], r, atol=1e-5, rtol=0)
@@ -95,8 +106,9 @@ def test_decoder_ignores_token_types_and_pre_ln_has_a_final_norm():
     encoder = tiny(TransformerEncoder)
     assert encoder.final_layer_norm is None and encoder.embeddings.layer_norm is not None
     with torch.no_grad():  # token types matter to the encoder
-        assert not torch.equal(encoder(x).last_hidden_state,
-                               encoder(x, token_type_ids=torch.ones_like(x)).last_hidden_state)
+        assert not torch.equal(
+            encoder(x).last_hidden_state, encoder(x, token_type_ids=torch.ones_like(x)).last_hidden_state
+        )
 
 
 class SharedLayerEncoder(TransformerEncoder):

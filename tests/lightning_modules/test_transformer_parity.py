@@ -41,9 +41,17 @@ def assert_layers_close(ours, theirs, attention_mask, what):
 def bert_model():
     torch.manual_seed(0)
     config = transformers.BertConfig(
-        vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-        intermediate_size=FFN, max_position_embeddings=64, type_vocab_size=2, hidden_act="gelu",
-        layer_norm_eps=1e-12, attn_implementation="eager")
+        vocab_size=VOCAB,
+        hidden_size=HIDDEN,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS,
+        intermediate_size=FFN,
+        max_position_embeddings=64,
+        type_vocab_size=2,
+        hidden_act="gelu",
+        layer_norm_eps=1e-12,
+        attn_implementation="eager",
+    )
     model = transformers.BertModel(config).eval()
     with torch.no_grad():  # LayerNorms start at (1, 0): perturb them so the mapping is really tested
         for name, p in model.named_parameters():
@@ -55,9 +63,18 @@ def bert_model():
 def gpt2_model():
     torch.manual_seed(1)
     config = transformers.GPT2Config(
-        vocab_size=VOCAB, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS, n_inner=FFN, n_positions=64,
-        activation_function="gelu_new", layer_norm_epsilon=1e-5, bos_token_id=None, eos_token_id=None,
-        attn_implementation="eager")
+        vocab_size=VOCAB,
+        n_embd=HIDDEN,
+        n_layer=LAYERS,
+        n_head=HEADS,
+        n_inner=FFN,
+        n_positions=64,
+        activation_function="gelu_new",
+        layer_norm_epsilon=1e-5,
+        bos_token_id=None,
+        eos_token_id=None,
+        attn_implementation="eager",
+    )
     model = transformers.GPT2Model(config).eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -71,8 +88,13 @@ def test_bert_parity_hidden_states_and_attentions():
     ours = TransformerEncoder.from_hf(hf).eval()
     input_ids, attention_mask, token_type_ids = padded_batch(with_types=True)
     with torch.no_grad():
-        ref = hf(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                 output_hidden_states=True, output_attentions=True)
+        ref = hf(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            output_hidden_states=True,
+            output_attentions=True,
+        )
         out = ours(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, output_attentions=True)
         fast = ours(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)  # SDPA path
     assert len(out.hidden_states) == LAYERS + 1 and out.hidden_states[0].shape == (3, 11, HIDDEN)
@@ -91,8 +113,7 @@ def test_gpt2_parity_hidden_states_and_attentions():
     ours = TransformerDecoder.from_hf(hf).eval()
     input_ids, attention_mask, _ = padded_batch(seed=1)
     with torch.no_grad():
-        ref = hf(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
-                 output_attentions=True)
+        ref = hf(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True, output_attentions=True)
         out = ours(input_ids, attention_mask=attention_mask, output_attentions=True)
         fast = ours(input_ids, attention_mask=attention_mask)
         unpadded_ref = hf(input_ids=input_ids[:1], output_hidden_states=True)
@@ -107,10 +128,22 @@ def test_gpt2_parity_hidden_states_and_attentions():
 
 
 def test_round_trip_to_hf_gives_the_same_model():
-    enc = TransformerEncoder(vocab_size=VOCAB, hidden_size=HIDDEN, num_layers=2, num_heads=HEADS,
-                             intermediate_size=FFN, max_position_embeddings=64).eval()
-    dec = TransformerDecoder(vocab_size=VOCAB, hidden_size=HIDDEN, num_layers=2, num_heads=HEADS,
-                             intermediate_size=FFN, max_position_embeddings=64).eval()
+    enc = TransformerEncoder(
+        vocab_size=VOCAB,
+        hidden_size=HIDDEN,
+        num_layers=2,
+        num_heads=HEADS,
+        intermediate_size=FFN,
+        max_position_embeddings=64,
+    ).eval()
+    dec = TransformerDecoder(
+        vocab_size=VOCAB,
+        hidden_size=HIDDEN,
+        num_layers=2,
+        num_heads=HEADS,
+        intermediate_size=FFN,
+        max_position_embeddings=64,
+    ).eval()
     input_ids, attention_mask, _ = padded_batch(seed=2)
     for ours, hf_class in ((enc, transformers.BertModel), (dec, transformers.GPT2Model)):
         hf = ours.to_hf()
@@ -120,5 +153,9 @@ def test_round_trip_to_hf_gives_the_same_model():
             b = hf(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True).hidden_states
         assert_layers_close(a, b, attention_mask, type(ours).__name__)
     # No Hugging Face counterpart: a pre-LN encoder, a post-LN decoder.
-    assert TransformerEncoder(vocab_size=VOCAB, hidden_size=HIDDEN, num_heads=HEADS, pre_layer_norm=True).to_hf() is None
-    assert TransformerDecoder(vocab_size=VOCAB, hidden_size=HIDDEN, num_heads=HEADS, pre_layer_norm=False).to_hf() is None
+    assert (
+        TransformerEncoder(vocab_size=VOCAB, hidden_size=HIDDEN, num_heads=HEADS, pre_layer_norm=True).to_hf() is None
+    )
+    assert (
+        TransformerDecoder(vocab_size=VOCAB, hidden_size=HIDDEN, num_heads=HEADS, pre_layer_norm=False).to_hf() is None
+    )

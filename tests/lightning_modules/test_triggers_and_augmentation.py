@@ -27,6 +27,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from test_attack_stage import home, records
 from torch import nn
 
 from lightning_modules.artifacts.saved_task_model import LoadedTaskModel
@@ -35,12 +36,17 @@ from lightning_modules.attacks.triggers import UniversalTriggers, beam_search, h
 from lightning_modules.attacks.victim import Victim
 from lightning_modules.tasks.encoding import PairEncoder
 from ptmlab.contracts import ConfigError
-from test_attack_stage import home, records  # noqa: F401 - fixtures
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "good", "bad", "film", "great", "awful", "##s"]
 # class 0 = negative, 1 = positive; specials embed to 0, so only the words count
-EMBEDDING = {"the": (0.0, 0.0), "good": (0.0, 2.0), "bad": (2.5, 0.0), "film": (0.5, 0.5), "great": (0.0, 1.0),
-             "awful": (1.5, 0.0)}
+EMBEDDING = {
+    "the": (0.0, 0.0),
+    "good": (0.0, 2.0),
+    "bad": (2.5, 0.0),
+    "film": (0.5, 0.5),
+    "great": (0.0, 1.0),
+    "awful": (1.5, 0.0),
+}
 
 
 class BagOfEmbeddings(nn.Module):
@@ -58,16 +64,17 @@ class BagOfEmbeddings(nn.Module):
         return PairEncoder(tokenizer, causal=False, max_length=max_length)
 
     def task_logits(self, task, batch):
-        return (self.embeddings(batch["input_ids"]) * batch["attention_mask"].unsqueeze(-1)).sum(1)   # B×T×2 -> B×2
+        return (self.embeddings(batch["input_ids"]) * batch["attention_mask"].unsqueeze(-1)).sum(1)  # B×T×2 -> B×2
 
 
 @pytest.fixture()
 def victim(tmp_path) -> Victim:
     from transformers import BertTokenizer
 
-    tokenizer = BertTokenizer(vocab={w: i for i, w in enumerate(VOCAB)})   # WordPiece over VOCAB
-    loaded = LoadedTaskModel(BagOfEmbeddings(tokenizer), tokenizer, {"toy": SimpleNamespace(max_length=32, doc_stride=None)},
-                             {}, tmp_path)
+    tokenizer = BertTokenizer(vocab={w: i for i, w in enumerate(VOCAB)})  # WordPiece over VOCAB
+    loaded = LoadedTaskModel(
+        BagOfEmbeddings(tokenizer), tokenizer, {"toy": SimpleNamespace(max_length=32, doc_stride=None)}, {}, tmp_path
+    )
     return Victim(loaded, "toy")
 
 
@@ -87,8 +94,10 @@ def test_gradient_and_hotflip_ranking_by_hand(victim):
     # "the the good film" -> [CLS] the the good film [SEP]: the trigger's slots are tokens 1 and 2
     assert recipe.slots(victim, sentences, recipe._trigger) == [[1, 2], [1, 2]]
     # ∂CE(positive)/∂e = p − y = (1 − p₁, p₁ − 1) at every token; the trigger ("the" = 0) changes nothing
-    g = [torch.tensor([1 - p_positive("good", "film"), p_positive("good", "film") - 1]),
-         torch.tensor([1 - p_positive("great", "film"), p_positive("great", "film") - 1])]
+    g = [
+        torch.tensor([1 - p_positive("good", "film"), p_positive("good", "film") - 1]),
+        torch.tensor([1 - p_positive("great", "film"), p_positive("great", "film") - 1]),
+    ]
     grads = victim.embedding_gradients([recipe.with_trigger(s, recipe._trigger) for s in sentences], [1, 1])
     assert [tuple(x.shape) for x in grads] == [(6, 2), (6, 2)] and victim.queries == 2
     assert torch.allclose(grads[0], g[0].expand(6, 2), atol=1e-6)
@@ -101,8 +110,13 @@ def test_gradient_and_hotflip_ranking_by_hand(victim):
     pairs = [("great", "good film"), ("bad film", "good film")]
     assert recipe.slots(victim, sentences[:1] * 2, recipe._trigger, pairs) == [[3, 4], [4, 5]]
     losses, predicted = victim.gold_losses([recipe.with_trigger(["good", "film"], recipe._trigger)] * 2, [1, 1], pairs)
-    assert torch.allclose(losses, torch.tensor([-math.log(p_positive("great", "good", "film")),
-                                                -math.log(p_positive("bad", "film", "good", "film"))]), atol=1e-6)
+    assert torch.allclose(
+        losses,
+        torch.tensor(
+            [-math.log(p_positive("great", "good", "film")), -math.log(p_positive("bad", "film", "good", "film"))]
+        ),
+        atol=1e-6,
+    )
 
 
 def test_beam_search_by_hand():
@@ -138,8 +152,12 @@ def test_search_and_attack_by_hand(victim):
     ce = [-math.log(p_positive(*w)) for w in (["the", "good", "film"], ["the", "great", "film"])]
     ce_bad = [-math.log(p_positive(*w)) for w in (["bad", "good", "film"], ["bad", "great", "film"])]
     assert search["history"][0]["loss"] == pytest.approx(sum(ce) / 2, abs=1e-5)
-    assert search["history"][1] == {"iteration": 1, "trigger": "bad", "loss": pytest.approx(sum(ce_bad) / 2, abs=1e-5),
-                                    "accuracy": 0.0}   # bad good film: (3, 2.5) -> negative
+    assert search["history"][1] == {
+        "iteration": 1,
+        "trigger": "bad",
+        "loss": pytest.approx(sum(ce_bad) / 2, abs=1e-5),
+        "accuracy": 0.0,
+    }  # bad good film: (3, 2.5) -> negative
     probs = victim.probabilities([["good", "film"]], count=False)[0]
     words, changed, after, status = recipe.attack(victim, ("good film",), 1, probs, random.Random(0))
     assert (words, changed, status, victim.queries) == (["bad", "good", "film"], [0], SUCCEEDED, 2)
@@ -149,7 +167,7 @@ def test_search_and_attack_by_hand(victim):
     appended._trigger = (VOCAB.index("awful"),)
     assert appended.slots(victim, [["good", "film"]], appended._trigger) == [[3]]
     words, changed, after, status = appended.attack(victim, ("good film",), 1, probs, random.Random(0))
-    assert (words, changed, status) == (["good", "film", "awful"], [2], FAILED)   # (2, 2.5): still positive
+    assert (words, changed, status) == (["good", "film", "awful"], [2], FAILED)  # (2, 2.5): still positive
 
 
 def test_bad_settings_refused_in_one_line(victim):
@@ -168,9 +186,18 @@ def test_bad_settings_refused_in_one_line(victim):
 
 NEUTRAL = "the a film movie was is it very and of to story plot".split()
 SENTIMENT = {"good": "1", "great": "1", "bad": "0", "awful": "0"}
-TINY = ["model=bert_tiny", "model.backbone.num_layers=2", "model.backbone.num_heads=2", "model.backbone.hidden_size=32",
-        "model.backbone.intermediate_size=64", "tokenizer.vocab_size=100", "tokenizer.min_frequency=1",
-        "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0", "seed=3"]
+TINY = [
+    "model=bert_tiny",
+    "model.backbone.num_layers=2",
+    "model.backbone.num_heads=2",
+    "model.backbone.hidden_size=32",
+    "model.backbone.intermediate_size=64",
+    "tokenizer.vocab_size=100",
+    "tokenizer.min_frequency=1",
+    "trainer.enable_progress_bar=false",
+    "checkpoint_every_n_steps=0",
+    "seed=3",
+]
 
 
 def sentiment_rows(n: int, rng: random.Random) -> list[tuple[str, str]]:
@@ -196,26 +223,47 @@ def sentiment(tmp_path_factory) -> dict:
         (folder / f"{split}.tsv").write_text("sentence\tlabel\n" + "".join(f"{s}\t{y}\n" for s, y in rows))
     (folder / "corpus").mkdir()
     (folder / "corpus" / "doc.txt").write_text((folder / "train.tsv").read_text().replace("\t", " "))
-    return {"folder": folder, "task": ["task=tabular", f"task.data.train={folder / 'train.tsv'}",
-                                       f"task.data.dev={folder / 'dev.tsv'}", "task.data.text_fields=[sentence]",
-                                       "task.name=sentiment", "task.max_length=32"]}
+    return {
+        "folder": folder,
+        "task": [
+            "task=tabular",
+            f"task.data.train={folder / 'train.tsv'}",
+            f"task.data.dev={folder / 'dev.tsv'}",
+            "task.data.text_fields=[sentence]",
+            "task.name=sentiment",
+            "task.max_length=32",
+        ],
+    }
 
 
 def finetune_sentiment(run_dir: Path, sentiment: dict, *extra: str) -> dict:
     from lightning_modules.stages.finetune import run_finetune
     from ptmlab.config import compose_config
 
-    return run_finetune(compose_config(["stage=finetune", *TINY, "data=text_files",
-                                        f"data.corpus.path={sentiment['folder'] / 'corpus'}", *sentiment["task"],
-                                        "stage.epochs=6", "stage.batch_size=16", "stage.lr=3e-3", "stage.pooling=mean", f"+run_dir={run_dir}",
-                                        *extra]))
+    return run_finetune(
+        compose_config(
+            [
+                "stage=finetune",
+                *TINY,
+                "data=text_files",
+                f"data.corpus.path={sentiment['folder'] / 'corpus'}",
+                *sentiment["task"],
+                "stage.epochs=6",
+                "stage.batch_size=16",
+                "stage.lr=3e-3",
+                "stage.pooling=mean",
+                f"+run_dir={run_dir}",
+                *extra,
+            ]
+        )
+    )
 
 
 @pytest.fixture(scope="module")
 def sentiment_model(home, sentiment, tmp_path_factory) -> Path:
     run_dir = tmp_path_factory.mktemp("sentiment_model") / "run"
     summary = finetune_sentiment(run_dir, sentiment)
-    assert summary["main_score"] >= 0.9, summary["metrics"]   # it learned the rule the trigger must break
+    assert summary["main_score"] >= 0.9, summary["metrics"]  # it learned the rule the trigger must break
     return run_dir
 
 
@@ -226,8 +274,14 @@ def attack(run_dir: Path, *overrides: str) -> dict:
     return run_attack(compose_config(["stage=attack", *overrides, f"+run_dir={run_dir}"]))
 
 
-TRIGGER_ARGS = ["attack=triggers", "attack.num_examples=20", "attack.label=1", "attack.num_candidates=10",
-                "attack.iterations=3", "seed=5"]
+TRIGGER_ARGS = [
+    "attack=triggers",
+    "attack.num_examples=20",
+    "attack.label=1",
+    "attack.num_candidates=10",
+    "attack.iterations=3",
+    "seed=5",
+]
 
 
 @pytest.fixture(scope="module")
@@ -237,21 +291,25 @@ def trigger_attack(sentiment_model, tmp_path_factory) -> tuple[Path, dict]:
     return run_dir, attack(run_dir, *TRIGGER_ARGS, f"source={sentiment_model}")
 
 
-def test_a_trigger_found_on_positive_sentences_breaks_them_and_is_deterministic(sentiment_model, trigger_attack,
-                                                                               tmp_path):
+def test_a_trigger_found_on_positive_sentences_breaks_them_and_is_deterministic(
+    sentiment_model, trigger_attack, tmp_path
+):
     first, second = trigger_attack[1], attack(tmp_path / "b", *TRIGGER_ARGS, f"source={sentiment_model}")
     assert records(first) == records(second) and first["trigger"] == second["trigger"]
     assert first["label"] == "1" and first["constraints"]["trigger_length"] == 3
-    assert first["clean_accuracy"] - first["accuracy_under_attack"] >= 0.5, (first["trigger_search"], first["constraints"])
+    assert first["clean_accuracy"] - first["accuracy_under_attack"] >= 0.5, (
+        first["trigger_search"],
+        first["constraints"],
+    )
     trigger = first["trigger"].split()
     assert len(trigger) == 3 and first["trigger_search"]["iterations"] >= 1
-    assert set(trigger) & {"bad", "awful"}, first["trigger_search"]   # the negative words, found by the gradient
+    assert set(trigger) & {"bad", "awful"}, first["trigger_search"]  # the negative words, found by the gradient
     for r in records(first):
         assert r["label"] == 1
         if r["status"] != "skipped":
             assert r["perturbed"].split() == trigger + r["original"].split() and r["changed_indices"] == [0, 1, 2]
             assert r["queries"] == 2 and r["inserted"] == 3
-    assert first["perturbed_word_ratio"] == pytest.approx(3 / (3 + 5))   # the trigger's share of each 8-word text
+    assert first["perturbed_word_ratio"] == pytest.approx(3 / (3 + 5))  # the trigger's share of each 8-word text
 
 
 def test_bad_input_is_one_line_before_the_attack(home, sentiment_model, tmp_path, monkeypatch):
@@ -261,29 +319,51 @@ def test_bad_input_is_one_line_before_the_attack(home, sentiment_model, tmp_path
 
     from lightning_modules.stages.attack import build_attack
 
-    for extra, message in (("attack.trigger_length=0", "attack.trigger_length=0"),
-                           ("attack.label=2", "attack.label=2: not a label of task sentiment")):
-        line = error_line_before_work(["stage=attack", "attack=triggers", f"source={sentiment_model}", extra,
-                                       f"+run_dir={tmp_path / 'run'}"], monkeypatch, build=build_attack)
+    for extra, message in (
+        ("attack.trigger_length=0", "attack.trigger_length=0"),
+        ("attack.label=2", "attack.label=2: not a label of task sentiment"),
+    ):
+        line = error_line_before_work(
+            ["stage=attack", "attack=triggers", f"source={sentiment_model}", extra, f"+run_dir={tmp_path / 'run'}"],
+            monkeypatch,
+            build=build_attack,
+        )
         assert line.startswith("error[config_error]") and message in line, line
     assert not (tmp_path / "run" / "summary.json").exists()
 
 
 # -- training on attack-augmented data -------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def train_attack(sentiment_model, tmp_path_factory) -> tuple[Path, dict]:
     """deepwordbug on 40 rows of the sentiment model's training split: (its run folder, summary)."""
     run_dir = tmp_path_factory.mktemp("train_attack") / "run"
-    return run_dir, attack(run_dir, "attack=deepwordbug", f"source={sentiment_model}", "attack.split=train",
-                           "attack.num_examples=40", "seed=1")
+    return run_dir, attack(
+        run_dir,
+        "attack=deepwordbug",
+        f"source={sentiment_model}",
+        "attack.split=train",
+        "attack.num_examples=40",
+        "seed=1",
+    )
 
 
 def augmented(sentiment: dict, source: Path, *extra: str, task: list[str] | None = None) -> list[str]:
     """A fine-tune's overrides: 48 training rows of the task, one epoch, plus the attack's examples."""
-    return ["stage=finetune", *TINY, "data=text_files", f"data.corpus.path={sentiment['folder'] / 'corpus'}",
-            *(sentiment["task"] if task is None else task), "task.max_train_samples=48", "stage.epochs=1",
-            "stage.batch_size=16", "defence=augment", f"defence.source={source}", *extra]
+    return [
+        "stage=finetune",
+        *TINY,
+        "data=text_files",
+        f"data.corpus.path={sentiment['folder'] / 'corpus'}",
+        *(sentiment["task"] if task is None else task),
+        "task.max_train_samples=48",
+        "stage.epochs=1",
+        "stage.batch_size=16",
+        "defence=augment",
+        f"defence.source={source}",
+        *extra,
+    ]
 
 
 def compose(overrides: list[str], run_dir: Path):
@@ -306,17 +386,24 @@ def test_a_fine_tune_trains_on_the_attacks_adversarial_examples(sentiment, train
     assert len(parts.datamodule.encoded(parts.task.data.train_split)) == len(train)
     finetuned = run_finetune(compose(augmented(sentiment, source), tmp_path / "run"))
     assert finetuned["steps"] == math.ceil(len(train) / 16)
-    assert finetuned["defence"] == {"name": "augment", "source": str(source), "recipe": "deepwordbug",
-                                    "attack_split": "train", "include_failed": False, "max_examples": None,
-                                    "added": len(adversarial)}
+    assert finetuned["defence"] == {
+        "name": "augment",
+        "source": str(source),
+        "recipe": "deepwordbug",
+        "attack_split": "train",
+        "include_failed": False,
+        "max_examples": None,
+        "added": len(adversarial),
+    }
     measured = attack(tmp_path / "attack", "attack=deepwordbug", f"source={tmp_path / 'run'}", "attack.num_examples=4")
     assert measured["source_defence"]["name"] == "augment" and measured["source_defence"]["added"] == len(adversarial)
     capped = build_finetune(compose(augmented(sentiment, source, "defence.max_examples=2"), tmp_path / "capped"))
     assert len(capped.task.train.examples) == 48 + 2 and capped.augmentation.settings()["added"] == 2
 
 
-def test_augment_bad_source_is_one_line_before_training(home, sentiment, sentiment_model, train_attack, tmp_path,
-                                                        monkeypatch):
+def test_augment_bad_source_is_one_line_before_training(
+    home, sentiment, sentiment_model, train_attack, tmp_path, monkeypatch
+):
     """In process, where ptmlab.run meets them (stage_preflight.py; exit 2 through the entry point is
     the finetune stage's one run)."""
     import shutil
@@ -325,8 +412,11 @@ def test_augment_bad_source_is_one_line_before_training(home, sentiment, sentime
 
     from lightning_modules.stages.finetune import build_finetune
 
-    line = error_line_before_work([*augmented(sentiment, sentiment_model), f"+run_dir={tmp_path / 'not_an_attack'}"],
-                                  monkeypatch, build=build_finetune)
+    line = error_line_before_work(
+        [*augmented(sentiment, sentiment_model), f"+run_dir={tmp_path / 'not_an_attack'}"],
+        monkeypatch,
+        build=build_finetune,
+    )
     assert line.startswith("error[config_error]") and "not a stage=attack run folder" in line, line
     assert not (tmp_path / "not_an_attack" / "summary.json").exists()
     source, summary = train_attack
@@ -334,12 +424,15 @@ def test_augment_bad_source_is_one_line_before_training(home, sentiment, sentime
         build_finetune(compose(augmented(sentiment, source, task=["task=glue/sst2"]), tmp_path / "sst2"))
     on_dev = tmp_path / "attack_on_dev"
     shutil.copytree(source, on_dev)
-    (on_dev / "summary.json").write_text(json.dumps({**json.loads((source / "summary.json").read_text()), "split": "dev"}))
+    (on_dev / "summary.json").write_text(
+        json.dumps({**json.loads((source / "summary.json").read_text()), "split": "dev"})
+    )
     with pytest.raises(ConfigError, match="the attack ran on split 'dev', which this fine-tune evaluates on"):
         build_finetune(compose(augmented(sentiment, on_dev), tmp_path / "dev"))
 
 
 # -- the job page: the summary's figures and the records, changed words marked -----------------
+
 
 def attack_job(db_url: str, summary_file: Path, run_dir: Path | None = None) -> int:
     """A succeeded attack job whose result row is what the worker stores for `summary_file` (the
@@ -365,8 +458,9 @@ def marked(words: list[dict] | None) -> list[int]:
     return [i for i, w in enumerate(words or []) if w["changed"]]
 
 
-def test_the_job_page_serves_the_records_with_the_changed_words_marked(train_attack, trigger_attack, tmp_path,
-                                                                        monkeypatch):
+def test_the_job_page_serves_the_records_with_the_changed_words_marked(
+    train_attack, trigger_attack, tmp_path, monkeypatch
+):
     from fastapi.testclient import TestClient
 
     from ptmlab.api.app import create_app
@@ -383,8 +477,11 @@ def test_the_job_page_serves_the_records_with_the_changed_words_marked(train_att
     assert typed.label == "1" and typed.class_labels == ["0", "1"] and typed.attacked_text == "only"
     url = f"sqlite:///{tmp_path / 'ptmlab.db'}"
     migrate(url)
-    ids = {"dwb": attack_job(url, dwb_dir / "summary.json"), "triggers": attack_job(url, trigger_dir / "summary.json"),
-           "moved": attack_job(url, dwb_dir / "summary.json", run_dir=tmp_path / "elsewhere")}
+    ids = {
+        "dwb": attack_job(url, dwb_dir / "summary.json"),
+        "triggers": attack_job(url, trigger_dir / "summary.json"),
+        "moved": attack_job(url, dwb_dir / "summary.json", run_dir=tmp_path / "elsewhere"),
+    }
     monkeypatch.setenv("PTMLAB_HOME", str(tmp_path / "home"))
     client = TestClient(create_app(Settings(home=tmp_path / "home", database_url=url)))
     try:
@@ -405,18 +502,29 @@ def test_the_job_page_serves_the_records_with_the_changed_words_marked(train_att
                 assert " ".join(w["word"] for w in got["perturbed"]) == record["perturbed"]
                 assert marked(got["perturbed"]) == marked(got["original"]) == record["changed_indices"]
 
-        page = client.get(f"/api/v1/jobs/{ids['triggers']}/attack-records").json()   # succeeded, 20 at most
+        page = client.get(f"/api/v1/jobs/{ids['triggers']}/attack-records").json()  # succeeded, 20 at most
         assert page["trigger"] == triggers["trigger"] and page["records"]
-        for got in page["records"]:   # an inserted trigger: marked where it stands, nothing marked in the original
+        for got in page["records"]:  # an inserted trigger: marked where it stands, nothing marked in the original
             assert marked(got["perturbed"]) == [0, 1, 2] and not marked(got["original"])
             assert [w["word"] for w in got["perturbed"][:3]] == triggers["trigger"].split()
 
         written = json.loads((trigger_dir / "summary.json").read_text())
-        rows = {r["name"]: r for r in client.get(f"/api/v1/views/jobs/{ids['triggers']}").json()["results"][0]["digest"]["rows"]}
-        for name, key in (("clean accuracy", "clean_accuracy"), ("accuracy under attack", "accuracy_under_attack"),
-                          ("success rate", "success_rate"), ("perturbed word ratio", "perturbed_word_ratio"),
-                          ("queries", "queries"), ("seconds per example", "seconds_per_example"),
-                          ("sample size", "num_examples"), ("recipe", "recipe"), ("trigger", "trigger"), ("seed", "seed")):
+        rows = {
+            r["name"]: r
+            for r in client.get(f"/api/v1/views/jobs/{ids['triggers']}").json()["results"][0]["digest"]["rows"]
+        }
+        for name, key in (
+            ("clean accuracy", "clean_accuracy"),
+            ("accuracy under attack", "accuracy_under_attack"),
+            ("success rate", "success_rate"),
+            ("perturbed word ratio", "perturbed_word_ratio"),
+            ("queries", "queries"),
+            ("seconds per example", "seconds_per_example"),
+            ("sample size", "num_examples"),
+            ("recipe", "recipe"),
+            ("trigger", "trigger"),
+            ("seed", "seed"),
+        ):
             assert rows[name]["value"] == written[key], name
         assert rows["sample size"]["note"] == "dev split, gold class 1"
 

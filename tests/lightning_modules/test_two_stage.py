@@ -48,22 +48,50 @@ def test_target_starts_from_the_intermediate_fine_tuned_encoder(ptmlab_home, tmp
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     (corpus / "doc.txt").write_text("\n".join(" ".join(rng.choice(WORDS) for _ in range(8)) for _ in range(100)))
-    common = ["stage=finetune", "model=bert_tiny", "data=text_files", f"data.corpus.path={corpus}",
-              "tokenizer.vocab_size=90", "tokenizer.min_frequency=1", f"paths.data_dir={FIXTURES}",
-              "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0", "stage.lr=1e-3", "seed=3"]
+    common = [
+        "stage=finetune",
+        "model=bert_tiny",
+        "data=text_files",
+        f"data.corpus.path={corpus}",
+        "tokenizer.vocab_size=90",
+        "tokenizer.min_frequency=1",
+        f"paths.data_dir={FIXTURES}",
+        "trainer.enable_progress_bar=false",
+        "checkpoint_every_n_steps=0",
+        "stage.lr=1e-3",
+        "seed=3",
+    ]
     intermediate = tmp_path / "mnli"
     # the MNLI fixture has 7 training rows: one step per epoch, so last.ckpt holds the final weights
-    cfg_a = compose_config([*common, "task=glue/mnli", "stage.batch_size=7", "stage.epochs=5", "stage.max_steps=5",
-                            "stage.export_backbone=true", f"+run_dir={intermediate}"])
+    cfg_a = compose_config(
+        [
+            *common,
+            "task=glue/mnli",
+            "stage.batch_size=7",
+            "stage.epochs=5",
+            "stage.max_steps=5",
+            "stage.export_backbone=true",
+            f"+run_dir={intermediate}",
+        ]
+    )
     summary_a = run_finetune(cfg_a)
     assert summary_a["steps"] == 5 and (intermediate / "export" / "ptmlab_model.yaml").is_file()
     checkpoint = torch.load(intermediate / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     assert checkpoint["global_step"] == 5
-    fine_tuned = {k[len("model.backbone."):]: v for k, v in checkpoint["state_dict"].items()
-                  if k.startswith("model.backbone.")}
+    fine_tuned = {
+        k[len("model.backbone.") :]: v for k, v in checkpoint["state_dict"].items() if k.startswith("model.backbone.")
+    }
 
-    cfg_b = compose_config([*common, "task=glue/rte", "stage.batch_size=4", "stage.max_steps=2",
-                            f"backbone={intermediate}", f"+run_dir={tmp_path / 'rte'}"])
+    cfg_b = compose_config(
+        [
+            *common,
+            "task=glue/rte",
+            "stage.batch_size=4",
+            "stage.max_steps=2",
+            f"backbone={intermediate}",
+            f"+run_dir={tmp_path / 'rte'}",
+        ]
+    )
     loaded = resolve_backbone(cfg_b, tracking_uri(cfg_b))
     state = loaded.backbone.state_dict()
     assert set(state) == set(fine_tuned)

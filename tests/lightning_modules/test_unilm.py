@@ -24,18 +24,30 @@ def test_masks_by_hand():
     bi = unilm_attention_mask("bidirectional", attention_mask)[0].int()
     assert bi.tolist() == [[1, 1, 1, 1, 1, 0]] * 6
     l2r = unilm_attention_mask("left_to_right", attention_mask)[0].int()
-    assert l2r.tolist()[:5] == [[1, 0, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0], [1, 1, 1, 0, 0, 0],
-                                [1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 0]]
+    assert l2r.tolist()[:5] == [
+        [1, 0, 0, 0, 0, 0],
+        [1, 1, 0, 0, 0, 0],
+        [1, 1, 1, 0, 0, 0],
+        [1, 1, 1, 1, 0, 0],
+        [1, 1, 1, 1, 1, 0],
+    ]
     r2l = unilm_attention_mask("right_to_left", attention_mask)[0].int()
-    assert r2l.tolist()[:5] == [[1, 1, 1, 1, 1, 0], [0, 1, 1, 1, 1, 0], [0, 0, 1, 1, 1, 0],
-                                [0, 0, 0, 1, 1, 0], [0, 0, 0, 0, 1, 0]]
+    assert r2l.tolist()[:5] == [
+        [1, 1, 1, 1, 1, 0],
+        [0, 1, 1, 1, 1, 0],
+        [0, 0, 1, 1, 1, 0],
+        [0, 0, 0, 1, 1, 0],
+        [0, 0, 0, 0, 1, 0],
+    ]
     s2s = unilm_attention_mask("seq2seq", attention_mask, token_type_ids=types)[0].int()
-    assert s2s.tolist() == [[1, 1, 0, 0, 0, 0],   # source: source only
-                            [1, 1, 0, 0, 0, 0],
-                            [1, 1, 1, 0, 0, 0],   # target: source + target prefix
-                            [1, 1, 1, 1, 0, 0],
-                            [1, 1, 1, 1, 1, 0],
-                            [1, 1, 0, 0, 0, 0]]   # padding (type 0) sees the source; nobody sees it
+    assert s2s.tolist() == [
+        [1, 1, 0, 0, 0, 0],  # source: source only
+        [1, 1, 0, 0, 0, 0],
+        [1, 1, 1, 0, 0, 0],  # target: source + target prefix
+        [1, 1, 1, 1, 0, 0],
+        [1, 1, 1, 1, 1, 0],
+        [1, 1, 0, 0, 0, 0],
+    ]  # padding (type 0) sees the source; nobody sees it
     by_length = unilm_attention_mask("seq2seq", attention_mask, source_lengths=torch.tensor([2]))[0].int()
     assert by_length[:5].tolist() == s2s[:5].tolist()
     with pytest.raises(ConfigError, match="mode='causal'"):
@@ -45,8 +57,16 @@ def test_masks_by_hand():
 
 
 def tiny(cls=UnilmEncoder, **kw):
-    args = dict(vocab_size=VOCAB, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=48,
-                max_position_embeddings=24, dropout=0.0, attention_dropout=0.0)
+    args = dict(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=4,
+        intermediate_size=48,
+        max_position_embeddings=24,
+        dropout=0.0,
+        attention_dropout=0.0,
+    )
     return cls(**{**args, **kw}).eval()
 
 
@@ -106,14 +126,18 @@ def test_default_mode_config_and_bert_export():
     ids, mask, types = batch()
     hf = model.to_hf()  # a BERT's weights
     with torch.no_grad():
-        torch.testing.assert_close(model(ids, mask, types).last_hidden_state,
-                                   hf(input_ids=ids, attention_mask=mask, token_type_ids=types).last_hidden_state,
-                                   atol=1e-5, rtol=0)
+        torch.testing.assert_close(
+            model(ids, mask, types).last_hidden_state,
+            hf(input_ids=ids, attention_mask=mask, token_type_ids=types).last_hidden_state,
+            atol=1e-5,
+            rtol=0,
+        )
     causal_default = instantiate(cfg.backbone, vocab_size=VOCAB, mode="left_to_right").eval()
     causal_default.load_state_dict(model.state_dict())
     with torch.no_grad():
-        torch.testing.assert_close(causal_default(ids).last_hidden_state,
-                                   model(ids, mode="left_to_right").last_hidden_state)
+        torch.testing.assert_close(
+            causal_default(ids).last_hidden_state, model(ids, mode="left_to_right").last_hidden_state
+        )
     with pytest.raises(ConfigError, match="model.backbone.mode='both'"):
         tiny(mode="both")
     with pytest.raises(ConfigError, match="mode='both'"):

@@ -41,7 +41,7 @@ def test_masks_are_those_of_a_permutation(seq_len, fraction):
         assert torch.equal(m.query_mask[b][order][:, order], lower.tril(-1))
         assert not m.query_mask[b].diagonal().any() and m.content_mask[b].diagonal().all()
         assert int(m.target_mask[b].sum()) == expected_targets
-        assert set(order[seq_len - expected_targets:].tolist()) == set(m.target_mask[b].nonzero().flatten().tolist())
+        assert set(order[seq_len - expected_targets :].tolist()) == set(m.target_mask[b].nonzero().flatten().tolist())
     # Seeded: the same generator state gives the same order, another seed another one.
     assert torch.equal(permutation_masks(seq_len, gen(seq_len), fraction, batch_size=8).order, m.order)
     assert not torch.equal(permutation_masks(seq_len, gen(seq_len + 1), fraction, batch_size=8).order, m.order)
@@ -70,8 +70,15 @@ def test_padding_is_last_in_the_order_and_never_a_target():
 
 
 def tiny(**kw):
-    args = dict(vocab_size=VOCAB, hidden_size=32, num_layers=3, num_heads=4, intermediate_size=48,
-                dropout=0.0, attention_dropout=0.0)
+    args = dict(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_layers=3,
+        num_heads=4,
+        intermediate_size=48,
+        dropout=0.0,
+        attention_dropout=0.0,
+    )
     return XLNetEncoder(**{**args, **kw}).eval()
 
 
@@ -96,7 +103,7 @@ def test_two_streams_never_leak_what_they_predict():
             # Nothing later in the order reaches position i in either stream.
             if step + 1 < seq_len:
                 later = ids.clone()
-                later[0, order[step + 1:]] = (later[0, order[step + 1:]] + 1) % VOCAB
+                later[0, order[step + 1 :]] = (later[0, order[step + 1 :]] + 1) % VOCAB
                 out = model(later, content_mask=m.content_mask, query_mask=m.query_mask)
                 torch.testing.assert_close(out.query_hidden_states[-1][0, i], ref.query_hidden_states[-1][0, i])
                 torch.testing.assert_close(out.hidden_states[-1][0, i], ref.hidden_states[-1][0, i])
@@ -121,9 +128,25 @@ def _random_hf_xlnet(seed, head=False, **overrides):
     moves the outputs by far more than the tolerance (~4e-2 instead of ~6e-5)."""
     from transformers import XLNetConfig, XLNetLMHeadModel, XLNetModel
 
-    config = XLNetConfig(**{**dict(vocab_size=100, d_model=32, n_layer=2, n_head=2, d_inner=64, dropout=0.0,
-                                   ff_activation="gelu", attn_type="bi", bi_data=False, clamp_len=-1,
-                                   mem_len=None, initializer_range=0.1), **overrides})
+    config = XLNetConfig(
+        **{
+            **dict(
+                vocab_size=100,
+                d_model=32,
+                n_layer=2,
+                n_head=2,
+                d_inner=64,
+                dropout=0.0,
+                ff_activation="gelu",
+                attn_type="bi",
+                bi_data=False,
+                clamp_len=-1,
+                mem_len=None,
+                initializer_range=0.1,
+            ),
+            **overrides,
+        }
+    )
     torch.manual_seed(seed)
     model = (XLNetLMHeadModel if head else XLNetModel)(config)
     with torch.no_grad():
@@ -179,8 +202,14 @@ def test_query_stream_matches_hf_xlnet_model(direction):
         mapping[b, len(slots[b]) - 1, i] = 1.0
     with torch.no_grad():
         ours = model(ids, mask, segments, content_mask=m.content_mask, query_mask=m.query_mask)
-        theirs = hf(ids, attention_mask=mask, token_type_ids=segments, perm_mask=(~m.query_mask).float(),
-                    target_mapping=mapping, output_hidden_states=True)
+        theirs = hf(
+            ids,
+            attention_mask=mask,
+            token_type_ids=segments,
+            perm_mask=(~m.query_mask).float(),
+            target_mapping=mapping,
+            output_hidden_states=True,
+        )
     h_theirs, g_theirs = theirs.hidden_states[0::2], theirs.hidden_states[1::2]  # (h0, g0, h1, g1, ...)
     assert len(ours.query_hidden_states) == len(g_theirs) == hf.config.n_layer + 1
     real = mask.bool()
@@ -205,8 +234,11 @@ def test_hf_conversion_round_trips_and_refuses_what_it_cannot_compute():
     assert back.keys() == body.keys()
     for name, tensor in body.items():
         assert torch.equal(back[name], tensor), name
-    for overrides, key in (({"attn_type": "uni"}, "attn_type"), ({"bi_data": True}, "bi_data"),
-                           ({"clamp_len": 4}, "clamp_len")):
+    for overrides, key in (
+        ({"attn_type": "uni"}, "attn_type"),
+        ({"bi_data": True}, "bi_data"),
+        ({"clamp_len": 4}, "clamp_len"),
+    ):
         with pytest.raises(BackboneError, match=key):
             XLNetEncoder.from_hf(_random_hf_xlnet(2, **overrides))
 

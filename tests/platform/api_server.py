@@ -22,8 +22,16 @@ def free_port() -> int:
 
 
 class LiveApi:
-    def __init__(self, db_url: str, home: Path, log_dir: Path, token: str = "", *,
-                 program: list[str] | None = None, env: dict[str, str | None] | None = None):
+    def __init__(
+        self,
+        db_url: str,
+        home: Path,
+        log_dir: Path,
+        token: str = "",
+        *,
+        program: list[str] | None = None,
+        env: dict[str, str | None] | None = None,
+    ):
         self.db_url, self.home, self.log_dir, self.token = db_url, home, log_dir, token
         # `ptmlab` by default; tests/platform/slim_api.py runs it with the API image's packages only.
         self.program = program or [sys.executable, "-m", "ptmlab.cli"]
@@ -36,12 +44,20 @@ class LiveApi:
     def start(self) -> None:
         log = open(self.log_dir / f"api-{self.starts}.log", "wb")
         self.starts += 1
-        env = {**os.environ, "PTMLAB_HOME": str(self.home), "PTMLAB_DATABASE_URL": self.db_url,
-               "PTMLAB_API_TOKEN": self.token, **self.extra_env}
+        env = {
+            **os.environ,
+            "PTMLAB_HOME": str(self.home),
+            "PTMLAB_DATABASE_URL": self.db_url,
+            "PTMLAB_API_TOKEN": self.token,
+            **self.extra_env,
+        }
         env = {k: v for k, v in env.items() if v is not None}  # None in `env`: a variable left unset
         self.proc = subprocess.Popen(
             [*self.program, "serve", "--port", str(self.port), "--log-level", "warning"],
-            stdout=log, stderr=subprocess.STDOUT, env=env)
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
         self.log_path = log.name
         log.close()
 

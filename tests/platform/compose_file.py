@@ -22,15 +22,15 @@ def compose_binary() -> Path:
     return binary
 
 
-def compose(compose_file: Path, *args: str, env_file: Path | None = ENV_EXAMPLE,
-            env: dict | None = None) -> subprocess.CompletedProcess:
+def compose(
+    compose_file: Path, *args: str, env_file: Path | None = ENV_EXAMPLE, env: dict | None = None
+) -> subprocess.CompletedProcess:
     # Only PATH/HOME from the environment: a developer's own POSTGRES_PASSWORD must not mask a test.
     base_env = {k: os.environ[k] for k in ("PATH", "HOME") if k in os.environ}
     argv = [str(compose_binary()), "-f", str(compose_file), "--project-directory", str(ROOT)]
     if env_file:
         argv += ["--env-file", str(env_file)]
-    return subprocess.run([*argv, *args], capture_output=True, text=True, timeout=60,
-                          env={**base_env, **(env or {})})
+    return subprocess.run([*argv, *args], capture_output=True, text=True, timeout=60, env={**base_env, **(env or {})})
 
 
 def rendered(env: dict | None = None) -> dict:

@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # `from pg import ...` for tests/e2e too
 
-from pg import PostgresServer, find_pg_bin, start_postgres  # noqa: E402
+from pg import PostgresServer, find_pg_bin, start_postgres
 
 
 @pytest.fixture(scope="session")
@@ -74,17 +74,42 @@ def spawn_worker(tmp_path):
     procs: list[subprocess.Popen] = []
     numbers = itertools.count()  # one log file per worker, whichever thread starts it
 
-    def spawn(db_url: str, home: Path, *args: str, lease_s: float = 3.0,
-              env: dict[str, str] | None = None, warm: bool = False, cwd: Path | None = None) -> subprocess.Popen:
+    def spawn(
+        db_url: str,
+        home: Path,
+        *args: str,
+        lease_s: float = 3.0,
+        env: dict[str, str] | None = None,
+        warm: bool = False,
+        cwd: Path | None = None,
+    ) -> subprocess.Popen:
         log = open(tmp_path / f"worker-{next(numbers)}.log", "wb")
-        env = {**os.environ, "PTMLAB_HOME": str(home), "PTMLAB_DATABASE_URL": db_url, "PYTHONUNBUFFERED": "1",
-               **(env or {})}
+        env = {
+            **os.environ,
+            "PTMLAB_HOME": str(home),
+            "PTMLAB_DATABASE_URL": db_url,
+            "PYTHONUNBUFFERED": "1",
+            **(env or {}),
+        }
         proc = subprocess.Popen(
             # Cold unless asked: a warm launcher costs ~10 s of imports per worker, and most tests start
             # a worker for a job or two (tests/platform/test_warm_start.py covers the warm path).
-            [sys.executable, "-m", "ptmlab.cli", "worker", "--lease-s", str(lease_s), "--poll-s", "0.2",
-             *([] if warm else ["--cold-start"]), *args],
-            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+            [
+                sys.executable,
+                "-m",
+                "ptmlab.cli",
+                "worker",
+                "--lease-s",
+                str(lease_s),
+                "--poll-s",
+                "0.2",
+                *([] if warm else ["--cold-start"]),
+                *args,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=cwd,
         )
         proc.log_path = log.name  # for failure messages
         log.close()

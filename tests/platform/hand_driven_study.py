@@ -18,9 +18,20 @@ def drive_study_by_hand(url: str, *, n_trials: int, name: str = "by_hand") -> st
     from ptmlab import studies
     from ptmlab.db import PRUNED, QUEUED, RUNNING, SUCCEEDED, Job, get_sessionmaker
 
-    plan = studies.plan_study(studies.StudySpec(
-        name=name, stage="sleep", overrides=SPACE, objective="val/score", pruner="asha", sampler="random",
-        n_trials=n_trials, n_parallel=1, seed=0, queue="parked"))  # no worker serves "parked"
+    plan = studies.plan_study(
+        studies.StudySpec(
+            name=name,
+            stage="sleep",
+            overrides=SPACE,
+            objective="val/score",
+            pruner="asha",
+            sampler="random",
+            n_trials=n_trials,
+            n_parallel=1,
+            seed=0,
+            queue="parked",
+        )
+    )  # no worker serves "parked"
     with get_sessionmaker(url)() as s:
         study = studies.create_study(s, plan, url=url, driver_id="test")
         for _ in range(n_trials):
@@ -31,8 +42,12 @@ def drive_study_by_hand(url: str, *, n_trials: int, name: str = "by_hand") -> st
             for v in range(1, VALIDATIONS + 1):
                 step = v * STEPS_PER_VALIDATION
                 history.append({"step": step, "val/score": quality * (v / VALIDATIONS) ** 0.5})
-                job.progress = {"step": step, "total_steps": VALIDATIONS * STEPS_PER_VALIDATION,
-                                "metrics": {"val/score": history[-1]["val/score"]}, "history": list(history)}
+                job.progress = {
+                    "step": step,
+                    "total_steps": VALIDATIONS * STEPS_PER_VALIDATION,
+                    "metrics": {"val/score": history[-1]["val/score"]},
+                    "history": list(history),
+                }
                 s.commit()
                 studies.advance_study(s, study.id, url=url, driver_id="test")
                 s.refresh(job)

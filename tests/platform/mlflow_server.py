@@ -13,16 +13,21 @@ from pathlib import Path
 import httpx
 import pytest
 from compose_file import rendered
-from waiting import wait_until
 from pg import free_port
+from waiting import wait_until
 
 
 class MlflowServer:
     def __init__(self, backend_uri: str, artifacts: Path, log_path: Path):
         cmd = rendered()["services"]["mlflow"]["command"]
         self.port = free_port()
-        replace = {"--host": "127.0.0.1", "--port": str(self.port), "--workers": "1",
-                   "--backend-store-uri": backend_uri, "--artifacts-destination": str(artifacts)}
+        replace = {
+            "--host": "127.0.0.1",
+            "--port": str(self.port),
+            "--workers": "1",
+            "--backend-store-uri": backend_uri,
+            "--artifacts-destination": str(artifacts),
+        }
         for flag, value in replace.items():
             cmd[cmd.index(flag) + 1] = value
         self.argv = [str(Path(sys.executable).parent / "mlflow"), *cmd[1:]]
@@ -34,8 +39,9 @@ class MlflowServer:
 
     def start(self) -> None:
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
 
     def wait_ready(self, timeout: float = 120) -> None:
         def ready():

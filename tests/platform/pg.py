@@ -59,8 +59,9 @@ class PostgresServer:
         if self.as_postgres:
             shutil.chown(self.base, "postgres", "postgres")
             shutil.chown(self.socket_dir, "postgres", "postgres")
-        self._run("initdb", "-D", str(self.data_dir), "-A", "trust", "-U", "postgres", "--no-sync",
-                  "-E", "UTF8", "--locale=C")
+        self._run(
+            "initdb", "-D", str(self.data_dir), "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C"
+        )
         self.start_server()
 
     def start_server(self) -> None:
@@ -68,8 +69,19 @@ class PostgresServer:
         # fsync off: a test server trades durability for speed (the data is thrown away).
         opts = f"-p {self.port} -k {self.socket_dir} -h 127.0.0.1 -F -c max_connections=200"
         try:
-            self._run("pg_ctl", "-D", str(self.data_dir), "-o", opts, "-l", str(self.base / "server.log"),
-                      "-w", "-t", "60", "start")
+            self._run(
+                "pg_ctl",
+                "-D",
+                str(self.data_dir),
+                "-o",
+                opts,
+                "-l",
+                str(self.base / "server.log"),
+                "-w",
+                "-t",
+                "60",
+                "start",
+            )
         except subprocess.CalledProcessError as exc:
             log = (self.base / "server.log").read_text() if (self.base / "server.log").exists() else ""
             raise RuntimeError(f"PostgreSQL did not start: {exc.stderr}\n{log[-2000:]}") from None
@@ -82,8 +94,19 @@ class PostgresServer:
     def restart(self) -> None:
         """`pg_ctl restart -m fast`: every client connection is cut."""
         # -l again: without it the new server would hold this call's output pipe open.
-        self._run("pg_ctl", "-D", str(self.data_dir), "-l", str(self.base / "server.log"), "-m", "fast", "-w",
-                  "-t", "60", "restart")
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data_dir),
+            "-l",
+            str(self.base / "server.log"),
+            "-m",
+            "fast",
+            "-w",
+            "-t",
+            "60",
+            "restart",
+        )
 
     def stop(self) -> None:
         self._run("pg_ctl", "-D", str(self.data_dir), "-m", "immediate", "-w", "stop", check=False)
@@ -102,8 +125,10 @@ class PostgresServer:
 def start_postgres() -> PostgresServer:
     bin_dir = find_pg_bin()
     if bin_dir is None:
-        raise FileNotFoundError("PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin "
-                                "(install: apt-get install postgresql, or run `make system-deps`)")
+        raise FileNotFoundError(
+            "PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin "
+            "(install: apt-get install postgresql, or run `make system-deps`)"
+        )
     base = Path(tempfile.mkdtemp(prefix="ptmlab-pg-", dir="/tmp"))
     server = PostgresServer(bin_dir=bin_dir, base=base, port=free_port(), as_postgres=os.geteuid() == 0)
     server.start()

@@ -52,19 +52,21 @@ class OnlyImageDistributions:
 
     def __init__(self, allowed: set[str]):
         self.allowed = allowed
-        self.owners = {top: {canonicalize_name(d) for d in dists}
-                       for top, dists in md.packages_distributions().items()}
+        self.owners = {top: {canonicalize_name(d) for d in dists} for top, dists in md.packages_distributions().items()}
 
     def find_spec(self, name, path=None, target=None):
         top = name.partition(".")[0]
         if top in NOT_COPIED:
-            raise ModuleNotFoundError(f"No module named {top!r} in the API image (docker/Dockerfile.api "
-                                      "does not copy it)", name=top)
+            raise ModuleNotFoundError(
+                f"No module named {top!r} in the API image (docker/Dockerfile.api does not copy it)", name=top
+            )
         owners = self.owners.get(top)
         if owners and not owners & self.allowed:
             raise ModuleNotFoundError(
                 f"No module named {top!r} in the API image (distribution {', '.join(sorted(owners))} "
-                f"is not in docker/requirements-api.txt)", name=top)
+                f"is not in docker/requirements-api.txt)",
+                name=top,
+            )
         return None
 
 

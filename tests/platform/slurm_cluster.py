@@ -48,12 +48,24 @@ class SlurmCluster:
         os.chmod(key, 0o400)
         sock = r / "munge" / "munge.sock"
         # --force: munged refuses to run as root otherwise (CI runs as root).
-        subprocess.run(["munged", "--force", f"--key-file={key}", f"--socket={sock}", f"--pid-file={r}/munge/munged.pid",
-                        f"--log-file={r}/log/munged.log", f"--seed-file={r}/munge/munged.seed"], check=True)
+        subprocess.run(
+            [
+                "munged",
+                "--force",
+                f"--key-file={key}",
+                f"--socket={sock}",
+                f"--pid-file={r}/munge/munged.pid",
+                f"--log-file={r}/log/munged.log",
+                f"--seed-file={r}/munge/munged.seed",
+            ],
+            check=True,
+        )
         ctld_port, d1, d2 = _free_port(), _free_port(), _free_port()
         host = socket.gethostname()
-        nodes = "\n".join(f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={p} CPUs=1 RealMemory=2000 "
-                          "State=UNKNOWN" for n, p in zip(NODES, (d1, d2)))
+        nodes = "\n".join(
+            f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={p} CPUs=1 RealMemory=2000 State=UNKNOWN"
+            for n, p in zip(NODES, (d1, d2))
+        )
         self.conf.write_text(f"""\
 ClusterName=ptmlabtest
 SlurmctldHost={host}(127.0.0.1)
@@ -101,8 +113,10 @@ PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 
     def stop(self) -> None:
         subprocess.run(["scancel", "--full", "--user=root"], env=self.env, capture_output=True)
-        for pidfile in sorted(self.root.glob("slurmd-*.pid")) + [self.root / "slurmctld.pid",
-                                                                   self.root / "munge" / "munged.pid"]:
+        for pidfile in sorted(self.root.glob("slurmd-*.pid")) + [
+            self.root / "slurmctld.pid",
+            self.root / "munge" / "munged.pid",
+        ]:
             try:
                 os.kill(int(pidfile.read_text().strip()), signal.SIGTERM)
             except (OSError, ValueError):

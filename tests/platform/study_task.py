@@ -30,10 +30,20 @@ VOCAB_SIZE = 660
 
 
 def fixed_overrides(folder: Path) -> list[str]:
-    return ["task=tabular", f"task.data.train={folder}/train.tsv", f"task.data.dev={folder}/dev.tsv",
-            "task.max_length=24", "data=text_files", f"data.corpus.path={folder}/corpus",
-            f"tokenizer.vocab_size={VOCAB_SIZE}", f"stage.epochs={EPOCHS}", "stage.pooling=mean",
-            "stage.write_predictions=false", "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0"]
+    return [
+        "task=tabular",
+        f"task.data.train={folder}/train.tsv",
+        f"task.data.dev={folder}/dev.tsv",
+        "task.max_length=24",
+        "data=text_files",
+        f"data.corpus.path={folder}/corpus",
+        f"tokenizer.vocab_size={VOCAB_SIZE}",
+        f"stage.epochs={EPOCHS}",
+        "stage.pooling=mean",
+        "stage.write_predictions=false",
+        "trainer.enable_progress_bar=false",
+        "checkpoint_every_n_steps=0",
+    ]
 
 
 # The same space twice: searched (log learning rate) and as the 4 x 4 grid over its ends.
@@ -54,13 +64,14 @@ def _words(n: int, rng: random.Random) -> list[str]:
     return sorted(words)
 
 
-def write_polarity_task(folder: Path, seed: int = 0, polar: int = 20, neutral: int = 200, length: int = 12,
-                        polar_per_sentence: int = 3) -> Path:
+def write_polarity_task(
+    folder: Path, seed: int = 0, polar: int = 20, neutral: int = 200, length: int = 12, polar_per_sentence: int = 3
+) -> Path:
     """train.tsv, dev.tsv (label, text) and corpus/words.txt under `folder`; returns `folder`."""
     rng = random.Random(seed)
     vocab = _words(2 * polar + neutral, rng)
     rng.shuffle(vocab)
-    positive, negative, filler = vocab[:polar], vocab[polar:2 * polar], vocab[2 * polar:]
+    positive, negative, filler = vocab[:polar], vocab[polar : 2 * polar], vocab[2 * polar :]
 
     def sentence() -> str:
         k = rng.randrange(polar_per_sentence + 1)  # how many of its polar words are positive

@@ -25,56 +25,119 @@ LEARNING_RATES = (1e-5, 1e-4, 1e-3)
 BATCH_SIZES = (16, 32)
 
 
-def hparams(model: str, objective: str, adaptation: str, task: str, *, lr: float = 1e-4, batch_size: int = 16,
-            epochs: int = 3, rank: int | None = None) -> dict[str, Any]:
+def hparams(
+    model: str,
+    objective: str,
+    adaptation: str,
+    task: str,
+    *,
+    lr: float = 1e-4,
+    batch_size: int = 16,
+    epochs: int = 3,
+    rank: int | None = None,
+) -> dict[str, Any]:
     """A run's flat config keys (the summary's `hparams`) as ptmlab.contracts.identity writes them."""
-    out = {"stage.name": "finetune", "stage.lr": lr, "stage.batch_size": batch_size, "stage.epochs": epochs,
-           "model.name": model, "objective.name": objective, "adaptation.name": adaptation, "task.name": task}
+    out = {
+        "stage.name": "finetune",
+        "stage.lr": lr,
+        "stage.batch_size": batch_size,
+        "stage.epochs": epochs,
+        "model.name": model,
+        "objective.name": objective,
+        "adaptation.name": adaptation,
+        "task.name": task,
+    }
     if rank is not None:
         out["adaptation.rank"] = rank
     return out
 
 
-def finetune_summary(rng: random.Random, model: str, objective: str, adaptation: str, task: str, seed: int,
-                     *, lr: float = 1e-4, batch_size: int = 16) -> dict[str, Any]:
+def finetune_summary(
+    rng: random.Random,
+    model: str,
+    objective: str,
+    adaptation: str,
+    task: str,
+    seed: int,
+    *,
+    lr: float = 1e-4,
+    batch_size: int = 16,
+) -> dict[str, Any]:
     base = 0.55 + 0.3 * rng.random()
     metrics = {m: round(min(0.99, max(0.0, base + rng.gauss(0, 0.02))), 4) for m in GLUE_TASKS[task][1]}
-    return _finetune(model, objective, adaptation, task, seed, metrics,
-                     params=hparams(model, objective, adaptation, task, lr=lr, batch_size=batch_size))
+    return _finetune(
+        model,
+        objective,
+        adaptation,
+        task,
+        seed,
+        metrics,
+        params=hparams(model, objective, adaptation, task, lr=lr, batch_size=batch_size),
+    )
 
 
-def _finetune(model: str, objective: str, adaptation: str, task: str, seed: int, metrics: dict,
-              footprint: dict | None = None, params: dict[str, Any] | None = None) -> dict[str, Any]:
+def _finetune(
+    model: str,
+    objective: str,
+    adaptation: str,
+    task: str,
+    seed: int,
+    metrics: dict,
+    footprint: dict | None = None,
+    params: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """`footprint`: trainable_params, total_params and (newer runs) delta_params, delta_bytes;
     without it the counts of a run from before the delta was recorded. `params`: the run's config
     keys (default: `hparams` of its model, objective, adaptation and task); the majority-class
     baseline where MAJORITY_BASELINES has the task and its main metric is accuracy."""
     main = next(iter(metrics))
     counts = footprint or {"trainable_params": 1000, "total_params": 100_000}
-    baseline = {"kind": "majority_class", "metric": main, "value": MAJORITY_BASELINES[task]} \
-        if task in MAJORITY_BASELINES and main == "accuracy" else None
-    return FinetuneSummary(seed=seed, wall_time_s=1.0, model=model, objective=objective, adaptation=adaptation,
-                           task=task, metrics=metrics, main_metric=main, main_score=metrics[main],
-                           train_time_s=1.0, steps=100, **counts,
-                           hparams=params or hparams(model, objective, adaptation, task), baseline=baseline,
-                           ).model_dump()
+    baseline = (
+        {"kind": "majority_class", "metric": main, "value": MAJORITY_BASELINES[task]}
+        if task in MAJORITY_BASELINES and main == "accuracy"
+        else None
+    )
+    return FinetuneSummary(
+        seed=seed,
+        wall_time_s=1.0,
+        model=model,
+        objective=objective,
+        adaptation=adaptation,
+        task=task,
+        metrics=metrics,
+        main_metric=main,
+        main_score=metrics[main],
+        train_time_s=1.0,
+        steps=100,
+        **counts,
+        hparams=params or hparams(model, objective, adaptation, task),
+        baseline=baseline,
+    ).model_dump()
 
 
 def compress_summary(rng: random.Random, method: str, source: str, task: str, seed: int) -> dict[str, Any]:
     source_score, source_params = 0.9, 4_400_000
     keep = rng.uniform(0.1, 0.9)
     return CompressSummary(
-        seed=seed, wall_time_s=1.0, method=method, source_ref=source, task=task,
-        compressed=Measurement(score=round(source_score * (0.7 + 0.3 * keep ** 0.3) - rng.uniform(0, 0.03), 4),
-                               params=int(source_params * keep),
-                               size_bytes=int(source_params * keep * rng.choice((1, 4))),
-                               latency_ms=round(2 + 10 * keep + rng.uniform(0, 1), 3)),
+        seed=seed,
+        wall_time_s=1.0,
+        method=method,
+        source_ref=source,
+        task=task,
+        compressed=Measurement(
+            score=round(source_score * (0.7 + 0.3 * keep**0.3) - rng.uniform(0, 0.03), 4),
+            params=int(source_params * keep),
+            size_bytes=int(source_params * keep * rng.choice((1, 4))),
+            latency_ms=round(2 + 10 * keep + rng.uniform(0, 1), 3),
+        ),
         config={"keep": round(keep, 3)},
-        source=Measurement(score=source_score, params=source_params, size_bytes=source_params * 4,
-                           latency_ms=12.5)).model_dump(exclude_none=True)
+        source=Measurement(score=source_score, params=source_params, size_bytes=source_params * 4, latency_ms=12.5),
+    ).model_dump(exclude_none=True)
 
 
-def probe_summary(rng: random.Random, model: str, probe_task: str, seed: int, layers: int = 5, heads: int = 4) -> dict[str, Any]:
+def probe_summary(
+    rng: random.Random, model: str, probe_task: str, seed: int, layers: int = 5, heads: int = 4
+) -> dict[str, Any]:
     peak = rng.randint(1, layers - 1)
     entries = []
     for layer in range(layers):
@@ -85,9 +148,15 @@ def probe_summary(rng: random.Random, model: str, probe_task: str, seed: int, la
             entry.update(uuas=round(acc - 0.2, 4), spearman=round(acc - 0.15, 4))
         entries.append(entry)
     return ProbeSummary(
-        seed=seed, wall_time_s=1.0, model=model, probe_task=probe_task, layers=entries,
-        attention_heads={"statistic": "entropy",
-                         "values": [[round(rng.uniform(0.5, 3.0), 3) for _ in range(heads)] for _ in range(layers - 1)]},
+        seed=seed,
+        wall_time_s=1.0,
+        model=model,
+        probe_task=probe_task,
+        layers=entries,
+        attention_heads={
+            "statistic": "entropy",
+            "values": [[round(rng.uniform(0.5, 3.0), 3) for _ in range(heads)] for _ in range(layers - 1)],
+        },
     ).model_dump(exclude_none=True)
 
 
@@ -95,32 +164,71 @@ def probe_suite_summary(rng: random.Random, model: str, seed: int, layers: int =
     """A suite (stage=probe probe=linguistic-like): a token task with control task and random-init
     baseline, a structural task, attention heat maps and a LAMA task, in the ProbeSummary layout
     lightning_modules/stages/probe.py writes."""
+
     def token_layers(top: float, control: float) -> list[dict]:
         out = []
         for layer in range(layers):
             acc = round(top - 0.04 * abs(layer - 2) + rng.uniform(-0.005, 0.005), 4)
-            out.append({"layer": layer, "accuracy": acc, "control_accuracy": control, "selectivity": round(acc - control, 4)})
+            out.append(
+                {"layer": layer, "accuracy": acc, "control_accuracy": control, "selectivity": round(acc - control, 4)}
+            )
         return out
 
     upos, upos_random = token_layers(0.93, 0.6), token_layers(0.7, 0.65)
-    distance = [{"layer": i, "uuas": round(0.5 + 0.03 * i, 4), "spearman": round(0.6 + 0.03 * i, 4)} for i in range(layers)]
+    distance = [
+        {"layer": i, "uuas": round(0.5 + 0.03 * i, 4), "spearman": round(0.6 + 0.03 * i, 4)} for i in range(layers)
+    ]
     distance_random = [{"layer": i, "uuas": 0.41, "spearman": 0.5} for i in range(layers)]
     grid = [[round(rng.uniform(0.5, 3.0), 3) for _ in range(heads)] for _ in range(layers - 1)]
     tasks = [
-        {"probe_task": "upos", "family": "token", "metric": "accuracy", "probe": "linear", "layers": upos,
-         "best_layer": 2, "best_score": upos[2]["accuracy"], "best_selectivity": upos[2]["selectivity"],
-         "random_init": {"layers": upos_random, "best_layer": 2, "best_score": upos_random[2]["accuracy"]},
-         "baselines": {"layer0": upos[0]["accuracy"], "random_init_best": upos_random[2]["accuracy"], "majority": 0.17}},
-        {"probe_task": "distance", "family": "structural", "metric": "uuas", "probe": "rank64", "layers": distance,
-         "random_init": {"layers": distance_random, "best_layer": 0, "best_score": 0.41},
-         "baselines": {"layer0": 0.5, "random_init_best": 0.41}},
+        {
+            "probe_task": "upos",
+            "family": "token",
+            "metric": "accuracy",
+            "probe": "linear",
+            "layers": upos,
+            "best_layer": 2,
+            "best_score": upos[2]["accuracy"],
+            "best_selectivity": upos[2]["selectivity"],
+            "random_init": {"layers": upos_random, "best_layer": 2, "best_score": upos_random[2]["accuracy"]},
+            "baselines": {
+                "layer0": upos[0]["accuracy"],
+                "random_init_best": upos_random[2]["accuracy"],
+                "majority": 0.17,
+            },
+        },
+        {
+            "probe_task": "distance",
+            "family": "structural",
+            "metric": "uuas",
+            "probe": "rank64",
+            "layers": distance,
+            "random_init": {"layers": distance_random, "best_layer": 0, "best_score": 0.41},
+            "baselines": {"layer0": 0.5, "random_init_best": 0.41},
+        },
         {"probe_task": "attention", "family": "attention", "heatmaps": [{"statistic": "entropy", "values": grid}]},
-        {"probe_task": "lama", "family": "cloze", "metric": "p_at_1", "oov": 1,
-         "relations": [{"relation": "P19", "facts": 4, "oov": 1, "scored": 3, "p_at_1": 0.3333, "p_at_10": 1.0, "mrr": 0.5}]},
+        {
+            "probe_task": "lama",
+            "family": "cloze",
+            "metric": "p_at_1",
+            "oov": 1,
+            "relations": [
+                {"relation": "P19", "facts": 4, "oov": 1, "scored": 3, "p_at_1": 0.3333, "p_at_10": 1.0, "mrr": 0.5}
+            ],
+        },
     ]
-    return ProbeSummary(seed=seed, wall_time_s=1.0, model=model, probe_task="linguistic", suite="linguistic",
-                        metric="accuracy", layers=upos, baselines=tasks[0]["baselines"], tasks=tasks,
-                        attention_heads=tasks[2]["heatmaps"]).model_dump(exclude_none=True)
+    return ProbeSummary(
+        seed=seed,
+        wall_time_s=1.0,
+        model=model,
+        probe_task="linguistic",
+        suite="linguistic",
+        metric="accuracy",
+        layers=upos,
+        baselines=tasks[0]["baselines"],
+        tasks=tasks,
+        attention_heads=tasks[2]["heatmaps"],
+    ).model_dump(exclude_none=True)
 
 
 def synthetic_summaries(n: int, seed: int = 0) -> list[dict[str, Any]]:
@@ -132,9 +240,18 @@ def synthetic_summaries(n: int, seed: int = 0) -> list[dict[str, Any]]:
         r = i % 20
         if r < 12:
             # each configuration (model, objective, adaptation, task, lr, batch size) once per seed
-            out.append(finetune_summary(rng, MODELS[i % len(MODELS)], OBJECTIVES[(i // 6) % len(OBJECTIVES)],
-                                        ADAPTATIONS[(i // 36) % len(ADAPTATIONS)], tasks[(i // 108) % len(tasks)], i // 972,
-                                        lr=LEARNING_RATES[(i // 4) % 3], batch_size=BATCH_SIZES[(i // 27) % 2]))
+            out.append(
+                finetune_summary(
+                    rng,
+                    MODELS[i % len(MODELS)],
+                    OBJECTIVES[(i // 6) % len(OBJECTIVES)],
+                    ADAPTATIONS[(i // 36) % len(ADAPTATIONS)],
+                    tasks[(i // 108) % len(tasks)],
+                    i // 972,
+                    lr=LEARNING_RATES[(i // 4) % 3],
+                    batch_size=BATCH_SIZES[(i // 27) % 2],
+                )
+            )
         elif r < 17:
             out.append(compress_summary(rng, METHODS[i % len(METHODS)], MODELS[i % 2], "sst2", i))
         else:
@@ -184,8 +301,15 @@ def seed_dashboard(session) -> dict[str, Any]:
     jobs: dict[str, int] = {}
 
     def job(label: str, status: str, *, stage: str = "sleep", overrides=(), error=None, depends_on=(), name=None):
-        j = submit_job(session, stage=stage, overrides=list(overrides), queue=SEED_QUEUE, depends_on=list(depends_on),
-                       name=name, tags={"seeded": "true"})
+        j = submit_job(
+            session,
+            stage=stage,
+            overrides=list(overrides),
+            queue=SEED_QUEUE,
+            depends_on=list(depends_on),
+            name=name,
+            tags={"seeded": "true"},
+        )
         if status != "queued":
             j.status, j.attempts, j.worker_id = status, 1, "seed-host-1-abc"
             j.started_at = now
@@ -194,8 +318,17 @@ def seed_dashboard(session) -> dict[str, Any]:
                 j.lease_expires_at = now.replace(year=now.year + 5)
             else:
                 j.finished_at, j.error, j.exit_code = now, error, (0 if status == SUCCEEDED else 1)
-            session.add(Attempt(job_id=j.id, number=1, worker_id=j.worker_id, status=status, started_at=now,
-                                finished_at=None if status == RUNNING else now, error=error))
+            session.add(
+                Attempt(
+                    job_id=j.id,
+                    number=1,
+                    worker_id=j.worker_id,
+                    status=status,
+                    started_at=now,
+                    finished_at=None if status == RUNNING else now,
+                    error=error,
+                )
+            )
         session.commit()
         jobs[label] = j.id
         return j
@@ -203,24 +336,54 @@ def seed_dashboard(session) -> dict[str, Any]:
     job("queued", "queued", overrides=["stage.seconds=5"])
     job("running", RUNNING, overrides=["stage.seconds=600"])
     job("succeeded", SUCCEEDED, stage="finetune", overrides=["model=bert_tiny", "task=glue/sst2", "adaptation=full"])
-    job("failed", FAILED, overrides=["stage.fail=true"], error="RuntimeError: stage.fail=true: the sleep stage fails on purpose")
+    job(
+        "failed",
+        FAILED,
+        overrides=["stage.fail=true"],
+        error="RuntimeError: stage.fail=true: the sleep stage fails on purpose",
+    )
     job("cancelled", CANCELLED, error="cancelled before it started")
-    parent = job("pipeline_parent", SUCCEEDED, stage="pretrain", overrides=["model=bert_tiny", "objective=mlm"], name="pretrain_mlm")
-    job("pipeline_child", "queued", stage="finetune", overrides=["model=bert_tiny", "task=glue/sst2"],
-        depends_on=[parent.id], name="finetune_sst2")
+    parent = job(
+        "pipeline_parent",
+        SUCCEEDED,
+        stage="pretrain",
+        overrides=["model=bert_tiny", "objective=mlm"],
+        name="pretrain_mlm",
+    )
+    job(
+        "pipeline_child",
+        "queued",
+        stage="finetune",
+        overrides=["model=bert_tiny", "task=glue/sst2"],
+        depends_on=[parent.id],
+        name="finetune_sst2",
+    )
 
     results: dict[str, list[int]] = {"finetune": [], "compress": [], "probe": []}
     rows = []
     for model, objective, adaptation, task, seed, metrics in SEED_FINETUNE:
-        rows.append(new_result(_finetune(model, objective, adaptation, task, seed, metrics),
-                               job_id=jobs["succeeded"] if not rows else None, tags={"suite": "glue"}))
+        rows.append(
+            new_result(
+                _finetune(model, objective, adaptation, task, seed, metrics),
+                job_id=jobs["succeeded"] if not rows else None,
+                tags={"suite": "glue"},
+            )
+        )
     for i, (method, score, params, size, latency) in enumerate(SEED_COMPRESS):
-        rows.append(new_result(CompressSummary(
-            seed=i, wall_time_s=1.0, method=method, source_ref="bert_tiny-sst2", task="sst2",
-            compressed=Measurement(score=score, params=params, size_bytes=size, latency_ms=latency),
-            config={"variant": i},
-            source=Measurement(score=0.88, params=4_400_000, size_bytes=17_600_000, latency_ms=9.0),
-        ).model_dump(exclude_none=True)))
+        rows.append(
+            new_result(
+                CompressSummary(
+                    seed=i,
+                    wall_time_s=1.0,
+                    method=method,
+                    source_ref="bert_tiny-sst2",
+                    task="sst2",
+                    compressed=Measurement(score=score, params=params, size_bytes=size, latency_ms=latency),
+                    config={"variant": i},
+                    source=Measurement(score=0.88, params=4_400_000, size_bytes=17_600_000, latency_ms=9.0),
+                ).model_dump(exclude_none=True)
+            )
+        )
     rng = random.Random(7)
     for model in SEED_PROBE_MODELS:
         for probe_task in SEED_PROBE_TASKS:
@@ -241,8 +404,12 @@ _MINILM, _HEAD = 22_713_216, 770
 def _footprint(trainable: int, added: int) -> dict[str, int]:
     """`added`: parameters the mode adds to the backbone (LoRA's A/B, prompt vectors); the delta
     is what trains, in fp32."""
-    return {"trainable_params": trainable, "total_params": _MINILM + added + _HEAD,
-            "delta_params": trainable, "delta_bytes": 4 * trainable}
+    return {
+        "trainable_params": trainable,
+        "total_params": _MINILM + added + _HEAD,
+        "delta_params": trainable,
+        "delta_bytes": 4 * trainable,
+    }
 
 
 SEED_ADAPTATION_FOOTPRINTS = {
@@ -265,8 +432,12 @@ def seed_adaptation_results(session) -> list[int]:
         for task, offset in (("sst2", 0.0), ("rte", -0.25)):
             for seed in (0, 1):
                 acc = round(SEED_ADAPTATION_SCORES[mode] + offset + 0.01 * seed, 4)
-                rows.append(new_result(_finetune("minilm", "hf", mode, task, seed, {"accuracy": acc}, footprint),
-                                       tags=SEED_ADAPTATION_TAG))
+                rows.append(
+                    new_result(
+                        _finetune("minilm", "hf", mode, task, seed, {"accuracy": acc}, footprint),
+                        tags=SEED_ADAPTATION_TAG,
+                    )
+                )
     session.add_all(rows)
     session.commit()
     return [r.id for r in rows]

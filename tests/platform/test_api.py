@@ -111,16 +111,21 @@ def test_submit_and_list_on_postgres(tmp_path, postgres_url):
 
 
 def test_sweep_expansion_dry_run_and_submit(client):
-    dry = client.post(f"{API}/sweeps", json={
-        "overrides": ["stage=sleep", "stage.seconds=0.1,0.2", "seed=range(0,3)"], "dry_run": True}).json()
+    dry = client.post(
+        f"{API}/sweeps",
+        json={"overrides": ["stage=sleep", "stage.seconds=0.1,0.2", "seed=range(0,3)"], "dry_run": True},
+    ).json()
     assert dry["count"] == 6 and dry["id"] is None
     assert dry["jobs"][0] == ["stage=sleep", "stage.seconds=0.1", "seed=0"]
-    assert {tuple(j) for j in dry["jobs"]} == {("stage=sleep", f"stage.seconds={s}", f"seed={n}")
-                                              for s in ("0.1", "0.2") for n in range(3)}
+    assert {tuple(j) for j in dry["jobs"]} == {
+        ("stage=sleep", f"stage.seconds={s}", f"seed={n}") for s in ("0.1", "0.2") for n in range(3)
+    }
     assert client.get(f"{API}/jobs").json()["total"] == 0  # a dry run queues nothing
 
-    r = client.post(f"{API}/sweeps", json={"overrides": ["stage=sleep", "seed=choice(3,4)", "stage.seconds=0.1,0.2"],
-                                          "name": "s1", "priority": 2})
+    r = client.post(
+        f"{API}/sweeps",
+        json={"overrides": ["stage=sleep", "seed=choice(3,4)", "stage.seconds=0.1,0.2"], "name": "s1", "priority": 2},
+    )
     assert r.status_code == 201, r.text
     sweep = r.json()
     assert sweep["count"] == 4 and len(sweep["job_ids"]) == 4
@@ -151,33 +156,38 @@ def test_sweep_of_expanded_jobs_as_the_hydra_launcher_sends_it(client):
 
 def test_sweep_with_an_incompatible_combination_is_refused_naming_it(client):
     # The cross product is 6 jobs; gpt_tiny (a decoder) cannot train the default objective (mlm).
-    r = client.post(f"{API}/sweeps", json={"overrides": ["model=bert_tiny,gpt_tiny", "seed=range(0,3)"],
-                                          "dry_run": True})
+    r = client.post(
+        f"{API}/sweeps", json={"overrides": ["model=bert_tiny,gpt_tiny", "seed=range(0,3)"], "dry_run": True}
+    )
     assert r.status_code == 422
     msg = r.json()["error"]["message"]
     assert "model=gpt_tiny" in msg and "objective=mlm" in msg
-    ok = client.post(f"{API}/sweeps", json={"overrides": ["model=bert_tiny,bert_mini", "seed=range(0,3)"],
-                                           "dry_run": True}).json()
+    ok = client.post(
+        f"{API}/sweeps", json={"overrides": ["model=bert_tiny,bert_mini", "seed=range(0,3)"], "dry_run": True}
+    ).json()
     assert ok["count"] == 6
     assert client.post(f"{API}/sweeps", json={"overrides": ["lr=interval(0,1)"], "dry_run": True}).status_code == 422
 
 
-@pytest.mark.parametrize("override", [
-    "+model.backbone._target_=os.system",
-    "model.backbone._target_=builtins.eval",
-    "~model.backbone._target_",
-    "tags.x=_target_",
-    "hydra.run.dir=/tmp/elsewhere",
-    "+hydra.job.chdir=true",
-    "hydra/launcher=basic",
-    "data.path=/etc/passwd",
-    "data.path=../../outside",
-    "tags.x=${oc.env:HOME}",
-    "+tags.x={a:/etc/passwd}",
-    "+tags.x=[ok,/root]",
-    "+tags.x='~/.ssh'",
-    "+experiment@_global_.hydra.job=x",
-])
+@pytest.mark.parametrize(
+    "override",
+    [
+        "+model.backbone._target_=os.system",
+        "model.backbone._target_=builtins.eval",
+        "~model.backbone._target_",
+        "tags.x=_target_",
+        "hydra.run.dir=/tmp/elsewhere",
+        "+hydra.job.chdir=true",
+        "hydra/launcher=basic",
+        "data.path=/etc/passwd",
+        "data.path=../../outside",
+        "tags.x=${oc.env:HOME}",
+        "+tags.x={a:/etc/passwd}",
+        "+tags.x=[ok,/root]",
+        "+tags.x='~/.ssh'",
+        "+experiment@_global_.hydra.job=x",
+    ],
+)
 def test_forbidden_overrides_are_refused_with_422_naming_them(client, override):
     r = client.post(f"{API}/jobs", json={"stage": "sleep", "overrides": [override]})
     assert r.status_code == 422, r.text
@@ -218,8 +228,10 @@ def test_pipelines_by_name_inline_and_refused(client):
     assert len(client.get(f"{API}/jobs/{report['job_id']}").json()["depends_on"]) == 4
     assert client.get(f"{API}/pipelines/{created['id']}").json()["count"] == 6
 
-    inline = {"name": "two", "jobs": [{"name": "a", "stage": "sleep"},
-                                      {"name": "b", "stage": "sleep", "depends_on": ["a"]}]}
+    inline = {
+        "name": "two",
+        "jobs": [{"name": "a", "stage": "sleep"}, {"name": "b", "stage": "sleep", "depends_on": ["a"]}],
+    }
     assert client.post(f"{API}/pipelines", json={"spec": inline}).json()["count"] == 2
     bad = {"name": "bad", "jobs": [{"name": "a", "stage": "sleep", "overrides": ["+x._target_=os.system"]}]}
     assert client.post(f"{API}/pipelines", json={"spec": bad}).status_code == 422
@@ -273,9 +285,21 @@ def test_catalogue_results_and_leaderboard(client, tmp_path):
     url = client.app.state.database_url
     with session_scope(url) as s:
         for seed, acc in ((1, 0.80), (2, 0.90)):
-            record_result(s, {"stage": "finetune", "model": "bert_tiny", "objective": "mlm", "adaptation": "full",
-                              "task": "sst2", "seed": seed, "metrics": {"accuracy": acc}, "main_score": acc},
-                          sweep_id="sw1", tags={"exp": "a"})
+            record_result(
+                s,
+                {
+                    "stage": "finetune",
+                    "model": "bert_tiny",
+                    "objective": "mlm",
+                    "adaptation": "full",
+                    "task": "sst2",
+                    "seed": seed,
+                    "metrics": {"accuracy": acc},
+                    "main_score": acc,
+                },
+                sweep_id="sw1",
+                tags={"exp": "a"},
+            )
         record_result(s, {"stage": "pretrain", "seed": 1}, tags={"exp": "b"})
     assert client.get(f"{API}/results").json()["total"] == 3
     assert client.get(f"{API}/results", params={"kind": "finetune"}).json()["total"] == 2
@@ -302,10 +326,22 @@ def test_catalogue_results_and_leaderboard(client, tmp_path):
 def test_openapi_has_every_route_with_examples(client):
     spec = client.get("/openapi.json").json()
     paths = set(spec["paths"])
-    for p in ("/api/v1/jobs", "/api/v1/jobs/{job_id}", "/api/v1/jobs/{job_id}/cancel", "/api/v1/jobs/{job_id}/retry",
-              "/api/v1/jobs/{job_id}/logs", "/api/v1/jobs/{job_id}/attempts", "/api/v1/sweeps",
-              "/api/v1/sweeps/{sweep_id}", "/api/v1/pipelines", "/api/v1/workers", "/api/v1/catalogue",
-              "/api/v1/results", "/api/v1/results/{benchmark}", "/healthz"):
+    for p in (
+        "/api/v1/jobs",
+        "/api/v1/jobs/{job_id}",
+        "/api/v1/jobs/{job_id}/cancel",
+        "/api/v1/jobs/{job_id}/retry",
+        "/api/v1/jobs/{job_id}/logs",
+        "/api/v1/jobs/{job_id}/attempts",
+        "/api/v1/sweeps",
+        "/api/v1/sweeps/{sweep_id}",
+        "/api/v1/pipelines",
+        "/api/v1/workers",
+        "/api/v1/catalogue",
+        "/api/v1/results",
+        "/api/v1/results/{benchmark}",
+        "/healthz",
+    ):
         assert p in paths, p
     schemas = spec["components"]["schemas"]
     for name in ("JobSubmit", "SweepSubmit", "PipelineSubmit", "JobOut", "WorkerOut", "ErrorOut"):
@@ -318,7 +354,7 @@ import sys
 from fastapi.testclient import TestClient
 from ptmlab.api.app import create_app
 from ptmlab.settings import Settings
-c = TestClient(create_app(Settings(home={str(tmp_path / 'h')!r}, database_url='sqlite:///{tmp_path}/p.db')))
+c = TestClient(create_app(Settings(home={str(tmp_path / "h")!r}, database_url='sqlite:///{tmp_path}/p.db')))
 assert c.post('/api/v1/jobs', json={{'overrides': ['stage=pretrain', 'model=bert_tiny']}}).status_code == 201
 assert c.post('/api/v1/sweeps', json={{'overrides': ['model=bert_tiny,bert_mini'], 'dry_run': True}}).status_code == 200
 assert c.post('/api/v1/pipelines', json={{'name': 'sleep_graph', 'dry_run': True}}).status_code == 200
@@ -336,13 +372,19 @@ def test_ptmlab_sweep_cli_expands_validates_and_queues(tmp_path):
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     env = {**os.environ, "PTMLAB_HOME": str(tmp_path / "home"), "PTMLAB_DATABASE_URL": url}
     cli = [sys.executable, "-m", "ptmlab.cli", "sweep"]
-    dry = subprocess.run([*cli, "stage=sleep", "seed=range(0,3)", "stage.seconds=0.1,0.2", "--dry-run"],
-                         capture_output=True, text=True, env=env, timeout=120)
+    dry = subprocess.run(
+        [*cli, "stage=sleep", "seed=range(0,3)", "stage.seconds=0.1,0.2", "--dry-run"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert dry.returncode == 0 and dry.stdout.startswith("6 jobs"), dry.stdout + dry.stderr
     bad = subprocess.run([*cli, "model=bert_tiny,gpt_tiny"], capture_output=True, text=True, env=env, timeout=120)
     assert bad.returncode == 2 and "model=gpt_tiny" in bad.stderr and "objective=mlm" in bad.stderr
-    real = subprocess.run([*cli, "stage=sleep", "seed=range(0,3)", "--name", "cli"], capture_output=True,
-                          text=True, env=env, timeout=120)
+    real = subprocess.run(
+        [*cli, "stage=sleep", "seed=range(0,3)", "--name", "cli"], capture_output=True, text=True, env=env, timeout=120
+    )
     assert real.returncode == 0 and "3 jobs queued" in real.stdout, real.stdout + real.stderr
     with session_scope(url) as s:
         jobs, total = queue.list_jobs(s)
@@ -358,11 +400,17 @@ def test_cancel_a_running_job_through_the_api(tmp_path, spawn_worker):
     with make_client(tmp_path, url) as client:
         job = client.post(f"{API}/jobs", json={"stage": "sleep", "overrides": ["stage.seconds=60"]}).json()
         worker = spawn_worker(url, tmp_path / "home")
-        wait_until(lambda: client.get(f"{API}/jobs/{job['id']}").json()["status"] == "running", 60,
-                   "the worker to start the job")
+        wait_until(
+            lambda: client.get(f"{API}/jobs/{job['id']}").json()["status"] == "running",
+            60,
+            "the worker to start the job",
+        )
         r = client.post(f"{API}/jobs/{job['id']}/cancel")
         assert r.status_code == 200 and r.json()["cancel_requested"] is True
-        wait_until(lambda: client.get(f"{API}/jobs/{job['id']}").json()["status"] == "cancelled", 30,
-                   "the worker to kill the cancelled job")
+        wait_until(
+            lambda: client.get(f"{API}/jobs/{job['id']}").json()["status"] == "cancelled",
+            30,
+            "the worker to kill the cancelled job",
+        )
         assert worker.poll() is None  # the worker itself goes on
     dispose_engines()

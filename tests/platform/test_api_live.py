@@ -29,8 +29,11 @@ def live_api(tmp_path):
 def test_restart_api_mid_sweep_loses_no_job(live_api, spawn_worker):
     live_api.start()
     spawn_worker(live_api.db_url, live_api.home)  # runs the sweep while the API goes down
-    r = httpx.post(f"{live_api.base}/api/v1/sweeps", timeout=30,
-                   json={"overrides": ["stage=sleep", "stage.seconds=0.3", "seed=range(0,8)"], "name": "restart"})
+    r = httpx.post(
+        f"{live_api.base}/api/v1/sweeps",
+        timeout=30,
+        json={"overrides": ["stage=sleep", "stage.seconds=0.3", "seed=range(0,8)"], "name": "restart"},
+    )
     assert r.status_code == 201, r.text
     sweep = r.json()
     assert sweep["count"] == 8
@@ -40,8 +43,11 @@ def test_restart_api_mid_sweep_loses_no_job(live_api, spawn_worker):
         return [j["status"] for j in page["jobs"]]
 
     # Mid-sweep: some job has started and some are still queued.
-    wait_until(lambda: {"running", "succeeded"} & set(statuses()) and "queued" in statuses(), 120,
-               "the worker to start the sweep")
+    wait_until(
+        lambda: {"running", "succeeded"} & set(statuses()) and "queued" in statuses(),
+        120,
+        "the worker to start the sweep",
+    )
     live_api.kill()  # kill -9: no graceful shutdown
     live_api.start()
     page = httpx.get(f"{live_api.base}/api/v1/jobs", params={"sweep_id": sweep["id"]}, timeout=10).json()
@@ -61,11 +67,33 @@ def test_schemathesis_finds_no_server_error(live_api, tmp_path):
         httpx.post(f"{live_api.base}/api/v1/jobs", json={"stage": "sleep", "seed": seed}, timeout=30)
     exe = Path(sys.executable).parent / "schemathesis"
     proc = subprocess.run(
-        [str(exe), "run", f"{live_api.base}/openapi.json", "--checks", "not_a_server_error",
-         "--max-examples", "10", "--phases", "examples,coverage,fuzzing", "--seed", "1", "--no-shrink",
-         "--workers", "1", "--max-time", "45", "--request-timeout", "30",
-         "--generation-allow-x00", "true"],
-        capture_output=True, text=True, timeout=150, cwd=tmp_path)
+        [
+            str(exe),
+            "run",
+            f"{live_api.base}/openapi.json",
+            "--checks",
+            "not_a_server_error",
+            "--max-examples",
+            "10",
+            "--phases",
+            "examples,coverage,fuzzing",
+            "--seed",
+            "1",
+            "--no-shrink",
+            "--workers",
+            "1",
+            "--max-time",
+            "45",
+            "--request-timeout",
+            "30",
+            "--generation-allow-x00",
+            "true",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=150,
+        cwd=tmp_path,
+    )
     out = proc.stdout + proc.stderr
     print(out[-3000:])
     assert proc.returncode == 0, out[-4000:]

@@ -21,10 +21,19 @@ BASELINE = 0.509  # SST-2's majority-class accuracy
 
 
 def _summary(lr: float, seed: int, score: float, model: str = "bert_tiny", epochs: int = 3) -> dict:
-    return {"stage": "finetune", "model": model, "objective": "mlm", "adaptation": "full", "task": "sst2", "seed": seed,
-            "metrics": {"accuracy": score, "f1": round(score - 0.01, 4), "loss": 0.5}, "main_metric": "accuracy",
-            "main_score": score, "baseline": {"kind": "majority_class", "metric": "accuracy", "value": BASELINE},
-            "hparams": {"stage.lr": lr, "stage.epochs": epochs, "model.name": model, "task.name": "sst2"}}
+    return {
+        "stage": "finetune",
+        "model": model,
+        "objective": "mlm",
+        "adaptation": "full",
+        "task": "sst2",
+        "seed": seed,
+        "metrics": {"accuracy": score, "f1": round(score - 0.01, 4), "loss": 0.5},
+        "main_metric": "accuracy",
+        "main_score": score,
+        "baseline": {"kind": "majority_class", "metric": "accuracy", "value": BASELINE},
+        "hparams": {"stage.lr": lr, "stage.epochs": epochs, "model.name": model, "task.name": "sst2"},
+    }
 
 
 @pytest.fixture()
@@ -42,8 +51,14 @@ def db(tmp_path):
         s.flush()
         for lr, scores in SWEEP.items():
             for seed, score in enumerate(scores, start=1):
-                job = Job(stage="finetune", name=None if seed > 1 else f"lr{lr:g}", sweep_id="lrsweep", seed=seed,
-                          overrides=["task=glue/sst2", f"stage.lr={lr}"], status="succeeded")
+                job = Job(
+                    stage="finetune",
+                    name=None if seed > 1 else f"lr{lr:g}",
+                    sweep_id="lrsweep",
+                    seed=seed,
+                    overrides=["task=glue/sst2", f"stage.lr={lr}"],
+                    status="succeeded",
+                )
                 s.add(job)
                 s.flush()
                 s.add(new_result(_summary(lr, seed, score), job_id=job.id, sweep_id="lrsweep"))
@@ -84,7 +99,10 @@ def test_compare_by_job_ids_answers_first(db, tmp_path):
     assert {r["config_source"] for r in view["runs"]} == {"summary"}
     # the run at its majority-class baseline is marked, with the baseline
     assert [r["degenerate"] for r in view["runs"]] == [
-        None, None, {"baseline": BASELINE, "metric": "accuracy", "kind": "majority_class"}]
+        None,
+        None,
+        {"baseline": BASELINE, "metric": "accuracy", "kind": "majority_class"},
+    ]
     assert all("result" not in r["label"] for r in view["runs"])
     eleven = ",".join(str(j) for j in list(jobs.values())[:11])
     refused = client.get("/api/v1/views/compare", params={"jobs": eleven})
@@ -121,17 +139,31 @@ def test_a_sweeps_values_over_their_seeds_and_a_degenerate_best(db, tmp_path):
     assert statuses[jobs[("bert_tiny", 1e-3, 3)]] == "failed" and statuses[jobs[("bert_tiny", 1e-3, 2)]] == "succeeded"
     # the API answers the same, under the contract's path and the page's
     client = _client(url, tmp_path)
-    assert client.get("/api/v1/views/sweep/lrsweep").json()["per_value"] == client.get(
-        "/api/v1/views/sweeps/lrsweep").json()["per_value"]
+    assert (
+        client.get("/api/v1/views/sweep/lrsweep").json()["per_value"]
+        == client.get("/api/v1/views/sweeps/lrsweep").json()["per_value"]
+    )
     assert client.get("/api/v1/views/sweep/nosuch").status_code == 404
 
 
 def test_a_sweep_whose_runs_all_sit_at_the_baseline_has_a_degenerate_best(db):
     from ptmlab.views.sweep import param_view
 
-    runs = [{"job_id": i, "label": f"#{i}", "seed": i, "status": "succeeded", "params": {"stage.lr": lr},
-             "score": 0.509, "baseline": BASELINE, "degenerate": True, "metric": "accuracy", "config_hash": None}
-            for i, lr in enumerate((1e-4, 1e-3, 1e-4))]
+    runs = [
+        {
+            "job_id": i,
+            "label": f"#{i}",
+            "seed": i,
+            "status": "succeeded",
+            "params": {"stage.lr": lr},
+            "score": 0.509,
+            "baseline": BASELINE,
+            "degenerate": True,
+            "metric": "accuracy",
+            "config_hash": None,
+        }
+        for i, lr in enumerate((1e-4, 1e-3, 1e-4))
+    ]
     view = param_view(runs, ["stage.lr"], metric="accuracy", maximize=True)
     assert view["best"]["degenerate"] is True and view["best"]["baseline"] == BASELINE and view["all_degenerate"]
     assert view["params"][0]["log_scale"] is False  # one decade: a linear axis
@@ -148,8 +180,9 @@ def test_a_leaderboard_ab_export_states_n_and_the_test(db, tmp_path):
     header = csv_text[0].split(",")
     row = dict(zip(header, csv_text[1].split(","), strict=True))
     assert (row["test"], row["a_n"], row["b_n"], row["paired_seeds"]) == ("paired t-test", "3", "3", "1 2 3")
-    assert float(row["diff"]) == pytest.approx(100 * (statistics.fmean(SWEEP[1e-4]) - statistics.fmean((0.74, 0.78, 0.75))),
-                                               abs=1e-4)
+    assert float(row["diff"]) == pytest.approx(
+        100 * (statistics.fmean(SWEEP[1e-4]) - statistics.fmean((0.74, 0.78, 0.75))), abs=1e-4
+    )
     latex = client.get("/api/v1/views/leaderboard/compare", params={**params, "format": "latex"}).text
     (sst2_line,) = [line for line in latex.splitlines() if line.startswith("SST-2")]
     assert "paired t-test" in sst2_line and sst2_line.count("(3)") == 2 and "[" in sst2_line
@@ -165,7 +198,7 @@ def test_a_leaderboard_ab_export_states_n_and_the_test(db, tmp_path):
     assert "A pools runs of different configs" in fields[COLUMN("reason")]
 
 
-def COLUMN(name: str) -> int:  # noqa: N802 - a column index of the comparison CSV
+def COLUMN(name: str) -> int:
     from ptmlab.leaderboard.rendering import COMPARISON_CSV
 
     return 2 + COMPARISON_CSV.index(name)
@@ -178,13 +211,21 @@ def test_the_leaderboard_command_refuses_an_unknown_rows_by_key(db, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["results", "glue", "--database-url", url, "--group-by", "model", "stage.lrr"])
     err = capsys.readouterr().err
-    assert exit_.value.code == 2 and err.count("\n") == 1 and "--group-by 'stage.lrr' is in no run (did you mean stage.lr" in err
+    assert (
+        exit_.value.code == 2
+        and err.count("\n") == 1
+        and "--group-by 'stage.lrr' is in no run (did you mean stage.lr" in err
+    )
     with pytest.raises(SystemExit) as exit_:
         main(["results", "glue", "--database-url", url, "--group-by", "model,stage.lr", "--format", "csv"])
     lines = capsys.readouterr().out.splitlines()
     assert exit_.value.code == 0 and lines[0].startswith("model,stage.lr,distinct,")
     assert sorted(line.split(",")[:2] for line in lines[1:]) == [
-        ["bert_tiny", "0.0001"], ["bert_tiny", "0.001"], ["bert_tiny", "1e-05"], ["gpt_tiny", "0.0001"]]
+        ["bert_tiny", "0.0001"],
+        ["bert_tiny", "0.001"],
+        ["bert_tiny", "1e-05"],
+        ["gpt_tiny", "0.0001"],
+    ]
 
 
 def test_the_runs_search_finds_a_sweep_by_name_and_a_tag(db):
@@ -205,13 +246,38 @@ def test_two_rows_compared_on_the_command_line(db, capsys):
 
     url, _ = db
     with pytest.raises(SystemExit) as exit_:
-        main(["results", "glue", "--database-url", url, "--group-by", "model,stage.lr",
-              "--compare", "bert_tiny / 0.0001", "gpt_tiny / 0.0001"])
+        main(
+            [
+                "results",
+                "glue",
+                "--database-url",
+                url,
+                "--group-by",
+                "model,stage.lr",
+                "--compare",
+                "bert_tiny / 0.0001",
+                "gpt_tiny / 0.0001",
+            ]
+        )
     (sst2,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("SST-2")]
     assert exit_.value.code == 0 and sst2.count("(n=3)") == 2 and sst2.endswith("paired t-test")
     with pytest.raises(SystemExit) as exit_:
-        main(["results", "glue", "--database-url", url, "--group-by", "model", "--pool",
-              "--compare", "bert_tiny", "gpt_tiny", "--format", "latex"])
+        main(
+            [
+                "results",
+                "glue",
+                "--database-url",
+                url,
+                "--group-by",
+                "model",
+                "--pool",
+                "--compare",
+                "bert_tiny",
+                "gpt_tiny",
+                "--format",
+                "latex",
+            ]
+        )
     latex = capsys.readouterr().out
     assert exit_.value.code == 0 and "A pools runs of different configs (stage.lr differ)" in latex and "(9)" in latex
     with pytest.raises(SystemExit) as exit_:

@@ -54,8 +54,9 @@ def test_catalogue_lists_groups_and_options():
 )
 def test_entry_point_fails_fast_with_one_line(tmp_path, overrides, needle):
     env = {**os.environ, "PTMLAB_HOME": str(tmp_path / "home")}
-    proc = subprocess.run([sys.executable, "-m", "ptmlab.run", *overrides], capture_output=True, text=True,
-                          env=env, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ptmlab.run", *overrides], capture_output=True, text=True, env=env, timeout=120
+    )
     assert proc.returncode == 2
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and needle in lines[0] and lines[0].startswith("error[config_error]")

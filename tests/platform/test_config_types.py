@@ -23,6 +23,7 @@ PARALLEL_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "parallel"
 
 # -- every existing config still composes -------------------------------------------------------
 
+
 def _family(model: str) -> str:
     return str(OmegaConf.load(CONF_DIR / "model" / f"{model}.yaml").family)
 
@@ -41,7 +42,8 @@ def companions(group: str, option: str) -> list[str]:
         for objective in sorted(GROUP_OPTIONS["objective"]):
             allowed = OmegaConf.load(CONF_DIR / "objective" / f"{objective}.yaml").compatible_families
             if node.family in allowed and "requires_data" not in OmegaConf.load(
-                    CONF_DIR / "objective" / f"{objective}.yaml"):
+                CONF_DIR / "objective" / f"{objective}.yaml"
+            ):
                 extra.append(f"objective={objective}")
                 break
     if (group, option) == ("stage", "finetune"):
@@ -105,20 +107,40 @@ BAD = [
     (["model.backbone.num_heads=5"], "model.backbone.num_heads=5 does not divide model.backbone.hidden_size=128"),
     (["model.backbone.activation=swishy"], "model.backbone.activation='swishy': expected one of 'gelu'"),
     (["model=albert_tiny", "model.backbone.sharing=layers"], "model.backbone.sharing='layers'"),
-    (["model=elmo_tiny", "objective=bilm", "model.backbone.projection_size=128"],
-     "model.backbone.projection_size=128 must be smaller than model.backbone.hidden_size=128"),
-    (["model=electra_tiny", "objective=rtd", "model.backbone.generator_num_heads=3"],
-     "model.backbone.generator_num_heads=3 does not divide model.backbone.generator_hidden_size=32"),
+    (
+        ["model=elmo_tiny", "objective=bilm", "model.backbone.projection_size=128"],
+        "model.backbone.projection_size=128 must be smaller than model.backbone.hidden_size=128",
+    ),
+    (
+        ["model=electra_tiny", "objective=rtd", "model.backbone.generator_num_heads=3"],
+        "model.backbone.generator_num_heads=3 does not divide model.backbone.generator_hidden_size=32",
+    ),
     (["+model.foo=1"], "model.foo: unknown key"),
     # objective
     (["objective.module.mask_prob=1.5"], r"objective.module.mask_prob=1.5: expected a number in (0, 1]"),
     (["objective.module.mask_prob=0"], r"objective.module.mask_prob=0: expected a number in (0, 1]"),
-    (["objective.module.mask_token_prob=0.95"], "objective.module.mask_token_prob=0.95 + objective.module.random_token_prob=0.1 exceeds 1"),
+    (
+        ["objective.module.mask_token_prob=0.95"],
+        "objective.module.mask_token_prob=0.95 + objective.module.random_token_prob=0.1 exceeds 1",
+    ),
     (["+objective.module.foo=1"], "objective.module.foo: unknown key"),
-    (["objective=mlm_nsp", "objective.objectives.nsp.weight=-1"], "objective.objectives.nsp.weight=-1: expected a number >= 0"),
-    (["objective=contrastive", "objective.module.temperature=0"], "objective.module.temperature=0: expected a number > 0"),
-    (["model=bart_tiny", "objective=dae", "objective.module.text_infilling=0", "objective.module.sentence_permutation=false"],
-     "objective.module: every noising function is off"),
+    (
+        ["objective=mlm_nsp", "objective.objectives.nsp.weight=-1"],
+        "objective.objectives.nsp.weight=-1: expected a number >= 0",
+    ),
+    (
+        ["objective=contrastive", "objective.module.temperature=0"],
+        "objective.module.temperature=0: expected a number > 0",
+    ),
+    (
+        [
+            "model=bart_tiny",
+            "objective=dae",
+            "objective.module.text_infilling=0",
+            "objective.module.sentence_permutation=false",
+        ],
+        "objective.module: every noising function is off",
+    ),
     # trainer, optimizer, scheduler
     (["trainer.max_steps=abc"], "trainer.max_steps='abc': expected an integer"),
     (["trainer.accumulate_grad_batches=0"], "trainer.accumulate_grad_batches=0: expected a positive integer"),
@@ -161,22 +183,51 @@ BAD = [
     (["tokenizer.lowercase=maybe"], "tokenizer.lowercase='maybe': expected true or false"),
     (["tokenizer.kind=pretrained"], "tokenizer.kind=pretrained needs tokenizer.path"),
     # adaptation
-    ([*FINETUNE, "adaptation=adapters", "adaptation.bottleneck=-4"], "adaptation.bottleneck=-4: expected a positive integer"),
-    ([*FINETUNE, "adaptation=adapters", "adaptation.bottleneck=abc"], "adaptation.bottleneck='abc': expected an integer"),
+    (
+        [*FINETUNE, "adaptation=adapters", "adaptation.bottleneck=-4"],
+        "adaptation.bottleneck=-4: expected a positive integer",
+    ),
+    (
+        [*FINETUNE, "adaptation=adapters", "adaptation.bottleneck=abc"],
+        "adaptation.bottleneck='abc': expected an integer",
+    ),
     ([*FINETUNE, "adaptation=l2sp", "adaptation.alpha=-1.0"], "adaptation.alpha=-1.0: expected a number >= 0"),
-    ([*FINETUNE, "adaptation=discriminative_lr", "adaptation.decay=0"], r"adaptation.decay=0: expected a number in (0, 1]"),
-    ([*FINETUNE, "adaptation=freeze_layers", "adaptation.num_trainable=1"],
-     "adaptation needs exactly one of adaptation.num_frozen, adaptation.num_trainable"),
+    (
+        [*FINETUNE, "adaptation=discriminative_lr", "adaptation.decay=0"],
+        r"adaptation.decay=0: expected a number in (0, 1]",
+    ),
+    (
+        [*FINETUNE, "adaptation=freeze_layers", "adaptation.num_trainable=1"],
+        "adaptation needs exactly one of adaptation.num_frozen, adaptation.num_trainable",
+    ),
     ([*FINETUNE, "adaptation=full", "+adaptation.foo=1"], "adaptation.foo: unknown key"),
     ([*FINETUNE, "adaptation=lora", "adaptation.rank=0"], "adaptation.rank=0: expected a positive integer"),
-    ([*FINETUNE, "adaptation=lora", "adaptation.target_modules=[]"], "adaptation.target_modules=[]: expected a non-empty list"),
+    (
+        [*FINETUNE, "adaptation=lora", "adaptation.target_modules=[]"],
+        "adaptation.target_modules=[]: expected a non-empty list",
+    ),
     ([*FINETUNE, "adaptation=lora", "adaptation.dropout=1.0"], "adaptation.dropout=1.0: expected a number in [0, 1)"),
-    ([*FINETUNE, "adaptation=prompt_tuning", "adaptation.num_tokens=0"], "adaptation.num_tokens=0: expected a positive integer"),
-    ([*FINETUNE, "adaptation=prompt_tuning", "adaptation.init=words"], "adaptation.init=words needs adaptation.init_words"),
-    ([*FINETUNE, "adaptation=prefix_tuning", "adaptation.num_tokens=500", "model=bert_tiny"],
-     "adaptation.num_tokens=500 + task.max_length=128 = 628 exceeds model.backbone.max_position_embeddings="),
-    ([*FINETUNE, "adaptation=prompt_finetune", "++task.prompt.template='{sentence} was good .'", "++task.prompt.verbalizer.0=bad"],
-     "task.prompt.template='{sentence} was good .': expected a string with one [MASK] slot"),
+    (
+        [*FINETUNE, "adaptation=prompt_tuning", "adaptation.num_tokens=0"],
+        "adaptation.num_tokens=0: expected a positive integer",
+    ),
+    (
+        [*FINETUNE, "adaptation=prompt_tuning", "adaptation.init=words"],
+        "adaptation.init=words needs adaptation.init_words",
+    ),
+    (
+        [*FINETUNE, "adaptation=prefix_tuning", "adaptation.num_tokens=500", "model=bert_tiny"],
+        "adaptation.num_tokens=500 + task.max_length=128 = 628 exceeds model.backbone.max_position_embeddings=",
+    ),
+    (
+        [
+            *FINETUNE,
+            "adaptation=prompt_finetune",
+            "++task.prompt.template='{sentence} was good .'",
+            "++task.prompt.verbalizer.0=bad",
+        ],
+        "task.prompt.template='{sentence} was good .': expected a string with one [MASK] slot",
+    ),
     # root keys
     (["seed=-1"], "seed=-1: expected a seed in [0, 4294967295]"),
     (["resume=maybe"], "resume='maybe': expected true or false"),
@@ -209,9 +260,20 @@ def test_a_value_others_interpolate_is_named():
 
 
 def test_good_values_of_every_kind_are_accepted():
-    compose_config(["model.backbone.dropout=0", "model.backbone.num_heads=4", "optimizer.lr=1", "trainer.devices=[0]",
-                    "trainer.val_check_interval=0.5", "trainer.precision=16", "+trainer.overfit_batches=1",
-                    "seed=0", "+tags.demo=true", "+run_dir=/tmp/x"])
+    compose_config(
+        [
+            "model.backbone.dropout=0",
+            "model.backbone.num_heads=4",
+            "optimizer.lr=1",
+            "trainer.devices=[0]",
+            "trainer.val_check_interval=0.5",
+            "trainer.precision=16",
+            "+trainer.overfit_batches=1",
+            "seed=0",
+            "+tags.demo=true",
+            "+run_dir=/tmp/x",
+        ]
+    )
     compose_config(["model=bart_tiny", "objective=dae", "objective.module.text_infilling=0"])  # permutation still on
     compose_config([*FINETUNE, "adaptation=freeze_layers", "adaptation.num_frozen=null", "adaptation.num_trainable=1"])
     compose_config(["stage=sleep", "+stage.input=job:prepare", "+stage.message=hello"])  # the test stage takes extras
@@ -230,8 +292,9 @@ def client(tmp_path):
     from ptmlab.db import dispose_engines
     from ptmlab.settings import Settings
 
-    settings = Settings(home=tmp_path / "home", database_url=f"sqlite:///{tmp_path / 'platform.db'}",
-                        data_dir=tmp_path / "data")
+    settings = Settings(
+        home=tmp_path / "home", database_url=f"sqlite:///{tmp_path / 'platform.db'}", data_dir=tmp_path / "data"
+    )
     with TestClient(create_app(settings)) as c:
         yield c
     dispose_engines()
@@ -241,7 +304,9 @@ def test_api_refuses_a_wrong_type_with_422_naming_the_key(client):
     r = client.post(f"{API}/jobs", json={"overrides": ["model.backbone.hidden_size=abc"]})
     assert r.status_code == 422, r.text
     error = r.json()["error"]
-    assert error["code"] == "config_error" and "model.backbone.hidden_size='abc': expected an integer" in error["message"]
+    assert (
+        error["code"] == "config_error" and "model.backbone.hidden_size='abc': expected an integer" in error["message"]
+    )
     r = client.post(f"{API}/jobs", json={"overrides": ["+model.backbone.foo=1"]})
     assert r.status_code == 422 and "model.backbone.foo: unknown key" in r.json()["error"]["message"]
     assert client.get(f"{API}/jobs").json()["total"] == 0
@@ -258,8 +323,13 @@ def test_api_sweep_refuses_a_bad_value_in_any_combination(client):
 
 def test_local_run_exits_2_with_one_line_naming_the_key(tmp_path):
     env = {**os.environ, "PTMLAB_HOME": str(tmp_path / "home")}
-    proc = subprocess.run([sys.executable, "-m", "ptmlab.run", "model.backbone.hidden_size=abc"],
-                          capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ptmlab.run", "model.backbone.hidden_size=abc"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert lines == ["error[config_error]: model.backbone.hidden_size='abc': expected an integer"]
@@ -267,9 +337,11 @@ def test_local_run_exits_2_with_one_line_naming_the_key(tmp_path):
 
 
 def test_the_schemas_are_torch_free():
-    code = ("import sys; from ptmlab.config import compose_config; compose_config(['stage=finetune', 'task=glue/rte']);"
-            "bad = [m for m in ('torch', 'lightning', 'lightning_modules', 'transformers') if m in sys.modules];"
-            "assert not bad, bad")
+    code = (
+        "import sys; from ptmlab.config import compose_config; compose_config(['stage=finetune', 'task=glue/rte']);"
+        "bad = [m for m in ('torch', 'lightning', 'lightning_modules', 'transformers') if m in sys.modules];"
+        "assert not bad, bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
@@ -279,14 +351,20 @@ def test_hydra_launcher_sweep_refuses_a_bad_value_before_queueing(tmp_path):
 
     db_url = f"sqlite:///{tmp_path / 'platform.db'}"
     env = {**os.environ, "PTMLAB_HOME": str(tmp_path / "home"), "PTMLAB_DATABASE_URL": db_url}
-    proc = subprocess.run([sys.executable, "-m", "ptmlab.run", "-m", "hydra/launcher=ptmlab",
-                           "model.backbone.num_layers=2,-1"],
-                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=180)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ptmlab.run", "-m", "hydra/launcher=ptmlab", "model.backbone.num_layers=2,-1"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=180,
+    )
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(
         "error[config_error]: combination [model.backbone.num_layers=-1]: "
-        "model.backbone.num_layers=-1: expected a positive integer"), proc.stderr
+        "model.backbone.num_layers=-1: expected a positive integer"
+    ), proc.stderr
     with get_sessionmaker(db_url)() as session:
         assert queue.list_jobs(session, limit=10)[1] == 0
     dispose_engines()

@@ -17,12 +17,15 @@ def test_every_synthetic_summary_validates_against_its_kind():
     assert kinds == {"finetune", "compress", "probe"}
 
 
-@pytest.mark.parametrize("change, named", [
-    ({"seed": "abc"}, "seed"),
-    ({"metrics": {"accuracy": "high"}}, "metrics.accuracy"),
-    ({"trainable_params": -1}, "trainable_params"),
-    ({"stage": "nosuch"}, "nosuch"),
-])
+@pytest.mark.parametrize(
+    "change, named",
+    [
+        ({"seed": "abc"}, "seed"),
+        ({"metrics": {"accuracy": "high"}}, "metrics.accuracy"),
+        ({"trainable_params": -1}, "trainable_params"),
+        ({"stage": "nosuch"}, "nosuch"),
+    ],
+)
 def test_a_broken_summary_is_refused_naming_the_field(change, named):
     summary = next(s for s in synthetic_summaries(40) if s["stage"] == "finetune")
     with pytest.raises(ConfigError, match=named.replace(".", r"\.")):
@@ -48,24 +51,62 @@ def test_compress_and_probe_contracts_carry_what_their_pages_read():
 def test_a_compress_row_stored_flat_reads_as_its_two_measurements():
     """Rows the worker stored before `source` and `compressed` were measurements: the compressed
     model's numbers at the top level, the source's as `source_*`, `source` the reference."""
-    old = {"stage": "compress", "seed": 3, "wall_time_s": 2.0, "method": "prune_magnitude", "source": "job:7",
-           "source_run": "abc", "task": "sst2", "main_metric": "accuracy", "score": 0.85, "metrics": {"accuracy": 0.85},
-           "params": 90, "nonzero_params": 45, "size_bytes": 360, "non_embedding_size_bytes": 200, "flops": 1e6,
-           "latency_ms": 2.0, "latency": {"b1_t1": {"latency_ms": 2.0, "threads": 1, "batch_size": 1}},
-           "source_score": 0.9, "source_metrics": {"accuracy": 0.9}, "source_params": 90, "source_nonzero_params": 90,
-           "source_size_bytes": 360, "source_non_embedding_size_bytes": 200, "source_flops": 1e6,
-           "source_latency_ms": 2.5, "source_latency": {"b1_t1": {"latency_ms": 2.5, "threads": 1, "batch_size": 1}},
-           "generation": None, "source_generation": None, "retention": 0.944, "sparsity": 0.5}
+    old = {
+        "stage": "compress",
+        "seed": 3,
+        "wall_time_s": 2.0,
+        "method": "prune_magnitude",
+        "source": "job:7",
+        "source_run": "abc",
+        "task": "sst2",
+        "main_metric": "accuracy",
+        "score": 0.85,
+        "metrics": {"accuracy": 0.85},
+        "params": 90,
+        "nonzero_params": 45,
+        "size_bytes": 360,
+        "non_embedding_size_bytes": 200,
+        "flops": 1e6,
+        "latency_ms": 2.0,
+        "latency": {"b1_t1": {"latency_ms": 2.0, "threads": 1, "batch_size": 1}},
+        "source_score": 0.9,
+        "source_metrics": {"accuracy": 0.9},
+        "source_params": 90,
+        "source_nonzero_params": 90,
+        "source_size_bytes": 360,
+        "source_non_embedding_size_bytes": 200,
+        "source_flops": 1e6,
+        "source_latency_ms": 2.5,
+        "source_latency": {"b1_t1": {"latency_ms": 2.5, "threads": 1, "batch_size": 1}},
+        "generation": None,
+        "source_generation": None,
+        "retention": 0.944,
+        "sparsity": 0.5,
+    }
     summary = validate_summary(old)
     assert isinstance(summary, CompressSummary) and summary.source_ref == "job:7" and summary.source_run == "abc"
     assert summary.compressed == Measurement(
-        score=0.85, metrics={"accuracy": 0.85}, params=90, nonzero_params=45, size_bytes=360,
-        non_embedding_size_bytes=200, flops=1e6, latency_ms=2.0,
-        latency={"b1_t1": {"latency_ms": 2.0, "threads": 1, "batch_size": 1}})
+        score=0.85,
+        metrics={"accuracy": 0.85},
+        params=90,
+        nonzero_params=45,
+        size_bytes=360,
+        non_embedding_size_bytes=200,
+        flops=1e6,
+        latency_ms=2.0,
+        latency={"b1_t1": {"latency_ms": 2.0, "threads": 1, "batch_size": 1}},
+    )
     assert summary.source == Measurement(
-        score=0.9, metrics={"accuracy": 0.9}, params=90, nonzero_params=90, size_bytes=360,
-        non_embedding_size_bytes=200, flops=1e6, latency_ms=2.5,
-        latency={"b1_t1": {"latency_ms": 2.5, "threads": 1, "batch_size": 1}})
+        score=0.9,
+        metrics={"accuracy": 0.9},
+        params=90,
+        nonzero_params=90,
+        size_bytes=360,
+        non_embedding_size_bytes=200,
+        flops=1e6,
+        latency_ms=2.5,
+        latency={"b1_t1": {"latency_ms": 2.5, "threads": 1, "batch_size": 1}},
+    )
     assert summary.retention == 0.944 and summary.model_extra == {"sparsity": 0.5}
     # the dump is the new shape and reads back the same; a row with no source numbers has no source
     assert validate_summary(summary.model_dump(mode="json")) == summary
@@ -89,8 +130,14 @@ def test_a_stored_row_reads_as_its_model_even_without_a_field_required_since():
 def test_a_stored_rows_nested_fields_required_since_read_as_none_and_a_bad_value_is_salvaged():
     from ptmlab.contracts.summaries import ProbeLayer, ProbeSummary, read_stored_summary, salvaged_summary
 
-    row = {"stage": "probe", "model": "m", "probe_task": "pos", "seed": 1, "wall_time_s": 1.0,
-           "tasks": [{"probe_task": "pos", "layers": [{"accuracy": 0.6}]}]}  # no family, no layer index
+    row = {
+        "stage": "probe",
+        "model": "m",
+        "probe_task": "pos",
+        "seed": 1,
+        "wall_time_s": 1.0,
+        "tasks": [{"probe_task": "pos", "layers": [{"accuracy": 0.6}]}],
+    }  # no family, no layer index
     summary = read_stored_summary(row)
     assert isinstance(summary, ProbeSummary) and isinstance(summary.tasks[0].layers[0], ProbeLayer)
     assert summary.tasks[0].family is None and summary.tasks[0].layers[0].layer is None
@@ -108,28 +155,43 @@ def test_a_compress_rows_numbers_lead_the_generic_tables_as_they_did_flat():
     from ptmlab.contracts.summaries import measured_on_top
     from ptmlab.views.overview import headline
 
-    row = {"stage": "compress", "seed": 1, "compressed": {"score": 0.7, "params": 10}, "source": {"score": 0.9},
-           "retention": 0.778}
-    assert measured_on_top(row) == {"score": 0.7, "params": 10, "stage": "compress", "seed": 1,
-                                    "source": {"score": 0.9}, "retention": 0.778}
+    row = {
+        "stage": "compress",
+        "seed": 1,
+        "compressed": {"score": 0.7, "params": 10},
+        "source": {"score": 0.9},
+        "retention": 0.778,
+    }
+    assert measured_on_top(row) == {
+        "score": 0.7,
+        "params": 10,
+        "stage": "compress",
+        "seed": 1,
+        "source": {"score": 0.9},
+        "retention": 0.778,
+    }
     assert list(headline(row)) == ["score", "params", "retention"]  # the overview's recent results
     assert measured_on_top({"stage": "finetune", "main_score": 0.8}) == {"stage": "finetune", "main_score": 0.8}
 
 
 def test_contracts_import_nothing_else_of_ptmlab_and_no_torch():
-    code = ("import sys; import ptmlab.contracts; "
-            "bad = [m for m in sys.modules if (m.startswith('ptmlab.') and not m.startswith('ptmlab.contracts')) "
-            "or m == 'torch']; print(bad); assert not bad")
+    code = (
+        "import sys; import ptmlab.contracts; "
+        "bad = [m for m in sys.modules if (m.startswith('ptmlab.') and not m.startswith('ptmlab.contracts')) "
+        "or m == 'torch']; print(bad); assert not bad"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_declarations_import_only_the_contracts_and_no_torch():
     """ptmlab.methods is the other leaf lightning_modules imports (each method's declaration)."""
-    code = ("import sys, pkgutil, importlib, ptmlab.methods; "
-            "[importlib.import_module('ptmlab.methods.' + m.name) for m in pkgutil.iter_modules(ptmlab.methods.__path__)]; "
-            "bad = [m for m in sys.modules if (m.startswith('ptmlab.') and not m.startswith(('ptmlab.contracts', "
-            "'ptmlab.methods'))) or m in ('torch', 'lightning_modules')]; print(bad); assert not bad")
+    code = (
+        "import sys, pkgutil, importlib, ptmlab.methods; "
+        "[importlib.import_module('ptmlab.methods.' + m.name) for m in pkgutil.iter_modules(ptmlab.methods.__path__)]; "
+        "bad = [m for m in sys.modules if (m.startswith('ptmlab.') and not m.startswith(('ptmlab.contracts', "
+        "'ptmlab.methods'))) or m in ('torch', 'lightning_modules')]; print(bad); assert not bad"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
@@ -138,25 +200,54 @@ def test_url_passwords_are_redacted_wherever_they_stand():
     from ptmlab.contracts.secrets import redact_url_passwords
 
     text = "uri=postgresql+psycopg://ptm:s3cr%21t@db:5432/x, http://u:p@h/ and sqlite:///a/b user:pw plain"
-    assert redact_url_passwords(text) == ("uri=postgresql+psycopg://ptm:***@db:5432/x, http://u:***@h/ and "
-                                          "sqlite:///a/b user:pw plain")
+    assert redact_url_passwords(text) == (
+        "uri=postgresql+psycopg://ptm:***@db:5432/x, http://u:***@h/ and sqlite:///a/b user:pw plain"
+    )
 
 
-@pytest.mark.parametrize("change, named", [
-    ({"trigger_tokens": ["bad"]}, "trigger_tokens.0"),
-    ({"trigger_search": {"examples": 3, "queries": 9, "iterations": -1}}, "trigger_search.iterations"),
-    ({"attacked_text": "third"}, "attacked_text"),
-    ({"class_labels": "0,1"}, "class_labels"),
-])
+@pytest.mark.parametrize(
+    "change, named",
+    [
+        ({"trigger_tokens": ["bad"]}, "trigger_tokens.0"),
+        ({"trigger_search": {"examples": 3, "queries": 9, "iterations": -1}}, "trigger_search.iterations"),
+        ({"attacked_text": "third"}, "attacked_text"),
+        ({"class_labels": "0,1"}, "class_labels"),
+    ],
+)
 def test_an_attack_summarys_trigger_and_sample_fields_are_typed(change, named):
-    summary = {"stage": "attack", "seed": 5, "wall_time_s": 1.0, "recipe": "triggers", "source": "/runs/ft", "task": "sst2",
-               "num_examples": 4, "constraints": {}, "clean_accuracy": 1.0, "accuracy_under_attack": 0.25,
-               "seconds_per_example": 0.1, "label": "1", "class_labels": ["0", "1"], "trigger": "bad bad bad",
-               "trigger_tokens": [7, 7, 7], "trigger_search": {"examples": 4, "queries": 30, "iterations": 1, "history": [
-                   {"iteration": 0, "trigger": "the the the", "loss": 0.1, "accuracy": 1.0},
-                   {"iteration": 1, "trigger": "bad bad bad", "loss": 2.3, "accuracy": 0.25}]}}
-    row = validate_summary(summary).model_dump()   # what the worker stores: declared, so typed
-    assert row["trigger_search"]["history"][1] == {"iteration": 1, "trigger": "bad bad bad", "loss": 2.3, "accuracy": 0.25}
+    summary = {
+        "stage": "attack",
+        "seed": 5,
+        "wall_time_s": 1.0,
+        "recipe": "triggers",
+        "source": "/runs/ft",
+        "task": "sst2",
+        "num_examples": 4,
+        "constraints": {},
+        "clean_accuracy": 1.0,
+        "accuracy_under_attack": 0.25,
+        "seconds_per_example": 0.1,
+        "label": "1",
+        "class_labels": ["0", "1"],
+        "trigger": "bad bad bad",
+        "trigger_tokens": [7, 7, 7],
+        "trigger_search": {
+            "examples": 4,
+            "queries": 30,
+            "iterations": 1,
+            "history": [
+                {"iteration": 0, "trigger": "the the the", "loss": 0.1, "accuracy": 1.0},
+                {"iteration": 1, "trigger": "bad bad bad", "loss": 2.3, "accuracy": 0.25},
+            ],
+        },
+    }
+    row = validate_summary(summary).model_dump()  # what the worker stores: declared, so typed
+    assert row["trigger_search"]["history"][1] == {
+        "iteration": 1,
+        "trigger": "bad bad bad",
+        "loss": 2.3,
+        "accuracy": 0.25,
+    }
     assert row["trigger_tokens"] == [7, 7, 7] and row["label"] == "1" and row["source_defence"] is None
     with pytest.raises(ConfigError, match=named.replace(".", r"\.")):
         validate_summary({**summary, **change})
@@ -165,7 +256,14 @@ def test_an_attack_summarys_trigger_and_sample_fields_are_typed(change, named):
 def test_the_overviews_headline_of_a_probe_row_is_its_best_layer_even_from_a_partly_broken_row():
     from ptmlab.views.overview import headline
 
-    probe = {"stage": "probe", "model": "m", "probe_task": "pos", "seed": 1,
-             "layers": [{"layer": 0, "accuracy": 0.5}, {"layer": 1, "accuracy": "n/a"}, {"layer": 2, "accuracy": 0.7}]}
+    probe = {
+        "stage": "probe",
+        "model": "m",
+        "probe_task": "pos",
+        "seed": 1,
+        "layers": [{"layer": 0, "accuracy": 0.5}, {"layer": 1, "accuracy": "n/a"}, {"layer": 2, "accuracy": 0.7}],
+    }
     assert headline(probe) == {"best_layer": 2, "accuracy": 0.7}
-    assert headline({**probe, "layers": [{"layer": 0}], "probe_time_s": 3.0, "eval_sentences": 9}) == {"eval_sentences": 9.0}
+    assert headline({**probe, "layers": [{"layer": 0}], "probe_time_s": 3.0, "eval_sentences": 9}) == {
+        "eval_sentences": 9.0
+    }

@@ -8,9 +8,9 @@ import sys
 
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from alembic.config import Config
 
 from ptmlab.db import MIGRATIONS_DIR, Base, create_engine, get_engine, migrate
 
@@ -36,8 +36,10 @@ def test_migrate_creates_schema_at_head_and_is_idempotent(db_url):
             from optuna.storages._rdb.models import BaseModel as OptunaModels
 
             optuna_tables = set(OptunaModels.metadata.tables)
-            ours = {"compare_type": True, "include_name": lambda name, kind, _parent: not (
-                kind == "table" and name in optuna_tables)}
+            ours = {
+                "compare_type": True,
+                "include_name": lambda name, kind, _parent: not (kind == "table" and name in optuna_tables),
+            }
             diff = compare_metadata(MigrationContext.configure(conn, opts=ours), Base.metadata)
             assert optuna_tables <= set(sa.inspect(conn).get_table_names())
         assert diff == []

@@ -51,8 +51,12 @@ def test_compose_file_is_valid_and_wires_the_deployment():
     (device,) = worker["deploy"]["resources"]["reservations"]["devices"]
     assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"] and device["count"] == -1  # all
     assert worker["environment"]["MLFLOW_TRACKING_URI"] == "http://mlflow:5000"
-    assert rendered({"WORKER_GPU_COUNT": "2"})["services"]["worker"]["deploy"]["resources"]["reservations"][
-        "devices"][0]["count"] == 2
+    assert (
+        rendered({"WORKER_GPU_COUNT": "2"})["services"]["worker"]["deploy"]["resources"]["reservations"]["devices"][0][
+            "count"
+        ]
+        == 2
+    )
 
     for name, service in services.items():
         if "build" in service:
@@ -60,17 +64,25 @@ def test_compose_file_is_valid_and_wires_the_deployment():
             assert dockerfile.is_file(), f"{name}: {dockerfile} is missing"
             for line in dockerfile.read_text().splitlines():  # every COPY source exists in the context
                 m = re.match(r"COPY\s+(?!--from)(.+)\s+\S+$", line.strip())
-                for src in (m.group(1).split() if m else []):
+                for src in m.group(1).split() if m else []:
                     assert (ROOT / src).exists(), f"{dockerfile.name}: COPY {src} does not exist"
 
 
 def test_compose_refuses_broken_copies(tmp_path):
     text = COMPOSE_FILE.read_text()
     broken = {  # what: (edited copy, what Compose's message names)
-        "unknown key": (text.replace("    healthcheck:\n      test: [\"CMD-SHELL\"",
-                                     "    helthcheck:\n      test: [\"CMD-SHELL\"", 1), "helthcheck"),
-        "undefined service": (text.replace("      mlflow:\n        condition: service_healthy",
-                                           "      mlfow:\n        condition: service_healthy", 1), "mlfow"),
+        "unknown key": (
+            text.replace('    healthcheck:\n      test: ["CMD-SHELL"', '    helthcheck:\n      test: ["CMD-SHELL"', 1),
+            "helthcheck",
+        ),
+        "undefined service": (
+            text.replace(
+                "      mlflow:\n        condition: service_healthy",
+                "      mlfow:\n        condition: service_healthy",
+                1,
+            ),
+            "mlfow",
+        ),
         "wrong type": (text.replace("capabilities: [gpu]", "capabilities: gpu", 1), "capabilities"),
         "yaml syntax": (text.replace("services:\n", "services:\n  - :\n", 1), "yaml"),
     }
@@ -96,8 +108,9 @@ def test_compose_refuses_broken_copies(tmp_path):
 
 def test_env_example_sets_every_variable_the_compose_file_reads():
     used = set(re.findall(r"\$\{([A-Z_][A-Z0-9_]*)", COMPOSE_FILE.read_text()))
-    documented = {line.split("=", 1)[0] for line in ENV_EXAMPLE.read_text().splitlines()
-                  if line and not line.startswith("#")}
+    documented = {
+        line.split("=", 1)[0] for line in ENV_EXAMPLE.read_text().splitlines() if line and not line.startswith("#")
+    }
     assert used - documented == set()
 
 
@@ -106,7 +119,9 @@ def test_the_api_image_list_is_torch_free_and_pinned():
 
     allowed = slim_api.installable_closure(slim_api.read_requirements())
     assert "torch" not in allowed and "lightning" not in allowed and "transformers" not in allowed
-    listed = {line.split("#")[0].strip() for line in (ROOT / "docker" / "requirements-api.txt").read_text().splitlines()}
+    listed = {
+        line.split("#")[0].strip() for line in (ROOT / "docker" / "requirements-api.txt").read_text().splitlines()
+    }
     constraints = (ROOT / "constraints.txt").read_text().lower()
     for name in filter(None, listed):  # every listed distribution is pinned by the lock
         base = re.split(r"[\[<>=]", name)[0].lower()
@@ -128,22 +143,42 @@ def test_topology_without_docker(tmp_path, postgres_server, mlflow_server, spawn
     corpus = home / "corpus"
     corpus.mkdir(parents=True)
     rng = random.Random(0)
-    (corpus / "doc.txt").write_text("\n".join(" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 12)))
-                                              for _ in range(200)) + "\n")
+    (corpus / "doc.txt").write_text(
+        "\n".join(" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 12))) for _ in range(200)) + "\n"
+    )
     # The API as the slim image runs it: only docker/requirements-api.txt importable (no torch).
-    api = LiveApi(db_url, home, tmp_path, token="t0ken",
-                  program=[sys.executable, str(Path(__file__).with_name("slim_api.py"))],
-                  env={"PTMLAB_MLFLOW_TRACKING_URI": mlflow_server.url, "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1"})
+    api = LiveApi(
+        db_url,
+        home,
+        tmp_path,
+        token="t0ken",
+        program=[sys.executable, str(Path(__file__).with_name("slim_api.py"))],
+        env={"PTMLAB_MLFLOW_TRACKING_URI": mlflow_server.url, "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1"},
+    )
     api.start()
     auth = {"Authorization": "Bearer t0ken"}
     try:
-        overrides = ["model=bert_tiny", "objective=mlm", "data=text_files", f"data.corpus.path={corpus}",
-                     "data.block_size=32", "data.batch_size=16", "tokenizer.vocab_size=90",
-                     "tokenizer.min_frequency=1", "trainer.max_steps=2", "trainer.val_check_interval=2",
-                     "trainer.log_every_n_steps=1", "trainer.limit_val_batches=1",
-                     "trainer.enable_progress_bar=false"]
-        r = httpx.post(f"{api.base}/api/v1/jobs", json={"stage": "pretrain", "overrides": overrides,
-                                                        "tags": {"suite": "deploy"}}, headers=auth, timeout=60)
+        overrides = [
+            "model=bert_tiny",
+            "objective=mlm",
+            "data=text_files",
+            f"data.corpus.path={corpus}",
+            "data.block_size=32",
+            "data.batch_size=16",
+            "tokenizer.vocab_size=90",
+            "tokenizer.min_frequency=1",
+            "trainer.max_steps=2",
+            "trainer.val_check_interval=2",
+            "trainer.log_every_n_steps=1",
+            "trainer.limit_val_batches=1",
+            "trainer.enable_progress_bar=false",
+        ]
+        r = httpx.post(
+            f"{api.base}/api/v1/jobs",
+            json={"stage": "pretrain", "overrides": overrides, "tags": {"suite": "deploy"}},
+            headers=auth,
+            timeout=60,
+        )
         assert r.status_code == 201, r.text
         job_id = r.json()["id"]
 
@@ -170,15 +205,31 @@ def test_topology_without_docker(tmp_path, postgres_server, mlflow_server, spawn
         # The dashboard's run page reads curves from the MLflow server, through the slim API.
         curves = httpx.get(f"{api.base}/api/v1/views/curves", params={"jobs": str(job["id"])}, timeout=60).json()
         assert curves["errors"] == {} and "val/loss" in curves["curves"]
-        for page in ("/", "/jobs", f"/jobs/{job_id}", "/submit", "/leaderboard", "/compression", "/probing",
-                     f"/runs/{result['id']}", "/static/vendor/plotly.min.js", "/api/v1/catalogue",
-                     f"/api/v1/views/jobs/{job_id}", "/api/v1/views/overview", "/api/v1/workers"):
+        for page in (
+            "/",
+            "/jobs",
+            f"/jobs/{job_id}",
+            "/submit",
+            "/leaderboard",
+            "/compression",
+            "/probing",
+            f"/runs/{result['id']}",
+            "/static/vendor/plotly.min.js",
+            "/api/v1/catalogue",
+            f"/api/v1/views/jobs/{job_id}",
+            "/api/v1/views/overview",
+            "/api/v1/workers",
+        ):
             assert httpx.get(f"{api.base}{page}", timeout=30, follow_redirects=True).status_code == 200, page
         # a result's page is its job's
         moved = httpx.get(f"{api.base}/runs/{result['id']}", timeout=30)
         assert moved.status_code == 307 and moved.headers["location"] == f"/jobs/{job_id}"
-        dry = httpx.post(f"{api.base}/api/v1/sweeps", headers=auth, timeout=60,
-                         json={"overrides": ["stage=sleep", "seed=range(0,3)"], "dry_run": True})
+        dry = httpx.post(
+            f"{api.base}/api/v1/sweeps",
+            headers=auth,
+            timeout=60,
+            json={"overrides": ["stage=sleep", "seed=range(0,3)"], "dry_run": True},
+        )
         assert dry.status_code == 200 and dry.json()["count"] == 3
     finally:
         api.kill()

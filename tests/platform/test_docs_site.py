@@ -32,16 +32,23 @@ def test_readme_is_a_first_screen_whose_links_resolve():
 
 
 def test_relative_links_finder_sees_what_a_broken_link_looks_like():
-    links = relative_links("[a](docs/nope.md) ![s](docs/s.png \"t\") [w](https://x.org) [h](#top)\n"
-                           "```\n[c](in/code.md)\n```\n")
+    links = relative_links(
+        '[a](docs/nope.md) ![s](docs/s.png "t") [w](https://x.org) [h](#top)\n```\n[c](in/code.md)\n```\n'
+    )
     assert links == ["docs/nope.md", "docs/s.png"]
 
 
 def test_docs_site_builds_offline_with_strict(tmp_path):
     site = tmp_path / "site"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "NO_MKDOCS_2_WARNING": "1"}
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     # The generated pages hold what their sources say: the declarations, the routes, the commands.
     config_page = (site / "reference" / "config" / "index.html").read_text(encoding="utf-8")
@@ -52,6 +59,9 @@ def test_docs_site_builds_offline_with_strict(tmp_path):
     assert "ptmlab study create" in (site / "reference" / "cli" / "index.html").read_text(encoding="utf-8")
     assert "The two halves" in (site / "architecture" / "index.html").read_text(encoding="utf-8")
     # Offline: no page loads a script, style sheet or font from another host.
-    external = [page.relative_to(site) for page in site.rglob("*.html")
-                if re.search(r"<(script|link)[^>]+(src|href)=\"https?://", page.read_text(encoding="utf-8"))]
+    external = [
+        page.relative_to(site)
+        for page in site.rglob("*.html")
+        if re.search(r"<(script|link)[^>]+(src|href)=\"https?://", page.read_text(encoding="utf-8"))
+    ]
     assert not external, f"pages that load from the network: {external}"

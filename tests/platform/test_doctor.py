@@ -13,8 +13,9 @@ import sqlalchemy as sa
 def doctor(env_overrides: dict[str, str], home) -> subprocess.CompletedProcess:
     env = {**os.environ, "PTMLAB_HOME": str(home), **env_overrides}
     env.pop("MLFLOW_TRACKING_URI", None)
-    return subprocess.run([sys.executable, "-m", "ptmlab.cli", "doctor"], env=env, capture_output=True, text=True,
-                          timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "ptmlab.cli", "doctor"], env=env, capture_output=True, text=True, timeout=180
+    )
 
 
 def line(out: str, name: str) -> str:

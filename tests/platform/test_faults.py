@@ -30,8 +30,8 @@ import httpx
 import pytest
 import sqlalchemy as sa
 from api_server import LiveApi
-from waiting import wait_until
 from pg import start_postgres
+from waiting import wait_until
 
 from ptmlab import queue
 from ptmlab.db import FAILED, QUEUED, REQUEUED, SUCCEEDED, Attempt, Job, Result, dispose_engines, get_sessionmaker
@@ -45,8 +45,9 @@ def corpus(tmp_path) -> Path:
     rng = random.Random(0)
     folder = tmp_path / "corpus"
     folder.mkdir()
-    (folder / "doc.txt").write_text("\n".join(" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 12)))
-                                              for _ in range(400)) + "\n")
+    (folder / "doc.txt").write_text(
+        "\n".join(" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 12))) for _ in range(400)) + "\n"
+    )
     return folder
 
 
@@ -58,10 +59,22 @@ def sqlite_url(tmp_path):
 
 def pretrain(corpus: Path, steps: int, every: int) -> list[str]:
     """A tiny real pretrain job: BERT-tiny MLM on `corpus`, a metric per step."""
-    return ["model=bert_tiny", "objective=mlm", "data=text_files", f"data.corpus.path={corpus}",
-            "data.block_size=32", "data.batch_size=16", "tokenizer.vocab_size=90", "tokenizer.min_frequency=1",
-            f"trainer.max_steps={steps}", f"trainer.val_check_interval={every}", "trainer.limit_val_batches=1",
-            "trainer.log_every_n_steps=1", "trainer.enable_progress_bar=false", f"checkpoint_every_n_steps={every}"]
+    return [
+        "model=bert_tiny",
+        "objective=mlm",
+        "data=text_files",
+        f"data.corpus.path={corpus}",
+        "data.block_size=32",
+        "data.batch_size=16",
+        "tokenizer.vocab_size=90",
+        "tokenizer.min_frequency=1",
+        f"trainer.max_steps={steps}",
+        f"trainer.val_check_interval={every}",
+        "trainer.limit_val_batches=1",
+        "trainer.log_every_n_steps=1",
+        "trainer.enable_progress_bar=false",
+        f"checkpoint_every_n_steps={every}",
+    ]
 
 
 def submit(url: str, **spec) -> int:
@@ -90,14 +103,18 @@ def worker_log(worker) -> str:
 
 
 def file_hashes(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 # -- (a) MLflow ------------------------------------------------------------------------------------
 @pytest.mark.slow
-def test_mlflow_server_down_mid_job_every_metric_and_artifact_arrives(mlflow_server, spawn_worker, sqlite_url,
-                                                                      corpus, tmp_path, monkeypatch):
+def test_mlflow_server_down_mid_job_every_metric_and_artifact_arrives(
+    mlflow_server, spawn_worker, sqlite_url, corpus, tmp_path, monkeypatch
+):
     from mlflow.tracking import MlflowClient
 
     home, steps, every = tmp_path / "home", 30, 10
@@ -137,8 +154,11 @@ def test_mlflow_server_down_mid_job_every_metric_and_artifact_arrives(mlflow_ser
     # (A logger that waits for MLflow measures at most one step while it is away.)
     measured_before = sum(m.timestamp < down_ms for m in losses)
     measured_while_down = [m.step for m in losses if down_ms <= m.timestamp < up_ms]
-    assert len(measured_while_down) >= min(2, steps - measured_before), \
-        (down_ms, up_ms, [(m.step, m.timestamp) for m in losses])
+    assert len(measured_while_down) >= min(2, steps - measured_before), (
+        down_ms,
+        up_ms,
+        [(m.step, m.timestamp) for m in losses],
+    )
     # Every artifact: each exported file, the config, the provenance and the summary.
     run_dir = Path(job.run_dir)
 
@@ -149,8 +169,12 @@ def test_mlflow_server_down_mid_job_every_metric_and_artifact_arrives(mlflow_ser
         return out
 
     exported = {f"export/{p.relative_to(run_dir / 'export')}" for p in (run_dir / "export").rglob("*") if p.is_file()}
-    assert exported and artifacts() >= exported | {"config.yaml", "summary.json", "provenance/packages.json",
-                                                    "provenance/data_hashes.json"}
+    assert exported and artifacts() >= exported | {
+        "config.yaml",
+        "summary.json",
+        "provenance/packages.json",
+        "provenance/data_hashes.json",
+    }
     stored_summary = Path(client.download_artifacts(run_id, "summary.json", str(tmp_path)))
     assert stored_summary.read_bytes() == (run_dir / "summary.json").read_bytes()
 
@@ -177,8 +201,12 @@ def test_postgres_restarts_mid_sweep_no_job_lost_or_run_twice(own_postgres, spaw
     api.start()
     auth = {"Authorization": "Bearer t0ken"}
     try:
-        r = httpx.post(f"{api.base}/api/v1/sweeps", headers=auth, timeout=120,
-                       json={"overrides": ["stage=sleep", "stage.seconds=1", "seed=range(0,16)"], "name": "faults"})
+        r = httpx.post(
+            f"{api.base}/api/v1/sweeps",
+            headers=auth,
+            timeout=120,
+            json={"overrides": ["stage=sleep", "stage.seconds=1", "seed=range(0,16)"], "name": "faults"},
+        )
         assert r.status_code == 201, r.text
         ids = set(r.json()["job_ids"])
         assert len(ids) == 16
@@ -197,8 +225,10 @@ def test_postgres_restarts_mid_sweep_no_job_lost_or_run_twice(own_postgres, spaw
         # sixth success once found every job of that round already done and none to finish.
         def a_job_just_started() -> bool:
             now = time.time()
-            return any(now - job.stat().st_mtime < 1.0 and not (job / "run" / "summary.json").exists()
-                       for job in (home / "jobs").iterdir())
+            return any(
+                now - job.stat().st_mtime < 1.0 and not (job / "run" / "summary.json").exists()
+                for job in (home / "jobs").iterdir()
+            )
 
         wait_until(a_job_just_started, 120, "a job to start before the database stops", interval=0.05)
         own_postgres.stop_server()
@@ -212,14 +242,23 @@ def test_postgres_restarts_mid_sweep_no_job_lost_or_run_twice(own_postgres, spaw
         own_postgres.start_server()
 
         # The API reconnects: it answers, and takes a new job.
-        wait_until(lambda: httpx.get(f"{api.base}/healthz", timeout=10).status_code == 200, 60,
-                   "the API's /healthz after the restart", interval=0.5)
-        r = httpx.post(f"{api.base}/api/v1/jobs", headers=auth, timeout=60,
-                       json={"stage": "sleep", "overrides": ["stage.seconds=0.5"], "seed": 99})
+        wait_until(
+            lambda: httpx.get(f"{api.base}/healthz", timeout=10).status_code == 200,
+            60,
+            "the API's /healthz after the restart",
+            interval=0.5,
+        )
+        r = httpx.post(
+            f"{api.base}/api/v1/jobs",
+            headers=auth,
+            timeout=60,
+            json={"stage": "sleep", "overrides": ["stage.seconds=0.5"], "seed": 99},
+        )
         assert r.status_code == 201, r.text
         ids.add(r.json()["id"])
-        wait_until(lambda: succeeded() == len(ids) or set(job_states(db_url)) - ids, 300,
-                   "every job to succeed", interval=0.5)
+        wait_until(
+            lambda: succeeded() == len(ids) or set(job_states(db_url)) - ids, 300, "every job to succeed", interval=0.5
+        )
 
         # Every job ran exactly once: one attempt, succeeded, one result row.
         assert job_states(db_url) == {i: (SUCCEEDED, 1, [SUCCEEDED], 1) for i in ids}
@@ -252,8 +291,12 @@ class SmallDisk:
 def small_disk(tmp_path):
     path, size = tmp_path / "disk", 24 << 20
     path.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(path)],
-                             capture_output=True, text=True).returncode == 0
+    mounted = (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(path)], capture_output=True, text=True
+        ).returncode
+        == 0
+    )
     yield SmallDisk(path, tmpfs=mounted, size=size if mounted else 4 << 20)
     if mounted:
         subprocess.run(["umount", "-l", str(path)], check=False)
@@ -271,8 +314,9 @@ def fill(path: Path, leave: int) -> None:
 
 
 @pytest.mark.slow
-def test_disk_fills_up_mid_run_job_fails_naming_the_path(small_disk, spawn_worker, sqlite_url, corpus, tmp_path,
-                                                          monkeypatch):
+def test_disk_fills_up_mid_run_job_fails_naming_the_path(
+    small_disk, spawn_worker, sqlite_url, corpus, tmp_path, monkeypatch
+):
     home = small_disk.path
     # The platform database and MLflow's store live elsewhere; run folders, logs, caches and
     # MLflow's artifacts are on the small disk.
@@ -317,11 +361,15 @@ def test_disk_fills_up_mid_run_job_fails_naming_the_path(small_disk, spawn_worke
     worker = spawn_worker(sqlite_url, home, "--burst")
     assert worker.wait(timeout=120) == 0, worker_log(worker)[-3000:]
 
-    assert job_states(sqlite_url) == {first: (SUCCEEDED, 1, [SUCCEEDED], 1), second: (FAILED, 1, [FAILED], 0),
-                                      third: (SUCCEEDED, 1, [SUCCEEDED], 1)}
+    assert job_states(sqlite_url) == {
+        first: (SUCCEEDED, 1, [SUCCEEDED], 1),
+        second: (FAILED, 1, [FAILED], 0),
+        third: (SUCCEEDED, 1, [SUCCEEDED], 1),
+    }
     after = file_hashes(home)
-    assert {name: after.get(name) for name in before if not name.startswith("filler-")} == \
-        {name: digest for name, digest in before.items() if not name.startswith("filler-")}
+    assert {name: after.get(name) for name in before if not name.startswith("filler-")} == {
+        name: digest for name, digest in before.items() if not name.startswith("filler-")
+    }
 
 
 # -- (d) a deleted run folder ---------------------------------------------------------------------

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_api import API, client, make_client
 from waiting import wait_until
-from test_api import API, client, make_client  # noqa: F401 - the `client` fixture
 
 from ptmlab import queue
 from ptmlab.config import CONF_DIR
@@ -33,10 +33,15 @@ def test_stage_entry_is_refused_for_jobs_sweeps_pipelines_and_the_launcher(clien
     assert client.post(f"{API}/pipelines", json={"spec": spec, "dry_run": True}).status_code == 422
     in_defaults = {"name": "p", "defaults": {"overrides": [bad]}, "jobs": [{"name": "a", "stage": "sleep"}]}
     assert client.post(f"{API}/pipelines", json={"spec": in_defaults, "dry_run": True}).status_code == 422
-    by_var = {"name": "p", "vars": {"k": ["entry"]},
-              "jobs": [{"name": "a-{k}", "stage": "sleep", "overrides": ["stage.{k}=os.system"]}]}
+    by_var = {
+        "name": "p",
+        "vars": {"k": ["entry"]},
+        "jobs": [{"name": "a-{k}", "stage": "sleep", "overrides": ["stage.{k}=os.system"]}],
+    }
     assert client.post(f"{API}/pipelines", json={"spec": by_var, "dry_run": True}).status_code == 422
-    assert client.post(f"{API}/pipelines", json={"name": "demo", "overrides": [bad], "dry_run": True}).status_code == 422
+    assert (
+        client.post(f"{API}/pipelines", json={"name": "demo", "overrides": [bad], "dry_run": True}).status_code == 422
+    )
     assert client.post(f"{API}/sweeps", json={"overrides": [bad, "seed=1,2"], "dry_run": True}).status_code == 422
     # what `hydra/launcher=ptmlab` sends: the sweep already expanded
     assert client.post(f"{API}/sweeps", json={"jobs": [["stage=sleep"], ["stage=sleep", bad]]}).status_code == 422
@@ -53,8 +58,13 @@ def test_deleting_a_node_that_selects_code_is_a_422_not_a_500(client, override):
 
 def test_a_preflight_no_stage_config_names_is_refused_before_it_is_imported(tmp_path):
     env = {**os.environ, "PTMLAB_HOME": str(tmp_path)}
-    proc = subprocess.run([sys.executable, "-m", "ptmlab.run", "stage=sleep", "+stage.preflight=os.abort"],
-                          capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ptmlab.run", "stage=sleep", "+stage.preflight=os.abort"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error[")]
     assert len(errors) == 1 and "stage.preflight='os.abort' is not a preflight of conf/stage/" in errors[0], errors
@@ -62,8 +72,9 @@ def test_a_preflight_no_stage_config_names_is_refused_before_it_is_imported(tmp_
 
 def test_deleting_model_locally_is_one_line_and_exit_2(tmp_path):
     env = {**os.environ, "PTMLAB_HOME": str(tmp_path)}
-    proc = subprocess.run([sys.executable, "-m", "ptmlab.run", "~model"], capture_output=True, text=True,
-                          env=env, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ptmlab.run", "~model"], capture_output=True, text=True, env=env, timeout=120
+    )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "model" in proc.stderr, proc.stderr
 
@@ -75,12 +86,19 @@ def test_a_billion_job_sweep_is_refused_before_listing_naming_the_count(client):
     assert r.status_code == 422, r.text
     assert r.json()["error"]["code"] == "limit_exceeded"
     assert "100,000,000" in r.json()["error"]["message"]
-    for overrides in (["seed=range(0,1e12)"], ["seed=range(0,100000)", "stage.seconds=1,2"],
-                      ["a=range(0,1,0)"], ["seed=range(0,3)", "+x=range(0,10000)"]):
+    for overrides in (
+        ["seed=range(0,1e12)"],
+        ["seed=range(0,100000)", "stage.seconds=1,2"],
+        ["a=range(0,1,0)"],
+        ["seed=range(0,3)", "+x=range(0,10000)"],
+    ):
         r = client.post(f"{API}/sweeps", json={"overrides": ["stage=sleep", *overrides], "dry_run": True})
         assert r.status_code == 422, (overrides, r.text)
-    huge_vars = {"name": "p", "vars": {"a": [str(i) for i in range(3000)], "b": [str(i) for i in range(3000)]},
-                 "jobs": [{"name": "j-{a}-{b}", "stage": "sleep", "overrides": ["+tags.a={a}", "+tags.b={b}"]}]}
+    huge_vars = {
+        "name": "p",
+        "vars": {"a": [str(i) for i in range(3000)], "b": [str(i) for i in range(3000)]},
+        "jobs": [{"name": "j-{a}-{b}", "stage": "sleep", "overrides": ["+tags.a={a}", "+tags.b={b}"]}],
+    }
     r = client.post(f"{API}/pipelines", json={"spec": huge_vars, "dry_run": True})
     assert r.status_code == 422 and "9,000,000" in r.json()["error"]["message"], r.text
 
@@ -136,11 +154,28 @@ def test_the_walk_finds_the_keys_that_matter():
 @pytest.mark.parametrize("path", CODE_PATHS)
 def test_every_code_key_in_conf_is_refused_in_every_form(client, path):
     key = path.rsplit(".", 1)[-1]
-    forms = [f"{path}=x.y", f"+{path}=x.y", f"++{path}=x.y", f"~{path}", f"{path}=[a,b]",
-             f"+deeper.{path}=1", f"+tags.any.{key}=1", f"++{path}={{a:1}}"]
+    forms = [
+        f"{path}=x.y",
+        f"+{path}=x.y",
+        f"++{path}=x.y",
+        f"~{path}",
+        f"{path}=[a,b]",
+        f"+deeper.{path}=1",
+        f"+tags.any.{key}=1",
+        f"++{path}={{a:1}}",
+    ]
     parent = path.rsplit(".", 1)[0] if "." in path else None
-    if parent and parent not in ("model", "stage", "task", "objective", "optimizer", "scheduler", "trainer",
-                                 "adaptation", "data"):
+    if parent and parent not in (
+        "model",
+        "stage",
+        "task",
+        "objective",
+        "optimizer",
+        "scheduler",
+        "trainer",
+        "adaptation",
+        "data",
+    ):
         forms.append(f"{parent}={{{key}: os.system}}")  # replacing the node that holds it
     for override in forms:
         r = client.post(f"{API}/jobs", json={"stage": "sleep", "overrides": [override]})
@@ -150,8 +185,12 @@ def test_every_code_key_in_conf_is_refused_in_every_form(client, path):
 
 
 def test_choosing_a_registered_option_is_still_fine(client):
-    for overrides in (["stage=sleep"], ["stage=sleep", "model=gpt_tiny", "objective=clm", "tokenizer=bpe"],
-                      ["stage=sleep", "+tags.note=entry"], ["stage=sleep", "+tags.note=my_args_x"]):
+    for overrides in (
+        ["stage=sleep"],
+        ["stage=sleep", "model=gpt_tiny", "objective=clm", "tokenizer=bpe"],
+        ["stage=sleep", "+tags.note=entry"],
+        ["stage=sleep", "+tags.note=my_args_x"],
+    ):
         r = client.post(f"{API}/jobs", json={"overrides": overrides})
         assert r.status_code == 201, (overrides, r.text)
 
@@ -167,10 +206,15 @@ def test_a_worker_never_imports_a_callable_named_by_a_jobs_overrides(tmp_path, s
     (plugin / "evil_stage.py").write_text(
         f"from pathlib import Path\nPath({str(marker)!r}).write_text('imported')\n"
         "def run(cfg):\n    Path(" + repr(str(marker)) + ").write_text('called')\n"
-        "class Model:\n    def __init__(self, *a, **k):\n        run(None)\n")
+        "class Model:\n    def __init__(self, *a, **k):\n        run(None)\n"
+    )
     url = f"sqlite:///{tmp_path / 'platform.db'}"
-    bad = [["stage.entry=evil_stage.run"], ["model.backbone._target_=evil_stage.Model"],
-           ["+optimizer._args_=[1]"], ["~model"]]
+    bad = [
+        ["stage.entry=evil_stage.run"],
+        ["model.backbone._target_=evil_stage.Model"],
+        ["+optimizer._args_=[1]"],
+        ["~model"],
+    ]
     with session_scope(url) as s:
         ids = [queue.submit_job(s, stage="sleep", overrides=o, max_attempts=1).id for o in bad]
         good = queue.submit_job(s, stage="sleep", overrides=["stage.seconds=0.1"]).id
@@ -184,6 +228,7 @@ def test_a_worker_never_imports_a_callable_named_by_a_jobs_overrides(tmp_path, s
         with session_scope(url) as s:
             jobs = [queue.get_job(s, i) for i in [*ids, good]]
             return all(j.status in ("succeeded", "failed") for j in jobs) and jobs
+
     jobs = wait_until(finished, 60, "every job to finish")
     assert [j.status for j in jobs] == ["failed"] * len(bad) + ["succeeded"]
     for job in jobs[:-1]:
@@ -191,8 +236,13 @@ def test_a_worker_never_imports_a_callable_named_by_a_jobs_overrides(tmp_path, s
     assert not marker.exists()
     # and the entry point alone, run by hand with the same override
     env = {**os.environ, "PTMLAB_HOME": str(home), "PYTHONPATH": str(plugin)}
-    proc = subprocess.run([sys.executable, "-m", "ptmlab.run", "stage=sleep", "stage.entry=evil_stage.run"],
-                          capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ptmlab.run", "stage=sleep", "stage.entry=evil_stage.run"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "stage.entry" in proc.stderr, proc.stderr
     assert not marker.exists()
 
@@ -203,8 +253,13 @@ def test_a_worker_never_imports_a_callable_named_by_a_jobs_overrides(tmp_path, s
 def test_serve_refuses_a_public_address_without_a_token(tmp_path):
     env = {**os.environ, "PTMLAB_HOME": str(tmp_path)}
     env.pop("PTMLAB_API_TOKEN", None)
-    proc = subprocess.run([sys.executable, "-m", "ptmlab.cli", "serve", "--host", "0.0.0.0"],
-                          capture_output=True, text=True, env=env, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ptmlab.cli", "serve", "--host", "0.0.0.0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert "0.0.0.0" in proc.stderr and "PTMLAB_API_TOKEN" in proc.stderr and "--insecure" in proc.stderr
     from ptmlab.cli.api_cmds import is_loopback
@@ -231,8 +286,13 @@ def test_logs_job_errors_and_health_never_show_passwords_or_the_token(tmp_path, 
             f.write(f"connecting to postgresql+psycopg://ptmlab:hunter2@db:5432/ptmlab with {token}\n")
         with session_scope(url) as s:
             queue.get_job(s, job["id"]).error = "could not reach postgresql://u:hunter2@h/db"
-        for route in (f"{API}/jobs/{job['id']}/logs", f"{API}/jobs/{job['id']}/logs?tail=5",
-                      f"{API}/jobs/{job['id']}", f"{API}/jobs/{job['id']}/attempts", f"/jobs/{job['id']}"):
+        for route in (
+            f"{API}/jobs/{job['id']}/logs",
+            f"{API}/jobs/{job['id']}/logs?tail=5",
+            f"{API}/jobs/{job['id']}",
+            f"{API}/jobs/{job['id']}/attempts",
+            f"/jobs/{job['id']}",
+        ):
             text = c.get(route).text
             assert "hunter2" not in text and token not in text, (route, text[-300:])
         assert "ptmlab:***@db" in c.get(f"{API}/jobs/{job['id']}/logs").text
@@ -257,17 +317,35 @@ def worst_requests() -> list[tuple[str, dict]]:
     return [
         ("/sweeps", {"overrides": ["stage=sleep", "seed=range(0,1000000000)"], "dry_run": True}),
         ("/sweeps", {"overrides": ["stage=sleep", "seed=range(0,1e15,0.5)"], "dry_run": True}),
-        ("/sweeps", {"overrides": ["stage=sleep", f"seed={many_values}", f"+tags.a={many_values}",
-                                   f"+tags.b={many_values}"], "dry_run": True}),
-        ("/sweeps", {"overrides": ["stage=sleep", "seed=range(0,100)", "stage.seconds=range(0,100)",
-                                   "+tags.a=range(0,100)"], "dry_run": True}),
+        (
+            "/sweeps",
+            {
+                "overrides": ["stage=sleep", f"seed={many_values}", f"+tags.a={many_values}", f"+tags.b={many_values}"],
+                "dry_run": True,
+            },
+        ),
+        (
+            "/sweeps",
+            {
+                "overrides": ["stage=sleep", "seed=range(0,100)", "stage.seconds=range(0,100)", "+tags.a=range(0,100)"],
+                "dry_run": True,
+            },
+        ),
         ("/sweeps", {"jobs": [["stage=sleep", f"seed={i}"] for i in range(9000)], "dry_run": True}),
         ("/jobs", {"stage": "sleep", "overrides": [long_override] * 100}),
         ("/jobs", {"stage": "sleep", "overrides": [nested]}),
         ("/jobs", {"stage": "sleep", "overrides": ["+" + "k" * 1999 + "=1"]}),
-        ("/pipelines", {"spec": {"name": "p", "vars": {"a": [str(i) for i in range(5000)],
-                                                       "b": [str(i) for i in range(5000)]},
-                                 "jobs": [{"name": "j{a}{b}", "stage": "sleep"}]}, "dry_run": True}),
+        (
+            "/pipelines",
+            {
+                "spec": {
+                    "name": "p",
+                    "vars": {"a": [str(i) for i in range(5000)], "b": [str(i) for i in range(5000)]},
+                    "jobs": [{"name": "j{a}{b}", "stage": "sleep"}],
+                },
+                "dry_run": True,
+            },
+        ),
         ("/jobs", {"stage": "sleep", "overrides": ["x" * 10] * 100_000}),  # over the body limit: 413
     ]
 
@@ -282,7 +360,9 @@ def test_api_memory_stays_flat_under_the_worst_requests(tmp_path):
         with httpx.Client(base_url=api.base + API, timeout=120) as http:
             # warm up: Hydra, the config catalogue, one composed job of each stage
             for stage in ("sleep", "pretrain", "finetune"):
-                http.post("/jobs", json={"stage": stage, "overrides": ["task=glue/sst2"] if stage == "finetune" else []})
+                http.post(
+                    "/jobs", json={"stage": stage, "overrides": ["task=glue/sst2"] if stage == "finetune" else []}
+                )
             http.post("/sweeps", json={"overrides": ["stage=sleep", "seed=range(0,3)"], "dry_run": True})
             before = _rss_mb(api.proc.pid)
             statuses = []

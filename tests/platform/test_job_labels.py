@@ -23,11 +23,20 @@ def client(db_url, tmp_path):
 
 
 def test_rename_tag_untag_and_note_round_trip(client):
-    job = client.post(f"{API}/jobs", json={"stage": "sleep", "overrides": ["stage.seconds=0.1"], "queue": "parked",
-                                           "tags": {"origin": "form", "old": "x"}}).json()
+    job = client.post(
+        f"{API}/jobs",
+        json={
+            "stage": "sleep",
+            "overrides": ["stage.seconds=0.1"],
+            "queue": "parked",
+            "tags": {"origin": "form", "old": "x"},
+        },
+    ).json()
     assert job["name"] is None and job["note"] is None
-    r = client.patch(f"{API}/jobs/{job['id']}", json={"name": "warmup-ablation", "tags": {"idea": "warmup", "old": None},
-                                                      "note": "diverged after epoch 2"})
+    r = client.patch(
+        f"{API}/jobs/{job['id']}",
+        json={"name": "warmup-ablation", "tags": {"idea": "warmup", "old": None}, "note": "diverged after epoch 2"},
+    )
     assert r.status_code == 200, r.text
     got = client.get(f"{API}/jobs/{job['id']}").json()
     assert got["name"] == "warmup-ablation" and got["note"] == "diverged after epoch 2"
@@ -42,8 +51,11 @@ def test_rename_tag_untag_and_note_round_trip(client):
 
 
 def test_pipeline_names_stay_unique_and_bad_input_is_refused(client):
-    spec = {"name": "pair", "defaults": {"queue": "parked"},
-            "jobs": [{"name": "a", "stage": "sleep"}, {"name": "b", "stage": "sleep", "depends_on": ["a"]}]}
+    spec = {
+        "name": "pair",
+        "defaults": {"queue": "parked"},
+        "jobs": [{"name": "a", "stage": "sleep"}, {"name": "b", "stage": "sleep", "depends_on": ["a"]}],
+    }
     pipeline = client.post(f"{API}/pipelines", json={"spec": spec}).json()
     a, b = (j["job_id"] for j in pipeline["jobs"])
     r = client.patch(f"{API}/jobs/{b}", json={"name": "a"})
@@ -72,7 +84,9 @@ def test_ptmlab_label(db_url, capsys):
         out = capsys.readouterr()
         return code, out.out, out.err
 
-    code, out, _ = cli(str(job_id), "--name", "lr-small", "--tag", "idea=warmup", "--untag", "old", "--note", "baseline")
+    code, out, _ = cli(
+        str(job_id), "--name", "lr-small", "--tag", "idea=warmup", "--untag", "old", "--note", "baseline"
+    )
     assert code == 0 and out.strip() == f"job {job_id}: name lr-small; idea=warmup; note: baseline"
     code, _, err = cli(str(job_id), "--tag", "novalue")
     assert code == 2 and "--tag 'novalue' is not key=value" in err and err.count("\n") == 1

@@ -13,10 +13,24 @@ def rows(digest: dict) -> dict:
 
 
 def test_an_attack_and_a_pretrain_row_in_their_stages_terms():
-    attack = {"stage": "attack", "recipe": "textfooler", "source": "job:3", "task": "sst2", "split": "validation",
-              "label": "1", "num_examples": 20, "constraints": {}, "clean_accuracy": 0.9, "accuracy_under_attack": 0.2,
-              "success_rate": 0.7, "seconds_per_example": 0.3, "counts": {"succeeded": 14, "failed": 4, "skipped": 2},
-              "seed": 7, "trigger": "the the", "trigger_search": {"examples": 30, "queries": 900, "iterations": 3}}
+    attack = {
+        "stage": "attack",
+        "recipe": "textfooler",
+        "source": "job:3",
+        "task": "sst2",
+        "split": "validation",
+        "label": "1",
+        "num_examples": 20,
+        "constraints": {},
+        "clean_accuracy": 0.9,
+        "accuracy_under_attack": 0.2,
+        "success_rate": 0.7,
+        "seconds_per_example": 0.3,
+        "counts": {"succeeded": 14, "failed": 4, "skipped": 2},
+        "seed": 7,
+        "trigger": "the the",
+        "trigger_search": {"examples": 30, "queries": 900, "iterations": 3},
+    }
     shown = rows(result_digest("attack", attack))
     assert shown["recipe"] == ("textfooler", "on job:3")
     assert shown["success rate"] == (0.7, "of the 18 attacked (classified correctly before)")
@@ -28,31 +42,72 @@ def test_an_attack_and_a_pretrain_row_in_their_stages_terms():
 
 
 def test_a_probe_suite_and_an_old_single_task_probe():
-    suite = {"stage": "probe", "model": "m", "probe_task": "suite", "tasks": [
-        {"probe_task": "upos", "family": "token", "metric": "accuracy", "best_layer": 1, "baselines": {"majority": 0.2},
-         "layers": [{"layer": 0, "accuracy": 0.5}, {"layer": 1, "accuracy": 0.8}],
-         "random_init": {"layers": [{"layer": 0, "accuracy": 0.4}]}},
-        {"probe_task": "att", "family": "attention", "heatmaps": [{"statistic": "entropy", "values": [[1.0]]}]}]}
+    suite = {
+        "stage": "probe",
+        "model": "m",
+        "probe_task": "suite",
+        "tasks": [
+            {
+                "probe_task": "upos",
+                "family": "token",
+                "metric": "accuracy",
+                "best_layer": 1,
+                "baselines": {"majority": 0.2},
+                "layers": [{"layer": 0, "accuracy": 0.5}, {"layer": 1, "accuracy": 0.8}],
+                "random_init": {"layers": [{"layer": 0, "accuracy": 0.4}]},
+            },
+            {"probe_task": "att", "family": "attention", "heatmaps": [{"statistic": "entropy", "values": [[1.0]]}]},
+        ],
+    }
     (upos,) = result_digest("probe", suite)["probes"]
-    assert upos == {"probe_task": "upos", "metric": "accuracy", "layers": [0, 1], "scores": [0.5, 0.8], "control": None,
-                    "random_init": [0.4], "baselines": {"majority": 0.2}, "best_layer": 1}
+    assert upos == {
+        "probe_task": "upos",
+        "metric": "accuracy",
+        "layers": [0, 1],
+        "scores": [0.5, 0.8],
+        "control": None,
+        "random_init": [0.4],
+        "baselines": {"majority": 0.2},
+        "best_layer": 1,
+    }
     # no seed, no metric named, a layer's accuracy as text: the metric is the key the layers hold
-    old = {"stage": "probe", "model": "m", "probe_task": "pos", "baselines": {"majority": 0.3, "random": None},
-           "layers": [{"layer": 0, "accuracy": "n/a", "control_accuracy": 0.4}, {"layer": 1, "accuracy": 0.7}]}
+    old = {
+        "stage": "probe",
+        "model": "m",
+        "probe_task": "pos",
+        "baselines": {"majority": 0.3, "random": None},
+        "layers": [{"layer": 0, "accuracy": "n/a", "control_accuracy": 0.4}, {"layer": 1, "accuracy": 0.7}],
+    }
     (pos,) = result_digest("probe", old)["probes"]
     assert (pos["metric"], pos["scores"], pos["control"]) == ("accuracy", [None, 0.7], [0.4, None])
     assert pos["random_init"] is None and pos["baselines"] == {"majority": 0.3}
 
 
 def test_a_finetune_rows_metrics_and_its_generation_speed():
-    summary = {"stage": "finetune", "task": "wmt", "adaptation": "lora", "metrics": {"bleu": 20.5, "chrf": math.nan},
-               "main_metric": "bleu", "main_score": 20.5, "task_kind": "generation", "trainable_params": 100,
-               "generation": {"decoding": {"strategy": "beam", "num_beams": 4}, "metric_signatures": {},
-                              "generated_tokens": 10, "latency_ms_per_example": 4.5}}
+    summary = {
+        "stage": "finetune",
+        "task": "wmt",
+        "adaptation": "lora",
+        "metrics": {"bleu": 20.5, "chrf": math.nan},
+        "main_metric": "bleu",
+        "main_score": 20.5,
+        "task_kind": "generation",
+        "trainable_params": 100,
+        "generation": {
+            "decoding": {"strategy": "beam", "num_beams": 4},
+            "metric_signatures": {},
+            "generated_tokens": 10,
+            "latency_ms_per_example": 4.5,
+        },
+    }
     digest = result_digest("finetune", summary)
     shown = rows(digest)
     assert digest["task_kind"] == "generation" and shown["wmt bleu"] == (20.5, "main score") and "chrf" not in shown
     assert shown["decoding latency (ms per example)"] == (4.5, "strategy=beam, num_beams=4")
     assert shown["trainable parameters"] == (100.0, "adaptation lora") and "generated tokens/s" not in shown
-    assert result_digest("sleep", {"stage": "sleep", "seconds": 1}) == {"rows": [], "probes": [], "task_kind": None, "confusion": None}
-
+    assert result_digest("sleep", {"stage": "sleep", "seconds": 1}) == {
+        "rows": [],
+        "probes": [],
+        "task_kind": None,
+        "confusion": None,
+    }

@@ -11,15 +11,35 @@ from ptmlab.contracts import ConfigError, PretrainSummary, validate_summary
 from ptmlab.db import session_scope
 from ptmlab.results import new_result
 
-THROUGHPUT = {"tokens_per_s": 412_345.6, "samples_per_s": 3221.4, "mfu": 0.512, "data_wait_fraction": 0.021,
-              "padding_fraction": 0.0, "peak_flops": 989.5e12, "device": "NVIDIA H100 80GB HBM3",
-              "world_size": 1, "timed_steps": 180}
+THROUGHPUT = {
+    "tokens_per_s": 412_345.6,
+    "samples_per_s": 3221.4,
+    "mfu": 0.512,
+    "data_wait_fraction": 0.021,
+    "padding_fraction": 0.0,
+    "peak_flops": 989.5e12,
+    "device": "NVIDIA H100 80GB HBM3",
+    "world_size": 1,
+    "timed_steps": 180,
+}
 
 
 def pretrain_summary(throughput) -> dict:
-    summary = PretrainSummary(seed=0, wall_time_s=10.0, model="bert_tiny", family="bert", objective="mlm",
-                              data="gutenberg", steps=200, tokens_seen=819_200, train_flops=1e15, params=4_000_000,
-                              vocab_size=30_522, checkpoint="/x/last.ckpt", export_dir="/x/export").model_dump()
+    summary = PretrainSummary(
+        seed=0,
+        wall_time_s=10.0,
+        model="bert_tiny",
+        family="bert",
+        objective="mlm",
+        data="gutenberg",
+        steps=200,
+        tokens_seen=819_200,
+        train_flops=1e15,
+        params=4_000_000,
+        vocab_size=30_522,
+        checkpoint="/x/last.ckpt",
+        export_dir="/x/export",
+    ).model_dump()
     summary["throughput"] = throughput
     return summary
 
@@ -37,9 +57,13 @@ def test_pretrain_job_detail_carries_its_throughput(tmp_path, monkeypatch):
         jobs = [submit_job(s, stage="pretrain", overrides=["model=bert_tiny", "objective=mlm"]) for _ in range(3)]
         s.commit()
         ids = [j.id for j in jobs]
-        s.add_all([new_result(pretrain_summary(THROUGHPUT), job_id=ids[0]),
-                   new_result(pretrain_summary({**THROUGHPUT, "mfu": -3}), job_id=ids[1]),
-                   new_result(pretrain_summary(None), job_id=ids[2])])
+        s.add_all(
+            [
+                new_result(pretrain_summary(THROUGHPUT), job_id=ids[0]),
+                new_result(pretrain_summary({**THROUGHPUT, "mfu": -3}), job_id=ids[1]),
+                new_result(pretrain_summary(None), job_id=ids[2]),
+            ]
+        )
         s.commit()
 
     detail = client.get(f"/api/v1/views/jobs/{ids[0]}").json()

@@ -47,11 +47,11 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from test_faults import corpus, file_hashes, pretrain
 
 from ptmlab import queue
 from ptmlab.contracts.progress import read_progress
 from ptmlab.db import LOST, RUNNING, SUCCEEDED, Attempt, Job, Result, dispose_engines, get_sessionmaker
-from test_faults import corpus, file_hashes, pretrain  # noqa: F401 - `corpus` is a fixture
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(600)]
 
@@ -62,8 +62,13 @@ ATTEMPT_TIMEOUT_S = 240  # one attempt reaching its moment, on a loaded 2-core m
 LEASE_S = 1.0
 
 
-def until(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.1,
-          alive: Callable[[], str | None] = lambda: None) -> object:
+def until(
+    predicate: Callable[[], object],
+    timeout: float,
+    what: str,
+    interval: float = 0.1,
+    alive: Callable[[], str | None] = lambda: None,
+) -> object:
     """Poll `predicate` until it is truthy; fail naming `what` after `timeout` s, or as soon as
     `alive()` (asked every STATE_S) says why waiting is pointless."""
     deadline = checked = time.monotonic()
@@ -173,8 +178,13 @@ class Chain:
             return s.scalar(sa.select(Job.status).where(Job.id == self.job_id))
 
     def wait_for_attempt(self, number: int, alive: Callable[[], str | None]) -> Attempt:
-        attempt = until(lambda: (a := self.attempts()) and len(a) == number and a[-1], ATTEMPT_TIMEOUT_S,
-                        f"{self.name}: attempt {number} to start", interval=0.2, alive=alive)
+        attempt = until(
+            lambda: (a := self.attempts()) and len(a) == number and a[-1],
+            ATTEMPT_TIMEOUT_S,
+            f"{self.name}: attempt {number} to start",
+            interval=0.2,
+            alive=alive,
+        )
         if self.kills:
             self.kills[-1].next_start_s = time.monotonic() - self.kills[-1].at
         return attempt
@@ -183,18 +193,31 @@ class Chain:
 def run_chain(chain: Chain, spawn_worker) -> Chain:
     chain.home.mkdir(parents=True, exist_ok=True)
     with get_sessionmaker(chain.db_url)() as s:
-        chain.job_id = queue.submit_job(s, stage=chain.stage, overrides=chain.overrides, queue=chain.name,
-                                        max_attempts=len(chain.moments) + 1 + MAX_MISSES).id
+        chain.job_id = queue.submit_job(
+            s,
+            stage=chain.stage,
+            overrides=chain.overrides,
+            queue=chain.name,
+            max_attempts=len(chain.moments) + 1 + MAX_MISSES,
+        ).id
     run, home, markers = chain.run_dir, chain.home, MARKERS[chain.stage]
     todo = list(chain.moments)
     while todo:
         moment, number = todo[0], len(chain.kills) + 1
         env = {"PTMLAB_FAULT_POINT": "before-outcome"} if moment == "e" else {}
-        worker = spawn_worker(chain.db_url, chain.home, "--queues", chain.name, "--worker-id",
-                              f"{chain.name}-{number}", env=env, lease_s=LEASE_S)
+        worker = spawn_worker(
+            chain.db_url,
+            chain.home,
+            "--queues",
+            chain.name,
+            "--worker-id",
+            f"{chain.name}-{number}",
+            env=env,
+            lease_s=LEASE_S,
+        )
         worker_log = Path(worker.log_path)
 
-        def alive(number=number, moment=moment, worker=worker) -> str | None:
+        def alive(number=number, moment=moment, worker=worker, worker_log=worker_log) -> str | None:
             if worker.poll() is not None:
                 return f"worker exited ({worker.returncode}):\n{worker_log.read_text()[-3000:]}"
             attempts = chain.attempts()
@@ -205,15 +228,22 @@ def run_chain(chain: Chain, spawn_worker) -> Chain:
         job_log = Path(chain.wait_for_attempt(number, alive).log_path)
         ready, held = {
             # The job's subprocess runs ptmlab.run, which then imports torch: far from a run.
-            "a": (lambda: "ptmlab.run: stage=" in _text(job_log), lambda: not run_id_file(run)),
+            "a": (lambda job_log=job_log: "ptmlab.run: stage=" in _text(job_log), lambda: not run_id_file(run)),
             "b": (lambda: run_id_file(run), lambda: not markers.checkpoint(run, home)),
             "c": (lambda: markers.checkpoint(run, home), lambda: not markers.export(run, home)),
             "d": (lambda: markers.export(run, home), lambda: not summary_file(run)),
-            "e": (lambda: summary_file(run) and "fault point before-outcome" in _text(worker_log),
-                  lambda: summary_file(run) and chain.status() == RUNNING),
+            "e": (
+                lambda worker_log=worker_log: summary_file(run) and "fault point before-outcome" in _text(worker_log),
+                lambda: summary_file(run) and chain.status() == RUNNING,
+            ),
         }[moment]
-        until(ready, ATTEMPT_TIMEOUT_S, f"{chain.name}: moment ({moment}) of attempt {number}", interval=POLL_S,
-              alive=alive)
+        until(
+            ready,
+            ATTEMPT_TIMEOUT_S,
+            f"{chain.name}: moment ({moment}) of attempt {number}",
+            interval=POLL_S,
+            alive=alive,
+        )
         worker.send_signal(signal.SIGKILL)
         worker.wait(timeout=30)  # the kernel has sent the job its SIGKILL (PDEATHSIG) by now
         kill = Kill(moment, time.monotonic(), landed=held())
@@ -225,16 +255,23 @@ def run_chain(chain: Chain, spawn_worker) -> Chain:
         misses = sum(not k.landed for k in chain.kills)
         assert moment in RECURS[chain.stage] and misses <= MAX_MISSES and chain.status() == RUNNING, (
             f"{chain.name}: the kill of attempt {number} missed moment ({moment}); run folder: "
-            f"{sorted(p.name for p in run.iterdir())}; worker log:\n{_text(worker_log)[-3000:]}")
-    worker = spawn_worker(chain.db_url, chain.home, "--queues", chain.name, "--worker-id", f"{chain.name}-last",
-                          lease_s=LEASE_S)
+            f"{sorted(p.name for p in run.iterdir())}; worker log:\n{_text(worker_log)[-3000:]}"
+        )
+    worker = spawn_worker(
+        chain.db_url, chain.home, "--queues", chain.name, "--worker-id", f"{chain.name}-last", lease_s=LEASE_S
+    )
 
     def alive() -> str | None:
         return None if worker.poll() is None else f"the last worker exited ({worker.returncode})"
 
     chain.wait_for_attempt(len(chain.kills) + 1, alive)
-    until(lambda: chain.status() not in ("queued", RUNNING), ATTEMPT_TIMEOUT_S * 2, f"{chain.name}: the job to end",
-          interval=0.2, alive=alive)
+    until(
+        lambda: chain.status() not in ("queued", RUNNING),
+        ATTEMPT_TIMEOUT_S * 2,
+        f"{chain.name}: the job to end",
+        interval=0.2,
+        alive=alive,
+    )
     chain.succeeded_at = time.monotonic()
     assert chain.status() == SUCCEEDED, (chain.attempts()[-1].error or "")[-3000:]
     chain.finished_folder = file_hashes(run)
@@ -251,11 +288,13 @@ def check_recovered(chain: Chain) -> None:
     experiments = [e.experiment_id for e in client.search_experiments()]
     runs = client.search_runs(experiments, run_view_type=3)  # ALL: deleted runs count too
     # The chain's store holds its job's run only: never a second that looks final.
-    assert [r.data.tags.get("ptmlab.job_id") for r in runs] == [str(chain.job_id)], \
+    assert [r.data.tags.get("ptmlab.job_id") for r in runs] == [str(chain.job_id)], (
         f"{chain.name}: MLflow runs {[(r.info.run_id, r.info.status, r.data.tags.get('ptmlab.job_id')) for r in runs]}"
+    )
     attempts = chain.attempts()
-    assert [a.status for a in attempts] == [LOST] * len(chain.kills) + [SUCCEEDED], \
-        [(a.status, a.error) for a in attempts]
+    assert [a.status for a in attempts] == [LOST] * len(chain.kills) + [SUCCEEDED], [
+        (a.status, a.error) for a in attempts
+    ]
     with get_sessionmaker(chain.db_url)() as s:
         results = s.scalars(sa.select(Result).where(Result.job_id == chain.job_id)).all()
         job_run_id = s.scalar(sa.select(Job.mlflow_run_id).where(Job.id == chain.job_id))
@@ -289,17 +328,21 @@ def run_matrix(first: list[Chain], parent: str, then: Callable[[Chain], list[Cha
         for f in futures.values():
             f.result()
     me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(f"\nfault matrix: {time.monotonic() - started:.1f} s wall; CPU {me.ru_utime + me.ru_stime:.0f} s in "
-          f"the test, {children.ru_utime + children.ru_stime:.0f} s in workers and jobs")
+    print(
+        f"\nfault matrix: {time.monotonic() - started:.1f} s wall; CPU {me.ru_utime + me.ru_stime:.0f} s in "
+        f"the test, {children.ru_utime + children.ru_stime:.0f} s in workers and jobs"
+    )
     for c in chains.values():
         attempts = c.attempts()
         where = c.db_url.split(":")[0].split("+")[0]
         if not c.kills:
             print(f"  {c.stage:8s} never killed {where:10s}: job {c.job_id} {c.status()} in {len(attempts)} attempt")
         for number, kill in enumerate(c.kills, start=1):
-            print(f"  {c.stage:8s} ({kill.moment}) {'' if kill.landed else 'MISSED, retried '}{where:10s}: "
-                  f"attempt {number} {attempts[number - 1].status}, job {c.status()}; next attempt "
-                  f"{kill.next_start_s:5.1f} s, succeeded {c.succeeded_at - kill.at:5.1f} s after the kill")
+            print(
+                f"  {c.stage:8s} ({kill.moment}) {'' if kill.landed else 'MISSED, retried '}{where:10s}: "
+                f"attempt {number} {attempts[number - 1].status}, job {c.status()}; next attempt "
+                f"{kill.next_start_s:5.1f} s, succeeded {c.succeeded_at - kill.at:5.1f} s after the kill"
+            )
     for c in chains.values():
         check_recovered(c)
     # Folders of jobs that had finished (read by later jobs as sources and backbones) are untouched.
@@ -314,28 +357,62 @@ def pretrain_overrides(corpus_dir: Path) -> list[str]:
 
 
 TINY_TASK = ["task=demo/sentiment", "task.max_train_samples=64", "task.max_eval_samples=32"]
+
+
 # 4 steps an epoch, a checkpoint every 4: (c) lands after the first epoch with two to run.
 def finetune_overrides(epochs: int) -> list[str]:
-    return ["model=bert_tiny", "backbone=random", *TINY_TASK, f"stage.epochs={epochs}", "stage.batch_size=16",
-            "stage.eval_batch_size=32", "checkpoint_every_n_steps=4", "trainer.enable_progress_bar=false"]
+    return [
+        "model=bert_tiny",
+        "backbone=random",
+        *TINY_TASK,
+        f"stage.epochs={epochs}",
+        "stage.batch_size=16",
+        "stage.eval_batch_size=32",
+        "checkpoint_every_n_steps=4",
+        "trainer.enable_progress_bar=false",
+    ]
+
+
 # compress keeps no checkpoint; its progress.json is written at most once a second, so its
 # training (144 steps of 2 examples, no control) lasts long enough to be seen mid-way.
-COMPRESS = ["compression=distill", "compression.student_layers=1", "compression.epochs=3",
-            "compression.control=false", "task=demo/sentiment", "task.max_train_samples=96",
-            "task.max_eval_samples=32", "stage.batch_size=2", "stage.measure.repeats=2", "stage.measure.warmup=1",
-            "stage.measure.threads=[0]", "stage.measure.batch_sizes=[8]"]
+COMPRESS = [
+    "compression=distill",
+    "compression.student_layers=1",
+    "compression.epochs=3",
+    "compression.control=false",
+    "task=demo/sentiment",
+    "task.max_train_samples=96",
+    "task.max_eval_samples=32",
+    "stage.batch_size=2",
+    "stage.measure.repeats=2",
+    "stage.measure.warmup=1",
+    "stage.measure.threads=[0]",
+    "stage.measure.batch_sizes=[8]",
+]
 
 
 def probe_overrides(corpus_dir: Path) -> list[str]:
     # A fresh BERT-tiny (its tokenizer trained on the pretrain corpus): no job to wait for.
-    return ["model=bert_tiny", "backbone=random", "data=text_files", f"data.corpus.path={corpus_dir}",
-            "tokenizer.vocab_size=90", "tokenizer.min_frequency=1",
-            "probe=upos", "probe.tasks=[upos,attention]", "stage.random_init_baseline=false",
-            "stage.token.control=false", "stage.token.scalar_mix=false",
-            "probe.data.train=${paths.conf_dir}/../data/demo/ud/train.conllu",
-            "probe.data.eval=${paths.conf_dir}/../data/demo/ud/dev.conllu",
-            "probe.data.max_train_sentences=48", "probe.data.max_eval_sentences=16", "stage.shard_sentences=8",
-            "stage.token.epochs=2", "stage.attention.max_sentences=8"]
+    return [
+        "model=bert_tiny",
+        "backbone=random",
+        "data=text_files",
+        f"data.corpus.path={corpus_dir}",
+        "tokenizer.vocab_size=90",
+        "tokenizer.min_frequency=1",
+        "probe=upos",
+        "probe.tasks=[upos,attention]",
+        "stage.random_init_baseline=false",
+        "stage.token.control=false",
+        "stage.token.scalar_mix=false",
+        "probe.data.train=${paths.conf_dir}/../data/demo/ud/train.conllu",
+        "probe.data.eval=${paths.conf_dir}/../data/demo/ud/dev.conllu",
+        "probe.data.max_train_sentences=48",
+        "probe.data.max_eval_sentences=16",
+        "stage.shard_sentences=8",
+        "stage.token.epochs=2",
+        "stage.attention.max_sentences=8",
+    ]
 
 
 @pytest.fixture()

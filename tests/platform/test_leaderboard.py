@@ -22,21 +22,40 @@ from omegaconf import OmegaConf
 from ptmlab.config import CONF_DIR
 from ptmlab.errors import ConfigError, NotFoundError
 from ptmlab.leaderboard import (
-    GLUE_TASKS, Footprint, build_leaderboard, parse_adaptation_filter, render_csv, render_latex,
+    GLUE_TASKS,
+    Footprint,
+    build_leaderboard,
+    parse_adaptation_filter,
+    render_csv,
+    render_latex,
     render_table,
 )
 from ptmlab.results import read_rows
 
-TASK_METRICS = {"cola": ["matthews_correlation", "accuracy"], "sst2": ["accuracy"], "mrpc": ["f1", "accuracy"],
-                "stsb": ["pearson", "spearmanr"], "mnli": ["accuracy", "accuracy_mm"]}
+TASK_METRICS = {
+    "cola": ["matthews_correlation", "accuracy"],
+    "sst2": ["accuracy"],
+    "mrpc": ["f1", "accuracy"],
+    "stsb": ["pearson", "spearmanr"],
+    "mnli": ["accuracy", "accuracy_mm"],
+}
 CONFIGS = {"full": ["cola", "sst2", "mrpc", "stsb", "mnli"], "adapter": ["cola", "mrpc", "stsb", "mnli"]}
 SEEDS = [1, 2, 3]
 
 
 def summary(adaptation, task, seed, metrics, **extra):
-    return {"stage": "finetune", "model": "bert_tiny", "objective": "mlm", "adaptation": adaptation, "task": task,
-            "seed": seed, "metrics": metrics, "main_score": next(iter(metrics.values())),
-            "mlflow_run_id": f"{adaptation}-{task}-{seed}", **extra}
+    return {
+        "stage": "finetune",
+        "model": "bert_tiny",
+        "objective": "mlm",
+        "adaptation": adaptation,
+        "task": task,
+        "seed": seed,
+        "metrics": metrics,
+        "main_score": next(iter(metrics.values())),
+        "mlflow_run_id": f"{adaptation}-{task}-{seed}",
+        **extra,
+    }
 
 
 @pytest.fixture()
@@ -93,10 +112,20 @@ def test_degenerate_runs_are_flagged():
     runs = [
         summary("full", "cola", 1, {"matthews_correlation": 0.31, "accuracy": 0.75}),
         summary("full", "cola", 2, {"matthews_correlation": 0.0, "accuracy": 0.691}),
-        summary("full", "sst2", 1, {"accuracy": 0.509},
-                prediction_stats={"constant_prediction": True, "majority_rate": 0.509}),
-        summary("full", "sst2", 2, {"accuracy": 0.88}, prediction_stats={"constant_prediction": False,
-                                                                         "majority_rate": 0.509}),
+        summary(
+            "full",
+            "sst2",
+            1,
+            {"accuracy": 0.509},
+            prediction_stats={"constant_prediction": True, "majority_rate": 0.509},
+        ),
+        summary(
+            "full",
+            "sst2",
+            2,
+            {"accuracy": 0.88},
+            prediction_stats={"constant_prediction": False, "majority_rate": 0.509},
+        ),
         summary("full", "stsb", 1, {"pearson": float("nan"), "spearmanr": float("nan")}),
     ]
     row = build_leaderboard(runs).rows[0]
@@ -116,8 +145,14 @@ def test_non_glue_and_multi_task_results():
         summary("full", "mr", 1, {"accuracy": 0.8}, main_metric="accuracy"),
         summary("full", "mr", 2, {"accuracy": 0.7}, main_metric="accuracy"),
         summary("full", "rte", 1, {"accuracy": 0.6}),
-        {"stage": "finetune", "model": "bert_tiny", "objective": "mlm", "adaptation": "multitask", "seed": 1,
-         "task_metrics": {"rte": {"accuracy": 0.65}, "mrpc": {"f1": 0.8, "accuracy": 0.7}}},
+        {
+            "stage": "finetune",
+            "model": "bert_tiny",
+            "objective": "mlm",
+            "adaptation": "multitask",
+            "seed": 1,
+            "task_metrics": {"rte": {"accuracy": 0.65}, "mrpc": {"f1": 0.8, "accuracy": 0.7}},
+        },
     ]
     board = build_leaderboard(runs)
     assert board.tasks == ["mrpc", "rte", "mr"]  # GLUE tasks first, then the others
@@ -134,7 +169,9 @@ def test_csv_and_latex_exports(runs):
     assert [r["adaptation"] for r in rows] == ["full", "adapter"]
     per_metric, scores = expected_cell(runs, "full", "mrpc")
     assert float(rows[0]["mrpc/f1/mean"]) == pytest.approx(100 * statistics.fmean(per_metric["f1"]), abs=1e-4)
-    assert float(rows[0]["mrpc/accuracy/std"]) == pytest.approx(100 * statistics.stdev(per_metric["accuracy"]), abs=1e-4)
+    assert float(rows[0]["mrpc/accuracy/std"]) == pytest.approx(
+        100 * statistics.stdev(per_metric["accuracy"]), abs=1e-4
+    )
     assert rows[0]["mrpc/n"] == "3" and rows[1]["sst2/n"] == "0" and rows[1]["sst2/score/mean"] == ""
     assert float(rows[0]["glue/average"]) == pytest.approx(100 * board.rows[0].glue_average, abs=1e-4)
     assert rows[0]["glue/tasks"] == "5"
@@ -148,8 +185,11 @@ def test_csv_and_latex_exports(runs):
     assert lines[2].startswith("Model & Objective & Adaptation & CoLA \\tiny{mcc} & SST-2")
     mean = statistics.fmean(per_metric["f1"])
     shown = f"{100 * mean:.1f}"
-    assert re.search(rf"\$(\\mathbf{{{re.escape(shown)}}}|{re.escape(shown)}) \\pm "
-                     rf"{100 * statistics.stdev(per_metric['f1']):.1f}\$", tex), tex
+    assert re.search(
+        rf"\$(\\mathbf{{{re.escape(shown)}}}|{re.escape(shown)}) \\pm "
+        rf"{100 * statistics.stdev(per_metric['f1']):.1f}\$",
+        tex,
+    ), tex
     # each column's best mean is bold, and only it
     for i, task in enumerate(board.tasks):
         means = [round(100 * r.cells[task].score.mean, 1) for r in board.rows if task in r.cells]
@@ -168,23 +208,38 @@ def test_glue_table_agrees_with_the_task_configs():
 
 # -- the results table --------------------------------------------------------------------------
 
+
 def make_results_db(path: Path, summaries: list[dict], *, sweep_of=lambda s: None) -> str:
     """A `results` table as the platform contract defines it, rows written oldest first."""
     url = f"sqlite:///{path}"
     engine = sa.create_engine(url)
     meta = sa.MetaData()
-    results = sa.Table("results", meta,
-                       sa.Column("id", sa.Integer, primary_key=True), sa.Column("job_id", sa.String, nullable=True),
-                       sa.Column("kind", sa.String, nullable=False), sa.Column("mlflow_run_id", sa.String),
-                       sa.Column("sweep_id", sa.String, nullable=True), sa.Column("summary", sa.JSON),
-                       sa.Column("tags", sa.JSON), sa.Column("created_at", sa.DateTime))
+    results = sa.Table(
+        "results",
+        meta,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("job_id", sa.String, nullable=True),
+        sa.Column("kind", sa.String, nullable=False),
+        sa.Column("mlflow_run_id", sa.String),
+        sa.Column("sweep_id", sa.String, nullable=True),
+        sa.Column("summary", sa.JSON),
+        sa.Column("tags", sa.JSON),
+        sa.Column("created_at", sa.DateTime),
+    )
     meta.create_all(engine)
     start = datetime(2026, 11, 1)
     with engine.begin() as conn:
         for i, s in enumerate(summaries):
-            conn.execute(results.insert().values(kind=s.get("stage", "finetune"), mlflow_run_id=s.get("mlflow_run_id"),
-                                                 sweep_id=sweep_of(s), summary=s, tags={},
-                                                 created_at=start + timedelta(minutes=i)))
+            conn.execute(
+                results.insert().values(
+                    kind=s.get("stage", "finetune"),
+                    mlflow_run_id=s.get("mlflow_run_id"),
+                    sweep_id=sweep_of(s),
+                    summary=s,
+                    tags={},
+                    created_at=start + timedelta(minutes=i),
+                )
+            )
     engine.dispose()
     return url
 
@@ -192,11 +247,16 @@ def make_results_db(path: Path, summaries: list[dict], *, sweep_of=lambda s: Non
 def test_read_rows_reads_the_results_table(tmp_path, runs):
     later = summary("full", "sst2", 2, {"accuracy": 0.5})
     pretrain = {"stage": "pretrain", "model": "bert_tiny", "steps": 10}
-    url = make_results_db(tmp_path / "ptmlab.db", runs + [later, pretrain],
-                          sweep_of=lambda s: "sweep-a" if s.get("adaptation") == "full" else None)
+    url = make_results_db(
+        tmp_path / "ptmlab.db",
+        runs + [later, pretrain],
+        sweep_of=lambda s: "sweep-a" if s.get("adaptation") == "full" else None,
+    )
     loaded = read_rows(url)
     assert len(loaded) == len(runs) + 1 and loaded[-1].summary["metrics"] == {"accuracy": 0.5}  # oldest first
-    assert all(r.summary["stage"] == "finetune" for r in loaded) and [r.id for r in loaded] == sorted(r.id for r in loaded)
+    assert all(r.summary["stage"] == "finetune" for r in loaded) and [r.id for r in loaded] == sorted(
+        r.id for r in loaded
+    )
     only_a = read_rows(url, sweep_id="sweep-a")
     assert {r.summary["adaptation"] for r in only_a} == {"full"} and only_a[0].sweep_id == "sweep-a"
     board = build_leaderboard(loaded)
@@ -210,8 +270,13 @@ def test_read_rows_reads_the_results_table(tmp_path, runs):
 
 def _cli(*args, env_extra=None):
     env = {**os.environ, **(env_extra or {})}
-    return subprocess.run([sys.executable, "-m", "ptmlab.cli", "results", "glue", *args],
-                          capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "ptmlab.cli", "results", "glue", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_ptmlab_results_glue_command(tmp_path, runs):
@@ -219,9 +284,27 @@ def test_ptmlab_results_glue_command(tmp_path, runs):
     out = _cli("--database-url", url)
     assert out.returncode == 0, out.stderr
     header = out.stdout.splitlines()[0]
-    assert header.split() == ["model", "objective", "adaptation", "CoLA", "mcc", "SST-2", "acc", "MRPC", "f1/acc",
-                              "STS-B", "pearson/spearman", "MNLI", "acc/acc_mm", "GLUE", "avg",
-                              "trainable", "%", "trainable", "delta"]
+    assert header.split() == [
+        "model",
+        "objective",
+        "adaptation",
+        "CoLA",
+        "mcc",
+        "SST-2",
+        "acc",
+        "MRPC",
+        "f1/acc",
+        "STS-B",
+        "pearson/spearman",
+        "MNLI",
+        "acc/acc_mm",
+        "GLUE",
+        "avg",
+        "trainable",
+        "%",
+        "trainable",
+        "delta",
+    ]
     assert "(5 tasks)" in out.stdout and "(4 tasks)" in out.stdout
     out = _cli("--format", "latex", "-o", str(tmp_path / "glue.tex"), env_extra={"PTMLAB_DATABASE_URL": url})
     assert out.returncode == 0 and "wrote" in out.stderr
@@ -233,17 +316,21 @@ def test_ptmlab_results_glue_command(tmp_path, runs):
 
 
 def test_the_platform_side_never_imports_torch():
-    code = ("import sys, ptmlab.leaderboard, ptmlab.contracts.task_checks, ptmlab.config, ptmlab.cli.results_cmds; "
-            "assert 'torch' not in sys.modules and 'lightning_modules' not in sys.modules, 'torch imported'")
+    code = (
+        "import sys, ptmlab.leaderboard, ptmlab.contracts.task_checks, ptmlab.config, ptmlab.cli.results_cmds; "
+        "assert 'torch' not in sys.modules and 'lightning_modules' not in sys.modules, 'torch imported'"
+    )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).returncode == 0
 
 
 # -- the footprint (trainable parameters, delta size) and the adaptation filter ---------------------
 
+
 def with_footprint(adaptation, task, seed, trainable, total, delta_bytes=None, **extra):
     delta = {} if delta_bytes is None else {"delta_params": delta_bytes // 4, "delta_bytes": delta_bytes}
-    return summary(adaptation, task, seed, {"accuracy": 0.8}, trainable_params=trainable, total_params=total,
-                   **delta, **extra)
+    return summary(
+        adaptation, task, seed, {"accuracy": 0.8}, trainable_params=trainable, total_params=total, **delta, **extra
+    )
 
 
 def test_footprint_is_the_mean_over_the_rows_runs_and_missing_fields_stay_missing():
@@ -258,7 +345,9 @@ def test_footprint_is_the_mean_over_the_rows_runs_and_missing_fields_stay_missin
     ]
     rows = {r.config["adaptation"]: r.footprint for r in build_leaderboard(runs).rows}
     assert rows["full"].trainable_fraction == 1.0 and rows["full"].delta_bytes == 90_855_944
-    assert rows["lora"].trainable_params == 74_498 and rows["lora"].trainable_fraction == pytest.approx(74_498 / 22_787_714)
+    assert rows["lora"].trainable_params == 74_498 and rows["lora"].trainable_fraction == pytest.approx(
+        74_498 / 22_787_714
+    )
     assert rows["bitfit"].trainable_params == 26_883 and rows["bitfit"].delta_bytes == 107_532
     assert rows["old"] == Footprint() and rows["old"].trainable_fraction is None
     assert rows["broken"].trainable_params is None and rows["broken"].trainable_fraction is None  # total 0: no share
@@ -277,10 +366,12 @@ def test_a_bare_summary_without_a_stage_is_read_as_a_finetune_and_other_kinds_ar
 
 
 def test_footprint_columns_in_the_text_csv_and_latex_tables():
-    runs = [with_footprint("full", "sst2", 1, 22_713_986, 22_713_986, 90_855_944),
-            with_footprint("lora", "sst2", 1, 74_498, 22_787_714, 297_992),
-            with_footprint("prompt_tuning", "sst2", 1, 8_450, 22_721_666, 33_800),
-            summary("old", "sst2", 1, {"accuracy": 0.7})]
+    runs = [
+        with_footprint("full", "sst2", 1, 22_713_986, 22_713_986, 90_855_944),
+        with_footprint("lora", "sst2", 1, 74_498, 22_787_714, 297_992),
+        with_footprint("prompt_tuning", "sst2", 1, 8_450, 22_721_666, 33_800),
+        summary("old", "sst2", 1, {"accuracy": 0.7}),
+    ]
     board = build_leaderboard(runs)
     lines = render_table(board).splitlines()
     assert lines[0].split()[-4:] == ["trainable", "%", "trainable", "delta"]
@@ -292,7 +383,11 @@ def test_footprint_columns_in_the_text_csv_and_latex_tables():
 
     csv_rows = {r["adaptation"]: r for r in csv.DictReader(io.StringIO(render_csv(board)))}
     assert {k: csv_rows["lora"][k] for k in ("trainable_params", "total_params", "delta_params", "delta_bytes")} == {
-        "trainable_params": "74498", "total_params": "22787714", "delta_params": "74498", "delta_bytes": "297992"}
+        "trainable_params": "74498",
+        "total_params": "22787714",
+        "delta_params": "74498",
+        "delta_bytes": "297992",
+    }
     assert float(csv_rows["lora"]["trainable_pct"]) == pytest.approx(100 * 74_498 / 22_787_714, abs=1e-4)
     assert csv_rows["full"]["trainable_pct"] == "100"
     assert all(csv_rows["old"][k] == "" for k in ("trainable_params", "trainable_pct", "delta_bytes"))
@@ -300,16 +395,22 @@ def test_footprint_columns_in_the_text_csv_and_latex_tables():
     tex = render_latex(board).splitlines()
     assert tex[0] == "\\begin{tabular}{lllrrr}" and tex[2].endswith("& GLUE & Trainable \\tiny{\\% / delta} \\\\")
     tex_rows = {ln.split(" & ")[2].replace("\\_", "_"): ln.split(" & ")[-1] for ln in tex[4:-3]}
-    assert tex_rows == {"full": "100.0\\% / 86.6 MiB \\\\", "lora": "0.33\\% / 291.0 KiB \\\\",
-                        "prompt_tuning": "0.037\\% / 33.0 KiB \\\\", "old": "-- \\\\"}
+    assert tex_rows == {
+        "full": "100.0\\% / 86.6 MiB \\\\",
+        "lora": "0.33\\% / 291.0 KiB \\\\",
+        "prompt_tuning": "0.037\\% / 33.0 KiB \\\\",
+        "old": "-- \\\\",
+    }
     # A board of older runs only has no footprint column in a paper table.
     assert render_latex(build_leaderboard(runs[-1:])).splitlines()[0] == "\\begin{tabular}{lllrr}"
 
 
 def test_the_adaptation_filter():
     runs = [with_footprint(mode, "sst2", 1, 1000, 100_000) for mode in ("full", "lora", "bitfit")]
-    assert [r.config["adaptation"] for r in build_leaderboard(runs, adaptations=["lora", "bitfit", "nope"]).rows] \
-        == ["bitfit", "lora"]
+    assert [r.config["adaptation"] for r in build_leaderboard(runs, adaptations=["lora", "bitfit", "nope"]).rows] == [
+        "bitfit",
+        "lora",
+    ]
     assert build_leaderboard(runs, adaptations=["nope"]).rows == []
     assert parse_adaptation_filter(" lora, bitfit,lora") == ["lora", "bitfit"]
     for bad in ("", " , ", "lora,,bitfit", "lo ra", "lora;drop"):
@@ -319,12 +420,12 @@ def test_the_adaptation_filter():
 
 def test_the_leaderboard_api_shows_the_footprint_and_filters_by_mode(db_url, tmp_path, monkeypatch):
     from fastapi.testclient import TestClient
+    from synthetic_results import SEED_ADAPTATION_FOOTPRINTS, seed_adaptation_results
 
     from ptmlab.api.app import create_app
     from ptmlab.db import session_scope
     from ptmlab.results import clear_cache, new_result
     from ptmlab.settings import Settings
-    from synthetic_results import SEED_ADAPTATION_FOOTPRINTS, seed_adaptation_results
 
     clear_cache()
     with session_scope(db_url) as s:
@@ -361,8 +462,11 @@ def test_the_leaderboard_api_shows_the_footprint_and_filters_by_mode(db_url, tmp
 def test_ptmlab_results_glue_footprint_columns_and_adaptation_option(tmp_path):
     from synthetic_results import SEED_ADAPTATION_FOOTPRINTS, _finetune
 
-    runs = [_finetune("minilm", "hf", mode, "sst2", seed, {"accuracy": 0.8}, fp)
-            for mode, fp in SEED_ADAPTATION_FOOTPRINTS.items() for seed in (0, 1)]
+    runs = [
+        _finetune("minilm", "hf", mode, "sst2", seed, {"accuracy": 0.8}, fp)
+        for mode, fp in SEED_ADAPTATION_FOOTPRINTS.items()
+        for seed in (0, 1)
+    ]
     url = make_results_db(tmp_path / "ptmlab.db", runs + [summary("old", "sst2", 1, {"accuracy": 0.7})])
     out = _cli("--database-url", url)
     assert out.returncode == 0, out.stderr

@@ -26,21 +26,32 @@ REFUSED = [
     (["model=gpt_tiny", "objective=bilm"], "valid families for objective=bilm: lstm"),
     (["model=elmo_tiny", "objective=mlm_nsp"], "valid families for objective=mlm_nsp: encoder, hf"),
     (["model=bart_tiny", "objective=unilm"], "valid families for objective=unilm: encoder"),
-    (["model=electra_tiny", "objective=tlm", "data=parallel_text", "data.corpus.path=x"],
-     "valid families for objective=tlm: encoder"),
+    (
+        ["model=electra_tiny", "objective=tlm", "data=parallel_text", "data.corpus.path=x"],
+        "valid families for objective=tlm: encoder",
+    ),
     (["model=gpt_tiny", "objective=contrastive"], "valid families for objective=contrastive: encoder, hf"),
     (["experiment=bert", "data.construction=packed"], "objective=mlm_nsp needs data.construction=segment_pairs"),
     (["experiment=albert", "data.pair_negative=random_document"], "objective=mlm_sop needs data.pair_negative=swap"),
     (["objective=tlm"], "objective=tlm needs data.name=parallel_text"),
-    (["objective=mlm_nsp", "data.pair_negative=sideways"], "data.pair_negative='sideways': expected one of 'random_document', 'swap', 'none'"),
+    (
+        ["objective=mlm_nsp", "data.pair_negative=sideways"],
+        "data.pair_negative='sideways': expected one of 'random_document', 'swap', 'none'",
+    ),
 ]
 
 
 @pytest.mark.parametrize("overrides, needle", REFUSED, ids=[" ".join(o) for o, _ in REFUSED])
 def test_invalid_combination_is_refused_by_the_entry_point(overrides, needle, tmp_path):
     env = {**os.environ, "PTMLAB_HOME": str(tmp_path / "home")}
-    proc = subprocess.run([sys.executable, "-m", "ptmlab.run", *overrides], capture_output=True, text=True,
-                          env=env, timeout=120, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ptmlab.run", *overrides],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and needle in lines[0], proc.stderr
@@ -64,8 +75,12 @@ def test_every_objective_composes_with_each_listed_family():
 
 
 def test_readme_compatibility_table_is_up_to_date(tmp_path):
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "compat_table.py"), "--check"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "compat_table.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
@@ -78,6 +93,10 @@ def test_readme_compatibility_table_is_up_to_date(tmp_path):
     # The script itself refuses a README without the markers.
     readme = tmp_path / "README.md"
     readme.write_text("# nothing here\n")
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "compat_table.py"), "--check", "--readme",
-                           str(readme)], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "compat_table.py"), "--check", "--readme", str(readme)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode != 0 and "compat-table:start" in proc.stderr

@@ -9,17 +9,35 @@ from ptmlab.cli.progress_bars import ProgressBoard, job_line, progress_text
 
 
 def job(step, status="running", total=200, **extra):
-    return {"id": 7, "name": "finetune-sst2", "stage": "finetune", "status": status,
-            "progress": {"phase": "training", "step": step, "total_steps": total,
-                         "metrics": {"train/loss": 0.41234, "lr": 1e-5}, "eta_s": 125.0, **extra}}
+    return {
+        "id": 7,
+        "name": "finetune-sst2",
+        "stage": "finetune",
+        "status": status,
+        "progress": {
+            "phase": "training",
+            "step": step,
+            "total_steps": total,
+            "metrics": {"train/loss": 0.41234, "lr": 1e-5},
+            "eta_s": 125.0,
+            **extra,
+        },
+    }
 
 
 def test_the_line_says_name_bar_step_loss_and_eta():
-    assert job_line(job(50)) == "    7 finetune-sst2            running   [#####---------------] 50/200 loss 0.4123 ETA 2m05s"
+    assert (
+        job_line(job(50))
+        == "    7 finetune-sst2            running   [#####---------------] 50/200 loss 0.4123 ETA 2m05s"
+    )
     assert progress_text(job(200)["progress"], "succeeded") == "[####################] 200/200 loss 0.4123"
-    assert progress_text({"step": 3, "total_steps": None, "metrics": {}, "phase": "extracting activations"},
-                         "running") == "step 3 extracting activations"
-    assert progress_text(None, "queued") == "" and job_line({"id": 1, "stage": "sleep", "status": "queued"}).endswith("queued")
+    assert (
+        progress_text({"step": 3, "total_steps": None, "metrics": {}, "phase": "extracting activations"}, "running")
+        == "step 3 extracting activations"
+    )
+    assert progress_text(None, "queued") == "" and job_line({"id": 1, "stage": "sleep", "status": "queued"}).endswith(
+        "queued"
+    )
 
 
 def test_into_a_file_a_job_is_printed_again_only_when_it_moved_on_a_tenth():

@@ -21,8 +21,12 @@ def distill_like_run(run_dir) -> dict:
     training (76 steps), then the control's (25 steps), each through the `ctx.progress(step, total,
     metrics, prefix)` hook of compression/base.py `train_epochs`, wired as stages/compress.py wires it."""
     reporter = ProgressReporter(run_dir, every_s=0.0)
-    hook = lambda step, total, metrics, series=None: reporter.update(step, total=total, metrics=metrics,  # noqa: E731
-                                                                     series=series)
+    hook = lambda step, total, metrics, series=None: reporter.update(
+        step,
+        total=total,
+        metrics=metrics,
+        series=series,
+    )
     reporter.phase("compressing (distill)")
     for prefix, total in (("distill", 76), ("control", 25)):
         for step in range(1, total + 1):
@@ -64,8 +68,9 @@ def test_thinning_keeps_every_training_s_first_and_last_point():
 
 @pytest.fixture()
 def client(tmp_path):
-    settings = Settings(home=tmp_path / "home", database_url=f"sqlite:///{tmp_path / 'platform.db'}",
-                        data_dir=tmp_path / "data")
+    settings = Settings(
+        home=tmp_path / "home", database_url=f"sqlite:///{tmp_path / 'platform.db'}", data_dir=tmp_path / "data"
+    )
     with TestClient(create_app(settings)) as c:
         yield c, settings.resolved_database_url
     dispose_engines()
@@ -82,7 +87,9 @@ def test_the_progress_endpoint_gives_the_job_page_one_series_per_training(client
     body = api.get(f"/api/v1/jobs/{job.json()['id']}/progress").json()
     assert len(body["history"]) == 5 and {p["series"] for p in body["history"]} == {"distill", "control"}
     assert [(s["label"], [p["step"] for p in s["points"]]) for s in body["series"]] == [
-        ("student (distillation)", [25, 50, 75, 76]), ("control run", [25])]
+        ("student (distillation)", [25, 50, 75, 76]),
+        ("control run", [25]),
+    ]
 
 
 def test_thinning_keeps_every_validation_a_study_counts():

@@ -11,7 +11,16 @@ import sqlalchemy as sa
 
 from ptmlab import queue
 from ptmlab.db import (
-    CANCELLED, FAILED, LOST, QUEUED, RUNNING, SUCCEEDED, Attempt, Job, get_sessionmaker, utcnow,
+    CANCELLED,
+    FAILED,
+    LOST,
+    QUEUED,
+    RUNNING,
+    SUCCEEDED,
+    Attempt,
+    Job,
+    get_sessionmaker,
+    utcnow,
 )
 from ptmlab.errors import ConfigError, ConflictError, NotFoundError
 from ptmlab.results import query_results
@@ -24,18 +33,33 @@ def session(db_url):
 
 
 def claim(s, worker="w1", queues=("default",), gpus=(), cpu=1, lease_s=30.0, root="/tmp/ptmlab-test-jobs"):
-    return queue.claim_next_job(s, worker_id=worker, queues=list(queues), free_gpus=list(gpus),
-                                free_cpu_slots=cpu, lease_s=lease_s, jobs_root=root)
+    return queue.claim_next_job(
+        s,
+        worker_id=worker,
+        queues=list(queues),
+        free_gpus=list(gpus),
+        free_cpu_slots=cpu,
+        lease_s=lease_s,
+        jobs_root=root,
+    )
 
 
 def succeed(s, c, worker="w1", summary=None):
-    assert queue.finish_attempt(s, job_id=c.job_id, attempt_id=c.attempt_id, worker_id=worker, outcome=SUCCEEDED,
-                                exit_code=0, summary=summary or {"stage": c.stage, "mlflow_run_id": None})
+    assert queue.finish_attempt(
+        s,
+        job_id=c.job_id,
+        attempt_id=c.attempt_id,
+        worker_id=worker,
+        outcome=SUCCEEDED,
+        exit_code=0,
+        summary=summary or {"stage": c.stage, "mlflow_run_id": None},
+    )
 
 
 def fail(s, c, worker="w1", error="boom"):
-    assert queue.finish_attempt(s, job_id=c.job_id, attempt_id=c.attempt_id, worker_id=worker, outcome=FAILED,
-                                exit_code=1, error=error)
+    assert queue.finish_attempt(
+        s, job_id=c.job_id, attempt_id=c.attempt_id, worker_id=worker, outcome=FAILED, exit_code=1, error=error
+    )
 
 
 def test_priority_then_fifo_and_queue_names(session):
@@ -130,8 +154,9 @@ def test_cancel(session):
     reply = queue.heartbeat(session, worker_id="w1", job_ids=[c.job_id], lease_s=30)
     assert reply.cancel == {c.job_id} and not reply.lost
     # The worker killed it: whatever the exit code, it ends cancelled.
-    queue.finish_attempt(session, job_id=c.job_id, attempt_id=c.attempt_id, worker_id="w1", outcome=FAILED,
-                         exit_code=-15)
+    queue.finish_attempt(
+        session, job_id=c.job_id, attempt_id=c.attempt_id, worker_id="w1", outcome=FAILED, exit_code=-15
+    )
     session.expire_all()
     assert session.get(Job, running.id).status == CANCELLED
     with pytest.raises(ConflictError):
@@ -169,7 +194,7 @@ def test_idempotent_submit_concurrent(db_url):
         try:
             with maker() as s:
                 ids.append(queue.submit_job(s, stage="sleep", idempotency_key="same").id)
-        except Exception as exc:  # noqa: BLE001 - reported below
+        except Exception as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=submit) for _ in range(8)]
@@ -193,8 +218,15 @@ def test_lease_expiry_requeues_then_fails_after_max_attempts(session):
     assert queue.heartbeat(session, worker_id="dead", job_ids=[job.id], lease_s=30).lost == {job.id}
     c2 = claim(session, worker="w2", lease_s=0.01)
     assert c2.resume and c2.attempt_number == 2 and "resume=true" in c2.run_overrides()
-    assert not queue.finish_attempt(session, job_id=c1.job_id, attempt_id=c1.attempt_id, worker_id="dead",
-                                    outcome=SUCCEEDED, exit_code=0, summary={"stage": "sleep"})
+    assert not queue.finish_attempt(
+        session,
+        job_id=c1.job_id,
+        attempt_id=c1.attempt_id,
+        worker_id="dead",
+        outcome=SUCCEEDED,
+        exit_code=0,
+        summary={"stage": "sleep"},
+    )
     assert queue.reap_expired_leases(session, now=utcnow() + dt.timedelta(seconds=1)) == [job.id]
     session.expire_all()
     j = session.get(Job, job.id)
@@ -218,8 +250,9 @@ def test_requeue_on_shutdown(session):
 
 
 def test_success_records_result(session):
-    sweep, jobs = queue.submit_sweep(session, [{"stage": "sleep", "seed": s, "tags": {"grp": "a"}} for s in (1, 2)],
-                                     name="seeds")
+    sweep, jobs = queue.submit_sweep(
+        session, [{"stage": "sleep", "seed": s, "tags": {"grp": "a"}} for s in (1, 2)], name="seeds"
+    )
     assert sweep.job_count == 2 and all(j.sweep_id == sweep.id for j in jobs)
     c = claim(session)
     succeed(session, c, summary={"stage": "sleep", "mlflow_run_id": "abc123", "seconds": 0.1})

@@ -23,20 +23,26 @@ def test_expansion_of_vars_and_references():
 
 
 def test_hydra_interpolations_pass_through():
-    spec = {"name": "p", "vars": {"m": ["a"]}, "jobs": [
-        {"name": "j-{m}", "stage": "sleep", "overrides": ["run_name=${stage.name}-{m}", "+x={unknown}"]}]}
+    spec = {
+        "name": "p",
+        "vars": {"m": ["a"]},
+        "jobs": [{"name": "j-{m}", "stage": "sleep", "overrides": ["run_name=${stage.name}-{m}", "+x={unknown}"]}],
+    }
     (job,) = queue.expand_pipeline(spec)
     assert job.overrides == ["run_name=${stage.name}-a", "+x={unknown}"]
 
 
-@pytest.mark.parametrize("spec, message", [
-    ({"jobs": [{"name": "a", "stage": "sleep", "overrides": ["+x=job:b"]}]}, "not an earlier job"),
-    ({"jobs": [{"name": "a"}, {"name": "a"}]}, "appears twice"),
-    ({"jobs": [{"name": "a", "gpu": 1}]}, "unknown key(s) gpu"),
-    ({"jobs": []}, "non-empty list"),
-    ({"jobs": [{"name": "a"}], "matrix": {}}, "unknown key(s) matrix"),
-    ({"vars": {"v": []}, "jobs": [{"name": "a-{v}"}]}, "vars.v is empty"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ({"jobs": [{"name": "a", "stage": "sleep", "overrides": ["+x=job:b"]}]}, "not an earlier job"),
+        ({"jobs": [{"name": "a"}, {"name": "a"}]}, "appears twice"),
+        ({"jobs": [{"name": "a", "gpu": 1}]}, "unknown key(s) gpu"),
+        ({"jobs": []}, "non-empty list"),
+        ({"jobs": [{"name": "a"}], "matrix": {}}, "unknown key(s) matrix"),
+        ({"vars": {"v": []}, "jobs": [{"name": "a-{v}"}]}, "vars.v is empty"),
+    ],
+)
 def test_invalid_pipelines_name_the_problem(spec, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         queue.expand_pipeline({"name": "bad", **spec})
@@ -84,9 +90,14 @@ def test_best_of_reference_picks_the_parent_that_scored_highest(tmp_path):
 
     url = f"sqlite:///{tmp_path / 'ptmlab.db'}"
     migrate(url)
-    spec = {"name": "best", "vars": {"m": ["a", "b"]}, "jobs": [
-        {"name": "finetune-{m}", "stage": "sleep"},
-        {"name": "compress", "stage": "sleep", "overrides": ["+stage.input=job:best:finetune-a|finetune-b"]}]}
+    spec = {
+        "name": "best",
+        "vars": {"m": ["a", "b"]},
+        "jobs": [
+            {"name": "finetune-{m}", "stage": "sleep"},
+            {"name": "compress", "stage": "sleep", "overrides": ["+stage.input=job:best:finetune-a|finetune-b"]},
+        ],
+    }
     (compress,) = [j for j in queue.expand_pipeline(spec) if j.name == "compress"]
     assert compress.depends_on == ["finetune-a", "finetune-b"]
     with get_sessionmaker(url)() as s:
@@ -94,12 +105,26 @@ def test_best_of_reference_picks_the_parent_that_scored_highest(tmp_path):
         ids = {j.name: j.id for j in jobs}
         assert jobs[2].overrides == [f"+stage.input=job:best:{ids['finetune-a']}|{ids['finetune-b']}"]
         for score in (0.71, 0.86):  # finetune-a, then finetune-b
-            claim = claim_next_job(s, worker_id="w", queues=["default"], free_gpus=0, free_cpu_slots=1, lease_s=30,
-                                   jobs_root=tmp_path / "jobs")
-            finish_attempt(s, job_id=claim.job_id, attempt_id=claim.attempt_id, worker_id="w", outcome=SUCCEEDED,
-                           summary={"stage": "sleep", "seconds": 0.0, "main_score": score})
-        claim = claim_next_job(s, worker_id="w", queues=["default"], free_gpus=0, free_cpu_slots=1, lease_s=30,
-                               jobs_root=tmp_path / "jobs")
+            claim = claim_next_job(
+                s,
+                worker_id="w",
+                queues=["default"],
+                free_gpus=0,
+                free_cpu_slots=1,
+                lease_s=30,
+                jobs_root=tmp_path / "jobs",
+            )
+            finish_attempt(
+                s,
+                job_id=claim.job_id,
+                attempt_id=claim.attempt_id,
+                worker_id="w",
+                outcome=SUCCEEDED,
+                summary={"stage": "sleep", "seconds": 0.0, "main_score": score},
+            )
+        claim = claim_next_job(
+            s, worker_id="w", queues=["default"], free_gpus=0, free_cpu_slots=1, lease_s=30, jobs_root=tmp_path / "jobs"
+        )
         assert claim.job_id == ids["compress"] and queue.get_job(s, claim.job_id).status == RUNNING
         assert claim.overrides == [f"+stage.input={tmp_path / 'jobs' / str(ids['finetune-b']) / 'run'}"]
     dispose_engines()

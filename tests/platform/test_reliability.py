@@ -11,8 +11,8 @@ import time
 
 import pytest
 import sqlalchemy as sa
-
 from waiting import wait_until
+
 from ptmlab import queue
 from ptmlab.db import LOST, RUNNING, SUCCEEDED, Attempt, Job, Result, get_sessionmaker
 
@@ -26,15 +26,22 @@ def _counts(url) -> collections.Counter:
 def test_two_workers_fifty_jobs_each_runs_exactly_once(db_url, tmp_path, spawn_worker):
     home = tmp_path / "home"
     with get_sessionmaker(db_url)() as s:
-        _, jobs = queue.submit_sweep(s, [{"stage": "sleep", "overrides": ["stage.seconds=0.05"], "seed": i}
-                                         for i in range(50)], name="reliability")
+        _, jobs = queue.submit_sweep(
+            s,
+            [{"stage": "sleep", "overrides": ["stage.seconds=0.05"], "seed": i} for i in range(50)],
+            name="reliability",
+        )
     ids = {j.id for j in jobs}
     # A 10 s lease: nothing here waits for one to expire, and at load 9-12 a worker starved for
     # over 3 s (spawn_worker's lease) had a job reaped and run twice (1 of 2 runs on PostgreSQL).
     workers = [spawn_worker(db_url, home, "--cpu-slots", "2", lease_s=10.0) for _ in range(2)]
     started = time.monotonic()
-    wait_until(lambda: _counts(db_url)[SUCCEEDED] == 50 or _counts(db_url).keys() - {"queued", "running", SUCCEEDED},
-               300, "50 jobs to finish", interval=0.5)
+    wait_until(
+        lambda: _counts(db_url)[SUCCEEDED] == 50 or _counts(db_url).keys() - {"queued", "running", SUCCEEDED},
+        300,
+        "50 jobs to finish",
+        interval=0.5,
+    )
     print(f"50 jobs on 2 workers: {time.monotonic() - started:.1f} s")
     assert _counts(db_url) == {SUCCEEDED: 50}
     with get_sessionmaker(db_url)() as s:
@@ -77,8 +84,7 @@ def test_kill_9_worker_mid_job_requeues_and_finishes_elsewhere(db_url, tmp_path,
     wait_until(lambda: not _alive(pid), 5, "the orphaned job process to die")
     assert _counts(db_url) == {RUNNING: 1}  # nobody knows yet: the lease (3 s) has not expired
     survivor = spawn_worker(db_url, home, "--worker-id", "survivor")
-    wait_until(lambda: _counts(db_url) == {SUCCEEDED: 1}, 120, "the job to finish on the other worker",
-               interval=0.2)
+    wait_until(lambda: _counts(db_url) == {SUCCEEDED: 1}, 120, "the job to finish on the other worker", interval=0.2)
     print(f"requeued and finished {time.monotonic() - killed_at:.1f} s after kill -9")
     with get_sessionmaker(db_url)() as s:
         attempts = queue.list_attempts(s, job_id)

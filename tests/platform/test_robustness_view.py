@@ -20,23 +20,52 @@ from ptmlab.views.robustness import robustness_view
 
 
 def _finetune(adaptation: str, defence: dict | None = None) -> dict:
-    return FinetuneSummary(seed=0, wall_time_s=1.0, model="minilm", objective="none", adaptation=adaptation,
-                           task="sst2", metrics={"accuracy": 0.9}, main_metric="accuracy", main_score=0.9,
-                           train_time_s=1.0, steps=10, trainable_params=10, total_params=100,
-                           defence=defence).model_dump()
+    return FinetuneSummary(
+        seed=0,
+        wall_time_s=1.0,
+        model="minilm",
+        objective="none",
+        adaptation=adaptation,
+        task="sst2",
+        metrics={"accuracy": 0.9},
+        main_metric="accuracy",
+        main_score=0.9,
+        train_time_s=1.0,
+        steps=10,
+        trainable_params=10,
+        total_params=100,
+        defence=defence,
+    ).model_dump()
 
 
 def _compress(method: str, source: str, score: float, size: int) -> dict:
-    return CompressSummary(seed=0, wall_time_s=1.0, method=method, source_ref=source, task="sst2",
-                           compressed=Measurement(score=score, params=size, size_bytes=size, latency_ms=1.0),
-                           source=Measurement(score=0.9, params=100, size_bytes=400, latency_ms=2.0)
-                           ).model_dump(exclude_none=True)
+    return CompressSummary(
+        seed=0,
+        wall_time_s=1.0,
+        method=method,
+        source_ref=source,
+        task="sst2",
+        compressed=Measurement(score=score, params=size, size_bytes=size, latency_ms=1.0),
+        source=Measurement(score=0.9, params=100, size_bytes=400, latency_ms=2.0),
+    ).model_dump(exclude_none=True)
 
 
 def _attack(recipe: str, source: str, clean: float, under: float, success: float, ratio: float) -> dict:
-    return AttackSummary(seed=0, wall_time_s=1.0, recipe=recipe, source=source, task="sst2", num_examples=200,
-                         constraints={}, clean_accuracy=clean, accuracy_under_attack=under, success_rate=success,
-                         perturbed_word_ratio=ratio, queries=50.0, seconds_per_example=0.1).model_dump()
+    return AttackSummary(
+        seed=0,
+        wall_time_s=1.0,
+        recipe=recipe,
+        source=source,
+        task="sst2",
+        num_examples=200,
+        constraints={},
+        clean_accuracy=clean,
+        accuracy_under_attack=under,
+        success_rate=success,
+        perturbed_word_ratio=ratio,
+        queries=50.0,
+        seconds_per_example=0.1,
+    ).model_dump()
 
 
 @pytest.fixture()
@@ -86,7 +115,9 @@ def seed_robustness(db_url: str, home) -> tuple[dict[str, int], dict[str, str]]:
             job(name, "attack", "robustness_compressed", [f"attack={recipe}"])
             result(name, _attack(recipe, source, *numbers))
         full = job("full", "finetune", "robustness_adaptation", ["model=minilm", "adaptation=full"])
-        freelb = job("freelb", "finetune", "robustness_adaptation", ["model=minilm", "adaptation=full", "defence=freelb"])
+        freelb = job(
+            "freelb", "finetune", "robustness_adaptation", ["model=minilm", "adaptation=full", "defence=freelb"]
+        )
         lora = job("lora", "finetune", "robustness_adaptation", ["model=minilm", "adaptation=lora"])  # no result row
         result("full", _finetune("full"))
         result("freelb", _finetune("full", defence={"name": "freelb", "adv_k": 2}))
@@ -161,7 +192,10 @@ def test_compression_view_robustness_axis(seeded):
     assert int8["robustness"]["pwws"]["job_id"] == ids["a-int8-pwws"]
     assert {r: a["accuracy_under_attack"] for r, a in student["robustness"].items()} == {"deepwordbug": 0.1}
     (reference,) = view["references"]
-    assert {r: a["accuracy_under_attack"] for r, a in reference["robustness"].items()} == {"deepwordbug": 0.3, "pwws": 0.2}
+    assert {r: a["accuracy_under_attack"] for r, a in reference["robustness"].items()} == {
+        "deepwordbug": 0.3,
+        "pwws": 0.2,
+    }
     # pwws never attacked the student: left out of that axis, counted
     assert view["robustness_missing"] == {"deepwordbug": 0, "pwws": 1}
     # fronts against accuracy under attack: the int8 model is smaller and more robust than the student

@@ -24,11 +24,25 @@ SCORES = {1e-4: (0.81, 0.83, 0.80), 1e-3: (0.62, 0.70, 0.66)}
 
 
 def _summary(lr: float, seed: int, score: float, epochs: int = 3) -> dict:
-    return {"stage": "finetune", "model": "bert_tiny", "objective": "mlm", "adaptation": "full", "task": "sst2",
-            "seed": seed, "metrics": {"accuracy": score}, "main_metric": "accuracy", "main_score": score,
-            "baseline": {"metric": "accuracy", "value": 0.509},
-            "hparams": {"stage.lr": lr, "stage.epochs": epochs, "stage.batch_size": 16, "model.name": "bert_tiny",
-                        "task.name": "sst2"}}
+    return {
+        "stage": "finetune",
+        "model": "bert_tiny",
+        "objective": "mlm",
+        "adaptation": "full",
+        "task": "sst2",
+        "seed": seed,
+        "metrics": {"accuracy": score},
+        "main_metric": "accuracy",
+        "main_score": score,
+        "baseline": {"metric": "accuracy", "value": 0.509},
+        "hparams": {
+            "stage.lr": lr,
+            "stage.epochs": epochs,
+            "stage.batch_size": 16,
+            "model.name": "bert_tiny",
+            "task.name": "sst2",
+        },
+    }
 
 
 @pytest.fixture()
@@ -75,7 +89,11 @@ def test_a_config_key_is_a_column_and_a_group_with_mean_std_and_n(sweep):
         assert (stat["min"], stat["max"]) == (min(scores), max(scores))
         assert by_lr[lr]["spread"] == "seeds" and by_lr[lr]["varying"] == [] and sorted(by_lr[lr]["seeds"]) == [1, 2, 3]
     assert [g["key"]["stage.lr"] for g in grouped["groups"]] == [1e-4, 1e-3, 1e-2]  # best mean first
-    assert (by_lr[1e-2]["degenerate"], by_lr[1e-2]["baseline"], by_lr[1e-2]["baseline_metric"]) == (1, 0.509, "accuracy")
+    assert (by_lr[1e-2]["degenerate"], by_lr[1e-2]["baseline"], by_lr[1e-2]["baseline_metric"]) == (
+        1,
+        0.509,
+        "accuracy",
+    )
     assert (by_lr[1e-4]["degenerate"], by_lr[1e-4]["baseline"]) == (0, None)
     with session_scope(sweep) as s:
         pooled = runs_view(s, columns=["main_score"], group_by=["model"])
@@ -87,8 +105,12 @@ def test_an_unknown_key_is_refused_naming_it(sweep):
     from ptmlab.errors import ConfigError
 
     with session_scope(sweep) as s:
-        for what, kwargs in (("column", {"columns": ["stage.lrr"]}), ("group_by", {"group_by": ["stage.lrr"]}),
-                             ("filter", {"filters": ["stage.lrr>1"]}), ("sort", {"sort": "stage.lrr"})):
+        for what, kwargs in (
+            ("column", {"columns": ["stage.lrr"]}),
+            ("group_by", {"group_by": ["stage.lrr"]}),
+            ("filter", {"filters": ["stage.lrr>1"]}),
+            ("sort", {"sort": "stage.lrr"}),
+        ):
             with pytest.raises(ConfigError, match=rf"^{what} 'stage.lrr' is in no run \(did you mean stage.lr"):
                 runs_view(s, **kwargs)
 
@@ -100,26 +122,47 @@ def test_the_api_and_the_cli_give_the_pages_numbers(sweep, tmp_path):
     with session_scope(sweep) as s:
         view = runs_view(s, columns=["main_score"], group_by=["stage.lr"], sort="main_score", limit=500)
     client = TestClient(create_app(Settings(home=tmp_path / "home", database_url=sweep)))
-    body = client.get("/api/v1/views/runs", params={"column": "main_score", "group_by": "stage.lr",
-                                                    "sort": "main_score", "limit": 500}).json()
+    body = client.get(
+        "/api/v1/views/runs",
+        params={"column": "main_score", "group_by": "stage.lr", "sort": "main_score", "limit": 500},
+    ).json()
     assert body["groups"] == view["groups"]
     bad = client.get("/api/v1/views/runs", params={"group_by": "stage.lrr"})
     assert bad.status_code == 422 and "group_by 'stage.lrr' is in no run" in bad.json()["error"]["message"]
     board = client.get("/api/v1/views/leaderboard", params={"group_by": "model,stage.lr"}).json()
     cells = {r["label"]: r["cells"]["sst2"] for r in board["rows"]}
     assert cells["bert_tiny / 0.0001"]["n"] == 3 and cells["bert_tiny / 0.0001"]["mean"] == pytest.approx(
-        100 * statistics.fmean(SCORES[1e-4]))
-    assert cells["bert_tiny / 0.01"]["degenerate"] == {"baseline": pytest.approx(50.9), "metric": "accuracy",
-                                                       "kind": "majority_class", "runs": 1}
+        100 * statistics.fmean(SCORES[1e-4])
+    )
+    assert cells["bert_tiny / 0.01"]["degenerate"] == {
+        "baseline": pytest.approx(50.9),
+        "metric": "accuracy",
+        "kind": "majority_class",
+        "runs": 1,
+    }
     assert client.get("/api/v1/views/leaderboard", params={"group_by": "model,stage.lrr"}).status_code == 422
 
     cli = [sys.executable, "-m", "ptmlab.cli", "results", "runs", "--database-url", sweep]
-    out = subprocess.run([*cli, "--columns", "main_score", "--group-by", "stage.lr", "--sort", "main_score",
-                          "--format", "json"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [*cli, "--columns", "main_score", "--group-by", "stage.lr", "--sort", "main_score", "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["groups"] == json.loads(json.dumps(view["groups"]))
-    csv_out = subprocess.run([*cli, "--columns", "main_score", "--group-by", "stage.lr", "--format", "csv"],
-                             capture_output=True, text=True, timeout=120).stdout.splitlines()
-    assert csv_out[0] == "stage.lr,n,main_score,spread,runs" and csv_out[1].startswith("0.0001,3,0.8133 ± 0.01528,std over 3 seeds,")
+    csv_out = subprocess.run(
+        [*cli, "--columns", "main_score", "--group-by", "stage.lr", "--format", "csv"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout.splitlines()
+    assert csv_out[0] == "stage.lr,n,main_score,spread,runs" and csv_out[1].startswith(
+        "0.0001,3,0.8133 ± 0.01528,std over 3 seeds,"
+    )
     refused = subprocess.run([*cli, "--group-by", "stage.lrr"], capture_output=True, text=True, timeout=120)
-    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "group_by 'stage.lrr' is in no run" in refused.stderr
+    assert (
+        refused.returncode == 2
+        and refused.stderr.count("\n") == 1
+        and "group_by 'stage.lrr' is in no run" in refused.stderr
+    )

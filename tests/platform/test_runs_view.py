@@ -14,14 +14,53 @@ from ptmlab.views import runs_view
 from ptmlab.views.runs import flatten
 
 RUNS = [  # (job name, summary, tags)
-    ("lr-small", {"stage": "finetune", "model": "bert_tiny", "task": "sst2", "main_score": 0.81,
-                  "metrics": {"accuracy": 0.81, "loss": 0.45}, "lr": 1e-4}, {"suite": "glue"}),
-    ("lr-large", {"stage": "finetune", "model": "bert_tiny", "task": "sst2", "main_score": 0.74,
-                  "metrics": {"accuracy": 0.74, "loss": 0.61}, "lr": 1e-3}, {"suite": "glue"}),
-    ("electra-rte", {"stage": "finetune", "model": "electra_tiny", "task": "rte", "main_score": 0.58,
-                     "metrics": {"accuracy": 0.58}}, {"suite": "rte-study"}),
-    ("int8", {"stage": "compress", "method": "quantize_dynamic", "task": "sst2", "score": 0.80,
-              "config": {"embeddings": False}, "layers": [{"layer": 0}]}, {}),
+    (
+        "lr-small",
+        {
+            "stage": "finetune",
+            "model": "bert_tiny",
+            "task": "sst2",
+            "main_score": 0.81,
+            "metrics": {"accuracy": 0.81, "loss": 0.45},
+            "lr": 1e-4,
+        },
+        {"suite": "glue"},
+    ),
+    (
+        "lr-large",
+        {
+            "stage": "finetune",
+            "model": "bert_tiny",
+            "task": "sst2",
+            "main_score": 0.74,
+            "metrics": {"accuracy": 0.74, "loss": 0.61},
+            "lr": 1e-3,
+        },
+        {"suite": "glue"},
+    ),
+    (
+        "electra-rte",
+        {
+            "stage": "finetune",
+            "model": "electra_tiny",
+            "task": "rte",
+            "main_score": 0.58,
+            "metrics": {"accuracy": 0.58},
+        },
+        {"suite": "rte-study"},
+    ),
+    (
+        "int8",
+        {
+            "stage": "compress",
+            "method": "quantize_dynamic",
+            "task": "sst2",
+            "score": 0.80,
+            "config": {"embeddings": False},
+            "layers": [{"layer": 0}],
+        },
+        {},
+    ),
 ]
 
 
@@ -43,8 +82,14 @@ def seeded(db_url):
 
 
 def test_flatten_dots_nested_keys_and_leaves_arrays_out():
-    assert flatten({"metrics": {"accuracy": 0.9, "per_class": {"a": 1}}, "layers": [{"layer": 0}], "tasks": ["a", "b"],
-                    "none": None}) == {"metrics.accuracy": 0.9, "metrics.per_class.a": 1}
+    assert flatten(
+        {
+            "metrics": {"accuracy": 0.9, "per_class": {"a": 1}},
+            "layers": [{"layer": 0}],
+            "tasks": ["a", "b"],
+            "none": None,
+        }
+    ) == {"metrics.accuracy": 0.9, "metrics.per_class.a": 1}
     assert flatten({"seeds": [1, 2]}) == {"seeds": "1, 2"}
 
 
@@ -52,14 +97,24 @@ def test_columns_sort_filter_and_search(seeded):
     url, ids = seeded
     with session_scope(url) as s:
         view = runs_view(s, columns=["metrics.accuracy", "config.embeddings"], sort="metrics.accuracy", order="desc")
-        assert [r["result_id"] for r in view["rows"]] == [ids["lr-small"], ids["lr-large"], ids["electra-rte"], ids["int8"]]
+        assert [r["result_id"] for r in view["rows"]] == [
+            ids["lr-small"],
+            ids["lr-large"],
+            ids["electra-rte"],
+            ids["int8"],
+        ]
         assert view["rows"][-1]["values"] == {"metrics.accuracy": None, "config.embeddings": False}  # missing: last
         assert view["rows"][0]["job_name"] == "lr-small"
         keys = {a["key"]: a for a in view["available"]}
         assert keys["metrics.accuracy"]["count"] == 3 and keys["metrics.accuracy"]["numeric"]
         assert not keys["model"]["numeric"] and "layers" not in keys and "tag.suite" in keys
         ascending = runs_view(s, columns=["metrics.accuracy"], sort="metrics.accuracy", order="asc")
-        assert [r["result_id"] for r in ascending["rows"]] == [ids["electra-rte"], ids["lr-large"], ids["lr-small"], ids["int8"]]
+        assert [r["result_id"] for r in ascending["rows"]] == [
+            ids["electra-rte"],
+            ids["lr-large"],
+            ids["lr-small"],
+            ids["int8"],
+        ]
 
         assert runs_view(s, filters=["metrics.accuracy>=0.74", "task=sst2"])["total"] == 2
         assert runs_view(s, filters=["metrics.accuracy>0.74"])["total"] == 1
@@ -80,8 +135,10 @@ def test_the_endpoint_and_a_bad_filter(seeded, tmp_path):
 
     url, ids = seeded
     client = TestClient(create_app(Settings(home=tmp_path / "home", database_url=url)))
-    body = client.get("/api/v1/views/runs", params=[("column", "metrics.loss"), ("sort", "metrics.loss"),
-                                                    ("order", "asc"), ("filter", "task=sst2")]).json()
+    body = client.get(
+        "/api/v1/views/runs",
+        params=[("column", "metrics.loss"), ("sort", "metrics.loss"), ("order", "asc"), ("filter", "task=sst2")],
+    ).json()
     assert [r["values"]["metrics.loss"] for r in body["rows"]] == [0.45, 0.61, None]
     bad = client.get("/api/v1/views/runs", params={"filter": "accuracy>>"})
     assert bad.status_code == 422 and "filter 'accuracy>>'" in bad.json()["error"]["message"]

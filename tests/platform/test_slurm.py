@@ -14,13 +14,14 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from queue_by_url import get_job as job, list_attempts as attempts, submit_job as submit
+from queue_by_url import get_job as job
+from queue_by_url import list_attempts as attempts
+from queue_by_url import submit_job as submit
+from slurm_cluster import NODES, PARTITION, SlurmCluster, slurm_installed
 from waiting import wait_until
+
 from ptmlab import queue
 from ptmlab.db import QUEUED, REQUEUED, RUNNING, SUCCEEDED, dispose_engines, get_sessionmaker
-from slurm_cluster import NODES, PARTITION, SlurmCluster, slurm_installed
-
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +50,9 @@ def platform(tmp_path, cluster):
 
 
 def ptmlab(env, *args, timeout=120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ptmlab.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "ptmlab.cli", *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def workers(url):
@@ -66,8 +68,20 @@ def allocation_ids(output: str) -> list[str]:
 def test_worker_allocations_claim_and_finish_queued_jobs_exactly_once(cluster, platform):
     home, url, env = platform
     ids = [submit(url, stage="sleep", overrides=["stage.seconds=1"], seed=i) for i in range(4)]
-    out = ptmlab(env, "slurm", "workers", "--nodes", "2", "--partition", PARTITION, "--time", "10:00", "--burst",
-                 "--grace-s", "5")
+    out = ptmlab(
+        env,
+        "slurm",
+        "workers",
+        "--nodes",
+        "2",
+        "--partition",
+        PARTITION,
+        "--time",
+        "10:00",
+        "--burst",
+        "--grace-s",
+        "5",
+    )
     assert out.returncode == 0, out.stderr
     slurm_ids = allocation_ids(out.stdout)
     assert len(slurm_ids) == 2
@@ -103,8 +117,9 @@ def test_scancel_of_an_allocation_mid_job_requeues_it_and_another_allocation_fin
     [first] = allocation_ids(out.stdout)
     run_dir = wait_until(lambda: job(url, j).status == RUNNING and job(url, j).run_dir, 60, "the job to start")
     progress = Path(run_dir) / "sleep_progress.json"
-    wait_until(lambda: progress.exists() and json.loads(progress.read_text())["slept_s"] >= 1.0, 60,
-               "the job to make progress")
+    wait_until(
+        lambda: progress.exists() and json.loads(progress.read_text())["slept_s"] >= 1.0, 60, "the job to make progress"
+    )
     status = ptmlab(env, "slurm", "status")
     assert status.returncode == 0 and first in status.stdout and "RUNNING" in status.stdout, status.stdout
 
@@ -126,10 +141,13 @@ def test_scancel_of_an_allocation_mid_job_requeues_it_and_another_allocation_fin
     assert summary["resumed_from_s"] >= 1.0  # continued from its progress, not from zero
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--partition", "no_such_partition"], "invalid partition"),
-    (["--cpus", "64"], "Requested node configuration is not available"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--partition", "no_such_partition"], "invalid partition"),
+        (["--cpus", "64"], "Requested node configuration is not available"),
+    ],
+)
 def test_a_request_the_cluster_cannot_run_is_refused_with_slurms_message(cluster, platform, args, message):
     _, _, env = platform
     out = ptmlab(env, "slurm", "workers", "--nodes", "2", *args)
@@ -140,15 +158,20 @@ def test_a_request_the_cluster_cannot_run_is_refused_with_slurms_message(cluster
 
 def test_dry_run_prints_the_batch_script(platform):  # needs no cluster, but the platform fixture starts one
     _, _, env = platform
-    out = ptmlab(env, "slurm", "workers", "--dry-run", "--gpus-per-node", "4", "--partition", "gpu", "--time", "2:00:00")
+    out = ptmlab(
+        env, "slurm", "workers", "--dry-run", "--gpus-per-node", "4", "--partition", "gpu", "--time", "2:00:00"
+    )
     assert out.returncode == 0, out.stderr
     script = out.stdout
     assert script.startswith("#!/bin/bash\n")
-    for line in ("#SBATCH --gpus-per-node=4", "#SBATCH --partition=gpu", "#SBATCH --time=2:00:00",
-                 "#SBATCH --signal=B:USR1@120"):
+    for line in (
+        "#SBATCH --gpus-per-node=4",
+        "#SBATCH --partition=gpu",
+        "#SBATCH --time=2:00:00",
+        "#SBATCH --signal=B:USR1@120",
+    ):
         assert line in script
     assert "\nexec " in script and "worker" in script and "--gpus slurm" in script
-
 
 
 @pytest.mark.slow
@@ -163,23 +186,42 @@ def test_a_two_node_job_runs_as_one_srun_step_with_both_ranks_in_sync(cluster, p
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     words = "the a cat dog sat on mat ran far near house tree big small red blue".split()
-    (corpus / "doc.txt").write_text("\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(5, 12)))
-                                              for _ in range(400)) + "\n")
-    overrides = ["model=bert_tiny", "objective=mlm", "data=text_files", f"data.corpus.path={corpus}",
-                 "data.block_size=32", "data.batch_size=8", "tokenizer.vocab_size=90", "tokenizer.min_frequency=1",
-                 "trainer=ddp", "trainer.accelerator=cpu", "trainer.precision=32-true", "trainer.max_steps=4",
-                 "trainer.limit_val_batches=0", "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=0"]
+    (corpus / "doc.txt").write_text(
+        "\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(5, 12))) for _ in range(400)) + "\n"
+    )
+    overrides = [
+        "model=bert_tiny",
+        "objective=mlm",
+        "data=text_files",
+        f"data.corpus.path={corpus}",
+        "data.block_size=32",
+        "data.batch_size=8",
+        "tokenizer.vocab_size=90",
+        "tokenizer.min_frequency=1",
+        "trainer=ddp",
+        "trainer.accelerator=cpu",
+        "trainer.precision=32-true",
+        "trainer.max_steps=4",
+        "trainer.limit_val_batches=0",
+        "trainer.enable_progress_bar=false",
+        "checkpoint_every_n_steps=0",
+    ]
     j = submit(url, stage="pretrain", overrides=overrides, nodes=2)
-    single = subprocess.run([sys.executable, "-m", "ptmlab.cli", "worker", "--burst"], env=env,
-                            capture_output=True, text=True, timeout=120)
+    single = subprocess.run(
+        [sys.executable, "-m", "ptmlab.cli", "worker", "--burst"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert single.returncode == 0 and job(url, j).status == QUEUED  # a single-host worker leaves it alone
 
     # The test cluster's node names are not in DNS: rank 0's address is given (on a real cluster
     # Lightning resolves the first node of SLURM_NODELIST).
     worker_env = {**env, "MASTER_ADDR": "127.0.0.1"}
-    worker = subprocess.run([sys.executable, "-m", "ptmlab.cli", "worker", "--multinode", "--burst",
-                             f"--srun-arg=--partition={PARTITION}"], env=worker_env, capture_output=True,
-                            text=True, timeout=600)
+    worker = subprocess.run(
+        [sys.executable, "-m", "ptmlab.cli", "worker", "--multinode", "--burst", f"--srun-arg=--partition={PARTITION}"],
+        env=worker_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert worker.returncode == 0, worker.stdout[-3000:] + worker.stderr[-3000:]
     done = job(url, j)
     logs = sorted(Path(attempts(url, j)[0].log_path).parent.glob("attempt-1-*-task-*.log"))

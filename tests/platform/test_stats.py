@@ -48,14 +48,27 @@ def test_fewer_than_three_seeds_or_pooled_configs_get_no_interval_and_no_p_value
     assert c.reason == "n too small: 2 vs 1 seeds (need ≥ 3 on each side)"
     assert c.a_values == [83.0, 84.0] and c.b_values == [76.0] and c.diff == pytest.approx(7.5)
     pooled = compare_seeds([80.0, 81.0, 82.0], [70.0, 71.0, 72.0], a_pooled=["stage.lr"])
-    assert pooled.test is None and pooled.p_value is None and "A pools runs of different configs (stage.lr differ)" in pooled.reason
+    assert (
+        pooled.test is None
+        and pooled.p_value is None
+        and "A pools runs of different configs (stage.lr differ)" in pooled.reason
+    )
 
 
 def _run(model, task, seed, value, lr=1e-4, metric="accuracy", baseline=None):
-    return {"stage": "finetune", "model": model, "objective": "mlm", "adaptation": "full", "task": task,
-            "seed": seed, "metrics": {metric: value}, "main_metric": metric, "main_score": value,
-            "hparams": {"model.name": model, "stage.lr": lr, "task.name": task},
-            **({"baseline": {"metric": metric, "value": baseline}} if baseline is not None else {})}
+    return {
+        "stage": "finetune",
+        "model": model,
+        "objective": "mlm",
+        "adaptation": "full",
+        "task": task,
+        "seed": seed,
+        "metrics": {metric: value},
+        "main_metric": metric,
+        "main_score": value,
+        "hparams": {"model.name": model, "stage.lr": lr, "task.name": task},
+        **({"baseline": {"metric": metric, "value": baseline}} if baseline is not None else {}),
+    }
 
 
 def test_rows_hold_one_config_unless_pooled_and_a_pool_names_what_differs():
@@ -67,7 +80,11 @@ def test_rows_hold_one_config_unless_pooled_and_a_pool_names_what_differs():
     assert cell.score.n == 2 and cell.varying == [] and cell.spread == "seeds"
     pooled = build_leaderboard(runs, pool=True)
     (row,) = pooled.rows
-    assert row.label == "a / mlm / full" and row.cells["sst2"].varying == ["stage.lr"] and row.cells["sst2"].spread == "runs"
+    assert (
+        row.label == "a / mlm / full"
+        and row.cells["sst2"].varying == ["stage.lr"]
+        and row.cells["sst2"].spread == "runs"
+    )
     # grouping by a config key: one row per learning rate, averaged over its seeds
     by_lr = build_leaderboard(runs, group_by=["model", "stage.lr"])
     assert {r.label: r.cells["sst2"].score.n for r in by_lr.rows} == {"a / 0.0001": 2, "a / 0.001": 1}
@@ -78,7 +95,9 @@ def test_two_runs_against_one_get_no_test_and_three_against_three_seeds_are_pair
     result = {c["task"]: c for c in compare_rows(build_leaderboard(runs), "a / mlm / full", "b / mlm / full")}
     assert result["sst2"]["test"] is None and result["sst2"]["p_value"] is None and result["sst2"]["ci_low"] is None
     assert result["sst2"]["reason"].startswith("n too small: 2 vs 1") and result["sst2"]["a_values"] == [80.0, 82.0]
-    runs = [_run(m, "sst2", s, v + d) for m, d in (("a", 0.0), ("b", -0.05)) for s, v in ((1, 0.80), (2, 0.83), (3, 0.81))]
+    runs = [
+        _run(m, "sst2", s, v + d) for m, d in (("a", 0.0), ("b", -0.05)) for s, v in ((1, 0.80), (2, 0.83), (3, 0.81))
+    ]
     result = {c["task"]: c for c in compare_rows(build_leaderboard(runs), "a / mlm / full", "b / mlm / full")}
     assert result["sst2"]["test"] == "paired t-test" and result["sst2"]["paired_seeds"] == [1, 2, 3]
     assert result["sst2"]["diff"] == pytest.approx(5.0) and result["sst2"]["a_n"] == result["sst2"]["b_n"] == 3
@@ -96,13 +115,26 @@ def test_a_run_at_its_majority_class_baseline_is_marked_degenerate():
 
 def test_rows_compared_per_task_and_on_the_glue_average():
     def run(model, task, seed, value, metric="accuracy"):
-        return {"stage": "finetune", "model": model, "objective": "mlm", "adaptation": "full", "task": task,
-                "seed": seed, "metrics": {metric: value}}
+        return {
+            "stage": "finetune",
+            "model": model,
+            "objective": "mlm",
+            "adaptation": "full",
+            "task": task,
+            "seed": seed,
+            "metrics": {metric: value},
+        }
 
-    summaries = [run(m, "sst2", s, v) for m, vals in (("a", (0.86, 0.87, 0.85)), ("b", (0.83, 0.84, 0.82)))
-                 for s, v in enumerate(vals)]
-    summaries += [run(m, "rte", s, v) for m, vals in (("a", (0.60, 0.62, 0.61)), ("b", (0.58, 0.57, 0.59)))
-                  for s, v in enumerate(vals)]
+    summaries = [
+        run(m, "sst2", s, v)
+        for m, vals in (("a", (0.86, 0.87, 0.85)), ("b", (0.83, 0.84, 0.82)))
+        for s, v in enumerate(vals)
+    ]
+    summaries += [
+        run(m, "rte", s, v)
+        for m, vals in (("a", (0.60, 0.62, 0.61)), ("b", (0.58, 0.57, 0.59)))
+        for s, v in enumerate(vals)
+    ]
     board = build_leaderboard(summaries)
     result = {c["task"]: c for c in compare_rows(board, "a / mlm / full", "b / mlm / full")}
     assert set(result) == {"sst2", "rte", "glue"}

@@ -42,28 +42,42 @@ def test_search_space_from_hydra_sweep_grammar():
 
     from ptmlab.studies.search_space import grid_of, parse_space, trial_overrides
 
-    fixed, space = parse_space(["task=demo/sentiment", "stage.lr=tag(log,interval(1e-5,1e-3))",
-                                "stage.batch_size=choice(8,16,32)", "stage.epochs=range(1,4)"])
+    fixed, space = parse_space(
+        [
+            "task=demo/sentiment",
+            "stage.lr=tag(log,interval(1e-5,1e-3))",
+            "stage.batch_size=choice(8,16,32)",
+            "stage.epochs=range(1,4)",
+        ]
+    )
     assert fixed == ["task=demo/sentiment"]
     assert space["stage.lr"] == FloatDistribution(1e-5, 1e-3, log=True)
     assert space["stage.batch_size"] == CategoricalDistribution([8, 16, 32])
     assert space["stage.epochs"] == IntDistribution(1, 3)  # range's end is excluded, as in a Hydra sweep
     assert trial_overrides(fixed, {"stage.lr": 3e-4, "stage.batch_size": 16}) == [
-        "task=demo/sentiment", "stage.batch_size=16", "stage.lr=0.0003"]
+        "task=demo/sentiment",
+        "stage.batch_size=16",
+        "stage.lr=0.0003",
+    ]
     with pytest.raises(ConfigError, match="interval"):
         grid_of(space)
     assert grid_of({k: v for k, v in space.items() if k != "stage.lr"}) == {
-        "stage.batch_size": [8, 16, 32], "stage.epochs": [1, 2, 3]}
+        "stage.batch_size": [8, 16, 32],
+        "stage.epochs": [1, 2, 3],
+    }
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["stage.seconds=1"], "empty search space"),
-    (["stage.quality=interval(1,0)"], "interval(1,0) is empty"),
-    (["stage.quality=tag(log,interval(0,1))"], "log interval must start above 0"),
-    (["stage.quality=choice(1,1)"], "repeat"),
-    (["stage.quality=range(3,1)"], "is empty"),
-    (["\tstage.quality=interval(0,1)"], "token recognition error"),  # the lexer's error, not Hydra's parser's
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["stage.seconds=1"], "empty search space"),
+        (["stage.quality=interval(1,0)"], "interval(1,0) is empty"),
+        (["stage.quality=tag(log,interval(0,1))"], "log interval must start above 0"),
+        (["stage.quality=choice(1,1)"], "repeat"),
+        (["stage.quality=range(3,1)"], "is empty"),
+        (["\tstage.quality=interval(0,1)"], "token recognition error"),  # the lexer's error, not Hydra's parser's
+    ],
+)
 def test_bad_search_spaces_are_one_line(overrides, message):
     from ptmlab.studies.search_space import parse_space
 
@@ -75,14 +89,26 @@ def test_bad_search_spaces_are_one_line(overrides, message):
 # -- bad input: one line, exit 2 / 422, nothing queued -----------------------------------------
 BAD_STUDIES = {
     "empty search space": ({"overrides": ["stage.validations=2"], "objective": "val/score"}, "empty search space"),
-    "interval(1,0)": ({"overrides": ["stage.validations=2", "stage.quality=interval(1,0)"], "objective": "val/score"},
-                      "interval(1,0) is empty"),
-    "objective no stage reports": ({"overrides": ["stage.validations=2", "stage.quality=interval(0,1)"],
-                                    "objective": "val/accuracy"}, "does not report it"),
-    "pruner without intermediate values": ({"overrides": ["stage.quality=interval(0,1)"], "objective": "val/score",
-                                            "pruner": "asha"}, "reports no intermediate values"),
-    "grid over an interval": ({"overrides": ["stage.validations=2", "stage.quality=interval(0,1)"],
-                               "objective": "val/score", "sampler": "grid"}, "a grid takes choice"),
+    "interval(1,0)": (
+        {"overrides": ["stage.validations=2", "stage.quality=interval(1,0)"], "objective": "val/score"},
+        "interval(1,0) is empty",
+    ),
+    "objective no stage reports": (
+        {"overrides": ["stage.validations=2", "stage.quality=interval(0,1)"], "objective": "val/accuracy"},
+        "does not report it",
+    ),
+    "pruner without intermediate values": (
+        {"overrides": ["stage.quality=interval(0,1)"], "objective": "val/score", "pruner": "asha"},
+        "reports no intermediate values",
+    ),
+    "grid over an interval": (
+        {
+            "overrides": ["stage.validations=2", "stage.quality=interval(0,1)"],
+            "objective": "val/score",
+            "sampler": "grid",
+        },
+        "a grid takes choice",
+    ),
 }
 
 
@@ -113,9 +139,18 @@ def test_bad_study_on_the_command_line_exits_2_with_one_line(case, tmp_path, mon
 
     body, message = BAD_STUDIES[case]
     monkeypatch.setenv("PTMLAB_HOME", str(tmp_path / "home"))
-    argv = ["study", "create", "--stage", "sleep", "--objective", body["objective"],
-            "--database-url", sqlite_url(tmp_path), *(["--pruner", body["pruner"]] if "pruner" in body else []),
-            *body["overrides"]]
+    argv = [
+        "study",
+        "create",
+        "--stage",
+        "sleep",
+        "--objective",
+        body["objective"],
+        "--database-url",
+        sqlite_url(tmp_path),
+        *(["--pruner", body["pruner"]] if "pruner" in body else []),
+        *body["overrides"],
+    ]
     with pytest.raises(SystemExit) as exited:
         main(argv)
     err = capsys.readouterr().err
@@ -133,9 +168,14 @@ def test_a_searched_value_that_selects_code_is_refused(tmp_path):
 
     settings = Settings(home=tmp_path / "home", database_url=sqlite_url(tmp_path), data_dir=tmp_path / "data")
     with TestClient(create_app(settings)) as client:
-        r = client.post("/api/v1/studies", json={
-            "stage": "sleep", "objective": "val/score",
-            "overrides": ["stage.validations=2", "stage.entry=choice(ptmlab.stages.sleep.run_sleep,os.system)"]})
+        r = client.post(
+            "/api/v1/studies",
+            json={
+                "stage": "sleep",
+                "objective": "val/score",
+                "overrides": ["stage.validations=2", "stage.entry=choice(ptmlab.stages.sleep.run_sleep,os.system)"],
+            },
+        )
         assert r.status_code == 422 and "stage.entry" in r.json()["error"]["message"]
         assert client.get("/api/v1/jobs").json()["total"] == 0
     dispose_engines()
@@ -149,10 +189,25 @@ def test_hydra_sweeper_turns_a_multirun_into_a_study(tmp_path):
     env = {**os.environ, "PTMLAB_HOME": str(tmp_path / "home"), "PTMLAB_DATABASE_URL": sqlite_url(tmp_path)}
 
     def multirun(*overrides):
-        return subprocess.run([sys.executable, "-m", "ptmlab.run", "-m", "hydra/sweeper=ptmlab_optuna",
-                               "hydra.sweeper.objective=val/score", "hydra.sweeper.n_parallel=3", "stage=sleep",
-                               "stage.validations=2", *overrides], capture_output=True, text=True, env=env,
-                              cwd=tmp_path, timeout=120)
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ptmlab.run",
+                "-m",
+                "hydra/sweeper=ptmlab_optuna",
+                "hydra.sweeper.objective=val/score",
+                "hydra.sweeper.n_parallel=3",
+                "stage=sleep",
+                "stage.validations=2",
+                *overrides,
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=120,
+        )
 
     ok = multirun("stage.quality=tag(log,interval(0.01,1))", "stage.seconds=choice(0.5,1)")
     assert ok.returncode == 0, ok.stderr
@@ -176,9 +231,18 @@ def test_each_pruner_stops_bad_trials_from_their_intermediate_values(pruner, tmp
     from ptmlab.db import PRUNED, QUEUED, RUNNING, SUCCEEDED, Job, dispose_engines, get_sessionmaker
 
     url = sqlite_url(tmp_path)
-    plan = studies.plan_study(studies.StudySpec(
-        stage="sleep", overrides=["stage.validations=4", "stage.quality=interval(0.05,1)"], objective="val/score",
-        pruner=pruner, sampler="random", n_trials=12, n_parallel=1, seed=0))
+    plan = studies.plan_study(
+        studies.StudySpec(
+            stage="sleep",
+            overrides=["stage.validations=4", "stage.quality=interval(0.05,1)"],
+            objective="val/score",
+            pruner=pruner,
+            sampler="random",
+            n_trials=12,
+            n_parallel=1,
+            seed=0,
+        )
+    )
     with get_sessionmaker(url)() as s:
         study = studies.create_study(s, plan, url=url, driver_id="test")
         for _ in range(12):
@@ -188,8 +252,12 @@ def test_each_pruner_stops_bad_trials_from_their_intermediate_values(pruner, tmp
             history = []
             for k in range(1, 5):
                 history.append({"step": k, "val/score": quality * (k / 4) ** 0.5})
-                job.progress = {"step": k, "total_steps": 4, "metrics": {"val/score": history[-1]["val/score"]},
-                                "history": list(history)}
+                job.progress = {
+                    "step": k,
+                    "total_steps": 4,
+                    "metrics": {"val/score": history[-1]["val/score"]},
+                    "history": list(history),
+                }
                 s.commit()
                 studies.advance_study(s, study.id, url=url, driver_id="test")
                 s.refresh(job)
@@ -216,6 +284,7 @@ def test_each_pruner_stops_bad_trials_from_their_intermediate_values(pruner, tmp
         # better ones in its bracket and be pruned (seen: 1 run in 10 failed this).
         def mean_quality(trials):
             return sum(t["params"]["stage.quality"] for t in trials) / len(trials)
+
         assert mean_quality(pruned) < mean_quality(complete)
 
 
@@ -236,9 +305,20 @@ def test_a_heartbeat_steps_a_study_only_when_what_the_step_reads_changed(db_url,
     real_advance = driver._advance
     monkeypatch.setattr(driver, "_advance", lambda *a: (steps.append(1), real_advance(*a)))
     url = db_url
-    plan = studies.plan_study(studies.StudySpec(
-        stage="sleep", overrides=["stage.validations=4", "stage.quality=interval(0.05,1)"], objective="val/score",
-        pruner="asha", sampler="random", n_trials=3, n_parallel=1, seed=0, max_wall_s=600.0, queue="parked"))
+    plan = studies.plan_study(
+        studies.StudySpec(
+            stage="sleep",
+            overrides=["stage.validations=4", "stage.quality=interval(0.05,1)"],
+            objective="val/score",
+            pruner="asha",
+            sampler="random",
+            n_trials=3,
+            n_parallel=1,
+            seed=0,
+            max_wall_s=600.0,
+            queue="parked",
+        )
+    )
 
     def heartbeat() -> int:
         before = len(steps)
@@ -256,8 +336,12 @@ def test_a_heartbeat_steps_a_study_only_when_what_the_step_reads_changed(db_url,
         job.progress = {"step": 2, "total_steps": 16, "metrics": {}, "history": []}
         s.commit()
         assert heartbeat() == 0  # steps without a validation: nothing to report (no step budget)
-        job.progress = {"step": 4, "total_steps": 16, "metrics": {"val/score": 0.5},
-                        "history": [{"step": 4, "val/score": 0.5}]}
+        job.progress = {
+            "step": 4,
+            "total_steps": 16,
+            "metrics": {"val/score": 0.5},
+            "history": [{"step": 4, "val/score": 0.5}],
+        }
         s.commit()
         assert heartbeat() == 1  # a new validation: the pruner judges it
         job.status = SUCCEEDED
@@ -271,7 +355,7 @@ def test_a_heartbeat_steps_a_study_only_when_what_the_step_reads_changed(db_url,
         monkeypatch.setattr(step_inputs, "RECHECK_S", 60.0)
         assert heartbeat() == 0
         # Ten minutes later, nothing else changed: the wall-clock budget ran out, the step stops the study.
-        later = lambda: real_utcnow() + dt.timedelta(seconds=601)  # noqa: E731
+        later = lambda: real_utcnow() + dt.timedelta(seconds=601)
         monkeypatch.setattr(step_inputs, "utcnow", later)
         monkeypatch.setattr(driver, "utcnow", later)
         assert heartbeat() == 1
@@ -287,9 +371,17 @@ def test_the_first_budget_reached_stops_the_study_and_withdraws_its_trials(budge
 
     url = sqlite_url(tmp_path)
     limit = {"max_steps": 5} if budget == "max_steps" else {"max_wall_s": 5.0}
-    plan = studies.plan_study(studies.StudySpec(
-        stage="sleep", overrides=["stage.validations=2", "stage.quality=interval(0.05,1)"], objective="val/score",
-        sampler="random", n_trials=10, n_parallel=2, **limit))
+    plan = studies.plan_study(
+        studies.StudySpec(
+            stage="sleep",
+            overrides=["stage.validations=2", "stage.quality=interval(0.05,1)"],
+            objective="val/score",
+            sampler="random",
+            n_trials=10,
+            n_parallel=2,
+            **limit,
+        )
+    )
     with get_sessionmaker(url)() as s:
         study = studies.create_study(s, plan, url=url, driver_id="test")
         running, queued = s.scalars(sa.select(Job).where(Job.study_id == study.id).order_by(Job.id)).all()
@@ -337,9 +429,20 @@ def _finished(api: LiveApi, study_id: str):
 def test_asha_prunes_trials_through_the_queue_and_keeps_their_curves(tmp_path, spawn_worker):
     api = _api(tmp_path)
     try:
-        r = httpx.post(f"{api.base}/api/v1/studies", timeout=60, json={
-            "stage": "sleep", "overrides": SLEEP_SPACE, "objective": "val/score", "pruner": "asha",
-            "sampler": "random", "n_trials": 10, "n_parallel": 2, "seed": 3})
+        r = httpx.post(
+            f"{api.base}/api/v1/studies",
+            timeout=60,
+            json={
+                "stage": "sleep",
+                "overrides": SLEEP_SPACE,
+                "objective": "val/score",
+                "pruner": "asha",
+                "sampler": "random",
+                "n_trials": 10,
+                "n_parallel": 2,
+                "seed": 3,
+            },
+        )
         assert r.status_code == 201, r.text
         study = r.json()
         assert [t["job_status"] for t in study["trials"]] == ["queued", "queued"]  # n_parallel in flight
@@ -379,15 +482,26 @@ def test_kill_9_of_a_worker_and_an_api_restart_mid_study_count_each_trial_once(t
     api = _api(tmp_path)
     home = tmp_path / "home"
     try:
-        r = httpx.post(f"{api.base}/api/v1/studies", timeout=60, json={
-            "stage": "sleep", "overrides": ["stage.seconds=3", "stage.validations=3", "stage.quality=interval(0.1,1)"],
-            "objective": "val/score", "sampler": "tpe", "n_trials": 6, "n_parallel": 2, "seed": 1})
+        r = httpx.post(
+            f"{api.base}/api/v1/studies",
+            timeout=60,
+            json={
+                "stage": "sleep",
+                "overrides": ["stage.seconds=3", "stage.validations=3", "stage.quality=interval(0.1,1)"],
+                "objective": "val/score",
+                "sampler": "tpe",
+                "n_trials": 6,
+                "n_parallel": 2,
+                "seed": 1,
+            },
+        )
         assert r.status_code == 201, r.text
         study_id = r.json()["id"]
         doomed = spawn_worker(api.db_url, home)
 
         def a_trial_running():
             return [j for j in jobs_of(api.db_url) if j.status == "running" and (j.progress or {}).get("step")]
+
         victim = wait_until(a_trial_running, 60, "a trial to be running")[0]
         doomed.send_signal(signal.SIGKILL)
         doomed.wait(timeout=30)
@@ -412,9 +526,18 @@ def test_kill_9_of_a_worker_and_an_api_restart_mid_study_count_each_trial_once(t
 def test_stop_withdraws_and_resume_asks_what_is_owed(tmp_path, spawn_worker):
     api = _api(tmp_path)
     try:
-        r = httpx.post(f"{api.base}/api/v1/studies", timeout=60, json={
-            "stage": "sleep", "overrides": ["stage.seconds=1", "stage.validations=2", "stage.quality=choice(0.2,0.4,0.6)"],
-            "objective": "val/score", "sampler": "grid", "n_trials": 10, "n_parallel": 2})
+        r = httpx.post(
+            f"{api.base}/api/v1/studies",
+            timeout=60,
+            json={
+                "stage": "sleep",
+                "overrides": ["stage.seconds=1", "stage.validations=2", "stage.quality=choice(0.2,0.4,0.6)"],
+                "objective": "val/score",
+                "sampler": "grid",
+                "n_trials": 10,
+                "n_parallel": 2,
+            },
+        )
         assert r.status_code == 201, r.text
         study = r.json()
         stopped = httpx.post(f"{api.base}/api/v1/studies/{study['id']}/stop", timeout=60).json()
@@ -448,30 +571,47 @@ def test_asha_study_matches_the_grid_with_at_most_60_percent_of_its_steps(tmp_pa
         # Trials queued before the launchers have imported start cold: two cold imports beside the two
         # launchers' on 2 cores cost more than waiting for them.
         workers = [spawn_worker(api.db_url, tmp_path / "home", lease_s=10.0, warm=True) for _ in range(2)]
-        wait_until(lambda: all("warm launcher ready" in Path(w.log_path).read_text() for w in workers), 300,
-                   "the workers' warm launchers")
-        asha = httpx.post(f"{api.base}/api/v1/studies", timeout=120, json={
-            **common, **study_task.ASHA, "name": "asha", "seed": 0, "overrides": [*fixed, *study_task.SPACE]})
+        wait_until(
+            lambda: all("warm launcher ready" in Path(w.log_path).read_text() for w in workers),
+            300,
+            "the workers' warm launchers",
+        )
+        asha = httpx.post(
+            f"{api.base}/api/v1/studies",
+            timeout=120,
+            json={**common, **study_task.ASHA, "name": "asha", "seed": 0, "overrides": [*fixed, *study_task.SPACE]},
+        )
         assert asha.status_code == 201, asha.text
-        grid = httpx.post(f"{api.base}/api/v1/studies", timeout=120, json={
-            **common, "name": "grid", "sampler": "grid", "overrides": [*fixed, *study_task.GRID]})
+        grid = httpx.post(
+            f"{api.base}/api/v1/studies",
+            timeout=120,
+            json={**common, "name": "grid", "sampler": "grid", "overrides": [*fixed, *study_task.GRID]},
+        )
         assert grid.status_code == 201, grid.text
         ids = [asha.json()["id"], grid.json()["id"]]
-        done = wait_until(lambda: all(_finished(api, i) for i in ids) and [_status(api, i) for i in ids],
-                          2100, "both studies to finish", interval=2.0)
+        done = wait_until(
+            lambda: all(_finished(api, i) for i in ids) and [_status(api, i) for i in ids],
+            2100,
+            "both studies to finish",
+            interval=2.0,
+        )
     finally:
         api.kill()
     asha, grid = done
     trials = asha["trials"]
     pruned = [t for t in trials if t["state"] == "pruned"]
     complete = [t for t in trials if t["state"] == "complete"]
-    print(f"\nASHA: {len(complete)} complete, {len(pruned)} pruned, {asha['steps_total']} steps, best "
-          f"{asha['best']['value']:.3f} {asha['best']['params']}; grid: {grid['steps_total']} steps, best "
-          f"{grid['best']['value']:.3f} {grid['best']['params']}; ASHA / grid steps = "
-          f"{asha['steps_total'] / grid['steps_total']:.2f}")
+    print(
+        f"\nASHA: {len(complete)} complete, {len(pruned)} pruned, {asha['steps_total']} steps, best "
+        f"{asha['best']['value']:.3f} {asha['best']['params']}; grid: {grid['steps_total']} steps, best "
+        f"{grid['best']['value']:.3f} {grid['best']['params']}; ASHA / grid steps = "
+        f"{asha['steps_total'] / grid['steps_total']:.2f}"
+    )
     assert grid["counts"] == {"complete": 16} and len(trials) == 16
     assert pruned and len(pruned) + len(complete) == 16, (
-        asha["counts"], [t for t in trials if t["state"] not in ("pruned", "complete")])
+        asha["counts"],
+        [t for t in trials if t["state"] not in ("pruned", "complete")],
+    )
     for t in complete:  # every epoch trained
         assert t["steps"] == study_task.steps_per_trial(t["params"]["stage.batch_size"])
     for t in pruned:  # fewer steps than it would have trained to the end

@@ -18,8 +18,11 @@ import pytest
 from fastapi.testclient import TestClient
 from waiting import wait_until
 
-COMPRESS_SPACE = ["compression=low_rank", "compression.param_ratio=interval(0.1,0.9)",
-                  "compression.finetune_epochs=choice(0,1)"]
+COMPRESS_SPACE = [
+    "compression=low_rank",
+    "compression.param_ratio=interval(0.1,0.9)",
+    "compression.finetune_epochs=choice(0,1)",
+]
 OBJECTIVES = {"objectives": ["score", "size_bytes"], "directions": ["maximize", "minimize"]}
 N_TRIALS = 8
 
@@ -32,12 +35,23 @@ def made_up_summary(job, ratio: float, epochs: int) -> dict:
     """What a low_rank compress job would store: more kept parameters score higher and weigh more;
     the extra epoch adds a little score (so some trials are dominated)."""
     size = int(4_000_000 * ratio) + 100_000
-    return {"stage": "compress", "seed": 42, "wall_time_s": 1.0, "method": "low_rank", "source_ref": "job:1",
-            "task": "sst2", "compressed": {"score": round(0.5 + 0.3 * ratio ** 0.5 + 0.1 * epochs, 6),
-                                           "params": int(1_000_000 * ratio), "size_bytes": size,
-                                           "latency_ms": 2.0 + 10 * ratio},
-            "source": {"score": 0.9, "size_bytes": 4_100_000, "params": 1_000_000},
-            "config": {"param_ratio": ratio, "finetune_epochs": epochs}, "job_id": job.id}
+    return {
+        "stage": "compress",
+        "seed": 42,
+        "wall_time_s": 1.0,
+        "method": "low_rank",
+        "source_ref": "job:1",
+        "task": "sst2",
+        "compressed": {
+            "score": round(0.5 + 0.3 * ratio**0.5 + 0.1 * epochs, 6),
+            "params": int(1_000_000 * ratio),
+            "size_bytes": size,
+            "latency_ms": 2.0 + 10 * ratio,
+        },
+        "source": {"score": 0.9, "size_bytes": 4_100_000, "params": 1_000_000},
+        "config": {"param_ratio": ratio, "finetune_epochs": epochs},
+        "job_id": job.id,
+    }
 
 
 def drive_compress_study(url: str, **spec) -> str:
@@ -47,9 +61,19 @@ def drive_compress_study(url: str, **spec) -> str:
     from ptmlab.db import QUEUED, RUNNING, SUCCEEDED, Job, get_sessionmaker
     from ptmlab.results import new_result
 
-    plan = studies.plan_study(studies.StudySpec(
-        name="compress_front", stage="compress", overrides=COMPRESS_SPACE, **OBJECTIVES, n_trials=N_TRIALS,
-        n_parallel=2, seed=1, queue="parked", **spec))
+    plan = studies.plan_study(
+        studies.StudySpec(
+            name="compress_front",
+            stage="compress",
+            overrides=COMPRESS_SPACE,
+            **OBJECTIVES,
+            n_trials=N_TRIALS,
+            n_parallel=2,
+            seed=1,
+            queue="parked",
+            **spec,
+        )
+    )
     with get_sessionmaker(url)() as s:
         study = studies.create_study(s, plan, url=url, driver_id="test")
         for _ in range(N_TRIALS):
@@ -58,8 +82,9 @@ def drive_compress_study(url: str, **spec) -> str:
             job.status, job.worker_id = RUNNING, "by-hand"
             s.commit()
             studies.advance_study(s, study.id, url=url, driver_id="test")  # nothing to report or prune
-            summary = made_up_summary(job, float(args["compression.param_ratio"]),
-                                      int(args["compression.finetune_epochs"]))
+            summary = made_up_summary(
+                job, float(args["compression.param_ratio"]), int(args["compression.finetune_epochs"])
+            )
             job.status = SUCCEEDED
             s.add(new_result(summary, job_id=job.id, tags=job.tags))  # as the worker stores it
             s.commit()
@@ -69,8 +94,11 @@ def drive_compress_study(url: str, **spec) -> str:
 
 def non_dominated(points: dict[int, tuple[float, float]]) -> set[int]:
     """(score ↑, size ↓) by hand: q dominates p when it is no worse in both and better in one."""
-    return {n for n, (score, size) in points.items()
-            if not any(s2 >= score and z2 <= size and (s2, z2) != (score, size) for s2, z2 in points.values())}
+    return {
+        n
+        for n, (score, size) in points.items()
+        if not any(s2 >= score and z2 <= size and (s2, z2) != (score, size) for s2, z2 in points.values())
+    }
 
 
 @pytest.fixture(scope="module")
@@ -91,11 +119,15 @@ SLEEP_TRADEOFF = ["stage.quality=interval(0.1,1)", "stage.size_bytes=range(1000,
 BAD = {
     "both": ({"objective": "val/score", **OBJECTIVES}, "give one or the other"),
     "lengths": ({"objectives": ["score", "size_bytes"], "directions": ["maximize"]}, "1 given for 2 objectives"),
-    "directions alone": ({"objective": "score", "directions": ["maximize", "minimize"]},
-                         "directions: given without objectives"),
+    "directions alone": (
+        {"objective": "score", "directions": ["maximize", "minimize"]},
+        "directions: given without objectives",
+    ),
     "pruner": ({**OBJECTIVES, "pruner": "median"}, "a multi-objective study cannot prune"),
-    "not in the summary": ({"objectives": ["score", "latency_ms"], "directions": ["maximize", "minimize"]},
-                           "objective 'latency_ms': the stage=sleep summary has no such number"),
+    "not in the summary": (
+        {"objectives": ["score", "latency_ms"], "directions": ["maximize", "minimize"]},
+        "objective 'latency_ms': the stage=sleep summary has no such number",
+    ),
     "cmaes": ({**OBJECTIVES, "sampler": "cmaes"}, "CMA-ES takes one objective"),
     "twice": ({"objectives": ["score", "score"], "directions": ["maximize", "minimize"]}, "names one twice"),
 }
@@ -140,6 +172,7 @@ def test_bad_multiobjective_study_on_the_command_line_exits_2(case, tmp_path, mo
     import sqlalchemy as sa
 
     from ptmlab.db import Job, session_scope
+
     with session_scope(sqlite_url(tmp_path)) as s:
         assert s.scalar(sa.select(sa.func.count()).select_from(Job)) == 0
     dispose_engines()
@@ -153,10 +186,25 @@ def test_hydra_sweeper_takes_objectives_and_directions(tmp_path):
     env = {**os.environ, "PTMLAB_HOME": str(tmp_path / "home"), "PTMLAB_DATABASE_URL": sqlite_url(tmp_path)}
 
     def multirun(*overrides):
-        return subprocess.run([sys.executable, "-m", "ptmlab.run", "-m", "hydra/sweeper=ptmlab_optuna",
-                               "hydra.sweeper.directions=[maximize,minimize]", "hydra.sweeper.sampler=nsga2",
-                               "stage=sleep", *SLEEP_TRADEOFF, *overrides], capture_output=True, text=True, env=env,
-                              cwd=tmp_path, timeout=120)
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ptmlab.run",
+                "-m",
+                "hydra/sweeper=ptmlab_optuna",
+                "hydra.sweeper.directions=[maximize,minimize]",
+                "hydra.sweeper.sampler=nsga2",
+                "stage=sleep",
+                *SLEEP_TRADEOFF,
+                *overrides,
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=120,
+        )
 
     ok = multirun("hydra.sweeper.objectives=[score,size_bytes]")
     assert ok.returncode == 0 and "2 trial(s) queued" in ok.stdout, ok.stderr
@@ -165,6 +213,7 @@ def test_hydra_sweeper_takes_objectives_and_directions(tmp_path):
     import sqlalchemy as sa
 
     from ptmlab.db import Job, Study, dispose_engines, session_scope
+
     with session_scope(sqlite_url(tmp_path)) as s:
         assert s.scalar(sa.select(sa.func.count()).select_from(Job)) == 2
         assert [st.spec["objectives"] for st in s.scalars(sa.select(Study))] == [["score", "size_bytes"]]
@@ -207,8 +256,10 @@ def test_pareto_set_is_the_non_dominated_trials(driven):
     # The values are the summaries' fields, as the trials' settings made them.
     for t in trials:
         ratio, epochs = t["params"]["compression.param_ratio"], t["params"]["compression.finetune_epochs"]
-        assert t["values"] == [pytest.approx(0.5 + 0.3 * ratio ** 0.5 + 0.1 * epochs, abs=1e-6),
-                               int(4_000_000 * ratio) + 100_000]
+        assert t["values"] == [
+            pytest.approx(0.5 + 0.3 * ratio**0.5 + 0.1 * epochs, abs=1e-6),
+            int(4_000_000 * ratio) + 100_000,
+        ]
 
 
 def test_a_trial_whose_summary_lacks_an_objective_fails(tmp_path):
@@ -220,14 +271,22 @@ def test_a_trial_whose_summary_lacks_an_objective_fails(tmp_path):
     from ptmlab.studies.storage import forget_storages
 
     url = sqlite_url(tmp_path)
-    plan = studies.plan_study(studies.StudySpec(stage="sleep", overrides=SLEEP_TRADEOFF, **OBJECTIVES,
-                                                n_trials=1, n_parallel=1, queue="parked"))
+    plan = studies.plan_study(
+        studies.StudySpec(
+            stage="sleep", overrides=SLEEP_TRADEOFF, **OBJECTIVES, n_trials=1, n_parallel=1, queue="parked"
+        )
+    )
     with get_sessionmaker(url)() as s:
         study = studies.create_study(s, plan, url=url, driver_id="test")
         job = s.scalar(sa.select(Job).where(Job.study_id == study.id, Job.status == QUEUED))
         job.status = SUCCEEDED
-        s.add(new_result({"stage": "sleep", "seed": 42, "wall_time_s": 1.0, "seconds": 1.0, "score": 0.5},
-                         job_id=job.id, tags=job.tags))
+        s.add(
+            new_result(
+                {"stage": "sleep", "seed": 42, "wall_time_s": 1.0, "seconds": 1.0, "score": 0.5},
+                job_id=job.id,
+                tags=job.tags,
+            )
+        )
         s.commit()
         studies.advance_study(s, study.id, url=url, driver_id="test")
         status = studies.study_status(s, study.id, url=url)
@@ -291,9 +350,19 @@ def test_a_sleep_tradeoff_study_through_the_queue(tmp_path, spawn_worker):
     api = LiveApi(sqlite_url(tmp_path), tmp_path / "home", tmp_path)
     api.start()
     try:
-        r = httpx.post(f"{api.base}/api/v1/studies", timeout=60, json={
-            "stage": "sleep", "overrides": ["stage.seconds=0.25", *SLEEP_TRADEOFF], **OBJECTIVES,
-            "sampler": "nsga2", "n_trials": 4, "n_parallel": 2, "seed": 0})
+        r = httpx.post(
+            f"{api.base}/api/v1/studies",
+            timeout=60,
+            json={
+                "stage": "sleep",
+                "overrides": ["stage.seconds=0.25", *SLEEP_TRADEOFF],
+                **OBJECTIVES,
+                "sampler": "nsga2",
+                "n_trials": 4,
+                "n_parallel": 2,
+                "seed": 0,
+            },
+        )
         assert r.status_code == 201, r.text
         spawn_worker(api.db_url, tmp_path / "home")
 

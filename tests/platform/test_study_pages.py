@@ -11,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 from hand_driven_study import SPACE, STEPS_PER_VALIDATION, VALIDATIONS, drive_study_by_hand
 
+
 @pytest.fixture(scope="module")
 def driven(tmp_path_factory):
     """(database URL, home, the driven study's id, a just-created study's id) on one SQLite file."""
@@ -22,8 +23,9 @@ def driven(tmp_path_factory):
     url = f"sqlite:///{tmp / 'platform.db'}"
     done = drive_study_by_hand(url, n_trials=8)
     # A study whose only trial is queued: nothing complete, so no importances.
-    plan = studies.plan_study(studies.StudySpec(name="fresh", stage="sleep", overrides=SPACE, objective="val/score",
-                                                n_trials=4, n_parallel=1))
+    plan = studies.plan_study(
+        studies.StudySpec(name="fresh", stage="sleep", overrides=SPACE, objective="val/score", n_trials=4, n_parallel=1)
+    )
     with get_sessionmaker(url)() as s:
         fresh = studies.create_study(s, plan, url=url, driver_id="test").id
     yield url, tmp / "home", done, fresh
@@ -51,9 +53,14 @@ def test_study_view_trials_best_history_importances_and_curves(driven):
     assert [t["number"] for t in trials] == list(range(8))
     assert [p["name"] for p in view["params"]] == ["stage.quality", "stage.seconds"]
     assert view["params"][0]["kind"] == "float" and view["params"][1] == {
-        "name": "stage.seconds", "kind": "categorical", "log": False, "choices": [1, 2],
-        "key": "stage.seconds", "values": sorted({t["params"]["stage.seconds"] for t in view["trials"]}),
-        "log_scale": False}
+        "name": "stage.seconds",
+        "kind": "categorical",
+        "log": False,
+        "choices": [1, 2],
+        "key": "stage.seconds",
+        "values": sorted({t["params"]["stage.seconds"] for t in view["trials"]}),
+        "log_scale": False,
+    }
     pruned = [t for t in trials if t["state"] == "pruned"]
     complete = [t for t in trials if t["state"] == "complete"]
     assert pruned and len(complete) >= 2 and len(pruned) + len(complete) == 8
@@ -75,13 +82,15 @@ def test_study_view_trials_best_history_importances_and_curves(driven):
     # per searched value: the mean of the complete trials' objective with that value, their jobs
     for entry in view["per_value"]["stage.seconds"]:
         values = [t["value"] for t in complete if t["params"]["stage.seconds"] == entry["value"]]
-        assert entry["n"] == len(values) and entry["mean"] == pytest.approx(sum(values) / len(values) if values else None)
+        assert entry["n"] == len(values) and entry["mean"] == pytest.approx(
+            sum(values) / len(values) if values else None
+        )
     ranked = sorted(complete, key=lambda t: -t["value"])
     assert view["top_job_ids"] == [t["job_id"] for t in ranked[:5]]
     assert {r["job_id"] for r in view["runs"]} == {t["job_id"] for t in trials}
     # The history: complete trials in order, with the running best.
     assert [h["number"] for h in view["history"]] == [t["number"] for t in complete]
-    running_best = [max(t["value"] for t in complete[:i + 1]) for i in range(len(complete))]
+    running_best = [max(t["value"] for t in complete[: i + 1]) for i in range(len(complete))]
     assert [h["best"] for h in view["history"]] == pytest.approx(running_best)
     assert view["history"][-1]["best"] == pytest.approx(best["value"])
     # Optuna's importances over both searched keys; the score follows stage.quality alone.

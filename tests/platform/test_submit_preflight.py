@@ -36,8 +36,13 @@ def test_a_job_that_cannot_run_is_refused_in_one_line_naming_the_key(client, bod
 
 def test_the_form_fields_become_overrides_that_pass_the_same_checks(client):
     """What the form sends for backbone, lr, epochs, batch size, seed, name and tags is queued as is."""
-    body = {"stage": "finetune", "seed": 3, "name": "sst2-lr", "tags": {"suite": "glue"},
-            "overrides": ["task=glue/sst2", "backbone=random", "stage.lr=1e-4", "stage.epochs=2", "stage.batch_size=16"]}
+    body = {
+        "stage": "finetune",
+        "seed": 3,
+        "name": "sst2-lr",
+        "tags": {"suite": "glue"},
+        "overrides": ["task=glue/sst2", "backbone=random", "stage.lr=1e-4", "stage.epochs=2", "stage.batch_size=16"],
+    }
     queued = client.post(f"{API}/jobs", json=body)
     assert queued.status_code == 201, queued.text
     job = client.get(f"{API}/jobs/{queued.json()['id']}").json()

@@ -23,15 +23,15 @@ def rows() -> list[dict]:
         return _finetune("bert_tiny", "mlm", adaptation, task, seed, metrics)
 
     return [
-        run("full", "cb", 1, {"accuracy": 0.8, "macro_f1": 0.6}),      # CB score 0.7
-        run("full", "cb", 2, {"accuracy": 0.9, "macro_f1": 0.7}),      # 0.8
-        run("full", "multirc", 1, {"f1a": 0.6, "exact_match": 0.2}),   # 0.4
-        run("full", "multirc", 2, {"f1a": 0.5, "exact_match": 0.1}),   # 0.3
+        run("full", "cb", 1, {"accuracy": 0.8, "macro_f1": 0.6}),  # CB score 0.7
+        run("full", "cb", 2, {"accuracy": 0.9, "macro_f1": 0.7}),  # 0.8
+        run("full", "multirc", 1, {"f1a": 0.6, "exact_match": 0.2}),  # 0.4
+        run("full", "multirc", 2, {"f1a": 0.5, "exact_match": 0.1}),  # 0.3
         run("full", "superglue_rte", 1, {"accuracy": 0.7}),
         run("full", "superglue_rte", 2, {"accuracy": 0.6}),
         run("full", "copa", 1, {"accuracy": 0.9}),
         run("full", "copa", 2, {"accuracy": 0.75}),
-        run("full", "rte", 1, {"accuracy": 0.5}),                      # GLUE's RTE
+        run("full", "rte", 1, {"accuracy": 0.5}),  # GLUE's RTE
         run("lora", "boolq", 1, {"accuracy": 0.62}),
         run("lora", "wic", 1, {"accuracy": 0.55}),
     ]
@@ -66,8 +66,13 @@ def test_superglue_average_compared_seed_by_seed():
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "ptmlab.cli", "results", "superglue", *args],
-                          capture_output=True, text=True, env=dict(os.environ), timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "ptmlab.cli", "results", "superglue", *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=120,
+    )
 
 
 def test_ptmlab_results_superglue_text_csv_latex(tmp_path):
@@ -75,8 +80,22 @@ def test_ptmlab_results_superglue_text_csv_latex(tmp_path):
     out = _cli("--database-url", url)
     assert out.returncode == 0, out.stderr
     header = out.stdout.splitlines()[0].split()
-    assert header[3:17] == ["BoolQ", "acc", "CB", "acc/macro_f1", "COPA", "acc", "MultiRC", "f1a/em", "RTE", "acc",
-                            "WiC", "acc", "SuperGLUE", "avg"]
+    assert header[3:17] == [
+        "BoolQ",
+        "acc",
+        "CB",
+        "acc/macro_f1",
+        "COPA",
+        "acc",
+        "MultiRC",
+        "f1a/em",
+        "RTE",
+        "acc",
+        "WiC",
+        "acc",
+        "SuperGLUE",
+        "avg",
+    ]
     assert "64.4 (4 tasks)" in out.stdout and "58.5 (2 tasks)" in out.stdout and "50.0" not in out.stdout  # no GLUE RTE
     out = _cli("--database-url", url, "--format", "csv")
     table = list(csv.DictReader(io.StringIO(out.stdout)))
@@ -85,8 +104,11 @@ def test_ptmlab_results_superglue_text_csv_latex(tmp_path):
     out = _cli("--database-url", url, "--format", "latex", "-o", str(tmp_path / "sg.tex"))
     assert out.returncode == 0 and "wrote" in out.stderr
     latex = (tmp_path / "sg.tex").read_text()
-    assert latex == render_latex(build_leaderboard(rows(), benchmark="superglue", tasks=[
-        "boolq", "cb", "copa", "multirc", "superglue_rte", "wic", "wsc"]))
+    assert latex == render_latex(
+        build_leaderboard(
+            rows(), benchmark="superglue", tasks=["boolq", "cb", "copa", "multirc", "superglue_rte", "wic", "wsc"]
+        )
+    )
     assert " & SuperGLUE" in latex and "\\textbf{64.4}" in latex
     empty = make_results_db(tmp_path / "glue_only.db", rows()[8:9])
     out = _cli("--database-url", empty)
@@ -150,11 +172,13 @@ def test_dashboard_leaderboard_route_takes_the_benchmark(tmp_path, monkeypatch):
         assert "rte" in [t["task"] for t in glue["tasks"]]
         csv_text = client.get(view, params={"benchmark": "superglue", "format": "csv"})
         assert "superglue/average" in csv_text.text.splitlines()[0]
-        assert 'superglue_leaderboard.csv' in csv_text.headers["content-disposition"]
+        assert "superglue_leaderboard.csv" in csv_text.headers["content-disposition"]
         label = "bert_tiny / mlm / full"
         compared = client.get(f"{view}/compare", params={"a": label, "b": label, "benchmark": "superglue"}).json()
         assert compared["comparisons"][-1]["name"] == "SuperGLUE avg"
         bad = client.get(view, params={"benchmark": "superglu"})
         assert bad.status_code == 422
-        assert bad.json()["error"]["message"] == "benchmark=superglu is unknown; valid: glue, superglue, tasks, generation"
+        assert (
+            bad.json()["error"]["message"] == "benchmark=superglu is unknown; valid: glue, superglue, tasks, generation"
+        )
     dispose_engines()

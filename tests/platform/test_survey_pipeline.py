@@ -50,6 +50,10 @@ def test_the_survey_expands_into_one_dag_with_lineage(survey, tmp_path):
         chain = ["probe-bert-glue/sst2-s2-distill-upos"]
         while by_name[chain[-1]].parent_ids:
             chain.append(by_id[by_name[chain[-1]].parent_ids[0]].name)
-    assert chain == ["probe-bert-glue/sst2-s2-distill-upos", "compress-bert-glue/sst2-s2-distill",
-                     "finetune-bert-glue/sst2-s2", "pretrain-bert"]
+    assert chain == [
+        "probe-bert-glue/sst2-s2-distill-upos",
+        "compress-bert-glue/sst2-s2-distill",
+        "finetune-bert-glue/sst2-s2",
+        "pretrain-bert",
+    ]
     dispose_engines()

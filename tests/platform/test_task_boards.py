@@ -17,10 +17,23 @@ from ptmlab.leaderboard import build_leaderboard, compare_rows, r_label, render_
 
 
 def run(adaptation: str, task: str, kind: str | None, seed: int, metrics: dict, main: str, **extra) -> dict:
-    return FinetuneSummary(seed=seed, wall_time_s=1.0, model="t5_tiny", objective="span_corruption",
-                           adaptation=adaptation, task=task, task_kind=kind, metrics=metrics, main_metric=main,
-                           main_score=metrics[main], trainable_params=10, total_params=100, train_time_s=1.0,
-                           steps=10, **extra).model_dump()
+    return FinetuneSummary(
+        seed=seed,
+        wall_time_s=1.0,
+        model="t5_tiny",
+        objective="span_corruption",
+        adaptation=adaptation,
+        task=task,
+        task_kind=kind,
+        metrics=metrics,
+        main_metric=main,
+        main_score=metrics[main],
+        trainable_params=10,
+        total_params=100,
+        train_time_s=1.0,
+        steps=10,
+        **extra,
+    ).model_dump()
 
 
 def rows() -> list[dict]:
@@ -28,8 +41,14 @@ def rows() -> list[dict]:
     return [
         run("full", "squad_v1", "span_extraction", 1, squad, "f1"),
         run("full", "squad_v1", "span_extraction", 2, {"exact_match": 0.50, "f1": 0.60}, "f1"),
-        run("full", "wnut17", "token_classification", 1,
-            {"entity_f1": 0.30, "token_accuracy": 0.90, "entity_f1_strict": 0.28, "entity_f1_test": 0.25}, "entity_f1"),
+        run(
+            "full",
+            "wnut17",
+            "token_classification",
+            1,
+            {"entity_f1": 0.30, "token_accuracy": 0.90, "entity_f1_strict": 0.28, "entity_f1_test": 0.25},
+            "entity_f1",
+        ),
         run("full", "upos", "token_classification", 1, {"token_accuracy": 0.95}, "token_accuracy"),
         run("full", "multiple_choice", "multiple_choice", 1, {"accuracy": 0.75}, "accuracy"),
         run("full", "copa", "multiple_choice", 1, {"accuracy": 0.60}, "accuracy"),  # SuperGLUE's
@@ -39,12 +58,29 @@ def rows() -> list[dict]:
         # generation: sacreBLEU and rouge-score values are stored 0-100
         run("full", "wmt16_en_ro", "generation", 1, {"bleu": 20.0, "chrf": 45.0, "length_ratio": 0.97}, "bleu"),
         run("full", "wmt16_en_ro", "generation", 2, {"bleu": 24.0, "chrf": 47.0, "length_ratio": 1.01}, "bleu"),
-        run("full", "dialogsum", "generation", 1,
-            {"rouge1": 30.0, "rouge2": 10.0, "rougeL": 25.0, "rougeLsum": 26.0, "bleu": 5.0}, "rougeL"),
+        run(
+            "full",
+            "dialogsum",
+            "generation",
+            1,
+            {"rouge1": 30.0, "rouge2": 10.0, "rougeL": 25.0, "rougeLsum": 26.0, "bleu": 5.0},
+            "rougeL",
+        ),
         # a row from before task_kind: its generation numbers say what it is
-        run("lora", "wmt16_en_ro", None, 1, {"bleu": 10.0, "chrf": 30.0}, "bleu",
-            generation={"decoding": {"strategy": "beam"}, "metric_signatures": {}, "generated_tokens": 5,
-                        "latency_ms_per_example": 3.0}),
+        run(
+            "lora",
+            "wmt16_en_ro",
+            None,
+            1,
+            {"bleu": 10.0, "chrf": 30.0},
+            "bleu",
+            generation={
+                "decoding": {"strategy": "beam"},
+                "metric_signatures": {},
+                "generated_tokens": 5,
+                "latency_ms_per_example": 3.0,
+            },
+        ),
     ]
 
 
@@ -138,21 +174,27 @@ def test_the_api_boards_and_the_page_view(tmp_path, monkeypatch):
             assert gen["benchmark"] == {"name": "generation", "display_name": "Generation", "averaged": False}
             assert [(t["task"], t["kind"], t["metric_labels"]) for t in gen["tasks"]] == [
                 ("dialogsum", "generation", ["BLEU", "R-1", "R-2", "R-L", "R-Lsum"]),
-                ("wmt16_en_ro", "generation", ["BLEU", "chrF"])]
+                ("wmt16_en_ro", "generation", ["BLEU", "chrF"]),
+            ]
             full = next(r for r in gen["rows"] if r["config"]["adaptation"] == "full")
             assert full["cells"]["wmt16_en_ro"]["mean"] == pytest.approx(22.0) and full["average"] is None
             tasks = client.get("/api/v1/views/leaderboard", params={"benchmark": "tasks"}).json()
             assert [t["task"] for t in tasks["tasks"]] == ["squad_v1", "upos", "wnut17", "multiple_choice"]
             label = "t5_tiny / span_corruption / "
-            compared = client.get("/api/v1/views/leaderboard/compare", params={
-                "a": label + "full", "b": label + "lora", "benchmark": "tasks"}).json()["comparisons"]
+            compared = client.get(
+                "/api/v1/views/leaderboard/compare",
+                params={"a": label + "full", "b": label + "lora", "benchmark": "tasks"},
+            ).json()["comparisons"]
             assert [c["task"] for c in compared] == ["squad_v1"]
             latex = client.get("/api/v1/views/leaderboard", params={"benchmark": "generation", "format": "latex"})
             assert "generation_leaderboard.tex" in latex.headers["content-disposition"] and "BLEU/chrF" in latex.text
             for path in ("/api/v1/results/squad", "/api/v1/views/leaderboard?benchmark=squad"):
                 bad = client.get(path)
                 assert bad.status_code == 422, path
-                assert bad.json()["error"]["message"] == "benchmark=squad is unknown; valid: glue, superglue, tasks, generation"
+                assert (
+                    bad.json()["error"]["message"]
+                    == "benchmark=squad is unknown; valid: glue, superglue, tasks, generation"
+                )
     finally:
         clear_cache()
         dispose_engines()
@@ -165,22 +207,34 @@ def test_the_compression_view_names_its_axis_by_the_tasks_main_metric(tmp_path):
     from ptmlab.views import compression_view
 
     def compressed(task: str, metric: str, score: float, source_score: float, params: int, latency: float) -> dict:
-        return CompressSummary(seed=1, wall_time_s=1.0, method="quantize_dynamic", source_ref=f"job:{task}", task=task,
-                               main_metric=metric, compressed=Measurement(score=score, params=params,
-                                                                          size_bytes=4 * params, latency_ms=latency),
-                               source=Measurement(score=source_score)).model_dump(exclude_none=True)
+        return CompressSummary(
+            seed=1,
+            wall_time_s=1.0,
+            method="quantize_dynamic",
+            source_ref=f"job:{task}",
+            task=task,
+            main_metric=metric,
+            compressed=Measurement(score=score, params=params, size_bytes=4 * params, latency_ms=latency),
+            source=Measurement(score=source_score),
+        ).model_dump(exclude_none=True)
 
     url = f"sqlite:///{tmp_path / 'platform.db'}"
     migrate(url)
     clear_cache()
     try:
         with session_scope(url) as s:
-            s.add_all([new_result(r) for r in (
-                compressed("wmt16_en_ro", "bleu", 21.0, 24.0, 100, 9.0),   # sacreBLEU's 0-100
-                compressed("wmt16_en_ro", "bleu", 18.0, 24.0, 50, 5.0),
-                compressed("wmt16_en_ro", "bleu", 17.0, 24.0, 60, 6.0),    # dominated: bigger and worse
-                compressed("dialogsum", "rougeL", 20.0, 25.0, 100, 9.0),
-                compressed("sst2", "accuracy", 0.85, 0.9, 100, 2.0))])
+            s.add_all(
+                [
+                    new_result(r)
+                    for r in (
+                        compressed("wmt16_en_ro", "bleu", 21.0, 24.0, 100, 9.0),  # sacreBLEU's 0-100
+                        compressed("wmt16_en_ro", "bleu", 18.0, 24.0, 50, 5.0),
+                        compressed("wmt16_en_ro", "bleu", 17.0, 24.0, 60, 6.0),  # dominated: bigger and worse
+                        compressed("dialogsum", "rougeL", 20.0, 25.0, 100, 9.0),
+                        compressed("sst2", "accuracy", 0.85, 0.9, 100, 2.0),
+                    )
+                ]
+            )
             s.commit()
             mt = compression_view(s, task="wmt16_en_ro")
             assert (mt["metric"], mt["metric_label"], mt["metric_scale"]) == ("bleu", "BLEU", "0-100")

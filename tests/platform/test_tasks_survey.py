@@ -22,10 +22,17 @@ from ptmlab.queue.pipelines import load_pipeline
 pytestmark = pytest.mark.slow  # 18 jobs through one worker
 
 # the smallest version: 20 pre-training steps on one short book, a few fine-tuning steps per task
-TINY = {"pretrain_steps": ["20"], "corpus_files": ["shakespeare-macbeth.txt"], "vocab_size": ["2000"],
-        "train_rows": ["16"], "eval_rows": ["16"],
-        "epochs": ["1"], "few_shot_epochs": ["1"], "squad_length": ["128"],
-        "measure": ["{batch_sizes:[1],threads:[1],warmup:1,repeats:2}"]}
+TINY = {
+    "pretrain_steps": ["20"],
+    "corpus_files": ["shakespeare-macbeth.txt"],
+    "vocab_size": ["2000"],
+    "train_rows": ["16"],
+    "eval_rows": ["16"],
+    "epochs": ["1"],
+    "few_shot_epochs": ["1"],
+    "squad_length": ["128"],
+    "measure": ["{batch_sizes:[1],threads:[1],warmup:1,repeats:2}"],
+}
 OBJECTIVES = ["mlm", "mlm_span"]
 TASKS = ["wnut17", "squad", "copa", "boolq"]
 COMPRESSED = TASKS
@@ -47,9 +54,25 @@ def finished_survey(tmp_path_factory):
     env.pop("MLFLOW_TRACKING_URI", None)
     log = home / "worker.log"
     with open(log, "wb") as out:  # the warm-start launcher (the default): 18 jobs share one set of imports
-        worker = subprocess.run([sys.executable, "-m", "ptmlab.cli", "worker", "--lease-s", "10", "--poll-s", "0.2",
-                                 "--cpu-slots", "2", "--burst"], stdout=out, stderr=subprocess.STDOUT, env=env,
-                                timeout=800)
+        worker = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ptmlab.cli",
+                "worker",
+                "--lease-s",
+                "10",
+                "--poll-s",
+                "0.2",
+                "--cpu-slots",
+                "2",
+                "--burst",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            timeout=800,
+        )
     assert worker.returncode == 0, log.read_text()[-3000:]
     with get_sessionmaker(url)() as s:
         done, total = queue.list_jobs(s, pipeline_id=pipeline.id)
@@ -68,8 +91,9 @@ def test_the_survey_is_one_dag_pretrain_finetune_compress(finished_survey):
             expected[f"finetune-{objective}-{task}"] = [f"pretrain-{objective}"]
         for task in COMPRESSED:
             expected[f"compress-{objective}-{task}"] = [f"finetune-{objective}-{task}"]
-    assert {name: [lineage[p][0] for p in parents] for name, parents in expected.items()} == \
-        {name: parent_ids for name, (_, parent_ids) in lineage.items()}
+    assert {name: [lineage[p][0] for p in parents] for name, parents in expected.items()} == {
+        name: parent_ids for name, (_, parent_ids) in lineage.items()
+    }
 
 
 def results(url: str, capsys, *args: str) -> list[dict]:

@@ -29,8 +29,15 @@ def test_processes_opening_a_fresh_store_at_once_all_find_it_complete(tmp_path):
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / ".mlflow.db.creating").write_bytes(b"half a store")  # a killed builder's leftover
     start = time.time() + 8  # every process has imported MLflow by then
-    procs = [subprocess.Popen([sys.executable, "-c", OPEN_AT_ONCE, uri, str(start), f"e{i}"],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(3)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", OPEN_AT_ONCE, uri, str(start), f"e{i}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i in range(3)
+    ]
     outputs = [p.communicate(timeout=120)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], "\n".join(outputs)
     from mlflow.tracking import MlflowClient

@@ -11,16 +11,21 @@ import random
 
 import sqlalchemy as sa
 from starlette.responses import JSONResponse
+from synthetic_results import compress_summary, finetune_summary, probe_summary, synthetic_summaries
 
 from ptmlab.db import session_scope
 from ptmlab.db.models import Job, Result, Sweep
 from ptmlab.queue import list_groups, list_jobs, submit_job
 from ptmlab.results import clear_cache, new_result, query_results
 from ptmlab.views import (
-    compression_view, leaderboard_export, leaderboard_view, pareto_front, probing_view, runs_view,
+    compression_view,
+    leaderboard_export,
+    leaderboard_view,
+    pareto_front,
+    probing_view,
+    runs_view,
 )
 from ptmlab.views.encoded import json_body
-from synthetic_results import compress_summary, finetune_summary, probe_summary, synthetic_summaries
 
 VIEWS = {
     "leaderboard": lambda s: leaderboard_view(s),
@@ -32,10 +37,17 @@ VIEWS = {
     "runs by id, searched": lambda s: runs_view(s, q="sst2", filters=["main_score>=0.6"], order="asc"),
     "runs of a kind": lambda s: runs_view(s, kind="compress", sort="params", order="asc", limit=500),
     # groups kept row by row (running mean and variance) against groups made from every row
-    "runs grouped by a config key": lambda s: runs_view(s, group_by=["stage.lr"], columns=["main_score", "task"],
-                                                        sort="main_score", limit=500),
-    "runs grouped, filtered": lambda s: runs_view(s, kind="finetune", q="sst2", filters=["main_score>=0.6"],
-                                                  group_by=["model", "stage.batch_size"], columns=["main_score"]),
+    "runs grouped by a config key": lambda s: runs_view(
+        s, group_by=["stage.lr"], columns=["main_score", "task"], sort="main_score", limit=500
+    ),
+    "runs grouped, filtered": lambda s: runs_view(
+        s,
+        kind="finetune",
+        q="sst2",
+        filters=["main_score>=0.6"],
+        group_by=["model", "stage.batch_size"],
+        columns=["main_score"],
+    ),
 }
 
 
@@ -50,16 +62,21 @@ def _from_scratch(url: str) -> dict:
 
 
 def _round(rng: random.Random, i: int) -> list[Result]:
-    rows = [new_result(finetune_summary(rng, "bert_tiny", "mlm", "full", "sst2", 1), tags={"suite": "glue"}),  # a re-run
-            new_result(finetune_summary(rng, "gpt_tiny", "clm", "adapters", "rte", 100 + i), tags={"suite": "glue"}),
-            new_result(compress_summary(rng, "distill", "bert_tiny", "sst2", 100 + i)),
-            new_result(probe_summary(rng, "bert_tiny", "pos", 100 + i))]
+    rows = [
+        new_result(finetune_summary(rng, "bert_tiny", "mlm", "full", "sst2", 1), tags={"suite": "glue"}),  # a re-run
+        new_result(finetune_summary(rng, "gpt_tiny", "clm", "adapters", "rte", 100 + i), tags={"suite": "glue"}),
+        new_result(compress_summary(rng, "distill", "bert_tiny", "sst2", 100 + i)),
+        new_result(probe_summary(rng, "bert_tiny", "pos", 100 + i)),
+    ]
     best = compress_summary(rng, "prune_magnitude", "bert_tiny", "sst2", 200 + i)
     dominating = {**best["compressed"], "score": 0.99, "params": 10 + i, "size_bytes": 10, "latency_ms": 0.1}
     rows.append(new_result({**best, "compressed": dominating}))
     if i == 1:  # the uncompressed source measured in a run of its own: every point's retention changes
-        rows.append(new_result({**best, "method": "none", "compressed": {**best["compressed"], "score": 0.95},
-                                "retention": None}))
+        rows.append(
+            new_result(
+                {**best, "method": "none", "compressed": {**best["compressed"], "score": 0.95}, "retention": None}
+            )
+        )
     return rows
 
 
@@ -67,8 +84,9 @@ def test_folded_views_equal_views_built_from_scratch(db_url):
     clear_cache()
     rng = random.Random(1)
     with session_scope(db_url) as s:
-        s.add_all(new_result(x, tags={"suite": "glue" if i % 2 else "other"})
-                  for i, x in enumerate(synthetic_summaries(400)))
+        s.add_all(
+            new_result(x, tags={"suite": "glue" if i % 2 else "other"}) for i, x in enumerate(synthetic_summaries(400))
+        )
         s.commit()
     _views(db_url)  # the folds are made here and only take rows in from now on
     for i in range(3):
@@ -101,8 +119,11 @@ def test_folded_views_equal_views_built_from_scratch(db_url):
 def test_result_list_count_by_tag_follows_new_rows(db_url):
     clear_cache()
     rng = random.Random(3)
-    row = lambda suite: new_result(finetune_summary(rng, "bert_tiny", "mlm", "full", "sst2", 1),  # noqa: E731
-                                   tags={"suite": suite}, sweep_id="s1")
+    row = lambda suite: new_result(
+        finetune_summary(rng, "bert_tiny", "mlm", "full", "sst2", 1),
+        tags={"suite": suite},
+        sweep_id="s1",
+    )
     with session_scope(db_url) as s:
         s.add_all([row("glue"), row("glue"), row("other")])
         s.commit()
@@ -145,8 +166,10 @@ def test_joined_response_body_is_what_starlette_would_send(db_url):
     clear_cache()
     rng = random.Random(2)
     with session_scope(db_url) as s:
-        s.add_all(new_result(compress_summary(rng, m, "bert_tiny", "sst2", i))
-                  for i, m in enumerate(["distill", "low_rank", "prune_magnitude"] * 5))
+        s.add_all(
+            new_result(compress_summary(rng, m, "bert_tiny", "sst2", i))
+            for i, m in enumerate(["distill", "low_rank", "prune_magnitude"] * 5)
+        )
         s.commit()
         view = compression_view(s)
         body = json_body(view)

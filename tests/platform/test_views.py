@@ -8,19 +8,32 @@ import random
 
 import pytest
 from fastapi.testclient import TestClient
+from synthetic_results import SEED_COMPRESS, SEED_PROBE_MODELS, SEED_PROBE_TASKS, seed_dashboard
 
 from ptmlab.db import session_scope
 from ptmlab.results import clear_cache, new_result, parse_tag_filter
 from ptmlab.views import compare_view, compression_view, leaderboard_view, pareto_front, probing_view
-from synthetic_results import SEED_COMPRESS, SEED_PROBE_MODELS, SEED_PROBE_TASKS, seed_dashboard
 
-PAGES = ["/", "/jobs", "/submit", "/leaderboard", "/compression", "/robustness", "/probing", "/compare", "/compare?runs=1"]
+PAGES = [
+    "/",
+    "/jobs",
+    "/submit",
+    "/leaderboard",
+    "/compression",
+    "/robustness",
+    "/probing",
+    "/compare",
+    "/compare?runs=1",
+]
 
 
 def brute_force_front(points, x, y="score"):
     usable = [p for p in points if p.get(x) is not None and p.get(y) is not None]
-    return {p["id"] for p in usable
-            if not any(q[x] <= p[x] and q[y] >= p[y] and (q[x] < p[x] or q[y] > p[y]) for q in usable)}
+    return {
+        p["id"]
+        for p in usable
+        if not any(q[x] <= p[x] and q[y] >= p[y] and (q[x] < p[x] or q[y] > p[y]) for q in usable)
+    }
 
 
 def test_pareto_front_is_exactly_the_non_dominated_points():
@@ -28,15 +41,21 @@ def test_pareto_front_is_exactly_the_non_dominated_points():
     for trial in range(200):
         n = rng.randint(0, 30)
         # Few distinct values: ties on x, on y and exact duplicates happen often.
-        points = [{"id": i, "cost": rng.choice([1, 2, 3, 5, 8, None]), "score": rng.choice([0.1, 0.5, 0.7, 0.9, None])}
-                  for i in range(n)]
+        points = [
+            {"id": i, "cost": rng.choice([1, 2, 3, 5, 8, None]), "score": rng.choice([0.1, 0.5, 0.7, 0.9, None])}
+            for i in range(n)
+        ]
         assert pareto_front(points, "cost") == brute_force_front(points, "cost"), (trial, points)
 
 
 def test_pareto_front_hand_checked():
-    points = [{"id": "a", "x": 1, "score": 0.5}, {"id": "b", "x": 2, "score": 0.5},  # b: dominated by a
-              {"id": "c", "x": 2, "score": 0.9}, {"id": "d", "x": 3, "score": 0.9},  # d: dominated by c
-              {"id": "e", "x": 1, "score": 0.5}]  # e duplicates a: both stay
+    points = [
+        {"id": "a", "x": 1, "score": 0.5},
+        {"id": "b", "x": 2, "score": 0.5},  # b: dominated by a
+        {"id": "c", "x": 2, "score": 0.9},
+        {"id": "d", "x": 3, "score": 0.9},  # d: dominated by c
+        {"id": "e", "x": 1, "score": 0.5},
+    ]  # e duplicates a: both stay
     assert pareto_front(points, "x") == {"a", "c", "e"}
 
 
@@ -87,12 +106,46 @@ def test_compression_view_fronts_references_and_retention(seeded):
 def test_compression_uses_a_measured_source_run_for_retention(db_url):
     clear_cache()
     with session_scope(db_url) as s:
-        s.add_all([new_result({"stage": "compress", "method": "none", "source": "m", "task": "rte", "score": 0.6,
-                               "params": 100, "size_bytes": 400, "latency_ms": 2.0}),
-                   new_result({"stage": "compress", "method": "prune", "source": "m", "task": "rte", "score": 0.45,
-                               "params": 50, "size_bytes": 200, "latency_ms": 1.5}),
-                   new_result({"stage": "compress", "method": "prune", "source": "m", "task": "cola", "score": 0.1,
-                               "params": 50, "size_bytes": 200, "latency_ms": 1.5})])
+        s.add_all(
+            [
+                new_result(
+                    {
+                        "stage": "compress",
+                        "method": "none",
+                        "source": "m",
+                        "task": "rte",
+                        "score": 0.6,
+                        "params": 100,
+                        "size_bytes": 400,
+                        "latency_ms": 2.0,
+                    }
+                ),
+                new_result(
+                    {
+                        "stage": "compress",
+                        "method": "prune",
+                        "source": "m",
+                        "task": "rte",
+                        "score": 0.45,
+                        "params": 50,
+                        "size_bytes": 200,
+                        "latency_ms": 1.5,
+                    }
+                ),
+                new_result(
+                    {
+                        "stage": "compress",
+                        "method": "prune",
+                        "source": "m",
+                        "task": "cola",
+                        "score": 0.1,
+                        "params": 50,
+                        "size_bytes": 200,
+                        "latency_ms": 1.5,
+                    }
+                ),
+            ]
+        )
         s.commit()
         view = compression_view(s, task="rte")
     assert view["tasks"] == ["cola", "rte"]
@@ -109,15 +162,37 @@ def test_compression_points_name_their_source_job_and_only_the_settings_changed(
         teacher = Job(stage="finetune", name="teacher", overrides=[], run_dir="/runs/teacher/run")
         s.add(teacher)
         s.flush()
-        base = {"stage": "compress", "task": "sst2", "score": 0.8, "params": 100, "size_bytes": 100,
-                "source_params": 100, "source_size_bytes": 400, "source_score": 0.81}
-        s.add_all([
-            new_result({**base, "method": "quantize_dynamic", "source": f"job:{teacher.id}",
-                        "config": {"backend": "torch.ao", "embeddings": False, "finetune_epochs": 0, "lr": None}}),
-            new_result({**base, "method": "prune_magnitude", "source": "/runs/teacher/run",
-                        "config": {"sparsity": 0.4, "new_key": 1}}),
-            new_result({**base, "method": "low_rank", "source": "mlflow:abc123", "config": {}}),
-        ])
+        base = {
+            "stage": "compress",
+            "task": "sst2",
+            "score": 0.8,
+            "params": 100,
+            "size_bytes": 100,
+            "source_params": 100,
+            "source_size_bytes": 400,
+            "source_score": 0.81,
+        }
+        s.add_all(
+            [
+                new_result(
+                    {
+                        **base,
+                        "method": "quantize_dynamic",
+                        "source": f"job:{teacher.id}",
+                        "config": {"backend": "torch.ao", "embeddings": False, "finetune_epochs": 0, "lr": None},
+                    }
+                ),
+                new_result(
+                    {
+                        **base,
+                        "method": "prune_magnitude",
+                        "source": "/runs/teacher/run",
+                        "config": {"sparsity": 0.4, "new_key": 1},
+                    }
+                ),
+                new_result({**base, "method": "low_rank", "source": "mlflow:abc123", "config": {}}),
+            ]
+        )
         s.commit()
         view = compression_view(s, task="sst2")
     by_method = {p["method"]: p for p in view["points"]}
@@ -127,6 +202,7 @@ def test_compression_points_name_their_source_job_and_only_the_settings_changed(
     # Only what differs from conf/compression/<method>.yaml: embeddings (default true), not the rest.
     assert by_method["quantize_dynamic"]["changed"] == {"embeddings": False}
     from ptmlab.views.compression import method_defaults
+
     sparsity = method_defaults("prune_magnitude").get("sparsity")
     expected = {"new_key": 1} if sparsity == 0.4 else {"sparsity": 0.4, "new_key": 1}
     assert by_method["prune_magnitude"]["changed"] == expected
@@ -135,13 +211,31 @@ def test_compression_points_name_their_source_job_and_only_the_settings_changed(
 
 def test_probing_view_averages_runs_and_computes_selectivity(db_url):
     clear_cache()
-    layers = lambda acc: [{"layer": i, "accuracy": a, "control_accuracy": 0.5} for i, a in enumerate(acc)]  # noqa: E731
+    layers = lambda acc: [{"layer": i, "accuracy": a, "control_accuracy": 0.5} for i, a in enumerate(acc)]
     with session_scope(db_url) as s:
-        s.add_all([new_result({"stage": "probe", "model": "m", "probe_task": "pos", "seed": 1, "layers": layers([0.6, 0.8])}),
-                   new_result({"stage": "probe", "model": "m", "probe_task": "pos", "seed": 2, "layers": layers([0.7, 0.9])}),
-                   new_result({"stage": "probe", "model": "r", "probe_task": "pos", "seed": 1, "layers": layers([0.55, 0.56]),
-                               "attention_heads": [{"statistic": "entropy", "values": [[1, 2], [3, 4]]},
-                                                   {"statistic": "max_weight", "values": [[0.1, 0.2], [0.3, 0.4]]}]})])
+        s.add_all(
+            [
+                new_result(
+                    {"stage": "probe", "model": "m", "probe_task": "pos", "seed": 1, "layers": layers([0.6, 0.8])}
+                ),
+                new_result(
+                    {"stage": "probe", "model": "m", "probe_task": "pos", "seed": 2, "layers": layers([0.7, 0.9])}
+                ),
+                new_result(
+                    {
+                        "stage": "probe",
+                        "model": "r",
+                        "probe_task": "pos",
+                        "seed": 1,
+                        "layers": layers([0.55, 0.56]),
+                        "attention_heads": [
+                            {"statistic": "entropy", "values": [[1, 2], [3, 4]]},
+                            {"statistic": "max_weight", "values": [[0.1, 0.2], [0.3, 0.4]]},
+                        ],
+                    }
+                ),
+            ]
+        )
         s.commit()
         view = probing_view(s)
     curves = {(c["model"], c["probe_task"]): c for c in view["curves"]}
@@ -162,25 +256,51 @@ def test_probing_view_draws_every_task_of_a_suite_with_its_random_init_baseline(
         s.commit()
         view = probing_view(s)
     curves = {(c["model"], c["probe_task"]): c for c in view["curves"]}
-    assert set(curves) == {("minilm", "upos"), ("minilm (random init)", "upos"), ("minilm", "distance"),
-                           ("minilm (random init)", "distance")}
+    assert set(curves) == {
+        ("minilm", "upos"),
+        ("minilm (random init)", "upos"),
+        ("minilm", "distance"),
+        ("minilm (random init)", "distance"),
+    }
     upos = curves[("minilm", "upos")]
     assert upos["accuracy"] == [e["accuracy"] for e in summary["tasks"][0]["layers"]]
     assert upos["selectivity"] == [e["selectivity"] for e in summary["tasks"][0]["layers"]]
     assert curves[("minilm (random init)", "distance")]["uuas"] == [0.41] * 5
-    assert [(h["model"], h["probe_task"], h["statistic"]) for h in view["heatmaps"]] == [("minilm", "attention", "entropy")]
-    assert view["cloze"] == [{"model": "minilm", "result_id": view["cloze"][0]["result_id"], "relation": "P19",
-                              "p_at_1": 0.3333, "p_at_10": 1.0, "mrr": 0.5, "facts": 4, "oov": 1, "scored": 3}]
+    assert [(h["model"], h["probe_task"], h["statistic"]) for h in view["heatmaps"]] == [
+        ("minilm", "attention", "entropy")
+    ]
+    assert view["cloze"] == [
+        {
+            "model": "minilm",
+            "result_id": view["cloze"][0]["result_id"],
+            "relation": "P19",
+            "p_at_1": 0.3333,
+            "p_at_10": 1.0,
+            "mrr": 0.5,
+            "facts": 4,
+            "oov": 1,
+            "scored": 3,
+        }
+    ]
 
 
 def test_probing_view_shows_an_old_or_partly_broken_probe_row_as_it_did(db_url):
     # rows from before `seed`, a layer's `layer` and a task's `family` were required, and one whose
     # layer holds text where a number belongs (no contract model reads it: `ResultRow.shown`)
     clear_cache()
-    old = {"stage": "probe", "model": "m", "probe_task": "suite",
-           "tasks": [{"probe_task": "pos", "layers": [{"accuracy": 0.6}, {"accuracy": 0.8}]}]}
-    broken = {"stage": "probe", "model": "m", "probe_task": "pos", "seed": 2,
-              "layers": [{"layer": 0, "accuracy": 0.7}, {"layer": 1, "accuracy": "n/a", "control_accuracy": 0.5}]}
+    old = {
+        "stage": "probe",
+        "model": "m",
+        "probe_task": "suite",
+        "tasks": [{"probe_task": "pos", "layers": [{"accuracy": 0.6}, {"accuracy": 0.8}]}],
+    }
+    broken = {
+        "stage": "probe",
+        "model": "m",
+        "probe_task": "pos",
+        "seed": 2,
+        "layers": [{"layer": 0, "accuracy": 0.7}, {"layer": 1, "accuracy": "n/a", "control_accuracy": 0.5}],
+    }
     with session_scope(db_url) as s:
         s.add_all([new_result(old), new_result(broken)])
         s.commit()
@@ -201,9 +321,19 @@ def test_compare_view_marks_differing_config_keys(tmp_path, db_url, monkeypatch)
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.yaml").write_text(f"model:\n  name: bert_tiny\noptimizer:\n  lr: {lr}\nseed: 1\n")
     with session_scope(db_url) as s:
-        rows = [new_result({"stage": "finetune", "run_dir": str(tmp_path / n), "task": "sst2", "seed": 1,
-                            "metrics": {"accuracy": acc}, "mlflow_run_id": "abc" if n == "a" else None})
-                for n, acc in (("a", 0.8), ("b", 0.9))]
+        rows = [
+            new_result(
+                {
+                    "stage": "finetune",
+                    "run_dir": str(tmp_path / n),
+                    "task": "sst2",
+                    "seed": 1,
+                    "metrics": {"accuracy": acc},
+                    "mlflow_run_id": "abc" if n == "a" else None,
+                }
+            )
+            for n, acc in (("a", 0.8), ("b", 0.9))
+        ]
         s.add_all(rows)
         s.commit()
         view = compare_view(s, [rows[0].id, rows[1].id])
@@ -225,10 +355,17 @@ def test_compare_view_marks_differing_config_keys(tmp_path, db_url, monkeypatch)
 
 def test_compare_view_labels_old_hand_recorded_and_partly_broken_rows_as_it_did(db_url):
     clear_cache()
-    summaries = [{"stage": "finetune", "model": "bert_tiny", "adaptation": "lora", "task": "rte", "seed": 3},  # old
-                 {"stage": "custom", "task": "rte", "score": 0.5},  # recorded by hand, no contract
-                 {"stage": "probe", "model": "m", "probe_task": "pos", "seed": "3",
-                  "layers": [{"layer": 0, "accuracy": 0.5}, {"accuracy": 0.75, "uuas": "n/a"}]}]
+    summaries = [
+        {"stage": "finetune", "model": "bert_tiny", "adaptation": "lora", "task": "rte", "seed": 3},  # old
+        {"stage": "custom", "task": "rte", "score": 0.5},  # recorded by hand, no contract
+        {
+            "stage": "probe",
+            "model": "m",
+            "probe_task": "pos",
+            "seed": "3",
+            "layers": [{"layer": 0, "accuracy": 0.5}, {"accuracy": 0.75, "uuas": "n/a"}],
+        },
+    ]
     with session_scope(db_url) as s:
         rows = [new_result(summary) for summary in summaries]
         s.add_all(rows)
@@ -238,7 +375,11 @@ def test_compare_view_labels_old_hand_recorded_and_partly_broken_rows_as_it_did(
     # `label` names the run (by its job; these have none), `description` says what it was
     assert [r["label"] for r in view["runs"]] == [f"result {r.id}" for r in rows]
     assert finetune["description"] == f"result {rows[0].id} finetune: bert_tiny / lora / rte seed 3"
-    assert (custom["kind"], custom["description"], custom["layers"]) == ("custom", f"result {rows[1].id} custom: rte", [])
+    assert (custom["kind"], custom["description"], custom["layers"]) == (
+        "custom",
+        f"result {rows[1].id} custom: rte",
+        [],
+    )
     assert custom["numbers"] == {"task": "rte", "score": 0.5}
     assert probe["description"] == f"result {rows[2].id} probe: m / pos seed 3"
     assert probe["layers"][0] == {"layer": 0, "accuracy": 0.5}
@@ -286,7 +427,9 @@ def test_view_endpoints_on_seeded_data(seeded, tmp_path, monkeypatch):
     lb = client.get("/api/v1/views/leaderboard", params={"tag": "suite=glue"}).json()
     assert len(lb["rows"]) == 4
     latex = client.get("/api/v1/views/leaderboard", params={"format": "latex"})
-    assert latex.status_code == 200 and "\\toprule" in latex.text and "attachment" in latex.headers["content-disposition"]
+    assert (
+        latex.status_code == 200 and "\\toprule" in latex.text and "attachment" in latex.headers["content-disposition"]
+    )
     assert client.get("/api/v1/views/leaderboard", params={"tag": "broken"}).json()["error"]["code"] == "config_error"
     probe = client.get("/api/v1/views/probing").json()
     assert len(probe["curves"]) == len(SEED_PROBE_MODELS) * len(SEED_PROBE_TASKS)
@@ -299,7 +442,8 @@ def test_view_endpoints_on_seeded_data(seeded, tmp_path, monkeypatch):
     succeeded = ids["jobs"]["succeeded"]
     cmp = client.get("/api/v1/views/compare", params={"jobs": str(succeeded)}).json()
     assert [(r["result_id"], r["job_id"], r["label"]) for r in cmp["runs"]] == [
-        (ids["results"]["finetune"][0], succeeded, f"#{succeeded}")]
+        (ids["results"]["finetune"][0], succeeded, f"#{succeeded}")
+    ]
     curves = client.get("/api/v1/views/curves", params={"jobs": str(succeeded)}).json()
     assert curves["curves"] == {} and curves["labels"] == {str(ids["results"]["finetune"][0]): f"#{succeeded}"}
     assert set(curves["errors"]) == {str(ids["results"]["finetune"][0])}
@@ -318,8 +462,15 @@ def test_view_endpoints_on_seeded_data(seeded, tmp_path, monkeypatch):
 
 def test_views_cache_sees_new_results(db_url):
     clear_cache()
-    row = lambda acc: new_result({"stage": "finetune", "model": "m", "task": "sst2", "seed": 1,  # noqa: E731
-                                  "metrics": {"accuracy": acc}})
+    row = lambda acc: new_result(
+        {
+            "stage": "finetune",
+            "model": "m",
+            "task": "sst2",
+            "seed": 1,
+            "metrics": {"accuracy": acc},
+        }
+    )
     with session_scope(db_url) as s:
         s.add(row(0.5))
         s.commit()
@@ -357,15 +508,18 @@ def test_metric_curves_come_from_mlflow_history(tmp_path):
     client.set_terminated(run.info.run_id)
     db = f"sqlite:///{tmp_path / 'p.db'}"
     with session_scope(db) as s:
-        rows = [new_result({"stage": "finetune", "mlflow_run_id": run.info.run_id}),
-                new_result({"stage": "finetune", "mlflow_run_id": "0" * 32})]
+        rows = [
+            new_result({"stage": "finetune", "mlflow_run_id": run.info.run_id}),
+            new_result({"stage": "finetune", "mlflow_run_id": "0" * 32}),
+        ]
         s.add_all(rows)
         s.commit()
         out = metric_curves(s, [rows[0].id, rows[1].id], tracking_uri=uri)
         only = metric_curves(s, [rows[0].id], keys=["val/sst2/acc"], tracking_uri=uri)
     loss = out["curves"]["train/loss"]
     assert [{k: c[k] for k in ("result_id", "steps", "values")} for c in loss] == [
-        {"result_id": rows[0].id, "steps": [0, 10, 20], "values": [3.0, 2.5, 2.1]}]
+        {"result_id": rows[0].id, "steps": [0, 10, 20], "values": [3.0, 2.5, 2.1]}
+    ]
     # Seconds since the run started, for the wall-time axis.
     assert loss[0]["times"] == sorted(loss[0]["times"]) and 0 <= loss[0]["times"][0] < 60
     assert out["curves"]["val/sst2/acc"][0]["values"] == [0.8]

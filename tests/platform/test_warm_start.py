@@ -13,9 +13,9 @@ import signal
 from pathlib import Path
 
 import pytest
-
 from queue_by_url import get_job, sleep_pid, submit_job
 from waiting import wait_until
+
 from ptmlab import queue
 from ptmlab.db import CANCELLED, FAILED, QUEUED, RUNNING, SUCCEEDED, get_sessionmaker
 from ptmlab.results import query_results
@@ -53,14 +53,17 @@ def launcher(tmp_path_factory):
 def test_a_forked_job_runs_logs_and_exits_like_a_cold_one(launcher, tmp_path):
     warm, env, _ = launcher
     log = tmp_path / "ok.log"
-    job = warm.launch(["stage=sleep", "stage.seconds=0.3", f"hydra.run.dir={tmp_path / 'ok'}"],
-                      {**env, "PTMLAB_JOB_ID": "77"}, log)
+    job = warm.launch(
+        ["stage=sleep", "stage.seconds=0.3", f"hydra.run.dir={tmp_path / 'ok'}"], {**env, "PTMLAB_JOB_ID": "77"}, log
+    )
     assert job is not None and job.wait(120) == 0
     text = log.read_text()
     assert "sleep: pid" in text
     summary = json.loads((tmp_path / "ok" / "summary.json").read_text())
     assert summary["job_id"] == "77"  # the job's environment, not the launcher's
-    failing = warm.launch(["stage=sleep", "stage.fail=true", f"hydra.run.dir={tmp_path / 'bad'}"], env, tmp_path / "bad.log")
+    failing = warm.launch(
+        ["stage=sleep", "stage.fail=true", f"hydra.run.dir={tmp_path / 'bad'}"], env, tmp_path / "bad.log"
+    )
     assert failing.wait(120) == 1
     assert "fails on purpose" in (tmp_path / "bad.log").read_text()
     refused = warm.launch(["stage=sleep", "stage.nope=1"], env, tmp_path / "refused.log")
@@ -71,8 +74,7 @@ def test_a_forked_job_runs_logs_and_exits_like_a_cold_one(launcher, tmp_path):
 def test_a_forked_job_has_its_own_group_and_dies_by_signal_or_with_the_launcher(launcher, tmp_path):
     warm, env, _ = launcher
     log = tmp_path / "long.log"
-    job = warm.launch(["stage=sleep", "stage.seconds=120", f"hydra.run.dir={tmp_path / 'long'}"],
-                      env, log)
+    job = warm.launch(["stage=sleep", "stage.seconds=120", f"hydra.run.dir={tmp_path / 'long'}"], env, log)
     wait_until(lambda: _sleep_pid(log) is not None, 60, "the job to start sleeping")
     assert _sleep_pid(log) == job.pid
     assert os.getpgid(job.pid) == job.pid and os.getsid(job.pid) == job.pid  # its own session and group
@@ -87,8 +89,6 @@ def test_a_forked_job_has_its_own_group_and_dies_by_signal_or_with_the_launcher(
     other.proc.kill()  # the launcher dies (as it does with its worker): its jobs die too
     wait_until(lambda: not _alive(orphan.pid), 30, "the orphaned job to die")
     assert orphan.wait(30) == -signal.SIGKILL
-
-
 
 
 def _log(home: Path, job_id: int) -> Path:

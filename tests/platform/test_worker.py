@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-
 from queue_by_url import get_job, list_attempts, sleep_pid, submit_job
 from waiting import wait_until
+
 from ptmlab import queue
 from ptmlab.db import CANCELLED, FAILED, QUEUED, RUNNING, SUCCEEDED, TERMINAL_STATES, get_sessionmaker, session_scope
 from ptmlab.results import query_results
@@ -26,9 +26,6 @@ def sqlite_url(tmp_path):
 
     yield f"sqlite:///{tmp_path / 'platform.db'}"
     dispose_engines()
-
-
-
 
 
 def _pid_from_log(url, job_id) -> int | None:
@@ -57,8 +54,13 @@ def test_worker_outcomes(sqlite_url, tmp_path, spawn_worker):
     with get_sessionmaker(sqlite_url)() as s:
         jobs = {j: queue.get_job(s, j) for j in (gpu, cpu, exits, crashes, slow)}
         results = {r.job_id: r for r in query_results(s, kind="sleep")[0]}
-    assert {j: jobs[j].status for j in jobs} == {gpu: SUCCEEDED, cpu: SUCCEEDED, exits: FAILED, crashes: FAILED,
-                                                  slow: FAILED}
+    assert {j: jobs[j].status for j in jobs} == {
+        gpu: SUCCEEDED,
+        cpu: SUCCEEDED,
+        exits: FAILED,
+        crashes: FAILED,
+        slow: FAILED,
+    }
     # The GPU job saw exactly its granted GPUs; a CPU job sees none.
     assert results[gpu].summary["cuda_visible_devices"] == "0,1" and results[gpu].tags == {"kind": "gpu"}
     assert results[cpu].summary["cuda_visible_devices"] == "" and results[cpu].summary["seed"] == 5
@@ -96,8 +98,11 @@ def test_progress_reaches_the_job_while_it_runs_and_stays_after_a_kill(sqlite_ur
     job = submit_job(sqlite_url, stage="sleep", overrides=["stage.seconds=30"])
     spawn_worker(sqlite_url, tmp_path / "home")
     first = wait_until(lambda: (get_job(sqlite_url, job).progress or {}).get("step"), 60, "the job's first progress")
-    later = wait_until(lambda: (p := (get_job(sqlite_url, job).progress or {}).get("step", 0)) > first and p, 10,
-                       "its progress to advance")
+    later = wait_until(
+        lambda: (p := (get_job(sqlite_url, job).progress or {}).get("step", 0)) > first and p,
+        10,
+        "its progress to advance",
+    )
     progress = get_job(sqlite_url, job).progress
     assert progress["phase"] == "sleeping" and progress["total_steps"] == 120 and progress["eta_s"] > 0
     with get_sessionmaker(sqlite_url)() as s:  # what the API lists: the latest numbers, no history
@@ -177,8 +182,9 @@ def test_cli_submit_status_logs_cancel_retry(sqlite_url, tmp_path, spawn_worker,
     code, out, _ = cli("status", "--database-url", sqlite_url, "--workers")
     assert "active" in out
     # --wait draws one line per job with its bar (into a pipe: again only when it moved on)
-    code, out, _ = cli("submit", "--database-url", sqlite_url, "--wait", "stage=sleep", "stage.seconds=1.5",
-                       "--name", "waited")
+    code, out, _ = cli(
+        "submit", "--database-url", sqlite_url, "--wait", "stage=sleep", "stage.seconds=1.5", "--name", "waited"
+    )
     assert code == 0, out
     lines = [ln for ln in out.splitlines() if "waited" in ln]
     # a 1.5 s job polled every second: its running line may or may not have caught a bar yet
@@ -205,8 +211,9 @@ def test_a_summary_that_breaks_its_contract_fails_the_job_naming_the_field(tmp_p
 
     url = f"sqlite:///{tmp_path / 'platform.db'}"
     with session_scope(url) as s:
-        bad = queue.submit_job(s, stage="sleep", overrides=["stage.seconds=0.1", "stage.break_summary=true"],
-                               max_attempts=1).id
+        bad = queue.submit_job(
+            s, stage="sleep", overrides=["stage.seconds=0.1", "stage.break_summary=true"], max_attempts=1
+        ).id
         good = queue.submit_job(s, stage="sleep", overrides=["stage.seconds=0.1"]).id
     spawn_worker(url, tmp_path / "home")
 
@@ -214,6 +221,7 @@ def test_a_summary_that_breaks_its_contract_fails_the_job_naming_the_field(tmp_p
         with session_scope(url) as s:
             jobs = [queue.get_job(s, bad), queue.get_job(s, good)]
             return jobs if all(j.status in ("succeeded", "failed") for j in jobs) else None
+
     bad_job, good_job = wait_until(done, 60, "both jobs to finish")
     assert bad_job.status == "failed" and "seconds" in bad_job.error and "summary.json" in bad_job.error
     assert good_job.status == "succeeded"

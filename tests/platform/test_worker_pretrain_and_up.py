@@ -5,8 +5,8 @@ included)."""
 from __future__ import annotations
 
 import os
-import re
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -14,9 +14,9 @@ import time
 
 import httpx
 import pytest
-
-from waiting import wait_until
 from pg import free_port
+from waiting import wait_until
+
 from ptmlab import queue
 from ptmlab.db import SUCCEEDED, dispose_engines, get_sessionmaker
 from ptmlab.results import query_results
@@ -29,15 +29,27 @@ def test_pretrain_job_through_a_worker(tmp_path, spawn_worker, monkeypatch):
     rng = random.Random(0)
     corpus = tmp_path / "corpus"
     corpus.mkdir()
-    (corpus / "doc.txt").write_text("\n".join(" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 12)))
-                                              for _ in range(400)) + "\n")
+    (corpus / "doc.txt").write_text(
+        "\n".join(" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 12))) for _ in range(400)) + "\n"
+    )
     url = f"sqlite:///{tmp_path / 'platform.db'}"
     home = tmp_path / "home"
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    overrides = ["model=bert_tiny", "objective=mlm", "data=text_files", f"data.corpus.path={corpus}",
-                 "data.block_size=32", "data.batch_size=16", "tokenizer.vocab_size=90", "tokenizer.min_frequency=1",
-                 "trainer.max_steps=30", "trainer.val_check_interval=10", "trainer.limit_val_batches=2",
-                 "trainer.enable_progress_bar=false", "checkpoint_every_n_steps=10"]
+    overrides = [
+        "model=bert_tiny",
+        "objective=mlm",
+        "data=text_files",
+        f"data.corpus.path={corpus}",
+        "data.block_size=32",
+        "data.batch_size=16",
+        "tokenizer.vocab_size=90",
+        "tokenizer.min_frequency=1",
+        "trainer.max_steps=30",
+        "trainer.val_check_interval=10",
+        "trainer.limit_val_batches=2",
+        "trainer.enable_progress_bar=false",
+        "checkpoint_every_n_steps=10",
+    ]
     with get_sessionmaker(url)() as s:
         job_id = queue.submit_job(s, stage="pretrain", overrides=overrides, tags={"suite": "worker"}).id
     worker = spawn_worker(url, home, "--burst")
@@ -61,15 +73,27 @@ def test_pretrain_job_through_a_worker(tmp_path, spawn_worker, monkeypatch):
 def test_up_starts_worker_and_mlflow_ui_and_a_signal_stops_all(tmp_path, stop_signal):
     home = tmp_path / "home"
     port = free_port()
-    env = {**os.environ, "PTMLAB_HOME": str(home), "PTMLAB_MLFLOW_UI_PORT": str(port), "PTMLAB_BIND_PORT": str(free_port())}
+    env = {
+        **os.environ,
+        "PTMLAB_HOME": str(home),
+        "PTMLAB_MLFLOW_UI_PORT": str(port),
+        "PTMLAB_BIND_PORT": str(free_port()),
+    }
     env.pop("MLFLOW_TRACKING_URI", None)
     env.pop("PTMLAB_DATABASE_URL", None)
     # --cold-start: the one job here is a sleep, and a warm worker's launcher would spend ~10 CPU-s
     # importing torch, Lightning and the stages for it (test_warm_start.py covers the warm path).
-    up = subprocess.Popen([sys.executable, "-m", "ptmlab.cli", "up", "--cold-start"], env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    up = subprocess.Popen(
+        [sys.executable, "-m", "ptmlab.cli", "up", "--cold-start"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     groups: list[int] = []
     try:
+
         def mlflow_answers():
             try:
                 return httpx.get(f"http://127.0.0.1:{port}/", timeout=2).status_code == 200
@@ -97,7 +121,7 @@ def test_up_starts_worker_and_mlflow_ui_and_a_signal_stops_all(tmp_path, stop_si
                 pass
     # One line per service with where to find it.
     assert re.search(r"^dashboard \+ API  http://127\.0\.0\.1:\d+  \(pid \d+\)$", out, re.M), out
-    assert re.search(r"^MLflow UI        http://127\.0\.0\.1:%d  \(pid \d+\)$" % port, out, re.M), out
+    assert re.search(rf"^MLflow UI        http://127\.0\.0\.1:{port}  \(pid \d+\)$", out, re.M), out
     assert re.search(r"^worker           queues default, 1 CPU slot\(s\), GPUs none  \(pid \d+\)$", out, re.M), out
     assert f"database         sqlite:///{home}" in out
     time.sleep(0.5)
@@ -125,5 +149,8 @@ def _children(pid: int) -> list[int]:
 def _group_members(pgids: list[int]) -> list[int]:
     """Live (not zombie) processes whose process group is one of `pgids`."""
     out = subprocess.run(["ps", "-e", "-o", "pid=,pgid=,stat="], capture_output=True, text=True).stdout
-    return [int(pid) for pid, pgid, stat in (line.split()[:3] for line in out.splitlines())
-            if int(pgid) in pgids and not stat.startswith("Z")]
+    return [
+        int(pid)
+        for pid, pgid, stat in (line.split()[:3] for line in out.splitlines())
+        if int(pgid) in pgids and not stat.startswith("Z")
+    ]

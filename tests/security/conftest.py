@@ -8,7 +8,8 @@ import importlib.util
 from pathlib import Path
 
 _spec = importlib.util.spec_from_file_location(
-    "platform_fixtures", Path(__file__).resolve().parents[1] / "platform" / "conftest.py")
+    "platform_fixtures", Path(__file__).resolve().parents[1] / "platform" / "conftest.py"
+)
 _platform = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_platform)
 

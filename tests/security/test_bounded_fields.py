@@ -23,8 +23,11 @@ from ptmlab.queue.pipelines import list_pipelines
 from ptmlab.settings import Settings
 
 API = "/api/v1"
-STUDY = {"stage": "sleep", "objective": "val/score",
-         "overrides": ["stage.validations=2", "stage.quality=interval(0.01,1)"]}
+STUDY = {
+    "stage": "sleep",
+    "objective": "val/score",
+    "overrides": ["stage.validations=2", "stage.quality=interval(0.01,1)"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -130,9 +133,13 @@ def test_a_pipeline_job_with_an_out_of_range_option_is_a_422_naming_it(client, c
 
 def test_a_pipeline_job_with_yaml_style_options_is_still_queued(client):
     # `seed: "{seed}"` expands to a string (conf/pipeline/sleep_graph.yaml): numbers as text stay valid.
-    spec = {"name": "ok", "vars": {"s": ["1", "2"]},
-            "jobs": [{"name": "a-{s}", "stage": "sleep", "seed": "{s}", "priority": "5", "timeout_s": 60,
-                      "tags": {"k": "v"}}]}
+    spec = {
+        "name": "ok",
+        "vars": {"s": ["1", "2"]},
+        "jobs": [
+            {"name": "a-{s}", "stage": "sleep", "seed": "{s}", "priority": "5", "timeout_s": 60, "tags": {"k": "v"}}
+        ],
+    }
     r = post_json(client, "/pipelines", {"spec": spec})
     assert r.status_code == 201, r.text
     jobs = [client.get(f"{API}/jobs/{j['job_id']}").json() for j in r.json()["jobs"]]
@@ -182,10 +189,20 @@ def test_the_openapi_schema_states_the_bounds(client):
         assert "queue" in props and "timeout_s" in props, text[:200]
 
 
-@pytest.mark.parametrize("field, value", [
-    ("priority", 2**70), ("seed", 2**40), ("gpus", 10**9), ("timeout_s", float("inf")), ("max_attempts", 10**9),
-    ("name", "x" * 5000), ("name", "a\x00b"), ("queue", ["a"]), ("nodes", 0),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("priority", 2**70),
+        ("seed", 2**40),
+        ("gpus", 10**9),
+        ("timeout_s", float("inf")),
+        ("max_attempts", 10**9),
+        ("name", "x" * 5000),
+        ("name", "a\x00b"),
+        ("queue", ["a"]),
+        ("nodes", 0),
+    ],
+)
 def test_the_local_submit_path_refuses_the_same_values_naming_the_field(home, client, field, value):
     url = f"sqlite:///{home / 'platform.db'}"
     with session_scope(url) as s:
@@ -207,10 +224,18 @@ def test_a_stored_infinite_timeout_does_not_break_the_study_views(home, client):
     url = f"sqlite:///{home / 'platform.db'}"
     with session_scope(url) as s:  # what an older version let in
         spec = dict(s.get(Study, study_id).spec)
-        s.execute(sa.update(Study).where(Study.id == study_id)
-                  .values(spec={**spec, "timeout_s": float("inf"), "max_wall_s": float("inf")}))
-    for path in (f"{API}/views/studies/{study_id}", f"{API}/studies/{study_id}", f"{API}/studies",
-                 f"/studies/{study_id}", "/studies"):
+        s.execute(
+            sa.update(Study)
+            .where(Study.id == study_id)
+            .values(spec={**spec, "timeout_s": float("inf"), "max_wall_s": float("inf")})
+        )
+    for path in (
+        f"{API}/views/studies/{study_id}",
+        f"{API}/studies/{study_id}",
+        f"{API}/studies",
+        f"/studies/{study_id}",
+        "/studies",
+    ):
         r = client.get(path)
         assert r.status_code == 200, (path, r.status_code, r.text[:300])
     assert client.get(f"{API}/studies/{study_id}").json()["spec"]["timeout_s"] is None

@@ -96,8 +96,15 @@ def test_stall_longer_than_the_lease_leaves_the_job_to_its_worker(db_url, tmp_pa
 def _claim(db_url: str, tmp_path: Path, worker_id: str = "w", lease_s: float = SHORT_LEASE_S) -> queue.ClaimedJob:
     with get_sessionmaker(db_url)() as s:
         queue.submit_job(s, stage="sleep")
-        return queue.claim_next_job(s, worker_id=worker_id, queues=["default"], free_gpus=0, free_cpu_slots=1,
-                                    lease_s=lease_s, jobs_root=tmp_path / "jobs")
+        return queue.claim_next_job(
+            s,
+            worker_id=worker_id,
+            queues=["default"],
+            free_gpus=0,
+            free_cpu_slots=1,
+            lease_s=lease_s,
+            jobs_root=tmp_path / "jobs",
+        )
 
 
 def test_a_heartbeat_held_up_longer_than_the_lease_renews_it_from_when_it_lands(db_url, tmp_path):
@@ -138,8 +145,11 @@ def test_heartbeats_failing_longer_than_the_lease_leave_the_job_to_its_worker(tm
 
     monkeypatch.setattr(ptmlab.db, "SQLITE_BUSY_TIMEOUT_MS", 200)  # fail fast rather than wait 30 s
     db_url = f"sqlite:///{tmp_path / 'platform.db'}"
-    agent = WorkerAgent(WorkerOptions(database_url=db_url, home=ptmlab_home, worker_id="w", lease_s=SHORT_LEASE_S,
-                                      poll_s=0.1, warm_start=False))
+    agent = WorkerAgent(
+        WorkerOptions(
+            database_url=db_url, home=ptmlab_home, worker_id="w", lease_s=SHORT_LEASE_S, poll_s=0.1, warm_start=False
+        )
+    )
     claim = _claim(db_url, tmp_path)
     proc = subprocess.Popen(["sleep", "60"], start_new_session=True)  # the job's process group
     agent.running[claim.job_id] = rj = RunningJob(claim=claim, proc=proc, started=time.monotonic())

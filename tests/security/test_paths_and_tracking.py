@@ -32,14 +32,17 @@ def submit(api, *overrides, stage="finetune"):
     return api.post(f"{API}/jobs", json={"stage": stage, "overrides": list(overrides)})
 
 
-@pytest.mark.parametrize("override", [
-    "tracking.uri=sqlite:////elsewhere/pwn.db",
-    "tracking.uri=http://127.0.0.1:9/",
-    "++tracking.uri=http://127.0.0.1:9/",
-    "paths.home=x",
-    "paths.cache_dir=cache2",
-    "run_dir=somewhere",
-])
+@pytest.mark.parametrize(
+    "override",
+    [
+        "tracking.uri=sqlite:////elsewhere/pwn.db",
+        "tracking.uri=http://127.0.0.1:9/",
+        "++tracking.uri=http://127.0.0.1:9/",
+        "paths.home=x",
+        "paths.cache_dir=cache2",
+        "run_dir=somewhere",
+    ],
+)
 def test_the_platform_keys_cannot_be_submitted(api, override):
     r = submit(api, "task=glue/sst2", override)
     assert r.status_code == 422, r.text
@@ -58,7 +61,7 @@ def test_relative_paths_resolve_under_home_and_stay_there(api, tmp_path):
     (outside / "export").mkdir()
     (api.home / "link").symlink_to(outside)
     refused = {
-        "backbone=link": "outside the allowed roots",                        # a symlink out of home
+        "backbone=link": "outside the allowed roots",  # a symlink out of home
         "backbone=link/export": "outside the allowed roots",
         "task.data.test=../outside/x.conll": "climbs out",
         "task.data.test=a/../../x.conll": "climbs out",
@@ -66,8 +69,11 @@ def test_relative_paths_resolve_under_home_and_stay_there(api, tmp_path):
     }
     for override, why in refused.items():
         task = "task=glue/sst2" if "files" in override else "task=ner"
-        r = submit(api, task, "task.data.train=t.conll", "task.data.dev=d.conll", override) if task == "task=ner" \
+        r = (
+            submit(api, task, "task.data.train=t.conll", "task.data.dev=d.conll", override)
+            if task == "task=ner"
             else submit(api, task, override)
+        )
         assert r.status_code == 422 and why in r.text, (override, r.text)
     # Relative names under home are what they say they are: home's own files.
     for override in ("backbone=.", "backbone=evil_backbone"):
@@ -96,9 +102,10 @@ def test_a_worker_reads_relative_paths_from_home_not_its_own_folder(tmp_path, sp
     """The red team's `.env` read: the worker's start-up folder holds a `.env`; a job naming
     `task.data.test=.env` must never read it (the job reads PTMLAB_HOME/.env, which is absent, and
     fails before training), and no file the job leaves holds the secret."""
+    from waiting import wait_until
+
     from ptmlab.db import Job, dispose_engines, get_engine, sessionmaker
     from ptmlab.queue import submit_job
-    from waiting import wait_until
 
     home, start_dir = tmp_path / "home", tmp_path / "worker_checkout"
     home.mkdir()
@@ -110,9 +117,19 @@ def test_a_worker_reads_relative_paths_from_home_not_its_own_folder(tmp_path, sp
     url = f"sqlite:///{tmp_path / 'platform.db'}"
     Session = sessionmaker(bind=get_engine(url), expire_on_commit=False)
     with Session() as s:
-        job_id = submit_job(s, stage="finetune", overrides=[
-            "task=ner", "task.data.train=ner/train.conll", "task.data.dev=ner/dev.conll", "task.data.test=.env",
-            "model=bert_tiny", "backbone=random", "tokenizer.vocab_size=60"]).id
+        job_id = submit_job(
+            s,
+            stage="finetune",
+            overrides=[
+                "task=ner",
+                "task.data.train=ner/train.conll",
+                "task.data.dev=ner/dev.conll",
+                "task.data.test=.env",
+                "model=bert_tiny",
+                "backbone=random",
+                "tokenizer.vocab_size=60",
+            ],
+        ).id
     spawn_worker(url, home, cwd=start_dir)
 
     def ended():
@@ -135,11 +152,12 @@ def test_the_worker_checks_an_api_job_again_when_it_starts(tmp_path, spawn_worke
     """A symlink planted in home after the API accepted a job: the worker re-applies the API's
     checks to the jobs the API queued and refuses it before it starts; the same override queued
     from the researcher's own machine runs (it names the researcher's own files)."""
+    from waiting import wait_until
+
     from ptmlab.api.app import create_app
     from ptmlab.db import Job, dispose_engines, get_sessionmaker
     from ptmlab.queue import submit_job
     from ptmlab.settings import Settings
-    from waiting import wait_until
 
     home, outside = tmp_path / "home", tmp_path / "outside"
     home.mkdir()

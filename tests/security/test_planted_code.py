@@ -45,24 +45,39 @@ def planted_nodes(secret: Path, mark: Path, pkl: Path) -> dict[str, dict]:
         "builtins.open": {"_target_": "builtins.open", "file": str(mark), "mode": "w"},
         "torch.load of a pickle": {"_target_": "torch.load", "f": str(pkl), "weights_only": False},
         # Hydra resolves a dotted path through module attributes: a prefix check alone lets this through.
-        "a shipped module's import": {"_target_": "lightning_modules.models.transformer.torch.load",
-                                      "f": str(pkl), "weights_only": False},
-        "nested in a shipped class": {"_target_": encoder, "vocab_size": 10, "hidden_size": {
-            "_target_": "shutil.copyfile", "src": str(secret), "dst": str(mark)}},
-        "positional args": {"_target_": encoder, "_args_": [{"_target_": "shutil.copyfile", "src": str(secret),
-                                                             "dst": str(mark)}]},
+        "a shipped module's import": {
+            "_target_": "lightning_modules.models.transformer.torch.load",
+            "f": str(pkl),
+            "weights_only": False,
+        },
+        "nested in a shipped class": {
+            "_target_": encoder,
+            "vocab_size": 10,
+            "hidden_size": {"_target_": "shutil.copyfile", "src": str(secret), "dst": str(mark)},
+        },
+        "positional args": {
+            "_target_": encoder,
+            "_args_": [{"_target_": "shutil.copyfile", "src": str(secret), "dst": str(mark)}],
+        },
     }
 
 
 def plant_export(folder: Path, backbone_node: dict) -> Path:
     folder.mkdir(parents=True)
-    (folder / "ptmlab_model.yaml").write_text(yaml.safe_dump({"name": "evil", "family": "encoder",
-                                                              "backbone": backbone_node}))
+    (folder / "ptmlab_model.yaml").write_text(
+        yaml.safe_dump({"name": "evil", "family": "encoder", "backbone": backbone_node})
+    )
     return folder
 
 
-CASES = ["shutil.copyfile", "builtins.open", "torch.load of a pickle", "a shipped module's import",
-         "nested in a shipped class", "positional args"]
+CASES = [
+    "shutil.copyfile",
+    "builtins.open",
+    "torch.load of a pickle",
+    "a shipped module's import",
+    "nested in a shipped class",
+    "positional args",
+]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -85,12 +100,23 @@ def test_a_planted_backbone_record_is_refused(scene, tmp_path):
     secret, mark, pkl = scene
     folder = tmp_path / "export"
     folder.mkdir()
-    (folder / "ptmlab_backbone.json").write_text(json.dumps({"configs": {"data": {"name": "x", "corpus": {
-        "_target_": "shutil.copyfile", "src": str(secret), "dst": str(mark)}}}}))
+    (folder / "ptmlab_backbone.json").write_text(
+        json.dumps(
+            {
+                "configs": {
+                    "data": {
+                        "name": "x",
+                        "corpus": {"_target_": "shutil.copyfile", "src": str(secret), "dst": str(mark)},
+                    }
+                }
+            }
+        )
+    )
     with pytest.raises(UntrustedCodeError, match=r"configs\.data\.corpus"):
         read_backbone_manifest(folder)
-    (folder / "ptmlab_backbone.json").write_text(json.dumps({"configs": {"objective": {
-        "name": "mlm", "path": "${oc.env:POSTGRES_PASSWORD}"}}}))
+    (folder / "ptmlab_backbone.json").write_text(
+        json.dumps({"configs": {"objective": {"name": "mlm", "path": "${oc.env:POSTGRES_PASSWORD}"}}})
+    )
     with pytest.raises(UntrustedCodeError, match="resolver"):
         read_backbone_manifest(folder)
     assert not mark.exists()
@@ -98,11 +124,17 @@ def test_a_planted_backbone_record_is_refused(scene, tmp_path):
 
 def _task_model_manifest(backbone: dict, adaptation: dict, reader: dict | None = None) -> dict:
     manifest = {
-        "format_version": 1, "kind": "task_model",
+        "format_version": 1,
+        "kind": "task_model",
         "model": {"name": "evil", "family": "encoder", "backbone": backbone},
-        "adaptation": adaptation, "pooling": "cls", "scalar_mix": False, "head_dropout": 0.1,
-        "heads": {"sst2": 2}, "tasks": {"sst2": {"name": "sst2", "num_labels": 2}},
-        "weights": {"file": "model.safetensors"}, "tokenizer_files": [],
+        "adaptation": adaptation,
+        "pooling": "cls",
+        "scalar_mix": False,
+        "head_dropout": 0.1,
+        "heads": {"sst2": 2},
+        "tasks": {"sst2": {"name": "sst2", "num_labels": 2}},
+        "weights": {"file": "model.safetensors"},
+        "tokenizer_files": [],
     }
     if reader is not None:
         manifest["task_configs"] = {"sst2": {"name": "sst2", "data": reader}}

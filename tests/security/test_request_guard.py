@@ -35,8 +35,12 @@ EVIL = {"Origin": "http://evil.example", **FORM}
 
 
 def make_client(tmp_path: Path, **settings) -> TestClient:
-    s = Settings(home=tmp_path / "home", database_url=f"sqlite:///{tmp_path / 'platform.db'}",
-                 data_dir=tmp_path / "data", **settings)
+    s = Settings(
+        home=tmp_path / "home",
+        database_url=f"sqlite:///{tmp_path / 'platform.db'}",
+        data_dir=tmp_path / "data",
+        **settings,
+    )
     # An unhandled error must come back as the client sees it, not re-raised into the test.
     return TestClient(create_app(s), raise_server_exceptions=False)
 
@@ -68,7 +72,10 @@ def test_a_foreign_host_is_refused_before_any_route_runs(client):
     rebound = {"Host": "attacker.example"}
     r = client.post(f"{API}/jobs", json={"stage": "sleep", "overrides": ["stage.seconds=0.1"]}, headers=rebound)
     assert r.status_code == 421 and error_code(r) == "host_not_allowed", r.text
-    assert "attacker.example" in r.json()["error"]["message"] and "PTMLAB_API_ALLOWED_HOSTS" in r.json()["error"]["message"]
+    assert (
+        "attacker.example" in r.json()["error"]["message"]
+        and "PTMLAB_API_ALLOWED_HOSTS" in r.json()["error"]["message"]
+    )
     assert client.get(f"{API}/jobs").json()["total"] == 0  # nothing was queued
     for path in ("/", f"{API}/jobs", "/healthz", "/static/js/api.js"):
         r = client.get(path, headers={"Host": "attacker.example:8765", "Accept": "text/html"})
@@ -89,7 +96,9 @@ def test_the_bind_host_and_configured_public_names_are_allowed(tmp_path):
             assert c.get(f"{API}/jobs", headers={"Host": host}).status_code == 421, host
         # A page served under a public name may write through the API under that name.
         job = sleep_job(c, headers={"Host": "lab.example.org"})
-        r = c.post(f"{API}/jobs/{job['id']}/cancel", headers={"Host": "lab.example.org", "Origin": "https://lab.example.org"})
+        r = c.post(
+            f"{API}/jobs/{job['id']}/cancel", headers={"Host": "lab.example.org", "Origin": "https://lab.example.org"}
+        )
         assert r.status_code == 200, r.text
     dispose_engines()
 
@@ -106,16 +115,27 @@ def test_a_cross_site_form_cannot_cancel_retry_or_stop(client):
     assert r.status_code == 403 and error_code(r) == "cross_site_request"
     # A sandboxed frame or a file: page sends `Origin: null`; another port of localhost is another origin.
     for origin in ("null", "http://localhost:3000", "http://testserver.evil.example"):
-        r = client.post(f"{API}/jobs/{job['id']}/cancel", headers={"Origin": origin, "Content-Type": "application/json"},
-                        content="{}")
+        r = client.post(
+            f"{API}/jobs/{job['id']}/cancel",
+            headers={"Origin": origin, "Content-Type": "application/json"},
+            content="{}",
+        )
         assert r.status_code == 403, origin
     r = client.patch(f"{API}/jobs/{job['id']}", json={"name": "pwned"}, headers={"Origin": "http://evil.example"})
     assert r.status_code == 403
     after = client.get(f"{API}/jobs/{job['id']}").json()
     assert after["status"] == "queued" and after["name"] != "pwned"
 
-    study = client.post(f"{API}/studies", json={"stage": "sleep", "overrides": ["stage.validations=1", "stage.quality=interval(0.1,1)"],
-                                                "objective": "val/score", "n_trials": 2, "n_parallel": 1})
+    study = client.post(
+        f"{API}/studies",
+        json={
+            "stage": "sleep",
+            "overrides": ["stage.validations=1", "stage.quality=interval(0.1,1)"],
+            "objective": "val/score",
+            "n_trials": 2,
+            "n_parallel": 1,
+        },
+    )
     assert study.status_code in (200, 201), study.text
     sid = study.json()["id"]
     for action in ("stop", "resume"):
@@ -132,13 +152,18 @@ def test_same_origin_pages_and_clients_without_origin_keep_working(client):
     # The dashboard's cancel and retry, and curl -X POST: no body, no Content-Type.
     assert client.post(f"{API}/jobs/{job['id']}/cancel", headers=same).status_code == 200
     assert client.post(f"{API}/jobs/{job['id']}/retry").status_code == 200
-    r = client.post(f"{API}/jobs", content='{"stage": "sleep", "overrides": ["stage.seconds=0.1"]}',
-                    headers={"Content-Type": "application/json; charset=utf-8"})
+    r = client.post(
+        f"{API}/jobs",
+        content='{"stage": "sleep", "overrides": ["stage.seconds=0.1"]}',
+        headers={"Content-Type": "application/json; charset=utf-8"},
+    )
     assert r.status_code == 201, r.text
 
 
-@pytest.mark.parametrize("content_type", ["application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
-                                          "text/plain", "application/jsonx", None])
+@pytest.mark.parametrize(
+    "content_type",
+    ["application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "text/plain", "application/jsonx", None],
+)
 def test_mutating_routes_take_json_bodies_only(client, content_type):
     job = sleep_job(client)
     headers = {"Content-Type": content_type} if content_type else {}
@@ -192,8 +217,11 @@ def test_the_token_is_checked_before_the_body_is_parsed(tmp_path):
                 r = c.post(f"{API}/jobs", content=body, headers={"Content-Type": "application/json", **auth})
                 assert r.status_code == 401 and error_code(r) == "unauthorized", (body[:10], auth, r.text)
                 assert r.headers["www-authenticate"] == "Bearer"
-        r = c.post(f"{API}/jobs", content="{not json", headers={"Content-Type": "application/json",
-                                                                  "Authorization": "Bearer s3cret"})
+        r = c.post(
+            f"{API}/jobs",
+            content="{not json",
+            headers={"Content-Type": "application/json", "Authorization": "Bearer s3cret"},
+        )
         assert r.status_code == 422
         # Before the content type too: a stranger learns nothing about what the route would take.
         assert c.post(f"{API}/jobs/1/cancel", content="x=1", headers=FORM).status_code == 401
@@ -206,16 +234,29 @@ def test_a_token_of_spaces_is_a_settings_error_at_start_up(tmp_path):
     assert not Settings(home=tmp_path, api_token="").api_token  # empty still means "no token"
     # The real command: before the fix it served (on a port of the test's choosing) and never exited.
     env = {**os.environ, "PTMLAB_HOME": str(tmp_path), "PTMLAB_API_TOKEN": "   "}
-    proc = subprocess.run([sys.executable, "-m", "ptmlab.cli", "serve", "--port", str(free_port())],
-                          capture_output=True, text=True, env=env, timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ptmlab.cli", "serve", "--port", str(free_port())],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
     err = proc.stderr.strip()
     assert proc.returncode == 2 and "PTMLAB_API_TOKEN" in err and len(err.splitlines()) == 1, err
 
 
 # -- reads that return logs, predictions, configs ------------------------------------------------
 
-PROTECTED_READS = ["/jobs/{id}/logs", "/jobs/{id}/logs?tail=5", "/jobs/{id}/attempts", "/jobs/{id}/predictions",
-                   "/jobs/{id}/attack-records", "/views/jobs/{id}", "/views/compare?runs=1,2"]
+PROTECTED_READS = [
+    "/jobs/{id}/logs",
+    "/jobs/{id}/logs?tail=5",
+    "/jobs/{id}/attempts",
+    "/jobs/{id}/predictions",
+    "/jobs/{id}/attack-records",
+    "/views/jobs/{id}",
+    "/views/compare?runs=1,2",
+]
 OPEN_READS = ["/jobs", "/jobs/{id}", "/jobs/{id}/progress", "/views/overview", "/workers", "/catalogue"]
 
 
@@ -232,12 +273,18 @@ def test_reads_of_logs_predictions_and_configs_need_the_token_beyond_loopback(tm
         for path in OPEN_READS:  # what the dashboard's lists poll
             assert c.get(API + path.format(id=job["id"])).status_code == 200, path
         # Bound to every interface: reached by the machine's addresses and name, still not by another name.
-        for host, status in (("10.9.8.7:8765", 200), ("[fd00::5]", 200), (socket.gethostname(), 200),
-                             ("attacker.example", 421)):
+        for host, status in (
+            ("10.9.8.7:8765", 200),
+            ("[fd00::5]", 200),
+            (socket.gethostname(), 200),
+            ("attacker.example", 421),
+        ):
             assert c.get(f"{API}/jobs", headers={"Host": host}).status_code == status, host
     dispose_engines()
-    for settings in ({"api_token": "s3cret", "bind_host": "0.0.0.0", "api_protect_reads": False},
-                     {"api_token": "s3cret"}):  # on loopback: off unless asked for
+    for settings in (
+        {"api_token": "s3cret", "bind_host": "0.0.0.0", "api_protect_reads": False},
+        {"api_token": "s3cret"},
+    ):  # on loopback: off unless asked for
         with make_client(tmp_path, **settings) as c:
             for path in PROTECTED_READS:
                 assert c.get(API + path.format(id=job["id"])).status_code != 401, (settings, path)
@@ -301,18 +348,26 @@ def test_postgres_disk_full_and_enospc_are_507(client, monkeypatch):
 
     from ptmlab.api.routes import workers
 
-    pg = psycopg.errors.DiskFull("could not extend file \"base/16384/2619\": No space left on device")
-    for exc in (sa.exc.OperationalError("INSERT", {}, pg),
-                sa.exc.OperationalError("INSERT", {}, sqlite3.OperationalError("database or disk is full")),
-                OSError(errno.ENOSPC, "No space left on device", "/var/lib/ptmlab/jobs/1.log")):
+    pg = psycopg.errors.DiskFull('could not extend file "base/16384/2619": No space left on device')
+    for exc in (
+        sa.exc.OperationalError("INSERT", {}, pg),
+        sa.exc.OperationalError("INSERT", {}, sqlite3.OperationalError("database or disk is full")),
+        OSError(errno.ENOSPC, "No space left on device", "/var/lib/ptmlab/jobs/1.log"),
+    ):
+
         def broken(_session, exc=exc):
             raise exc
 
         monkeypatch.setattr(workers.queue, "list_workers", broken)
         r = client.get(f"{API}/workers")
         assert r.status_code == 507 and error_code(r) == "disk_full", (exc, r.text)
-    monkeypatch.setattr(workers.queue, "list_workers", lambda _s: (_ for _ in ()).throw(
-        sa.exc.OperationalError("SELECT", {}, sqlite3.OperationalError("database is locked"))))
+    monkeypatch.setattr(
+        workers.queue,
+        "list_workers",
+        lambda _s: (_ for _ in ()).throw(
+            sa.exc.OperationalError("SELECT", {}, sqlite3.OperationalError("database is locked"))
+        ),
+    )
     r = client.get(f"{API}/workers")
     assert r.status_code == 500 and error_code(r) == "internal_error"
 
@@ -323,13 +378,19 @@ def test_postgres_disk_full_and_enospc_are_507(client, monkeypatch):
 def test_serve_drops_slow_header_and_slow_body_clients(tmp_path):
     from api_server import LiveApi  # tests/platform's: a real `ptmlab serve` on a free loopback port
 
-    api = LiveApi(f"sqlite:///{tmp_path / 'platform.db'}", tmp_path / "home", tmp_path,
-                  env={"PTMLAB_API_READ_TIMEOUT_S": "1", "MLFLOW_TRACKING_URI": None})
+    api = LiveApi(
+        f"sqlite:///{tmp_path / 'platform.db'}",
+        tmp_path / "home",
+        tmp_path,
+        env={"PTMLAB_API_READ_TIMEOUT_S": "1", "MLFLOW_TRACKING_URI": None},
+    )
     api.start()
     try:
         slow_headers = b"GET /api/v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
-        slow_body = (b"POST /api/v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: 100\r\n\r\n{\"stage\": ")
+        slow_body = (
+            b"POST /api/v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b'Content-Length: 100\r\n\r\n{"stage": '
+        )
         # Headers not in time: a 408; a body not in time: the connection is cut (the route sees a disconnect).
         for partial, expected in ((slow_headers, b"HTTP/1.1 408 "), (slow_body, b"")):
             with socket.create_connection(("127.0.0.1", api.port)) as sock:
@@ -353,9 +414,16 @@ def test_every_command_names_a_token_of_only_spaces_in_one_line(tmp_path):
     import sys
 
     env = {**os.environ, "PTMLAB_API_TOKEN": "   ", "PTMLAB_HOME": str(tmp_path)}
-    proc = subprocess.run([sys.executable, "-m", "ptmlab.cli", "worker", "--burst"], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ptmlab.cli", "worker", "--burst"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [
         "error[config_error]: PTMLAB_API_TOKEN: a token of only spaces: give one with a non-space character, "
-        "or leave it unset"]
+        "or leave it unset"
+    ]

@@ -25,17 +25,31 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 EXAMPLES = int(os.environ.get("PTMLAB_FUZZ_EXAMPLES", "300"))
-PATH_KEYS = ["backbone", "source", "task.data.train", "task.data.test", "task.data.data_dir", "data.corpus.path",
-             "model.name_or_path", "probe.data.train", "task.data.files.train"]
+PATH_KEYS = [
+    "backbone",
+    "source",
+    "task.data.train",
+    "task.data.test",
+    "task.data.data_dir",
+    "data.corpus.path",
+    "model.name_or_path",
+    "probe.data.train",
+    "task.data.files.train",
+]
 
-segment = st.one_of(st.sampled_from(["..", ".", "", "~", "link_out", "link_in", "export", "etc", "passwd", ".env",
-                                     "home", "data", "x" * 300]),
-                    st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00/="),
-                            min_size=1, max_size=12))
+segment = st.one_of(
+    st.sampled_from(
+        ["..", ".", "", "~", "link_out", "link_in", "export", "etc", "passwd", ".env", "home", "data", "x" * 300]
+    ),
+    st.text(
+        alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00/="), min_size=1, max_size=12
+    ),
+)
 path_value = st.builds(
     lambda prefix, parts: prefix + "/".join(parts),
     st.sampled_from(["", "/", "~/", "./", "../", "file:", "file://", "file:///", "\\", "~root/"]),
-    st.lists(segment, min_size=0, max_size=6))
+    st.lists(segment, min_size=0, max_size=6),
+)
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +58,8 @@ def roots(tmp_path_factory):
     home, data, outside = base / "home", base / "data", base / "outside"
     for folder in (home, data, outside):
         folder.mkdir()
-    (home / "link_out").symlink_to(outside)      # planted: points out of the roots
-    (home / "link_in").symlink_to(data)          # points to another root
+    (home / "link_out").symlink_to(outside)  # planted: points out of the roots
+    (home / "link_in").symlink_to(data)  # points to another root
     return [home.resolve(), data.resolve()], outside.resolve()
 
 
@@ -57,8 +71,12 @@ def _opened_path(value: str, home: Path) -> Path:
 
 
 @seed(41)
-@settings(max_examples=EXAMPLES, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(key=st.sampled_from(PATH_KEYS), value=path_value)
 def test_no_path_outside_the_roots_is_accepted(roots, key, value):
     from ptmlab.api.validation import check_override_allowed
@@ -92,11 +110,35 @@ def test_schemathesis_with_a_token_finds_no_server_error(tmp_path):
         api.start()
         exe = Path(sys.executable).parent / "schemathesis"
         proc = subprocess.run(
-            [str(exe), "run", f"{api.base}/openapi.json", "--checks", "not_a_server_error",
-             "--max-examples", "15", "--phases", "examples,coverage,fuzzing", "--seed", "41", "--no-shrink",
-             "--workers", "1", "--max-time", "60", "--request-timeout", "30", "--generation-allow-x00", "true",
-             "-H", f"Authorization: Bearer {token}"],
-            capture_output=True, text=True, timeout=200, cwd=tmp_path)
+            [
+                str(exe),
+                "run",
+                f"{api.base}/openapi.json",
+                "--checks",
+                "not_a_server_error",
+                "--max-examples",
+                "15",
+                "--phases",
+                "examples,coverage,fuzzing",
+                "--seed",
+                "41",
+                "--no-shrink",
+                "--workers",
+                "1",
+                "--max-time",
+                "60",
+                "--request-timeout",
+                "30",
+                "--generation-allow-x00",
+                "true",
+                "-H",
+                f"Authorization: Bearer {token}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=200,
+            cwd=tmp_path,
+        )
         out = proc.stdout + proc.stderr
         print(out[-3000:])
         assert proc.returncode == 0, out[-4000:]

@@ -56,9 +56,19 @@ def _job_with_attempt(url: str, log: Path, *, log_text: str, finished: bool = Tr
         job = queue.submit_job(s, stage="sleep", overrides=[OVERRIDE, "stage.seconds=0.1"])
         job.error = f"failed to reach {URL}"
         now = dt.datetime(2026, 1, 1)
-        s.add(Attempt(job_id=job.id, number=1, worker_id="w-1", status="failed" if finished else "running",
-                      argv=["stage=sleep", OVERRIDE], log_path=str(log), error=f"cannot open {URL}",
-                      started_at=now, finished_at=now if finished else None))
+        s.add(
+            Attempt(
+                job_id=job.id,
+                number=1,
+                worker_id="w-1",
+                status="failed" if finished else "running",
+                argv=["stage=sleep", OVERRIDE],
+                log_path=str(log),
+                error=f"cannot open {URL}",
+                started_at=now,
+                finished_at=now if finished else None,
+            )
+        )
         s.commit()
         return job.id
 
@@ -81,16 +91,21 @@ def test_a_password_in_an_override_is_not_served_by_the_job_routes_or_pages(clie
     assert "+stage.message=http://alice:***@tracker.example/x" in job["overrides"]
     assert job["error"] == "failed to reach http://alice:***@tracker.example/x"
     assert served["attempts"].json()[0]["argv"] == ["stage=sleep", "+stage.message=http://alice:***@tracker.example/x"]
-    assert served["job view (composed config)"].json()["config"]["stage"]["message"] == \
-        "http://alice:***@tracker.example/x"
+    assert (
+        served["job view (composed config)"].json()["config"]["stage"]["message"]
+        == "http://alice:***@tracker.example/x"
+    )
     with session_scope(client.url) as s:  # the row keeps the real value: the worker runs it
         assert OVERRIDE in s.get(Job, job_id).overrides
 
 
 def test_a_sweeps_route_and_page_do_not_show_the_password_it_varies(client):
     with session_scope(client.url) as s:
-        sweep, _ = queue.submit_sweep(s, [{"stage": "sleep", "overrides": [OVERRIDE.replace("tracker", host)]}
-                                          for host in ("one", "two")], spec={"overrides": [OVERRIDE]})
+        sweep, _ = queue.submit_sweep(
+            s,
+            [{"stage": "sleep", "overrides": [OVERRIDE.replace("tracker", host)]} for host in ("one", "two")],
+            spec={"overrides": [OVERRIDE]},
+        )
     for route in (f"{API}/sweeps/{sweep.id}", f"/sweeps/{sweep.id}"):
         r = client.get(route)
         assert r.status_code == 200 and "alice:***@one.example" in r.text, (route, r.text[-500:])
@@ -115,8 +130,7 @@ def test_a_run_folders_hydra_config_is_served_redacted(client, tmp_path):
     job_id = _job_with_attempt(client.url, tmp_path / "a.log", log_text="")
     run_dir = tmp_path / "run"
     (run_dir / ".hydra").mkdir(parents=True)
-    (run_dir / ".hydra" / "config.yaml").write_text(
-        f"stage:\n  name: sleep\n  message: {URL}\ndb:\n  password: QQZZ\n")
+    (run_dir / ".hydra" / "config.yaml").write_text(f"stage:\n  name: sleep\n  message: {URL}\ndb:\n  password: QQZZ\n")
     with session_scope(client.url) as s:
         s.get(Job, job_id).run_dir = str(run_dir)
         s.commit()
@@ -126,13 +140,15 @@ def test_a_run_folders_hydra_config_is_served_redacted(client, tmp_path):
     assert view["config"]["db"]["password"] == "***"
 
 
-LOG = ("== job 1 attempt 1 on w-1\n"
-       f"== python -m ptmlab.run stage=sleep {OVERRIDE}\n"
-       "connecting to postgresql+psycopg://bob:ZQXW@db:5432/ptm\n"
-       "export postgres_password=KJWVZ\n"
-       "curl https://h.example/a?token=XWQJ&page=2\n"
-       "dsn: host=db user=bob password='VW KJ' dbname=ptm\n"
-       "done\n")
+LOG = (
+    "== job 1 attempt 1 on w-1\n"
+    f"== python -m ptmlab.run stage=sleep {OVERRIDE}\n"
+    "connecting to postgresql+psycopg://bob:ZQXW@db:5432/ptm\n"
+    "export postgres_password=KJWVZ\n"
+    "curl https://h.example/a?token=XWQJ&page=2\n"
+    "dsn: host=db user=bob password='VW KJ' dbname=ptm\n"
+    "done\n"
+)
 
 
 def test_no_log_offset_reveals_part_of_a_secret(client, tmp_path):
@@ -191,55 +207,68 @@ def test_the_cli_status_does_not_print_the_password(client, tmp_path, capsys):
 def test_the_job_log_header_does_not_hold_the_password(tmp_path):
     from ptmlab.worker.job_process import open_job_log
 
-    claim = SimpleNamespace(run_dir=str(tmp_path / "run"), log_path=str(tmp_path / "run" / "attempt-1.log"),
-                            job_id=1, attempt_number=1)
+    claim = SimpleNamespace(
+        run_dir=str(tmp_path / "run"), log_path=str(tmp_path / "run" / "attempt-1.log"), job_id=1, attempt_number=1
+    )
     open_job_log(claim, ["python", "-m", "ptmlab.run", "stage=sleep", OVERRIDE], "w-1").close()
     header = Path(claim.log_path).read_text()
     assert "+stage.message=http://alice:***@tracker.example/x" in header and not leaked(header), header
 
 
-@pytest.mark.parametrize("text, shown", [
-    # URL user-info: any character in the password, an empty user name, an unencoded `@`
-    ("http://u:QZ/X@h/x", "http://u:***@h/x"),
-    ("redis://:QZXW@cache:6379/0", "redis://:***@cache:6379/0"),
-    ("postgresql://u:QZ@XW@db/ptm", "postgresql://u:***@db/ptm"),
-    ("postgresql+psycopg://ptm:QZ%21X@db:5432/x", "postgresql+psycopg://ptm:***@db:5432/x"),
-    ("['tracking.uri=https://u:QZ:XW#V@h/', 'seed=1']", "['tracking.uri=https://u:***@h/', 'seed=1']"),
-    # keyword forms: query strings, env lines, YAML and JSON, libpq keyword DSNs
-    ("https://h/a?token=QZXW&page=2", "https://h/a?token=***&page=2"),
-    ("https://h/a?access_token=QZXW", "https://h/a?access_token=***"),
-    ("POSTGRES_PASSWORD=QZ/XW@V", "POSTGRES_PASSWORD=***"),
-    ("export PGPASSWORD=QZXW", "export PGPASSWORD=***"),
-    ("HF_TOKEN=hf_QZXW", "HF_TOKEN=***"),
-    ("PTMLAB_API_TOKEN=QZXW", "PTMLAB_API_TOKEN=***"),
-    ("AWS_SECRET_ACCESS_KEY=QZ/XW+V", "AWS_SECRET_ACCESS_KEY=***"),
-    ("passwd=QZXW", "passwd=***"),
-    ("POSTGRES_PASSWORD=QZ,XW;V", "POSTGRES_PASSWORD=***"),
-    ("db password: QZXW", "db password: ***"),
-    ("{'api_token': 'QZ XW', 'token': None}", "{'api_token': '***', 'token': None}"),
-    ("secret=QZXW", "secret=***"),
-    ("api_key=QZXW", "api_key=***"),
-    ("+db.password=QZXW", "+db.password=***"),
-    ("  password: QZ XW V  # prod", "  password: ***"),
-    ("client_secret: 'QZ XW'", "client_secret: '***'"),
-    ('{"password": "QZ \\" XW", "user": "bob"}', '{"password": "***", "user": "bob"}'),
-    ("host=db user=bob password=QZXW dbname=ptm", "host=db user=bob password=*** dbname=ptm"),
-    ("host=db password = 'QZ \\' XW' port=5432", "host=db password = '***' port=5432"),
-    ("Authorization: Bearer QZXWVKJQ", "Authorization: ***"),
-    ("sent Bearer QZXWVKJQZX to the server", "sent Bearer *** to the server"),
-])
+@pytest.mark.parametrize(
+    "text, shown",
+    [
+        # URL user-info: any character in the password, an empty user name, an unencoded `@`
+        ("http://u:QZ/X@h/x", "http://u:***@h/x"),
+        ("redis://:QZXW@cache:6379/0", "redis://:***@cache:6379/0"),
+        ("postgresql://u:QZ@XW@db/ptm", "postgresql://u:***@db/ptm"),
+        ("postgresql+psycopg://ptm:QZ%21X@db:5432/x", "postgresql+psycopg://ptm:***@db:5432/x"),
+        ("['tracking.uri=https://u:QZ:XW#V@h/', 'seed=1']", "['tracking.uri=https://u:***@h/', 'seed=1']"),
+        # keyword forms: query strings, env lines, YAML and JSON, libpq keyword DSNs
+        ("https://h/a?token=QZXW&page=2", "https://h/a?token=***&page=2"),
+        ("https://h/a?access_token=QZXW", "https://h/a?access_token=***"),
+        ("POSTGRES_PASSWORD=QZ/XW@V", "POSTGRES_PASSWORD=***"),
+        ("export PGPASSWORD=QZXW", "export PGPASSWORD=***"),
+        ("HF_TOKEN=hf_QZXW", "HF_TOKEN=***"),
+        ("PTMLAB_API_TOKEN=QZXW", "PTMLAB_API_TOKEN=***"),
+        ("AWS_SECRET_ACCESS_KEY=QZ/XW+V", "AWS_SECRET_ACCESS_KEY=***"),
+        ("passwd=QZXW", "passwd=***"),
+        ("POSTGRES_PASSWORD=QZ,XW;V", "POSTGRES_PASSWORD=***"),
+        ("db password: QZXW", "db password: ***"),
+        ("{'api_token': 'QZ XW', 'token': None}", "{'api_token': '***', 'token': None}"),
+        ("secret=QZXW", "secret=***"),
+        ("api_key=QZXW", "api_key=***"),
+        ("+db.password=QZXW", "+db.password=***"),
+        ("  password: QZ XW V  # prod", "  password: ***"),
+        ("client_secret: 'QZ XW'", "client_secret: '***'"),
+        ('{"password": "QZ \\" XW", "user": "bob"}', '{"password": "***", "user": "bob"}'),
+        ("host=db user=bob password=QZXW dbname=ptm", "host=db user=bob password=*** dbname=ptm"),
+        ("host=db password = 'QZ \\' XW' port=5432", "host=db password = '***' port=5432"),
+        ("Authorization: Bearer QZXWVKJQ", "Authorization: ***"),
+        ("sent Bearer QZXWVKJQZX to the server", "sent Bearer *** to the server"),
+    ],
+)
 def test_the_redaction_covers_every_form(text, shown):
     assert redact(text, Settings(api_token=None)) == shown
 
 
-@pytest.mark.parametrize("text", [
-    "tokenizer=wordpiece data.max_tokens=128 stage.token.epochs=2 mask_token_prob: 0.15",
-    "pad_token: '[PAD]'", "token:                      # token and sentence probes",
-    "password_file=/run/secrets/db", "sqlite:////home/me/.ptmlab/ptmlab.db", "user:pw plain",
-    "http://host:8080/x?page=2", "postgresql://ptm@db/ptm", "password: null", "token:",
-    "generation needs an end token: the tokenizer has neither eos nor [SEP] (tokenizer)",
-    "probe=lama needs a tokenizer with a mask token: backbone=mlflow:abc has none",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "tokenizer=wordpiece data.max_tokens=128 stage.token.epochs=2 mask_token_prob: 0.15",
+        "pad_token: '[PAD]'",
+        "token:                      # token and sentence probes",
+        "password_file=/run/secrets/db",
+        "sqlite:////home/me/.ptmlab/ptmlab.db",
+        "user:pw plain",
+        "http://host:8080/x?page=2",
+        "postgresql://ptm@db/ptm",
+        "password: null",
+        "token:",
+        "generation needs an end token: the tokenizer has neither eos nor [SEP] (tokenizer)",
+        "probe=lama needs a tokenizer with a mask token: backbone=mlflow:abc has none",
+    ],
+)
 def test_the_redaction_leaves_what_is_not_a_secret(text):
     assert redact(text, Settings(api_token=None)) == text
 
@@ -255,8 +284,10 @@ def test_the_config_a_stage_logs_uses_the_same_redaction():
     """lightning_modules/runtime/stage_run.py writes config.yaml and MLflow params through it."""
     from ptmlab.contracts.secrets import redact_url_passwords
 
-    assert redact_url_passwords(f"uri: {URL}\npassword: QZXW\n") == \
-        "uri: http://alice:***@tracker.example/x\npassword: ***\n"
+    assert (
+        redact_url_passwords(f"uri: {URL}\npassword: QZXW\n")
+        == "uri: http://alice:***@tracker.example/x\npassword: ***\n"
+    )
 
 
 def test_an_unencoded_at_in_the_database_password_is_refused_without_its_tail(tmp_path):

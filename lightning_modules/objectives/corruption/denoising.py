@@ -41,8 +41,9 @@ def poisson_lengths(n: int, lam: float, generator: torch.Generator) -> torch.Ten
     return torch.poisson(rates, generator=generator if generator.device.type == "cpu" else None).long()
 
 
-def infilling_spans(length: int, rate: float, generator: torch.Generator,
-                    poisson_lambda: float = 3.0) -> list[tuple[int, int]]:
+def infilling_spans(
+    length: int, rate: float, generator: torch.Generator, poisson_lambda: float = 3.0
+) -> list[tuple[int, int]]:
     """(start, span_length) pairs, sorted, non-overlapping, covering ceil(rate·length) tokens in
     total (the last span is cut to the budget); zero-length spans are kept (insertions)."""
     budget = math.ceil(rate * length)
@@ -61,7 +62,7 @@ def infilling_spans(length: int, rate: float, generator: torch.Generator,
             if total >= budget:
                 break
             span_length = min(span_length, budget - total, length - start)
-            if any(covered[start: start + span_length]) or (span_length == 0 and covered[start]):
+            if any(covered[start : start + span_length]) or (span_length == 0 and covered[start]):
                 continue  # overlaps an earlier span: draw again
             if span_length == 0 and start in insertions:
                 continue
@@ -76,8 +77,9 @@ def infilling_spans(length: int, rate: float, generator: torch.Generator,
     return sorted(spans)
 
 
-def text_infilling(ids: torch.Tensor, rate: float, mask_id: int, generator: torch.Generator,
-                   poisson_lambda: float = 3.0) -> torch.Tensor:
+def text_infilling(
+    ids: torch.Tensor, rate: float, mask_id: int, generator: torch.Generator, poisson_lambda: float = 3.0
+) -> torch.Tensor:
     spans = infilling_spans(ids.numel(), rate, generator, poisson_lambda)
     values = ids.tolist()
     out: list[int] = []
@@ -136,8 +138,9 @@ class NoiseConfig:
         return [name for name in NOISE_ORDER if getattr(self, name)]
 
 
-def apply_noise(ids: torch.Tensor, noise: NoiseConfig, mask_id: int, full_stop_ids: Sequence[int],
-                generator: torch.Generator) -> torch.Tensor:
+def apply_noise(
+    ids: torch.Tensor, noise: NoiseConfig, mask_id: int, full_stop_ids: Sequence[int], generator: torch.Generator
+) -> torch.Tensor:
     """The composition BART uses, in its order: permute sentences, mask/delete/infill, rotate."""
     out = ids
     if noise.sentence_permutation:

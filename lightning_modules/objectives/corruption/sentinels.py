@@ -26,8 +26,13 @@ def random_segmentation(num_items: int, num_segments: int, generator: torch.Gene
     return [b - a for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def random_spans_noise_mask(length: int, generator: torch.Generator, noise_density: float = 0.15,
-                            mean_noise_span_length: float = 3.0, max_spans: int | None = None) -> torch.Tensor:
+def random_spans_noise_mask(
+    length: int,
+    generator: torch.Generator,
+    noise_density: float = 0.15,
+    mean_noise_span_length: float = 3.0,
+    max_spans: int | None = None,
+) -> torch.Tensor:
     """1-D bool of `length`: True at noise tokens. Noise and non-noise runs alternate, starting
     with non-noise, so no two noise spans touch. `max_spans` caps the span count (a tokenizer
     has a fixed number of sentinels); the noise count is kept, spans get longer instead."""
@@ -47,8 +52,9 @@ def random_spans_noise_mask(length: int, generator: torch.Generator, noise_densi
     return torch.tensor(mask, dtype=torch.bool)
 
 
-def sentinel_corrupt(ids: torch.Tensor, noise_mask: torch.Tensor, sentinel_ids: Sequence[int]
-                     ) -> tuple[torch.Tensor, torch.Tensor]:
+def sentinel_corrupt(
+    ids: torch.Tensor, noise_mask: torch.Tensor, sentinel_ids: Sequence[int]
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(input, target) for T5: each noise span of `ids` becomes the next sentinel in the input;
     the target lists each sentinel followed by the tokens it replaced, then one final sentinel."""
     values, noise = ids.tolist(), noise_mask.tolist()
@@ -66,12 +72,15 @@ def sentinel_corrupt(ids: torch.Tensor, noise_mask: torch.Tensor, sentinel_ids: 
         else:
             source.append(v)
     target.append(int(sentinel_ids[k]))
-    return (torch.tensor(source, dtype=ids.dtype, device=ids.device),
-            torch.tensor(target, dtype=ids.dtype, device=ids.device))
+    return (
+        torch.tensor(source, dtype=ids.dtype, device=ids.device),
+        torch.tensor(target, dtype=ids.dtype, device=ids.device),
+    )
 
 
-def mass_span(ids: torch.Tensor, mask_id: int, generator: torch.Generator, ratio: float = 0.5
-              ) -> tuple[torch.Tensor, torch.Tensor, int]:
+def mass_span(
+    ids: torch.Tensor, mask_id: int, generator: torch.Generator, ratio: float = 0.5
+) -> tuple[torch.Tensor, torch.Tensor, int]:
     """(encoder input, fragment, start): the fragment ids[start:start+m], m = max(1, round(ratio·n)),
     replaced by <mask> tokens in the encoder input (length unchanged)."""
     n = ids.numel()
@@ -80,5 +89,5 @@ def mass_span(ids: torch.Tensor, mask_id: int, generator: torch.Generator, ratio
     m = min(max(1, int(round(ratio * n))), n)
     start = int(torch.randint(n - m + 1, (1,), generator=generator, device=generator.device))
     source = ids.clone()
-    source[start: start + m] = mask_id
-    return source, ids[start: start + m].clone(), start
+    source[start : start + m] = mask_id
+    return source, ids[start : start + m].clone(), start

@@ -25,7 +25,9 @@ def word_start_table(tokenizer) -> torch.Tensor:
         for piece, idx in vocab.items():
             table[idx] = not piece.startswith("##")
         return table
-    marker = "Ġ" if any(p.startswith("Ġ") for p in pieces) else ("▁" if any(p.startswith("▁") for p in pieces) else None)
+    marker = (
+        "Ġ" if any(p.startswith("Ġ") for p in pieces) else ("▁" if any(p.startswith("▁") for p in pieces) else None)
+    )
     if marker is None:
         return table  # no sub-word marks: every token is a word
     special = set(tokenizer.all_special_tokens)
@@ -50,8 +52,9 @@ def word_index(starts: torch.Tensor) -> torch.Tensor:
     return torch.where(starts, positions, torch.zeros_like(positions)).cummax(dim=1).values
 
 
-def whole_word_select(word_start: torch.Tensor, special_tokens_mask: torch.Tensor, mask_prob: float,
-                      generator: torch.Generator) -> torch.Tensor:
+def whole_word_select(
+    word_start: torch.Tensor, special_tokens_mask: torch.Tensor, mask_prob: float, generator: torch.Generator
+) -> torch.Tensor:
     """Whole-word masking (Devlin et al., 2019 release; Cui et al. 2019): each word is selected
     with probability `mask_prob` and all its sub-word tokens with it, so the expected share of
     selected tokens is `mask_prob` and a word is never half-masked.
@@ -75,18 +78,23 @@ def truncated_geometric_lengths(n: int, p: float, max_length: int, generator: to
     q = 1.0 - p
     u = torch.rand(n, generator=generator, device=generator.device).cpu().double()
     # Inverse CDF of the truncated distribution: F(k) = (1 - q^k) / (1 - q^max).
-    lengths = torch.floor(torch.log1p(-u * (1.0 - q ** max_length)) / math.log(q)).long() + 1
+    lengths = torch.floor(torch.log1p(-u * (1.0 - q**max_length)) / math.log(q)).long() + 1
     return lengths.clamp(1, max_length)
 
 
 def truncated_geometric_mean(p: float, max_length: int) -> float:
     q = 1.0 - p
-    return sum(k * p * q ** (k - 1) for k in range(1, max_length + 1)) / (1.0 - q ** max_length)
+    return sum(k * p * q ** (k - 1) for k in range(1, max_length + 1)) / (1.0 - q**max_length)
 
 
-def span_select(special_tokens_mask: torch.Tensor, mask_prob: float, generator: torch.Generator,
-                geometric_p: float = 0.2, max_span_length: int = 10,
-                word_start: torch.Tensor | None = None) -> torch.Tensor:
+def span_select(
+    special_tokens_mask: torch.Tensor,
+    mask_prob: float,
+    generator: torch.Generator,
+    geometric_p: float = 0.2,
+    max_span_length: int = 10,
+    word_start: torch.Tensor | None = None,
+) -> torch.Tensor:
     """SpanBERT span masking (Joshi et al. 2020): repeatedly sample a span length (in words when
     `word_start` is given, else tokens) from a truncated geometric distribution and a random
     starting word, and select the contiguous span, until `mask_prob` of each row's maskable

@@ -3,7 +3,6 @@
 `hydra/sweeper=ptmlab_optuna` (a `-m` with a search space becomes a ptmlab study)."""
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 
@@ -13,21 +12,21 @@ class PtmlabLauncherConf:
     _target_: str = "hydra_plugins.ptmlab_launcher.ptmlab_launcher.PtmlabLauncher"
     # Where the jobs go: the platform database (default: PTMLAB_DATABASE_URL, else SQLite in
     # PTMLAB_HOME), or a running API when api_url is set (it validates and queues the sweep).
-    database_url: Optional[str] = None
-    api_url: Optional[str] = None
-    api_token: Optional[str] = None  # default: $PTMLAB_API_TOKEN
+    database_url: str | None = None
+    api_url: str | None = None
+    api_token: str | None = None  # default: $PTMLAB_API_TOKEN
     # wait=true: block until every job has finished, printing progress; exit non-zero if any failed.
     wait: bool = False
     # skip_invalid=true: queue the combinations that compose, leave out (and list) the others.
     skip_invalid: bool = False
     poll_s: float = 2.0
-    name: Optional[str] = None
+    name: str | None = None
     queue: str = "default"
     priority: int = 0
     gpus: int = 0
-    timeout_s: Optional[float] = None
+    timeout_s: float | None = None
     max_attempts: int = 3
-    tags: Dict[str, str] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="ptmlab", node=PtmlabLauncherConf, provider="ptmlab")
@@ -36,8 +35,8 @@ ConfigStore.instance().store(group="hydra/launcher", name="ptmlab", node=PtmlabL
 @dataclass
 class PtmlabSweeperConf:
     _target_: str = "hydra_plugins.ptmlab_launcher.ptmlab_sweeper.PtmlabSweeper"
-    max_batch_size: Optional[int] = None
-    params: Optional[Dict[str, str]] = None
+    max_batch_size: int | None = None
+    params: dict[str, str] | None = None
 
 
 ConfigStore.instance().store(group="hydra/sweeper", name="ptmlab", node=PtmlabSweeperConf, provider="ptmlab")
@@ -49,31 +48,32 @@ class PtmlabOptunaSweeperConf:
     (ptmlab.studies.spec.StudySpec's fields; null: the spec's default)."""
 
     _target_: str = "hydra_plugins.ptmlab_launcher.ptmlab_optuna_sweeper.PtmlabOptunaSweeper"
-    objective: Optional[str] = None  # required: a metric the stage reports at each validation
-    direction: Optional[str] = None  # maximize | minimize
+    objective: str | None = None  # required: a metric the stage reports at each validation
+    direction: str | None = None  # maximize | minimize
     # a multi-objective study instead: summary fields and one direction each, e.g.
     # hydra.sweeper.objectives=[score,size_bytes] hydra.sweeper.directions=[maximize,minimize]
-    objectives: Optional[List[str]] = None
-    directions: Optional[List[str]] = None
-    sampler: Optional[str] = None  # tpe | random | grid | cmaes | nsga2
-    pruner: Optional[str] = None  # none | asha | hyperband | median
-    min_resource: Optional[int] = None
-    reduction_factor: Optional[int] = None
-    n_trials: Optional[int] = None
-    n_parallel: Optional[int] = None
-    max_wall_s: Optional[float] = None
-    max_steps: Optional[int] = None
-    seed: Optional[int] = None
-    name: Optional[str] = None
-    queue: Optional[str] = None
-    priority: Optional[int] = None
-    gpus: Optional[int] = None
-    timeout_s: Optional[float] = None
+    objectives: list[str] | None = None
+    directions: list[str] | None = None
+    sampler: str | None = None  # tpe | random | grid | cmaes | nsga2
+    pruner: str | None = None  # none | asha | hyperband | median
+    min_resource: int | None = None
+    reduction_factor: int | None = None
+    n_trials: int | None = None
+    n_parallel: int | None = None
+    max_wall_s: float | None = None
+    max_steps: int | None = None
+    seed: int | None = None
+    name: str | None = None
+    queue: str | None = None
+    priority: int | None = None
+    gpus: int | None = None
+    timeout_s: float | None = None
     # Where the study goes: the platform database, or a running API when api_url is set.
-    database_url: Optional[str] = None
-    api_url: Optional[str] = None
-    api_token: Optional[str] = None
+    database_url: str | None = None
+    api_url: str | None = None
+    api_token: str | None = None
 
 
-ConfigStore.instance().store(group="hydra/sweeper", name="ptmlab_optuna", node=PtmlabOptunaSweeperConf,
-                             provider="ptmlab")
+ConfigStore.instance().store(
+    group="hydra/sweeper", name="ptmlab_optuna", node=PtmlabOptunaSweeperConf, provider="ptmlab"
+)

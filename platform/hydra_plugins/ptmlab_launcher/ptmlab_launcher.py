@@ -16,11 +16,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf, open_dict
-
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from ptmlab.settings import get_settings
 
@@ -28,10 +27,23 @@ log = logging.getLogger(__name__)
 
 
 class PtmlabLauncher(Launcher):
-    def __init__(self, *, database_url: str | None = None, api_url: str | None = None,
-                 api_token: str | None = None, wait: bool = False, poll_s: float = 2.0, name: str | None = None,
-                 queue: str = "default", priority: int = 0, gpus: int = 0, timeout_s: float | None = None,
-                 max_attempts: int = 3, tags: Any = None, skip_invalid: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        database_url: str | None = None,
+        api_url: str | None = None,
+        api_token: str | None = None,
+        wait: bool = False,
+        poll_s: float = 2.0,
+        name: str | None = None,
+        queue: str = "default",
+        priority: int = 0,
+        gpus: int = 0,
+        timeout_s: float | None = None,
+        max_attempts: int = 3,
+        tags: Any = None,
+        skip_invalid: bool = False,
+    ) -> None:
         self.database_url = database_url
         self.api_url = api_url.rstrip("/") if api_url else None
         self.api_token = api_token or get_settings().api_token or None
@@ -39,9 +51,14 @@ class PtmlabLauncher(Launcher):
         self.skip_invalid = skip_invalid
         self.poll_s = poll_s
         self.name = name
-        self.job_options = {"queue": queue, "priority": priority, "gpus": gpus, "timeout_s": timeout_s,
-                            "max_attempts": max_attempts,
-                            "tags": OmegaConf.to_container(tags) if isinstance(tags, DictConfig) else dict(tags or {})}
+        self.job_options = {
+            "queue": queue,
+            "priority": priority,
+            "gpus": gpus,
+            "timeout_s": timeout_s,
+            "max_attempts": max_attempts,
+            "tags": OmegaConf.to_container(tags) if isinstance(tags, DictConfig) else dict(tags or {}),
+        }
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
 
@@ -62,14 +79,19 @@ class PtmlabLauncher(Launcher):
             else:
                 sweep_id, job_ids = self._submit_to_database(combos)
                 where = "the platform database"
-            print(f"[ptmlab] sweep {sweep_id}: {len(job_ids)} jobs queued in {where} "
-                  f"(jobs {job_ids[0]}..{job_ids[-1]})", flush=True)
+            print(
+                f"[ptmlab] sweep {sweep_id}: {len(job_ids)} jobs queued in {where} (jobs {job_ids[0]}..{job_ids[-1]})",
+                flush=True,
+            )
             for idx, (job_id, combo) in enumerate(zip(job_ids, combos), start=initial_job_idx):
                 print(f"[ptmlab]   #{idx} job {job_id}: {' '.join(filter_overrides(combo))}", flush=True)
             sweeper = str(OmegaConf.select(self.config, "hydra.sweeper._target_", default=""))
             if sweeper.endswith(".BasicSweeper") and len(combos) >= 50:
-                print("[ptmlab] tip: with hydra/sweeper=ptmlab a large sweep is queued faster (Hydra's basic "
-                      "sweeper composes every job; that one composes each distinct config once)", flush=True)
+                print(
+                    "[ptmlab] tip: with hydra/sweeper=ptmlab a large sweep is queued faster (Hydra's basic "
+                    "sweeper composes every job; that one composes each distinct config once)",
+                    flush=True,
+                )
             states = self._wait(sweep_id, job_ids) if self.wait else {j: "queued" for j in job_ids}
         except PtmlabError as exc:
             # A user's error is one line and exit status 2, like `python -m ptmlab.run` (not a traceback).
@@ -78,11 +100,14 @@ class PtmlabLauncher(Launcher):
         failed = [(j, c) for j, c in zip(job_ids, combos) if states[j] != "succeeded"]
         if self.wait and failed:
             for job_id, combo in failed:
-                print(f"error[job_failed]: sweep {sweep_id}: job {job_id} [{' '.join(combo)}] ended "
-                      f"{states[job_id]} (ptmlab logs {job_id})", file=sys.stderr, flush=True)
+                print(
+                    f"error[job_failed]: sweep {sweep_id}: job {job_id} [{' '.join(combo)}] ended "
+                    f"{states[job_id]} (ptmlab logs {job_id})",
+                    file=sys.stderr,
+                    flush=True,
+                )
             sys.exit(1)
-        return [self._job_return(combo, job_id, states[job_id], sweep_id)
-                for combo, job_id in zip(combos, job_ids)]
+        return [self._job_return(combo, job_id, states[job_id], sweep_id) for combo, job_id in zip(combos, job_ids)]
 
     def _validate(self, combos: list[list[str]]) -> list[list[str]]:
         """Compose every combination the way Hydra's own launchers do, then ptmlab's compatibility
@@ -116,8 +141,10 @@ class PtmlabLauncher(Launcher):
             if verdicts[key] is None:
                 valid.append(combo)
             elif not self.skip_invalid:
-                raise ConfigError(f"combination [{' '.join(combo)}]: {verdicts[key]} "
-                                  "(hydra.launcher.skip_invalid=true queues the other combinations)")
+                raise ConfigError(
+                    f"combination [{' '.join(combo)}]: {verdicts[key]} "
+                    "(hydra.launcher.skip_invalid=true queues the other combinations)"
+                )
         if not valid:
             raise ConfigError("no combination of the sweep composes; nothing was queued")
         return valid
@@ -133,8 +160,9 @@ class PtmlabLauncher(Launcher):
         # Hydra's logging config shows INFO records: keep Alembic's first-run migration notes quiet.
         logging.getLogger("alembic").setLevel(logging.WARNING)
         with get_sessionmaker(self.database_url)() as session:
-            sweep, jobs = queue.submit_sweep(session, [{**self.job_options, "overrides": c} for c in combos],
-                                             name=self.name, spec=self._spec(combos))
+            sweep, jobs = queue.submit_sweep(
+                session, [{**self.job_options, "overrides": c} for c in combos], name=self.name, spec=self._spec(combos)
+            )
             return sweep.id, [j.id for j in jobs]
 
     # -- the API --------------------------------------------------------------------------------
@@ -159,8 +187,11 @@ class PtmlabLauncher(Launcher):
         return response.json()
 
     def _submit_via_api(self, combos: list[list[str]]) -> tuple[str, list[int]]:
-        body = {"jobs": combos, **({"name": self.name} if self.name else {}),
-                **{k: v for k, v in self.job_options.items() if v is not None}}
+        body = {
+            "jobs": combos,
+            **({"name": self.name} if self.name else {}),
+            **{k: v for k, v in self.job_options.items() if v is not None},
+        }
         answer = self._request("POST", "/api/v1/sweeps", json=body)
         return answer["id"], list(answer["job_ids"])
 
@@ -171,8 +202,9 @@ class PtmlabLauncher(Launcher):
             jobs: dict[int, dict] = {}
             offset = 0
             while True:
-                page = self._request("GET", "/api/v1/jobs",
-                                     params={"sweep_id": sweep_id, "limit": 1000, "offset": offset})
+                page = self._request(
+                    "GET", "/api/v1/jobs", params={"sweep_id": sweep_id, "limit": 1000, "offset": offset}
+                )
                 jobs.update({j["id"]: j for j in page["jobs"]})
                 offset += len(page["jobs"])
                 if not page["jobs"] or offset >= page["total"]:
@@ -212,8 +244,9 @@ class PtmlabLauncher(Launcher):
         ret = JobReturn(overrides=combo, task_name=str(self.config.hydra.job.name))
         if self.wait and status != "succeeded":
             ret.status = JobStatus.FAILED
-            ret.return_value = JobFailedError(f"sweep {sweep_id}: job {job_id} [{' '.join(combo)}] ended {status}"
-                                              f" (ptmlab logs {job_id})")
+            ret.return_value = JobFailedError(
+                f"sweep {sweep_id}: job {job_id} [{' '.join(combo)}] ended {status} (ptmlab logs {job_id})"
+            )
         else:
             ret.status = JobStatus.COMPLETED
             ret.return_value = {"job_id": job_id, "sweep_id": sweep_id, "status": status}

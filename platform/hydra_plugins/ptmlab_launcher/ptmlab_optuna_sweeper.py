@@ -15,13 +15,30 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, OmegaConf
 
-SPEC_FIELDS = ("name", "objective", "direction", "objectives", "directions", "sampler", "pruner", "min_resource", "reduction_factor", "n_trials",
-               "n_parallel", "max_wall_s", "max_steps", "seed", "queue", "priority", "gpus", "timeout_s")
+SPEC_FIELDS = (
+    "name",
+    "objective",
+    "direction",
+    "objectives",
+    "directions",
+    "sampler",
+    "pruner",
+    "min_resource",
+    "reduction_factor",
+    "n_trials",
+    "n_parallel",
+    "max_wall_s",
+    "max_steps",
+    "seed",
+    "queue",
+    "priority",
+    "gpus",
+    "timeout_s",
+)
 
 
 def split_stage(arguments: Sequence[str], default: str) -> tuple[str, list[str]]:
@@ -92,8 +109,12 @@ class PtmlabOptunaSweeper(Sweeper):
 
         token = self.options.get("api_token") or get_settings().api_token
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        r = httpx.post(f"{str(self.options['api_url']).rstrip('/')}/api/v1/studies", json=spec.model_dump(),
-                       headers=headers, timeout=120)
+        r = httpx.post(
+            f"{str(self.options['api_url']).rstrip('/')}/api/v1/studies",
+            json=spec.model_dump(),
+            headers=headers,
+            timeout=120,
+        )
         if r.status_code != 201:
             try:
                 message = r.json()["error"]["message"]

@@ -59,7 +59,8 @@ class PtmlabSweeper(Sweeper):
     def setup(self, *, hydra_context, task_function, config) -> None:
         self.hydra_context, self.config = hydra_context, config
         self.launcher = Plugins.instance().instantiate_launcher(
-            hydra_context=hydra_context, task_function=task_function, config=config)
+            hydra_context=hydra_context, task_function=task_function, config=config
+        )
 
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
         super().validate_batch_is_legal(distinct_by_config(batch))
@@ -73,7 +74,7 @@ class PtmlabSweeper(Sweeper):
         size = self.max_batch_size or len(jobs) or 1
         returns, first_index = [], 0
         for start in range(0, len(jobs), size):
-            batch = jobs[start:start + size]
+            batch = jobs[start : start + size]
             self.validate_batch_is_legal(batch)
             results = self.launcher.launch(batch, initial_job_idx=first_index)
             for result in results:

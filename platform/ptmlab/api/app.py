@@ -11,9 +11,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from fastapi import FastAPI, HTTPException
-from starlette.middleware.gzip import GZipMiddleware
 from fastapi_offline import FastAPIOffline
 from sqlalchemy.orm import sessionmaker
+from starlette.middleware.gzip import GZipMiddleware
 
 from ptmlab.api.errors import error_response, install_error_handlers
 from ptmlab.api.request_guard import RequestGuard
@@ -66,8 +66,9 @@ class _TooLarge(HTTPException):
     """An HTTPException so that FastAPI's body parsing re-raises it instead of answering 400."""
 
 
-def create_app(settings: Settings | None = None, *, extra_roots: Iterable[str | Path] = (),
-               max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
+def create_app(
+    settings: Settings | None = None, *, extra_roots: Iterable[str | Path] = (), max_body_bytes: int = MAX_BODY_BYTES
+) -> FastAPI:
     from ptmlab.api.routes import catalogue, health, jobs, pipelines, results, studies, sweeps, workers
     from ptmlab.db import get_engine
 
@@ -77,20 +78,23 @@ def create_app(settings: Settings | None = None, *, extra_roots: Iterable[str | 
     # Swagger UI from the assets fastapi-offline ships (FastAPI's default pages load them from a CDN,
     # which a cluster node often cannot reach: /docs was a blank page); /redoc: ptmlab.api.routes.pages.
     app = FastAPIOffline(
-        title="ptmlab", version="1", favicon_url="/favicon.ico", redoc_url=None,
+        title="ptmlab",
+        version="1",
+        favicon_url="/favicon.ico",
+        redoc_url=None,
         description="Job queue, sweeps, pipelines, workers, config catalogue and results of ptmlab. "
-                    "Mutating routes need `Authorization: Bearer <PTMLAB_API_TOKEN>` when a token is set (checked "
-                    "before the body is read), and so do the reads of logs, attempts, predictions, attack records "
-                    "and configs when the API is bound beyond loopback (PTMLAB_API_PROTECT_READS). The API answers "
-                    "only its own names (`Host`: loopback, the bind host, PTMLAB_API_ALLOWED_HOSTS; else 421); "
-                    "a write takes a JSON body or none (else 415) and is refused from another site's page (403).\n\n"
-                    f"Limits per request: a body of at most {max_body_bytes:,} bytes (413 above); at most "
-                    f"{MAX_OVERRIDES} overrides of at most 2,000 characters each; a sweep or pipeline expands "
-                    f"to at most {MAX_SWEEP_JOBS:,} jobs (counted from the parsed sweeps before anything is "
-                    f"listed); composing and checking one request's configs gets at most {VALIDATION_BUDGET_S:g} s. "
-                    "Over a limit: 422 `limit_exceeded` naming it. No override may set, append, force-set, "
-                    "replace or delete a key that selects code (`_target_`, `stage.entry`, `_partial_`, ...): "
-                    "422 `forbidden_override`.",
+        "Mutating routes need `Authorization: Bearer <PTMLAB_API_TOKEN>` when a token is set (checked "
+        "before the body is read), and so do the reads of logs, attempts, predictions, attack records "
+        "and configs when the API is bound beyond loopback (PTMLAB_API_PROTECT_READS). The API answers "
+        "only its own names (`Host`: loopback, the bind host, PTMLAB_API_ALLOWED_HOSTS; else 421); "
+        "a write takes a JSON body or none (else 415) and is refused from another site's page (403).\n\n"
+        f"Limits per request: a body of at most {max_body_bytes:,} bytes (413 above); at most "
+        f"{MAX_OVERRIDES} overrides of at most 2,000 characters each; a sweep or pipeline expands "
+        f"to at most {MAX_SWEEP_JOBS:,} jobs (counted from the parsed sweeps before anything is "
+        f"listed); composing and checking one request's configs gets at most {VALIDATION_BUDGET_S:g} s. "
+        "Over a limit: 422 `limit_exceeded` naming it. No override may set, append, force-set, "
+        "replace or delete a key that selects code (`_target_`, `stage.entry`, `_partial_`, ...): "
+        "422 `forbidden_override`.",
     )
     app.state.settings = settings
     app.state.database_url = url

@@ -44,14 +44,16 @@ def bearer_problem(authorization: str | None, expected: str) -> str | None:
     scheme, _, given = (authorization or "").strip().partition(" ")
     if scheme.lower() != "bearer" or not given.strip():
         return "this route needs `Authorization: Bearer <PTMLAB_API_TOKEN>`"
-    if not secrets.compare_digest(hashlib.sha256(given.strip().encode()).digest(),
-                                  hashlib.sha256(expected.strip().encode()).digest()):
+    if not secrets.compare_digest(
+        hashlib.sha256(given.strip().encode()).digest(), hashlib.sha256(expected.strip().encode()).digest()
+    ):
         return "the bearer token does not match PTMLAB_API_TOKEN"
     return None
 
 
-def require_token(request: Request,
-                  credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
+def require_token(
+    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> None:
     """Mutating routes: when a token is configured, `Authorization: Bearer <token>` must match it.
     ptmlab.api.request_guard checks it before the body is read; this keeps it in the OpenAPI schema
     and guards the route should it ever be mounted without the guard."""

@@ -54,8 +54,9 @@ SQLITE_FULL = 13
 
 def error_response(code: str, message: str, status: int | None = None, headers: dict | None = None) -> JSONResponse:
     status = status or HTTP_STATUS_BY_CODE.get(code, 400)
-    return JSONResponse({"error": {"code": code, "message": " ".join(str(message).split())}},
-                        status_code=status, headers=headers)
+    return JSONResponse(
+        {"error": {"code": code, "message": " ".join(str(message).split())}}, status_code=status, headers=headers
+    )
 
 
 def disk_full_reason(exc: BaseException) -> str | None:
@@ -67,8 +68,11 @@ def disk_full_reason(exc: BaseException) -> str | None:
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
         orig = getattr(exc, "orig", None) or exc  # SQLAlchemy wraps the driver's error in .orig
-        if getattr(orig, "sqlstate", None) == PG_DISK_FULL or getattr(orig, "sqlite_errorcode", None) == SQLITE_FULL \
-                or any(s in str(orig) for s in ("database or disk is full", "No space left on device")):
+        if (
+            getattr(orig, "sqlstate", None) == PG_DISK_FULL
+            or getattr(orig, "sqlite_errorcode", None) == SQLITE_FULL
+            or any(s in str(orig) for s in ("database or disk is full", "No space left on device"))
+        ):
             return f"the database is out of space: {str(orig).splitlines()[0][:200]}"
         exc = exc.__cause__ or exc.__context__
     return None
@@ -84,13 +88,17 @@ def _validation_message(exc: RequestValidationError) -> str:
 
 def wants_html(request: Request) -> bool:
     """A browser navigating to a page (not the API, whose clients always get JSON)."""
-    return request.method == "GET" and not request.url.path.startswith("/api/") \
+    return (
+        request.method == "GET"
+        and not request.url.path.startswith("/api/")
         and "text/html" in request.headers.get("accept", "")
+    )
 
 
 def install_error_handlers(app: FastAPI) -> None:
     """Errors as JSON; a browser's 404 for an unknown page as the dashboard's HTML page when the app
     sets `app.state.html_not_found(request, message)` (the dashboard does)."""
+
     @app.exception_handler(PtmlabError)
     async def _ptmlab_error(_request: Request, exc: PtmlabError) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, AuthError) else None
@@ -105,8 +113,13 @@ def install_error_handlers(app: FastAPI) -> None:
         html_page = getattr(request.app.state, "html_not_found", None)
         if exc.status_code == 404 and html_page is not None and wants_html(request):
             return html_page(request, f"no page at {request.url.path}")
-        code = {404: "not_found", 405: "method_not_allowed", 408: "request_timeout", 413: "payload_too_large",
-                415: "unsupported_media_type"}.get(exc.status_code, "http_error")
+        code = {
+            404: "not_found",
+            405: "method_not_allowed",
+            408: "request_timeout",
+            413: "payload_too_large",
+            415: "unsupported_media_type",
+        }.get(exc.status_code, "http_error")
         return error_response(code, str(exc.detail), status=exc.status_code, headers=getattr(exc, "headers", None))
 
     import sqlalchemy.exc
@@ -127,7 +140,9 @@ def install_error_handlers(app: FastAPI) -> None:
         reason = disk_full_reason(exc)
         if reason is not None:
             return error_response("disk_full", f"out of disk space: {reason}")
-        return error_response("internal_error", f"internal error ({type(exc).__name__}); the server's log has the details")
+        return error_response(
+            "internal_error", f"internal error ({type(exc).__name__}); the server's log has the details"
+        )
 
     @app.exception_handler(sqlalchemy.exc.DataError)
     async def _bad_value(_request: Request, exc: sqlalchemy.exc.DataError) -> JSONResponse:

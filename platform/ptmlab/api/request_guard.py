@@ -45,7 +45,8 @@ WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
 # Reads that return what a job wrote or ran with: its log, its attempts (argv, log path, errors),
 # its predictions and attack records (artifacts), its resolved config, configs side by side.
 PROTECTED_READS = re.compile(
-    r"^/api/v1/(jobs/[^/]+/(logs|attempts|predictions|attack-records)|views/jobs/[^/]+|views/compare)/?$")
+    r"^/api/v1/(jobs/[^/]+/(logs|attempts|predictions|attack-records)|views/jobs/[^/]+|views/compare)/?$"
+)
 
 # The dashboard's pages load only their own scripts (web/static, Plotly's bundled copy); the one
 # inline script they have is the filter forms' `onsubmit="return false"`, allowed by its hash
@@ -60,10 +61,21 @@ DOCS_PAGES = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc"})
 
 
 def _csp(script_src: str) -> str:
-    return "; ".join([
-        "default-src 'self'", f"script-src {script_src}", "style-src 'self' 'unsafe-inline'",
-        "img-src 'self' data: blob:", "font-src 'self' data:", "connect-src 'self'", "worker-src 'self' blob:",
-        "object-src 'none'", "base-uri 'none'", "form-action 'self'", "frame-ancestors 'none'"])
+    return "; ".join(
+        [
+            "default-src 'self'",
+            f"script-src {script_src}",
+            "style-src 'self' 'unsafe-inline'",
+            "img-src 'self' data: blob:",
+            "font-src 'self' data:",
+            "connect-src 'self'",
+            "worker-src 'self' blob:",
+            "object-src 'none'",
+            "base-uri 'none'",
+            "form-action 'self'",
+            "frame-ancestors 'none'",
+        ]
+    )
 
 
 def _sha256(source: str) -> str:
@@ -74,8 +86,11 @@ _PAGE_SCRIPTS = "'self' 'unsafe-hashes' " + " ".join(_sha256(h) for h in INLINE_
 PAGE_CSP = _csp(_PAGE_SCRIPTS)
 WEBGL_CSP = _csp(_PAGE_SCRIPTS + " 'unsafe-eval'")
 DOCS_CSP = _csp("'self' 'unsafe-inline'")
-COMMON_HEADERS = [(b"x-content-type-options", b"nosniff"), (b"x-frame-options", b"DENY"),
-                  (b"referrer-policy", b"same-origin")]
+COMMON_HEADERS = [
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"same-origin"),
+]
 
 
 def security_headers(path: str) -> list[tuple[bytes, bytes]]:
@@ -156,20 +171,29 @@ class RequestGuard:
         host = headers.get("host", "")
         name = host_name(host)
         if name is None or not (name in self.hosts or is_loopback(name) or (self.any_address and is_address(name))):
-            return error_response("host_not_allowed", f"Host {host[:100]!r} is not a name of this API (a DNS "
-                                  "rebinding page's would not be); a name it is served under goes in PTMLAB_API_ALLOWED_HOSTS")
+            return error_response(
+                "host_not_allowed",
+                f"Host {host[:100]!r} is not a name of this API (a DNS "
+                "rebinding page's would not be); a name it is served under goes in PTMLAB_API_ALLOWED_HOSTS",
+            )
         write = scope["method"] in WRITES
         if write and self.cross_site(headers, host):
-            return error_response("cross_site_request", f"a {scope['method']} from another site "
-                                  f"(Origin {headers.get('origin', '-')[:100]!r}, Sec-Fetch-Site "
-                                  f"{headers.get('sec-fetch-site', '-')[:30]!r}) is refused")
+            return error_response(
+                "cross_site_request",
+                f"a {scope['method']} from another site "
+                f"(Origin {headers.get('origin', '-')[:100]!r}, Sec-Fetch-Site "
+                f"{headers.get('sec-fetch-site', '-')[:30]!r}) is refused",
+            )
         if self.token and (write or (self.reads_need_token and PROTECTED_READS.match(scope["path"]))):
             problem = bearer_problem(headers.get("authorization"), self.token)
             if problem is not None:
                 return error_response("unauthorized", problem, headers={"WWW-Authenticate": "Bearer"})
         if write and not self.json_or_nothing(headers):
-            return error_response("unsupported_media_type", f"a {scope['method']} takes an application/json body "
-                                  f"(or none), not {headers.get('content-type', 'a body without a Content-Type')[:100]!r}")
+            return error_response(
+                "unsupported_media_type",
+                f"a {scope['method']} takes an application/json body "
+                f"(or none), not {headers.get('content-type', 'a body without a Content-Type')[:100]!r}",
+            )
         return None
 
     def cross_site(self, headers: Headers, host: str) -> bool:
@@ -237,8 +261,10 @@ class ReadDeadlineProtocol(H11Protocol):
             return
         if self.cycle is None or self.cycle.response_complete:  # still sending a request's headers
             body = b'{"error": {"code": "request_timeout", "message": "the request was not sent in time"}}'
-            self.transport.write(b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
-                                 b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+            self.transport.write(
+                b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+                b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
+            )
             self.transport.close()
         elif self.cycle.more_body:  # still sending its body
             self.transport.close()

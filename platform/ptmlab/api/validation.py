@@ -76,8 +76,10 @@ def parse_override(override: str) -> Override:
     except RecursionError:  # ANTLR recurses per nesting level of a value: `[[[[...]]]]`
         raise ConfigError(f"override {override[:80]!r}...: nested too deeply") from None
     if len(parsed.key_or_group) > MAX_KEY_CHARS:
-        raise LimitExceededError(f"override key {parsed.key_or_group[:60]!r}... is {len(parsed.key_or_group):,} "
-                                 f"characters; at most {MAX_KEY_CHARS}")
+        raise LimitExceededError(
+            f"override key {parsed.key_or_group[:60]!r}... is {len(parsed.key_or_group):,} "
+            f"characters; at most {MAX_KEY_CHARS}"
+        )
     return parsed
 
 
@@ -130,9 +132,11 @@ def _check_not_platform_key(override: str, key: str) -> None:
     if dotted in SUBMITTABLE:
         return
     if dotted.split(".")[0] in PLATFORM_KEYS:
-        raise ForbiddenOverrideError(f"override {override!r}: `{dotted}` is set by the worker that runs the job "
-                                     f"(its configured folders and tracking store) and may not be set in a "
-                                     f"submitted job")
+        raise ForbiddenOverrideError(
+            f"override {override!r}: `{dotted}` is set by the worker that runs the job "
+            f"(its configured folders and tracking store) and may not be set in a "
+            f"submitted job"
+        )
 
 
 def check_path_value(part: str, roots: Sequence[Path], what: str) -> None:
@@ -149,8 +153,9 @@ def check_path_value(part: str, roots: Sequence[Path], what: str) -> None:
     except (OSError, RuntimeError, ValueError):  # a symlink loop, a name too long
         raise ForbiddenOverrideError(f"{what}: path {part[:200]!r} does not resolve") from None
     if not _inside(resolved, roots):
-        raise ForbiddenOverrideError(f"{what}: path {part!r} is outside the allowed roots "
-                                     f"({', '.join(str(r) for r in roots)})")
+        raise ForbiddenOverrideError(
+            f"{what}: path {part!r} is outside the allowed roots ({', '.join(str(r) for r in roots)})"
+        )
 
 
 def check_override_allowed(override: str, roots: Sequence[Path]) -> None:
@@ -162,7 +167,9 @@ def check_override_allowed(override: str, roots: Sequence[Path]) -> None:
     if value is None or parsed.is_delete():
         return
     if "${" in value:
-        raise ForbiddenOverrideError(f"override {override!r}: interpolations (${{...}}) may not be used through the API")
+        raise ForbiddenOverrideError(
+            f"override {override!r}: interpolations (${{...}}) may not be used through the API"
+        )
     # Any string value may reach a reader, a backbone reference or a folder: each is checked as a path.
     for part in _value_parts(parsed):
         check_path_value(part, roots, f"override {override!r}")
@@ -217,8 +224,10 @@ def expand_sweep(overrides: Sequence[str], max_jobs: int = MAX_SWEEP_JOBS) -> li
                 raise ConfigError(f"override {text!r}: the sweep is empty")
             count *= n
             if count > max_jobs:
-                raise LimitExceededError(f"the sweep expands to at least {count:,} jobs ({text!r} has {n:,} values); "
-                                         f"at most {max_jobs:,} per submission")
+                raise LimitExceededError(
+                    f"the sweep expands to at least {count:,} jobs ({text!r} has {n:,} values); "
+                    f"at most {max_jobs:,} per submission"
+                )
     axes: list[list[str]] = []
     for text, parsed in parsed_all:
         if not parsed.is_sweep_override():
@@ -238,8 +247,10 @@ class ValidationBudget:
 
     def check(self, done: int, total: int) -> None:
         if self.deadline is not None and time.monotonic() > self.deadline:
-            raise LimitExceededError(f"validating the {self.what} ran past its {self.budget_s:g} s budget after "
-                                     f"{done:,} of {total:,} jobs; submit it in smaller parts")
+            raise LimitExceededError(
+                f"validating the {self.what} ran past its {self.budget_s:g} s budget after "
+                f"{done:,} of {total:,} jobs; submit it in smaller parts"
+            )
 
 
 def compose_job(overrides: Sequence[str], *, stage: str | None = None, seed: int | None = None) -> None:
@@ -262,16 +273,23 @@ def compose_checked(overrides: Sequence[str], roots: Sequence[Path], *, stage: s
         return compose_config([f"stage={stage}", *overrides])
 
 
-def validate_job(overrides: Sequence[str], roots: Sequence[Path], *, stage: str | None = None,
-                 seed: int | None = None) -> None:
+def validate_job(
+    overrides: Sequence[str], roots: Sequence[Path], *, stage: str | None = None, seed: int | None = None
+) -> None:
     check_overrides_allowed(overrides, roots)
     if stage is not None:
         check_override_allowed(f"stage={stage}", roots)
     compose_job(overrides, stage=stage, seed=seed)
 
 
-def validate_sweep_jobs(jobs: Sequence[Sequence[str]], roots: Sequence[Path], *, stage: str | None = None,
-                        check_allowed: bool = True, budget_s: float | None = VALIDATION_BUDGET_S) -> None:
+def validate_sweep_jobs(
+    jobs: Sequence[Sequence[str]],
+    roots: Sequence[Path],
+    *,
+    stage: str | None = None,
+    check_allowed: bool = True,
+    budget_s: float | None = VALIDATION_BUDGET_S,
+) -> None:
     """Every expanded job must compose; a refusal names the combination that failed.
     Seeds do not change what composes, so combinations differing only in `seed=` compose once.
     `budget_s` bounds the wall-clock time (None: no bound, for a local user's own sweep)."""

@@ -25,15 +25,24 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     host = args.host or settings.bind_host
     if not settings.api_token and not args.insecure and not is_loopback(host):
-        raise AuthError(f"refusing to serve on {host} without a token: anyone who reaches it could queue jobs "
-                        f"on your workers; set PTMLAB_API_TOKEN, bind 127.0.0.1, or pass --insecure")
+        raise AuthError(
+            f"refusing to serve on {host} without a token: anyone who reaches it could queue jobs "
+            f"on your workers; set PTMLAB_API_TOKEN, bind 127.0.0.1, or pass --insecure"
+        )
     # The app's Host allowlist and read protection follow the address actually bound.
     settings = settings.model_copy(update={"bind_host": host})
     app = create_app(settings)  # migrates before the port opens
     # `http=` a class: uvicorn's h11 protocol with a read deadline (also where httptools is installed).
-    uvicorn.run(app, host=host, port=args.port or settings.bind_port, log_level=args.log_level,
-                http=read_deadline_protocol(settings.api_read_timeout_s), timeout_keep_alive=KEEP_ALIVE_S,
-                h11_max_incomplete_event_size=MAX_HEADER_BYTES, limit_concurrency=settings.api_max_connections)
+    uvicorn.run(
+        app,
+        host=host,
+        port=args.port or settings.bind_port,
+        log_level=args.log_level,
+        http=read_deadline_protocol(settings.api_read_timeout_s),
+        timeout_keep_alive=KEEP_ALIVE_S,
+        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+        limit_concurrency=settings.api_max_connections,
+    )
     return 0
 
 
@@ -42,6 +51,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default=None, help="default: PTMLAB_BIND_HOST (127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="default: PTMLAB_BIND_PORT (8765)")
     p.add_argument("--log-level", default="info")
-    p.add_argument("--insecure", action="store_true",
-                   help="allow a non-loopback address without PTMLAB_API_TOKEN (anyone who reaches it can queue jobs)")
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow a non-loopback address without PTMLAB_API_TOKEN (anyone who reaches it can queue jobs)",
+    )
     p.set_defaults(func=_cmd_serve)

@@ -50,12 +50,21 @@ def read_entries(root: Path) -> list[dict]:
         except (OSError, json.JSONDecodeError):
             pass  # killed before its first manifest: an incomplete entry
         shards_done = len(list(folder.glob("shard_*.safetensors")))
-        entries.append({"key": folder.name, "folder": folder, "model": manifest.get("model", "?"),
-                        "data": manifest.get("data", "?"), "alignment": manifest.get("alignment", "?"),
-                        "sentences": manifest.get("sentences"), "layers": manifest.get("num_layers"),
-                        "shards": f"{shards_done}/{manifest.get('shards', '?')}",
-                        "complete": bool(manifest.get("complete")), "size": entry_size(folder),
-                        "last_used": manifest.get("last_used") or manifest.get("created") or folder.stat().st_mtime})
+        entries.append(
+            {
+                "key": folder.name,
+                "folder": folder,
+                "model": manifest.get("model", "?"),
+                "data": manifest.get("data", "?"),
+                "alignment": manifest.get("alignment", "?"),
+                "sentences": manifest.get("sentences"),
+                "layers": manifest.get("num_layers"),
+                "shards": f"{shards_done}/{manifest.get('shards', '?')}",
+                "complete": bool(manifest.get("complete")),
+                "size": entry_size(folder),
+                "last_used": manifest.get("last_used") or manifest.get("created") or folder.stat().st_mtime,
+            }
+        )
     return entries
 
 
@@ -84,12 +93,26 @@ def is_locked(folder: Path) -> bool:
 def _cmd_list(args: argparse.Namespace) -> int:
     entries = sorted(read_entries(activation_root(args.cache_dir)), key=lambda e: -e["last_used"])
     if args.json:
-        print(json.dumps([{k: (str(v) if isinstance(v, Path) else v) for k, v in e.items()} for e in entries], indent=1))
+        print(
+            json.dumps([{k: (str(v) if isinstance(v, Path) else v) for k, v in e.items()} for e in entries], indent=1)
+        )
         return 0
     header = ["key", "model", "data", "align", "sentences", "layers", "shards", "complete", "size", "last used"]
-    rows = [[e["key"], str(e["model"]), str(e["data"]), str(e["alignment"]), str(e["sentences"]), str(e["layers"]),
-             e["shards"], "yes" if e["complete"] else "no", size_text(e["size"]),
-             time.strftime("%Y-%m-%d %H:%M", time.localtime(e["last_used"]))] for e in entries]
+    rows = [
+        [
+            e["key"],
+            str(e["model"]),
+            str(e["data"]),
+            str(e["alignment"]),
+            str(e["sentences"]),
+            str(e["layers"]),
+            e["shards"],
+            "yes" if e["complete"] else "no",
+            size_text(e["size"]),
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(e["last_used"])),
+        ]
+        for e in entries
+    ]
     widths = [max(len(x) for x in col) for col in zip(header, *rows)]
     for row in [header, *rows]:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
@@ -97,11 +120,23 @@ def _cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def choose_pruned(entries: list[dict], *, all_: bool, older_than_days: float | None, max_size: int | None,
-                  incomplete: bool, now: float | None = None) -> list[dict]:
+def choose_pruned(
+    entries: list[dict],
+    *,
+    all_: bool,
+    older_than_days: float | None,
+    max_size: int | None,
+    incomplete: bool,
+    now: float | None = None,
+) -> list[dict]:
     now = time.time() if now is None else now
-    chosen = {e["key"] for e in entries if all_ or (incomplete and not e["complete"])
-              or (older_than_days is not None and now - e["last_used"] > older_than_days * 86400)}
+    chosen = {
+        e["key"]
+        for e in entries
+        if all_
+        or (incomplete and not e["complete"])
+        or (older_than_days is not None and now - e["last_used"] > older_than_days * 86400)
+    }
     if max_size is not None:
         total = sum(e["size"] for e in entries if e["key"] not in chosen)
         for e in sorted(entries, key=lambda e: e["last_used"]):  # least recently used first
@@ -115,10 +150,17 @@ def choose_pruned(entries: list[dict], *, all_: bool, older_than_days: float | N
 
 def _cmd_prune(args: argparse.Namespace) -> int:
     if not (args.all or args.incomplete or args.older_than is not None or args.max_size is not None):
-        raise ConfigError("ptmlab cache prune: say what to remove (--all, --incomplete, --older-than DAYS, --max-size SIZE)")
+        raise ConfigError(
+            "ptmlab cache prune: say what to remove (--all, --incomplete, --older-than DAYS, --max-size SIZE)"
+        )
     entries = read_entries(activation_root(args.cache_dir))
-    pruned = choose_pruned(entries, all_=args.all, older_than_days=args.older_than,
-                           max_size=parse_size(args.max_size) if args.max_size else None, incomplete=args.incomplete)
+    pruned = choose_pruned(
+        entries,
+        all_=args.all,
+        older_than_days=args.older_than,
+        max_size=parse_size(args.max_size) if args.max_size else None,
+        incomplete=args.incomplete,
+    )
     freed = 0
     for e in pruned:
         if is_locked(e["folder"]):
@@ -127,7 +169,9 @@ def _cmd_prune(args: argparse.Namespace) -> int:
         if not args.dry_run:
             shutil.rmtree(e["folder"], ignore_errors=True)
         freed += e["size"]
-        print(f"{'would remove' if args.dry_run else 'removed'} {e['key']} {e['model']} {e['data']} {size_text(e['size'])}")
+        print(
+            f"{'would remove' if args.dry_run else 'removed'} {e['key']} {e['model']} {e['data']} {size_text(e['size'])}"
+        )
     print(f"{'would free' if args.dry_run else 'freed'} {size_text(freed)}")
     return 0
 

@@ -52,10 +52,19 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     gpus = _parse_gpus(args.gpus)
     cpu_slots = args.cpu_slots if args.cpu_slots is not None else 1
     options = WorkerOptions(
-        gpus=gpus, queues=[q for q in args.queues.split(",") if q], cpu_slots=cpu_slots, lease_s=args.lease_s,
-        poll_s=args.poll_s, grace_s=args.grace_s, burst=args.burst, max_jobs=args.max_jobs,
-        database_url=args.database_url, worker_id=args.worker_id, multinode=args.multinode,
-        srun_args=list(args.srun_arg or []), warm_start=not args.cold_start,
+        gpus=gpus,
+        queues=[q for q in args.queues.split(",") if q],
+        cpu_slots=cpu_slots,
+        lease_s=args.lease_s,
+        poll_s=args.poll_s,
+        grace_s=args.grace_s,
+        burst=args.burst,
+        max_jobs=args.max_jobs,
+        database_url=args.database_url,
+        worker_id=args.worker_id,
+        multinode=args.multinode,
+        srun_args=list(args.srun_arg or []),
+        warm_start=not args.cold_start,
     )
     return WorkerAgent(options).run()
 
@@ -95,9 +104,18 @@ def _cmd_submit(args: argparse.Namespace) -> int:
             if not args.no_validate:
                 compose_config(overrides)
             job = queue.submit_job(
-                s, overrides=overrides, queue=args.queue, priority=args.priority, gpus=args.gpus, nodes=args.nodes,
-                timeout_s=args.timeout_s, max_attempts=args.max_attempts, depends_on=_parse_ids(args.after),
-                idempotency_key=args.idempotency_key, name=args.name, tags=tags,
+                s,
+                overrides=overrides,
+                queue=args.queue,
+                priority=args.priority,
+                gpus=args.gpus,
+                nodes=args.nodes,
+                timeout_s=args.timeout_s,
+                max_attempts=args.max_attempts,
+                depends_on=_parse_ids(args.after),
+                idempotency_key=args.idempotency_key,
+                name=args.name,
+                tags=tags,
             )
             jobs = [job]
             print(f"job {job.id} {job.status}: stage={job.stage} {' '.join(job.overrides)}")
@@ -139,8 +157,10 @@ def _cmd_status(args: argparse.Namespace) -> int:
                 print(json.dumps([w.to_dict() for w in workers], indent=2))
                 return 0
             for w in workers:
-                print(f"{w.id:<40} {w.status:<9} gpus={','.join(map(str, w.gpus)) or '-':<8} "
-                      f"cpu_slots={w.cpu_slots} queues={','.join(w.queues)} last heartbeat {w.last_heartbeat:%H:%M:%S}")
+                print(
+                    f"{w.id:<40} {w.status:<9} gpus={','.join(map(str, w.gpus)) or '-':<8} "
+                    f"cpu_slots={w.cpu_slots} queues={','.join(w.queues)} last heartbeat {w.last_heartbeat:%H:%M:%S}"
+                )
             return 0
         if args.job_id is not None:
             job = queue.get_job(s, args.job_id)
@@ -151,8 +171,24 @@ def _cmd_status(args: argparse.Namespace) -> int:
             from ptmlab.cli.progress_bars import progress_text
 
             d = job.to_dict()
-            for key in ("id", "name", "status", "stage", "overrides", "seed", "queue", "priority", "gpus",
-                        "depends_on", "attempts", "worker_id", "run_dir", "mlflow_run_id", "exit_code", "error"):
+            for key in (
+                "id",
+                "name",
+                "status",
+                "stage",
+                "overrides",
+                "seed",
+                "queue",
+                "priority",
+                "gpus",
+                "depends_on",
+                "attempts",
+                "worker_id",
+                "run_dir",
+                "mlflow_run_id",
+                "exit_code",
+                "error",
+            ):
                 if d.get(key) not in (None, [], ""):
                     print(f"{key:>14}: {d[key]}")
             if d.get("progress"):
@@ -160,11 +196,14 @@ def _cmd_status(args: argparse.Namespace) -> int:
                 if d["progress"].get("metrics"):
                     print(f"{'metrics':>14}: " + "  ".join(f"{k} {v:.4g}" for k, v in d["progress"]["metrics"].items()))
             for a in attempts:
-                print(f"  attempt {a.number}: {a.status:<9} worker={a.worker_id} exit={a.exit_code} "
-                      f"started={a.started_at:%H:%M:%S} log={a.log_path}")
+                print(
+                    f"  attempt {a.number}: {a.status:<9} worker={a.worker_id} exit={a.exit_code} "
+                    f"started={a.started_at:%H:%M:%S} log={a.log_path}"
+                )
             return 0
-        jobs, total = queue.list_jobs(s, status=args.status, sweep_id=args.sweep, pipeline_id=args.pipeline,
-                                      limit=args.limit)
+        jobs, total = queue.list_jobs(
+            s, status=args.status, sweep_id=args.sweep, pipeline_id=args.pipeline, limit=args.limit
+        )
         if args.json:
             print(json.dumps({"total": total, "jobs": [j.to_dict() for j in jobs]}, indent=2))
             return 0
@@ -172,8 +211,10 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
         print(f"{'id':>6} {'status':<10} {'stage':<9} {'queue':<8} {'prio':>4} {'att':>3}  overrides / progress")
         for j in jobs:
-            print(f"{j.id:>6} {j.status + ('*' if j.cancel_requested else ''):<10} {j.stage:<9} {j.queue:<8} "
-                  f"{j.priority:>4} {j.attempts:>3}  {' '.join(j.to_dict()['overrides'])[:80]}")
+            print(
+                f"{j.id:>6} {j.status + ('*' if j.cancel_requested else ''):<10} {j.stage:<9} {j.queue:<8} "
+                f"{j.priority:>4} {j.attempts:>3}  {' '.join(j.to_dict()['overrides'])[:80]}"
+            )
             if j.status == "running" and (bar := progress_text(j.to_dict()["progress"], j.status)):
                 print(f"{'':>6} {bar}")
         print(f"({len(jobs)} of {total} jobs)")
@@ -244,22 +285,38 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--database-url", default=None, help="default: PTMLAB_DATABASE_URL or SQLite in PTMLAB_HOME")
 
     p = sub.add_parser("worker", help="run jobs from the queue: ptmlab worker --gpus 0,1 --queues default")
-    p.add_argument("--gpus", default=None, help="GPU indices this worker hands out, e.g. 0,1, or `slurm`: those "
-                   "of the Slurm allocation it runs in (default: none)")
-    p.add_argument("--multinode", action="store_true",
-                   help="run only jobs with nodes > 1, each through Slurm's srun across the hosts it allocates "
-                        "(start it where sbatch/srun work, e.g. a login node); --cpu-slots = jobs launched at once")
-    p.add_argument("--srun-arg", action="append", default=None, metavar="ARG",
-                   help="extra srun option for multinode jobs, e.g. --srun-arg=--partition=gpu (repeatable)")
-    p.add_argument("--cold-start", action="store_true",
-                   help="start every job as a fresh `python -m ptmlab.run` (default: CPU jobs are forked from a "
-                        "launcher that has torch, Lightning and the stages imported: seconds faster per job)")
+    p.add_argument(
+        "--gpus",
+        default=None,
+        help="GPU indices this worker hands out, e.g. 0,1, or `slurm`: those "
+        "of the Slurm allocation it runs in (default: none)",
+    )
+    p.add_argument(
+        "--multinode",
+        action="store_true",
+        help="run only jobs with nodes > 1, each through Slurm's srun across the hosts it allocates "
+        "(start it where sbatch/srun work, e.g. a login node); --cpu-slots = jobs launched at once",
+    )
+    p.add_argument(
+        "--srun-arg",
+        action="append",
+        default=None,
+        metavar="ARG",
+        help="extra srun option for multinode jobs, e.g. --srun-arg=--partition=gpu (repeatable)",
+    )
+    p.add_argument(
+        "--cold-start",
+        action="store_true",
+        help="start every job as a fresh `python -m ptmlab.run` (default: CPU jobs are forked from a "
+        "launcher that has torch, Lightning and the stages imported: seconds faster per job)",
+    )
     p.add_argument("--queues", default="default", help="comma-separated queue names (default: default)")
     p.add_argument("--cpu-slots", type=int, default=None, help="CPU jobs (gpus=0) run at once (default: 1)")
     p.add_argument("--lease-s", type=float, default=30.0, help="a silent worker's jobs are requeued after this")
     p.add_argument("--poll-s", type=float, default=0.5, help="how often an idle worker looks for work")
-    p.add_argument("--grace-s", type=float, default=0.0,
-                   help="on SIGTERM, let running jobs go on this long before requeueing them")
+    p.add_argument(
+        "--grace-s", type=float, default=0.0, help="on SIGTERM, let running jobs go on this long before requeueing them"
+    )
     p.add_argument("--burst", action="store_true", help="exit when nothing runs and nothing is claimable")
     p.add_argument("--max-jobs", type=int, default=None, help="exit after starting this many jobs")
     p.add_argument("--worker-id", default=None, help="default: <host>-<pid>-<random>")
@@ -272,8 +329,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--queue", default="default")
     p.add_argument("--priority", type=int, default=0, help="higher runs first")
     p.add_argument("--gpus", type=int, default=0, help="GPUs (per node when --nodes > 1)")
-    p.add_argument("--nodes", type=int, default=1, help="> 1: one job across hosts, run by a `ptmlab worker "
-                   "--multinode` through Slurm's srun")
+    p.add_argument(
+        "--nodes",
+        type=int,
+        default=1,
+        help="> 1: one job across hosts, run by a `ptmlab worker --multinode` through Slurm's srun",
+    )
     p.add_argument("--timeout-s", type=float, default=None)
     p.add_argument("--max-attempts", type=int, default=3)
     p.add_argument("--after", default=None, help="comma-separated job ids that must succeed first")
@@ -304,14 +365,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     db_option(p)
     p.set_defaults(func=_cmd_logs)
 
-    for name, func, text in (("cancel", _cmd_cancel, "cancel jobs (a running one is killed)"),
-                             ("retry", _cmd_retry, "queue failed/cancelled jobs again")):
+    for name, func, text in (
+        ("cancel", _cmd_cancel, "cancel jobs (a running one is killed)"),
+        ("retry", _cmd_retry, "queue failed/cancelled jobs again"),
+    ):
         p = sub.add_parser(name, help=text)
         p.add_argument("job_ids", type=int, nargs="+")
         db_option(p)
         p.set_defaults(func=func)
 
-    p = sub.add_parser("label", help="rename a job, (un)tag it, write its note: ptmlab label 12 --name lr-small --tag idea=warmup")
+    p = sub.add_parser(
+        "label", help="rename a job, (un)tag it, write its note: ptmlab label 12 --name lr-small --tag idea=warmup"
+    )
     p.add_argument("job_id", type=int)
     p.add_argument("--name", default=None)
     p.add_argument("--tag", action="append", help="key=value, repeatable")

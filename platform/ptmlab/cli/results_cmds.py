@@ -16,8 +16,12 @@ import sys
 
 from ptmlab.errors import ConfigError
 
-TABLE_MODULES: list[str] = ["ptmlab.cli.results_compression", "ptmlab.cli.results_probing",
-                             "ptmlab.cli.results_robustness", "ptmlab.cli.results_runs"]
+TABLE_MODULES: list[str] = [
+    "ptmlab.cli.results_compression",
+    "ptmlab.cli.results_probing",
+    "ptmlab.cli.results_robustness",
+    "ptmlab.cli.results_runs",
+]
 
 
 def _cmd_benchmark(args: argparse.Namespace) -> int:
@@ -35,8 +39,14 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
 
         refuse_unknown(group_by, row_keys(rows) | set(FinetuneSummary.model_fields), "--group-by")
     bench = BENCHMARKS[args.benchmark]
-    board = build_leaderboard(rows, group_by=group_by, adaptations=modes, benchmark=args.benchmark,
-                              own_tasks=not bench.every_task, pool=args.pool)
+    board = build_leaderboard(
+        rows,
+        group_by=group_by,
+        adaptations=modes,
+        benchmark=args.benchmark,
+        own_tasks=not bench.every_task,
+        pool=args.pool,
+    )
     if not board.rows:
         where = f" in sweep {args.sweep}" if args.sweep else ""
         where += f" of adaptation {', '.join(modes)}" if modes else ""
@@ -61,9 +71,11 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
 
 def _one_line_error(prog: str):
     """An unknown table (`ptmlab results glu`) is one line and exit 2, without argparse's usage line."""
+
     def error(message: str):
         print(f"error[{ConfigError.code}]: {prog}: {message}", file=sys.stderr)
         sys.exit(2)
+
     return error
 
 
@@ -75,21 +87,39 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.error = _one_line_error(p.prog)
     results_sub = p.add_subparsers(dest="results_command", required=True)
     for benchmark, bench in BENCHMARKS.items():
-        g = results_sub.add_parser(benchmark, help=f"{bench.display_name} leaderboard: mean ± std over seeds per "
-                                                   "configuration")
+        g = results_sub.add_parser(
+            benchmark, help=f"{bench.display_name} leaderboard: mean ± std over seeds per configuration"
+        )
         g.add_argument("--format", choices=("table", "csv", "latex"), default="table")
         g.add_argument("--sweep", default=None, help="only results of this sweep id")
-        g.add_argument("--adaptation", nargs="+", default=None, metavar="MODE",
-                       help="only these adaptation modes (space or comma separated: --adaptation lora bitfit)")
-        g.add_argument("--group-by", nargs="+", default=["model", "objective", "adaptation"],
-                       help="summary or config keys (stage.lr) that label a row (default: model objective adaptation)")
-        g.add_argument("--pool", action="store_true",
-                       help="one row per --group-by value even where its runs differ in other config keys "
-                            "(their spread is then over runs, not seeds)")
-        g.add_argument("--compare", nargs=2, default=None, metavar=("A", "B"),
-                       help="two rows (their labels: 'bert_tiny / mlm / full') compared per task over their seeds: "
-                            "an interval and p only with ≥ 3 seeds a side (paired t-test over common seeds, Welch "
-                            "otherwise)")
+        g.add_argument(
+            "--adaptation",
+            nargs="+",
+            default=None,
+            metavar="MODE",
+            help="only these adaptation modes (space or comma separated: --adaptation lora bitfit)",
+        )
+        g.add_argument(
+            "--group-by",
+            nargs="+",
+            default=["model", "objective", "adaptation"],
+            help="summary or config keys (stage.lr) that label a row (default: model objective adaptation)",
+        )
+        g.add_argument(
+            "--pool",
+            action="store_true",
+            help="one row per --group-by value even where its runs differ in other config keys "
+            "(their spread is then over runs, not seeds)",
+        )
+        g.add_argument(
+            "--compare",
+            nargs=2,
+            default=None,
+            metavar=("A", "B"),
+            help="two rows (their labels: 'bert_tiny / mlm / full') compared per task over their seeds: "
+            "an interval and p only with ≥ 3 seeds a side (paired t-test over common seeds, Welch "
+            "otherwise)",
+        )
         g.add_argument("--output", "-o", default=None, help="write to this file instead of stdout")
         g.add_argument("--database-url", default=None, help="default: the platform database (PTMLAB_DATABASE_URL)")
         g.set_defaults(func=_cmd_benchmark, benchmark=benchmark)

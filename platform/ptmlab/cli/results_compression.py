@@ -16,13 +16,23 @@ from ptmlab.contracts.summaries import CompressSummary, Measurement
 from ptmlab.results import number
 
 COLUMNS = [  # (header, key, format)
-    ("method", "method", "s"), ("task", "task", "s"), ("source", "source", "s"),
-    ("score", "score", ".4f"), ("source score", "source_score", ".4f"), ("retention", "retention", ".4f"),
-    ("params", "params", ",d"), ("nonzero", "nonzero_params", ",d"), ("size ratio", "size_ratio", ".4f"),
-    ("non-emb size ratio", "non_embedding_size_ratio", ".4f"), ("FLOPs ratio", "flops_ratio", ".4f"),
-    ("latency ms", "latency_ms", ".2f"), ("source latency ms", "source_latency_ms", ".2f"),
-    ("speed-up", "speedup", ".2f"), ("control", "control_score", ".4f"),
-    ("retention vs control", "retention_vs_control", ".4f"), ("with extra training", "with_extra_training", "s"),
+    ("method", "method", "s"),
+    ("task", "task", "s"),
+    ("source", "source", "s"),
+    ("score", "score", ".4f"),
+    ("source score", "source_score", ".4f"),
+    ("retention", "retention", ".4f"),
+    ("params", "params", ",d"),
+    ("nonzero", "nonzero_params", ",d"),
+    ("size ratio", "size_ratio", ".4f"),
+    ("non-emb size ratio", "non_embedding_size_ratio", ".4f"),
+    ("FLOPs ratio", "flops_ratio", ".4f"),
+    ("latency ms", "latency_ms", ".2f"),
+    ("source latency ms", "source_latency_ms", ".2f"),
+    ("speed-up", "speedup", ".2f"),
+    ("control", "control_score", ".4f"),
+    ("retention vs control", "retention_vs_control", ".4f"),
+    ("with extra training", "with_extra_training", "s"),
     ("measured", "measured", "s"),
 ]
 
@@ -35,13 +45,19 @@ def table_rows(summaries: list[CompressSummary]) -> list[dict]:
         m = s.measurement
         measured = f"{headline} seq {m.seq_len} x{m.repeats} {m.device}" if m is not None else ""
         source = s.source or Measurement()
-        rows.append({**{key: getattr(s, key, None) for _, key, _ in COLUMNS}, "source": s.source_ref,
-                     **{key: getattr(s.compressed, key) for key in ("score", "params", "nonzero_params", "latency_ms")},
-                     "source_score": source.score, "source_latency_ms": source.latency_ms,
-                     "speedup": (s.speedup or {}).get(headline),
-                     "measured": measured.strip(),
-                     # no control trained: the retention mixes compression with the extra training
-                     "with_extra_training": "yes" if s.retention_with_extra_training else None})
+        rows.append(
+            {
+                **{key: getattr(s, key, None) for _, key, _ in COLUMNS},
+                "source": s.source_ref,
+                **{key: getattr(s.compressed, key) for key in ("score", "params", "nonzero_params", "latency_ms")},
+                "source_score": source.score,
+                "source_latency_ms": source.latency_ms,
+                "speedup": (s.speedup or {}).get(headline),
+                "measured": measured.strip(),
+                # no control trained: the retention mixes compression with the extra training
+                "with_extra_training": "yes" if s.retention_with_extra_training else None,
+            }
+        )
     return rows
 
 
@@ -63,14 +79,22 @@ def render_rows(rows: list[dict], fmt: str = "table", columns=COLUMNS) -> str:
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(header)
-        w.writerows([["" if c == "-" else c.replace(",", "") if f.endswith("d") else c
-                      for c, (_, _, f) in zip(row, columns)] for row in cells])
+        w.writerows(
+            [
+                ["" if c == "-" else c.replace(",", "") if f.endswith("d") else c for c, (_, _, f) in zip(row, columns)]
+                for row in cells
+            ]
+        )
         return buf.getvalue()
     if fmt == "latex":
         from ptmlab.leaderboard.rendering import latex_text
 
-        lines = [f"\\begin{{tabular}}{{{'l' * 3}{'r' * (len(columns) - 3)}}}", "\\toprule",
-                 " & ".join(latex_text(h) for h in header) + " \\\\", "\\midrule"]
+        lines = [
+            f"\\begin{{tabular}}{{{'l' * 3}{'r' * (len(columns) - 3)}}}",
+            "\\toprule",
+            " & ".join(latex_text(h) for h in header) + " \\\\",
+            "\\midrule",
+        ]
         lines += [" & ".join(latex_text(c) for c in row) + " \\\\" for row in cells]
         return "\n".join([*lines, "\\bottomrule", "\\end{tabular}"]) + "\n"
     widths = [max(len(x) for x in col) for col in zip(header, *cells)]
@@ -85,8 +109,9 @@ def _cmd(args: argparse.Namespace) -> int:
 
     # Each row through the contract the worker checked when it was written (a broken row: one line, exit 2).
     rows = read_rows(args.database_url, kind="compress", sweep_id=args.sweep)
-    summaries: list[CompressSummary] = [s for s in (validate_summary(r.summary) for r in rows)
-                                        if args.task is None or s.task == args.task]
+    summaries: list[CompressSummary] = [
+        s for s in (validate_summary(r.summary) for r in rows) if args.task is None or s.task == args.task
+    ]
     if not summaries:
         print("no compress results" + (f" in sweep {args.sweep}" if args.sweep else ""), file=sys.stderr)
         return 0

@@ -15,10 +15,20 @@ import sys
 from ptmlab.results import number
 
 COLUMNS = [  # (header, key)
-    ("#", "result"), ("model", "model"), ("suite", "suite"), ("task", "task"), ("metric", "metric"),
-    ("best layer", "best_layer"), ("best", "best_score"), ("layer 0", "layer0"), ("random init", "random_init_best"),
-    ("majority", "majority"), ("selectivity", "best_selectivity"), ("random sel.", "random_init_selectivity"),
-    ("scalar mix", "scalar_mix"), ("per layer", "curve"),
+    ("#", "result"),
+    ("model", "model"),
+    ("suite", "suite"),
+    ("task", "task"),
+    ("metric", "metric"),
+    ("best layer", "best_layer"),
+    ("best", "best_score"),
+    ("layer 0", "layer0"),
+    ("random init", "random_init_best"),
+    ("majority", "majority"),
+    ("selectivity", "best_selectivity"),
+    ("random sel.", "random_init_selectivity"),
+    ("scalar mix", "scalar_mix"),
+    ("per layer", "curve"),
 ]
 
 
@@ -35,27 +45,47 @@ def table_rows(results: list[tuple[int, dict]]) -> list[dict]:
     """(row number, probe summary) -> one row per task of each summary."""
     rows = []
     for result_id, s in results:
-        tasks = s.get("tasks") or [{"probe_task": s.get("probe_task"), "metric": s.get("metric"),
-                                    "layers": s.get("layers") or [], "baselines": s.get("baselines") or {}}]
+        tasks = s.get("tasks") or [
+            {
+                "probe_task": s.get("probe_task"),
+                "metric": s.get("metric"),
+                "layers": s.get("layers") or [],
+                "baselines": s.get("baselines") or {},
+            }
+        ]
         for t in tasks:
             metric = t.get("metric")
             baselines = t.get("baselines") or {}
             layers = t.get("layers") or []
             curve = " ".join(_fmt(e.get(metric)) for e in layers) if metric else ""
-            row = {"result": result_id, "model": s.get("model"), "suite": s.get("suite") or s.get("probe_task"),
-                   "task": t.get("probe_task"), "metric": metric, "best_layer": t.get("best_layer"),
-                   "best_score": t.get("best_score"), "layer0": baselines.get("layer0"),
-                   "random_init_best": baselines.get("random_init_best"), "majority": baselines.get("majority"),
-                   "best_selectivity": t.get("best_selectivity"),
-                   "random_init_selectivity": baselines.get("random_init_selectivity"),
-                   "scalar_mix": (t.get("scalar_mix") or {}).get("accuracy"), "curve": curve}
+            row = {
+                "result": result_id,
+                "model": s.get("model"),
+                "suite": s.get("suite") or s.get("probe_task"),
+                "task": t.get("probe_task"),
+                "metric": metric,
+                "best_layer": t.get("best_layer"),
+                "best_score": t.get("best_score"),
+                "layer0": baselines.get("layer0"),
+                "random_init_best": baselines.get("random_init_best"),
+                "majority": baselines.get("majority"),
+                "best_selectivity": t.get("best_selectivity"),
+                "random_init_selectivity": baselines.get("random_init_selectivity"),
+                "scalar_mix": (t.get("scalar_mix") or {}).get("accuracy"),
+                "curve": curve,
+            }
             if t.get("family") == "cloze":
-                row["curve"] = (f"P@1 {_fmt(t.get('p_at_1'))} P@10 {_fmt(t.get('p_at_10'))} MRR {_fmt(t.get('mrr'))} "
-                                f"scored {t.get('scored')} oov {t.get('oov')}")
+                row["curve"] = (
+                    f"P@1 {_fmt(t.get('p_at_1'))} P@10 {_fmt(t.get('p_at_10'))} MRR {_fmt(t.get('mrr'))} "
+                    f"scored {t.get('scored')} oov {t.get('oov')}"
+                )
             if t.get("family") == "attention":
                 best = (t.get("best_heads") or {}).get("all") or {}
-                row["curve"] = (f"dep-arc best head L{best.get('layer')}H{best.get('head')} {_fmt(best.get('accuracy'))}"
-                                if best else "")
+                row["curve"] = (
+                    f"dep-arc best head L{best.get('layer')}H{best.get('head')} {_fmt(best.get('accuracy'))}"
+                    if best
+                    else ""
+                )
             rows.append(row)
     return rows
 
@@ -79,11 +109,16 @@ def _cmd(args: argparse.Namespace) -> int:
     from ptmlab.contracts.summaries import validate_summary
     from ptmlab.results import read_rows
 
-    results = list(enumerate((r.summary for r in read_rows(args.database_url, kind="probe", sweep_id=args.sweep)), start=1))
+    results = list(
+        enumerate((r.summary for r in read_rows(args.database_url, kind="probe", sweep_id=args.sweep)), start=1)
+    )
     for _, s in results:
         validate_summary(s)  # the contract the worker checked when the row was written
-    rows = [r for r in table_rows(results)
-            if (args.task is None or r["task"] == args.task) and (args.model is None or r["model"] == args.model)]
+    rows = [
+        r
+        for r in table_rows(results)
+        if (args.task is None or r["task"] == args.task) and (args.model is None or r["model"] == args.model)
+    ]
     if not rows:
         print("no probe results" + (f" in sweep {args.sweep}" if args.sweep else ""), file=sys.stderr)
         return 0

@@ -15,10 +15,18 @@ from ptmlab.cli.results_compression import render_rows
 from ptmlab.contracts.summaries import AttackSummary
 
 COLUMNS = [  # (header, key, format)
-    ("model", "source", "s"), ("task", "task", "s"), ("recipe", "recipe", "s"), ("examples", "num_examples", "d"),
-    ("seed", "seed", "d"), ("clean", "clean_accuracy", ".4f"), ("under attack", "accuracy_under_attack", ".4f"),
-    ("drop", "drop", ".4f"), ("success", "success_rate", ".4f"), ("perturbed ratio", "perturbed_word_ratio", ".4f"),
-    ("queries", "queries", ".1f"), ("s/example", "seconds_per_example", ".3f"),
+    ("model", "source", "s"),
+    ("task", "task", "s"),
+    ("recipe", "recipe", "s"),
+    ("examples", "num_examples", "d"),
+    ("seed", "seed", "d"),
+    ("clean", "clean_accuracy", ".4f"),
+    ("under attack", "accuracy_under_attack", ".4f"),
+    ("drop", "drop", ".4f"),
+    ("success", "success_rate", ".4f"),
+    ("perturbed ratio", "perturbed_word_ratio", ".4f"),
+    ("queries", "queries", ".1f"),
+    ("s/example", "seconds_per_example", ".3f"),
 ]
 
 
@@ -39,12 +47,15 @@ def _cmd(args: argparse.Namespace) -> int:
     rows = read_rows(args.database_url, kind="attack", sweep_id=args.sweep)
     if args.pipeline is not None:
         rows = _pipeline_rows(args.database_url, rows, args.pipeline)
-    summaries: list[AttackSummary] = [s for s in (validate_summary(r.summary) for r in rows)
-                                      if (args.task is None or s.task == args.task)
-                                      and (args.recipe is None or s.recipe == args.recipe)]
+    summaries: list[AttackSummary] = [
+        s
+        for s in (validate_summary(r.summary) for r in rows)
+        if (args.task is None or s.task == args.task) and (args.recipe is None or s.recipe == args.recipe)
+    ]
     if not summaries:
-        where = "".join(f" in {what} {value}" for what, value in (("sweep", args.sweep), ("pipeline", args.pipeline))
-                        if value)
+        where = "".join(
+            f" in {what} {value}" for what, value in (("sweep", args.sweep), ("pipeline", args.pipeline)) if value
+        )
         print("no attack results" + where, file=sys.stderr)
         return 0
     text = render_rows(table_rows(summaries), args.format, columns=COLUMNS)
@@ -63,7 +74,7 @@ def _pipeline_rows(database_url: str | None, rows: list, pipeline_id: str) -> li
     from ptmlab.views.robustness import pipeline_rows
 
     with session_scope(database_url or get_settings().resolved_database_url) as session:
-        return pipeline_rows(session, rows, pipeline_id)   # NotFoundError: one line, exit 2
+        return pipeline_rows(session, rows, pipeline_id)  # NotFoundError: one line, exit 2
 
 
 def register(results_sub: argparse._SubParsersAction) -> None:

@@ -26,8 +26,16 @@ def _cmd(args: argparse.Namespace) -> int:
     group_by = _keys(args.group_by)
     columns = _keys(args.columns) or None
     with session_scope(args.database_url) as session:
-        view = runs_view(session, kind=args.kind, filters=args.filter, sort=args.sort, order=args.order,
-                         columns=columns, limit=args.limit, group_by=group_by)
+        view = runs_view(
+            session,
+            kind=args.kind,
+            filters=args.filter,
+            sort=args.sort,
+            order=args.order,
+            columns=columns,
+            limit=args.limit,
+            group_by=group_by,
+        )
     from ptmlab.views.runs_export import render
 
     sys.stdout.write(render(view, args.format))
@@ -35,12 +43,20 @@ def _cmd(args: argparse.Namespace) -> int:
 
 
 def register(results_sub: argparse._SubParsersAction) -> None:
-    p = results_sub.add_parser("runs", help="every result as a row; any summary or config key as a column, "
-                                            "filter, sort or group (mean ± std over the group's runs)")
+    p = results_sub.add_parser(
+        "runs",
+        help="every result as a row; any summary or config key as a column, "
+        "filter, sort or group (mean ± std over the group's runs)",
+    )
     p.add_argument("--kind", default=None, help="only results of this stage (finetune, compress, probe ...)")
     p.add_argument("--columns", nargs="+", default=None, metavar="KEY", help="columns: main_score stage.lr ...")
-    p.add_argument("--filter", action="append", default=None, metavar="EXPR",
-                   help="<key><op><value>, op = != > >= < <= ~ (contains); repeat for several")
+    p.add_argument(
+        "--filter",
+        action="append",
+        default=None,
+        metavar="EXPR",
+        help="<key><op><value>, op = != > >= < <= ~ (contains); repeat for several",
+    )
     p.add_argument("--group-by", nargs="+", default=None, metavar="KEY", help="one row per value of these keys")
     p.add_argument("--sort", default="id", help="a column (grouped: by its mean)")
     p.add_argument("--order", choices=("asc", "desc"), default="desc")

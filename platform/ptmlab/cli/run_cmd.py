@@ -23,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("overrides", nargs=argparse.REMAINDER, help="Hydra overrides")
     p.set_defaults(func=_cmd_run)
 
-    p = sub.add_parser("demo", help="the research loop end to end on the embedded default (pretrain, fine-tune, "
-                       "compress, probe)")
+    p = sub.add_parser(
+        "demo", help="the research loop end to end on the embedded default (pretrain, fine-tune, compress, probe)"
+    )
     p.add_argument("--steps", type=int, default=300, help="pre-training steps per model")
     p.set_defaults(func=_cmd_demo)

@@ -12,9 +12,16 @@ def _cmd_workers(args: argparse.Namespace) -> int:
     from ptmlab.slurm.allocations import WorkerAllocationSpec, submit_workers
 
     spec = WorkerAllocationSpec(
-        partition=args.partition, gpus_per_node=args.gpus_per_node, cpus=args.cpus, cpu_slots=args.cpu_slots,
-        time=args.time, queues=[q for q in args.queues.split(",") if q], warn_s=args.warn_s, grace_s=args.grace_s,
-        burst=args.burst, log_dir=Path(args.log_dir or get_settings().home / "slurm"),
+        partition=args.partition,
+        gpus_per_node=args.gpus_per_node,
+        cpus=args.cpus,
+        cpu_slots=args.cpu_slots,
+        time=args.time,
+        queues=[q for q in args.queues.split(",") if q],
+        warn_s=args.warn_s,
+        grace_s=args.grace_s,
+        burst=args.burst,
+        log_dir=Path(args.log_dir or get_settings().home / "slurm"),
         extra_sbatch=list(args.sbatch_arg or []),
     )
     if args.dry_run:
@@ -73,12 +80,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     w.add_argument("--time", default="24:00:00", help="Slurm time limit, e.g. 24:00:00")
     w.add_argument("--queues", default="default")
     w.add_argument("--warn-s", type=int, default=120, help="Slurm sends USR1 this long before the time limit")
-    w.add_argument("--grace-s", type=float, default=60.0,
-                   help="after USR1/scancel, running jobs' time to finish before they go back to the queue")
+    w.add_argument(
+        "--grace-s",
+        type=float,
+        default=60.0,
+        help="after USR1/scancel, running jobs' time to finish before they go back to the queue",
+    )
     w.add_argument("--burst", action="store_true", help="workers exit when nothing is claimable")
     w.add_argument("--log-dir", default=None, help="default: $PTMLAB_HOME/slurm")
-    w.add_argument("--sbatch-arg", action="append", default=None, metavar="ARG",
-                   help="extra sbatch option, e.g. --sbatch-arg=--account=nlp (repeatable)")
+    w.add_argument(
+        "--sbatch-arg",
+        action="append",
+        default=None,
+        metavar="ARG",
+        help="extra sbatch option, e.g. --sbatch-arg=--account=nlp (repeatable)",
+    )
     w.add_argument("--dry-run", action="store_true", help="print the batch script, submit nothing")
     w.set_defaults(func=_cmd_workers)
     st = slurm_sub.add_parser("status", help="worker allocations: Slurm state, node, time left, worker")

@@ -35,9 +35,28 @@ def spec_from_args(args: argparse.Namespace):
     from ptmlab.errors import ConfigError
     from ptmlab.studies import StudySpec
 
-    fields = {k: getattr(args, k) for k in (
-        "name", "stage", "objective", "direction", "sampler", "pruner", "min_resource", "reduction_factor",
-        "n_trials", "n_parallel", "max_wall_s", "max_steps", "seed", "queue", "priority", "gpus", "timeout_s")}
+    fields = {
+        k: getattr(args, k)
+        for k in (
+            "name",
+            "stage",
+            "objective",
+            "direction",
+            "sampler",
+            "pruner",
+            "min_resource",
+            "reduction_factor",
+            "n_trials",
+            "n_parallel",
+            "max_wall_s",
+            "max_steps",
+            "seed",
+            "queue",
+            "priority",
+            "gpus",
+            "timeout_s",
+        )
+    }
     for key in ("objectives", "directions"):  # comma-separated on the command line
         value = getattr(args, key)
         fields[key] = [v.strip() for v in value.split(",") if v.strip()] if value is not None else None
@@ -58,16 +77,20 @@ def _cmd_create(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(status, indent=2))
     else:
-        print(f"study {study.id}: {len(status['trials'])} trial(s) queued; budget {plan.n_trials} trials, "
-              f"{plan.spec.n_parallel} in parallel; `ptmlab study status {study.id}`")
+        print(
+            f"study {study.id}: {len(status['trials'])} trial(s) queued; budget {plan.n_trials} trials, "
+            f"{plan.spec.n_parallel} in parallel; `ptmlab study status {study.id}`"
+        )
     return 0
 
 
 def _print_status(status: dict) -> None:
     spec = status["spec"]
-    print(f"study {status['id']} {status['name'] or ''}: {status['status']}"
-          f"{' (' + status['stop_reason'] + ')' if status['stop_reason'] else ''}; {_objectives(spec)}, sampler {spec['sampler']}, pruner {spec['pruner']}; "
-          f"{status['steps_total']} training steps in all")
+    print(
+        f"study {status['id']} {status['name'] or ''}: {status['status']}"
+        f"{' (' + status['stop_reason'] + ')' if status['stop_reason'] else ''}; {_objectives(spec)}, sampler {spec['sampler']}, pruner {spec['pruner']}; "
+        f"{status['steps_total']} training steps in all"
+    )
     print(f"{'trial':>5}  {'state':<9} {'job':>5} {'steps':>6} {'value':>10}  params")
     for t in status["trials"]:
         value = "" if t["value"] is None else f"{t['value']:.4g}"
@@ -105,8 +128,10 @@ def _cmd_list(args: argparse.Namespace) -> int:
     with _session(args) as s:
         rows = s.scalars(sa.select(Study).order_by(Study.created_at.desc())).all()
     for study in rows:
-        print(f"{study.id}  {study.status:<8} {study.spec.get('stage')}  "
-              f"{study.spec.get('objective') or ','.join(study.spec.get('objectives') or [])}  {study.name or ''}")
+        print(
+            f"{study.id}  {study.status:<8} {study.spec.get('stage')}  "
+            f"{study.spec.get('objective') or ','.join(study.spec.get('objectives') or [])}  {study.name or ''}"
+        )
     return 0
 
 
@@ -132,7 +157,9 @@ def register(sub) -> None:
     study = sub.add_parser("study", help="hyperparameter studies: Optuna trials as queued jobs")
     verbs = study.add_subparsers(dest="study_command", required=True)
     create = verbs.add_parser("create", help="check a study and queue its first trials")
-    create.add_argument("overrides", nargs="*", help="Hydra overrides; interval(a,b)/choice(...)/range(...) are searched")
+    create.add_argument(
+        "overrides", nargs="*", help="Hydra overrides; interval(a,b)/choice(...)/range(...) are searched"
+    )
     create.add_argument("--name")
     create.add_argument("--stage", required=True)
     create.add_argument("--objective", help="a metric reported at each validation")
@@ -154,8 +181,11 @@ def register(sub) -> None:
     create.add_argument("--timeout-s", dest="timeout_s", type=float)
     create.add_argument("--json", action="store_true")
     create.set_defaults(func=_cmd_create)
-    for verb, func, text in (("status", _cmd_status, "a study's trials and best"), ("stop", _cmd_stop, "stop a study"),
-                             ("resume", _cmd_resume, "resume a stopped study")):
+    for verb, func, text in (
+        ("status", _cmd_status, "a study's trials and best"),
+        ("stop", _cmd_stop, "stop a study"),
+        ("resume", _cmd_resume, "resume a stopped study"),
+    ):
         p = verbs.add_parser(verb, help=text)
         p.add_argument("study_id")
         if verb == "status":

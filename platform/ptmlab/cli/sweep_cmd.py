@@ -20,11 +20,21 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         for c in combos:
             print("  " + " ".join(c))
         return 0
-    options = {"queue": args.queue, "priority": args.priority, "gpus": args.gpus, "nodes": args.nodes, "timeout_s": args.timeout_s,
-               "max_attempts": args.max_attempts}
+    options = {
+        "queue": args.queue,
+        "priority": args.priority,
+        "gpus": args.gpus,
+        "nodes": args.nodes,
+        "timeout_s": args.timeout_s,
+        "max_attempts": args.max_attempts,
+    }
     with _session(args) as s:
-        sweep, jobs = queue.submit_sweep(s, [{**options, "overrides": c} for c in combos], name=args.name,
-                                         spec={"overrides": list(args.overrides), **options})
+        sweep, jobs = queue.submit_sweep(
+            s,
+            [{**options, "overrides": c} for c in combos],
+            name=args.name,
+            spec={"overrides": list(args.overrides), **options},
+        )
         ids = [j.id for j in jobs]
     print(f"sweep {sweep.id}: {len(ids)} jobs queued ({ids[0]}..{ids[-1]})" if ids else f"sweep {sweep.id}: 0 jobs")
     if args.wait:

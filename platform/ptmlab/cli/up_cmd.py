@@ -118,9 +118,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpus", default=None)
     p.add_argument("--cpu-slots", type=int, default=1)
     p.add_argument("--queues", default="default")
-    p.add_argument("--cold-start", action="store_true",
-                   help="the worker starts every job as a fresh process (ptmlab worker --cold-start: no launcher "
-                        "holding torch, Lightning and the stages in memory, ~10 CPU-s of imports at start)")
+    p.add_argument(
+        "--cold-start",
+        action="store_true",
+        help="the worker starts every job as a fresh process (ptmlab worker --cold-start: no launcher "
+        "holding torch, Lightning and the stages in memory, ~10 CPU-s of imports at start)",
+    )
     p.add_argument("--no-api", action="store_true")
     p.add_argument("--no-mlflow", action="store_true")
     p.set_defaults(func=_cmd_up)

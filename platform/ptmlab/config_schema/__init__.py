@@ -50,12 +50,25 @@ from ptmlab.methods.training import OPTIMIZERS, SCHEDULERS, TRAINERS
 
 # `_target_` -> its declaration (ptmlab.methods: one module per group), over every group.
 TARGETS: dict[str, type[BaseModel]] = {
-    **BACKBONES, **OBJECTIVES, **CORPORA, **READERS, **ADAPTATIONS, **TRAINERS, **OPTIMIZERS, **SCHEDULERS,
-    **COMPRESSIONS, **ATTACKS, **DEFENCES,
+    **BACKBONES,
+    **OBJECTIVES,
+    **CORPORA,
+    **READERS,
+    **ADAPTATIONS,
+    **TRAINERS,
+    **OPTIMIZERS,
+    **SCHEDULERS,
+    **COMPRESSIONS,
+    **ATTACKS,
+    **DEFENCES,
 }
 # Groups whose node has no `_target_` of its own.
 NODE_SCHEMAS: dict[str, type[BaseModel]] = {
-    "model": ModelNode, "objective": ObjectiveNode, "data": DataNode, "tokenizer": TokenizerNode, "task": TaskNode,
+    "model": ModelNode,
+    "objective": ObjectiveNode,
+    "data": DataNode,
+    "tokenizer": TokenizerNode,
+    "task": TaskNode,
     "probe": ProbeNode,
 }
 TARGET_GROUPS = ("trainer", "optimizer", "scheduler", "adaptation", "compression", "attack", "defence")
@@ -70,30 +83,30 @@ class Paths(Node):
     home: Name
     data_dir: Name
     cache_dir: Name
-    conf_dir: Name | None = None       # set by ptmlab.config.set_runtime_paths (never by hand)
+    conf_dir: Name | None = None  # set by ptmlab.config.set_runtime_paths (never by hand)
     artifact_root: Name | None = None  # set by ptmlab.config.set_runtime_paths
 
 
 class Tracking(Node):
-    uri: str | None = None       # null: $MLFLOW_TRACKING_URI, else the embedded store
+    uri: str | None = None  # null: $MLFLOW_TRACKING_URI, else the embedded store
     experiment: Name
     retry_s: NonNegativeFloat | None = None  # set by ptmlab.config.set_runtime_paths (PTMLAB_TRACKING_RETRY_S)
-    job_id: str | None = None                # set by ptmlab.config.set_runtime_paths (PTMLAB_JOB_ID)
+    job_id: str | None = None  # set by ptmlab.config.set_runtime_paths (PTMLAB_JOB_ID)
 
 
 class Root(Node):
     """Root keys other than the group nodes."""
 
-    seed: Annotated[int, in_range(0, 2**32 - 1, what="a seed")] = 42   # Lightning's seed range
-    backbone: Name | None = None          # null | random | job:<id> | mlflow:<run_id> | <folder> | <HF name>
-    source: Name | None = None            # compress: job:<id> | mlflow:<run_id> | <run or export folder>
+    seed: Annotated[int, in_range(0, 2**32 - 1, what="a seed")] = 42  # Lightning's seed range
+    backbone: Name | None = None  # null | random | job:<id> | mlflow:<run_id> | <folder> | <HF name>
+    source: Name | None = None  # compress: job:<id> | mlflow:<run_id> | <run or export folder>
     resume: bool = False
     run_name: Name = "run"
-    checkpoint_every_n_steps: NonNegativeInt = 100   # 0: only last.ckpt at the end
+    checkpoint_every_n_steps: NonNegativeInt = 100  # 0: only last.ckpt at the end
     tags: dict[str, Any] | None = None
     paths: Paths
     tracking: Tracking
-    run_dir: Name | None = None           # instead of Hydra's run folder (tests, benchmarks)
+    run_dir: Name | None = None  # instead of Hydra's run folder (tests, benchmarks)
 
 
 def check_config_types(cfg: DictConfig) -> None:
@@ -182,8 +195,10 @@ def _check_virtual_tokens(plain: dict) -> list[str]:
     if plain.get("backbone") not in (None, "random") or not all(isinstance(v, int) for v in (tokens, max_len, max_pos)):
         return []
     if tokens + max_len > max_pos:
-        return [f"adaptation.num_tokens={tokens} + task.max_length={max_len} = {tokens + max_len} exceeds "
-                f"model.backbone.max_position_embeddings={max_pos}: shorten one of them"]
+        return [
+            f"adaptation.num_tokens={tokens} + task.max_length={max_len} = {tokens + max_len} exceeds "
+            f"model.backbone.max_position_embeddings={max_pos}: shorten one of them"
+        ]
     return []
 
 
@@ -194,8 +209,10 @@ def _check_across_groups(plain: dict) -> list[str]:
     errors = []
     max_steps = (plain.get("trainer") or {}).get("max_steps")
     if isinstance(max_steps, int) and max_steps <= 0:
-        errors.append(f"trainer.max_steps={max_steps}: stage=pretrain needs a positive number of steps "
-                      f"(the learning-rate schedule is sized by it)")
+        errors.append(
+            f"trainer.max_steps={max_steps}: stage=pretrain needs a positive number of steps "
+            f"(the learning-rate schedule is sized by it)"
+        )
     block = (plain.get("data") or {}).get("block_size")
     max_pos = ((plain.get("model") or {}).get("backbone") or {}).get("max_position_embeddings")
     if isinstance(block, int) and isinstance(max_pos, int) and block > max_pos:
@@ -215,8 +232,9 @@ def _resolve(cfg: DictConfig, missing: set[str], errors: list[str]) -> dict:
             return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
         except (MissingMandatoryValue, InterpolationResolutionError):
             pass
-    return {str(k): v for k in cfg.keys() if k != "hydra"
-            if (v := _plain(cfg, k, str(k), missing, errors)) is not _MISSING}
+    return {
+        str(k): v for k in cfg.keys() if k != "hydra" if (v := _plain(cfg, k, str(k), missing, errors)) is not _MISSING
+    }
 
 
 def _plain(container, key, path: str, missing: set[str], errors: list[str]):
@@ -230,7 +248,7 @@ def _plain(container, key, path: str, missing: set[str], errors: list[str]):
         missing.add(path)
         return _MISSING
     except InterpolationResolutionError as exc:
-        raw = container._get_node(key)._value()  # noqa: SLF001 - the unresolved text, for the message
+        raw = container._get_node(key)._value()
         missing.add(path)
         if "${hydra:" not in str(raw):  # resolvable only inside a Hydra run: left to it
             errors.append(f"{path}={raw}: cannot be resolved ({str(exc).splitlines()[0]})")
@@ -255,11 +273,18 @@ def _plain_node(node: DictConfig | ListConfig, path: str, missing: set[str], err
 # -- messages -----------------------------------------------------------------------------------
 
 TYPE_MESSAGES = {
-    "int_type": "expected an integer", "int_parsing": "expected an integer", "int_from_float": "expected an integer",
-    "float_type": "expected a number", "float_parsing": "expected a number",
-    "bool_type": "expected true or false", "bool_parsing": "expected true or false",
-    "string_type": "expected a string", "list_type": "expected a list", "dict_type": "expected a mapping",
-    "model_type": "expected a mapping", "model_attributes_type": "expected a mapping",
+    "int_type": "expected an integer",
+    "int_parsing": "expected an integer",
+    "int_from_float": "expected an integer",
+    "float_type": "expected a number",
+    "float_parsing": "expected a number",
+    "bool_type": "expected true or false",
+    "bool_parsing": "expected true or false",
+    "string_type": "expected a string",
+    "list_type": "expected a list",
+    "dict_type": "expected a mapping",
+    "model_type": "expected a mapping",
+    "model_attributes_type": "expected a mapping",
     "finite_number": "expected a finite number",
 }
 
@@ -282,8 +307,9 @@ def _message(err: dict, schema: type[BaseModel], path: str, missing: set[str]) -
     loc, kind = tuple(err["loc"]), err["type"]
     if loc and loc[-1] == "[key]":  # a mapping's key (mode_weights.<mode>, requires_data.<key>)
         expected = err.get("ctx", {}).get("expected", "")
-        return f"{_join(path, loc[:-1])}: unknown key" + (f" (known: {expected.replace(' or ', ', ')})"
-                                                          if expected else "")
+        return f"{_join(path, loc[:-1])}: unknown key" + (
+            f" (known: {expected.replace(' or ', ', ')})" if expected else ""
+        )
     key = _join(path, loc)
     if kind == "missing":
         return None if key in missing else f"{key}: required key is missing"

@@ -5,7 +5,10 @@ source that is not an attack run, before the run opens."""
 from __future__ import annotations
 
 MULTITASK_ENTRY = "lightning_modules.stages.multitask.run_multitask"
-NOT_TRAINING = {"lightning_modules.adaptation.prompt_based.ZeroShotPrompting", "lightning_modules.adaptation.zero_shot.ZeroShot"}
+NOT_TRAINING = {
+    "lightning_modules.adaptation.prompt_based.ZeroShotPrompting",
+    "lightning_modules.adaptation.zero_shot.ZeroShot",
+}
 
 
 def check_defence(plain: dict) -> list[str]:
@@ -20,6 +23,8 @@ def check_defence(plain: dict) -> list[str]:
         return [f"defence={name} with stage=multitask: adversarial training is a stage=finetune option"]
     adaptation = plain.get("adaptation") or {}
     if adaptation.get("_target_") in NOT_TRAINING:
-        return [f"defence={name} with adaptation={adaptation.get('name')}: the adaptation does not train, "
-                f"so there is nothing to train adversarially"]
+        return [
+            f"defence={name} with adaptation={adaptation.get('name')}: the adaptation does not train, "
+            f"so there is nothing to train adversarially"
+        ]
     return []

@@ -12,6 +12,6 @@ Family = Literal[FAMILIES]  # the one vocabulary of model families
 
 class ModelNode(Node):
     name: Name
-    family: Family               # one of ptmlab.contracts.families.FAMILIES; read by the compatibility checks
+    family: Family  # one of ptmlab.contracts.families.FAMILIES; read by the compatibility checks
     name_or_path: str | None = None  # family hf: a Hub name, a folder or pypi:<package>
     backbone: TargetSlot

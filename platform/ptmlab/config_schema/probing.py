@@ -10,8 +10,20 @@ from ptmlab.methods.fields import Name, Node, NonNegativeInt, PositiveInt
 from ptmlab.methods.probing import StructuralProbeParams, TokenProbeParams
 
 # lightning_modules/stages/probe.py FAMILY_OF
-ProbeTask = Literal["upos", "xpos", "deprel", "distance", "depth", "sentence_length", "tree_depth", "bigram_shift",
-                    "tense", "subject_number", "attention", "lama"]
+ProbeTask = Literal[
+    "upos",
+    "xpos",
+    "deprel",
+    "distance",
+    "depth",
+    "sentence_length",
+    "tree_depth",
+    "bigram_shift",
+    "tense",
+    "subject_number",
+    "attention",
+    "lama",
+]
 
 
 class AttentionSettings(Node):
@@ -22,7 +34,7 @@ class AttentionSettings(Node):
 
 
 class Probe(Stage):
-    label: Name | None = None          # +stage.label=<name>: the model's name in results (default: derived)
+    label: Name | None = None  # +stage.label=<name>: the model's name in results (default: derived)
     alignment: Literal["first", "last", "mean"] = "first"
     layers: list[NonNegativeInt] | None = None
     batch_size: PositiveInt = 32
@@ -34,13 +46,13 @@ class Probe(Stage):
 
 
 class ProbeData(Node):
-    train: Name | None = None       # CoNLL-U files
+    train: Name | None = None  # CoNLL-U files
     eval: Name | None = None
     max_train_sentences: PositiveInt | None = None
     max_eval_sentences: PositiveInt | None = None
     max_sentence_words: PositiveInt | None = None
-    path: Name | None = None        # LAMA jsonl file or folder
-    relations: Name | None = None   # LAMA templates file (null: relations.jsonl beside or above `path`)
+    path: Name | None = None  # LAMA jsonl file or folder
+    relations: Name | None = None  # LAMA templates file (null: relations.jsonl beside or above `path`)
 
 
 class ProbeNode(Node):

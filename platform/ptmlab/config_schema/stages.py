@@ -19,15 +19,15 @@ from ptmlab.methods.fields import (
 
 class Stage(Node):
     name: Name
-    entry: Name   # module.function that ptmlab.run calls
-    preflight: Name | None = None   # module.function ptmlab.run calls first: reads the inputs, torch-light
+    entry: Name  # module.function that ptmlab.run calls
+    preflight: Name | None = None  # module.function ptmlab.run calls first: reads the inputs, torch-light
 
 
 class Pretrain(Stage):
     export_hf: bool = True
 
 
-Pooling = Literal["pool_index", "mean"]   # lightning_modules/heads/pooling.py POOLINGS
+Pooling = Literal["pool_index", "mean"]  # lightning_modules/heads/pooling.py POOLINGS
 
 
 class Finetune(Stage):
@@ -35,7 +35,7 @@ class Finetune(Stage):
     max_steps: PositiveInt | None = None
     batch_size: PositiveInt = 32
     eval_batch_size: PositiveInt = 128
-    group_by_length: bool = False   # training batches of similar lengths (less padding)
+    group_by_length: bool = False  # training batches of similar lengths (less padding)
     lr: PositiveFloat = 5e-5
     pooling: Pooling = "pool_index"
     head_dropout: Dropout = 0.1
@@ -45,10 +45,10 @@ class Finetune(Stage):
 
 
 class Multitask(Stage):
-    tasks: list[Name]                    # task config names; ptmlab.contracts.task_checks resolves each
+    tasks: list[Name]  # task config names; ptmlab.contracts.task_checks resolves each
     # Typed as a string, not a Literal: the multitask stage reports an unknown mode itself, and
     # tests/lightning_modules/test_multitask.py composes one to check that it does so before any run.
-    sampling: Name = "proportional"      # proportional | temperature | uniform
+    sampling: Name = "proportional"  # proportional | temperature | uniform
     temperature: PositiveFloat | None = 2.0
     max_steps: PositiveInt = 1000
     val_every_n_steps: PositiveInt | None = None
@@ -80,7 +80,7 @@ class Compress(Stage):
     eval_batch_size: PositiveInt = 128
     lr: PositiveFloat = 5e-5
     warmup_ratio: Annotated[float, in_range(0.0, 1.0, hi_open=True)] = 0.1
-    group_by_length: bool = False   # training batches of similar lengths (less padding)
+    group_by_length: bool = False  # training batches of similar lengths (less padding)
     measure: Measure = Measure()
 
 

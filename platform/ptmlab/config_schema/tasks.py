@@ -25,10 +25,15 @@ def _template(value: Any) -> bool:
     return isinstance(value, str) and value.count(MASK_SLOT) == 1 and any(f in value for f in TEMPLATE_FIELDS)
 
 
+def _label_words(value: Any) -> bool:
+    """A label's word, or its non-empty list of words."""
+    if isinstance(value, str):
+        return bool(value.strip())
+    return isinstance(value, list) and bool(value) and all(isinstance(w, str) and w.strip() for w in value)
+
+
 def _verbalizer(value: Any) -> bool:
-    words = lambda v: (isinstance(v, str) and v.strip()) or (  # noqa: E731
-        isinstance(v, list) and v and all(isinstance(w, str) and w.strip() for w in v))
-    return isinstance(value, dict) and bool(value) and all(words(v) for v in value.values())
+    return isinstance(value, dict) and bool(value) and all(_label_words(v) for v in value.values())
 
 
 class PromptNode(Node):
@@ -36,26 +41,30 @@ class PromptNode(Node):
     fields ({sentence}, or {sentence1} and {sentence2}) and one [MASK] slot; `verbalizer` maps each
     label (its file value) to the word or words that stand for it."""
 
-    template: Annotated[Any, checked(_template, "a string with one [MASK] slot and a {sentence} "
-                                                "(or {sentence1}/{sentence2}) field")]
+    template: Annotated[
+        Any, checked(_template, "a string with one [MASK] slot and a {sentence} (or {sentence1}/{sentence2}) field")
+    ]
     verbalizer: Annotated[Any, checked(_verbalizer, "a mapping label -> word or list of words")]
 
 
 class TaskNode(Node):
     name: Name
     display_name: Name | None = None
-    kind: Literal["classification", "regression", "token_classification", "generation", "span_extraction",
-                  "multiple_choice"]
+    kind: Literal[
+        "classification", "regression", "token_classification", "generation", "span_extraction", "multiple_choice"
+    ]
     num_labels: PositiveInt | None = None
     labels: Annotated[Any, checked(_labels, "a list of label values")] = None
     label_names: list[str] | None = None
     metrics: Annotated[Any, checked(_names, "a metric name or a list of them")]
     main_metric: Name
     glue_metrics: list[str] | None = None
-    superglue_metrics: list[str] | None = None  # what a SuperGLUE task adds to that average (ptmlab.contracts.superglue)
+    superglue_metrics: list[str] | None = (
+        None  # what a SuperGLUE task adds to that average (ptmlab.contracts.superglue)
+    )
     few_shot: PositiveInt | None = None  # SuperGLUE: train records (lightning_modules/data/superglue.py)
-    eval_metric_suffix: dict[str, str] | None = None   # per eval split, e.g. {dev_mismatched: _mm}
-    submission_files: dict[str, str] | None = None     # per test split: GLUE submission file name
+    eval_metric_suffix: dict[str, str] | None = None  # per eval split, e.g. {dev_mismatched: _mm}
+    submission_files: dict[str, str] | None = None  # per test split: GLUE submission file name
     max_train_samples: PositiveInt | None = None
     max_eval_samples: PositiveInt | None = None
     max_length: Annotated[int, in_range(4, what="an integer")] = 128

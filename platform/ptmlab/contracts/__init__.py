@@ -4,7 +4,7 @@
 imports); this package imports nothing else of ptmlab either.
 """
 
-from ptmlab.contracts.errors import *  # noqa: F403
+from ptmlab.contracts.errors import *  # noqa: F403 - the one error hierarchy, re-exported whole
 from ptmlab.contracts.errors import __all__ as _errors
 from ptmlab.contracts.summaries import (
     ATTACK_RECORDS_FILE,
@@ -19,5 +19,16 @@ from ptmlab.contracts.summaries import (
     validate_summary,
 )
 
-__all__ = [*_errors, "ATTACK_RECORDS_FILE", "SUMMARY_BY_KIND", "AttackSummary", "CompressSummary", "FinetuneSummary", "PretrainSummary",
-           "ProbeSummary", "SleepSummary", "StageSummary", "validate_summary"]
+__all__ = [
+    *_errors,
+    "ATTACK_RECORDS_FILE",
+    "SUMMARY_BY_KIND",
+    "AttackSummary",
+    "CompressSummary",
+    "FinetuneSummary",
+    "PretrainSummary",
+    "ProbeSummary",
+    "SleepSummary",
+    "StageSummary",
+    "validate_summary",
+]

@@ -47,7 +47,9 @@ KIND_COLUMNS: dict[str, KindColumns] = {
 class Benchmark:
     name: str  # as `ptmlab results <name>` and `?benchmark=` spell it
     display_name: str
-    tasks: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)  # task -> (display name, scored metrics)
+    tasks: dict[str, tuple[str, tuple[str, ...]]] = field(
+        default_factory=dict
+    )  # task -> (display name, scored metrics)
     kinds: tuple[str, ...] = ()  # task kinds it holds whatever the task's name (KIND_COLUMNS)
     every_task: bool = False  # its board shows other benchmarks' tasks too, outside its average (GLUE's)
 
@@ -78,8 +80,9 @@ class Benchmark:
 BENCHMARKS: dict[str, Benchmark] = {
     "glue": Benchmark("glue", "GLUE", GLUE_TASKS, every_task=True),
     "superglue": Benchmark("superglue", "SuperGLUE", SUPERGLUE_TASKS),
-    "tasks": Benchmark("tasks", "Tasks (QA, tagging, choice)", kinds=("span_extraction", "token_classification",
-                                                                        "multiple_choice")),
+    "tasks": Benchmark(
+        "tasks", "Tasks (QA, tagging, choice)", kinds=("span_extraction", "token_classification", "multiple_choice")
+    ),
     "generation": Benchmark("generation", "Generation", kinds=("generation",)),
 }
 

@@ -38,8 +38,10 @@ class DecodingSettings:
         node = dict(node or {})
         unknown = set(node) - set(cls.__dataclass_fields__)
         if unknown:
-            raise ConfigError(f"task.generation.{sorted(unknown)[0]} is not a decoding setting; valid: "
-                              f"{', '.join(cls.__dataclass_fields__)}")
+            raise ConfigError(
+                f"task.generation.{sorted(unknown)[0]} is not a decoding setting; valid: "
+                f"{', '.join(cls.__dataclass_fields__)}"
+            )
         settings = cls(**node)
         settings.check()
         return settings
@@ -53,14 +55,17 @@ class DecodingSettings:
         if self.max_new_tokens < 1:
             raise ConfigError(f"task.generation.max_new_tokens={self.max_new_tokens} must be >= 1")
         if self.strategy == "beam" and self.num_beams < 2:
-            raise ConfigError(f"task.generation.num_beams={self.num_beams}: beam search needs >= 2 beams "
-                              "(strategy=greedy for one)")
+            raise ConfigError(
+                f"task.generation.num_beams={self.num_beams}: beam search needs >= 2 beams (strategy=greedy for one)"
+            )
         if self.strategy == "beam" and vocab_size is not None and self.num_beams > vocab_size:
-            raise ConfigError(f"task.generation.num_beams={self.num_beams} is larger than the vocabulary "
-                              f"({vocab_size} tokens)")
+            raise ConfigError(
+                f"task.generation.num_beams={self.num_beams} is larger than the vocabulary ({vocab_size} tokens)"
+            )
         if self.no_repeat_ngram_size < 0 or self.top_k < 0 or not 0.0 < self.top_p <= 1.0 or self.temperature <= 0:
-            raise ConfigError("task.generation: no_repeat_ngram_size and top_k must be >= 0, top_p in (0, 1], "
-                              "temperature > 0")
+            raise ConfigError(
+                "task.generation: no_repeat_ngram_size and top_k must be >= 0, top_p in (0, 1], temperature > 0"
+            )
 
     def generate_kwargs(self) -> dict:
         """`generate()` arguments (token ids are added by the caller)."""
@@ -68,7 +73,18 @@ class DecodingSettings:
         if self.strategy == "greedy":
             return {**common, "do_sample": False, "num_beams": 1}
         if self.strategy == "beam":
-            return {**common, "do_sample": False, "num_beams": self.num_beams, "length_penalty": self.length_penalty,
-                    "early_stopping": True}
-        return {**common, "do_sample": True, "num_beams": 1, "top_k": self.top_k, "top_p": self.top_p,
-                "temperature": self.temperature}
+            return {
+                **common,
+                "do_sample": False,
+                "num_beams": self.num_beams,
+                "length_penalty": self.length_penalty,
+                "early_stopping": True,
+            }
+        return {
+            **common,
+            "do_sample": True,
+            "num_beams": 1,
+            "top_k": self.top_k,
+            "top_p": self.top_p,
+            "temperature": self.temperature,
+        }

@@ -82,5 +82,17 @@ class LimitExceededError(PtmlabError):
     code = "limit_exceeded"
 
 
-__all__ = ["PtmlabError", "ConfigError", "DataError", "BackboneError", "UntrustedCodeError", "NotFoundError", "ConflictError",
-           "ForbiddenOverrideError", "AuthError", "JobFailedError", "PayloadTooLargeError", "LimitExceededError"]
+__all__ = [
+    "PtmlabError",
+    "ConfigError",
+    "DataError",
+    "BackboneError",
+    "UntrustedCodeError",
+    "NotFoundError",
+    "ConflictError",
+    "ForbiddenOverrideError",
+    "AuthError",
+    "JobFailedError",
+    "PayloadTooLargeError",
+    "LimitExceededError",
+]

@@ -10,11 +10,11 @@ so the API process reads it too.
 from __future__ import annotations
 
 FAMILIES: tuple[str, ...] = (
-    "lstm",             # bidirectional LSTM LM with separate forward and backward states (ELMo)
-    "decoder",          # causal Transformer (GPT)
-    "encoder",          # bidirectional Transformer (BERT, ALBERT, UniLM)
-    "electra",          # generator + discriminator pair (ELECTRA)
-    "permutation",      # two-stream attention (XLNet)
+    "lstm",  # bidirectional LSTM LM with separate forward and backward states (ELMo)
+    "decoder",  # causal Transformer (GPT)
+    "encoder",  # bidirectional Transformer (BERT, ALBERT, UniLM)
+    "electra",  # generator + discriminator pair (ELECTRA)
+    "permutation",  # two-stream attention (XLNet)
     "encoder_decoder",  # encoder + autoregressive decoder (BART, T5, MASS)
-    "hf",               # any Hugging Face checkpoint (AutoModel)
+    "hf",  # any Hugging Face checkpoint (AutoModel)
 )

@@ -15,8 +15,9 @@ from ptmlab.contracts.secrets import redact_url_passwords
 # Top-level keys that differ between re-runs of one experiment: where it ran (paths, the MLflow
 # store and job id), its name and labels, the seed (a run's identity is (config_hash, seed)),
 # resuming and checkpoint cadence, and Hydra's own node.
-RUN_ONLY_KEYS = frozenset({"hydra", "paths", "tracking", "run_dir", "run_name", "tags", "seed", "resume",
-                           "checkpoint_every_n_steps"})
+RUN_ONLY_KEYS = frozenset(
+    {"hydra", "paths", "tracking", "run_dir", "run_name", "tags", "seed", "resume", "checkpoint_every_n_steps"}
+)
 
 
 def config_hash(resolved: dict[str, Any]) -> str:

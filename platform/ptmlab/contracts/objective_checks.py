@@ -30,5 +30,7 @@ def check_objective_data(cfg: DictConfig) -> None:
     for key, wanted in required.items():
         actual = OmegaConf.select(cfg, f"data.{key}", default=None)
         if str(actual) != str(wanted):
-            raise ConfigError(f"objective={name} needs data.{key}={wanted}, but data.{key}={actual}"
-                              + (" (use data=parallel_text)" if key == "name" else ""))
+            raise ConfigError(
+                f"objective={name} needs data.{key}={wanted}, but data.{key}={actual}"
+                + (" (use data=parallel_text)" if key == "name" else "")
+            )

@@ -92,9 +92,15 @@ def thin_history(history: list[dict[str, Any]], limit: int = MAX_HISTORY) -> lis
         return history
     last = len(history) - 1
     keep_validations = sum(map(is_validation_point, history)) < limit // 2
-    return [p for i, p in enumerate(history)
-            if i % 2 == 0 or i == last or p.get("series") != history[i - 1].get("series")
-            or p.get("series") != history[i + 1].get("series") or (keep_validations and is_validation_point(p))]
+    return [
+        p
+        for i, p in enumerate(history)
+        if i % 2 == 0
+        or i == last
+        or p.get("series") != history[i - 1].get("series")
+        or p.get("series") != history[i + 1].get("series")
+        or (keep_validations and is_validation_point(p))
+    ]
 
 
 def history_series(history: list[dict[str, Any]]) -> list[dict[str, Any]]:

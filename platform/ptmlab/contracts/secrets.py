@@ -35,8 +35,10 @@ _STOP = r"\s'\"`<>"
 _URL_USER = re.compile(rf"[^{_STOP}:/]{{0,256}}:")
 _WORD = re.compile(rf"[^{_STOP}]*")
 _SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
-_SERVICE_TOKENS = (r"api|auth|access|refresh|bearer|session|id|hf|hub|git(?:hub|lab)?|gh|oauth|tracking|private"
-                   r"|secret|personal_access|client|csrf|security|slack|wandb")
+_SERVICE_TOKENS = (
+    r"api|auth|access|refresh|bearer|session|id|hf|hub|git(?:hub|lab)?|gh|oauth|tracking|private"
+    r"|secret|personal_access|client|csrf|security|slack|wandb"
+)
 # A secret key: its last dotted component ends in a secret word; `token` only as a whole component
 # or after a service name.
 SECRET_KEY = (
@@ -49,12 +51,15 @@ _QUOTED = r"(?P<q>['\"])(?P<quoted>(?:\\.|(?!(?P=q))[^\\\r\n])*)(?P=q)"
 _NOT_A_VALUE = r"(?!(?:null|None|~)(?![^\s,;&}\]])|\*\*\*(?![^\s,;&}\]@])|[#{\[])"
 # What follows a secret key (the key's closing quote, if quoted, then `=` or `:` and the value):
 _YAML_VALUE = re.compile(  # on a YAML line, the whole rest of the line (a scalar may hold spaces)
-    rf"(?P<kq>['\"])?[ \t]*:[ \t]+(?:{_QUOTED}|{_NOT_A_VALUE}(?P<secret>\S(?:[^\r\n]*\S)?))", re.IGNORECASE)
+    rf"(?P<kq>['\"])?[ \t]*:[ \t]+(?:{_QUOTED}|{_NOT_A_VALUE}(?P<secret>\S(?:[^\r\n]*\S)?))", re.IGNORECASE
+)
 # Inside a line `key: value` is a secret where the key is quoted (JSON, a dict's repr) or is not a
 # token: prose says "needs an end token: the tokenizer has none".
 _INLINE_VALUE = re.compile(
     rf"(?P<kq>['\"])?(?:[ \t]*=|(?(kq)[ \t]*:|(?<!token)[ \t]*:))[ \t]*"
-    rf"(?:{_QUOTED}|{_NOT_A_VALUE}(?P<secret>[^{_STOP}&]+))", re.IGNORECASE)
+    rf"(?:{_QUOTED}|{_NOT_A_VALUE}(?P<secret>[^{_STOP}&]+))",
+    re.IGNORECASE,
+)
 _AUTHORIZATION_VALUE = re.compile(r"['\"]?[ \t]*[:=][ \t]*(?P<secret>[^\r\n]*[^\s'\"])")
 _BEARER = re.compile(r"\bbearer[ \t]+(?P<secret>[\w\-.~+/]{8,}=*)")  # in the lower-cased text
 _SECRET_KEY = re.compile(SECRET_KEY, re.IGNORECASE)
@@ -93,8 +98,11 @@ def _url_password_spans(text: str) -> list[tuple[int, int]]:
         scheme = separator
         while scheme > 0 and separator - scheme <= 30 and text[scheme - 1] in _SCHEME_CHARS:
             scheme -= 1
-        user = _URL_USER.match(text, separator + 3) if any(c.isascii() and c.isalpha()
-                                                             for c in text[scheme:separator]) else None
+        user = (
+            _URL_USER.match(text, separator + 3)
+            if any(c.isascii() and c.isalpha() for c in text[scheme:separator])
+            else None
+        )
         if user:
             password = user.end()
             if password >= word_end:
@@ -156,7 +164,7 @@ def redact_from(text: str, start: int = 0, literals: Iterable[str | None] = ()) 
     for s, e in secret_spans(text, literals):
         if e <= position:
             continue
-        out += [text[position:max(s, position)], MASK]
+        out += [text[position : max(s, position)], MASK]
         position = e
     out.append(text[position:])
     return "".join(out)
@@ -179,8 +187,9 @@ def redact_tree(value: Any, literals: Iterable[str | None] = (), *, _secret: boo
     literals = tuple(literals)
     if isinstance(value, dict):
         # a mapping under a secret-looking key (the probe stage's `token:` settings) is judged key by key
-        return {k: redact_tree(v, literals, _secret=is_secret_key(k) and not isinstance(v, dict))
-                for k, v in value.items()}
+        return {
+            k: redact_tree(v, literals, _secret=is_secret_key(k) and not isinstance(v, dict)) for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
         return [redact_tree(v, literals, _secret=_secret) for v in value]
     if _secret and value not in (None, "") and not isinstance(value, bool):

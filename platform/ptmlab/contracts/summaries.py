@@ -177,16 +177,16 @@ class MeasurementSettings(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     device: str = "cpu"
-    threads: int | list[int] | None = None        # torch threads of each latency setting
+    threads: int | list[int] | None = None  # torch threads of each latency setting
     batch_size: int = Field(1, ge=1)
     batch_sizes: list[int] | None = None
     seq_len: int | None = Field(None, ge=1)
     warmup: int = Field(0, ge=0)
     repeats: int = Field(1, ge=1)
     dtype: str | None = None
-    cpu: str | None = None                        # CPU model name
-    isa: list[str] | None = None                  # avx2, avx512f, avx512_vnni, amx_int8 ... present
-    quantized_engine: str | None = None           # torch.backends.quantized.engine (fbgemm, x86, qnnpack)
+    cpu: str | None = None  # CPU model name
+    isa: list[str] | None = None  # avx2, avx512f, avx512_vnni, amx_int8 ... present
+    quantized_engine: str | None = None  # torch.backends.quantized.engine (fbgemm, x86, qnnpack)
 
 
 class LatencyPoint(BaseModel):
@@ -195,7 +195,7 @@ class LatencyPoint(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     latency_ms: float = Field(ge=0)
-    throughput: float | None = Field(None, ge=0)   # examples per second
+    throughput: float | None = Field(None, ge=0)  # examples per second
     threads: int | None = Field(None, ge=1)
     batch_size: int | None = Field(None, ge=1)
 
@@ -213,7 +213,7 @@ class Measurement(BaseModel):
     nonzero_params: int | None = Field(None, ge=0)
     size_bytes: int | None = Field(None, ge=0)
     non_embedding_size_bytes: int | None = Field(None, ge=0)
-    flops: float | None = Field(None, ge=0)        # estimated forward FLOPs per example
+    flops: float | None = Field(None, ge=0)  # estimated forward FLOPs per example
     latency_ms: float | None = Field(None, ge=0)
     latency: dict[str, LatencyPoint] | None = None
     # task.kind=generation: the scored dev split's decoding (settings, signatures, tokens/s, latency
@@ -255,7 +255,7 @@ class TrainingLoop(BaseModel):
     lr: float | None = None
     steps: int = Field(ge=0)
     examples: int = Field(ge=0)
-    examples_digest: str | None = None   # sha256 of the example indices in the order trained
+    examples_digest: str | None = None  # sha256 of the example indices in the order trained
 
 
 class ExtraTraining(BaseModel):
@@ -270,7 +270,7 @@ class ExtraTraining(BaseModel):
     examples_digest: str | None = None
     train_time_s: float | None = Field(None, ge=0)
     loops: list[TrainingLoop] = Field(default_factory=list)
-    data: dict[str, Any] = Field(default_factory=dict)   # task, split, rows, source
+    data: dict[str, Any] = Field(default_factory=dict)  # task, split, rows, source
 
 
 class CompressSummary(BackboneRecord, StageSummary):
@@ -287,12 +287,12 @@ class CompressSummary(BackboneRecord, StageSummary):
     method: str
     model: str | None = None  # the source's model (saved_task_model.py `record_source`)
     config: dict[str, Any] = Field(default_factory=dict)  # the method's settings as run
-    source_ref: str                 # the reference it compressed (job:<id>, mlflow:<run>, folder)
-    source_run: str | None = None   # the source's MLflow run id
+    source_ref: str  # the reference it compressed (job:<id>, mlflow:<run>, folder)
+    source_run: str | None = None  # the source's MLflow run id
     task: str
     main_metric: str | None = None
     compressed: Measurement
-    source: Measurement | None = None   # None only in rows recorded without their source measured
+    source: Measurement | None = None  # None only in rows recorded without their source measured
     headline_latency: str | None = None
     retention: float | None = None
     size_ratio: float | None = Field(None, ge=0)
@@ -301,13 +301,13 @@ class CompressSummary(BackboneRecord, StageSummary):
     flops_ratio: float | None = Field(None, ge=0)
     latency_ratio: Ratios | None = None
     speedup: Ratios | None = None
-    control_score: float | None = None             # the same extra training without compression (distill: without the teacher)
+    control_score: float | None = None  # the same extra training without compression (distill: without the teacher)
     control_metrics: Metrics | None = None
     control_training: ExtraTraining | None = None  # what the control trained (the same examples and steps)
-    extra_training: ExtraTraining | None = None    # what the compressed model trained beyond its source
-    retention_vs_control: float | None = None      # score ÷ control_score
-    control_retention: float | None = None         # control_score ÷ source.score: the extra training alone
-    retention_with_extra_training: bool = False    # no control: retention mixes compression and extra training
+    extra_training: ExtraTraining | None = None  # what the compressed model trained beyond its source
+    retention_vs_control: float | None = None  # score ÷ control_score
+    control_retention: float | None = None  # control_score ÷ source.score: the extra training alone
+    retention_with_extra_training: bool = False  # no control: retention mixes compression and extra training
     measurement: MeasurementSettings | None = None
     task_model_dir: str | None = None
 
@@ -325,18 +325,18 @@ class ProbeLayer(BaseModel):
 
     layer: int = Field(ge=0)
     accuracy: float | None = None
-    control_accuracy: float | None = None   # the Hewitt & Liang control task, same probe capacity
-    selectivity: float | None = None        # accuracy - control_accuracy
+    control_accuracy: float | None = None  # the Hewitt & Liang control task, same probe capacity
+    selectivity: float | None = None  # accuracy - control_accuracy
     # structural probes
-    uuas: float | None = None               # distance probe
-    spearman: float | None = None           # distance Spearman (distance) / norm Spearman (depth)
-    root_accuracy: float | None = None      # depth probe
+    uuas: float | None = None  # distance probe
+    spearman: float | None = None  # distance Spearman (distance) / norm Spearman (depth)
+    root_accuracy: float | None = None  # depth probe
 
 
 class AttentionStatistic(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    statistic: str                     # entropy | cls | sep | punct | prev | next | dep:<relation>
+    statistic: str  # entropy | cls | sep | punct | prev | next | dep:<relation>
     values: list[list[float | None]]  # [layer][head]
 
 
@@ -348,7 +348,7 @@ class ScalarMixScore(BaseModel):
     accuracy: float | None = None
     control_accuracy: float | None = None
     selectivity: float | None = None
-    weights: list[float] = Field(default_factory=list)   # per layer, embeddings first
+    weights: list[float] = Field(default_factory=list)  # per layer, embeddings first
 
 
 class RandomInitScores(BaseModel):
@@ -384,8 +384,8 @@ class ProbeTaskResult(BaseModel):
 
     probe_task: str
     family: Literal["token", "structural", "sentence", "attention", "cloze"]
-    metric: str | None = None          # the per-layer key the best layer is chosen by
-    probe: str | None = None           # linear | mlp | rank<k>
+    metric: str | None = None  # the per-layer key the best layer is chosen by
+    probe: str | None = None  # linear | mlp | rank<k>
     layers: list[ProbeLayer] = Field(default_factory=list)
     best_layer: int | None = None
     best_score: float | None = None
@@ -406,7 +406,7 @@ class ProbeSummary(BackboneRecord, StageSummary):
     model: str
     probe_task: str
     suite: str | None = None
-    alignment: str | None = None           # first | last | mean subword
+    alignment: str | None = None  # first | last | mean subword
     metric: str | None = None
     layers: list[ProbeLayer] = Field(default_factory=list)
     baselines: dict[str, float | None] = Field(default_factory=dict)  # majority, random-init, ...
@@ -422,7 +422,7 @@ class ProbeSummary(BackboneRecord, StageSummary):
 class AttackCounts(BaseModel):
     succeeded: int = Field(ge=0)
     failed: int = Field(ge=0)
-    skipped: int = Field(ge=0)   # misclassified before any attack
+    skipped: int = Field(ge=0)  # misclassified before any attack
 
 
 class TriggerStep(BaseModel):
@@ -436,13 +436,13 @@ class TriggerStep(BaseModel):
 
 
 class TriggerSearch(BaseModel):
-    examples: int = Field(ge=0)      # the correctly classified examples it searched on
-    queries: int = Field(ge=0)       # forward passes the search spent
+    examples: int = Field(ge=0)  # the correctly classified examples it searched on
+    queries: int = Field(ge=0)  # forward passes the search spent
     iterations: int = Field(ge=0)
     history: list[TriggerStep] = Field(default_factory=list)
 
 
-ATTACK_RECORDS_FILE = "attack/records.jsonl"   # an attack run's per-example records, under its run folder
+ATTACK_RECORDS_FILE = "attack/records.jsonl"  # an attack run's per-example records, under its run folder
 
 
 class AttackSummary(BackboneRecord, StageSummary):
@@ -458,15 +458,15 @@ class AttackSummary(BackboneRecord, StageSummary):
     task: str
     split: str | None = None
     model: str | None = None
-    source_run: str | None = None          # the source's MLflow run
+    source_run: str | None = None  # the source's MLflow run
     source_dir: str | None = None
-    source_adaptation: str | None = None   # how the source was adapted (full, lora, ...)
-    source_defence: dict[str, Any] | None = None   # its defence's settings (freelb, augment), if any
-    attacked_text: Literal["only", "second"] | None = None   # a pair task attacks its second text
-    label: str | None = None               # `attack.label`: only examples of this gold class were sampled
+    source_adaptation: str | None = None  # how the source was adapted (full, lora, ...)
+    source_defence: dict[str, Any] | None = None  # its defence's settings (freelb, augment), if any
+    attacked_text: Literal["only", "second"] | None = None  # a pair task attacks its second text
+    label: str | None = None  # `attack.label`: only examples of this gold class were sampled
     class_labels: list[str] | None = None  # the task's labels in class-index order (records hold indices)
     trigger: str | None = None
-    trigger_tokens: list[int] | None = None   # its token ids in the source's vocabulary
+    trigger_tokens: list[int] | None = None  # its token ids in the source's vocabulary
     trigger_search: TriggerSearch | None = None
     num_examples: int = Field(ge=1)
     constraints: dict[str, Any]
@@ -512,15 +512,17 @@ def validate_summary(data: Any) -> StageSummary:
     kind = data.get("stage")
     model = SUMMARY_BY_KIND.get(str(kind))
     if model is None:
-        raise ConfigError(f"summary.json: stage={kind!r} has no summary contract "
-                          f"(known: {', '.join(sorted(SUMMARY_BY_KIND))})")
+        raise ConfigError(
+            f"summary.json: stage={kind!r} has no summary contract (known: {', '.join(sorted(SUMMARY_BY_KIND))})"
+        )
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first.get("loc", ())) or "summary"
-        raise ConfigError(f"summary.json ({kind}): {where}: {first.get('msg', 'invalid')} "
-                          f"(got {first.get('input')!r:.80})") from None
+        raise ConfigError(
+            f"summary.json ({kind}): {where}: {first.get('msg', 'invalid')} (got {first.get('input')!r:.80})"
+        ) from None
 
 
 def measured_on_top(summary: dict[str, Any]) -> dict[str, Any]:

@@ -9,22 +9,32 @@ head but adaptation.head.num_labels=3`.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from pathlib import Path
-
 from ptmlab.contracts.errors import ConfigError
 
-TASK_KINDS = ("classification", "regression", "token_classification", "generation", "span_extraction",
-              "multiple_choice")
+TASK_KINDS = (
+    "classification",
+    "regression",
+    "token_classification",
+    "generation",
+    "span_extraction",
+    "multiple_choice",
+)
 # Metric names (Hugging Face `evaluate` glue names) -> the task kind they apply to.
 METRIC_KINDS = {
-    "accuracy": "classification", "f1": "classification", "macro_f1": "classification",
+    "accuracy": "classification",
+    "f1": "classification",
+    "macro_f1": "classification",
     "matthews_correlation": "classification",
     # MultiRC's F1 over answer options (lightning_modules/tasks/answer_option_metrics.py); exact_match below
     "f1a": "classification",
-    "pearson": "regression", "spearmanr": "regression", "mse": "regression", "mae": "regression",
+    "pearson": "regression",
+    "spearmanr": "regression",
+    "mse": "regression",
+    "mae": "regression",
     # seqeval's entity scores: default (conlleval) mode, and strict mode with the IOB2 scheme
     # (lightning_modules/tasks/token_metrics.py); token_accuracy for tagging (UPOS).
     **{f"entity_{m}{mode}": "token_classification" for m in ("f1", "precision", "recall") for mode in ("", "_strict")},
@@ -37,7 +47,10 @@ METRIC_KINDS = {
 # The reader of source/target pairs: the generation kind reads only it.
 GENERATION_READERS = ("lightning_modules.data.seq2seq_files.Seq2SeqReader",)
 # Readers that return one tag per word (lightning_modules/data/): the token kind reads only these.
-TOKEN_READERS = ("lightning_modules.data.conll_columns.ConllReader", "lightning_modules.data.conllu_tags.ConlluTagReader")
+TOKEN_READERS = (
+    "lightning_modules.data.conll_columns.ConllReader",
+    "lightning_modules.data.conllu_tags.ConlluTagReader",
+)
 # The SQuAD JSON reader: the span kind reads only it (questions, contexts, answers as character spans).
 SPAN_READERS = ("lightning_modules.data.squad_json.SquadReader",)
 # The multiple-choice JSONL reader: the multiple-choice kind reads only it (a context, N choices, an index).
@@ -45,8 +58,11 @@ CHOICE_READERS = ("lightning_modules.data.choice_jsonl.MultipleChoiceReader",)
 # A metric name more than one kind reports: f1 is a class F1 and SQuAD's token F1; exact_match is
 # SQuAD's and MultiRC's (all of a question's answer options right); accuracy is also the right
 # choice's rate of a multiple-choice task.
-SHARED_METRICS = {"f1": ("classification", "span_extraction"), "exact_match": ("span_extraction", "classification"),
-                  "accuracy": ("multiple_choice",)}
+SHARED_METRICS = {
+    "f1": ("classification", "span_extraction"),
+    "exact_match": ("span_extraction", "classification"),
+    "accuracy": ("multiple_choice",),
+}
 REQUIRED_KEYS = ("name", "kind", "metrics", "main_metric", "data")
 TASK_NAME = re.compile(r"[A-Za-z0-9_\-]+(/[A-Za-z0-9_\-]+)*")  # conf/task/<name>.yaml, e.g. glue/sst2
 
@@ -60,23 +76,34 @@ def check_task_node(task: DictConfig, key: str = "task") -> None:
         raise ConfigError(f"{key}.kind={kind} is unknown; valid: {', '.join(TASK_KINDS)}")
     reader = OmegaConf.select(task, "data._target_", default=None)
     if reader is not None and (kind == "generation") != (str(reader) in GENERATION_READERS):
-        wants = "the source/target reader " + GENERATION_READERS[0] if kind == "generation" \
+        wants = (
+            "the source/target reader " + GENERATION_READERS[0]
+            if kind == "generation"
             else "a labelled reader, not the source/target one"
+        )
         raise ConfigError(f"{key}.kind={kind} needs {wants}; {key}.data._target_={reader}")
     if kind == "generation":
         _check_generation(task, key)
     elif reader is not None and (kind == "token_classification") != (str(reader) in TOKEN_READERS):
-        wants = "a word-tagging reader (" + ", ".join(TOKEN_READERS) + ")" if kind == "token_classification" \
+        wants = (
+            "a word-tagging reader (" + ", ".join(TOKEN_READERS) + ")"
+            if kind == "token_classification"
             else "a sentence reader, not a word-tagging one"
+        )
         raise ConfigError(f"{key}.kind={kind} needs {wants}; {key}.data._target_={reader}")
     if reader is not None and (kind == "span_extraction") != (str(reader) in SPAN_READERS):
-        wants = "the SQuAD reader " + SPAN_READERS[0] if kind == "span_extraction" else "a reader other than the SQuAD one"
+        wants = (
+            "the SQuAD reader " + SPAN_READERS[0] if kind == "span_extraction" else "a reader other than the SQuAD one"
+        )
         raise ConfigError(f"{key}.kind={kind} needs {wants}; {key}.data._target_={reader}")
     if kind == "span_extraction":
         _check_spans(task, key)
     if reader is not None and (kind == "multiple_choice") != (str(reader) in CHOICE_READERS):
-        wants = "the multiple-choice reader " + CHOICE_READERS[0] if kind == "multiple_choice" \
+        wants = (
+            "the multiple-choice reader " + CHOICE_READERS[0]
+            if kind == "multiple_choice"
             else "a reader other than the multiple-choice one"
+        )
         raise ConfigError(f"{key}.kind={kind} needs {wants}; {key}.data._target_={reader}")
     scoring = task.get("choice_scoring")
     if scoring is not None and str(scoring) not in ("auto", "head", "log_likelihood"):
@@ -148,18 +175,22 @@ def check_task(cfg: DictConfig) -> None:
         head_n = _literal(head, "num_labels")
         if head_n is not None and expected is not None and int(head_n) != int(expected):
             what = "a 1-unit regression head" if kind == "regression" else f"{expected} classes"
-            raise ConfigError(f"task={task.name} needs {what} (task.num_labels) but "
-                              f"{node_key}.head.num_labels={head_n}")
+            raise ConfigError(
+                f"task={task.name} needs {what} (task.num_labels) but {node_key}.head.num_labels={head_n}"
+            )
 
 
 # -- multi-task runs: `stage.tasks` names task configs ---------------------------------------------
+
 
 def conf_dir(cfg: DictConfig) -> Path:
     """The config folder a composed config came from (`paths.conf_dir`, set by ptmlab.config)."""
     folder = OmegaConf.select(cfg, "paths.conf_dir", default=None)
     if not folder:
-        raise ConfigError("paths.conf_dir is not set: compose the config with ptmlab.config.compose_config "
-                          "or run it through `python -m ptmlab.run`")
+        raise ConfigError(
+            "paths.conf_dir is not set: compose the config with ptmlab.config.compose_config "
+            "or run it through `python -m ptmlab.run`"
+        )
     return Path(str(folder))
 
 
@@ -178,8 +209,10 @@ def task_config(name: str, cfg: DictConfig) -> DictConfig:
         raise ConfigError(f"stage.tasks: '{name}' is not a task config name (like glue/sst2)")
     path = conf / "task" / f"{name}.yaml"
     if not path.is_file():
-        raise ConfigError(f"stage.tasks: unknown task '{name}' (no conf/task/{name}.yaml); "
-                          f"available: {', '.join(available_tasks(conf))}")
+        raise ConfigError(
+            f"stage.tasks: unknown task '{name}' (no conf/task/{name}.yaml); "
+            f"available: {', '.join(available_tasks(conf))}"
+        )
     root = OmegaConf.create({"paths": OmegaConf.to_container(cfg.paths, resolve=True), "task": OmegaConf.load(path)})
     for key in ("max_train_samples", "max_eval_samples"):
         if cfg.stage.get(key) is not None:
@@ -203,16 +236,25 @@ def multitask_task_nodes(cfg: DictConfig) -> dict[str, DictConfig]:
         if str(node.name) in nodes:
             raise ConfigError(f"stage.tasks: two tasks are named '{node.name}' ({name})")
         if str(node.get("kind")) == "generation":
-            raise ConfigError(f"stage.tasks: {name} is a generation task; stage=multitask takes classification "
-                              f"tasks only (fine-tune it with stage=finetune)")
-        if str(node.get("kind")) in ("token_classification", "span_extraction", "multiple_choice"):  # the multi-task model pools one vector per sequence
-            raise ConfigError(f"stage.tasks: {name} is a {node.kind} task; stage=multitask takes "
-                              f"sentence-level tasks only (fine-tune it with stage=finetune)")
+            raise ConfigError(
+                f"stage.tasks: {name} is a generation task; stage=multitask takes classification "
+                f"tasks only (fine-tune it with stage=finetune)"
+            )
+        if str(node.get("kind")) in (
+            "token_classification",
+            "span_extraction",
+            "multiple_choice",
+        ):  # the multi-task model pools one vector per sequence
+            raise ConfigError(
+                f"stage.tasks: {name} is a {node.kind} task; stage=multitask takes "
+                f"sentence-level tasks only (fine-tune it with stage=finetune)"
+            )
         nodes[str(node.name)] = node
     unknown = set(cfg.stage.get("task_overrides") or {}) - set(nodes)
     if unknown:
-        raise ConfigError(f"stage.task_overrides.{sorted(unknown)[0]}: not a task of this run "
-                          f"(tasks: {', '.join(nodes)})")
+        raise ConfigError(
+            f"stage.task_overrides.{sorted(unknown)[0]}: not a task of this run (tasks: {', '.join(nodes)})"
+        )
     return nodes
 
 
@@ -250,9 +292,11 @@ def _check_generation_adaptation(cfg: DictConfig) -> None:
     if mode not in VIRTUAL_TOKEN_GENERATORS or family is None or OmegaConf.select(cfg, "backbone", default=None):
         return  # a backbone reference replaces the model group: checked when it loads
     if str(family) not in VIRTUAL_TOKEN_GENERATORS[mode]:
-        raise ConfigError(f"adaptation={mode} does not apply to a model.family={family} generator under "
-                          f"task.kind=generation; it takes {' or '.join(VIRTUAL_TOKEN_GENERATORS[mode])} models "
-                          f"(use adaptation=lora, bitfit or full)")
+        raise ConfigError(
+            f"adaptation={mode} does not apply to a model.family={family} generator under "
+            f"task.kind=generation; it takes {' or '.join(VIRTUAL_TOKEN_GENERATORS[mode])} models "
+            f"(use adaptation=lora, bitfit or full)"
+        )
 
 
 def _check_spans(task: DictConfig, key: str) -> None:
@@ -262,16 +306,20 @@ def _check_spans(task: DictConfig, key: str) -> None:
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
             raise ConfigError(f"{key}.{k}={v} must be a positive integer")
     stride, length = task.get("doc_stride"), task.get("max_length")
-    if stride is not None and (not isinstance(stride, int) or stride < 0 or (isinstance(length, int) and stride >= length)):
-        raise ConfigError(f"{key}.doc_stride={stride} must be an integer >= 0 and below {key}.max_length={length} "
-                          "(the overlap of consecutive windows)")
+    if stride is not None and (
+        not isinstance(stride, int) or stride < 0 or (isinstance(length, int) and stride >= length)
+    ):
+        raise ConfigError(
+            f"{key}.doc_stride={stride} must be an integer >= 0 and below {key}.max_length={length} "
+            "(the overlap of consecutive windows)"
+        )
 
 
 def _literal(node: DictConfig, key: str):
     """The value unless it is missing or an interpolation of the task's own value."""
     if key not in node or OmegaConf.is_missing(node, key):
         return None
-    raw = node._get_node(key)._value()  # noqa: SLF001 - unresolved, to skip `${task.num_labels}`
+    raw = node._get_node(key)._value()
     if isinstance(raw, str) and raw.startswith("${"):
         return None
     return node.get(key)

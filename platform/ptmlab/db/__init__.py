@@ -23,8 +23,27 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
 
 from ptmlab.db.models import (  # noqa: F401 - the package's public names
-    ATTEMPT_STATES, CANCELLED, FAILED, JOB_STATES, LOST, PRUNED, QUEUED, REQUEUED, RUNNING, SUCCEEDED,
-    TERMINAL_STATES, Attempt, Base, Job, JobDependency, Pipeline, Result, Study, Sweep, Worker, utcnow,
+    ATTEMPT_STATES,
+    CANCELLED,
+    FAILED,
+    JOB_STATES,
+    LOST,
+    PRUNED,
+    QUEUED,
+    REQUEUED,
+    RUNNING,
+    SUCCEEDED,
+    TERMINAL_STATES,
+    Attempt,
+    Base,
+    Job,
+    JobDependency,
+    Pipeline,
+    Result,
+    Study,
+    Sweep,
+    Worker,
+    utcnow,
 )
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -54,8 +73,7 @@ def check_database_url(url: str) -> None:
     from ptmlab.settings import redact
 
     if "@" in (sa.make_url(url).host or ""):
-        raise ConfigError(f"PTMLAB_DATABASE_URL {redact(url)}: an '@' in the user name or password "
-                          "must be written %40")
+        raise ConfigError(f"PTMLAB_DATABASE_URL {redact(url)}: an '@' in the user name or password must be written %40")
 
 
 def create_engine(url: str) -> sa.Engine:

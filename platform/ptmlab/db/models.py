@@ -126,18 +126,39 @@ class Job(Base):
         """The job as the API, the pages and the CLI show it: secrets in its overrides and error
         masked (the row keeps them: the worker runs them)."""
         return {
-            "id": self.id, "name": self.name, "stage": self.stage,
+            "id": self.id,
+            "name": self.name,
+            "stage": self.stage,
             "overrides": redact_tree(self.overrides or [], secret_literals()),
-            "seed": self.seed, "queue": self.queue, "priority": self.priority, "gpus": self.gpus,
-            "nodes": self.nodes, "progress": split_for_listing(self.progress)[0], "timeout_s": self.timeout_s, "max_attempts": self.max_attempts,
-            "idempotency_key": self.idempotency_key, "tags": dict(self.tags or {}), "note": self.note,
-            "status": self.status, "cancel_requested": self.cancel_requested, "resume": self.resume,
-            "attempts": self.attempts, "worker_id": self.worker_id, "exit_code": self.exit_code,
-            "error": redact(self.error), "mlflow_run_id": self.mlflow_run_id, "run_dir": self.run_dir,
-            "sweep_id": self.sweep_id, "pipeline_id": self.pipeline_id,
-            "study_id": self.study_id, "trial_number": self.trial_number, "depends_on": self.parent_ids,
-            "created_at": _iso(self.created_at), "started_at": _iso(self.started_at),
-            "finished_at": _iso(self.finished_at), "lease_expires_at": _iso(self.lease_expires_at),
+            "seed": self.seed,
+            "queue": self.queue,
+            "priority": self.priority,
+            "gpus": self.gpus,
+            "nodes": self.nodes,
+            "progress": split_for_listing(self.progress)[0],
+            "timeout_s": self.timeout_s,
+            "max_attempts": self.max_attempts,
+            "idempotency_key": self.idempotency_key,
+            "tags": dict(self.tags or {}),
+            "note": self.note,
+            "status": self.status,
+            "cancel_requested": self.cancel_requested,
+            "resume": self.resume,
+            "attempts": self.attempts,
+            "worker_id": self.worker_id,
+            "exit_code": self.exit_code,
+            "error": redact(self.error),
+            "mlflow_run_id": self.mlflow_run_id,
+            "run_dir": self.run_dir,
+            "sweep_id": self.sweep_id,
+            "pipeline_id": self.pipeline_id,
+            "study_id": self.study_id,
+            "trial_number": self.trial_number,
+            "depends_on": self.parent_ids,
+            "created_at": _iso(self.created_at),
+            "started_at": _iso(self.started_at),
+            "finished_at": _iso(self.finished_at),
+            "lease_expires_at": _iso(self.lease_expires_at),
         }
 
 
@@ -164,11 +185,18 @@ class Attempt(Base):
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id, "job_id": self.job_id, "number": self.number, "worker_id": self.worker_id,
-            "status": self.status, "gpu_ids": list(self.gpu_ids or []),
+            "id": self.id,
+            "job_id": self.job_id,
+            "number": self.number,
+            "worker_id": self.worker_id,
+            "status": self.status,
+            "gpu_ids": list(self.gpu_ids or []),
             "argv": redact_tree(self.argv or [], secret_literals()),
-            "log_path": self.log_path, "exit_code": self.exit_code, "error": redact(self.error),
-            "started_at": _iso(self.started_at), "finished_at": _iso(self.finished_at),
+            "log_path": self.log_path,
+            "exit_code": self.exit_code,
+            "error": redact(self.error),
+            "started_at": _iso(self.started_at),
+            "finished_at": _iso(self.finished_at),
         }
 
 
@@ -192,11 +220,19 @@ class Worker(Base):
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id, "hostname": self.hostname, "pid": self.pid, "gpus": list(self.gpus or []),
-            "cpu_slots": self.cpu_slots, "queues": list(self.queues or []), "status": self.status,
-            "started_at": _iso(self.started_at), "last_heartbeat": _iso(self.last_heartbeat),
-            "multinode": self.multinode, "slurm_job_id": self.slurm_job_id,
-            "slurm_node": self.slurm_node, "ends_at": _iso(self.ends_at),
+            "id": self.id,
+            "hostname": self.hostname,
+            "pid": self.pid,
+            "gpus": list(self.gpus or []),
+            "cpu_slots": self.cpu_slots,
+            "queues": list(self.queues or []),
+            "status": self.status,
+            "started_at": _iso(self.started_at),
+            "last_heartbeat": _iso(self.last_heartbeat),
+            "multinode": self.multinode,
+            "slurm_job_id": self.slurm_job_id,
+            "slurm_node": self.slurm_node,
+            "ends_at": _iso(self.ends_at),
         }
 
 
@@ -210,8 +246,13 @@ class Sweep(Base):
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "spec": redact_tree(dict(self.spec or {}), secret_literals()),
-                "job_count": self.job_count, "created_at": _iso(self.created_at)}
+        return {
+            "id": self.id,
+            "name": self.name,
+            "spec": redact_tree(dict(self.spec or {}), secret_literals()),
+            "job_count": self.job_count,
+            "created_at": _iso(self.created_at),
+        }
 
 
 class Pipeline(Base):
@@ -223,8 +264,12 @@ class Pipeline(Base):
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "spec": redact_tree(dict(self.spec or {}), secret_literals()),
-                "created_at": _iso(self.created_at)}
+        return {
+            "id": self.id,
+            "name": self.name,
+            "spec": redact_tree(dict(self.spec or {}), secret_literals()),
+            "created_at": _iso(self.created_at),
+        }
 
 
 class Study(Base):
@@ -251,10 +296,16 @@ class Study(Base):
     finished_at: Mapped[dt.datetime | None] = mapped_column()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "spec": redact_tree(dict(self.spec or {}), secret_literals()),
-                "status": self.status,
-                "stop_reason": self.stop_reason, "created_at": _iso(self.created_at),
-                "started_at": _iso(self.started_at), "finished_at": _iso(self.finished_at)}
+        return {
+            "id": self.id,
+            "name": self.name,
+            "spec": redact_tree(dict(self.spec or {}), secret_literals()),
+            "status": self.status,
+            "stop_reason": self.stop_reason,
+            "created_at": _iso(self.created_at),
+            "started_at": _iso(self.started_at),
+            "finished_at": _iso(self.finished_at),
+        }
 
 
 class Result(Base):
@@ -278,9 +329,16 @@ class Result(Base):
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "job_id": self.job_id, "kind": self.kind, "mlflow_run_id": self.mlflow_run_id,
-                "sweep_id": self.sweep_id, "summary": dict(self.summary or {}), "tags": dict(self.tags or {}),
-                "created_at": _iso(self.created_at)}
+        return {
+            "id": self.id,
+            "job_id": self.job_id,
+            "kind": self.kind,
+            "mlflow_run_id": self.mlflow_run_id,
+            "sweep_id": self.sweep_id,
+            "summary": dict(self.summary or {}),
+            "tags": dict(self.tags or {}),
+            "created_at": _iso(self.created_at),
+        }
 
 
 def _iso(value: dt.datetime | None) -> str | None:

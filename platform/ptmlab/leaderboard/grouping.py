@@ -46,19 +46,35 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ptmlab.contracts.benchmarks import BENCHMARKS, KIND_COLUMNS, Benchmark, benchmark_of, summary_task_kind
+
 # GLUE's and SuperGLUE's task tables and scoring live in ptmlab.contracts, shared with the science half.
 from ptmlab.contracts.glue import GLUE_TASKS  # noqa: F401 - re-exported
-from ptmlab.contracts.benchmarks import BENCHMARKS, KIND_COLUMNS, Benchmark, benchmark_of, summary_task_kind
 from ptmlab.contracts.summaries import FinetuneSummary, salvaged_summary
 from ptmlab.errors import ConfigError, NotFoundError
 from ptmlab.results import ResultRow, row_params
 from ptmlab.sizes import size_text
 
-METRIC_ABBREV = {"matthews_correlation": "mcc", "accuracy": "acc", "accuracy_mm": "acc_mm", "f1": "f1",
-                 "pearson": "pearson", "spearmanr": "spearman", "macro_f1": "macro_f1", "f1a": "f1a",
-                 "exact_match": "em", "entity_f1": "entity_f1", "token_accuracy": "token_acc",
-                 "accuracy_norm": "acc_norm", "bleu": "BLEU", "chrf": "chrF", "rouge1": "R-1", "rouge2": "R-2",
-                 "rougeL": "R-L", "rougeLsum": "R-Lsum"}
+METRIC_ABBREV = {
+    "matthews_correlation": "mcc",
+    "accuracy": "acc",
+    "accuracy_mm": "acc_mm",
+    "f1": "f1",
+    "pearson": "pearson",
+    "spearmanr": "spearman",
+    "macro_f1": "macro_f1",
+    "f1a": "f1a",
+    "exact_match": "em",
+    "entity_f1": "entity_f1",
+    "token_accuracy": "token_acc",
+    "accuracy_norm": "acc_norm",
+    "bleu": "BLEU",
+    "chrf": "chrF",
+    "rouge1": "R-1",
+    "rouge2": "R-2",
+    "rougeL": "R-L",
+    "rougeLsum": "R-Lsum",
+}
 DEFAULT_GROUP_BY = ("model", "objective", "adaptation")
 # The result kinds the leaderboard reads: single-task fine-tunes and multi-task runs.
 LEADERBOARD_KINDS = ("finetune", "multitask")
@@ -114,8 +130,9 @@ class TaskCell:
     @property
     def marks(self) -> list[str]:
         """What the text renderings add after n: several configs under one seed, multi-task runs."""
-        return ([f"{self.same_seed_runs} runs share a seed"] if self.same_seed_runs else []) + \
-            (["multi-task"] if self.multitask_runs else [])
+        return ([f"{self.same_seed_runs} runs share a seed"] if self.same_seed_runs else []) + (
+            ["multi-task"] if self.multitask_runs else []
+        )
 
 
 @dataclass
@@ -142,14 +159,19 @@ class Footprint:
 
     def texts(self) -> dict[str, str]:
         """The three columns as shown: trainable parameters, % trainable, delta size."""
-        return {"trainable": MISSING if self.trainable_params is None else count_text(self.trainable_params),
-                "trainable_pct": percent_text(self.trainable_fraction),
-                "delta": MISSING if self.delta_bytes is None else size_text(round(self.delta_bytes))}
+        return {
+            "trainable": MISSING if self.trainable_params is None else count_text(self.trainable_params),
+            "trainable_pct": percent_text(self.trainable_fraction),
+            "delta": MISSING if self.delta_bytes is None else size_text(round(self.delta_bytes)),
+        }
 
     def as_dict(self) -> dict:
         fraction = self.trainable_fraction
-        return {**{f.name: getattr(self, f.name) for f in fields(self)},
-                "trainable_pct": None if fraction is None else 100 * fraction, "text": self.texts()}
+        return {
+            **{f.name: getattr(self, f.name) for f in fields(self)},
+            "trainable_pct": None if fraction is None else 100 * fraction,
+            "text": self.texts(),
+        }
 
 
 def count_text(n: float) -> str:
@@ -181,8 +203,6 @@ def parse_adaptation_filter(text: str | None) -> list[str] | None:
     if bad is not None:
         raise ConfigError(f"adaptation={text!r}: {bad!r} is not a mode name (letters, digits, _ . -; comma separated)")
     return list(dict.fromkeys(names))
-
-
 
 
 @dataclass
@@ -245,8 +265,20 @@ def is_multitask(summary: FinetuneSummary) -> bool:
 
 
 # Summary fields that say where or when a run ran, not what: left out of a legacy run's identity.
-BOOKKEEPING_FIELDS = frozenset({"mlflow_run_id", "run_dir", "task_model_dir", "export_dir", "checkpoint", "sweep_id",
-                                "job_id", "seed", "wall_time_s", "train_time_s"})
+BOOKKEEPING_FIELDS = frozenset(
+    {
+        "mlflow_run_id",
+        "run_dir",
+        "task_model_dir",
+        "export_dir",
+        "checkpoint",
+        "sweep_id",
+        "job_id",
+        "seed",
+        "wall_time_s",
+        "train_time_s",
+    }
+)
 
 
 def run_identity(summary: FinetuneSummary, stored: dict[str, Any]) -> tuple:
@@ -261,8 +293,10 @@ def run_identity(summary: FinetuneSummary, stored: dict[str, Any]) -> tuple:
     params = row_params(stored)
     if params:  # the flat resolved config it recorded (`hparams`): two learning rates are two runs
         return ("params", *sorted((k, repr(v)) for k, v in params.items() if k != "seed"))
-    return ("recorded", *sorted((k, v) for k, v in stored.items()
-                                if k not in BOOKKEEPING_FIELDS and isinstance(v, str | int)))
+    return (
+        "recorded",
+        *sorted((k, v) for k, v in stored.items() if k not in BOOKKEEPING_FIELDS and isinstance(v, str | int)),
+    )
 
 
 @dataclass(frozen=True)
@@ -271,7 +305,7 @@ class TaskRun:
     by `task_runs` (a multi-task row gives one per task it trained)."""
 
     result_id: int | None  # the results row; None for a bare summary
-    row_key: int           # the row's place in the input (a multi-task row stands behind several cells)
+    row_key: int  # the row's place in the input (a multi-task row stands behind several cells)
     task: str
     kind: str | None  # task.kind where the row records it (or its kind-specific fields show it)
     metrics: dict[str, Any]
@@ -337,8 +371,13 @@ def board_summary(row: ResultRow, kinds: tuple[str, ...] = LEADERBOARD_KINDS) ->
     return summary if isinstance(summary, FinetuneSummary) and summary.stage in kinds else None
 
 
-def task_runs(row: ResultRow | dict, kinds: tuple[str, ...] = LEADERBOARD_KINDS,
-              group_by: Sequence[str] = DEFAULT_GROUP_BY, *, row_key: int = 0) -> list[TaskRun]:
+def task_runs(
+    row: ResultRow | dict,
+    kinds: tuple[str, ...] = LEADERBOARD_KINDS,
+    group_by: Sequence[str] = DEFAULT_GROUP_BY,
+    *,
+    row_key: int = 0,
+) -> list[TaskRun]:
     """The task runs of one results row (none when it is not of `kinds` or records no metrics).
     A multi-task row's summary carries `task_metrics: {task: {metric: value}}`: one run per task.
     The one place the leaderboard reads a summary's fields; rows of older versions lack some."""
@@ -357,14 +396,19 @@ def task_runs(row: ResultRow | dict, kinds: tuple[str, ...] = LEADERBOARD_KINDS,
     stats = s.prediction_stats or {}  # free-form in the contract: what a classifier's predictions looked like
     per_task_summary = per_task is not None
     common = {
-        "result_id": row.id, "row_key": row_key, "seed": s.seed, "identity": run_identity(s, row.summary),
+        "result_id": row.id,
+        "row_key": row_key,
+        "seed": s.seed,
+        "identity": run_identity(s, row.summary),
         "config": {k: _config_text(row, s, k) for k in dict.fromkeys((*group_by, "adaptation"))},
-        "multitask": is_multitask(s), "constant_prediction": bool(stats.get("constant_prediction")),
+        "multitask": is_multitask(s),
+        "constant_prediction": bool(stats.get("constant_prediction")),
         "majority_rate": _as_number(stats.get("majority_rate")),
         # A multi-task run's main_score is its first task's: no score for another task's cell.
         "main_score": None if per_task_summary else s.main_score,
         "footprint": {f.name: getattr(s, f.name) for f in fields(Footprint)},
-        "params": row_params(row), "job_id": row.job_id,
+        "params": row_params(row),
+        "job_id": row.job_id,
         # a multi-task run's baseline would be its first task's
         "baseline": None if per_task_summary else _baseline(s, stats),
     }
@@ -401,8 +445,11 @@ def _degenerate(run: TaskRun) -> list[str]:
     """Why this run looks degenerate (empty: it does not)."""
     reasons = []
     metrics = run.metrics
-    if run.task == "cola" and metrics.get("matthews_correlation") is not None \
-            and float(metrics["matthews_correlation"]) == 0.0:
+    if (
+        run.task == "cola"
+        and metrics.get("matthews_correlation") is not None
+        and float(metrics["matthews_correlation"]) == 0.0
+    ):
         reasons.append("CoLA MCC = 0 (constant predictor?)")
     if run.constant_prediction:
         rate = run.majority_rate
@@ -411,8 +458,12 @@ def _degenerate(run: TaskRun) -> list[str]:
             reasons.append(f"constant predictions (accuracy = majority rate {100 * rate:.1f})")
         else:
             reasons.append("constant predictions")
-    if run.baseline is not None and run.main_score is not None and run.main_score <= run.baseline + 1e-9 \
-            and not run.constant_prediction:
+    if (
+        run.baseline is not None
+        and run.main_score is not None
+        and run.main_score <= run.baseline + 1e-9
+        and not run.constant_prediction
+    ):
         reasons.append(f"at or below the majority-class baseline ({100 * run.baseline:.1f})")
     nan = [m for m, v in metrics.items() if isinstance(v, float) and math.isnan(v)]
     if nan:
@@ -420,10 +471,17 @@ def _degenerate(run: TaskRun) -> list[str]:
     return reasons
 
 
-def build_leaderboard(rows: Iterable[ResultRow | dict], *, group_by: Sequence[str] = DEFAULT_GROUP_BY,
-                      kind: str | Collection[str] = LEADERBOARD_KINDS, tasks: Sequence[str] | None = None,
-                      adaptations: Collection[str] | None = None, benchmark: str = "glue",
-                      own_tasks: bool = False, pool: bool = False) -> Leaderboard:
+def build_leaderboard(
+    rows: Iterable[ResultRow | dict],
+    *,
+    group_by: Sequence[str] = DEFAULT_GROUP_BY,
+    kind: str | Collection[str] = LEADERBOARD_KINDS,
+    tasks: Sequence[str] | None = None,
+    adaptations: Collection[str] | None = None,
+    benchmark: str = "glue",
+    own_tasks: bool = False,
+    pool: bool = False,
+) -> Leaderboard:
     """Group runs by the `group_by` summary keys, one cell per task, mean ± std over the runs
     (seeds); only the runs of `adaptations` (summary key `adaptation`) when given, only the
     benchmark's own tasks with `own_tasks` (named in its table or of its kinds); each row's average
@@ -436,8 +494,19 @@ def build_leaderboard(rows: Iterable[ResultRow | dict], *, group_by: Sequence[st
     By default a row holds the runs of one configuration (they differ only in their seed): rows that
     share the `group_by` values are told apart by `distinct`. With `pool` the rows are the `group_by`
     values alone, and a cell whose runs differ in other config keys names them (`varying`)."""
-    return LeaderboardFold(group_by=group_by, kind=kind, tasks=tasks, adaptations=adaptations,
-                           benchmark=benchmark, own_tasks=own_tasks, pool=pool).add(rows).board()
+    return (
+        LeaderboardFold(
+            group_by=group_by,
+            kind=kind,
+            tasks=tasks,
+            adaptations=adaptations,
+            benchmark=benchmark,
+            own_tasks=own_tasks,
+            pool=pool,
+        )
+        .add(rows)
+        .board()
+    )
 
 
 class LeaderboardFold:
@@ -445,9 +514,17 @@ class LeaderboardFold:
     `folded`): `add(rows)` files each run under its row and cell, and `board()` rebuilds only the
     rows a new run changed; the others are reused as built."""
 
-    def __init__(self, *, group_by: Sequence[str] = DEFAULT_GROUP_BY, kind: str | Collection[str] = LEADERBOARD_KINDS,
-                 tasks: Sequence[str] | None = None, adaptations: Collection[str] | None = None,
-                 benchmark: str = "glue", own_tasks: bool = False, pool: bool = False):
+    def __init__(
+        self,
+        *,
+        group_by: Sequence[str] = DEFAULT_GROUP_BY,
+        kind: str | Collection[str] = LEADERBOARD_KINDS,
+        tasks: Sequence[str] | None = None,
+        adaptations: Collection[str] | None = None,
+        benchmark: str = "glue",
+        own_tasks: bool = False,
+        pool: bool = False,
+    ):
         if benchmark not in BENCHMARKS:
             raise ConfigError(f"benchmark={benchmark} is unknown; valid: {', '.join(BENCHMARKS)}")
         self.bench = BENCHMARKS[benchmark]
@@ -475,8 +552,9 @@ class LeaderboardFold:
                 if not self.adaptations or str(summary.adaptation) in self.adaptations:
                     self.result_count += 1
             for run in task_runs(row, self.kinds, self.group_by, row_key=row_key):
-                if (self.tasks and run.task not in self.tasks) or \
-                        (self.adaptations and run.config["adaptation"] not in self.adaptations):
+                if (self.tasks and run.task not in self.tasks) or (
+                    self.adaptations and run.config["adaptation"] not in self.adaptations
+                ):
                     continue
                 if self.own_tasks and not self.bench.holds(run.task, run.kind):
                     continue
@@ -500,9 +578,14 @@ class LeaderboardFold:
         for config, by_task in self._runs.items():
             if config not in self._built:
                 self._built[config] = self._row(config, {task: list(runs.values()) for task, runs in by_task.items()})
-        board_rows = sorted(self._built.values(),
-                            key=lambda r: (-(r.average_tasks), -(r.average if r.average is not None else -1e9),
-                                           tuple(r.config.values())))
+        board_rows = sorted(
+            self._built.values(),
+            key=lambda r: (
+                -(r.average_tasks),
+                -(r.average if r.average is not None else -1e9),
+                tuple(r.config.values()),
+            ),
+        )
         _name_siblings(board_rows)
         bench = self.bench
         present = {t for r in board_rows for t in r.cells}
@@ -510,8 +593,13 @@ class LeaderboardFold:
         rank = {k: i for i, k in enumerate(bench.kinds)}
         rest = sorted(present - set(bench.tasks), key=lambda t: (rank.get(self.task_kinds.get(t) or "", len(rank)), t))
         columns = [t for t in bench.tasks if t in present] + rest
-        return Leaderboard(group_by=self.group_by, tasks=columns, rows=board_rows, benchmark=bench,
-                           task_kinds={t: self.task_kinds.get(t) for t in columns})
+        return Leaderboard(
+            group_by=self.group_by,
+            tasks=columns,
+            rows=board_rows,
+            benchmark=bench,
+            task_kinds={t: self.task_kinds.get(t) for t in columns},
+        )
 
     def _row(self, config: tuple, by_task: dict[str, list[TaskRun]]) -> LeaderboardRow:
         cells = {}
@@ -522,25 +610,36 @@ class LeaderboardFold:
             names = sorted({m for _, _, shown in scored for m in shown}, key=lambda m: (order + (m,)).index(m))
             flags = [f"{_display(task, r.kind)} seed {r.seed}: {why}" for r in runs for why in _degenerate(r)]
             clashes = _same_seed_clashes(_display(task, self.task_kinds.get(task)), runs)
-            degenerate = [r for r in runs if r.baseline is not None and r.main_score is not None
-                          and r.main_score <= r.baseline + 1e-9]
+            degenerate = [
+                r
+                for r in runs
+                if r.baseline is not None and r.main_score is not None and r.main_score <= r.baseline + 1e-9
+            ]
             cells[task] = TaskCell(
                 task=task,
                 metrics={m: Stat.of([shown.get(m) for _, _, shown in scored]) for m in names},
                 score=Stat.of([score for _, score, _ in scored]),
-                seeds=[r.seed for r in runs], flags=flags + [why for why, _ in clashes],
+                seeds=[r.seed for r in runs],
+                flags=flags + [why for why, _ in clashes],
                 values=[score for _, score, _ in scored],
                 same_seed_runs=sum(n for _, n in clashes),
                 multitask_runs=sum(1 for r in runs if r.multitask),
                 result_ids=[r.result_id for r in runs if r.result_id is not None],
-                job_ids=[r.job_id for r in runs], varying=_varying(runs, self.group_by),
-                degenerate=None if not degenerate else {
-                    "baseline": max(r.baseline for r in degenerate), "metric": degenerate[0].main_metric,
-                    "kind": "majority_class", "runs": len(degenerate)},
+                job_ids=[r.job_id for r in runs],
+                varying=_varying(runs, self.group_by),
+                degenerate=None
+                if not degenerate
+                else {
+                    "baseline": max(r.baseline for r in degenerate),
+                    "metric": degenerate[0].main_metric,
+                    "kind": "majority_class",
+                    "runs": len(degenerate),
+                },
             )
         task_means = {t: c.score.mean for t, c in cells.items()}
         return LeaderboardRow(
-            config=dict(zip(self.group_by, config[:len(self.group_by)], strict=True)), cells=cells,
+            config=dict(zip(self.group_by, config[: len(self.group_by)], strict=True)),
+            cells=cells,
             average=self.bench.average(task_means),
             average_tasks=sum(1 for t, v in task_means.items() if t in self.bench.tasks and v is not None),
             footprint=_footprint(by_task),
@@ -680,8 +779,9 @@ def _compared(task: str, name: str, a: tuple, b: tuple) -> dict | None:
     # seeds pair only when each side holds one run per seed
     seeds_a = [s for s, _ in ka] if len({s for s, _ in ka}) == len(ka) else None
     seeds_b = [s for s, _ in kb] if len({s for s, _ in kb}) == len(kb) else None
-    result = compare_seeds([v for _, v in ka], [v for _, v in kb], a_seeds=seeds_a, b_seeds=seeds_b,
-                           a_pooled=va, b_pooled=vb)
+    result = compare_seeds(
+        [v for _, v in ka], [v for _, v in kb], a_seeds=seeds_a, b_seeds=seeds_b, a_pooled=va, b_pooled=vb
+    )
     return {"task": task, "name": name, **result.as_dict()}
 
 

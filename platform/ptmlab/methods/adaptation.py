@@ -7,8 +7,18 @@ from typing import Annotated, Literal
 
 from pydantic import model_validator
 
-from ptmlab.methods.fields import (NODE, Dropout, Name, NonNegativeFloat, NonNegativeInt, PositiveFloat,
-                                   PositiveInt, TargetNode, checked, in_range)
+from ptmlab.methods.fields import (
+    NODE,
+    Dropout,
+    Name,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    TargetNode,
+    checked,
+    in_range,
+)
 
 
 class AdaptationParams(TargetNode):
@@ -31,7 +41,7 @@ class ChainThawParams(AdaptationParams):
 
 
 class DiscriminativeLRParams(AdaptationParams):
-    decay: Annotated[float, in_range(0.0, 1.0, lo_open=True)] = 0.9   # layer l of L: lr·decay^(L-l)
+    decay: Annotated[float, in_range(0.0, 1.0, lo_open=True)] = 0.9  # layer l of L: lr·decay^(L-l)
 
 
 class L2SPParams(AdaptationParams):

@@ -12,14 +12,14 @@ from ptmlab.methods.fields import Name, NonZeroProbability, PositiveInt, TargetN
 
 class AttackSampleParams(TargetNode):
     name: Name
-    num_examples: PositiveInt = 100            # a seeded sample of the split
-    split: Name | None = None                  # null: the task's first dev split
-    label: Name | int | None = None            # only examples of this gold class; null: all
+    num_examples: PositiveInt = 100  # a seeded sample of the split
+    split: Name | None = None  # null: the task's first dev split
+    label: Name | int | None = None  # only examples of this gold class; null: all
     batch_size: PositiveInt = 64
 
 
 class WordRecipeParams(AttackSampleParams):
-    max_perturbed_ratio: NonZeroProbability | None = None   # null: no limit
+    max_perturbed_ratio: NonZeroProbability | None = None  # null: no limit
     max_queries: PositiveInt | None = None
     stop_words: bool = True
 
@@ -34,7 +34,7 @@ class PWWSParams(WordRecipeParams):
 
 
 class BAEParams(WordRecipeParams):
-    mlm: Name                                   # a masked LM: HF *ForMaskedLM folder or a ptmlab pretrain run/export
+    mlm: Name  # a masked LM: HF *ForMaskedLM folder or a ptmlab pretrain run/export
     max_candidates: PositiveInt = 50
     pos_match: bool = True
 

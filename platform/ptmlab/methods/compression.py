@@ -7,8 +7,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from ptmlab.methods.fields import (Name, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, TargetNode,
-                                   in_range)
+from ptmlab.methods.fields import (
+    Name,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    TargetNode,
+    in_range,
+)
 
 Sparsity = Annotated[float, in_range(0.0, 1.0, hi_open=True, what="a sparsity in [0, 1)")]
 Share = Annotated[float, in_range(0.0, 1.0, lo_open=True, hi_open=True, what="a share in (0, 1)")]
@@ -18,13 +25,13 @@ Backend = Name  # the method names the backends it knows (and refuses one missin
 
 class CompressionParams(TargetNode):
     name: Name
-    finetune_epochs: NonNegativeInt = 0    # recovery fine-tuning after compressing
-    lr: PositiveFloat | None = None        # null: stage.lr
+    finetune_epochs: NonNegativeInt = 0  # recovery fine-tuning after compressing
+    lr: PositiveFloat | None = None  # null: stage.lr
 
 
 class DistillParams(CompressionParams):
-    student_layers: PositiveInt | None = 3          # every-k-th teacher layer (DistilBERT/PKD init)
-    student_model: dict[str, Any] | None = None     # or any model node (its own architecture, random init)
+    student_layers: PositiveInt | None = 3  # every-k-th teacher layer (DistilBERT/PKD init)
+    student_model: dict[str, Any] | None = None  # or any model node (its own architecture, random init)
     epochs: PositiveInt = 2
     temperature: PositiveFloat = 2.0
     kd_weight: NonNegativeFloat = 0.5
@@ -33,12 +40,14 @@ class DistillParams(CompressionParams):
     attention_weight: NonNegativeFloat = 0.0
     embedding_weight: NonNegativeFloat = 0.0
     embedding_loss: Literal["mse", "cosine"] = "mse"
-    layer_map: list[list[NonNegativeInt]] | None = None   # [[student layer, teacher layer], ...]; 1-based, 0 = embeddings
-    projection: bool = True                  # a learned linear map when student and teacher widths differ
-    attention_layers: PositiveInt = 1        # attention KL over the last n layers (MiniLM)
+    layer_map: list[list[NonNegativeInt]] | None = (
+        None  # [[student layer, teacher layer], ...]; 1-based, 0 = embeddings
+    )
+    projection: bool = True  # a learned linear map when student and teacher widths differ
+    attention_layers: PositiveInt = 1  # attention KL over the last n layers (MiniLM)
     cache_logits: bool = True
-    control: bool = True                     # also train the same student without the teacher
-    sequence_level: bool = False             # generation: train on the teacher's greedy outputs (Kim & Rush)
+    control: bool = True  # also train the same student without the teacher
+    sequence_level: bool = False  # generation: train on the teacher's greedy outputs (Kim & Rush)
 
 
 class ControlledParams(CompressionParams):
@@ -50,14 +59,14 @@ class ControlledParams(CompressionParams):
 
 
 class PruneHeadsParams(ControlledParams):
-    finetune_epochs: NonNegativeInt = 1    # one recovery epoch unless told otherwise
+    finetune_epochs: NonNegativeInt = 1  # one recovery epoch unless told otherwise
     fraction: Share = 0.3
     steps: PositiveInt = 3
     importance_batches: PositiveInt = 32
 
 
 class PruneMagnitudeParams(ControlledParams):
-    finetune_epochs: NonNegativeInt = 1    # one recovery epoch unless told otherwise
+    finetune_epochs: NonNegativeInt = 1  # one recovery epoch unless told otherwise
     sparsity: Sparsity = 0.4
     schedule: Literal["one_shot", "cubic"] = "one_shot"
     prune_every: PositiveInt = 10
@@ -72,13 +81,13 @@ class DropLayersParams(ControlledParams):
 
 class QuantizeDynamicParams(CompressionParams):
     backend: Backend = "torch.ao"
-    embeddings: bool | None = None   # null: int8 tables except a generator's (its output layer)
+    embeddings: bool | None = None  # null: int8 tables except a generator's (its output layer)
 
 
 class QuantizeQATParams(QuantizeDynamicParams):
-    finetune_epochs: NonNegativeInt = 1    # QAT trains with fake quantization: at least one epoch
+    finetune_epochs: NonNegativeInt = 1  # QAT trains with fake quantization: at least one epoch
     embeddings: bool = True
-    control: bool = True   # as ControlledParams
+    control: bool = True  # as ControlledParams
 
 
 class CastHalfParams(CompressionParams):
@@ -86,7 +95,7 @@ class CastHalfParams(CompressionParams):
 
 
 class LowRankParams(ControlledParams):
-    finetune_epochs: NonNegativeInt = 1    # one recovery epoch unless told otherwise
+    finetune_epochs: NonNegativeInt = 1  # one recovery epoch unless told otherwise
     param_ratio: Share | None = 0.5
     rank: PositiveInt | None = None
     energy: Share | None = None

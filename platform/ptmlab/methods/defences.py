@@ -15,7 +15,7 @@ class FreeLBParams(TargetNode):
     adv_k: PositiveInt = 2
     adv_lr: NonNegativeFloat = 0.1
     adv_init_mag: NonNegativeFloat = 0.6
-    adv_max_norm: NonNegativeFloat = 0.0      # 0: unbounded
+    adv_max_norm: NonNegativeFloat = 0.0  # 0: unbounded
     adv_norm_type: Literal["l2", "linf"] = "l2"
     same_dropout_mask: bool = True
 
@@ -27,11 +27,14 @@ class PGDParams(FreeLBParams):
 
 class AttackAugmentationParams(TargetNode):
     name: Name
-    source: Name                       # a stage=attack run folder (its records on the training split)
+    source: Name  # a stage=attack run folder (its records on the training split)
     include_failed: bool = False
     max_examples: PositiveInt | None = None
 
 
 _D = "lightning_modules.adaptation.adversarial."
-DEFENCES = {_D + "FreeLB": FreeLBParams, _D + "PGD": PGDParams,
-            "lightning_modules.attacks.augmentation.AttackAugmentation": AttackAugmentationParams}
+DEFENCES = {
+    _D + "FreeLB": FreeLBParams,
+    _D + "PGD": PGDParams,
+    "lightning_modules.attacks.augmentation.AttackAugmentation": AttackAugmentationParams,
+}

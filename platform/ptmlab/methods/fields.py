@@ -48,12 +48,19 @@ class AnyTarget(OpenNode):
 
 # -- ranges -------------------------------------------------------------------------------------
 
+
 def _show(bound: float) -> str:
     return f"{bound:g}" if isinstance(bound, float) else str(bound)
 
 
-def in_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
-             hi_open: bool = False, what: str = "a number") -> AfterValidator:
+def in_range(
+    lo: float | None = None,
+    hi: float | None = None,
+    *,
+    lo_open: bool = False,
+    hi_open: bool = False,
+    what: str = "a number",
+) -> AfterValidator:
     """`lo <= v <= hi` (open ends with lo_open/hi_open); NaN and infinities are refused."""
     if lo is not None and hi is not None:
         expected = f"{what} in {'(' if lo_open else '['}{_show(lo)}, {_show(hi)}{')' if hi_open else ']'}"
@@ -90,7 +97,7 @@ PositiveInt = Annotated[int, AfterValidator(_positive_int)]
 NonNegativeInt = Annotated[int, in_range(0, what="an integer")]
 PositiveFloat = Annotated[float, in_range(0.0, lo_open=True)]
 NonNegativeFloat = Annotated[float, in_range(0.0)]
-Dropout = Annotated[float, in_range(0.0, 1.0, hi_open=True)]        # 1.0 would drop everything
+Dropout = Annotated[float, in_range(0.0, 1.0, hi_open=True)]  # 1.0 would drop everything
 Probability = Annotated[float, in_range(0.0, 1.0)]
 NonZeroProbability = Annotated[float, in_range(0.0, 1.0, lo_open=True)]
 Fraction = Annotated[float, in_range(0.0, 1.0, lo_open=True, hi_open=True)]
@@ -126,5 +133,8 @@ def is_int(value: Any) -> bool:
 
 
 def is_number(value: Any) -> bool:
-    return (isinstance(value, int | float) and not isinstance(value, bool)
-            and (not isinstance(value, float) or math.isfinite(value)))
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and (not isinstance(value, float) or math.isfinite(value))
+    )

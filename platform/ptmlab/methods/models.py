@@ -22,7 +22,7 @@ def heads_divide(node, hidden: str = "hidden_size", heads: str = "num_heads") ->
 class TransformerParams(TargetNode):
     """Shared by every ptmlab Transformer (lightning_modules/models/transformer.py)."""
 
-    vocab_size: PositiveInt      # `${tokenizer.vocab_size}`; the stage passes the trained size
+    vocab_size: PositiveInt  # `${tokenizer.vocab_size}`; the stage passes the trained size
     hidden_size: PositiveInt = 128
     num_layers: PositiveInt = 2
     num_heads: PositiveInt = 2
@@ -46,7 +46,7 @@ class TransformerEncoderParams(TransformerParams):
 
 
 class TransformerDecoderParams(TransformerParams):
-    layer_norm_eps: PositiveFloat = 1e-5          # GPT-2's
+    layer_norm_eps: PositiveFloat = 1e-5  # GPT-2's
     max_position_embeddings: PositiveInt = 1024
     attention_dropout: Dropout = 0.1
     pre_layer_norm: bool = True
@@ -68,7 +68,7 @@ class FactorisedEncoderParams(TransformerParams):
 
 
 class AlbertEncoderParams(FactorisedEncoderParams):
-    dropout: Dropout = 0.0                          # ALBERT v2's: no dropout
+    dropout: Dropout = 0.0  # ALBERT v2's: no dropout
     sharing: Literal["all", "attention", "ffn", "none"] = "all"
 
 
@@ -80,7 +80,7 @@ class ElectraPairParams(FactorisedEncoderParams):
     intermediate_size: PositiveInt = 1024
     attention_dropout: Dropout = 0.1
     generator_hidden_size: PositiveInt = 64
-    generator_num_layers: PositiveInt | None = None   # null: as many as the discriminator
+    generator_num_layers: PositiveInt | None = None  # null: as many as the discriminator
     generator_num_heads: PositiveInt = 1
     generator_intermediate_size: PositiveInt = 256
 
@@ -89,13 +89,15 @@ class ElectraPairParams(FactorisedEncoderParams):
         heads_divide(self, "generator_hidden_size", "generator_num_heads")
         if self.generator_hidden_size > self.hidden_size:
             # The paper's finding: a generator as wide as the discriminator makes RTD too hard.
-            raise ValueError(f"{NODE}.generator_hidden_size={self.generator_hidden_size} must not exceed "
-                             f"{NODE}.hidden_size={self.hidden_size}")
+            raise ValueError(
+                f"{NODE}.generator_hidden_size={self.generator_hidden_size} must not exceed "
+                f"{NODE}.hidden_size={self.hidden_size}"
+            )
         return self
 
 
 class TransformerEncoderDecoderParams(TransformerParams):
-    num_decoder_layers: PositiveInt | None = None     # null: as many as the encoder
+    num_decoder_layers: PositiveInt | None = None  # null: as many as the encoder
     max_position_embeddings: PositiveInt = 512
     attention_dropout: Dropout = 0.1
     pre_layer_norm: bool = False
@@ -121,7 +123,7 @@ class BidirectionalLSTMLMParams(TargetNode):
     vocab_size: PositiveInt
     embedding_size: PositiveInt = 128
     hidden_size: PositiveInt = 256
-    projection_size: NonNegativeInt | None = None     # null or 0: no projection
+    projection_size: NonNegativeInt | None = None  # null or 0: no projection
     num_layers: PositiveInt = 2
     dropout: Dropout = 0.1
     residual: bool = True
@@ -130,8 +132,10 @@ class BidirectionalLSTMLMParams(TargetNode):
     @model_validator(mode="after")
     def _projection(self):
         if self.projection_size and self.projection_size >= self.hidden_size:
-            raise ValueError(f"{NODE}.projection_size={self.projection_size} must be smaller than "
-                             f"{NODE}.hidden_size={self.hidden_size} (or null for no projection)")
+            raise ValueError(
+                f"{NODE}.projection_size={self.projection_size} must be smaller than "
+                f"{NODE}.hidden_size={self.hidden_size} (or null for no projection)"
+            )
         return self
 
 
@@ -139,7 +143,9 @@ class HFBackboneParams(TargetNode):
     name_or_path: Name
     pretrained: bool = True
     vocab_size: PositiveInt | None = None
-    attn_implementation: Name = "sdpa"    # Hugging Face's own names (sdpa, eager, ...): it checks them; maps asked for switch to eager
+    attn_implementation: Name = (
+        "sdpa"  # Hugging Face's own names (sdpa, eager, ...): it checks them; maps asked for switch to eager
+    )
 
 
 BACKBONES = {

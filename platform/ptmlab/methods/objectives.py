@@ -7,12 +7,22 @@ from typing import Annotated, Literal
 
 from pydantic import model_validator
 
-from ptmlab.methods.fields import (NODE, Fraction, NonNegativeFloat, NonNegativeInt, NonZeroProbability,
-                                   PositiveFloat, PositiveInt, Probability, TargetNode, in_range)
+from ptmlab.methods.fields import (
+    NODE,
+    Fraction,
+    NonNegativeFloat,
+    NonNegativeInt,
+    NonZeroProbability,
+    PositiveFloat,
+    PositiveInt,
+    Probability,
+    TargetNode,
+    in_range,
+)
 
 
 class SeededObjectiveParams(TargetNode):
-    seed: NonNegativeInt | None = None   # null: the run seed
+    seed: NonNegativeInt | None = None  # null: the run seed
 
 
 class NoArgumentsParams(TargetNode):
@@ -20,15 +30,17 @@ class NoArgumentsParams(TargetNode):
 
 
 class MaskedLMParams(SeededObjectiveParams):
-    mask_prob: NonZeroProbability = 0.15          # 0 masks nothing: no loss
+    mask_prob: NonZeroProbability = 0.15  # 0 masks nothing: no loss
     mask_token_prob: Probability = 0.8
     random_token_prob: Probability = 0.1
 
     @model_validator(mode="after")
     def _replacements(self):
         if self.mask_token_prob + self.random_token_prob > 1.0 + 1e-9:
-            raise ValueError(f"{NODE}.mask_token_prob={self.mask_token_prob} + {NODE}.random_token_prob="
-                             f"{self.random_token_prob} exceeds 1")
+            raise ValueError(
+                f"{NODE}.mask_token_prob={self.mask_token_prob} + {NODE}.random_token_prob="
+                f"{self.random_token_prob} exceeds 1"
+            )
         return self
 
 
@@ -45,8 +57,9 @@ class TranslationLMParams(MaskedLMParams):
 
 
 class UnifiedLMParams(MaskedLMParams):
-    mode_weights: dict[Literal["bidirectional", "seq2seq", "left_to_right", "right_to_left"],
-                       NonNegativeFloat] | None = None
+    mode_weights: (
+        dict[Literal["bidirectional", "seq2seq", "left_to_right", "right_to_left"], NonNegativeFloat] | None
+    ) = None
 
     @model_validator(mode="after")
     def _some_mode(self):
@@ -85,10 +98,17 @@ class DenoisingAutoencoderParams(SeededObjectiveParams):
 
     @model_validator(mode="after")
     def _some_noise(self):
-        if not (self.token_masking or self.token_deletion or self.text_infilling
-                or self.sentence_permutation or self.document_rotation):
-            raise ValueError(f"{NODE}: every noising function is off; set one of token_masking, token_deletion, "
-                             f"text_infilling (rates > 0), sentence_permutation or document_rotation (true)")
+        if not (
+            self.token_masking
+            or self.token_deletion
+            or self.text_infilling
+            or self.sentence_permutation
+            or self.document_rotation
+        ):
+            raise ValueError(
+                f"{NODE}: every noising function is off; set one of token_masking, token_deletion, "
+                f"text_infilling (rates > 0), sentence_permutation or document_rotation (true)"
+            )
         return self
 
 

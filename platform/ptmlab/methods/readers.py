@@ -15,7 +15,7 @@ class GlueReaderParams(TargetNode):
     data_dir: Name | None = None
     source: Literal["local", "hf"] = "local"
     hf_name: Name = "nyu-mll/glue"
-    files: dict[str, Name] | None = None   # per-split file name overrides
+    files: dict[str, Name] | None = None  # per-split file name overrides
     read_test: bool = True
 
     @model_validator(mode="after")
@@ -105,12 +105,12 @@ class MultipleChoiceReaderParams(TargetNode):
     dev: Name
     test: Name | None = None
     context_field: Name | list[Name] | None = "context"
-    choices_field: Name | list[Name] = "choices"   # a list field, [field, ...], or a pattern with {i}
+    choices_field: Name | list[Name] = "choices"  # a list field, [field, ...], or a pattern with {i}
     label_field: Name = "label"
     id_field: Name | None = None
     connective_field: Name | None = None
     connectives: dict[str, str] | None = None
-    train_from_dev: PositiveInt | None = None     # a seeded split of dev when only dev exists
+    train_from_dev: PositiveInt | None = None  # a seeded split of dev when only dev exists
     split_seed: NonNegativeInt = 0
 
 

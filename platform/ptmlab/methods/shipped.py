@@ -31,15 +31,16 @@ from ptmlab.methods.training import OPTIMIZERS, SCHEDULERS, TRAINERS
 SLOTS: dict[str, frozenset[str]] = {
     # Besides conf/model's classes: what exports name (ELECTRA keeps its discriminator, a generation
     # task's Hugging Face checkpoint its LM head).
-    "backbone": frozenset(BACKBONES) | {"lightning_modules.models.electra.ElectraEncoder",
-                                        "lightning_modules.models.hf_generator.HFGenerator"},
+    "backbone": frozenset(BACKBONES)
+    | {"lightning_modules.models.electra.ElectraEncoder", "lightning_modules.models.hf_generator.HFGenerator"},
     "objective": frozenset(OBJECTIVES),
     "reader": frozenset(READERS),
     "corpus": frozenset(CORPORA),
     "adaptation": frozenset(ADAPTATIONS),
 }
 SHIPPED: frozenset[str] = frozenset().union(
-    *SLOTS.values(), ATTACKS, COMPRESSIONS, DEFENCES, OPTIMIZERS, SCHEDULERS, TRAINERS)
+    *SLOTS.values(), ATTACKS, COMPRESSIONS, DEFENCES, OPTIMIZERS, SCHEDULERS, TRAINERS
+)
 # Hydra's instantiate keys other than `_target_` change what is called and how.
 _CALL_KEYS = frozenset({"_args_", "_partial_", "_recursive_", "_convert_"})
 _RESOLVER_CALL = re.compile(r"\$\{\s*[\w.\-]+\s*:")
@@ -64,17 +65,22 @@ def check_shipped_code(node: Any, source: str, slot: str | None = None, path: st
         node = _plain(node)
     top_target = node.get("_target_") if isinstance(node, Mapping) else None
     if slot is not None and top_target is not None and top_target not in SLOTS[slot]:
-        raise UntrustedCodeError(f"{source}: {path or slot}._target_={str(top_target)[:200]!r} is not a class ptmlab "
-                                 f"ships for `{slot}`; refusing to load it")
+        raise UntrustedCodeError(
+            f"{source}: {path or slot}._target_={str(top_target)[:200]!r} is not a class ptmlab "
+            f"ships for `{slot}`; refusing to load it"
+        )
     for dotted, key, value in _entries(node, path):
         if key == "_target_" and value not in SHIPPED:
-            raise UntrustedCodeError(f"{source}: {dotted}={str(value)[:200]!r} is not a class ptmlab ships; "
-                                     f"refusing to load it")
+            raise UntrustedCodeError(
+                f"{source}: {dotted}={str(value)[:200]!r} is not a class ptmlab ships; refusing to load it"
+            )
         if key in _CALL_KEYS:
             raise UntrustedCodeError(f"{source}: {dotted}: `{key}` is not allowed in a stored model or config")
         if isinstance(value, str) and _RESOLVER_CALL.search(value):
-            raise UntrustedCodeError(f"{source}: {dotted}={value[:200]!r}: resolver interpolations are not allowed "
-                                     f"in a stored model or config")
+            raise UntrustedCodeError(
+                f"{source}: {dotted}={value[:200]!r}: resolver interpolations are not allowed "
+                f"in a stored model or config"
+            )
 
 
 def _plain(node: Any) -> Any:

@@ -8,8 +8,21 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from ptmlab.methods.fields import (Dropout, NODE, Name, NonNegativeFloat, NonNegativeInt, PositiveFloat,
-                                   PositiveInt, TargetNode, WarmupRatio, checked, in_range, is_int, is_number)
+from ptmlab.methods.fields import (
+    NODE,
+    Dropout,
+    Name,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    TargetNode,
+    WarmupRatio,
+    checked,
+    in_range,
+    is_int,
+    is_number,
+)
 
 
 def _devices(v: Any) -> bool:
@@ -35,8 +48,21 @@ def _val_check_interval(v: Any) -> bool:
 
 
 Precision = Literal[
-    "transformer-engine", "transformer-engine-float16", "16-true", "16-mixed", "bf16-true", "bf16-mixed",
-    "32-true", "64-true", "64", "32", "16", "bf16", 64, 32, 16,
+    "transformer-engine",
+    "transformer-engine-float16",
+    "16-true",
+    "16-mixed",
+    "bf16-true",
+    "bf16-mixed",
+    "32-true",
+    "64-true",
+    "64",
+    "32",
+    "16",
+    "bf16",
+    64,
+    32,
+    16,
 ]
 
 
@@ -45,31 +71,43 @@ class LightningTrainerParams(TargetNode):
     `plugins`: the stage sets those (a value here would be silently replaced)."""
 
     accelerator: Literal["auto", "cpu", "gpu", "cuda", "mps", "tpu", "hpu"] = "auto"
-    strategy: Name = "auto"     # ddp, fsdp, deepspeed_stage_2 ... (Lightning's registry checks the name)
-    devices: Annotated[Any, checked(_devices, "a device count >= 1, -1 (all), a string like '0,1' "
-                                              "or a list of device indices")] = "auto"
+    strategy: Name = "auto"  # ddp, fsdp, deepspeed_stage_2 ... (Lightning's registry checks the name)
+    devices: Annotated[
+        Any, checked(_devices, "a device count >= 1, -1 (all), a string like '0,1' or a list of device indices")
+    ] = "auto"
     num_nodes: PositiveInt = 1
     precision: Precision | None = None
-    fast_dev_run: Annotated[Any, checked(lambda v: isinstance(v, bool) or (is_int(v) and v >= 0),
-                                         "true, false or a number of batches >= 0")] = False
-    max_epochs: Annotated[int, in_range(-1, what="an integer")] | None = None   # -1: no limit
+    fast_dev_run: Annotated[
+        Any, checked(lambda v: isinstance(v, bool) or (is_int(v) and v >= 0), "true, false or a number of batches >= 0")
+    ] = False
+    max_epochs: Annotated[int, in_range(-1, what="an integer")] | None = None  # -1: no limit
     min_epochs: NonNegativeInt | None = None
-    max_steps: Annotated[int, in_range(-1, what="an integer")] = -1              # -1: no limit
+    max_steps: Annotated[int, in_range(-1, what="an integer")] = -1  # -1: no limit
     min_steps: NonNegativeInt | None = None
-    max_time: Annotated[Any, checked(lambda v: v is None or isinstance(v, str | dict),
-                                     "a duration 'DD:HH:MM:SS' or a mapping like {hours: 1}")] = None
-    limit_train_batches: Annotated[Any, checked(lambda v: v is None or _count_or_fraction(v),
-                                                "a number of batches >= 0 or a fraction in [0, 1]")] = None
-    limit_val_batches: Annotated[Any, checked(lambda v: v is None or _count_or_fraction(v),
-                                              "a number of batches >= 0 or a fraction in [0, 1]")] = None
-    limit_test_batches: Annotated[Any, checked(lambda v: v is None or _count_or_fraction(v),
-                                               "a number of batches >= 0 or a fraction in [0, 1]")] = None
-    limit_predict_batches: Annotated[Any, checked(lambda v: v is None or _count_or_fraction(v),
-                                                  "a number of batches >= 0 or a fraction in [0, 1]")] = None
-    overfit_batches: Annotated[Any, checked(_count_or_fraction,
-                                            "a number of batches >= 0 or a fraction in [0, 1]")] = 0.0
-    val_check_interval: Annotated[Any, checked(_val_check_interval, "a number of steps >= 1 or a "
-                                                                    "fraction of an epoch in (0, 1]")] = None
+    max_time: Annotated[
+        Any,
+        checked(
+            lambda v: v is None or isinstance(v, str | dict), "a duration 'DD:HH:MM:SS' or a mapping like {hours: 1}"
+        ),
+    ] = None
+    limit_train_batches: Annotated[
+        Any, checked(lambda v: v is None or _count_or_fraction(v), "a number of batches >= 0 or a fraction in [0, 1]")
+    ] = None
+    limit_val_batches: Annotated[
+        Any, checked(lambda v: v is None or _count_or_fraction(v), "a number of batches >= 0 or a fraction in [0, 1]")
+    ] = None
+    limit_test_batches: Annotated[
+        Any, checked(lambda v: v is None or _count_or_fraction(v), "a number of batches >= 0 or a fraction in [0, 1]")
+    ] = None
+    limit_predict_batches: Annotated[
+        Any, checked(lambda v: v is None or _count_or_fraction(v), "a number of batches >= 0 or a fraction in [0, 1]")
+    ] = None
+    overfit_batches: Annotated[Any, checked(_count_or_fraction, "a number of batches >= 0 or a fraction in [0, 1]")] = (
+        0.0
+    )
+    val_check_interval: Annotated[
+        Any, checked(_val_check_interval, "a number of steps >= 1 or a fraction of an epoch in (0, 1]")
+    ] = None
     check_val_every_n_epoch: PositiveInt | None = 1
     num_sanity_val_steps: Annotated[int, in_range(-1, what="an integer")] | None = None
     log_every_n_steps: PositiveInt | None = None
@@ -79,8 +117,9 @@ class LightningTrainerParams(TargetNode):
     accumulate_grad_batches: PositiveInt = 1
     gradient_clip_val: NonNegativeFloat | None = None
     gradient_clip_algorithm: Literal["norm", "value"] | None = None
-    deterministic: Annotated[Any, checked(lambda v: v is None or isinstance(v, bool) or v == "warn",
-                                          "true, false or 'warn'")] = None
+    deterministic: Annotated[
+        Any, checked(lambda v: v is None or isinstance(v, bool) or v == "warn", "true, false or 'warn'")
+    ] = None
     benchmark: bool | None = None
     inference_mode: bool = True
     use_distributed_sampler: bool = True
@@ -97,18 +136,20 @@ class TrainerParams(LightningTrainerParams):
     """Lightning's arguments plus ptmlab's own speed switches, which `StageRun.build_trainer` takes
     out before the rest reaches Lightning (lightning_modules/runtime/speed.py applies them)."""
 
-    compile: bool = False                       # torch.compile the backbone (eager, with the reason logged, if it fails)
+    compile: bool = False  # torch.compile the backbone (eager, with the reason logged, if it fails)
     compile_backend: Name = "inductor"
     compile_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] | None = None
-    activation_checkpointing: bool = False      # recompute each layer's activations in the backward pass
-    peak_flops: PositiveFloat | None = None     # one device's peak FLOP/s at this precision (MFU); null: the GPU table
+    activation_checkpointing: bool = False  # recompute each layer's activations in the backward pass
+    peak_flops: PositiveFloat | None = None  # one device's peak FLOP/s at this precision (MFU); null: the GPU table
 
     @model_validator(mode="after")
     def _fsdp_needs_gpus(self):
         # Lightning's FSDPStrategy refuses accelerator=cpu; say so before any work starts.
         if str(self.strategy).startswith("fsdp") and self.accelerator == "cpu":
-            raise ValueError(f"{NODE}.strategy={self.strategy} needs GPUs (Lightning's FSDP strategy refuses "
-                             f"accelerator=cpu); use trainer=ddp to train on several CPU processes")
+            raise ValueError(
+                f"{NODE}.strategy={self.strategy} needs GPUs (Lightning's FSDP strategy refuses "
+                f"accelerator=cpu); use trainer=ddp to train on several CPU processes"
+            )
         return self
 
 
@@ -116,8 +157,7 @@ TRAINERS = {"lightning.pytorch.Trainer": TrainerParams, "pytorch_lightning.Train
 
 
 def _betas(v: Any) -> bool:
-    return (isinstance(v, list) and len(v) == 2
-            and all(is_number(b) and 0.0 <= b < 1.0 for b in v))
+    return isinstance(v, list) and len(v) == 2 and all(is_number(b) and 0.0 <= b < 1.0 for b in v)
 
 
 class PartialParams(TargetNode):
@@ -142,7 +182,7 @@ class AdamParams(PartialParams):
 
 class SGDParams(PartialParams):
     lr: PositiveFloat = 1e-3
-    momentum: Dropout = 0.0           # in [0, 1)
+    momentum: Dropout = 0.0  # in [0, 1)
     dampening: NonNegativeFloat = 0.0
     weight_decay: NonNegativeFloat = 0.0
     nesterov: bool = False

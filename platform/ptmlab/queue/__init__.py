@@ -51,20 +51,62 @@ Job states: queued -> running -> succeeded | failed | cancelled (ptmlab.db.model
 """
 
 from ptmlab.queue.claim import (
-    ClaimedJob, HeartbeatReply, claim_next_job, finish_attempt, heartbeat, reap_expired_leases,
-    register_worker, requeue_job, stop_worker, store_final_progress,
-)
-from ptmlab.queue.jobs import (
-    LogChunk, cancel_job, get_job, label_job, get_pipeline, get_sweep, list_attempts, list_jobs, list_workers,
-    read_log, retry_job, submit_job, submit_sweep,
+    ClaimedJob,
+    HeartbeatReply,
+    claim_next_job,
+    finish_attempt,
+    heartbeat,
+    reap_expired_leases,
+    register_worker,
+    requeue_job,
+    stop_worker,
+    store_final_progress,
 )
 from ptmlab.queue.groups import list_groups
+from ptmlab.queue.jobs import (
+    LogChunk,
+    cancel_job,
+    get_job,
+    get_pipeline,
+    get_sweep,
+    label_job,
+    list_attempts,
+    list_jobs,
+    list_workers,
+    read_log,
+    retry_job,
+    submit_job,
+    submit_sweep,
+)
 from ptmlab.queue.pipelines import PipelineJob, expand_pipeline, load_pipeline, submit_pipeline
 
 __all__ = [
-    "ClaimedJob", "HeartbeatReply", "LogChunk", "PipelineJob", "cancel_job", "claim_next_job",
-    "expand_pipeline", "finish_attempt", "get_job", "get_pipeline", "get_sweep", "heartbeat", "label_job",
-    "list_attempts", "list_groups", "list_jobs", "list_workers", "load_pipeline", "read_log", "reap_expired_leases",
-    "register_worker", "requeue_job", "retry_job", "stop_worker", "store_final_progress", "submit_job", "submit_pipeline",
+    "ClaimedJob",
+    "HeartbeatReply",
+    "LogChunk",
+    "PipelineJob",
+    "cancel_job",
+    "claim_next_job",
+    "expand_pipeline",
+    "finish_attempt",
+    "get_job",
+    "get_pipeline",
+    "get_sweep",
+    "heartbeat",
+    "label_job",
+    "list_attempts",
+    "list_groups",
+    "list_jobs",
+    "list_workers",
+    "load_pipeline",
+    "read_log",
+    "reap_expired_leases",
+    "register_worker",
+    "requeue_job",
+    "retry_job",
+    "stop_worker",
+    "store_final_progress",
+    "submit_job",
+    "submit_pipeline",
     "submit_sweep",
 ]

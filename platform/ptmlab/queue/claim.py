@@ -23,8 +23,20 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session, aliased
 
 from ptmlab.db.models import (
-    CANCELLED, FAILED, LOST, PRUNED, QUEUED, REQUEUED, RUNNING, SUCCEEDED, Attempt, Job, JobDependency,
-    Result, Worker, utcnow,
+    CANCELLED,
+    FAILED,
+    LOST,
+    PRUNED,
+    QUEUED,
+    REQUEUED,
+    RUNNING,
+    SUCCEEDED,
+    Attempt,
+    Job,
+    JobDependency,
+    Result,
+    Worker,
+    utcnow,
 )
 from ptmlab.errors import ConfigError
 from ptmlab.queue.jobs import fail_descendants, split_override, value_refs
@@ -78,9 +90,18 @@ def worker_identity() -> tuple[str, int]:
     return socket.gethostname(), os.getpid()
 
 
-def register_worker(session: Session, *, worker_id: str, gpus: list[int], cpu_slots: int,
-                    queues: list[str], multinode: bool = False, slurm_job_id: str | None = None,
-                    slurm_node: str | None = None, ends_at: dt.datetime | None = None) -> Worker:
+def register_worker(
+    session: Session,
+    *,
+    worker_id: str,
+    gpus: list[int],
+    cpu_slots: int,
+    queues: list[str],
+    multinode: bool = False,
+    slurm_job_id: str | None = None,
+    slurm_node: str | None = None,
+    ends_at: dt.datetime | None = None,
+) -> Worker:
     host, pid = worker_identity()
     worker = session.get(Worker, worker_id) or Worker(id=worker_id)
     worker.hostname, worker.pid, worker.gpus, worker.cpu_slots = host, pid, list(gpus), int(cpu_slots)
@@ -98,9 +119,17 @@ def stop_worker(session: Session, worker_id: str, status: str = "stopped") -> No
     session.commit()
 
 
-def claim_next_job(session: Session, *, worker_id: str, queues: list[str], free_gpus: int | list[int],
-                   free_cpu_slots: int, lease_s: float, jobs_root: str | Path,
-                   multinode: bool = False) -> ClaimedJob | None:
+def claim_next_job(
+    session: Session,
+    *,
+    worker_id: str,
+    queues: list[str],
+    free_gpus: int | list[int],
+    free_cpu_slots: int,
+    lease_s: float,
+    jobs_root: str | Path,
+    multinode: bool = False,
+) -> ClaimedJob | None:
     """Atomically claim the highest-priority (then oldest) queued job of `queues` whose parents
     all succeeded and that fits: a GPU job needs `gpus <= free_gpus`, a CPU job (gpus=0) a free
     CPU slot. `free_gpus` is a count, or the free GPU ids (the first `gpus` of them are granted
@@ -162,16 +191,32 @@ def claim_next_job(session: Session, *, worker_id: str, queues: list[str], free_
     job.run_dir = str(job_dir / "run")
     job.exit_code = job.error = None
     attempt = Attempt(
-        job_id=job.id, number=number, worker_id=worker_id, status=RUNNING, started_at=now,
-        log_path=str(job_dir / "logs" / f"attempt-{number}.log"), argv=overrides,
+        job_id=job.id,
+        number=number,
+        worker_id=worker_id,
+        status=RUNNING,
+        started_at=now,
+        log_path=str(job_dir / "logs" / f"attempt-{number}.log"),
+        argv=overrides,
         gpu_ids=[] if multinode else free_gpu_ids[: job.gpus],
     )
     session.add(attempt)
     session.flush()
     claimed = ClaimedJob(
-        job_id=job.id, attempt_id=attempt.id, attempt_number=number, stage=job.stage, overrides=overrides,
-        seed=job.seed, resume=job.resume, gpus=job.gpus, timeout_s=job.timeout_s, run_dir=job.run_dir,
-        log_path=attempt.log_path, gpu_ids=list(attempt.gpu_ids), nodes=job.nodes, study_id=job.study_id,
+        job_id=job.id,
+        attempt_id=attempt.id,
+        attempt_number=number,
+        stage=job.stage,
+        overrides=overrides,
+        seed=job.seed,
+        resume=job.resume,
+        gpus=job.gpus,
+        timeout_s=job.timeout_s,
+        run_dir=job.run_dir,
+        log_path=attempt.log_path,
+        gpu_ids=list(attempt.gpu_ids),
+        nodes=job.nodes,
+        study_id=job.study_id,
         submitted_remotely=job.submitted_remotely,
     )
     session.commit()
@@ -211,8 +256,9 @@ def _best_parent(session: Session, override: str, parents: list[Job]) -> Job:
     """The parent whose latest result scores highest (the first listed on a tie)."""
     scored = []
     for parent in parents:
-        summary = session.scalar(sa.select(Result.summary).where(Result.job_id == parent.id)
-                                 .order_by(Result.id.desc()).limit(1))
+        summary = session.scalar(
+            sa.select(Result.summary).where(Result.job_id == parent.id).order_by(Result.id.desc()).limit(1)
+        )
         score = result_score(summary) if isinstance(summary, dict) else None
         if score is None:
             raise ConfigError(f"{override}: job {parent.id} left no score to compare (main_score or score)")
@@ -220,8 +266,15 @@ def _best_parent(session: Session, override: str, parents: list[Job]) -> Job:
     return max(scored, key=lambda sp: sp[0])[1]
 
 
-def heartbeat(session: Session, *, worker_id: str, job_ids: list[int], lease_s: float,
-              status: str | None = None, progress: dict[int, dict[str, Any]] | None = None) -> HeartbeatReply:
+def heartbeat(
+    session: Session,
+    *,
+    worker_id: str,
+    job_ids: list[int],
+    lease_s: float,
+    status: str | None = None,
+    progress: dict[int, dict[str, Any]] | None = None,
+) -> HeartbeatReply:
     """Renew the leases of this worker's running jobs; say which to kill (cancel requested, or
     no longer this worker's: the lease expired and the job was reaped). `progress`: the jobs'
     progress.json contents that changed since the last heartbeat, stored on the jobs.
@@ -282,9 +335,17 @@ def _owned_attempt(session: Session, job_id: int, attempt_id: int, worker_id: st
     return (job if current else None), attempt
 
 
-def finish_attempt(session: Session, *, job_id: int, attempt_id: int, worker_id: str, outcome: str,
-                   exit_code: int | None = None, error: str | None = None,
-                   summary: dict[str, Any] | None = None) -> bool:
+def finish_attempt(
+    session: Session,
+    *,
+    job_id: int,
+    attempt_id: int,
+    worker_id: str,
+    outcome: str,
+    exit_code: int | None = None,
+    error: str | None = None,
+    summary: dict[str, Any] | None = None,
+) -> bool:
     """Close an attempt and its job: succeeded (the summary becomes a `results` row), failed or
     cancelled (queued descendants fail with the reason). False when the job was no longer this
     attempt's (its lease expired and it was reaped): nothing of the job is changed then."""
@@ -315,8 +376,15 @@ def finish_attempt(session: Session, *, job_id: int, attempt_id: int, worker_id:
         job.error = "cancelled while running"
     if outcome == SUCCEEDED and summary is not None:
         job.mlflow_run_id = summary.get("mlflow_run_id")
-        session.add(new_result(summary, job_id=job.id, sweep_id=job.sweep_id, tags=job.tags,
-                               kind=str(summary.get("stage") or job.stage)))
+        session.add(
+            new_result(
+                summary,
+                job_id=job.id,
+                sweep_id=job.sweep_id,
+                tags=job.tags,
+                kind=str(summary.get("stage") or job.stage),
+            )
+        )
     if outcome != SUCCEEDED:
         fail_descendants(session, job)
     session.commit()
@@ -352,8 +420,13 @@ def _back_to_queue(job: Job) -> None:
     job.status, job.worker_id, job.lease_expires_at, job.resume = QUEUED, None, None, True
 
 
-def reap_expired_leases(session: Session, *, now: dt.datetime | None = None, worker_id: str | None = None,
-                        live_job_ids: Collection[int] = ()) -> list[int]:
+def reap_expired_leases(
+    session: Session,
+    *,
+    now: dt.datetime | None = None,
+    worker_id: str | None = None,
+    live_job_ids: Collection[int] = (),
+) -> list[int]:
     """Requeue (resume=true) running jobs whose lease expired, or fail them after max_attempts;
     mark their silent workers lost. Returns the ids handled.
 
@@ -366,10 +439,7 @@ def reap_expired_leases(session: Session, *, now: dt.datetime | None = None, wor
     if worker_id is not None and live_job_ids:
         conditions.append(sa.or_(Job.worker_id.is_distinct_from(worker_id), Job.id.not_in(list(live_job_ids))))
     now = now or utcnow()
-    query = (
-        sa.select(Job).where(*conditions)
-        .order_by(Job.id).execution_options(populate_existing=True)
-    )
+    query = sa.select(Job).where(*conditions).order_by(Job.id).execution_options(populate_existing=True)
     if _is_postgres(session):
         query = query.with_for_update(skip_locked=True)
     jobs = session.scalars(query).all()
@@ -383,8 +453,9 @@ def reap_expired_leases(session: Session, *, now: dt.datetime | None = None, wor
             .where(Attempt.job_id == job.id, Attempt.status == RUNNING)
             .values(status=LOST, error=reason, finished_at=now)
         )
-        session.execute(sa.update(Worker).where(Worker.id == job.worker_id, Worker.status != "stopped")
-                        .values(status="lost"))
+        session.execute(
+            sa.update(Worker).where(Worker.id == job.worker_id, Worker.status != "stopped").values(status="lost")
+        )
         if job.cancel_requested:
             job.status, job.finished_at = stopped_state(job), now
             job.error = job.error if job.status == PRUNED else f"cancelled; {reason}"

@@ -13,7 +13,18 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from ptmlab.db.models import (
-    CANCELLED, FAILED, JOB_STATES, PRUNED, QUEUED, RUNNING, SUCCEEDED, TERMINAL_STATES, Job, Pipeline, Result, Sweep,
+    CANCELLED,
+    FAILED,
+    JOB_STATES,
+    PRUNED,
+    QUEUED,
+    RUNNING,
+    SUCCEEDED,
+    TERMINAL_STATES,
+    Job,
+    Pipeline,
+    Result,
+    Sweep,
 )
 from ptmlab.queue.claim import result_score
 from ptmlab.results import rows_by_id
@@ -35,14 +46,22 @@ def group_status(counts: dict[str, int]) -> str:
     return QUEUED
 
 
-def list_groups(session: Session, kind: GroupKind, *, limit: int = 50, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+def list_groups(
+    session: Session, kind: GroupKind, *, limit: int = 50, offset: int = 0
+) -> tuple[list[dict[str, Any]], int]:
     """Newest first: id, name, created_at, job_count, counts (every job state), finished (jobs in a
     terminal state), status (group_status), best ({score, job_id, result_id} or None), and how
     many groups there are in all."""
     model = _MODEL[kind]
     total = int(session.scalar(sa.select(sa.func.count()).select_from(model)) or 0)
-    groups = list(session.scalars(sa.select(model).order_by(model.created_at.desc(), model.id)
-                                  .limit(max(0, int(limit))).offset(max(0, int(offset)))))
+    groups = list(
+        session.scalars(
+            sa.select(model)
+            .order_by(model.created_at.desc(), model.id)
+            .limit(max(0, int(limit)))
+            .offset(max(0, int(offset)))
+        )
+    )
     return summarise_groups(session, kind, groups), total
 
 
@@ -59,11 +78,13 @@ def summarise_groups(session: Session, kind: GroupKind, groups: list[Sweep] | li
     counts: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(JOB_STATES, 0))
     best: dict[str, dict[str, Any]] = {}
     if ids:
-        for group_id, state, n in session.execute(sa.select(column, Job.status, sa.func.count())
-                                                  .where(column.in_(ids)).group_by(column, Job.status)):
+        for group_id, state, n in session.execute(
+            sa.select(column, Job.status, sa.func.count()).where(column.in_(ids)).group_by(column, Job.status)
+        ):
             counts[group_id][state] = int(n)
-        scored = session.execute(sa.select(column, Result.id).join(Job, Result.job_id == Job.id)
-                                 .where(column.in_(ids)).order_by(Result.id)).all()
+        scored = session.execute(
+            sa.select(column, Result.id).join(Job, Result.job_id == Job.id).where(column.in_(ids)).order_by(Result.id)
+        ).all()
         # the summaries through the results store's row cache: each parsed once per process, not per page
         rows = rows_by_id(session, [result_id for _, result_id in scored])
         for group_id, result_id in scored:
@@ -76,9 +97,18 @@ def summarise_groups(session: Session, kind: GroupKind, groups: list[Sweep] | li
     out = []
     for g in groups:
         c = dict(counts[g.id])
-        out.append({"id": g.id, "name": g.name, "created_at": g.to_dict()["created_at"], "job_count": sum(c.values()),
-                    "counts": c, "finished": sum(c[s] for s in TERMINAL_STATES), "status": group_status(c),
-                    "best": best.get(g.id)})
+        out.append(
+            {
+                "id": g.id,
+                "name": g.name,
+                "created_at": g.to_dict()["created_at"],
+                "job_count": sum(c.values()),
+                "counts": c,
+                "finished": sum(c[s] for s in TERMINAL_STATES),
+                "status": group_status(c),
+                "best": best.get(g.id),
+            }
+        )
     return out
 
 
@@ -87,17 +117,27 @@ def sweep_jobs(session: Session, sweep_id: str, *, limit: int = 1000) -> tuple[l
     and its jobs in submission order: id, name, status, the varied values, and the latest score
     of its results (None before it has one)."""
     jobs = sorted(session.scalars(sa.select(Job).where(Job.sweep_id == sweep_id).limit(limit)), key=lambda j: j.id)
-    settings = [{"seed": str(j.seed), **dict(o.split("=", 1) for o in j.to_dict()["overrides"] if "=" in o)}
-                for j in jobs]  # as shown: secrets masked
+    settings = [
+        {"seed": str(j.seed), **dict(o.split("=", 1) for o in j.to_dict()["overrides"] if "=" in o)} for j in jobs
+    ]  # as shown: secrets masked
     keys = sorted({k for s in settings for k in s}, key=lambda k: (k != "seed", k))
     varied = [k for k in keys if len({s.get(k) for s in settings}) > 1]
     scores: dict[int, float] = {}
     if jobs:
-        rows = session.execute(sa.select(Result.job_id, Result.summary).where(Result.job_id.in_([j.id for j in jobs]))
-                               .order_by(Result.id))
+        rows = session.execute(
+            sa.select(Result.job_id, Result.summary).where(Result.job_id.in_([j.id for j in jobs])).order_by(Result.id)
+        )
         for job_id, summary in rows:
             score = result_score(summary) if isinstance(summary, dict) else None
             if score is not None:
                 scores[job_id] = score
-    return varied, [{"id": j.id, "name": j.name, "status": j.status, "values": [s.get(k, "") for k in varied],
-                     "score": scores.get(j.id)} for j, s in zip(jobs, settings, strict=True)]
+    return varied, [
+        {
+            "id": j.id,
+            "name": j.name,
+            "status": j.status,
+            "values": [s.get(k, "") for k in varied],
+            "score": scores.get(j.id),
+        }
+        for j, s in zip(jobs, settings, strict=True)
+    ]

@@ -15,8 +15,17 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
 from ptmlab.db.models import (
-    CANCELLED, FAILED, QUEUED, RUNNING, Attempt, Job, JobDependency, Pipeline, Sweep,
-    Worker, utcnow,
+    CANCELLED,
+    FAILED,
+    QUEUED,
+    RUNNING,
+    Attempt,
+    Job,
+    JobDependency,
+    Pipeline,
+    Sweep,
+    Worker,
+    utcnow,
 )
 from ptmlab.errors import ConfigError, ConflictError, NotFoundError
 
@@ -27,8 +36,23 @@ JOB_REF = re.compile(r"^job:(?P<ref>[^\s]+)$")
 # folder of the one with the best score (ptmlab.queue.claim), e.g. compress whichever fine-tune won.
 BEST_PREFIX = "best:"
 SUBMIT_FIELDS = {
-    "stage", "overrides", "queue", "priority", "gpus", "nodes", "seed", "timeout_s", "max_attempts",
-    "depends_on", "idempotency_key", "name", "tags", "sweep_id", "pipeline_id", "study_id", "trial_number",
+    "stage",
+    "overrides",
+    "queue",
+    "priority",
+    "gpus",
+    "nodes",
+    "seed",
+    "timeout_s",
+    "max_attempts",
+    "depends_on",
+    "idempotency_key",
+    "name",
+    "tags",
+    "sweep_id",
+    "pipeline_id",
+    "study_id",
+    "trial_number",
     "submitted_remotely",
 }
 
@@ -38,7 +62,7 @@ SUBMIT_FIELDS = {
 # own submit path take these types, so an accepted value is storable on SQLite and PostgreSQL
 # (int4 columns), runnable by some worker and never a 500.
 INT4_MAX = 2**31 - 1
-SEED_MAX = INT4_MAX              # jobs.seed is int4: inside torch's [0, 2**32-1]
+SEED_MAX = INT4_MAX  # jobs.seed is int4: inside torch's [0, 2**32-1]
 MAX_PRIORITY = 1000
 # Per node; fixed rather than what the registered workers offer, since a job may be queued before
 # its workers start. No host has more, so a larger request would be a job no worker ever claims.
@@ -72,19 +96,29 @@ def no_nul(value: Any) -> Any:
 
 
 Priority = Annotated[int, Field(ge=-MAX_PRIORITY, le=MAX_PRIORITY, description="higher runs first")]
-Gpus = Annotated[int, Field(ge=0, le=MAX_GPUS, description=f"0: a CPU job; GPUs per node when nodes > 1 "
-                                                             f"(at most {MAX_GPUS})")]
-Nodes = Annotated[int, Field(ge=1, le=MAX_NODES, description="> 1: one job across hosts, launched by a "
-                             "`--multinode` worker through Slurm's srun (Lightning DDP/FSDP)")]
-TimeoutS = Annotated[float, Field(gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False,
-                                  description="seconds; finite, at most 30 days")]
+Gpus = Annotated[
+    int, Field(ge=0, le=MAX_GPUS, description=f"0: a CPU job; GPUs per node when nodes > 1 (at most {MAX_GPUS})")
+]
+Nodes = Annotated[
+    int,
+    Field(
+        ge=1,
+        le=MAX_NODES,
+        description="> 1: one job across hosts, launched by a "
+        "`--multinode` worker through Slurm's srun (Lightning DDP/FSDP)",
+    ),
+]
+TimeoutS = Annotated[
+    float, Field(gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False, description="seconds; finite, at most 30 days")
+]
 MaxAttempts = Annotated[int, Field(ge=1, le=MAX_ATTEMPTS)]
 Seed = Annotated[int, Field(ge=0, le=SEED_MAX, description="a job's seed (stored as int4)")]
 ShortName = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$")]
 QueueName = ShortName
 Name = Annotated[str, Field(min_length=1, max_length=NAME_MAX), AfterValidator(no_control_characters)]
-Tags = Annotated[dict[Annotated[str, Field(max_length=100)], Annotated[str, Field(max_length=500)]],
-                 Field(max_length=50)]
+Tags = Annotated[
+    dict[Annotated[str, Field(max_length=100)], Annotated[str, Field(max_length=500)]], Field(max_length=50)
+]
 
 
 class JobOptionValues(BaseModel):
@@ -135,7 +169,7 @@ def value_refs(value: str) -> list[str]:
         return []
     ref = m.group("ref")
     if ref.startswith(BEST_PREFIX):
-        refs = ref[len(BEST_PREFIX):].split("|")
+        refs = ref[len(BEST_PREFIX) :].split("|")
         if not all(refs):
             raise ConfigError(f"{value}: name the jobs to choose from, e.g. job:best:finetune-a|finetune-b")
         return refs
@@ -246,12 +280,25 @@ def _add_job(session: Session, spec: dict[str, Any]) -> Job:
     overrides = [_rewrite_ref(o, by_ref) for o in overrides]
 
     job = Job(
-        name=options.name, stage=stage, overrides=overrides, seed=options.seed, queue=options.queue,
-        priority=options.priority, gpus=options.gpus, nodes=options.nodes, timeout_s=options.timeout_s,
-        max_attempts=options.max_attempts, idempotency_key=key or None, tags=dict(spec.get("tags") or {}),
+        name=options.name,
+        stage=stage,
+        overrides=overrides,
+        seed=options.seed,
+        queue=options.queue,
+        priority=options.priority,
+        gpus=options.gpus,
+        nodes=options.nodes,
+        timeout_s=options.timeout_s,
+        max_attempts=options.max_attempts,
+        idempotency_key=key or None,
+        tags=dict(spec.get("tags") or {}),
         sweep_id=spec.get("sweep_id"),
-        pipeline_id=spec.get("pipeline_id"), study_id=spec.get("study_id"), trial_number=spec.get("trial_number"),
-        submitted_remotely=bool(spec.get("submitted_remotely")), status=QUEUED, created_at=utcnow(),
+        pipeline_id=spec.get("pipeline_id"),
+        study_id=spec.get("study_id"),
+        trial_number=spec.get("trial_number"),
+        submitted_remotely=bool(spec.get("submitted_remotely")),
+        status=QUEUED,
+        created_at=utcnow(),
     )
     session.add(job)
     session.flush()
@@ -281,8 +328,9 @@ def _rewrite_ref(override: str, ids: dict[str, int]) -> str:
     return override
 
 
-def submit_sweep(session: Session, jobs: Sequence[dict[str, Any]], *, name: str | None = None,
-                 spec: dict[str, Any] | None = None) -> tuple[Sweep, list[Job]]:
+def submit_sweep(
+    session: Session, jobs: Sequence[dict[str, Any]], *, name: str | None = None, spec: dict[str, Any] | None = None
+) -> tuple[Sweep, list[Job]]:
     """Queue a sweep's jobs (each a dict of submit_job arguments) in one transaction."""
     if not jobs:
         raise ConfigError("a sweep needs at least one job")
@@ -299,7 +347,11 @@ def _mark_failed_by_parent(job: Job, parent: Job) -> None:
     reason = parent.error or parent.status
     job.status = FAILED
     job.finished_at = utcnow()
-    job.error = f"{PARENT_FAILED_PREFIX}{parent.id}{f' ({parent.name})' if parent.name else ''} {parent.status}: {reason}"[:4000]
+    job.error = (
+        f"{PARENT_FAILED_PREFIX}{parent.id}{f' ({parent.name})' if parent.name else ''} {parent.status}: {reason}"[
+            :4000
+        ]
+    )
 
 
 def fail_descendants(session: Session, parent: Job) -> list[int]:
@@ -308,7 +360,8 @@ def fail_descendants(session: Session, parent: Job) -> list[int]:
     while frontier:
         current = frontier.pop()
         children = session.scalars(
-            sa.select(Job).join(JobDependency, JobDependency.job_id == Job.id)
+            sa.select(Job)
+            .join(JobDependency, JobDependency.job_id == Job.id)
             .where(JobDependency.parent_id == current.id, Job.status == QUEUED)
         ).all()
         for child in children:
@@ -347,15 +400,26 @@ def cancel_job(session: Session, job_id: int) -> Job:
 UNCHANGED: Any = object()  # label_job: leave this field as it is
 
 
-def label_job(session: Session, job_id: int, *, name: str | None = UNCHANGED, tags: dict[str, str | None] | None = None,
-              note: str | None = UNCHANGED) -> Job:
+def label_job(
+    session: Session,
+    job_id: int,
+    *,
+    name: str | None = UNCHANGED,
+    tags: dict[str, str | None] | None = None,
+    note: str | None = UNCHANGED,
+) -> Job:
     """Rename a job, set or remove tags (a None value removes the key) and set its note, in any
     state: labels say what a run is and never change what it ran. A name another job of its
     pipeline has -> ConflictError (`job:<name>` references there are unique)."""
     job = _locked_job(session, job_id)
     if name is not UNCHANGED and name != job.name:
-        if name is not None and job.pipeline_id is not None and session.scalar(
-                sa.select(Job.id).where(Job.pipeline_id == job.pipeline_id, Job.name == name, Job.id != job.id)):
+        if (
+            name is not None
+            and job.pipeline_id is not None
+            and session.scalar(
+                sa.select(Job.id).where(Job.pipeline_id == job.pipeline_id, Job.name == name, Job.id != job.id)
+            )
+        ):
             session.rollback()
             raise ConflictError(f"job {job_id}: another job of pipeline {job.pipeline_id} is named {name!r}")
         job.name = name
@@ -384,9 +448,13 @@ def retry_job(session: Session, job_id: int) -> Job:
     while frontier:
         current = frontier.pop()
         children = session.scalars(
-            sa.select(Job).join(JobDependency, JobDependency.job_id == Job.id)
-            .where(JobDependency.parent_id == current.id, Job.status == FAILED,
-                   Job.error.like(f"{PARENT_FAILED_PREFIX}{current.id}%"))
+            sa.select(Job)
+            .join(JobDependency, JobDependency.job_id == Job.id)
+            .where(
+                JobDependency.parent_id == current.id,
+                Job.status == FAILED,
+                Job.error.like(f"{PARENT_FAILED_PREFIX}{current.id}%"),
+            )
         ).all()
         requeued += children
         frontier += children
@@ -410,15 +478,27 @@ def get_job(session: Session, job_id: int) -> Job:
     return job
 
 
-def list_jobs(session: Session, *, status: str | Sequence[str] | None = None, queue: str | None = None,
-              stage: str | None = None, sweep_id: str | None = None, pipeline_id: str | None = None,
-              limit: int = 50, offset: int = 0) -> tuple[list[Job], int]:
+def list_jobs(
+    session: Session,
+    *,
+    status: str | Sequence[str] | None = None,
+    queue: str | None = None,
+    stage: str | None = None,
+    sweep_id: str | None = None,
+    pipeline_id: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> tuple[list[Job], int]:
     """Jobs newest first, and how many match in all."""
     conditions = []
     if status:
         conditions.append(Job.status.in_([status] if isinstance(status, str) else list(status)))
-    for column, value in ((Job.queue, queue), (Job.stage, stage), (Job.sweep_id, sweep_id),
-                          (Job.pipeline_id, pipeline_id)):
+    for column, value in (
+        (Job.queue, queue),
+        (Job.stage, stage),
+        (Job.sweep_id, sweep_id),
+        (Job.pipeline_id, pipeline_id),
+    ):
         if value is not None:
             conditions.append(column == value)
     query = sa.select(Job).where(*conditions)
@@ -432,10 +512,18 @@ def _with_parents(session: Session, jobs: list[Job]) -> list[Job]:
     """`jobs` with their parents loaded in two indexed queries: `lazy="selectin"` does not apply to
     a self-referential relationship (SQLAlchemy's join_depth), so each job's `depends_on` was a
     query of its own, and `selectinload` joins through the jobs table (18 ms at 20,000 jobs)."""
-    edges = session.execute(sa.select(JobDependency.job_id, JobDependency.parent_id)
-                            .where(JobDependency.job_id.in_([j.id for j in jobs]))
-                            .order_by(JobDependency.job_id, JobDependency.parent_id)).all() if jobs else []
-    parents = {j.id: j for j in session.scalars(sa.select(Job).where(Job.id.in_({p for _, p in edges})))} if edges else {}
+    edges = (
+        session.execute(
+            sa.select(JobDependency.job_id, JobDependency.parent_id)
+            .where(JobDependency.job_id.in_([j.id for j in jobs]))
+            .order_by(JobDependency.job_id, JobDependency.parent_id)
+        ).all()
+        if jobs
+        else []
+    )
+    parents = (
+        {j.id: j for j in session.scalars(sa.select(Job).where(Job.id.in_({p for _, p in edges})))} if edges else {}
+    )
     for job in jobs:
         set_committed_value(job, "parents", [parents[p] for c, p in edges if c == job.id and p in parents])
     return jobs
@@ -473,8 +561,9 @@ class LogChunk:
     attempt: int | None
 
 
-def read_log(session: Session, job_id: int, *, attempt: int | None = None, offset: int = 0,
-             tail: int | None = None) -> LogChunk:
+def read_log(
+    session: Session, job_id: int, *, attempt: int | None = None, offset: int = 0, tail: int | None = None
+) -> LogChunk:
     """Text of an attempt's log (default: the latest): from byte `offset`, or its last `tail` lines."""
     attempts = list_attempts(session, job_id)
     if not attempts:

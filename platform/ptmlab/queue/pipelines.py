@@ -45,11 +45,30 @@ from sqlalchemy.orm import Session
 from ptmlab.db.models import Job, Pipeline
 from ptmlab.errors import ConfigError, LimitExceededError
 from ptmlab.queue.jobs import (
-    JobOptionValues, Name, Tags, _add_job, rewrite_value_refs, split_override, validation_message, value_refs,
+    JobOptionValues,
+    Name,
+    Tags,
+    _add_job,
+    rewrite_value_refs,
+    split_override,
+    validation_message,
+    value_refs,
 )
 
-JOB_KEYS = {"name", "stage", "overrides", "depends_on", "gpus", "nodes", "priority", "queue", "seed", "timeout_s",
-            "max_attempts", "tags"}
+JOB_KEYS = {
+    "name",
+    "stage",
+    "overrides",
+    "depends_on",
+    "gpus",
+    "nodes",
+    "priority",
+    "queue",
+    "seed",
+    "timeout_s",
+    "max_attempts",
+    "tags",
+}
 TOP_KEYS = {"name", "description", "vars", "defaults", "jobs"}
 MAX_PIPELINE_JOBS = 10_000
 PLACEHOLDER = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -103,8 +122,10 @@ def load_pipeline(name_or_path: str | Path) -> dict[str, Any]:
     if path.suffix not in (".yaml", ".yml"):
         path = pipelines_dir() / f"{name_or_path}.yaml"
     if not path.is_file():
-        raise ConfigError(f"pipeline {name_or_path!r} not found (looked for {path}; "
-                          f"available: {', '.join(list_pipelines()) or 'none'})")
+        raise ConfigError(
+            f"pipeline {name_or_path!r} not found (looked for {path}; "
+            f"available: {', '.join(list_pipelines()) or 'none'})"
+        )
     try:
         spec = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
@@ -146,7 +167,9 @@ def expand_pipeline(spec_or_name: dict[str, Any] | str | Path, overrides: Sequen
     where = f"pipeline {spec.get('name', '?')}"
     unknown = set(spec) - TOP_KEYS
     if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))} (allowed: {', '.join(sorted(TOP_KEYS))})")
+        raise ConfigError(
+            f"{where}: unknown key(s) {', '.join(sorted(unknown))} (allowed: {', '.join(sorted(TOP_KEYS))})"
+        )
     variables = spec.get("vars") or {}
     if not isinstance(variables, dict):
         raise ConfigError(f"{where}: vars must map names to lists")
@@ -180,8 +203,10 @@ def expand_pipeline(spec_or_name: dict[str, Any] | str | Path, overrides: Sequen
             raise ConfigError(f"{at}: each job is a mapping with a `name`")
         unknown = set(template) - JOB_KEYS
         if unknown:
-            raise ConfigError(f"{at} ({template['name']}): unknown key(s) {', '.join(sorted(unknown))} "
-                              f"(allowed: {', '.join(sorted(JOB_KEYS))})")
+            raise ConfigError(
+                f"{at} ({template['name']}): unknown key(s) {', '.join(sorted(unknown))} "
+                f"(allowed: {', '.join(sorted(JOB_KEYS))})"
+            )
         used = sorted(_mentioned(template, set(variables)))
         for combo in itertools.product(*(variables[v] for v in used)):
             binding = dict(zip(used, combo, strict=True))
@@ -198,22 +223,38 @@ def expand_pipeline(spec_or_name: dict[str, Any] | str | Path, overrides: Sequen
                     parents.extend(value_refs(kv[1]))
             for p in parents:
                 if p not in names:
-                    raise ConfigError(f"{at} ({name}): references job {p!r}, which is not an earlier job of the pipeline")
-            options = {k: v for k, v in {**defaults, **job}.items() if k not in ("name", "stage", "overrides", "depends_on")}
+                    raise ConfigError(
+                        f"{at} ({name}): references job {p!r}, which is not an earlier job of the pipeline"
+                    )
+            options = {
+                k: v for k, v in {**defaults, **job}.items() if k not in ("name", "stage", "overrides", "depends_on")
+            }
             _check_options(options, name, at)
-            out.append(PipelineJob(name=name, stage=job.get("stage", defaults.get("stage")), overrides=job_overrides,
-                                   depends_on=list(dict.fromkeys(parents)), options=options))
+            out.append(
+                PipelineJob(
+                    name=name,
+                    stage=job.get("stage", defaults.get("stage")),
+                    overrides=job_overrides,
+                    depends_on=list(dict.fromkeys(parents)),
+                    options=options,
+                )
+            )
             names.add(name)
     return out
 
 
-def submit_pipeline(session: Session, pipeline: dict[str, Any] | str | Path, *, overrides: Sequence[str] = (),
-                    tags: dict[str, Any] | None = None, submitted_remotely: bool = False) -> tuple[Pipeline, list[Job]]:
+def submit_pipeline(
+    session: Session,
+    pipeline: dict[str, Any] | str | Path,
+    *,
+    overrides: Sequence[str] = (),
+    tags: dict[str, Any] | None = None,
+    submitted_remotely: bool = False,
+) -> tuple[Pipeline, list[Job]]:
     """Expand and queue a pipeline in one transaction; `job:<name>` becomes `job:<id>`."""
     spec = pipeline if isinstance(pipeline, dict) else load_pipeline(pipeline)
     expanded = expand_pipeline(spec, overrides)
-    row = Pipeline(name=str(spec.get("name") or "pipeline"),
-                   spec={"source": spec, "overrides": list(overrides)})
+    row = Pipeline(name=str(spec.get("name") or "pipeline"), spec={"source": spec, "overrides": list(overrides)})
     session.add(row)
     session.flush()
     ids: dict[str, int] = {}
@@ -226,11 +267,19 @@ def submit_pipeline(session: Session, pipeline: dict[str, Any] | str | Path, *, 
                 o = f"{o.split('=', 1)[0]}={rewrite_value_refs(kv[1], ids)}"
             job_overrides.append(o)
         job_tags = {**(tags or {}), **dict(pj.options.get("tags") or {}), "pipeline": row.name}
-        job = _add_job(session, {
-            **{k: v for k, v in pj.options.items() if k != "tags"}, "name": pj.name, "stage": pj.stage,
-            "overrides": job_overrides, "depends_on": [ids[p] for p in pj.depends_on],
-            "tags": job_tags, "pipeline_id": row.id, "submitted_remotely": submitted_remotely,
-        })
+        job = _add_job(
+            session,
+            {
+                **{k: v for k, v in pj.options.items() if k != "tags"},
+                "name": pj.name,
+                "stage": pj.stage,
+                "overrides": job_overrides,
+                "depends_on": [ids[p] for p in pj.depends_on],
+                "tags": job_tags,
+                "pipeline_id": row.id,
+                "submitted_remotely": submitted_remotely,
+            },
+        )
         ids[pj.name] = job.id
         jobs.append(job)
     session.commit()

@@ -33,14 +33,14 @@ class WorkerAllocationSpec:
 
     partition: str | None = None
     gpus_per_node: int = 0
-    cpus: int = 1               # CPU cores for the worker and its CPU jobs
+    cpus: int = 1  # CPU cores for the worker and its CPU jobs
     cpu_slots: int | None = None  # CPU jobs at once (default: 1 when the allocation has GPUs, else cpus)
-    time: str = "24:00:00"      # Slurm's --time
+    time: str = "24:00:00"  # Slurm's --time
     queues: list[str] = field(default_factory=lambda: ["default"])
-    warn_s: int = 120           # USR1 this long before the time limit
-    grace_s: float = 60.0       # running jobs' time to finish after USR1/SIGTERM before requeueing
+    warn_s: int = 120  # USR1 this long before the time limit
+    grace_s: float = 60.0  # running jobs' time to finish after USR1/SIGTERM before requeueing
     lease_s: float = 30.0
-    burst: bool = False         # exit when nothing is claimable (tests, draining a backlog)
+    burst: bool = False  # exit when nothing is claimable (tests, draining a backlog)
     log_dir: Path = Path(".")
     python: str = sys.executable
     extra_sbatch: list[str] = field(default_factory=list)
@@ -50,9 +50,16 @@ class WorkerAllocationSpec:
             raise ConfigError(f"--cpus={self.cpus} must be >= 1")
         if self.gpus_per_node < 0:
             raise ConfigError(f"--gpus-per-node={self.gpus_per_node} must be >= 0")
-        opts = [f"--job-name={JOB_NAME}", "--nodes=1", "--ntasks=1", f"--cpus-per-task={self.cpus}",
-                f"--time={self.time}", f"--signal=B:USR1@{self.warn_s}", "--no-requeue",
-                f"--output={self.log_dir}/worker-%j.log"]
+        opts = [
+            f"--job-name={JOB_NAME}",
+            "--nodes=1",
+            "--ntasks=1",
+            f"--cpus-per-task={self.cpus}",
+            f"--time={self.time}",
+            f"--signal=B:USR1@{self.warn_s}",
+            "--no-requeue",
+            f"--output={self.log_dir}/worker-%j.log",
+        ]
         if self.partition:
             opts.append(f"--partition={self.partition}")
         if self.gpus_per_node:
@@ -61,16 +68,31 @@ class WorkerAllocationSpec:
 
     def script(self) -> str:
         slots = self.cpu_slots if self.cpu_slots is not None else (1 if self.gpus_per_node else self.cpus)
-        worker = [self.python, "-m", "ptmlab.cli", "worker", "--queues", ",".join(self.queues),
-                  "--cpu-slots", str(slots), "--grace-s", f"{self.grace_s:g}", "--lease-s", f"{self.lease_s:g}"]
+        worker = [
+            self.python,
+            "-m",
+            "ptmlab.cli",
+            "worker",
+            "--queues",
+            ",".join(self.queues),
+            "--cpu-slots",
+            str(slots),
+            "--grace-s",
+            f"{self.grace_s:g}",
+            "--lease-s",
+            f"{self.lease_s:g}",
+        ]
         if self.gpus_per_node:
             worker += ["--gpus", "slurm"]  # the ids Slurm granted, read from CUDA_VISIBLE_DEVICES
         if self.burst:
             worker.append("--burst")
-        lines = ["#!/bin/bash", *(f"#SBATCH {o}" for o in self.sbatch_options()),
-                 "# The platform's settings (PTMLAB_*, MLFLOW_TRACKING_URI) come with the submitting environment",
-                 "# (sbatch --export=ALL); exec makes the worker the process Slurm signals.",
-                 "exec " + shlex.join(worker)]
+        lines = [
+            "#!/bin/bash",
+            *(f"#SBATCH {o}" for o in self.sbatch_options()),
+            "# The platform's settings (PTMLAB_*, MLFLOW_TRACKING_URI) come with the submitting environment",
+            "# (sbatch --export=ALL); exec makes the worker the process Slurm signals.",
+            "exec " + shlex.join(worker),
+        ]
         return "\n".join(lines) + "\n"
 
 

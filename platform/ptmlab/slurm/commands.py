@@ -17,8 +17,10 @@ def run_slurm(argv: list[str], *, input_text: str | None = None, what: str = "")
     """Run a Slurm client command and return its stdout. A missing command or a refusal is one
     ConfigError carrying Slurm's own message (e.g. `sbatch: error: invalid partition specified: gpu`)."""
     if shutil.which(argv[0]) is None:
-        raise ConfigError(f"{argv[0]} not found: ptmlab's Slurm commands need the Slurm client tools on PATH "
-                          "(Debian: apt-get install slurm-client) and SLURM_CONF pointing at the cluster")
+        raise ConfigError(
+            f"{argv[0]} not found: ptmlab's Slurm commands need the Slurm client tools on PATH "
+            "(Debian: apt-get install slurm-client) and SLURM_CONF pointing at the cluster"
+        )
     try:
         proc = subprocess.run(argv, input=input_text, capture_output=True, text=True, timeout=SLURM_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -63,17 +65,31 @@ def parse_slurm_time(text: str) -> dt.datetime | None:
         local = dt.datetime.fromisoformat(text)
     except ValueError:
         return None
-    return local.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return local.astimezone(dt.UTC).replace(tzinfo=None)
 
 
-def srun_prefix(*, job_id: int, attempt: int, nodes: int, tasks_per_node: int, gpus_per_node: int,
-                log_dir: str, extra: list[str] | None = None) -> list[str]:
+def srun_prefix(
+    *,
+    job_id: int,
+    attempt: int,
+    nodes: int,
+    tasks_per_node: int,
+    gpus_per_node: int,
+    log_dir: str,
+    extra: list[str] | None = None,
+) -> list[str]:
     """`srun ...` that runs one job's command across `nodes` hosts, one task per device, each
     task's output in its own file (`attempt-<n>-node-<i>-task-<t>.log`, i = the node's index in
     the step: host names may repeat, e.g. several slurmd on one host). Lightning reads the ranks
     and the master address from the variables srun sets (its SLURMEnvironment)."""
-    argv = ["srun", f"--job-name=ptmlab-job-{job_id}", f"--nodes={nodes}", f"--ntasks-per-node={tasks_per_node}",
-            "--kill-on-bad-exit=1", f"--output={log_dir}/attempt-{attempt}-node-%n-task-%t.log"]
+    argv = [
+        "srun",
+        f"--job-name=ptmlab-job-{job_id}",
+        f"--nodes={nodes}",
+        f"--ntasks-per-node={tasks_per_node}",
+        "--kill-on-bad-exit=1",
+        f"--output={log_dir}/attempt-{attempt}-node-%n-task-%t.log",
+    ]
     if gpus_per_node:
         argv.append(f"--gpus-per-node={gpus_per_node}")
     return [*argv, *(extra or [])]

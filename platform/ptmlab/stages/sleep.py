@@ -52,8 +52,11 @@ class ValidationCurve:
 
     @classmethod
     def from_config(cls, cfg: DictConfig, ticks: int) -> ValidationCurve:
-        return cls(int(OmegaConf.select(cfg, "stage.validations", default=0) or 0),
-                   float(OmegaConf.select(cfg, "stage.quality", default=0.5) or 0.0), ticks)
+        return cls(
+            int(OmegaConf.select(cfg, "stage.validations", default=0) or 0),
+            float(OmegaConf.select(cfg, "stage.quality", default=0.5) or 0.0),
+            ticks,
+        )
 
     def at(self, tick: int) -> None:
         if self.validations <= 0:
@@ -77,8 +80,7 @@ def run_sleep(cfg: DictConfig) -> dict:
         done = float(json.loads(progress_path.read_text()).get("slept_s", 0.0))
         print(f"sleep: resuming at {done:.2f}/{seconds:.2f} s", flush=True)
     resumed_from = done
-    print(f"sleep: pid {os.getpid()} job {Settings().job_id or '-'} "
-          f"sleeping {seconds - done:.2f} s", flush=True)
+    print(f"sleep: pid {os.getpid()} job {Settings().job_id or '-'} sleeping {seconds - done:.2f} s", flush=True)
     ticks = math.ceil(seconds / TICK_S - 1e-9)
     curve = ValidationCurve.from_config(cfg, ticks)
     while done < seconds:
@@ -89,9 +91,19 @@ def run_sleep(cfg: DictConfig) -> dict:
         tick = round(done / TICK_S)
         # The same progress file a training stage writes (ptmlab.contracts.progress): one tick = one step.
         curve.at(tick)
-        write_progress(run_dir, {"phase": "sleeping", "step": tick, "total_steps": ticks, "epoch": None,
-                                 "metrics": dict(curve.latest), "steps_per_s": round(1 / TICK_S, 3),
-                                 "eta_s": round(seconds - done, 2), "history": list(curve.history)})
+        write_progress(
+            run_dir,
+            {
+                "phase": "sleeping",
+                "step": tick,
+                "total_steps": ticks,
+                "epoch": None,
+                "metrics": dict(curve.latest),
+                "steps_per_s": round(1 / TICK_S, 3),
+                "eta_s": round(seconds - done, 2),
+                "history": list(curve.history),
+            },
+        )
         print(f"sleep: {done:.2f}/{seconds:.2f} s", flush=True)
     if bool(cfg.stage.fail):
         raise RuntimeError("stage.fail=true: the sleep stage fails on purpose")

@@ -10,11 +10,26 @@ already stores (DESIGN §8: a study is a platform object).
 """
 
 from ptmlab.studies.driver import (
-    advance_running_studies, advance_study, create_study, get_study, resume_study, stop_study,
+    advance_running_studies,
+    advance_study,
+    create_study,
+    get_study,
+    resume_study,
+    stop_study,
 )
 from ptmlab.studies.plan import StudyPlan, plan_study
 from ptmlab.studies.spec import StudySpec
 from ptmlab.studies.status import study_status
 
-__all__ = ["StudyPlan", "StudySpec", "advance_running_studies", "advance_study", "create_study", "get_study",
-           "plan_study", "resume_study", "stop_study", "study_status"]
+__all__ = [
+    "StudyPlan",
+    "StudySpec",
+    "advance_running_studies",
+    "advance_study",
+    "create_study",
+    "get_study",
+    "plan_study",
+    "resume_study",
+    "stop_study",
+    "study_status",
+]

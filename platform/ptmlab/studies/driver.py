@@ -24,15 +24,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import Any
 
 import optuna
 import sqlalchemy as sa
 from optuna.trial import TrialState
 from sqlalchemy.orm import Session
 
-from ptmlab.db.models import short_id
 from ptmlab.db import CANCELLED, FAILED, PRUNED, QUEUED, RUNNING, SUCCEEDED, Job, Result, Study, utcnow
+from ptmlab.db.models import short_id
 from ptmlab.errors import ConfigError, ConflictError, NotFoundError
 from ptmlab.queue import submit_job
 from ptmlab.studies.objective import final_value, is_last_step, objective_points, steps_trained, summary_value
@@ -48,12 +47,19 @@ WITHDRAWN = "withdrawn"  # a trial's user attr: it never ran to an end, so it do
 STUDY_RUNNING, STUDY_STOPPED, STUDY_FINISHED = "running", "stopped", "finished"
 
 
-def create_study(session: Session, plan: StudyPlan, *, url: str, driver_id: str = "api",
-                 submitted_remotely: bool = False) -> Study:
+def create_study(
+    session: Session, plan: StudyPlan, *, url: str, driver_id: str = "api", submitted_remotely: bool = False
+) -> Study:
     spec = plan.spec
     study_id = short_id()
-    study = Study(id=study_id, name=spec.name, optuna_name=f"ptmlab-{study_id}", spec=spec.model_dump(),
-                  status=STUDY_RUNNING, submitted_remotely=submitted_remotely)
+    study = Study(
+        id=study_id,
+        name=spec.name,
+        optuna_name=f"ptmlab-{study_id}",
+        spec=spec.model_dump(),
+        status=STUDY_RUNNING,
+        submitted_remotely=submitted_remotely,
+    )
     session.add(study)
     session.commit()  # Optuna writes through its own connections: never while we hold SQLite's lock
     if spec.multi_objective:
@@ -97,8 +103,9 @@ def advance_study(session: Session, study_id: str, *, url: str, driver_id: str, 
         log.warning("study %s stopped: its trials cannot be queued: %s", study_id, exc)
     finally:
         session.rollback()
-        session.execute(sa.update(Study).where(Study.id == study_id, Study.driver_id == driver_id)
-                        .values(driver_until=None))
+        session.execute(
+            sa.update(Study).where(Study.id == study_id, Study.driver_id == driver_id).values(driver_until=None)
+        )
         session.commit()
     return stopped
 
@@ -107,8 +114,11 @@ def _take_lease(session: Session, study_id: str, driver_id: str) -> bool:
     now = utcnow()
     taken = session.execute(
         sa.update(Study)
-        .where(Study.id == study_id, Study.status == STUDY_RUNNING,
-               sa.or_(Study.driver_until.is_(None), Study.driver_until < now, Study.driver_id == driver_id))
+        .where(
+            Study.id == study_id,
+            Study.status == STUDY_RUNNING,
+            sa.or_(Study.driver_until.is_(None), Study.driver_until < now, Study.driver_id == driver_id),
+        )
         .values(driver_id=driver_id, driver_until=now + dt.timedelta(seconds=DRIVER_LEASE_S))
     ).rowcount
     session.commit()
@@ -119,13 +129,18 @@ def _load(study: Study, url: str, plan: StudyPlan, asked: int | None = None) -> 
     storage = optuna_storage(url)
     if asked is None:
         asked = len(storage.get_all_trials(storage.get_study_id_from_name(study.optuna_name), deepcopy=False))
-    return optuna.load_study(study_name=study.optuna_name, storage=storage,
-                             sampler=make_sampler(plan.spec, plan.space, asked), pruner=make_pruner(plan.spec))
+    return optuna.load_study(
+        study_name=study.optuna_name,
+        storage=storage,
+        sampler=make_sampler(plan.spec, plan.space, asked),
+        pruner=make_pruner(plan.spec),
+    )
 
 
 def _jobs(session: Session, study_id: str) -> dict[int, Job]:
-    jobs = session.scalars(sa.select(Job).where(Job.study_id == study_id)
-                           .execution_options(populate_existing=True)).all()
+    jobs = session.scalars(
+        sa.select(Job).where(Job.study_id == study_id).execution_options(populate_existing=True)
+    ).all()
     return {j.trial_number: j for j in jobs}
 
 
@@ -181,18 +196,34 @@ def _counted(ostudy: optuna.Study) -> int:
 
 def _submit_trial(session: Session, study: Study, plan: StudyPlan, trial: optuna.trial.FrozenTrial, storage) -> Job:
     spec = plan.spec
-    job = submit_job(session, stage=spec.stage, overrides=plan.overrides_for(trial.params), seed=spec.job_seed,
-                     queue=spec.queue, priority=spec.priority, gpus=spec.gpus, timeout_s=spec.timeout_s,
-                     idempotency_key=f"study:{study.id}:trial:{trial.number}",
-                     tags={"study_id": study.id, "trial": trial.number},
-                     study_id=study.id, trial_number=trial.number, submitted_remotely=study.submitted_remotely)
+    job = submit_job(
+        session,
+        stage=spec.stage,
+        overrides=plan.overrides_for(trial.params),
+        seed=spec.job_seed,
+        queue=spec.queue,
+        priority=spec.priority,
+        gpus=spec.gpus,
+        timeout_s=spec.timeout_s,
+        idempotency_key=f"study:{study.id}:trial:{trial.number}",
+        tags={"study_id": study.id, "trial": trial.number},
+        study_id=study.id,
+        trial_number=trial.number,
+        submitted_remotely=study.submitted_remotely,
+    )
     storage.set_trial_user_attr(trial._trial_id, "job_id", job.id)
     log.info("study %s: trial %d queued as job %d %s", study.id, trial.number, job.id, trial.params)
     return job
 
 
-def _report(session: Session, ostudy: optuna.Study, trial: optuna.trial.FrozenTrial, job: Job, plan: StudyPlan,
-            stopped: set[int]) -> None:
+def _report(
+    session: Session,
+    ostudy: optuna.Study,
+    trial: optuna.trial.FrozenTrial,
+    job: Job,
+    plan: StudyPlan,
+    stopped: set[int],
+) -> None:
     """New validations → intermediate values, each judged by the pruner as it arrives."""
     storage = ostudy._storage
     points = objective_points(job.progress, plan.spec.objective)
@@ -206,8 +237,13 @@ def _report(session: Session, ostudy: optuna.Study, trial: optuna.trial.FrozenTr
         if is_last_step(job.progress, step):
             continue  # trained to the end already: the trial completes, it is not pruned
         if ostudy.pruner.prune(ostudy, storage.get_trial(trial._trial_id)):
-            _prune_job(session, job, stopped, f"pruned by study {job.study_id} ({plan.spec.pruner}) at validation {k}: "
-                                     f"{plan.spec.objective}={value:g}")
+            _prune_job(
+                session,
+                job,
+                stopped,
+                f"pruned by study {job.study_id} ({plan.spec.pruner}) at validation {k}: "
+                f"{plan.spec.objective}={value:g}",
+            )
             break
 
 
@@ -248,13 +284,16 @@ def _tell(session: Session, ostudy: optuna.Study, trial: optuna.trial.FrozenTria
 
 def _summary_values(session: Session, job: Job, names: list[str]) -> list[float | None]:
     """The objectives from the job's stored summary (the worker stores it as the job succeeds)."""
-    summary = session.scalar(sa.select(Result.summary).where(Result.job_id == job.id).order_by(Result.id.desc()).limit(1))
+    summary = session.scalar(
+        sa.select(Result.summary).where(Result.job_id == job.id).order_by(Result.id.desc()).limit(1)
+    )
     session.commit()
     return [summary_value(summary, name) for name in names]
 
 
-def _withdraw(session: Session, storage, trial: optuna.trial.FrozenTrial, job: Job | None, reason: str,
-              stopped: set[int]) -> None:
+def _withdraw(
+    session: Session, storage, trial: optuna.trial.FrozenTrial, job: Job | None, reason: str, stopped: set[int]
+) -> None:
     """A trial the study no longer wants: its job withdrawn (queued) or stopped (running)."""
     if job is not None:
         job = session.get(Job, job.id, populate_existing=True)

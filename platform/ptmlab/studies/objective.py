@@ -32,8 +32,10 @@ def check_objective(cfg: Any, objective: str, pruner: str) -> None:
     reported = validation_metrics(cfg)
     stage = str(cfg.stage.name)
     if pruner != "none" and not reported:
-        raise ConfigError(f"pruner={pruner}: stage={stage} reports no intermediate values (it never validates "
-                          f"during training); use pruner=none")
+        raise ConfigError(
+            f"pruner={pruner}: stage={stage} reports no intermediate values (it never validates "
+            f"during training); use pruner=none"
+        )
     if objective not in reported:
         known = ", ".join(sorted(reported)) or "none"
         raise ConfigError(f"objective {objective!r}: stage={stage} does not report it (it reports: {known})")
@@ -42,8 +44,11 @@ def check_objective(cfg: Any, objective: str, pruner: str) -> None:
 def objective_points(progress: dict[str, Any] | None, objective: str) -> list[tuple[int | None, float]]:
     """(training step, the objective's value) at each validation, in order, from a job's progress."""
     history = (progress or {}).get("history") or []
-    return [(p.get("step"), float(p[objective])) for p in history
-            if isinstance(p, dict) and isinstance(p.get(objective), int | float)]
+    return [
+        (p.get("step"), float(p[objective]))
+        for p in history
+        if isinstance(p, dict) and isinstance(p.get(objective), int | float)
+    ]
 
 
 def is_last_step(progress: dict[str, Any] | None, step: int | None) -> bool:
@@ -85,8 +90,11 @@ def summary_objectives(cfg: Any) -> set[str]:
     names = set()
     for name, field in fields.items():
         annotation = field.annotation
-        members = typing.get_args(annotation) if isinstance(annotation, types.UnionType) or \
-            typing.get_origin(annotation) is typing.Union else (annotation,)
+        members = (
+            typing.get_args(annotation)
+            if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union
+            else (annotation,)
+        )
         if name not in ("seed",) and any(m in NUMBER_TYPES for m in members) and bool not in members:
             names.add(name)
     if stage in ("finetune", "multitask") and cfg.get("task") is not None:
@@ -97,13 +105,17 @@ def summary_objectives(cfg: Any) -> set[str]:
 def check_summary_objectives(cfg: Any, objectives: list[str], pruner: str) -> None:
     stage = str(cfg.stage.name)
     if pruner != "none":
-        raise ConfigError(f"pruner={pruner}: a multi-objective study cannot prune (Optuna's pruners judge one "
-                          f"objective); use pruner=none")
+        raise ConfigError(
+            f"pruner={pruner}: a multi-objective study cannot prune (Optuna's pruners judge one "
+            f"objective); use pruner=none"
+        )
     known = summary_objectives(cfg)
     for name in objectives:
         if name not in known:
-            raise ConfigError(f"objective {name!r}: the stage={stage} summary has no such number "
-                              f"(it has: {', '.join(sorted(known)) or 'none'})")
+            raise ConfigError(
+                f"objective {name!r}: the stage={stage} summary has no such number "
+                f"(it has: {', '.join(sorted(known)) or 'none'})"
+            )
 
 
 def summary_value(summary: dict[str, Any] | None, name: str) -> float | None:
@@ -116,6 +128,11 @@ def summary_value(summary: dict[str, Any] | None, name: str) -> float | None:
     node = node.get(head) if isinstance(node, dict) else None
     if rest:
         node = node.get(rest) if isinstance(node, dict) else None
-    if isinstance(node, bool) or not isinstance(node, int | float) or node != node or node in (float("inf"), float("-inf")):
+    if (
+        isinstance(node, bool)
+        or not isinstance(node, int | float)
+        or node != node
+        or node in (float("inf"), float("-inf"))
+    ):
         return None
     return float(node)

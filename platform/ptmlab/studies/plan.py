@@ -48,6 +48,7 @@ def plan_study(spec: StudySpec, compose=None) -> StudyPlan:
 
         def compose(overrides):
             return compose_config([f"stage={spec.stage}", *overrides])
+
     cfg = compose(trial_overrides(fixed, low_point(space)))
     if spec.multi_objective:
         check_summary_objectives(cfg, spec.objective_names, spec.pruner)
@@ -65,12 +66,15 @@ def check_objectives_given(spec: StudySpec) -> None:
             raise ConfigError("objective: a study needs an objective (or objectives with directions)")
         return
     if spec.objective:
-        raise ConfigError("objective and objectives: give one or the other (objectives with directions "
-                          "for a multi-objective study)")
+        raise ConfigError(
+            "objective and objectives: give one or the other (objectives with directions for a multi-objective study)"
+        )
     directions = spec.directions or []
     if len(directions) != len(spec.objectives):
-        raise ConfigError(f"directions: {len(directions)} given for {len(spec.objectives)} objectives "
-                          f"({', '.join(spec.objectives)}); one each")
+        raise ConfigError(
+            f"directions: {len(directions)} given for {len(spec.objectives)} objectives "
+            f"({', '.join(spec.objectives)}); one each"
+        )
     if len(set(spec.objectives)) != len(spec.objectives):
         raise ConfigError(f"objectives: {', '.join(spec.objectives)} names one twice")
     if spec.sampler == "cmaes":

@@ -45,7 +45,9 @@ def parse_space(overrides: Sequence[str]) -> tuple[list[str], dict[str, BaseDist
             raise ConfigError(f"{text}: {key} is searched twice")
         space[key] = distribution(text, parsed.value())
     if not space:
-        raise ConfigError("empty search space: give at least one override with interval(a,b), choice(...) or range(...)")
+        raise ConfigError(
+            "empty search space: give at least one override with interval(a,b), choice(...) or range(...)"
+        )
     return fixed, space
 
 
@@ -65,7 +67,9 @@ def distribution(text: str, sweep: Any) -> BaseDistribution:
     if isinstance(sweep, IntervalSweep):
         low, high = float(sweep.start), float(sweep.end)
         if not low < high:
-            raise ConfigError(f"{text}: interval({sweep.start:g},{sweep.end:g}) is empty: its start must be below its end")
+            raise ConfigError(
+                f"{text}: interval({sweep.start:g},{sweep.end:g}) is empty: its start must be below its end"
+            )
         if log and low <= 0:
             raise ConfigError(f"{text}: a log interval must start above 0")
         return FloatDistribution(low, high, log=log)
@@ -80,8 +84,12 @@ def distribution(text: str, sweep: Any) -> BaseDistribution:
                 raise ConfigError(f"{text}: a log range must start above 0")
             return IntDistribution(low, high, log=log, step=1 if log else abs(step))
         if count > MAX_CHOICES:
-            raise ConfigError(f"{text}: {count:,} values; a float range takes at most {MAX_CHOICES:,} (or use interval)")
-        return CategoricalDistribution([round(float(start + i * step), 12) for i in range(count)])  # 0.1+2*0.1 reads 0.3
+            raise ConfigError(
+                f"{text}: {count:,} values; a float range takes at most {MAX_CHOICES:,} (or use interval)"
+            )
+        return CategoricalDistribution(
+            [round(float(start + i * step), 12) for i in range(count)]
+        )  # 0.1+2*0.1 reads 0.3
     if isinstance(sweep, ChoiceSweep):
         choices = list(sweep.list)
         if not choices:
@@ -99,8 +107,11 @@ def grid_of(space: dict[str, BaseDistribution]) -> dict[str, list[Any]]:
     grid: dict[str, list[Any]] = {}
     size = 1
     for key, dist in space.items():
-        size *= len(dist.choices) if isinstance(dist, CategoricalDistribution) else (
-            (dist.high - dist.low) // dist.step + 1 if isinstance(dist, IntDistribution) else 1)
+        size *= (
+            len(dist.choices)
+            if isinstance(dist, CategoricalDistribution)
+            else ((dist.high - dist.low) // dist.step + 1 if isinstance(dist, IntDistribution) else 1)
+        )
         if size > MAX_CHOICES:
             raise ConfigError(f"sampler=grid: the grid has over {MAX_CHOICES:,} points; search it with tpe or random")
         if isinstance(dist, CategoricalDistribution):

@@ -22,7 +22,7 @@ PRUNERS = ("none", "asha", "hyperband", "median")
 MAX_PARALLEL = 64
 MAX_TRIALS = 10_000
 MAX_WALL_S = 366 * 24 * 3600.0
-SAMPLER_SEED_MAX = 2**32 - 1   # numpy's (and torch's) seed range
+SAMPLER_SEED_MAX = 2**32 - 1  # numpy's (and torch's) seed range
 
 Text = Annotated[str, Field(min_length=1, max_length=200)]
 StudyOverride = Annotated[str, Field(min_length=1, max_length=2000)]
@@ -35,13 +35,15 @@ class StudySpec(BaseModel):
     stage: ShortName = Field(description="a conf/stage name")
     # Hydra overrides as for `-m`: those with interval/choice/range are the search space.
     overrides: list[StudyOverride] = Field(max_length=200)
-    objective: Text | None = Field(None, description="a metric the stage reports at each validation, "
-                                                     "e.g. val/sentiment/accuracy")
+    objective: Text | None = Field(
+        None, description="a metric the stage reports at each validation, e.g. val/sentiment/accuracy"
+    )
     direction: Literal["maximize", "minimize"] = "maximize"
     # A multi-objective study instead (plan.py refuses both, or lengths that differ): fields of the
     # stage's summary read when a trial's job ends, e.g. score and latency_ms of stage=compress.
-    objectives: list[Text] | None = Field(None, min_length=2, max_length=8,
-                                         description="several summary fields, e.g. [score, size_bytes]")
+    objectives: list[Text] | None = Field(
+        None, min_length=2, max_length=8, description="several summary fields, e.g. [score, size_bytes]"
+    )
     directions: list[Literal["maximize", "minimize"]] | None = Field(None, max_length=8)
     sampler: Literal["tpe", "random", "grid", "cmaes", "nsga2"] = "tpe"
     pruner: Literal["none", "asha", "hyperband", "median"] = "none"
@@ -50,9 +52,12 @@ class StudySpec(BaseModel):
     min_resource: int = Field(1, ge=1, le=INT4_MAX)
     reduction_factor: int = Field(2, ge=2, le=INT4_MAX)
     n_trials: int = Field(16, ge=1, le=MAX_TRIALS)
-    n_parallel: int = Field(2, ge=1, le=MAX_PARALLEL,
-                            description=f"trials in flight at once (at most {MAX_PARALLEL}); the rest are asked "
-                                        "as they end")
+    n_parallel: int = Field(
+        2,
+        ge=1,
+        le=MAX_PARALLEL,
+        description=f"trials in flight at once (at most {MAX_PARALLEL}); the rest are asked as they end",
+    )
     max_wall_s: float | None = Field(None, gt=0, le=MAX_WALL_S, allow_inf_nan=False)
     max_steps: int | None = Field(None, ge=1, le=2**53 - 1, description="total training steps over all trials")
     # the sampler's seed; every trial runs with the same job seed (`job_seed`)

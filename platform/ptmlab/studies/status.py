@@ -27,15 +27,21 @@ def study_status(session: Session, study_id: str, *, url: str) -> dict[str, Any]
     for t in ostudy.get_trials(deepcopy=False):
         job = jobs.get(t.number)
         state = "withdrawn" if t.user_attrs.get(WITHDRAWN) else t.state.name.lower()
-        trials.append({
-            "number": t.number, "state": state, "params": dict(t.params),
-            # FrozenTrial.value raises for several objectives: read `values`
-            "value": None if multi or not t.values else t.values[0],
-            "values": list(t.values) if multi and t.values else None, "pareto": t.number in pareto,
-            "intermediate": {str(k): v for k, v in sorted(t.intermediate_values.items())},
-            "steps": steps_trained(job.progress) if job is not None else 0,
-            "job_id": job.id if job is not None else None, "job_status": job.status if job is not None else None,
-        })
+        trials.append(
+            {
+                "number": t.number,
+                "state": state,
+                "params": dict(t.params),
+                # FrozenTrial.value raises for several objectives: read `values`
+                "value": None if multi or not t.values else t.values[0],
+                "values": list(t.values) if multi and t.values else None,
+                "pareto": t.number in pareto,
+                "intermediate": {str(k): v for k, v in sorted(t.intermediate_values.items())},
+                "steps": steps_trained(job.progress) if job is not None else 0,
+                "job_id": job.id if job is not None else None,
+                "job_status": job.status if job is not None else None,
+            }
+        )
     complete = [t for t in trials if t["state"] == "complete" and t["value"] is not None]
     best = None
     if complete and not multi:
@@ -45,7 +51,12 @@ def study_status(session: Session, study_id: str, *, url: str) -> dict[str, Any]
     for t in trials:
         counts[t["state"]] = counts.get(t["state"], 0) + 1
     # spec: an Infinity stored before the bounds would make every answer unserialisable
-    return {**study.to_dict(), "spec": finite(dict(study.spec or {})), "trials": trials, "best": best,
-            "pareto": sorted(pareto), "counts": counts, "steps_total": sum(t["steps"] for t in trials)}
-
-
+    return {
+        **study.to_dict(),
+        "spec": finite(dict(study.spec or {})),
+        "trials": trials,
+        "best": best,
+        "pareto": sorted(pareto),
+        "counts": counts,
+        "steps_total": sum(t["steps"] for t in trials),
+    }

@@ -40,21 +40,38 @@ def step_inputs_digest(session: Session, study_id: str) -> str | None:
     spec = study.spec or {}
     objective = str(spec.get("objective"))
     max_steps, max_wall_s = spec.get("max_steps"), spec.get("max_wall_s")
-    wall_out = max_wall_s is not None and study.started_at is not None and (
-        (utcnow() - study.started_at).total_seconds() >= float(max_wall_s))
+    wall_out = (
+        max_wall_s is not None
+        and study.started_at is not None
+        and ((utcnow() - study.started_at).total_seconds() >= float(max_wall_s))
+    )
     # Optuna's own tables (migration 0004 created them from these models): trials counted per state.
     trial_states = session.execute(
-        sa.select(TrialModel.state, sa.func.count()).join(StudyModel, TrialModel.study_id == StudyModel.study_id)
-        .where(StudyModel.study_name == study.optuna_name).group_by(TrialModel.state)).all()
+        sa.select(TrialModel.state, sa.func.count())
+        .join(StudyModel, TrialModel.study_id == StudyModel.study_id)
+        .where(StudyModel.study_name == study.optuna_name)
+        .group_by(TrialModel.state)
+    ).all()
     jobs = session.execute(
         sa.select(Job.id, Job.trial_number, Job.status, Job.cancel_requested, Job.progress)
-        .where(Job.study_id == study_id).order_by(Job.id)).all()
+        .where(Job.study_id == study_id)
+        .order_by(Job.id)
+    ).all()
     session.rollback()
     blob = {
         "study": [study.status, str(study.started_at), wall_out],
         "trials": sorted([str(state), n] for state, n in trial_states),
-        "jobs": [[j.id, j.trial_number, j.status, j.cancel_requested, objective_points(j.progress, objective),
-                  steps_trained(j.progress) if max_steps is not None else None] for j in jobs],
+        "jobs": [
+            [
+                j.id,
+                j.trial_number,
+                j.status,
+                j.cancel_requested,
+                objective_points(j.progress, objective),
+                steps_trained(j.progress) if max_steps is not None else None,
+            ]
+            for j in jobs
+        ],
     }
     return hashlib.sha256(json.dumps(blob, default=str).encode()).hexdigest()
 

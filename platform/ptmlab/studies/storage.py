@@ -30,9 +30,13 @@ def optuna_storage(url: str) -> optuna.storages.RDBStorage:
         storage = _storages.get(url)
         if storage is None:
             kwargs: dict[str, Any] = (
-                {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}} if is_sqlite(url) else {"pool_pre_ping": True})
+                {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}}
+                if is_sqlite(url)
+                else {"pool_pre_ping": True}
+            )
             storage = _storages[url] = optuna.storages.RDBStorage(
-                url, engine_kwargs=kwargs, skip_compatibility_check=True, skip_table_creation=True)
+                url, engine_kwargs=kwargs, skip_compatibility_check=True, skip_table_creation=True
+            )
     return storage
 
 
@@ -60,7 +64,7 @@ def make_sampler(spec: StudySpec, space: dict[str, BaseDistribution], asked: int
         return optuna.samplers.NSGAIISampler(seed=seed, population_size=max(2, min(50, spec.n_trials // 2)))
     if spec.sampler == "cmaes":
         try:
-            import cmaes  # noqa: F401
+            import cmaes  # noqa: F401 - only whether it is installed
         except ImportError:
             raise ConfigError("sampler=cmaes needs the `cmaes` package, which is not installed here") from None
         return optuna.samplers.CmaEsSampler(seed=seed)
@@ -69,8 +73,9 @@ def make_sampler(spec: StudySpec, space: dict[str, BaseDistribution], asked: int
 
 def make_pruner(spec: StudySpec) -> optuna.pruners.BasePruner:
     if spec.pruner == "asha":
-        return optuna.pruners.SuccessiveHalvingPruner(min_resource=spec.min_resource,
-                                                      reduction_factor=spec.reduction_factor)
+        return optuna.pruners.SuccessiveHalvingPruner(
+            min_resource=spec.min_resource, reduction_factor=spec.reduction_factor
+        )
     if spec.pruner == "hyperband":
         return optuna.pruners.HyperbandPruner(min_resource=spec.min_resource, reduction_factor=spec.reduction_factor)
     if spec.pruner == "median":

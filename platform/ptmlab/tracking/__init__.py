@@ -11,7 +11,6 @@ from typing import Any
 
 from ptmlab.settings import Settings, get_settings
 
-
 _READY_STORES: set[str] = set()  # SQLite stores this process has seen complete
 
 
@@ -74,8 +73,18 @@ def mlflow_ui_command(settings: Settings) -> list[str] | None:
     if not uri.startswith("sqlite:"):
         return None
     mlflow = os.path.join(os.path.dirname(sys.executable), "mlflow")
-    return [mlflow, "ui", "--backend-store-uri", uri, "--default-artifact-root", settings.artifact_root.as_uri(),
-            "--host", "127.0.0.1", "--port", str(settings.mlflow_ui_port)]
+    return [
+        mlflow,
+        "ui",
+        "--backend-store-uri",
+        uri,
+        "--default-artifact-root",
+        settings.artifact_root.as_uri(),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(settings.mlflow_ui_port),
+    ]
 
 
 def resolve_reference(ref: str) -> tuple[str, str]:
@@ -87,10 +96,10 @@ def resolve_reference(ref: str) -> tuple[str, str]:
         from ptmlab.errors import BackboneError
         from ptmlab.queue import get_job
 
-        if not ref[len("job:"):].isdigit():
+        if not ref[len("job:") :].isdigit():
             raise BackboneError(f"{ref}: a job reference is job:<integer id>")
         with session_scope() as session:
-            job = get_job(session, int(ref[len("job:"):]))
+            job = get_job(session, int(ref[len("job:") :]))
             if not job.run_dir:
                 raise BackboneError(f"{ref}: job {job.id} has no run folder yet (status {job.status})")
             ref = job.run_dir

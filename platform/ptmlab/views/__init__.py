@@ -66,6 +66,15 @@ from ptmlab.views.robustness import robustness_view
 from ptmlab.views.runs import runs_view
 
 __all__ = [
-    "compare_view", "compression_view", "leaderboard_compare", "leaderboard_export", "leaderboard_view", "metric_curves",
-    "overview_view", "pareto_front", "probing_view", "robustness_view", "runs_view",
+    "compare_view",
+    "compression_view",
+    "leaderboard_compare",
+    "leaderboard_export",
+    "leaderboard_view",
+    "metric_curves",
+    "overview_view",
+    "pareto_front",
+    "probing_view",
+    "robustness_view",
+    "runs_view",
 ]

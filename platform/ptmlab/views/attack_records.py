@@ -35,19 +35,32 @@ def word_diff(original: str, perturbed: str) -> tuple[list[dict[str, Any]], list
     for block in difflib.SequenceMatcher(a=before, b=after, autojunk=False).get_matching_blocks():
         kept_before.update(range(block.a, block.a + block.size))
         kept_after.update(range(block.b, block.b + block.size))
-    return ([{"word": w, "changed": i not in kept_before} for i, w in enumerate(before)],
-            [{"word": w, "changed": i not in kept_after} for i, w in enumerate(after)])
+    return (
+        [{"word": w, "changed": i not in kept_before} for i, w in enumerate(before)],
+        [{"word": w, "changed": i not in kept_after} for i, w in enumerate(after)],
+    )
 
 
 def _shown(record: dict[str, Any]) -> dict[str, Any]:
     perturbed = record.get("perturbed")
     original = str(record.get("original") or "")
-    marked_original, marked_perturbed = (word_diff(original, str(perturbed)) if perturbed is not None
-                                         else ([{"word": w, "changed": False} for w in original.split()], None))
-    return {"index": record.get("index"), "id": record.get("id"), "status": record.get("status"),
-            "label": record.get("label"), "prediction_before": record.get("prediction_before"),
-            "prediction_after": record.get("prediction_after"), "queries": record.get("queries"),
-            "context": record.get("context"), "original": marked_original, "perturbed": marked_perturbed}
+    marked_original, marked_perturbed = (
+        word_diff(original, str(perturbed))
+        if perturbed is not None
+        else ([{"word": w, "changed": False} for w in original.split()], None)
+    )
+    return {
+        "index": record.get("index"),
+        "id": record.get("id"),
+        "status": record.get("status"),
+        "label": record.get("label"),
+        "prediction_before": record.get("prediction_before"),
+        "prediction_after": record.get("prediction_after"),
+        "queries": record.get("queries"),
+        "context": record.get("context"),
+        "original": marked_original,
+        "perturbed": marked_perturbed,
+    }
 
 
 def attack_records_view(session: Session, job_id: int, status: str, limit: int, offset: int) -> dict[str, Any]:
@@ -79,6 +92,16 @@ def attack_records_view(session: Session, job_id: int, status: str, limit: int, 
             counts[record["status"]] += 1
             if record["status"] == status and offset <= seen < offset + limit:
                 page.append(_shown(record))
-    return {"job_id": job_id, "result_id": result_id, "recipe": summary.recipe,
-            "class_labels": summary.class_labels, "trigger": summary.trigger, "status": status,
-            "total": counts[status], "counts": counts, "limit": limit, "offset": offset, "records": page}
+    return {
+        "job_id": job_id,
+        "result_id": result_id,
+        "recipe": summary.recipe,
+        "class_labels": summary.class_labels,
+        "trigger": summary.trigger,
+        "status": status,
+        "total": counts[status],
+        "counts": counts,
+        "limit": limit,
+        "offset": offset,
+        "records": page,
+    }

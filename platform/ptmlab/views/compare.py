@@ -15,9 +15,9 @@ from ptmlab.contracts.secrets import redact_tree
 from ptmlab.contracts.summaries import ProbeSummary, StageSummary
 from ptmlab.db.models import Job
 from ptmlab.errors import ConfigError, NotFoundError
-from ptmlab.tracking import mlflow_client, mlflow_run_link
 from ptmlab.results import ResultRow, is_degenerate, load_rows, row_baseline
 from ptmlab.settings import secret_literals
+from ptmlab.tracking import mlflow_client, mlflow_run_link
 from ptmlab.views.runs import run_label
 
 ID_MAX = 2**31 - 1  # ids are 32-bit integer columns
@@ -111,23 +111,40 @@ def compare_view(session: Session, result_ids: Sequence[int | str]) -> dict[str,
         name = run_label(i, row.job_id, job.name if job else None)
         score, baseline = _main_score(row.summary), row_baseline(row.summary)
         link = mlflow_run_link(row.mlflow_run_id)
-        runs.append({
-            # `label` names the run by its job (`#14`, `name (#14)`); `result_id` is internal
-            "result_id": i, "job_id": row.job_id, "label": name, "name": name, "description": _label(row, s, job),
-            "stage": s.stage, "kind": s.stage, "status": job.status if job else None, "sweep_id": row.sweep_id,
-            "mlflow_run_id": row.mlflow_run_id, "mlflow_link": link, "mlflow_url": link,
-            "run_dir": s.run_dir or (job.run_dir if job else None),
-            "job_status": job.status if job else None, "config_source": source,
-            "main_metric": getattr(s, "main_metric", None), "main_score": score,
-            "baseline": None if baseline is None else baseline["value"],
-            "degenerate": {"baseline": baseline["value"], "metric": baseline["metric"], "kind": baseline["kind"]}
-            if is_degenerate(score, baseline) else None,
-            "tags": row.tags,
-            # every number the row recorded, as stored (a kind's extra fields too, none filled in)
-            "numbers": {k: v for k, v in flatten(row.summary).items()
-                        if k not in BOOKKEEPING and not isinstance(v, list | dict)},
-            "layers": _probe_layers(s),
-        })
+        runs.append(
+            {
+                # `label` names the run by its job (`#14`, `name (#14)`); `result_id` is internal
+                "result_id": i,
+                "job_id": row.job_id,
+                "label": name,
+                "name": name,
+                "description": _label(row, s, job),
+                "stage": s.stage,
+                "kind": s.stage,
+                "status": job.status if job else None,
+                "sweep_id": row.sweep_id,
+                "mlflow_run_id": row.mlflow_run_id,
+                "mlflow_link": link,
+                "mlflow_url": link,
+                "run_dir": s.run_dir or (job.run_dir if job else None),
+                "job_status": job.status if job else None,
+                "config_source": source,
+                "main_metric": getattr(s, "main_metric", None),
+                "main_score": score,
+                "baseline": None if baseline is None else baseline["value"],
+                "degenerate": {"baseline": baseline["value"], "metric": baseline["metric"], "kind": baseline["kind"]}
+                if is_degenerate(score, baseline)
+                else None,
+                "tags": row.tags,
+                # every number the row recorded, as stored (a kind's extra fields too, none filled in)
+                "numbers": {
+                    k: v
+                    for k, v in flatten(row.summary).items()
+                    if k not in BOOKKEEPING and not isinstance(v, list | dict)
+                },
+                "layers": _probe_layers(s),
+            }
+        )
     keys = sorted({k for c in configs.values() for k in c})
     missing_mark = object()
     differing = [k for k in keys if len({repr(configs[i].get(k, missing_mark)) for i in ids}) > 1]
@@ -135,22 +152,32 @@ def compare_view(session: Session, result_ids: Sequence[int | str]) -> dict[str,
     main_metric = next((r["main_metric"] for r in runs if r["main_metric"]), None)
     main = _with_deltas("main_score", [r["main_score"] for r in runs])
     # the numbers that differ between the runs, the main metric's first: what a comparison answers
-    differ_numbers = [_with_deltas(k, [r["numbers"].get(k) for r in runs]) for k in number_keys
-                      if k not in NOT_RESULTS and not k.startswith(NOT_RESULT_PREFIXES)
-                      and any(isinstance(r["numbers"].get(k), int | float) and not isinstance(r["numbers"].get(k), bool)
-                              for r in runs)
-                      and len({repr(r["numbers"].get(k)) for r in runs}) > 1]
+    differ_numbers = [
+        _with_deltas(k, [r["numbers"].get(k) for r in runs])
+        for k in number_keys
+        if k not in NOT_RESULTS
+        and not k.startswith(NOT_RESULT_PREFIXES)
+        and any(
+            isinstance(r["numbers"].get(k), int | float) and not isinstance(r["numbers"].get(k), bool) for r in runs
+        )
+        and len({repr(r["numbers"].get(k)) for r in runs}) > 1
+    ]
     differ_numbers.sort(key=lambda m: (m["key"] not in (main_metric, f"metrics.{main_metric}"), metric_order(m["key"])))
+
     def by_key(names: list[str]) -> list[dict[str, Any]]:
         return [{"key": k, "values": [configs[i].get(k) for i in ids]} for k in names]
 
     return {
-        "runs": runs, "main": {"metric": main_metric, **main}, "metrics": differ_numbers,
+        "runs": runs,
+        "main": {"metric": main_metric, **main},
+        "metrics": differ_numbers,
         # the config keys that differ first (what tells the runs apart), then every key
         "config_diff": {"keys": by_key(differing), "differing": len(differing), "total": len(keys)},
         "config_all": by_key(keys),
-        "config_keys": keys, "differing": differing,
-        "configs": {str(i): configs[i] for i in ids}, "number_keys": number_keys,
+        "config_keys": keys,
+        "differing": differing,
+        "configs": {str(i): configs[i] for i in ids},
+        "number_keys": number_keys,
     }
 
 
@@ -186,8 +213,13 @@ def job_result_ids(session: Session, job_ids: Sequence[int | str]) -> list[int]:
     from ptmlab.db.models import Result
 
     ids = _parse_ids(job_ids, what="job")
-    newest = dict(session.execute(sa.select(Result.job_id, sa.func.max(Result.id)).where(Result.job_id.in_(ids))
-                                  .group_by(Result.job_id)).tuples().all())
+    newest = dict(
+        session.execute(
+            sa.select(Result.job_id, sa.func.max(Result.id)).where(Result.job_id.in_(ids)).group_by(Result.job_id)
+        )
+        .tuples()
+        .all()
+    )
     missing = [i for i in ids if i not in newest]
     if missing:
         raise NotFoundError(f"job {missing[0]} has no result (it has not succeeded)")
@@ -209,8 +241,12 @@ def _label(row: ResultRow, s: StageSummary, job: Job | None) -> str:
     return f"{name} {s.stage or '?'}: {' / '.join(parts)}{seed}".strip()
 
 
-def metric_curves(session: Session, result_ids: Sequence[int | str], keys: Sequence[str] | None = None,
-                  tracking_uri: str | None = None) -> dict[str, Any]:
+def metric_curves(
+    session: Session,
+    result_ids: Sequence[int | str],
+    keys: Sequence[str] | None = None,
+    tracking_uri: str | None = None,
+) -> dict[str, Any]:
     """{metric key: [{result_id, job_id, label, steps, values, times}]} from MLflow's metric history of each run,
     every metric it logged (the page groups and collapses them, it does not cap them); `times` are
     seconds since the run started (the wall-time axis).
@@ -219,10 +255,17 @@ def metric_curves(session: Session, result_ids: Sequence[int | str], keys: Seque
     rest of the page still shows."""
     ids = _parse_ids(result_ids)
     rows = {r.id: r for r in load_rows(session, ids=ids)}
-    names = dict(session.execute(sa.select(Job.id, Job.name).where(
-        Job.id.in_([r.job_id for r in rows.values() if r.job_id is not None]))).tuples().all())
+    names = dict(
+        session.execute(
+            sa.select(Job.id, Job.name).where(Job.id.in_([r.job_id for r in rows.values() if r.job_id is not None]))
+        )
+        .tuples()
+        .all()
+    )
     # each run named by its job (`#14`, `name (#14)`): the legend's and the errors' names
-    labels = {str(i): run_label(i, rows[i].job_id, names.get(rows[i].job_id)) if i in rows else f"result {i}" for i in ids}
+    labels = {
+        str(i): run_label(i, rows[i].job_id, names.get(rows[i].job_id)) if i in rows else f"result {i}" for i in ids
+    }
     curves: dict[str, list[dict]] = {}
     errors: dict[str, str] = {}
     wanted = [k for k in (keys or []) if k]
@@ -244,14 +287,24 @@ def metric_curves(session: Session, result_ids: Sequence[int | str], keys: Seque
                 history = sorted(client.get_metric_history(row.mlflow_run_id, key), key=lambda m: (m.step, m.timestamp))
                 if history:
                     start = run.info.start_time or min(m.timestamp for m in history)  # milliseconds
-                    curves.setdefault(key, []).append({
-                        "result_id": i, "job_id": row.job_id, "label": labels[str(i)],
-                        "steps": [m.step for m in history], "values": [m.value for m in history],
-                        "times": [round((m.timestamp - start) / 1000, 3) for m in history]})
-        except Exception as exc:  # noqa: BLE001 - MLflow's errors are many; report, keep the page
+                    curves.setdefault(key, []).append(
+                        {
+                            "result_id": i,
+                            "job_id": row.job_id,
+                            "label": labels[str(i)],
+                            "steps": [m.step for m in history],
+                            "values": [m.value for m in history],
+                            "times": [round((m.timestamp - start) / 1000, 3) for m in history],
+                        }
+                    )
+        except Exception as exc:
             errors[str(i)] = f"MLflow: {' '.join(str(exc).split())[:300]}"
-    return {"curves": dict(sorted(curves.items(), key=lambda kv: metric_order(kv[0]))), "errors": errors,
-            "labels": labels, "keys": sorted(curves, key=metric_order)}
+    return {
+        "curves": dict(sorted(curves.items(), key=lambda kv: metric_order(kv[0]))),
+        "errors": errors,
+        "labels": labels,
+        "keys": sorted(curves, key=metric_order),
+    }
 
 
 def metric_order(key: str) -> tuple[int, str]:

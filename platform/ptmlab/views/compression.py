@@ -40,13 +40,27 @@ from ptmlab.views.robustness import KIND as ATTACK_KIND
 from ptmlab.views.robustness import attacks_by_model, model_jobs, model_ref
 
 KIND = "compress"
-AXES = {"params": "Parameters", "size_bytes": "Size on disk", "latency_ms": "Latency (ms)",
-        "flops": "FLOPs per example"}
+AXES = {
+    "params": "Parameters",
+    "size_bytes": "Size on disk",
+    "latency_ms": "Latency (ms)",
+    "flops": "FLOPs per example",
+}
 UNCOMPRESSED_METHODS = {"none", "uncompressed", "identity", "source"}
 # How the y axis names a main metric (others: the key with spaces).
-METRIC_LABELS = {"bleu": "BLEU", "chrf": "chrF", "rouge1": "ROUGE-1", "rouge2": "ROUGE-2", "rougeL": "ROUGE-L",
-                 "rougeLsum": "ROUGE-Lsum", "f1": "F1", "entity_f1": "entity F1", "exact_match": "exact match",
-                 "matthews_correlation": "Matthews correlation", "spearmanr": "Spearman"}
+METRIC_LABELS = {
+    "bleu": "BLEU",
+    "chrf": "chrF",
+    "rouge1": "ROUGE-1",
+    "rouge2": "ROUGE-2",
+    "rougeL": "ROUGE-L",
+    "rougeLsum": "ROUGE-Lsum",
+    "f1": "F1",
+    "entity_f1": "entity F1",
+    "exact_match": "exact match",
+    "matthews_correlation": "Matthews correlation",
+    "spearmanr": "Spearman",
+}
 
 
 def metric_axis(metric: str | None) -> dict[str, Any]:
@@ -56,8 +70,11 @@ def metric_axis(metric: str | None) -> dict[str, Any]:
     # a metric key may carry a split suffix (bleu_test): the metric is its stem
     stem = next((m for m in METRIC_LABELS if metric == m or metric.startswith(f"{m}_")), metric)
     scale = KIND_COLUMNS["generation"].stored_scale if stem in KIND_COLUMNS["generation"].metrics else 1.0
-    return {"metric": metric, "metric_label": METRIC_LABELS.get(stem, stem.replace("_", " ")),
-            "metric_scale": "0-100" if scale == 100 else "0-1"}
+    return {
+        "metric": metric,
+        "metric_label": METRIC_LABELS.get(stem, stem.replace("_", " ")),
+        "metric_scale": "0-100" if scale == 100 else "0-1",
+    }
 
 
 def pareto_front(points: Iterable[dict], x: str, y: str = "score", key: str = "id") -> set:
@@ -67,9 +84,14 @@ def pareto_front(points: Iterable[dict], x: str, y: str = "score", key: str = "i
 
     Sorted by x, then y descending, a point is on the front iff its y beats every y seen at a
     smaller x: O(n log n)."""
-    usable = sorted(((number(p.get(x)), number(p.get(y)), p[key]) for p in points
-                     if number(p.get(x)) is not None and number(p.get(y)) is not None),
-                    key=lambda t: (t[0], -t[1]))
+    usable = sorted(
+        (
+            (number(p.get(x)), number(p.get(y)), p[key])
+            for p in points
+            if number(p.get(x)) is not None and number(p.get(y)) is not None
+        ),
+        key=lambda t: (t[0], -t[1]),
+    )
     front: set = set()
     best_y = float("-inf")  # the best y at any x strictly smaller than the current group's
     i = 0
@@ -111,7 +133,9 @@ def changed_settings(method: str, config: dict[str, Any]) -> dict[str, Any]:
     """The settings a run chose differently from its method's defaults: what tells two points of
     one method apart (the whole config repeated the defaults in every row)."""
     defaults = method_defaults(method)
-    return {k: v for k, v in config.items() if k not in ("name", "_target_") and (k not in defaults or defaults[k] != v)}
+    return {
+        k: v for k, v in config.items() if k not in ("name", "_target_") and (k not in defaults or defaults[k] != v)
+    }
 
 
 def source_labels(session: Session, sources: set[str]) -> dict[str, str]:
@@ -120,8 +144,10 @@ def source_labels(session: Session, sources: set[str]) -> dict[str, str]:
     view finds attacked models (`model_jobs`: one query, folders compared without a trailing slash)."""
     refs = {src: model_ref(src) for src in sources}
     jobs = model_jobs(session, set(refs.values()))
-    return {src: f"{job.name or f'job {job.id}'} ({job.stage})" if (job := jobs.get(ref)) else src
-            for src, ref in refs.items()}
+    return {
+        src: f"{job.name or f'job {job.id}'} ({job.stage})" if (job := jobs.get(ref)) else src
+        for src, ref in refs.items()
+    }
 
 
 def _point(row, s: CompressSummary) -> dict[str, Any]:
@@ -132,25 +158,43 @@ def _point(row, s: CompressSummary) -> dict[str, Any]:
         retention = score / source_score
     method = s.method or "-"
     return {
-        "id": row.id, "job_id": row.job_id, "mlflow_run_id": row.mlflow_run_id, "sweep_id": row.sweep_id,
-        "method": method, "source": s.source_ref or "-", "task": s.task or "-",
-        "score": score, "params": number(measured.params), "size_bytes": number(measured.size_bytes),
-        "latency_ms": number(measured.latency_ms), "flops": number(measured.flops),
+        "id": row.id,
+        "job_id": row.job_id,
+        "mlflow_run_id": row.mlflow_run_id,
+        "sweep_id": row.sweep_id,
+        "method": method,
+        "source": s.source_ref or "-",
+        "task": s.task or "-",
+        "score": score,
+        "params": number(measured.params),
+        "size_bytes": number(measured.size_bytes),
+        "latency_ms": number(measured.latency_ms),
+        "flops": number(measured.flops),
         "source_score": source_score,
-        "retention": retention, "size_ratio": number(s.size_ratio),
+        "retention": retention,
+        "size_ratio": number(s.size_ratio),
         "speedup": number((s.speedup or {}).get(s.headline_latency or "")),
-        "control_score": number(s.control_score), "measured": _settings(s),
+        "control_score": number(s.control_score),
+        "measured": _settings(s),
         # a method that trained after compressing: retention against its control, or the mark
         # that its retention mixes compression with extra training (no control was trained)
         "retention_vs_control": number(s.retention_vs_control),
         "with_extra_training": s.retention_with_extra_training,
-        "config": s.config, "changed": changed_settings(method, s.config),
-        "seed": s.seed, "run_dir": s.run_dir,
+        "config": s.config,
+        "changed": changed_settings(method, s.config),
+        "seed": s.seed,
+        "run_dir": s.run_dir,
     }
 
 
-def compression_view(session: Session, *, task: str | None = None, sweep_id: str | None = None,
-                     tags: dict[str, str] | None = None, study_id: str | None = None) -> dict[str, Any]:
+def compression_view(
+    session: Session,
+    *,
+    task: str | None = None,
+    sweep_id: str | None = None,
+    tags: dict[str, str] | None = None,
+    study_id: str | None = None,
+) -> dict[str, Any]:
     if study_id is not None:
         # Its trials' results carry the study's id as a tag (a job's tags travel to its results row).
         tags = {**(tags or {}), "study_id": study_id}
@@ -170,20 +214,26 @@ def study_front(session: Session, study_id: str) -> dict[str, Any]:
     spec = stored_spec(status["spec"])
     trials = status["trials"]
     return {
-        "id": status["id"], "name": status["name"], "status": status["status"], "stage": spec.stage,
+        "id": status["id"],
+        "name": status["name"],
+        "status": status["status"],
+        "stage": spec.stage,
         "objectives": spec.objectives or [spec.objective],
         "directions": spec.directions or [spec.direction],
         "trials": {t["job_id"]: t["number"] for t in trials if t["job_id"] is not None},
-        "pareto_trials": [{"number": t["number"], "job_id": t["job_id"], "values": t.get("values")}
-                          for t in trials if t.get("pareto")],
+        "pareto_trials": [
+            {"number": t["number"], "job_id": t["job_id"], "values": t.get("values")} for t in trials if t.get("pareto")
+        ],
     }
 
 
 def _with_study(view: dict[str, Any], front: dict[str, Any]) -> dict[str, Any]:
     """The cached view with the study's marks on new point dicts (the cached ones stay as they are)."""
     on_front = {t["job_id"] for t in front["pareto_trials"]}
-    points = [{**p, "trial": front["trials"].get(p["job_id"]), "study_pareto": p["job_id"] in on_front}
-              for p in view["points"]]
+    points = [
+        {**p, "trial": front["trials"].get(p["job_id"]), "study_pareto": p["job_id"] in on_front}
+        for p in view["points"]
+    ]
     study = {k: v for k, v in front.items() if k != "trials"}
     return {**view, "points": points, "study": study, "filters": {**view["filters"], "study": front["id"]}}
 
@@ -236,12 +286,21 @@ class _TaskPoints:
         for axis, front in self.fronts.items():
             self.dirty.update(_front_add(front, p["id"], number(p.get(axis)), number(p.get("score"))))
         source = s.source or Measurement()
-        if p["source"] not in self.references and any(v is not None for v in (source.params, source.size_bytes,
-                                                                               source.latency_ms)):
+        if p["source"] not in self.references and any(
+            v is not None for v in (source.params, source.size_bytes, source.latency_ms)
+        ):
             self.references[p["source"]] = {
-                "id": None, "method": "uncompressed", "source": p["source"], "task": task, "from": "summary",
-                "score": p["source_score"], "params": number(source.params), "size_bytes": number(source.size_bytes),
-                "latency_ms": number(source.latency_ms), "flops": number(source.flops), "mlflow_run_id": s.source_run,
+                "id": None,
+                "method": "uncompressed",
+                "source": p["source"],
+                "task": task,
+                "from": "summary",
+                "score": p["source_score"],
+                "params": number(source.params),
+                "size_bytes": number(source.size_bytes),
+                "latency_ms": number(source.latency_ms),
+                "flops": number(source.flops),
+                "mlflow_run_id": s.source_run,
             }
 
     def finish(self, labels: dict[str, str], attacks: dict) -> tuple[list[dict], list[bytes]]:
@@ -285,9 +344,12 @@ class CompressionFold:
             self.tasks.setdefault(task, _TaskPoints()).add(row, summary, task)
 
 
-def _compression(session: Session, task: str | None, sweep_id: str | None, tags: dict[str, str] | None) -> dict[str, Any]:
-    fold, lock = folded(session, KIND, ("compression",), CompressionFold, CompressionFold.add, sweep_id=sweep_id,
-                        tags=tags)
+def _compression(
+    session: Session, task: str | None, sweep_id: str | None, tags: dict[str, str] | None
+) -> dict[str, Any]:
+    fold, lock = folded(
+        session, KIND, ("compression",), CompressionFold, CompressionFold.add, sweep_id=sweep_id, tags=tags
+    )
     attacks = attacks_by_model(session)
     with lock:
         tasks = sorted(fold.tasks)
@@ -298,18 +360,29 @@ def _compression(session: Session, task: str | None, sweep_id: str | None, tags:
         labels = source_labels(session, one.sources | set(references))
         points, texts = one.finish(labels, attacks)
         # each front by its x, ties in point order (as a stable sort of the points)
-        fronts = {axis: [pid for _, _, pid in sorted((x, one.place[pid], pid) for pid, (x, _) in front.items())]
-                  for axis, front in one.fronts.items()}
+        fronts = {
+            axis: [pid for _, _, pid in sorted((x, one.place[pid], pid) for pid, (x, _) in front.items())]
+            for axis, front in one.fronts.items()
+        }
         methods, result_count = sorted(one.methods), fold.result_count
         axis = metric_axis(one.metrics.most_common(1)[0][0] if one.metrics else None)
     for r in references.values():
         r["source_label"] = labels.get(r["source"], r["source"])
     recipes, robustness_fronts, missing = _robustness_axis(points, list(references.values()), attacks)
     return {
-        "task": task, "tasks": tasks, "axes": [{"key": k, "label": v} for k, v in AXES.items()], **axis,
-        "methods": methods, "points": EncodedList(points, texts), "references": list(references.values()),
-        "fronts": fronts, "recipes": recipes, "robustness_fronts": robustness_fronts, "robustness_missing": missing,
-        "result_count": result_count, "options": filter_options(session, KIND),
+        "task": task,
+        "tasks": tasks,
+        "axes": [{"key": k, "label": v} for k, v in AXES.items()],
+        **axis,
+        "methods": methods,
+        "points": EncodedList(points, texts),
+        "references": list(references.values()),
+        "fronts": fronts,
+        "recipes": recipes,
+        "robustness_fronts": robustness_fronts,
+        "robustness_missing": missing,
+        "result_count": result_count,
+        "options": filter_options(session, KIND),
         "filters": {"sweep_id": sweep_id, "tags": dict(tags or {})},
     }
 
@@ -324,11 +397,19 @@ def _robustness_axis(points: list[dict], references: list[dict], attacks: dict) 
     recipes = sorted({recipe for m in models for recipe in m["robustness"]}) if attacks else []
     fronts: dict[str, dict[str, list]] = {}
     for recipe in recipes:
-        under = [{"id": p["id"], **{a: p[a] for a in AXES},
-                  "y": p["robustness"].get(recipe, {}).get("accuracy_under_attack")} for p in points]
+        under = [
+            {
+                "id": p["id"],
+                **{a: p[a] for a in AXES},
+                "y": p["robustness"].get(recipe, {}).get("accuracy_under_attack"),
+            }
+            for p in points
+        ]
         fronts[recipe] = {}
         for axis in AXES:
             front = pareto_front(under, axis, "y")
-            fronts[recipe][axis] = [p["id"] for p in sorted((p for p in under if p["id"] in front), key=lambda p: p[axis])]
+            fronts[recipe][axis] = [
+                p["id"] for p in sorted((p for p in under if p["id"] in front), key=lambda p: p[axis])
+            ]
     missing = {recipe: sum(recipe not in m["robustness"] for m in models) for recipe in recipes}
     return recipes, fronts, missing

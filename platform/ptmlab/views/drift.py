@@ -22,8 +22,9 @@ MODEL_STAGES = ("pretrain", "finetune", "multitask", "compress")
 
 def _children(session: Session, job_ids: list[int]) -> dict[int, list[int]]:
     out: dict[int, list[int]] = {}
-    rows = session.execute(sa.select(JobDependency.parent_id, JobDependency.job_id)
-                           .where(JobDependency.parent_id.in_(job_ids))).all()
+    rows = session.execute(
+        sa.select(JobDependency.parent_id, JobDependency.job_id).where(JobDependency.parent_id.in_(job_ids))
+    ).all()
     for parent, child in rows:
         out.setdefault(parent, []).append(child)
     return out
@@ -33,8 +34,9 @@ def _curves_of_probes(session: Session, probe_jobs: list[Job]) -> dict[int, dict
     """probe job id -> {task: {layer: values}} from its latest result (random-init curves aside)."""
     out: dict[int, dict[str, dict[int, dict]]] = {}
     for job in probe_jobs:
-        summary = session.scalar(sa.select(Result.summary).where(Result.job_id == job.id).order_by(Result.id.desc())
-                                 .limit(1))
+        summary = session.scalar(
+            sa.select(Result.summary).where(Result.job_id == job.id).order_by(Result.id.desc()).limit(1)
+        )
         probe = salvaged_summary(summary)  # what of the row reads, as on the probing page
         if not isinstance(probe, ProbeSummary):
             continue
@@ -60,8 +62,9 @@ def lineage_models(session: Session, source_id: int) -> list[tuple[Job, int]]:
     return order
 
 
-def drift_view(session: Session, source_id: int, probe_task: str | None = None,
-               metric: str = "accuracy") -> dict[str, Any]:
+def drift_view(
+    session: Session, source_id: int, probe_task: str | None = None, metric: str = "accuracy"
+) -> dict[str, Any]:
     source = session.get(Job, source_id)
     if source is None or source.stage not in MODEL_STAGES:
         raise NotFoundError(f"job {source_id} is not a model job (one of {', '.join(MODEL_STAGES)})")
@@ -80,25 +83,44 @@ def drift_view(session: Session, source_id: int, probe_task: str | None = None,
             layers = curves_by_probe.get(probe.id, {}).get(task or "", {})
             points = sorted((layer, values[metric]) for layer, values in layers.items() if metric in values)
             if points:
-                curves.append({"job_id": job.id, "name": job.name or f"job {job.id}", "stage": job.stage,
-                               "depth": depth, "probe_job_id": probe.id,
-                               "layers": [layer for layer, _ in points], "values": [v for _, v in points]})
+                curves.append(
+                    {
+                        "job_id": job.id,
+                        "name": job.name or f"job {job.id}",
+                        "stage": job.stage,
+                        "depth": depth,
+                        "probe_job_id": probe.id,
+                        "layers": [layer for layer, _ in points],
+                        "values": [v for _, v in points],
+                    }
+                )
     reference = next((c for c in curves if c["job_id"] == source_id), None)
     for c in curves:
         if reference is None:
             c["diff"] = None
             continue
         base = dict(zip(reference["layers"], reference["values"], strict=True))
-        c["diff"] = [None if layer not in base else value - base[layer]
-                     for layer, value in zip(c["layers"], c["values"], strict=True)]
-    return {"source": {"job_id": source.id, "name": source.name, "stage": source.stage}, "task": task,
-            "tasks": tasks, "metric": metric, "curves": curves, "has_reference": reference is not None}
+        c["diff"] = [
+            None if layer not in base else value - base[layer]
+            for layer, value in zip(c["layers"], c["values"], strict=True)
+        ]
+    return {
+        "source": {"job_id": source.id, "name": source.name, "stage": source.stage},
+        "task": task,
+        "tasks": tasks,
+        "metric": metric,
+        "curves": curves,
+        "has_reference": reference is not None,
+    }
 
 
 def drift_sources(session: Session, limit: int = 200) -> list[dict[str, Any]]:
     """Model jobs with at least one probed descendant (the choices of the drift view's picker)."""
-    probe_parents = sa.select(JobDependency.parent_id).join(Job, Job.id == JobDependency.job_id).where(
-        Job.stage == "probe", Job.status == SUCCEEDED)
+    probe_parents = (
+        sa.select(JobDependency.parent_id)
+        .join(Job, Job.id == JobDependency.job_id)
+        .where(Job.stage == "probe", Job.status == SUCCEEDED)
+    )
     probed = set(session.scalars(probe_parents))
     if not probed:
         return []
@@ -108,6 +130,7 @@ def drift_sources(session: Session, limit: int = 200) -> list[dict[str, Any]]:
         parents = set(session.scalars(sa.select(JobDependency.parent_id).where(JobDependency.job_id.in_(frontier))))
         frontier = parents - sources
         sources |= parents
-    jobs = session.scalars(sa.select(Job).where(Job.id.in_(sources), Job.stage.in_(MODEL_STAGES))
-                           .order_by(Job.id.desc()).limit(limit)).all()
+    jobs = session.scalars(
+        sa.select(Job).where(Job.id.in_(sources), Job.stage.in_(MODEL_STAGES)).order_by(Job.id.desc()).limit(limit)
+    ).all()
     return [{"job_id": j.id, "name": j.name or f"job {j.id}", "stage": j.stage} for j in jobs]

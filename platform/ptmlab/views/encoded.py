@@ -1,11 +1,11 @@
 """JSON bodies for the views' responses without encoding the same data twice.
 
-    EncodedList(items, texts)   a view's long list (25,000 compression points) with each item's
-                                JSON (UTF-8 bytes: `encode`), made once per item by the view's
-                                fold and kept while the item is unchanged
-    json_body(view) -> bytes    the view as Starlette's JSONResponse encodes it, its EncodedList
-                                values joined from their texts; the same view object again (a
-                                cached view: a page polling) gets the bytes made the first time
+EncodedList(items, texts)   a view's long list (25,000 compression points) with each item's
+                            JSON (UTF-8 bytes: `encode`), made once per item by the view's
+                            fold and kept while the item is unchanged
+json_body(view) -> bytes    the view as Starlette's JSONResponse encodes it, its EncodedList
+                            values joined from their texts; the same view object again (a
+                            cached view: a page polling) gets the bytes made the first time
 """
 
 from __future__ import annotations

@@ -15,7 +15,13 @@ from typing import Any
 
 from ptmlab.contracts.benchmarks import summary_task_kind
 from ptmlab.contracts.summaries import (
-    AttackSummary, CompressSummary, FinetuneSummary, Measurement, PretrainSummary, ProbeSummary, salvaged_summary,
+    AttackSummary,
+    CompressSummary,
+    FinetuneSummary,
+    Measurement,
+    PretrainSummary,
+    ProbeSummary,
+    salvaged_summary,
 )
 from ptmlab.results import number
 
@@ -38,10 +44,15 @@ def _finetune_rows(s: FinetuneSummary) -> list:
     if generation is not None:
         decoding = generation.decoding or {}
         how = ", ".join(f"{k}={decoding[k]}" for k in ("strategy", "num_beams", "max_new_tokens") if k in decoding)
-        rows += [_row("decoding latency (ms per example)", generation.latency_ms_per_example, how),
-                 _row("generated tokens/s", generation.tokens_per_s)]
-    rows += [_row("trainable parameters", s.trainable_params, f"adaptation {s.adaptation or '?'}"),
-             _row("training steps", s.steps), _row("training time (s)", s.train_time_s)]
+        rows += [
+            _row("decoding latency (ms per example)", generation.latency_ms_per_example, how),
+            _row("generated tokens/s", generation.tokens_per_s),
+        ]
+    rows += [
+        _row("trainable parameters", s.trainable_params, f"adaptation {s.adaptation or '?'}"),
+        _row("training steps", s.steps),
+        _row("training time (s)", s.train_time_s),
+    ]
     return rows
 
 
@@ -51,22 +62,34 @@ def _compress_rows(s: CompressSummary) -> list:
     headline = s.headline_latency
     return [
         _row("method", s.method or "?", shown),
-        _row(f"score ({s.main_metric or 'main metric'})", measured.score,
-             f"source {source.score:.4g}" if number(source.score) is not None else ""),
+        _row(
+            f"score ({s.main_metric or 'main metric'})",
+            measured.score,
+            f"source {source.score:.4g}" if number(source.score) is not None else "",
+        ),
         _row("retention", s.retention, "score ÷ source score"),
         _row("control score", s.control_score, "the same extra training without compression"),
         _row("size (bytes)", measured.size_bytes, _ratio_note(measured.size_bytes, source.size_bytes, "size")),
         _row("parameters", measured.params, _ratio_note(measured.params, source.params, "parameters")),
         _row("nonzero parameters", measured.nonzero_params),
         _row("latency (ms)", measured.latency_ms, _ratio_note(measured.latency_ms, source.latency_ms, "latency")),
-        _row("speed-up", (s.speedup or {}).get(headline) if headline else None, f"source ÷ compressed latency, {headline}"),
+        _row(
+            "speed-up",
+            (s.speedup or {}).get(headline) if headline else None,
+            f"source ÷ compressed latency, {headline}",
+        ),
     ]
 
 
 def _pretrain_rows(s: PretrainSummary) -> list:
-    return [_row("validation loss", s.val_loss), _row("validation perplexity", s.val_perplexity),
-            _row("training loss", s.train_loss), _row("steps", s.steps),
-            _row("tokens seen", s.tokens_seen), _row("parameters", s.params)]
+    return [
+        _row("validation loss", s.val_loss),
+        _row("validation perplexity", s.val_perplexity),
+        _row("training loss", s.train_loss),
+        _row("steps", s.steps),
+        _row("tokens seen", s.tokens_seen),
+        _row("parameters", s.params),
+    ]
 
 
 def _probe_curves(s: ProbeSummary) -> list[dict[str, Any]]:
@@ -78,19 +101,26 @@ def _probe_curves(s: ProbeSummary) -> list[dict[str, Any]]:
     curves = []
     for probe_task, metric, layers, random_init, baselines, best_layer in tasks:
         # the metric a layer recorded (a key it holds, even null), as the stage wrote it
-        metric = metric or next((k for k in ("accuracy", "uuas", "spearman")
-                                 if any(k in e.model_fields_set for e in layers)), None)
+        metric = metric or next(
+            (k for k in ("accuracy", "uuas", "spearman") if any(k in e.model_fields_set for e in layers)), None
+        )
         if not layers or metric is None:
             continue  # attention maps and cloze relations have no per-layer curve
-        curves.append({
-            "probe_task": probe_task, "metric": metric,
-            "layers": [e.layer for e in layers], "scores": [number(getattr(e, metric, None)) for e in layers],
-            "control": [number(e.control_accuracy) for e in layers]
-            if any("control_accuracy" in e.model_fields_set for e in layers) else None,
-            "random_init": [number(getattr(e, metric, None)) for e in (random_init.layers if random_init else [])] or None,
-            "baselines": {k: number(v) for k, v in (baselines or {}).items() if number(v) is not None},
-            "best_layer": best_layer,
-        })
+        curves.append(
+            {
+                "probe_task": probe_task,
+                "metric": metric,
+                "layers": [e.layer for e in layers],
+                "scores": [number(getattr(e, metric, None)) for e in layers],
+                "control": [number(e.control_accuracy) for e in layers]
+                if any("control_accuracy" in e.model_fields_set for e in layers)
+                else None,
+                "random_init": [number(getattr(e, metric, None)) for e in (random_init.layers if random_init else [])]
+                or None,
+                "baselines": {k: number(v) for k, v in (baselines or {}).items() if number(v) is not None},
+                "best_layer": best_layer,
+            }
+        )
     return curves
 
 
@@ -103,15 +133,24 @@ def _attack_rows(s: AttackSummary) -> list:
         _row("recipe", s.recipe or "?", f"on {s.source or '?'}"),
         _row("clean accuracy", s.clean_accuracy, "on the sample, before any attack"),
         _row("accuracy under attack", s.accuracy_under_attack),
-        _row("success rate", s.success_rate, f"of the {attacked} attacked (classified correctly before)"
-             if counts is not None else ""),
+        _row(
+            "success rate",
+            s.success_rate,
+            f"of the {attacked} attacked (classified correctly before)" if counts is not None else "",
+        ),
         _row("perturbed word ratio", s.perturbed_word_ratio, "mean, over the successful attacks"),
         _row("queries", s.queries, "mean per attacked example"),
         _row("seconds per example", s.seconds_per_example),
         _row("sample size", s.num_examples, sample),
         _row("seed", s.seed, "draws the sample and each example's random choices"),
-        _row("trigger", s.trigger, f"found on {_known(search.examples)} examples in {_known(search.iterations)} "
-             f"iterations ({_known(search.queries)} queries)" if search is not None else ""),
+        _row(
+            "trigger",
+            s.trigger,
+            f"found on {_known(search.examples)} examples in {_known(search.iterations)} "
+            f"iterations ({_known(search.queries)} queries)"
+            if search is not None
+            else "",
+        ),
     ]
 
 
@@ -119,8 +158,13 @@ def _known(value: Any) -> Any:
     return "?" if value is None else value
 
 
-ROWS = {"finetune": _finetune_rows, "multitask": _finetune_rows, "compress": _compress_rows, "pretrain": _pretrain_rows,
-        "attack": _attack_rows}
+ROWS = {
+    "finetune": _finetune_rows,
+    "multitask": _finetune_rows,
+    "compress": _compress_rows,
+    "pretrain": _pretrain_rows,
+    "attack": _attack_rows,
+}
 
 
 def result_digest(kind: str, summary: dict[str, Any] | None) -> dict[str, Any]:
@@ -132,9 +176,18 @@ def result_digest(kind: str, summary: dict[str, Any] | None) -> dict[str, Any]:
     if baseline is not None and rows:
         score = stored.get("main_score")
         below = isinstance(score, int | float) and score <= float(baseline.get("value", 0)) + 1e-9
-        rows.append(_row("majority-class baseline", baseline.get("value"),
-                         "the score is at or below it: the run learnt nothing" if below else baseline.get("metric", "")))
+        rows.append(
+            _row(
+                "majority-class baseline",
+                baseline.get("value"),
+                "the score is at or below it: the run learnt nothing" if below else baseline.get("metric", ""),
+            )
+        )
     # a classification fine-tune's confusion matrix, per-class scores and most confident mistakes
     confusion = stored.get("confusion") if isinstance(stored.get("confusion"), dict) else None
-    return {"rows": [r for r in rows if r is not None], "probes": _probe_curves(s) if kind == "probe" else [],
-            "task_kind": summary_task_kind(stored) if kind == "finetune" else None, "confusion": confusion}
+    return {
+        "rows": [r for r in rows if r is not None],
+        "probes": _probe_curves(s) if kind == "probe" else [],
+        "task_kind": summary_task_kind(stored) if kind == "finetune" else None,
+        "confusion": confusion,
+    }

@@ -32,8 +32,11 @@ def _resolved_job_config(job: Job) -> tuple[dict[str, Any] | None, str]:
     from ptmlab.api.validation import _compose_lock  # Hydra's global state: one compose at a time
     from ptmlab.config import compose_config
 
-    overrides = [f"stage={job.stage}", f"seed={job.seed}",
-                 *[o for o in job.overrides or [] if "=job:" not in o]]  # parents resolve at claim time
+    overrides = [
+        f"stage={job.stage}",
+        f"seed={job.seed}",
+        *[o for o in job.overrides or [] if "=job:" not in o],
+    ]  # parents resolve at claim time
     try:
         with _compose_lock:
             composed = compose_config(overrides)
@@ -41,7 +44,7 @@ def _resolved_job_config(job: Job) -> tuple[dict[str, Any] | None, str]:
         return None, f"does not compose: {exc}"
     try:
         config = OmegaConf.to_container(composed, resolve=True)
-    except Exception:  # noqa: BLE001 - an interpolation only the run can resolve (a run-time env var)
+    except Exception:
         config = OmegaConf.to_container(composed, resolve=False)
     return _backbone_groups_pending(config, job), "composed from the overrides (not yet run)"
 

@@ -27,8 +27,11 @@ def headline(summary: dict, limit: int = 4) -> dict[str, float]:
     if any(number(e.accuracy) is not None for e in layers):
         best = max(layers, key=lambda e: number(e.accuracy) or float("-inf"))
         return {"best_layer": best.layer, "accuracy": number(best.accuracy)}
-    numeric = {k: number(v) for k, v in measured_on_top(summary).items()
-               if k not in SKIP and not isinstance(v, bool) and number(v) is not None}
+    numeric = {
+        k: number(v)
+        for k, v in measured_on_top(summary).items()
+        if k not in SKIP and not isinstance(v, bool) and number(v) is not None
+    }
     first = [k for k in PREFERRED if k in numeric]
     rest = [k for k in numeric if k not in first and not k.endswith("_s")]
     return {k: numeric[k] for k in (first + rest)[:limit]}
@@ -41,23 +44,52 @@ def overview_view(session: Session, *, limit: int = 15) -> dict[str, Any]:
     jobs = session.scalars(sa.select(Job).order_by(Job.id.desc()).limit(limit)).all()
     results = session.execute(
         sa.select(Result.id, Result.job_id, Result.kind, Result.mlflow_run_id, Result.summary, Result.created_at)
-        .order_by(Result.created_at.desc(), Result.id.desc()).limit(limit)).all()
-    names = dict(session.execute(sa.select(Job.id, Job.name).where(
-        Job.id.in_([r.job_id for r in results if r.job_id is not None]))).tuples().all())
-    workers = session.scalars(sa.select(Worker).where(Worker.status != "stopped")
-                              .order_by(Worker.last_heartbeat.desc()).limit(limit)).all()
+        .order_by(Result.created_at.desc(), Result.id.desc())
+        .limit(limit)
+    ).all()
+    names = dict(
+        session.execute(
+            sa.select(Job.id, Job.name).where(Job.id.in_([r.job_id for r in results if r.job_id is not None]))
+        )
+        .tuples()
+        .all()
+    )
+    workers = session.scalars(
+        sa.select(Worker).where(Worker.status != "stopped").order_by(Worker.last_heartbeat.desc()).limit(limit)
+    ).all()
     return {
-        "job_counts": job_counts, "result_counts": result_counts,
-        "jobs": [{"id": j.id, "name": j.name, "stage": j.stage, "status": j.status,
-                  "overrides": redact_tree(j.overrides or [], secret_literals()),
-                  "created_at": j.created_at, "pipeline_id": j.pipeline_id} for j in jobs],
+        "job_counts": job_counts,
+        "result_counts": result_counts,
+        "jobs": [
+            {
+                "id": j.id,
+                "name": j.name,
+                "stage": j.stage,
+                "status": j.status,
+                "overrides": redact_tree(j.overrides or [], secret_literals()),
+                "created_at": j.created_at,
+                "pipeline_id": j.pipeline_id,
+            }
+            for j in jobs
+        ],
         # a result is named by its job (`run`: `#14`, `name (#14)`), its id is internal
-        "results": [{"id": r.id, "job_id": r.job_id, "run": run_label(r.id, r.job_id, names.get(r.job_id)),
-                     "kind": r.kind, "mlflow_run_id": r.mlflow_run_id,
-                     "created_at": r.created_at, "headline": headline(r.summary if isinstance(r.summary, dict) else {}),
-                     "label": " / ".join(str(r.summary.get(k)) for k in ("model", "objective", "task", "method",
-                                                                         "probe_task") if isinstance(r.summary, dict) and r.summary.get(k))}
-                    for r in results],
+        "results": [
+            {
+                "id": r.id,
+                "job_id": r.job_id,
+                "run": run_label(r.id, r.job_id, names.get(r.job_id)),
+                "kind": r.kind,
+                "mlflow_run_id": r.mlflow_run_id,
+                "created_at": r.created_at,
+                "headline": headline(r.summary if isinstance(r.summary, dict) else {}),
+                "label": " / ".join(
+                    str(r.summary.get(k))
+                    for k in ("model", "objective", "task", "method", "probe_task")
+                    if isinstance(r.summary, dict) and r.summary.get(k)
+                ),
+            }
+            for r in results
+        ],
         "workers": [{**w.to_dict(), "slurm": slurm_label(w)} for w in workers],
     }
 

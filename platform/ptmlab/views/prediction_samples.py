@@ -57,7 +57,7 @@ def prediction_splits(folder: Path, kind: str, task: str) -> list[str]:
     """The splits the folder has a predictions file of, evaluation splits (dev ...) first."""
     names = sorted(p.name for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
     suffix = _file_name(kind, "", task)  # ".jsonl", ".<task>.jsonl", ".<task>.tsv"
-    splits = [n[:-len(suffix)] for n in names if n.endswith(suffix) and "." not in n[:-len(suffix)]]
+    splits = [n[: -len(suffix)] for n in names if n.endswith(suffix) and "." not in n[: -len(suffix)]]
     return sorted((s for s in splits if s), key=lambda s: (not s.startswith(("dev", "val")), s))
 
 
@@ -76,8 +76,12 @@ def _json_lines(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def _generation(record: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-    return {"id": record.get("id"), "source": record.get("source"), "references": record.get("references"),
-            "output": record.get("output")}, False
+    return {
+        "id": record.get("id"),
+        "source": record.get("source"),
+        "references": record.get("references"),
+        "output": record.get("output"),
+    }, False
 
 
 def _span(record: dict[str, Any]) -> tuple[dict[str, Any], bool]:
@@ -85,16 +89,26 @@ def _span(record: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     prediction = str(record.get("prediction") or "")
     # v2.0: an unanswerable question has no gold answer, and "" is then the right answer
     matches = prediction in gold if gold else prediction == ""
-    return {"id": record.get("id"), "prediction": prediction, "gold": gold, "matches_gold": matches,
-            "no_answer_score": record.get("no_answer_score")}, not matches
+    return {
+        "id": record.get("id"),
+        "prediction": prediction,
+        "gold": gold,
+        "matches_gold": matches,
+        "no_answer_score": record.get("no_answer_score"),
+    }, not matches
 
 
 def _choice(record: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     label = record.get("label")
     correct = None if label is None else record.get("prediction") == label
-    return {"id": record.get("id"), "prediction": record.get("prediction"), "label": label,
-            "scores": record.get("scores"), "prediction_norm": record.get("prediction_norm"),
-            "correct": correct}, correct is False
+    return {
+        "id": record.get("id"),
+        "prediction": record.get("prediction"),
+        "label": label,
+        "scores": record.get("scores"),
+        "prediction_norm": record.get("prediction_norm"),
+        "correct": correct,
+    }, correct is False
 
 
 def classified_rows(path: Path) -> Iterator[tuple[dict[str, Any], bool]]:
@@ -108,8 +122,10 @@ def classified_rows(path: Path) -> Iterator[tuple[dict[str, Any], bool]]:
             cols = line.rstrip("\n").split("\t")
             label = cols[2] if len(cols) > 2 else None
             correct = None if label is None else cols[1] == label
-            yield {"id": cols[0], "prediction": cols[1] if len(cols) > 1 else None, "label": label,
-                   "correct": correct}, correct is False
+            yield (
+                {"id": cols[0], "prediction": cols[1] if len(cols) > 1 else None, "label": label, "correct": correct},
+                correct is False,
+            )
 
 
 def run_confusion(run_dir: str | None) -> dict[str, Any] | None:
@@ -162,14 +178,21 @@ def tagged_sentences(path: Path, token_column: int, label_column: int | None) ->
             if width < 1:
                 raise DataError(f"{path}, line {number}: a word line needs its input columns and a predicted tag")
             gold = cols[label_column % width] if label_column is not None and width > 1 else None
-            words.append({"word": cols[token_column % width], "gold": gold, "predicted": cols[-1],
-                          "error": gold is not None and gold != cols[-1]})
+            words.append(
+                {
+                    "word": cols[token_column % width],
+                    "gold": gold,
+                    "predicted": cols[-1],
+                    "error": gold is not None and gold != cols[-1],
+                }
+            )
     if words:
         yield {"words": words, "errors": sum(1 for w in words if w["error"])}
 
 
-def prediction_samples_view(session: Session, job_id: int, split: str | None, limit: int, offset: int,
-                            errors_only: bool = False) -> dict[str, Any]:
+def prediction_samples_view(
+    session: Session, job_id: int, split: str | None, limit: int, offset: int, errors_only: bool = False
+) -> dict[str, Any]:
     """Examples `offset`..`offset + limit` of one split (default: the first evaluation split) of a
     fine-tune job's predictions, with the split's count and the splits there are; no example and
     `missing` (why) when the run kept none. NotFoundError when the job has no finetune result, its
@@ -183,8 +206,10 @@ def prediction_samples_view(session: Session, job_id: int, split: str | None, li
     # an older row's task kind shows in fields the contract does not declare: read from the row as stored
     kind, task = sampled_kind(stored), summary.task or ""
     if kind not in SAMPLED_KINDS:
-        raise NotFoundError(f"job {job_id}: task {task} ({kind or 'regression'}) has no prediction samples; "
-                            f"kinds with samples: {', '.join(SAMPLED_KINDS)}")
+        raise NotFoundError(
+            f"job {job_id}: task {task} ({kind or 'regression'}) has no prediction samples; "
+            f"kinds with samples: {', '.join(SAMPLED_KINDS)}"
+        )
     run_dir = summary.run_dir or job.run_dir
     # under the run folder, never a path read from the row: the API reads no file a summary names
     folder = Path(str(run_dir)) / PREDICTIONS_DIR if run_dir else None
@@ -193,16 +218,28 @@ def prediction_samples_view(session: Session, job_id: int, split: str | None, li
         split = splits[0]
     path = folder / _file_name(kind, split, task) if folder is not None and split else None
     confusion = run_confusion(run_dir)
-    answer = {"job_id": job_id, "result_id": result_id, "task": task, "kind": kind, "split": split, "splits": splits,
-              "errors_only": errors_only, "limit": limit, "offset": offset, "confusion": confusion}
+    answer = {
+        "job_id": job_id,
+        "result_id": result_id,
+        "task": task,
+        "kind": kind,
+        "split": split,
+        "splits": splits,
+        "errors_only": errors_only,
+        "limit": limit,
+        "offset": offset,
+        "confusion": confusion,
+    }
     if not splits and split is None:
         # nothing kept with the run (stage.write_predictions=false, or its folder is on another
         # machine): its report alone where it wrote one, and why there are no examples
         where = f"{folder}" if folder is not None else "no run folder recorded"
         return {**answer, "total": 0, "examples": [], "missing": f"no predictions file under {where}"}
     if path is None or not path.is_file():
-        raise NotFoundError(f"job {job_id}: its {split or ''} predictions ({path or PREDICTIONS_DIR}) are not on "
-                            f"this machine" + (f"; splits: {', '.join(splits)}" if splits else ""))
+        raise NotFoundError(
+            f"job {job_id}: its {split or ''} predictions ({path or PREDICTIONS_DIR}) are not on "
+            f"this machine" + (f"; splits: {', '.join(splits)}" if splits else "")
+        )
     if kind == "token_classification":
         records = ((s, s["errors"] > 0) for s in tagged_sentences(path, *tag_columns(str(run_dir))))
     elif kind == "classification":

@@ -33,8 +33,11 @@ def _layers(layers: list[ProbeLayer]) -> dict[int, dict[str, float]]:
 
 def _heatmaps(heads: AttentionStatistic | list[AttentionStatistic] | None) -> list[dict]:
     items = heads if isinstance(heads, list) else [] if heads is None else [heads]
-    return [{"statistic": item.statistic or "value", "values": [[number(v) for v in layer] for layer in item.values]}
-            for item in items if item.values]
+    return [
+        {"statistic": item.statistic or "value", "values": [[number(v) for v in layer] for layer in item.values]}
+        for item in items
+        if item.values
+    ]
 
 
 def _task_entries(summary: ProbeSummary) -> list[tuple[str, str, dict, list[dict]]]:
@@ -52,9 +55,17 @@ def _task_entries(summary: ProbeSummary) -> list[tuple[str, str, dict, list[dict
 
 
 def _cloze_rows(result_id: int, summary: ProbeSummary) -> list[dict]:
-    return [{"model": summary.model or "-", "result_id": result_id, "relation": rel.relation or "-",
-             **{k: number(getattr(rel, k)) for k in ("p_at_1", "p_at_10", "mrr", "facts", "oov", "scored")}}
-            for task in summary.tasks if task.family == "cloze" for rel in task.relations or []]
+    return [
+        {
+            "model": summary.model or "-",
+            "result_id": result_id,
+            "relation": rel.relation or "-",
+            **{k: number(getattr(rel, k)) for k in ("p_at_1", "p_at_10", "mrr", "facts", "oov", "scored")},
+        }
+        for task in summary.tasks
+        if task.family == "cloze"
+        for rel in task.relations or []
+    ]
 
 
 def probe_summary(row: ResultRow) -> ProbeSummary | None:
@@ -63,7 +74,9 @@ def probe_summary(row: ResultRow) -> ProbeSummary | None:
     return summary if isinstance(summary, ProbeSummary) else None
 
 
-def probing_view(session: Session, *, sweep_id: str | None = None, tags: dict[str, str] | None = None) -> dict[str, Any]:
+def probing_view(
+    session: Session, *, sweep_id: str | None = None, tags: dict[str, str] | None = None
+) -> dict[str, Any]:
     key = ("probing", sweep_id, tuple(sorted((tags or {}).items())))
     return cached_view(session, KIND, key, lambda: _probing(session, sweep_id, tags))
 
@@ -90,8 +103,12 @@ class ProbingFold:
                 if not layers and not maps:
                     continue
                 for h in maps:
-                    self.heatmaps[(model, task, h["statistic"])] = {"model": model, "probe_task": task,
-                                                                     "result_id": row.id, **h}
+                    self.heatmaps[(model, task, h["statistic"])] = {
+                        "model": model,
+                        "probe_task": task,
+                        "result_id": row.id,
+                        **h,
+                    }
                 if not layers:
                     continue
                 group = self.groups.setdefault((model, task), {"result_ids": [], "layers": {}})
@@ -106,8 +123,13 @@ class ProbingFold:
         if (model, task) not in self.curves:
             group = self.groups[(model, task)]
             layers = sorted(group["layers"])
-            curve: dict[str, Any] = {"model": model, "probe_task": task, "result_ids": list(group["result_ids"]),
-                                     "runs": len(group["result_ids"]), "layers": layers}
+            curve: dict[str, Any] = {
+                "model": model,
+                "probe_task": task,
+                "result_ids": list(group["result_ids"]),
+                "runs": len(group["result_ids"]),
+                "layers": layers,
+            }
             for metric in LAYER_METRICS:
                 series = [group["layers"][layer].get(metric) for layer in layers]
                 if not any(series):
@@ -129,6 +151,8 @@ def _probing(session: Session, sweep_id: str | None, tags: dict[str, str] | None
             "curves": [fold.curve(model, task) for model, task in sorted(groups)],
             "heatmaps": [heatmaps[k] for k in sorted(heatmaps)],
             "statistics": sorted({stat for _, _, stat in heatmaps}),
-            "cloze": list(cloze), "result_count": fold.result_count, "options": filter_options(session, KIND),
+            "cloze": list(cloze),
+            "result_count": fold.result_count,
+            "options": filter_options(session, KIND),
             "filters": {"sweep_id": sweep_id, "tags": dict(tags or {})},
         }

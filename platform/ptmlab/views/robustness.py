@@ -73,14 +73,19 @@ def made_by(job: Job | None, summary: StageSummary | None) -> dict[str, Any]:
         defence = defence.get("name") or "yes"
     out = {"stage": job.stage, "adaptation": None, "defence": defence or None, "method": None}
     if job.stage == "compress":
-        out["method"] = (summary.method if isinstance(summary, CompressSummary) else None) or _override(job, "compression")
+        out["method"] = (summary.method if isinstance(summary, CompressSummary) else None) or _override(
+            job, "compression"
+        )
         out["text"] = f"compress: {out['method'] or '?'}"
     else:
         if job.stage in ("finetune", "multitask"):
             adaptation = summary.adaptation if isinstance(summary, FinetuneSummary) else None
             out["adaptation"] = adaptation or _override(job, "adaptation") or "full"
-        out["text"] = job.stage + (f" ({out['adaptation']})" if out["adaptation"] else "") + \
-            (f" + {out['defence']}" if out["defence"] else "")
+        out["text"] = (
+            job.stage
+            + (f" ({out['adaptation']})" if out["adaptation"] else "")
+            + (f" + {out['defence']}" if out["defence"] else "")
+        )
     return out
 
 
@@ -99,9 +104,15 @@ def attack_rows(rows: list[ResultRow]) -> list[ResultRow]:
 
 def attack_entry(row: ResultRow) -> dict[str, Any]:
     s = row.model
-    return {"result_id": row.id, "job_id": row.job_id, "recipe": s.recipe or "-",
-            "clean_accuracy": number(s.clean_accuracy), "num_examples": s.num_examples,
-            "seed": s.seed, **{m: number(getattr(s, m)) for m in METRICS}}
+    return {
+        "result_id": row.id,
+        "job_id": row.job_id,
+        "recipe": s.recipe or "-",
+        "clean_accuracy": number(s.clean_accuracy),
+        "num_examples": s.num_examples,
+        "seed": s.seed,
+        **{m: number(getattr(s, m)) for m in METRICS},
+    }
 
 
 def attacks_by_model(session: Session, rows: list[ResultRow] | None = None) -> dict[str, dict[str, dict[str, Any]]]:
@@ -142,20 +153,28 @@ def pipeline_rows(session: Session, rows: list[ResultRow], pipeline_id: str) -> 
     return in_pipeline(rows, jobs_of(session, rows), pipeline_id)
 
 
-def robustness_view(session: Session, *, pipeline_id: str | None = None, task: str | None = None,
-                    sweep_id: str | None = None, tags: dict[str, str] | None = None) -> dict[str, Any]:
+def robustness_view(
+    session: Session,
+    *,
+    pipeline_id: str | None = None,
+    task: str | None = None,
+    sweep_id: str | None = None,
+    tags: dict[str, str] | None = None,
+) -> dict[str, Any]:
     pipeline = None
     if pipeline_id is not None:
         found = queue.get_pipeline(session, pipeline_id)  # NotFoundError -> 404
         pipeline = {"id": found.id, "name": found.name}
     key = ("robustness", pipeline_id, task, sweep_id, tuple(sorted((tags or {}).items())))
-    view = cached_view(session, (KIND, *MODEL_KINDS), key,
-                       lambda: _robustness(session, pipeline_id, task, sweep_id, tags))
+    view = cached_view(
+        session, (KIND, *MODEL_KINDS), key, lambda: _robustness(session, pipeline_id, task, sweep_id, tags)
+    )
     return {**view, "filters": {**view["filters"], "pipeline": pipeline}}
 
 
-def _robustness(session: Session, pipeline_id: str | None, task: str | None, sweep_id: str | None,
-                tags: dict[str, str] | None) -> dict[str, Any]:
+def _robustness(
+    session: Session, pipeline_id: str | None, task: str | None, sweep_id: str | None, tags: dict[str, str] | None
+) -> dict[str, Any]:
     rows = attack_rows(load_rows(session, kind=KIND, sweep_id=sweep_id, tags=tags))
     attack_jobs = jobs_of(session, rows)
     if pipeline_id is not None:
@@ -174,11 +193,13 @@ def _robustness(session: Session, pipeline_id: str | None, task: str | None, swe
         model = models.get((ref, s.task or "-"))
         if model is None:
             model = models[(ref, s.task or "-")] = {
-                "source": s.source or "-", "task": s.task or "-",
+                "source": s.source or "-",
+                "task": s.task or "-",
                 "label": (job.name or f"job {job.id}") if job is not None else s.source or "-",
                 "job_id": job.id if job is not None else None,
                 "made_by": made_by(job, summaries.get(job.id) if job is not None else None),
-                "clean_accuracy": None, "recipes": {},
+                "clean_accuracy": None,
+                "recipes": {},
             }
         entry = attack_entry(row)
         entry["runs"] = model["recipes"].get(entry["recipe"], {}).get("runs", 0) + 1
@@ -192,16 +213,26 @@ def _robustness(session: Session, pipeline_id: str | None, task: str | None, swe
     for m in table:
         counts[m["label"]] = counts.get(m["label"], 0) + 1
     for m in table:
-        m["display"] = m["label"] + (f" #{m['job_id']}" if counts[m["label"]] > 1 and m["job_id"] else "") + \
-            (f" [{m['task']}]" if len(tasks) > 1 and task is None else "")
+        m["display"] = (
+            m["label"]
+            + (f" #{m['job_id']}" if counts[m["label"]] > 1 and m["job_id"] else "")
+            + (f" [{m['task']}]" if len(tasks) > 1 and task is None else "")
+        )
         # clean accuracies differ between recipes only when their samples do
         cleans = {e["clean_accuracy"] for e in m["recipes"].values()}
-        m["same_sample"] = len({(e["num_examples"], e["seed"]) for e in m["recipes"].values()}) == 1 and len(cleans) == 1
+        m["same_sample"] = (
+            len({(e["num_examples"], e["seed"]) for e in m["recipes"].values()}) == 1 and len(cleans) == 1
+        )
     return {
-        "rows": table, "recipes": recipes, "tasks": tasks, "result_count": len(rows),
-        "chart": {"models": [m["display"] for m in table],
-                  "clean": [m["clean_accuracy"] for m in table],
-                  "recipes": {r: [m["recipes"].get(r, {}).get("accuracy_under_attack") for m in table] for r in recipes}},
+        "rows": table,
+        "recipes": recipes,
+        "tasks": tasks,
+        "result_count": len(rows),
+        "chart": {
+            "models": [m["display"] for m in table],
+            "clean": [m["clean_accuracy"] for m in table],
+            "recipes": {r: [m["recipes"].get(r, {}).get("accuracy_under_attack") for m in table] for r in recipes},
+        },
         "options": {**filter_options(session, KIND), "pipelines": _pipelines(session)},
         "filters": {"task": task, "sweep_id": sweep_id, "tags": dict(tags or {})},
     }
@@ -209,6 +240,11 @@ def _robustness(session: Session, pipeline_id: str | None, task: str | None, swe
 
 def _pipelines(session: Session) -> list[dict[str, str]]:
     """Pipelines with at least one attack result."""
-    query = (sa.select(Pipeline.id, Pipeline.name).join(Job, Job.pipeline_id == Pipeline.id)
-             .join(Result, Result.job_id == Job.id).where(Result.kind == KIND).distinct())
+    query = (
+        sa.select(Pipeline.id, Pipeline.name)
+        .join(Job, Job.pipeline_id == Pipeline.id)
+        .join(Result, Result.job_id == Job.id)
+        .where(Result.kind == KIND)
+        .distinct()
+    )
     return [{"id": i, "name": n} for i, n in sorted(session.execute(query), key=lambda t: (t[1], t[0]))]

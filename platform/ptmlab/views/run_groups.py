@@ -57,8 +57,13 @@ class _Column:
         """{mean, std, min, max, n} (std None under two); a text column: {value} when its members
         agree, else {values} (distinct, in order)."""
         if self.present and self.all_numbers:
-            return {"mean": self.mean, "std": math.sqrt(max(0.0, self.m2) / (self.n - 1)) if self.n > 1 else None,
-                    "min": self.low, "max": self.high, "n": self.n}
+            return {
+                "mean": self.mean,
+                "std": math.sqrt(max(0.0, self.m2) / (self.n - 1)) if self.n > 1 else None,
+                "min": self.low,
+                "max": self.high,
+                "n": self.n,
+            }
         distinct = list(self.distinct)
         return {"value": distinct[0]} if len(distinct) == 1 else {"values": distinct}
 
@@ -119,12 +124,17 @@ class _Group:
         top = max(self.degenerate, key=lambda b: b["value"]) if self.degenerate else None
         listed = self.members[:MAX_MEMBERS]
         return {
-            "key": self.key, "n": len(self.members), "job_ids": [r.job_id for r in listed],
+            "key": self.key,
+            "n": len(self.members),
+            "job_ids": [r.job_id for r in listed],
             "labels": [run_label(r.id, r.job_id, names.get(r.job_id)) for r in listed],
-            "seeds": [r.summary.get("seed") for r in listed], "members_listed": len(listed),
-            "varying": varying, "spread": "runs" if varying else "seeds",
+            "seeds": [r.summary.get("seed") for r in listed],
+            "members_listed": len(listed),
+            "varying": varying,
+            "spread": "runs" if varying else "seeds",
             # how many members sit at or below their majority-class baseline, and that baseline
-            "degenerate": len(self.degenerate), "baseline": None if top is None else top["value"],
+            "degenerate": len(self.degenerate),
+            "baseline": None if top is None else top["value"],
             "baseline_metric": None if top is None else top["metric"],
             "values": {c: stat.stats() for c, stat in self.columns.items()},
         }

@@ -25,11 +25,27 @@ from ptmlab.results import ResultRow, cached_view, folded, is_degenerate, number
 from ptmlab.views.run_groups import Grouping, run_label
 
 # Per-layer and per-head arrays say nothing in one cell: the job and run pages draw them.
-SKIP_KEYS = {"layers", "tasks", "attention_heads", "heatmaps", "relations", "random_init", "latency", "source_latency",
-             "replica_weights", "loops", "prediction_stats", "extraction", "source.latency", "confusion", "hparams"}
+SKIP_KEYS = {
+    "layers",
+    "tasks",
+    "attention_heads",
+    "heatmaps",
+    "relations",
+    "random_init",
+    "latency",
+    "source_latency",
+    "replica_weights",
+    "loops",
+    "prediction_stats",
+    "extraction",
+    "source.latency",
+    "confusion",
+    "hparams",
+}
 DEFAULT_COLUMNS = ("kind", "model", "task", "adaptation", "method", "probe_task", "main_score")
 MAX_COLUMNS = 30
 FILTER = re.compile(r"^\s*([A-Za-z0-9_.:/\-]+)\s*(>=|<=|!=|>|<|=|~)\s*([^=!<>~\s].*?)\s*$")
+
 
 def flatten(value: Any, prefix: str = "", out: dict[str, Any] | None = None) -> dict[str, Any]:
     """{"metrics": {"accuracy": 0.9}} -> {"metrics.accuracy": 0.9}; scalars only (lists of scalars
@@ -95,7 +111,7 @@ def _sort_key(value: Any) -> tuple:
 def _job_names(session: Session, job_ids: list[int]) -> dict[int, str | None]:
     names: dict[int, str | None] = {}
     for start in range(0, len(job_ids), 5000):  # bounded IN lists
-        chunk = job_ids[start:start + 5000]
+        chunk = job_ids[start : start + 5000]
         names.update(session.execute(sa.select(Job.id, Job.name).where(Job.id.in_(chunk))).tuples().all())
     return names
 
@@ -103,20 +119,31 @@ def _job_names(session: Session, job_ids: list[int]) -> dict[int, str | None]:
 def _sweep_names(session: Session, sweep_ids: list[str]) -> dict[str, str | None]:
     names: dict[str, str | None] = {}
     for start in range(0, len(sweep_ids), 5000):  # bounded IN lists
-        chunk = sweep_ids[start:start + 5000]
+        chunk = sweep_ids[start : start + 5000]
         names.update(session.execute(sa.select(Sweep.id, Sweep.name).where(Sweep.id.in_(chunk))).tuples().all())
     return {i: names.get(i) for i in sweep_ids}
 
 
-def runs_view(session: Session, *, kind: str | None = None, q: str | None = None, filters: list[str] | None = None,
-              sort: str = "id", order: str = "desc", columns: list[str] | None = None,
-              limit: int = 50, offset: int = 0, group_by: list[str] | None = None) -> dict[str, Any]:
+def runs_view(
+    session: Session,
+    *,
+    kind: str | None = None,
+    q: str | None = None,
+    filters: list[str] | None = None,
+    sort: str = "id",
+    order: str = "desc",
+    columns: list[str] | None = None,
+    limit: int = 50,
+    offset: int = 0,
+    group_by: list[str] | None = None,
+) -> dict[str, Any]:
     parsed = [parse_filter(f) for f in filters or []]
     kinds = [kind] if kind else None  # None: every row
     group_by = [g for g in group_by or [] if g]
     key = ("runs", kind, q, tuple(filters or ()), sort, order, tuple(columns or ()), limit, offset, tuple(group_by))
-    return cached_view(session, kinds, key,
-                       lambda: _runs(session, kinds, q, parsed, sort, order, columns, limit, offset, group_by))
+    return cached_view(
+        session, kinds, key, lambda: _runs(session, kinds, q, parsed, sort, order, columns, limit, offset, group_by)
+    )
 
 
 # Keys every row has without its summary naming them.
@@ -191,7 +218,9 @@ class RunsFold:
         self.groupings: OrderedDict[tuple, Grouping] = OrderedDict()  # (search, filters, group keys, columns) -> groups
 
     def add(self, session: Session, rows: list[ResultRow]) -> None:
-        self.names.update(_job_names(session, sorted({r.job_id for r in rows if r.job_id is not None} - set(self.names))))
+        self.names.update(
+            _job_names(session, sorted({r.job_id for r in rows if r.job_id is not None} - set(self.names)))
+        )
         self.sweeps.update(_sweep_names(session, sorted({r.sweep_id for r in rows if r.sweep_id} - set(self.sweeps))))
         for r in rows:
             values, text = _flat_row(r, r.shown.stage or "?")
@@ -200,9 +229,13 @@ class RunsFold:
             self.numeric.update(k for k, v in values.items() if not isinstance(v, bool | str) and number(v) is not None)
             self.config_keys.update(k for k in row_params(r) if k in values)
             # the search finds a run by its job's name and id, its sweep's id and name, its tags as key=value
-            found_by = [self.names.get(r.job_id) or "", f"#{r.job_id}" if r.job_id is not None else "",
-                        r.sweep_id or "", self.sweeps.get(r.sweep_id) or "",
-                        *(f"{k}={v}" for k, v in r.tags.items())]
+            found_by = [
+                self.names.get(r.job_id) or "",
+                f"#{r.job_id}" if r.job_id is not None else "",
+                r.sweep_id or "",
+                self.sweeps.get(r.sweep_id) or "",
+                *(f"{k}={v}" for k, v in r.tags.items()),
+            ]
             self.table.append((r, values, f"{text} {' '.join(found_by).lower()}"))
 
     def matching(self, q: str | None, parsed: list[tuple[str, str, str]], sort: str, order: str) -> tuple[list, list]:
@@ -214,7 +247,9 @@ class RunsFold:
         if sort == "id":
             sort_key = (lambda t: t[0].id) if order == "asc" else (lambda t: _Desc((t[0].id,)))
         else:
-            sort_key = (lambda t: _sort_key(t[1][column])) if order == "asc" else (lambda t: _Desc(_sort_key(t[1][column])))
+            sort_key = (
+                (lambda t: _sort_key(t[1][column])) if order == "asc" else (lambda t: _Desc(_sort_key(t[1][column])))
+            )
         for r, values, text in self.table[read:]:
             if needle and needle not in text or not all(_keep(values.get(k), op, v) for k, op, v in parsed):
                 continue
@@ -228,13 +263,14 @@ class RunsFold:
             self.queries.popitem(last=False)
         return present, missing
 
-    def grouping(self, q: str | None, parsed: list[tuple[str, str, str]], group_by: list[str],
-                 columns: list[str]) -> Grouping:
+    def grouping(
+        self, q: str | None, parsed: list[tuple[str, str, str]], group_by: list[str], columns: list[str]
+    ) -> Grouping:
         """The matching rows (search, filters) grouped by `group_by`, each new row taken into its group."""
         key = (q, tuple(parsed), tuple(group_by), tuple(columns))
         grouping = self.groupings.pop(key, None) or Grouping(list(group_by), list(columns))
         needle = (q or "").strip().lower()
-        for r, values, text in self.table[grouping.read:]:
+        for r, values, text in self.table[grouping.read :]:
             if needle and needle not in text or not all(_keep(values.get(k), op, v) for k, op, v in parsed):
                 continue
             grouping.add(r, values)
@@ -245,27 +281,62 @@ class RunsFold:
         return grouping
 
 
-def _runs(session: Session, kinds: list[str] | None, q: str | None, parsed: list[tuple[str, str, str]], sort: str, order: str,
-          columns: list[str] | None, limit: int, offset: int, group_by: list[str]) -> dict[str, Any]:
+def _runs(
+    session: Session,
+    kinds: list[str] | None,
+    q: str | None,
+    parsed: list[tuple[str, str, str]],
+    sort: str,
+    order: str,
+    columns: list[str] | None,
+    limit: int,
+    offset: int,
+    group_by: list[str],
+) -> dict[str, Any]:
     fold, lock = _run_fold(session, kinds)
     with lock:
-        for what, keys in (("column", columns or []), ("sort", [] if sort == "id" else [sort]),
-                           ("filter", [k for k, _, _ in parsed]), ("group_by", group_by)):
+        for what, keys in (
+            ("column", columns or []),
+            ("sort", [] if sort == "id" else [sort]),
+            ("filter", [k for k, _, _ in parsed]),
+            ("group_by", group_by),
+        ):
             unknown_in(fold, keys, what)
         present, missing = fold.matching(q, parsed, sort, order)
         chosen = [c for c in (columns or [c for c in DEFAULT_COLUMNS if c in fold.available]) if c][:MAX_COLUMNS]
         start, stop = max(0, offset), max(0, offset) + max(1, limit)
-        page = present[start:stop] + missing[max(0, start - len(present)):max(0, stop - len(present))]
+        page = present[start:stop] + missing[max(0, start - len(present)) : max(0, stop - len(present))]
         names = fold.names
         out = {
-            "total": len(present) + len(missing), "all": len(fold.table), "limit": limit, "offset": offset,
-            "sort": sort, "order": order, "columns": chosen, "kinds": dict(sorted(fold.kinds.items())),
-            "available": [{"key": k, "count": n, "numeric": k in fold.numeric,
-                           "source": "config" if k in fold.config_keys else "tag" if k.startswith("tag.") else "summary"}
-                          for k, n in sorted(fold.available.items(), key=lambda kv: (-kv[1], kv[0]))],
-            "rows": [{"result_id": r.id, "job_id": r.job_id, "job_name": names.get(r.job_id),
-                      "label": run_label(r.id, r.job_id, names.get(r.job_id)), "sweep_id": r.sweep_id,
-                      "values": {c: values.get(c) for c in chosen}, "degenerate": _degenerate(r)} for r, values in page],
+            "total": len(present) + len(missing),
+            "all": len(fold.table),
+            "limit": limit,
+            "offset": offset,
+            "sort": sort,
+            "order": order,
+            "columns": chosen,
+            "kinds": dict(sorted(fold.kinds.items())),
+            "available": [
+                {
+                    "key": k,
+                    "count": n,
+                    "numeric": k in fold.numeric,
+                    "source": "config" if k in fold.config_keys else "tag" if k.startswith("tag.") else "summary",
+                }
+                for k, n in sorted(fold.available.items(), key=lambda kv: (-kv[1], kv[0]))
+            ],
+            "rows": [
+                {
+                    "result_id": r.id,
+                    "job_id": r.job_id,
+                    "job_name": names.get(r.job_id),
+                    "label": run_label(r.id, r.job_id, names.get(r.job_id)),
+                    "sweep_id": r.sweep_id,
+                    "values": {c: values.get(c) for c in chosen},
+                    "degenerate": _degenerate(r),
+                }
+                for r, values in page
+            ],
         }
         if group_by:
             grouping = fold.grouping(q, parsed, group_by, chosen)
@@ -280,4 +351,3 @@ def _degenerate(row: ResultRow) -> dict[str, Any] | None:
     if not is_degenerate(row.summary.get("main_score"), baseline):
         return None
     return {"baseline": baseline["value"], "metric": baseline["metric"]}
-

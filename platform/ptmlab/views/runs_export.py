@@ -40,19 +40,38 @@ def table_of(view: dict) -> tuple[list[str], list[list[str]]]:
     header = [*keys, "n", *shown, "spread", "runs"]
     rows = []
     for g in view["groups"]:
-        spread = f"std over {g['n']} seeds" if g["spread"] == "seeds" else \
-            f"std over {g['n']} runs ({', '.join(g['varying'])} differ)"
-        degenerate = f"; {g['degenerate']} at or below the majority-class baseline {_number(g['baseline'])}" \
-            if g["degenerate"] else ""
-        rows.append([*(_number(g["key"].get(k)) for k in keys), str(g["n"]), *(_stat(g["values"].get(c)) for c in shown),
-                     spread + degenerate, " ".join(g["labels"])])
+        spread = (
+            f"std over {g['n']} seeds"
+            if g["spread"] == "seeds"
+            else f"std over {g['n']} runs ({', '.join(g['varying'])} differ)"
+        )
+        degenerate = (
+            f"; {g['degenerate']} at or below the majority-class baseline {_number(g['baseline'])}"
+            if g["degenerate"]
+            else ""
+        )
+        rows.append(
+            [
+                *(_number(g["key"].get(k)) for k in keys),
+                str(g["n"]),
+                *(_stat(g["values"].get(c)) for c in shown),
+                spread + degenerate,
+                " ".join(g["labels"]),
+            ]
+        )
     return header, rows
 
 
 def render(view: dict, fmt: str) -> str:
     if fmt == "json":
-        return json.dumps({k: view[k] for k in ("columns", "rows", "group_by", "groups", "group_total", "total")
-                           if k in view}, indent=1, default=str) + "\n"
+        return (
+            json.dumps(
+                {k: view[k] for k in ("columns", "rows", "group_by", "groups", "group_total", "total") if k in view},
+                indent=1,
+                default=str,
+            )
+            + "\n"
+        )
     header, rows = table_of(view)
     if fmt == "csv":
         buf = io.StringIO()
@@ -61,10 +80,21 @@ def render(view: dict, fmt: str) -> str:
         writer.writerows(rows)
         return buf.getvalue()
     if fmt == "latex":
-        lines = [f"\\begin{{tabular}}{{{'l' * len(header)}}}", "\\toprule", " & ".join(map(latex_text, header)) + " \\\\",
-                 "\\midrule", *(" & ".join(map(latex_text, r)) + " \\\\" for r in rows), "\\bottomrule", "\\end{tabular}"]
-        note = "\\par\\footnotesize mean $\\pm$ sample std over each group's runs (n runs; the spread column says " \
-               "whether they differ only in their seed)." if "groups" in view else ""
+        lines = [
+            f"\\begin{{tabular}}{{{'l' * len(header)}}}",
+            "\\toprule",
+            " & ".join(map(latex_text, header)) + " \\\\",
+            "\\midrule",
+            *(" & ".join(map(latex_text, r)) + " \\\\" for r in rows),
+            "\\bottomrule",
+            "\\end{tabular}",
+        ]
+        note = (
+            "\\par\\footnotesize mean $\\pm$ sample std over each group's runs (n runs; the spread column says "
+            "whether they differ only in their seed)."
+            if "groups" in view
+            else ""
+        )
         return "\n".join(lines + ([note] if note else [])) + "\n"
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     out = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows]]

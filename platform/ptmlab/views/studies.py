@@ -19,32 +19,44 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from sqlalchemy.orm import Session
 
 from ptmlab.db import Study
+from ptmlab.results import number
 from ptmlab.studies import get_study, study_status
 from ptmlab.studies.plan import StudyPlan, replan
 from ptmlab.studies.spec import stored_spec
 from ptmlab.studies.storage import optuna_storage
-from ptmlab.results import number
 
 MIN_TRIALS_FOR_IMPORTANCES = 2
 
 
 def studies_list_view(session: Session, *, url: str, limit: int = 50, offset: int = 0) -> tuple[list[dict], int]:
     total = session.scalar(sa.select(sa.func.count()).select_from(Study)) or 0
-    ids = session.scalars(sa.select(Study.id).order_by(Study.created_at.desc(), Study.id)
-                          .limit(limit).offset(offset)).all()
+    ids = session.scalars(
+        sa.select(Study.id).order_by(Study.created_at.desc(), Study.id).limit(limit).offset(offset)
+    ).all()
     items = []
     for study_id in ids:
         status = study_status(session, study_id, url=url)
         spec = stored_spec(status["spec"])
         best = status["best"]
-        items.append({
-            "id": status["id"], "name": status["name"], "status": status["status"],
-            "stop_reason": status["stop_reason"], "created_at": status["created_at"],
-            "stage": spec.stage, "objective": spec.objective or " · ".join(spec.objectives or []),
-            "direction": spec.direction, "sampler": spec.sampler, "pruner": spec.pruner, "n_trials": spec.n_trials,
-            "trials": len(status["trials"]), "counts": status["counts"], "steps_total": status["steps_total"],
-            "best": {"number": best["number"], "value": best["value"], "job_id": best["job_id"]} if best else None,
-        })
+        items.append(
+            {
+                "id": status["id"],
+                "name": status["name"],
+                "status": status["status"],
+                "stop_reason": status["stop_reason"],
+                "created_at": status["created_at"],
+                "stage": spec.stage,
+                "objective": spec.objective or " · ".join(spec.objectives or []),
+                "direction": spec.direction,
+                "sampler": spec.sampler,
+                "pruner": spec.pruner,
+                "n_trials": spec.n_trials,
+                "trials": len(status["trials"]),
+                "counts": status["counts"],
+                "steps_total": status["steps_total"],
+                "best": {"number": best["number"], "value": best["value"], "job_id": best["job_id"]} if best else None,
+            }
+        )
     return items, total
 
 
@@ -57,33 +69,63 @@ def study_view(session: Session, study_id: str, *, url: str) -> dict[str, Any]:
     maximize = spec.direction == "maximize"
     objectives = spec.objectives
     params = _params(plan)  # the search space; `_ranked` adds the values the trials took
-    trials = [{**t, "value": number(t["value"]),
-               "values": [number(v) for v in t["values"]] if t.get("values") else None,
-               "intermediate": [{"validation": int(k), "value": number(v)} for k, v in t["intermediate"].items()]}
-              for t in status["trials"]]
-    complete = [t for t in trials if t["state"] == "complete"
-                and (t["values"] is not None if objectives else t["value"] is not None)]
+    trials = [
+        {
+            **t,
+            "value": number(t["value"]),
+            "values": [number(v) for v in t["values"]] if t.get("values") else None,
+            "intermediate": [{"validation": int(k), "value": number(v)} for k, v in t["intermediate"].items()],
+        }
+        for t in status["trials"]
+    ]
+    complete = [
+        t
+        for t in trials
+        if t["state"] == "complete" and (t["values"] is not None if objectives else t["value"] is not None)
+    ]
     importances, why_not = _importances(session, study_id, url, complete, objectives)
     ranked = _ranked(session, trials, params, spec.objective, maximize)
     best_number = status["best"]["number"] if status["best"] else None
     best_run = next((r for r in ranked["runs"] if r["number"] == best_number), None)
     return {
         # a multi-objective study: its objectives, their directions, its Pareto-optimal trials
-        "objectives": objectives, "directions": spec.directions, "pareto": status["pareto"],
-        "study": {k: status[k] for k in ("id", "name", "spec", "status", "stop_reason", "created_at", "started_at",
-                                         "finished_at", "counts", "steps_total")},
-        "objective": spec.objective, "direction": "maximize" if maximize else "minimize",
-        "trials": trials, **ranked,
+        "objectives": objectives,
+        "directions": spec.directions,
+        "pareto": status["pareto"],
+        "study": {
+            k: status[k]
+            for k in (
+                "id",
+                "name",
+                "spec",
+                "status",
+                "stop_reason",
+                "created_at",
+                "started_at",
+                "finished_at",
+                "counts",
+                "steps_total",
+            )
+        },
+        "objective": spec.objective,
+        "direction": "maximize" if maximize else "minimize",
+        "trials": trials,
+        **ranked,
         "best": best_number,  # the best trial's number (by Optuna's objective)
         # its run, marked degenerate at or below its majority-class baseline
-        "best_run": None if best_number is None else {
-            "number": best_number, "job_id": best_run["job_id"] if best_run else None,
+        "best_run": None
+        if best_number is None
+        else {
+            "number": best_number,
+            "job_id": best_run["job_id"] if best_run else None,
             "label": best_run["label"] if best_run else None,
             "score": best_run["score"] if best_run else status["best"]["value"],
             "degenerate": bool(best_run and best_run["degenerate"]),
-            "baseline": best_run["baseline"] if best_run else None},
+            "baseline": best_run["baseline"] if best_run else None,
+        },
         "history": [] if objectives else _history(complete, maximize),
-        "importances": importances, "importances_note": why_not,
+        "importances": importances,
+        "importances_note": why_not,
     }
 
 
@@ -94,13 +136,21 @@ def _params(plan: StudyPlan) -> list[dict[str, Any]]:
         if isinstance(dist, CategoricalDistribution):
             out.append({"name": key, "kind": "categorical", "log": False, "choices": list(dist.choices)})
         elif isinstance(dist, FloatDistribution | IntDistribution):
-            out.append({"name": key, "kind": "int" if isinstance(dist, IntDistribution) else "float",
-                        "log": bool(dist.log), "low": dist.low, "high": dist.high})
+            out.append(
+                {
+                    "name": key,
+                    "kind": "int" if isinstance(dist, IntDistribution) else "float",
+                    "log": bool(dist.log),
+                    "low": dist.low,
+                    "high": dist.high,
+                }
+            )
     return out
 
 
-def _ranked(session: Session, trials: list[dict], space: list[dict[str, Any]], objective: str | None,
-            maximize: bool) -> dict[str, Any]:
+def _ranked(
+    session: Session, trials: list[dict], space: list[dict[str, Any]], objective: str | None, maximize: bool
+) -> dict[str, Any]:
     """The trials as a sweep's runs (ptmlab.views.sweep `param_view`): per searched value the mean
     ± std of the objective, the runs for parallel coordinates, the top runs; a trial's run is
     degenerate when the objective is its main metric and sits at or below the majority-class
@@ -126,8 +176,9 @@ def _ranked(session: Session, trials: list[dict], space: list[dict[str, Any]], o
         elif run["score"] is None:
             run["degenerate"] = False
         runs.append({"number": t["number"], **run})
-    view = param_view(runs, keys, metric=objective, maximize=maximize,
-                      log_keys={p["name"] for p in space if p.get("log")})
+    view = param_view(
+        runs, keys, metric=objective, maximize=maximize, log_keys={p["name"] for p in space if p.get("log")}
+    )
     by_key = {p["key"]: p for p in view["params"]}
     view["params"] = [{**p, **by_key[p["name"]]} for p in space]
     view.pop("best")
@@ -144,11 +195,13 @@ def _history(complete: list[dict], maximize: bool) -> list[dict[str, Any]]:
     return out
 
 
-def _importances(session: Session, study_id: str, url: str, complete: list[dict],
-                 objectives: list[str] | None = None) -> tuple[dict | None, str | None]:
+def _importances(
+    session: Session, study_id: str, url: str, complete: list[dict], objectives: list[str] | None = None
+) -> tuple[dict | None, str | None]:
     if len(complete) < MIN_TRIALS_FOR_IMPORTANCES:
-        return None, (f"parameter importances need at least {MIN_TRIALS_FOR_IMPORTANCES} complete trials "
-                      f"({len(complete)} so far)")
+        return None, (
+            f"parameter importances need at least {MIN_TRIALS_FOR_IMPORTANCES} complete trials ({len(complete)} so far)"
+        )
     optuna_name = get_study(session, study_id).optuna_name
     session.commit()
     # a new complete trial is a new answer
@@ -158,13 +211,17 @@ def _importances(session: Session, study_id: str, url: str, complete: list[dict]
         if objectives:  # Optuna's importances judge one target: the first objective's
             caveat = " ".join(filter(None, [f"Importances for {objectives[0]}, the first objective.", caveat]))
         return values, caveat
-    except Exception as exc:  # noqa: BLE001 - Optuna's evaluators raise what they raise; the page says why
-        return None, f"Optuna could not compute parameter importances: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+    except Exception as exc:
+        return (
+            None,
+            f"Optuna could not compute parameter importances: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+        )
 
 
 @functools.lru_cache(maxsize=64)
-def _cached_importances(url: str, optuna_name: str, complete_key: tuple, first_objective: bool = False
-                        ) -> tuple[dict, str | None]:
+def _cached_importances(
+    url: str, optuna_name: str, complete_key: tuple, first_objective: bool = False
+) -> tuple[dict, str | None]:
     """Optuna's importances (its default evaluator) and the caveat it warned of, if any. Cached by
     the complete trials: a running study's page asks every few seconds, the answer changes only
     when a trial completes."""
@@ -174,8 +231,13 @@ def _cached_importances(url: str, optuna_name: str, complete_key: tuple, first_o
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         values = optuna.importance.get_param_importances(
-            study, target=(lambda t: t.values[0]) if first_objective else None)
-    caveats = [str(w.message) for w in caught if issubclass(w.category, UserWarning)
-               # the target is the first objective on purpose; the direction does not change what matters
-               and not (first_objective and "`target`" in str(w.message))]
+            study, target=(lambda t: t.values[0]) if first_objective else None
+        )
+    caveats = [
+        str(w.message)
+        for w in caught
+        if issubclass(w.category, UserWarning)
+        # the target is the first objective on purpose; the direction does not change what matters
+        and not (first_objective and "`target`" in str(w.message))
+    ]
     return {k: float(v) for k, v in values.items()}, (" ".join(caveats) or None)

@@ -39,12 +39,23 @@ from ptmlab.code_keys import code_selecting_override
 from ptmlab.db import FAILED, Study, get_sessionmaker
 from ptmlab.disk import DISK_FULL_ERRNOS, describe_disk_full, free_bytes, is_nearly_full
 from ptmlab.queue import (
-    ClaimedJob, claim_next_job, finish_attempt, heartbeat, reap_expired_leases, register_worker, stop_worker,
+    ClaimedJob,
+    claim_next_job,
+    finish_attempt,
+    heartbeat,
+    reap_expired_leases,
+    register_worker,
+    stop_worker,
     store_final_progress,
 )
 from ptmlab.slurm import current_allocation
 from ptmlab.worker.job_process import (
-    across_nodes, job_argv, job_environment, open_job_log, start_cold, warm_start,
+    across_nodes,
+    job_argv,
+    job_environment,
+    open_job_log,
+    start_cold,
+    warm_start,
 )
 from ptmlab.worker.outcome import append_line, describe_exit, store_outcome
 from ptmlab.worker.supervision import RunningJob, escalate_kills, kill_job, killpg, timed_out
@@ -121,16 +132,27 @@ class WorkerAgent:
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)}
         allocation = current_allocation()
         with self.Session() as s:
-            register_worker(s, worker_id=self.worker_id, gpus=self.options.gpus,
-                            cpu_slots=self.options.cpu_slots, queues=self.options.queues,
-                            multinode=self.options.multinode,
-                            slurm_job_id=allocation.job_id if allocation else None,
-                            slurm_node=allocation.node if allocation else None,
-                            ends_at=allocation.ends_at if allocation else None)
-        log.info("worker %s: gpus=%s cpu_slots=%d queues=%s%s%s db=%s", self.worker_id, self.options.gpus or "none",
-                 self.options.cpu_slots, ",".join(self.options.queues), " multinode" if self.options.multinode else "",
-                 f" slurm job {allocation.job_id} on {allocation.node}" if allocation else "",
-                 sa.make_url(self.database_url).render_as_string(hide_password=True))
+            register_worker(
+                s,
+                worker_id=self.worker_id,
+                gpus=self.options.gpus,
+                cpu_slots=self.options.cpu_slots,
+                queues=self.options.queues,
+                multinode=self.options.multinode,
+                slurm_job_id=allocation.job_id if allocation else None,
+                slurm_node=allocation.node if allocation else None,
+                ends_at=allocation.ends_at if allocation else None,
+            )
+        log.info(
+            "worker %s: gpus=%s cpu_slots=%d queues=%s%s%s db=%s",
+            self.worker_id,
+            self.options.gpus or "none",
+            self.options.cpu_slots,
+            ",".join(self.options.queues),
+            " multinode" if self.options.multinode else "",
+            f" slurm job {allocation.job_id} on {allocation.node}" if allocation else "",
+            sa.make_url(self.database_url).render_as_string(hide_password=True),
+        )
         next_heartbeat = 0.0
         if self.options.warm_start and not self.options.multinode:
             # Imports in the background: jobs claimed meanwhile start cold.
@@ -169,8 +191,11 @@ class WorkerAgent:
             if self.launcher is not None:
                 self.launcher.close()
             if self.unrecorded:
-                log.warning("outcomes of jobs %s not recorded (database unreachable); their leases will expire and "
-                            "they will be requeued", [claim.job_id for claim, _ in self.unrecorded])
+                log.warning(
+                    "outcomes of jobs %s not recorded (database unreachable); their leases will expire and "
+                    "they will be requeued",
+                    [claim.job_id for claim, _ in self.unrecorded],
+                )
             self._guarded(lambda: self._with_session(stop_worker, self.worker_id))
         log.info("worker %s stopped", self.worker_id)
         return 0
@@ -201,14 +226,22 @@ class WorkerAgent:
         reaped and run a second time."""
         while self.unrecorded:
             _, record = self.unrecorded[0]
-            if self._guarded(lambda: record() or True, failed=False) is False:
+            if self._guarded(lambda record=record: record() or True, failed=False) is False:
                 return
             self.unrecorded.pop(0)
 
     def _fail_unstarted(self, claim: ClaimedJob, error: str) -> None:
-        self._record_later(claim, lambda: self._with_session(
-            finish_attempt, job_id=claim.job_id, attempt_id=claim.attempt_id, worker_id=self.worker_id,
-            outcome=FAILED, error=error))
+        self._record_later(
+            claim,
+            lambda: self._with_session(
+                finish_attempt,
+                job_id=claim.job_id,
+                attempt_id=claim.attempt_id,
+                worker_id=self.worker_id,
+                outcome=FAILED,
+                error=error,
+            ),
+        )
 
     # -- claim & start ----------------------------------------------------------------------
     def _claim_while_free(self) -> bool:
@@ -225,8 +258,13 @@ class WorkerAgent:
                 break
             with self.Session() as s:
                 claim = claim_next_job(
-                    s, worker_id=self.worker_id, queues=self.options.queues, free_gpus=list(self.free_gpus),
-                    free_cpu_slots=self.free_cpu_slots, lease_s=self.options.lease_s, jobs_root=self.jobs_root,
+                    s,
+                    worker_id=self.worker_id,
+                    queues=self.options.queues,
+                    free_gpus=list(self.free_gpus),
+                    free_cpu_slots=self.free_cpu_slots,
+                    lease_s=self.options.lease_s,
+                    jobs_root=self.jobs_root,
                     multinode=self.options.multinode,
                 )
             if claim is None:
@@ -249,8 +287,11 @@ class WorkerAgent:
             self.free_cpu_slots -= 1
         self.started_jobs += 1
         argv = job_argv(self.options.python, claim)
-        env = {**job_environment(self.home), "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in claim.gpu_ids),
-               "PTMLAB_JOB_ID": str(claim.job_id)}
+        env = {
+            **job_environment(self.home),
+            "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in claim.gpu_ids),
+            "PTMLAB_JOB_ID": str(claim.job_id),
+        }
         if claim.nodes > 1:
             argv, env = across_nodes(claim, argv, env, self.options.srun_args)
         try:
@@ -274,8 +315,14 @@ class WorkerAgent:
                 self._fail_unstarted(claim, f"could not start {argv[0]}: {exc}")
                 return
         self.running[claim.job_id] = RunningJob(claim=claim, proc=proc, started=time.monotonic())
-        log.info("job %d attempt %d started (pid %d, gpus=%s)%s", claim.job_id, claim.attempt_number, proc.pid,
-                 claim.gpu_ids or "-", " resuming" if claim.resume else "")
+        log.info(
+            "job %d attempt %d started (pid %d, gpus=%s)%s",
+            claim.job_id,
+            claim.attempt_number,
+            proc.pid,
+            claim.gpu_ids or "-",
+            " resuming" if claim.resume else "",
+        )
 
     def _release(self, claim: ClaimedJob) -> None:
         if claim.nodes > 1:
@@ -294,8 +341,14 @@ class WorkerAgent:
         started = time.monotonic()
         with self.Session() as s:
             progress = {job_id: p for job_id, rj in self.running.items() if (p := rj.changed_progress())}
-            reply = heartbeat(s, worker_id=self.worker_id, job_ids=job_ids, lease_s=self.options.lease_s,
-                              status="draining" if self.draining else None, progress=progress)
+            reply = heartbeat(
+                s,
+                worker_id=self.worker_id,
+                job_ids=job_ids,
+                lease_s=self.options.lease_s,
+                status="draining" if self.draining else None,
+                progress=progress,
+            )
             for job_id in reply.cancel:
                 if job_id in self.running:
                     self._kill(self.running[job_id], "cancel")
@@ -333,8 +386,11 @@ class WorkerAgent:
             # The database held this worker up for half a lease: the others were held up too, and
             # their leases may have run out waiting. As after an outage, give them a lease to renew.
             self.db_error_at = time.monotonic()
-            log.warning("database stalled %.1f s; not reaping leases for %.1f s",
-                        time.monotonic() - started, self.options.lease_s)
+            log.warning(
+                "database stalled %.1f s; not reaping leases for %.1f s",
+                time.monotonic() - started,
+                self.options.lease_s,
+            )
         # After a database outage every lease looks expired: give the other workers one lease
         # to heartbeat again before taking their jobs away from them.
         if self.db_error_at is not None and time.monotonic() - self.db_error_at < self.options.lease_s:
@@ -368,8 +424,11 @@ class WorkerAgent:
     def _pause_at_fault_point(self, job_id: int, code: int) -> None:
         """PTMLAB_FAULT_POINT=before-outcome: stop here for good, the job exited and its outcome
         not recorded, so a test can kill the worker in that window (tests/platform/test_kill_matrix.py)."""
-        log.warning("fault point before-outcome: job %d exited (%s), its outcome not recorded; pausing until killed",
-                    job_id, describe_exit(code))
+        log.warning(
+            "fault point before-outcome: job %d exited (%s), its outcome not recorded; pausing until killed",
+            job_id,
+            describe_exit(code),
+        )
         for handler in logging.getLogger().handlers:
             handler.flush()
         while True:

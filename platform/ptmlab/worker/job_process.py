@@ -40,8 +40,11 @@ def job_environment(home: Path) -> dict[str, str]:
         # The API token is the platform's, not the job's: a job's log never holds it. Inside a
         # Slurm allocation the job is one process of the worker's, not a Slurm task: without
         # SLURM_* Lightning neither takes ranks from them nor requeues the worker's allocation.
-        **{k: v for k, v in os.environ.items()
-           if k != "PTMLAB_API_TOKEN" and not (k.startswith("SLURM_") and k != "SLURM_CONF")},
+        **{
+            k: v
+            for k, v in os.environ.items()
+            if k != "PTMLAB_API_TOKEN" and not (k.startswith("SLURM_") and k != "SLURM_CONF")
+        },
         "CUDA_VISIBLE_DEVICES": "",
         "PTMLAB_HOME": str(home),
         # Absolute: the job runs in PTMLAB_HOME (ptmlab.run), not where the worker started.
@@ -50,14 +53,21 @@ def job_environment(home: Path) -> dict[str, str]:
     }
 
 
-def across_nodes(claim: ClaimedJob, argv: list[str], env: dict[str, str],
-                 srun_args: list[str]) -> tuple[list[str], dict]:
+def across_nodes(
+    claim: ClaimedJob, argv: list[str], env: dict[str, str], srun_args: list[str]
+) -> tuple[list[str], dict]:
     """The job's command under `srun` on `nodes` hosts, one task per GPU (one per node on CPU);
     Lightning's trainer is told the same geometry, so its SLURM environment checks agree."""
     per_node = max(claim.gpus, 1)
-    prefix = srun_prefix(job_id=claim.job_id, attempt=claim.attempt_number, nodes=claim.nodes,
-                         tasks_per_node=per_node, gpus_per_node=claim.gpus,
-                         log_dir=str(Path(claim.log_path).parent), extra=srun_args)
+    prefix = srun_prefix(
+        job_id=claim.job_id,
+        attempt=claim.attempt_number,
+        nodes=claim.nodes,
+        tasks_per_node=per_node,
+        gpus_per_node=claim.gpus,
+        log_dir=str(Path(claim.log_path).parent),
+        extra=srun_args,
+    )
     # `++`: trainer configs need not name num_nodes (Lightning's default is 1).
     geometry = [f"++trainer.num_nodes={claim.nodes}", f"++trainer.devices={per_node}"]
     env = {k: v for k, v in env.items() if k != "CUDA_VISIBLE_DEVICES"}  # Slurm sets it on each node
@@ -75,8 +85,10 @@ def open_job_log(claim: ClaimedJob, argv: list[str], worker_id: str):
     log_path.parent.mkdir(parents=True, exist_ok=True)
     out = open(log_path, "ab")
     try:
-        out.write(f"== job {claim.job_id} attempt {claim.attempt_number} on {worker_id} "
-                  f"at {time.strftime('%Y-%m-%d %H:%M:%S')}\n== {command_line(argv)}\n".encode())
+        out.write(
+            f"== job {claim.job_id} attempt {claim.attempt_number} on {worker_id} "
+            f"at {time.strftime('%Y-%m-%d %H:%M:%S')}\n== {command_line(argv)}\n".encode()
+        )
         out.flush()
     except OSError:
         out.close()
@@ -108,6 +120,11 @@ def warm_start(launcher: WarmLauncher | None, claim: ClaimedJob, env: dict[str, 
 
 def start_cold(argv: list[str], env: dict[str, str], out) -> subprocess.Popen:
     return subprocess.Popen(
-        argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-        start_new_session=True, preexec_fn=die_with_parent if sys.platform == "linux" else None,
+        argv,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+        preexec_fn=die_with_parent if sys.platform == "linux" else None,
     )

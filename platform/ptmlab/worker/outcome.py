@@ -63,8 +63,13 @@ def store_outcome(s, rj: RunningJob, code: int, ids: dict) -> str:
     if code == 0:
         summary = read_summary(Path(claim.run_dir) / SUMMARY_FILE)
         if summary is None:
-            finish_attempt(s, **ids, outcome=FAILED, exit_code=code,
-                           error=f"exited 0 without writing {SUMMARY_FILE} in {claim.run_dir}; log tail:\n{tail}")
+            finish_attempt(
+                s,
+                **ids,
+                outcome=FAILED,
+                exit_code=code,
+                error=f"exited 0 without writing {SUMMARY_FILE} in {claim.run_dir}; log tail:\n{tail}",
+            )
             return f"failed: exited 0 without writing {SUMMARY_FILE}"
         try:
             # The row holds the contract's dump: declared fields typed, extra ones kept as written.

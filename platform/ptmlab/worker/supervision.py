@@ -45,8 +45,9 @@ class RunningJob:
 
 def timed_out(running: Iterable[RunningJob], now: float) -> list[RunningJob]:
     """The running jobs past their `timeout_s` that are not being killed yet."""
-    return [rj for rj in running
-            if rj.claim.timeout_s and rj.kill_reason is None and now - rj.started > rj.claim.timeout_s]
+    return [
+        rj for rj in running if rj.claim.timeout_s and rj.kill_reason is None and now - rj.started > rj.claim.timeout_s
+    ]
 
 
 def kill_job(rj: RunningJob, reason: str, kill_grace_s: float, hard: bool = False) -> None:

@@ -40,12 +40,33 @@ from typing import Any
 # fails on it with its own traceback, as a cold start would).
 # The list is what a 1-step pre-training job imported after the first line (measured with a
 # sys.modules diff): MLflow's SQL store alone is ~1.2 s, peft ~0.5 s.
-PRELOAD = ("torch", "lightning", "transformers", "mlflow", "hydra", "omegaconf", "ptmlab.run", "ptmlab.tracking",
-           "lightning_modules.stages.pretrain", "lightning_modules.stages.finetune", "lightning_modules.stages.compress",
-           "lightning_modules.stages.probe", "lightning.pytorch.loggers.mlflow", "mlflow.store.tracking.sqlalchemy_store",
-           "mlflow.tracing", "torch.distributed.checkpoint", "torch.distributed.elastic.multiprocessing", "peft",
-           "transformers.generation", "transformers.models.bert.modeling_bert", "datasets", "sqlalchemy.dialects.sqlite",
-           "sqlalchemy.dialects.postgresql", "alembic.autogenerate", "hydra._internal.core_plugins.basic_launcher")
+PRELOAD = (
+    "torch",
+    "lightning",
+    "transformers",
+    "mlflow",
+    "hydra",
+    "omegaconf",
+    "ptmlab.run",
+    "ptmlab.tracking",
+    "lightning_modules.stages.pretrain",
+    "lightning_modules.stages.finetune",
+    "lightning_modules.stages.compress",
+    "lightning_modules.stages.probe",
+    "lightning.pytorch.loggers.mlflow",
+    "mlflow.store.tracking.sqlalchemy_store",
+    "mlflow.tracing",
+    "torch.distributed.checkpoint",
+    "torch.distributed.elastic.multiprocessing",
+    "peft",
+    "transformers.generation",
+    "transformers.models.bert.modeling_bert",
+    "datasets",
+    "sqlalchemy.dialects.sqlite",
+    "sqlalchemy.dialects.postgresql",
+    "alembic.autogenerate",
+    "hydra._internal.core_plugins.basic_launcher",
+)
 log = logging.getLogger(__name__)
 LAUNCH_TIMEOUT_S = 10.0  # a fork answers in milliseconds; past this the launcher is taken as broken
 
@@ -109,7 +130,7 @@ def _run_job(request: dict[str, Any], launcher_pid: int, private_fds: list[int])
         return 0
     except SystemExit as exc:
         return _exit_code(exc.code)
-    except BaseException:  # noqa: BLE001 - what an uncaught exception does to a cold `python -m`
+    except BaseException:
         traceback.print_exc()
         return 1
     finally:
@@ -155,7 +176,7 @@ def launcher_main() -> None:
     for name in PRELOAD:
         try:
             importlib.import_module(name)
-        except Exception as exc:  # noqa: BLE001 - see PRELOAD
+        except Exception as exc:
             print(f"warm start: {name} not preloaded: {exc}", file=sys.stderr, flush=True)
     # Every object imported so far moves to the collector's permanent generation: a forked job's
     # collections no longer touch (and so copy, page by page) the launcher's heap. Measured at
@@ -187,7 +208,7 @@ class WarmProcess:
     def wait(self, timeout: float | None = None) -> int:
         if not self._done.wait(timeout):
             raise subprocess.TimeoutExpired("warm job", timeout)
-        return self.returncode  # type: ignore[return-value]
+        return self.returncode  # type: ignore[return-value] - set before _done is
 
 
 class WarmLauncher:
@@ -204,8 +225,13 @@ class WarmLauncher:
         self._answered = threading.Condition(self._lock)
         self._jobs: dict[int, WarmProcess] = {}
         self.proc = subprocess.Popen(
-            [python, "-u", "-m", "ptmlab.worker.warm_start"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=None, env=env, preexec_fn=_set_parent_death_signal if sys.platform == "linux" else None)
+            [python, "-u", "-m", "ptmlab.worker.warm_start"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=None,
+            env=env,
+            preexec_fn=_set_parent_death_signal if sys.platform == "linux" else None,
+        )
         self._reader = threading.Thread(target=self._read, name="warm-launcher", daemon=True)
         self._reader.start()
 
@@ -221,7 +247,7 @@ class WarmLauncher:
         return "the launcher is still importing"
 
     def _read(self) -> None:
-        for line in self.proc.stdout:  # type: ignore[union-attr]
+        for line in self.proc.stdout:  # type: ignore[union-attr] - opened with PIPE, never None
             message = json.loads(line)
             with self._lock:
                 if "ready" in message:
@@ -249,9 +275,20 @@ class WarmLauncher:
             self._next_id += 1
             request_id = self._next_id
             try:
-                self.proc.stdin.write((json.dumps({"id": request_id, "overrides": list(overrides), "env": dict(env),  # type: ignore[union-attr]
-                                                   "log_path": str(log_path)}) + "\n").encode())
-                self.proc.stdin.flush()  # type: ignore[union-attr]
+                self.proc.stdin.write(
+                    (
+                        json.dumps(
+                            {
+                                "id": request_id,
+                                "overrides": list(overrides),
+                                "env": dict(env),  # type: ignore[union-attr] - the write on the pipe this call sits in
+                                "log_path": str(log_path),
+                            }
+                        )
+                        + "\n"
+                    ).encode()
+                )
+                self.proc.stdin.flush()  # type: ignore[union-attr] - opened with PIPE, never None
             except OSError as exc:
                 self.broken = f"the launcher's pipe broke: {exc}"
                 return None
@@ -272,7 +309,7 @@ class WarmLauncher:
         if self.ready_in is None:
             self.proc.kill()
         try:
-            self.proc.stdin.close()  # type: ignore[union-attr]
+            self.proc.stdin.close()  # type: ignore[union-attr] - opened with PIPE, never None
         except OSError:
             pass
         try:

@@ -63,14 +63,27 @@ def _cache_control(path: str, request: Request) -> str:
 
 templates.env.globals["asset_url"] = asset_url
 
-NAV = [("/", "Overview"), ("/jobs", "Jobs"), ("/runs", "Runs"), ("/sweeps", "Sweeps"), ("/pipelines", "Pipelines"),
-       ("/studies", "Studies"), ("/submit", "Submit"), ("/leaderboard", "Leaderboard"), ("/compression", "Compression"),
-       ("/robustness", "Robustness"), ("/probing", "Probing"), ("/compare", "Compare"), ("/docs", "API docs")]
+NAV = [
+    ("/", "Overview"),
+    ("/jobs", "Jobs"),
+    ("/runs", "Runs"),
+    ("/sweeps", "Sweeps"),
+    ("/pipelines", "Pipelines"),
+    ("/studies", "Studies"),
+    ("/submit", "Submit"),
+    ("/leaderboard", "Leaderboard"),
+    ("/compression", "Compression"),
+    ("/robustness", "Robustness"),
+    ("/probing", "Probing"),
+    ("/compare", "Compare"),
+    ("/docs", "API docs"),
+]
 
 
 def _page(request: Request, template: str, active: str, title: str, status_code: int = 200, **context) -> HTMLResponse:
-    return templates.TemplateResponse(request, template, {"nav": NAV, "active": active, "title": title, **context},
-                                      status_code=status_code)
+    return templates.TemplateResponse(
+        request, template, {"nav": NAV, "active": active, "title": title, **context}, status_code=status_code
+    )
 
 
 def not_found_page(request: Request, message: str, active: str = "") -> HTMLResponse:
@@ -91,8 +104,11 @@ REDOC_CDN_LOGO = b"https://cdn.redoc.ly/redoc/logo-mini.svg"
 def redoc_js() -> bytes:
     import fastapi_offline
 
-    return (Path(fastapi_offline.__file__).parent / "static" / "redoc.standalone.js").read_bytes() \
+    return (
+        (Path(fastapi_offline.__file__).parent / "static" / "redoc.standalone.js")
+        .read_bytes()
         .replace(REDOC_CDN_LOGO, b"/favicon.ico")
+    )
 
 
 @router.get("/static/vendor/redoc.standalone.js")
@@ -102,8 +118,13 @@ def redoc_js_file() -> Response:
 
 @router.get("/redoc", response_class=HTMLResponse)
 def redoc_page(request: Request) -> HTMLResponse:
-    return get_redoc_html(openapi_url=request.app.openapi_url, title="ptmlab - ReDoc", with_google_fonts=False,
-                          redoc_js_url="/static/vendor/redoc.standalone.js", redoc_favicon_url="/favicon.ico")
+    return get_redoc_html(
+        openapi_url=request.app.openapi_url,
+        title="ptmlab - ReDoc",
+        with_google_fonts=False,
+        redoc_js_url="/static/vendor/redoc.standalone.js",
+        redoc_favicon_url="/favicon.ico",
+    )
 
 
 PLOTLY_JS = "vendor/plotly.min.js"
@@ -154,7 +175,9 @@ def jobs_page(request: Request) -> HTMLResponse:
 
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
-def job_page(request: Request, job_id: Annotated[int, PathParam(ge=1, le=INT4_MAX)], session: SessionDep) -> HTMLResponse:
+def job_page(
+    request: Request, job_id: Annotated[int, PathParam(ge=1, le=INT4_MAX)], session: SessionDep
+) -> HTMLResponse:
     try:
         job = queue.get_job(session, job_id).to_dict()
     except NotFoundError as exc:
@@ -164,18 +187,36 @@ def job_page(request: Request, job_id: Annotated[int, PathParam(ge=1, le=INT4_MA
 
 GROUP_PAGE_SIZE = 50
 GROUP_TEXT = {
-    "sweep": ("Sweeps", "A sweep is a grid of jobs queued at once (`ptmlab sweep`, `-m` with the ptmlab launcher, "
-                        "the submit form's sweep builder).", "No sweeps yet: `ptmlab sweep` or a `-m` run queues one."),
-    "pipeline": ("Pipelines", "A pipeline is a graph of jobs, each waiting for its parents (conf/pipeline/*.yaml, "
-                              "`ptmlab pipeline`).", "No pipelines yet: `ptmlab pipeline <name>` queues one."),
+    "sweep": (
+        "Sweeps",
+        "A sweep is a grid of jobs queued at once (`ptmlab sweep`, `-m` with the ptmlab launcher, "
+        "the submit form's sweep builder).",
+        "No sweeps yet: `ptmlab sweep` or a `-m` run queues one.",
+    ),
+    "pipeline": (
+        "Pipelines",
+        "A pipeline is a graph of jobs, each waiting for its parents (conf/pipeline/*.yaml, `ptmlab pipeline`).",
+        "No pipelines yet: `ptmlab pipeline <name>` queues one.",
+    ),
 }
 
 
 def _group_list_page(request: Request, session, kind: str, offset: int) -> HTMLResponse:
     items, total = queue.list_groups(session, kind, limit=GROUP_PAGE_SIZE, offset=offset)
     title, about, empty = GROUP_TEXT[kind]
-    return _page(request, "groups.html", f"/{kind}s", title, kind=kind, items=items, total=total, offset=offset,
-                 limit=GROUP_PAGE_SIZE, about=about, empty=empty)
+    return _page(
+        request,
+        "groups.html",
+        f"/{kind}s",
+        title,
+        kind=kind,
+        items=items,
+        total=total,
+        offset=offset,
+        limit=GROUP_PAGE_SIZE,
+        about=about,
+        empty=empty,
+    )
 
 
 @router.get("/sweeps", response_class=HTMLResponse)
@@ -196,8 +237,9 @@ def sweep_page(request: Request, sweep_id: GroupId, session: SessionDep) -> HTML
         return not_found_page(request, str(exc), "/sweeps")
     [summary] = summarise_groups(session, "sweep", [sweep])
     varied, jobs = sweep_jobs(session, sweep_id)
-    return _page(request, "sweep.html", "/sweeps", f"Sweep {sweep.name or sweep.id}", sweep=summary, varied=varied,
-                 jobs=jobs)
+    return _page(
+        request, "sweep.html", "/sweeps", f"Sweep {sweep.name or sweep.id}", sweep=summary, varied=varied, jobs=jobs
+    )
 
 
 @router.get("/pipelines/{pipeline_id}", response_class=HTMLResponse)
@@ -206,15 +248,21 @@ def pipeline_page(request: Request, pipeline_id: GroupId, session: SessionDep) -
         pipeline = queue.get_pipeline(session, pipeline_id)
     except NotFoundError as exc:
         return not_found_page(request, str(exc), "/pipelines")
-    return _page(request, "pipeline.html", "/pipelines", f"Pipeline {pipeline.name}", pipeline={"id": pipeline.id,
-                 "name": pipeline.name})
+    return _page(
+        request,
+        "pipeline.html",
+        "/pipelines",
+        f"Pipeline {pipeline.name}",
+        pipeline={"id": pipeline.id, "name": pipeline.name},
+    )
 
 
 @router.get("/studies", response_class=HTMLResponse)
 def studies_page(request: Request, session: SessionDep, offset: PageOffset = 0) -> HTMLResponse:
     items, total = studies_list_view(session, url=request.app.state.database_url, limit=GROUP_PAGE_SIZE, offset=offset)
-    return _page(request, "studies.html", "/studies", "Studies", items=items, total=total, offset=offset,
-                 limit=GROUP_PAGE_SIZE)
+    return _page(
+        request, "studies.html", "/studies", "Studies", items=items, total=total, offset=offset, limit=GROUP_PAGE_SIZE
+    )
 
 
 @router.get("/studies/{study_id}", response_class=HTMLResponse)
@@ -240,17 +288,22 @@ TEMPLATE_PAGES = {
 def _template_page(template: str, active: str, title: str):
     def template_page(request: Request) -> HTMLResponse:
         return _page(request, template, active, title)
+
     return template_page
 
 
 for _path, (_template, _active, _title) in TEMPLATE_PAGES.items():
-    router.add_api_route(_path, _template_page(_template, _active, _title), methods=["GET"],
-                         response_class=HTMLResponse)
+    router.add_api_route(
+        _path, _template_page(_template, _active, _title), methods=["GET"], response_class=HTMLResponse
+    )
 
 
 @router.get("/robustness", response_class=HTMLResponse)
-def robustness_page(request: Request, session: SessionDep,
-                    pipeline: Annotated[str | None, Query(max_length=32, pattern=r"^[A-Za-z0-9_\-]+$")] = None) -> HTMLResponse:
+def robustness_page(
+    request: Request,
+    session: SessionDep,
+    pipeline: Annotated[str | None, Query(max_length=32, pattern=r"^[A-Za-z0-9_\-]+$")] = None,
+) -> HTMLResponse:
     if pipeline is not None:
         try:
             queue.get_pipeline(session, pipeline)
@@ -260,8 +313,12 @@ def robustness_page(request: Request, session: SessionDep,
 
 
 @router.get("/compare", response_class=HTMLResponse)
-def compare_page(request: Request, session: SessionDep, jobs: Annotated[str, Query(max_length=400)] = "",
-                 runs: Annotated[str, Query(max_length=400)] = "") -> Response:
+def compare_page(
+    request: Request,
+    session: SessionDep,
+    jobs: Annotated[str, Query(max_length=400)] = "",
+    runs: Annotated[str, Query(max_length=400)] = "",
+) -> Response:
     """Runs are compared by their jobs: a link naming results (`runs=13`) of runs that have a job
     opens the same comparison by those jobs (`jobs=14`); results recorded by hand stay `runs=`."""
     ids = [int(x) for x in runs.replace(" ", "").split(",") if x.isdigit() and 0 < int(x) <= INT4_MAX]
@@ -277,8 +334,9 @@ def compare_page(request: Request, session: SessionDep, jobs: Annotated[str, Que
 
 
 @router.get("/runs/{result_id}", response_class=HTMLResponse)
-def run_page(request: Request, result_id: Annotated[int, PathParam(ge=1, le=INT4_MAX)],
-             session: SessionDep) -> Response:
+def run_page(
+    request: Request, result_id: Annotated[int, PathParam(ge=1, le=INT4_MAX)], session: SessionDep
+) -> Response:
     """A run is named by its job: a result's page is its job's page (a result recorded by hand,
     without a job, keeps a page of its own)."""
     result = session.get(Result, result_id)

@@ -31,7 +31,9 @@ def _refuse_code_keys(spec, where: str = "spec") -> None:
     if isinstance(spec, dict):
         for key, value in spec.items():
             if str(key) in names or any(n.startswith("_") and n in str(key) for n in names):
-                raise ForbiddenOverrideError(f"pipeline {where}.{key}: `{key}` selects code and may not be set remotely")
+                raise ForbiddenOverrideError(
+                    f"pipeline {where}.{key}: `{key}` selects code and may not be set remotely"
+                )
             _refuse_code_keys(value, f"{where}.{key}")
     elif isinstance(spec, list):
         for i, value in enumerate(spec):
@@ -41,8 +43,13 @@ def _refuse_code_keys(spec, where: str = "spec") -> None:
 
 
 def _job_out(pj, job_id=None) -> dict:
-    return {"name": pj.name, "stage": pj.stage, "overrides": list(pj.overrides),
-            "depends_on": list(pj.depends_on), "job_id": job_id}
+    return {
+        "name": pj.name,
+        "stage": pj.stage,
+        "overrides": list(pj.overrides),
+        "depends_on": list(pj.depends_on),
+        "job_id": job_id,
+    }
 
 
 def _plain_seed(override: str) -> bool:
@@ -51,8 +58,13 @@ def _plain_seed(override: str) -> bool:
     return value.isdigit() and int(value) <= 4294967295
 
 
-@router.post("", response_model=PipelineOut, responses=ERRORS, dependencies=[Authorized],
-             summary="Expand, validate and queue a pipeline (dry_run: only expand and validate)")
+@router.post(
+    "",
+    response_model=PipelineOut,
+    responses=ERRORS,
+    dependencies=[Authorized],
+    summary="Expand, validate and queue a pipeline (dry_run: only expand and validate)",
+)
 def submit_pipeline(body: PipelineSubmit, session: SessionDep, roots: RootsDep):
     if (body.name is None) == (body.spec is None):
         raise ConfigError("give exactly one of `name` (a conf/pipeline file) or `spec` (an inline pipeline)")
@@ -82,13 +94,26 @@ def submit_pipeline(body: PipelineSubmit, session: SessionDep, roots: RootsDep):
             raise type(exc)(f"pipeline job {pj.name}: {exc}") from None
     name = str((body.spec or {}).get("name") or body.name or "pipeline")
     if body.dry_run:
-        return {"id": None, "name": name, "dry_run": True, "count": len(expanded),
-                "jobs": [_job_out(pj) for pj in expanded]}
-    pipeline, jobs = queue.submit_pipeline(session, source, overrides=body.overrides, tags=body.tags,
-                                           submitted_remotely=True)
-    return JSONResponse(status_code=201, content={
-        "id": pipeline.id, "name": pipeline.name, "dry_run": False, "count": len(jobs),
-        "jobs": [_job_out(pj, j.id) for pj, j in zip(expanded, jobs, strict=True)]})
+        return {
+            "id": None,
+            "name": name,
+            "dry_run": True,
+            "count": len(expanded),
+            "jobs": [_job_out(pj) for pj in expanded],
+        }
+    pipeline, jobs = queue.submit_pipeline(
+        session, source, overrides=body.overrides, tags=body.tags, submitted_remotely=True
+    )
+    return JSONResponse(
+        status_code=201,
+        content={
+            "id": pipeline.id,
+            "name": pipeline.name,
+            "dry_run": False,
+            "count": len(jobs),
+            "jobs": [_job_out(pj, j.id) for pj, j in zip(expanded, jobs, strict=True)],
+        },
+    )
 
 
 add_group_list_route(router, "pipeline", ERRORS)
@@ -99,8 +124,21 @@ def get_pipeline(pipeline_id: GroupId, session: SessionDep):
     pipeline = queue.get_pipeline(session, pipeline_id)
     jobs, total = queue.list_jobs(session, pipeline_id=pipeline_id, limit=1000)
     by_id = {j.id: j for j in jobs}
-    return {"id": pipeline.id, "name": pipeline.name, "dry_run": False, "count": total,
-            "jobs": [{"name": j.name or str(j.id), "stage": j.stage, "overrides": j.to_dict()["overrides"],
-                      "depends_on": [by_id[p].name or str(p) if p in by_id else str(p) for p in j.parent_ids],
-                      "job_id": j.id, "status": j.status, "progress": split_for_listing(j.progress)[0]}
-                     for j in sorted(jobs, key=lambda j: j.id)]}
+    return {
+        "id": pipeline.id,
+        "name": pipeline.name,
+        "dry_run": False,
+        "count": total,
+        "jobs": [
+            {
+                "name": j.name or str(j.id),
+                "stage": j.stage,
+                "overrides": j.to_dict()["overrides"],
+                "depends_on": [by_id[p].name or str(p) if p in by_id else str(p) for p in j.parent_ids],
+                "job_id": j.id,
+                "status": j.status,
+                "progress": split_for_listing(j.progress)[0],
+            }
+            for j in sorted(jobs, key=lambda j: j.id)
+        ],
+    }

@@ -1,7 +1,8 @@
 """/api/v1/studies: hyperparameter studies (ptmlab.studies). Creating one checks it whole (search
 space, one composed point, every searched value against the remote-submission rules, the
 objective, the pruner) and queues its first `n_parallel` trials (at most 64, so a request's work
-is bounded: ptmlab.studies.spec.MAX_PARALLEL); a refusal is 422 with one line and nothing queued. Workers drive a study from then on; stop and resume are here too."""
+is bounded: ptmlab.studies.spec.MAX_PARALLEL); a refusal is 422 with one line and nothing
+queued. Workers drive a study from then on; stop and resume are here too."""
 
 from __future__ import annotations
 
@@ -31,8 +32,13 @@ def plan_remote_study(spec: studies.StudySpec, roots) -> studies.StudyPlan:
     return plan
 
 
-@router.post("", response_model=StudyOut, responses=ERRORS, dependencies=[Authorized],
-             summary="Check a study and queue its first trials")
+@router.post(
+    "",
+    response_model=StudyOut,
+    responses=ERRORS,
+    dependencies=[Authorized],
+    summary="Check a study and queue its first trials",
+)
 def create_study(body: studies.StudySpec, request: Request, session: SessionDep, roots: RootsDep):
     plan = plan_remote_study(body, roots)
     url = request.app.state.database_url
@@ -53,16 +59,26 @@ def get_study(study_id: GroupId, request: Request, session: SessionDep) -> dict:
     return studies.study_status(session, study_id, url=request.app.state.database_url)
 
 
-@router.post("/{study_id}/stop", response_model=StudyOut, responses=ERRORS, dependencies=[Authorized],
-             summary="Stop a study: queued trials withdrawn, running ones stopped")
+@router.post(
+    "/{study_id}/stop",
+    response_model=StudyOut,
+    responses=ERRORS,
+    dependencies=[Authorized],
+    summary="Stop a study: queued trials withdrawn, running ones stopped",
+)
 def stop_study(study_id: GroupId, request: Request, session: SessionDep) -> dict:
     url = request.app.state.database_url
     studies.stop_study(session, study_id, url=url)
     return studies.study_status(session, study_id, url=url)
 
 
-@router.post("/{study_id}/resume", response_model=StudyOut, responses=ERRORS, dependencies=[Authorized],
-             summary="Resume a stopped study: the trials it still owes are asked again")
+@router.post(
+    "/{study_id}/resume",
+    response_model=StudyOut,
+    responses=ERRORS,
+    dependencies=[Authorized],
+    summary="Resume a stopped study: the trials it still owes are asked again",
+)
 def resume_study(study_id: GroupId, request: Request, session: SessionDep) -> dict:
     url = request.app.state.database_url
     studies.resume_study(session, study_id, url=url, driver_id="api")

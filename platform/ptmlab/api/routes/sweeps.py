@@ -27,21 +27,39 @@ def plan_sweep(overrides: list[str], roots, jobs: list[list[str]] | None = None)
     return combos
 
 
-@router.post("", response_model=SweepOut, responses=ERRORS, dependencies=[Authorized],
-             summary="Expand a multirun to the cross product and queue it (or only count it: dry_run)")
+@router.post(
+    "",
+    response_model=SweepOut,
+    responses=ERRORS,
+    dependencies=[Authorized],
+    summary="Expand a multirun to the cross product and queue it (or only count it: dry_run)",
+)
 def submit_sweep(body: SweepSubmit, session: SessionDep, roots: RootsDep):
     combos = plan_sweep(body.overrides, roots, body.jobs)
     if body.dry_run:
         return {"id": None, "name": body.name, "dry_run": True, "count": len(combos), "jobs": combos}
     options = body.model_dump(exclude={"overrides", "jobs", "name", "dry_run"})
     source = {"overrides": body.overrides} if body.jobs is None else {"jobs": combos}
-    sweep, jobs = queue.submit_sweep(session, [{**options, "overrides": c, "submitted_remotely": True} for c in combos],
-                                     name=body.name,
-                                     spec={**source, **options})
+    sweep, jobs = queue.submit_sweep(
+        session,
+        [{**options, "overrides": c, "submitted_remotely": True} for c in combos],
+        name=body.name,
+        spec={**source, **options},
+    )
 
-    return JSONResponse(status_code=201, content={
-        "id": sweep.id, "name": sweep.name, "dry_run": False, "count": len(jobs), "jobs": combos,
-        "job_ids": [j.id for j in jobs], "spec": sweep.to_dict()["spec"], "created_at": sweep.to_dict()["created_at"]})
+    return JSONResponse(
+        status_code=201,
+        content={
+            "id": sweep.id,
+            "name": sweep.name,
+            "dry_run": False,
+            "count": len(jobs),
+            "jobs": combos,
+            "job_ids": [j.id for j in jobs],
+            "spec": sweep.to_dict()["spec"],
+            "created_at": sweep.to_dict()["created_at"],
+        },
+    )
 
 
 add_group_list_route(router, "sweep", ERRORS)
@@ -53,6 +71,13 @@ def get_sweep(sweep_id: GroupId, session: SessionDep):
     jobs, _ = queue.list_jobs(session, sweep_id=sweep_id, limit=1000)
     jobs = sorted(jobs, key=lambda j: j.id)
     d = sweep.to_dict()
-    return {"id": d["id"], "name": d["name"], "dry_run": False, "count": d["job_count"],
-            "jobs": [[f"stage={j.stage}", f"seed={j.seed}", *j.to_dict()["overrides"]] for j in jobs],
-            "job_ids": [j.id for j in jobs], "spec": d["spec"], "created_at": d["created_at"]}
+    return {
+        "id": d["id"],
+        "name": d["name"],
+        "dry_run": False,
+        "count": d["job_count"],
+        "jobs": [[f"stage={j.stage}", f"seed={j.seed}", *j.to_dict()["overrides"]] for j in jobs],
+        "job_ids": [j.id for j in jobs],
+        "spec": d["spec"],
+        "created_at": d["created_at"],
+    }

@@ -15,5 +15,10 @@ router = APIRouter(prefix="/workers", tags=["workers"])
 @router.get("", response_model=list[WorkerOut])
 def list_workers(session: SessionDep) -> list[dict]:
     now = utcnow()
-    return [{**w.to_dict(), "seconds_since_heartbeat": round((now - w.last_heartbeat).total_seconds(), 3)
-             if w.last_heartbeat else None} for w in queue.list_workers(session)]
+    return [
+        {
+            **w.to_dict(),
+            "seconds_since_heartbeat": round((now - w.last_heartbeat).total_seconds(), 3) if w.last_heartbeat else None,
+        }
+        for w in queue.list_workers(session)
+    ]
