@@ -42,12 +42,7 @@ from lightning_modules.data.conllu import read_conllu
 from lightning_modules.data.tokenizer import load_pretrained_tokenizer
 from lightning_modules.models.hf import HFBackbone, resolve_name_or_path
 from lightning_modules.probing import structural
-from lightning_modules.probing.activations import (
-    PreparedInputs,
-    extract,
-    model_hash,
-    tokenized_max_length,
-)
+from lightning_modules.probing.activations import PreparedInputs, extract, model_hash, tokenized_max_length
 from lightning_modules.probing.fit import FitSettings
 from lightning_modules.probing.token import control_labels, encode_labels, fit_and_score, token_data
 

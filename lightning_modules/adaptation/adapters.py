@@ -15,10 +15,7 @@ from ptmlab.methods.adaptation import AdaptersParams
 
 # (attention output projection, feed-forward output projection) inside one layer, by naming
 # scheme: Hugging Face BERT-family (BertSelfOutput.dense, BertOutput.dense) and ptmlab's own.
-OUTPUT_PROJECTIONS = (
-    ("attention.output.dense", "output.dense"),
-    ("attention.output", "feed_forward.dense_out"),
-)
+OUTPUT_PROJECTIONS = (("attention.output.dense", "output.dense"), ("attention.output", "feed_forward.dense_out"))
 
 
 class BottleneckAdapter(nn.Module):

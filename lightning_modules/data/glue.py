@@ -28,13 +28,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from lightning_modules.data.task_data import (
-    Split,
-    TaskData,
-    TextExample,
-    delimited_split,
-    report_malformed,
-)
+from lightning_modules.data.task_data import Split, TaskData, TextExample, delimited_split, report_malformed
 from ptmlab.contracts import ConfigError, DataError
 from ptmlab.methods.readers import GlueReaderParams
 

@@ -18,12 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 from sklearn.metrics import matthews_corrcoef
-from torchmetrics.functional import (
-    mean_absolute_error,
-    mean_squared_error,
-    pearson_corrcoef,
-    spearman_corrcoef,
-)
+from torchmetrics.functional import mean_absolute_error, mean_squared_error, pearson_corrcoef, spearman_corrcoef
 from torchmetrics.functional.classification import binary_f1_score, multiclass_accuracy, multiclass_f1_score
 
 from ptmlab.contracts import ConfigError

@@ -41,11 +41,7 @@ def compose_config(overrides: Sequence[str] = (), *, return_hydra_config: bool =
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="ptmlab"):
-            cfg = compose(
-                config_name="config",
-                overrides=list(overrides),
-                return_hydra_config=return_hydra_config,
-            )
+            cfg = compose(config_name="config", overrides=list(overrides), return_hydra_config=return_hydra_config)
     except (HydraException, OmegaConfBaseException, ValueError) as exc:
         raise ConfigError(_one_line(exc)) from None
     except RecursionError:

@@ -414,13 +414,7 @@ def test_soft_targets_of_each_task_kind_read_only_what_the_head_predicts():
     from lightning_modules.tasks.spec import TaskSpec
 
     torch.manual_seed(0)
-    spec = lambda kind: TaskSpec(
-        name="t",
-        kind=kind,
-        labels=None,
-        metrics=("accuracy",),
-        main_metric="accuracy",
-    )
+    spec = lambda kind: TaskSpec(name="t", kind=kind, labels=None, metrics=("accuracy",), main_metric="accuracy")
     teacher, student = torch.randn(2, 5, 7), torch.randn(2, 5, 7)  # B×T×C
     labels = torch.tensor([[-100, 3, -100, 1, -100], [2, -100, -100, -100, -100]])
     for kind in ("token_classification", "generation"):

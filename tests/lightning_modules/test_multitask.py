@@ -201,12 +201,7 @@ def test_resume_goes_on_with_the_task_sequence_where_it_stopped(
     assert {t: n for t, n in resumed["task_steps"].items() if n} == dict(Counter(full[3:]))
 
 
-@pytest.mark.parametrize(
-    ("override", "fragment"),
-    [
-        ("stage.sampling=annealed", "stage.sampling=annealed is unknown"),
-    ],
-)
+@pytest.mark.parametrize(("override", "fragment"), [("stage.sampling=annealed", "stage.sampling=annealed is unknown")])
 def test_multitask_bad_input_fails_before_any_run(data_dir, ptmlab_home, tmp_path, override, fragment):
     from lightning_modules.stages.multitask import run_multitask
     from ptmlab.config import compose_config

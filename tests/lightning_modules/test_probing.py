@@ -144,12 +144,7 @@ def test_lama_records_templates_and_errors(tmp_path):
         cloze.read_lama(str(tmp_path / "P2.jsonl"))
 
 
-LAMA_CORPUS = [
-    "{s} was born in {o} .",
-    "the capital of {c} is {o} .",
-    "{s} lives in {o} .",
-    "{o} is a city .",
-]
+LAMA_CORPUS = ["{s} was born in {o} .", "the capital of {c} is {o} .", "{s} lives in {o} .", "{o} is a city ."]
 PEOPLE = {"anna": "paris", "tom": "rome", "mia": "berlin", "leo": "paris", "eva": "rome", "max": "berlin"}
 COUNTRIES = {"france": "paris", "italy": "rome", "germany": "berlin"}
 

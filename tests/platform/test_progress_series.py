@@ -21,12 +21,7 @@ def distill_like_run(run_dir) -> dict:
     training (76 steps), then the control's (25 steps), each through the `ctx.progress(step, total,
     metrics, prefix)` hook of compression/base.py `train_epochs`, wired as stages/compress.py wires it."""
     reporter = ProgressReporter(run_dir, every_s=0.0)
-    hook = lambda step, total, metrics, series=None: reporter.update(
-        step,
-        total=total,
-        metrics=metrics,
-        series=series,
-    )
+    hook = lambda step, total, metrics, series=None: reporter.update(step, total=total, metrics=metrics, series=series)
     reporter.phase("compressing (distill)")
     for prefix, total in (("distill", 76), ("control", 25)):
         for step in range(1, total + 1):

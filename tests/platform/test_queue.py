@@ -10,18 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from ptmlab import queue
-from ptmlab.db import (
-    CANCELLED,
-    FAILED,
-    LOST,
-    QUEUED,
-    RUNNING,
-    SUCCEEDED,
-    Attempt,
-    Job,
-    get_sessionmaker,
-    utcnow,
-)
+from ptmlab.db import CANCELLED, FAILED, LOST, QUEUED, RUNNING, SUCCEEDED, Attempt, Job, get_sessionmaker, utcnow
 from ptmlab.errors import ConfigError, ConflictError, NotFoundError
 from ptmlab.results import query_results
 

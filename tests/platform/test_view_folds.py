@@ -17,14 +17,7 @@ from ptmlab.db import session_scope
 from ptmlab.db.models import Job, Result, Sweep
 from ptmlab.queue import list_groups, list_jobs, submit_job
 from ptmlab.results import clear_cache, new_result, query_results
-from ptmlab.views import (
-    compression_view,
-    leaderboard_export,
-    leaderboard_view,
-    pareto_front,
-    probing_view,
-    runs_view,
-)
+from ptmlab.views import compression_view, leaderboard_export, leaderboard_view, pareto_front, probing_view, runs_view
 from ptmlab.views.encoded import json_body
 
 VIEWS = {
@@ -120,9 +113,7 @@ def test_result_list_count_by_tag_follows_new_rows(db_url):
     clear_cache()
     rng = random.Random(3)
     row = lambda suite: new_result(
-        finetune_summary(rng, "bert_tiny", "mlm", "full", "sst2", 1),
-        tags={"suite": suite},
-        sweep_id="s1",
+        finetune_summary(rng, "bert_tiny", "mlm", "full", "sst2", 1), tags={"suite": suite}, sweep_id="s1"
     )
     with session_scope(db_url) as s:
         s.add_all([row("glue"), row("glue"), row("other")])

@@ -463,13 +463,7 @@ def test_view_endpoints_on_seeded_data(seeded, tmp_path, monkeypatch):
 def test_views_cache_sees_new_results(db_url):
     clear_cache()
     row = lambda acc: new_result(
-        {
-            "stage": "finetune",
-            "model": "m",
-            "task": "sst2",
-            "seed": 1,
-            "metrics": {"accuracy": acc},
-        }
+        {"stage": "finetune", "model": "m", "task": "sst2", "seed": 1, "metrics": {"accuracy": acc}}
     )
     with session_scope(db_url) as s:
         s.add(row(0.5))

@@ -49,14 +49,7 @@ from ptmlab.queue import (
     store_final_progress,
 )
 from ptmlab.slurm import current_allocation
-from ptmlab.worker.job_process import (
-    across_nodes,
-    job_argv,
-    job_environment,
-    open_job_log,
-    start_cold,
-    warm_start,
-)
+from ptmlab.worker.job_process import across_nodes, job_argv, job_environment, open_job_log, start_cold, warm_start
 from ptmlab.worker.outcome import append_line, describe_exit, store_outcome
 from ptmlab.worker.supervision import RunningJob, escalate_kills, kill_job, killpg, timed_out
 from ptmlab.worker.warm_start import WarmLauncher

@@ -228,11 +228,7 @@ def runs(
     kind: Name = None,
     q: Annotated[str | None, Query(max_length=200)] = None,
     filter: Annotated[
-        list[str] | None,
-        Query(
-            max_length=20,
-            description="<column><op><value>, op = != > >= < <= ~ (contains)",
-        ),
+        list[str] | None, Query(max_length=20, description="<column><op><value>, op = != > >= < <= ~ (contains)")
     ] = None,
     sort: Column = "id",
     order: Literal["asc", "desc"] = "desc",

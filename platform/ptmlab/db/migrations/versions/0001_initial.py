@@ -75,14 +75,8 @@ def upgrade() -> None:
         sa.Column("started_at", sa.DateTime(), nullable=True),
         sa.Column("finished_at", sa.DateTime(), nullable=True),
         sa.Column("updated_at", sa.DateTime(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["pipeline_id"],
-            ["pipelines.id"],
-        ),
-        sa.ForeignKeyConstraint(
-            ["sweep_id"],
-            ["sweeps.id"],
-        ),
+        sa.ForeignKeyConstraint(["pipeline_id"], ["pipelines.id"]),
+        sa.ForeignKeyConstraint(["sweep_id"], ["sweeps.id"]),
         sa.PrimaryKeyConstraint("id"),
         sa.UniqueConstraint("idempotency_key"),
     )
