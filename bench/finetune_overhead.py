@@ -50,7 +50,6 @@ os.environ.pop("MLFLOW_TRACKING_URI", None)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "platform"))
 
-import lightning.pytorch as pl
 import torch
 import torch.nn.functional as F
 from hydra.utils import instantiate
@@ -58,6 +57,7 @@ from omegaconf import OmegaConf
 
 from lightning_modules.runtime.speed import SpeedSwitches, split_trainer_config, unscale_before_clipping
 from lightning_modules.runtime.stage_run import StageRun
+from lightning_modules.runtime.step_timer import StepTimer
 from lightning_modules.runtime.throughput import ThroughputMonitor, device_name, peak_flops_per_device
 from lightning_modules.stages.finetune import FinetuneParts, build_finetune
 from ptmlab.config import compose_config
@@ -65,18 +65,6 @@ from ptmlab.config import compose_config
 WARMUP_STEPS = 5  # first gaps of each block include allocator warm-up in every arm
 SEED = 0
 WARMUP_RATIO = 0.1
-
-
-class StepTimer(pl.Callback):
-    def __init__(self):
-        self.times: list[float] = []
-        self._last = None
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        now = time.perf_counter()
-        if self._last is not None:
-            self.times.append(now - self._last)
-        self._last = now
 
 
 def build_ptmlab_parts(cfg, steps: int) -> FinetuneParts:

@@ -28,23 +28,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lightning_modules.data.pretrain_datamodule import PretrainDataModule
 from lightning_modules.runtime.speed import SpeedSwitches, split_trainer_config, unscale_before_clipping
+from lightning_modules.runtime.step_timer import StepTimer
 from lightning_modules.runtime.throughput import ThroughputMonitor, device_name, peak_flops_per_device
 from lightning_modules.stages.pretrain import build_pretrain_module
 from ptmlab.config import compose_config
 
 WARMUP_STEPS = 5  # first steps include allocator/JIT warm-up in both arms
-
-
-class StepTimer(pl.Callback):
-    def __init__(self):
-        self.times: list[float] = []
-        self._last = None
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        now = time.perf_counter()
-        if self._last is not None:
-            self.times.append(now - self._last)
-        self._last = now
 
 
 def ptmlab_arm(cfg, datamodule, steps: int, tracking_uri: str) -> list[float]:

@@ -2,8 +2,8 @@
 
 `decoding_latencies` times `generate()` (the task's decoding settings, on each model's Hugging Face
 twin: an int8 model's twin runs its int8 Linears) on the first `batch_size` dev sources at each
-batch size and thread count, source and compressed alternating as measure.py's forward latencies
-do: per point the median milliseconds per batch, examples/s, and generated sub-words/s (end tokens
+batch size and thread count, source and compressed alternating (compression/timing.py): per
+point the median milliseconds per batch, examples/s, and generated sub-words/s (end tokens
 included, padding not). `scored_decoding` decodes the whole dev split once, as `evaluate` does (the
 same batches: int8 activations are quantized per batch), and returns its metrics beside the
 split's decoding speed (each measurement's `generation` in the summary).
@@ -11,11 +11,9 @@ split's decoding speed (each measurement's `generation` in the summary).
 
 from __future__ import annotations
 
-import statistics
-import time
-
 import torch
 
+from lightning_modules.compression.timing import alternating_latencies
 from lightning_modules.heads.evaluation import EVAL_BATCH_SIZE
 from lightning_modules.heads.generation_model import continuations, decode_split
 from lightning_modules.tasks.generation_metrics import score_split
@@ -36,48 +34,25 @@ def scored_decoding(loaded, task, split: str) -> tuple[dict, dict]:
     }
 
 
-@torch.no_grad()
-def decoding_latencies(loaded_models: list, task, measure, all_cores) -> list[dict]:
+def decoding_latencies(loaded_models: list, task, measure) -> list[dict]:
     """Per model: {"b{batch}_t{threads}": {latency_ms, throughput, tokens_per_s, threads, batch_size}}."""
     settings = DecodingSettings.from_dict(task.spec.generation)
     examples = task.data.splits[task.eval_splits[0].name].examples
     twins = [loaded.model.hf_generator() for loaded in loaded_models]
     encoders = [loaded.model.input_encoder(loaded.tokenizer, task.spec.max_length) for loaded in loaded_models]
-    out: list[dict] = [{} for _ in loaded_models]
-    previous = torch.get_num_threads()
-    try:
-        for threads in measure.threads:
-            n = threads or all_cores()
-            torch.set_num_threads(n)
-            for bs in measure.batch_sizes:
-                sources = [examples[i % len(examples)].texts for i in range(bs)]
-                batches = []
-                for encoder in encoders:
-                    items = encoder.encode(sources)
-                    for i, item in enumerate(items):
-                        item["example_index"] = i
-                    batches.append(encoder.collate(items))
-                for twin, encoder, batch in zip(twins, encoders, batches):
-                    for _ in range(measure.warmup):
-                        encoder.generate(twin, batch, settings)
-                times: list[list[float]] = [[] for _ in twins]
-                tokens = [0] * len(twins)
-                for r in range(measure.repeats):
-                    order = range(len(twins)) if r % 2 == 0 else reversed(range(len(twins)))
-                    for i in order:
-                        start = time.perf_counter()
-                        rows = encoders[i].generate(twins[i], batches[i], settings).tolist()
-                        times[i].append((time.perf_counter() - start) * 1000.0)
-                        tokens[i] = sum(len(row) for row in continuations(encoders[i], rows))
-                for i, t in enumerate(times):
-                    med = statistics.median(t)
-                    out[i][f"b{bs}_t{n}"] = {
-                        "latency_ms": round(med, 4),
-                        "throughput": round(bs / (med / 1000.0), 3),
-                        "tokens_per_s": round(tokens[i] / (med / 1000.0), 3),
-                        "threads": n,
-                        "batch_size": bs,
-                    }
-    finally:
-        torch.set_num_threads(previous)
-    return out
+
+    def prepare(batch_size: int) -> list:
+        sources = [examples[i % len(examples)].texts for i in range(batch_size)]
+        calls = []
+        for twin, encoder in zip(twins, encoders):
+            items = encoder.encode(sources)
+            for i, item in enumerate(items):
+                item["example_index"] = i
+            batch = encoder.collate(items)
+            calls.append(lambda twin=twin, encoder=encoder, batch=batch: encoder.generate(twin, batch, settings))
+        return calls
+
+    def generated_tokens(i: int, rows: torch.Tensor) -> int:
+        return sum(len(row) for row in continuations(encoders[i], rows.tolist()))
+
+    return alternating_latencies(prepare, measure, generated_tokens)

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import os
 import platform
-import statistics
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +27,7 @@ from torch import nn
 from lightning_modules.artifacts.quantization import quantized_counts
 from lightning_modules.artifacts.structural_edits import attention_heads
 from lightning_modules.compression.decoding_speed import decoding_latencies, scored_decoding
+from lightning_modules.compression.timing import all_cores, alternating_latencies
 from lightning_modules.heads.evaluation import evaluate
 
 ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_int8", "amx_bf16", "avx_vnni")
@@ -68,10 +67,6 @@ def cpu_description() -> dict:
     except OSError:
         pass
     return {"cpu": model, "isa": [f for f in ISA_FLAGS if f in flags], "cores": os.cpu_count()}
-
-
-def all_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 # -- static numbers --------------------------------------------------------------------------------
@@ -161,44 +156,14 @@ def dummy_batch(batch_size: int, seq_len: int, vocab_size: int, seed: int = 0) -
 
 
 # -- side by side ---------------------------------------------------------------------------------
-@torch.no_grad()
-def _time_once(model: nn.Module, batch) -> float:
-    start = time.perf_counter()
-    model(batch)
-    return (time.perf_counter() - start) * 1000.0
-
-
-@torch.no_grad()
 def latencies(models: list[nn.Module], vocab_sizes: list[int], settings: MeasureSettings) -> list[dict]:
     """Per model: {"b{batch}_t{threads}": {"latency_ms", "throughput"}}, alternating the models."""
-    out: list[dict] = [{} for _ in models]
-    previous = torch.get_num_threads()
-    try:
-        for threads in settings.threads:
-            n = threads or all_cores()
-            torch.set_num_threads(n)
-            for bs in settings.batch_sizes:
-                batches = [dummy_batch(bs, settings.seq_len, v) for v in vocab_sizes]
-                for m, b in zip(models, batches):
-                    for _ in range(settings.warmup):
-                        m(b)
-                times: list[list[float]] = [[] for _ in models]
-                for r in range(settings.repeats):
-                    order = range(len(models)) if r % 2 == 0 else reversed(range(len(models)))
-                    for i in order:
-                        times[i].append(_time_once(models[i], batches[i]))
-                key = f"b{bs}_t{n}"
-                for i, t in enumerate(times):
-                    med = statistics.median(t)
-                    out[i][key] = {
-                        "latency_ms": round(med, 4),
-                        "throughput": round(bs / (med / 1000.0), 3),
-                        "threads": n,
-                        "batch_size": bs,
-                    }
-    finally:
-        torch.set_num_threads(previous)
-    return out
+
+    def prepare(batch_size: int) -> list:
+        batches = [dummy_batch(batch_size, settings.seq_len, v) for v in vocab_sizes]
+        return [lambda m=m, b=b: m(b) for m, b in zip(models, batches)]
+
+    return alternating_latencies(prepare, settings)
 
 
 def measure_side_by_side(source, compressed, task, settings: MeasureSettings) -> tuple[dict, dict, dict]:
@@ -226,7 +191,7 @@ def measure_side_by_side(source, compressed, task, settings: MeasureSettings) ->
             row["score"] = metrics.get(task.spec.metric_key(task.spec.main_metric, split))
         rows.append(row)
     if task.spec.is_generation:  # what a generator is used for: decoding, timed per batch of dev sources
-        timed = decoding_latencies([source, compressed], task, settings, all_cores)
+        timed = decoding_latencies([source, compressed], task, settings)
     else:
         timed = latencies(
             [source.model, compressed.model], [len(source.tokenizer), len(compressed.tokenizer)], settings

@@ -53,6 +53,18 @@ class EncoderDecoderOutput(BackboneOutput):
         return None if self.decoder_hidden_states is None else self.decoder_hidden_states[-1]
 
 
+def tied_generator(base: nn.Module, generator_cls: type, inner: str = "") -> nn.Module:
+    """`generator_cls(base.config)` holding the Hugging Face model `base`'s weights (at submodule
+    `inner`: BART's `model`; T5's at the top), its LM head tied to the token table, in eval mode."""
+    model = generator_cls(base.config)
+    target = model.get_submodule(inner) if inner else model
+    missing, unexpected = target.load_state_dict(base.state_dict(), strict=False)
+    if unexpected or set(missing) - {"lm_head.weight"}:
+        raise BackboneError(f"{generator_cls.__name__}: weights do not map ({(unexpected or missing)[0]})")
+    model.lm_head.weight = model.get_input_embeddings().weight
+    return model.eval()
+
+
 # -- decoder blocks ----------------------------------------------------------------------------------
 
 
@@ -316,9 +328,7 @@ class TransformerEncoderDecoder(Backbone):
             return None
         from transformers import BartForConditionalGeneration
 
-        model = BartForConditionalGeneration(base.config)
-        model.model.load_state_dict(base.state_dict(), strict=True)
-        model.lm_head.weight = model.model.shared.weight
+        model = tied_generator(base, BartForConditionalGeneration, inner="model")
         # BartConfig's defaults force id 2 (facebook/bart's </s>) as the last token at the length limit:
         # in a ptmlab vocabulary id 2 is whatever the tokenizer put there, and the task model never forces it
         model.generation_config.forced_eos_token_id = model.generation_config.forced_bos_token_id = None

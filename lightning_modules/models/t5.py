@@ -28,6 +28,7 @@ from lightning_modules.models.encoder_decoder import (
     Seq2SeqDecoder,
     Seq2SeqEncoder,
     TransformerEncoderDecoder,
+    tied_generator,
 )
 from lightning_modules.models.transformer import MultiHeadAttention, PreLNLayer, allowed_to_bias
 from ptmlab.contracts import BackboneError
@@ -332,12 +333,7 @@ class T5EncoderDecoder(TransformerEncoderDecoder):
 
         base = self.to_hf()
         base.config.scale_decoder_outputs = False
-        model = T5ForConditionalGeneration(base.config)
-        missing, unexpected = model.load_state_dict(base.state_dict(), strict=False)
-        if unexpected or set(missing) - {"lm_head.weight"}:
-            raise BackboneError(f"T5ForConditionalGeneration: weights do not map ({(unexpected or missing)[0]})")
-        model.lm_head.weight = model.shared.weight
-        return model.eval()
+        return tied_generator(base, T5ForConditionalGeneration)
 
     def hf_generator_linears(self) -> dict[str, list[str]]:
         return {

@@ -11,20 +11,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from lightning_modules.objectives.base import Objective, ObjectiveOutput, token_loss
-from lightning_modules.objectives.clm import next_token_labels
+from lightning_modules.objectives.clm import next_token_labels, shifted_labels
 from lightning_modules.objectives.masking import IGNORE_INDEX
 from ptmlab.methods.objectives import NoArgumentsParams
 
 
 def previous_token_labels(input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
     """B×T labels: position t holds token t-1; position 0 and padding hold IGNORE_INDEX."""
-    labels = torch.full_like(input_ids, IGNORE_INDEX)
-    labels[:, 1:] = input_ids[:, :-1]
-    if attention_mask is not None:
-        prev_is_real = torch.zeros_like(attention_mask, dtype=torch.bool)
-        prev_is_real[:, 1:] = attention_mask[:, :-1].bool() & attention_mask[:, 1:].bool()
-        labels = labels.masked_fill(~prev_is_real, IGNORE_INDEX)
-    return labels
+    return shifted_labels(input_ids, attention_mask, -1)
 
 
 class BidirectionalLMObjective(Objective):

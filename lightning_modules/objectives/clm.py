@@ -3,6 +3,8 @@ tokens ≤ t, with an output layer tied to the backbone's input embeddings (as G
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -13,16 +15,23 @@ from ptmlab.contracts import ConfigError
 from ptmlab.methods.objectives import NoArgumentsParams
 
 
-def next_token_labels(input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
-    """B×T labels: position t holds token t+1; the last position and positions whose next token is
-    padding hold IGNORE_INDEX."""
+def shifted_labels(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, shift: Literal[1, -1]) -> torch.Tensor:
+    """B×T labels: position t holds token t+shift (shift = 1: the next token, -1: the previous one);
+    a position whose target lies outside the sequence, or where it or its target is padding, holds
+    IGNORE_INDEX."""
+    here, there = (slice(None, -1), slice(1, None)) if shift == 1 else (slice(1, None), slice(None, -1))
     labels = torch.full_like(input_ids, IGNORE_INDEX)
-    labels[:, :-1] = input_ids[:, 1:]
+    labels[:, here] = input_ids[:, there]
     if attention_mask is not None:
-        next_is_real = torch.zeros_like(attention_mask, dtype=torch.bool)
-        next_is_real[:, :-1] = attention_mask[:, 1:].bool() & attention_mask[:, :-1].bool()
-        labels = labels.masked_fill(~next_is_real, IGNORE_INDEX)
+        both_real = torch.zeros_like(attention_mask, dtype=torch.bool)
+        both_real[:, here] = attention_mask[:, there].bool() & attention_mask[:, here].bool()
+        labels = labels.masked_fill(~both_real, IGNORE_INDEX)
     return labels
+
+
+def next_token_labels(input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """B×T labels: position t holds token t+1 (`shifted_labels`)."""
+    return shifted_labels(input_ids, attention_mask, 1)
 
 
 class CausalLMObjective(Objective):

@@ -17,11 +17,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from ptmlab import queue
 from ptmlab.contracts import ATTACK_RECORDS_FILE
-from ptmlab.contracts.summaries import salvaged_summary
 from ptmlab.errors import DataError, NotFoundError
-from ptmlab.results import latest_job_result
+from ptmlab.views.job_result import job_result
 
 STATUSES = ("succeeded", "failed", "skipped")
 
@@ -67,12 +65,8 @@ def attack_records_view(session: Session, job_id: int, status: str, limit: int, 
     """Records `offset`..`offset + limit` of those with `status`, in the file's order (the sample's
     row order), with the count of each status. NotFoundError when the job has no attack result or
     its records file is gone."""
-    job = queue.get_job(session, job_id)
-    row = latest_job_result(session, job_id, "attack")
-    if row is None:
-        raise NotFoundError(f"job {job_id} has no attack result (stage {job.stage}, {job.status})")
-    result_id, stored = row
-    summary = salvaged_summary({**stored, "stage": "attack"})  # the row's model, or what of a broken row reads
+    found = job_result(session, job_id, "attack")
+    job, result_id, summary = found.job, found.result_id, found.summary
     run_dir = summary.run_dir or job.run_dir
     # under the run folder, never a path read from the row: the API reads no file a summary names
     path = Path(str(run_dir)) / ATTACK_RECORDS_FILE if run_dir else None

@@ -21,9 +21,9 @@ from ptmlab.contracts.summaries import (
     Measurement,
     PretrainSummary,
     ProbeSummary,
-    salvaged_summary,
 )
 from ptmlab.results import number
+from ptmlab.views.job_result import summary_as
 
 
 def _row(name: str, value: Any, note: str = "") -> dict[str, Any] | None:
@@ -169,7 +169,7 @@ ROWS = {
 
 def result_digest(kind: str, summary: dict[str, Any] | None) -> dict[str, Any]:
     stored = summary if isinstance(summary, dict) else {}
-    s = salvaged_summary({**stored, "stage": kind})  # the row's model, or what of a broken row reads
+    s = summary_as(stored, kind)
     rows = [r for r in ROWS[kind](s) if r is not None] if kind in ROWS else []
     # an older row's task kind shows in fields the contract does not declare: read from the row as stored
     baseline = stored.get("baseline") if isinstance(stored.get("baseline"), dict) else None

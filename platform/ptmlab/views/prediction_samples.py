@@ -31,12 +31,11 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from ptmlab import queue
 from ptmlab.contracts.benchmarks import summary_task_kind
-from ptmlab.contracts.summaries import CONFUSION_FILE, salvaged_summary
+from ptmlab.contracts.summaries import CONFUSION_FILE
 from ptmlab.errors import DataError, NotFoundError
-from ptmlab.results import latest_job_result
 from ptmlab.views.compare import resolved_config
+from ptmlab.views.job_result import job_result
 
 SAMPLED_KINDS = ("generation", "span_extraction", "multiple_choice", "token_classification", "classification")
 PREDICTIONS_DIR = "predictions"
@@ -197,12 +196,8 @@ def prediction_samples_view(
     fine-tune job's predictions, with the split's count and the splits there are; no example and
     `missing` (why) when the run kept none. NotFoundError when the job has no finetune result, its
     task kind has no samples, or a split asked for is not on this machine."""
-    job = queue.get_job(session, job_id)
-    row = latest_job_result(session, job_id, "finetune")
-    if row is None:
-        raise NotFoundError(f"job {job_id} has no finetune result (stage {job.stage}, {job.status})")
-    result_id, stored = row
-    summary = salvaged_summary({**stored, "stage": "finetune"})  # the row's model, or what of a broken row reads
+    found = job_result(session, job_id, "finetune")
+    job, result_id, stored, summary = found.job, found.result_id, found.stored, found.summary
     # an older row's task kind shows in fields the contract does not declare: read from the row as stored
     kind, task = sampled_kind(stored), summary.task or ""
     if kind not in SAMPLED_KINDS:
