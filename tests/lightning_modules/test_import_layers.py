@@ -1,7 +1,10 @@
 """Imports only go down: no import cycle (a strongly connected set of modules) in lightning_modules
-or platform/ptmlab, and nothing in lightning_modules outside `stages/` imports `stages` (the top
-layer: ARCHITECTURE.md §3). Imports are read from the source, module level and inside functions
-alike (a function-level import is still a dependency), never executed."""
+or platform/ptmlab; lightning_modules' packages import only their own modules and the packages of
+lower layers (LAYERS, the order ARCHITECTURE.md §3 documents; `stages` on top); platform/ptmlab
+reaches lightning_modules only through its bridge, `ptmlab.science`. Imports are read from the
+source, never executed: module level and inside functions alike (a function-level import is still a
+dependency), and string imports: in a module that calls `importlib.import_module` or `__import__`,
+every string naming a module of either root counts as an import of it."""
 
 from __future__ import annotations
 
@@ -15,6 +18,25 @@ ROOTS = {"lightning_modules": REPO / "lightning_modules", "ptmlab": REPO / "plat
 STAGES = "lightning_modules.stages"
 
 Edge = tuple[str, int]  # (file, line) of the import that makes it
+
+# lightning_modules' packages, top layer first; a package imports its own modules and any package of
+# a later entry (packages in one entry do not import each other). ARCHITECTURE.md §3 shows the same.
+LAYERS = [
+    ("stages",),
+    ("attacks",),
+    ("compression", "probing"),
+    ("runtime",),
+    ("artifacts",),
+    ("heads",),
+    ("adaptation",),
+    ("objectives",),
+    ("tasks",),
+    ("models",),
+    ("data",),
+    ("optim",),
+]
+BRIDGE = "ptmlab.science"  # the platform's one way into the science half
+STRING_IMPORTERS = ("import_module", "__import__")
 
 
 def module_files(roots: dict[str, Path]) -> dict[str, Path]:
@@ -55,8 +77,16 @@ def import_graph(roots: dict[str, Path]) -> dict[str, dict[str, Edge]]:
     graph: dict[str, dict[str, Edge]] = {m: {} for m in modules}
     for module, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        imports_by_string = any(
+            isinstance(node, ast.Call)
+            and (getattr(node.func, "attr", None) or getattr(node.func, "id", None)) in STRING_IMPORTERS
+            for node in ast.walk(tree)
+        )
         for node in ast.walk(tree):
-            for name in _imported_names(node, module, path.name == "__init__.py"):
+            names = _imported_names(node, module, path.name == "__init__.py")
+            if imports_by_string and isinstance(node, ast.Constant) and isinstance(node.value, str):
+                names = [node.value] if known(node.value) == node.value else []
+            for name in names:
                 target = known(name)
                 # a module's own packages are imported with it, not by it
                 if target and target != module and not module.startswith(target + "."):
@@ -143,6 +173,40 @@ def stage_imports_from_below(graph: dict[str, dict[str, Edge]]) -> list[str]:
     ]
 
 
+def layer_of(module: str) -> int | None:
+    """The LAYERS index of a lightning_modules module's package (None: not in lightning_modules or
+    a package LAYERS does not place)."""
+    parts = module.split(".")
+    if parts[0] != "lightning_modules" or len(parts) < 2:
+        return None
+    return next((i for i, layer in enumerate(LAYERS) if parts[1] in layer), None)
+
+
+def layer_violations(graph: dict[str, dict[str, Edge]]) -> list[str]:
+    """`module -> target (file:line)` for each import of lightning_modules that does not go down."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        if not module.startswith("lightning_modules."):
+            continue
+        for target, where in sorted(targets.items()):
+            if not target.startswith("lightning_modules.") or target.split(".")[1] == module.split(".")[1]:
+                continue
+            here, there = layer_of(module), layer_of(target)
+            if here is None or there is None or there <= here:
+                found.append(f"{module} -> {target} ({where[0]}:{where[1]})")
+    return found
+
+
+def platform_imports_of_science(graph: dict[str, dict[str, Edge]]) -> list[str]:
+    return [
+        f"{module} -> {target} ({where[0]}:{where[1]})"
+        for module, targets in sorted(graph.items())
+        if module.startswith("ptmlab") and module != BRIDGE
+        for target, where in sorted(targets.items())
+        if target.startswith("lightning_modules")
+    ]
+
+
 GRAPH = import_graph(ROOTS)
 
 
@@ -167,6 +231,24 @@ def test_nothing_below_stages_imports_stages():
     assert not upward, (
         "lightning_modules.stages is the top layer, imported by nothing else in lightning_modules: " + "; ".join(upward)
     )
+
+
+def test_every_package_of_lightning_modules_has_a_layer():
+    packages = {p.name for p in ROOTS["lightning_modules"].iterdir() if (p / "__init__.py").is_file()}
+    packages |= {p.stem for p in ROOTS["lightning_modules"].glob("*.py") if p.stem != "__init__"}
+    placed = {name for layer in LAYERS for name in layer}
+    assert packages == placed, f"place each package in LAYERS (and ARCHITECTURE.md §3): {sorted(packages ^ placed)}"
+
+
+def test_lightning_modules_imports_only_go_down_the_layers():
+    upward = layer_violations(GRAPH)
+    assert not upward, "imports that do not go down LAYERS (ARCHITECTURE.md §3): " + "; ".join(upward)
+
+
+def test_the_platform_reaches_the_science_half_only_through_its_bridge():
+    crossing = platform_imports_of_science(GRAPH)
+    assert not crossing, f"platform/ptmlab imports lightning_modules outside {BRIDGE}: " + "; ".join(crossing)
+    assert any(t.startswith("lightning_modules.stages") for t in GRAPH[BRIDGE]), "the bridge imports the stages"
 
 
 def _write(root: Path, files: dict[str, str]) -> None:
@@ -217,3 +299,35 @@ def test_the_check_catches_a_planted_upward_import(tmp_path):
         "lightning_modules.heads.pooling -> lightning_modules.stages.finetune",
     ]
     assert import_cycles(graph) == []
+
+
+def test_the_check_catches_planted_layer_and_string_imports(tmp_path):
+    _write(
+        tmp_path / "lightning_modules",
+        {
+            "__init__.py": "",
+            "heads/__init__.py": "",
+            "heads/pooling.py": "from lightning_modules.models.base import Backbone\n",  # down: fine
+            "models/__init__.py": "",
+            "models/base.py": "def f():\n    from lightning_modules.tasks import spec\n",  # up: models is below tasks
+            "tasks/__init__.py": "",
+            "tasks/spec.py": "",
+        },
+    )
+    _write(
+        tmp_path / "ptmlab",
+        {
+            "__init__.py": "",
+            "science.py": "import lightning_modules.heads.pooling\n",  # the bridge: fine
+            "worker.py": 'import importlib\nPRELOAD = ("json", "lightning_modules.tasks.spec")\n'
+            "for n in PRELOAD:\n    importlib.import_module(n)\n",
+        },
+    )
+    graph = import_graph({"lightning_modules": tmp_path / "lightning_modules", "ptmlab": tmp_path / "ptmlab"})
+    assert [e.split(" (")[0] for e in layer_violations(graph)] == [
+        "lightning_modules.models.base -> lightning_modules.tasks",
+        "lightning_modules.models.base -> lightning_modules.tasks.spec",
+    ]
+    assert [e.split(" (")[0] for e in platform_imports_of_science(graph)] == [
+        "ptmlab.worker -> lightning_modules.tasks.spec"
+    ]

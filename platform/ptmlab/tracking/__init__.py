@@ -1,6 +1,6 @@
 """MLflow on the platform side: the client for a tracking URI, links into the MLflow UI, and the
 `mlflow ui` command `ptmlab up` starts. (The science side logs through StageRun in
-lightning_modules/runtime/stage_run.py; this package never imports lightning_modules.)"""
+lightning_modules/runtime/stage_run.py; this package reaches it only through ptmlab.science.)"""
 
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ def load_task_model(ref: str, **kwargs: Any) -> Any:
     platform knows: `job:<id>`, `mlflow:<run_id>` (in ptmlab's tracking store, the embedded one by
     default), a run, export or task-model folder. Imports torch (the science half) on call, never
     at import."""
-    from lightning_modules.artifacts.saved_task_model import load_task_model as load
+    from ptmlab.science import load_saved_task_model
 
     local_ref, uri = resolve_reference(ref)
-    return load(local_ref, tracking_uri=kwargs.pop("tracking_uri", None) or uri, **kwargs)
+    return load_saved_task_model(local_ref, kwargs.pop("tracking_uri", None) or uri, **kwargs)

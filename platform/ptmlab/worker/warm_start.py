@@ -49,10 +49,7 @@ PRELOAD = (
     "omegaconf",
     "ptmlab.run",
     "ptmlab.tracking",
-    "lightning_modules.stages.pretrain",
-    "lightning_modules.stages.finetune",
-    "lightning_modules.stages.compress",
-    "lightning_modules.stages.probe",
+    "ptmlab.science",  # then its preload_stages(): the four stage modules
     "lightning.pytorch.loggers.mlflow",
     "mlflow.store.tracking.sqlalchemy_store",
     "mlflow.tracing",
@@ -178,6 +175,12 @@ def launcher_main() -> None:
             importlib.import_module(name)
         except Exception as exc:
             print(f"warm start: {name} not preloaded: {exc}", file=sys.stderr, flush=True)
+    try:
+        from ptmlab.science import preload_stages
+
+        preload_stages()
+    except Exception as exc:
+        print(f"warm start: the stage modules not preloaded: {exc}", file=sys.stderr, flush=True)
     # Every object imported so far moves to the collector's permanent generation: a forked job's
     # collections no longer touch (and so copy, page by page) the launcher's heap. Measured at
     # load 11-14: a forked 0.05 s sleep job 4.6-5.8 CPU-s without it, 1.0-1.4 with it (cold: 1.3).
