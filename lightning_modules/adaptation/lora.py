@@ -16,11 +16,16 @@ exported task model and backbone are ordinary ones, served at the base model's s
 
 from __future__ import annotations
 
+from typing import Any
+
 from torch import nn
 
 from lightning_modules.adaptation.base import Adaptation, set_trainable
 from ptmlab.contracts import ConfigError
 from ptmlab.methods.adaptation import LoRAParams
+from ptmlab.methods.validation import declared
+
+TARGET = f"{__name__}.LoRA"
 
 
 def _conv1d_class() -> type | None:
@@ -50,31 +55,22 @@ def _matches(name: str, target: str) -> bool:
 
 class LoRA(Adaptation):
     declaration = LoRAParams
+    takes_declaration = True  # built as LoRA(LoRAParams), never from loose keywords
 
     name = "lora"
     checks_backbone_layers = True  # a target that matches no Linear, a rank larger than a layer
 
-    def __init__(
-        self,
-        rank: int = 8,
-        alpha: float = 16.0,
-        dropout: float = 0.0,
-        target_modules: list[str] | tuple[str, ...] = ("query", "value"),
-        merge: bool = True,
-        merged: bool = False,
-    ):
-        if int(rank) <= 0:
-            raise ConfigError(f"adaptation.rank={rank} must be a positive integer")
-        if not 0.0 <= float(dropout) < 1.0:
-            raise ConfigError(f"adaptation.dropout={dropout} must be in [0, 1)")
-        if not target_modules:
-            raise ConfigError(
-                "adaptation.target_modules is empty: name the Linear layers LoRA adapts (e.g. [query, value])"
-            )
-        self.rank, self.alpha, self.dropout = int(rank), float(alpha), float(dropout)
-        self.target_modules = [str(t) for t in target_modules]
-        self.merge = bool(merge)
-        self.merged = bool(merged)  # a saved task model whose update is already in its weights
+    def __init__(self, params: LoRAParams | None = None, merged: bool = False, **values: Any):
+        """`params`: the validated declaration, which alone states each parameter, its default and
+        its bounds (`build_adaptation` passes it); in code, its values as keywords (`LoRA(rank=4)`),
+        validated the same way. `merged`: a saved task model whose update is already in its weights."""
+        if params is None:
+            params = declared(LoRAParams, {"name": self.name, "_target_": TARGET, **values}, "adaptation")
+        self.params = params
+        self.rank, self.alpha, self.dropout = params.rank, float(params.alpha), params.dropout
+        self.target_modules = list(params.target_modules)
+        self.merge = params.merge
+        self.merged = bool(merged)
 
     def targets(self, backbone: nn.Module) -> dict[str, nn.Module]:
         """The Linear (or Conv1D) layers LoRA adapts; ConfigError naming the key and value for a target that

@@ -228,3 +228,28 @@ def test_every_listed_exception_is_still_needed():
     assert set(READ_BY_THE_STAGE) <= keys, set(READ_BY_THE_STAGE) - keys
     for where, key in YAML_CHOICES:
         assert any(w == where and key in node for uses in USES.values() for w, node in uses), (where, key)
+
+
+def test_declared_groups_option_files_are_as_their_declarations_write_them():
+    """adaptation's option files state every declared key (Hydra takes an override only of a key
+    the file has), written from the declaration by `python -m ptmlab.declared_yaml`."""
+    from ptmlab.declared_yaml import declared_yaml, option_files
+
+    files = option_files()
+    assert len(files) >= 15
+    stale = [str(p.relative_to(CONF_DIR)) for p in files if p.read_text(encoding="utf-8") != declared_yaml(p)]
+    assert not stale, f"not as their declarations write them (run python -m ptmlab.declared_yaml): {stale}"
+
+
+def test_a_mode_that_takes_its_declaration_is_built_from_it():
+    from lightning_modules.adaptation.from_config import build_adaptation
+    from lightning_modules.adaptation.lora import LoRA
+    from ptmlab.config import compose_config
+    from ptmlab.methods.adaptation import LoRAParams
+
+    cfg = compose_config(["stage=finetune", "task=glue/rte", "adaptation=lora", "adaptation.rank=16"])
+    lora = build_adaptation(cfg.adaptation)
+    assert isinstance(lora.params, LoRAParams) and lora.rank == 16
+    assert LoRA(rank=4).params == LoRAParams.model_validate({**LoRA(rank=4).params.model_dump(by_alias=True)})
+    saved = build_adaptation(OmegaConf.create(lora.saved_node(OmegaConf.to_container(cfg.adaptation))))
+    assert saved.params == lora.params and saved.merged is False

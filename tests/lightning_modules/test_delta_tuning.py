@@ -162,7 +162,7 @@ def test_lora_refuses_a_target_that_matches_nothing_naming_the_layers_there_are(
 def test_lora_refuses_a_rank_larger_than_the_layer():
     with pytest.raises(ConfigError, match=r"adaptation.rank=64 is larger than layer .* allows \(32→32: rank ≤ 32\)"):
         lora_model(rank=64)
-    with pytest.raises(ConfigError, match="adaptation.rank=0 must be a positive integer"):
+    with pytest.raises(ConfigError, match="adaptation.rank=0: expected a positive integer"):
         LoRA(rank=0)
 
 

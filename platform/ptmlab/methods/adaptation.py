@@ -60,11 +60,14 @@ class FreezeLayersParams(AdaptationParams):
 
 
 class LoRAParams(AdaptationParams):
+    """LoRA (lightning_modules/adaptation/lora.py). The one statement of its parameters: the YAML
+    holds only what differs, the compose-time check, the API and the docs' reference read this."""
+
     rank: PositiveInt = 8
-    alpha: PositiveFloat = 16.0
+    alpha: PositiveFloat = 16.0  # the update is scaled by alpha / rank
     dropout: Dropout = 0.0
     target_modules: Annotated[list[Name], checked(bool, "a non-empty list of module names")] = ["query", "value"]
-    merge: bool = True
+    merge: bool = True  # fold B·A into W after training: the exported backbone is a plain one
 
 
 class PromptTuningParams(AdaptationParams):
