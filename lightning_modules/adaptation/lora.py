@@ -110,6 +110,7 @@ class LoRA(Adaptation):
             r=self.rank,
             lora_alpha=self.alpha,
             lora_dropout=self.dropout,
+            use_rslora=self.params.use_rslora,
             target_modules=list(self.target_modules),
             bias="none",
             fan_in_fan_out=fan_in_fan_out,

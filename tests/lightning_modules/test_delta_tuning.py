@@ -66,6 +66,15 @@ def lora_model(rank: int = 4, **kwargs) -> tuple[TaskModel, LoRA]:
     return model, mode
 
 
+def test_rank_stabilized_lora_scales_the_update_by_alpha_over_the_square_root_of_the_rank():
+    from peft.tuners.lora import LoraLayer
+
+    for use_rslora, scaling in ((False, 8.0 / 4), (True, 8.0 / 4**0.5)):
+        model, _ = lora_model(rank=4, use_rslora=use_rslora)
+        layers = [m for m in model.backbone.modules() if isinstance(m, LoraLayer)]
+        assert layers and all(m.scaling["default"] == pytest.approx(scaling) for m in layers)
+
+
 def randomise_lora_b(model, seed: int = 0) -> None:
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():

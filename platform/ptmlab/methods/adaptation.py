@@ -68,6 +68,7 @@ class LoRAParams(AdaptationParams):
     dropout: Dropout = 0.0
     target_modules: Annotated[list[Name], checked(bool, "a non-empty list of module names")] = ["query", "value"]
     merge: bool = True  # fold B·A into W after training: the exported backbone is a plain one
+    use_rslora: bool = False  # scale by alpha / sqrt(rank) (rank-stabilized LoRA, Kalajdzievski 2023)
 
 
 class PromptTuningParams(AdaptationParams):
