@@ -6,6 +6,8 @@ pre-trained one."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -56,9 +58,11 @@ class Adapters(Adaptation):
     declaration = AdaptersParams
 
     name = "adapters"
+    takes_declaration = True
 
-    def __init__(self, bottleneck: int = 64):
-        self.bottleneck = int(bottleneck)
+    def __init__(self, params: AdaptersParams | None = None, **values: Any):
+        self.params = self.declared_params(params, values)
+        self.bottleneck = self.params.bottleneck
 
     def prepare(self, model: nn.Module) -> None:
         set_trainable([model.backbone], False)

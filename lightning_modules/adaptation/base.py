@@ -15,10 +15,13 @@ mode inserted that stays fixed (`delta_state`): the leaderboard reports its size
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
 from lightning_modules.optim import decay_param_groups
+from ptmlab.methods.validation import declared
 
 
 def set_trainable(modules, trainable: bool) -> None:
@@ -36,6 +39,16 @@ class Adaptation:
     uses_scalar_mix = False  # the head reads an ELMo-style mix of all layers instead of the top
     trains = True  # False: the stage evaluates the adapted model as it is (zero-shot)
     checks_backbone_layers = False  # True: `check_backbone` refuses settings from the layers alone
+    # True: the constructor takes the validated declaration, `Mode(params)` (`build_adaptation`
+    # passes it); values given in code as keywords are validated by the same declaration.
+    takes_declaration = False
+
+    def declared_params(self, params: Any, values: dict[str, Any]) -> Any:
+        """`params`, or the declaration validated from `values` (one ConfigError line on a bad one)."""
+        if params is not None:
+            return params
+        target = f"{type(self).__module__}.{type(self).__qualname__}"
+        return declared(self.declaration, {"name": self.name, "_target_": target, **values}, "adaptation")
 
     def check_backbone(self, backbone: nn.Module) -> None:
         """Refuse (ConfigError) what the backbone's layers alone rule out, before any weight

@@ -4,6 +4,8 @@ the bottom up (everything else frozen), then the whole model — each phase
 
 from __future__ import annotations
 
+from typing import Any
+
 from torch import nn
 
 from lightning_modules.adaptation.base import set_trainable
@@ -15,9 +17,11 @@ class ChainThaw(GradualUnfreezing):
     declaration = ChainThawParams
 
     name = "chain_thaw"
+    takes_declaration = True
 
-    def __init__(self, steps_per_phase: int = 50):
-        super().__init__(unfreeze_every=steps_per_phase)
+    def __init__(self, params: ChainThawParams | None = None, **values: Any):
+        self.params = self.declared_params(params, values)
+        self.unfreeze_every = self.params.steps_per_phase
 
     def phases(self, model: nn.Module) -> list[list[nn.Module]]:
         layers = model.backbone.layer_modules()

@@ -3,6 +3,8 @@ the head gets the base rate, layer l of L gets lr · decay^(L - l), the embeddin
 
 from __future__ import annotations
 
+from typing import Any
+
 from torch import nn
 
 from lightning_modules.adaptation.base import Adaptation
@@ -15,8 +17,11 @@ class DiscriminativeLR(Adaptation):
 
     name = "discriminative_lr"
 
-    def __init__(self, decay: float = 0.9):
-        self.decay = float(decay)
+    takes_declaration = True
+
+    def __init__(self, params: DiscriminativeLRParams | None = None, **values: Any):
+        self.params = self.declared_params(params, values)
+        self.decay = float(self.params.decay)
 
     def param_groups(self, model: nn.Module, lr: float, weight_decay: float) -> list[dict]:
         layers = model.backbone.layer_modules()

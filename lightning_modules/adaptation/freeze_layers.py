@@ -4,6 +4,8 @@ al. 2019). `num_trainable` (top k) may be given instead."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from torch import nn
 
 from lightning_modules.adaptation.base import Adaptation, set_trainable
@@ -16,12 +18,11 @@ class FreezeLayers(Adaptation):
 
     name = "freeze_layers"
 
-    def __init__(self, num_frozen: int | None = None, num_trainable: int | None = None):
-        if (num_frozen is None) == (num_trainable is None):
-            raise ConfigError(
-                "adaptation=freeze_layers needs exactly one of adaptation.num_frozen, adaptation.num_trainable"
-            )
-        self.num_frozen, self.num_trainable = num_frozen, num_trainable
+    takes_declaration = True
+
+    def __init__(self, params: FreezeLayersParams | None = None, **values: Any):
+        self.params = self.declared_params(params, values)  # exactly one of the two: the declaration's rule
+        self.num_frozen, self.num_trainable = self.params.num_frozen, self.params.num_trainable
 
     def prepare(self, model: nn.Module) -> None:
         layers = model.backbone.layer_modules()

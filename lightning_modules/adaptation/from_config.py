@@ -10,7 +10,7 @@ from lightning_modules.adaptation.full import FullFineTuning
 from ptmlab.methods.validation import declared
 
 NON_ARGUMENT_KEYS = ("name", "compatible_families")
-SAVED_STATE_KEYS = ("merged",)  # written by a mode's saved_node, not declared
+SAVED_STATE_KEYS = ("merged", "resolved")  # written by a mode's saved_node, not declared
 
 
 def build_adaptation(adaptation_cfg: DictConfig | None) -> Adaptation:

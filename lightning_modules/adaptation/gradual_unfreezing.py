@@ -5,6 +5,8 @@ unfreezing needs no optimizer rebuild."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from torch import nn
 
 from lightning_modules.adaptation.base import Adaptation, set_trainable
@@ -16,9 +18,11 @@ class GradualUnfreezing(Adaptation):
     declaration = GradualUnfreezingParams
 
     name = "gradual_unfreezing"
+    takes_declaration = True
 
-    def __init__(self, unfreeze_every: int = 50):
-        self.unfreeze_every = max(1, int(unfreeze_every))
+    def __init__(self, params: GradualUnfreezingParams | None = None, **values: Any):
+        self.params = self.declared_params(params, values)
+        self.unfreeze_every = self.params.unfreeze_every
 
     def stages(self, model: nn.Module) -> list[list[nn.Module]]:
         """What is unfrozen at each stage: head, then top layer, ..., bottom layer, embeddings."""

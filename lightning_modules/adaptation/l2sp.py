@@ -3,6 +3,8 @@ towards its pre-trained weights w0 (instead of towards zero)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -15,8 +17,11 @@ class L2SP(Adaptation):
 
     name = "l2sp"
 
-    def __init__(self, alpha: float = 0.01):
-        self.alpha = float(alpha)
+    takes_declaration = True
+
+    def __init__(self, params: L2SPParams | None = None, **values: Any):
+        self.params = self.declared_params(params, values)
+        self.alpha = float(self.params.alpha)
         self.reference: dict[str, torch.Tensor] = {}
 
     def prepare(self, model: nn.Module) -> None:

@@ -23,9 +23,6 @@ from torch import nn
 from lightning_modules.adaptation.base import Adaptation, set_trainable
 from ptmlab.contracts import ConfigError
 from ptmlab.methods.adaptation import LoRAParams
-from ptmlab.methods.validation import declared
-
-TARGET = f"{__name__}.LoRA"
 
 
 def _conv1d_class() -> type | None:
@@ -64,9 +61,7 @@ class LoRA(Adaptation):
         """`params`: the validated declaration, which alone states each parameter, its default and
         its bounds (`build_adaptation` passes it); in code, its values as keywords (`LoRA(rank=4)`),
         validated the same way. `merged`: a saved task model whose update is already in its weights."""
-        if params is None:
-            params = declared(LoRAParams, {"name": self.name, "_target_": TARGET, **values}, "adaptation")
-        self.params = params
+        self.params = params = self.declared_params(params, values)
         self.rank, self.alpha, self.dropout = params.rank, float(params.alpha), params.dropout
         self.target_modules = list(params.target_modules)
         self.merge = params.merge

@@ -13,6 +13,8 @@ logits past the hooks: it takes peft's prefix tuning instead (adaptation/hf_pref
 
 from __future__ import annotations
 
+from typing import Any
+
 from torch import nn
 
 from lightning_modules.adaptation.base import Adaptation, set_trainable
@@ -27,9 +29,15 @@ class PrefixTuning(Adaptation):
 
     name = "prefix_tuning"
 
-    def __init__(self, num_tokens: int = 16, reparameterize: bool = False, reparameterize_hidden: int = 512):
-        self.num_tokens, self.reparameterize = int(num_tokens), bool(reparameterize)
-        self.reparameterize_hidden = int(reparameterize_hidden)
+    takes_declaration = True
+
+    def __init__(self, params: PrefixTuningParams | None = None, **values: Any):
+        self.params = p = self.declared_params(params, values)
+        self.num_tokens, self.reparameterize, self.reparameterize_hidden = (
+            p.num_tokens,
+            p.reparameterize,
+            p.reparameterize_hidden,
+        )
         self.max_length = self.max_target_length = None
 
     def bind(self, task, resolved) -> None:

@@ -13,6 +13,8 @@ verbalizer, label token ids, LM head spec, demonstrations) is in the saved node'
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -35,9 +37,11 @@ class PromptBasedFineTuning(Adaptation):
 
     name = "prompt_finetune"
 
-    def __init__(self, freeze_backbone: bool = False, demonstrations: int = 0, resolved: dict | None = None):
-        self.freeze_backbone = bool(freeze_backbone)
-        self.demonstrations = int(demonstrations)
+    takes_declaration = True
+
+    def __init__(self, params: PromptBasedParams | None = None, resolved: dict | None = None, **values: Any):
+        self.params = self.declared_params(params, values)
+        self.freeze_backbone, self.demonstrations = self.params.freeze_backbone, self.params.demonstrations
         # {template, verbalizer, label_token_ids, lm_head, demonstrations}: set by bind(), or read
         # back from a saved task model's manifest.
         self.resolved = _plain(resolved)
@@ -130,8 +134,9 @@ class ZeroShotPrompting(PromptBasedFineTuning):
     name = "prompt_zero_shot"
     trains = False
 
-    def __init__(self, demonstrations: int = 0, resolved: dict | None = None):
-        super().__init__(freeze_backbone=False, demonstrations=demonstrations, resolved=resolved)
+    def __init__(self, params: PromptBasedParams | None = None, resolved: dict | None = None, **values: Any):
+        super().__init__(params, resolved, **values)
+        self.freeze_backbone = False  # nothing trains
 
     def prepare(self, model: nn.Module) -> None:
         super().prepare(model)

@@ -10,6 +10,8 @@ task head trains. The vectors start from
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -18,22 +20,17 @@ from lightning_modules.adaptation.virtual_tokens import SoftPrompt, refuse_on_ge
 from ptmlab.contracts import ConfigError
 from ptmlab.methods.adaptation import PromptTuningParams
 
-INITS = ("random", "vocab", "words")
-
 
 class PromptTuning(Adaptation):
     declaration = PromptTuningParams
 
     name = "prompt_tuning"
 
-    def __init__(self, num_tokens: int = 20, init: str = "vocab", init_words: list[str] | None = None):
-        if init not in INITS:
-            raise ConfigError(f"adaptation.init={init} is unknown; valid: {', '.join(INITS)}")
-        if init == "words" and not init_words:
-            raise ConfigError(
-                "adaptation.init=words needs adaptation.init_words (words whose embeddings start the prompt)"
-            )
-        self.num_tokens, self.init, self.init_words = int(num_tokens), init, list(init_words or [])
+    takes_declaration = True
+
+    def __init__(self, params: PromptTuningParams | None = None, **values: Any):
+        self.params = p = self.declared_params(params, values)  # init's values and init_words: its rules
+        self.num_tokens, self.init, self.init_words = p.num_tokens, p.init, list(p.init_words or [])
         self.tokenizer = None
         self.max_length = None
 
