@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import OmegaConf
 
@@ -36,7 +36,7 @@ def declared_yaml(path: Path) -> str:
     """The text `path` should have (its header and chosen values kept)."""
     lines = path.read_text(encoding="utf-8").splitlines()
     header = [line for line in lines[: next((i for i, ln in enumerate(lines) if not ln.startswith("#")), 0)]]
-    node = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    node = cast(dict[str, Any], OmegaConf.to_container(OmegaConf.load(path), resolve=False))
     schema = TARGETS[node["_target_"]]
     fields = {(f.alias or name): f for name, f in schema.model_fields.items()}
     out = [*header, *(f"{key}: {_yaml_value(node[key])}" for key in FIRST_KEYS)]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import types
 import typing
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ValidationError
@@ -56,7 +57,7 @@ def _join(path: str, loc: tuple) -> str:
     return path
 
 
-def _message(err: dict, schema: type[BaseModel], path: str, missing: set[str]) -> str | None:
+def _message(err: Mapping[str, Any], schema: type[BaseModel], path: str, missing: set[str]) -> str | None:
     loc, kind = tuple(err["loc"]), err["type"]
     if loc and loc[-1] == "[key]":  # a mapping's key (mode_weights.<mode>, requires_data.<key>)
         expected = err.get("ctx", {}).get("expected", "")
