@@ -98,6 +98,11 @@ def write_finetune_runs(home) -> list[dict]:
         "dev", [TextExample(texts=("a b <c>",), label=("c b a",), row=1, id="0")], "dev.jsonl", has_labels=True
     )
     write_generations(home / "gen" / "predictions" / "dev.jsonl", pairs, ["c a b"])
+    # a classification run's dev predictions as tasks/predictions.py writes them: index, prediction, label
+    (home / "cls" / "predictions").mkdir(parents=True)
+    (home / "cls" / "predictions" / "dev.tsv").write_text(
+        "index\tprediction\tlabel\n0\tpositive\tpositive\n1\t<b>positive</b>\tnegative\n"
+    )
 
     def summary(task, kind, folder, metrics, **extra):
         main = next(iter(metrics))
@@ -133,6 +138,7 @@ def write_finetune_runs(home) -> list[dict]:
                 "latency_ms_per_example": 2.5,
             },
         ),
+        summary("sst2", "classification", "cls", {"accuracy": 0.5}),
     ]
 
 
@@ -168,7 +174,7 @@ def served(tmp_path_factory):
 def test_the_attack_job_page_shows_the_figures_and_the_changed_words(served):
     from playwright.sync_api import sync_playwright
 
-    base, job_id, (ner_job, generation_job) = served
+    base, job_id, (ner_job, generation_job, classification_job) = served
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
@@ -214,5 +220,13 @@ def test_the_attack_job_page_shows_the_figures_and_the_changed_words(served):
         assert (
             page.inner_text('table.result-digest tr[data-name="decoding latency (ms per example)"] td.num') == "2.500"
         )
+        page.goto(f"{base}/jobs/{classification_job}", wait_until="networkidle")
+        page.wait_for_selector("#predictions:not([hidden]) table.predictions.kind-classification")
+        assert page.inner_text("#predictions-info") == "sst2 · dev split · 1–2 of 2"
+        rows = page.locator("table.predictions tbody tr")
+        assert rows.nth(0).locator("td").all_inner_texts() == ["0", "0", "positive", "positive"]
+        assert rows.nth(1).locator("mark.tag-error").all_inner_texts() == ["<b>positive</b>"]  # text, not markup
+        page.check("#predictions-errors")
+        page.wait_for_function("() => document.getElementById('predictions-info').textContent.endsWith('1 wrong')")
         browser.close()
     assert not problems, problems

@@ -245,7 +245,7 @@ async function showAttackRecords() {
 
 // A fine-tune's predictions (GET /api/v1/jobs/<id>/predictions, read from its predictions folder): a page
 // of one split in its task kind's terms; every text is a text node, a wrong tag or answer in <mark>.
-const PREDICTION_KINDS = ["generation", "span_extraction", "multiple_choice", "token_classification"];
+const PREDICTION_KINDS = ["generation", "span_extraction", "multiple_choice", "token_classification", "classification"];
 const PREDICTIONS_PAGE = 20;
 let predictionQuery = { split: "", errors_only: false, offset: 0 };
 
@@ -267,6 +267,8 @@ const PREDICTION_TABLES = {
     (x.scores || []).map((v) => Number(v).toFixed(3)).join(" · ")]],
   token_classification: [["#", "errors", "sentence (predicted tags; wrong ones marked with gold)"], (x) => [x.index, x.errors,
     el("td", { class: "text tagged-sentence" }, taggedWords(x.words))]],
+  classification: [["#", "id", "predicted", "gold"], (x) => [x.index, x.id,
+    x.correct === false ? el("td", {}, el("mark", { class: "tag-error" }, x.prediction)) : x.prediction, x.label ?? "–"]],
 };
 
 async function showPredictions(change) {
