@@ -111,7 +111,7 @@ def _fail_disk_full(exc: BaseException, full: OSError) -> None:
     sys.exit(EXIT_DISK_FULL)
 
 
-def ptmlab_error_in_chain(exc: BaseException) -> PtmlabError | None:
+def ptmlab_error_in_chain(exc: BaseException | None) -> PtmlabError | None:
     seen = set()
     while exc is not None and id(exc) not in seen:
         if isinstance(exc, PtmlabError):

@@ -59,7 +59,7 @@ def error_response(code: str, message: str, status: int | None = None, headers: 
     )
 
 
-def disk_full_reason(exc: BaseException) -> str | None:
+def disk_full_reason(exc: BaseException | None) -> str | None:
     """What ran out of space, when `exc` (or an error in its chain) is a full disk: an OSError
     (ptmlab.disk's errnos), SQLite's "database or disk is full", PostgreSQL's disk_full."""
     if (os_error := disk_full_error(exc)) is not None:

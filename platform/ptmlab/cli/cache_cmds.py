@@ -40,7 +40,7 @@ def entry_size(folder: Path) -> int:
 
 
 def read_entries(root: Path) -> list[dict]:
-    entries = []
+    entries: list[dict] = []
     if not root.is_dir():
         return entries
     for folder in sorted(p for p in root.iterdir() if p.is_dir()):

@@ -7,7 +7,7 @@ from typing import Literal
 from ptmlab.contracts.families import FAMILIES
 from ptmlab.methods.fields import Name, Node, TargetSlot
 
-Family = Literal[FAMILIES]  # the one vocabulary of model families
+Family = Literal[FAMILIES]  # type: ignore[valid-type]  # the one vocabulary of model families, the tuple spelled once
 
 
 class ModelNode(Node):

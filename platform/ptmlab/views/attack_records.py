@@ -28,7 +28,8 @@ def word_diff(original: str, perturbed: str) -> tuple[list[dict[str, Any]], list
     """([{word, changed}] of the original, the same of the perturbed): words outside difflib's
     matching blocks are changed."""
     before, after = original.split(), perturbed.split()
-    kept_before, kept_after = set(), set()
+    kept_before: set[int] = set()
+    kept_after: set[int] = set()
     # autojunk off: a frequent word ("the") must still match in a long text
     for block in difflib.SequenceMatcher(a=before, b=after, autojunk=False).get_matching_blocks():
         kept_before.update(range(block.a, block.a + block.size))

@@ -211,7 +211,7 @@ class WarmProcess:
     def wait(self, timeout: float | None = None) -> int:
         if not self._done.wait(timeout):
             raise subprocess.TimeoutExpired("warm job", timeout)
-        return self.returncode  # type: ignore[return-value] - set before _done is
+        return self.returncode  # type: ignore[return-value]  # set before _done is
 
 
 class WarmLauncher:
@@ -250,7 +250,7 @@ class WarmLauncher:
         return "the launcher is still importing"
 
     def _read(self) -> None:
-        for line in self.proc.stdout:  # type: ignore[union-attr] - opened with PIPE, never None
+        for line in self.proc.stdout:  # type: ignore[union-attr]  # opened with PIPE, never None
             message = json.loads(line)
             with self._lock:
                 if "ready" in message:
@@ -284,14 +284,14 @@ class WarmLauncher:
                             {
                                 "id": request_id,
                                 "overrides": list(overrides),
-                                "env": dict(env),  # type: ignore[union-attr] - the write on the pipe this call sits in
+                                "env": dict(env),  # type: ignore[union-attr]  # the write on the pipe this call sits in
                                 "log_path": str(log_path),
                             }
                         )
                         + "\n"
                     ).encode()
                 )
-                self.proc.stdin.flush()  # type: ignore[union-attr] - opened with PIPE, never None
+                self.proc.stdin.flush()  # type: ignore[union-attr]  # opened with PIPE, never None
             except OSError as exc:
                 self.broken = f"the launcher's pipe broke: {exc}"
                 return None
@@ -312,7 +312,7 @@ class WarmLauncher:
         if self.ready_in is None:
             self.proc.kill()
         try:
-            self.proc.stdin.close()  # type: ignore[union-attr] - opened with PIPE, never None
+            self.proc.stdin.close()  # type: ignore[union-attr]  # opened with PIPE, never None
         except OSError:
             pass
         try:

@@ -3,6 +3,8 @@ sweep in one transaction; `dry_run` returns the count and each job's overrides o
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
@@ -13,7 +15,7 @@ from ptmlab.api.schemas import ErrorOut, SweepOut, SweepSubmit
 from ptmlab.api.validation import check_overrides_allowed, expand_sweep, validate_sweep_jobs
 
 router = APIRouter(prefix="/sweeps", tags=["sweeps"])
-ERRORS = {401: {"model": ErrorOut}, 404: {"model": ErrorOut}, 422: {"model": ErrorOut}}
+ERRORS: dict[int | str, dict[str, Any]] = {401: {"model": ErrorOut}, 404: {"model": ErrorOut}, 422: {"model": ErrorOut}}
 
 
 def plan_sweep(overrides: list[str], roots, jobs: list[list[str]] | None = None) -> list[list[str]]:
