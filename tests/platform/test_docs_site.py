@@ -65,3 +65,44 @@ def test_docs_site_builds_offline_with_strict(tmp_path):
         if re.search(r"<(script|link)[^>]+(src|href)=\"https?://", page.read_text(encoding="utf-8"))
     ]
     assert not external, f"pages that load from the network: {external}"
+
+
+def readme_commands(markdown: str) -> list[list[str]]:
+    """Each `.venv/bin/ptmlab ...` line of the README's code blocks, as its words."""
+    import shlex
+
+    blocks = re.findall(r"```(?:bash|sh)?\n(.*?)```", markdown, flags=re.DOTALL)
+    lines = [ln.strip() for block in blocks for ln in block.splitlines()]
+    return [shlex.split(ln)[1:] for ln in lines if ln.startswith(".venv/bin/ptmlab ")]
+
+
+def test_every_readme_command_still_works(tmp_path):
+    """What each README command does first, without its long part: `run` composes and checks its
+    config (what ptmlab run refuses before any work), `sweep --dry-run` expands and composes every
+    job, `results` reads an empty database, `up --help` parses (tests/platform/
+    test_worker_pretrain_and_up.py starts `ptmlab up` for real; tests/e2e/test_demo.py runs `make demo`)."""
+    from ptmlab.config import compose_config
+
+    commands = readme_commands((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert [c[0] for c in commands] == ["run", "up", "sweep", "results"], commands
+    from ptmlab.db import dispose_engines, migrate
+
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    migrate(url)  # `ptmlab up`, the command before, creates it
+    dispose_engines()
+    env = {**os.environ, "PTMLAB_HOME": str(tmp_path), "PTMLAB_DATABASE_URL": url}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    for words in commands:
+        if words[0] == "run":
+            compose_config(words[1:])
+            continue
+        if words[0] == "sweep":
+            words = [w for w in words if w != "--wait"] + ["--dry-run"]
+        elif words[0] == "up":
+            words = [*words, "--help"]
+        proc = subprocess.run(
+            [sys.executable, "-m", "ptmlab.cli", *words], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert proc.returncode == 0, (words, proc.stdout[-1500:], proc.stderr[-1500:])
+        if words[0] == "sweep":
+            assert proc.stdout.count("seed=") >= 3, proc.stdout
