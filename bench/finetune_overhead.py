@@ -39,7 +39,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -57,7 +56,7 @@ from omegaconf import OmegaConf
 
 from lightning_modules.runtime.speed import SpeedSwitches, split_trainer_config, unscale_before_clipping
 from lightning_modules.runtime.stage_run import StageRun
-from lightning_modules.runtime.step_timer import StepTimer
+from lightning_modules.runtime.step_timer import StepGaps, StepTimer
 from lightning_modules.runtime.throughput import ThroughputMonitor, device_name, peak_flops_per_device
 from lightning_modules.stages.finetune import FinetuneParts, build_finetune
 from ptmlab.config import compose_config
@@ -122,7 +121,7 @@ def plain_arm(cfg, steps: int) -> list[float]:
         model.cuda()
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=gpu and str(cfg.trainer.precision) == "bf16-mixed")
     params = [p for p in model.parameters() if p.requires_grad]
-    times, last, done = [], None, 0
+    gaps, done = StepGaps(), 0
     while done < steps:
         for batch in datamodule.train_dataloader():
             if gpu:
@@ -137,14 +136,11 @@ def plain_arm(cfg, steps: int) -> list[float]:
             optimizer.step()
             scheduler.step()
             float(loss.detach())  # the Lightning arm logs the loss, which syncs it too
-            now = time.perf_counter()
-            if last is not None:
-                times.append(now - last)
-            last = now
+            gaps.lap()
             done += 1
             if done >= steps:
                 break
-    return times[WARMUP_STEPS:]
+    return gaps.times[WARMUP_STEPS:]
 
 
 class EncodedExamples(torch.utils.data.Dataset):
@@ -179,16 +175,9 @@ def hf_arm(
         TrainingArguments,
     )
 
-    class HFStepTimer(TrainerCallback):
-        def __init__(self):
-            self.times: list[float] = []
-            self._last = None
-
+    class HFStepTimer(StepGaps, TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
-            now = time.perf_counter()
-            if self._last is not None:
-                self.times.append(now - self._last)
-            self._last = now
+            self.lap()
 
     torch.manual_seed(SEED)
     model = AutoModelForSequenceClassification.from_pretrained(model_path, num_labels=2)

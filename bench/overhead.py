@@ -17,7 +17,6 @@ import json
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import lightning.pytorch as pl
@@ -28,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lightning_modules.data.pretrain_datamodule import PretrainDataModule
 from lightning_modules.runtime.speed import SpeedSwitches, split_trainer_config, unscale_before_clipping
-from lightning_modules.runtime.step_timer import StepTimer
+from lightning_modules.runtime.step_timer import StepGaps, StepTimer
 from lightning_modules.runtime.throughput import ThroughputMonitor, device_name, peak_flops_per_device
 from lightning_modules.stages.pretrain import build_pretrain_module
 from ptmlab.config import compose_config
@@ -77,7 +76,7 @@ def plain_arm(cfg, datamodule, steps: int) -> list[float]:
     opt_cfg = module.configure_optimizers()
     optimizer, scheduler = opt_cfg["optimizer"], opt_cfg["lr_scheduler"]["scheduler"]
     module.train()
-    times, last, done = [], None, 0
+    gaps, done = StepGaps(), 0
     clip = float(cfg.trainer.gradient_clip_val or 0)
     while done < steps:
         for batch in datamodule.train_dataloader():
@@ -92,14 +91,11 @@ def plain_arm(cfg, datamodule, steps: int) -> list[float]:
             optimizer.step()
             scheduler.step()
             float(loss)  # the Lightning arm logs the loss, which syncs it too
-            now = time.perf_counter()
-            if last is not None:
-                times.append(now - last)
-            last = now
+            gaps.lap()
             done += 1
             if done >= steps:
                 break
-    return times[WARMUP_STEPS:]
+    return gaps.times[WARMUP_STEPS:]
 
 
 def main() -> None:
