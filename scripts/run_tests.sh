@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # `make test`: the whole suite in three lanes side by side, one pytest process each:
 #   models    tests/e2e's MiniLM thresholds on the session's SST-2 teacher (fine-tuning, attacks,
-#             compression), WNUT-17, the demo and the compression pipeline's page
+#             compression), WNUT-17, the demo, the compression pipeline's page and the dashboard's
+#             browser tests
 #   science   tests/lightning_modules, tests/test_every_config.py, the probing pipeline's page, the
 #             other pages that need no teacher (PAGES) and SQuAD
 #   platform  tests/platform and tests/security (mostly waits: servers, worker subprocesses, a browser, a Slurm cluster),
-#             the dashboard in a browser, and the delta-tuning thresholds (no session teacher)
+#             the comparison pages in a browser, and the delta-tuning thresholds (no session teacher)
 # The pages and the demo compute (MiniLM pipelines): in the platform lane they made three lanes
 # compute at once and the suite took longer (tests/README.md has both measurements).
 # Two lanes compute while the third mostly waits, so the two cores stay busy; the lanes are cut so
@@ -37,7 +38,9 @@ PAGES=(tests/e2e/test_probing_page.py tests/e2e/test_curve_charts.py
 # in the lane that mostly waits. The SQuAD threshold (~5 min) runs in the science lane and WNUT-17
 # (~4 min) in the models lane: a clean clone at 4936244 with both where they were (SQuAD in models,
 # WNUT in platform) took models 35.0 min, science 27.8, platform 37.3.
-WAITING=(tests/e2e/test_delta_tuning_minilm.py tests/e2e/test_dashboard_browser.py tests/e2e/test_comparison_browser.py)
+# The dashboard's browser tests (~100 s alone) run in the models lane: a clean clone of f25df7c with
+# them here took models 38.2 min, science 40.1, platform 41.8.
+WAITING=(tests/e2e/test_delta_tuning_minilm.py tests/e2e/test_comparison_browser.py)
 SCIENCE_E2E=(tests/e2e/test_squad_minilm.py)
 IGNORED=$(printf -- '--ignore=%s ' "${PAGES[@]}" "${WAITING[@]}" "${SCIENCE_E2E[@]}")
 names=(models science platform)
