@@ -250,6 +250,11 @@ def test_a_mode_that_takes_its_declaration_is_built_from_it():
     cfg = compose_config(["stage=finetune", "task=glue/rte", "adaptation=lora", "adaptation.rank=16"])
     lora = build_adaptation(cfg.adaptation)
     assert isinstance(lora.params, LoRAParams) and lora.rank == 16
-    assert LoRA(rank=4).params == LoRAParams.model_validate({**LoRA(rank=4).params.model_dump(by_alias=True)})
+    in_code = LoRA(rank=4)  # built in code: the values it is not given are the declaration's defaults
+    assert (in_code.rank, in_code.alpha, in_code.target_modules) == (
+        4,
+        LoRAParams.model_fields["alpha"].default,
+        LoRAParams.model_fields["target_modules"].default,
+    )
     saved = build_adaptation(OmegaConf.create(lora.saved_node(OmegaConf.to_container(cfg.adaptation))))
     assert saved.params == lora.params and saved.merged is False
