@@ -52,6 +52,8 @@ def extra_overrides_for(group: str, option: str) -> list[str]:
     """Companion overrides a config needs to compose on its own (a compatible model, a path)."""
     cfg_node = OmegaConf.load(CONF_DIR / group / f"{option}.yaml")
     extra: list[str] = []
+    if group == "recipe":  # a recipe sets a fine-tune's training
+        extra += ["stage=finetune", "task=glue/rte"]
     families = cfg_node.get("compatible_families")
     if families and group != "model":
         extra.append(f"model={model_for_family(list(families))}")
@@ -204,6 +206,16 @@ def build_attack_recipe(cfg, ctx):
     from lightning_modules.stages.attack import build_recipe
 
     assert build_recipe(cfg.attack).name == cfg.attack.name
+
+
+def build_recipe(cfg, ctx):
+    """The recipe applied: each of its keys set, and recorded with its origin."""
+    from ptmlab.contracts.recipes import effective_recipe
+
+    record = effective_recipe(cfg)
+    assert record["requested"] == record["name"].split("+")[0] or record["requested"] == "auto"
+    for key, value in record["values"].items():
+        assert value["origin"].startswith("recipe:") and OmegaConf.select(cfg, key) is not None, key
 
 
 def build_experiment(cfg, ctx):
@@ -404,6 +416,7 @@ BUILDERS = {
     "compression": build_compression,
     "attack": build_attack_recipe,
     "experiment": build_experiment,
+    "recipe": build_recipe,
 }
 
 

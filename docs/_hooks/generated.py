@@ -2,6 +2,7 @@
 
 - `<!-- generated:cli -->` becomes every `ptmlab` command's `--help`, from `ptmlab.cli.build_parser`.
 - `<!-- generated:bench-scripts -->` becomes the table of bench/*.py, each with its docstring's first line.
+- `<!-- generated:recipes -->` becomes each recipe of conf/recipe/ with its values and their sources.
 - `<!-- generated:api-routes -->` becomes the REST routes by tag, from the app's OpenAPI schema,
   which is also published beside the page as `reference/openapi.json`.
 
@@ -25,6 +26,7 @@ from mkdocs.structure.files import File
 CLI_MARK = "<!-- generated:cli -->"
 API_MARK = "<!-- generated:api-routes -->"
 BENCH_MARK = "<!-- generated:bench-scripts -->"
+RECIPES_MARK = "<!-- generated:recipes -->"
 ROOT = Path(__file__).resolve().parents[2]
 OPENAPI_PATH = "reference/openapi.json"
 HTTP_METHODS = ("get", "post", "put", "patch", "delete")
@@ -102,6 +104,39 @@ def on_files(files, config):
     return files
 
 
+def recipes_markdown() -> str:
+    """Each conf/recipe/*.yaml: what it is for (its header comment), then a row per key it sets with
+    the value and the comment that names its source (a key without one: the source of the key above)."""
+    out = []
+    for path in sorted((ROOT / "conf" / "recipe").glob("*.yaml")):
+        header, rows, parents, extends, sourced = [], [], [], "", ""
+        for line in path.read_text().splitlines():
+            if line.startswith("#"):
+                header.append(line.lstrip("# ").strip())
+                continue
+            body, _, comment = line.partition("#")
+            if not body.strip() or ":" not in body:
+                continue
+            indent = (len(body) - len(body.lstrip())) // 2
+            key, _, value = body.strip().partition(":")
+            del parents[indent:]
+            if indent == 0 and key in ("base", "then"):
+                extends += f" {'Extends' if key == 'base' else 'From random weights, then'} `{value.strip()}`."
+            if value.strip() and indent >= 2:
+                dotted = ".".join([*parents[1:], key])
+                if comment.strip():
+                    sourced = dotted
+                rows.append((dotted, value.strip(), comment.strip() or f"as `{sourced}`"))
+            elif not value.strip():
+                parents.append(key)
+        out.append(f"### `recipe={path.stem}`\n\n{' '.join(header)}{extends}\n")
+        if rows:
+            out += ["| key | value | source |", "|---|---|---|"]
+            out += [f"| `{k}` | `{v}` | {_cell(c)} |" for k, v, c in rows]
+        out.append("")
+    return "\n".join(out)
+
+
 def on_page_markdown(markdown: str, page, config, files) -> str:
     if CLI_MARK in markdown:
         markdown = markdown.replace(CLI_MARK, cli_markdown())
@@ -109,4 +144,6 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
         markdown = markdown.replace(API_MARK, api_markdown())
     if BENCH_MARK in markdown:
         markdown = markdown.replace(BENCH_MARK, bench_markdown())
+    if RECIPES_MARK in markdown:
+        markdown = markdown.replace(RECIPES_MARK, recipes_markdown())
     return markdown

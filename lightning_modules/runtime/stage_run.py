@@ -113,18 +113,6 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if isinstance(d, dict):
-        for k, v in d.items():
-            out.update(flatten(v, f"{prefix}{k}."))
-    elif isinstance(d, list):
-        out[prefix[:-1]] = json.dumps(d)[:500]
-    else:
-        out[prefix[:-1]] = d
-    return out
-
-
 def global_rank() -> int:
     """This process's rank in a multi-process job, before any Trainer exists: from RANK (torchrun),
     else LOCAL_RANK/NODE_RANK (the copies Lightning's launcher starts), else SLURM_PROCID (one
@@ -272,7 +260,7 @@ class StageRun:
         # state: a re-opened run (a rerun of a killed job) gets only the keys an earlier attempt did
         # not log (it may have been killed mid-way); `resume` and any other key that differs keep
         # the first attempt's value (the ptmlab.reopened tag counts the reruns).
-        params = {k: redact_url_passwords(str(v))[:500] for k, v in flatten(resolved).items()}
+        params = {k: str(v)[:500] for k, v in config_params(resolved, run_keys=True).items()}
         if self.reopened:
             logged = client.get_run(run_id).data.params
             params = {k: v for k, v in params.items() if k not in logged}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +36,7 @@ from lightning_modules.runtime.stage_run import StageRun, tracking_uri
 from lightning_modules.runtime.training_numbers import training_numbers
 from lightning_modules.stages.finetune_module import FinetuneModule
 from lightning_modules.tasks.choice_metrics import NORMALISATION, write_choice_predictions
-from lightning_modules.tasks.confusion import CONFUSION_FILE, confusion_report, majority_baseline, tag_confusion
+from lightning_modules.tasks.confusion import CONFUSION_FILE, classification_outcome, tag_confusion
 from lightning_modules.tasks.datamodule import TaskDataModule
 from lightning_modules.tasks.encoding import in_split_order
 from lightning_modules.tasks.generation_metrics import score_split
@@ -49,7 +50,10 @@ from lightning_modules.tasks.tagged_predictions import gold_tags, word_tags, wri
 from lightning_modules.tasks.token_metrics import TOKEN_METRIC_MODES
 from ptmlab.contracts.decoding import DecodingSettings
 from ptmlab.contracts.identity import config_hash
+from ptmlab.contracts.recipes import MIN_STEPS, effective_recipe, recipe_warnings
 from ptmlab.contracts.summaries import FinetuneSummary
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -61,6 +65,8 @@ class FinetuneParts:
     datamodule: TaskDataModule
     module: FinetuneModule
     total_steps: int
+    # what is unusual in the run's hyper-parameters (ptmlab.recipes.recipe_warnings): logged, in the summary
+    recipe_warnings: list[str]
     adversarial: AdversarialTraining | None = None  # `defence=freelb | pgd`
     augmentation: AttackAugmentation | None = None  # `defence=augment`: the train split holds its examples
 
@@ -152,7 +158,18 @@ def build_finetune(cfg: DictConfig) -> FinetuneParts:
         val_split_names=datamodule.split_names_val,
         adversarial=adversarial,
     )
-    return FinetuneParts(task, resolved, adaptation, model, datamodule, module, total_steps, adversarial, augmentation)
+    accumulate = int(cfg.trainer.get("accumulate_grad_batches") or 1)
+    warnings = recipe_warnings(
+        cfg,
+        train_rows=rows,
+        optimizer_steps=total_steps // accumulate if adaptation.trains else MIN_STEPS,
+        effective_batch=int(stage.batch_size) * accumulate,
+    )
+    for line in warnings:
+        log.warning("recipe: %s", line)
+    return FinetuneParts(
+        task, resolved, adaptation, model, datamodule, module, total_steps, warnings, adversarial, augmentation
+    )
 
 
 def write_prediction_files(run: StageRun, trainer, parts: FinetuneParts, write: bool) -> dict:
@@ -205,19 +222,10 @@ def write_prediction_files(run: StageRun, trainer, parts: FinetuneParts, write: 
             if split_name == datamodule.split_names_val[0] and not task.spec.is_regression:
                 labels = torch.tensor([ex.label for ex in split.examples])
                 stats = prediction_stats(preds, labels)
-                report = confusion_report(
-                    logits, labels.tolist(), task.spec.labels, [ex.texts for ex in split.examples]
-                )
+                report, baseline = classification_outcome(task, split_name, logits, labels.tolist())
                 write_confusion(pred_dir, report)
-                baseline = majority_baseline(
-                    task.spec.metrics, [ex.label for ex in task.train.examples], labels.tolist(), task.spec.num_labels
-                )
-                if task.spec.main_metric in baseline:
-                    stats["baseline"] = {
-                        "kind": "majority_class",
-                        "metric": task.spec.main_metric,
-                        "value": baseline[task.spec.main_metric],
-                    }
+                if baseline is not None:
+                    stats["baseline"] = baseline
                 stats["confusion"] = report
         elif write:
             write_glue_submission(pred_dir / "glue_submission", split, preds.tolist(), task.spec)
@@ -321,6 +329,8 @@ def run_finetune(cfg: DictConfig) -> dict:
             "backbone_source": parts.resolved.source,
             **backbone_summary(parts.resolved),
             "config_hash": config_hash(OmegaConf.to_container(cfg, resolve=True)),
+            "recipe": effective_recipe(cfg),
+            **({"warnings": parts.recipe_warnings} if parts.recipe_warnings else {}),
             "metrics": metrics,
             "main_metric": main_key,
             "main_score": metrics.get(main_key),

@@ -36,6 +36,7 @@ from lightning_modules.heads.multitask_model import MultiTaskModel
 from lightning_modules.optim import build_optimizer, build_scheduler, decay_param_groups
 from lightning_modules.runtime.stage_run import StageRun, tracking_uri
 from lightning_modules.runtime.training_numbers import training_numbers
+from lightning_modules.tasks.confusion import classification_outcome
 from lightning_modules.tasks.datamodule import TaskDataModule
 from lightning_modules.tasks.encoding import in_split_order
 from lightning_modules.tasks.sampling import TaskSampler, temperature_for
@@ -134,6 +135,8 @@ class MultiTaskModule(pl.LightningModule):
         self.train_time_s = 0.0
         self._fit_started: float | None = None
         self._outputs: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
+        # per task, its first eval split's (name, scores in split order, labels) at the last validation
+        self.last_scores: dict[str, tuple[str, torch.Tensor, torch.Tensor]] = {}
 
     def on_fit_start(self) -> None:
         self._fit_started = time.perf_counter()
@@ -173,6 +176,8 @@ class MultiTaskModule(pl.LightningModule):
             task_name, split = self.val_index[idx]
             preds = in_split_order([(i, p) for i, p, _ in outputs])
             labels = in_split_order([(i, y) for i, _, y in outputs])
+            if task_name not in metrics:  # a task's first eval split: its confusion and baseline read these
+                self.last_scores[task_name] = (split, preds, labels)
             metrics.setdefault(task_name, {}).update(split_metrics(self.tasks[task_name], split, preds, labels))
         for task_name, values in metrics.items():
             for key, value in values.items():
@@ -245,6 +250,21 @@ def build_multitask(cfg: DictConfig) -> MultitaskParts:
     return MultitaskParts(tasks, sizes, sampler, temperature, total_steps, resolved, model, datamodule, module)
 
 
+def classification_outcomes(
+    tasks: dict[str, LoadedTask], scores: dict[str, tuple[str, torch.Tensor, torch.Tensor]]
+) -> tuple[dict[str, dict], dict[str, dict]]:
+    """Each classification task's confusion report and majority-class baseline on its first eval split."""
+    confusions, baselines = {}, {}
+    for name, (split, logits, labels) in scores.items():
+        task = tasks[name]
+        if task.spec.kind != "classification":
+            continue
+        confusions[name], baseline = classification_outcome(task, split, logits, labels.tolist())
+        if baseline is not None:
+            baselines[name] = {**baseline, "metric": task.spec.metric_key(task.spec.main_metric, split)}
+    return confusions, baselines
+
+
 def run_multitask(cfg: DictConfig) -> dict:
     stage = cfg.stage
     parts = build_multitask(cfg)
@@ -269,6 +289,7 @@ def run_multitask(cfg: DictConfig) -> dict:
         if not module.last_metrics:
             trainer.validate(module, datamodule=datamodule, verbose=False)
         task_metrics = {name: dict(module.last_metrics.get(name, {})) for name in tasks}
+        confusions, baselines = classification_outcomes(tasks, module.last_scores)
         task_model_dir = export_models(run, cfg, model, parts.resolved, {name: t.spec for name, t in tasks.items()})
         first = next(iter(tasks.values()))
         main_key = first.spec.metric_key(
@@ -297,6 +318,14 @@ def run_multitask(cfg: DictConfig) -> dict:
             "metrics": task_metrics[first.spec.name],
             "main_metric": main_key,
             "main_score": task_metrics[first.spec.name].get(main_key),
+            # each classification task's confusion and majority-class baseline; the first task's also
+            # as the run's own (its main score is the run's)
+            **({"task_confusion": confusions} if confusions else {}),
+            **({"task_baselines": baselines} if baselines else {}),
+            **({"confusion": confusions[first.spec.name]} if first.spec.name in confusions else {}),
+            **(
+                {"baseline": {**baselines[first.spec.name], "metric": main_key}} if first.spec.name in baselines else {}
+            ),
             **training_numbers(model, module, trainer),
             "task_model_dir": str(task_model_dir),
         }

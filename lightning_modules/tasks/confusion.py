@@ -183,3 +183,19 @@ def majority_baseline(
     constant = torch.full_like(gold, int(counts.argmax()))
     scored = [n for n in names if n in CLASSIFICATION_METRICS]
     return compute_metrics(scored, constant, gold, num_labels=num_labels) if scored else {}
+
+
+def classification_outcome(
+    task, split_name: str, logits: torch.Tensor, labels: Sequence[int]
+) -> tuple[dict, dict | None]:
+    """A classification task's eval split as the summary stores it: the confusion report, and the
+    majority-class baseline of its main metric (None where the metric has none). `task` is a
+    LoadedTask; `logits` B×C in split order."""
+    split = task.data.splits[split_name]
+    report = confusion_report(logits, list(labels), task.spec.labels, [ex.texts for ex in split.examples])
+    baseline = majority_baseline(
+        task.spec.metrics, [ex.label for ex in task.train.examples], list(labels), task.spec.num_labels
+    )
+    if task.spec.main_metric not in baseline:
+        return report, None
+    return report, {"kind": "majority_class", "metric": task.spec.main_metric, "value": baseline[task.spec.main_metric]}

@@ -17,6 +17,7 @@ from ptmlab.contracts.families import FAMILIES
 from ptmlab.contracts.objective_checks import check_objective_data
 from ptmlab.contracts.task_checks import check_multitask, check_task
 from ptmlab.errors import ConfigError
+from ptmlab.recipes import apply_recipe
 from ptmlab.settings import get_settings
 
 # Compose-time checks after the family check, in order; each raises one ConfigError naming the
@@ -56,7 +57,7 @@ def compose_config(overrides: Sequence[str] = (), *, return_hydra_config: bool =
     finally:
         GlobalHydra.instance().clear()
     try:
-        check_config(set_runtime_paths(cfg))
+        check_config(apply_recipe(set_runtime_paths(cfg), overrides))
     except OmegaConfBaseException as exc:
         # A deleted or broken node that something else refers to (`~model`: run_name uses ${model.name}).
         raise ConfigError(_one_line(exc)) from None

@@ -18,6 +18,7 @@ from ptmlab.config import CONF_DIR, check_config, compose_config, set_runtime_pa
 from ptmlab.disk import EXIT_DISK_FULL, describe_disk_full, disk_full_error
 from ptmlab.errors import ConfigError, PtmlabError
 from ptmlab.joblog import job_header, quiet_dependencies
+from ptmlab.recipes import apply_recipe
 from ptmlab.settings import get_settings
 
 EXIT_USER_ERROR = 2
@@ -33,7 +34,7 @@ def _hydra_main(cfg: DictConfig):
     from hydra.utils import get_method
 
     try:
-        check_config(set_runtime_paths(cfg))
+        check_config(apply_recipe(set_runtime_paths(cfg), _task_overrides()))
         registered = code_keys().registered.get("entry", frozenset())
         if cfg.stage.entry not in registered:
             # Config is the registry: a stage function is imported only when a conf/stage file names it.
@@ -86,6 +87,13 @@ def _leave_process_group() -> None:
     dist = torch.distributed
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def _task_overrides() -> list[str]:
+    """The overrides this run was composed with (a recipe never replaces a key they set)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
 
 
 def _run_folder(cfg: DictConfig) -> str:

@@ -251,8 +251,6 @@ def overrides(files, extra=(), epochs: int = 1) -> list[str]:
         f"tokenizer.path={files / 'tokenizer'}",
         "trainer.enable_progress_bar=false",
         "checkpoint_every_n_steps=0",
-        "stage.lr=1.5e-3",
-        "stage.batch_size=16",
         f"stage.epochs={epochs}",
         "stage.eval_batch_size=64",
         "stage.val_every_n_epochs=100",

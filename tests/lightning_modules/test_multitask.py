@@ -147,6 +147,17 @@ def test_multitask_stage_trains_every_task_in_proportion(
     assert summary["metrics"] == summary["task_metrics"]["sst2"]
     assert summary["main_score"] == summary["metrics"]["accuracy"]
     assert summary["trainable_params"] == summary["total_params"]
+    # each task's confusion over its 24 eval rows and its majority-class baseline; the first task's is the run's
+    for task in ("sst2", "rte"):
+        confusion = summary["task_confusion"][task]
+        assert confusion["examples"] == 24 and sum(map(sum, confusion["matrix"])) == 24
+        wrong = round((1 - summary["task_metrics"][task]["accuracy"]) * 24)
+        assert confusion["errors"] == wrong
+        assert (
+            summary["task_baselines"][task]["metric"] == "accuracy" and 0 < summary["task_baselines"][task]["value"] < 1
+        )
+    assert summary["confusion"] == summary["task_confusion"]["sst2"]
+    assert summary["baseline"] == {**summary["task_baselines"]["sst2"], "metric": summary["main_metric"]}
 
     on_disk = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert on_disk["task_metrics"] == summary["task_metrics"]

@@ -48,6 +48,8 @@ def companions(group: str, option: str) -> list[str]:
                 break
     if (group, option) == ("stage", "finetune"):
         extra.append("task=glue/rte")  # a fine-tune without a task is refused at compose time
+    if group == "recipe":  # a recipe sets a fine-tune's training
+        extra += ["stage=finetune", "task=glue/rte"]
     return extra
 
 

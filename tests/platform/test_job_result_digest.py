@@ -110,4 +110,41 @@ def test_a_finetune_rows_metrics_and_its_generation_speed():
         "probes": [],
         "task_kind": None,
         "confusion": None,
+        "recipe": None,
+        "warnings": [],
+        "task_confusions": [],
     }
+
+
+def test_a_multitask_row_shows_each_tasks_baseline_and_confusion_and_a_finetune_its_recipe():
+    confusion = {"examples": 4, "errors": 1, "labels": ["0", "1"], "matrix": [[2, 0], [1, 1]], "per_class": []}
+    summary = {
+        "stage": "multitask",
+        "model": "bert_tiny",
+        "adaptation": "multitask",
+        "task": "sst2+rte",
+        "tasks": ["sst2", "rte"],
+        "metrics": {"accuracy": 0.75},
+        "main_metric": "accuracy",
+        "main_score": 0.75,
+        "task_metrics": {"sst2": {"accuracy": 0.75}, "rte": {"accuracy": 0.5}},
+        "trainable_params": 1,
+        "total_params": 1,
+        "train_time_s": 1.0,
+        "steps": 4,
+        "baseline": {"kind": "majority_class", "metric": "accuracy", "value": 0.5},
+        "task_baselines": {
+            "sst2": {"kind": "majority_class", "metric": "accuracy", "value": 0.5},
+            "rte": {"kind": "majority_class", "metric": "accuracy", "value": 0.5},
+        },
+        "confusion": confusion,
+        "task_confusion": {"sst2": confusion, "rte": {**confusion, "errors": 2}},
+        "recipe": {"name": "none", "requested": "auto", "values": {}},
+    }
+    digest = result_digest("multitask", summary)
+    shown = rows(digest)
+    assert shown["majority-class baseline"] == (0.5, "accuracy")
+    assert shown["majority-class baseline (rte)"] == (0.5, "the score is at or below it: the task learnt nothing")
+    assert "majority-class baseline (sst2)" not in shown  # the run's own, above
+    assert [t["task"] for t in digest["task_confusions"]] == ["sst2", "rte"]
+    assert digest["recipe"] == summary["recipe"] and digest["warnings"] == []

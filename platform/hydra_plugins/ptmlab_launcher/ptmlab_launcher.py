@@ -120,6 +120,7 @@ class PtmlabLauncher(Launcher):
         from ptmlab.config import _one_line, check_config
         from ptmlab.contracts.identity import overrides_but_seed
         from ptmlab.errors import ConfigError
+        from ptmlab.recipes import apply_recipe
 
         verdicts: dict[tuple[str, ...], str | None] = {}
         valid: list[list[str]] = []
@@ -130,7 +131,7 @@ class PtmlabLauncher(Launcher):
                     cfg = self.hydra_context.config_loader.load_sweep_config(self.config, combo)
                     with open_dict(cfg):
                         del cfg["hydra"]
-                    check_config(cfg)
+                    check_config(apply_recipe(cfg, combo))
                     verdicts[key] = None
                 except (HydraException, OmegaConfBaseException, ValueError) as exc:
                     verdicts[key] = _one_line(exc)

@@ -77,6 +77,19 @@ class JobSubmit(JobOptions):
     name: Name | None = None
 
 
+class RecipeValue(BaseModel):
+    value: Any
+    origin: str = Field(description="recipe:<name> | override | sweep")
+
+
+class RecipeOut(BaseModel):
+    """The recipe a job trains with (ptmlab.recipes): its name and each of its keys' value and origin."""
+
+    name: str = Field(description="the recipe applied (none: the stage's defaults)")
+    requested: str = Field(description="auto, or the recipe named by recipe=")
+    values: dict[str, RecipeValue]
+
+
 class JobLabels(_Strict):
     """PATCH /jobs/{id}: only the fields given change; a tag set to null is removed."""
 

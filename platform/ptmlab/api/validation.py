@@ -262,15 +262,17 @@ def compose_job(overrides: Sequence[str], *, stage: str | None = None, seed: int
         compose_config(full)
 
 
-def compose_checked(overrides: Sequence[str], roots: Sequence[Path], *, stage: str):
+def compose_checked(overrides: Sequence[str], roots: Sequence[Path], *, stage: str | None):
     """The composed config of one job whose overrides pass the remote-submission checks (a study
-    reads it: which metrics its stage reports)."""
+    reads it: which metrics its stage reports; the submit form: the recipe it would train with)."""
     from ptmlab.config import compose_config
 
     check_overrides_allowed(overrides, roots)
-    check_override_allowed(f"stage={stage}", roots)
+    head = [f"stage={stage}"] if stage else []
+    for override in head:
+        check_override_allowed(override, roots)
     with _compose_lock:
-        return compose_config([f"stage={stage}", *overrides])
+        return compose_config([*head, *overrides])
 
 
 def validate_job(

@@ -33,6 +33,7 @@ from ptmlab.config_schema.defence import check_defence
 from ptmlab.config_schema.models import ModelNode
 from ptmlab.config_schema.objectives import ObjectiveNode
 from ptmlab.config_schema.probing import PROBE_STAGES, ProbeNode
+from ptmlab.config_schema.recipe import RecipeNode
 from ptmlab.config_schema.stages import STAGES, AnyStage, Multitask
 from ptmlab.config_schema.tasks import TaskNode
 from ptmlab.errors import ConfigError
@@ -69,10 +70,11 @@ NODE_SCHEMAS: dict[str, type[BaseModel]] = {
     "tokenizer": TokenizerNode,
     "task": TaskNode,
     "probe": ProbeNode,
+    "recipe": RecipeNode,
 }
 TARGET_GROUPS = ("trainer", "optimizer", "scheduler", "adaptation", "compression", "attack", "defence")
 # Checked in this order: a value that others interpolate (`${tokenizer.vocab_size}`) is named first.
-GROUPS = ("stage", "tokenizer", "data", "model", "objective", "task", "probe", *TARGET_GROUPS)
+GROUPS = ("stage", "tokenizer", "data", "model", "objective", "task", "probe", "recipe", *TARGET_GROUPS)
 STAGES = {**STAGES, **PROBE_STAGES}
 PRETRAIN_ENTRY = "lightning_modules.stages.pretrain.run_pretrain"
 

@@ -20,9 +20,14 @@ RUN_ONLY_KEYS = frozenset(
 )
 
 
+# Not hashed either: which recipe supplied a value and where each came from (ptmlab.recipes) say how
+# a config was written, not what ran; the values themselves are in their own keys.
+PROVENANCE_KEYS = frozenset({"recipe"})
+
+
 def config_hash(resolved: dict[str, Any]) -> str:
     """A short, stable hash of a resolved config (a plain dict, interpolations resolved)."""
-    kept = {k: v for k, v in resolved.items() if k not in RUN_ONLY_KEYS}
+    kept = {k: v for k, v in resolved.items() if k not in RUN_ONLY_KEYS | PROVENANCE_KEYS}
     text = json.dumps(kept, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -30,11 +35,13 @@ def config_hash(resolved: dict[str, Any]) -> str:
 Scalar = str | int | float | bool | None
 
 
-def config_params(resolved: dict[str, Any]) -> dict[str, Scalar]:
+def config_params(resolved: dict[str, Any], *, run_keys: bool = False) -> dict[str, Scalar]:
     """The resolved config as one flat dict of dotted keys (`stage.lr`, `model.name`), without the
     keys that only say where and when a run ran: what the runs table, the leaderboard and the
     sweep pages group and filter by. Lists of scalars are joined with ", "; other lists (a corpus's
-    sources, a pipeline's nodes) and `_target_` paths are left out."""
+    sources, a pipeline's nodes) and `_target_` paths are left out. `run_keys`: those keys too
+    (seed, resume, paths ...; Hydra's node aside), as the run's MLflow params hold them: one
+    flattening for both, so a key reads the same in MLflow and on the dashboard."""
     out: dict[str, Scalar] = {}
 
     def walk(node: Any, prefix: str) -> None:
@@ -54,7 +61,8 @@ def config_params(resolved: dict[str, Any]) -> dict[str, Scalar]:
             else:
                 out[name] = str(value)
 
-    walk({k: v for k, v in resolved.items() if k not in RUN_ONLY_KEYS}, "")
+    skipped = {"hydra"} if run_keys else RUN_ONLY_KEYS
+    walk({k: v for k, v in resolved.items() if k not in skipped}, "")
     return out
 
 

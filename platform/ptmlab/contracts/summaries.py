@@ -163,11 +163,17 @@ class FinetuneSummary(BackboneRecord, StageSummary):
     data_origin: dict[str, str] | None = None  # per split, where a reader drew or split it (few-shot, a split of dev)
     multiple_choice: dict[str, Any] | None = None  # how choices were scored
     data_notes: list[str] | None = None  # what the reader says of the data
+    # the recipe it trained with and each of its values' origin (ptmlab.contracts.recipes.effective_recipe)
+    recipe: dict[str, Any] | None = None
+    warnings: list[str] | None = None  # unusual hyper-parameters (recipe_warnings): fewer than 100 steps ...
     # multitask only
     tasks: list[str] | None = None
     task_metrics: dict[str, Metrics] | None = None
     task_main_metrics: dict[str, str] | None = None  # each task's main metric key in task_metrics
     sampling: str | None = None
+    # each classification task's confusion report and majority-class baseline (its first eval split)
+    task_confusion: dict[str, dict[str, Any]] | None = None
+    task_baselines: dict[str, Baseline] | None = None
 
 
 class MeasurementSettings(BaseModel):

@@ -664,7 +664,8 @@ def _varying(runs: list[TaskRun], group_by: Sequence[str]) -> list[str]:
     """The config keys besides the seed and the rows-by keys whose values differ among `runs`;
     ["config"] where their identities differ but no recorded key says how (older rows)."""
     keys = sorted({k for r in runs for k in r.params} - set(group_by) - {"seed"})
-    differ = [k for k in keys if _differs(runs, k)]
+    # where a value came from (recipe or override: ptmlab.recipes) is not a setting; the value's own key is
+    differ = [k for k in keys if not k.startswith("recipe.origin.") and _differs(runs, k)]
     if differ or all(r.params for r in runs) or len({r.identity for r in runs}) <= 1:
         return differ
     return ["config"]

@@ -41,6 +41,7 @@ from ptmlab.db.models import (
 from ptmlab.errors import ConfigError
 from ptmlab.queue.jobs import fail_descendants, split_override, value_refs
 from ptmlab.queue.lease import db_now, lease_until
+from ptmlab.queue.varied_keys import varied_keys
 from ptmlab.results import new_result
 
 OUTCOMES = (SUCCEEDED, FAILED, CANCELLED)
@@ -64,6 +65,7 @@ class ClaimedJob:
     gpu_ids: list[int] = field(default_factory=list)  # granted (when the worker passed its free ids)
     nodes: int = 1  # > 1: launched across hosts through srun (a --multinode worker)
     study_id: str | None = None  # a study's trial: its end advances the study at once
+    varied_keys: list[str] = field(default_factory=list)  # what its sweep or study varies (ptmlab.queue.varied_keys)
     submitted_remotely: bool = False  # queued through the API: the worker checks it as the API did
 
     def run_overrides(self) -> list[str]:
@@ -217,6 +219,7 @@ def claim_next_job(
         gpu_ids=list(attempt.gpu_ids),
         nodes=job.nodes,
         study_id=job.study_id,
+        varied_keys=varied_keys(session, job),
         submitted_remotely=job.submitted_remotely,
     )
     session.commit()

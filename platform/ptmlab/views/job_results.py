@@ -185,9 +185,28 @@ def result_digest(kind: str, summary: dict[str, Any] | None) -> dict[str, Any]:
         )
     # a classification fine-tune's confusion matrix, per-class scores and most confident mistakes
     confusion = stored.get("confusion") if isinstance(stored.get("confusion"), dict) else None
+    # a multi-task run: each classification task's confusion and baseline (the first task's is the run's)
+    task_confusion = stored.get("task_confusion") if isinstance(stored.get("task_confusion"), dict) else {}
+    task_baselines = stored.get("task_baselines") if isinstance(stored.get("task_baselines"), dict) else {}
+    task_metrics = stored.get("task_metrics") if isinstance(stored.get("task_metrics"), dict) else {}
+    tasks = stored.get("tasks") if isinstance(stored.get("tasks"), list) else []
+    for name, base in task_baselines.items():
+        if isinstance(base, dict) and tasks[:1] != [name]:  # the first task's is the run's, shown above
+            score = (task_metrics.get(name) or {}).get(base.get("metric"))
+            below = isinstance(score, int | float) and score <= float(base.get("value", 0)) + 1e-9
+            note = "the score is at or below it: the task learnt nothing" if below else base.get("metric", "")
+            rows.append(_row(f"majority-class baseline ({name})", base.get("value"), note))
+    recipe = stored.get("recipe") if isinstance(stored.get("recipe"), dict) else None
+    warnings = stored.get("warnings") if isinstance(stored.get("warnings"), list) else []
     return {
         "rows": [r for r in rows if r is not None],
+        # the recipe it trained with, each value's origin, and what was unusual (ptmlab.recipes)
+        "recipe": recipe,
+        "warnings": [str(w) for w in warnings],
         "probes": _probe_curves(s) if kind == "probe" else [],
         "task_kind": summary_task_kind(stored) if kind == "finetune" else None,
         "confusion": confusion,
+        "task_confusions": [
+            {"task": name, "confusion": c} for name, c in task_confusion.items() if isinstance(c, dict)
+        ],
     }

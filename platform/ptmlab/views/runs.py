@@ -40,7 +40,9 @@ SKIP_KEYS = {
     "extraction",
     "source.latency",
     "confusion",
+    "task_confusion",
     "hparams",
+    "recipe.values",  # each value is its config key's (`stage.lr`), its origin `recipe.origin.stage.lr`
 }
 DEFAULT_COLUMNS = ("kind", "model", "task", "adaptation", "method", "probe_task", "main_score")
 MAX_COLUMNS = 30

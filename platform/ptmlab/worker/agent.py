@@ -48,6 +48,7 @@ from ptmlab.queue import (
     stop_worker,
     store_final_progress,
 )
+from ptmlab.recipes import SWEPT_KEYS_ENV
 from ptmlab.slurm import current_allocation
 from ptmlab.worker.job_process import across_nodes, job_argv, job_environment, open_job_log, start_cold, warm_start
 from ptmlab.worker.outcome import append_line, describe_exit, store_outcome
@@ -284,6 +285,7 @@ class WorkerAgent:
             **job_environment(self.home),
             "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in claim.gpu_ids),
             "PTMLAB_JOB_ID": str(claim.job_id),
+            SWEPT_KEYS_ENV: ",".join(claim.varied_keys),
         }
         if claim.nodes > 1:
             argv, env = across_nodes(claim, argv, env, self.options.srun_args)

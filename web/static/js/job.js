@@ -103,11 +103,13 @@ function showDetail(detail) {
     document.getElementById("job-results").replaceChildren(...detail.results.map((r) =>
       el("div", { class: "job-result", "data-result": r.id },
         el("p", {}, `${r.kind} result`),
-        digestTable(r.digest), r.digest?.confusion ? confusionSection(r.id, r.digest.confusion) : "",
+        digestTable(r.digest), recipeSection(r.digest), r.digest?.confusion ? confusionSection(r.id, r.digest.confusion) : "",
+        ...otherTaskConfusions(r).map(([id, c, task]) => confusionSection(id, c, task)),
         ...(r.digest?.probes || []).map((p, i) => probeCurve(r.id, p, i)),
         r.throughput ? speedTable(r.throughput) : "")));
     for (const r of detail.results) (r.digest?.probes || []).forEach((p, i) => drawProbeCurve(r.id, p, i));
     for (const r of detail.results) if (r.digest?.confusion) drawConfusion(r.id, r.digest.confusion);
+    for (const r of detail.results) for (const [id, c] of otherTaskConfusions(r)) drawConfusion(id, c);
     if (detail.results.some((r) => r.kind === "attack")) showAttackRecords().catch((err) => flash(`attacked examples: ${err.message}`));
     const sampled = detail.results.find((r) => PREDICTION_KINDS.includes(r.digest?.task_kind));
     if (sampled) showPredictions({}).catch((err) => flash(`predictions: ${err.message}`));
@@ -118,10 +120,15 @@ function showDetail(detail) {
 
 // A classification fine-tune's evaluation split: the confusion matrix (rows gold, columns
 // predicted), each class's precision / recall / F1 / support, and the most confident mistakes.
-function confusionSection(id, c) {
+// A multi-task run's confusion matrices beyond its first task's (which is the run's own, above).
+function otherTaskConfusions(r) {
+  return (r.digest?.task_confusions || []).slice(1).map((t) => [`${r.id}-${t.task.replace(/[^A-Za-z0-9_-]/g, "_")}`, t.confusion, t.task]);
+}
+
+function confusionSection(id, c, task = null) {
   const pct = (v) => `${(100 * v).toFixed(1)}`;
   return el("section", { class: "confusion", "data-result": id },
-    el("h3", {}, `Confusion matrix (${c.errors} of ${c.examples} wrong)`),
+    el("h3", {}, `Confusion matrix${task ? ` of ${task}` : ""} (${c.errors} of ${c.examples} wrong)`),
     el("div", { id: `confusion-${id}`, class: "chart confusion-chart" }),
     el("table", { class: "grid small per-class" },
       el("thead", {}, el("tr", {}, ["class", "precision %", "recall %", "F1 %", "support"].map((h) => el("th", {}, h)))),
@@ -140,6 +147,20 @@ function drawConfusion(id, c) {
     text: c.matrix.map((row) => row.map(String)), texttemplate: "%{text}", colorbar: { title: { text: "examples" } },
   }], { height: 120 + 40 * c.labels.length, width: 200 + 60 * c.labels.length, margin: { l: 80, r: 20, t: 10, b: 60 },
     xaxis: { title: { text: "predicted" } }, yaxis: { title: { text: "gold" }, autorange: "reversed" } }, plotConfig(`confusion-${id}`));
+}
+
+// The recipe a fine-tune trained with (conf/recipe/) and where each value came from, and the warnings
+// on unusual hyper-parameters (fewer than 100 steps, a fine-tuning rate from scratch ...).
+function recipeSection(digest) {
+  const recipe = digest?.recipe;
+  const warnings = digest?.warnings || [];
+  if (!recipe && !warnings.length) return "";
+  return el("div", { class: "recipe small" },
+    warnings.map((w) => el("p", { class: "warning recipe-warning" }, `⚠ ${w}`)),
+    recipe ? el("p", {}, el("b", {}, "recipe "), el("span", { class: "recipe-name" }, recipe.name),
+      Object.keys(recipe.values || {}).length ? ": " : " (the stage's defaults)",
+      ...Object.entries(recipe.values || {}).map(([key, v], i) => el("span", { class: "recipe-value", "data-key": key },
+        i ? " · " : "", el("code", {}, `${key}=${JSON.stringify(v.value)}`), ` (${v.origin})`))) : "");
 }
 
 // A result in its stage's terms (ptmlab.views.job_results): name, value, what it is measured against.

@@ -150,9 +150,34 @@ async function updatePreview() {
   }
 }
 
+// The recipe the job would train with (conf/recipe/, ptmlab.recipes): each value and where it comes
+// from; the training fields' placeholders show the values that apply when they are left empty.
+const TRAINING_FIELDS = { "stage.lr": "lr", "stage.epochs": "epochs", "stage.batch_size": "batch_size" };
+let recipeSeq = 0;
+
+async function updateRecipe() {
+  const box = document.getElementById("recipe-preview");
+  const seq = ++recipeSeq;
+  if (sweepBox.checked || stageSelect.value !== "finetune") { box.textContent = ""; return; }
+  try {
+    const recipe = await api("/api/v1/jobs/recipe", { method: "POST", body: body(false) });
+    if (seq !== recipeSeq) return;
+    const entries = Object.entries(recipe.values);
+    for (const [key, name] of Object.entries(TRAINING_FIELDS)) {
+      form.elements[name].placeholder = key in recipe.values ? String(recipe.values[key].value) : "";
+    }
+    box.replaceChildren(el("b", {}, "recipe "), el("span", { id: "recipe-name" }, recipe.name),
+      entries.length ? ": " : " (the stage's defaults)",
+      ...entries.map(([key, v], i) => el("span", { class: "recipe-value", "data-key": key },
+        i ? " · " : "", el("code", {}, `${key}=${JSON.stringify(v.value)}`), ` (${v.origin})`)));
+  } catch {
+    if (seq === recipeSeq) box.textContent = "";  // the submission itself names what does not compose
+  }
+}
+
 function schedulePreview() {
   clearTimeout(previewTimer);
-  previewTimer = setTimeout(updatePreview, 400);
+  previewTimer = setTimeout(() => { updatePreview(); updateRecipe(); }, 400);
 }
 
 async function submit(event) {
@@ -228,6 +253,7 @@ async function init() {
   backboneOptions();
   const clone = new URLSearchParams(window.location.search).get("clone");
   if (clone) await fillFrom(clone);
+  schedulePreview();
   stageSelect.addEventListener("change", () => { renderGroups(); schedulePreview(); });
   sweepBox.addEventListener("change", onSweepToggle);
   form.addEventListener("input", schedulePreview);

@@ -13,7 +13,17 @@ router = APIRouter(prefix="/catalogue", tags=["catalogue"])
 # Which config groups a stage reads (the form shows only those). Stages not listed read them all.
 STAGE_GROUPS: dict[str, list[str]] = {
     "pretrain": ["model", "objective", "data", "tokenizer", "trainer", "optimizer", "scheduler", "experiment"],
-    "finetune": ["model", "task", "adaptation", "tokenizer", "trainer", "optimizer", "scheduler", "experiment"],
+    "finetune": [
+        "model",
+        "task",
+        "adaptation",
+        "recipe",
+        "tokenizer",
+        "trainer",
+        "optimizer",
+        "scheduler",
+        "experiment",
+    ],
     "sleep": [],
 }
 

@@ -1,4 +1,4 @@
-"""/api/v1/jobs: submit, list, get, progress, cancel, retry, logs, attempts, an attack job's records, a
+"""/api/v1/jobs: submit (or preview the recipe it would train with), list, get, progress, cancel, retry, logs, attempts, an attack job's records, a
 fine-tune job's prediction samples."""
 
 from __future__ import annotations
@@ -21,9 +21,11 @@ from ptmlab.api.schemas import (
     LogOut,
     PredictionSamplesOut,
     ProgressHistoryOut,
+    RecipeOut,
 )
-from ptmlab.api.validation import validate_job
+from ptmlab.api.validation import compose_checked, validate_job
 from ptmlab.contracts.progress import history_series, split_for_listing
+from ptmlab.contracts.recipes import effective_recipe
 from ptmlab.views.attack_records import attack_records_view
 from ptmlab.views.prediction_samples import prediction_samples_view
 
@@ -93,6 +95,19 @@ def get_progress(job_id: JobIdPath, session: SessionDep) -> dict:
         "history": history,
         "series": history_series(history),
     }
+
+
+@router.post(
+    "/recipe",
+    response_model=RecipeOut,
+    responses=ERRORS,
+    dependencies=[Authorized],
+    summary="The recipe a job would train with: each value and where it comes from (nothing is queued)",
+)
+def job_recipe(body: JobSubmit, roots: RootsDep) -> dict:
+    seed = [f"seed={body.seed}"] if body.seed is not None else []
+    cfg = compose_checked([*body.overrides, *seed], roots, stage=body.stage)
+    return effective_recipe(cfg) or {"name": "none", "requested": "none", "values": {}}
 
 
 @router.post(
