@@ -1,20 +1,19 @@
 #!/usr/bin/env bash
-# `make test`: the whole suite in three lanes side by side, one pytest process each:
+# `make test`: the whole suite in four lanes side by side, one pytest process each:
 #   models    tests/e2e's MiniLM thresholds on the session's SST-2 teacher (fine-tuning, attacks,
 #             compression), WNUT-17, the demo, the compression pipeline's page and the dashboard's
 #             browser tests
-#   science   tests/lightning_modules, tests/test_every_config.py, the probing pipeline's page, the
-#             other pages that need no teacher (PAGES) and SQuAD
+#   science   tests/lightning_modules (but the MiniLM probing suites) and tests/test_every_config.py
+#   pages     the MiniLM probing suites, the probing pipeline's page, the other pages that need no
+#             teacher (PAGES) and SQuAD
 #   platform  tests/platform and tests/security (mostly waits: servers, worker subprocesses, a browser, a Slurm cluster),
 #             the comparison pages in a browser, and the delta-tuning thresholds (no session teacher)
-# The pages and the demo compute (MiniLM pipelines): in the platform lane they made three lanes
-# compute at once and the suite took longer (tests/README.md has both measurements).
-# Two lanes compute while the third mostly waits, so the two cores stay busy; the lanes are cut so
-# that each takes about as long (tests/README.md has the figures). Every test process
-# runs one intra-op thread (OMP_NUM_THREADS=1): a torch process with two OpenMP threads whose
-# second thread is descheduled by another lane waits at every parallel region (measured on this
-# machine under load: MiniLM fine-tuning 0.21 steps/s on two threads, 0.30 on one). Stages that set
-# their own thread counts (compress's latency measurement) still do.
+# With three lanes the two cores were busy 149 % of the time (a clean clone of a1d1d92: 3,911 CPU-s in
+# 43.6 min): every lane waits at times (subprocesses starting, servers, browsers), so a fourth lane
+# fills the gaps. Every test process runs one intra-op thread (OMP_NUM_THREADS=1): a torch process
+# with two OpenMP threads whose second thread is descheduled by another lane waits at every parallel
+# region (measured on this machine under load: MiniLM fine-tuning 0.21 steps/s on two threads, 0.30
+# on one). Stages that set their own thread counts (compress's latency measurement) still do.
 # Each lane has its own temporary folder and ends with its 25 slowest tests (--durations), so every
 # CI log carries the suite's profile (tests/README.md keeps the table); the exit status fails if any
 # lane fails.
@@ -30,23 +29,20 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 tmp=${TMPDIR:-/tmp}
 # Dashboard pages in a browser that need no session teacher: the probing pipeline's page (a MiniLM
 # pipeline through a worker), the chart component, the studies' Pareto pages, the robustness page,
-# an attack job's page. The compression pipeline's page runs in the models lane: at 2b2943e the
-# science lane took 40.8 min with it, the models lane 36.9 and platform 39.3 (its fixture ~2 min).
+# an attack job's page. The compression pipeline's page runs in the models lane (its fixture ~2 min).
 PAGES=(tests/e2e/test_probing_page.py tests/e2e/test_curve_charts.py
        tests/e2e/test_study_pareto_browser.py tests/e2e/test_robustness_browser.py tests/e2e/test_attack_job_browser.py)
-# Delta tuning (~6 min) needs no session teacher and the dashboard's browser tests mostly wait: both
-# in the lane that mostly waits. The SQuAD threshold (~5 min) runs in the science lane and WNUT-17
-# (~4 min) in the models lane: a clean clone at 4936244 with both where they were (SQuAD in models,
-# WNUT in platform) took models 35.0 min, science 27.8, platform 37.3.
-# The dashboard's browser tests (~100 s alone) run in the models lane: a clean clone of f25df7c with
-# them here took models 38.2 min, science 40.1, platform 41.8.
+# Delta tuning (~6 min) needs no session teacher and the comparison pages mostly wait: both in the
+# lane that mostly waits. SQuAD (~7 min) and the MiniLM probing suites (~9 min) run with the pages.
 WAITING=(tests/e2e/test_delta_tuning_minilm.py tests/e2e/test_comparison_browser.py)
 SCIENCE_E2E=(tests/e2e/test_squad_minilm.py)
+PROBING=(tests/lightning_modules/test_probing_minilm.py)
 IGNORED=$(printf -- '--ignore=%s ' "${PAGES[@]}" "${WAITING[@]}" "${SCIENCE_E2E[@]}")
-names=(models science platform)
+names=(models science pages platform)
 declare -A paths=(
   [models]="tests/e2e $IGNORED"
-  [science]="tests/lightning_modules tests/test_every_config.py ${PAGES[*]} ${SCIENCE_E2E[*]}"
+  [science]="tests/lightning_modules tests/test_every_config.py $(printf -- '--ignore=%s ' "${PROBING[@]}")"
+  [pages]="${PROBING[*]} ${PAGES[*]} ${SCIENCE_E2E[*]}"
   [platform]="tests/platform tests/security ${WAITING[*]}"
 )
 declare -A logs pids codes

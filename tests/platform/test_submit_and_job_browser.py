@@ -64,6 +64,15 @@ def _finetune() -> dict:
         "steps": 60,
         "wall_time_s": 2.0,
         "confusion": CONFUSION,
+        "recipe": {
+            "name": "sequence_classification",
+            "requested": "auto",
+            "values": {
+                "stage.lr": {"value": 1e-4, "origin": "override"},
+                "stage.batch_size": {"value": 32, "origin": "recipe:sequence_classification"},
+            },
+        },
+        "warnings": ["60 optimizer steps: fine-tuning usually takes at least 100"],
     }
 
 
@@ -180,6 +189,14 @@ def test_submit_refuses_a_finetune_without_a_task_then_queues_the_fields(served,
         ("#f-tags", "suite=glue, note=x"),
     ):
         page.fill(selector, value)
+    # the recipe it will train with, each value's origin, before anything is queued
+    page.wait_for_function(
+        "() => document.getElementById('recipe-name')?.textContent === 'sequence_classification+from_scratch'"
+    )
+    page.wait_for_function("() => document.getElementById('recipe-preview').textContent.includes('stage.lr=0.0001')")
+    preview = page.inner_text("#recipe-preview")
+    assert "stage.lr=0.0001 (override)" in preview and "stage.epochs=2 (override)" in preview
+    assert "scheduler.warmup_ratio=0.1 (recipe:sequence_classification+from_scratch)" in preview
     page.click("#submit-button")
     page.wait_for_selector("#submitted-job")
     job = httpx.get(base + page.get_attribute("#submitted-job", "href").replace("/jobs/", "/api/v1/jobs/")).json()
@@ -230,6 +247,10 @@ def test_a_classification_job_page_and_its_clone(served, page):
     )
     assert names == ["validation"] and loss == ["training"]
     assert "4.40M" in page.inner_text(".result-digest")  # parameters in k/M
+    # the recipe it trained with and the warning on its hyper-parameters
+    recipe = page.inner_text(".recipe")
+    assert "stage.lr=0.0001 (override)" in recipe and "stage.batch_size=32 (recipe:sequence_classification)" in recipe
+    assert "60 optimizer steps" in page.inner_text(".recipe-warning")
     page.click("#clone-link")
     page.wait_for_function("() => document.getElementById('submit-result').textContent.includes('cloned from job')")
     assert page.input_value("#f-stage") == "finetune" and page.input_value("#f-seed") == "1"
