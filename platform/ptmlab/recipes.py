@@ -33,12 +33,15 @@ from ptmlab.errors import ConfigError
 
 RECIPE_STAGES = ("finetune",)  # the stages whose training a recipe sets
 AUTO, NONE = "auto", "none"
+PROMPT_BASED = ("prompt_finetune", "prompt_zero_shot")  # PET / LM-BFF; prompt_tuning is a delta method
 SWEPT_KEYS_ENV = "PTMLAB_SWEPT_KEYS"  # set by the worker for a sweep's or a study's job: the keys they vary
 
 
 def recipe_for(cfg: DictConfig) -> str:
-    """The recipe `recipe=auto` picks: the task's family, then the regime a backbone from random
-    weights needs (`from_scratch_<family>` where one exists: see conf/recipe/)."""
+    """The recipe `recipe=auto` picks from the task's kind, the adaptation (prompt-based fine-tuning
+    has its own) and the model's family (a decoder generates from a prompt); `recipe_values` adds
+    the recipe's from-scratch regime (`then:`) when the backbone starts from random weights. A
+    Hugging Face checkpoint (`model=hf`) generating takes the encoder-decoder recipe."""
     task = cfg.get("task")
     if task is None:
         return NONE
@@ -46,7 +49,7 @@ def recipe_for(cfg: DictConfig) -> str:
     adaptation = cfg.get("adaptation")
     adaptation_name = str(adaptation.get("name")) if adaptation is not None else "full"
     family = str(OmegaConf.select(cfg, "model.family", default=""))
-    if adaptation_name.startswith("prompt_") and kind == "classification":
+    if adaptation_name in PROMPT_BASED and kind == "classification":
         return "prompt_few_shot"
     if kind == "generation":
         return "generation_decoder" if family == "decoder" else "generation_encoder_decoder"

@@ -31,6 +31,7 @@ def values(cfg) -> dict:
         ([*MINILM, "task=squad/v1"], "span_extraction"),
         ([*MINILM, "task=superglue/copa"], "multiple_choice"),
         ([*MINILM, "task=glue/sst2", "adaptation=prompt_finetune"], "prompt_few_shot"),
+        ([*MINILM, "task=glue/sst2", "adaptation=prompt_tuning"], "sequence_classification"),
         (["stage=finetune", "model=t5_tiny", "objective=span_corruption", "task=seq2seq"], None),
         (["stage=finetune", "model=bert_tiny", "task=glue/rte"], "sequence_classification+from_scratch"),
         ([*MINILM, "task=glue/rte", "backbone=random"], "sequence_classification+from_scratch"),
