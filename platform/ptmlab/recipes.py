@@ -117,11 +117,13 @@ def swept_keys() -> set[str]:
 
 def apply_recipe(cfg: DictConfig, overrides: Sequence[str]) -> DictConfig:
     """Set the chosen recipe's values the user did not set, and record `recipe.name`,
-    `recipe.requested` and `recipe.origin`. Idempotent: a config that already has `recipe.origin`
-    (the worker composes a job the API composed) is returned as it is."""
+    `recipe.requested` and `recipe.origin` (written here only: an override of them is refused)."""
     node = cfg.get("recipe")
-    if not isinstance(node, DictConfig) or node.get("origin") is not None:
+    if not isinstance(node, DictConfig):
         return cfg
+    for written in ("origin", "requested"):
+        if node.get(written) is not None:
+            raise ConfigError(f"recipe.{written} is what ptmlab records of the recipe: choose one with recipe=<name>")
     requested = str(node.get("name") or AUTO)
     stage_name = str(OmegaConf.select(cfg, "stage.name", default=""))
     name = requested

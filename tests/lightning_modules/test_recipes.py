@@ -78,9 +78,13 @@ def test_from_scratch_raises_the_rate_and_a_chosen_recipe_or_none_applies_whatev
     assert "stage.lr" in values(constant)
 
 
-def test_an_unknown_recipe_is_one_line_naming_the_options():
+def test_an_unknown_recipe_or_a_forged_record_is_one_line():
     with pytest.raises(ConfigError, match=r"recipe/nope.*available: auto"):
         compose_config([*MINILM, "task=glue/rte", "recipe=nope"])
+    with pytest.raises(ConfigError, match=r"recipe.origin is what ptmlab records"):
+        compose_config([*MINILM, "task=glue/rte", "+recipe.origin={}"])
+    with pytest.raises(ConfigError, match=r"recipe=token_classification: a recipe sets a fine-tune's training"):
+        compose_config(["stage=pretrain", "recipe=token_classification"])
 
 
 def test_a_key_a_sweep_varies_is_named_sweep(monkeypatch):
