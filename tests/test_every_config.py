@@ -215,7 +215,8 @@ def build_recipe(cfg, ctx):
     record = effective_recipe(cfg)
     assert record["requested"] == record["name"].split("+")[0] or record["requested"] == "auto"
     for key, value in record["values"].items():
-        assert value["origin"].startswith("recipe:") and OmegaConf.select(cfg, key) is not None, key
+        assert value["origin"].startswith("recipe:") or value["origin"] == "default", key
+        assert OmegaConf.select(cfg, key) is not None, key
 
 
 def build_experiment(cfg, ctx):

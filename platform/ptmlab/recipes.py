@@ -10,7 +10,8 @@ origin.
 A recipe file holds `set:` (the keys it sets, nested like the config) and optionally `base:` (a
 recipe it extends) and `then:` (a regime applied on top, such as `from_scratch`). A key named in an
 override (`stage.lr=1e-4`) keeps the user's value; a key a sweep or a study varies is named as such.
-`apply_recipe` writes `recipe.origin` (each dotted key: `recipe:<name>`, `override`, `sweep`)
+`apply_recipe` writes `recipe.origin` (each key any recipe sets: `recipe:<name>`, `override`, `sweep`,
+or `default`: the stage's own value)
 beside the values themselves, so config.yaml, the MLflow params, the summary and the job page say
 which recipe ran and where each value came from. Runs with the same `recipe.name` and no override
 of its keys used the same recipe.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +94,16 @@ def recipe_values(conf_dir: Path, name: str, *, from_scratch: bool) -> tuple[str
     return name, values
 
 
+@lru_cache(maxsize=4)
+def all_recipe_keys(conf_dir: Path) -> frozenset[str]:
+    """The keys any recipe of conf/recipe/ sets."""
+    return frozenset(
+        key
+        for path in (conf_dir / "recipe").glob("*.yaml")
+        for key, _ in flatten(load_recipe(conf_dir, path.stem).get("set") or {})
+    )
+
+
 def flatten(node: dict[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
     for key, value in node.items():
         dotted = f"{prefix}{key}"
@@ -142,18 +154,22 @@ def apply_recipe(cfg: DictConfig, overrides: Sequence[str]) -> DictConfig:
     name, values = recipe_values(conf_dir, name, from_scratch=starts_from_random_weights(cfg))
     user, swept = override_keys(overrides), swept_keys()
     origin: dict[str, str] = {}
-    for key, value in values.items():
+    # every key some recipe sets is recorded, so that runs of different task families compare key
+    # by key: this recipe's, the user's, or the stage's default (`default`)
+    for key in sorted(set(values) | all_recipe_keys(conf_dir)):
         if OmegaConf.select(cfg, key, default=_ABSENT) is _ABSENT:
-            if _group_of(key) in user:
+            if key not in values or _group_of(key) in user:
                 continue  # the user chose an option without the key (scheduler=constant has no warm-up)
             raise ConfigError(f"recipe={name} sets {key}, which this config does not have (conf/recipe/)")
         if key in swept:
             origin[key] = "sweep"
         elif key in user:
             origin[key] = "override"
-        else:
-            OmegaConf.update(cfg, key, value, merge=False)
+        elif key in values:
+            OmegaConf.update(cfg, key, values[key], merge=False)
             origin[key] = f"recipe:{name}"
+        else:
+            origin[key] = "default"
     with open_dict(cfg):
         cfg.recipe = {"name": name, "requested": requested, "origin": origin}
     return cfg

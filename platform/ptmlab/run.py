@@ -11,7 +11,7 @@ import os
 import sys
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from ptmlab.code_keys import code_keys
 from ptmlab.config import CONF_DIR, check_config, compose_config, set_runtime_paths
@@ -93,7 +93,11 @@ def _task_overrides() -> list[str]:
     """The overrides this run was composed with (a recipe never replaces a key they set)."""
     from hydra.core.hydra_config import HydraConfig
 
-    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+    if not HydraConfig.initialized():
+        return []
+    # unresolved: an override's value may interpolate the job's config (`${paths.conf_dir}/...`)
+    overrides = OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False)
+    return [str(o) for o in overrides] if isinstance(overrides, list) else []
 
 
 def _run_folder(cfg: DictConfig) -> str:

@@ -330,7 +330,22 @@ class TaskRun:
         the tasks a configuration ran) and the seed; None for rows stored without their config."""
         if not self.params:
             return None
-        return tuple(sorted((k, repr(v)) for k, v in self.params.items() if not k.startswith("task.") and k != "seed"))
+        per_task = task_dependent_keys(self.params)
+        return tuple(sorted((k, repr(v)) for k, v in self.params.items() if k not in per_task and k != "seed"))
+
+
+def task_dependent_keys(params: dict[str, Any]) -> set[str]:
+    """The keys that follow from the task a run trained on, so they tell no row's configuration
+    apart: the task's own (`task.*`), the recipe's record (`recipe.*`), and each key a recipe
+    handles that the user did not set (`recipe.origin.<key>`: `recipe:<name>` or `default`; a value
+    the user or a sweep set stays)."""
+    keys = {k for k in params if k.startswith(("task.", "recipe."))}
+    keys |= {
+        k.removeprefix("recipe.origin.")
+        for k, v in params.items()
+        if k.startswith("recipe.origin.") and (str(v).startswith("recipe:") or v == "default")
+    }
+    return keys
 
 
 def _as_number(value) -> float | None:
@@ -691,7 +706,8 @@ def _name_siblings(rows: list[LeaderboardRow]) -> None:
             continue
         params = [_row_params(row) for row in siblings]
         # a row spans the tasks its configuration ran: the task keys tell no row apart
-        keys = sorted({k for p in params for k in p if not k.startswith("task.")} - set(siblings[0].config) - {"seed"})
+        per_task = set().union(*(task_dependent_keys(p) for p in params))
+        keys = sorted({k for p in params for k in p if k not in per_task} - set(siblings[0].config) - {"seed"})
         differ = [k for k in keys if len({repr(p.get(k)) for p in params}) > 1]
         for row, p in zip(siblings, params, strict=True):
             row.distinct = {k: str(p.get(k, "-")) for k in differ} if differ else {"config": _row_hash(row)}
