@@ -6,7 +6,7 @@
 // warning, not a success. A multi-objective
 // study: one column per objective, its Pareto-optimal trials marked (◆) and its Pareto front drawn
 // instead of the history and the curves; the parameter charts show its first objective.
-import { api, badge, el, flash, human, plotConfig, plotlyReady, poll } from "/static/js/api.js";
+import { api, badge, el, flash, human, plotConfig, poll } from "/static/js/api.js";
 import { degenerateWarning, num, perValueTables, topCurves } from "/static/js/params_view.js";
 
 const studyId = document.getElementById("study").dataset.studyId;
@@ -211,7 +211,6 @@ async function load() {
   const view = await api(`/api/v1/views/studies/${encodeURIComponent(studyId)}`);
   summary(view);
   trialsTable(view);
-  await plotlyReady();  // the bundle loads `async`: the summary and trials show while it is parsed
   if (view.objectives) {
     paretoChart(view);
   } else {

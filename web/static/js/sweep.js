@@ -2,7 +2,7 @@
 // that value), a parallel-coordinates plot (swept keys → score), the score against each key (log
 // axis where the values span two decades) and the top runs' validation curves overlaid. Degenerate
 // runs (at or below their task's majority-class baseline) are marked, and so is a "best" among them.
-import { api, el, flash, plotConfig, plotlyReady } from "/static/js/api.js";
+import { api, el, flash, plotConfig } from "/static/js/api.js";
 import { degenerateWarning, num, perValueTables, scoreAgainst, topCurves } from "/static/js/params_view.js";
 
 const root = document.getElementById("sweep-analysis");
@@ -62,7 +62,6 @@ async function load() {
   }
   markDegenerate(view);
   perValueTables(document.getElementById("per-value"), view);
-  await plotlyReady();  // the bundle loads `async`: the tables show while it is parsed
   parallel(view);
   scoreAgainst(document.getElementById("score-vs"), view, `sweep-${root.dataset.sweep}`);
   await topCurves(document.getElementById("top-curves"), view, `sweep-${root.dataset.sweep}-top`);
