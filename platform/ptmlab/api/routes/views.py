@@ -1,5 +1,7 @@
 """/api/v1/views: the JSON the dashboard's pages draw (ptmlab.views). Read-only; every view but
-the metric curves reads the platform's `results` table, never MLflow."""
+the metric curves reads the platform's `results` table, never MLflow. Each route's `response_model`
+(ptmlab.api.view_models) is the JSON it sends; the routes that send pre-encoded bytes (`_json`) are
+not validated by FastAPI, tests/platform/test_view_models.py holds them to it."""
 
 from __future__ import annotations
 
@@ -12,6 +14,22 @@ from fastapi.responses import PlainTextResponse, Response
 from ptmlab import queue, views
 from ptmlab.api.deps import SessionDep
 from ptmlab.api.schemas import INT4_MAX, ErrorOut, ModeFilter
+from ptmlab.api.view_models import (
+    CompareOut,
+    CompressionOut,
+    CurvesOut,
+    DriftSourcesOut,
+    JobViewOut,
+    LeaderboardCompareOut,
+    LeaderboardOut,
+    OverviewOut,
+    ProbeDriftOut,
+    ProbingOut,
+    RobustnessOut,
+    RunsOut,
+    StudyViewOut,
+    SweepViewOut,
+)
 from ptmlab.db.models import Job, JobDependency, Result
 from ptmlab.errors import ConfigError
 from ptmlab.leaderboard.grouping import parse_adaptation_filter
@@ -20,7 +38,12 @@ from ptmlab.views.encoded import json_body
 from ptmlab.views.studies import study_view
 
 router = APIRouter(prefix="/views", tags=["dashboard views"])
-ERRORS = {404: {"model": ErrorOut}, 422: {"model": ErrorOut}}
+ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut}, 422: {"model": ErrorOut}}
+# format=csv|latex: the same view as text (the json format's body is the route's response_model)
+EXPORTS: dict[int | str, dict[str, Any]] = {
+    **ERRORS,
+    200: {"content": {"text/csv": {"schema": {"type": "string"}}, "application/x-tex": {"schema": {"type": "string"}}}},
+}
 Name = Annotated[str | None, Query(max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$")]
 TagFilter = Annotated[str | None, Query(max_length=600, description="key=value[,key=value]")]
 Benchmark = Annotated[
@@ -43,14 +66,20 @@ def _ids(runs: str) -> list[str]:
     return [r.strip() for r in runs.split(",") if r.strip()]
 
 
-@router.get("/overview", responses=ERRORS, summary="Job counts, result counts, latest jobs and results")
+@router.get(
+    "/overview",
+    response_model=OverviewOut,
+    responses=ERRORS,
+    summary="Job counts, result counts, latest jobs and results",
+)
 def overview(session: SessionDep) -> dict[str, Any]:
     return views.overview_view(session)
 
 
 @router.get(
     "/leaderboard",
-    responses=ERRORS,
+    response_model=LeaderboardOut,
+    responses=EXPORTS,
     summary="A benchmark's leaderboard (glue, superglue, tasks, generation) rows with the result ids behind each cell "
     "and each row's footprint (trainable parameters, delta size); adaptation=lora,bitfit keeps "
     "those modes; format=csv|latex exports",
@@ -91,7 +120,8 @@ RowLabel = Annotated[
 
 @router.get(
     "/leaderboard/compare",
-    responses=ERRORS,
+    response_model=LeaderboardCompareOut,
+    responses=EXPORTS,
     summary="Two leaderboard rows over seeds: per task and GLUE average, difference of means; a 95 % CI and "
     "p-value only with ≥ 3 seeds a side and no pooled configs (paired t-test over common seeds, "
     "Welch otherwise), else the reason and the raw values; format=csv|latex states n and the test "
@@ -132,17 +162,16 @@ def leaderboard_compare(
     )
 
 
-@router.get("/sweep/{sweep_id}", responses=ERRORS, include_in_schema=False)
+@router.get("/sweep/{sweep_id}", response_model=SweepViewOut, responses=ERRORS, include_in_schema=False)
 @router.get(
     "/sweeps/{sweep_id}",
+    response_model=SweepViewOut,
     responses=ERRORS,
     summary="A sweep's runs by swept value: per value mean ± std of the score over its jobs (seeds "
     "included), the runs for parallel coordinates, the best run (degenerate when at or below its "
     "majority-class baseline) and the top runs",
 )
-def sweep(
-    session: SessionDep, sweep_id: Annotated[str, Path(max_length=32, pattern=r"^[A-Za-z0-9_\-]+$")]
-) -> dict[str, Any]:
+def sweep(session: SessionDep, sweep_id: Annotated[str, Path(max_length=32, pattern=r"^[A-Za-z0-9_\-]+$")]) -> Response:
     from ptmlab.views.sweep import sweep_view
 
     return _json(sweep_view(session, sweep_id))
@@ -150,6 +179,7 @@ def sweep(
 
 @router.get(
     "/probe-drift",
+    response_model=ProbeDriftOut | DriftSourcesOut,
     responses=ERRORS,
     summary="A source model's probed descendants (fine-tuned, compressed) as per-layer curves beside its own, "
     "with the difference per layer; without `source`: the model jobs to choose from",
@@ -169,6 +199,7 @@ def probe_drift(
 
 @router.get(
     "/compression",
+    response_model=CompressionOut,
     responses=ERRORS,
     summary="Compressed models of one task: points, uncompressed references, Pareto fronts per x axis; "
     "with study=<id>, one study's trials and its own Pareto front",
@@ -179,7 +210,7 @@ def compression(
     sweep_id: Name = None,
     tag: TagFilter = None,
     study: Annotated[str | None, Query(max_length=32, pattern=r"^[A-Za-z0-9_\-]+$")] = None,
-) -> dict[str, Any]:
+) -> Response:
     return _json(
         views.compression_view(session, task=task, sweep_id=sweep_id, tags=parse_tag_filter(tag), study_id=study)
     )
@@ -187,6 +218,7 @@ def compression(
 
 @router.get(
     "/robustness",
+    response_model=RobustnessOut,
     responses=ERRORS,
     summary="Attack results: one row per attacked model (what made it: fine-tune, adaptation, defence, "
     "compress method), per recipe accuracy under attack, success rate, perturbed-word ratio; "
@@ -198,7 +230,7 @@ def robustness(
     sweep_id: Name = None,
     tag: TagFilter = None,
     pipeline: Annotated[str | None, Query(max_length=32, pattern=r"^[A-Za-z0-9_\-]+$")] = None,
-) -> dict[str, Any]:
+) -> Response:
     return _json(
         views.robustness_view(session, pipeline_id=pipeline, task=task, sweep_id=sweep_id, tags=parse_tag_filter(tag))
     )
@@ -206,10 +238,11 @@ def robustness(
 
 @router.get(
     "/probing",
+    response_model=ProbingOut,
     responses=ERRORS,
     summary="Per-layer probe curves per model × probe task, selectivity, structural probes, head heatmaps",
 )
-def probing(session: SessionDep, sweep_id: Name = None, tag: TagFilter = None) -> dict[str, Any]:
+def probing(session: SessionDep, sweep_id: Name = None, tag: TagFilter = None) -> Response:
     return _json(views.probing_view(session, sweep_id=sweep_id, tags=parse_tag_filter(tag)))
 
 
@@ -218,7 +251,8 @@ Column = Annotated[str, Query(max_length=200, pattern=r"^[A-Za-z0-9_.:/\-]+$")]
 
 @router.get(
     "/runs",
-    responses=ERRORS,
+    response_model=RunsOut,
+    responses=EXPORTS,
     summary="Every result as a row: any summary or config key (`stage.lr`) as a column, a filter, a sort and a "
     "group (group_by: mean ± std, n, min/max per group, what differs inside it); format=csv|latex "
     "exports",
@@ -295,6 +329,7 @@ def _result_ids(session, jobs: str | None, runs: str | None = None) -> list[int]
 
 @router.get(
     "/compare",
+    response_model=CompareOut,
     responses=ERRORS,
     summary="2-10 runs side by side, named by their jobs (jobs=14,13; each job's newest result): the main "
     "score with its deltas, the numbers that differ, the config keys that differ, every config",
@@ -303,7 +338,12 @@ def compare(session: SessionDep, jobs: JobIds = None, runs: HandRecorded = None)
     return views.compare_view(session, _result_ids(session, jobs, runs))
 
 
-@router.get("/curves", responses=ERRORS, summary="Metric curves of runs (jobs=14,13) from MLflow's metric history")
+@router.get(
+    "/curves",
+    response_model=CurvesOut,
+    responses=ERRORS,
+    summary="Metric curves of runs (jobs=14,13) from MLflow's metric history",
+)
 def curves(
     session: SessionDep,
     jobs: JobIds = None,
@@ -315,6 +355,8 @@ def curves(
 
 @router.get(
     "/jobs/{job_id}",
+    response_model=JobViewOut,
+    response_model_exclude_unset=True,  # a job's progress as its stage wrote it, no defaults filled in
     responses=ERRORS,
     summary="A job's page extras: resolved config, parents and children, results (each in its "
     "stage's terms, with its throughput), MLflow link",
@@ -352,13 +394,14 @@ def job_detail(job_id: Annotated[int, Path(ge=1, le=INT4_MAX)], session: Session
 
 @router.get(
     "/studies/{study_id}",
+    response_model=StudyViewOut,
     responses=ERRORS,
     summary="A study's page: trials (state, params, objective, steps trained, job, intermediate values), "
     "the best trial, the optimisation history, Optuna's parameter importances or why there are none",
 )
 def study(
     study_id: Annotated[str, Path(max_length=32, pattern=r"^[A-Za-z0-9_\-]+$")], request: Request, session: SessionDep
-) -> dict[str, Any]:
+) -> Response:
     return _json(study_view(session, study_id, url=request.app.state.database_url))
 
 
