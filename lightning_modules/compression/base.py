@@ -30,6 +30,8 @@ from torch import nn
 from lightning_modules.heads.evaluation import task_loss
 from lightning_modules.optim import build_optimizer, build_scheduler, decay_param_groups
 from lightning_modules.tasks.datamodule import TaskDataModule
+from ptmlab.methods.compression import CompressionParams
+from ptmlab.methods.validation import declared
 
 # The loop's optimizer and schedule (lr and warmup_ratio come from the stage or the method): weight
 # decay 0.01 off biases and norms, torch's default betas and eps. Not the root `optimizer` node:
@@ -74,22 +76,36 @@ class Compressed:
 
 
 class CompressionMethod:
-    """Base of every method; `finetune_epochs` is the optional recovery fine-tune. A method that
-    trains takes `control` (default true): the stage then gives the source the same extra
-    training without compressing it and reports both (compression/control.py)."""
+    """Base of every method. Its settings are its validated declaration (`params`, a
+    `ptmlab.methods.compression` model: the one statement of each key, its default and bounds):
+    `finetune_epochs` is the optional recovery fine-tune; a method that trains declares `control`
+    (default true): the stage then gives the source the same extra training without compressing
+    it and reports both (compression/control.py)."""
 
     name = "compression"
-    control = False  # methods that never train have nothing to control
     # Whether it compresses a generator (task.kind=generation): its decoding twin, decoder layers and
     # per-token losses handled; the stage refuses the others on one before any work.
     takes_generators = False
+    declaration: type[CompressionParams]  # each method names its own (`declaration = DistillParams`)
+    params: CompressionParams
 
-    def __init__(self, finetune_epochs: int = 0, lr: float | None = None):
-        self.finetune_epochs = int(finetune_epochs)
-        self.lr = lr
+    def __init__(self, params: CompressionParams | None = None, **values: Any):
+        """`params`: the validated declaration; in code, its values as keywords (`PruneHeads(fraction=0.5)`,
+        as the stage passes a node's), validated by the same declaration: one ConfigError line naming
+        the key on a bad one."""
+        if params is None:
+            target = f"{type(self).__module__}.{type(self).__qualname__}"
+            params = declared(self.declaration, {"name": self.name, "_target_": target, **values}, "compression")
+        self.params = params
+
+    @property
+    def control(self) -> bool:
+        """Whether the stage trains a control; a method that never trains has nothing to control."""
+        return bool(getattr(self.params, "control", False))
 
     def settings(self) -> dict:
-        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+        """The method's settings as run (the summary's `config`): every declared key but name and target."""
+        return self.params.model_dump(exclude={"name", "target"})
 
     def check(self, source, ctx: CompressContext) -> None:
         """Refuse bad input before training (ConfigError naming the key)."""

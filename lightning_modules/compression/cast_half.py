@@ -13,24 +13,19 @@ from ptmlab.methods.compression import CastHalfParams
 
 class CastHalf(CompressionMethod):
     declaration = CastHalfParams
+    params: CastHalfParams  # the validated declaration (CompressionMethod.__init__)
 
     name = "cast_half"
-
-    def __init__(self, dtype: str = "bfloat16", finetune_epochs: int = 0, lr: float | None = None):
-        super().__init__(finetune_epochs=finetune_epochs, lr=lr)
-        self.dtype = str(dtype)
 
     def check(self, source, ctx: CompressContext) -> None:
 
         refuse_quantized_source(source, self.name)
-        if self.dtype not in ("bfloat16", "float16"):
-            raise ConfigError(f"compression.dtype={self.dtype}: bfloat16 | float16")
-        if self.finetune_epochs:
+        if self.params.finetune_epochs:
             raise ConfigError(
-                f"compression.finetune_epochs={self.finetune_epochs}: cast_half does not train "
+                f"compression.finetune_epochs={self.params.finetune_epochs}: cast_half does not train "
                 f"(fine-tune the float32 model first)"
             )
 
     def compress(self, source, ctx: CompressContext) -> Compressed:
-        model = copy_model(source).eval().to(getattr(torch, self.dtype))
-        return Compressed(model, [{"op": "cast", "dtype": self.dtype}], {"dtype": self.dtype})
+        model = copy_model(source).eval().to(getattr(torch, self.params.dtype))
+        return Compressed(model, [{"op": "cast", "dtype": self.params.dtype}], {"dtype": self.params.dtype})

@@ -83,50 +83,18 @@ def with_num_layers(model_node: dict, n: int) -> dict:
 
 class Distill(CompressionMethod):
     declaration = DistillParams
+    params: DistillParams  # the validated declaration (CompressionMethod.__init__)
 
     name = "distill"
     takes_generators = True
 
-    def __init__(
-        self,
-        student_layers: int | None = 3,
-        student_model: dict | None = None,
-        epochs: int = 2,
-        temperature: float = 2.0,
-        kd_weight: float = 0.5,
-        ce_weight: float = 0.5,
-        hidden_weight: float = 0.0,
-        attention_weight: float = 0.0,
-        embedding_weight: float = 0.0,
-        embedding_loss: str = "mse",
-        layer_map: list | None = None,
-        projection: bool = True,
-        attention_layers: int = 1,
-        cache_logits: bool = True,
-        control: bool = True,
-        sequence_level: bool = False,
-        finetune_epochs: int = 0,
-        lr: float | None = None,
-    ):
-        super().__init__(finetune_epochs=finetune_epochs, lr=lr)
-        self.student_layers = None if student_layers is None else int(student_layers)
-        self.student_model = student_model
-        self.epochs, self.temperature = int(epochs), float(temperature)
-        self.kd_weight, self.ce_weight = float(kd_weight), float(ce_weight)
-        self.hidden_weight, self.attention_weight = float(hidden_weight), float(attention_weight)
-        self.embedding_weight, self.embedding_loss = float(embedding_weight), str(embedding_loss)
-        self.layer_map = [list(map(int, pair)) for pair in layer_map] if layer_map else None
-        self.projection, self.attention_layers = bool(projection), int(attention_layers)
-        self.cache_logits, self.control = bool(cache_logits), bool(control)
-        self.sequence_level = bool(sequence_level)
-
     # -- the student --------------------------------------------------------------------------
     def _student_shape(self, source) -> tuple[int, int]:
         """(layers, hidden size) of the student this config asks for."""
-        if self.student_model:
-            b = dict(self.student_model.get("backbone") or {})
+        if self.params.student_model:
+            b = dict(self.params.student_model.get("backbone") or {})
             return int(b.get("num_layers", 0)), int(b.get("hidden_size", 0))
-        return int(self.student_layers or 0), int(source.model.backbone.hidden_size)
+        return int(self.params.student_layers or 0), int(source.model.backbone.hidden_size)
 
     def check(self, source, ctx: CompressContext) -> None:
 
@@ -134,31 +102,31 @@ class Distill(CompressionMethod):
         teacher = source.model.backbone
         n_teacher, w_teacher = int(teacher.num_layers), int(teacher.hidden_size)
         spec = ctx.task.spec
-        if self.sequence_level and not spec.is_generation:
+        if self.params.sequence_level and not spec.is_generation:
             raise ConfigError(
                 f"compression.sequence_level=true: sequence-level KD trains on a generator's outputs; "
                 f"task {spec.name} is {spec.kind}"
             )
         if spec.is_generation:
             for key in ("hidden_weight", "attention_weight", "embedding_weight"):
-                if getattr(self, key) > 0:
+                if getattr(self.params, key) > 0:
                     raise ConfigError(
-                        f"compression.{key}={getattr(self, key)}: a generator is distilled on its "
+                        f"compression.{key}={getattr(self.params, key)}: a generator is distilled on its "
                         f"output distributions (kd_weight, ce_weight); this loss reads an encoder's states"
                     )
-            if not self.student_model:
+            if not self.params.student_model:
                 droppable_stacks(teacher)
                 n_teacher = min(int(stack.num_layers) for stack in teacher.layer_stacks())
-        if self.student_model:
-            backbone = dict(self.student_model.get("backbone") or {})
+        if self.params.student_model:
+            backbone = dict(self.params.student_model.get("backbone") or {})
             if not str(backbone.get("_target_", "")).startswith("lightning_modules.models."):
                 raise ConfigError(
                     f"compression.student_model.backbone._target_={backbone.get('_target_')!r}: "
                     f"a student is a lightning_modules.models backbone"
                 )
-        elif not self.student_layers or self.student_layers > n_teacher:
+        elif not self.params.student_layers or self.params.student_layers > n_teacher:
             raise ConfigError(
-                f"compression.student_layers={self.student_layers}: the teacher has {n_teacher} "
+                f"compression.student_layers={self.params.student_layers}: the teacher has {n_teacher} "
                 f"layers (a student keeps 1..{n_teacher} of them)"
             )
         n_student, w_student = self._student_shape(source)
@@ -167,12 +135,12 @@ class Distill(CompressionMethod):
                 f"compression.student_model.backbone.hidden_size={w_student} is wider than the "
                 f"teacher ({w_teacher}): the projection maps a narrower student up to the teacher"
             )
-        if self.hidden_weight > 0 and w_student != w_teacher and not self.projection:
+        if self.params.hidden_weight > 0 and w_student != w_teacher and not self.params.projection:
             raise ConfigError(
                 f"compression.projection=false: student width {w_student} differs from the "
                 f"teacher's {w_teacher}; hidden-state MSE needs the projection"
             )
-        for pair in self.layer_map or []:
+        for pair in self.params.layer_map or []:
             if len(pair) != 2:
                 raise ConfigError(f"compression.layer_map entry {pair}: expected [student layer, teacher layer]")
             s, t = pair
@@ -186,18 +154,16 @@ class Distill(CompressionMethod):
                     f"compression.layer_map: teacher layer {t} does not exist (the teacher has "
                     f"layers 1..{n_teacher}, 0 = embeddings)"
                 )
-        if self.epochs < 1:
-            raise ConfigError(f"compression.epochs={self.epochs}: distillation trains at least one epoch")
 
     def build_student(self, source) -> tuple[nn.Module, dict]:
-        if not self.student_model:
+        if not self.params.student_model:
             student = copy_model(source)
             for stack in student.backbone.layer_stacks():  # an encoder–decoder: each side alike
-                keep_layers(stack, every_kth(self.student_layers, int(stack.num_layers)))
+                keep_layers(stack, every_kth(self.params.student_layers, int(stack.num_layers)))
             return student, with_layer_counts(source.manifest["model"], student.backbone)
         from hydra.utils import instantiate
 
-        node = json.loads(json.dumps(self.student_model))
+        node = json.loads(json.dumps(self.params.student_model))
         node["backbone"]["vocab_size"] = len(source.tokenizer)
         backbone = instantiate(node["backbone"])
         ((task_name, size),) = source.model.head_sizes.items()
@@ -240,13 +206,13 @@ class Distill(CompressionMethod):
             :32
         ]
         path = ctx.cache_dir / "teacher_logits" / f"{key}.safetensors" if ctx.cache_dir is not None else None
-        if self.cache_logits and path is not None and path.is_file():
+        if self.params.cache_logits and path is not None and path.is_file():
             return load_file(str(path))["logits"]
         out = torch.zeros(len(split.examples), max(source.model.head_sizes.values()))
         teacher = source.model.eval()
         for batch in train_loader(ctx, teacher, source.tokenizer, shuffle=False):
             out[batch["example_index"]] = teacher(batch).float()
-        if self.cache_logits and path is not None:
+        if self.params.cache_logits and path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp")
             save_file({"logits": out.contiguous()}, str(tmp))
@@ -255,7 +221,9 @@ class Distill(CompressionMethod):
 
     # -- the loss -----------------------------------------------------------------------------
     def _loss_fn(self, teacher: nn.Module, cached: torch.Tensor, spec, layer_map, projections: nn.ModuleDict):
-        needs_teacher_states = self.hidden_weight > 0 or self.attention_weight > 0 or self.embedding_weight > 0
+        needs_teacher_states = (
+            self.params.hidden_weight > 0 or self.params.attention_weight > 0 or self.params.embedding_weight > 0
+        )
 
         def forward(model, batch, attentions: bool):
             if spec.is_generation:  # the generator's own forward (encoder–decoder, prompt, Hugging Face LM)
@@ -270,7 +238,7 @@ class Distill(CompressionMethod):
             return logits, out
 
         def loss_fn(model, batch):
-            need_att = self.attention_weight > 0
+            need_att = self.params.attention_weight > 0
             s_logits, s_out = forward(model, batch, need_att)
             if needs_teacher_states or cached is None:
                 with torch.no_grad():
@@ -278,38 +246,38 @@ class Distill(CompressionMethod):
             else:
                 t_logits = cached[batch["example_index"]].to(s_logits.dtype)
             parts = {}
-            if self.kd_weight > 0:
-                parts["kd"] = soft_target_loss(spec, s_logits, t_logits, batch, self.temperature)
-            if self.ce_weight > 0:
+            if self.params.kd_weight > 0:
+                parts["kd"] = soft_target_loss(spec, s_logits, t_logits, batch, self.params.temperature)
+            if self.params.ce_weight > 0:
                 parts["ce"] = task_loss(spec, s_logits, batch["labels"])
-            if self.hidden_weight > 0:
+            if self.params.hidden_weight > 0:
                 mse = [
                     F.mse_loss(projections[f"{s}_{t}"](s_out.hidden_states[s]), t_out.hidden_states[t])
                     for s, t in layer_map
                 ]
                 parts["hidden"] = torch.stack(mse).mean()
-            if self.attention_weight > 0:
+            if self.params.attention_weight > 0:
                 kls = []
                 for s_att, t_att in zip(
-                    s_out.attentions[-self.attention_layers :], t_out.attentions[-self.attention_layers :]
+                    s_out.attentions[-self.params.attention_layers :], t_out.attentions[-self.params.attention_layers :]
                 ):
                     if s_att.shape[1] != t_att.shape[1]:  # B×heads×T×T: compare head-averaged maps
                         s_att, t_att = s_att.mean(1, keepdim=True), t_att.mean(1, keepdim=True)
                     kls.append((t_att * (t_att.clamp_min(1e-9).log() - s_att.clamp_min(1e-9).log())).sum(-1).mean())
                 parts["attention"] = torch.stack(kls).mean()
-            if self.embedding_weight > 0:
+            if self.params.embedding_weight > 0:
                 s_emb, t_emb = projections["0_0"](s_out.hidden_states[0]), t_out.hidden_states[0]
                 parts["embedding"] = (
                     F.mse_loss(s_emb, t_emb)
-                    if self.embedding_loss == "mse"
+                    if self.params.embedding_loss == "mse"
                     else (1 - F.cosine_similarity(s_emb, t_emb, dim=-1)).mean()
                 )
             weights = {
-                "kd": self.kd_weight,
-                "ce": self.ce_weight,
-                "hidden": self.hidden_weight,
-                "attention": self.attention_weight,
-                "embedding": self.embedding_weight,
+                "kd": self.params.kd_weight,
+                "ce": self.params.ce_weight,
+                "hidden": self.params.hidden_weight,
+                "attention": self.params.attention_weight,
+                "embedding": self.params.embedding_weight,
             }
             loss = sum(weights[k] * v for k, v in parts.items())
             return loss, {k: v.detach() for k, v in parts.items()}
@@ -320,11 +288,11 @@ class Distill(CompressionMethod):
         teacher = source.model.eval()
         teacher.requires_grad_(False)
         student, model_cfg = self.build_student(source)
-        initial = copy.deepcopy(student) if self.control else None
+        initial = copy.deepcopy(student) if self.params.control else None
         n_student, w_student = int(student.backbone.num_layers), int(student.backbone.hidden_size)
         w_teacher = int(teacher.backbone.hidden_size)
-        layer_map = self.layer_map or default_layer_map(n_student, int(teacher.backbone.num_layers))
-        pairs = [tuple(p) for p in layer_map] + ([(0, 0)] if self.embedding_weight > 0 else [])
+        layer_map = self.params.layer_map or default_layer_map(n_student, int(teacher.backbone.num_layers))
+        pairs = [tuple(p) for p in layer_map] + ([(0, 0)] if self.params.embedding_weight > 0 else [])
         projections = nn.ModuleDict(
             {
                 f"{s}_{t}": (nn.Linear(w_student, w_teacher) if w_student != w_teacher else nn.Identity())
@@ -336,7 +304,7 @@ class Distill(CompressionMethod):
         named_params = [*student.named_parameters(), *projections.named_parameters(prefix="projections")]
         numbers = {}
         taught = ctx
-        if self.sequence_level:
+        if self.params.sequence_level:
             taught = dataclasses.replace(ctx, task=teacher_output_task(source, ctx))
             pairs = zip(
                 ctx.task.data.splits[ctx.task.data.train_split].examples,
@@ -351,8 +319,8 @@ class Distill(CompressionMethod):
             student,
             source.tokenizer,
             taught,
-            epochs=self.epochs,
-            lr=self.lr,
+            epochs=self.params.epochs,
+            lr=self.params.lr,
             loss_fn=loss_fn,
             prefix="distill",
             named_params=named_params,

@@ -15,40 +15,26 @@ from ptmlab.methods.compression import DropLayersParams
 
 class DropLayers(CompressionMethod):
     declaration = DropLayersParams
+    params: DropLayersParams  # the validated declaration (CompressionMethod.__init__)
 
     name = "drop_layers"
     takes_generators = True
 
-    def __init__(
-        self,
-        keep_every: int | None = 2,
-        keep_bottom: int | None = None,
-        layers: list | None = None,
-        finetune_epochs: int = 0,
-        lr: float | None = None,
-        control: bool = True,
-    ):
-        super().__init__(finetune_epochs=finetune_epochs, lr=lr)
-        self.control = bool(control)
-        self.keep_every = None if keep_every is None else int(keep_every)
-        self.keep_bottom = None if keep_bottom is None else int(keep_bottom)
-        self.layers = None if layers is None else [int(i) for i in layers]
-
     def kept(self, n: int) -> list[int]:
-        if self.layers is not None:
-            bad = [i for i in self.layers if not 0 <= i < n]
-            if bad or not self.layers:
+        if self.params.layers is not None:
+            bad = [i for i in self.params.layers if not 0 <= i < n]
+            if bad or not self.params.layers:
                 raise ConfigError(
-                    f"compression.layers={self.layers}: layer {bad[0] if bad else '-'} does not exist "
+                    f"compression.layers={self.params.layers}: layer {bad[0] if bad else '-'} does not exist "
                     f"(the source has layers 0..{n - 1})"
                 )
-            return sorted(set(self.layers))
-        if self.keep_bottom is not None:
-            if self.keep_bottom > n:
-                raise ConfigError(f"compression.keep_bottom={self.keep_bottom}: the source has {n} layers")
-            return list(range(self.keep_bottom))
-        if self.keep_every is not None:
-            return list(range(self.keep_every - 1, n, self.keep_every)) or [n - 1]
+            return sorted(set(self.params.layers))
+        if self.params.keep_bottom is not None:
+            if self.params.keep_bottom > n:
+                raise ConfigError(f"compression.keep_bottom={self.params.keep_bottom}: the source has {n} layers")
+            return list(range(self.params.keep_bottom))
+        if self.params.keep_every is not None:
+            return list(range(self.params.keep_every - 1, n, self.params.keep_every)) or [n - 1]
         raise ConfigError("compression.layers, keep_bottom and keep_every are all null: set one")
 
     def check(self, source, ctx: CompressContext) -> None:
@@ -63,7 +49,7 @@ class DropLayers(CompressionMethod):
         for stack in droppable_stacks(model.backbone):
             kept.append(self.kept(int(stack.num_layers)))
             keep_layers(stack, kept[-1])
-        trained = train_epochs(model, source.tokenizer, ctx, epochs=self.finetune_epochs, lr=self.lr)
+        trained = train_epochs(model, source.tokenizer, ctx, epochs=self.params.finetune_epochs, lr=self.params.lr)
         numbers = {"kept_layers": kept[0], "recovery_steps": trained["steps"], "train_time_s": trained["train_time_s"]}
         if len(kept) > 1:  # an encoder–decoder: kept_layers are the encoder's
             numbers["kept_decoder_layers"] = kept[1]

@@ -18,43 +18,27 @@ from ptmlab.methods.compression import LowRankParams
 
 class LowRank(CompressionMethod):
     declaration = LowRankParams
+    params: LowRankParams  # the validated declaration (CompressionMethod.__init__)
 
     name = "low_rank"
 
-    def __init__(
-        self,
-        param_ratio: float | None = 0.5,
-        rank: int | None = None,
-        energy: float | None = None,
-        scope: str = "encoder",
-        finetune_epochs: int = 1,
-        lr: float | None = None,
-        control: bool = True,
-    ):
-        super().__init__(finetune_epochs=finetune_epochs, lr=lr)
-        self.control = bool(control)
-        self.param_ratio = None if param_ratio is None else float(param_ratio)
-        self.rank = None if rank is None else int(rank)
-        self.energy = None if energy is None else float(energy)
-        self.scope = str(scope)
-
     def ranks(self, model) -> dict[str, int]:
         out = {}
-        for name, m in prunable_linears(model, self.scope):
+        for name, m in prunable_linears(model, self.params.scope):
             full = min(m.in_features, m.out_features)
-            if self.rank is not None:
-                if self.rank > full:
+            if self.params.rank is not None:
+                if self.params.rank > full:
                     raise ConfigError(
-                        f"compression.rank={self.rank} is larger than the matrix {name} "
+                        f"compression.rank={self.params.rank} is larger than the matrix {name} "
                         f"({m.out_features}×{m.in_features}, rank at most {full})"
                     )
-                r = self.rank
-            elif self.energy is not None:
+                r = self.params.rank
+            elif self.params.energy is not None:
                 s = torch.linalg.svdvals(m.weight.detach().float())
                 share = (s**2).cumsum(0) / (s**2).sum()
-                r = int((share < self.energy).sum()) + 1
-            elif self.param_ratio is not None:
-                r = int(self.param_ratio * m.in_features * m.out_features / (m.in_features + m.out_features))
+                r = int((share < self.params.energy).sum()) + 1
+            elif self.params.param_ratio is not None:
+                r = int(self.params.param_ratio * m.in_features * m.out_features / (m.in_features + m.out_features))
             else:
                 raise ConfigError(
                     "compression.rank, compression.energy and compression.param_ratio are all null: set one"
@@ -65,8 +49,8 @@ class LowRank(CompressionMethod):
     def check(self, source, ctx: CompressContext) -> None:
 
         refuse_quantized_source(source, self.name)
-        if not prunable_linears(source.model, self.scope):
-            raise ConfigError(f"compression.scope={self.scope}: no Linear layer to factorise")
+        if not prunable_linears(source.model, self.params.scope):
+            raise ConfigError(f"compression.scope={self.params.scope}: no Linear layer to factorise")
         self.ranks(source.model)
 
     def compress(self, source, ctx: CompressContext) -> Compressed:
@@ -77,7 +61,7 @@ class LowRank(CompressionMethod):
         after = sum(
             p.numel() for n in ranks for k, p in model.get_submodule(n).named_parameters() if k.endswith("weight")
         )
-        trained = train_epochs(model, source.tokenizer, ctx, epochs=self.finetune_epochs, lr=self.lr)
+        trained = train_epochs(model, source.tokenizer, ctx, epochs=self.params.finetune_epochs, lr=self.params.lr)
         numbers = {
             "factored_layers": len(ranks),
             "factored_weight_ratio": round(after / before, 6),

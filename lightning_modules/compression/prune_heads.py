@@ -48,36 +48,22 @@ def head_importance(model, tokenizer, ctx: CompressContext, batches: int) -> lis
 
 class PruneHeads(CompressionMethod):
     declaration = PruneHeadsParams
+    params: PruneHeadsParams  # the validated declaration (CompressionMethod.__init__)
 
     name = "prune_heads"
-
-    def __init__(
-        self,
-        fraction: float = 0.3,
-        steps: int = 3,
-        importance_batches: int = 32,
-        finetune_epochs: int = 1,
-        lr: float | None = None,
-        control: bool = True,
-    ):
-        super().__init__(finetune_epochs=finetune_epochs, lr=lr)
-        self.control = bool(control)
-        self.fraction, self.steps, self.importance_batches = float(fraction), int(steps), int(importance_batches)
 
     def check(self, source, ctx: CompressContext) -> None:
 
         refuse_quantized_source(source, self.name)
-        if not 0.0 < self.fraction < 1.0:
-            raise ConfigError(f"compression.fraction={self.fraction}: the share of heads to prune is in (0, 1)")
         if any(op.get("op") == "low_rank" for op in source.manifest.get("compression") or ()):
             raise ConfigError(
                 "compression=prune_heads: the source's projections are low-rank factors; prune heads first"
             )
         heads = attention_heads(source.model.backbone)  # ConfigError for an architecture without known heads
         total = sum(h.num_heads for h in heads)
-        if round(self.fraction * total) > total - len(heads):
+        if round(self.params.fraction * total) > total - len(heads):
             raise ConfigError(
-                f"compression.fraction={self.fraction}: {total} heads in {len(heads)} layers; at most "
+                f"compression.fraction={self.params.fraction}: {total} heads in {len(heads)} layers; at most "
                 f"{total - len(heads)} can go (one head stays in every layer)"
             )
 
@@ -85,15 +71,15 @@ class PruneHeads(CompressionMethod):
         model = copy_model(source)
         heads = attention_heads(model.backbone)
         before = [h.num_heads for h in heads]
-        target = round(self.fraction * sum(before))
+        target = round(self.params.fraction * sum(before))
         pruned = 0
         removed: list[list[int]] = [[] for _ in heads]  # original indices of the removed heads
         alive = [list(range(n)) for n in before]  # original index of each current head
-        for step in range(self.steps):
-            goal = round(target * (step + 1) / self.steps)
+        for step in range(self.params.steps):
+            goal = round(target * (step + 1) / self.params.steps)
             if goal <= pruned:
                 continue
-            importance = head_importance(model, source.tokenizer, ctx, self.importance_batches)
+            importance = head_importance(model, source.tokenizer, ctx, self.params.importance_batches)
             ranked = sorted((float(v), layer, h) for layer, imp in enumerate(importance) for h, v in enumerate(imp))
             drop: dict[int, set[int]] = {}
             for _, layer, h in ranked:
@@ -109,7 +95,7 @@ class PruneHeads(CompressionMethod):
             pruned += sum(map(len, drop.values()))
             if ctx.log is not None:
                 ctx.log({"prune_heads/pruned": float(pruned)}, step)
-        trained = train_epochs(model, source.tokenizer, ctx, epochs=self.finetune_epochs, lr=self.lr)
+        trained = train_epochs(model, source.tokenizer, ctx, epochs=self.params.finetune_epochs, lr=self.params.lr)
         after = [h.num_heads for h in attention_heads(model.backbone)]
         numbers = {
             "heads_before": sum(before),

@@ -37,42 +37,24 @@ def zeros(linears) -> int:
 
 class PruneMagnitude(CompressionMethod):
     declaration = PruneMagnitudeParams
+    params: PruneMagnitudeParams  # the validated declaration (CompressionMethod.__init__)
 
     name = "prune_magnitude"
     takes_generators = True
 
-    def __init__(
-        self,
-        sparsity: float = 0.4,
-        schedule: str = "one_shot",
-        prune_every: int = 10,
-        scope: str = "encoder",
-        finetune_epochs: int = 1,
-        lr: float | None = None,
-        control: bool = True,
-    ):
-        super().__init__(finetune_epochs=finetune_epochs, lr=lr)
-        self.control = bool(control)
-        self.sparsity, self.schedule = float(sparsity), str(schedule)
-        self.prune_every, self.scope = int(prune_every), str(scope)
-
     def check(self, source, ctx: CompressContext) -> None:
 
         refuse_quantized_source(source, self.name)
-        if not 0.0 <= self.sparsity < 1.0:
-            raise ConfigError(f"compression.sparsity={self.sparsity}: a sparsity is in [0, 1)")
-        if self.schedule not in ("one_shot", "cubic"):
-            raise ConfigError(f"compression.schedule={self.schedule}: one_shot | cubic")
-        if self.schedule == "cubic" and self.finetune_epochs < 1:
+        if self.params.schedule == "cubic" and self.params.finetune_epochs < 1:
             raise ConfigError("compression.schedule=cubic prunes during fine-tuning: compression.finetune_epochs >= 1")
-        if not prunable_linears(source.model, self.scope):
-            raise ConfigError(f"compression.scope={self.scope}: no Linear layer to prune")
+        if not prunable_linears(source.model, self.params.scope):
+            raise ConfigError(f"compression.scope={self.params.scope}: no Linear layer to prune")
 
     def compress(self, source, ctx: CompressContext) -> Compressed:
         model = copy_model(source)
-        linears = prunable_linears(model, self.scope)
+        linears = prunable_linears(model, self.params.scope)
         total = sum(m.weight.numel() for _, m in linears)
-        target = int(round(self.sparsity * total))
+        target = int(round(self.params.sparsity * total))
         params = [(m, "weight") for _, m in linears]
 
         def prune_to(n_zeros: int) -> None:
@@ -81,24 +63,26 @@ class PruneMagnitude(CompressionMethod):
                 prune.global_unstructured(params, pruning_method=prune.L1Unstructured, amount=int(more))
 
         on_step = None
-        if self.schedule == "one_shot":
+        if self.params.schedule == "one_shot":
             prune_to(target)
         else:
 
             def on_step(step: int, steps: int) -> None:
-                if step % self.prune_every == 0 or step == steps - 1:
+                if step % self.params.prune_every == 0 or step == steps - 1:
                     t = min(1.0, step / max(1.0, 0.75 * steps))
                     prune_to(int(round(target * (1 - (1 - t) ** 3))))
 
-        trained = train_epochs(model, source.tokenizer, ctx, epochs=self.finetune_epochs, lr=self.lr, on_step=on_step)
-        if self.schedule == "cubic":
+        trained = train_epochs(
+            model, source.tokenizer, ctx, epochs=self.params.finetune_epochs, lr=self.params.lr, on_step=on_step
+        )
+        if self.params.schedule == "cubic":
             prune_to(target)
         for m, name in params:
             if prune.is_pruned(m):
                 prune.remove(m, name)  # the mask becomes the weights: zeros stay zeros
         reached = zeros(linears) / total
         numbers = {
-            "target_sparsity": self.sparsity,
+            "target_sparsity": self.params.sparsity,
             "sparsity": round(reached, 6),
             "pruned_weights": total,
             "zero_weights": zeros(linears),

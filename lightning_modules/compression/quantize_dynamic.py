@@ -31,28 +31,18 @@ def token_table_is_output(source) -> bool:
 
 class QuantizeDynamic(CompressionMethod):
     declaration = QuantizeDynamicParams
+    params: QuantizeDynamicParams  # the validated declaration (CompressionMethod.__init__)
 
     name = "quantize_dynamic"
     takes_generators = True
 
-    def __init__(
-        self,
-        backend: str = "torch.ao",
-        embeddings: bool | None = None,
-        finetune_epochs: int = 0,
-        lr: float | None = None,
-    ):
-        super().__init__(finetune_epochs=finetune_epochs, lr=lr)
-        self.backend = str(backend)
-        self.embeddings = None if embeddings is None else bool(embeddings)  # None: all but a generator's
-
     def quantizes_embeddings(self, source) -> bool:
-        return not token_table_is_output(source) if self.embeddings is None else self.embeddings
+        return not token_table_is_output(source) if self.params.embeddings is None else self.params.embeddings
 
     def check(self, source, ctx: CompressContext) -> None:
-        get_backend(self.backend)
+        get_backend(self.params.backend)
         refuse_quantized_source(source, self.name)
-        if self.embeddings and token_table_is_output(source):
+        if self.params.embeddings and token_table_is_output(source):
             from ptmlab.contracts import ConfigError
 
             what = "generation" if source.task.is_generation else "multiple choice scored by log-likelihood"
@@ -71,6 +61,6 @@ class QuantizeDynamic(CompressionMethod):
     def compress(self, source, ctx: CompressContext) -> Compressed:
         model = copy_model(source).eval()
         embeddings = self.quantizes_embeddings(source)
-        get_backend(self.backend).quantize_dynamic(model, embeddings=embeddings)
-        edit = {"op": "quantize", "backend": self.backend, "embeddings": embeddings, "scheme": "dynamic_int8"}
+        get_backend(self.params.backend).quantize_dynamic(model, embeddings=embeddings)
+        edit = {"op": "quantize", "backend": self.params.backend, "embeddings": embeddings, "scheme": "dynamic_int8"}
         return Compressed(model, [edit])

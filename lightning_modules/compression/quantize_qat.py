@@ -30,26 +30,16 @@ class FakeQuantizedRows(nn.Module):
 
 class QuantizeQAT(QuantizeDynamic):
     declaration = QuantizeQATParams
+    params: QuantizeQATParams  # the validated declaration (CompressionMethod.__init__)
 
     name = "quantize_qat"
     takes_generators = False  # its fake-quantized training is not wired to a generator's twin
 
-    def __init__(
-        self,
-        backend: str = "torch.ao",
-        embeddings: bool = True,
-        finetune_epochs: int = 1,
-        lr: float | None = None,
-        control: bool = True,
-    ):
-        super().__init__(backend=backend, embeddings=embeddings, finetune_epochs=finetune_epochs, lr=lr)
-        self.control = bool(control)
-
     def check(self, source, ctx: CompressContext) -> None:
         super().check(source, ctx)
-        if self.finetune_epochs < 1:
+        if self.params.finetune_epochs < 1:
             raise ConfigError(
-                f"compression.finetune_epochs={self.finetune_epochs}: quantization-aware training "
+                f"compression.finetune_epochs={self.params.finetune_epochs}: quantization-aware training "
                 f"trains at least one epoch (quantize_dynamic quantizes without training)"
             )
 
@@ -58,12 +48,19 @@ class QuantizeQAT(QuantizeDynamic):
         linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
         for m in linears:
             parametrize.register_parametrization(m, "weight", FakeQuantizedRows())
-        trained = train_epochs(model, source.tokenizer, ctx, epochs=self.finetune_epochs, lr=self.lr, prefix="qat")
+        trained = train_epochs(
+            model, source.tokenizer, ctx, epochs=self.params.finetune_epochs, lr=self.params.lr, prefix="qat"
+        )
         for m in linears:
             parametrize.remove_parametrizations(m, "weight", leave_parametrized=False)
         model.eval()
-        get_backend(self.backend).quantize_dynamic(model, embeddings=self.embeddings)
-        edit = {"op": "quantize", "backend": self.backend, "embeddings": self.embeddings, "scheme": "qat_int8"}
+        get_backend(self.params.backend).quantize_dynamic(model, embeddings=self.params.embeddings)
+        edit = {
+            "op": "quantize",
+            "backend": self.params.backend,
+            "embeddings": self.params.embeddings,
+            "scheme": "qat_int8",
+        }
         return Compressed(
             model,
             [edit],

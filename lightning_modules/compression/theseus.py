@@ -27,47 +27,33 @@ def blocks_of(layers: list[nn.Module], n: int) -> list[list[nn.Module]]:
 
 class Theseus(CompressionMethod):
     declaration = TheseusParams
+    params: TheseusParams  # the validated declaration (CompressionMethod.__init__)
 
     name = "theseus"
-
-    def __init__(
-        self,
-        successor_layers: int = 3,
-        replace_rate: float = 0.5,
-        replace_rate_end: float = 1.0,
-        epochs: int = 1,
-        finetune_epochs: int = 0,
-        lr: float | None = None,
-        control: bool = True,
-    ):
-        super().__init__(finetune_epochs=finetune_epochs, lr=lr)
-        self.control = bool(control)
-        self.successor_layers, self.epochs = int(successor_layers), int(epochs)
-        self.replace_rate, self.replace_rate_end = float(replace_rate), float(replace_rate_end)
 
     def check(self, source, ctx: CompressContext) -> None:
 
         refuse_quantized_source(source, self.name)
         n = int(source.model.backbone.num_layers)
-        if not 1 <= self.successor_layers < n:
+        if not 1 <= self.params.successor_layers < n:
             raise ConfigError(
-                f"compression.successor_layers={self.successor_layers}: the source has {n} layers "
+                f"compression.successor_layers={self.params.successor_layers}: the source has {n} layers "
                 f"(a successor has 1..{n - 1})"
             )
 
     def compress(self, source, ctx: CompressContext) -> Compressed:
         model = copy_model(source)
         layers = list(model.backbone.layer_modules())
-        blocks = blocks_of(layers, self.successor_layers)
+        blocks = blocks_of(layers, self.params.successor_layers)
         successors = [copy.deepcopy(block[0]) for block in blocks]
         model.requires_grad_(False)
         for s in successors:
             s.requires_grad_(True)
         rng = random.Random(ctx.seed)
-        end = self.replace_rate_end
+        end = self.params.replace_rate_end
 
         def on_step(step: int, total: int) -> None:
-            p = self.replace_rate + (end - self.replace_rate) * step / max(1, total - 1)
+            p = self.params.replace_rate + (end - self.params.replace_rate) * step / max(1, total - 1)
             replaced = [rng.random() < p for _ in blocks]
             if not any(replaced):  # at least one successor in the path, or the step trains nothing
                 replaced[rng.randrange(len(blocks))] = True
@@ -81,17 +67,17 @@ class Theseus(CompressionMethod):
             model,
             source.tokenizer,
             ctx,
-            epochs=self.epochs,
-            lr=self.lr,
+            epochs=self.params.epochs,
+            lr=self.params.lr,
             on_step=on_step,
             named_params=named_params,
             prefix="theseus",
         )
         set_layers(model.backbone, successors)
         model.requires_grad_(True)
-        tuned = train_epochs(model, source.tokenizer, ctx, epochs=self.finetune_epochs, lr=self.lr)
+        tuned = train_epochs(model, source.tokenizer, ctx, epochs=self.params.finetune_epochs, lr=self.params.lr)
         numbers = {
-            "successor_layers": self.successor_layers,
+            "successor_layers": self.params.successor_layers,
             "replacing_steps": trained["steps"],
             "recovery_steps": tuned["steps"],
             "train_time_s": trained["train_time_s"] + tuned["train_time_s"],

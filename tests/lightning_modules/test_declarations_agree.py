@@ -231,7 +231,7 @@ def test_every_listed_exception_is_still_needed():
 
 
 def test_declared_groups_option_files_are_as_their_declarations_write_them():
-    """adaptation's option files state every declared key (Hydra takes an override only of a key
+    """The declared groups' option files state every declared key (Hydra takes an override only of a key
     the file has), written from the declaration by `python -m ptmlab.declared_yaml`."""
     from ptmlab.declared_yaml import declared_yaml, option_files
 
@@ -258,3 +258,21 @@ def test_a_mode_that_takes_its_declaration_is_built_from_it():
     )
     saved = build_adaptation(OmegaConf.create(lora.saved_node(OmegaConf.to_container(cfg.adaptation))))
     assert saved.params == lora.params and saved.merged is False
+
+
+def test_a_compression_method_is_built_from_its_declaration():
+    from lightning_modules.compression.prune_heads import PruneHeads
+    from lightning_modules.stages.compress import build_method
+    from ptmlab.config import compose_config
+    from ptmlab.contracts import ConfigError
+    from ptmlab.methods.compression import PruneHeadsParams
+
+    cfg = compose_config(["stage=compress", "compression=prune_heads", "compression.fraction=0.5"])
+    method = build_method(cfg.compression)
+    assert isinstance(method.params, PruneHeadsParams) and method.params.fraction == 0.5 and method.control
+    # the summary's `config`: every key of the option file but name and _target_, as run
+    assert method.settings() == {k: v for k, v in cfg.compression.items() if k not in ("name", "_target_")}
+    in_code = PruneHeads(steps=2)  # built in code: the values it is not given are the declaration's defaults
+    assert (in_code.params.steps, in_code.params.fraction) == (2, PruneHeadsParams.model_fields["fraction"].default)
+    with pytest.raises(ConfigError, match=r"^compression\.fraction=1\.5: expected a share in \(0, 1\)$"):
+        PruneHeads(fraction=1.5)
