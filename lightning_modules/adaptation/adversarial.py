@@ -30,14 +30,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import contextmanager
+from typing import Any
 
 import torch
 from torch import nn
 
 from ptmlab.contracts import ConfigError
 from ptmlab.methods.defences import FreeLBParams, PGDParams
-
-NORMS = ("l2", "linf")
+from ptmlab.methods.validation import declared_in_code
 
 
 def initial_perturbation(
@@ -131,39 +131,20 @@ class AdversarialTraining:
     name = "adversarial"
     accumulates = True
 
-    def __init__(
-        self,
-        adv_k: int = 2,
-        adv_lr: float = 0.1,
-        adv_init_mag: float = 0.6,
-        adv_max_norm: float = 0.0,
-        adv_norm_type: str = "l2",
-        same_dropout_mask: bool = True,
-    ):
-        if int(adv_k) < 1:
-            raise ConfigError(f"defence.adv_k={adv_k}: expected at least one ascent step")
-        if adv_norm_type not in NORMS:
-            raise ConfigError(f"defence.adv_norm_type={adv_norm_type} is unknown; valid: {', '.join(NORMS)}")
-        for key, value in (("adv_lr", adv_lr), ("adv_init_mag", adv_init_mag), ("adv_max_norm", adv_max_norm)):
-            if float(value) < 0:
-                raise ConfigError(f"defence.{key}={value}: expected a number ≥ 0")
-        self.adv_k, self.adv_lr = int(adv_k), float(adv_lr)
-        self.adv_init_mag, self.adv_max_norm = float(adv_init_mag), float(adv_max_norm)
-        self.adv_norm_type, self.same_dropout_mask = str(adv_norm_type), bool(same_dropout_mask)
+    declaration: type[FreeLBParams]  # each defence names its own (`declaration = FreeLBParams`)
+    params: FreeLBParams
+
+    def __init__(self, params: FreeLBParams | None = None, **values: Any):
+        """`params`: the validated declaration, which alone states each setting, its default and its
+        bounds; in code (and from `build_defence`'s node), its values as keywords, validated by the
+        same declaration."""
+        self.params = params if params is not None else declared_in_code(self, values, "defence")
         self.perturbation: EmbeddingPerturbation | None = None
         self.last_losses: list[float] = []  # each pass's loss of the latest step (tests, logging)
 
     def settings(self) -> dict:
         """What the run's summary and the task model's manifest record."""
-        return {
-            "name": self.name,
-            "adv_k": self.adv_k,
-            "adv_lr": self.adv_lr,
-            "adv_init_mag": self.adv_init_mag,
-            "adv_max_norm": self.adv_max_norm,
-            "adv_norm_type": self.adv_norm_type,
-            "same_dropout_mask": self.same_dropout_mask,
-        }
+        return {"name": self.name, **self.params.model_dump(exclude={"name", "target"})}
 
     def check(self, adaptation) -> None:
         if not adaptation.trains:
@@ -194,11 +175,13 @@ class AdversarialTraining:
         scaler's scale, so fp16 gradients do not underflow; the step is normalised anyway)."""
         self.attach(model)
         mask = batch["attention_mask"]
-        delta = initial_perturbation(mask, self.perturbation.embedding_size, self.adv_init_mag, self.adv_norm_type)
-        passes = self.adv_k if self.accumulates else self.adv_k + 1
+        delta = initial_perturbation(
+            mask, self.perturbation.embedding_size, self.params.adv_init_mag, self.params.adv_norm_type
+        )
+        passes = self.params.adv_k if self.accumulates else self.params.adv_k + 1
         losses = []
         try:
-            with rewinding_random_state(self.same_dropout_mask and model.training, mask.device) as rewind:
+            with rewinding_random_state(self.params.same_dropout_mask and model.training, mask.device) as rewind:
                 for k in range(passes):
                     if k:
                         rewind()
@@ -209,15 +192,22 @@ class AdversarialTraining:
                     if k == passes - 1:
                         break
                     if self.accumulates:  # FreeLB: this pass's parameter gradients count (1/K each)
-                        backward(loss / self.adv_k)
+                        backward(loss / self.params.adv_k)
                         grad = delta.grad
                     else:  # PGD: δ's gradient only
                         (grad,) = torch.autograd.grad(loss * loss_scale, delta)
-                    delta = ascent_step(delta.detach(), grad, mask, self.adv_lr, self.adv_max_norm, self.adv_norm_type)
+                    delta = ascent_step(
+                        delta.detach(),
+                        grad,
+                        mask,
+                        self.params.adv_lr,
+                        self.params.adv_max_norm,
+                        self.params.adv_norm_type,
+                    )
         finally:
             self.perturbation.delta = None
         self.last_losses = [float(v) for v in losses]
-        final = loss / self.adv_k if self.accumulates else loss
+        final = loss / self.params.adv_k if self.accumulates else loss
         logged = torch.stack(losses).mean() if self.accumulates else losses[-1]
         return final, logged
 
@@ -234,25 +224,6 @@ class PGD(AdversarialTraining):
 
     name = "pgd"
     accumulates = False
-
-    # The FreeLB authors' vanilla-PGD SST-2 settings (conf/defence/pgd.yaml says where from).
-    def __init__(
-        self,
-        adv_k: int = 2,
-        adv_lr: float = 0.1,
-        adv_init_mag: float = 1.0,
-        adv_max_norm: float = 0.6,
-        adv_norm_type: str = "l2",
-        same_dropout_mask: bool = True,
-    ):
-        super().__init__(
-            adv_k=adv_k,
-            adv_lr=adv_lr,
-            adv_init_mag=adv_init_mag,
-            adv_max_norm=adv_max_norm,
-            adv_norm_type=adv_norm_type,
-            same_dropout_mask=same_dropout_mask,
-        )
 
 
 def build_defence(node):

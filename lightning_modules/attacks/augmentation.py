@@ -25,12 +25,14 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 from lightning_modules.attacks.recipe import RECORDS_FILE
 from lightning_modules.data.task_data import TextExample
 from lightning_modules.tasks.spec import LoadedTask
 from ptmlab.contracts import ConfigError
 from ptmlab.methods.defences import AttackAugmentationParams
+from ptmlab.methods.validation import declared_in_code
 
 SUMMARY_FILE = "summary.json"
 MANIFEST_FILE = "task_model.json"  # the attacked task model's (artifacts/saved_task_model.py)
@@ -43,11 +45,12 @@ class AttackAugmentation:
 
     name = "augment"
 
-    def __init__(self, source: str, include_failed: bool = False, max_examples: int | None = None):
-        self.source, self.include_failed = str(source), bool(include_failed)
-        self.max_examples = None if max_examples is None else int(max_examples)
-        if self.max_examples is not None and self.max_examples < 1:
-            raise ConfigError(f"defence.max_examples={max_examples}: expected a positive integer or null")
+    def __init__(self, params: AttackAugmentationParams | None = None, **values: Any):
+        """`params`: the validated declaration; in code (and from `build_defence`'s node), its values
+        as keywords (`AttackAugmentation(source=...)`), validated by the same declaration."""
+        self.params: AttackAugmentationParams = (
+            params if params is not None else declared_in_code(self, values, "defence")
+        )
         self.summary: dict = {}
         self.added = 0
 
@@ -55,11 +58,11 @@ class AttackAugmentation:
         """What the run's summary and the task model's manifest record."""
         return {
             "name": self.name,
-            "source": self.source,
+            "source": self.params.source,
             "recipe": self.summary.get("recipe"),
             "attack_split": self.summary.get("split"),
-            "include_failed": self.include_failed,
-            "max_examples": self.max_examples,
+            "include_failed": self.params.include_failed,
+            "max_examples": self.params.max_examples,
             "added": self.added,
         }
 
@@ -72,13 +75,13 @@ class AttackAugmentation:
 
     def read(self) -> tuple[dict, list[dict]]:
         """The attack run's summary and records; ConfigError when the source is not one."""
-        where = f"defence.source={self.source}"
-        if self.source.startswith("job:"):
+        where = f"defence.source={self.params.source}"
+        if self.params.source.startswith("job:"):
             raise ConfigError(
                 f"{where} is resolved by a platform worker; run it through the queue (ptmlab submit) "
                 f"or pass the attack's run folder"
             )
-        folder = Path(self.source)
+        folder = Path(self.params.source)
         summary_file = folder / SUMMARY_FILE
         try:
             summary = json.loads(summary_file.read_text())
@@ -105,7 +108,7 @@ class AttackAugmentation:
     def augment(self, task: LoadedTask) -> LoadedTask:
         """`task` with the attack's adversarial examples appended to its training split."""
         summary, records = self.read()
-        where, spec = f"defence.source={self.source}", task.spec
+        where, spec = f"defence.source={self.params.source}", task.spec
         if summary.get("task") != spec.name:
             raise ConfigError(f"{where}: an attack on task {summary.get('task')}; this fine-tune's task is {spec.name}")
         if summary.get("split") in task.data.eval_splits:
@@ -117,7 +120,7 @@ class AttackAugmentation:
         labels = [str(label) for label in spec.labels]
         names = self.source_labels(summary) or labels
         pair = len(task.train.examples[0].texts) == 2
-        statuses = ("succeeded", "failed") if self.include_failed else ("succeeded",)
+        statuses = ("succeeded", "failed") if self.params.include_failed else ("succeeded",)
         added = []
         for r in records:
             if r.get("status") not in statuses or r.get("perturbed") is None:
@@ -135,7 +138,7 @@ class AttackAugmentation:
                 )
             texts = (r["context"], r["perturbed"]) if pair else (r["perturbed"],)
             added.append(TextExample(texts=texts, label=labels.index(name), row=int(r["index"]), id=f"{r['id']}-adv"))
-            if self.max_examples is not None and len(added) == self.max_examples:
+            if self.params.max_examples is not None and len(added) == self.params.max_examples:
                 break
         if not added:
             raise ConfigError(f"{where}: the attack has no {' or '.join(statuses)} adversarial examples to add")

@@ -31,7 +31,7 @@ from lightning_modules.heads.evaluation import task_loss
 from lightning_modules.optim import build_optimizer, build_scheduler, decay_param_groups
 from lightning_modules.tasks.datamodule import TaskDataModule
 from ptmlab.methods.compression import CompressionParams
-from ptmlab.methods.validation import declared
+from ptmlab.methods.validation import declared_in_code
 
 # The loop's optimizer and schedule (lr and warmup_ratio come from the stage or the method): weight
 # decay 0.01 off biases and norms, torch's default betas and eps. Not the root `optimizer` node:
@@ -93,10 +93,7 @@ class CompressionMethod:
         """`params`: the validated declaration; in code, its values as keywords (`PruneHeads(fraction=0.5)`,
         as the stage passes a node's), validated by the same declaration: one ConfigError line naming
         the key on a bad one."""
-        if params is None:
-            target = f"{type(self).__module__}.{type(self).__qualname__}"
-            params = declared(self.declaration, {"name": self.name, "_target_": target, **values}, "compression")
-        self.params = params
+        self.params = params if params is not None else declared_in_code(self, values, "compression")
 
     @property
     def control(self) -> bool:

@@ -140,7 +140,8 @@ def test_same_dropout_mask_gives_every_pass_one_network():
     adversarial = FreeLB(adv_k=2, adv_lr=0.0, adv_init_mag=0.0)  # δ stays 0: passes differ by dropout only
     adversarial.step_loss(model, b, F.cross_entropy, lambda loss: loss.backward())
     assert adversarial.last_losses[0] == pytest.approx(adversarial.last_losses[1], rel=1e-6)
-    adversarial.same_dropout_mask = False
+    adversarial.detach()
+    adversarial = FreeLB(adv_k=2, adv_lr=0.0, adv_init_mag=0.0, same_dropout_mask=False)
     adversarial.step_loss(model, b, F.cross_entropy, lambda loss: loss.backward())
     assert adversarial.last_losses[0] != pytest.approx(adversarial.last_losses[1], rel=1e-6)
 

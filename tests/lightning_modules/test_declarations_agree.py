@@ -276,3 +276,19 @@ def test_a_compression_method_is_built_from_its_declaration():
     assert (in_code.params.steps, in_code.params.fraction) == (2, PruneHeadsParams.model_fields["fraction"].default)
     with pytest.raises(ConfigError, match=r"^compression\.fraction=1\.5: expected a share in \(0, 1\)$"):
         PruneHeads(fraction=1.5)
+
+
+def test_a_defence_is_built_from_its_declaration():
+    from lightning_modules.adaptation.adversarial import PGD, build_defence
+    from ptmlab.config import compose_config
+    from ptmlab.contracts import ConfigError
+    from ptmlab.methods.defences import PGDParams
+
+    cfg = compose_config(["stage=finetune", "task=glue/sst2", "defence=pgd", "defence.adv_k=3"])
+    pgd = build_defence(cfg.defence)
+    assert isinstance(pgd.params, PGDParams) and pgd.params.adv_k == 3
+    # what the summary and the task model record: the option file's keys, as run
+    assert pgd.settings() == {k: v for k, v in cfg.defence.items() if k != "_target_"}
+    assert PGD().params.adv_max_norm == PGDParams.model_fields["adv_max_norm"].default  # PGD's own, not FreeLB's
+    with pytest.raises(ConfigError, match=r"^defence\.adv_norm_type='l3': expected one of 'l2', 'linf'$"):
+        PGD(adv_norm_type="l3")

@@ -26,6 +26,14 @@ def declared(schema: type[BaseModel], values: dict[str, Any], path: str) -> Any:
     return schema.model_validate(values)
 
 
+def declared_in_code(method: Any, values: dict[str, Any], group: str) -> Any:
+    """The declaration of `method` (an instance whose class names it, `declaration = ...`, and its
+    `name`) validated from the values it was given as keywords in code, as a config node of `group`
+    would be: one ConfigError line naming the key on a bad one."""
+    target = f"{type(method).__module__}.{type(method).__qualname__}"
+    return declared(method.declaration, {"name": method.name, "_target_": target, **values}, group)
+
+
 TYPE_MESSAGES = {
     "int_type": "expected an integer",
     "int_parsing": "expected an integer",
