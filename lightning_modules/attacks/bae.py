@@ -14,6 +14,8 @@ cannot be loaded offline.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from omegaconf import OmegaConf
 
@@ -42,21 +44,17 @@ def load_attack_mlm(ref: str) -> MaskedLM:
 
 class BAE(AttackRecipe):
     declaration = BAEParams
+    params: BAEParams  # the validated declaration (AttackRecipe.__init__)
 
-    def __init__(
-        self, name: str = "bae", mlm: str = "", max_candidates: int = 50, pos_match: bool = True, **constraints
-    ):
-        super().__init__(name, **constraints)
-        self.mlm = mlm
-        self.max_candidates = max_candidates
-        self.pos_match = pos_match
+    name = "bae"
+
+    def __init__(self, params: BAEParams | None = None, **values: Any):
+        super().__init__(params, **values)
         self._lm: MaskedLM | None = None
 
     def prepare(self, victim: Victim) -> None:
-        if not self.mlm:
-            raise ConfigError("attack.mlm=null: bae needs a masked LM (attack.mlm=<pretrain run | HF MLM folder>)")
-        self._lm = load_attack_mlm(str(self.mlm))
-        if self.pos_match:
+        self._lm = load_attack_mlm(self.params.mlm)  # required and non-empty: the declaration says so
+        if self.params.pos_match:
             load_wordnet()
 
     def rank(self, victim: Victim, words, gold, p_gold, indices, rng) -> list[int]:
@@ -73,7 +71,7 @@ class BAE(AttackRecipe):
         if len(position) != 1:
             return []
         row = self._lm.logits(enc["input_ids"], enc["attention_mask"])[0, int(position[0])]
-        top = torch.topk(row, min(len(row), 4 * self.max_candidates)).indices.tolist()
+        top = torch.topk(row, min(len(row), 4 * self.params.max_candidates)).indices.tolist()
         out = []
         for token in tokenizer.convert_ids_to_tokens(top):
             if token is None:  # an id of the LM head past the tokenizer's vocabulary
@@ -81,14 +79,14 @@ class BAE(AttackRecipe):
             word = token.lstrip("Ġ▁")  # byte-level BPE and SentencePiece word starts
             if word.isalpha() and not token.startswith("##") and token not in tokenizer.all_special_tokens:
                 out.append(word)
-            if len(out) == self.max_candidates:
+            if len(out) == self.params.max_candidates:
                 break
         return out
 
     def candidates(self, words, i, rng) -> list[str]:
         original = words[i]
         found = [w for w in self.proposals(words, i) if w.lower() != original.lower()]
-        if not self.pos_match:
+        if not self.params.pos_match:
             return found
         wordnet = load_wordnet()
         tags = wordnet.parts_of_speech(original)

@@ -56,23 +56,19 @@ EDITS = (swap_neighbours, substitute, delete, insert)
 
 class DeepWordBug(AttackRecipe):
     declaration = DeepWordBugParams
+    params: DeepWordBugParams  # the validated declaration (AttackRecipe.__init__)
 
-    def __init__(
-        self, name: str = "deepwordbug", scoring: str = "combined", max_edit_distance: int | None = 30, **constraints
-    ):
-        super().__init__(name, **constraints)
-        self.scoring = scoring
-        self.max_edit_distance = max_edit_distance
+    name = "deepwordbug"
 
     def rank(self, victim: Victim, words, gold, p_gold, indices, rng) -> list[int]:
-        if self.scoring == "unk":
+        if self.params.scoring == "unk":
             scores = self.leave_one_out(victim, words, gold, p_gold, indices, "<unk>")
         else:
             scores = self.combined_scores(victim, words, gold, indices)
         order = sorted(range(len(indices)), key=lambda k: (-float(scores[k]), indices[k]))
         ranked = [indices[k] for k in order]
         # one edit per word: the edit budget is a word budget
-        return ranked if self.max_edit_distance is None else ranked[: int(self.max_edit_distance)]
+        return ranked if self.params.max_edit_distance is None else ranked[: int(self.params.max_edit_distance)]
 
     @staticmethod
     def combined_scores(victim: Victim, words: list[str], gold: int, indices: list[int]) -> torch.Tensor:

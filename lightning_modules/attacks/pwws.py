@@ -26,9 +26,9 @@ def keep_case(original: str, replacement: str) -> str:
 
 class PWWS(AttackRecipe):
     declaration = PWWSParams
+    params: PWWSParams  # the validated declaration (AttackRecipe.__init__)
 
-    def __init__(self, name: str = "pwws", **constraints):
-        super().__init__(name, **constraints)
+    name = "pwws"
 
     def prepare(self, victim: Victim) -> None:
         load_wordnet()  # a missing WordNet is a one-line error before any example

@@ -18,12 +18,15 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import torch
 
 from lightning_modules.attacks.stopwords import STOPWORDS
 from lightning_modules.attacks.victim import QueryBudgetSpent, Victim
 from ptmlab.contracts import ATTACK_RECORDS_FILE
+from ptmlab.methods.attacks import AttackSampleParams
+from ptmlab.methods.validation import declared_in_code
 
 SUCCEEDED, FAILED, SKIPPED = "succeeded", "failed", "skipped"  # skipped: misclassified before any attack
 UNK = "<unk>"  # what a word becomes when its importance is measured by removing its meaning
@@ -59,23 +62,27 @@ class AttackRecord:
 
 
 class AttackRecipe:
-    """Base of every recipe: the shared constraints and the greedy search."""
+    """Base of every recipe: the shared constraints and the greedy search. Its settings are its
+    validated declaration (`params`, a `ptmlab.methods.attacks` model: the one statement of each
+    key, its default and bounds)."""
 
-    def __init__(
-        self,
-        name: str,
-        max_perturbed_ratio: float | None = None,
-        max_queries: int | None = None,
-        stop_words: bool = True,
-    ):
-        self.name = name
-        self.max_perturbed_ratio = max_perturbed_ratio
-        self.max_queries = max_queries
-        self.stop_words = stop_words
+    name = "attack"
+    declaration: type[AttackSampleParams]  # each recipe names its own (`declaration = PWWSParams`)
+    params: AttackSampleParams
+
+    def __init__(self, params: AttackSampleParams | None = None, **values: Any):
+        """`params`: the validated declaration; in code (and from the attack stage's node), its values
+        as keywords (`DeepWordBug(max_queries=5)`), validated by the same declaration: one ConfigError
+        line naming the key on a bad one. The sample keys (num_examples, split, label, batch_size) are
+        the stage's: it reads them from the node and builds the recipe without them, so here they
+        hold their defaults and no recipe reads them."""
+        self.params = params if params is not None else declared_in_code(self, values, "attack")
+        self.name = self.params.name  # the option's name, as the summary's `recipe`
 
     def settings(self) -> dict:
-        """The constraints as run (the summary's `constraints`)."""
-        return {k: v for k, v in vars(self).items() if not k.startswith("_") and k != "name"}
+        """The constraints as run (the summary's `constraints`): the recipe's declared keys but the
+        stage's sample keys."""
+        return self.params.model_dump(exclude={"name", "target", *AttackSampleParams.model_fields})
 
     def prepare(self, victim: Victim) -> None:
         """Load what the recipe needs beyond the victim (a masked LM); raise ConfigError on bad input."""
@@ -101,7 +108,7 @@ class AttackRecipe:
     # -- shared ----------------------------------------------------------------------------------
 
     def modifiable(self, word: str) -> bool:
-        return any(c.isalpha() for c in word) and not (self.stop_words and word.lower() in STOPWORDS)
+        return any(c.isalpha() for c in word) and not (self.params.stop_words and word.lower() in STOPWORDS)
 
     def leave_one_out(
         self, victim: Victim, words: list[str], gold: int, p_gold: float, indices: list[int], replacement: str | None
@@ -113,10 +120,15 @@ class AttackRecipe:
     def attack(
         self, victim: Victim, texts: tuple[str, ...], gold: int, probs: torch.Tensor, rng: random.Random
     ) -> tuple[list[str], list[int], torch.Tensor | None, str]:
-        """(perturbed words, changed indices, their probabilities, status) for a correctly classified example."""
-        words = victim.start(texts, self.max_queries)
+        """(perturbed words, changed indices, their probabilities, status) for a correctly classified
+        example. Reads a word recipe's constraints (WordRecipeParams); a universal recipe overrides it."""
+        words = victim.start(texts, self.params.max_queries)
         victim.queries = 1  # the clean prediction (`probs`), as TextAttack counts it
-        allowed = len(words) if self.max_perturbed_ratio is None else math.floor(self.max_perturbed_ratio * len(words))
+        allowed = (
+            len(words)
+            if self.params.max_perturbed_ratio is None
+            else math.floor(self.params.max_perturbed_ratio * len(words))
+        )
         indices = [i for i, w in enumerate(words) if self.modifiable(w)]
         current, changed, p_gold, last = list(words), [], float(probs[gold]), None
         try:

@@ -29,14 +29,14 @@ trigger); the search's own queries are in the summary (`trigger_search.queries`)
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from lightning_modules.attacks.recipe import FAILED, SUCCEEDED, AttackRecipe
 from lightning_modules.attacks.victim import Victim
 from ptmlab.contracts import ConfigError
 from ptmlab.methods.attacks import UniversalTriggersParams
-
-POSITIONS = ("prepend", "append")
 
 
 def hotflip_candidates(gradient: torch.Tensor, embeddings: torch.Tensor, allowed: torch.Tensor, k: int) -> torch.Tensor:
@@ -71,38 +71,16 @@ def beam_search(
 
 class UniversalTriggers(AttackRecipe):
     declaration = UniversalTriggersParams
+    params: UniversalTriggersParams  # the validated declaration (AttackRecipe.__init__)
 
-    def __init__(
-        self,
-        name: str = "triggers",
-        trigger_length: int = 3,
-        init_token: str = "the",
-        position: str = "prepend",
-        num_candidates: int = 40,
-        beam_size: int = 1,
-        iterations: int = 10,
-    ):
-        super().__init__(name)
-        if int(trigger_length) < 1:
-            raise ConfigError(f"attack.trigger_length={trigger_length}: expected at least one trigger token")
-        if position not in POSITIONS:
-            raise ConfigError(f"attack.position={position} is unknown; valid: {', '.join(POSITIONS)}")
-        for key, value in (("num_candidates", num_candidates), ("beam_size", beam_size), ("iterations", iterations)):
-            if int(value) < 1:
-                raise ConfigError(f"attack.{key}={value}: expected a positive integer")
-        self.trigger_length, self.init_token, self.position = int(trigger_length), str(init_token), str(position)
-        self.num_candidates, self.beam_size, self.iterations = int(num_candidates), int(beam_size), int(iterations)
+    name = "triggers"
+
+    def __init__(self, params: UniversalTriggersParams | None = None, **values: Any):
+        super().__init__(params, **values)
         self._words: list[str] = []  # token id -> its word ("" where the token is not a whole word)
         self._allowed: torch.Tensor | None = None
         self._trigger: tuple[int, ...] = ()
         self._report: dict = {}
-
-    def settings(self) -> dict:
-        return {
-            k: v
-            for k, v in vars(self).items()
-            if not k.startswith("_") and k != "name" and k not in ("max_perturbed_ratio", "max_queries", "stop_words")
-        }
 
     # -- the vocabulary --------------------------------------------------------------------------
 
@@ -133,23 +111,25 @@ class UniversalTriggers(AttackRecipe):
             raise ConfigError(
                 "attack=triggers: the source's vocabulary has fewer than two whole-word tokens to build a trigger from"
             )
-        ids = tokenizer(self.init_token, add_special_tokens=False)["input_ids"]
+        ids = tokenizer(self.params.init_token, add_special_tokens=False)["input_ids"]
         if len(ids) != 1 or not words[ids[0]]:
-            raise ConfigError(f"attack.init_token={self.init_token}: not a whole-word token of the source's vocabulary")
-        self._trigger = (ids[0],) * self.trigger_length
+            raise ConfigError(
+                f"attack.init_token={self.params.init_token}: not a whole-word token of the source's vocabulary"
+            )
+        self._trigger = (ids[0],) * self.params.trigger_length
         victim.start(("the",), None)  # a one-text probe: how the tokenizer encodes a trigger in place
         probe = self.slots(victim, [["the"]], self._trigger)[0]
-        if len(probe) != self.trigger_length:
+        if len(probe) != self.params.trigger_length:
             raise ConfigError(
                 f"attack=triggers: the source's tokenizer does not encode a trigger's words one token "
-                f"each in place ({len(probe)} of {self.trigger_length} found)"
+                f"each in place ({len(probe)} of {self.params.trigger_length} found)"
             )
 
     def text(self, trigger: tuple[int, ...]) -> list[str]:
         return [self._words[t] for t in trigger]
 
     def with_trigger(self, words: list[str], trigger: tuple[int, ...]) -> list[str]:
-        return self.text(trigger) + words if self.position == "prepend" else words + self.text(trigger)
+        return self.text(trigger) + words if self.params.position == "prepend" else words + self.text(trigger)
 
     def contrast(self, trigger: tuple[int, ...]) -> tuple[int, ...]:
         """Another whole-word token in every slot (the lowest allowed id that differs)."""
@@ -193,8 +173,8 @@ class UniversalTriggers(AttackRecipe):
     ) -> torch.Tensor:
         """L×E: the gold loss's gradient at each trigger slot, averaged over the sentences that hold it."""
         grads = victim.embedding_gradients([self.with_trigger(w, self._trigger) for w in sentences], golds, contexts)
-        total = torch.zeros(self.trigger_length, grads[0].shape[1])
-        counts = torch.zeros(self.trigger_length, 1)
+        total = torch.zeros(self.params.trigger_length, grads[0].shape[1])
+        counts = torch.zeros(self.params.trigger_length, 1)
         for grad, positions in zip(grads, self.slots(victim, sentences, self._trigger, contexts)):
             total[: len(positions)] += grad[positions]
             counts[: len(positions)] += 1
@@ -230,11 +210,13 @@ class UniversalTriggers(AttackRecipe):
                     "accuracy": round(accuracy, 6),
                 }
             )
-            for iteration in range(1, self.iterations + 1):
+            for iteration in range(1, self.params.iterations + 1):
                 self._trigger = trigger
                 gradient = self.average_gradient(victim, sentences, golds, contexts)
-                candidates = hotflip_candidates(gradient, embeddings, self._allowed, self.num_candidates).tolist()
-                best, loss = beam_search(trigger, candidates, lambda t: evaluate(t)[0], self.beam_size)
+                candidates = hotflip_candidates(
+                    gradient, embeddings, self._allowed, self.params.num_candidates
+                ).tolist()
+                best, loss = beam_search(trigger, candidates, lambda t: evaluate(t)[0], self.params.beam_size)
                 if best == trigger:
                     break  # no candidate raises the loss
                 trigger = best
@@ -268,6 +250,6 @@ class UniversalTriggers(AttackRecipe):
         victim.queries = 1  # the clean prediction (`probs`), as the other recipes count it
         perturbed = self.with_trigger(words, self._trigger)
         after = victim.probabilities([perturbed])[0]
-        start = 0 if self.position == "prepend" else len(words)
-        changed = list(range(start, start + self.trigger_length))
+        start = 0 if self.params.position == "prepend" else len(words)
+        changed = list(range(start, start + self.params.trigger_length))
         return perturbed, changed, after, SUCCEEDED if int(after.argmax()) != gold else FAILED

@@ -21,7 +21,7 @@ from omegaconf import OmegaConf
 from ptmlab.config_groups import CONF_DIR
 from ptmlab.config_schema import TARGETS
 
-DECLARED_GROUPS = ("adaptation", "compression", "defence")
+DECLARED_GROUPS = ("adaptation", "compression", "attack", "defence")
 FIRST_KEYS = ("name", "_target_")
 # Declared keys a file states only when it sets them (the platform reads them from the node).
 OPTIONAL_KEYS = ("compatible_families",)

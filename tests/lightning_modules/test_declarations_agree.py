@@ -57,17 +57,12 @@ RUNTIME_PROBE_PARAMETERS = {"mix_layers"}
 READ_BY_THE_STAGE = {
     "name": "every group: the option's name, popped before instantiation",
     "compatible_families": "adaptation: the finetune stage refuses a backbone family the method cannot adapt",
-    "freeze_backbone": "adaptation=prompt_zero_shot: read by the stage (nothing trains)",
     "warmup_ratio": "scheduler: the stage turns it into num_warmup_steps",
     "compile": "trainer: ptmlab's trainer builder (torch.compile of the module)",
     "compile_backend": "trainer: ptmlab's trainer builder",
     "compile_mode": "trainer: ptmlab's trainer builder",
     "activation_checkpointing": "trainer: ptmlab's trainer builder",
     "peak_flops": "trainer: the MFU callback",
-    "num_examples": "attack: the attack stage draws the examples",
-    "split": "attack: the attack stage reads the split",
-    "label": "attack: the attack stage selects the rows",
-    "batch_size": "attack: the attack stage batches the victim's queries",
 }
 # YAML values of a method group that are not the declared default, on purpose.
 YAML_CHOICES = {
@@ -168,15 +163,23 @@ def _same(a, b) -> bool:
     return as_list(a) == as_list(b)
 
 
-@pytest.mark.parametrize("target", sorted(USES))
-def test_the_declaration_and_the_constructor_agree(target):
-    assert target in TARGETS, f"{target}: no declaration in ptmlab.methods (used by {USES[target][0][0]})"
+def _constructor(target: str) -> tuple[dict[str, inspect.Parameter], bool]:
+    """The named parameters of what `target` builds, and whether it takes any keyword (`**values`:
+    a class built from its declaration, whose keywords the declaration validates)."""
     built = _built(target)
+    if inspect.isclass(built) and built.__init__ is object.__init__:  # no constructor: takes nothing
+        return {}, False
     signature = inspect.signature(built.__init__ if inspect.isclass(built) else built)
     parameters = {
         k: p for k, p in signature.parameters.items() if k != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
     }
-    takes_any = any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values())
+    return parameters, any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values())
+
+
+@pytest.mark.parametrize("target", sorted(USES))
+def test_the_declaration_and_the_constructor_agree(target):
+    assert target in TARGETS, f"{target}: no declaration in ptmlab.methods (used by {USES[target][0][0]})"
+    parameters, takes_any = _constructor(target)
     declared = _declared(target)
     problems = []
     for key, field in declared.items():
@@ -223,9 +226,17 @@ def test_a_method_yaml_states_the_declared_defaults(where, node):
 
 
 def test_every_listed_exception_is_still_needed():
-    keys = {key for uses in USES.values() for _, node in uses for key in node}
-    keys |= {key for target in USES for key in _declared(target)}
-    assert set(READ_BY_THE_STAGE) <= keys, set(READ_BY_THE_STAGE) - keys
+    # a key the stage reads is listed only while some declaration has it and its constructor neither
+    # takes it nor takes its declaration's keywords (a class built from its declaration needs no entry)
+    unpassed = set()
+    for target in USES:
+        parameters, takes_any = _constructor(target)
+        if not takes_any:
+            unpassed |= set(_declared(target)) - set(parameters)
+    stale = set(READ_BY_THE_STAGE) - unpassed
+    assert not stale, f"READ_BY_THE_STAGE entries no constructor needs any more: {sorted(stale)}"
+    taken = {key for target in USES for key in _constructor(target)[0]}
+    assert RUNTIME_PARAMETERS <= taken, f"RUNTIME_PARAMETERS no constructor takes: {sorted(RUNTIME_PARAMETERS - taken)}"
     for where, key in YAML_CHOICES:
         assert any(w == where and key in node for uses in USES.values() for w, node in uses), (where, key)
 
@@ -292,3 +303,21 @@ def test_a_defence_is_built_from_its_declaration():
     assert PGD().params.adv_max_norm == PGDParams.model_fields["adv_max_norm"].default  # PGD's own, not FreeLB's
     with pytest.raises(ConfigError, match=r"^defence\.adv_norm_type='l3': expected one of 'l2', 'linf'$"):
         PGD(adv_norm_type="l3")
+
+
+def test_an_attack_recipe_is_built_from_its_declaration():
+    from lightning_modules.attacks.deepwordbug import DeepWordBug
+    from lightning_modules.stages.attack import SAMPLE_KEYS, build_recipe
+    from ptmlab.config import compose_config
+    from ptmlab.contracts import ConfigError
+    from ptmlab.methods.attacks import DeepWordBugParams
+
+    cfg = compose_config(["stage=attack", "attack=deepwordbug", "attack.max_queries=5", "attack.num_examples=7"])
+    recipe = build_recipe(cfg.attack)
+    assert isinstance(recipe.params, DeepWordBugParams) and recipe.params.max_queries == 5
+    # the summary's `constraints`: the option file's keys but the stage's sample keys, as run
+    skipped = ("name", "_target_", *SAMPLE_KEYS)
+    assert recipe.settings() == {k: v for k, v in cfg.attack.items() if k not in skipped}
+    assert DeepWordBug().params.max_edit_distance == DeepWordBugParams.model_fields["max_edit_distance"].default
+    with pytest.raises(ConfigError, match=r"^attack\.max_queries=0: expected a positive integer$"):
+        DeepWordBug(max_queries=0)

@@ -171,9 +171,10 @@ def test_search_and_attack_by_hand(victim):
 
 
 def test_bad_settings_refused_in_one_line(victim):
-    with pytest.raises(ConfigError, match="attack.trigger_length=0: expected at least one trigger token"):
+    # built in code, validated by the declaration: the line compose time gives
+    with pytest.raises(ConfigError, match="^attack.trigger_length=0: expected a positive integer$"):
         UniversalTriggers(trigger_length=0)
-    with pytest.raises(ConfigError, match="attack.position=middle is unknown"):
+    with pytest.raises(ConfigError, match="^attack.position='middle': expected one of 'prepend', 'append'$"):
         UniversalTriggers(position="middle")
     with pytest.raises(ConfigError, match="attack.init_token=films: not a whole-word token"):
         UniversalTriggers(init_token="films").prepare(victim)
