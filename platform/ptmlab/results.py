@@ -30,7 +30,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from ptmlab.contracts.summaries import StageSummary, read_stored_summary, salvaged_summary
+from ptmlab.contracts.summaries import SUMMARY_SCHEMA_VERSION, StageSummary, read_stored_summary, stored_summary_error
 from ptmlab.db.models import Result, utcnow
 from ptmlab.errors import ConfigError, NotFoundError
 
@@ -45,12 +45,17 @@ def new_result(
     tags: dict[str, Any] | None = None,
     kind: str | None = None,
 ) -> Result:
-    """A Result row for `summary` (not added to a session)."""
+    """A Result row for `summary` (not added to a session), stamped with the current schema
+    version; a value of the wrong type is refused naming it (no reader could show the row)."""
     if not isinstance(summary, dict):
         raise ConfigError("a result summary must be a JSON object")
     kind = kind or summary.get("stage")
     if not kind:
         raise ConfigError("summary has no `stage` (the result's kind)")
+    error = stored_summary_error({"stage": kind, **summary})
+    if error:
+        raise ConfigError(f"result summary: {error}")
+    summary = {**summary, "schema_version": summary.get("schema_version") or SUMMARY_SCHEMA_VERSION}
     return Result(
         job_id=job_id,
         kind=str(kind),
@@ -154,18 +159,12 @@ class ResultRow:
 
     @property
     def model(self) -> StageSummary | None:
-        """The summary as its kind's model (`ptmlab.contracts.summaries.read_stored_summary`);
-        None for a row that is not one."""
+        """The summary as its kind's model (`ptmlab.contracts.summaries.read_stored_summary`; a
+        kind with no contract as a `StageSummary`); None for a row that does not read, which
+        `new_result` refuses and migration 0008 repaired in the rows stored before."""
         if self.typed is _UNREAD:
             self.typed = read_stored_summary(self.summary)
         return self.typed
-
-    @property
-    def shown(self) -> StageSummary | None:
-        """What the views draw: `model`, or for a row with a value of the wrong type (which `model`
-        rejects) what of it reads (`salvaged_summary`: the bad values left out, as the views
-        skipped them when they read dicts; a kind with no contract as a `StageSummary`)."""
-        return self.model if self.model is not None else salvaged_summary(self.summary)
 
 
 def parse_tag_filter(tag: str | None) -> dict[str, str]:

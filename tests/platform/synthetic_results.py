@@ -441,3 +441,20 @@ def seed_adaptation_results(session) -> list[int]:
     session.add_all(rows)
     session.commit()
     return [r.id for r in rows]
+
+
+def store_rows_from_before_schema_versions(session, summaries: list[dict[str, Any]]) -> list[Any]:
+    """`summaries` stored as rows the way ptmlab stored them before summaries had a schema version
+    (as given: no check, values of the wrong type possible), then brought to the current shape by
+    migration 0008's own function; the rows, refreshed."""
+    from ptmlab.db.models import Result, utcnow
+    from ptmlab.db.summary_migration import upgrade_stored_summaries
+
+    rows = [Result(kind=s.get("stage") or "finetune", summary=s, tags={}, created_at=utcnow()) for s in summaries]
+    session.add_all(rows)
+    session.flush()
+    upgrade_stored_summaries(session.connection())
+    session.commit()
+    for row in rows:
+        session.refresh(row)
+    return rows

@@ -1,10 +1,12 @@
 """A result in its stage's terms on its job's page (ptmlab.views.job_results `result_digest`): each
-kind's rows read from its contract model, and an older or partly broken row shown as far as it reads."""
+kind's rows read from its contract model, and an older or partly broken row shown as far as it
+reads once migration 0008 brought it to the current shape."""
 
 from __future__ import annotations
 
 import math
 
+from ptmlab.db.summary_migration import upgraded_summary
 from ptmlab.views.job_results import result_digest
 
 
@@ -70,15 +72,16 @@ def test_a_probe_suite_and_an_old_single_task_probe():
         "baselines": {"majority": 0.2},
         "best_layer": 1,
     }
-    # no seed, no metric named, a layer's accuracy as text: the metric is the key the layers hold
-    old = {
+    # no seed, no metric named, a layer's accuracy as text (dropped by migration 0008): the metric
+    # is the key the layers hold
+    stored = {
         "stage": "probe",
         "model": "m",
         "probe_task": "pos",
         "baselines": {"majority": 0.3, "random": None},
         "layers": [{"layer": 0, "accuracy": "n/a", "control_accuracy": 0.4}, {"layer": 1, "accuracy": 0.7}],
     }
-    (pos,) = result_digest("probe", old)["probes"]
+    (pos,) = result_digest("probe", upgraded_summary(stored, "probe"))["probes"]
     assert (pos["metric"], pos["scores"], pos["control"]) == ("accuracy", [None, 0.7], [0.4, None])
     assert pos["random_init"] is None and pos["baselines"] == {"majority": 0.3}
 

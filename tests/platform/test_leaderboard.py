@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from omegaconf import OmegaConf
 
 from ptmlab.config import CONF_DIR
+from ptmlab.db.summary_migration import upgraded_summary
 from ptmlab.errors import ConfigError, NotFoundError
 from ptmlab.leaderboard import (
     GLUE_TASKS,
@@ -341,7 +342,11 @@ def test_footprint_is_the_mean_over_the_rows_runs_and_missing_fields_stay_missin
         with_footprint("bitfit", "sst2", 1, 26_882, 22_713_986, 107_528),
         with_footprint("bitfit", "rte", 1, 26_884, 22_713_988, 107_536),
         summary("old", "sst2", 1, {"accuracy": 0.7}),  # from before the footprint was recorded
-        summary("broken", "sst2", 1, {"accuracy": 0.7}, trainable_params="many", total_params=0, delta_bytes=None),
+        # stored before migration 0008 with a value of the wrong type: the migration dropped it
+        upgraded_summary(
+            summary("broken", "sst2", 1, {"accuracy": 0.7}, trainable_params="many", total_params=0, delta_bytes=None),
+            "finetune",
+        ),
     ]
     rows = {r.config["adaptation"]: r.footprint for r in build_leaderboard(runs).rows}
     assert rows["full"].trainable_fraction == 1.0 and rows["full"].delta_bytes == 90_855_944

@@ -8,7 +8,13 @@ import random
 
 import pytest
 from fastapi.testclient import TestClient
-from synthetic_results import SEED_COMPRESS, SEED_PROBE_MODELS, SEED_PROBE_TASKS, seed_dashboard
+from synthetic_results import (
+    SEED_COMPRESS,
+    SEED_PROBE_MODELS,
+    SEED_PROBE_TASKS,
+    seed_dashboard,
+    store_rows_from_before_schema_versions,
+)
 
 from ptmlab.db import session_scope
 from ptmlab.results import clear_cache, new_result, parse_tag_filter
@@ -286,7 +292,7 @@ def test_probing_view_draws_every_task_of_a_suite_with_its_random_init_baseline(
 
 def test_probing_view_shows_an_old_or_partly_broken_probe_row_as_it_did(db_url):
     # rows from before `seed`, a layer's `layer` and a task's `family` were required, and one whose
-    # layer holds text where a number belongs (no contract model reads it: `ResultRow.shown`)
+    # layer holds text where a number belongs (migration 0008 dropped it)
     clear_cache()
     old = {
         "stage": "probe",
@@ -302,8 +308,7 @@ def test_probing_view_shows_an_old_or_partly_broken_probe_row_as_it_did(db_url):
         "layers": [{"layer": 0, "accuracy": 0.7}, {"layer": 1, "accuracy": "n/a", "control_accuracy": 0.5}],
     }
     with session_scope(db_url) as s:
-        s.add_all([new_result(old), new_result(broken)])
-        s.commit()
+        store_rows_from_before_schema_versions(s, [old, broken])
         view = probing_view(s)
     assert view["result_count"] == 2
     (curve,) = view["curves"]
@@ -367,9 +372,7 @@ def test_compare_view_labels_old_hand_recorded_and_partly_broken_rows_as_it_did(
         },
     ]
     with session_scope(db_url) as s:
-        rows = [new_result(summary) for summary in summaries]
-        s.add_all(rows)
-        s.commit()
+        rows = store_rows_from_before_schema_versions(s, summaries)
         view = compare_view(s, [r.id for r in rows])
     finetune, custom, probe = view["runs"]
     # `label` names the run (by its job; these have none), `description` says what it was
@@ -383,7 +386,7 @@ def test_compare_view_labels_old_hand_recorded_and_partly_broken_rows_as_it_did(
     assert custom["numbers"] == {"task": "rte", "score": 0.5}
     assert probe["description"] == f"result {rows[2].id} probe: m / pos seed 3"
     assert probe["layers"][0] == {"layer": 0, "accuracy": 0.5}
-    assert probe["numbers"]["seed"] == "3"  # the numbers table shows the row as stored
+    assert probe["numbers"]["seed"] == 3  # the numbers table shows the row as stored, migrated: "3" read as its int
 
 
 def test_tag_filter_parsing():

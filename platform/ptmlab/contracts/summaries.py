@@ -29,11 +29,17 @@ Number = float | int
 Metrics = dict[str, Number | None]
 
 
+# The shape of a stored summary. Rows stored before summaries carried it are brought to it once,
+# by the database migration 0008 (ptmlab.db.summary_migration), never patched up at each read.
+SUMMARY_SCHEMA_VERSION = 2
+
+
 class StageSummary(BaseModel):
     """Fields every stage writes (StageRun fills them)."""
 
     model_config = ConfigDict(extra="allow")
 
+    schema_version: int = Field(SUMMARY_SCHEMA_VERSION, ge=1)
     stage: str
     mlflow_run_id: str | None = None
     run_dir: str | None = None
@@ -572,22 +578,37 @@ def _stored_annotation(annotation: Any) -> Any:
 
 
 def read_stored_summary(data: Any) -> StageSummary | None:
-    """A results row's summary as its kind's model (`stored_model`); None when it names no kind
-    with a contract or a field has the wrong type (the views leave such a row out, or read what of
-    it they can through `salvaged_summary`)."""
-    model = SUMMARY_BY_KIND.get(str(data.get("stage"))) if isinstance(data, dict) else None
-    if model is None:
+    """A results row's summary as its kind's model (`stored_model`; a kind with no contract, a
+    result recorded by hand, as a `StageSummary` with its own fields as extras); None when it is
+    not a JSON object or a field has the wrong type, which `stored_summary_error` refuses at write
+    and migration 0008 removed from the rows stored before."""
+    if not isinstance(data, dict):
         return None
     try:
-        return stored_model(model).model_validate(data)
+        return stored_model(SUMMARY_BY_KIND.get(str(data.get("stage")), StageSummary)).model_validate(data)
     except ValidationError:
         return None
+
+
+def stored_summary_error(data: dict[str, Any]) -> str | None:
+    """Why `data` cannot be stored as a results row (the first value of the wrong type, named by
+    its path), or None. A field required of a stage's own summary may be missing (a result
+    recorded by hand), a value of the wrong type may not: no reader would see that row."""
+    model = stored_model(SUMMARY_BY_KIND.get(str(data.get("stage")), StageSummary))
+    try:
+        model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ())) or "summary"
+        return f"{where}: {first.get('msg', 'invalid')} (got {first.get('input')!r:.80})"
+    return None
 
 
 def salvaged_summary(data: Any, max_drops: int = 50) -> StageSummary | None:
     """What of a row `read_stored_summary` rejects still reads: each value of the wrong type
     dropped (a field then takes its default, a list loses the entry) until the rest validates, as
-    the views skipped what they could not read before they read models. A kind with no contract (a
+    the views skipped what they could not read before they read models. Migration 0008 applies it
+    once to the rows stored before summaries had a schema version. A kind with no contract (a
     result recorded by hand) reads as a `StageSummary`, its own fields as extras. None for a row
     that is not a JSON object, or when nothing validates after `max_drops` drops."""
     if not isinstance(data, dict):

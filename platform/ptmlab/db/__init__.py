@@ -143,10 +143,11 @@ def session_scope(url: str | None = None) -> Iterator[Session]:
         session.close()
 
 
-def migrate(url: str | None = None, *, engine: sa.Engine | None = None) -> None:
-    """Apply the Alembic migrations up to head. Concurrent callers (an API and workers starting
-    together) serialise on the database's own lock: SQLite's immediate transaction, PostgreSQL's
-    transaction-scoped advisory lock."""
+def migrate(url: str | None = None, *, engine: sa.Engine | None = None, revision: str = "head") -> None:
+    """Apply the Alembic migrations up to `revision` (head; an earlier one builds a database as an
+    older ptmlab left it). Concurrent callers (an API and workers starting together) serialise on
+    the database's own lock: SQLite's immediate transaction, PostgreSQL's transaction-scoped
+    advisory lock."""
     from alembic import command
     from alembic.config import Config
 
@@ -161,9 +162,10 @@ def migrate(url: str | None = None, *, engine: sa.Engine | None = None) -> None:
             if conn.dialect.name == "postgresql":
                 conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATION_LOCK})
             config.attributes["connection"] = conn
-            command.upgrade(config, "head")
+            command.upgrade(config, revision)
     finally:
         if own_engine:
             engine.dispose()
-    with _lock:
-        _migrated.add(url)
+    if revision == "head":
+        with _lock:
+            _migrated.add(url)

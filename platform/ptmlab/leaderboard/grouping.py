@@ -50,7 +50,7 @@ from ptmlab.contracts.benchmarks import BENCHMARKS, KIND_COLUMNS, Benchmark, ben
 
 # GLUE's and SuperGLUE's task tables and scoring live in ptmlab.contracts, shared with the science half.
 from ptmlab.contracts.glue import GLUE_TASKS  # noqa: F401 - re-exported
-from ptmlab.contracts.summaries import FinetuneSummary, salvaged_summary
+from ptmlab.contracts.summaries import FinetuneSummary, read_stored_summary
 from ptmlab.errors import ConfigError, NotFoundError
 from ptmlab.results import ResultRow, row_params
 from ptmlab.sizes import size_text
@@ -378,11 +378,11 @@ def _baseline(summary: FinetuneSummary, stats: dict) -> float | None:
 
 
 def board_summary(row: ResultRow, kinds: tuple[str, ...] = LEADERBOARD_KINDS) -> FinetuneSummary | None:
-    """The row's summary as the board reads it (`ResultRow.shown`), None when it is not of `kinds`;
+    """The row's summary as the board reads it (`ResultRow.model`), None when it is not of `kinds`;
     a bare summary with no `stage` is read as the first of `kinds`."""
-    summary = row.shown
+    summary = row.model
     if summary is not None and summary.stage is None:
-        summary = salvaged_summary({**row.summary, "stage": kinds[0]})
+        summary = read_stored_summary({**row.summary, "stage": kinds[0]})
     return summary if isinstance(summary, FinetuneSummary) and summary.stage in kinds else None
 
 

@@ -23,7 +23,7 @@ from ptmlab.views.runs import run_label
 ID_MAX = 2**31 - 1  # ids are 32-bit integer columns
 MAX_RUNS = 10  # side by side stops being readable beyond this
 # Summary keys that are bookkeeping, not results: shown in the header, not in the numbers table.
-BOOKKEEPING = {"stage", "mlflow_run_id", "run_dir", "job_id"}
+BOOKKEEPING = {"schema_version", "stage", "mlflow_run_id", "run_dir", "job_id"}
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -61,7 +61,7 @@ def _config_of(row: ResultRow, job: Job | None) -> tuple[dict[str, Any], str]:
 
 
 def _unredacted_config_of(row: ResultRow, job: Job | None) -> tuple[dict[str, Any], str]:
-    run_dir = row.shown.run_dir or (job.run_dir if job else None)
+    run_dir = (row.model.run_dir if row.model else None) or (job.run_dir if job else None)
     cfg = resolved_config(run_dir)
     if cfg is not None:
         return flatten(cfg), "run folder"
@@ -107,7 +107,9 @@ def compare_view(session: Session, result_ids: Sequence[int | str]) -> dict[str,
         job = session.get(Job, row.job_id) if row.job_id is not None else None
         flat, source = _config_of(row, job)
         configs[i] = flat
-        s = row.shown
+        s = row.model
+        if s is None:
+            raise ConfigError(f"result {i}: its stored summary does not read as a summary")
         name = run_label(i, row.job_id, job.name if job else None)
         score, baseline = _main_score(row.summary), row_baseline(row.summary)
         link = mlflow_run_link(row.mlflow_run_id)

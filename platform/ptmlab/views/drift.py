@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from ptmlab.contracts.summaries import ProbeSummary, salvaged_summary
+from ptmlab.contracts.summaries import ProbeSummary, read_stored_summary
 from ptmlab.db.models import SUCCEEDED, Job, JobDependency, Result
 from ptmlab.errors import NotFoundError
 from ptmlab.views.probing import _task_entries  # one reading of a probe summary, shared with the probing page
@@ -37,7 +37,7 @@ def _curves_of_probes(session: Session, probe_jobs: list[Job]) -> dict[int, dict
         summary = session.scalar(
             sa.select(Result.summary).where(Result.job_id == job.id).order_by(Result.id.desc()).limit(1)
         )
-        probe = salvaged_summary(summary)  # what of the row reads, as on the probing page
+        probe = read_stored_summary(summary)
         if not isinstance(probe, ProbeSummary):
             continue
         model = probe.model or "-"

@@ -1,6 +1,6 @@
 """A job's newest result of one kind, read the way every job-page view reads it: the row as stored
 (fields an older row carries that its contract does not declare are read from there) and its
-summary model (or what of a broken row reads: `salvaged_summary`)."""
+summary model (`read_stored_summary`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from ptmlab import queue
-from ptmlab.contracts.summaries import StageSummary, salvaged_summary
+from ptmlab.contracts.summaries import StageSummary, read_stored_summary
 from ptmlab.db.models import Job
 from ptmlab.errors import NotFoundError
 from ptmlab.results import latest_job_result
@@ -26,7 +26,7 @@ class JobResult:
 
 def summary_as(stored: Any, kind: str) -> StageSummary | None:
     """A stored summary read as a `kind` result (a bare row carries no `stage`)."""
-    return salvaged_summary({**(stored if isinstance(stored, dict) else {}), "stage": kind})
+    return read_stored_summary({**(stored if isinstance(stored, dict) else {}), "stage": kind})
 
 
 def job_result(session: Session, job_id: int, kind: str) -> JobResult:

@@ -9,20 +9,29 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from ptmlab.contracts.secrets import redact_tree
-from ptmlab.contracts.summaries import ProbeSummary, measured_on_top, salvaged_summary
+from ptmlab.contracts.summaries import ProbeSummary, measured_on_top, read_stored_summary
 from ptmlab.db.models import JOB_STATES, Job, Result, Worker, utcnow
 from ptmlab.results import number
 from ptmlab.settings import secret_literals
 from ptmlab.views.runs import run_label
 
-SKIP = {"seed", "wall_time_s", "job_id", "trainable_params", "total_params", "train_time_s", "resumed_from_s"}
+SKIP = {
+    "schema_version",
+    "seed",
+    "wall_time_s",
+    "job_id",
+    "trainable_params",
+    "total_params",
+    "train_time_s",
+    "resumed_from_s",
+}
 PREFERRED = ("main_score", "score", "val_loss", "val_perplexity", "loss", "perplexity", "accuracy")
 
 
 def headline(summary: dict, limit: int = 4) -> dict[str, float]:
     """The few numbers that say how a run went, whatever its stage: a probe's best layer, else the
     first numbers the row recorded (as stored: any kind's own fields too)."""
-    probe = salvaged_summary(summary)
+    probe = read_stored_summary(summary)
     layers = probe.layers if isinstance(probe, ProbeSummary) else []
     if any(number(e.accuracy) is not None for e in layers):
         best = max(layers, key=lambda e: number(e.accuracy) or float("-inf"))

@@ -69,8 +69,8 @@ def _cloze_rows(result_id: int, summary: ProbeSummary) -> list[dict]:
 
 
 def probe_summary(row: ResultRow) -> ProbeSummary | None:
-    """A probe row as the page reads it (`ResultRow.shown`); None for a row of another kind."""
-    summary = row.shown
+    """A probe row as the page reads it (`ResultRow.model`); None for a row of another kind."""
+    summary = row.model
     return summary if isinstance(summary, ProbeSummary) else None
 
 

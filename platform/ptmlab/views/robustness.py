@@ -90,11 +90,11 @@ def made_by(job: Job | None, summary: StageSummary | None) -> dict[str, Any]:
 
 
 def model_summaries(session: Session, job_ids: set[int]) -> dict[int, StageSummary | None]:
-    """Each model job's latest finetune/compress summary, as the views read it (`ResultRow.shown`)."""
+    """Each model job's latest finetune/compress summary, as the views read it (`ResultRow.model`)."""
     if not job_ids:
         return {}
     ids = session.scalars(sa.select(Result.id).where(Result.job_id.in_(job_ids), Result.kind.in_(MODEL_KINDS)))
-    return {r.job_id: r.shown for r in load_rows(session, ids=list(ids))}  # oldest first: the latest wins
+    return {r.job_id: r.model for r in load_rows(session, ids=list(ids))}  # oldest first: the latest wins
 
 
 def attack_rows(rows: list[ResultRow]) -> list[ResultRow]:

@@ -26,6 +26,7 @@ from ptmlab.views.run_groups import Grouping, run_label
 
 # Per-layer and per-head arrays say nothing in one cell: the job and run pages draw them.
 SKIP_KEYS = {
+    "schema_version",  # the stored shape's, not the run's
     "layers",
     "tasks",
     "attention_heads",
@@ -184,7 +185,7 @@ def row_keys(rows: list[ResultRow]) -> set[str]:
     """Every column key of `rows` (summary and config keys, dotted), each row flattened once."""
     out: set[str] = set()
     for r in rows:
-        out.update(_flat_row(r, r.shown.stage or "?")[0])
+        out.update(_flat_row(r, (r.model.stage if r.model else None) or "?")[0])
     return out
 
 
@@ -225,7 +226,7 @@ class RunsFold:
         )
         self.sweeps.update(_sweep_names(session, sorted({r.sweep_id for r in rows if r.sweep_id} - set(self.sweeps))))
         for r in rows:
-            values, text = _flat_row(r, r.shown.stage or "?")
+            values, text = _flat_row(r, (r.model.stage if r.model else None) or "?")
             self.kinds[values["kind"]] += 1
             self.available.update(values.keys())
             self.numeric.update(k for k, v in values.items() if not isinstance(v, bool | str) and number(v) is not None)
