@@ -346,11 +346,14 @@ def compare(session: SessionDep, jobs: JobIds = None, runs: HandRecorded = None)
 )
 def curves(
     session: SessionDep,
+    request: Request,
     jobs: JobIds = None,
     runs: HandRecorded = None,
     key: Annotated[list[str] | None, Query(max_length=40, description="metric keys; default: all")] = None,
 ) -> dict[str, Any]:
-    return views.metric_curves(session, _result_ids(session, jobs, runs), keys=key)
+    # the MLflow store of this app's settings (the process-wide ones may be another home's)
+    tracking = request.app.state.settings.resolved_tracking_uri
+    return views.metric_curves(session, _result_ids(session, jobs, runs), keys=key, tracking_uri=tracking)
 
 
 @router.get(
