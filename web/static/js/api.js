@@ -19,6 +19,13 @@ export function setToken(value) {
   else localStorage.removeItem(TOKEN_KEY);
 }
 
+// A page's requests numbered: an answer to an older one that arrives after a newer one started
+// (typing, two controls changed in quick succession) is stale and dropped, never drawn over it.
+export function requestCounter() {
+  let latest = 0;
+  return { next: () => ++latest, stale: (n) => n !== latest };
+}
+
 // fetch JSON from the API; errors become ApiError with the API's {error: {code, message}}.
 export async function api(path, { method = "GET", body } = {}) {
   const headers = { Accept: "application/json" };

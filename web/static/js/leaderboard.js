@@ -1,7 +1,7 @@
 // A benchmark's leaderboard (?benchmark=glue|superglue|tasks|generation): rows by configuration, a
 // column per task, the benchmark's average where it has one (not tasks, generation), each row's footprint (trainable parameters, delta size), sortable,
 // filterable (by sweep, tag, adaptation mode), exportable.
-import { api, el, flash, fmt, query, setQuery } from "/static/js/api.js";
+import { api, el, flash, fmt, query, requestCounter, setQuery } from "/static/js/api.js";
 
 const form = document.getElementById("lb-filters");
 const table = document.getElementById("leaderboard");
@@ -216,7 +216,10 @@ function render() {
     ? [el("h2", {}, "Flagged cells (degenerate runs, several configs under one seed)"), el("ul", { class: "small" }, flags.slice(0, 100).map((f) => el("li", {}, f)))] : []));
 }
 
+const loads = requestCounter();
+
 async function load() {
+  const request = loads.next();
   const params = filterParams();
   setQuery(Object.fromEntries(["sweep_id", "tag", "group_by", "adaptation", "benchmark", "pool"].map((k) => [k, params.get(k) || ""])));
   for (const [id, fmtName] of [["export-csv", "csv"], ["export-latex", "latex"]]) {
@@ -224,13 +227,16 @@ async function load() {
     p.set("format", fmtName);
     document.getElementById(id).href = `/api/v1/views/leaderboard?${p}`;
   }
+  let answer;
   try {
-    data = await api(`/api/v1/views/leaderboard?${params}`);
-    flash("");
+    answer = await api(`/api/v1/views/leaderboard?${params}`);
   } catch (err) {
-    flash(`leaderboard: ${err.message}`);
+    if (!loads.stale(request)) flash(`leaderboard: ${err.message}`);
     return;
   }
+  if (loads.stale(request)) return;
+  data = answer;
+  flash("");
   setOptions(form.elements.sweep_id, data.options.sweeps, params.get("sweep_id") || "", "all");
   const tagValues = Object.entries(data.options.tags).flatMap(([k, vs]) => vs.map((v) => `${k}=${v}`));
   setOptions(form.elements.tag, tagValues, params.get("tag") || "", "any");

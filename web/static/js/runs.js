@@ -3,7 +3,7 @@
 // (/api/v1/views/runs); config keys (`stage.lr`) are columns like any other; `group by` shows one
 // row per value with mean ± std over its runs; ticked rows open side by side on the compare page.
 // A run is named by its job everywhere.
-import { api, columnFormat, el, flash, fmtScore, query, setQuery } from "/static/js/api.js";
+import { api, columnFormat, el, flash, fmtScore, query, requestCounter, setQuery } from "/static/js/api.js";
 
 const PAGE = 50;
 const form = document.getElementById("runs-controls");
@@ -156,18 +156,25 @@ function updateCompare() {
   button.textContent = selected.size ? `Compare selected (${selected.size})` : "Compare selected";
 }
 
+const requests = requestCounter();
+
 async function refresh() {
   keep();
+  const request = requests.next();
   const params = new URLSearchParams({ limit: PAGE, offset: state.offset, sort: state.sort, order: state.order });
   if (state.kind) params.set("kind", state.kind);
   if (state.q) params.set("q", state.q);
   for (const f of state.filter.split(";").map((x) => x.trim()).filter(Boolean)) params.append("filter", f);
   for (const c of state.columns) params.append("column", c);
   if (state.group) params.set("group_by", state.group);
+  let answer;
   try {
-    last = await api(`/api/v1/views/runs?${params}`);
+    answer = await api(`/api/v1/views/runs?${params}`);
+    if (requests.stale(request)) return;
+    last = answer;
     flash("");
   } catch (err) {
+    if (requests.stale(request)) return;
     flash(`runs: ${err.message}`);
     const info = document.getElementById("runs-info");
     info.textContent = `not shown: ${err.message}`;
