@@ -71,11 +71,9 @@ class AttackRecipe:
     params: AttackSampleParams
 
     def __init__(self, params: AttackSampleParams | None = None, **values: Any):
-        """`params`: the validated declaration; in code (and from the attack stage's node), its values
-        as keywords (`DeepWordBug(max_queries=5)`), validated by the same declaration: one ConfigError
-        line naming the key on a bad one. The sample keys (num_examples, split, label, batch_size) are
-        the stage's: it reads them from the node and builds the recipe without them, so here they
-        hold their defaults and no recipe reads them."""
+        """`params`: the validated declaration (the attack stage's node, sample keys included); in
+        code, its values as keywords (`DeepWordBug(max_queries=5)`), validated by the same
+        declaration: one ConfigError line naming the key on a bad one."""
         self.params = params if params is not None else declared_in_code(self, values, "attack")
         self.name = self.params.name  # the option's name, as the summary's `recipe`
 

@@ -39,8 +39,9 @@ from lightning_modules.runtime.stage_run import StageRun, tracking_uri
 from lightning_modules.stages.compress import source_run_id, use_source_task
 from lightning_modules.tasks.spec import LoadedTask, load_task
 from ptmlab.contracts import AttackSummary, BackboneError, ConfigError
+from ptmlab.methods.validation import declared
 
-# keys of the `attack` node the stage reads; the rest build the recipe
+# keys of the `attack` node the stage reads (the recipe's settings leave them out)
 SAMPLE_KEYS = ("num_examples", "split", "batch_size", "label")
 
 
@@ -57,15 +58,15 @@ class AttackParts:
 
 
 def build_recipe(node: DictConfig) -> AttackRecipe:
+    """The recipe an `attack` node names, given the whole node validated into its declaration (the
+    sample keys included: the stage reads them from the node)."""
     from hydra.utils import get_class
 
-    args = OmegaConf.to_container(node, resolve=True)
-    for key in SAMPLE_KEYS:
-        args.pop(key, None)
-    recipe = get_class(args.pop("_target_"))(**args)
-    if not isinstance(recipe, AttackRecipe):
+    values = OmegaConf.to_container(node, resolve=True)
+    recipe = get_class(values["_target_"])
+    if not (isinstance(recipe, type) and issubclass(recipe, AttackRecipe)):
         raise ConfigError(f"attack._target_={node._target_}: not a lightning_modules.attacks recipe")
-    return recipe
+    return recipe(declared(recipe.declaration, values, "attack"))
 
 
 def sample_rows(rows: range | list[int], num_examples: int, seed: int) -> list[int]:

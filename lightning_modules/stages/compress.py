@@ -37,6 +37,7 @@ from lightning_modules.runtime.stage_run import StageRun, tracking_uri
 from lightning_modules.tasks.spec import LoadedTask, load_task
 from ptmlab.contracts import BackboneError, ConfigError
 from ptmlab.contracts.summaries import CompressSummary
+from ptmlab.methods.validation import declared
 
 
 @dataclass
@@ -72,16 +73,15 @@ def use_source_task(cfg: DictConfig, source: LoadedTaskModel, ref: str) -> None:
 
 
 def build_method(node: DictConfig) -> CompressionMethod:
-    """The method a `compression` node names, built with its settings as plain values (not
+    """The method a `compression` node names, given the node validated into its declaration (not
     instantiated recursively: a distillation student's model node is data until the method builds it)."""
     from hydra.utils import get_class
 
-    args = OmegaConf.to_container(node, resolve=True)
-    args.pop("name", None)
-    method = get_class(args.pop("_target_"))(**args)
-    if not isinstance(method, CompressionMethod):
+    values = OmegaConf.to_container(node, resolve=True)
+    method = get_class(values["_target_"])
+    if not (isinstance(method, type) and issubclass(method, CompressionMethod)):
         raise ConfigError(f"compression._target_={node._target_}: not a lightning_modules.compression method")
-    return method
+    return method(declared(method.declaration, values, "compression"))
 
 
 def build_compress(cfg: DictConfig) -> CompressParts:
