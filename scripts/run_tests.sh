@@ -49,19 +49,13 @@ declare -A paths=(
   [pages]="${PROBING[*]} ${PAGES[*]} ${SCIENCE_E2E[*]}"
   [platform]="tests/platform tests/security ${WAITING[*]}"
 )
-# CPU shares: the models lane is one chain of MiniLM runs on the session's teacher (about 1,000
-# CPU-s) and the platform lane's fault and browser tests act on timings, so the two CPU-only lanes
-# yield to them (nice 5: a third of a normal share while the others run, everything when they wait)
-# and take up the cores the waiting lanes leave idle. With four equal lanes the models lane got 40 %
-# of a core and ran 42 min while the cores idled 30 % of the time after the CPU-only lanes ended.
-declare -A niceness=([models]=0 [science]=5 [pages]=5 [platform]=0)
 declare -A logs pids codes
 # The first lane reports live; the others are printed after it.
 for name in "${names[@]:1}"; do
   logs[$name]=$(mktemp "$tmp/ptmlab-tests-$name.XXXXXX.log")
   # shellcheck disable=SC2086 - the lane's paths are words
-  nice -n "${niceness[$name]}" "$PYTHON" -m pytest ${paths[$name]} --basetemp="$tmp/ptmlab-tests-$name" \
-    --durations=25 "$@" > "${logs[$name]}" 2>&1 &
+  "$PYTHON" -m pytest ${paths[$name]} --basetemp="$tmp/ptmlab-tests-$name" --durations=25 "$@" \
+    > "${logs[$name]}" 2>&1 &
   pids[$name]=$!
 done
 first=${names[0]}
