@@ -536,7 +536,25 @@ class GroupPage(BaseModel):
     items: list[GroupOut]
 
 
-class WorkerOut(BaseModel):
+class WorkerFields(BaseModel):
+    """A worker as the workers list and the overview both show it."""
+
+    id: str
+    hostname: str
+    pid: int
+    gpus: list[int]
+    cpu_slots: int
+    queues: list[str]
+    status: str
+    started_at: str | None
+    last_heartbeat: str | None
+    multinode: bool = False
+    slurm_job_id: str | None = None  # set inside a Slurm allocation
+    slurm_node: str | None = None
+    ends_at: str | None = None  # the allocation's time limit
+
+
+class WorkerOut(WorkerFields):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [
@@ -559,20 +577,7 @@ class WorkerOut(BaseModel):
         }
     )
 
-    id: str
-    hostname: str
-    pid: int
-    gpus: list[int]
-    cpu_slots: int
-    queues: list[str]
-    status: str
-    started_at: str | None
-    last_heartbeat: str | None
     seconds_since_heartbeat: float | None
-    multinode: bool = False
-    slurm_job_id: str | None = None  # set inside a Slurm allocation
-    slurm_node: str | None = None
-    ends_at: str | None = None  # the allocation's time limit
 
 
 class CatalogueOut(BaseModel):

@@ -6,6 +6,7 @@ import datetime as dt
 
 from pydantic import Field
 
+from ptmlab.api.schemas import WorkerFields
 from ptmlab.api.view_models.common import ViewModel
 
 
@@ -30,20 +31,9 @@ class OverviewResult(ViewModel):
     label: str
 
 
-class OverviewWorker(ViewModel):
-    id: str
-    hostname: str
-    pid: int
-    gpus: list[int]
-    cpu_slots: int
-    queues: list[str]
-    status: str
-    started_at: str | None
-    last_heartbeat: str | None
-    multinode: bool
-    slurm_job_id: str | None
-    slurm_node: str | None
-    ends_at: str | None
+class OverviewWorker(WorkerFields):
+    model_config = ViewModel.model_config  # an undeclared key fails, as in every view model
+
     slurm: str | None = Field(description="`job 4711 on gpu-07, 3 h 20 min left` inside a Slurm allocation")
 
 
