@@ -90,9 +90,9 @@ class CompressionMethod:
     params: CompressionParams
 
     def __init__(self, params: CompressionParams | None = None, **values: Any):
-        """`params`: the validated declaration; in code, its values as keywords (`PruneHeads(fraction=0.5)`,
-        as the stage passes a node's), validated by the same declaration: one ConfigError line naming
-        the key on a bad one."""
+        """`params`: the validated declaration (the compress stage builds it from the node); in code,
+        its values as keywords (`PruneHeads(fraction=0.5)`), validated by the same declaration: one
+        ConfigError line naming the key on a bad one."""
         self.params = params if params is not None else declared_in_code(self, values, "compression")
 
     @property
