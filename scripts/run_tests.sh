@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # `make test`: the whole suite in four lanes side by side, one pytest process each:
 #   models    tests/e2e's MiniLM thresholds on the session's SST-2 teacher (fine-tuning, attacks,
-#             compression), the demo, the compression pipeline's page and the dashboard's browser tests
+#             compression), WNUT-17, the demo, the compression pipeline's page and the dashboard's
+#             browser tests
 #   science   tests/lightning_modules (but the MiniLM probing suites) and tests/test_every_config.py
 #   pages     the MiniLM probing suites, the probing pipeline's page, the other pages that need no
-#             teacher (PAGES), SQuAD and WNUT-17
+#             teacher (PAGES) and SQuAD
 #   platform  tests/platform and tests/security (mostly waits: servers, worker subprocesses, a browser,
 #             a Slurm cluster), the comparison pages in a browser, and the delta-tuning thresholds
 # With three lanes the two cores were busy 149 % of the time (a clean clone of a1d1d92: 3,911 CPU-s in
@@ -36,11 +37,9 @@ PAGES=(tests/e2e/test_probing_page.py tests/e2e/test_curve_charts.py
 # Clean clones: with the demo and WNUT-17 here too (and SQuAD at twice its cost, timing out) models
 # 41.1 min, science 30.1, pages 28.9, platform 39.5, 42.9 in all; with the demo and WNUT-17 moved
 # to the pages lane and delta tuning to science, the models lane (the teacher's compression and
-# attack fixtures, one process) was starved: 45+ min. With WNUT-17 in the models lane (clean clone
-# of c3b1977, 41.1 min in all, the cores 88-97 % busy by vmstat): models 39.2, platform 37.7,
-# science 27.6, pages 20.8; WNUT-17 (about 3.5 min there) moved to the pages lane.
+# attack fixtures, one process) was starved: 45+ min.
 WAITING=(tests/e2e/test_delta_tuning_minilm.py tests/e2e/test_comparison_browser.py)
-SCIENCE_E2E=(tests/e2e/test_squad_minilm.py tests/e2e/test_wnut17_minilm.py)
+SCIENCE_E2E=(tests/e2e/test_squad_minilm.py)
 PROBING=(tests/lightning_modules/test_probing_minilm.py)
 IGNORED=$(printf -- '--ignore=%s ' "${PAGES[@]}" "${WAITING[@]}" "${SCIENCE_E2E[@]}")
 names=(models science pages platform)
