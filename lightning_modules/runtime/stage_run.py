@@ -9,7 +9,7 @@ A stage function looks like:
             run.log_data_files(paths)         # sha256 of every input file
             trainer = run.build_trainer()     # Lightning Trainer wired to MLflow + checkpoints
             trainer.fit(module, datamodule=dm, ckpt_path=run.resume_checkpoint)
-            run.write_summary(run.summary(PretrainSummary, {...}))   # headline numbers for the platform
+            run.write_summary(run.summary(PretrainSummary, steps=..., ...))   # headline numbers for the platform
 
 Under a multi-process strategy (trainer=ddp) Lightning starts one copy of the command per extra
 device; each runs the stage function. Only global rank 0 opens the MLflow run, logs provenance
@@ -24,7 +24,7 @@ import subprocess
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -40,9 +40,8 @@ from lightning_modules.runtime.speed import (
 from lightning_modules.runtime.throughput import ThroughputMonitor, device_name, peak_flops_per_device
 from ptmlab.contracts.identity import config_params
 from ptmlab.contracts.secrets import redact_url_passwords
-from ptmlab.contracts.summaries import StageSummary, validate_summary
+from ptmlab.contracts.summaries import StageSummary, Summary, build_summary
 
-Summary = TypeVar("Summary", bound=StageSummary)
 RUN_ID_FILE = "mlflow_run_id.txt"
 SUMMARY_FILE = "summary.json"
 TRACKED_PACKAGES = (
@@ -344,29 +343,22 @@ class StageRun:
             return
         self.logger.experiment.log_artifact(self.run_id, str(local_file), artifact_path)
 
-    def summary(self, model: type[Summary], numbers: dict[str, Any]) -> Summary:
-        """The stage's contract model (ptmlab.contracts.summaries) of its `numbers` and the fields
-        every stage writes; a ConfigError naming the field that breaks the contract, wherever the
-        stage runs. Built from the numbers as the file holds them (paths and other objects as text)."""
-        summary = validate_summary(
-            json.loads(
-                json.dumps(
-                    {
-                        "stage": str(self.cfg.stage.name),
-                        "mlflow_run_id": self.run_id,
-                        "run_dir": str(self.run_dir),
-                        "seed": int(self.cfg.seed),
-                        "wall_time_s": round(time.time() - self.started, 3),
-                        "hparams": config_params(OmegaConf.to_container(self.cfg, resolve=True)),
-                        **numbers,
-                    },
-                    default=str,
-                )
-            )
-        )
-        if not isinstance(summary, model):
-            raise TypeError(f"stage={self.cfg.stage.name} writes a {type(summary).__name__}, not a {model.__name__}")
-        return summary
+    def common_fields(self) -> dict[str, Any]:
+        """The fields every stage's summary holds (`StageSummary`'s)."""
+        return {
+            "stage": str(self.cfg.stage.name),
+            "mlflow_run_id": self.run_id,
+            "run_dir": self.run_dir,
+            "seed": int(self.cfg.seed),
+            "wall_time_s": round(time.time() - self.started, 3),
+            "hparams": config_params(OmegaConf.to_container(self.cfg, resolve=True)),
+        }
+
+    def summary(self, model: type[Summary], /, **fields: Any) -> Summary:
+        """The stage's contract model (ptmlab.contracts.summaries) of its `fields` and the common
+        ones, constructed directly; a ConfigError naming the field that breaks the contract or
+        that `model` does not declare, wherever the stage runs."""
+        return build_summary(model, **self.common_fields(), **fields)
 
     def write_summary(self, summary: StageSummary) -> Path:
         """Write summary.json, the dump of the stage's contract model (`summary`: headline numbers
@@ -377,9 +369,9 @@ class StageRun:
         path = self.run_dir / SUMMARY_FILE
         if not self.is_global_zero:
             return path
-        summary = summary.model_dump(mode="json", exclude_unset=True)
+        data = summary.model_dump(mode="json", exclude_unset=True)
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(summary, indent=2, default=str))
+        tmp.write_text(json.dumps(data, indent=2))
         tmp.replace(path)
         self.logger.experiment.log_artifact(self.run_id, str(path))
         return path

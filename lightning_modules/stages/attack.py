@@ -203,28 +203,28 @@ def run_attack(cfg: DictConfig) -> dict:
         path = write_records(records, run.run_dir / RECORDS_FILE)
         run.log_artifact(path, "attack")
         run.logger.log_metrics({f"attack/{k}": v for k, v in numbers.items() if isinstance(v, (int, float))}, step=0)
-        summary = {
-            "recipe": parts.recipe.name,
-            "source": str(cfg.source),
-            "source_run": source_run_id(parts.source),
-            "source_dir": str(parts.source.folder),
-            "task": parts.task.spec.name,
-            "split": parts.split,
-            "model": str(parts.source.manifest["model"].get("name", "")),
-            **parts.source_fields,
+        summary = run.summary(
+            AttackSummary,
+            recipe=parts.recipe.name,
+            source=str(cfg.source),
+            source_run=source_run_id(parts.source),
+            source_dir=parts.source.folder,
+            task=parts.task.spec.name,
+            split=parts.split,
+            # the source's record names its model; a source saved before records did, its manifest
+            **{"model": str(parts.source.manifest["model"].get("name", "")), **parts.source_fields},
             # how the source was adapted and defended, so attacks on plain and adversarial fine-tunes compare
-            "source_adaptation": str((parts.source.manifest.get("adaptation") or {}).get("name", "full")),
-            "source_defence": parts.source.manifest.get("defence"),
-            "num_examples": len(records),
-            "attacked_text": "second" if any(r.context is not None for r in records) else "only",
-            "constraints": parts.recipe.settings(),
-            "label": parts.label,
-            "class_labels": [str(name) for name in parts.task.spec.labels],
+            source_adaptation=str((parts.source.manifest.get("adaptation") or {}).get("name", "full")),
+            source_defence=parts.source.manifest.get("defence"),
+            num_examples=len(records),
+            attacked_text="second" if any(r.context is not None for r in records) else "only",
+            constraints=parts.recipe.settings(),
+            label=parts.label,
+            class_labels=[str(name) for name in parts.task.spec.labels],
             **parts.recipe.report(),
             **numbers,
-            "seconds_per_example": round(seconds / len(records), 6),
-            "records_file": str(path),
-        }
-        summary = run.summary(AttackSummary, summary)
+            seconds_per_example=round(seconds / len(records), 6),
+            records_file=path,
+        )
         run.write_summary(summary)
     return summary.model_dump(mode="json", exclude_unset=True)

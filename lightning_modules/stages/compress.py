@@ -225,23 +225,23 @@ def run_compress(cfg: DictConfig) -> dict:
             {f"compress/{k}": v for k, v in flat.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
             step=0,
         )
-        summary = {
-            "method": method.name,
-            "config": method.settings(),
-            "source_ref": str(cfg.source),
-            "source_run": source_run_id(source),
-            "source_dir": str(source.folder),
-            "task": task.spec.name,
-            "main_metric": task.spec.metric_key(task.spec.main_metric, split),
-            "model": str(source.manifest["model"].get("name", "")),
-            **parts.source_fields,
-            "edits": [e.get("op") for e in edits],
+        summary = run.summary(
+            CompressSummary,
+            method=method.name,
+            config=method.settings(),
+            source_ref=str(cfg.source),
+            source_run=source_run_id(source),
+            source_dir=source.folder,
+            task=task.spec.name,
+            main_metric=task.spec.metric_key(task.spec.main_metric, split),
+            # the source's record names its model; a source saved before records did, its manifest
+            **{"model": str(source.manifest["model"].get("name", "")), **parts.source_fields},
+            edits=[e.get("op") for e in edits],
             **numbers,
             **result.numbers,
             **fairness,
-            "measurement": settings,
-            "task_model_dir": str(task_dir),
-        }
-        summary = run.summary(CompressSummary, summary)
+            measurement=settings,
+            task_model_dir=task_dir,
+        )
         run.write_summary(summary)
     return summary.model_dump(mode="json", exclude_unset=True)

@@ -318,23 +318,24 @@ def run_finetune(cfg: DictConfig) -> dict:
         main_key = task.spec.metric_key(task.spec.main_metric, datamodule.split_names_val[0])
         if baseline:
             baseline["metric"] = main_key
-        summary = {
-            "model": parts.resolved.model_name,
-            "objective": parts.resolved.objective,
-            "adaptation": str(cfg.adaptation.name) if cfg.get("adaptation") is not None else "full",
+        summary = run.summary(
+            FinetuneSummary,
+            model=parts.resolved.model_name,
+            objective=parts.resolved.objective,
+            adaptation=str(cfg.adaptation.name) if cfg.get("adaptation") is not None else "full",
             # the defence it was trained with (null: plain training), for comparing attack results
-            "defence": parts.defence,
-            "task": task.spec.name,
-            "task_kind": task.spec.kind,
-            "backbone_source": parts.resolved.source,
+            defence=parts.defence,
+            task=task.spec.name,
+            task_kind=task.spec.kind,
+            backbone_source=parts.resolved.source,
             **backbone_summary(parts.resolved),
-            "config_hash": config_hash(OmegaConf.to_container(cfg, resolve=True)),
-            "recipe": effective_recipe(cfg),
+            config_hash=config_hash(OmegaConf.to_container(cfg, resolve=True)),
+            recipe=effective_recipe(cfg),
             **({"warnings": parts.recipe_warnings} if parts.recipe_warnings else {}),
-            "metrics": metrics,
-            "main_metric": main_key,
-            "main_score": metrics.get(main_key),
-            "prediction_stats": stats,
+            metrics=metrics,
+            main_metric=main_key,
+            main_score=metrics.get(main_key),
+            prediction_stats=stats,
             **({"confusion": confusion} if confusion else {}),
             **({"baseline": baseline} if baseline else {}),
             **({"metric_modes": TOKEN_METRIC_MODES} if task.spec.is_token_level else {}),
@@ -362,8 +363,7 @@ def run_finetune(cfg: DictConfig) -> dict:
             **({"data_notes": list(task.data.notes)} if task.data.notes else {}),
             **numbers,
             **delta,
-            "task_model_dir": str(task_model_dir),
-        }
-        summary = run.summary(FinetuneSummary, summary)
+            task_model_dir=task_model_dir,
+        )
         run.write_summary(summary)
     return summary.model_dump(mode="json", exclude_unset=True)

@@ -295,29 +295,30 @@ def run_multitask(cfg: DictConfig) -> dict:
         main_key = first.spec.metric_key(
             first.spec.main_metric, datamodule.per_task[first.spec.name].split_names_val[0]
         )
-        summary = {
-            "model": parts.resolved.model_name,
-            "objective": parts.resolved.objective,
-            "adaptation": "multitask",
-            "task": "+".join(tasks),
-            "tasks": list(tasks),
-            "backbone_source": parts.resolved.source,
+        summary = run.summary(
+            FinetuneSummary,
+            model=parts.resolved.model_name,
+            objective=parts.resolved.objective,
+            adaptation="multitask",
+            task="+".join(tasks),
+            tasks=list(tasks),
+            backbone_source=parts.resolved.source,
             **backbone_summary(parts.resolved),
-            "config_hash": config_hash(OmegaConf.to_container(cfg, resolve=True)),
-            "sampling": str(stage.sampling),
-            "temperature": parts.temperature if parts.temperature != float("inf") else None,
-            "sampling_probabilities": parts.sampler.probabilities,
-            "train_sizes": parts.sizes,
-            "task_steps": dict(module.task_steps),
-            "task_metrics": task_metrics,
+            config_hash=config_hash(OmegaConf.to_container(cfg, resolve=True)),
+            sampling=str(stage.sampling),
+            temperature=parts.temperature if parts.temperature != float("inf") else None,
+            sampling_probabilities=parts.sampler.probabilities,
+            train_sizes=parts.sizes,
+            task_steps=dict(module.task_steps),
+            task_metrics=task_metrics,
             # each task's main metric on its first eval split: the leaderboard's score for its cell
-            "task_main_metrics": {
+            task_main_metrics={
                 name: t.spec.metric_key(t.spec.main_metric, datamodule.per_task[name].split_names_val[0])
                 for name, t in tasks.items()
             },
-            "metrics": task_metrics[first.spec.name],
-            "main_metric": main_key,
-            "main_score": task_metrics[first.spec.name].get(main_key),
+            metrics=task_metrics[first.spec.name],
+            main_metric=main_key,
+            main_score=task_metrics[first.spec.name].get(main_key),
             # each classification task's confusion and majority-class baseline; the first task's also
             # as the run's own (its main score is the run's)
             **({"task_confusion": confusions} if confusions else {}),
@@ -327,8 +328,7 @@ def run_multitask(cfg: DictConfig) -> dict:
                 {"baseline": {**baselines[first.spec.name], "metric": main_key}} if first.spec.name in baselines else {}
             ),
             **training_numbers(model, module, trainer),
-            "task_model_dir": str(task_model_dir),
-        }
-        summary = run.summary(FinetuneSummary, summary)
+            task_model_dir=task_model_dir,
+        )
         run.write_summary(summary)
     return summary.model_dump(mode="json", exclude_unset=True)

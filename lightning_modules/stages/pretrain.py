@@ -92,24 +92,24 @@ def run_pretrain(cfg: DictConfig) -> dict:
             },
         )
         run.log_artifacts(export_dir, "export")
-        summary = {
-            "model": str(cfg.model.name),
-            "family": str(cfg.model.family),
-            "objective": str(cfg.objective.name),
-            "data": str(cfg.data.name),
-            "steps": int(trainer.global_step),
-            "train_loss": module.last_train_loss,
-            "val_loss": metrics.get("val/loss"),
-            "val_perplexity": metrics.get("val/perplexity"),
-            "tokens_seen": module.total_tokens_seen,
-            "train_flops": module.total_tokens_seen * module.flops_per_token,
-            "params": count_parameters(module.backbone),
-            "vocab_size": len(datamodule.tokenizer),
-            "checkpoint": str(run.checkpoint_dir / "last.ckpt"),
-            "export_dir": str(export_dir),
-            "throughput": speed,
-            "replica_weights": module.replica_digests,
-        }
-        summary = run.summary(PretrainSummary, summary)
+        summary = run.summary(
+            PretrainSummary,
+            model=str(cfg.model.name),
+            family=str(cfg.model.family),
+            objective=str(cfg.objective.name),
+            data=str(cfg.data.name),
+            steps=int(trainer.global_step),
+            train_loss=module.last_train_loss,
+            val_loss=metrics.get("val/loss"),
+            val_perplexity=metrics.get("val/perplexity"),
+            tokens_seen=module.total_tokens_seen,
+            train_flops=module.total_tokens_seen * module.flops_per_token,
+            params=count_parameters(module.backbone),
+            vocab_size=len(datamodule.tokenizer),
+            checkpoint=run.checkpoint_dir / "last.ckpt",
+            export_dir=export_dir,
+            throughput=speed,
+            replica_weights=module.replica_digests,
+        )
         run.write_summary(summary)
     return summary.model_dump(mode="json", exclude_unset=True)

@@ -411,7 +411,7 @@ def run_probe(cfg: DictConfig) -> dict:
             run.logger.log_metrics(metrics)
         headline = tasks[0]
         attention = next((t for t in tasks if t["probe_task"] == "attention"), None)
-        numbers = dict(
+        fields = dict(
             model=plan.models[0].label,
             probe_task=plan.suite,
             suite=plan.suite,
@@ -429,6 +429,7 @@ def run_probe(cfg: DictConfig) -> dict:
             objective=plan.resolved.objective,
             **backbone_summary(plan.resolved),
         )
-        summary = run.summary(ProbeSummary, {k: v for k, v in numbers.items() if v is not None})
+        # a field without a value is left unset: the file holds only what was measured
+        summary = run.summary(ProbeSummary, **{k: v for k, v in fields.items() if v is not None})
         run.write_summary(summary)
     return summary.model_dump(mode="json", exclude_unset=True)

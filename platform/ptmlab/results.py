@@ -38,7 +38,7 @@ MAX_PAGE = 1000
 
 
 def new_result(
-    summary: dict[str, Any],
+    summary: StageSummary | dict[str, Any],
     *,
     job_id: int | None = None,
     sweep_id: str | None = None,
@@ -46,15 +46,21 @@ def new_result(
     kind: str | None = None,
 ) -> Result:
     """A Result row for `summary` (not added to a session), stamped with the current schema
-    version; a value of the wrong type is refused naming it (no reader could show the row)."""
-    if not isinstance(summary, dict):
+    version. A summary model (the worker validated summary.json into it where it read the file)
+    is stored as its `model_dump()`, not validated again; a dict (a result recorded by hand) is
+    checked here: a value of the wrong type is refused naming it (no reader could show the row)."""
+    if isinstance(summary, StageSummary):
+        kind = kind or summary.stage
+        summary = summary.model_dump()
+    elif not isinstance(summary, dict):
         raise ConfigError("a result summary must be a JSON object")
-    kind = kind or summary.get("stage")
-    if not kind:
-        raise ConfigError("summary has no `stage` (the result's kind)")
-    error = stored_summary_error({"stage": kind, **summary})
-    if error:
-        raise ConfigError(f"result summary: {error}")
+    else:
+        kind = kind or summary.get("stage")
+        if not kind:
+            raise ConfigError("summary has no `stage` (the result's kind)")
+        error = stored_summary_error({"stage": kind, **summary})
+        if error:
+            raise ConfigError(f"result summary: {error}")
     summary = {**summary, "schema_version": summary.get("schema_version") or SUMMARY_SCHEMA_VERSION}
     return Result(
         job_id=job_id,

@@ -1,14 +1,15 @@
 """The typed contract of `summary.json`: what every stage writes and the platform reads.
 
-Each stage builds the model of its kind (`StageRun.summary`: the stage's numbers and the fields
-every stage writes) and `StageRun.write_summary` writes its `model_dump(mode="json")`, so a
-summary that breaks its contract fails the run that made it; the worker validates the file
-against the same model again and stores its `model_dump()` as the `results` row, so a summary
-that does not validate fails the job with the field named instead of leaving a broken dashboard
-row. Rows written before a field existed may lack it: the readers (`read_stored_summary`, which
-`ptmlab.results` rows are read through, and the leaderboard's `TaskRun`) allow for that. Torch-free:
-both halves import it. Unknown extra fields are kept (a stage may record more than the dashboard
-reads); the declared ones are typed.
+Each stage constructs the model of its kind with its fields as keyword arguments (`build_summary`,
+through `StageRun.summary`, which adds the fields every stage writes) and `StageRun.write_summary`
+writes its `model_dump(mode="json")`, so a summary that breaks its contract, or holds a key its
+model does not declare, fails the run that made it. The file crosses a process boundary: the
+worker validates it once (`validate_summary`) and stores that model's `model_dump()` as the
+`results` row, so a summary that does not validate fails the job with the field named instead of
+leaving a broken dashboard row. Rows written before a field existed may lack it: the readers
+(`read_stored_summary`, which `ptmlab.results` rows are read through, and the leaderboard's
+`TaskRun`) allow for that. Torch-free: both halves import it. Extra fields of a stored row are
+kept as extras (rows written before their keys were declared); a stage may not write one.
 """
 
 from __future__ import annotations
@@ -16,17 +17,26 @@ from __future__ import annotations
 import copy
 import functools
 import operator
+import os
 import types
 import typing
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model, model_validator
 
 from ptmlab.contracts.errors import ConfigError
 
 Number = float | int
 # A metric is a number; NaN/inf are allowed (a diverged run must still be recorded and flagged).
 Metrics = dict[str, Number | None]
+
+
+def _path_text(value: Any) -> Any:
+    return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+
+# A file or folder of the run: a stage hands its Path, the summary holds the text.
+PathText = Annotated[str, BeforeValidator(_path_text)]
 
 
 # The shape of a stored summary. Rows stored before summaries carried it are brought to it once,
@@ -42,7 +52,7 @@ class StageSummary(BaseModel):
     schema_version: int = Field(SUMMARY_SCHEMA_VERSION, ge=1)
     stage: str
     mlflow_run_id: str | None = None
-    run_dir: str | None = None
+    run_dir: PathText | None = None
     seed: int
     wall_time_s: float = Field(ge=0)
     # The resolved config flattened (ptmlab.contracts.identity `config_params`): every key a run
@@ -95,8 +105,8 @@ class PretrainSummary(StageSummary):
     train_flops: float = Field(ge=0)
     params: int = Field(ge=0)
     vocab_size: int = Field(ge=1)
-    checkpoint: str
-    export_dir: str
+    checkpoint: PathText
+    export_dir: PathText
     throughput: Throughput | None = None
     replica_weights: list[str] | None = None  # a weights digest per DDP replica (all equal when in sync)
 
@@ -150,7 +160,7 @@ class FinetuneSummary(BackboneRecord, StageSummary):
     delta_bytes: int | None = Field(default=None, ge=0)
     train_time_s: float = Field(ge=0)
     steps: int = Field(ge=0)
-    task_model_dir: str | None = None
+    task_model_dir: PathText | None = None
     throughput: Throughput | None = None
     generation: GenerationNumbers | None = None  # task.kind=generation only
     # The resolved config's hash (ptmlab.contracts.identity): with the seed, what tells a re-run
@@ -177,6 +187,10 @@ class FinetuneSummary(BackboneRecord, StageSummary):
     task_metrics: dict[str, Metrics] | None = None
     task_main_metrics: dict[str, str] | None = None  # each task's main metric key in task_metrics
     sampling: str | None = None
+    temperature: float | None = None  # the sampler's p_t ∝ n_t^(1/T); None: T = ∞ (uniform)
+    sampling_probabilities: dict[str, float] | None = None
+    train_sizes: dict[str, int] | None = None  # training rows per task
+    task_steps: dict[str, int] | None = None  # batches trained per task
     # each classification task's confusion report and majority-class baseline (its first eval split)
     task_confusion: dict[str, dict[str, Any]] | None = None
     task_baselines: dict[str, Baseline] | None = None
@@ -321,7 +335,36 @@ class CompressSummary(BackboneRecord, StageSummary):
     control_retention: float | None = None  # control_score ÷ source.score: the extra training alone
     retention_with_extra_training: bool = False  # no control: retention mixes compression and extra training
     measurement: MeasurementSettings | None = None
-    task_model_dir: str | None = None
+    task_model_dir: PathText | None = None
+    source_dir: PathText | None = None  # the source's task model folder
+    edits: list[str | None] | None = None  # the operations the saved model's manifest records, oldest first
+    # What the method reports of itself (lightning_modules/compression/<method>.py `Compressed.numbers`)
+    train_time_s: float | None = Field(None, ge=0)
+    recovery_steps: int | None = Field(None, ge=0)  # fine-tuning after the edit
+    dtype: str | None = None  # cast_half
+    student_layers: int | None = Field(None, ge=0)  # distill
+    student_hidden_size: int | None = Field(None, ge=1)
+    student_decoder_layers: int | None = Field(None, ge=0)
+    layer_map: list[list[int]] | None = None  # [[student layer, teacher layer], ...]
+    distill_steps: int | None = Field(None, ge=0)
+    sequence_level_targets: int | None = Field(None, ge=0)  # sequence-level distillation's outputs
+    sequence_level_changed_targets: int | None = Field(None, ge=0)  # of them, not the first reference
+    kept_layers: list[int] | None = None  # drop_layers (an encoder–decoder: the encoder's)
+    kept_decoder_layers: list[int] | None = None
+    factored_layers: int | None = Field(None, ge=0)  # low_rank
+    factored_weight_ratio: float | None = Field(None, ge=0)
+    ranks: list[int] | None = None
+    heads_before: int | None = Field(None, ge=0)  # prune_heads
+    heads_after: int | None = Field(None, ge=0)
+    heads_per_layer: list[int] | None = None
+    pruned_heads: list[list[int]] | None = None  # per layer, the original indices of the removed heads
+    target_sparsity: float | None = Field(None, ge=0, le=1)  # prune_magnitude
+    sparsity: float | None = Field(None, ge=0, le=1)
+    pruned_weights: int | None = Field(None, ge=0)
+    zero_weights: int | None = Field(None, ge=0)
+    storage: str | None = None
+    successor_layers: int | None = Field(None, ge=0)  # theseus
+    replacing_steps: int | None = Field(None, ge=0)
 
     @model_validator(mode="before")
     @classmethod
@@ -471,7 +514,7 @@ class AttackSummary(BackboneRecord, StageSummary):
     split: str | None = None
     model: str | None = None
     source_run: str | None = None  # the source's MLflow run
-    source_dir: str | None = None
+    source_dir: PathText | None = None
     source_adaptation: str | None = None  # how the source was adapted (full, lora, ...)
     source_defence: dict[str, Any] | None = None  # its defence's settings (freelb, augment), if any
     attacked_text: Literal["only", "second"] | None = None  # a pair task attacks its second text
@@ -489,7 +532,7 @@ class AttackSummary(BackboneRecord, StageSummary):
     queries: float | None = Field(None, ge=0)
     seconds_per_example: float = Field(ge=0)
     counts: AttackCounts | None = None
-    records_file: str | None = None
+    records_file: PathText | None = None
 
 
 class SleepSummary(StageSummary):
@@ -517,6 +560,32 @@ SUMMARY_BY_KIND: dict[str, type[StageSummary]] = {
 }
 
 
+def _first_error(exc: ValidationError) -> str:
+    """The first value that breaks a contract, named by its path."""
+    first = exc.errors()[0]
+    where = ".".join(str(x) for x in first.get("loc", ())) or "summary"
+    return f"{where}: {first.get('msg', 'invalid')} (got {first.get('input')!r:.80})"
+
+
+Summary = TypeVar("Summary", bound=StageSummary)
+
+
+def build_summary(model: type[Summary], /, **fields: Any) -> Summary:
+    """A stage's summary, constructed from its fields (the model's own validation: a path becomes
+    its text). ConfigError naming the first field that breaks the contract, or the keys `model`
+    does not declare: what a stage writes is declared, extras are only tolerated in stored rows."""
+    try:
+        summary = model(**fields)
+    except ValidationError as exc:
+        raise ConfigError(f"summary.json ({fields.get('stage')}): {_first_error(exc)}") from None
+    if summary.model_extra:
+        raise ConfigError(
+            f"summary.json ({summary.stage}): {', '.join(sorted(summary.model_extra))}: "
+            f"not declared by {model.__name__}"
+        )
+    return summary
+
+
 def validate_summary(data: Any) -> StageSummary:
     """The typed summary for `data` (a parsed summary.json); ConfigError naming the field if not."""
     if not isinstance(data, dict):
@@ -530,11 +599,7 @@ def validate_summary(data: Any) -> StageSummary:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(x) for x in first.get("loc", ())) or "summary"
-        raise ConfigError(
-            f"summary.json ({kind}): {where}: {first.get('msg', 'invalid')} (got {first.get('input')!r:.80})"
-        ) from None
+        raise ConfigError(f"summary.json ({kind}): {_first_error(exc)}") from None
 
 
 def measured_on_top(summary: dict[str, Any]) -> dict[str, Any]:
@@ -598,9 +663,7 @@ def stored_summary_error(data: dict[str, Any]) -> str | None:
     try:
         model.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(x) for x in first.get("loc", ())) or "summary"
-        return f"{where}: {first.get('msg', 'invalid')} (got {first.get('input')!r:.80})"
+        return _first_error(exc)
     return None
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session, aliased
 
+from ptmlab.contracts.summaries import StageSummary
 from ptmlab.db.models import (
     CANCELLED,
     FAILED,
@@ -347,9 +348,10 @@ def finish_attempt(
     outcome: str,
     exit_code: int | None = None,
     error: str | None = None,
-    summary: dict[str, Any] | None = None,
+    summary: StageSummary | dict[str, Any] | None = None,
 ) -> bool:
-    """Close an attempt and its job: succeeded (the summary becomes a `results` row), failed or
+    """Close an attempt and its job: succeeded (the summary becomes a `results` row: a model as
+    validated where summary.json was read, a dict checked by `new_result`), failed or
     cancelled (queued descendants fail with the reason). False when the job was no longer this
     attempt's (its lease expired and it was reaped): nothing of the job is changed then."""
     if outcome not in OUTCOMES:
@@ -378,16 +380,10 @@ def finish_attempt(
     if outcome == CANCELLED and not job.error:
         job.error = "cancelled while running"
     if outcome == SUCCEEDED and summary is not None:
-        job.mlflow_run_id = summary.get("mlflow_run_id")
-        session.add(
-            new_result(
-                summary,
-                job_id=job.id,
-                sweep_id=job.sweep_id,
-                tags=job.tags,
-                kind=str(summary.get("stage") or job.stage),
-            )
-        )
+        stage = summary.stage if isinstance(summary, StageSummary) else summary.get("stage")
+        row = new_result(summary, job_id=job.id, sweep_id=job.sweep_id, tags=job.tags, kind=str(stage or job.stage))
+        job.mlflow_run_id = row.mlflow_run_id
+        session.add(row)
     if outcome != SUCCEEDED:
         fail_descendants(session, job)
     session.commit()

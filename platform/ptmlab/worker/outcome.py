@@ -72,13 +72,14 @@ def store_outcome(s, rj: RunningJob, code: int, ids: dict) -> str:
             )
             return f"failed: exited 0 without writing {SUMMARY_FILE}"
         try:
-            # The row holds the contract's dump: declared fields typed, extra ones kept as written.
-            summary = validate_summary(summary).model_dump()
+            # The one validation of a file another process wrote: the row holds this model's dump
+            # (declared fields typed, extra ones of an older stage kept as written).
+            typed = validate_summary(summary)
         except ConfigError as exc:
             # Never a silently broken dashboard row: the job fails with the field named.
             finish_attempt(s, **ids, outcome=FAILED, exit_code=code, error=str(exc))
             return f"failed: {exc}"
-        finish_attempt(s, **ids, outcome=SUCCEEDED, exit_code=0, summary=summary)
+        finish_attempt(s, **ids, outcome=SUCCEEDED, exit_code=0, summary=typed)
         return "succeeded"
     error = f"{describe_exit(code)}; log tail:\n{tail}"
     # The job's own message is often lost: its log is on the full disk.
