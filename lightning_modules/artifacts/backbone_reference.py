@@ -30,7 +30,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from lightning_modules.artifacts.backbone_export import MODEL_FILE, load_exported_backbone, read_backbone_manifest
 from lightning_modules.artifacts.references import download_run_artifact, refuse_job_ref
 from lightning_modules.artifacts.task_model_manifest import TASK_MODEL_ARTIFACT
-from lightning_modules.data.corpus_tokenizer import load_corpus_tokenizer
+from lightning_modules.data.corpus_tokenizer import CorpusTokenizer, load_corpus_tokenizer
 from lightning_modules.data.tokenizer import load_pretrained_tokenizer
 from lightning_modules.models.hf import HFBackbone, resolve_name_or_path
 from lightning_modules.models.hf_generator import HFGenerator
@@ -175,7 +175,7 @@ def _from_mlflow(run_id: str, tracking_uri: str) -> ResolvedBackbone:
     return _from_export(local, f"mlflow:{run_id}")
 
 
-def _fresh_from_model_cfg(cfg: DictConfig) -> ResolvedBackbone:
+def _fresh_from_model_cfg(cfg: DictConfig, corpus_tokenizer: CorpusTokenizer | None = None) -> ResolvedBackbone:
 
     if OmegaConf.select(cfg, "model.name_or_path") is not None:
         # A model config that names a checkpoint brings its own weights and tokenizer (`backbone=random`:
@@ -186,9 +186,8 @@ def _fresh_from_model_cfg(cfg: DictConfig) -> ResolvedBackbone:
             with_lm_head=OmegaConf.select(cfg, "task.kind") == "generation",
             label=str(cfg.model.name),
         )
-    tokenizer = load_corpus_tokenizer(
-        cfg.data, cfg.tokenizer, cfg.paths.cache_dir
-    ).tokenizer  # the preflight's, if it ran
+    read = corpus_tokenizer or load_corpus_tokenizer(cfg.data, cfg.tokenizer, cfg.paths.cache_dir)
+    tokenizer = read.tokenizer
     backbone = instantiate(cfg.model.backbone, vocab_size=len(tokenizer))
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
     model_cfg["backbone"]["vocab_size"] = len(tokenizer)
@@ -237,10 +236,14 @@ def backbone_summary(resolved: ResolvedBackbone) -> dict:
     return {"family": record.get("family"), "tokenizer": record.get("tokenizer"), "backbone": dict(record)}
 
 
-def resolve_backbone(cfg: DictConfig, tracking_uri: str) -> ResolvedBackbone:
+def resolve_backbone(
+    cfg: DictConfig, tracking_uri: str, corpus_tokenizer: CorpusTokenizer | None = None
+) -> ResolvedBackbone:
+    """The backbone `backbone` names; built from `model` when it names none (with the corpus and
+    tokenizer the stage's preflight read, `corpus_tokenizer`, else read here)."""
     ref = OmegaConf.select(cfg, "backbone", default=None)
     if ref is None or str(ref) == "random":
-        return _fresh_from_model_cfg(cfg)
+        return _fresh_from_model_cfg(cfg, corpus_tokenizer)
     ref = str(ref)
     refuse_job_ref(ref, "backbone")
     if ref.startswith("mlflow:"):

@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 from torch.utils.data import DataLoader, Dataset
 
 from lightning_modules.data.corpus import Corpus
-from lightning_modules.data.corpus_tokenizer import load_corpus_tokenizer
+from lightning_modules.data.corpus_tokenizer import CorpusTokenizer, load_corpus_tokenizer
 from lightning_modules.data.padding import padded_tokens
 from lightning_modules.data.pretrain_examples import (
     VAL_SPLIT_SEED,
@@ -54,13 +54,20 @@ def pad_collate(pad_id: int):
 
 
 class PretrainDataModule(pl.LightningDataModule):
-    def __init__(self, data_cfg: DictConfig, tokenizer_cfg: DictConfig, cache_dir: str | Path, seed: int = 0):
+    def __init__(
+        self,
+        data_cfg: DictConfig,
+        tokenizer_cfg: DictConfig,
+        cache_dir: str | Path,
+        seed: int = 0,
+        corpus_tokenizer: CorpusTokenizer | None = None,  # what the preflight read; None: read here
+    ):
         super().__init__()
         self.data_cfg, self.tokenizer_cfg = data_cfg, tokenizer_cfg
         self.cache_dir = Path(cache_dir)
         self.seed = seed
         self.construction = construction_of(data_cfg)
-        read = load_corpus_tokenizer(data_cfg, tokenizer_cfg, self.cache_dir)  # the preflight's, if it ran
+        read = corpus_tokenizer or load_corpus_tokenizer(data_cfg, tokenizer_cfg, self.cache_dir)
         self.corpus: Corpus = read.corpus
         self.fingerprint = read.fingerprint
         self.tokenizer = read.tokenizer

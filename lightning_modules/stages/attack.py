@@ -37,7 +37,8 @@ from lightning_modules.attacks.recipe import RECORDS_FILE, SKIPPED, SUCCEEDED, A
 from lightning_modules.attacks.victim import Victim
 from lightning_modules.runtime.stage_run import StageRun, tracking_uri
 from lightning_modules.stages.compress import source_run_id, use_source_task
-from lightning_modules.tasks.spec import LoadedTask, load_task
+from lightning_modules.tasks.read_ahead import ReadAhead
+from lightning_modules.tasks.spec import LoadedTask
 from ptmlab.contracts import AttackSummary, BackboneError, ConfigError
 from ptmlab.methods.validation import declared
 
@@ -87,7 +88,9 @@ def label_rows(task: LoadedTask, split: str, label) -> tuple[range | list[int], 
     return [i for i, ex in enumerate(examples) if int(ex.label) == index], str(label)
 
 
-def build_attack(cfg: DictConfig) -> AttackParts:
+def build_attack(cfg: DictConfig, read_ahead: ReadAhead | None = None) -> AttackParts:
+    """Everything `run_attack` runs; bad input fails here, before an MLflow run opens.
+    `read_ahead`: what the preflight read (None: read here)."""
     ref = cfg.get("source")
     if not ref:
         raise ConfigError("source=null: stage=attack needs source=<job:<id> | mlflow:<run_id> | run or export folder>")
@@ -107,7 +110,7 @@ def build_attack(cfg: DictConfig) -> AttackParts:
     source_fields = record_source(cfg, source, str(ref))
     spec = source.tasks[str(cfg.task.name)]
     check_attackable(spec, str(ref))
-    task = load_task(cfg.task)
+    task = (read_ahead or ReadAhead()).task(cfg.task)
     split = node.get("split") or task.eval_splits[0].name
     if split not in task.data.splits or not task.data.splits[split].has_labels:
         raise ConfigError(
@@ -187,8 +190,8 @@ def write_records(records: list[AttackRecord], path: Path) -> Path:
     return path
 
 
-def run_attack(cfg: DictConfig) -> dict:
-    parts = build_attack(cfg)
+def run_attack(cfg: DictConfig, read_ahead: ReadAhead | None = None) -> dict:
+    parts = build_attack(cfg, read_ahead)
     with StageRun(cfg) as run:
         split = parts.task.data.splits[parts.split]
         if Path(split.source).is_file():

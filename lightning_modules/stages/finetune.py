@@ -43,9 +43,10 @@ from lightning_modules.tasks.generation_metrics import score_split
 from lightning_modules.tasks.generation_predictions import write_generations
 from lightning_modules.tasks.metrics import prediction_stats
 from lightning_modules.tasks.predictions import write_glue_submission, write_predictions
+from lightning_modules.tasks.read_ahead import ReadAhead
 from lightning_modules.tasks.span_answers import SpanWindows, best_spans, write_span_predictions
 from lightning_modules.tasks.span_metrics import SPAN_METRIC_MODES
-from lightning_modules.tasks.spec import LoadedTask, load_task
+from lightning_modules.tasks.spec import LoadedTask
 from lightning_modules.tasks.tagged_predictions import gold_tags, word_tags, write_tagged_predictions
 from lightning_modules.tasks.token_metrics import TOKEN_METRIC_MODES
 from ptmlab.contracts.decoding import DecodingSettings
@@ -77,20 +78,21 @@ class FinetuneParts:
         return defence.settings() if defence is not None else None
 
 
-def build_finetune(cfg: DictConfig) -> FinetuneParts:
+def build_finetune(cfg: DictConfig, read_ahead: ReadAhead | None = None) -> FinetuneParts:
     """Seeded, everything `run_finetune` trains. Whatever can fail on bad input fails here,
-    before any MLflow run opens."""
+    before any MLflow run opens. `read_ahead`: what the preflight read (None: read here)."""
     import lightning.pytorch as pl
 
     stage = cfg.stage
     pl.seed_everything(int(cfg.seed), workers=True, verbose=False)
-    task = load_task(cfg.task)
+    ahead = read_ahead or ReadAhead()
+    task = ahead.task(cfg.task)
     defence = build_defence(cfg.get("defence"))
     augmentation = defence if isinstance(defence, AttackAugmentation) else None
     adversarial = None if augmentation is not None else defence
     if augmentation is not None:
         task = augmentation.augment(task)  # a source that is no attack run fails here, before the backbone loads
-    resolved = resolve_backbone(cfg, tracking_uri(cfg))
+    resolved = resolve_backbone(cfg, tracking_uri(cfg), ahead.corpus_tokenizer)
     record_backbone(cfg, resolved)  # the stored config and MLflow params say which backbone runs
     if task.spec.is_multiple_choice and task.spec.choice_scoring == "auto":  # a decoder scores by log-likelihood
         scoring = "log_likelihood" if resolved.backbone.is_causal else "head"
@@ -273,9 +275,9 @@ def write_generation_files(run: StageRun, parts: FinetuneParts, write: bool) -> 
     }
 
 
-def run_finetune(cfg: DictConfig) -> dict:
+def run_finetune(cfg: DictConfig, read_ahead: ReadAhead | None = None) -> dict:
     stage = cfg.stage
-    parts = build_finetune(cfg)
+    parts = build_finetune(cfg, read_ahead)
     task, model, module, datamodule = parts.task, parts.model, parts.module, parts.datamodule
     with StageRun(cfg) as run:
         run.log_data_files([Path(s.source) for s in task.data.splits.values() if Path(s.source).is_file()])

@@ -39,8 +39,9 @@ from lightning_modules.runtime.training_numbers import training_numbers
 from lightning_modules.tasks.confusion import classification_outcome
 from lightning_modules.tasks.datamodule import TaskDataModule
 from lightning_modules.tasks.encoding import in_split_order
+from lightning_modules.tasks.read_ahead import ReadAhead
 from lightning_modules.tasks.sampling import TaskSampler, temperature_for
-from lightning_modules.tasks.spec import LoadedTask, load_task
+from lightning_modules.tasks.spec import LoadedTask
 from ptmlab.contracts import ConfigError
 from ptmlab.contracts.identity import config_hash
 from ptmlab.contracts.summaries import FinetuneSummary
@@ -48,11 +49,12 @@ from ptmlab.contracts.task_checks import multitask_task_nodes
 
 
 # -- task configs ---------------------------------------------------------------------------
-def load_tasks(cfg: DictConfig) -> dict[str, LoadedTask]:
-    """Task name (the config's `name`: sst2, rte ...) -> loaded task, in `stage.tasks` order. The
-    names resolve to task nodes torch-free (`multitask_task_nodes`), so the API refuses a bad
-    list at submission already."""
-    return {name: load_task(node) for name, node in multitask_task_nodes(cfg).items()}
+def load_tasks(cfg: DictConfig, read_ahead: ReadAhead | None = None) -> dict[str, LoadedTask]:
+    """Task name (the config's `name`: sst2, rte ...) -> loaded task, in `stage.tasks` order (the
+    preflight's read of a node, else read here). The names resolve to task nodes torch-free
+    (`multitask_task_nodes`), so the API refuses a bad list at submission already."""
+    ahead = read_ahead or ReadAhead()
+    return {name: ahead.task(node) for name, node in multitask_task_nodes(cfg).items()}
 
 
 # -- data -----------------------------------------------------------------------------------
@@ -208,19 +210,20 @@ class MultitaskParts:
     module: MultiTaskModule
 
 
-def build_multitask(cfg: DictConfig) -> MultitaskParts:
+def build_multitask(cfg: DictConfig, read_ahead: ReadAhead | None = None) -> MultitaskParts:
     """The parts `run_multitask` trains, seeded; bad input (sampling, tasks, backbone) fails
-    here, before an MLflow run is opened."""
+    here, before an MLflow run is opened. `read_ahead`: what the preflight read (None: read here)."""
     stage = cfg.stage
     pl.seed_everything(int(cfg.seed), workers=True, verbose=False)
     temperature = temperature_for(str(stage.sampling), stage.get("temperature"))
     if not stage.get("max_steps") or int(stage.max_steps) <= 0:
         raise ConfigError(f"stage.max_steps={stage.get('max_steps')} must be a positive number of steps")
     total_steps = int(stage.max_steps)
-    tasks = load_tasks(cfg)
+    ahead = read_ahead or ReadAhead()
+    tasks = load_tasks(cfg, ahead)
     sizes = {name: len(task.train) for name, task in tasks.items()}
     sampler = TaskSampler(sizes, temperature=temperature, seed=int(cfg.seed))
-    resolved = resolve_backbone(cfg, tracking_uri(cfg))
+    resolved = resolve_backbone(cfg, tracking_uri(cfg), ahead.corpus_tokenizer)
     record_backbone(cfg, resolved)  # the stored config and MLflow params say which backbone runs
     model = MultiTaskModel(
         resolved.backbone,
@@ -265,9 +268,9 @@ def classification_outcomes(
     return confusions, baselines
 
 
-def run_multitask(cfg: DictConfig) -> dict:
+def run_multitask(cfg: DictConfig, read_ahead: ReadAhead | None = None) -> dict:
     stage = cfg.stage
-    parts = build_multitask(cfg)
+    parts = build_multitask(cfg, read_ahead)
     tasks, model, module, datamodule = parts.tasks, parts.model, parts.module, parts.datamodule
     total_steps = parts.total_steps
     val_every = int(stage.get("val_every_n_steps") or total_steps)

@@ -7,6 +7,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from lightning_modules.artifacts.backbone_export import export_backbone, export_lm_head, write_backbone_manifest
+from lightning_modules.data.corpus_tokenizer import CorpusTokenizer
 from lightning_modules.data.pretrain_datamodule import PretrainDataModule
 from lightning_modules.objectives.parts import objective_parts
 from lightning_modules.runtime.stage_run import StageRun
@@ -43,13 +44,16 @@ def build_pretrain_module(cfg: DictConfig, datamodule: PretrainDataModule) -> Pr
     )
 
 
-def run_pretrain(cfg: DictConfig) -> dict:
+def run_pretrain(cfg: DictConfig, read_ahead: CorpusTokenizer | None = None) -> dict:
+    """`read_ahead`: the corpus and tokenizer the preflight read (data/read_ahead.py); None: read here."""
     # Everything that can fail on bad input (paths, corpus size, vocabulary) runs before the
     # MLflow run is opened and before training starts.
     import lightning.pytorch as pl
 
     pl.seed_everything(int(cfg.seed), workers=True, verbose=False)  # initial weights follow cfg.seed
-    datamodule = PretrainDataModule(cfg.data, cfg.tokenizer, cfg.paths.cache_dir, seed=int(cfg.seed))
+    datamodule = PretrainDataModule(
+        cfg.data, cfg.tokenizer, cfg.paths.cache_dir, seed=int(cfg.seed), corpus_tokenizer=read_ahead
+    )
     datamodule.setup()
     module = build_pretrain_module(cfg, datamodule)
 

@@ -195,20 +195,6 @@ class LoadedTask:
         return [self.data.splits[s] for s in self.data.test_splits]
 
 
-# Tasks read by a stage's preflight (tasks/read_ahead.py) before the training stack was imported,
-# by their resolved config: the stage's load_task of the same node takes its entry, once.
-_READ_AHEAD: dict[str, LoadedTask] = {}
-
-
-def _ahead_key(task_cfg: DictConfig) -> str:
-    return OmegaConf.to_yaml(task_cfg, resolve=True)
-
-
-def read_task_ahead(task_cfg: DictConfig) -> None:
-    """load_task now, kept for the stage's own load_task of the same task node."""
-    _READ_AHEAD[_ahead_key(task_cfg)] = load_task(task_cfg)
-
-
 def load_task(task_cfg: DictConfig) -> LoadedTask:
     """Read the task's data (`task.data` is a reader `_target_` node) and check every label.
 
@@ -218,8 +204,6 @@ def load_task(task_cfg: DictConfig) -> LoadedTask:
 
     if task_cfg is None:
         raise ConfigError("no task selected: add task=<group/name>, e.g. task=glue/sst2")
-    if _READ_AHEAD and (ahead := _READ_AHEAD.pop(_ahead_key(task_cfg), None)) is not None:
-        return ahead
     spec = TaskSpec.from_config(task_cfg)
     reader = instantiate(task_cfg.data)
     data: TaskData = reader.read()

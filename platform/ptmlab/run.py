@@ -1,7 +1,8 @@
 """The single Hydra entry point: `python -m ptmlab.run stage=pretrain model=bert_tiny ...`.
 
 Composes conf/config.yaml with the overrides, checks it (one-line error, exit 2, before any work
-starts), then calls the stage function named by `stage.entry`. lightning_modules is imported
+starts), runs the stage's `stage.preflight` (its inputs read, torch-light) and calls the stage
+function named by `stage.entry` with what the preflight returned. lightning_modules is imported
 lazily, inside the stage, so `--help`, validation and the sweep launcher stay light.
 """
 
@@ -43,15 +44,17 @@ def _hydra_main(cfg: DictConfig):
                 f"(registered: {', '.join(sorted(registered))})"
             )
         print(job_header(cfg, _run_folder(cfg)), flush=True)
+        read_ahead = None
         if cfg.stage.get("preflight"):
             # as quiet_dependencies does for the stage: a reader that loads a Hugging Face dataset
             # draws no progress bars into the job's log
             os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
             # The stage's inputs read before its entry imports the training stack (~10 s): bad data
             # fails in seconds, before the tracking store is opened (lightning_modules/tasks/read_ahead.py).
+            # What it read is handed to the entry, which would otherwise read it again.
             if cfg.stage.preflight not in code_keys().registered.get("preflight", frozenset()):
                 raise ConfigError(f"stage.preflight={cfg.stage.preflight!r} is not a preflight of conf/stage/")
-            get_method(cfg.stage.preflight)(cfg)
+            read_ahead = get_method(cfg.stage.preflight)(cfg)
         if cfg.stage.entry.startswith("lightning_modules."):
             quiet_dependencies()
             from ptmlab.tracking import ensure_tracking_store
@@ -60,7 +63,7 @@ def _hydra_main(cfg: DictConfig):
             # not lock): created here, once, before the stage opens it.
             ensure_tracking_store(str(cfg.tracking.uri))
         stage_fn = get_method(cfg.stage.entry)
-        result = stage_fn(cfg)
+        result = stage_fn(cfg) if read_ahead is None else stage_fn(cfg, read_ahead)
         _leave_process_group()
         return result
     except PtmlabError as exc:

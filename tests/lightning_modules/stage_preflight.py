@@ -20,19 +20,14 @@ def error_line_before_work(overrides: Sequence[str], monkeypatch, build: Callabl
     at compose time, in the stage's preflight, or in `build` (the stage's builder) after it."""
     from hydra.utils import get_method
 
-    from lightning_modules.data import corpus_tokenizer
-    from lightning_modules.tasks import spec
     from ptmlab.config import compose_config
     from ptmlab.run import ptmlab_error_in_chain
 
-    # what a preflight reads ahead is for a stage that does not run here (or for `build`, once)
-    monkeypatch.setattr(spec, "_READ_AHEAD", {})
-    monkeypatch.setattr(corpus_tokenizer, "_READ_AHEAD", {})
     with pytest.raises(Exception) as raised:
         cfg = compose_config(overrides)
-        get_method(cfg.stage.preflight)(cfg)
+        read_ahead = get_method(cfg.stage.preflight)(cfg)
         if build is not None:
-            build(cfg)
+            build(cfg, read_ahead)  # as the stage's entry hands it what the preflight read
     error = ptmlab_error_in_chain(raised.value)  # as ptmlab.run reports it, not Hydra's instantiate wrapper
     assert error is not None, repr(raised.value)
     line = f"error[{error.code}]: {error}"

@@ -230,12 +230,10 @@ def test_the_preflight_hands_the_sources_task_to_the_stage(sst2_model, monkeypat
     that read instead of reading the files again."""
     from lightning_modules.attacks.read_ahead import source_and_task
     from lightning_modules.stages.attack import build_attack
-    from lightning_modules.tasks import spec
     from ptmlab.config import compose_config
 
-    monkeypatch.setattr(spec, "_READ_AHEAD", {})
     cfg = compose_config(["stage=attack", "attack=pwws", f"source={sst2_model}", "attack.num_examples=4"])
     assert cfg.stage.preflight == "lightning_modules.attacks.read_ahead.source_and_task"
-    source_and_task(cfg)
-    (ahead,) = spec._READ_AHEAD.values()
-    assert build_attack(cfg).task is ahead and not spec._READ_AHEAD
+    read_ahead = source_and_task(cfg)
+    (ahead,) = read_ahead.tasks.values()
+    assert build_attack(cfg, read_ahead).task is ahead

@@ -375,13 +375,9 @@ def test_bad_settings_are_refused_before_training(case, data_dir, module_ptmlab_
     which checks the built model (a referenced backbone's layers are known only once it loads).
     Exit 2 and one line through the entry point: the finetune stage's one run (stage_preflight.py)."""
     from lightning_modules.adaptation.read_ahead import task_data_and_adaptation
-    from lightning_modules.data import corpus_tokenizer
     from lightning_modules.stages.finetune import build_finetune
-    from lightning_modules.tasks import spec
     from ptmlab.config import compose_config
 
-    monkeypatch.setattr(spec, "_READ_AHEAD", {})  # the preflight's reads, taken by build_finetune below
-    monkeypatch.setattr(corpus_tokenizer, "_READ_AHEAD", {})
     overrides, message = BAD_SETTINGS[case]
     with pytest.raises(ConfigError, match=re.escape(message)) as raised:
         cfg = compose_config(finetune_overrides(tmp_path, overrides))

@@ -145,12 +145,10 @@ def test_bad_input_fails_before_work_and_loses_nothing(ptmlab_home, corpus_dir):
 @pytest.mark.parametrize("case", list(BAD_INPUT))
 def test_the_preflight_refuses_bad_input(case, ptmlab_home, corpus_dir, monkeypatch):
     """What ptmlab.run calls before the stage (`stage.preflight`), in process: every case."""
-    from lightning_modules.data import corpus_tokenizer
     from lightning_modules.data.read_ahead import corpus_and_tokenizer
     from ptmlab.config import compose_config
     from ptmlab.run import ptmlab_error_in_chain
 
-    monkeypatch.setattr(corpus_tokenizer, "_READ_AHEAD", {})  # what it reads is for a stage that does not run here
     extra, needle = BAD_INPUT[case]
     cfg = compose_config([*base_overrides(corpus_dir, 5), *extra])
     assert cfg.stage.preflight == "lightning_modules.data.read_ahead.corpus_and_tokenizer"
@@ -161,22 +159,20 @@ def test_the_preflight_refuses_bad_input(case, ptmlab_home, corpus_dir, monkeypa
 
 
 def test_the_preflight_hands_corpus_tokenizer_and_examples_to_the_stage(ptmlab_home, corpus_dir, monkeypatch):
-    """What the preflight read, the stage's datamodule takes (once); the examples it built are the
-    datamodule's cache hit, not built again."""
-    from lightning_modules.data import corpus_tokenizer
+    """What the preflight read (its return value, which ptmlab.run hands to run_pretrain), the
+    stage's datamodule takes; the examples it built are the datamodule's cache hit, not built again."""
     from lightning_modules.data.pretrain_datamodule import PretrainDataModule
     from lightning_modules.data.pretrain_examples import examples_cache_path
     from lightning_modules.data.read_ahead import corpus_and_tokenizer
     from ptmlab.config import compose_config
 
-    monkeypatch.setattr(corpus_tokenizer, "_READ_AHEAD", {})
     cfg = compose_config(base_overrides(corpus_dir, 5))
-    corpus_and_tokenizer(cfg)
-    (ahead,) = corpus_tokenizer._READ_AHEAD.values()
+    ahead = corpus_and_tokenizer(cfg)
     cached = examples_cache_path(cfg.data, ahead.tokenizer, ahead.fingerprint, cfg.paths.cache_dir)
     built = cached.stat().st_mtime_ns
-    datamodule = PretrainDataModule(cfg.data, cfg.tokenizer, cfg.paths.cache_dir, seed=0)
+    datamodule = PretrainDataModule(cfg.data, cfg.tokenizer, cfg.paths.cache_dir, seed=0, corpus_tokenizer=ahead)
     assert datamodule.tokenizer is ahead.tokenizer and datamodule.corpus is ahead.corpus
-    assert not corpus_tokenizer._READ_AHEAD  # taken once: a later datamodule reads afresh
+    alone = PretrainDataModule(cfg.data, cfg.tokenizer, cfg.paths.cache_dir, seed=0)  # no preflight: reads itself
+    assert alone.corpus is not ahead.corpus and alone.fingerprint == ahead.fingerprint
     datamodule.setup()
     assert cached.stat().st_mtime_ns == built and len(datamodule.train_set) > 0 and len(datamodule.val_set) > 0

@@ -287,16 +287,13 @@ def test_prediction_and_glue_submission_files(tmp_path):
 
 
 def test_the_preflight_hands_what_it_read_to_the_stage_once(data_dir, ptmlab_home, tmp_path, monkeypatch):
-    """stage.preflight (ptmlab.run) reads the task before the training stack is imported; the
-    stage's load_task of the same node takes that read, and a later load_task reads afresh."""
-    from lightning_modules.data import corpus_tokenizer
-    from lightning_modules.tasks import spec
-    from lightning_modules.tasks.read_ahead import task_data
+    """stage.preflight (ptmlab.run) reads the task before the training stack is imported and
+    returns it; the stage takes that read for the same node, and reads afresh without one."""
+    from lightning_modules.tasks.read_ahead import ReadAhead, task_data
 
     # the preflight also reads the corpus and tokenizer of the backbone the stage would build: a
     # few lines (the default corpus, the standard library's docstrings, takes seconds to tokenize)
     (tmp_path / "doc.txt").write_text("a few words to train a tokenizer on\n" * 20)
-    monkeypatch.setattr(corpus_tokenizer, "_READ_AHEAD", {})
     tiny_corpus = [
         "data=text_files",
         f"data.corpus.path={tmp_path}",
@@ -305,16 +302,14 @@ def test_the_preflight_hands_what_it_read_to_the_stage_once(data_dir, ptmlab_hom
     ]
     cfg = compose_config(["stage=finetune", "task=glue/rte", "task.max_train_samples=40", *tiny_corpus])
     assert cfg.stage.preflight == "lightning_modules.adaptation.read_ahead.task_data_and_adaptation"
-    task_data(cfg)
-    ahead = next(iter(spec._READ_AHEAD.values()))
-    first = load_task(cfg.task)
-    assert first is ahead and not spec._READ_AHEAD
-    again = load_task(cfg.task)
-    assert again is not first and again.data.train.examples == first.data.train.examples
+    read_ahead = task_data(cfg)
+    (ahead,) = read_ahead.tasks.values()
+    assert read_ahead.task(cfg.task) is ahead and read_ahead.corpus_tokenizer is not None
+    again = ReadAhead().task(cfg.task)
+    assert again is not ahead and again.data.train.examples == ahead.data.train.examples
     other = compose_config(["stage=finetune", "task=glue/rte", "task.max_train_samples=20", *tiny_corpus])
-    task_data(other)
-    assert len(load_task(cfg.task).data.train.examples) == 40  # another node's read is not taken
-    assert len(load_task(other.task).data.train.examples) == 20 and not spec._READ_AHEAD
+    assert len(read_ahead.task(other.task).data.train.examples) == 20  # another node's read is not taken
+    assert len(load_task(cfg.task).data.train.examples) == 40
 
 
 def test_inference_reads_longest_first_and_keeps_a_questions_windows_together_in_order():

@@ -474,15 +474,11 @@ def test_bad_conll_input_through_the_entry_point_is_one_line_and_exit_2(files, m
 @pytest.mark.parametrize("case", ["missing", "label column"])
 def test_bad_conll_input_fails_in_the_preflight(case, files, module_ptmlab_home, tmp_path, monkeypatch):
     """What ptmlab.run calls before the training stack (`stage.preflight`), in process."""
-    from lightning_modules.data import corpus_tokenizer
-    from lightning_modules.tasks import spec
     from lightning_modules.tasks.read_ahead import task_data
     from ptmlab.config import compose_config
     from ptmlab.errors import DataError
     from ptmlab.run import ptmlab_error_in_chain
 
-    monkeypatch.setattr(spec, "_READ_AHEAD", {})  # what it reads is for a stage that does not run here
-    monkeypatch.setattr(corpus_tokenizer, "_READ_AHEAD", {})
     extra, named = BAD_CONLL[case]
     with pytest.raises(Exception) as raised:
         task_data(compose_config(overrides(files, extra(tmp_path))))

@@ -20,7 +20,7 @@ from ptmlab.methods.fields import (
 class Stage(Node):
     name: Name
     entry: Name  # module.function that ptmlab.run calls
-    preflight: Name | None = None  # module.function ptmlab.run calls first: reads the inputs, torch-light
+    preflight: Name | None = None  # module.function ptmlab.run calls first: reads the inputs for the entry
 
 
 class Pretrain(Stage):
