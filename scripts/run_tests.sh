@@ -14,6 +14,12 @@
 # with two OpenMP threads whose second thread is descheduled by another lane waits at every parallel
 # region (measured on this machine under load: MiniLM fine-tuning 0.21 steps/s on two threads, 0.30
 # on one). Stages that set their own thread counts (compress's latency measurement) still do.
+# Each lane runs in its own cgroup with an equal CPU share (cgroup v1's cpu controller, where this
+# user may write it: root on Linux; elsewhere the lanes run without): the kernel then splits the
+# cores between lanes, not between processes. Without it the lane that runs one process at a time
+# (models: a stage subprocess after another) got a sliver: every job a worker starts opens its own
+# session, and with autogroup scheduling (sched_autogroup_enabled) each session is weighed like a
+# whole lane.
 # Each lane has its own temporary folder and ends with its 25 slowest tests (--durations), so every
 # CI log carries the suite's profile (tests/README.md keeps the table); the exit status fails if any
 # lane fails.
@@ -50,18 +56,34 @@ declare -A paths=(
   [platform]="tests/platform tests/security ${WAITING[*]}"
 )
 declare -A logs pids codes
+cpu_root=/sys/fs/cgroup/cpu
+lane_cgroup() {  # the cgroup.procs file of lane $1, or nothing where cgroups cannot be written
+  local dir="$cpu_root/ptmlab-tests/$1"
+  [[ -d "$cpu_root" ]] && mkdir -p "$dir" 2>/dev/null && echo 1024 > "$dir/cpu.shares" 2>/dev/null \
+    && echo "$dir/cgroup.procs"
+}
+run_lane() {  # run_lane NAME [pytest options]: the lane's pytest, in the lane's cgroup where there is one
+  local name=$1 procs
+  shift
+  procs=$(lane_cgroup "$name")
+  # shellcheck disable=SC2086 - the lane's paths are words
+  ( [[ -n "$procs" ]] && echo "$BASHPID" > "$procs"
+    exec "$PYTHON" -m pytest ${paths[$name]} --basetemp="$tmp/ptmlab-tests-$name" --durations=25 "$@" )
+}
+if [[ -n "$(lane_cgroup "${names[0]}")" ]]; then
+  echo "lanes: one cgroup each, equal CPU shares ($cpu_root/ptmlab-tests)"
+else
+  echo "lanes: no cgroup (cannot write $cpu_root): the kernel shares the cores between processes"
+fi
 # The first lane reports live; the others are printed after it.
 for name in "${names[@]:1}"; do
   logs[$name]=$(mktemp "$tmp/ptmlab-tests-$name.XXXXXX.log")
-  # shellcheck disable=SC2086 - the lane's paths are words
-  "$PYTHON" -m pytest ${paths[$name]} --basetemp="$tmp/ptmlab-tests-$name" --durations=25 "$@" \
-    > "${logs[$name]}" 2>&1 &
+  run_lane "$name" "$@" > "${logs[$name]}" 2>&1 &
   pids[$name]=$!
 done
 first=${names[0]}
 echo "==================== lane $first: ${paths[$first]} ===================="
-# shellcheck disable=SC2086
-"$PYTHON" -m pytest ${paths[$first]} --basetemp="$tmp/ptmlab-tests-$first" --durations=25 "$@"
+run_lane "$first" "$@"
 codes[$first]=$?
 for name in "${names[@]:1}"; do
   wait "${pids[$name]}"
@@ -71,6 +93,10 @@ for name in "${names[@]:1}"; do
   cat "${logs[$name]}"
   rm -f "${logs[$name]}"
 done
+for name in "${names[@]}"; do  # an empty lane cgroup goes; one a stray process still holds stays
+  rmdir "$cpu_root/ptmlab-tests/$name" 2>/dev/null
+done
+rmdir "$cpu_root/ptmlab-tests" 2>/dev/null
 status=0 all_empty=1
 for name in "${names[@]}"; do
   echo "lane $name: exit ${codes[$name]}"
