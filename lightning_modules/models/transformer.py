@@ -4,7 +4,9 @@ The file reads top to bottom as building blocks, then the backbones made of them
 
     TransformerEmbeddings   token + learned absolute position (+ token type) embeddings
     MultiHeadAttention      scaled dot-product attention; self-attention, or cross-attention
-                            when given `key_value_states`; takes an additive mask
+                            when given `key_value_states`; takes an additive mask; a long-sequence
+                            `pattern` (models/attention/: sliding window, Longformer, BigBird,
+                            Linformer) replaces its dense product when `attention` is not `full`
     FeedForward             dense -> activation -> dense
     PostLNLayer/PreLNLayer  one block: attention and feed-forward sub-layers with residuals
     TransformerLayerStack   runs a list of layers, collecting every hidden state (and attentions)
@@ -27,14 +29,26 @@ parity tests and the pretrain stage's export use.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import get_args
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lightning_modules.models.attention.bigbird import BigBirdAttention
+from lightning_modules.models.attention.linformer import LinformerAttention
+from lightning_modules.models.attention.longformer import LongformerAttention
+from lightning_modules.models.attention.sliding_window import SlidingWindowAttention
 from lightning_modules.models.base import Backbone, BackboneOutput
 from ptmlab.contracts import BackboneError, ConfigError
-from ptmlab.methods.models import TransformerDecoderParams, TransformerEncoderParams
+from ptmlab.methods.fields import NODE
+from ptmlab.methods.models import (
+    AttentionName,
+    TransformerDecoderParams,
+    TransformerEncoderParams,
+    long_attention_problem,
+)
 
 ACTIVATIONS = {
     "gelu": lambda: nn.GELU(),  # exact (erf) GELU, as BERT
@@ -108,6 +122,8 @@ class MultiHeadAttention(nn.Module):
     is not) or boolean (True where attention is allowed), broadcastable to B×heads×T_q×T_k. `is_causal=True` with no bias lets
     `scaled_dot_product_attention` use its fused causal kernels.
     Self-attention by default; pass `key_value_states` (B×S×H) for cross-attention.
+    `pattern` (set by the backbone for an `attention` other than `full`) computes the context from
+    the split heads instead; it takes a boolean B×1×1×T key mask and applies causality itself.
     """
 
     def __init__(self, hidden_size: int, num_heads: int, attention_dropout: float = 0.1, dropout: float = 0.1):
@@ -124,6 +140,7 @@ class MultiHeadAttention(nn.Module):
         self.output = nn.Linear(hidden_size, hidden_size)
         self.attention_dropout = attention_dropout
         self.output_dropout = nn.Dropout(dropout)
+        self.pattern: nn.Module | None = None
 
     def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
@@ -143,7 +160,14 @@ class MultiHeadAttention(nn.Module):
         v = self._split_heads(self.value(kv))
         dropout_p = self.attention_dropout if self.training else 0.0
         probs = None
-        if output_attentions:
+        if self.pattern is not None:
+            if output_attentions:
+                raise BackboneError(
+                    f"{type(self.pattern).__name__} computes no T×T attention map: output_attentions needs "
+                    "model.backbone.attention=full"
+                )
+            context = self.pattern(q, k, v, attention_bias, is_causal, dropout_p)
+        elif output_attentions:
             # SDPA does not return the weights, so compute them explicitly on request.
             if attention_bias is not None and attention_bias.dtype == torch.bool:
                 attention_bias = allowed_to_bias(attention_bias, q.dtype)
@@ -273,6 +297,10 @@ class TransformerLayerStack(nn.Module):
 # exp(-1e4) underflows to exactly 0, so allowed positions see the same softmax as with -inf.
 MASKED_BIAS = -1.0e4
 
+# model.backbone.attention, as declared; a causal decoder takes only those that never see the future.
+ATTENTION_PATTERNS: tuple[str, ...] = get_args(AttentionName)
+CAUSAL_ATTENTION_PATTERNS = ("full", "sliding_window")
+
 
 def causal_bias(q_len: int, k_len: int, like: torch.Tensor) -> torch.Tensor:
     """Additive 1×1×T_q×T_k bias forbidding attention to later positions."""
@@ -319,6 +347,12 @@ class TransformerBackbone(Backbone):
         layer_norm_eps: float = 1e-12,
         activation: str = "gelu",
         initializer_range: float = 0.02,
+        attention: str = "full",
+        attention_window: int = 128,
+        global_tokens: Sequence[int] = (0,),
+        block_size: int = 64,
+        num_random_blocks: int = 3,
+        projected_length: int = 128,
     ):
         super().__init__()
         for key, value in {
@@ -339,6 +373,11 @@ class TransformerBackbone(Backbone):
         self.layer_norm_eps, self.activation = float(layer_norm_eps), str(activation)
         self.initializer_range = float(initializer_range)
         build_activation(self.activation)  # fail on a bad name before building anything
+        self.attention = str(attention)
+        self.attention_window, self.global_tokens = int(attention_window), tuple(int(i) for i in global_tokens)
+        self.block_size, self.num_random_blocks = int(block_size), int(num_random_blocks)
+        self.projected_length = int(projected_length)
+        self.check_attention()
 
         self.embeddings = self.build_embeddings()
         self.stack = TransformerLayerStack(self.build_layers())
@@ -362,7 +401,7 @@ class TransformerBackbone(Backbone):
         return PreLNLayer if self.pre_layer_norm else PostLNLayer
 
     def build_layer(self) -> nn.Module:
-        return self.layer_class(
+        layer = self.layer_class(
             self.hidden_size,
             self.num_heads,
             self.intermediate_size,
@@ -371,9 +410,40 @@ class TransformerBackbone(Backbone):
             self.layer_norm_eps,
             self.activation,
         )
+        layer.attention.pattern = self.build_attention_pattern()
+        return layer
 
     def build_layers(self) -> list[nn.Module]:
         return [self.build_layer() for _ in range(self.num_layers)]
+
+    def check_attention(self) -> None:
+        """The declaration's check (ptmlab.methods.models), for a backbone built without a config."""
+        allowed = CAUSAL_ATTENTION_PATTERNS if self.is_causal else ATTENTION_PATTERNS
+        if self.attention not in allowed:
+            raise ConfigError(f"model.backbone.attention={self.attention!r} is not one of {', '.join(allowed)}")
+        problem = long_attention_problem(
+            self.attention,
+            self.max_position_embeddings,
+            self.attention_window,
+            self.global_tokens,
+            self.block_size,
+            self.projected_length,
+        )
+        if problem:
+            raise ConfigError(problem.replace(NODE, "model.backbone"))
+
+    def build_attention_pattern(self) -> nn.Module | None:
+        """One layer's long-sequence pattern (each layer its own: Linformer's E and F are weights),
+        or None for full attention."""
+        if self.attention == "sliding_window":
+            return SlidingWindowAttention(self.attention_window)
+        if self.attention == "longformer":
+            return LongformerAttention(self.attention_window, self.global_tokens)
+        if self.attention == "bigbird":
+            return BigBirdAttention(self.block_size, self.num_random_blocks, self.num_heads, self.global_tokens)
+        if self.attention == "linformer":
+            return LinformerAttention(self.max_position_embeddings, self.projected_length)
+        return None
 
     def _init_weights(self, module: nn.Module) -> None:
         init_weights(module, self.initializer_range)
@@ -421,7 +491,15 @@ class TransformerBackbone(Backbone):
         """What the layers attend with: when padding is all that is masked (a bidirectional
         backbone, no `self_attention_mask`), a boolean key mask B×1×1×T (True = may attend), the
         form scaled_dot_product_attention takes for key padding without a float bias to build
-        and read (issue 28); otherwise `attention_bias`'s additive bias."""
+        and read (issue 28); otherwise `attention_bias`'s additive bias. A long-sequence pattern takes
+        the key mask alone (B×1×1×T or None), never a dense T×T one, and applies causality itself."""
+        if self.attention != "full":
+            if self_attention_mask is not None:
+                raise ConfigError(
+                    f"model.backbone.attention={self.attention} takes padding and causality only, "
+                    "not a per-batch self_attention_mask (use attention=full)"
+                )
+            return None if attention_mask is None else attention_mask.bool()[:, None, None, :]  # B×T -> B×1×1×T
         if attention_mask is None or self_attention_mask is not None or self.is_causal:
             return self.attention_bias(attention_mask, self_attention_mask, seq_len, dtype)
         keys = attention_mask.bool()
@@ -442,9 +520,9 @@ class TransformerBackbone(Backbone):
     ) -> BackboneOutput:
         x = self.embeddings(input_ids, token_type_ids=token_type_ids, position_ids=position_ids)
         bias = self.layer_attention_mask(attention_mask, self_attention_mask, input_ids.shape[1], x.dtype)
-        hidden_states, attentions = self.stack(
-            x, bias, is_causal=self.is_causal and bias is None, output_attentions=output_attentions
-        )
+        # A long-sequence pattern applies causality itself, beside the key mask it gets as `bias`.
+        is_causal = self.is_causal and (bias is None or self.attention != "full")
+        hidden_states, attentions = self.stack(x, bias, is_causal=is_causal, output_attentions=output_attentions)
         if self.final_layer_norm is not None:
             hidden_states[-1] = self.final_layer_norm(hidden_states[-1])
         return BackboneOutput(
@@ -480,6 +558,12 @@ class TransformerEncoder(TransformerBackbone):
         layer_norm_eps: float = 1e-12,
         activation: str = "gelu",
         initializer_range: float = 0.02,
+        attention: str = "full",
+        attention_window: int = 128,
+        global_tokens: Sequence[int] = (0,),
+        block_size: int = 64,
+        num_random_blocks: int = 3,
+        projected_length: int = 128,
     ):
         super().__init__(
             vocab_size,
@@ -495,12 +579,23 @@ class TransformerEncoder(TransformerBackbone):
             layer_norm_eps,
             activation,
             initializer_range,
+            attention,
+            attention_window,
+            global_tokens,
+            block_size,
+            num_random_blocks,
+            projected_length,
         )
 
     def to_hf(self):
         """The same weights as a Hugging Face `BertModel` (no pooler), or None where BERT has no
-        counterpart (a pre-LN encoder)."""
-        if self.pre_layer_norm or self.type_vocab_size == 0 or self.activation not in ("gelu", "gelu_new", "relu"):
+        counterpart (a pre-LN encoder, a long-sequence attention pattern)."""
+        if (
+            self.attention != "full"
+            or self.pre_layer_norm
+            or self.type_vocab_size == 0
+            or self.activation not in ("gelu", "gelu_new", "relu")
+        ):
             return None
         from transformers import BertConfig, BertModel
 
@@ -540,6 +635,12 @@ class TransformerDecoder(TransformerBackbone):
         layer_norm_eps: float = 1e-5,
         activation: str = "gelu_new",
         initializer_range: float = 0.02,
+        attention: str = "full",
+        attention_window: int = 128,
+        global_tokens: Sequence[int] = (0,),
+        block_size: int = 64,
+        num_random_blocks: int = 3,
+        projected_length: int = 128,
     ):
         super().__init__(
             vocab_size,
@@ -555,6 +656,12 @@ class TransformerDecoder(TransformerBackbone):
             layer_norm_eps,
             activation,
             initializer_range,
+            attention,
+            attention_window,
+            global_tokens,
+            block_size,
+            num_random_blocks,
+            projected_length,
         )
         # GPT-2 scales the residual output projections by 1/sqrt(2·L) at initialisation.
         for layer in self.stack.layers:
@@ -574,8 +681,8 @@ class TransformerDecoder(TransformerBackbone):
 
     def to_hf(self):
         """The same weights as a Hugging Face `GPT2Model`, or None where GPT-2 has no counterpart
-        (a post-LN decoder)."""
-        if not self.pre_layer_norm or self.activation not in ("gelu_new", "gelu", "relu"):
+        (a post-LN decoder, a sliding window)."""
+        if self.attention != "full" or not self.pre_layer_norm or self.activation not in ("gelu_new", "gelu", "relu"):
             return None
         from transformers import GPT2Config, GPT2Model
 

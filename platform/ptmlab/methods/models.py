@@ -37,7 +37,64 @@ class TransformerParams(TargetNode):
         return self
 
 
-class TransformerEncoderParams(TransformerParams):
+# lightning_modules/models/attention/: one file per pattern; "full" is MultiHeadAttention's own SDPA.
+AttentionName = Literal["full", "sliding_window", "longformer", "bigbird", "linformer"]
+
+
+def long_attention_problem(
+    attention: str,
+    max_position_embeddings: int,
+    attention_window: int,
+    global_tokens: list[int] | tuple[int, ...],
+    block_size: int,
+    projected_length: int,
+) -> str | None:
+    """What is wrong with a long-sequence attention setting against the model's positions, or None.
+    The declaration's validator and the backbone's constructor (built without a config in tests and
+    benchmarks) both ask this one function; keys are named relative to `{node}`."""
+    limit = f"{NODE}.max_position_embeddings={max_position_embeddings}"
+    if attention in ("sliding_window", "longformer") and attention_window > max_position_embeddings:
+        return f"{NODE}.attention_window={attention_window} exceeds {limit}"
+    if attention == "bigbird" and block_size > max_position_embeddings:
+        return f"{NODE}.block_size={block_size} exceeds {limit}"
+    if attention == "linformer" and projected_length > max_position_embeddings:
+        return f"{NODE}.projected_length={projected_length} exceeds {limit}"
+    outside = [i for i in global_tokens if not 0 <= i < max_position_embeddings]
+    if attention in ("longformer", "bigbird") and outside:
+        return f"{NODE}.global_tokens={list(global_tokens)}: index {outside[0]} is outside the {limit} positions"
+    return None
+
+
+class LongAttentionParams(TransformerParams):
+    """The self-attention pattern of ptmlab's own Transformer (docs/guide/pretraining.md, "Long sequences").
+    Each key is read only by the patterns named beside it; `full` reads none."""
+
+    max_position_embeddings: PositiveInt = 512
+    attention: AttentionName = "full"
+    attention_window: PositiveInt = 128  # sliding_window, longformer: one-sided, |i - j| <= window
+    global_tokens: list[NonNegativeInt] = [0]  # longformer, bigbird: positions that see and are seen by all
+    block_size: PositiveInt = 64  # bigbird: each block attends its own, both neighbours, random blocks
+    num_random_blocks: NonNegativeInt = 3  # bigbird: per query block and head, drawn with a fixed seed
+    projected_length: PositiveInt = 128  # linformer: k, the length keys and values are projected to
+
+    @model_validator(mode="after")
+    def _attention_fits(self):
+        problem = long_attention_problem(
+            self.attention,
+            self.max_position_embeddings,
+            self.attention_window,
+            self.global_tokens,
+            self.block_size,
+            self.projected_length,
+        )
+        if problem:
+            raise ValueError(problem)
+        return self
+
+
+class BertStyleParams(TransformerParams):
+    """The encoder fields BERT and UniLM share."""
+
     max_position_embeddings: PositiveInt = 512
     type_vocab_size: NonNegativeInt = 2
     attention_dropout: Dropout = 0.1
@@ -45,7 +102,14 @@ class TransformerEncoderParams(TransformerParams):
     activation: Activation = "gelu"
 
 
-class TransformerDecoderParams(TransformerParams):
+class TransformerEncoderParams(LongAttentionParams, BertStyleParams):
+    pass
+
+
+class TransformerDecoderParams(LongAttentionParams):
+    # Global tokens and Linformer's projection over the whole sequence would let a position see the
+    # future, so a causal decoder takes full attention or a window over the past only.
+    attention: Literal["full", "sliding_window"] = "full"
     layer_norm_eps: PositiveFloat = 1e-5  # GPT-2's
     max_position_embeddings: PositiveInt = 1024
     attention_dropout: Dropout = 0.1
@@ -53,7 +117,9 @@ class TransformerDecoderParams(TransformerParams):
     activation: Activation = "gelu_new"
 
 
-class UnilmEncoderParams(TransformerEncoderParams):
+class UnilmEncoderParams(BertStyleParams):
+    """UniLM's masks are dense per-batch T×T masks: full attention only (no long-attention keys)."""
+
     mode: Literal["bidirectional", "left_to_right", "right_to_left", "seq2seq"] = "bidirectional"
 
 
