@@ -30,7 +30,8 @@ B, HEADS, T, D = 2, 2, 23, 8  # T not a multiple of any block: the padded tail i
 
 def _qkv(seed: int = 0, length: int = T) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
-    return tuple(torch.randn(B, HEADS, length, D, generator=g, dtype=torch.float64) for _ in range(3))  # type: ignore[return-value]
+    q, k, v = (torch.randn(B, HEADS, length, D, generator=g, dtype=torch.float64) for _ in range(3))  # B×heads×T×d
+    return q, k, v
 
 
 def _padding(length: int = T) -> torch.Tensor:
