@@ -352,21 +352,23 @@ def run_matrix(first: list[Chain], parent: str, then: Callable[[Chain], list[Cha
 
 # -- the stages, tiny -------------------------------------------------------------------------
 def pretrain_overrides(corpus_dir: Path) -> list[str]:
-    # 12 steps, a checkpoint every 4: (c) lands mid-training with 8 steps left to run.
-    return pretrain(corpus_dir, steps=12, every=4)
+    # 64 steps, a checkpoint every 4: (c) lands mid-training with 60 steps (seconds) left to run;
+    # a checkpoint never comes back for a retry, so that window must outlast the test's look.
+    return pretrain(corpus_dir, steps=64, every=4)
 
 
 TINY_TASK = ["task=demo/sentiment", "task.max_train_samples=64", "task.max_eval_samples=32"]
 
 
-# 4 steps an epoch, a checkpoint every 4: (c) lands after the first epoch with two to run.
+# 16 steps an epoch, a checkpoint every 4: (c) lands in the first epoch with seconds of training
+# left (a checkpoint never comes back for a retry, so that window must outlast the test's look).
 def finetune_overrides(epochs: int) -> list[str]:
     return [
         "model=bert_tiny",
         "backbone=random",
         *TINY_TASK,
         f"stage.epochs={epochs}",
-        "stage.batch_size=16",
+        "stage.batch_size=4",
         "stage.eval_batch_size=32",
         "checkpoint_every_n_steps=4",
         "trainer.enable_progress_bar=false",
@@ -393,6 +395,8 @@ COMPRESS = [
 
 def probe_overrides(corpus_dir: Path) -> list[str]:
     # A fresh BERT-tiny (its tokenizer trained on the pretrain corpus): no job to wait for.
+    # (c) lasts from the first activation shard to `probing/`, and a cached shard never comes
+    # back for a retry: enough sentences and probe epochs keep that window seconds long.
     return [
         "model=bert_tiny",
         "backbone=random",
@@ -407,10 +411,10 @@ def probe_overrides(corpus_dir: Path) -> list[str]:
         "stage.token.scalar_mix=false",
         "probe.data.train=${paths.conf_dir}/../data/demo/ud/train.conllu",
         "probe.data.eval=${paths.conf_dir}/../data/demo/ud/dev.conllu",
-        "probe.data.max_train_sentences=48",
+        "probe.data.max_train_sentences=240",
         "probe.data.max_eval_sentences=16",
         "stage.shard_sentences=8",
-        "stage.token.epochs=2",
+        "stage.token.epochs=100",
         "stage.attention.max_sentences=8",
     ]
 
@@ -440,7 +444,7 @@ def test_kill_9_at_every_moment_of_every_stage_recovers(tmp_path, spawn_worker, 
         # pretrain, where issue 21 was seen, on PostgreSQL: the claim differs between the two
         # databases, the recovery of a stage does not (the suite's budget allows one matrix).
         chain("pretrain", "abcde", pretrain_overrides(corpus), postgres_url),
-        chain("finetune", "abcde", finetune_overrides(epochs=3)),
+        chain("finetune", "abcde", finetune_overrides(epochs=6)),
         chain("probe", "abcde", probe_overrides(corpus)),
     ]
 
