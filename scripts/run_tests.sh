@@ -53,18 +53,26 @@ declare -A paths=(
   [jobs]="${JOBS[*]}"
 )
 declare -A logs pids codes
+# Each lane runs in a session of its own (setsid). The kernel's autogroup scheduling (on here and
+# on CI's machine) shares the CPU between sessions, and the worker and job processes the tests start
+# have sessions of their own: with the lanes in make's one session, every job running got as much
+# CPU as all six lanes' pytest processes together, and a test watching a job for a moment to act at
+# (the kill matrix) missed it while the job ran. Ctrl-C reaches each lane's pytest (the trap).
+trap 'kill -INT "${pids[@]}" 2>/dev/null; wait; exit 130' INT TERM
 # The first lane reports live; the others are printed after it.
 for name in "${names[@]:1}"; do
   logs[$name]=$(mktemp "$tmp/ptmlab-tests-$name.XXXXXX.log")
   # shellcheck disable=SC2086 - the lane's paths are words
-  "$PYTHON" -m pytest ${paths[$name]} --basetemp="$tmp/ptmlab-tests-$name" --durations=25 "$@" \
+  setsid -w "$PYTHON" -m pytest ${paths[$name]} --basetemp="$tmp/ptmlab-tests-$name" --durations=25 "$@" \
     > "${logs[$name]}" 2>&1 &
   pids[$name]=$!
 done
 first=${names[0]}
 echo "==================== lane $first: ${paths[$first]} ===================="
 # shellcheck disable=SC2086
-"$PYTHON" -m pytest ${paths[$first]} --basetemp="$tmp/ptmlab-tests-$first" --durations=25 "$@"
+setsid -w "$PYTHON" -m pytest ${paths[$first]} --basetemp="$tmp/ptmlab-tests-$first" --durations=25 "$@" &
+pids[$first]=$!
+wait "${pids[$first]}"
 codes[$first]=$?
 for name in "${names[@]:1}"; do
   wait "${pids[$name]}"

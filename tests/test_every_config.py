@@ -129,13 +129,12 @@ def build_model(cfg, ctx):
 
 
 def build_objective(cfg, ctx):
-    from lightning_modules.objectives.parts import objective_parts
+    from lightning_modules.objectives.parts import build_objectives
     from lightning_modules.stages.pretrain import build_backbone
 
     backbone = build_backbone(cfg.model, len(ctx["tokenizer"]))
     batch = toy_batch(ctx["tokenizer"])
-    for _, (_, module_cfg) in objective_parts(cfg.objective).items():
-        objective = instantiate(module_cfg, backbone=backbone, tokenizer=ctx["tokenizer"])
+    for objective in build_objectives(cfg.objective, backbone, ctx["tokenizer"])[0].values():
         out = objective(batch, backbone)
         assert torch.isfinite(out.loss)
 

@@ -15,12 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from lightning_modules.objectives.masking import IGNORE_INDEX
+from ptmlab.methods.fields import TargetNode
+from ptmlab.methods.objectives import NoArgumentsParams
+from ptmlab.methods.validation import declared_in_code
 
 
 @dataclass
@@ -34,10 +38,18 @@ class ObjectiveOutput:
 
 class Objective(nn.Module):
     name: str = "objective"
+    # Its parameters, their defaults and bounds, declared once (ptmlab.methods.objectives): the
+    # constructor takes the validated declaration (`build_objective`) or, in code, its keywords.
+    declaration: type[TargetNode] = NoArgumentsParams
     # The loss is a mean NLL over predicted tokens, so validation reports its perplexity.
     predicts_tokens: bool = True
     # Backbone forward passes per training step (NSP runs its own, contrastive learning two).
     backbone_passes: float = 1.0
+
+    def declared_params(self, params: Any, values: dict[str, Any]) -> Any:
+        """`params`, or the declaration validated from `values` as a config node would be (one
+        ConfigError line naming the key on a bad one)."""
+        return params if params is not None else declared_in_code(self, values, "objective.module")
 
     def forward(self, batch: dict[str, torch.Tensor], backbone: nn.Module) -> ObjectiveOutput:  # pragma: no cover
         raise NotImplementedError

@@ -12,6 +12,8 @@ first token starts out the same and training stalls at chance (measured: ln B af
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -48,27 +50,19 @@ class ContrastiveSentenceObjective(Objective):
     backbone_passes = 2.0
 
     def __init__(
-        self,
-        backbone: nn.Module,
-        tokenizer=None,
-        temperature: float = 0.05,
-        pooling: str = "mean",
-        projection: bool = True,
+        self, backbone: nn.Module, tokenizer=None, params: ContrastiveSentenceParams | None = None, **values: Any
     ):
         super().__init__()
-        if temperature <= 0:
-            raise ConfigError(f"objective.module.temperature={temperature} must be > 0")
-        if pooling not in POOLINGS:
-            raise ConfigError(f"objective.module.pooling={pooling} is unknown; valid: {', '.join(POOLINGS)}")
-        if pooling == "cls" and backbone.is_causal:
+        self.params = params = self.declared_params(params, values)
+        if params.pooling == "cls" and backbone.is_causal:
             raise ConfigError(
                 "objective.module.pooling=cls on a causal backbone reads a token that sees "
                 "nothing of the sentence; use pooling=mean"
             )
-        self.temperature, self.pooling = float(temperature), pooling
+        self.temperature, self.pooling = float(params.temperature), params.pooling
         h = backbone.hidden_size
         # SimCSE's MLP over the pooled vector during training.
-        self.projection = nn.Sequential(nn.Linear(h, h), nn.Tanh()) if projection else nn.Identity()
+        self.projection = nn.Sequential(nn.Linear(h, h), nn.Tanh()) if params.projection else nn.Identity()
 
     def embed(self, batch: dict[str, torch.Tensor], backbone: nn.Module) -> torch.Tensor:
         out = backbone(

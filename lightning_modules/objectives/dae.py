@@ -6,6 +6,8 @@ at 30% plus sentence permutation (the defaults in conf/objective/dae.yaml)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from lightning_modules.objectives.corruption.denoising import NoiseConfig, apply_noise
@@ -26,36 +28,17 @@ class DenoisingAutoencoderObjective(Seq2SeqObjective):
 
     name = "dae"
 
-    def __init__(
-        self,
-        backbone,
-        tokenizer,
-        token_masking: float = 0.0,
-        token_deletion: float = 0.0,
-        text_infilling: float = 0.3,
-        poisson_lambda: float = 3.0,
-        sentence_permutation: bool = True,
-        document_rotation: bool = False,
-        seed: int | None = None,
-    ):
-        super().__init__(backbone, tokenizer, seed)
-        try:
-            self.noise = NoiseConfig(
-                token_masking=float(token_masking),
-                token_deletion=float(token_deletion),
-                text_infilling=float(text_infilling),
-                poisson_lambda=float(poisson_lambda),
-                sentence_permutation=bool(sentence_permutation),
-                document_rotation=bool(document_rotation),
-            )
-        except ValueError as exc:
-            raise ConfigError(f"objective.module.{exc}") from None
-        if not self.noise.active():
-            raise ConfigError(
-                "objective=dae has every noising function off: set one of objective.module."
-                "token_masking, token_deletion, text_infilling (rates > 0), sentence_permutation or "
-                "document_rotation (true)"
-            )
+    def __init__(self, backbone, tokenizer, params: DenoisingAutoencoderParams | None = None, **values: Any):
+        super().__init__(backbone, tokenizer, params, **values)
+        params = self.params
+        self.noise = NoiseConfig(
+            token_masking=float(params.token_masking),
+            token_deletion=float(params.token_deletion),
+            text_infilling=float(params.text_infilling),
+            poisson_lambda=float(params.poisson_lambda),
+            sentence_permutation=params.sentence_permutation,
+            document_rotation=params.document_rotation,
+        )
         if (self.noise.token_masking or self.noise.text_infilling) and tokenizer.mask_token_id is None:
             raise ConfigError("objective=dae with token_masking/text_infilling needs a tokenizer mask token")
         self.mask_token_id = int(tokenizer.mask_token_id) if tokenizer.mask_token_id is not None else -1

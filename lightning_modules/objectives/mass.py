@@ -7,6 +7,8 @@ positions in the sentence as in MASS."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from lightning_modules.objectives.corruption.sentinels import mass_span
@@ -20,13 +22,11 @@ class MassObjective(Seq2SeqObjective):
 
     name = "mass"
 
-    def __init__(self, backbone, tokenizer, fragment_ratio: float = 0.5, seed: int | None = None):
-        super().__init__(backbone, tokenizer, seed)
-        if not 0.0 < fragment_ratio <= 1.0:
-            raise ConfigError(f"objective.module.fragment_ratio={fragment_ratio} must be in (0, 1]")
+    def __init__(self, backbone, tokenizer, params: MassParams | None = None, **values: Any):
+        super().__init__(backbone, tokenizer, params, **values)
         if tokenizer.mask_token_id is None:
             raise ConfigError("objective=mass needs a tokenizer with a mask token")
-        self.fragment_ratio = float(fragment_ratio)
+        self.fragment_ratio = float(self.params.fragment_ratio)
         self.mask_token_id = int(tokenizer.mask_token_id)
         self.frame_ids = (tokenizer.cls_token_id, tokenizer.sep_token_id)
 

@@ -7,6 +7,8 @@ span masking), `corrupt` (static masking read from the batch), or `forward` (an 
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -60,16 +62,9 @@ class MaskedLMObjective(Objective):
 
     name = "mlm"
 
-    def __init__(
-        self,
-        backbone: nn.Module,
-        tokenizer,
-        mask_prob: float = 0.15,
-        mask_token_prob: float = 0.8,
-        random_token_prob: float = 0.1,
-        seed: int | None = None,
-    ):
+    def __init__(self, backbone: nn.Module, tokenizer, params: MaskedLMParams | None = None, **values: Any):
         super().__init__()
+        self.params = params = self.declared_params(params, values)
         if backbone.is_causal:
             raise ConfigError(
                 f"objective=mlm needs a bidirectional backbone; model family "
@@ -77,21 +72,15 @@ class MaskedLMObjective(Objective):
             )
         if tokenizer.mask_token_id is None:
             raise ConfigError("objective=mlm needs a tokenizer with a mask token; tokenizer.mask_token_id is None")
-        if not 0.0 < mask_prob <= 1.0:
-            raise ConfigError(f"objective.module.mask_prob={mask_prob} must be in (0, 1]")
-        if mask_token_prob < 0 or random_token_prob < 0 or mask_token_prob + random_token_prob > 1.0:
-            raise ConfigError(
-                f"objective.module.mask_token_prob={mask_token_prob} + random_token_prob="
-                f"{random_token_prob} must be non-negative and at most 1"
-            )
-        self.mask_prob, self.mask_token_prob, self.random_token_prob = mask_prob, mask_token_prob, random_token_prob
+        self.mask_prob, self.mask_token_prob = params.mask_prob, params.mask_token_prob
+        self.random_token_prob = params.random_token_prob
         self.mask_token_id = int(tokenizer.mask_token_id)
         embeddings = backbone.get_input_embeddings()
         vocab_size, embedding_size = embeddings.weight.shape
         special = sorted({int(i) for i in tokenizer.all_special_ids})
         self.register_buffer("special_ids", torch.tensor(special, dtype=torch.long), persistent=False)
         self.register_buffer("replacement_ids", replacement_pool(vocab_size, special), persistent=False)
-        self.corruption = SeededCorruption(seed)
+        self.corruption = SeededCorruption(params.seed)
         self.head = MaskedLMHead(
             backbone.hidden_size,
             embedding_size,

@@ -6,6 +6,8 @@ decoded with the same tied output embeddings. Loss = MLM + sbo_weight · SBO."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -14,7 +16,6 @@ from lightning_modules.objectives.base import ObjectiveOutput, token_loss
 from lightning_modules.objectives.corruption.word_spans import span_boundaries, span_select, word_start_table
 from lightning_modules.objectives.masking import IGNORE_INDEX
 from lightning_modules.objectives.mlm import MaskedLMObjective
-from ptmlab.contracts import ConfigError
 from ptmlab.methods.objectives import SpanMaskedLMParams
 
 
@@ -54,28 +55,12 @@ class SpanMaskedLMObjective(MaskedLMObjective):
 
     name = "mlm_span"
 
-    def __init__(
-        self,
-        backbone,
-        tokenizer,
-        mask_prob: float = 0.15,
-        mask_token_prob: float = 0.8,
-        random_token_prob: float = 0.1,
-        geometric_p: float = 0.2,
-        max_span_length: int = 10,
-        whole_words: bool = True,
-        span_boundary_objective: bool = True,
-        sbo_weight: float = 1.0,
-        seed: int | None = None,
-    ):
-        super().__init__(backbone, tokenizer, mask_prob, mask_token_prob, random_token_prob, seed)
-        if not 0.0 < geometric_p <= 1.0:
-            raise ConfigError(f"objective.module.geometric_p={geometric_p} must be in (0, 1]")
-        if max_span_length < 1:
-            raise ConfigError(f"objective.module.max_span_length={max_span_length} must be >= 1")
-        self.geometric_p, self.max_span_length = float(geometric_p), int(max_span_length)
-        self.whole_words = bool(whole_words)
-        self.sbo_weight = float(sbo_weight)
+    def __init__(self, backbone, tokenizer, params: SpanMaskedLMParams | None = None, **values: Any):
+        super().__init__(backbone, tokenizer, params, **values)
+        params = self.params
+        self.geometric_p, self.max_span_length = params.geometric_p, params.max_span_length
+        self.whole_words = params.whole_words
+        self.sbo_weight = float(params.sbo_weight)
         self.register_buffer("word_start_ids", word_start_table(tokenizer), persistent=False)
         embedding_size = backbone.get_input_embeddings().weight.shape[1]
         # Adjacent spans merge, so a run can be longer than one span: room for several.
@@ -86,7 +71,7 @@ class SpanMaskedLMObjective(MaskedLMObjective):
                 self.head.bias.numel(),
                 max_span_positions=4 * self.max_span_length,
             )
-            if span_boundary_objective
+            if params.span_boundary_objective
             else None
         )
 

@@ -4,6 +4,8 @@ tokenizer's vocabulary (`word_start_table`), so no word-boundary data travels wi
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from lightning_modules.objectives.corruption.word_spans import whole_word_select, word_start_table
@@ -16,16 +18,8 @@ class WholeWordMaskedLMObjective(MaskedLMObjective):
 
     name = "mlm_wwm"
 
-    def __init__(
-        self,
-        backbone,
-        tokenizer,
-        mask_prob: float = 0.15,
-        mask_token_prob: float = 0.8,
-        random_token_prob: float = 0.1,
-        seed: int | None = None,
-    ):
-        super().__init__(backbone, tokenizer, mask_prob, mask_token_prob, random_token_prob, seed)
+    def __init__(self, backbone, tokenizer, params: MaskedLMParams | None = None, **values: Any):
+        super().__init__(backbone, tokenizer, params, **values)
         self.register_buffer("word_start_ids", word_start_table(tokenizer), persistent=False)
 
     def word_starts(self, input_ids: torch.Tensor) -> torch.Tensor:

@@ -6,6 +6,8 @@ a target position knows its position but not its token. Partial prediction: K=6 
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -13,7 +15,6 @@ from lightning_modules.models.xlnet import permutation_masks
 from lightning_modules.objectives.base import Objective, ObjectiveOutput, token_loss
 from lightning_modules.objectives.mlm import MaskedLMHead
 from lightning_modules.objectives.seeding import SeededCorruption
-from ptmlab.contracts import ConfigError
 from ptmlab.methods.objectives import PermutedLMParams
 
 
@@ -22,15 +23,11 @@ class PermutedLMObjective(Objective):
 
     name = "plm"
 
-    def __init__(self, backbone: nn.Module, tokenizer=None, partial_prediction_k: float = 6.0, seed: int | None = None):
+    def __init__(self, backbone: nn.Module, tokenizer=None, params: PermutedLMParams | None = None, **values: Any):
         super().__init__()
-        if partial_prediction_k <= 1:
-            raise ConfigError(
-                f"objective.module.partial_prediction_k={partial_prediction_k} must be > 1 "
-                "(the last 1/K of the order is predicted)"
-            )
-        self.predict_fraction = 1.0 / float(partial_prediction_k)
-        self.corruption = SeededCorruption(seed)
+        self.params = params = self.declared_params(params, values)
+        self.predict_fraction = 1.0 / float(params.partial_prediction_k)  # the last 1/K of the order is predicted
+        self.corruption = SeededCorruption(params.seed)
         vocab_size, embedding_size = backbone.get_input_embeddings().weight.shape
         hidden = int(backbone.hidden_size)
         intermediate = int(backbone.intermediate_size)

@@ -14,6 +14,8 @@ paper. Only the discriminator is kept after pre-training (ElectraPair.export_bac
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -54,33 +56,20 @@ class ReplacedTokenDetectionObjective(Objective):
     predicts_tokens = False  # the loss mixes MLM and RTD: not a token NLL, no perplexity
 
     def __init__(
-        self,
-        backbone: nn.Module,
-        tokenizer,
-        mask_prob: float = 0.15,
-        mask_token_prob: float = 0.85,
-        rtd_weight: float = 50.0,
-        sampling_temperature: float = 1.0,
-        seed: int | None = None,
+        self, backbone: nn.Module, tokenizer, params: ReplacedTokenDetectionParams | None = None, **values: Any
     ):
         super().__init__()
+        self.params = params = self.declared_params(params, values)
         if tokenizer.mask_token_id is None:
             raise ConfigError("objective=rtd needs a tokenizer with a mask token; tokenizer.mask_token_id is None")
-        if not 0.0 < mask_prob <= 1.0:
-            raise ConfigError(f"objective.module.mask_prob={mask_prob} must be in (0, 1]")
-        if rtd_weight < 0 or sampling_temperature <= 0:
-            raise ConfigError(
-                f"objective.module.rtd_weight={rtd_weight} must be >= 0 and "
-                f"sampling_temperature={sampling_temperature} > 0"
-            )
-        self.mask_prob, self.mask_token_prob = float(mask_prob), float(mask_token_prob)
-        self.rtd_weight, self.sampling_temperature = float(rtd_weight), float(sampling_temperature)
+        self.mask_prob, self.mask_token_prob = params.mask_prob, params.mask_token_prob
+        self.rtd_weight, self.sampling_temperature = float(params.rtd_weight), float(params.sampling_temperature)
         self.mask_token_id = int(tokenizer.mask_token_id)
         vocab_size, embedding_size = backbone.get_input_embeddings().weight.shape
         special = sorted({int(i) for i in tokenizer.all_special_ids})
         self.register_buffer("special_ids", torch.tensor(special, dtype=torch.long), persistent=False)
         self.register_buffer("replacement_ids", replacement_pool(vocab_size, special), persistent=False)
-        self.corruption = SeededCorruption(seed)
+        self.corruption = SeededCorruption(params.seed)
         self.generator_head = MaskedLMHead(
             backbone.generator.hidden_size,
             embedding_size,

@@ -9,6 +9,8 @@ one row (framing included); variable-length results are padded here.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -41,12 +43,13 @@ def shift_right(target: torch.Tensor, target_mask: torch.Tensor, start_id: int, 
 class Seq2SeqObjective(Objective):
     name = "seq2seq"
 
-    def __init__(self, backbone: nn.Module, tokenizer, seed: int | None = None):
+    def __init__(self, backbone: nn.Module, tokenizer, params=None, **values: Any):
         super().__init__()
+        self.params = params = self.declared_params(params, values)
         self.pad_id = int(tokenizer.pad_token_id)
         # The decoder starts from [PAD] (as T5); any fixed id works, its embedding is learned.
         self.decoder_start_id = self.pad_id
-        self.corruption = SeededCorruption(seed)
+        self.corruption = SeededCorruption(params.seed)
         self.bias = nn.Parameter(torch.zeros(backbone.get_input_embeddings().weight.shape[0]))
 
     def corrupt_row(self, ids: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:

@@ -12,6 +12,8 @@ same for every sequence and the InfoNCE gradient through it is too weak to separ
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -51,17 +53,9 @@ class SpanContrastiveObjective(Objective):
     name = "span_contrastive"
     predicts_tokens = False
 
-    def __init__(
-        self,
-        backbone: nn.Module,
-        tokenizer,
-        max_ngram: int = 5,
-        temperature: float = 0.1,
-        projection_size: int = 128,
-        global_pooling: str = "mean",
-        seed: int | None = None,
-    ):
+    def __init__(self, backbone: nn.Module, tokenizer, params: SpanContrastiveParams | None = None, **values: Any):
         super().__init__()
+        self.params = params = self.declared_params(params, values)
         if backbone.is_causal:
             raise ConfigError(
                 "objective=span_contrastive reads the first token of a masked sentence, which a "
@@ -69,23 +63,17 @@ class SpanContrastiveObjective(Objective):
             )
         if tokenizer.mask_token_id is None:
             raise ConfigError("objective=span_contrastive needs a tokenizer with a mask token")
-        if max_ngram < 1:
-            raise ConfigError(f"objective.module.max_ngram={max_ngram} must be >= 1")
-        if temperature <= 0:
-            raise ConfigError(f"objective.module.temperature={temperature} must be > 0")
-        if global_pooling not in ("cls", "mean"):
-            raise ConfigError(f"objective.module.global_pooling={global_pooling} is unknown; valid: cls, mean")
-        self.global_pooling = global_pooling
-        self.max_ngram, self.temperature = int(max_ngram), float(temperature)
+        self.global_pooling = params.global_pooling
+        self.max_ngram, self.temperature = params.max_ngram, float(params.temperature)
         self.mask_token_id = int(tokenizer.mask_token_id)
         self.cls_id = int(tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.mask_token_id)
         self.sep_id = int(tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.pad_token_id)
         self.pad_id = int(tokenizer.pad_token_id)
         special = sorted({int(i) for i in tokenizer.all_special_ids})
         self.register_buffer("special_ids", torch.tensor(special, dtype=torch.long), persistent=False)
-        self.corruption = SeededCorruption(seed)
-        self.global_projection = nn.Linear(backbone.hidden_size, projection_size)
-        self.local_projection = nn.Linear(backbone.hidden_size, projection_size)
+        self.corruption = SeededCorruption(params.seed)
+        self.global_projection = nn.Linear(backbone.hidden_size, params.projection_size)
+        self.local_projection = nn.Linear(backbone.hidden_size, params.projection_size)
 
     def training_flops_per_token(self, backbone_flops_per_token: float, seq_len: int) -> float:
         """Per token of the batch: the masked pass, plus the n-gram pass over max_ngram+2 tokens

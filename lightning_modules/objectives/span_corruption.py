@@ -6,6 +6,8 @@ lightning_modules.data.tokenizer.EXTRA_SPECIALS); the span count is capped to fi
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from lightning_modules.objectives.corruption.sentinels import random_spans_noise_mask, sentinel_corrupt
@@ -28,26 +30,16 @@ class SpanCorruptionObjective(Seq2SeqObjective):
 
     name = "span_corruption"
 
-    def __init__(
-        self,
-        backbone,
-        tokenizer,
-        noise_density: float = 0.15,
-        mean_noise_span_length: float = 3.0,
-        seed: int | None = None,
-    ):
-        super().__init__(backbone, tokenizer, seed)
-        if not 0.0 < noise_density < 1.0:
-            raise ConfigError(f"objective.module.noise_density={noise_density} must be in (0, 1)")
-        if mean_noise_span_length < 1.0:
-            raise ConfigError(f"objective.module.mean_noise_span_length={mean_noise_span_length} must be >= 1")
+    def __init__(self, backbone, tokenizer, params: SpanCorruptionParams | None = None, **values: Any):
+        super().__init__(backbone, tokenizer, params, **values)
         self.sentinels = sentinel_ids(tokenizer)
         if len(self.sentinels) < 2:
             raise ConfigError(
                 "objective=span_corruption needs sentinel tokens <extra_id_0>, <extra_id_1>, ... in "
                 "the tokenizer (ptmlab-trained tokenizers have 20)"
             )
-        self.noise_density, self.mean_noise_span_length = float(noise_density), float(mean_noise_span_length)
+        self.noise_density = float(self.params.noise_density)
+        self.mean_noise_span_length = float(self.params.mean_noise_span_length)
         self.frame_ids = (tokenizer.cls_token_id, tokenizer.sep_token_id)
         self.eos_id = int(tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.pad_token_id)
 

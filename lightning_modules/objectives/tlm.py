@@ -6,6 +6,8 @@ positions restart at the target sentence, as in XLM. Batches come from a paralle
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from lightning_modules.objectives.base import ObjectiveOutput
@@ -29,18 +31,9 @@ class TranslationLMObjective(MaskedLMObjective):
 
     name = "tlm"
 
-    def __init__(
-        self,
-        backbone,
-        tokenizer,
-        mask_prob: float = 0.15,
-        mask_token_prob: float = 0.8,
-        random_token_prob: float = 0.1,
-        reset_positions: bool = True,
-        seed: int | None = None,
-    ):
-        super().__init__(backbone, tokenizer, mask_prob, mask_token_prob, random_token_prob, seed)
-        self.reset_positions = bool(reset_positions)
+    def __init__(self, backbone, tokenizer, params: TranslationLMParams | None = None, **values: Any):
+        super().__init__(backbone, tokenizer, params, **values)
+        self.reset_positions = self.params.reset_positions
 
     def forward(self, batch, backbone) -> ObjectiveOutput:
         if "token_type_ids" not in batch:

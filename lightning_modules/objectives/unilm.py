@@ -13,13 +13,14 @@ split. The masks go in as `self_attention_mask`, so any ptmlab Transformer encod
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
-from lightning_modules.models.unilm import UNILM_MODES, unilm_attention_mask
+from lightning_modules.models.unilm import unilm_attention_mask
 from lightning_modules.objectives.base import ObjectiveOutput, token_loss
 from lightning_modules.objectives.masking import IGNORE_INDEX, replace_selected
 from lightning_modules.objectives.mlm import MaskedLMObjective, special_tokens_mask_for
-from ptmlab.contracts import ConfigError
 from ptmlab.methods.objectives import UnifiedLMParams
 
 DEFAULT_MODE_WEIGHTS = {"bidirectional": 1 / 3, "seq2seq": 1 / 3, "left_to_right": 1 / 6, "right_to_left": 1 / 6}
@@ -38,24 +39,10 @@ class UnifiedLMObjective(MaskedLMObjective):
 
     name = "unilm"
 
-    def __init__(
-        self,
-        backbone,
-        tokenizer,
-        mask_prob: float = 0.15,
-        mask_token_prob: float = 0.8,
-        random_token_prob: float = 0.1,
-        mode_weights: dict | None = None,
-        seed: int | None = None,
-    ):
-        super().__init__(backbone, tokenizer, mask_prob, mask_token_prob, random_token_prob, seed)
+    def __init__(self, backbone, tokenizer, params: UnifiedLMParams | None = None, **values: Any):
+        super().__init__(backbone, tokenizer, params, **values)
+        mode_weights = self.params.mode_weights
         weights = dict(mode_weights) if mode_weights is not None else dict(DEFAULT_MODE_WEIGHTS)
-        unknown = set(weights) - set(UNILM_MODES)
-        if unknown or not weights or any(float(w) < 0 for w in weights.values()) or sum(weights.values()) <= 0:
-            raise ConfigError(
-                f"objective.module.mode_weights={weights} must give non-negative weights to modes "
-                f"among {', '.join(UNILM_MODES)}"
-            )
         self.modes = list(weights)
         self.register_buffer("mode_probs", torch.tensor([float(weights[m]) for m in self.modes]), persistent=False)
 

@@ -37,7 +37,7 @@ from omegaconf import DictConfig, OmegaConf
 from lightning_modules.adaptation.lm_head import LM_HEAD_WEIGHTS
 from lightning_modules.data.jsonl_objects import jsonl_objects
 from lightning_modules.objectives.mlm import MaskedLMObjective
-from lightning_modules.objectives.parts import objective_parts
+from lightning_modules.objectives.parts import build_objective, module_path, objective_parts
 from ptmlab.contracts import ConfigError, DataError, UntrustedCodeError
 from ptmlab.methods.shipped import check_shipped_code
 
@@ -214,7 +214,7 @@ def load_masked_lm(resolved, cfg: DictConfig) -> MaskedLM:
     """The masked-LM head that belongs to the backbone: a ptmlab pretrain run's MLM objective head
     (from its config and last checkpoint), or a Hugging Face *ForMaskedLM checkpoint. ConfigError
     when there is none (before any extraction)."""
-    from hydra.utils import get_class, instantiate
+    from hydra.utils import get_class
 
     ref = str(OmegaConf.select(cfg, "backbone", default=None) or resolved.source)
     backbone, tokenizer = resolved.backbone, resolved.tokenizer
@@ -229,7 +229,8 @@ def load_masked_lm(resolved, cfg: DictConfig) -> MaskedLM:
             for name, (_, module_cfg) in objective_parts(run_cfg.objective).items():
                 if not issubclass(get_class(str(module_cfg._target_)), MaskedLMObjective):
                     continue
-                objective = instantiate(module_cfg, backbone=backbone, tokenizer=tokenizer)
+                path = module_path(run_cfg.objective, name)
+                objective = build_objective(module_cfg, backbone, tokenizer, path)
                 objective.head.load_state_dict(_mlm_head_state(run_folder, name))
                 head = objective.head.eval()
 

@@ -9,7 +9,7 @@ from omegaconf import DictConfig, OmegaConf
 from lightning_modules.artifacts.backbone_export import export_backbone, export_lm_head, write_backbone_manifest
 from lightning_modules.data.corpus_tokenizer import CorpusTokenizer
 from lightning_modules.data.pretrain_datamodule import PretrainDataModule
-from lightning_modules.objectives.parts import objective_parts
+from lightning_modules.objectives.parts import build_objectives
 from lightning_modules.runtime.stage_run import StageRun
 from lightning_modules.stages.pretrain_module import PretrainModule, count_parameters
 from ptmlab.contracts import ConfigError
@@ -24,10 +24,7 @@ def build_backbone(model_cfg: DictConfig, vocab_size: int):
 def build_pretrain_module(cfg: DictConfig, datamodule: PretrainDataModule) -> PretrainModule:
     tokenizer = datamodule.tokenizer
     backbone = build_backbone(cfg.model, len(tokenizer))
-    objectives, weights = {}, {}
-    for name, (weight, module_cfg) in objective_parts(cfg.objective).items():
-        objectives[name] = instantiate(module_cfg, backbone=backbone, tokenizer=tokenizer)
-        weights[name] = weight
+    objectives, weights = build_objectives(cfg.objective, backbone, tokenizer)
     max_pos = OmegaConf.select(cfg, "model.backbone.max_position_embeddings", default=None)
     if max_pos is not None and int(cfg.data.block_size) > int(max_pos):
         raise ConfigError(

@@ -1,6 +1,7 @@
 """The option files of a group whose methods are declared once (`DECLARED_GROUPS`) are written from
 the declarations: each file keeps its comment header, `name`, `_target_` and any value it chose on
-purpose, and states every other declared key at its declared default, in the declaration's order.
+purpose, and states every other declared key at its declared default, in the declaration's order
+(in an objective's file, each `module` node it holds).
 So a parameter added to a declaration reaches the YAML (where Hydra needs it to take an override
 such as `adaptation.rank=16`) by running
 
@@ -21,7 +22,7 @@ from omegaconf import OmegaConf
 from ptmlab.config_groups import CONF_DIR
 from ptmlab.config_schema import TARGETS
 
-DECLARED_GROUPS = ("adaptation", "compression", "attack", "defence")
+DECLARED_GROUPS = ("adaptation", "compression", "attack", "defence", "objective")
 FIRST_KEYS = ("name", "_target_")
 # Declared keys a file states only when it sets them (the platform reads them from the node).
 OPTIONAL_KEYS = ("compatible_families",)
@@ -32,21 +33,38 @@ def _yaml_value(value: Any) -> str:
     return text.removeprefix("v:").strip() if "\n" not in text else "[" + ", ".join(map(str, value)) + "]"
 
 
+def _declared_node(node: dict[str, Any]) -> dict[str, Any]:
+    """A `_target_` node's keys in the declaration's order, each declared key at the node's value or
+    its declared default; other nodes as they are, their `_target_` nodes written the same way."""
+    if "_target_" not in node:
+        return {key: _declared_node(value) if isinstance(value, dict) else value for key, value in node.items()}
+    schema = TARGETS[node["_target_"]]
+    fields = {(f.alias or name): f for name, f in schema.model_fields.items()}
+    out = {key: node[key] for key in FIRST_KEYS if key in node}
+    for key, field in fields.items():
+        if key in FIRST_KEYS or (key in OPTIONAL_KEYS and key not in node):
+            continue
+        out[key] = node[key] if key in node else field.get_default(call_default_factory=True)
+    out.update({key: value for key, value in node.items() if key not in fields})
+    return out
+
+
+def _lines(node: dict[str, Any], indent: str = "") -> list[str]:
+    out = []
+    for key, value in node.items():
+        if isinstance(value, dict) and value:
+            out += [f"{indent}{key}:", *_lines(value, indent + "  ")]
+        else:
+            out.append(f"{indent}{key}: {_yaml_value(value)}")
+    return out
+
+
 def declared_yaml(path: Path) -> str:
     """The text `path` should have (its header and chosen values kept)."""
     lines = path.read_text(encoding="utf-8").splitlines()
     header = [line for line in lines[: next((i for i, ln in enumerate(lines) if not ln.startswith("#")), 0)]]
     node = cast(dict[str, Any], OmegaConf.to_container(OmegaConf.load(path), resolve=False))
-    schema = TARGETS[node["_target_"]]
-    fields = {(f.alias or name): f for name, f in schema.model_fields.items()}
-    out = [*header, *(f"{key}: {_yaml_value(node[key])}" for key in FIRST_KEYS)]
-    for key, field in fields.items():
-        if key in FIRST_KEYS or (key in OPTIONAL_KEYS and key not in node):
-            continue
-        value = node[key] if key in node else field.get_default(call_default_factory=True)
-        out.append(f"{key}: {_yaml_value(value)}")
-    out += [f"{key}: {_yaml_value(value)}" for key, value in node.items() if key not in fields]
-    return "\n".join(out) + "\n"
+    return "\n".join([*header, *_lines(_declared_node(node))]) + "\n"
 
 
 def option_files() -> list[Path]:

@@ -243,7 +243,7 @@ def test_denoising_autoencoder_reconstructs_the_original(tokenizer, noise):
 
 
 def test_dae_refuses_no_noise_and_non_encoder_decoders(tokenizer):
-    with pytest.raises(ConfigError, match="every noising function off"):
+    with pytest.raises(ConfigError, match="^objective.module: every noising function is off"):
         DenoisingAutoencoderObjective(
             encoder_decoder(tokenizer), tokenizer, text_infilling=0.0, sentence_permutation=False
         )

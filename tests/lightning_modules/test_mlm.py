@@ -212,3 +212,32 @@ def test_head_follows_the_embedding_width_of_a_factorised_variant(tokenizer):
     out = objective(batch_of(tokenizer), backbone)
     out.loss.backward()
     assert torch.isfinite(out.loss) and backbone.get_input_embeddings().weight.grad is not None
+
+
+def test_an_objective_is_built_from_its_declaration(tokenizer):
+    """Each part of an `objective` node is built from its declaration validated once (one line
+    naming the node's path on a bad value); in code, keywords are validated the same way."""
+    from omegaconf import OmegaConf
+
+    from lightning_modules.objectives.parts import build_objectives
+    from lightning_modules.stages.pretrain import build_backbone
+    from ptmlab.config import compose_config
+    from ptmlab.methods.objectives import MaskedLMParams, SpanContrastiveParams
+
+    overrides = ["stage=pretrain", "model=bert_tiny", "objective=mlm_span_contrastive"]
+    cfg = compose_config([*overrides, "objective.objectives.mlm.module.mask_prob=0.3"])
+    backbone = build_backbone(cfg.model, len(tokenizer))
+    objectives, weights = build_objectives(cfg.objective, backbone, tokenizer)
+    assert weights == {"mlm": 1.0, "span_contrastive": 1.0}
+    assert isinstance(objectives["mlm"].params, MaskedLMParams) and objectives["mlm"].mask_prob == 0.3
+    node = OmegaConf.to_container(cfg.objective.objectives.span_contrastive.module)
+    assert objectives["span_contrastive"].params == SpanContrastiveParams.model_validate(node)
+    # built in code: the values it is not given are the declaration's defaults
+    in_code = MaskedLMObjective(backbone, tokenizer, mask_prob=0.2)
+    default = MaskedLMParams.model_fields["random_token_prob"].default
+    assert (in_code.mask_prob, in_code.random_token_prob) == (0.2, default)
+    with pytest.raises(ConfigError, match=r"^objective\.module\.mask_prob=0\.0: "):
+        MaskedLMObjective(backbone, tokenizer, mask_prob=0.0)
+    cfg.objective.objectives.mlm.module.mask_token_prob = 0.95
+    with pytest.raises(ConfigError, match=r"^objective\.objectives\.mlm\.module\.mask_token_prob=0\.95 \+ "):
+        build_objectives(cfg.objective, backbone, tokenizer)

@@ -22,7 +22,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from lightning_modules.objectives.parts import objective_parts
+from lightning_modules.objectives.parts import build_objectives
 from lightning_modules.objectives.seeding import SeededCorruption
 from lightning_modules.stages.pretrain import build_backbone
 from lightning_modules.stages.pretrain_module import PretrainModule
@@ -108,18 +108,9 @@ def build(objective: str, tokenizer, seed: int = 0) -> PretrainModule:
     cfg = compose(objective)
     torch.manual_seed(seed)
     backbone = build_backbone(cfg.model, len(tokenizer))
-    parts = objective_parts(cfg.objective)
-    objectives = {
-        name: instantiate(module_cfg, backbone=backbone, tokenizer=tokenizer) for name, (_, module_cfg) in parts.items()
-    }
+    objectives, weights = build_objectives(cfg.objective, backbone, tokenizer)
     return PretrainModule(
-        backbone,
-        objectives,
-        {name: weight for name, (weight, _) in parts.items()},
-        OmegaConf.create({"lr": 1e-3}),
-        None,
-        total_steps=1,
-        seq_len=SEQ_LEN,
+        backbone, objectives, weights, OmegaConf.create({"lr": 1e-3}), None, total_steps=1, seq_len=SEQ_LEN
     )
 
 

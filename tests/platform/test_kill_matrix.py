@@ -376,11 +376,11 @@ def finetune_overrides(epochs: int) -> list[str]:
 
 
 # compress keeps no checkpoint; its progress.json is written at most once a second, so its
-# training (144 steps of 2 examples, no control) lasts long enough to be seen mid-way.
+# training (288 steps of 2 examples, no control) lasts long enough to be seen mid-way.
 COMPRESS = [
     "compression=distill",
     "compression.student_layers=1",
-    "compression.epochs=3",
+    "compression.epochs=6",
     "compression.control=false",
     "task=demo/sentiment",
     "task.max_train_samples=96",

@@ -31,7 +31,10 @@ def declared_in_code(method: Any, values: dict[str, Any], group: str) -> Any:
     `name`) validated from the values it was given as keywords in code, as a config node of `group`
     would be: one ConfigError line naming the key on a bad one."""
     target = f"{type(method).__module__}.{type(method).__qualname__}"
-    return declared(method.declaration, {"name": method.name, "_target_": target, **values}, group)
+    node = {"_target_": target, **values}
+    if "name" in method.declaration.model_fields:  # a group whose option files are named (not objective.module)
+        node["name"] = method.name
+    return declared(method.declaration, node, group)
 
 
 TYPE_MESSAGES = {
