@@ -30,6 +30,7 @@ from lightning_modules.data.conllu import Treebank, read_conllu
 from lightning_modules.models.hf import HFBackbone
 from lightning_modules.probing import attention as attention_probe
 from lightning_modules.probing import cloze as cloze_probe
+from lightning_modules.probing import geometry as geometry_probe
 from lightning_modules.probing import sentence as sentence_probe
 from lightning_modules.probing import structural as structural_probe
 from lightning_modules.probing import token as token_probe
@@ -43,10 +44,13 @@ FAMILY_OF = {
     **{t: "token" for t in token_probe.TOKEN_TASKS},
     **{t: "structural" for t in structural_probe.STRUCTURAL_TASKS},
     **{t: "sentence" for t in sentence_probe.SENTENCE_TASKS},
+    **{t: "geometry" for t in geometry_probe.GEOMETRY_TASKS},
     "attention": "attention",
     "lama": "cloze",
 }
-CONLLU_FAMILIES = ("token", "structural", "sentence", "attention")
+CONLLU_FAMILIES = ("token", "structural", "sentence", "attention", "geometry")
+# Families that train nothing and score no skill: no layer of theirs is the best one.
+UNRANKED_FAMILIES = ("geometry",)
 RANDOM_INIT = "random-init"
 
 
@@ -206,6 +210,8 @@ def build_probe(cfg: DictConfig) -> ProbePlan:
             for bank in (b for b in (train, eval_) if b is not None):
                 if all(h < 0 for s in bank.sentences for h in s.heads):
                     raise DataError(f"{bank.path}: probe task {t!r} needs the HEAD column, which is '_' on every word")
+    if eval_ is not None:
+        geometry_probe.check_treebank(tasks, words_of(eval_), str(eval_.path))
     lama = cloze_probe.read_lama(str(suite.data.path), suite.data.get("relations")) if "lama" in tasks else None
     resolved = resolve_probe_backbone(cfg)
     mlm = cloze_probe.load_masked_lm(resolved, cfg) if "lama" in tasks else None
@@ -282,6 +288,7 @@ def run_model(plan: ProbePlan, model: ProbeModel, cfg: DictConfig, run: StageRun
         train_acts = activations(
             plan, model, cfg, f"{plan.train.path.name}[:{len(plan.train)}]", words_of(plan.train), run
         )
+    if families & {"token", "structural", "sentence", "geometry"}:
         eval_acts = activations(plan, model, cfg, f"{plan.eval.path.name}[:{len(plan.eval)}]", words_of(plan.eval), run)
     token_settings = FitSettings.from_cfg(stage.token, seed)
     for task in plan.tasks:
@@ -326,6 +333,8 @@ def run_model(plan: ProbePlan, model: ProbeModel, cfg: DictConfig, run: StageRun
                 token_settings,
                 extract_shifted=lambda name, words: activations(plan, model, cfg, name, words, run),
             )
+        elif family == "geometry":
+            results[task] = geometry_probe.run_geometry_task(task, eval_acts, words_of(plan.eval), plan.layers, seed)
         elif family == "attention":
             results[task] = attention_probe.run_attention_analysis(
                 model.backbone,
@@ -349,7 +358,7 @@ def best_of(layers: list[dict], metric: str) -> tuple[int | None, float | None]:
 def merge_task(trained: dict, random_init: dict | None) -> dict:
     """The trained model's result with its baselines: layer 0 and the random-init model."""
     out = dict(trained)
-    metric = out.get("metric")
+    metric = None if out.get("family") in UNRANKED_FAMILIES else out.get("metric")
     layers = out.get("layers") or []
     baselines = dict(out.get("baselines") or {})
     if layers and metric:
@@ -365,7 +374,8 @@ def merge_task(trained: dict, random_init: dict | None) -> dict:
     if random_init is not None and random_init.get("layers"):
         r_best_layer, r_best = best_of(random_init["layers"], metric)
         out["random_init"] = {"layers": random_init["layers"], "best_layer": r_best_layer, "best_score": r_best}
-        baselines["random_init_best"] = r_best
+        if r_best is not None:
+            baselines["random_init_best"] = r_best
         r_entry = next((e for e in random_init["layers"] if e["layer"] == r_best_layer), {})
         if r_entry.get("selectivity") is not None:
             baselines["random_init_selectivity"] = r_entry["selectivity"]

@@ -285,6 +285,21 @@ def test_sentence_and_attention_suites_run_on_a_ptmlab_tiny_model(tiny_mlm, tmp_
     assert np.all(shares <= 1.0 + 1e-5) and np.all(np.array(stats["entropy"]) >= 0)
     assert summary["attention_heads"] and (tmp_path / "attention" / "probing" / "attention" / "entropy.png").is_file()
 
+    # the geometry suite reads the evaluation split the sentence suite extracted: cache hits, nothing trained
+    summary = run_probe(probe_cfg(tmp_path / "geometry", "probe=geometry", *small))
+    ProbeSummary.model_validate(summary)
+    tasks = {t["probe_task"]: t for t in summary["tasks"]}
+    assert set(tasks) == {"anisotropy", "self_similarity", "intra_sentence_similarity"}
+    assert all(d["cache_hit"] for d in summary["extraction"]["bert_tiny"]["datasets"].values())
+    for name, t in tasks.items():
+        assert t["family"] == "geometry" and "best_layer" not in t  # no layer is "best" at geometry
+        assert [e["layer"] for e in t["layers"]] == [0, 1, 2] and t["random_init"]["layers"]
+        for e in t["layers"]:
+            assert -1.0 <= e["anisotropy"] <= 1.0
+            if name != "anisotropy":
+                assert e[f"{name}_adjusted"] == pytest.approx(e[name] - e["anisotropy"])
+    assert tasks["self_similarity"]["word_types"] > 0
+
 
 # -- bad input: one line, before any extraction ----------------------------------------------
 

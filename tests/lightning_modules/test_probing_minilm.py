@@ -162,3 +162,25 @@ def test_sentence_and_attention_suites_run_on_minilm(home, data_dir):
     # Clark et al.: some head finds determiners' heads far better than a random-init model's
     assert result["best_heads"]["det"]["accuracy"] > 0.5
     assert result["random_init"]["best_heads"]["det"]["accuracy"] < result["best_heads"]["det"]["accuracy"]
+
+
+def test_geometry_reads_the_cache_and_finds_the_upper_layers_more_contextual(first, home):
+    """Ethayarajh (2019) on the whole dev file the first job extracted (no forward pass): MiniLM's
+    self-similarity less the anisotropy falls from the embeddings to its most contextual layer by
+    far more than the random-init twin's, which no training made contextual (figures:
+    docs/guide/probing.md)."""
+    passes_before = activations.FORWARD_PASSES["count"]
+    geometry = run(home, "geometry", "probe=geometry")
+    assert activations.FORWARD_PASSES["count"] == passes_before
+    ProbeSummary.model_validate(geometry)
+    self_sim = task(geometry, "self_similarity")
+    assert self_sim["word_types"] > 300
+
+    def drop(layers: list[dict]) -> float:
+        adjusted = [e["self_similarity_adjusted"] for e in layers]
+        return adjusted[0] - min(adjusted)
+
+    assert drop(self_sim["layers"]) >= 0.2
+    assert drop(self_sim["random_init"]["layers"]) < 0.1
+    anisotropy = task(geometry, "anisotropy")
+    assert all(-1.0 <= e["anisotropy"] <= 1.0 for e in anisotropy["layers"])

@@ -22,6 +22,9 @@ ProbeTask = Literal[
     "tense",
     "subject_number",
     "attention",
+    "anisotropy",
+    "self_similarity",
+    "intra_sentence_similarity",
     "lama",
 ]
 

@@ -386,6 +386,16 @@ class ProbeLayer(BaseModel):
     uuas: float | None = None  # distance probe
     spearman: float | None = None  # distance Spearman (distance) / norm Spearman (depth)
     root_accuracy: float | None = None  # depth probe
+    # representation geometry (Ethayarajh 2019): cosine similarities, "_adjusted" less the anisotropy
+    anisotropy: float | None = None
+    self_similarity: float | None = None
+    self_similarity_adjusted: float | None = None
+    intra_sentence_similarity: float | None = None
+    intra_sentence_similarity_adjusted: float | None = None
+
+
+# What a probe reports per layer: the probing view's curves and the drift view's metrics.
+PROBE_LAYER_METRICS = tuple(name for name in ProbeLayer.model_fields if name != "layer")
 
 
 class AttentionStatistic(BaseModel):
@@ -438,7 +448,7 @@ class ProbeTaskResult(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     probe_task: str
-    family: Literal["token", "structural", "sentence", "attention", "cloze"]
+    family: Literal["token", "structural", "sentence", "attention", "geometry", "cloze"]
     metric: str | None = None  # the per-layer key the best layer is chosen by
     probe: str | None = None  # linear | mlp | rank<k>
     layers: list[ProbeLayer] = Field(default_factory=list)
@@ -451,6 +461,7 @@ class ProbeTaskResult(BaseModel):
     relations: list[ClozeRelation] | None = None
     oov: int | None = Field(None, ge=0)
     heatmaps: list[AttentionStatistic] | None = None
+    word_types: int | None = Field(None, ge=0)  # self-similarity: the word types seen in enough sentences
 
 
 class ProbeSummary(BackboneRecord, StageSummary):

@@ -1,5 +1,6 @@
 """The probing view: per-layer curves per model × probe task (mean over its runs), control-task
-selectivity, structural-probe UUAS/Spearman, attention-head heatmaps (layer × head).
+selectivity, structural-probe UUAS/Spearman, representation geometry, attention-head heatmaps
+(layer × head).
 
 A probe summary holds a suite: every task of `tasks` becomes a curve, and its random-init baseline
 a curve of its own (model "<model> (random init)"), so a score is drawn beside what it beats. A
@@ -12,11 +13,11 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from ptmlab.contracts.summaries import AttentionStatistic, ProbeLayer, ProbeSummary
+from ptmlab.contracts.summaries import PROBE_LAYER_METRICS, AttentionStatistic, ProbeLayer, ProbeSummary
 from ptmlab.results import ResultRow, cached_view, filter_options, folded, number
 
 KIND = "probe"
-LAYER_METRICS = ("accuracy", "control_accuracy", "selectivity", "uuas", "spearman", "root_accuracy")
+LAYER_METRICS = PROBE_LAYER_METRICS
 RANDOM_INIT_SUFFIX = " (random init)"
 
 

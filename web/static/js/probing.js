@@ -1,5 +1,5 @@
 // Probing: per-layer curves per model × probe task overlaid, selectivity beside accuracy,
-// structural-probe UUAS/Spearman, and an attention-head heatmap (layer × head).
+// structural-probe UUAS/Spearman, representation geometry, and an attention-head heatmap (layer × head).
 import { PALETTE, api, el, flash, plotConfig, plotlyReady, query, setQuery } from "/static/js/api.js";
 
 const form = document.getElementById("probe-filters");
@@ -86,6 +86,15 @@ function drawAll() {
   if (structural.length) {
     plot("uuas-chart", structural, "uuas", "UUAS (0–1)");
     plot("spearman-chart", structural, "spearman", "Spearman ρ (−1–1; distance; depth: norm)");
+  }
+  const geometry = curves.filter((c) => c.anisotropy);
+  document.getElementById("geometry").hidden = geometry.length === 0;
+  if (geometry.length) {
+    // every geometry task records its layers' anisotropy: one curve per model is enough
+    const own = geometry.filter((c) => c.probe_task === "anisotropy");
+    plot("anisotropy-chart", own.length ? own : geometry, "anisotropy", "anisotropy (mean cosine of random words)");
+    plot("self-similarity-chart", geometry, "self_similarity_adjusted", "self-similarity − anisotropy");
+    plot("intra-similarity-chart", geometry, "intra_sentence_similarity_adjusted", "intra-sentence similarity − anisotropy");
   }
   const models = checked("model-boxes");
   const cloze = (data.cloze || []).filter((r) => models.has(r.model));

@@ -24,6 +24,7 @@ from fastapi.templating import Jinja2Templates
 from ptmlab import queue, views
 from ptmlab.api.deps import GroupId, PageOffset, SessionDep
 from ptmlab.api.schemas import INT4_MAX
+from ptmlab.contracts.summaries import PROBE_LAYER_METRICS
 from ptmlab.db.models import Result
 from ptmlab.errors import NotFoundError
 from ptmlab.queue.groups import summarise_groups, sweep_jobs
@@ -62,6 +63,7 @@ def _cache_control(path: str, request: Request) -> str:
 
 
 templates.env.globals["asset_url"] = asset_url
+templates.env.globals["probe_layer_metrics"] = PROBE_LAYER_METRICS  # the drift page's metric choices
 
 NAV = [
     ("/", "Overview"),

@@ -30,6 +30,7 @@ from ptmlab.api.view_models import (
     StudyViewOut,
     SweepViewOut,
 )
+from ptmlab.contracts.summaries import PROBE_LAYER_METRICS
 from ptmlab.db.models import Job, JobDependency, Result
 from ptmlab.errors import ConfigError
 from ptmlab.leaderboard.grouping import parse_adaptation_filter
@@ -188,7 +189,7 @@ def probe_drift(
     session: SessionDep,
     source: Annotated[int | None, Query(ge=1, le=INT4_MAX)] = None,
     task: Name = None,
-    metric: Literal["accuracy", "selectivity", "control_accuracy", "uuas", "spearman", "root_accuracy"] = "accuracy",
+    metric: Literal[PROBE_LAYER_METRICS] = "accuracy",  # type: ignore[valid-type]  # the probes' per-layer keys, one list
 ) -> dict[str, Any]:
     from ptmlab.views.drift import drift_sources, drift_view
 

@@ -30,6 +30,16 @@ class ProbeCurve(ViewModel):
     spearman_std: Series = None
     root_accuracy: Series = None
     root_accuracy_std: Series = None
+    anisotropy: Series = None
+    anisotropy_std: Series = None
+    self_similarity: Series = None
+    self_similarity_std: Series = None
+    self_similarity_adjusted: Series = None
+    self_similarity_adjusted_std: Series = None
+    intra_sentence_similarity: Series = None
+    intra_sentence_similarity_std: Series = None
+    intra_sentence_similarity_adjusted: Series = None
+    intra_sentence_similarity_adjusted_std: Series = None
 
 
 class ProbeHeatmap(ViewModel):
