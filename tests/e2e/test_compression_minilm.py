@@ -21,7 +21,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -44,7 +43,8 @@ NO_CONTROL = ["compression.control=false"]
 QUICK_MEASURE = ["stage.measure.repeats=3", "stage.measure.warmup=1", "stage.measure.threads=[0]"]
 
 
-def compress(teacher, run_dir: Path, method: str, extra: list[str], rows: int = TEACHER_ROWS) -> dict:
+def compress(teacher, tmp_path_factory, method: str, extra: list[str], source=None, rows: int = TEACHER_ROWS) -> dict:
+    run_dir = tmp_path_factory.mktemp(f"compress_{method}") / "run"
     env = {**os.environ, "PTMLAB_HOME": str(teacher.home)}
     env.pop("MLFLOW_TRACKING_URI", None)
     overrides = [
@@ -52,7 +52,7 @@ def compress(teacher, run_dir: Path, method: str, extra: list[str], rows: int = 
         f"compression={method}",
         *TASK,
         f"task.max_train_samples={rows}",
-        f"source={teacher.run_dir}",
+        f"source={source or teacher.run_dir}",
         *QUICK_MEASURE,
         *extra,
         f"hydra.run.dir={run_dir}",
@@ -93,16 +93,22 @@ def common_checks(s: dict, teacher) -> None:
     )
 
 
-# Each method's compress run: (method, overrides, training rows).
-RUNS = {
-    "int8": ("quantize_dynamic", [], TEACHER_ROWS),
+@pytest.fixture(scope="module")
+def int8(sst2_teacher, tmp_path_factory):
+    return compress(sst2_teacher, tmp_path_factory, "quantize_dynamic", [])
+
+
+@pytest.fixture(scope="module")
+def distilled(sst2_teacher, tmp_path_factory):
     # One epoch (two took 714 s in a CI run). On that CI run's teacher: retention 0.961 with one
     # epoch (0.982 with two); the threshold is 0.94. The no-teacher control (0.805 on that teacher,
-    # an epoch of its own: a third of this run, 599 s loaded) is a report, not a threshold: the
+    # an epoch of its own: a third of this fixture, 599 s loaded) is a report, not a threshold: the
     # tiny-model distillation in tests/lightning_modules/test_compression.py and the demo's MiniLM
     # student run with it (the default, compression.control=true), and bench/compression.py prints
     # it beside the student of such a run.
-    "distilled": (
+    return compress(
+        sst2_teacher,
+        tmp_path_factory,
         "distill",
         [
             "compression.student_layers=3",
@@ -112,62 +118,39 @@ RUNS = {
             "compression.ce_weight=0.5",
             *NO_CONTROL,
         ],
-        TEACHER_ROWS,
-    ),
-    "heads_pruned": (
+    )
+
+
+@pytest.fixture(scope="module")
+def heads_pruned(sst2_teacher, tmp_path_factory):
+    return compress(
+        sst2_teacher,
+        tmp_path_factory,
         "prune_heads",
         ["compression.fraction=0.3", "compression.finetune_epochs=1", *NO_CONTROL],
-        RECOVERY_ROWS,
-    ),
-    "sparse": (
+        rows=RECOVERY_ROWS,
+    )
+
+
+@pytest.fixture(scope="module")
+def sparse(sst2_teacher, tmp_path_factory):
+    return compress(
+        sst2_teacher,
+        tmp_path_factory,
         "prune_magnitude",
         ["compression.sparsity=0.4", "compression.finetune_epochs=1", *NO_CONTROL],
-        RECOVERY_ROWS,
-    ),
-    "factored": (
+        rows=RECOVERY_ROWS,
+    )
+
+
+@pytest.fixture(scope="module")
+def factored(sst2_teacher, tmp_path_factory):
+    return compress(
+        sst2_teacher,
+        tmp_path_factory,
         "low_rank",
         ["compression.param_ratio=0.5", "compression.finetune_epochs=1", *NO_CONTROL],
-        TEACHER_ROWS,
-    ),
-}
-
-
-@pytest.fixture(scope="module")
-def compressions(sst2_teacher, tmp_path_factory):
-    """Every method's run, started together as soon as the teacher exists: each is one process on
-    one intra-op thread, so side by side they use the cores a lone run leaves idle. Each test waits
-    for its own run only."""
-    run_dirs = {name: tmp_path_factory.mktemp(f"compress_{method}") / "run" for name, (method, _, _) in RUNS.items()}
-    with ThreadPoolExecutor(max_workers=len(RUNS)) as pool:
-        yield {
-            name: pool.submit(compress, sst2_teacher, run_dirs[name], method, extra, rows)
-            for name, (method, extra, rows) in RUNS.items()
-        }
-
-
-@pytest.fixture(scope="module")
-def int8(compressions):
-    return compressions["int8"].result()
-
-
-@pytest.fixture(scope="module")
-def distilled(compressions):
-    return compressions["distilled"].result()
-
-
-@pytest.fixture(scope="module")
-def heads_pruned(compressions):
-    return compressions["heads_pruned"].result()
-
-
-@pytest.fixture(scope="module")
-def sparse(compressions):
-    return compressions["sparse"].result()
-
-
-@pytest.fixture(scope="module")
-def factored(compressions):
-    return compressions["factored"].result()
+    )
 
 
 FRESH_PREDICT = textwrap.dedent("""
